@@ -1,0 +1,62 @@
+/* rlx-backend.h — where a rank computes its gradients, and why there
+ *
+ * Resolution walks the candidates best first — a hardware Vulkan device
+ * (discrete > integrated > virtual), then the CPU — and keeps, for each one
+ * passed over, a reason written for the person who asks "why is it only
+ * computing on CPU?". An explicit request that cannot be met is refused with
+ * its reason, never silently downgraded. A software Vulkan device (llvmpipe)
+ * is used only when asked for by name ("vulkan:llvmpipe").
+ *
+ * Requests: "auto", "cpu", "vulkan" (best hardware device), "vulkan:NAME"
+ * (the device whose name contains NAME, case-insensitively; a software device
+ * too).
+ *
+ * Threads: resolve anywhere; afterwards one thread at a time (the rank's
+ * compute worker) calls rlx_backend_grads.
+ */
+#pragma once
+
+#include <glib.h>
+#include "core/vision/rlx-model.h"
+#include "core/vision/rlx-dataset.h"
+
+G_BEGIN_DECLS
+
+#define RLX_BACKEND_ERROR (rlx_backend_error_quark ())
+GQuark rlx_backend_error_quark (void);
+typedef enum {
+  RLX_BACKEND_ERROR_UNKNOWN,       /* request is not auto/cpu/vulkan[:NAME] */
+  RLX_BACKEND_ERROR_UNAVAILABLE,   /* explicit request that cannot be met */
+  RLX_BACKEND_ERROR_BATCH,         /* batch outside 1..max_batch */
+  RLX_BACKEND_ERROR_DEVICE_LOST,   /* the GPU is gone: fatal for this rank */
+  RLX_BACKEND_ERROR_OUT_OF_MEMORY,
+  RLX_BACKEND_ERROR_FAILED,
+} RlxBackendError;
+
+typedef struct _RlxBackend RlxBackend;
+
+RlxBackend *rlx_backend_resolve  (const char *request, const RlxModel *model,
+                                  RlxDataset *dataset, guint max_batch,
+                                  GError **error);
+void        rlx_backend_free     (RlxBackend *self);
+
+/* "cpu" or "vulkan" */
+const char *rlx_backend_name     (const RlxBackend *self);
+/* What it runs on: "NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)",
+ * "CPU, OpenBLAS 0.3.21, 2 threads". */
+const char *rlx_backend_device   (const RlxBackend *self);
+/* Why faster candidates were passed over, "; "-joined; "" when none was. */
+const char *rlx_backend_fallback (const RlxBackend *self);
+guint       rlx_backend_max_batch (const RlxBackend *self);
+const RlxModel *rlx_backend_model (const RlxBackend *self);
+RlxDataset *rlx_backend_dataset  (const RlxBackend *self);
+
+/* Mean loss and gradient over training samples @indices[0..n) of the
+ * backend's dataset (train split) at @params. 1 <= n <= max_batch. */
+gboolean    rlx_backend_grads    (RlxBackend *self, const float *params,
+                                  const guint32 *indices, guint n,
+                                  float *loss, float *grads, GError **error);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxBackend, rlx_backend_free)
+
+G_END_DECLS

@@ -1,0 +1,46 @@
+/* rlx-cpu.h — the CPU reference forward/backward, SGD and evaluation
+ *
+ * Dense layers and the convolutions (as im2col) go through cblas_sgemm.
+ * Loss is softmax cross-entropy, mean over the batch, so shard gradients
+ * average (weighted by sample count) to the full-batch gradient.
+ * A trainer owns scratch memory for up to @max_batch samples; it is used by
+ * one thread at a time.
+ */
+#pragma once
+
+#include <glib.h>
+#include "rlx-model.h"
+#include "rlx-dataset.h"
+
+G_BEGIN_DECLS
+
+typedef struct _RlxCpuTrainer RlxCpuTrainer;
+
+RlxCpuTrainer *rlx_cpu_trainer_new  (const RlxModel *model, guint max_batch);
+void           rlx_cpu_trainer_free (RlxCpuTrainer *self);
+const RlxModel *rlx_cpu_trainer_model (const RlxCpuTrainer *self);
+
+/* Mean loss over the @n samples of @x ([n][784]) and @labels, and its
+ * gradient with respect to @params (flat, model->n_params) into @grads.
+ * 1 <= n <= max_batch. @grads may be NULL (forward only). Returns the loss. */
+float rlx_cpu_trainer_grads (RlxCpuTrainer *self, const float *params,
+                             const float *x, const guint8 *labels, guint n,
+                             float *grads);
+
+/* Logits ([n][10]) for @n inputs. */
+void  rlx_cpu_trainer_forward (RlxCpuTrainer *self, const float *params,
+                               const float *x, guint n, float *logits);
+
+/* params -= lr * grads, element-wise in f32 (the one update every replica
+ * applies, so replicas given the same update stay bit-identical). */
+void  rlx_sgd_step (float *params, const float *grads, gsize n, float lr);
+
+/* Fraction of @split classified correctly, and the mean loss into @loss_out
+ * (may be NULL). */
+double rlx_cpu_evaluate (RlxCpuTrainer *self, const float *params,
+                         const RlxDataset *dataset, RlxSplit split,
+                         double *loss_out);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxCpuTrainer, rlx_cpu_trainer_free)
+
+G_END_DECLS

@@ -1,0 +1,63 @@
+/* rlx-model.h — the three models of DESIGN.md: layout and initialisation
+ *
+ * Parameters are one flat f32 vector in layer order, weight (row-major,
+ * PyTorch's shape) then bias. Tensor names are those of PyTorch's
+ * nn.Sequential in shared/bench/torch_ref.py ("1.weight", …), so an exported
+ * .safetensors file loads straight into that model with load_state_dict.
+ */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+#define RLX_IMAGE_SIDE   28
+#define RLX_INPUT_LEN    (RLX_IMAGE_SIDE * RLX_IMAGE_SIDE)
+#define RLX_N_CLASSES    10
+
+typedef enum {
+  RLX_MODEL_MNIST_MLP,
+  RLX_MODEL_MNIST_MLP_XL,
+  RLX_MODEL_MNIST_CNN,
+  RLX_N_MODELS
+} RlxModelId;
+
+typedef struct {
+  const char *name;      /* "1.weight" */
+  guint       rank;      /* number of dims used in shape[] */
+  guint       shape[4];  /* PyTorch's shape: Linear (out, in); Conv2d (out, in, kh, kw) */
+  gsize       offset;    /* first element in the flat vector */
+  gsize       numel;
+  guint       fan_in;    /* init bound is 1/sqrt(fan_in) */
+} RlxTensorInfo;
+
+typedef struct {
+  RlxModelId           id;
+  const char          *slug;      /* "mnist-mlp" */
+  guint                n_tensors;
+  const RlxTensorInfo *tensors;
+  gsize                n_params;  /* flat length = gradient bucket length */
+} RlxModel;
+
+#define RLX_MODEL_ERROR (rlx_model_error_quark ())
+GQuark rlx_model_error_quark (void);
+typedef enum {
+  RLX_MODEL_ERROR_UNKNOWN,      /* unknown slug */
+  RLX_MODEL_ERROR_PARAMS,       /* wrong parameter vector */
+} RlxModelError;
+
+const RlxModel *rlx_model_get    (RlxModelId id);
+/* NULL and an error listing the known slugs when @slug is unknown. */
+const RlxModel *rlx_model_lookup (const char *slug, GError **error);
+/* "mnist-mlp, mnist-mlp-xl, mnist-cnn" */
+const char     *rlx_model_slugs  (void);
+
+/* PyTorch's default distribution (uniform ±1/sqrt(fan_in) for weights and
+ * biases) drawn from Philox keyed by @seed: bit-identical for equal seeds. */
+void rlx_model_init_params (const RlxModel *model, guint64 seed, float *params);
+
+/* 64-bit hash of a parameter vector's bits (FNV-1a over the f32 bytes, LE);
+ * equal hashes <=> (overwhelmingly) bit-identical replicas. */
+guint64 rlx_params_hash (const float *params, gsize n);
+
+G_END_DECLS

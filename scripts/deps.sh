@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs every Debian package that building, running and testing rlx-cluster
+# needs. Idempotent: when everything is present it does nothing and says so.
+set -euo pipefail
+
+PACKAGES=(
+  # build
+  build-essential meson ninja-build pkg-config clang libclang-rt-14-dev
+  # core libraries
+  libglib2.0-dev libjson-glib-dev libopenblas-dev libopenblas0-pthread zlib1g-dev
+  # networking
+  libnice-dev libsoup-3.0-dev libgnutls28-dev glib-networking
+  # GPU
+  libvulkan-dev libvulkan1 mesa-vulkan-drivers glslc spirv-tools vulkan-validationlayers vulkan-tools
+  # app
+  libgtk-4-dev gettext desktop-file-utils appstream xvfb xauth dbus-x11 at-spi2-core
+  # data and tests
+  dataset-fashion-mnist nodejs iproute2 python3-numpy
+)
+# The PyTorch reference for benchmarks is large; only `--bench` pulls it in.
+if [[ "${1:-}" == "--bench" ]]; then
+  PACKAGES+=(python3-torch libopenblas0-pthread hyperfine)
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+# node may come from elsewhere (a newer Node.js already on PATH is fine)
+if command -v node >/dev/null 2>&1; then
+  missing=("${missing[@]/nodejs}")
+fi
+missing=($(printf '%s\n' "${missing[@]}" | grep -v '^$' || true))
+
+if ((${#missing[@]} == 0)); then
+  echo "deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "deps: done"

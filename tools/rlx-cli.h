@@ -1,0 +1,43 @@
+/* rlx-cli.h — the subcommands of rlx-rank, the headless node and developer CLI
+ *
+ * Each subcommand is `int rlx_cmd_NAME (int argc, char **argv)` with argv[0]
+ * the subcommand's name. Exit status: 0 success, 1 runtime failure (the
+ * message says what went wrong), 2 usage error (a one-line message on stderr
+ * naming the bad option or value and pointing at --help).
+ */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+#define RLX_EXIT_OK      0
+#define RLX_EXIT_FAILURE 1
+#define RLX_EXIT_USAGE   2
+
+typedef int (*RlxCommandFunc) (int argc, char **argv);
+
+typedef struct {
+  const char     *name;
+  RlxCommandFunc  func;
+  const char     *summary;
+} RlxCommand;
+
+/* The table, in the order `rlx-rank --help` lists them; NULL-terminated. */
+extern const RlxCommand rlx_commands[];
+
+/* Parse with a GOptionContext; on a bad option print
+ * "rlx-rank SUB: MESSAGE (see rlx-rank SUB --help)" and return FALSE. */
+gboolean rlx_cli_parse (GOptionContext *ctx, const char *sub, int *argc, char ***argv);
+/* Print "rlx-rank SUB: MESSAGE" to stderr and return @status. */
+int      rlx_cli_fail  (const char *sub, int status, const char *fmt, ...) G_GNUC_PRINTF (3, 4);
+
+int rlx_cmd_train   (int argc, char **argv);
+int rlx_cmd_grads   (int argc, char **argv);
+int rlx_cmd_bench   (int argc, char **argv);
+int rlx_cmd_wire    (int argc, char **argv);
+int rlx_cmd_devices (int argc, char **argv);
+int rlx_cmd_join    (int argc, char **argv);
+int rlx_cmd_export  (int argc, char **argv);
+
+G_END_DECLS

@@ -627,3 +627,22 @@ rlx_cpu_evaluate (RlxCpuTrainer *self, const float *params,
     *loss_out = size ? loss_sum / size : 0.0;
   return size ? (double) correct / size : 0.0;
 }
+
+void
+rlx_cpu_set_threads (guint n)
+{
+  if (n > 0)
+    openblas_set_num_threads ((int) MIN (n, 256u));
+}
+
+guint
+rlx_cpu_threads (void)
+{
+  return (guint) MAX (openblas_get_num_threads (), 1);
+}
+
+const char *
+rlx_cpu_blas_name (void)
+{
+  return openblas_get_config ();
+}

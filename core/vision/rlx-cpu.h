@@ -41,6 +41,13 @@ double rlx_cpu_evaluate (RlxCpuTrainer *self, const float *params,
                          const RlxDataset *dataset, RlxSplit split,
                          double *loss_out);
 
+/* Threads the BLAS library may use (process-wide); 0 leaves its default.
+ * rlx_cpu_threads returns the number in force. */
+void  rlx_cpu_set_threads (guint n);
+guint rlx_cpu_threads     (void);
+/* "OpenBLAS 0.3.21 …": what computes the GEMMs. */
+const char *rlx_cpu_blas_name (void);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxCpuTrainer, rlx_cpu_trainer_free)
 
 G_END_DECLS

@@ -1,0 +1,276 @@
+/* rlx-link.c — the RlxLink base class: signals, properties, byte counters
+ *
+ * Subclasses (rlx-unix-link.c, later the ICE link) implement send, close and
+ * pending_bytes and report through rlx_link_emit_frame / _emit_closed /
+ * _add_bytes_tx / _add_bytes_rx. The base class guarantees ::closed is
+ * emitted once and that nothing is sent on a closed link.
+ */
+#include "rlx-config.h"
+#include "rlx-link.h"
+
+G_DEFINE_QUARK (rlx-link-error-quark, rlx_link_error)
+
+typedef struct {
+  char    *peer;
+  guint64  bytes_tx;
+  guint64  bytes_rx;
+  gboolean closed;
+} RlxLinkPrivate;
+
+G_DEFINE_ABSTRACT_TYPE_WITH_PRIVATE (RlxLink, rlx_link, G_TYPE_OBJECT)
+
+enum {
+  PROP_0,
+  PROP_PEER,
+  PROP_BYTES_TX,
+  PROP_BYTES_RX,
+  PROP_CLOSED,
+  N_PROPS
+};
+
+enum {
+  SIGNAL_FRAME,
+  SIGNAL_CLOSED,
+  N_SIGNALS
+};
+
+static GParamSpec *properties[N_PROPS];
+static guint signals[N_SIGNALS];
+
+static void
+rlx_link_finalize (GObject *object)
+{
+  RlxLinkPrivate *priv = rlx_link_get_instance_private (RLX_LINK (object));
+
+  g_clear_pointer (&priv->peer, g_free);
+  G_OBJECT_CLASS (rlx_link_parent_class)->finalize (object);
+}
+
+static void
+rlx_link_get_property (GObject *object, guint prop_id, GValue *value,
+                       GParamSpec *pspec)
+{
+  RlxLinkPrivate *priv = rlx_link_get_instance_private (RLX_LINK (object));
+
+  switch (prop_id)
+    {
+    case PROP_PEER:
+      g_value_set_string (value, priv->peer);
+      break;
+    case PROP_BYTES_TX:
+      g_value_set_uint64 (value, priv->bytes_tx);
+      break;
+    case PROP_BYTES_RX:
+      g_value_set_uint64 (value, priv->bytes_rx);
+      break;
+    case PROP_CLOSED:
+      g_value_set_boolean (value, priv->closed);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+    }
+}
+
+static gsize
+rlx_link_real_pending_bytes (RlxLink *self)
+{
+  return 0;
+}
+
+static void
+rlx_link_class_init (RlxLinkClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+
+  object_class->finalize = rlx_link_finalize;
+  object_class->get_property = rlx_link_get_property;
+  klass->pending_bytes = rlx_link_real_pending_bytes;
+
+  properties[PROP_PEER] =
+    g_param_spec_string ("peer", NULL, NULL, NULL,
+                         G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
+  properties[PROP_BYTES_TX] =
+    g_param_spec_uint64 ("bytes-tx", NULL, NULL, 0, G_MAXUINT64, 0,
+                         G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
+  properties[PROP_BYTES_RX] =
+    g_param_spec_uint64 ("bytes-rx", NULL, NULL, 0, G_MAXUINT64, 0,
+                         G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
+  properties[PROP_CLOSED] =
+    g_param_spec_boolean ("closed", NULL, NULL, FALSE,
+                          G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
+  g_object_class_install_properties (object_class, N_PROPS, properties);
+
+  signals[SIGNAL_FRAME] =
+    g_signal_new ("frame", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                  0, NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_BYTES);
+  signals[SIGNAL_CLOSED] =
+    g_signal_new ("closed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                  0, NULL, NULL, NULL, G_TYPE_NONE, 1,
+                  G_TYPE_ERROR | G_SIGNAL_TYPE_STATIC_SCOPE);
+}
+
+static void
+rlx_link_init (RlxLink *self)
+{
+}
+
+gboolean
+rlx_link_send (RlxLink *self, GBytes *frame, GError **error)
+{
+  RlxLinkPrivate *priv;
+
+  g_return_val_if_fail (RLX_IS_LINK (self), FALSE);
+  g_return_val_if_fail (frame != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  priv = rlx_link_get_instance_private (self);
+  if (priv->closed)
+    {
+      g_set_error (error, RLX_LINK_ERROR, RLX_LINK_ERROR_CLOSED,
+                   "link to %s is closed", priv->peer ? priv->peer : "peer");
+      return FALSE;
+    }
+  g_return_val_if_fail (RLX_LINK_GET_CLASS (self)->send != NULL, FALSE);
+  return RLX_LINK_GET_CLASS (self)->send (self, frame, error);
+}
+
+void
+rlx_link_close (RlxLink *self)
+{
+  RlxLinkPrivate *priv;
+
+  g_return_if_fail (RLX_IS_LINK (self));
+
+  priv = rlx_link_get_instance_private (self);
+  if (priv->closed)
+    return;
+  if (RLX_LINK_GET_CLASS (self)->close != NULL)
+    RLX_LINK_GET_CLASS (self)->close (self);
+  /* A subclass that forgot to report still ends up closed, once. */
+  if (!priv->closed)
+    {
+      g_autoptr(GError) error = g_error_new (RLX_LINK_ERROR, RLX_LINK_ERROR_CLOSED,
+                                             "link closed");
+      rlx_link_emit_closed (self, error);
+    }
+}
+
+gsize
+rlx_link_pending_bytes (RlxLink *self)
+{
+  g_return_val_if_fail (RLX_IS_LINK (self), 0);
+  return RLX_LINK_GET_CLASS (self)->pending_bytes (self);
+}
+
+const char *
+rlx_link_get_peer (RlxLink *self)
+{
+  RlxLinkPrivate *priv;
+
+  g_return_val_if_fail (RLX_IS_LINK (self), NULL);
+  priv = rlx_link_get_instance_private (self);
+  return priv->peer;
+}
+
+guint64
+rlx_link_get_bytes_tx (RlxLink *self)
+{
+  RlxLinkPrivate *priv;
+
+  g_return_val_if_fail (RLX_IS_LINK (self), 0);
+  priv = rlx_link_get_instance_private (self);
+  return priv->bytes_tx;
+}
+
+guint64
+rlx_link_get_bytes_rx (RlxLink *self)
+{
+  RlxLinkPrivate *priv;
+
+  g_return_val_if_fail (RLX_IS_LINK (self), 0);
+  priv = rlx_link_get_instance_private (self);
+  return priv->bytes_rx;
+}
+
+gboolean
+rlx_link_is_closed (RlxLink *self)
+{
+  RlxLinkPrivate *priv;
+
+  g_return_val_if_fail (RLX_IS_LINK (self), TRUE);
+  priv = rlx_link_get_instance_private (self);
+  return priv->closed;
+}
+
+void
+rlx_link_set_peer (RlxLink *self, const char *peer)
+{
+  RlxLinkPrivate *priv;
+
+  g_return_if_fail (RLX_IS_LINK (self));
+  priv = rlx_link_get_instance_private (self);
+  if (g_strcmp0 (priv->peer, peer) == 0)
+    return;
+  g_free (priv->peer);
+  priv->peer = g_strdup (peer);
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_PEER]);
+}
+
+void
+rlx_link_emit_frame (RlxLink *self, GBytes *frame)
+{
+  RlxLinkPrivate *priv;
+
+  g_return_if_fail (RLX_IS_LINK (self));
+  g_return_if_fail (frame != NULL);
+  priv = rlx_link_get_instance_private (self);
+  if (priv->closed)
+    return;
+  g_signal_emit (self, signals[SIGNAL_FRAME], 0, frame);
+}
+
+void
+rlx_link_emit_closed (RlxLink *self, const GError *error)
+{
+  RlxLinkPrivate *priv;
+  g_autoptr(GError) fallback = NULL;
+
+  g_return_if_fail (RLX_IS_LINK (self));
+  priv = rlx_link_get_instance_private (self);
+  if (priv->closed)
+    return;
+  priv->closed = TRUE;
+  if (error == NULL)
+    error = fallback = g_error_new (RLX_LINK_ERROR, RLX_LINK_ERROR_CLOSED, "link closed");
+
+  g_object_ref (self);
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_CLOSED]);
+  g_signal_emit (self, signals[SIGNAL_CLOSED], 0, error);
+  g_object_unref (self);
+}
+
+void
+rlx_link_add_bytes_tx (RlxLink *self, guint64 n)
+{
+  RlxLinkPrivate *priv;
+
+  g_return_if_fail (RLX_IS_LINK (self));
+  if (n == 0)
+    return;
+  priv = rlx_link_get_instance_private (self);
+  priv->bytes_tx += n;
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_BYTES_TX]);
+}
+
+void
+rlx_link_add_bytes_rx (RlxLink *self, guint64 n)
+{
+  RlxLinkPrivate *priv;
+
+  g_return_if_fail (RLX_IS_LINK (self));
+  if (n == 0)
+    return;
+  priv = rlx_link_get_instance_private (self);
+  priv->bytes_rx += n;
+  g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_BYTES_RX]);
+}

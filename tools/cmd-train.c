@@ -162,8 +162,8 @@ rlx_cmd_train (int argc, char **argv)
   const char *sub = "train";
   g_autofree char *model_slug = NULL, *dataset_slug = NULL, *batch_s = NULL;
   g_autofree char *lr_s = NULL, *steps_s = NULL, *epochs_s = NULL, *seed_s = NULL;
-  g_autofree char *backend_s = NULL, *threads_s = NULL;
-  gboolean json = FALSE;
+  g_autofree char *backend_s = NULL, *threads_s = NULL, *order_s = NULL;
+  gboolean json = FALSE, file_order = FALSE;
   GOptionEntry entries[] = {
     { "model", 0, 0, G_OPTION_ARG_STRING, &model_slug, "mnist-mlp, mnist-mlp-xl or mnist-cnn", "M" },
     { "dataset", 0, 0, G_OPTION_ARG_STRING, &dataset_slug, "fashion-mnist or synthetic", "D" },
@@ -173,6 +173,7 @@ rlx_cmd_train (int argc, char **argv)
     { "epochs", 0, 0, G_OPTION_ARG_STRING, &epochs_s, "train this many passes over the training set", "E" },
     { "seed", 0, 0, G_OPTION_ARG_STRING, &seed_s, "keys the initialisation, the permutation and synthetic data (default 0)", "S" },
     { "backend", 0, 0, G_OPTION_ARG_STRING, &backend_s, "auto, cpu, vulkan or vulkan:NAME (default auto)", "B" },
+    { "order", 0, 0, G_OPTION_ARG_STRING, &order_s, "permuted (each epoch a seeded permutation; default) or file", "O" },
     { "threads", 0, 0, G_OPTION_ARG_STRING, &threads_s, "BLAS threads on the CPU backend (default: all cores)", "N" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "one JSON object per line", NULL },
     { NULL }
@@ -197,7 +198,8 @@ rlx_cmd_train (int argc, char **argv)
     "Trains from the seeded initialisation with plain SGD on mean softmax\n"
     "cross-entropy. Each epoch visits a permutation of the training set seeded\n"
     "by --seed (the last batch of an epoch may be smaller), then the model is\n"
-    "evaluated on the test set.\n\n"
+    "evaluated on the test set. --order file visits the samples in file order\n"
+    "instead, as torch_ref.py accuracy does.\n\n"
     "Example:\n"
     "  rlx-rank train --model mnist-mlp --dataset fashion-mnist --batch 64 --lr 0.05 --epochs 2");
   if (!rlx_cli_parse (ctx, sub, &argc, &argv) || !no_extra_args (sub, argc, argv))
@@ -217,6 +219,10 @@ rlx_cmd_train (int argc, char **argv)
       (seed_s && !parse_uint (sub, "--seed", seed_s, 0, G_MAXUINT64, &seed)) ||
       !parse_threads (sub, threads_s))
     return RLX_EXIT_USAGE;
+  if (order_s != NULL && g_strcmp0 (order_s, "file") != 0 && g_strcmp0 (order_s, "permuted") != 0)
+    return rlx_cli_fail (sub, RLX_EXIT_USAGE, "--order: '%s' is neither permuted nor file (see rlx-rank train --help)",
+                         order_s);
+  file_order = g_strcmp0 (order_s, "file") == 0;
 
   status = open_model_dataset (sub, model_slug, dataset_slug, seed, &model, &dataset);
   if (status != RLX_EXIT_OK)
@@ -244,15 +250,15 @@ rlx_cmd_train (int argc, char **argv)
   if (json)
     printf ("{\"event\":\"start\",\"model\":\"%s\",\"dataset\":\"%s\",\"params\":%" G_GSIZE_FORMAT
             ",\"batch\":%" G_GUINT64_FORMAT ",\"lr\":%s,\"steps\":%" G_GUINT64_FORMAT
-            ",\"seed\":%" G_GUINT64_FORMAT ",\"backend\":%s,\"device\":%s,\"fallback\":%s}\n",
+            ",\"seed\":%" G_GUINT64_FORMAT ",\"order\":\"%s\",\"backend\":%s,\"device\":%s,\"fallback\":%s}\n",
             model->slug, rlx_dataset_slug (dataset), model->n_params, batch,
-            json_num (b1, lr), steps, seed, backend_json, device_json, fallback_json);
+            json_num (b1, lr), steps, seed, file_order ? "file" : "permuted", backend_json, device_json, fallback_json);
   else
     {
       printf ("training %s (%" G_GSIZE_FORMAT " parameters) on %s: batch %" G_GUINT64_FORMAT
-              ", lr %s, %" G_GUINT64_FORMAT " steps, seed %" G_GUINT64_FORMAT "\n",
+              ", lr %s, %" G_GUINT64_FORMAT " steps, seed %" G_GUINT64_FORMAT ", %s order\n",
               model->slug, model->n_params, rlx_dataset_slug (dataset), batch,
-              json_num (b1, lr), steps, seed);
+              json_num (b1, lr), steps, seed, file_order ? "file" : "permuted");
       printf ("backend %s: %s%s%s\n", rlx_backend_name (backend), rlx_backend_device (backend),
               *rlx_backend_fallback (backend) ? " — passed over: " : "",
               rlx_backend_fallback (backend));
@@ -269,7 +275,11 @@ rlx_cmd_train (int argc, char **argv)
       if (e != epoch)
         {
           epoch = e;
-          rlx_dataset_permutation (train_size, seed, epoch, perm);
+          if (file_order)
+            for (guint i = 0; i < train_size; i++)
+              perm[i] = i;
+          else
+            rlx_dataset_permutation (train_size, seed, epoch, perm);
         }
       if (!rlx_backend_grads (backend, params, perm + start, n, &loss, grads, &error))
         return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "step %" G_GUINT64_FORMAT ": %s",

@@ -97,11 +97,15 @@ rlx_dataset_gather (const RlxDataset *self, RlxSplit split,
                     float *x, guint8 *labels)
 {
   const guint8 *images;
+  float lut[256];
 
   g_return_if_fail (self != NULL);
   g_return_if_fail (split == RLX_SPLIT_TRAIN || split == RLX_SPLIT_TEST);
   g_return_if_fail (indices != NULL || n == 0);
 
+  /* pixel / 255 exactly as PyTorch's .float().div(255) computes it */
+  for (guint v = 0; v < 256; v++)
+    lut[v] = (float) v / 255.0f;
   images = self->images[split];
   for (guint k = 0; k < n; k++)
     {
@@ -112,7 +116,7 @@ rlx_dataset_gather (const RlxDataset *self, RlxSplit split,
       src = images + (gsize) i * RLX_INPUT_LEN;
       if (x != NULL)
         for (guint p = 0; p < RLX_INPUT_LEN; p++)
-          x[(gsize) k * RLX_INPUT_LEN + p] = (float) src[p] * (1.0f / 255.0f);
+          x[(gsize) k * RLX_INPUT_LEN + p] = lut[src[p]];
       if (labels != NULL)
         labels[k] = self->labels[split][i];
     }
@@ -231,9 +235,9 @@ idx_read (GInputStream *in, const char *path, void *buf, gsize len,
   if (got != len)
     {
       g_set_error (error, RLX_DATASET_ERROR, RLX_DATASET_ERROR_CORRUPT,
-                   "%s is truncated: %s needs %" G_GSIZE_FORMAT " bytes, the file has %"
+                   "%s is truncated: expected %" G_GSIZE_FORMAT " bytes for %s, found %"
                    G_GSIZE_FORMAT " (reinstall the Debian package %s)",
-                   path, what, len, got, FASHION_PACKAGE);
+                   path, len, what, got, FASHION_PACKAGE);
       return FALSE;
     }
   return TRUE;
@@ -287,9 +291,9 @@ idx_load (const char *dir, const char *name, gboolean images,
   if (magic != (0x00000800u | ndim))
     {
       g_set_error (error, RLX_DATASET_ERROR, RLX_DATASET_ERROR_CORRUPT,
-                   "%s: wrong IDX magic 0x%08x, expected 0x%08x (u8 data in %u "
-                   "dimensions); reinstall the Debian package %s",
-                   path, magic, 0x800u | ndim, ndim, FASHION_PACKAGE);
+                   "%s: wrong IDX magic 0x%08x, expected 0x%08x (u8 %s); reinstall the Debian package %s",
+                   path, magic, 0x800u | ndim, images ? "images, 3 dimensions" : "labels, 1 dimension",
+                   FASHION_PACKAGE);
       return NULL;
     }
   count = be32 (header + 4);

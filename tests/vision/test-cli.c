@@ -1,0 +1,286 @@
+/* test-cli.c — rlx-rank train, grads and bench as a person runs them */
+#include "rlx-config.h"
+#include "core/vision/rlx-cpu.h"
+
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <string.h>
+
+static const char *rank_path;
+static char *tmpdir;
+
+typedef struct {
+  int   status;
+  char *out;
+  char *err;
+} Run;
+
+static void
+run_clear (Run *r)
+{
+  g_free (r->out);
+  g_free (r->err);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Run, run_clear)
+
+/* Runs rlx-rank with the NULL-terminated arguments. */
+static void
+run (Run *r, const char *first, ...)
+{
+  g_autoptr(GPtrArray) argv = g_ptr_array_new ();
+  g_autoptr(GError) error = NULL;
+  va_list ap;
+  int wait_status = 0;
+
+  g_ptr_array_add (argv, (char *) rank_path);
+  va_start (ap, first);
+  for (const char *a = first; a != NULL; a = va_arg (ap, const char *))
+    g_ptr_array_add (argv, (char *) a);
+  va_end (ap);
+  g_ptr_array_add (argv, NULL);
+
+  g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+                &r->out, &r->err, &wait_status, &error);
+  g_assert_no_error (error);
+  g_assert_true (WIFEXITED (wait_status));
+  r->status = WEXITSTATUS (wait_status);
+}
+
+/* Exit status 2 and exactly one line on stderr that contains @needle. */
+static void
+assert_usage_error (Run *r, const char *needle)
+{
+  g_test_message ("stderr: %s", r->err);
+  g_assert_cmpint (r->status, ==, 2);
+  g_assert_true (g_str_has_prefix (r->err, "rlx-rank "));
+  g_assert_true (g_str_has_suffix (r->err, "\n"));
+  g_assert_true (strchr (r->err, '\n') == r->err + strlen (r->err) - 1);
+  g_assert_nonnull (strstr (r->err, needle));
+}
+
+static void
+test_help (void)
+{
+  const char *subs[] = { "train", "grads", "bench" };
+  const char *opts[] = { "--epochs", "--params", "--seconds" };
+
+  for (guint i = 0; i < G_N_ELEMENTS (subs); i++)
+    {
+      g_auto(Run) r = { 0 };
+
+      run (&r, subs[i], "--help", NULL);
+      g_assert_cmpint (r.status, ==, 0);
+      g_assert_nonnull (strstr (r.out, opts[i]));
+      g_assert_nonnull (strstr (r.out, "--model"));
+    }
+}
+
+static void
+test_bad_options (void)
+{
+  static const struct {
+    const char *args[16];
+    const char *needle;
+  } cases[] = {
+    { { "train", "--bogus", NULL }, "--bogus" },
+    { { "train", "--model", "resnet", "--dataset", "synthetic", "--batch", "8", "--lr", "0.1", "--steps", "1", NULL }, "resnet" },
+    { { "train", "--model", "mnist-mlp", "--dataset", "cifar", "--batch", "8", "--lr", "0.1", "--steps", "1", NULL }, "cifar" },
+    { { "train", "--model", "mnist-mlp", "--dataset", "synthetic", "--batch", "0", "--lr", "0.1", "--steps", "1", NULL }, "--batch" },
+    { { "train", "--model", "mnist-mlp", "--dataset", "synthetic", "--batch", "8x", "--lr", "0.1", "--steps", "1", NULL }, "8x" },
+    { { "train", "--model", "mnist-mlp", "--dataset", "synthetic", "--batch", "8", "--lr", "-1", "--steps", "1", NULL }, "--lr" },
+    { { "train", "--model", "mnist-mlp", "--dataset", "synthetic", "--batch", "8", "--lr", "nan", "--steps", "1", NULL }, "--lr" },
+    { { "train", "--model", "mnist-mlp", "--dataset", "synthetic", "--batch", "8", "--lr", "0.1", NULL }, "--epochs" },
+    { { "train", "--model", "mnist-mlp", "--dataset", "synthetic", "--batch", "8", "--lr", "0.1", "--steps", "1", "--epochs", NULL }, "--epochs" },
+    { { "train", "--model", "mnist-mlp", "--dataset", "synthetic", "--batch", "8", "--lr", "0.1", "--steps", "1", "extra", NULL }, "extra" },
+    { { "train", "--dataset", "synthetic", "--batch", "8", "--lr", "0.1", "--steps", "1", NULL }, "--model" },
+    { { "train", "--model", "mnist-mlp", "--dataset", "synthetic", "--batch", "8", "--lr", "0.1", "--steps", "1", "--backend", "tpu", NULL }, "tpu" },
+    { { "grads", "--model", "mnist-mlp", "--dataset", "synthetic", "--start", "0", "--batch", "4", "--out", "x", NULL }, "--params" },
+    { { "grads", "--model", "mnist-mlp", "--dataset", "synthetic", "--start", "59999", "--batch", "4", "--seed", "1", NULL }, "--out" },
+    { { "grads", "--model", "mnist-mlp", "--dataset", "synthetic", "--start", "59999", "--batch", "4", "--seed", "1", "--out", "x", NULL }, "60000" },
+    { { "bench", "--model", "mnist-mlp", "--batch", "64", "--seconds", "soon", NULL }, "--seconds" },
+    { { "bench", "--model", "mnist-mlp", NULL }, "--batch" },
+    { { "bench", "--model", "mnist-mlp", "--batch", "64", "--threads", "0", NULL }, "--threads" },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_auto(Run) r = { 0 };
+      g_autoptr(GPtrArray) argv = g_ptr_array_new ();
+      g_autoptr(GError) error = NULL;
+      int wait_status = 0;
+
+      g_ptr_array_add (argv, (char *) rank_path);
+      for (guint k = 0; cases[i].args[k]; k++)
+        g_ptr_array_add (argv, (char *) cases[i].args[k]);
+      g_ptr_array_add (argv, NULL);
+      g_spawn_sync (tmpdir, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+                    &r.out, &r.err, &wait_status, &error);
+      g_assert_no_error (error);
+      g_assert_true (WIFEXITED (wait_status));
+      r.status = WEXITSTATUS (wait_status);
+      assert_usage_error (&r, cases[i].needle);
+    }
+}
+
+/* grads writes [loss, gradient] (1 + n_params LE f32) that match the trainer
+ * on the same samples in file order; --params of the seeded init gives the
+ * same bytes as --seed; a --params file of the wrong length is refused with
+ * both lengths. */
+static void
+test_grads (void)
+{
+  for (guint id = 0; id < RLX_N_MODELS; id++)
+    {
+      const RlxModel *m = rlx_model_get (id);
+      g_autofree char *out1 = g_build_filename (tmpdir, "g1.f32", NULL);
+      g_autofree char *out2 = g_build_filename (tmpdir, "g2.f32", NULL);
+      g_autofree char *pfile = g_build_filename (tmpdir, "p.f32", NULL);
+      g_autofree char *b1 = NULL, *b2 = NULL;
+      g_autofree float *params = g_new (float, m->n_params);
+      g_autofree float *g = g_new (float, m->n_params);
+      g_autoptr(GError) error = NULL;
+      g_autoptr(RlxDataset) ds = rlx_dataset_open ("synthetic", 4, &error);
+      g_autoptr(RlxCpuTrainer) tr = rlx_cpu_trainer_new (m, 6);
+      g_auto(Run) r1 = { 0 };
+      g_auto(Run) r2 = { 0 };
+      g_auto(Run) r3 = { 0 };
+      g_autofree char *short_len = g_strdup_printf ("%" G_GSIZE_FORMAT, m->n_params - 1);
+      g_autofree char *full_len = g_strdup_printf ("%" G_GSIZE_FORMAT, m->n_params);
+      gsize l1 = 0, l2 = 0;
+      guint32 idx[6] = { 100, 101, 102, 103, 104, 105 };
+      float x[6 * RLX_INPUT_LEN];
+      guint8 labels[6];
+      float loss;
+
+      g_assert_no_error (error);
+      run (&r1, "grads", "--model", m->slug, "--dataset", "synthetic", "--start", "100",
+           "--batch", "6", "--seed", "4", "--backend", "cpu", "--out", out1, NULL);
+      g_assert_cmpint (r1.status, ==, 0);
+      g_assert_true (g_file_get_contents (out1, &b1, &l1, NULL));
+      g_assert_cmpuint (l1, ==, 4 * (1 + m->n_params));
+
+      rlx_model_init_params (m, 4, params);
+      rlx_dataset_gather (ds, RLX_SPLIT_TRAIN, idx, 6, x, labels);
+      loss = rlx_cpu_trainer_grads (tr, params, x, labels, 6, g);
+      g_assert_cmpmem (b1, 4, &loss, 4);
+      g_assert_cmpmem (b1 + 4, 4 * m->n_params, g, 4 * m->n_params);
+
+      g_assert_true (g_file_set_contents (pfile, (char *) params, 4 * m->n_params, NULL));
+      run (&r2, "grads", "--model", m->slug, "--dataset", "synthetic", "--start", "100",
+           "--batch", "6", "--params", pfile, "--data-seed", "4", "--backend", "cpu",
+           "--out", out2, NULL);
+      g_assert_cmpint (r2.status, ==, 0);
+      g_assert_true (g_file_get_contents (out2, &b2, &l2, NULL));
+      g_assert_cmpmem (b1, l1, b2, l2);
+
+      g_assert_true (g_file_set_contents (pfile, (char *) params, 4 * (m->n_params - 1), NULL));
+      run (&r3, "grads", "--model", m->slug, "--dataset", "synthetic", "--start", "0",
+           "--batch", "2", "--params", pfile, "--out", out2, NULL);
+      g_test_message ("stderr: %s", r3.err);
+      g_assert_cmpint (r3.status, !=, 0);
+      g_assert_nonnull (strstr (r3.err, short_len));
+      g_assert_nonnull (strstr (r3.err, full_len));
+      g_assert_true (strchr (r3.err, '\n') == r3.err + strlen (r3.err) - 1);
+      g_unlink (out1);
+      g_unlink (out2);
+      g_unlink (pfile);
+    }
+}
+
+/* train --json: a start line, one step line per step with a finite loss,
+ * and a done line with the test accuracy. */
+static void
+test_train_json (void)
+{
+  g_auto(Run) r = { 0 };
+  g_auto(GStrv) lines = NULL;
+  guint steps = 0;
+  gboolean done = FALSE;
+
+  run (&r, "train", "--model", "mnist-mlp", "--dataset", "synthetic", "--batch", "32",
+       "--lr", "0.1", "--steps", "40", "--seed", "2", "--backend", "cpu", "--json", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  lines = g_strsplit (r.out, "\n", -1);
+  for (guint i = 0; lines[i] && *lines[i]; i++)
+    {
+      g_autoptr(JsonParser) parser = json_parser_new ();
+      g_autoptr(GError) error = NULL;
+      JsonObject *o;
+      const char *event;
+
+      json_parser_load_from_data (parser, lines[i], -1, &error);
+      g_assert_no_error (error);
+      o = json_node_get_object (json_parser_get_root (parser));
+      event = json_object_get_string_member (o, "event");
+      if (i == 0)
+        {
+          g_assert_cmpstr (event, ==, "start");
+          g_assert_cmpint (json_object_get_int_member (o, "params"), ==, 101770);
+          g_assert_cmpstr (json_object_get_string_member (o, "backend"), ==, "cpu");
+        }
+      else if (g_str_equal (event, "step"))
+        {
+          double loss = json_object_get_double_member (o, "loss");
+
+          g_assert_cmpint (json_object_get_int_member (o, "step"), ==, ++steps);
+          g_assert_cmpfloat (loss, >, 0);
+          g_assert_cmpfloat (loss, <, 10);
+        }
+      else
+        {
+          g_assert_cmpstr (event, ==, "done");
+          g_assert_cmpint (json_object_get_int_member (o, "steps"), ==, 40);
+          /* 40 steps of 32 on the synthetic patterns is far above chance. */
+          g_assert_cmpfloat (json_object_get_double_member (o, "test_accuracy"), >, 0.5);
+          done = TRUE;
+        }
+    }
+  g_assert_cmpuint (steps, ==, 40);
+  g_assert_true (done);
+}
+
+static void
+test_bench (void)
+{
+  g_auto(Run) r = { 0 };
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(GError) error = NULL;
+  JsonObject *o;
+
+  run (&r, "bench", "--model", "mnist-cnn", "--batch", "16", "--backend", "cpu",
+       "--seconds", "0.2", "--json", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  json_parser_load_from_data (parser, r.out, -1, &error);
+  g_assert_no_error (error);
+  o = json_node_get_object (json_parser_get_root (parser));
+  g_assert_cmpstr (json_object_get_string_member (o, "model"), ==, "mnist-cnn");
+  g_assert_cmpint (json_object_get_int_member (o, "batch"), ==, 16);
+  g_assert_cmpfloat (json_object_get_double_member (o, "samples_per_second"), >, 0);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autoptr(GError) error = NULL;
+  int status;
+
+  g_test_init (&argc, &argv, NULL);
+  rank_path = g_getenv ("RLX_RANK");
+  if (rank_path == NULL)
+    {
+      g_printerr ("RLX_RANK is not set: run this test through meson test\n");
+      return 1;
+    }
+  tmpdir = g_dir_make_tmp ("rlx-cli-XXXXXX", &error);
+  g_assert_no_error (error);
+
+  g_test_add_func ("/vision/cli/help", test_help);
+  g_test_add_func ("/vision/cli/bad-options", test_bad_options);
+  g_test_add_func ("/vision/cli/grads", test_grads);
+  g_test_add_func ("/vision/cli/train-json", test_train_json);
+  g_test_add_func ("/vision/cli/bench", test_bench);
+  status = g_test_run ();
+  g_rmdir (tmpdir);
+  g_free (tmpdir);
+  return status;
+}

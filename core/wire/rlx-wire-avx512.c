@@ -1,0 +1,272 @@
+/* rlx-wire-avx512.c — AVX-512 + F16C kernels, chosen at run time
+ *
+ * Same bits as the portable kernels in rlx-wire-convert.c:
+ *   - x * scale is done in double (vcvtps2pd, vmulpd, vcvtpd2ps) exactly as
+ *     the seed's JavaScript does it, then vcvtps2ph rounds to f16 (RNE).
+ *   - vcvtps2ph differs from the seed's f32ToF16 in two places, patched
+ *     only in vectors where they occur: NaN (the seed writes sign|0x7e00)
+ *     and the f16 subnormal range, where the seed rounds ties away from zero
+ *     (those lanes get the seed's own integer formula).
+ *   - f8 = the seed's 64 KiB f16 → f8 bridge, read with a dword gather.
+ *   - decode: vcvtph2ps then a double multiply by 1/scale; f8 decode reads a
+ *     256-entry table already multiplied by 1/scale.
+ */
+#include "rlx-config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/wire/rlx-wire-private.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+#define RLX_AVX512 __attribute__ ((target ("avx512f,avx512bw,avx512vl,avx512dq,f16c,fma,avx2")))
+
+RLX_AVX512 static inline __m512
+abs_ps (__m512 v)
+{
+  return _mm512_castsi512_ps (_mm512_and_si512 (_mm512_castps_si512 (v),
+                                                _mm512_set1_epi32 (0x7fffffff)));
+}
+
+RLX_AVX512 static float
+avx512_maxabs (const float *x, gsize n)
+{
+  const __m512 inf = _mm512_set1_ps (INFINITY);
+  __m512 m0 = _mm512_setzero_ps (), m1 = m0, m2 = m0, m3 = m0;
+  gsize i = 0;
+
+  for (; i + 64 <= n; i += 64)
+    {
+      __m512 a0 = abs_ps (_mm512_loadu_ps (x + i));
+      __m512 a1 = abs_ps (_mm512_loadu_ps (x + i + 16));
+      __m512 a2 = abs_ps (_mm512_loadu_ps (x + i + 32));
+      __m512 a3 = abs_ps (_mm512_loadu_ps (x + i + 48));
+      m0 = _mm512_mask_max_ps (m0, _mm512_cmp_ps_mask (a0, inf, _CMP_LT_OQ), m0, a0);
+      m1 = _mm512_mask_max_ps (m1, _mm512_cmp_ps_mask (a1, inf, _CMP_LT_OQ), m1, a1);
+      m2 = _mm512_mask_max_ps (m2, _mm512_cmp_ps_mask (a2, inf, _CMP_LT_OQ), m2, a2);
+      m3 = _mm512_mask_max_ps (m3, _mm512_cmp_ps_mask (a3, inf, _CMP_LT_OQ), m3, a3);
+    }
+  for (; i < n; i += 16)
+    {
+      __mmask16 k = n - i >= 16 ? 0xffff : (__mmask16) ((1u << (n - i)) - 1);
+      __m512 a = abs_ps (_mm512_maskz_loadu_ps (k, x + i));
+      m0 = _mm512_mask_max_ps (m0, _mm512_cmp_ps_mask (a, inf, _CMP_LT_OQ), m0, a);
+    }
+  m0 = _mm512_max_ps (_mm512_max_ps (m0, m1), _mm512_max_ps (m2, m3));
+  return _mm512_reduce_max_ps (m0);
+}
+
+RLX_AVX512 static float
+avx512_add_maxabs (const float *x, float *r, gsize n)
+{
+  const __m512 inf = _mm512_set1_ps (INFINITY);
+  __m512 m0 = _mm512_setzero_ps (), m1 = m0;
+  gsize i = 0;
+
+  for (; i + 32 <= n; i += 32)
+    {
+      __m512 s0 = _mm512_add_ps (_mm512_loadu_ps (x + i), _mm512_loadu_ps (r + i));
+      __m512 s1 = _mm512_add_ps (_mm512_loadu_ps (x + i + 16), _mm512_loadu_ps (r + i + 16));
+      __m512 a0 = abs_ps (s0), a1 = abs_ps (s1);
+      _mm512_storeu_ps (r + i, s0);
+      _mm512_storeu_ps (r + i + 16, s1);
+      m0 = _mm512_mask_max_ps (m0, _mm512_cmp_ps_mask (a0, inf, _CMP_LT_OQ), m0, a0);
+      m1 = _mm512_mask_max_ps (m1, _mm512_cmp_ps_mask (a1, inf, _CMP_LT_OQ), m1, a1);
+    }
+  for (; i < n; i += 16)
+    {
+      __mmask16 k = n - i >= 16 ? 0xffff : (__mmask16) ((1u << (n - i)) - 1);
+      __m512 s = _mm512_add_ps (_mm512_maskz_loadu_ps (k, x + i), _mm512_maskz_loadu_ps (k, r + i));
+      __m512 a = abs_ps (s);
+      _mm512_mask_storeu_ps (r + i, k, s);
+      m0 = _mm512_mask_max_ps (m0, _mm512_cmp_ps_mask (a, inf, _CMP_LT_OQ), m0, a);
+    }
+  return _mm512_reduce_max_ps (_mm512_max_ps (m0, m1));
+}
+
+/* 16 floats → (float) ((double) x * scale), rounded as the seed rounds. */
+RLX_AVX512 static inline __m512
+scale16 (__m512 x, __m512d s)
+{
+  __m512d lo = _mm512_cvtps_pd (_mm512_castps512_ps256 (x));
+  __m512d hi = _mm512_cvtps_pd (_mm256_castpd_ps (_mm512_extractf64x4_pd (_mm512_castps_pd (x), 1)));
+  __m256 ylo = _mm512_cvtpd_ps (_mm512_mul_pd (lo, s));
+  __m256 yhi = _mm512_cvtpd_ps (_mm512_mul_pd (hi, s));
+  return _mm512_insertf32x8 (_mm512_castps256_ps512 (ylo), yhi, 1);
+}
+
+/* The seed's f32ToF16 on 16 lanes, as 32-bit lanes. */
+RLX_AVX512 static inline __m512i
+seed_f16_slow (__m512 y, __m512i h32, __mmask16 knan, __mmask16 ksub)
+{
+  __m512i b = _mm512_castps_si512 (y);
+  __m512i sign = _mm512_and_si512 (_mm512_srli_epi32 (b, 16), _mm512_set1_epi32 (0x8000));
+  __m512i e8 = _mm512_and_si512 (_mm512_srli_epi32 (b, 23), _mm512_set1_epi32 (0xff));
+  __m512i shift = _mm512_sub_epi32 (_mm512_set1_epi32 (126), e8);
+  __m512i m = _mm512_or_si512 (_mm512_and_si512 (b, _mm512_set1_epi32 (0x7fffff)),
+                               _mm512_set1_epi32 (0x800000));
+  __m512i half = _mm512_sllv_epi32 (_mm512_set1_epi32 (1),
+                                    _mm512_sub_epi32 (shift, _mm512_set1_epi32 (1)));
+  __m512i sub = _mm512_or_si512 (sign, _mm512_srlv_epi32 (_mm512_add_epi32 (m, half), shift));
+  __m512i nan = _mm512_or_si512 (sign, _mm512_set1_epi32 (0x7e00));
+
+  h32 = _mm512_mask_mov_epi32 (h32, ksub, sub);
+  return _mm512_mask_mov_epi32 (h32, knan, nan);
+}
+
+RLX_AVX512 static inline __m256i
+seed_f16 (__m512 y)
+{
+  __m256i h = _mm512_cvtps_ph (y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512i a = _mm512_and_si512 (_mm512_castps_si512 (y), _mm512_set1_epi32 (0x7fffffff));
+  /* NaN: a > 0x7f800000; seed subnormal path: 2^-25 <= |y| < 2^-14 */
+  __mmask16 knan = _mm512_cmpgt_epu32_mask (a, _mm512_set1_epi32 (0x7f800000));
+  __mmask16 ksub = _mm512_cmplt_epu32_mask (_mm512_sub_epi32 (a, _mm512_set1_epi32 (0x33000000)),
+                                            _mm512_set1_epi32 (0x38800000 - 0x33000000));
+
+  if (G_UNLIKELY ((knan | ksub) != 0))
+    return _mm512_cvtepi32_epi16 (seed_f16_slow (y, _mm512_cvtepu16_epi32 (h), knan, ksub));
+  return h;
+}
+
+RLX_AVX512 static void
+avx512_quant_f16 (const float *x, gsize n, double scale, void *out)
+{
+  const __m512d s = _mm512_set1_pd (scale);
+  guint8 *o = out;
+  gsize i = 0;
+
+  for (; i + 32 <= n; i += 32)
+    {
+      __m256i h0 = seed_f16 (scale16 (_mm512_loadu_ps (x + i), s));
+      __m256i h1 = seed_f16 (scale16 (_mm512_loadu_ps (x + i + 16), s));
+      _mm256_storeu_si256 ((__m256i *) (o + 2 * i), h0);
+      _mm256_storeu_si256 ((__m256i *) (o + 2 * i + 32), h1);
+    }
+  for (; i < n; i += 16)
+    {
+      __mmask16 k = n - i >= 16 ? 0xffff : (__mmask16) ((1u << (n - i)) - 1);
+      __m256i h = seed_f16 (scale16 (_mm512_maskz_loadu_ps (k, x + i), s));
+      _mm256_mask_storeu_epi16 (o + 2 * i, k, h);
+    }
+}
+
+RLX_AVX512 static inline __m128i
+bridge16 (__m256i h, const guint8 *bridge)
+{
+  __m512i idx = _mm512_cvtepu16_epi32 (h);
+  __m512i g = _mm512_i32gather_epi32 (idx, (const void *) bridge, 1);
+  return _mm512_cvtepi32_epi8 (g); /* keeps the low byte of each lane */
+}
+
+RLX_AVX512 static void
+avx512_quant_f8 (const float *x, gsize n, double scale, const guint8 *bridge, void *out)
+{
+  const __m512d s = _mm512_set1_pd (scale);
+  guint8 *o = out;
+  gsize i = 0;
+
+  for (; i + 32 <= n; i += 32)
+    {
+      __m256i h0 = seed_f16 (scale16 (_mm512_loadu_ps (x + i), s));
+      __m256i h1 = seed_f16 (scale16 (_mm512_loadu_ps (x + i + 16), s));
+      _mm_storeu_si128 ((__m128i *) (o + i), bridge16 (h0, bridge));
+      _mm_storeu_si128 ((__m128i *) (o + i + 16), bridge16 (h1, bridge));
+    }
+  for (; i < n; i += 16)
+    {
+      __mmask16 k = n - i >= 16 ? 0xffff : (__mmask16) ((1u << (n - i)) - 1);
+      __m256i h = seed_f16 (scale16 (_mm512_maskz_loadu_ps (k, x + i), s));
+      _mm_mask_storeu_epi8 (o + i, k, bridge16 (h, bridge));
+    }
+}
+
+RLX_AVX512 static inline void
+dequant16 (__m256i h, __m512d inv, float *out, __mmask16 k)
+{
+  __m512 f = _mm512_cvtph_ps (h);
+  __m512d lo = _mm512_cvtps_pd (_mm512_castps512_ps256 (f));
+  __m512d hi = _mm512_cvtps_pd (_mm256_castpd_ps (_mm512_extractf64x4_pd (_mm512_castps_pd (f), 1)));
+  __m256 ylo = _mm512_cvtpd_ps (_mm512_mul_pd (lo, inv));
+  __m256 yhi = _mm512_cvtpd_ps (_mm512_mul_pd (hi, inv));
+  __m512 y = _mm512_insertf32x8 (_mm512_castps256_ps512 (ylo), yhi, 1);
+
+  if (k == 0xffff)
+    _mm512_storeu_ps (out, y);
+  else
+    _mm512_mask_storeu_ps (out, k, y);
+}
+
+RLX_AVX512 static void
+avx512_dequant_f16 (const void *in, gsize n, double inv, float *out)
+{
+  const __m512d v = _mm512_set1_pd (inv);
+  const guint8 *p = in;
+  gsize i = 0;
+
+  for (; i + 32 <= n; i += 32)
+    {
+      dequant16 (_mm256_loadu_si256 ((const __m256i *) (p + 2 * i)), v, out + i, 0xffff);
+      dequant16 (_mm256_loadu_si256 ((const __m256i *) (p + 2 * i + 32)), v, out + i + 16, 0xffff);
+    }
+  for (; i < n; i += 16)
+    {
+      __mmask16 k = n - i >= 16 ? 0xffff : (__mmask16) ((1u << (n - i)) - 1);
+      dequant16 (_mm256_maskz_loadu_epi16 (k, p + 2 * i), v, out + i, k);
+    }
+}
+
+RLX_AVX512 static void
+avx512_dequant_f8 (const void *in, gsize n, const float *lut, float *out)
+{
+  const guint8 *p = in;
+  gsize i = 0;
+
+  for (; i + 32 <= n; i += 32)
+    {
+      __m512i c0 = _mm512_cvtepu8_epi32 (_mm_loadu_si128 ((const __m128i *) (p + i)));
+      __m512i c1 = _mm512_cvtepu8_epi32 (_mm_loadu_si128 ((const __m128i *) (p + i + 16)));
+      _mm512_storeu_ps (out + i, _mm512_i32gather_ps (c0, lut, 4));
+      _mm512_storeu_ps (out + i + 16, _mm512_i32gather_ps (c1, lut, 4));
+    }
+  for (; i < n; i += 16)
+    {
+      __mmask16 k = n - i >= 16 ? 0xffff : (__mmask16) ((1u << (n - i)) - 1);
+      __m512i c = _mm512_cvtepu8_epi32 (_mm_maskz_loadu_epi8 (k, p + i));
+      _mm512_mask_storeu_ps (out + i, k, _mm512_i32gather_ps (c, lut, 4));
+    }
+}
+
+static const RlxWireKernels avx512_kernels = {
+  .name = "avx512",
+  .maxabs = avx512_maxabs,
+  .add_maxabs = avx512_add_maxabs,
+  .quant_f16 = avx512_quant_f16,
+  .quant_f8 = avx512_quant_f8,
+  .dequant_f16 = avx512_dequant_f16,
+  .dequant_f8 = avx512_dequant_f8,
+};
+
+const RlxWireKernels *
+rlx_wire_kernels_avx512 (void)
+{
+  __builtin_cpu_init ();
+  if (__builtin_cpu_supports ("avx512f") && __builtin_cpu_supports ("avx512bw") &&
+      __builtin_cpu_supports ("avx512vl") && __builtin_cpu_supports ("avx512dq") &&
+      __builtin_cpu_supports ("f16c") && __builtin_cpu_supports ("fma") &&
+      __builtin_cpu_supports ("avx2"))
+    return &avx512_kernels;
+  return NULL;
+}
+
+#else
+
+const RlxWireKernels *
+rlx_wire_kernels_avx512 (void)
+{
+  return NULL;
+}
+
+#endif

@@ -1,0 +1,52 @@
+/* rlx-wire-private.h — internals shared by the files of core/wire */
+#pragma once
+
+#include "core/wire/rlx-wire.h"
+
+G_BEGIN_DECLS
+
+/* Elements processed per block where a pass is split into cache-sized pieces. */
+#define RLX_WIRE_BLOCK 4096
+
+/* The kernels behind the codec. Every implementation gives identical bits;
+ * they differ only in speed. Payload pointers need no alignment. */
+typedef struct {
+  const char *name;
+  /* Largest finite |x| (0 when none). */
+  float (*maxabs)      (const float *x, gsize n);
+  /* r[i] = x[i] + r[i]; returns the largest finite |r[i]|. */
+  float (*add_maxabs)  (const float *x, float *r, gsize n);
+  /* codes = seed-f16 ((float) ((double) x * scale)), little-endian. */
+  void  (*quant_f16)   (const float *x, gsize n, double scale, void *out);
+  /* codes = bridge[seed-f16 (…)]; @bridge has 65536 (+ 4 padding) entries. */
+  void  (*quant_f8)    (const float *x, gsize n, double scale,
+                        const guint8 *bridge, void *out);
+  /* out = (float) ((double) f16 (code) * inv). */
+  void  (*dequant_f16) (const void *in, gsize n, double inv, float *out);
+  /* out = lut[code] (the caller fills the 256-entry @lut for one scale). */
+  void  (*dequant_f8)  (const void *in, gsize n, const float *lut, float *out);
+} RlxWireKernels;
+
+const RlxWireKernels *rlx_wire_kernels (void);
+const RlxWireKernels *rlx_wire_kernels_portable (void);
+/* NULL when the CPU or compiler lacks AVX-512/F16C. */
+const RlxWireKernels *rlx_wire_kernels_avx512 (void);
+
+/* The seed's f16 → f8 bridge for E4M3 / E5M2 (65536 entries + 4 padding). */
+const guint8 *rlx_wire_bridge (RlxPrecision p);
+
+/* Fill @lut[256] with (float) ((double) f8 (code) * inv). */
+void rlx_wire_f8_lut (RlxPrecision p, double inv, float *lut);
+
+/* JSON (rlx-wire-json.c): a strict RFC 8259 parser that builds json-glib
+ * nodes, and a generator whose bytes match JavaScript's JSON.stringify. */
+JsonNode *rlx_wire_json_parse (const char *data, gsize len, guint max_depth,
+                               GError **error);
+/* Appends @node; FALSE (with RLX_WIRE_ERROR_INVALID_ARGUMENT) when a node is
+ * of a kind JSON cannot hold or nests deeper than @max_depth. */
+gboolean  rlx_wire_json_write (GString *out, JsonNode *node, guint max_depth,
+                               GError **error);
+void      rlx_wire_json_write_double (GString *out, double v);
+void      rlx_wire_json_write_string (GString *out, const char *s);
+
+G_END_DECLS

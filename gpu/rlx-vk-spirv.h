@@ -1,0 +1,31 @@
+/* rlx-vk-spirv.h — the compute shaders as SPIR-V words, compiled from
+ * the gpu/shaders .comp files by glslc at build time (gpu/meson.build). Included by
+ * rlx-vk-trainer.c only. */
+#pragma once
+
+#include <glib.h>
+
+static const guint32 rlx_spv_gemm[] =
+#include "gemm.spv.inc"
+;
+static const guint32 rlx_spv_reduce[] =
+#include "reduce.spv.inc"
+;
+static const guint32 rlx_spv_gather[] =
+#include "gather.spv.inc"
+;
+static const guint32 rlx_spv_softmax[] =
+#include "softmax.spv.inc"
+;
+static const guint32 rlx_spv_conv1[] =
+#include "conv1.spv.inc"
+;
+static const guint32 rlx_spv_maxpool[] =
+#include "maxpool.spv.inc"
+;
+static const guint32 rlx_spv_im2col[] =
+#include "im2col.spv.inc"
+;
+static const guint32 rlx_spv_poolgrad[] =
+#include "poolgrad.spv.inc"
+;

@@ -1,0 +1,1209 @@
+/* rlx-vk-trainer.c — one training step per submission on a Vulkan device
+ *
+ * Layout on the device (f32 unless said): the training split as packed u8
+ * (images, labels), the parameters, the gradient (n_params + 1: the mean
+ * loss rides in the last slot), the sample indices, one buffer per
+ * activation, and a scratch buffer for split-K and column-sum partials.
+ * Host-visible staging buffers carry parameters + indices in and the
+ * gradient + loss out; the step's command buffer copies them.
+ *
+ * Every dispatch is followed by a full compute barrier, and no shader uses
+ * atomics: each output element is summed in a fixed order, so the same step
+ * gives the same bits every time.
+ */
+#include "rlx-config.h"
+#include "rlx-vk-private.h"
+
+#include <string.h>
+
+#include "gpu/rlx-vk-spirv.h"
+
+/* ------------------------------------------------------------- buffers */
+
+enum {
+  B_X, B_H1, B_H2, B_LOGITS, B_DLOGITS, B_LOSSES, B_DH1, B_DH2,
+  B_A1, B_P1, B_COL1, B_COL2, B_A2, B_P2, B_DP2, B_DZ2, B_DZ1,
+  B_PART, N_BUFS
+};
+
+static const char *const buf_names[N_BUFS] = {
+  "inputs", "hidden 1", "hidden 2", "logits", "logit gradient", "losses",
+  "hidden 1 gradient", "hidden 2 gradient",
+  "conv1 output", "pool1 output", "conv1 im2col", "conv2 im2col/column gradient",
+  "conv2 output", "pool2 output", "pool2 gradient", "conv2 gradient", "conv1 gradient",
+  "split-K partials",
+};
+
+#define PART_FLOATS   (8u * 1024u * 1024u)
+#define FILL_TARGET   256u     /* workgroups a GEMM should spread over */
+#define MAX_SPLITS    256u
+#define MIN_K_CHUNK   128u
+
+/* Widths of the dense layers; 0-terminated. */
+static guint
+dense_widths (const RlxModel *model, guint w[5])
+{
+  guint L = model->n_tensors / 2;
+
+  w[0] = RLX_INPUT_LEN;
+  for (guint l = 0; l < L; l++)
+    w[l + 1] = model->tensors[2 * l].shape[0];
+  return L;
+}
+
+static void
+buffer_floats (const RlxModel *model, guint n, guint64 sizes[N_BUFS])
+{
+  guint64 N = n;
+
+  memset (sizes, 0, sizeof (guint64) * N_BUFS);
+  sizes[B_X] = N * RLX_INPUT_LEN;
+  sizes[B_LOGITS] = N * RLX_N_CLASSES;
+  sizes[B_DLOGITS] = N * (RLX_N_CLASSES + 1);   /* + the per-sample losses */
+  sizes[B_PART] = PART_FLOATS;
+  if (model->id == RLX_MODEL_MNIST_CNN)
+    {
+      sizes[B_A1] = N * 16 * 784;
+      sizes[B_P1] = N * 16 * 196;
+      sizes[B_COL1] = N * 784 * 9;
+      sizes[B_COL2] = N * 196 * 144;
+      sizes[B_A2] = N * 196 * 32;
+      sizes[B_P2] = N * 1568;
+      sizes[B_DP2] = N * 1568;
+      sizes[B_DZ2] = N * 196 * 32;
+      sizes[B_DZ1] = N * 784 * 16;
+    }
+  else
+    {
+      guint w[5];
+      guint L = dense_widths (model, w);
+      for (guint l = 1; l < L; l++)
+        {
+          sizes[B_H1 + l - 1] = N * w[l];
+          sizes[B_DH1 + l - 1] = N * w[l];
+        }
+    }
+}
+
+void
+rlx_vk_plan_memory (const RlxModel *model, guint max_batch, RlxVkMemoryPlan *plan)
+{
+  guint64 sizes[N_BUFS];
+  guint64 images = (guint64) RLX_VK_TRAIN_IMAGES * RLX_INPUT_LEN;
+
+  buffer_floats (model, max_batch, sizes);
+  plan->largest = images;
+  plan->largest_name = "training images";
+  plan->total = images + RLX_VK_TRAIN_IMAGES + 2 * 4 * (model->n_params + 1) + 4ull * max_batch;
+  for (guint i = 0; i < N_BUFS; i++)
+    {
+      plan->total += 4 * sizes[i];
+      if (4 * sizes[i] > plan->largest)
+        {
+          plan->largest = 4 * sizes[i];
+          plan->largest_name = buf_names[i];
+        }
+    }
+}
+
+typedef struct {
+  VkBuffer       buf;
+  VkDeviceMemory mem;
+  VkDeviceSize   size;
+  void          *map;
+} Buf;
+
+/* ------------------------------------------------------------- pipelines */
+
+typedef enum {
+  SH_GEMM, SH_REDUCE, SH_GATHER, SH_SOFTMAX, SH_CONV1, SH_MAXPOOL, SH_IM2COL, SH_POOLGRAD,
+  N_SHADERS
+} ShaderId;
+
+typedef struct {
+  ShaderId   shader;
+  guint32    spec[8];
+  guint      n_spec;
+  VkPipeline pipe;
+} PipeEntry;
+
+typedef struct {
+  guint bm, bn, bk, tm, tn;
+} GemmCfg;
+
+static const GemmCfg CFG_BIG    = { 128, 128, 16, 8, 8 };
+static const GemmCfg CFG_MED    = { 64, 64, 16, 4, 4 };
+static const GemmCfg CFG_SMALL  = { 32, 32, 16, 4, 4 };
+static const GemmCfg CFG_TALL   = { 128, 32, 16, 8, 4 };
+static const GemmCfg CFG_TALLS  = { 64, 32, 16, 4, 4 };
+static const GemmCfg CFG_NARROW = { 64, 16, 16, 4, 4 };
+static const GemmCfg CFG_WIDE   = { 16, 64, 16, 4, 4 };
+static const GemmCfg CFG_WIDE32 = { 32, 64, 16, 4, 4 };
+
+static guint
+cfg_threads (const GemmCfg *c)
+{
+  return (c->bm / c->tm) * (c->bn / c->tn);
+}
+
+static guint
+cfg_shared (const GemmCfg *c)
+{
+  return c->bk * ((c->bm + 4) + (c->bn + 4)) * 4;
+}
+
+typedef struct {
+  guint           n;
+  VkCommandBuffer cb;
+  VkDescriptorPool pool;
+} Step;
+
+struct _RlxVkTrainer {
+  RlxVkDeviceInfo  *info;
+  const RlxModel   *model;
+  RlxDataset       *dataset;
+  guint             max_batch;
+  gboolean          have_instance;
+
+  VkPhysicalDevice  phys;
+  VkDevice          dev;
+  VkQueue           queue;
+  guint32           qfam;
+  VkPhysicalDeviceMemoryProperties memprops;
+
+  VkShaderModule    modules[N_SHADERS];
+  VkDescriptorSetLayout dsl;
+  VkPipelineLayout  layout;
+  GArray           *pipes;        /* PipeEntry */
+  VkCommandPool     cmdpool;
+  VkQueryPool       queries;
+  VkFence           fence;
+
+  Buf               images, labels, params, grads, indices, staging_in, staging_out, dummy;
+  Buf               bufs[N_BUFS];
+
+  GHashTable       *steps;        /* n → Step* */
+  gboolean          lost;
+  char             *lost_reason;
+  RlxVkTimings      timings;
+};
+
+/* Records one step into a command buffer. */
+typedef struct {
+  RlxVkTrainer    *t;
+  VkCommandBuffer  cb;
+  VkDescriptorPool pool;
+  GError         **error;
+  gboolean         failed;
+} Rec;
+
+static guint32
+find_memory (RlxVkTrainer *self, guint32 type_bits, VkMemoryPropertyFlags want,
+             VkMemoryPropertyFlags fallback)
+{
+  for (int pass = 0; pass < 2; pass++)
+    {
+      VkMemoryPropertyFlags f = pass == 0 ? want : fallback;
+      for (guint32 i = 0; i < self->memprops.memoryTypeCount; i++)
+        if ((type_bits & (1u << i)) &&
+            (self->memprops.memoryTypes[i].propertyFlags & f) == f)
+          return i;
+    }
+  return G_MAXUINT32;
+}
+
+static gboolean
+buf_create (RlxVkTrainer *self, Buf *b, VkDeviceSize size, VkBufferUsageFlags usage,
+            gboolean host, const char *what, GError **error)
+{
+  VkBufferCreateInfo bci = {
+    .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+    .size = MAX (size, 16),
+    .usage = usage,
+    .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+  };
+  VkMemoryRequirements req;
+  VkMemoryAllocateInfo mai = { .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO };
+  VkResult r;
+
+  b->size = bci.size;
+  r = vkCreateBuffer (self->dev, &bci, NULL, &b->buf);
+  if (r != VK_SUCCESS)
+    {
+      rlx_vk_set_error (error, r, "creating the %s buffer (%" G_GUINT64_FORMAT " bytes)",
+                        what, (guint64) size);
+      return FALSE;
+    }
+  vkGetBufferMemoryRequirements (self->dev, b->buf, &req);
+  mai.allocationSize = req.size;
+  mai.memoryTypeIndex =
+    host ? find_memory (self, req.memoryTypeBits,
+                        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
+                        VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
+                        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT)
+         : find_memory (self, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+  if (mai.memoryTypeIndex == G_MAXUINT32)
+    {
+      g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_UNSUPPORTED,
+                   "%s has no memory type for the %s buffer", self->info->name, what);
+      return FALSE;
+    }
+  r = vkAllocateMemory (self->dev, &mai, NULL, &b->mem);
+  if (r != VK_SUCCESS)
+    {
+      g_autofree char *sz = g_format_size_full (req.size, G_FORMAT_SIZE_IEC_UNITS);
+      b->mem = VK_NULL_HANDLE;
+      rlx_vk_set_error (error, r, "allocating %s for the %s buffer of %s at batch %u",
+                        sz, what, self->model->slug, self->max_batch);
+      return FALSE;
+    }
+  r = vkBindBufferMemory (self->dev, b->buf, b->mem, 0);
+  if (r == VK_SUCCESS && host)
+    r = vkMapMemory (self->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &b->map);
+  if (r != VK_SUCCESS)
+    {
+      rlx_vk_set_error (error, r, "binding the %s buffer", what);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static void
+buf_destroy (RlxVkTrainer *self, Buf *b)
+{
+  if (b->buf != VK_NULL_HANDLE)
+    vkDestroyBuffer (self->dev, b->buf, NULL);
+  if (b->mem != VK_NULL_HANDLE)
+    vkFreeMemory (self->dev, b->mem, NULL);
+  memset (b, 0, sizeof *b);
+}
+
+static const guint32 *
+shader_code (ShaderId id, gsize *size)
+{
+  switch (id)
+    {
+#define S(ID, arr) case ID: *size = sizeof (arr); return arr;
+      S (SH_GEMM, rlx_spv_gemm)
+      S (SH_REDUCE, rlx_spv_reduce)
+      S (SH_GATHER, rlx_spv_gather)
+      S (SH_SOFTMAX, rlx_spv_softmax)
+      S (SH_CONV1, rlx_spv_conv1)
+      S (SH_MAXPOOL, rlx_spv_maxpool)
+      S (SH_IM2COL, rlx_spv_im2col)
+      S (SH_POOLGRAD, rlx_spv_poolgrad)
+#undef S
+    case N_SHADERS:
+    default:
+      g_assert_not_reached ();
+    }
+}
+
+static VkPipeline
+get_pipeline (RlxVkTrainer *self, ShaderId shader, const guint32 *spec, guint n_spec,
+              GError **error)
+{
+  VkSpecializationMapEntry entries[8];
+  VkSpecializationInfo si = {
+    .mapEntryCount = n_spec,
+    .pMapEntries = entries,
+    .dataSize = n_spec * sizeof (guint32),
+    .pData = spec,
+  };
+  VkComputePipelineCreateInfo ci = {
+    .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+    .stage = {
+      .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+      .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+      .pName = "main",
+      .pSpecializationInfo = n_spec > 0 ? &si : NULL,
+    },
+    .layout = self->layout,
+  };
+  PipeEntry e = { .shader = shader, .n_spec = n_spec };
+  VkResult r;
+
+  g_assert (n_spec <= 8);
+  for (guint i = 0; i < self->pipes->len; i++)
+    {
+      PipeEntry *p = &g_array_index (self->pipes, PipeEntry, i);
+      if (p->shader == shader && p->n_spec == n_spec &&
+          memcmp (p->spec, spec, n_spec * sizeof (guint32)) == 0)
+        return p->pipe;
+    }
+
+  if (self->modules[shader] == VK_NULL_HANDLE)
+    {
+      gsize size;
+      const guint32 *code = shader_code (shader, &size);
+      VkShaderModuleCreateInfo mci = {
+        .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+        .codeSize = size,
+        .pCode = code,
+      };
+      r = vkCreateShaderModule (self->dev, &mci, NULL, &self->modules[shader]);
+      if (r != VK_SUCCESS)
+        {
+          rlx_vk_set_error (error, r, "loading shader %u", shader);
+          return VK_NULL_HANDLE;
+        }
+    }
+  for (guint i = 0; i < n_spec; i++)
+    entries[i] = (VkSpecializationMapEntry) { i, i * sizeof (guint32), sizeof (guint32) };
+  ci.stage.module = self->modules[shader];
+  memcpy (e.spec, spec, n_spec * sizeof (guint32));
+  r = vkCreateComputePipelines (self->dev, VK_NULL_HANDLE, 1, &ci, NULL, &e.pipe);
+  if (r != VK_SUCCESS)
+    {
+      rlx_vk_set_error (error, r, "compiling compute pipeline for shader %u on %s",
+                        shader, self->info->name);
+      return VK_NULL_HANDLE;
+    }
+  g_array_append_val (self->pipes, e);
+  return e.pipe;
+}
+
+/* ------------------------------------------------------------- recording */
+
+static void
+rec_barrier (Rec *r)
+{
+  VkMemoryBarrier mb = {
+    .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+    .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+    .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
+  };
+  vkCmdPipelineBarrier (r->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+static void
+rec_dispatch (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec,
+              Buf *b0, Buf *b1, Buf *b2, Buf *b3,
+              const void *push, gsize push_size, guint gx, guint gy, guint gz)
+{
+  RlxVkTrainer *t = r->t;
+  Buf *bs[4] = { b0, b1, b2, b3 };
+  VkDescriptorBufferInfo bi[4];
+  VkWriteDescriptorSet w[4];
+  VkDescriptorSetAllocateInfo ai = {
+    .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+    .descriptorPool = r->pool,
+    .descriptorSetCount = 1,
+    .pSetLayouts = &t->dsl,
+  };
+  VkDescriptorSet set;
+  VkPipeline pipe;
+  VkResult res;
+
+  if (r->failed)
+    return;
+  g_assert (push_size <= RLX_VK_PUSH_BYTES && push_size % 4 == 0);
+  g_assert (gx > 0 && gy > 0 && gz > 0);
+  g_assert (gx <= t->info->max_workgroup_count[0] && gy <= t->info->max_workgroup_count[1] &&
+            gz <= t->info->max_workgroup_count[2]);
+
+  pipe = get_pipeline (t, shader, spec, n_spec, r->error);
+  if (pipe == VK_NULL_HANDLE)
+    {
+      r->failed = TRUE;
+      return;
+    }
+  res = vkAllocateDescriptorSets (t->dev, &ai, &set);
+  if (res != VK_SUCCESS)
+    {
+      rlx_vk_set_error (r->error, res, "allocating a descriptor set");
+      r->failed = TRUE;
+      return;
+    }
+  for (guint i = 0; i < 4; i++)
+    {
+      Buf *b = bs[i] ? bs[i] : &t->dummy;
+      bi[i] = (VkDescriptorBufferInfo) { b->buf, 0, VK_WHOLE_SIZE };
+      w[i] = (VkWriteDescriptorSet) {
+        .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+        .dstSet = set,
+        .dstBinding = i,
+        .descriptorCount = 1,
+        .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+        .pBufferInfo = &bi[i],
+      };
+    }
+  vkUpdateDescriptorSets (t->dev, 4, w, 0, NULL);
+  vkCmdBindPipeline (r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
+  vkCmdBindDescriptorSets (r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, t->layout, 0, 1, &set, 0, NULL);
+  vkCmdPushConstants (r->cb, t->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
+  vkCmdDispatch (r->cb, gx, gy, gz);
+  rec_barrier (r);
+}
+
+static guint
+groups_for (guint64 total, guint per)
+{
+  guint64 g = (total + per - 1) / per;
+  return (guint) CLAMP (g, 1, 65535);
+}
+
+/* Column sums of src [R][C] (row stride ld) into dst[dst_off + c] · scale.
+ * Large R goes through row-chunk partials in B_PART (at part_off). */
+static void
+rec_colsum (Rec *r, Buf *src, guint in_off, guint R, guint C, guint ld,
+            Buf *dst, guint dst_off, float scale, guint part_off)
+{
+  struct {
+    guint32 R, C, ld, rows_per_chunk, in_off, out_off, out_split;
+    float scale;
+  } pc;
+  guint chunks = 1, rows = R;
+
+  if (R > 256)
+    {
+      rows = 256;
+      chunks = (R + rows - 1) / rows;
+      if ((guint64) chunks * C + part_off > PART_FLOATS || chunks > 65535)
+        {
+          chunks = MIN (65535u, (PART_FLOATS - part_off) / C);
+          rows = (R + chunks - 1) / chunks;
+          chunks = (R + rows - 1) / rows;
+        }
+    }
+  if (chunks == 1)
+    {
+      pc = (typeof (pc)) { R, C, ld, R, in_off, dst_off, 0, scale };
+      rec_dispatch (r, SH_REDUCE, NULL, 0, src, dst, NULL, NULL, &pc, sizeof pc,
+                    (C + 63) / 64, 1, 1);
+      return;
+    }
+  pc = (typeof (pc)) { R, C, ld, rows, in_off, part_off, C, 1.0f };
+  rec_dispatch (r, SH_REDUCE, NULL, 0, src, &r->t->bufs[B_PART], NULL, NULL, &pc, sizeof pc,
+                (C + 63) / 64, chunks, 1);
+  rec_colsum (r, &r->t->bufs[B_PART], part_off, chunks, C, C, dst, dst_off, scale,
+              part_off + chunks * C);
+}
+
+enum { EPI_BIAS_COL = 1, EPI_BIAS_ROW = 2, EPI_RELU = 4, EPI_MASK = 8 };
+
+static guint64
+tiles_of (const GemmCfg *c, guint M, guint N)
+{
+  return (guint64) ((M + c->bm - 1) / c->bm) * ((N + c->bn - 1) / c->bn);
+}
+
+static const GemmCfg *
+choose_cfg (RlxVkTrainer *t, guint M, guint N, gboolean split_ok)
+{
+  gboolean big_ok = t->info->max_shared_memory >= cfg_shared (&CFG_BIG);
+
+  if (N <= 16)
+    return &CFG_NARROW;
+  if (M <= 16)
+    return &CFG_WIDE;
+  if (N <= 32)
+    return (big_ok && tiles_of (&CFG_TALL, M, N) >= FILL_TARGET) ? &CFG_TALL : &CFG_TALLS;
+  if (M <= 32)
+    return &CFG_WIDE32;
+  if (big_ok && split_ok && M >= 128 && N >= 128)
+    return &CFG_BIG;
+  if (big_ok && tiles_of (&CFG_BIG, M, N) >= FILL_TARGET)
+    return &CFG_BIG;
+  if (tiles_of (&CFG_MED, M, N) >= FILL_TARGET)
+    return &CFG_MED;
+  return &CFG_SMALL;
+}
+
+/* C[M][N] (ldc) = epilogue (A·B). Split over K when the output is compact,
+ * has no epilogue and would otherwise occupy few workgroups. */
+static void
+rec_gemm (Rec *r, gboolean a_kc, gboolean b_kc, guint M, guint N, guint K,
+          Buf *A, guint lda, guint a_off, Buf *B, guint ldb, guint b_off,
+          Buf *C, guint ldc, guint c_off, Buf *D, guint d_off, guint ldd, guint flags)
+{
+  struct {
+    guint32 M, N, K, lda, ldb, ldc, ldd, a_off, b_off, c_off, d_off, k_chunk, c_split, flags;
+    float alpha;
+  } pc;
+  gboolean split_ok = flags == 0 && ldc == N;
+  const GemmCfg *cfg = choose_cfg (r->t, M, N, split_ok);
+  guint64 tiles = tiles_of (cfg, M, N);
+  guint splits = 1, k_chunk;
+  guint32 spec[8];
+
+  if (split_ok && tiles < FILL_TARGET && K >= 2 * MIN_K_CHUNK)
+    {
+      splits = (guint) MIN ((FILL_TARGET + tiles - 1) / tiles, (guint64) K / MIN_K_CHUNK);
+      splits = MIN (splits, MAX_SPLITS);
+      splits = MIN (splits, r->t->info->max_workgroup_count[2]);
+      splits = MIN (splits, (guint) (PART_FLOATS / ((guint64) M * N)));
+      splits = MAX (splits, 1);
+    }
+  k_chunk = (K + splits - 1) / splits;
+  k_chunk = (k_chunk + cfg->bk - 1) / cfg->bk * cfg->bk;
+  splits = (K + k_chunk - 1) / k_chunk;
+  if (splits <= 1)
+    {
+      splits = 1;
+      k_chunk = K;
+    }
+
+  spec[0] = cfg->bm;
+  spec[1] = cfg->bn;
+  spec[2] = cfg->bk;
+  spec[3] = cfg->tm;
+  spec[4] = cfg->tn;
+  spec[5] = a_kc ? 1 : 0;
+  spec[6] = b_kc ? 1 : 0;
+  spec[7] = cfg_threads (cfg);
+
+  if (splits == 1)
+    {
+      pc = (typeof (pc)) { M, N, K, lda, ldb, ldc, ldd, a_off, b_off, c_off, d_off,
+                           K, 0, flags, 1.0f };
+      rec_dispatch (r, SH_GEMM, spec, 8, A, B, C, D, &pc, sizeof pc,
+                    (N + cfg->bn - 1) / cfg->bn, (M + cfg->bm - 1) / cfg->bm, 1);
+      return;
+    }
+  pc = (typeof (pc)) { M, N, K, lda, ldb, N, ldd, a_off, b_off, 0, d_off,
+                       k_chunk, M * N, 0, 1.0f };
+  rec_dispatch (r, SH_GEMM, spec, 8, A, B, &r->t->bufs[B_PART], D, &pc, sizeof pc,
+                (N + cfg->bn - 1) / cfg->bn, (M + cfg->bm - 1) / cfg->bm, splits);
+  rec_colsum (r, &r->t->bufs[B_PART], 0, splits, M * N, M * N, C, c_off, 1.0f, splits * M * N);
+}
+
+static void
+rec_gather (Rec *r, guint n)
+{
+  struct { guint32 n, x_off; } pc = { n, 0 };
+  rec_dispatch (r, SH_GATHER, NULL, 0, &r->t->images, &r->t->indices, &r->t->bufs[B_X], NULL,
+                &pc, sizeof pc, groups_for ((guint64) n * 196, 256), 1, 1);
+}
+
+static void
+rec_softmax (Rec *r, guint n)
+{
+  RlxVkTrainer *t = r->t;
+  struct { guint32 n, logits_off, dl_off, loss_off; float inv_n; } pc = {
+    n, 0, 0, 0, 1.0f / n
+  };
+
+  /* one output binding: the per-sample losses follow the n×10 logit
+   * gradients in B_DLOGITS (sized for them) */
+  pc.loss_off = n * RLX_N_CLASSES;
+  rec_dispatch (r, SH_SOFTMAX, NULL, 0, &t->bufs[B_LOGITS], &t->labels, &t->indices,
+                &t->bufs[B_DLOGITS], &pc, sizeof pc, (n + 63) / 64, 1, 1);
+  rec_colsum (r, &t->bufs[B_DLOGITS], n * RLX_N_CLASSES, n, 1, 1, &t->grads,
+              (guint) t->model->n_params, 1.0f / n, 0);
+}
+
+static void
+record_dense (Rec *r, guint n)
+{
+  RlxVkTrainer *t = r->t;
+  const RlxModel *m = t->model;
+  guint w[5];
+  guint L = dense_widths (m, w);
+  Buf *act[5], *dact[5];
+
+  act[0] = &t->bufs[B_X];
+  for (guint l = 1; l < L; l++)
+    {
+      act[l] = &t->bufs[B_H1 + l - 1];
+      dact[l] = &t->bufs[B_DH1 + l - 1];
+    }
+  act[L] = &t->bufs[B_LOGITS];
+  dact[L] = &t->bufs[B_DLOGITS];
+
+  rec_gather (r, n);
+  for (guint l = 1; l <= L; l++)
+    {
+      const RlxTensorInfo *wt = &m->tensors[2 * (l - 1)], *bt = &m->tensors[2 * (l - 1) + 1];
+      rec_gemm (r, TRUE, TRUE, n, w[l], w[l - 1],
+                act[l - 1], w[l - 1], 0, &t->params, w[l - 1], (guint) wt->offset,
+                act[l], w[l], 0, &t->params, (guint) bt->offset, 0,
+                EPI_BIAS_COL | (l < L ? EPI_RELU : 0));
+    }
+  rec_softmax (r, n);
+  for (guint l = L; l >= 1; l--)
+    {
+      const RlxTensorInfo *wt = &m->tensors[2 * (l - 1)], *bt = &m->tensors[2 * (l - 1) + 1];
+      /* dW_l = g^T · in */
+      rec_gemm (r, FALSE, FALSE, w[l], w[l - 1], n,
+                dact[l], w[l], 0, act[l - 1], w[l - 1], 0,
+                &t->grads, w[l - 1], (guint) wt->offset, NULL, 0, 0, 0);
+      rec_colsum (r, dact[l], 0, n, w[l], w[l], &t->grads, (guint) bt->offset, 1.0f, 0);
+      if (l > 1)
+        rec_gemm (r, TRUE, FALSE, n, w[l - 1], w[l],
+                  dact[l], w[l], 0, &t->params, w[l - 1], (guint) wt->offset,
+                  dact[l - 1], w[l - 1], 0, act[l - 1], 0, w[l - 1], EPI_MASK);
+    }
+}
+
+static void
+rec_maxpool (Rec *r, Buf *in, Buf *out, guint n, guint C, guint H, gboolean nhwc)
+{
+  struct { guint32 n, C, H, W, in_nhwc, in_off, out_off; } pc = { n, C, H, H, nhwc, 0, 0 };
+  rec_dispatch (r, SH_MAXPOOL, NULL, 0, in, out, NULL, NULL, &pc, sizeof pc,
+                groups_for ((guint64) n * C * (H / 2) * (H / 2), 256), 1, 1);
+}
+
+static void
+rec_im2col (Rec *r, Buf *src, Buf *col, guint n, guint C, guint H)
+{
+  struct { guint32 n, C, H, W, src_off, col_off; } pc = { n, C, H, H, 0, 0 };
+  rec_dispatch (r, SH_IM2COL, NULL, 0, src, col, NULL, NULL, &pc, sizeof pc,
+                groups_for ((guint64) n * H * H * C * 9, 256), 1, 1);
+}
+
+static void
+rec_poolgrad (Rec *r, guint mode, Buf *act, gboolean nhwc, Buf *dp, Buf *out,
+              guint n, guint C, guint H)
+{
+  struct { guint32 n, C, H, W, a_nhwc, a_off, dp_off, out_off; } pc = { n, C, H, H, nhwc, 0, 0, 0 };
+  guint32 spec[1] = { mode };
+  rec_dispatch (r, SH_POOLGRAD, spec, 1, act, dp, out, NULL, &pc, sizeof pc,
+                groups_for ((guint64) n * H * H * C, 256), 1, 1);
+}
+
+static void
+record_cnn (Rec *r, guint n)
+{
+  RlxVkTrainer *t = r->t;
+  const RlxModel *m = t->model;
+  guint w1 = (guint) m->tensors[0].offset, b1 = (guint) m->tensors[1].offset;
+  guint w2 = (guint) m->tensors[2].offset, b2 = (guint) m->tensors[3].offset;
+  guint w3 = (guint) m->tensors[4].offset, b3 = (guint) m->tensors[5].offset;
+  Buf *X = &t->bufs[B_X], *A1 = &t->bufs[B_A1], *P1 = &t->bufs[B_P1];
+  Buf *COL1 = &t->bufs[B_COL1], *COL2 = &t->bufs[B_COL2], *A2 = &t->bufs[B_A2];
+  Buf *P2 = &t->bufs[B_P2], *LOG = &t->bufs[B_LOGITS], *DL = &t->bufs[B_DLOGITS];
+  Buf *DP2 = &t->bufs[B_DP2], *DZ2 = &t->bufs[B_DZ2], *DZ1 = &t->bufs[B_DZ1];
+  Buf *PR = &t->params, *G = &t->grads;
+  struct { guint32 n, w_off, b_off, x_off, out_off; } c1 = { n, w1, b1, 0, 0 };
+  guint rows2 = n * 196, rows1 = n * 784;
+
+  rec_gather (r, n);
+  rec_dispatch (r, SH_CONV1, NULL, 0, X, PR, A1, NULL, &c1, sizeof c1,
+                groups_for ((guint64) n * 784, 256), 1, 1);
+  rec_maxpool (r, A1, P1, n, 16, 28, FALSE);
+  rec_im2col (r, P1, COL2, n, 16, 14);
+  rec_gemm (r, TRUE, TRUE, rows2, 32, 144, COL2, 144, 0, PR, 144, w2,
+            A2, 32, 0, PR, b2, 0, EPI_BIAS_COL | EPI_RELU);
+  rec_maxpool (r, A2, P2, n, 32, 14, TRUE);
+  rec_gemm (r, TRUE, TRUE, n, 10, 1568, P2, 1568, 0, PR, 1568, w3,
+            LOG, 10, 0, PR, b3, 0, EPI_BIAS_COL);
+  rec_softmax (r, n);
+
+  /* dense */
+  rec_gemm (r, FALSE, FALSE, 10, 1568, n, DL, 10, 0, P2, 1568, 0, G, 1568, w3, NULL, 0, 0, 0);
+  rec_colsum (r, DL, 0, n, 10, 10, G, b3, 1.0f, 0);
+  rec_gemm (r, TRUE, FALSE, n, 1568, 10, DL, 10, 0, PR, 1568, w3, DP2, 1568, 0, NULL, 0, 0, 0);
+  /* pool2 + relu2, conv2 */
+  rec_poolgrad (r, 0, A2, TRUE, DP2, DZ2, n, 32, 14);
+  rec_gemm (r, FALSE, FALSE, 32, 144, rows2, DZ2, 32, 0, COL2, 144, 0, G, 144, w2, NULL, 0, 0, 0);
+  rec_colsum (r, DZ2, 0, rows2, 32, 32, G, b2, 1.0f, 0);
+  /* the column gradient overwrites conv2's im2col, no longer needed */
+  rec_gemm (r, TRUE, FALSE, rows2, 144, 32, DZ2, 32, 0, PR, 144, w2, COL2, 144, 0, NULL, 0, 0, 0);
+  /* col2im + pool1 + relu1, conv1 */
+  rec_poolgrad (r, 1, A1, FALSE, COL2, DZ1, n, 16, 28);
+  rec_im2col (r, X, COL1, n, 1, 28);
+  rec_gemm (r, FALSE, FALSE, 16, 9, rows1, DZ1, 16, 0, COL1, 9, 0, G, 9, w1, NULL, 0, 0, 0);
+  rec_colsum (r, DZ1, 0, rows1, 16, 16, G, b1, 1.0f, 0);
+}
+
+static void
+step_free (gpointer data)
+{
+  g_free (data);
+}
+
+static Step *
+record_step (RlxVkTrainer *self, guint n, GError **error)
+{
+  VkDescriptorPoolSize ps = { VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 4 * 96 };
+  VkDescriptorPoolCreateInfo dpci = {
+    .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+    .maxSets = 96,
+    .poolSizeCount = 1,
+    .pPoolSizes = &ps,
+  };
+  VkCommandBufferAllocateInfo cai = {
+    .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+    .commandPool = self->cmdpool,
+    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+    .commandBufferCount = 1,
+  };
+  VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO };
+  gsize pbytes = self->model->n_params * sizeof (float);
+  VkBufferCopy up_params = { 0, 0, pbytes };
+  VkBufferCopy up_idx = { pbytes, 0, n * sizeof (guint32) };
+  VkBufferCopy down = { 0, 0, pbytes + sizeof (float) };
+  VkMemoryBarrier to_compute = {
+    .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+    .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+    .dstAccessMask = VK_ACCESS_SHADER_READ_BIT,
+  };
+  VkMemoryBarrier to_transfer = {
+    .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+    .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+    .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT,
+  };
+  VkMemoryBarrier to_host = {
+    .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+    .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+    .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
+  };
+  g_autofree Step *step = g_new0 (Step, 1);
+  Rec rec = { .t = self, .error = error };
+  VkResult res;
+
+  step->n = n;
+  res = vkCreateDescriptorPool (self->dev, &dpci, NULL, &step->pool);
+  if (res != VK_SUCCESS)
+    {
+      rlx_vk_set_error (error, res, "creating a descriptor pool");
+      return NULL;
+    }
+  res = vkAllocateCommandBuffers (self->dev, &cai, &step->cb);
+  if (res == VK_SUCCESS)
+    res = vkBeginCommandBuffer (step->cb, &bi);
+  if (res != VK_SUCCESS)
+    {
+      vkDestroyDescriptorPool (self->dev, step->pool, NULL);
+      rlx_vk_set_error (error, res, "allocating a command buffer");
+      return NULL;
+    }
+  rec.cb = step->cb;
+  rec.pool = step->pool;
+
+  if (self->queries != VK_NULL_HANDLE)
+    {
+      vkCmdResetQueryPool (step->cb, self->queries, 0, 4);
+      vkCmdWriteTimestamp (step->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, self->queries, 0);
+    }
+  vkCmdCopyBuffer (step->cb, self->staging_in.buf, self->params.buf, 1, &up_params);
+  vkCmdCopyBuffer (step->cb, self->staging_in.buf, self->indices.buf, 1, &up_idx);
+  vkCmdPipelineBarrier (step->cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &to_compute, 0, NULL, 0, NULL);
+  if (self->queries != VK_NULL_HANDLE)
+    vkCmdWriteTimestamp (step->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->queries, 1);
+
+  if (self->model->id == RLX_MODEL_MNIST_CNN)
+    record_cnn (&rec, n);
+  else
+    record_dense (&rec, n);
+
+  if (self->queries != VK_NULL_HANDLE)
+    vkCmdWriteTimestamp (step->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->queries, 2);
+  vkCmdPipelineBarrier (step->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                        VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &to_transfer, 0, NULL, 0, NULL);
+  vkCmdCopyBuffer (step->cb, self->grads.buf, self->staging_out.buf, 1, &down);
+  vkCmdPipelineBarrier (step->cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                        VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0, NULL, 0, NULL);
+  if (self->queries != VK_NULL_HANDLE)
+    vkCmdWriteTimestamp (step->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->queries, 3);
+
+  res = vkEndCommandBuffer (step->cb);
+  if (!rec.failed && res != VK_SUCCESS)
+    {
+      rlx_vk_set_error (error, res, "recording the step");
+      rec.failed = TRUE;
+    }
+  if (rec.failed)
+    {
+      vkFreeCommandBuffers (self->dev, self->cmdpool, 1, &step->cb);
+      vkDestroyDescriptorPool (self->dev, step->pool, NULL);
+      return NULL;
+    }
+  return g_steal_pointer (&step);
+}
+
+/* ------------------------------------------------------------- lifetime */
+
+static gboolean
+upload (RlxVkTrainer *self, Buf *dst, const void *data, gsize size, GError **error)
+{
+  Buf staging = { 0 };
+  VkCommandBufferAllocateInfo cai = {
+    .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+    .commandPool = self->cmdpool,
+    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+    .commandBufferCount = 1,
+  };
+  VkCommandBufferBeginInfo bi = {
+    .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+  };
+  VkBufferCopy region = { 0, 0, size };
+  VkCommandBuffer cb = VK_NULL_HANDLE;
+  VkSubmitInfo si = { .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1 };
+  VkResult r;
+  gboolean ok = FALSE;
+
+  if (!buf_create (self, &staging, size, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, TRUE,
+                   "upload staging", error))
+    goto out;
+  memcpy (staging.map, data, size);
+  r = vkAllocateCommandBuffers (self->dev, &cai, &cb);
+  if (r == VK_SUCCESS)
+    r = vkBeginCommandBuffer (cb, &bi);
+  if (r == VK_SUCCESS)
+    {
+      vkCmdCopyBuffer (cb, staging.buf, dst->buf, 1, &region);
+      r = vkEndCommandBuffer (cb);
+    }
+  si.pCommandBuffers = &cb;
+  if (r == VK_SUCCESS)
+    r = vkResetFences (self->dev, 1, &self->fence);
+  if (r == VK_SUCCESS)
+    r = vkQueueSubmit (self->queue, 1, &si, self->fence);
+  if (r == VK_SUCCESS)
+    r = vkWaitForFences (self->dev, 1, &self->fence, VK_TRUE, 60ull * 1000000000ull);
+  if (r == VK_TIMEOUT)
+    r = VK_ERROR_DEVICE_LOST;
+  if (r != VK_SUCCESS)
+    {
+      rlx_vk_set_error (error, r, "uploading the training set to %s", self->info->name);
+      goto out;
+    }
+  ok = TRUE;
+out:
+  if (cb != VK_NULL_HANDLE)
+    vkFreeCommandBuffers (self->dev, self->cmdpool, 1, &cb);
+  buf_destroy (self, &staging);
+  return ok;
+}
+
+RlxVkTrainer *
+rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
+                    guint max_batch, GError **error)
+{
+  g_autoptr(RlxVkTrainer) self = g_new0 (RlxVkTrainer, 1);
+  VkInstance inst;
+  guint32 n_phys = 0, nq = 0;
+  g_autofree VkPhysicalDevice *phys = NULL;
+  g_autofree VkQueueFamilyProperties *qf = NULL;
+  float prio = 1.0f;
+  VkDeviceQueueCreateInfo qci = {
+    .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+    .queueCount = 1,
+    .pQueuePriorities = &prio,
+  };
+  VkDeviceCreateInfo dci = {
+    .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+    .queueCreateInfoCount = 1,
+    .pQueueCreateInfos = &qci,
+  };
+  VkDescriptorSetLayoutBinding bindings[4];
+  VkDescriptorSetLayoutCreateInfo dslci = {
+    .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+    .bindingCount = 4,
+    .pBindings = bindings,
+  };
+  VkPushConstantRange pcr = { VK_SHADER_STAGE_COMPUTE_BIT, 0, RLX_VK_PUSH_BYTES };
+  VkPipelineLayoutCreateInfo plci = {
+    .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+    .setLayoutCount = 1,
+    .pushConstantRangeCount = 1,
+    .pPushConstantRanges = &pcr,
+  };
+  VkCommandPoolCreateInfo cpci = {
+    .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+    .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+  };
+  VkFenceCreateInfo fci = { .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO };
+  VkQueryPoolCreateInfo qpci = {
+    .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+    .queryType = VK_QUERY_TYPE_TIMESTAMP,
+    .queryCount = 4,
+  };
+  const VkBufferUsageFlags storage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                     VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+                                     VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
+  guint64 sizes[N_BUFS];
+  g_autofree char *why = NULL;
+  g_autofree guint8 *labels = NULL;
+  guint n_train;
+  gsize pbytes;
+  VkResult r;
+
+  g_return_val_if_fail (model != NULL && dataset != NULL && max_batch > 0, NULL);
+
+  self->model = model;
+  self->dataset = rlx_dataset_ref (dataset);
+  self->max_batch = max_batch;
+  self->pipes = g_array_new (FALSE, TRUE, sizeof (PipeEntry));
+  self->steps = g_hash_table_new_full (NULL, NULL, NULL, step_free);
+
+  inst = rlx_vk_instance_acquire (error);
+  if (inst == VK_NULL_HANDLE)
+    return NULL;
+  self->have_instance = TRUE;
+
+  r = vkEnumeratePhysicalDevices (inst, &n_phys, NULL);
+  if (r == VK_SUCCESS && n_phys > 0)
+    {
+      phys = g_new0 (VkPhysicalDevice, n_phys);
+      r = vkEnumeratePhysicalDevices (inst, &n_phys, phys);
+    }
+  if ((r != VK_SUCCESS && r != VK_INCOMPLETE) || index >= n_phys)
+    {
+      g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_NO_DRIVER,
+                   "Vulkan device %u is not there (the loader lists %u)", index, n_phys);
+      return NULL;
+    }
+  self->phys = phys[index];
+  self->info = g_new0 (RlxVkDeviceInfo, 1);
+  rlx_vk_fill_info (self->phys, index, self->info);
+  why = rlx_vk_device_check (self->info, model, max_batch);
+  if (why != NULL)
+    {
+      g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_UNSUPPORTED, "%s", why);
+      return NULL;
+    }
+  vkGetPhysicalDeviceMemoryProperties (self->phys, &self->memprops);
+
+  vkGetPhysicalDeviceQueueFamilyProperties (self->phys, &nq, NULL);
+  qf = g_new0 (VkQueueFamilyProperties, MAX (nq, 1));
+  vkGetPhysicalDeviceQueueFamilyProperties (self->phys, &nq, qf);
+  self->qfam = G_MAXUINT32;
+  /* a compute queue; prefer one that also has graphics (the universal queue) */
+  for (guint32 i = 0; i < nq && self->qfam == G_MAXUINT32; i++)
+    if ((qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && (qf[i].queueFlags & VK_QUEUE_GRAPHICS_BIT))
+      self->qfam = i;
+  for (guint32 i = 0; i < nq && self->qfam == G_MAXUINT32; i++)
+    if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT)
+      self->qfam = i;
+  g_assert (self->qfam != G_MAXUINT32);   /* device_check asked for one */
+  qci.queueFamilyIndex = self->qfam;
+
+  r = vkCreateDevice (self->phys, &dci, NULL, &self->dev);
+  if (r != VK_SUCCESS)
+    {
+      self->dev = VK_NULL_HANDLE;
+      rlx_vk_set_error (error, r, "opening %s", self->info->name);
+      return NULL;
+    }
+  vkGetDeviceQueue (self->dev, self->qfam, 0, &self->queue);
+
+  for (guint i = 0; i < 4; i++)
+    bindings[i] = (VkDescriptorSetLayoutBinding) {
+      i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, NULL
+    };
+  r = vkCreateDescriptorSetLayout (self->dev, &dslci, NULL, &self->dsl);
+  if (r == VK_SUCCESS)
+    {
+      plci.pSetLayouts = &self->dsl;
+      r = vkCreatePipelineLayout (self->dev, &plci, NULL, &self->layout);
+    }
+  cpci.queueFamilyIndex = self->qfam;
+  if (r == VK_SUCCESS)
+    r = vkCreateCommandPool (self->dev, &cpci, NULL, &self->cmdpool);
+  if (r == VK_SUCCESS)
+    r = vkCreateFence (self->dev, &fci, NULL, &self->fence);
+  if (r == VK_SUCCESS && qf[self->qfam].timestampValidBits > 0 && self->info->timestamp_period > 0)
+    r = vkCreateQueryPool (self->dev, &qpci, NULL, &self->queries);
+  if (r != VK_SUCCESS)
+    {
+      rlx_vk_set_error (error, r, "setting up %s", self->info->name);
+      return NULL;
+    }
+
+  /* the training split, once */
+  n_train = rlx_dataset_size (dataset, RLX_SPLIT_TRAIN);
+  pbytes = model->n_params * sizeof (float);
+  if (!buf_create (self, &self->images, (gsize) n_train * RLX_INPUT_LEN, storage, FALSE,
+                   "training images", error) ||
+      !upload (self, &self->images, rlx_dataset_images (dataset, RLX_SPLIT_TRAIN),
+               (gsize) n_train * RLX_INPUT_LEN, error))
+    return NULL;
+  labels = g_malloc0 ((n_train + 3) / 4 * 4);
+  memcpy (labels, rlx_dataset_labels (dataset, RLX_SPLIT_TRAIN), n_train);
+  if (!buf_create (self, &self->labels, (n_train + 3) / 4 * 4, storage, FALSE,
+                   "training labels", error) ||
+      !upload (self, &self->labels, labels, (n_train + 3) / 4 * 4, error))
+    return NULL;
+
+  if (!buf_create (self, &self->params, pbytes, storage, FALSE, "parameters", error) ||
+      !buf_create (self, &self->grads, pbytes + sizeof (float), storage, FALSE, "gradient", error) ||
+      !buf_create (self, &self->indices, max_batch * sizeof (guint32), storage, FALSE,
+                   "sample indices", error) ||
+      !buf_create (self, &self->staging_in, pbytes + max_batch * sizeof (guint32),
+                   VK_BUFFER_USAGE_TRANSFER_SRC_BIT, TRUE, "upload staging", error) ||
+      !buf_create (self, &self->staging_out, pbytes + sizeof (float),
+                   VK_BUFFER_USAGE_TRANSFER_DST_BIT, TRUE, "download staging", error) ||
+      !buf_create (self, &self->dummy, 16, storage, FALSE, "placeholder", error))
+    return NULL;
+  buffer_floats (model, max_batch, sizes);
+  for (guint i = 0; i < N_BUFS; i++)
+    if (sizes[i] > 0 &&
+        !buf_create (self, &self->bufs[i], sizes[i] * sizeof (float), storage, FALSE,
+                     buf_names[i], error))
+      return NULL;
+
+  g_debug ("rlx-vk: %s ready for %s at batch ≤ %u", self->info->name, model->slug, max_batch);
+  return g_steal_pointer (&self);
+}
+
+void
+rlx_vk_trainer_free (RlxVkTrainer *self)
+{
+  if (self == NULL)
+    return;
+  if (self->dev != VK_NULL_HANDLE)
+    {
+      GHashTableIter it;
+      gpointer v;
+
+      vkDeviceWaitIdle (self->dev);
+      g_hash_table_iter_init (&it, self->steps);
+      while (g_hash_table_iter_next (&it, NULL, &v))
+        {
+          Step *s = v;
+          vkFreeCommandBuffers (self->dev, self->cmdpool, 1, &s->cb);
+          vkDestroyDescriptorPool (self->dev, s->pool, NULL);
+        }
+      for (guint i = 0; i < self->pipes->len; i++)
+        vkDestroyPipeline (self->dev, g_array_index (self->pipes, PipeEntry, i).pipe, NULL);
+      for (guint i = 0; i < N_SHADERS; i++)
+        if (self->modules[i] != VK_NULL_HANDLE)
+          vkDestroyShaderModule (self->dev, self->modules[i], NULL);
+      for (guint i = 0; i < N_BUFS; i++)
+        buf_destroy (self, &self->bufs[i]);
+      buf_destroy (self, &self->images);
+      buf_destroy (self, &self->labels);
+      buf_destroy (self, &self->params);
+      buf_destroy (self, &self->grads);
+      buf_destroy (self, &self->indices);
+      buf_destroy (self, &self->staging_in);
+      buf_destroy (self, &self->staging_out);
+      buf_destroy (self, &self->dummy);
+      if (self->queries != VK_NULL_HANDLE)
+        vkDestroyQueryPool (self->dev, self->queries, NULL);
+      if (self->fence != VK_NULL_HANDLE)
+        vkDestroyFence (self->dev, self->fence, NULL);
+      if (self->cmdpool != VK_NULL_HANDLE)
+        vkDestroyCommandPool (self->dev, self->cmdpool, NULL);
+      if (self->layout != VK_NULL_HANDLE)
+        vkDestroyPipelineLayout (self->dev, self->layout, NULL);
+      if (self->dsl != VK_NULL_HANDLE)
+        vkDestroyDescriptorSetLayout (self->dev, self->dsl, NULL);
+      vkDestroyDevice (self->dev, NULL);
+    }
+  g_clear_pointer (&self->steps, g_hash_table_unref);
+  g_clear_pointer (&self->pipes, g_array_unref);
+  g_clear_pointer (&self->info, rlx_vk_device_info_free);
+  g_clear_pointer (&self->dataset, rlx_dataset_unref);
+  g_free (self->lost_reason);
+  if (self->have_instance)
+    rlx_vk_instance_release ();
+  g_free (self);
+}
+
+const RlxVkDeviceInfo *
+rlx_vk_trainer_device (const RlxVkTrainer *self)
+{
+  return self->info;
+}
+
+void
+rlx_vk_trainer_timings (const RlxVkTrainer *self, RlxVkTimings *out)
+{
+  *out = self->timings;
+}
+
+gboolean
+rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *indices,
+                      guint n, float *loss, float *grads, GError **error)
+{
+  gsize pbytes = self->model->n_params * sizeof (float);
+  VkSubmitInfo si = { .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1 };
+  gint64 t0 = g_get_monotonic_time ();
+  Step *step;
+  VkResult r;
+
+  g_return_val_if_fail (self != NULL && params != NULL && indices != NULL && loss != NULL, FALSE);
+  g_return_val_if_fail (n >= 1 && n <= self->max_batch, FALSE);
+
+  if (self->lost)
+    {
+      g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_DEVICE_LOST, "%s", self->lost_reason);
+      return FALSE;
+    }
+
+  step = g_hash_table_lookup (self->steps, GUINT_TO_POINTER (n));
+  if (step == NULL)
+    {
+      /* a rank uses a few batch sizes; keep the recordings bounded */
+      if (g_hash_table_size (self->steps) >= 16)
+        {
+          GHashTableIter it;
+          gpointer v;
+          g_hash_table_iter_init (&it, self->steps);
+          while (g_hash_table_iter_next (&it, NULL, &v))
+            {
+              Step *s = v;
+              vkFreeCommandBuffers (self->dev, self->cmdpool, 1, &s->cb);
+              vkDestroyDescriptorPool (self->dev, s->pool, NULL);
+              g_hash_table_iter_remove (&it);
+            }
+        }
+      step = record_step (self, n, error);
+      if (step == NULL)
+        return FALSE;
+      g_hash_table_insert (self->steps, GUINT_TO_POINTER (n), step);
+    }
+
+  memcpy (self->staging_in.map, params, pbytes);
+  memcpy ((char *) self->staging_in.map + pbytes, indices, n * sizeof (guint32));
+
+  si.pCommandBuffers = &step->cb;
+  r = vkResetFences (self->dev, 1, &self->fence);
+  if (r == VK_SUCCESS)
+    r = vkQueueSubmit (self->queue, 1, &si, self->fence);
+  if (r == VK_SUCCESS)
+    {
+      r = vkWaitForFences (self->dev, 1, &self->fence, VK_TRUE, 120ull * 1000000000ull);
+      if (r == VK_TIMEOUT)
+        {
+          self->lost = TRUE;
+          self->lost_reason = g_strdup_printf ("%s did not finish a training step in 120 s; "
+                                               "this rank cannot compute on it any more — "
+                                               "restart it, or use --backend cpu",
+                                               self->info->name);
+          g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_DEVICE_LOST, "%s", self->lost_reason);
+          return FALSE;
+        }
+    }
+  if (r != VK_SUCCESS)
+    {
+      g_autoptr(GError) local = NULL;
+
+      rlx_vk_set_error (&local, r, "a %s step of %u samples on %s", self->model->slug, n,
+                        self->info->name);
+      if (r == VK_ERROR_DEVICE_LOST)
+        {
+          self->lost = TRUE;
+          self->lost_reason = g_strdup (local->message);
+        }
+      g_propagate_error (error, g_steal_pointer (&local));
+      return FALSE;
+    }
+
+  *loss = ((const float *) self->staging_out.map)[self->model->n_params];
+  if (grads != NULL)
+    memcpy (grads, self->staging_out.map, pbytes);
+
+  if (self->queries != VK_NULL_HANDLE)
+    {
+      guint64 ts[4];
+      r = vkGetQueryPoolResults (self->dev, self->queries, 0, 4, sizeof ts, ts, sizeof (guint64),
+                                 VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+      if (r == VK_SUCCESS)
+        {
+          double p = self->info->timestamp_period / 1000.0;
+          self->timings.upload_us = (double) (ts[1] - ts[0]) * p;
+          self->timings.compute_us = (double) (ts[2] - ts[1]) * p;
+          self->timings.download_us = (double) (ts[3] - ts[2]) * p;
+        }
+    }
+  self->timings.wall_us = (double) (g_get_monotonic_time () - t0);
+  return TRUE;
+}

@@ -1,0 +1,121 @@
+/* rlx-vk.h — the Vulkan compute backend: devices and training steps
+ *
+ * Enumeration records every physical device with what the shaders need from
+ * it (a compute queue, shared memory, push constants, workgroup size and
+ * count, storage-buffer range, memory); rlx_vk_device_check says, for one
+ * model and batch, whether a device can train it and if not why, in words
+ * for the person reading the roster. Which device a rank uses is decided in
+ * core/rlx-backend.c; this module only describes and drives devices.
+ *
+ * A trainer owns one VkDevice. The training set (u8 images and labels) is
+ * uploaded once; a step moves only the sample indices and parameters in and
+ * the gradient and loss out. One command buffer per batch size, recorded on
+ * first use and replayed, does the whole step (upload, forward, loss,
+ * backward, download) with one submission and one fence wait.
+ *
+ * Threads: enumerate and check anywhere; a trainer is used by one thread at
+ * a time (the rank's compute worker).
+ *
+ * Environment: RLX_VK_VALIDATE=1 enables the Khronos validation layer; with
+ * or without it, validation and performance warnings and errors reported
+ * through VK_EXT_debug_utils are printed and counted
+ * (rlx_vk_validation_messages).
+ */
+#pragma once
+
+#include <glib.h>
+#include "core/vision/rlx-model.h"
+#include "core/vision/rlx-dataset.h"
+
+G_BEGIN_DECLS
+
+#define RLX_VK_ERROR (rlx_vk_error_quark ())
+GQuark rlx_vk_error_quark (void);
+typedef enum {
+  RLX_VK_ERROR_NO_DRIVER,       /* no loader, no ICD, instance creation failed */
+  RLX_VK_ERROR_UNSUPPORTED,     /* the device lacks something the shaders need */
+  RLX_VK_ERROR_DEVICE_LOST,     /* VK_ERROR_DEVICE_LOST or a step that never finished */
+  RLX_VK_ERROR_OUT_OF_MEMORY,   /* host or device memory */
+  RLX_VK_ERROR_FAILED,
+} RlxVkError;
+
+typedef enum {
+  RLX_VK_DEVICE_OTHER,
+  RLX_VK_DEVICE_INTEGRATED,
+  RLX_VK_DEVICE_DISCRETE,
+  RLX_VK_DEVICE_VIRTUAL,
+  RLX_VK_DEVICE_CPU,            /* a software implementation (llvmpipe, SwiftShader) */
+} RlxVkDeviceType;
+
+typedef struct {
+  guint           index;                 /* in vkEnumeratePhysicalDevices order */
+  char           *name;                  /* "NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)" */
+  char           *driver;                /* "NVIDIA 580.159.03", "llvmpipe Mesa 22.3.6" */
+  RlxVkDeviceType type;
+  guint32         api_version;
+  guint32         vendor_id;
+  guint32         device_id;
+  gboolean        has_compute_queue;
+  gboolean        has_timestamps;
+  float           timestamp_period;      /* ns per tick */
+  guint32         max_shared_memory;     /* maxComputeSharedMemorySize */
+  guint32         max_push_constants;    /* maxPushConstantsSize */
+  guint32         max_workgroup_invocations;
+  guint32         max_workgroup_count[3];
+  guint64         max_storage_buffer_range;
+  guint64         max_allocation;        /* maxMemoryAllocationSize, 0 when unknown */
+  guint32         subgroup_size;         /* 0 when unknown */
+  guint64         device_local_bytes;    /* largest DEVICE_LOCAL heap */
+} RlxVkDeviceInfo;
+
+RlxVkDeviceInfo *rlx_vk_device_info_copy (const RlxVkDeviceInfo *info);
+void             rlx_vk_device_info_free (RlxVkDeviceInfo *info);
+const char      *rlx_vk_device_type_name (RlxVkDeviceType type);
+/* TRUE for CPU-type devices and known software rasterizers. */
+gboolean         rlx_vk_device_is_software (const RlxVkDeviceInfo *info);
+
+/* Every physical device (RlxVkDeviceInfo*, free func set), possibly empty.
+ * NULL with RLX_VK_ERROR_NO_DRIVER when no Vulkan instance can be created. */
+GPtrArray       *rlx_vk_enumerate (GError **error);
+
+/* NULL when @info can train @model at batches up to @max_batch, else a
+ * sentence saying what the device lacks (newly allocated). Pure: tests pass
+ * hand-made infos. */
+char            *rlx_vk_device_check (const RlxVkDeviceInfo *info,
+                                      const RlxModel *model, guint max_batch);
+
+/* Validation / performance messages seen by the debug messenger since the
+ * process started, and whether the validation layer is on. */
+guint            rlx_vk_validation_messages (void);
+gboolean         rlx_vk_validation_enabled (void);
+
+typedef struct _RlxVkTrainer RlxVkTrainer;
+
+typedef struct {
+  double upload_us;    /* indices and parameters to the device */
+  double compute_us;   /* forward, loss, backward */
+  double download_us;  /* gradient and loss to host memory */
+  double wall_us;      /* the whole call, host copies included */
+} RlxVkTimings;
+
+/* Opens device @index (as enumerated), uploads the training split of
+ * @dataset and builds the pipelines for @model. */
+RlxVkTrainer    *rlx_vk_trainer_new   (guint index, const RlxModel *model,
+                                       RlxDataset *dataset, guint max_batch,
+                                       GError **error);
+void             rlx_vk_trainer_free  (RlxVkTrainer *self);
+const RlxVkDeviceInfo *rlx_vk_trainer_device (const RlxVkTrainer *self);
+
+/* Mean loss and gradient over training samples @indices[0..n) at @params
+ * (indices already checked by the caller). After RLX_VK_ERROR_DEVICE_LOST
+ * every later call fails the same way. */
+gboolean         rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params,
+                                       const guint32 *indices, guint n,
+                                       float *loss, float *grads, GError **error);
+/* GPU timestamps of the last step (zeros when the queue has none). */
+void             rlx_vk_trainer_timings (const RlxVkTrainer *self, RlxVkTimings *out);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxVkTrainer, rlx_vk_trainer_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxVkDeviceInfo, rlx_vk_device_info_free)
+
+G_END_DECLS

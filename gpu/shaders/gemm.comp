@@ -1,0 +1,162 @@
+#version 450
+/* gemm.comp — C = alpha · A·B with a fused epilogue, tiled and register-blocked
+ *
+ * A workgroup computes a BM×BN tile of C; each thread a TM×TN block of it,
+ * held in registers, from BK-deep slices of A and B staged in shared memory
+ * (rows padded by 4 floats against bank conflicts). The next slice is loaded
+ * into registers while the current one is multiplied. Tile sizes and operand
+ * layouts are specialization constants; shapes, strides and offsets (in
+ * floats) are push constants.
+ *
+ *   A(m,k) = a[a_off + m*lda + k]  (A_KC = 1)   or a[a_off + k*lda + m] (A_KC = 0)
+ *   B(k,n) = b[b_off + n*ldb + k]  (B_KC = 1)   or b[b_off + k*ldb + n] (B_KC = 0)
+ *
+ * Split-K: workgroup z sums k in [z*k_chunk, (z+1)*k_chunk) and writes its
+ * partial tile at c_off + z*c_split. Each element's sum has a fixed order, so
+ * a step is bitwise reproducible.
+ * Epilogue flags: 1 + d[n] (bias per column), 2 + d[m] (bias per row),
+ * 4 ReLU, 8 × (d[d_off + m*ldd + n] > 0) (ReLU backward mask).
+ */
+#extension GL_EXT_control_flow_attributes : require
+
+layout(constant_id = 0) const uint BM = 64;
+layout(constant_id = 1) const uint BN = 64;
+layout(constant_id = 2) const uint BK = 16;
+layout(constant_id = 3) const uint TM = 4;
+layout(constant_id = 4) const uint TN = 4;
+layout(constant_id = 5) const uint A_KC = 1;
+layout(constant_id = 6) const uint B_KC = 1;
+layout(local_size_x_id = 7) in;
+
+layout(std430, set = 0, binding = 0) readonly buffer BufA { float a[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufB { float b[]; };
+layout(std430, set = 0, binding = 2) writeonly buffer BufC { float c[]; };
+layout(std430, set = 0, binding = 3) readonly buffer BufD { float d[]; };
+
+layout(push_constant) uniform Push {
+  uint M, N, K;
+  uint lda, ldb, ldc, ldd;
+  uint a_off, b_off, c_off, d_off;
+  uint k_chunk, c_split, flags;
+  float alpha;
+} p;
+
+const uint WX  = BN / TN;          /* threads along n */
+const uint WY  = BM / TM;          /* threads along m */
+const uint WG  = WX * WY;
+const uint TMV = TM / 4;
+const uint TNV = TN / 4;
+const uint BMP = BM + 4;           /* padded shared rows, in floats */
+const uint BNP = BN + 4;
+const uint LA  = (BM * BK) / WG;   /* elements of A each thread stages */
+const uint LB  = (BN * BK) / WG;
+
+shared vec4 As[(BK * BMP) / 4];
+shared vec4 Bs[(BK * BNP) / 4];
+
+void main ()
+{
+  const uint tid = gl_LocalInvocationID.x;
+  const uint tx = tid % WX;
+  const uint ty = tid / WX;
+  const uint m0 = gl_WorkGroupID.y * BM;
+  const uint n0 = gl_WorkGroupID.x * BN;
+  const uint kbeg = gl_WorkGroupID.z * p.k_chunk;
+  const uint kend = min (p.K, kbeg + p.k_chunk);
+
+  vec4 acc[TM * TNV];
+  float ra[LA];
+  float rb[LB];
+
+  [[unroll]] for (uint i = 0; i < TM * TNV; i++)
+    acc[i] = vec4 (0.0);
+
+#define LOAD_TILES(K0)                                                        \
+  [[unroll]] for (uint l = 0; l < LA; l++)                                    \
+    {                                                                         \
+      const uint e = tid + l * WG;                                            \
+      const uint mm = A_KC == 1 ? e / BK : e % BM;                            \
+      const uint kk = A_KC == 1 ? e % BK : e / BM;                            \
+      const uint gm = m0 + mm, gk = (K0) + kk;                                \
+      ra[l] = (gm < p.M && gk < kend)                                         \
+        ? a[p.a_off + (A_KC == 1 ? gm * p.lda + gk : gk * p.lda + gm)] : 0.0; \
+    }                                                                         \
+  [[unroll]] for (uint l = 0; l < LB; l++)                                    \
+    {                                                                         \
+      const uint e = tid + l * WG;                                            \
+      const uint nn = B_KC == 1 ? e / BK : e % BN;                            \
+      const uint kk = B_KC == 1 ? e % BK : e / BN;                            \
+      const uint gn = n0 + nn, gk = (K0) + kk;                                \
+      rb[l] = (gn < p.N && gk < kend)                                         \
+        ? b[p.b_off + (B_KC == 1 ? gn * p.ldb + gk : gk * p.ldb + gn)] : 0.0; \
+    }
+
+  LOAD_TILES (kbeg);
+
+  for (uint k0 = kbeg; k0 < kend; k0 += BK)
+    {
+      barrier ();
+      [[unroll]] for (uint l = 0; l < LA; l++)
+        {
+          const uint e = tid + l * WG;
+          const uint mm = A_KC == 1 ? e / BK : e % BM;
+          const uint kk = A_KC == 1 ? e % BK : e / BM;
+          const uint s = kk * BMP + mm;
+          As[s >> 2][s & 3] = ra[l];
+        }
+      [[unroll]] for (uint l = 0; l < LB; l++)
+        {
+          const uint e = tid + l * WG;
+          const uint nn = B_KC == 1 ? e / BK : e % BN;
+          const uint kk = B_KC == 1 ? e % BK : e / BN;
+          const uint s = kk * BNP + nn;
+          Bs[s >> 2][s & 3] = rb[l];
+        }
+      barrier ();
+
+      if (k0 + BK < kend)
+        {
+          LOAD_TILES (k0 + BK);
+        }
+
+      [[unroll]] for (uint k = 0; k < BK; k++)
+        {
+          vec4 av[TMV];
+          vec4 bv[TNV];
+          [[unroll]] for (uint g = 0; g < TMV; g++)
+            av[g] = As[k * (BMP / 4) + g * WY + ty];
+          [[unroll]] for (uint h = 0; h < TNV; h++)
+            bv[h] = Bs[k * (BNP / 4) + h * WX + tx];
+          [[unroll]] for (uint g = 0; g < TMV; g++)
+            [[unroll]] for (uint i = 0; i < 4; i++)
+              [[unroll]] for (uint h = 0; h < TNV; h++)
+                acc[(g * 4 + i) * TNV + h] = fma (vec4 (av[g][i]), bv[h], acc[(g * 4 + i) * TNV + h]);
+        }
+    }
+
+  const uint cbase = p.c_off + gl_WorkGroupID.z * p.c_split;
+  [[unroll]] for (uint g = 0; g < TMV; g++)
+    [[unroll]] for (uint i = 0; i < 4; i++)
+      {
+        const uint m = m0 + g * WY * 4 + ty * 4 + i;
+        if (m >= p.M)
+          continue;
+        [[unroll]] for (uint h = 0; h < TNV; h++)
+          [[unroll]] for (uint j = 0; j < 4; j++)
+            {
+              const uint n = n0 + h * WX * 4 + tx * 4 + j;
+              if (n >= p.N)
+                continue;
+              float v = acc[(g * 4 + i) * TNV + h][j] * p.alpha;
+              if ((p.flags & 1u) != 0u)
+                v += d[p.d_off + n];
+              if ((p.flags & 2u) != 0u)
+                v += d[p.d_off + m];
+              if ((p.flags & 4u) != 0u)
+                v = max (v, 0.0);
+              if ((p.flags & 8u) != 0u)
+                v = d[p.d_off + m * p.ldd + n] > 0.0 ? v : 0.0;
+              c[cbase + m * p.ldc + n] = v;
+            }
+      }
+}

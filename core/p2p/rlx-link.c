@@ -144,6 +144,8 @@ rlx_link_close (RlxLink *self)
   priv = rlx_link_get_instance_private (self);
   if (priv->closed)
     return;
+  /* ::closed handlers may drop the last reference their owner held. */
+  g_object_ref (self);
   if (RLX_LINK_GET_CLASS (self)->close != NULL)
     RLX_LINK_GET_CLASS (self)->close (self);
   /* A subclass that forgot to report still ends up closed, once. */
@@ -153,6 +155,7 @@ rlx_link_close (RlxLink *self)
                                              "link closed");
       rlx_link_emit_closed (self, error);
     }
+  g_object_unref (self);
 }
 
 gsize

@@ -742,6 +742,15 @@ rlx_local_bus_start (RlxLocalBus *self, GError **error)
   return TRUE;
 }
 
+void
+rlx_local_bus_rescan (RlxLocalBus *self)
+{
+  g_return_if_fail (RLX_IS_LOCAL_BUS (self));
+
+  if (self->started && !self->stopped)
+    connect_to_all (self);
+}
+
 static void
 close_table (GHashTable *table)
 {

@@ -16,9 +16,9 @@
  * connection: a dead process's), fails with RLX_LOCAL_BUS_ERROR_IN_USE if a
  * live process already listens on it, listens, then connects to every other
  * *.sock in the directory; sockets that refuse connection (ECONNREFUSED) are
- * stale and removed. Later arrivals connect to us. The directory is watched,
- * so a node that appears after us is found even if its connect to us races
- * with ours to it.
+ * stale and removed. Later arrivals connect to us (each node binds before it
+ * lists the directory, so of two nodes starting together at least one sees
+ * the other).
  *
  * Handshake: the first frame on every connection is a bus handshake (node id
  * of the connecting side; the accepting side answers accept or decline), so
@@ -97,6 +97,12 @@ void         rlx_local_bus_set_max_frame (RlxLocalBus *self, gsize max_frame);
  * context; watch ::link-added). FALSE with an error naming the path and what
  * to do. Calling it twice is a programming error. */
 gboolean     rlx_local_bus_start        (RlxLocalBus *self, GError **error);
+/* Look at the directory again and connect to every node we have no link
+ * (or connection in progress) to. start does this once; call it when a peer
+ * is expected but no ::link-added came (the bus also retries by itself after
+ * a declined handshake). Safe at any time after start: a connection that
+ * would duplicate a link is resolved by the handshake, never reported twice. */
+void         rlx_local_bus_rescan       (RlxLocalBus *self);
 /* Close all links, stop listening, remove our socket. Idempotent. */
 void         rlx_local_bus_stop         (RlxLocalBus *self);
 

@@ -1,0 +1,356 @@
+/* p2p-helper.c — a second process on the local bus, for tests and the bench
+ *
+ *   p2p-helper node DIR ID     join the bus in DIR as ID; print one line per
+ *                              event ("ready", "added PEER", "removed PEER");
+ *                              echo every frame back to its sender; exit
+ *                              cleanly (removing the socket) on stdin EOF.
+ *   p2p-helper sink DIR ID     join; count frames per link; a frame "end"
+ *                              is answered with "got FRAMES BYTES".
+ *   p2p-helper bench [FRAMES [MIB [RUNS]]]
+ *                              local-bus throughput between two processes
+ *                              (this one and a spawned sink), against a raw
+ *                              blocking Unix socketpair between two processes
+ *                              measured in the same run; prints medians.
+ */
+#include "rlx-config.h"
+#include "core/p2p/rlx-local-bus.h"
+#include "core/p2p/rlx-unix-link.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <gio/gunixinputstream.h>
+
+static GMainLoop *loop;
+
+static void
+say (const char *fmt, ...) G_GNUC_PRINTF (1, 2);
+
+static void
+say (const char *fmt, ...)
+{
+  va_list args;
+
+  va_start (args, fmt);
+  vprintf (fmt, args);
+  va_end (args);
+  putchar ('\n');
+  fflush (stdout);
+}
+
+/* ── node ────────────────────────────────────────────────────────────── */
+
+static void
+on_echo_frame (RlxLink *link, GBytes *frame, gpointer user_data)
+{
+  rlx_link_send (link, frame, NULL);
+}
+
+static void
+on_node_added (RlxLocalBus *bus, RlxLink *link, const char *peer, gpointer user_data)
+{
+  say ("added %s", peer);
+  g_signal_connect (link, "frame", G_CALLBACK (on_echo_frame), NULL);
+}
+
+static void
+on_removed (RlxLocalBus *bus, RlxLink *link, const char *peer, gpointer user_data)
+{
+  say ("removed %s", peer);
+}
+
+static gboolean
+on_stdin (GIOChannel *channel, GIOCondition condition, gpointer user_data)
+{
+  char buf[256];
+  gssize n = read (0, buf, sizeof buf);
+
+  if (n <= 0)
+    {
+      g_main_loop_quit (loop);
+      return G_SOURCE_REMOVE;
+    }
+  return G_SOURCE_CONTINUE;
+}
+
+/* ── sink ────────────────────────────────────────────────────────────── */
+
+typedef struct {
+  guint64 frames;
+  guint64 bytes;
+} Count;
+
+static void
+on_sink_frame (RlxLink *link, GBytes *frame, gpointer user_data)
+{
+  Count *count = user_data;
+  gsize len = g_bytes_get_size (frame);
+
+  if (len == 3 && memcmp (g_bytes_get_data (frame, NULL), "end", 3) == 0)
+    {
+      g_autofree char *reply = g_strdup_printf ("got %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT,
+                                                count->frames, count->bytes);
+      g_autoptr(GBytes) b = g_bytes_new (reply, strlen (reply));
+
+      rlx_link_send (link, b, NULL);
+      count->frames = count->bytes = 0;
+      return;
+    }
+  count->frames++;
+  count->bytes += len;
+}
+
+static void
+on_sink_added (RlxLocalBus *bus, RlxLink *link, const char *peer, gpointer user_data)
+{
+  Count *count = g_new0 (Count, 1);
+
+  g_object_set_data_full (G_OBJECT (link), "count", count, g_free);
+  g_signal_connect (link, "frame", G_CALLBACK (on_sink_frame), count);
+}
+
+static int
+run_node (const char *dir, const char *id, gboolean sink)
+{
+  g_autoptr(RlxLocalBus) bus = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GIOChannel) in = g_io_channel_unix_new (0);
+
+  loop = g_main_loop_new (NULL, FALSE);
+  bus = rlx_local_bus_new_for_dir (dir, id, &error);
+  if (bus == NULL)
+    {
+      say ("error %s", error->message);
+      return 1;
+    }
+  g_signal_connect (bus, "link-added",
+                    sink ? G_CALLBACK (on_sink_added) : G_CALLBACK (on_node_added), NULL);
+  g_signal_connect (bus, "link-removed", G_CALLBACK (on_removed), NULL);
+  if (!rlx_local_bus_start (bus, &error))
+    {
+      say ("error %s", error->message);
+      return 1;
+    }
+  say ("ready");
+  g_io_add_watch (in, G_IO_IN | G_IO_HUP | G_IO_ERR, on_stdin, NULL);
+  g_main_loop_run (loop);
+  rlx_local_bus_stop (bus);
+  g_main_loop_unref (loop);
+  return 0;
+}
+
+/* ── bench ───────────────────────────────────────────────────────────── */
+
+static int
+compare_doubles (const void *a, const void *b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+
+  return x < y ? -1 : x > y;
+}
+
+/* Blocking write/read of @frames × @size over a socketpair to a forked
+ * child: the ceiling for the machine. Runs before GLib starts any thread. */
+static double
+raw_reference (guint frames, gsize size)
+{
+  int fds[2];
+  pid_t pid;
+  guint8 *buf = g_malloc (size);
+  gint64 t0, t1;
+  char ack;
+
+  memset (buf, 0x5a, size);
+  if (socketpair (AF_UNIX, SOCK_STREAM, 0, fds) != 0)
+    g_error ("socketpair: %s", g_strerror (errno));
+  pid = fork ();
+  if (pid == 0)
+    {
+      guint64 want = (guint64) frames * (size + 4), got = 0;
+
+      close (fds[0]);
+      while (got < want)
+        {
+          gsize chunk = MIN (size, want - got);
+          gssize n = read (fds[1], buf, chunk);
+          if (n <= 0)
+            _exit (1);
+          got += n;
+        }
+      if (write (fds[1], "k", 1) != 1)
+        _exit (1);
+      _exit (0);
+    }
+  close (fds[1]);
+  t0 = g_get_monotonic_time ();
+  for (guint i = 0; i < frames; i++)
+    {
+      guint32 prefix = GUINT32_TO_LE ((guint32) size);
+      gsize off = 0;
+
+      if (write (fds[0], &prefix, 4) != 4)
+        g_error ("write: %s", g_strerror (errno));
+      while (off < size)
+        {
+          gssize n = write (fds[0], buf + off, size - off);
+          if (n <= 0)
+            g_error ("write: %s", g_strerror (errno));
+          off += n;
+        }
+    }
+  if (read (fds[0], &ack, 1) != 1)
+    g_error ("raw reference child failed");
+  t1 = g_get_monotonic_time ();
+  close (fds[0]);
+  waitpid (pid, NULL, 0);
+  g_free (buf);
+  return (double) frames * size / ((t1 - t0) / 1e6) / 1e9;
+}
+
+typedef struct {
+  RlxLink *link;
+  gboolean got_reply;
+  char    *reply;
+} BenchState;
+
+static void
+on_bench_added (RlxLocalBus *bus, RlxLink *link, const char *peer, gpointer user_data)
+{
+  BenchState *st = user_data;
+
+  st->link = g_object_ref (link);
+}
+
+static void
+on_bench_reply (RlxLink *link, GBytes *frame, gpointer user_data)
+{
+  BenchState *st = user_data;
+  gsize len;
+  const char *data = g_bytes_get_data (frame, &len);
+
+  g_free (st->reply);
+  st->reply = g_strndup (data, len);
+  st->got_reply = TRUE;
+}
+
+static int
+run_bench (guint frames, gsize mib, guint runs)
+{
+  gsize size = mib << 20;
+  g_autofree double *raw = g_new (double, runs);
+  g_autofree double *bus_rates = g_new (double, runs);
+  g_autofree char *dir = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(RlxLocalBus) bus = NULL;
+  g_autoptr(GBytes) frame = NULL;
+  g_autoptr(GBytes) end = g_bytes_new_static ("end", 3);
+  char *argv[] = { (char *) "/proc/self/exe", (char *) "sink", NULL, (char *) "sink", NULL };
+  GPid child;
+  gint child_stdin;
+  BenchState st = { 0 };
+  gint64 deadline;
+
+  for (guint r = 0; r < runs; r++)
+    raw[r] = raw_reference (frames, size);
+
+  dir = g_dir_make_tmp ("rlx-bench-XXXXXX", &error);
+  g_assert_no_error (error);
+  argv[2] = dir;
+  {
+    g_autofree char *exe = g_file_read_link ("/proc/self/exe", NULL);
+    argv[0] = exe;
+    if (!g_spawn_async_with_pipes (NULL, argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL,
+                                   &child, &child_stdin, NULL, NULL, &error))
+      g_error ("spawn sink: %s", error->message);
+  }
+
+  bus = rlx_local_bus_new_for_dir (dir, "bench", &error);
+  g_signal_connect (bus, "link-added", G_CALLBACK (on_bench_added), &st);
+  /* The sink may not be listening yet: start, then wait for its connect. */
+  if (!rlx_local_bus_start (bus, &error))
+    g_error ("%s", error->message);
+  deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+  while (st.link == NULL && g_get_monotonic_time () < deadline)
+    g_main_context_iteration (NULL, TRUE);
+  if (st.link == NULL)
+    g_error ("the sink never linked");
+  g_signal_connect (st.link, "frame", G_CALLBACK (on_bench_reply), &st);
+
+  {
+    guint8 *data = g_malloc (size);
+    memset (data, 0xa5, size);
+    frame = g_bytes_new_take (data, size);
+  }
+
+  for (guint r = 0; r < runs; r++)
+    {
+      gint64 t0, t1;
+      g_autofree char *want = g_strdup_printf ("got %u %" G_GSIZE_FORMAT, frames,
+                                               (gsize) frames * size);
+
+      st.got_reply = FALSE;
+      t0 = g_get_monotonic_time ();
+      for (guint i = 0; i < frames; i++)
+        rlx_link_send (st.link, frame, NULL);
+      rlx_link_send (st.link, end, NULL);
+      while (!st.got_reply)
+        g_main_context_iteration (NULL, TRUE);
+      t1 = g_get_monotonic_time ();
+      if (g_strcmp0 (st.reply, want) != 0)
+        g_error ("sink answered '%s', expected '%s'", st.reply, want);
+      bus_rates[r] = (double) frames * size / ((t1 - t0) / 1e6) / 1e9;
+    }
+
+  close (child_stdin);
+  waitpid (child, NULL, 0);
+  g_clear_object (&st.link);
+  rlx_local_bus_stop (bus);
+  rmdir (dir);
+
+  printf ("local-bus bench: %u frames of %" G_GSIZE_FORMAT " MiB per run, %u runs, %u CPUs\n",
+          frames, mib, runs, g_get_num_processors ());
+  printf ("  raw:");
+  for (guint r = 0; r < runs; r++)
+    printf (" %.2f", raw[r]);
+  printf (" GB/s\n  bus:");
+  for (guint r = 0; r < runs; r++)
+    printf (" %.2f", bus_rates[r]);
+  printf (" GB/s\n");
+  qsort (raw, runs, sizeof (double), compare_doubles);
+  qsort (bus_rates, runs, sizeof (double), compare_doubles);
+  printf ("local bus %.2f GB/s (median), raw blocking socketpair %.2f GB/s (median), ratio %.2f\n",
+          bus_rates[runs / 2], raw[runs / 2], bus_rates[runs / 2] / raw[runs / 2]);
+  g_free (st.reply);
+  return 0;
+}
+
+int
+main (int argc, char **argv)
+{
+  signal (SIGPIPE, SIG_IGN);
+
+  if (argc == 4 && strcmp (argv[1], "node") == 0)
+    return run_node (argv[2], argv[3], FALSE);
+  if (argc == 4 && strcmp (argv[1], "sink") == 0)
+    return run_node (argv[2], argv[3], TRUE);
+  if (argc >= 2 && strcmp (argv[1], "bench") == 0)
+    {
+      guint frames = argc > 2 ? atoi (argv[2]) : 64;
+      guint mib = argc > 3 ? atoi (argv[3]) : 4;
+      guint runs = argc > 4 ? atoi (argv[4]) : 5;
+
+      if (frames == 0 || mib == 0 || mib > 60 || runs == 0)
+        {
+          fprintf (stderr, "usage: p2p-helper bench [FRAMES [MIB (1-60) [RUNS]]]\n");
+          return 2;
+        }
+      return run_bench (frames, mib, runs);
+    }
+  fprintf (stderr, "usage: p2p-helper node|sink DIR ID | bench [FRAMES [MIB [RUNS]]]\n");
+  return 2;
+}

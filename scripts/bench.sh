@@ -27,6 +27,11 @@ fi
 # --- p2p ---------------------------------------------------------------------
 if want p2p; then
   echo "## p2p"
+  # Local bus: 4 MiB frames between two processes over RlxLocalBus (this
+  # process sends, a spawned p2p-helper sink counts and answers), against a
+  # raw blocking write/read over a socketpair between two processes, measured
+  # in the same run. 64 frames (256 MiB) per run, 7 runs, medians.
+  "$BUILD/tests/p2p/p2p-helper" bench 64 4 7
 fi
 # --- end p2p -----------------------------------------------------------------
 

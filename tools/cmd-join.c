@@ -1,14 +1,424 @@
-/* cmd-join.c — placeholder until its module lands */
+/* cmd-join.c — rlx-rank join (one node of a cohort) and rlx-rank export
+ *
+ *   join    runs one node of the local cohort NAME: the local bus (Unix
+ *           sockets under $XDG_RUNTIME_DIR/rlx-cluster/NAME), the compute
+ *           worker and the coordinator. With --json, one JSON object per line,
+ *           each with an "event" key (joined, leader, step, member-joined,
+ *           member-left, refused, rejected, snapshot, checkpoint, resumed,
+ *           late, error, evaluated, done). SIGINT/SIGTERM leave cleanly (bye).
+ *   export  writes the cohort's checkpoint as a .safetensors file.
+ */
+#include "rlx-config.h"
 #include "rlx-cli.h"
+#include "core/rlx-backend.h"
+#include "core/rlx-coordinator.h"
+#include "core/rlx-safetensors.h"
+#include "core/rlx-worker.h"
+#include "core/p2p/rlx-local-bus.h"
+#include "core/vision/rlx-cpu.h"
+#include "core/vision/rlx-dataset.h"
+#include "core/vision/rlx-model.h"
+#include "core/wire/rlx-wire.h"
+
+#include <errno.h>
+#include <glib-unix.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+  GMainLoop      *loop;
+  RlxCoordinator *coord;
+  gboolean        json;
+  gboolean        evaluate;
+  int             status;
+  gboolean        leaving;
+  const RlxModel *model;
+  RlxDataset     *dataset;
+} JoinState;
+
+static gboolean
+parse_u64 (const char *sub, const char *opt, const char *text, guint64 min, guint64 max,
+           guint64 *out)
+{
+  if (text == NULL)
+    return TRUE;
+  if (!g_ascii_string_to_unsigned (text, 10, min, max, out, NULL))
+    {
+      rlx_cli_fail (sub, RLX_EXIT_USAGE, "%s: '%s' is not a whole number in %" G_GUINT64_FORMAT
+                    "..%" G_GUINT64_FORMAT " (see rlx-rank %s --help)", opt, text, min, max, sub);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static void
+print_event (JoinState *st, JsonObject *event)
+{
+  if (st->json)
+    {
+      g_autoptr(JsonNode) node = json_node_init_object (json_node_alloc (), event);
+      g_autofree char *line = json_to_string (node, FALSE);
+      fputs (line, stdout);
+      fputc ('\n', stdout);
+    }
+  else
+    {
+      g_autoptr(GString) s = g_string_new (json_object_get_string_member (event, "event"));
+      JsonObjectIter iter;
+      const char *key;
+      JsonNode *value;
+
+      json_object_iter_init (&iter, event);
+      while (json_object_iter_next (&iter, &key, &value))
+        {
+          g_autofree char *v = NULL;
+          if (strcmp (key, "event") == 0)
+            continue;
+          if (JSON_NODE_HOLDS_VALUE (value) && json_node_get_value_type (value) == G_TYPE_STRING)
+            v = g_strdup (json_node_get_string (value));
+          else
+            v = json_to_string (value, FALSE);
+          g_string_append_printf (s, " %s=%s", key, v);
+        }
+      puts (s->str);
+    }
+  fflush (stdout);
+}
+
+static void
+on_event (RlxCoordinator *coord, JsonObject *event, gpointer user_data)
+{
+  print_event (user_data, event);
+}
+
+static void
+on_left (gpointer user_data)
+{
+  JoinState *st = user_data;
+
+  g_main_loop_quit (st->loop);
+}
+
+static void
+evaluate (JoinState *st)
+{
+  gsize n;
+  const float *params = rlx_coordinator_get_params (st->coord, &n);
+  g_autoptr(RlxCpuTrainer) trainer = rlx_cpu_trainer_new (st->model, 1000);
+  g_autoptr(JsonObject) o = json_object_new ();
+  double loss = 0, acc;
+
+  g_assert (n == st->model->n_params);
+  acc = rlx_cpu_evaluate (trainer, params, st->dataset, RLX_SPLIT_TEST, &loss);
+  json_object_set_string_member (o, "event", "evaluated");
+  json_object_set_double_member (o, "accuracy", acc);
+  json_object_set_double_member (o, "test_loss", isfinite (loss) ? loss : -1);
+  json_object_set_int_member (o, "step", (gint64) rlx_coordinator_get_step (st->coord));
+  print_event (st, o);
+}
+
+static void
+on_finished (RlxCoordinator *coord, gboolean success, const char *message, gpointer user_data)
+{
+  JoinState *st = user_data;
+
+  if (st->leaving)
+    return;
+  st->leaving = TRUE;
+  st->status = success ? RLX_EXIT_OK : RLX_EXIT_FAILURE;
+  if (!success)
+    g_printerr ("rlx-rank join: %s\n", message);
+  if (success && st->evaluate)
+    evaluate (st);
+  rlx_coordinator_leave (coord, success ? "done" : message, G_CALLBACK (on_left), st);
+}
+
+static gboolean
+on_signal (gpointer user_data)
+{
+  JoinState *st = user_data;
+
+  if (!st->leaving)
+    {
+      st->leaving = TRUE;
+      st->status = RLX_EXIT_OK;
+      rlx_coordinator_leave (st->coord, "interrupted", G_CALLBACK (on_left), st);
+    }
+  return G_SOURCE_CONTINUE;
+}
+
+static void
+on_link_added (RlxLocalBus *bus, RlxLink *link, const char *peer_id, gpointer user_data)
+{
+  rlx_coordinator_add_link (RLX_COORDINATOR (user_data), link);
+}
 
 int
 rlx_cmd_join (int argc, char **argv)
 {
-  return rlx_cli_fail ("join", RLX_EXIT_FAILURE, "not built yet");
+  const char *sub = "join";
+  gboolean local = FALSE, no_ef = FALSE, json = FALSE, evaluate_flag = FALSE;
+  g_autofree char *cohort = NULL, *model_s = NULL, *dataset_s = NULL, *backend_s = NULL;
+  g_autofree char *precision_s = NULL, *batch_s = NULL, *lr_s = NULL, *steps_s = NULL;
+  g_autofree char *node_s = NULL, *seed_s = NULL, *wait_s = NULL, *ckpt_s = NULL;
+  g_autofree char *fault_s = NULL, *deadline_s = NULL, *hb_s = NULL, *threads_s = NULL;
+  GOptionEntry entries[] = {
+    { "local", 0, 0, G_OPTION_ARG_NONE, &local, "the cohort on this machine (the local bus; the default)", NULL },
+    { "cohort", 0, 0, G_OPTION_ARG_STRING, &cohort, "cohort name (default: default)", "NAME" },
+    { "model", 0, 0, G_OPTION_ARG_STRING, &model_s, "mnist-mlp (default), mnist-mlp-xl or mnist-cnn", "M" },
+    { "dataset", 0, 0, G_OPTION_ARG_STRING, &dataset_s, "synthetic (default) or fashion-mnist", "D" },
+    { "backend", 0, 0, G_OPTION_ARG_STRING, &backend_s, "auto (default), cpu, vulkan or vulkan:NAME", "B" },
+    { "precision", 0, 0, G_OPTION_ARG_STRING, &precision_s, "wire precision: f32 (default), f16, f8e4m3, f8e5m2", "P" },
+    { "batch", 0, 0, G_OPTION_ARG_STRING, &batch_s, "this node's share of the global batch (default 32)", "B" },
+    { "lr", 0, 0, G_OPTION_ARG_STRING, &lr_s, "learning rate (default 0.05)", "LR" },
+    { "steps", 0, 0, G_OPTION_ARG_STRING, &steps_s, "exit once step N is committed (default: run until interrupted)", "N" },
+    { "no-error-feedback", 0, 0, G_OPTION_ARG_NONE, &no_ef, "do not carry the quantisation residual", NULL },
+    { "json", 0, 0, G_OPTION_ARG_NONE, &json, "one JSON object per line per event", NULL },
+    { "node", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &node_s, "node id", "ID" },
+    { "seed", 0, 0, G_OPTION_ARG_STRING, &seed_s, "initialisation, permutation and synthetic data (default 0; the cohort must agree)", "S" },
+    { "wait-members", 0, 0, G_OPTION_ARG_STRING, &wait_s, "a founder waits for N members before the first step (default 1)", "N" },
+    { "checkpoint-every", 0, 0, G_OPTION_ARG_STRING, &ckpt_s, "the leader checkpoints every K steps (default 100; 0: only at the end)", "K" },
+    { "threads", 0, 0, G_OPTION_ARG_STRING, &threads_s, "BLAS threads of this rank's CPU backend", "N" },
+    { "evaluate", 0, 0, G_OPTION_ARG_NONE, &evaluate_flag, "print the test accuracy when done", NULL },
+    { "fault-nan", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &fault_s, "test switch: NaN gradients from step N", "N" },
+    { "deadline-floor-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &deadline_s, "shortest collect deadline", "MS" },
+    { "heartbeat-timeout-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &hb_s, "silence that removes a peer", "MS" },
+    { NULL }
+  };
+  g_autoptr(GOptionContext) ctx = g_option_context_new ("[--local] — run one node of a cohort");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(RlxDataset) dataset = NULL;
+  g_autoptr(RlxLocalBus) bus = NULL;
+  g_autoptr(GMainLoop) loop = NULL;
+  g_autofree char *node_id = NULL;
+  RlxCoordinatorConfig cfg = { 0 };
+  const RlxModel *model;
+  RlxBackend *backend;
+  RlxWorker *worker;
+  RlxCoordinator *coord;
+  JoinState st = { 0 };
+  guint64 batch = 32, steps = 0, seed = 0, wait = 1, ckpt = 100, fault = 0, deadline = 0, hb = 0;
+  guint64 threads = 0;
+  double lr = 0.05;
+  guint sigint_id, sigterm_id;
+
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  g_option_context_set_summary (ctx,
+    "Runs one node of the cohort NAME on this machine: it joins the cohort found\n"
+    "under $XDG_RUNTIME_DIR/rlx-cluster/NAME (or founds it, resuming its\n"
+    "checkpoint from $XDG_DATA_HOME/rlx-cluster/NAME), computes gradients on its\n"
+    "slice of every step, and applies the leader's updates.\n\n"
+    "Example:\n"
+    "  for i in 1 2 3; do rlx-rank join --local --cohort demo --steps 200 --json & done");
+  if (!rlx_cli_parse (ctx, sub, &argc, &argv))
+    return RLX_EXIT_USAGE;
+  if (argc > 1)
+    return rlx_cli_fail (sub, RLX_EXIT_USAGE,
+                         "unexpected argument '%s'; remote invites are not supported yet, use --local "
+                         "(see rlx-rank join --help)", argv[1]);
+  (void) local;
+
+  if (!parse_u64 (sub, "--batch", batch_s, 1, 65536, &batch) ||
+      !parse_u64 (sub, "--steps", steps_s, 0, G_MAXINT64, &steps) ||
+      !parse_u64 (sub, "--seed", seed_s, 0, G_MAXUINT64, &seed) ||
+      !parse_u64 (sub, "--wait-members", wait_s, 1, 4096, &wait) ||
+      !parse_u64 (sub, "--checkpoint-every", ckpt_s, 0, G_MAXUINT32, &ckpt) ||
+      !parse_u64 (sub, "--threads", threads_s, 1, 1024, &threads) ||
+      !parse_u64 (sub, "--fault-nan", fault_s, 1, G_MAXINT64, &fault) ||
+      !parse_u64 (sub, "--deadline-floor-ms", deadline_s, 1, 600000, &deadline) ||
+      !parse_u64 (sub, "--heartbeat-timeout-ms", hb_s, 100, 600000, &hb))
+    return RLX_EXIT_USAGE;
+  if (lr_s)
+    {
+      char *end = NULL;
+      errno = 0;
+      lr = g_ascii_strtod (lr_s, &end);
+      if (end == lr_s || *end != '\0' || errno != 0 || !isfinite (lr) || lr <= 0)
+        return rlx_cli_fail (sub, RLX_EXIT_USAGE, "--lr: '%s' is not a positive number (see rlx-rank join --help)", lr_s);
+    }
+  if (!rlx_precision_from_string (precision_s ? precision_s : "f32", &cfg.precision, &error))
+    return rlx_cli_fail (sub, RLX_EXIT_USAGE, "--precision: %s", error->message);
+  if (cohort == NULL)
+    cohort = g_strdup ("default");
+  if (!rlx_local_bus_name_is_valid (cohort))
+    return rlx_cli_fail (sub, RLX_EXIT_USAGE,
+                         "--cohort: '%s' is not a usable name (1 to 64 of A-Z a-z 0-9 . _ -)", cohort);
+  node_id = node_s ? g_strdup (node_s) : g_strdup_printf ("n%d-%08x", (int) getpid (), g_random_int ());
+  if (!rlx_local_bus_name_is_valid (node_id))
+    return rlx_cli_fail (sub, RLX_EXIT_USAGE,
+                         "--node: '%s' is not a usable id (1 to 64 of A-Z a-z 0-9 . _ -)", node_id);
+
+  model = rlx_model_lookup (model_s ? model_s : "mnist-mlp", &error);
+  if (model == NULL)
+    return rlx_cli_fail (sub, RLX_EXIT_USAGE, "--model: %s", error->message);
+  dataset = rlx_dataset_open (dataset_s ? dataset_s : "synthetic", seed, &error);
+  if (dataset == NULL)
+    return rlx_cli_fail (sub, g_error_matches (error, RLX_DATASET_ERROR, RLX_DATASET_ERROR_UNKNOWN)
+                              ? RLX_EXIT_USAGE : RLX_EXIT_FAILURE, "--dataset: %s", error->message);
+  if (threads)
+    rlx_cpu_set_threads ((guint) threads);
+  backend = rlx_backend_resolve (backend_s ? backend_s : "auto", model, dataset,
+                                 (guint) MIN (65536, MAX (batch * 8, 256)), &error);
+  if (backend == NULL)
+    return rlx_cli_fail (sub, g_error_matches (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNKNOWN)
+                              ? RLX_EXIT_USAGE : RLX_EXIT_FAILURE, "--backend: %s", error->message);
+  worker = rlx_worker_new (backend);
+
+  cfg.cohort = cohort;
+  cfg.node_id = node_id;
+  cfg.error_feedback = !no_ef;
+  cfg.batch = (guint) batch;
+  cfg.lr = lr;
+  cfg.seed = seed;
+  cfg.steps = steps;
+  cfg.checkpoint_every = (guint) ckpt;
+  cfg.wait_members = (guint) wait;
+  cfg.deadline_floor_ms = (guint) deadline;
+  cfg.heartbeat_timeout_ms = (guint) hb;
+  cfg.fault_nan_from = fault;
+  coord = rlx_coordinator_new (&cfg, worker, &error);
+  if (coord == NULL)
+    {
+      rlx_worker_free (worker);
+      return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "%s", error->message);
+    }
+
+  bus = rlx_local_bus_new (cohort, node_id, &error);
+  if (bus == NULL || !rlx_local_bus_start (bus, &error))
+    {
+      g_object_unref (coord);
+      return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "%s", error->message);
+    }
+
+  loop = g_main_loop_new (NULL, FALSE);
+  st.loop = loop;
+  st.coord = coord;
+  st.json = json;
+  st.evaluate = evaluate_flag;
+  st.model = model;
+  st.dataset = dataset;
+  st.status = RLX_EXIT_OK;
+  g_signal_connect (coord, "event", G_CALLBACK (on_event), &st);
+  g_signal_connect (coord, "finished", G_CALLBACK (on_finished), &st);
+  g_signal_connect (bus, "link-added", G_CALLBACK (on_link_added), coord);
+  sigint_id = g_unix_signal_add (SIGINT, on_signal, &st);
+  sigterm_id = g_unix_signal_add (SIGTERM, on_signal, &st);
+  signal (SIGPIPE, SIG_IGN);
+
+  /* Links the bus made while starting. */
+  {
+    g_auto(GStrv) peers = rlx_local_bus_dup_peer_ids (bus);
+    for (guint i = 0; peers && peers[i]; i++)
+      {
+        RlxLink *link = rlx_local_bus_get_link (bus, peers[i]);
+        if (link)
+          rlx_coordinator_add_link (coord, link);
+      }
+  }
+  rlx_coordinator_start (coord);
+  g_main_loop_run (loop);
+
+  g_source_remove (sigint_id);
+  g_source_remove (sigterm_id);
+  g_signal_handlers_disconnect_by_data (bus, coord);
+  rlx_local_bus_stop (bus);
+  g_object_unref (coord);
+  return st.status;
 }
+
+/* ── export ─────────────────────────────────────────────────────────────── */
 
 int
 rlx_cmd_export (int argc, char **argv)
 {
-  return rlx_cli_fail ("export", RLX_EXIT_FAILURE, "not built yet");
+  const char *sub = "export";
+  g_autofree char *cohort = NULL, *format = NULL, *out = NULL, *from = NULL;
+  gboolean json = FALSE;
+  GOptionEntry entries[] = {
+    { "cohort", 0, 0, G_OPTION_ARG_STRING, &cohort, "the cohort whose checkpoint to export (default: default)", "NAME" },
+    { "checkpoint", 0, 0, G_OPTION_ARG_FILENAME, &from, "a checkpoint file instead of the cohort's", "FILE" },
+    { "format", 0, 0, G_OPTION_ARG_STRING, &format, "safetensors (the only format)", "F" },
+    { "out", 'o', 0, G_OPTION_ARG_FILENAME, &out, "the file to write", "FILE" },
+    { "output", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &out, "the file to write", "FILE" },
+    { "json", 0, 0, G_OPTION_ARG_NONE, &json, "report as one JSON object", NULL },
+    { NULL }
+  };
+  g_autoptr(GOptionContext) ctx = g_option_context_new ("— export a cohort's checkpoint");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GHashTable) md = NULL;
+  g_autofree float *params = NULL;
+  g_autofree char *path = NULL;
+  const char *slug;
+  const RlxModel *model;
+
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  g_option_context_set_summary (ctx,
+    "Writes the parameters of a cohort's latest checkpoint as a .safetensors file\n"
+    "(tensor names and shapes of PyTorch's nn.Sequential, dtype F32) that\n"
+    "safetensors.torch.load_file reads.\n\n"
+    "Example:\n"
+    "  rlx-rank export --cohort demo --format safetensors --out demo.safetensors");
+  if (!rlx_cli_parse (ctx, sub, &argc, &argv))
+    return RLX_EXIT_USAGE;
+  if (argc > 1)
+    return rlx_cli_fail (sub, RLX_EXIT_USAGE, "unexpected argument '%s' (see rlx-rank export --help)", argv[1]);
+  if (format && strcmp (format, "safetensors") != 0)
+    return rlx_cli_fail (sub, RLX_EXIT_USAGE, "--format: '%s' is not supported; use safetensors", format);
+  if (out == NULL)
+    return rlx_cli_fail (sub, RLX_EXIT_USAGE, "--out FILE is required (see rlx-rank export --help)");
+  if (from && cohort)
+    return rlx_cli_fail (sub, RLX_EXIT_USAGE, "give --cohort or --checkpoint, not both");
+  if (from)
+    path = g_strdup (from);
+  else
+    {
+      if (cohort == NULL)
+        cohort = g_strdup ("default");
+      if (!rlx_local_bus_name_is_valid (cohort))
+        return rlx_cli_fail (sub, RLX_EXIT_USAGE, "--cohort: '%s' is not a usable name", cohort);
+      path = rlx_checkpoint_path_for_cohort (cohort);
+    }
+
+  md = rlx_safetensors_read_metadata (path, &error);
+  if (md == NULL)
+    {
+      if (g_error_matches (error, RLX_SAFETENSORS_ERROR, RLX_SAFETENSORS_ERROR_NOT_FOUND))
+        return rlx_cli_fail (sub, RLX_EXIT_FAILURE,
+                             "no checkpoint at %s: run the cohort first (rlx-rank join --cohort %s)",
+                             path, cohort ? cohort : "NAME");
+      return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "%s", error->message);
+    }
+  slug = g_hash_table_lookup (md, "model");
+  if (slug == NULL)
+    return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "%s does not say which model it holds (no \"model\" in its metadata)", path);
+  model = rlx_model_lookup (slug, &error);
+  if (model == NULL)
+    return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "%s: %s", path, error->message);
+  params = rlx_safetensors_read (path, model, NULL, &error);
+  if (params == NULL)
+    return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "%s", error->message);
+  if (!rlx_safetensors_write (out, model, params, md, &error))
+    return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "%s", error->message);
+
+  if (json)
+    {
+      g_autoptr(JsonObject) o = json_object_new ();
+      g_autoptr(JsonNode) node = NULL;
+      g_autofree char *line = NULL;
+      json_object_set_string_member (o, "event", "exported");
+      json_object_set_string_member (o, "path", out);
+      json_object_set_string_member (o, "model", model->slug);
+      json_object_set_string_member (o, "step", g_hash_table_lookup (md, "step") ? g_hash_table_lookup (md, "step") : "");
+      json_object_set_string_member (o, "hash", g_hash_table_lookup (md, "hash") ? g_hash_table_lookup (md, "hash") : "");
+      node = json_node_init_object (json_node_alloc (), o);
+      line = json_to_string (node, FALSE);
+      puts (line);
+    }
+  else
+    printf ("wrote %s: %s, %zu parameters, step %s\n", out, model->slug, model->n_params,
+            (char *) (g_hash_table_lookup (md, "step") ? g_hash_table_lookup (md, "step") : "?"));
+  return RLX_EXIT_OK;
 }

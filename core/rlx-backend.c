@@ -1,11 +1,14 @@
 /* rlx-backend.c — backend resolution and the uniform gradient entry point
  *
- * The CPU path is complete here; the Vulkan candidates are added by gpu/
- * (see rlx-backend.h for the resolution rules).
+ * Resolution (rules in rlx-backend.h) is split in two: rlx_backend_candidates
+ * decides from device descriptions alone — pure, so tests cover every branch
+ * without a GPU — and rlx_backend_resolve walks the result, opening devices;
+ * a device that fails to open adds its reason and `auto` moves on.
  */
 #include "rlx-config.h"
 #include "rlx-backend.h"
 #include "core/vision/rlx-cpu.h"
+#include "gpu/rlx-vk.h"
 
 #include <string.h>
 
@@ -27,6 +30,8 @@ struct _RlxBackend {
   RlxCpuTrainer  *cpu;
   float          *x;       /* [max_batch][784] gather buffer */
   guint8         *labels;
+  /* vulkan */
+  RlxVkTrainer   *vk;
 };
 
 static RlxBackend *
@@ -46,12 +51,260 @@ backend_new_cpu (const RlxModel *model, RlxDataset *dataset, guint max_batch)
   return self;
 }
 
+/* ------------------------------------------------------------ candidates */
+
+static int
+device_rank (const RlxVkDeviceInfo *info)
+{
+  switch (info->type)
+    {
+    case RLX_VK_DEVICE_DISCRETE: return 0;
+    case RLX_VK_DEVICE_INTEGRATED: return 1;
+    case RLX_VK_DEVICE_VIRTUAL: return 2;
+    case RLX_VK_DEVICE_OTHER: return 3;
+    case RLX_VK_DEVICE_CPU:
+    default: return 4;
+    }
+}
+
+static int
+compare_devices (gconstpointer a, gconstpointer b, gpointer user_data)
+{
+  GPtrArray *devices = user_data;
+  guint ia = *(const guint *) a, ib = *(const guint *) b;
+  int ra = device_rank (g_ptr_array_index (devices, ia));
+  int rb = device_rank (g_ptr_array_index (devices, ib));
+
+  return ra != rb ? ra - rb : (int) ia - (int) ib;
+}
+
+static gboolean
+name_matches (const RlxVkDeviceInfo *info, const char *want)
+{
+  g_autofree char *name = g_ascii_strdown (info->name ? info->name : "", -1);
+  g_autofree char *needle = g_ascii_strdown (want, -1);
+
+  return strstr (name, needle) != NULL;
+}
+
+static char *
+join_reasons (GPtrArray *reasons)
+{
+  g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
+  g_auto(GStrv) v = NULL;
+
+  for (guint i = 0; i < reasons->len; i++)
+    g_strv_builder_add (b, g_ptr_array_index (reasons, i));
+  v = g_strv_builder_end (b);
+  return g_strjoinv ("; ", v);
+}
+
+static void
+add_reason (GPtrArray *reasons, GPtrArray *passed_over, char *reason)
+{
+  if (passed_over != NULL)
+    g_ptr_array_add (passed_over, g_strdup (reason));
+  g_ptr_array_add (reasons, reason);
+}
+
+GArray *
+rlx_backend_candidates (const char *request, const RlxModel *model, guint max_batch,
+                        GPtrArray *devices, const char *vulkan_error,
+                        GPtrArray *passed_over, GError **error)
+{
+  g_autoptr(GArray) out = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autoptr(GArray) order = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autoptr(GPtrArray) reasons = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr(GPtrArray) software = g_ptr_array_new ();
+  guint cpu = RLX_BACKEND_CPU_CANDIDATE;
+  gboolean is_auto, is_vulkan, by_name;
+  const char *want = NULL;
+  guint n_dev = devices != NULL ? devices->len : 0;
+
+  g_return_val_if_fail (model != NULL, NULL);
+
+  if (request == NULL || *request == '\0')
+    request = "auto";
+  is_auto = g_ascii_strcasecmp (request, "auto") == 0;
+  is_vulkan = g_ascii_strcasecmp (request, "vulkan") == 0;
+  by_name = g_ascii_strncasecmp (request, "vulkan:", 7) == 0;
+  if (by_name)
+    {
+      want = request + 7;
+      if (*want == '\0')
+        {
+          g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNKNOWN,
+                       "backend 'vulkan:' names no device; use vulkan:NAME with part of "
+                       "a device name (rlx-rank devices lists them)");
+          return NULL;
+        }
+    }
+
+  if (g_ascii_strcasecmp (request, "cpu") == 0)
+    {
+      g_array_append_val (out, cpu);
+      return g_steal_pointer (&out);
+    }
+  if (!is_auto && !is_vulkan && !by_name)
+    {
+      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNKNOWN,
+                   "unknown backend '%s'; use auto, cpu, vulkan or vulkan:NAME", request);
+      return NULL;
+    }
+
+  if (vulkan_error != NULL || devices == NULL)
+    add_reason (reasons, passed_over,
+                g_strdup_printf ("vulkan: %s", vulkan_error ? vulkan_error
+                                                            : "no Vulkan loader (libvulkan.so.1 not found)"));
+  else if (n_dev == 0)
+    add_reason (reasons, passed_over,
+                g_strdup ("vulkan: the Vulkan loader found no device (is the GPU driver installed?)"));
+
+  for (guint i = 0; i < n_dev; i++)
+    g_array_append_val (order, i);
+  g_array_sort_with_data (order, compare_devices, devices);
+
+  if (by_name)
+    {
+      g_autoptr(GPtrArray) names = g_ptr_array_new ();
+      gboolean matched = FALSE;
+
+      for (guint k = 0; k < order->len; k++)
+        {
+          guint i = g_array_index (order, guint, k);
+          const RlxVkDeviceInfo *info = g_ptr_array_index (devices, i);
+          g_autofree char *why = NULL;
+
+          g_ptr_array_add (names, info->name);
+          if (!name_matches (info, want))
+            continue;
+          matched = TRUE;
+          why = rlx_vk_device_check (info, model, max_batch);
+          if (why == NULL)
+            {
+              g_array_append_val (out, i);
+              return g_steal_pointer (&out);
+            }
+          add_reason (reasons, passed_over, g_strdup_printf ("vulkan: %s", why));
+        }
+      if (!matched && vulkan_error == NULL && devices != NULL)
+        {
+          g_autofree char *list = NULL;
+          g_ptr_array_add (names, NULL);
+          list = g_strjoinv (", ", (char **) names->pdata);
+          add_reason (reasons, passed_over,
+                      g_strdup_printf ("vulkan: no device's name contains '%s' (devices: %s)",
+                                       want, n_dev > 0 ? list : "none"));
+        }
+      {
+        g_autofree char *all = join_reasons (reasons);
+        g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE,
+                     "%s cannot train %s: %s; use --backend cpu or auto",
+                     request, model->slug, all);
+      }
+      return NULL;
+    }
+
+  for (guint k = 0; k < order->len; k++)
+    {
+      guint i = g_array_index (order, guint, k);
+      const RlxVkDeviceInfo *info = g_ptr_array_index (devices, i);
+      g_autofree char *why = NULL;
+
+      if (rlx_vk_device_is_software (info))
+        {
+          g_ptr_array_add (software, (gpointer) info);
+          continue;
+        }
+      why = rlx_vk_device_check (info, model, max_batch);
+      if (why != NULL)
+        {
+          add_reason (reasons, passed_over, g_strdup_printf ("vulkan: %s", why));
+          continue;
+        }
+      g_array_append_val (out, i);
+      if (is_vulkan)
+        return g_steal_pointer (&out);
+    }
+
+  /* software devices matter to the person only when nothing better was there */
+  if (out->len == 0)
+    for (guint k = 0; k < software->len; k++)
+      {
+        const RlxVkDeviceInfo *info = g_ptr_array_index (software, k);
+        const char *ask = name_matches (info, "llvmpipe") ? "llvmpipe" : info->name;
+
+        if (n_dev == 1)
+          add_reason (reasons, passed_over,
+                      g_strdup_printf ("vulkan: the only device is %s, a software rasterizer — "
+                                       "cpu is faster (ask for it by name: --backend vulkan:%s)",
+                                       info->name, ask));
+        else
+          add_reason (reasons, passed_over,
+                      g_strdup_printf ("vulkan: %s is a software rasterizer — cpu is faster "
+                                       "(ask for it by name: --backend vulkan:%s)",
+                                       info->name, ask));
+      }
+
+  if (is_vulkan)
+    {
+      g_autofree char *all = join_reasons (reasons);
+      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE,
+                   "vulkan cannot train %s: %s; use --backend cpu or auto",
+                   model->slug, *all ? all : "vulkan: no hardware Vulkan device");
+      return NULL;
+    }
+
+  g_array_append_val (out, cpu);
+  return g_steal_pointer (&out);
+}
+
+/* ------------------------------------------------------------ resolution */
+
+static RlxBackend *
+backend_new_vulkan (const RlxVkDeviceInfo *info, const RlxModel *model, RlxDataset *dataset,
+                    guint max_batch, GError **error)
+{
+  RlxVkTrainer *vk = rlx_vk_trainer_new (info->index, model, dataset, max_batch, error);
+  RlxBackend *self;
+
+  if (vk == NULL)
+    return NULL;
+  self = g_new0 (RlxBackend, 1);
+  self->kind = BACKEND_VULKAN;
+  self->model = model;
+  self->dataset = rlx_dataset_ref (dataset);
+  self->max_batch = max_batch;
+  self->vk = vk;
+  self->device = g_strdup (info->name);
+  self->fallback = g_strdup ("");
+  return self;
+}
+
+static int
+map_vk_code (const GError *e)
+{
+  if (e->domain != RLX_VK_ERROR)
+    return RLX_BACKEND_ERROR_FAILED;
+  switch (e->code)
+    {
+    case RLX_VK_ERROR_DEVICE_LOST: return RLX_BACKEND_ERROR_DEVICE_LOST;
+    case RLX_VK_ERROR_OUT_OF_MEMORY: return RLX_BACKEND_ERROR_OUT_OF_MEMORY;
+    case RLX_VK_ERROR_NO_DRIVER:
+    case RLX_VK_ERROR_UNSUPPORTED: return RLX_BACKEND_ERROR_UNAVAILABLE;
+    default: return RLX_BACKEND_ERROR_FAILED;
+    }
+}
+
 RlxBackend *
 rlx_backend_resolve (const char *request, const RlxModel *model,
                      RlxDataset *dataset, guint max_batch, GError **error)
 {
   g_autoptr(GPtrArray) passed_over = g_ptr_array_new_with_free_func (g_free);
-  RlxBackend *self;
+  g_autoptr(GPtrArray) devices = NULL;
+  g_autoptr(GError) vk_error = NULL;
+  g_autoptr(GArray) candidates = NULL;
+  gboolean explicit_vulkan;
 
   g_return_val_if_fail (model != NULL, NULL);
   g_return_val_if_fail (dataset != NULL, NULL);
@@ -63,27 +316,48 @@ rlx_backend_resolve (const char *request, const RlxModel *model,
   if (g_ascii_strcasecmp (request, "cpu") == 0)
     return backend_new_cpu (model, dataset, max_batch);
 
-  if (g_ascii_strcasecmp (request, "vulkan") == 0 ||
-      g_ascii_strncasecmp (request, "vulkan:", 7) == 0)
-    {
-      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE,
-                   "vulkan: this build has no Vulkan backend; use --backend cpu");
-      return NULL;
-    }
+  explicit_vulkan = g_ascii_strncasecmp (request, "vulkan", 6) == 0;
+  if (explicit_vulkan || g_ascii_strcasecmp (request, "auto") == 0)
+    devices = rlx_vk_enumerate (&vk_error);
+  candidates = rlx_backend_candidates (request, model, max_batch, devices,
+                                       vk_error ? vk_error->message : NULL, passed_over, error);
+  if (candidates == NULL)
+    return NULL;
 
-  if (g_ascii_strcasecmp (request, "auto") != 0)
+  for (guint k = 0; k < candidates->len; k++)
     {
-      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNKNOWN,
-                   "unknown backend '%s'; use auto, cpu, vulkan or vulkan:NAME", request);
-      return NULL;
-    }
+      guint c = g_array_index (candidates, guint, k);
+      g_autoptr(GError) local = NULL;
+      RlxBackend *self;
 
-  g_ptr_array_add (passed_over, g_strdup ("vulkan: this build has no Vulkan backend"));
-  self = backend_new_cpu (model, dataset, max_batch);
-  g_free (self->fallback);
-  g_ptr_array_add (passed_over, NULL);
-  self->fallback = g_strjoinv ("; ", (char **) passed_over->pdata);
-  return self;
+      if (c == RLX_BACKEND_CPU_CANDIDATE)
+        self = backend_new_cpu (model, dataset, max_batch);
+      else
+        {
+          const RlxVkDeviceInfo *info = g_ptr_array_index (devices, c);
+
+          self = backend_new_vulkan (info, model, dataset, max_batch, &local);
+          if (self == NULL)
+            {
+              if (explicit_vulkan)
+                {
+                  g_set_error (error, RLX_BACKEND_ERROR, map_vk_code (local),
+                               "%s: %s could not train %s: %s", request, info->name,
+                               model->slug, local->message);
+                  return NULL;
+                }
+              g_ptr_array_add (passed_over,
+                               g_strdup_printf ("vulkan: %s failed to start: %s", info->name,
+                                                local->message));
+              continue;
+            }
+        }
+      g_ptr_array_add (passed_over, NULL);
+      g_free (self->fallback);
+      self->fallback = g_strjoinv ("; ", (char **) passed_over->pdata);
+      return self;
+    }
+  g_assert_not_reached ();
 }
 
 void
@@ -92,6 +366,7 @@ rlx_backend_free (RlxBackend *self)
   if (self == NULL)
     return;
   g_clear_pointer (&self->cpu, rlx_cpu_trainer_free);
+  g_clear_pointer (&self->vk, rlx_vk_trainer_free);
   g_free (self->x);
   g_free (self->labels);
   g_clear_pointer (&self->dataset, rlx_dataset_unref);
@@ -133,7 +408,39 @@ rlx_backend_grads (RlxBackend *self, const float *params,
         return FALSE;
       }
 
+  if (self->kind == BACKEND_VULKAN)
+    {
+      g_autoptr(GError) local = NULL;
+
+      if (!rlx_vk_trainer_grads (self->vk, params, indices, n, loss, grads, &local))
+        {
+          g_set_error (error, RLX_BACKEND_ERROR, map_vk_code (local), "vulkan (%s): %s",
+                       self->device, local->message);
+          return FALSE;
+        }
+      return TRUE;
+    }
+
   rlx_dataset_gather (self->dataset, RLX_SPLIT_TRAIN, indices, n, self->x, self->labels);
   *loss = rlx_cpu_trainer_grads (self->cpu, params, self->x, self->labels, n, grads);
   return TRUE;
+}
+
+gboolean
+rlx_backend_step_timings (const RlxBackend *self, double *upload_us, double *compute_us,
+                          double *download_us)
+{
+  RlxVkTimings t;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+  if (self->kind != BACKEND_VULKAN)
+    return FALSE;
+  rlx_vk_trainer_timings (self->vk, &t);
+  if (upload_us)
+    *upload_us = t.upload_us;
+  if (compute_us)
+    *compute_us = t.compute_us;
+  if (download_us)
+    *download_us = t.download_us;
+  return t.compute_us > 0;
 }

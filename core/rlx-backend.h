@@ -57,6 +57,26 @@ gboolean    rlx_backend_grads    (RlxBackend *self, const float *params,
                                   const guint32 *indices, guint n,
                                   float *loss, float *grads, GError **error);
 
+/* GPU timestamps of the last rlx_backend_grads, in µs: parameters and
+ * indices in, forward + backward, gradient out. FALSE on the CPU backend
+ * (or a device without timestamps). */
+gboolean    rlx_backend_step_timings (const RlxBackend *self, double *upload_us,
+                                      double *compute_us, double *download_us);
+
+/* Resolution as a pure decision (no device is opened), for tests and for
+ * `rlx-rank devices`: the candidates for @request, best first, as indices
+ * into @devices (RlxVkDeviceInfo *, as rlx_vk_enumerate lists them) or
+ * RLX_BACKEND_CPU_CANDIDATE. @vulkan_error says why there is no device list
+ * at all (no loader, no driver), else NULL. Why each device was passed over
+ * is appended to @passed_over (char *, may be NULL). An explicit request that
+ * cannot be met returns NULL with RLX_BACKEND_ERROR_UNAVAILABLE and the
+ * reason; an unknown one RLX_BACKEND_ERROR_UNKNOWN. */
+#define RLX_BACKEND_CPU_CANDIDATE G_MAXUINT
+GArray     *rlx_backend_candidates (const char *request, const RlxModel *model,
+                                    guint max_batch, GPtrArray *devices,
+                                    const char *vulkan_error, GPtrArray *passed_over,
+                                    GError **error);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxBackend, rlx_backend_free)
 
 G_END_DECLS

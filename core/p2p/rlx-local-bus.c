@@ -235,12 +235,12 @@ conn_detach (RlxLocalBus *self, Conn *conn)
   if (conn->adopted)
     {
       if (g_hash_table_lookup (self->linked, conn->peer_id) == conn)
-        g_hash_table_steal (self->linked, conn->peer_id);
+        g_hash_table_remove (self->linked, conn->peer_id);
     }
   else if (conn->is_outgoing)
     {
       if (g_hash_table_lookup (self->outgoing, conn->peer_id) == conn)
-        g_hash_table_steal (self->outgoing, conn->peer_id);
+        g_hash_table_remove (self->outgoing, conn->peer_id);
     }
   else
     g_ptr_array_remove_fast (self->incoming, conn);
@@ -438,7 +438,16 @@ on_handshake_timeout (gpointer user_data)
              conn->bus->node_id, conn->peer_id ? conn->peer_id : "an incoming connection",
              HANDSHAKE_TIMEOUT_MS);
   g_clear_pointer (&conn->timeout, g_source_unref);
-  conn_drop (conn->bus, conn);
+  if (conn->is_outgoing)
+    {
+      /* Its main loop may just have been slow: try again later. */
+      RlxLocalBus *self = conn->bus;
+
+      conn_drop (self, conn);
+      schedule_retry (self);
+    }
+  else
+    conn_drop (conn->bus, conn);
   return G_SOURCE_REMOVE;
 }
 
@@ -856,7 +865,7 @@ rlx_local_bus_class_init (RlxLocalBusClass *klass)
 static void
 rlx_local_bus_init (RlxLocalBus *self)
 {
-  /* Values are freed by hand (conn_free) so a Conn can be stolen. */
+  /* Values are freed by hand (conn_free): removing an entry frees only its key. */
   self->linked = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->outgoing = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->incoming = g_ptr_array_new ();

@@ -704,6 +704,10 @@ rlx_local_bus_start (RlxLocalBus *self, GError **error)
       g_autofree char *parent = g_path_get_dirname (self->dir);
       const char *rt = runtime_dir ();
 
+      /* Without XDG_RUNTIME_DIR, GLib falls back to the cache directory,
+       * which may not exist yet on a fresh account. */
+      if (!g_file_test (rt, G_FILE_TEST_IS_DIR) && g_getenv ("XDG_RUNTIME_DIR") == NULL)
+        g_mkdir_with_parents (rt, 0700);
       if (!g_file_test (rt, G_FILE_TEST_IS_DIR))
         {
           g_set_error (error, RLX_LOCAL_BUS_ERROR, RLX_LOCAL_BUS_ERROR_DIRECTORY,

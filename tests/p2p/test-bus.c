@@ -664,6 +664,7 @@ test_processes (void)
 
   /* kill -9 p2: everyone drops it; its socket stays behind, stale. */
   g_subprocess_send_signal (helpers[1]->proc, SIGKILL);
+  g_assert_true (g_subprocess_wait (helpers[1]->proc, NULL, NULL));   /* all its fds closed */
   wait_len (m->removed, 1);
   g_assert_cmpstr (m->removed->pdata[0], ==, "p2");
   helper_wait_line (helpers[0], "removed p2", 1);

@@ -684,6 +684,42 @@ rlx_wire_decode_into (GBytes *frame, const RlxWireLimits *limits, RlxWireInfo *i
   return TRUE;
 }
 
+JsonObject *
+rlx_wire_header_parse (const char *json, gssize len, GError **error)
+{
+  g_autoptr(JsonNode) root = NULL;
+  gsize n;
+
+  g_return_val_if_fail (json != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  n = len < 0 ? strlen (json) : (gsize) len;
+  root = rlx_wire_json_parse (json, n, RLX_WIRE_DEFAULT_MAX_DEPTH, error);
+  if (root == NULL)
+    return NULL;
+  if (!JSON_NODE_HOLDS_OBJECT (root))
+    {
+      g_set_error (error, RLX_WIRE_ERROR, RLX_WIRE_ERROR_BAD_HEADER,
+                   "header JSON is not an object");
+      return NULL;
+    }
+  return json_object_ref (json_node_get_object (root));
+}
+
+char *
+rlx_wire_header_to_json (JsonObject *header, GError **error)
+{
+  g_autoptr(JsonNode) node = NULL;
+  g_autoptr(GString) out = g_string_new (NULL);
+
+  g_return_val_if_fail (header != NULL, NULL);
+
+  node = json_node_init_object (json_node_alloc (), header);
+  if (!rlx_wire_json_write (out, node, RLX_WIRE_DEFAULT_MAX_DEPTH, error))
+    return NULL;
+  return g_string_free (g_steal_pointer (&out), FALSE);
+}
+
 /* ── error feedback ─────────────────────────────────────────────────────── */
 
 struct _RlxWireFeedback {

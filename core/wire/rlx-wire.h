@@ -152,6 +152,13 @@ gboolean rlx_wire_decode_into (GBytes               *frame,
                                gsize                 n,
                                GError              **error);
 
+/* Header JSON helpers with the codec's own strict parser and JS-identical
+ * writer: parse @json (a JSON object, @len bytes or -1 for NUL-terminated;
+ * NULL with RLX_WIRE_ERROR_BAD_HEADER saying what is wrong) and write an
+ * object as one line of JSON, exactly as the frame would carry it. */
+JsonObject *rlx_wire_header_parse   (const char *json, gssize len, GError **error);
+char       *rlx_wire_header_to_json (JsonObject *header, GError **error);
+
 /* ── quantisation primitives ────────────────────────────────────────────── */
 
 /* What @in becomes after the wire at @p: quantise then dequantise, written to

@@ -186,6 +186,7 @@ struct _RlxVkTrainer {
   gboolean          lost;
   char             *lost_reason;
   RlxVkTimings      timings;
+  guint64           n_submits;
 };
 
 /* Records one step into a command buffer. */
@@ -1109,6 +1110,18 @@ rlx_vk_trainer_timings (const RlxVkTrainer *self, RlxVkTimings *out)
   *out = self->timings;
 }
 
+/* RLX_VK_SIMULATE_DEVICE_LOST=N: the Nth step (from 1) reports
+ * VK_ERROR_DEVICE_LOST instead of being submitted — how the tests reach the
+ * device-lost path on a device that never loses itself. */
+static gboolean
+simulate_lost (RlxVkTrainer *self)
+{
+  const char *v = g_getenv ("RLX_VK_SIMULATE_DEVICE_LOST");
+
+  self->n_submits++;
+  return v != NULL && *v != '\0' && g_ascii_strtoull (v, NULL, 10) == self->n_submits;
+}
+
 gboolean
 rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *indices,
                       guint n, float *loss, float *grads, GError **error)
@@ -1156,7 +1169,9 @@ rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *in
 
   si.pCommandBuffers = &step->cb;
   r = vkResetFences (self->dev, 1, &self->fence);
-  if (r == VK_SUCCESS)
+  if (r == VK_SUCCESS && simulate_lost (self))
+    r = VK_ERROR_DEVICE_LOST;
+  else if (r == VK_SUCCESS)
     r = vkQueueSubmit (self->queue, 1, &si, self->fence);
   if (r == VK_SUCCESS)
     {

@@ -1,0 +1,363 @@
+/* test-resolve.c — backend resolution without a GPU
+ *
+ * rlx_backend_candidates decides from device descriptions alone, so every
+ * branch is covered with hand-made devices: no loader, only a software
+ * device, a device that lacks a limit, explicit requests that cannot be met,
+ * ordering, and the model mattering. The last cases run rlx-rank with the
+ * Vulkan loader pointed at no driver at all.
+ */
+#include "rlx-config.h"
+#include "core/rlx-backend.h"
+#include "gpu/rlx-vk.h"
+
+#include <gio/gio.h>
+#include <string.h>
+
+static RlxVkDeviceInfo *
+fake (const char *name, RlxVkDeviceType type)
+{
+  RlxVkDeviceInfo *d = g_new0 (RlxVkDeviceInfo, 1);
+
+  d->name = g_strdup (name);
+  d->driver = g_strdup ("test");
+  d->type = type;
+  d->api_version = (1u << 22) | (3u << 12);
+  d->has_compute_queue = TRUE;
+  d->has_timestamps = TRUE;
+  d->timestamp_period = 1;
+  d->max_shared_memory = 48 * 1024;
+  d->max_push_constants = 256;
+  d->max_workgroup_invocations = 1024;
+  d->max_workgroup_count[0] = d->max_workgroup_count[1] = d->max_workgroup_count[2] = 65535;
+  d->max_storage_buffer_range = G_MAXUINT32;
+  d->subgroup_size = 32;
+  d->device_local_bytes = 16ull << 30;
+  return d;
+}
+
+static GPtrArray *
+devices_new (void)
+{
+  GPtrArray *a = g_ptr_array_new_with_free_func ((GDestroyNotify) rlx_vk_device_info_free);
+  return a;
+}
+
+static const RlxModel *
+mlp (void)
+{
+  return rlx_model_get (RLX_MODEL_MNIST_MLP);
+}
+
+static char *
+joined (GPtrArray *reasons)
+{
+  g_autoptr(GString) s = g_string_new ("");
+  for (guint i = 0; i < reasons->len; i++)
+    g_string_append_printf (s, "%s%s", i ? "; " : "", (char *) g_ptr_array_index (reasons, i));
+  return g_strdup (s->str);
+}
+
+static void
+assert_only (GArray *cand, guint want)
+{
+  g_assert_nonnull (cand);
+  g_assert_cmpuint (cand->len, ==, 1);
+  g_assert_cmpuint (g_array_index (cand, guint, 0), ==, want);
+}
+
+static void
+test_no_loader (void)
+{
+  g_autoptr(GPtrArray) why = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GArray) c = NULL;
+  g_autofree char *text = NULL;
+
+  c = rlx_backend_candidates ("auto", mlp (), 64, NULL, NULL, why, &error);
+  g_assert_no_error (error);
+  assert_only (c, RLX_BACKEND_CPU_CANDIDATE);
+  text = joined (why);
+  g_assert_nonnull (strstr (text, "libvulkan.so.1"));
+  g_assert_true (g_str_has_prefix (text, "vulkan: "));
+  g_clear_pointer (&c, g_array_unref);
+
+  /* the enumeration's own message is passed on */
+  g_ptr_array_set_size (why, 0);
+  c = rlx_backend_candidates ("auto", mlp (), 64, NULL,
+                              "no Vulkan driver is installed (VK_ERROR_INCOMPATIBLE_DRIVER)",
+                              why, &error);
+  assert_only (c, RLX_BACKEND_CPU_CANDIDATE);
+  g_clear_pointer (&text, g_free);
+  text = joined (why);
+  g_assert_nonnull (strstr (text, "no Vulkan driver"));
+  g_clear_pointer (&c, g_array_unref);
+
+  /* explicit requests are refused with the reason, never downgraded */
+  c = rlx_backend_candidates ("vulkan", mlp (), 64, NULL, NULL, NULL, &error);
+  g_assert_null (c);
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE);
+  g_assert_nonnull (strstr (error->message, "libvulkan.so.1"));
+  g_assert_nonnull (strstr (error->message, "--backend cpu"));
+  g_clear_error (&error);
+  c = rlx_backend_candidates ("vulkan:llvmpipe", mlp (), 64, NULL, NULL, NULL, &error);
+  g_assert_null (c);
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE);
+}
+
+static void
+test_only_software (void)
+{
+  g_autoptr(GPtrArray) devs = devices_new ();
+  g_autoptr(GPtrArray) why = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GArray) c = NULL;
+  g_autofree char *text = NULL;
+
+  g_ptr_array_add (devs, fake ("llvmpipe (LLVM 15.0.6, 256 bits)", RLX_VK_DEVICE_CPU));
+
+  c = rlx_backend_candidates ("auto", mlp (), 64, devs, NULL, why, &error);
+  g_assert_no_error (error);
+  assert_only (c, RLX_BACKEND_CPU_CANDIDATE);
+  text = joined (why);
+  g_assert_nonnull (strstr (text, "the only device is llvmpipe"));
+  g_assert_nonnull (strstr (text, "software rasterizer"));
+  g_assert_nonnull (strstr (text, "--backend vulkan:llvmpipe"));
+  g_clear_pointer (&c, g_array_unref);
+
+  c = rlx_backend_candidates ("vulkan", mlp (), 64, devs, NULL, NULL, &error);
+  g_assert_null (c);
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE);
+  g_assert_nonnull (strstr (error->message, "software rasterizer"));
+  g_clear_error (&error);
+
+  /* asked for by name (any case, any part of the name) it is taken */
+  c = rlx_backend_candidates ("vulkan:LLVMpipe", mlp (), 64, devs, NULL, NULL, &error);
+  g_assert_no_error (error);
+  assert_only (c, 0);
+  g_clear_pointer (&c, g_array_unref);
+
+  /* a software device beside a hardware one is no reason worth showing */
+  g_ptr_array_add (devs, fake ("AMD Radeon RX 7900", RLX_VK_DEVICE_DISCRETE));
+  g_ptr_array_set_size (why, 0);
+  c = rlx_backend_candidates ("auto", mlp (), 64, devs, NULL, why, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (c->len, ==, 2);
+  g_assert_cmpuint (g_array_index (c, guint, 0), ==, 1);
+  g_assert_cmpuint (g_array_index (c, guint, 1), ==, RLX_BACKEND_CPU_CANDIDATE);
+  g_assert_cmpuint (why->len, ==, 0);
+}
+
+static void
+test_lacks_limit (void)
+{
+  g_autoptr(GPtrArray) devs = devices_new ();
+  g_autoptr(GPtrArray) why = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GArray) c = NULL;
+  g_autofree char *text = NULL;
+  RlxVkDeviceInfo *d;
+
+  d = fake ("Tiny GPU", RLX_VK_DEVICE_INTEGRATED);
+  d->max_shared_memory = 4 * 1024;
+  g_ptr_array_add (devs, d);
+  c = rlx_backend_candidates ("auto", mlp (), 64, devs, NULL, why, &error);
+  g_assert_no_error (error);
+  assert_only (c, RLX_BACKEND_CPU_CANDIDATE);
+  text = joined (why);
+  g_assert_nonnull (strstr (text, "shared memory"));
+  g_assert_nonnull (strstr (text, "Tiny GPU has 4 KiB"));
+  g_clear_pointer (&c, g_array_unref);
+
+  c = rlx_backend_candidates ("vulkan", mlp (), 64, devs, NULL, NULL, &error);
+  g_assert_null (c);
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE);
+  g_assert_nonnull (strstr (error->message, "shared memory"));
+  g_clear_error (&error);
+
+  /* workgroup size */
+  d->max_shared_memory = 32 * 1024;
+  d->max_workgroup_invocations = 128;
+  {
+    g_autofree char *r = rlx_vk_device_check (d, mlp (), 64);
+    g_assert_nonnull (r);
+    g_assert_nonnull (strstr (r, "128 threads per workgroup"));
+  }
+  /* push constants */
+  d->max_workgroup_invocations = 1024;
+  d->max_push_constants = 32;
+  {
+    g_autofree char *r = rlx_vk_device_check (d, mlp (), 64);
+    g_assert_nonnull (r);
+    g_assert_nonnull (strstr (r, "push constants"));
+  }
+  d->max_push_constants = 128;
+  {
+    g_autofree char *r = rlx_vk_device_check (d, mlp (), 64);
+    g_assert_null (r);
+  }
+  /* Vulkan 1.0 only */
+  d->api_version = 1u << 22;
+  {
+    g_autofree char *r = rlx_vk_device_check (d, mlp (), 64);
+    g_assert_nonnull (r);
+    g_assert_nonnull (strstr (r, "Vulkan 1.1"));
+  }
+}
+
+/* The model and batch matter, not only the device. */
+static void
+test_model_matters (void)
+{
+  g_autoptr(GPtrArray) devs = devices_new ();
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GArray) c = NULL;
+  g_autoptr(GPtrArray) why = g_ptr_array_new_with_free_func (g_free);
+  g_autofree char *text = NULL;
+  RlxVkDeviceInfo *d = fake ("Small-buffer GPU", RLX_VK_DEVICE_DISCRETE);
+
+  d->max_storage_buffer_range = 128u << 20;
+  g_ptr_array_add (devs, d);
+
+  c = rlx_backend_candidates ("auto", mlp (), 2048, devs, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_array_index (c, guint, 0), ==, 0);
+  g_clear_pointer (&c, g_array_unref);
+
+  /* mnist-cnn's im2col buffer at batch 2048 is 231 MB */
+  c = rlx_backend_candidates ("auto", rlx_model_get (RLX_MODEL_MNIST_CNN), 2048, devs, NULL,
+                              why, &error);
+  g_assert_no_error (error);
+  assert_only (c, RLX_BACKEND_CPU_CANDIDATE);
+  text = joined (why);
+  g_test_message ("%s", text);
+  g_assert_nonnull (strstr (text, "mnist-cnn at batch 2048 needs a"));
+  g_assert_nonnull (strstr (text, "allows 128.0"));
+  g_assert_nonnull (strstr (text, "MiB per buffer"));
+  g_clear_pointer (&c, g_array_unref);
+
+  /* device memory */
+  d->max_storage_buffer_range = G_MAXUINT32;
+  d->device_local_bytes = 128u << 20;
+  c = rlx_backend_candidates ("vulkan", rlx_model_get (RLX_MODEL_MNIST_MLP_XL), 8192, devs, NULL,
+                              NULL, &error);
+  g_assert_null (c);
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE);
+  g_assert_nonnull (strstr (error->message, "of GPU memory"));
+}
+
+static void
+test_order_and_names (void)
+{
+  g_autoptr(GPtrArray) devs = devices_new ();
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GArray) c = NULL;
+  g_autoptr(GPtrArray) why = g_ptr_array_new_with_free_func (g_free);
+
+  g_ptr_array_add (devs, fake ("llvmpipe (LLVM 15.0.6, 256 bits)", RLX_VK_DEVICE_CPU));
+  g_ptr_array_add (devs, fake ("Intel(R) UHD Graphics 770", RLX_VK_DEVICE_INTEGRATED));
+  g_ptr_array_add (devs, fake ("Virtio-GPU Venus", RLX_VK_DEVICE_VIRTUAL));
+  g_ptr_array_add (devs, fake ("NVIDIA H200", RLX_VK_DEVICE_DISCRETE));
+
+  c = rlx_backend_candidates ("auto", mlp (), 64, devs, NULL, why, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (c->len, ==, 4);
+  g_assert_cmpuint (g_array_index (c, guint, 0), ==, 3);   /* discrete */
+  g_assert_cmpuint (g_array_index (c, guint, 1), ==, 1);   /* integrated */
+  g_assert_cmpuint (g_array_index (c, guint, 2), ==, 2);   /* virtual */
+  g_assert_cmpuint (g_array_index (c, guint, 3), ==, RLX_BACKEND_CPU_CANDIDATE);
+  g_assert_cmpuint (why->len, ==, 0);
+  g_clear_pointer (&c, g_array_unref);
+
+  c = rlx_backend_candidates ("vulkan", mlp (), 64, devs, NULL, NULL, &error);
+  assert_only (c, 3);
+  g_clear_pointer (&c, g_array_unref);
+  c = rlx_backend_candidates ("vulkan:intel", mlp (), 64, devs, NULL, NULL, &error);
+  assert_only (c, 1);
+  g_clear_pointer (&c, g_array_unref);
+  c = rlx_backend_candidates ("cpu", mlp (), 64, devs, NULL, NULL, &error);
+  assert_only (c, RLX_BACKEND_CPU_CANDIDATE);
+  g_clear_pointer (&c, g_array_unref);
+
+  c = rlx_backend_candidates ("vulkan:radeon", mlp (), 64, devs, NULL, NULL, &error);
+  g_assert_null (c);
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE);
+  g_assert_nonnull (strstr (error->message, "no device's name contains 'radeon'"));
+  g_assert_nonnull (strstr (error->message, "NVIDIA H200"));
+  g_clear_error (&error);
+
+  c = rlx_backend_candidates ("vulkan:", mlp (), 64, devs, NULL, NULL, &error);
+  g_assert_null (c);
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNKNOWN);
+  g_clear_error (&error);
+  c = rlx_backend_candidates ("cuda", mlp (), 64, devs, NULL, NULL, &error);
+  g_assert_null (c);
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNKNOWN);
+  g_assert_nonnull (strstr (error->message, "'cuda'"));
+}
+
+/* The real thing, with the loader pointed at a driver that does not exist. */
+static char *
+run_rank (int *status, const char *const *args)
+{
+  g_autoptr(GSubprocessLauncher) l =
+    g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_MERGE);
+  g_autoptr(GSubprocess) p = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) argv = g_ptr_array_new ();
+  char *out = NULL;
+
+  g_subprocess_launcher_setenv (l, "VK_ICD_FILENAMES", "/nonexistent/icd.json", TRUE);
+  g_subprocess_launcher_setenv (l, "VK_DRIVER_FILES", "/nonexistent/icd.json", TRUE);
+  g_subprocess_launcher_unsetenv (l, "RLX_VK_VALIDATE");
+  g_ptr_array_add (argv, (char *) g_getenv ("RLX_RANK"));
+  for (guint i = 0; args[i]; i++)
+    g_ptr_array_add (argv, (char *) args[i]);
+  g_ptr_array_add (argv, NULL);
+  p = g_subprocess_launcher_spawnv (l, (const char *const *) argv->pdata, &error);
+  g_assert_no_error (error);
+  g_subprocess_communicate_utf8 (p, NULL, NULL, &out, NULL, &error);
+  g_assert_no_error (error);
+  *status = g_subprocess_get_exit_status (p);
+  return out;
+}
+
+static void
+test_no_driver_cli (void)
+{
+  const char *devices[] = { "devices", NULL };
+  const char *grads[] = { "grads", "--model", "mnist-mlp", "--dataset", "synthetic", "--start", "0",
+                          "--batch", "2", "--seed", "1", "--backend", "vulkan",
+                          "--out", "/dev/null", NULL };
+  g_autofree char *out = NULL, *out2 = NULL;
+  int status;
+
+  if (g_getenv ("RLX_RANK") == NULL)
+    {
+      g_test_skip ("RLX_RANK is not set (run through meson test)");
+      return;
+    }
+  out = run_rank (&status, devices);
+  g_test_message ("%s", out);
+  g_assert_cmpint (status, ==, 0);
+  g_assert_nonnull (strstr (out, "Vulkan: no Vulkan driver is installed"));
+  g_assert_nonnull (strstr (out, "mnist-cnn    cpu — passed over: vulkan: no Vulkan driver"));
+
+  out2 = run_rank (&status, grads);
+  g_test_message ("%s", out2);
+  g_assert_cmpint (status, !=, 0);
+  g_assert_nonnull (strstr (out2, "vulkan cannot train mnist-mlp"));
+  g_assert_nonnull (strstr (out2, "no Vulkan driver"));
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/gpu/resolve/no-loader", test_no_loader);
+  g_test_add_func ("/gpu/resolve/only-software", test_only_software);
+  g_test_add_func ("/gpu/resolve/lacks-limit", test_lacks_limit);
+  g_test_add_func ("/gpu/resolve/model-matters", test_model_matters);
+  g_test_add_func ("/gpu/resolve/order-and-names", test_order_and_names);
+  g_test_add_func ("/gpu/resolve/no-driver-cli", test_no_driver_cli);
+  return g_test_run ();
+}

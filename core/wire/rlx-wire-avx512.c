@@ -19,6 +19,7 @@
 #include "core/wire/rlx-wire-private.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 
 #define RLX_AVX512 __attribute__ ((target ("avx512f,avx512bw,avx512vl,avx512dq,f16c,fma,avx2")))
@@ -252,11 +253,17 @@ static const RlxWireKernels avx512_kernels = {
 const RlxWireKernels *
 rlx_wire_kernels_avx512 (void)
 {
+  unsigned int eax, ebx, ecx = 0, edx;
+  gboolean f16c;
+
+  /* clang 14's __builtin_cpu_supports does not know "f16c": ask CPUID
+   * (leaf 1, ECX bit 29). The AVX-512 checks also cover the OS saving the
+   * registers (XCR0). */
+  f16c = __get_cpuid (1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
   __builtin_cpu_init ();
-  if (__builtin_cpu_supports ("avx512f") && __builtin_cpu_supports ("avx512bw") &&
+  if (f16c && __builtin_cpu_supports ("avx512f") && __builtin_cpu_supports ("avx512bw") &&
       __builtin_cpu_supports ("avx512vl") && __builtin_cpu_supports ("avx512dq") &&
-      __builtin_cpu_supports ("f16c") && __builtin_cpu_supports ("fma") &&
-      __builtin_cpu_supports ("avx2"))
+      __builtin_cpu_supports ("fma") && __builtin_cpu_supports ("avx2"))
     return &avx512_kernels;
   return NULL;
 }

@@ -7,9 +7,9 @@
  *     only in vectors where they occur: NaN (the seed writes sign|0x7e00)
  *     and the f16 subnormal range, where the seed rounds ties away from zero
  *     (those lanes get the seed's own integer formula).
- *   - f8 = the seed's 64 KiB f16 → f8 bridge, read with a dword gather.
- *   - decode: vcvtph2ps then a double multiply by 1/scale; f8 decode reads a
- *     256-entry table already multiplied by 1/scale.
+ *   - f8 = the seed's f16 → f8 bridge, computed on the f16 codes (see
+ *     f8_from_f16) rather than looked up.
+ *   - decode: vcvtph2ps then a double multiply by 1/scale, f8 through f16.
  */
 #include "rlx-config.h"
 
@@ -154,34 +154,86 @@ avx512_quant_f16 (const float *x, gsize n, double scale, void *out)
     }
 }
 
+/* The seed's f16 → f8 bridge, computed instead of looked up (same bits: the
+ * bridge is "nearest f8 value, ties to the even code, saturate, NaN → 0x7f",
+ * which on the f16 code is round-to-nearest-even of the magnitude bits):
+ *   E5M2: the top byte of the f16 code, rounded (same exponent bias);
+ *   E4M3: rebias the exponent by −8 and round off 7 bits; below 2^-6 (E4M3
+ *         subnormals) round v × 512 to an integer.
+ * A result of zero is coded as the seed codes it: 0x00 when the value was
+ * negative and non-zero, else 0x80. */
 RLX_AVX512 static inline __m128i
-bridge16 (__m256i h, const guint8 *bridge)
+f8_from_f16 (__m256i h, gboolean e4m3)
 {
-  __m512i idx = _mm512_cvtepu16_epi32 (h);
-  __m512i g = _mm512_i32gather_epi32 (idx, (const void *) bridge, 1);
-  return _mm512_cvtepi32_epi8 (g); /* keeps the low byte of each lane */
+  const __m256i one = _mm256_set1_epi16 (1);
+  __m256i sign = _mm256_and_si256 (h, _mm256_set1_epi16 ((short) 0x8000));
+  __m256i a = _mm256_and_si256 (h, _mm256_set1_epi16 (0x7fff));
+  __mmask16 knan = _mm256_cmpgt_epu16_mask (a, _mm256_set1_epi16 (0x7c00));
+  __m256i r;
+  __mmask16 kzero, kneg;
+
+  if (e4m3)
+    {
+      __m256i a2 = _mm256_sub_epi16 (a, _mm256_set1_epi16 (0x2000));
+      __m256i odd = _mm256_and_si256 (_mm256_srli_epi16 (a2, 7), one);
+      __m256i rn = _mm256_srli_epi16 (_mm256_add_epi16 (_mm256_add_epi16 (a2, _mm256_set1_epi16 (0x3f)), odd), 7);
+      __mmask16 ksub = _mm256_cmplt_epu16_mask (a, _mm256_set1_epi16 (0x2400));
+
+      rn = _mm256_min_epu16 (rn, _mm256_set1_epi16 (0x7e));
+      if (ksub)
+        {
+          __m512 v = _mm512_cvtph_ps (a);
+          __m512i m = _mm512_cvt_roundps_epi32 (_mm512_mul_ps (v, _mm512_set1_ps (512.0f)),
+                                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+          rn = _mm256_mask_mov_epi16 (rn, ksub, _mm512_cvtepi32_epi16 (m));
+        }
+      r = rn;
+    }
+  else
+    {
+      __m256i odd = _mm256_and_si256 (_mm256_srli_epi16 (a, 8), one);
+      r = _mm256_srli_epi16 (_mm256_add_epi16 (_mm256_add_epi16 (a, _mm256_set1_epi16 (0x7f)), odd), 8);
+      r = _mm256_min_epu16 (r, _mm256_set1_epi16 (0x7b));
+    }
+  kzero = _mm256_cmpeq_epi16_mask (r, _mm256_setzero_si256 ());
+  kneg = _mm256_cmpneq_epi16_mask (sign, _mm256_setzero_si256 ()) &
+         _mm256_cmpneq_epi16_mask (a, _mm256_setzero_si256 ());
+  r = _mm256_or_si256 (r, _mm256_srli_epi16 (sign, 8));
+  r = _mm256_mask_mov_epi16 (r, kzero & ~kneg, _mm256_set1_epi16 (0x80));
+  r = _mm256_mask_mov_epi16 (r, kzero & kneg, _mm256_setzero_si256 ());
+  r = _mm256_mask_mov_epi16 (r, knan, _mm256_set1_epi16 (0x7f));
+  return _mm256_cvtepi16_epi8 (r);
 }
 
-RLX_AVX512 static void
-avx512_quant_f8 (const float *x, gsize n, double scale, const guint8 *bridge, void *out)
+RLX_AVX512 static inline void
+quant_f8_loop (const float *x, gsize n, double scale, guint8 *o, gboolean e4m3)
 {
   const __m512d s = _mm512_set1_pd (scale);
-  guint8 *o = out;
   gsize i = 0;
 
   for (; i + 32 <= n; i += 32)
     {
       __m256i h0 = seed_f16 (scale16 (_mm512_loadu_ps (x + i), s));
       __m256i h1 = seed_f16 (scale16 (_mm512_loadu_ps (x + i + 16), s));
-      _mm_storeu_si128 ((__m128i *) (o + i), bridge16 (h0, bridge));
-      _mm_storeu_si128 ((__m128i *) (o + i + 16), bridge16 (h1, bridge));
+      _mm_storeu_si128 ((__m128i *) (o + i), f8_from_f16 (h0, e4m3));
+      _mm_storeu_si128 ((__m128i *) (o + i + 16), f8_from_f16 (h1, e4m3));
     }
   for (; i < n; i += 16)
     {
       __mmask16 k = n - i >= 16 ? 0xffff : (__mmask16) ((1u << (n - i)) - 1);
       __m256i h = seed_f16 (scale16 (_mm512_maskz_loadu_ps (k, x + i), s));
-      _mm_mask_storeu_epi8 (o + i, k, bridge16 (h, bridge));
+      _mm_mask_storeu_epi8 (o + i, k, f8_from_f16 (h, e4m3));
     }
+}
+
+RLX_AVX512 static void
+avx512_quant_f8 (const float *x, gsize n, double scale, RlxPrecision p, void *out)
+{
+  /* two instances so the format test leaves the inner loop */
+  if (p == RLX_PRECISION_F8E4M3)
+    quant_f8_loop (x, n, scale, out, TRUE);
+  else
+    quant_f8_loop (x, n, scale, out, FALSE);
 }
 
 RLX_AVX512 static inline void
@@ -219,25 +271,70 @@ avx512_dequant_f16 (const void *in, gsize n, double inv, float *out)
     }
 }
 
-RLX_AVX512 static void
-avx512_dequant_f8 (const void *in, gsize n, const float *lut, float *out)
+/* f8 → f16 bits is a shift (E5M2 is the top byte of an f16; E4M3 placed in
+ * an f16 reads 2^-8 of its value, and × 256 in f32 is exact), then the same
+ * double multiply as f16. NaN codes take the table's NaN, so the bits match
+ * the portable table lookup. */
+RLX_AVX512 static inline void
+dequant_f8_16 (__m128i c, gboolean e4m3, __m512d inv, __m512 nan, float *out, __mmask16 k)
 {
-  const guint8 *p = in;
+  __m256i w = _mm256_cvtepu8_epi16 (c);
+  __m256i h;
+  __mmask16 knan;
+  __m512 f;
+  __m512d lo, hi;
+  __m512 y;
+
+  if (e4m3)
+    {
+      h = _mm256_or_si256 (_mm256_slli_epi16 (_mm256_and_si256 (w, _mm256_set1_epi16 (0x80)), 8),
+                           _mm256_slli_epi16 (_mm256_and_si256 (w, _mm256_set1_epi16 (0x7f)), 7));
+      knan = _mm_cmpeq_epi8_mask (_mm_and_si128 (c, _mm_set1_epi8 (0x7f)), _mm_set1_epi8 (0x7f));
+      f = _mm512_mul_ps (_mm512_cvtph_ps (h), _mm512_set1_ps (256.0f));
+    }
+  else
+    {
+      h = _mm256_slli_epi16 (w, 8);
+      knan = _mm_cmpgt_epu8_mask (_mm_and_si128 (c, _mm_set1_epi8 (0x7f)), _mm_set1_epi8 (0x7c));
+      f = _mm512_cvtph_ps (h);
+    }
+  lo = _mm512_cvtps_pd (_mm512_castps512_ps256 (f));
+  hi = _mm512_cvtps_pd (_mm256_castpd_ps (_mm512_extractf64x4_pd (_mm512_castps_pd (f), 1)));
+  y = _mm512_insertf32x8 (_mm512_castps256_ps512 (_mm512_cvtpd_ps (_mm512_mul_pd (lo, inv))),
+                          _mm512_cvtpd_ps (_mm512_mul_pd (hi, inv)), 1);
+  y = _mm512_mask_mov_ps (y, knan, nan);
+  if (k == 0xffff)
+    _mm512_storeu_ps (out, y);
+  else
+    _mm512_mask_storeu_ps (out, k, y);
+}
+
+RLX_AVX512 static inline void
+dequant_f8_loop (const guint8 *p, gsize n, gboolean e4m3, double inv, float nanv, float *out)
+{
+  const __m512d v = _mm512_set1_pd (inv);
+  const __m512 nan = _mm512_set1_ps (nanv);
   gsize i = 0;
 
   for (; i + 32 <= n; i += 32)
     {
-      __m512i c0 = _mm512_cvtepu8_epi32 (_mm_loadu_si128 ((const __m128i *) (p + i)));
-      __m512i c1 = _mm512_cvtepu8_epi32 (_mm_loadu_si128 ((const __m128i *) (p + i + 16)));
-      _mm512_storeu_ps (out + i, _mm512_i32gather_ps (c0, lut, 4));
-      _mm512_storeu_ps (out + i + 16, _mm512_i32gather_ps (c1, lut, 4));
+      dequant_f8_16 (_mm_loadu_si128 ((const __m128i *) (p + i)), e4m3, v, nan, out + i, 0xffff);
+      dequant_f8_16 (_mm_loadu_si128 ((const __m128i *) (p + i + 16)), e4m3, v, nan, out + i + 16, 0xffff);
     }
   for (; i < n; i += 16)
     {
       __mmask16 k = n - i >= 16 ? 0xffff : (__mmask16) ((1u << (n - i)) - 1);
-      __m512i c = _mm512_cvtepu8_epi32 (_mm_maskz_loadu_epi8 (k, p + i));
-      _mm512_mask_storeu_ps (out + i, k, _mm512_i32gather_ps (c, lut, 4));
+      dequant_f8_16 (_mm_maskz_loadu_epi8 (k, p + i), e4m3, v, nan, out + i, k);
     }
+}
+
+RLX_AVX512 static void
+avx512_dequant_f8 (const void *in, gsize n, RlxPrecision p, double inv, const float *lut, float *out)
+{
+  if (p == RLX_PRECISION_F8E4M3)
+    dequant_f8_loop (in, n, TRUE, inv, lut[0x7f], out);
+  else
+    dequant_f8_loop (in, n, FALSE, inv, lut[0x7f], out);
 }
 
 static const RlxWireKernels avx512_kernels = {

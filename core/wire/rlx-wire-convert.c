@@ -336,8 +336,9 @@ portable_quant_f16 (const float *x, gsize n, double scale, void *out)
 }
 
 static void
-portable_quant_f8 (const float *x, gsize n, double scale, const guint8 *bridge, void *out)
+portable_quant_f8 (const float *x, gsize n, double scale, RlxPrecision p, void *out)
 {
+  const guint8 *bridge = rlx_wire_bridge (p);
   guint8 *o = out;
 
   for (gsize i = 0; i < n; i++)
@@ -358,12 +359,13 @@ portable_dequant_f16 (const void *in, gsize n, double inv, float *out)
 }
 
 static void
-portable_dequant_f8 (const void *in, gsize n, const float *lut, float *out)
+portable_dequant_f8 (const void *in, gsize n, RlxPrecision p, double inv, const float *lut,
+                     float *out)
 {
-  const guint8 *p = in;
+  const guint8 *c = in;
 
   for (gsize i = 0; i < n; i++)
-    out[i] = lut[p[i]];
+    out[i] = lut[c[i]];
 }
 
 static const RlxWireKernels portable_kernels = {

@@ -18,13 +18,13 @@ typedef struct {
   float (*add_maxabs)  (const float *x, float *r, gsize n);
   /* codes = seed-f16 ((float) ((double) x * scale)), little-endian. */
   void  (*quant_f16)   (const float *x, gsize n, double scale, void *out);
-  /* codes = bridge[seed-f16 (…)]; @bridge has 65536 (+ 4 padding) entries. */
-  void  (*quant_f8)    (const float *x, gsize n, double scale,
-                        const guint8 *bridge, void *out);
+  /* codes = bridge (p)[seed-f16 (…)] */
+  void  (*quant_f8)    (const float *x, gsize n, double scale, RlxPrecision p, void *out);
   /* out = (float) ((double) f16 (code) * inv). */
   void  (*dequant_f16) (const void *in, gsize n, double inv, float *out);
-  /* out = lut[code] (the caller fills the 256-entry @lut for one scale). */
-  void  (*dequant_f8)  (const void *in, gsize n, const float *lut, float *out);
+  /* out = lut[code]; @lut (256 entries) is rlx_wire_f8_lut (p, inv). */
+  void  (*dequant_f8)  (const void *in, gsize n, RlxPrecision p, double inv,
+                        const float *lut, float *out);
 } RlxWireKernels;
 
 const RlxWireKernels *rlx_wire_kernels (void);

@@ -101,7 +101,7 @@ rlx_wire_quantize (const float *in, gsize n, RlxPrecision p, double scale, void 
       break;
     case RLX_PRECISION_F8E4M3:
     case RLX_PRECISION_F8E5M2:
-      k->quant_f8 (in, n, scale, rlx_wire_bridge (p), codes);
+      k->quant_f8 (in, n, scale, p, codes);
       break;
     }
 }
@@ -130,7 +130,7 @@ rlx_wire_dequantize (const void *codes, gsize n, RlxPrecision p, double scale, f
       {
         float lut[256];
         rlx_wire_f8_lut (p, inv, lut);
-        k->dequant_f8 (codes, n, lut, out);
+        k->dequant_f8 (codes, n, p, inv, lut, out);
       }
       break;
     }
@@ -146,14 +146,10 @@ quant_dequant_blocks (const float *s, float *out, float *residual, gsize n,
   const RlxWireKernels *k = rlx_wire_kernels ();
   guint8 codes[RLX_WIRE_BLOCK * 2];
   float lut[256];
-  const guint8 *bridge = NULL;
   double inv = 1.0 / scale;
 
   if (p != RLX_PRECISION_F16)
-    {
-      bridge = rlx_wire_bridge (p);
-      rlx_wire_f8_lut (p, inv, lut);
-    }
+    rlx_wire_f8_lut (p, inv, lut);
   for (gsize i = 0; i < n; i += RLX_WIRE_BLOCK)
     {
       gsize m = MIN (RLX_WIRE_BLOCK, n - i);
@@ -165,8 +161,8 @@ quant_dequant_blocks (const float *s, float *out, float *residual, gsize n,
         }
       else
         {
-          k->quant_f8 (s + i, m, scale, bridge, codes);
-          k->dequant_f8 (codes, m, lut, out + i);
+          k->quant_f8 (s + i, m, scale, p, codes);
+          k->dequant_f8 (codes, m, p, inv, lut, out + i);
         }
       if (residual != NULL)
         for (gsize j = i; j < i + m; j++)

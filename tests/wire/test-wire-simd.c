@@ -132,6 +132,36 @@ test_simd_decode_all_codes (void)
   rlx_wire_force_portable (FALSE);
 }
 
+/* Every f16 value (and so every input of the f16 → f8 step) through both
+ * paths at scale 1, and against the bridge itself; every f8 code back. */
+static void
+test_simd_f8_every_f16 (void)
+{
+  g_autofree float *x = g_new (float, 0x10000);
+  guint8 cv[0x10000], cp[0x10000];
+
+  if (!have_vector_path ())
+    return;
+  for (guint h = 0; h < 0x10000; h++)
+    x[h] = rlx_wire_f32_from_f16 ((guint16) h);
+  compare_paths ("every f16 value", x, 0x10000, 1.0);
+  for (int p = RLX_PRECISION_F8E4M3; p <= RLX_PRECISION_F8E5M2; p++)
+    {
+      rlx_wire_force_portable (FALSE);
+      rlx_wire_quantize (x, 0x10000, p, 1.0, cv);
+      rlx_wire_force_portable (TRUE);
+      rlx_wire_quantize (x, 0x10000, p, 1.0, cp);
+      for (guint h = 0; h < 0x10000; h++)
+        {
+          guint8 want = rlx_wire_f8_from_f16 (isnan (x[h]) ? 0x7e00 : (guint16) h, p);
+          if (cv[h] != want || cp[h] != want)
+            g_error ("%s: f16 0x%04x → vector 0x%02x, portable 0x%02x, bridge 0x%02x",
+                     rlx_precision_to_string (p), h, cv[h], cp[h], want);
+        }
+    }
+  rlx_wire_force_portable (FALSE);
+}
+
 /* Random buckets with specials sprinkled in, every length 0..200 (masked
  * tails) and some long ones, through the whole API: scale, round trip,
  * frames, error feedback. */
@@ -205,6 +235,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/wire/simd/conversion-space", test_simd_conversion_space);
   g_test_add_func ("/wire/simd/decode-all-codes", test_simd_decode_all_codes);
+  g_test_add_func ("/wire/simd/f8-every-f16", test_simd_f8_every_f16);
   g_test_add_func ("/wire/simd/api-lengths", test_simd_api_lengths);
   g_test_add_func ("/wire/simd/env-portable", test_simd_env);
   return g_test_run ();

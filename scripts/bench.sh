@@ -21,6 +21,48 @@ fi
 # --- wire --------------------------------------------------------------------
 if want wire; then
   echo "## wire"
+  # Single-thread GB/s of f32 data through rlx-rank's codec and through the
+  # seed's own JavaScript (tests/wire/seed-codec.mjs under Node.js), on the
+  # same vector (same generator; the "sum" fields prove it), for the
+  # mnist-mlp and mnist-mlp-xl bucket sizes; memcpy of the same bytes beside.
+  # Each figure is a median (C: of 7 samples, JS: of 5), each sample ≥ 20 ms
+  # (C) / 50 ms (JS). The pair is measured three times, alternating, and the
+  # median of the three is reported.
+  NODE=$(command -v node || command -v nodejs || true)
+  HARNESS="$(cd "$(dirname "$0")/.." && pwd)/tests/wire/seed-codec.mjs"
+  if [[ -z "$NODE" ]]; then
+    echo "wire: Node.js not found (install nodejs): the seed's figures need it" >&2
+    exit 1
+  fi
+  WIRE_TMP=$(mktemp -d)
+  for n in 101770 1863690; do
+    for round in 1 2 3; do
+      "$RANK" wire bench --json --size "$n" --reps 7 > "$WIRE_TMP/c.$n.$round"
+      RLX_SHARED_DIR="$SHARED" "$NODE" "$HARNESS" bench "$n" 5 > "$WIRE_TMP/js.$n.$round"
+    done
+  done
+  python3 - "$WIRE_TMP" <<'PY'
+import json, statistics, sys, os
+d = sys.argv[1]
+goals = {"f16": (6, 6), "f8e4m3": (3, 6), "f8e5m2": (3, 6), "f32": (0, 0)}
+print("| bucket | path | C encode | seed encode | × | C decode | seed decode | × | goal enc/dec |")
+print("|---|---|---|---|---|---|---|---|---|")
+for n in (101770, 1863690):
+    cs = [json.load(open(os.path.join(d, f"c.{n}.{r}"))) for r in (1, 2, 3)]
+    js = [json.load(open(os.path.join(d, f"js.{n}.{r}"))) for r in (1, 2, 3)]
+    assert all(abs(c["sum"] - j["sum"]) <= 1e-12 * max(1, abs(j["sum"])) for c, j in zip(cs, js)), "C and JS benched different vectors"
+    med = lambda xs: statistics.median(xs)
+    size = f"{n} floats ({n * 4 / 1e6:.2f} MB)"
+    print(f"| {size} | memcpy | {med([c['memcpy_gbs'] for c in cs]):.1f} | | | | | | |")
+    for p in ("f32", "f16", "f8e4m3", "f8e5m2"):
+        ce = med([c[p]["encode_gbs"] for c in cs]); cd = med([c[p]["decode_gbs"] for c in cs])
+        je = med([j[p]["encode_gbs"] for j in js]); jd = med([j[p]["decode_gbs"] for j in js])
+        ge, gd = goals[p]
+        goal = f"≥{ge}/≥{gd}, ≥5×" if ge else "—"
+        print(f"| {size} | {p} | {ce:.2f} | {je:.2f} | {ce / je:.1f} | {cd:.2f} | {jd:.2f} | {cd / jd:.1f} | {goal} |")
+print(f"\nkernels: {cs[0]['kernels']}; C decode allocates the float array (decode_into, into a caller's buffer, is within a few % of it)")
+PY
+  rm -rf "$WIRE_TMP"
 fi
 # --- end wire ----------------------------------------------------------------
 

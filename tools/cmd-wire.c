@@ -345,9 +345,14 @@ cmd_bench (int argc, char **argv)
 
       t_memcpy = time_op (op_memcpy, &b, reps);
       if (json)
-        g_string_append_printf (out, "{\"n\":%" G_GSIZE_FORMAT ",\"bytes\":%" G_GSIZE_FORMAT
-                                ",\"kernels\":\"%s\",\"memcpy_gbs\":%.3f",
-                                b.n, b.n * 4, rlx_wire_simd_path (), b.n * 4 / t_memcpy / 1e9);
+        {
+          double sum = 0; /* the Node bench prints the same sum: same vector */
+          for (gsize i = 0; i < b.n; i++)
+            sum += b.x[i];
+          g_string_append_printf (out, "{\"n\":%" G_GSIZE_FORMAT ",\"bytes\":%" G_GSIZE_FORMAT
+                                  ",\"sum\":%.17g,\"kernels\":\"%s\",\"memcpy_gbs\":%.3f",
+                                  b.n, b.n * 4, sum, rlx_wire_simd_path (), b.n * 4 / t_memcpy / 1e9);
+        }
       else
         g_string_append_printf (out, "%" G_GSIZE_FORMAT " floats (%.1f KB), kernels %s, median of %d\n"
                                 "  memcpy                 %7.2f GB/s\n",

@@ -89,9 +89,12 @@ if (cmd === "encode") {
   // Gradient-like values: normal-ish, a few decades of magnitude.
   const values = new Float32Array(n);
   let s = 12345;
-  const rnd = () => ((s = (s * 1103515245 + 12345) >>> 0) / 4294967296);
+  // the same generator and arithmetic as `rlx-rank wire bench` (uint32 LCG)
+  const rnd = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0) / 4294967296);
   for (let i = 0; i < n; i++) values[i] = (rnd() - 0.5) * 1e-3 * (1 + 10 * rnd());
-  const out = { n, bytes: n * 4 };
+  let sum = 0;
+  for (let i = 0; i < n; i++) sum += values[i];
+  const out = { n, bytes: n * 4, sum };
   const median = (xs) => xs.sort((a, b) => a - b)[xs.length >> 1];
   const timeIt = (fn) => {
     const minTime = 0.05; // seconds per sample

@@ -14,6 +14,7 @@ typedef struct {
   char    *peer;
   guint64  bytes_tx;
   guint64  bytes_rx;
+  guint64  io_us;
   gboolean closed;
 } RlxLinkPrivate;
 
@@ -276,4 +277,24 @@ rlx_link_add_bytes_rx (RlxLink *self, guint64 n)
   priv = rlx_link_get_instance_private (self);
   priv->bytes_rx += n;
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_BYTES_RX]);
+}
+
+guint64
+rlx_link_get_io_us (RlxLink *self)
+{
+  RlxLinkPrivate *priv;
+
+  g_return_val_if_fail (RLX_IS_LINK (self), 0);
+  priv = rlx_link_get_instance_private (self);
+  return priv->io_us;
+}
+
+void
+rlx_link_add_io_us (RlxLink *self, guint64 us)
+{
+  RlxLinkPrivate *priv;
+
+  g_return_if_fail (RLX_IS_LINK (self));
+  priv = rlx_link_get_instance_private (self);
+  priv->io_us += us;
 }

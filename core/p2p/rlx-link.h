@@ -58,6 +58,9 @@ const char *rlx_link_get_peer      (RlxLink *self);
 guint64     rlx_link_get_bytes_tx  (RlxLink *self);
 guint64     rlx_link_get_bytes_rx  (RlxLink *self);
 gboolean    rlx_link_is_closed     (RlxLink *self);
+/* Microseconds this link has spent inside the transport's system calls
+ * (send/receive) so far, so a caller can tell its own overhead from I/O. */
+guint64     rlx_link_get_io_us     (RlxLink *self);
 
 /* For implementations: */
 void        rlx_link_set_peer      (RlxLink *self, const char *peer);
@@ -65,5 +68,6 @@ void        rlx_link_emit_frame    (RlxLink *self, GBytes *frame);
 void        rlx_link_emit_closed   (RlxLink *self, const GError *error);
 void        rlx_link_add_bytes_tx  (RlxLink *self, guint64 n);
 void        rlx_link_add_bytes_rx  (RlxLink *self, guint64 n);
+void        rlx_link_add_io_us     (RlxLink *self, guint64 us);
 
 G_END_DECLS

@@ -261,11 +261,14 @@ read_some (RlxUnixLink *self)
       gboolean direct = self->in_body &&
                         self->body_len - self->body_got >= STAGE_SIZE;
 
+      gint64 t0 = g_get_monotonic_time ();
+
       if (direct)
         n = g_socket_receive (self->socket, (char *) self->body + self->body_got,
                               self->body_len - self->body_got, NULL, &error);
       else
         n = g_socket_receive (self->socket, (char *) self->stage, STAGE_SIZE, NULL, &error);
+      rlx_link_add_io_us (RLX_LINK (self), g_get_monotonic_time () - t0);
 
       if (n < 0)
         {
@@ -361,6 +364,7 @@ flush (RlxUnixLink *self)
       guint n_iov = 0;
       g_autoptr(GError) error = NULL;
       gssize n;
+      gint64 t0;
 
       for (GList *l = self->out.head; l != NULL && n_iov + 2 <= MAX_IOV; l = l->next)
         {
@@ -382,7 +386,9 @@ flush (RlxUnixLink *self)
             }
         }
 
+      t0 = g_get_monotonic_time ();
       n = g_socket_send_message (self->socket, NULL, iov, n_iov, NULL, 0, 0, NULL, &error);
+      rlx_link_add_io_us (RLX_LINK (self), g_get_monotonic_time () - t0);
       if (n < 0)
         {
           if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK))

@@ -217,6 +217,7 @@ rlx_worker_submit (RlxWorker *self, const float *params,
 {
   const RlxModel *model;
   Job *job;
+  guint64 id;
 
   g_return_val_if_fail (self != NULL, 0);
   g_return_val_if_fail (params != NULL, 0);
@@ -250,6 +251,8 @@ rlx_worker_submit (RlxWorker *self, const float *params,
   job->done = done;
   job->user_data = user_data;
   self->busy = TRUE;
+  id = job->id;
+  /* The worker thread owns (and frees) the job from the moment it is queued. */
   g_async_queue_push (self->jobs, job);
-  return job->id;
+  return id;
 }

@@ -60,7 +60,7 @@ avx512_maxabs (const float *x, gsize n)
 }
 
 RLX_AVX512 static float
-avx512_add_maxabs (const float *x, float *r, gsize n)
+avx512_add_maxabs (const float *x, const float *r, float *out, gsize n)
 {
   const __m512 inf = _mm512_set1_ps (INFINITY);
   __m512 m0 = _mm512_setzero_ps (), m1 = m0;
@@ -71,8 +71,8 @@ avx512_add_maxabs (const float *x, float *r, gsize n)
       __m512 s0 = _mm512_add_ps (_mm512_loadu_ps (x + i), _mm512_loadu_ps (r + i));
       __m512 s1 = _mm512_add_ps (_mm512_loadu_ps (x + i + 16), _mm512_loadu_ps (r + i + 16));
       __m512 a0 = abs_ps (s0), a1 = abs_ps (s1);
-      _mm512_storeu_ps (r + i, s0);
-      _mm512_storeu_ps (r + i + 16, s1);
+      _mm512_storeu_ps (out + i, s0);
+      _mm512_storeu_ps (out + i + 16, s1);
       m0 = _mm512_mask_max_ps (m0, _mm512_cmp_ps_mask (a0, inf, _CMP_LT_OQ), m0, a0);
       m1 = _mm512_mask_max_ps (m1, _mm512_cmp_ps_mask (a1, inf, _CMP_LT_OQ), m1, a1);
     }
@@ -81,7 +81,7 @@ avx512_add_maxabs (const float *x, float *r, gsize n)
       __mmask16 k = n - i >= 16 ? 0xffff : (__mmask16) ((1u << (n - i)) - 1);
       __m512 s = _mm512_add_ps (_mm512_maskz_loadu_ps (k, x + i), _mm512_maskz_loadu_ps (k, r + i));
       __m512 a = abs_ps (s);
-      _mm512_mask_storeu_ps (r + i, k, s);
+      _mm512_mask_storeu_ps (out + i, k, s);
       m0 = _mm512_mask_max_ps (m0, _mm512_cmp_ps_mask (a, inf, _CMP_LT_OQ), m0, a);
     }
   return _mm512_reduce_max_ps (_mm512_max_ps (m0, m1));

@@ -247,6 +247,7 @@ encode_mini (double value, const MiniFormat *f, const MiniTable *t)
 }
 
 static guint8 *bridges[2];
+static double f8_values[2][256];
 
 static gpointer
 build_bridges (gpointer data)
@@ -256,8 +257,10 @@ build_bridges (gpointer data)
       RlxPrecision p = k == 0 ? RLX_PRECISION_F8E4M3 : RLX_PRECISION_F8E5M2;
       const MiniFormat *f = mini_format (p);
       MiniTable t;
-      guint8 *map = g_malloc0 (0x10000 + 4); /* +4: dword gathers read past */
+      guint8 *map = g_malloc0 (0x10000 + 4);
 
+      for (guint c = 0; c < 256; c++)
+        f8_values[k][c] = decode_mini (c, f);
       mini_table_build (f, &t);
       for (guint code = 0; code < 0x10000; code++)
         map[code] = encode_mini ((double) f32_from_f16 ((guint16) code), f, &t);
@@ -266,12 +269,12 @@ build_bridges (gpointer data)
   return NULL;
 }
 
+static GOnce bridges_once = G_ONCE_INIT;
+
 const guint8 *
 rlx_wire_bridge (RlxPrecision p)
 {
-  static GOnce once = G_ONCE_INIT;
-
-  g_once (&once, build_bridges, NULL);
+  g_once (&bridges_once, build_bridges, NULL);
   return bridges[p == RLX_PRECISION_F8E4M3 ? 0 : 1];
 }
 
@@ -285,10 +288,12 @@ rlx_wire_f8_from_f16 (guint16 h, RlxPrecision p)
 void
 rlx_wire_f8_lut (RlxPrecision p, double inv, float *lut)
 {
-  const MiniFormat *f = mini_format (p);
+  const double *v;
 
+  g_once (&bridges_once, build_bridges, NULL);
+  v = f8_values[p == RLX_PRECISION_F8E4M3 ? 0 : 1];
   for (guint c = 0; c < 256; c++)
-    lut[c] = (float) (decode_mini (c, f) * inv);
+    lut[c] = (float) (v[c] * inv);
 }
 
 /* ── portable kernels ───────────────────────────────────────────────────── */
@@ -308,7 +313,7 @@ portable_maxabs (const float *x, gsize n)
 }
 
 static float
-portable_add_maxabs (const float *x, float *r, gsize n)
+portable_add_maxabs (const float *x, const float *r, float *out, gsize n)
 {
   float m = 0;
 
@@ -316,7 +321,7 @@ portable_add_maxabs (const float *x, float *r, gsize n)
     {
       float s = x[i] + r[i];
       float a = fabsf (s);
-      r[i] = s;
+      out[i] = s;
       if (a > m && a <= G_MAXFLOAT)
         m = a;
     }

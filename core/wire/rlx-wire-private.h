@@ -14,8 +14,8 @@ typedef struct {
   const char *name;
   /* Largest finite |x| (0 when none). */
   float (*maxabs)      (const float *x, gsize n);
-  /* r[i] = x[i] + r[i]; returns the largest finite |r[i]|. */
-  float (*add_maxabs)  (const float *x, float *r, gsize n);
+  /* s[i] = x[i] + r[i] (@s may be @r); returns the largest finite |s[i]|. */
+  float (*add_maxabs)  (const float *x, const float *r, float *s, gsize n);
   /* codes = seed-f16 ((float) ((double) x * scale)), little-endian. */
   void  (*quant_f16)   (const float *x, gsize n, double scale, void *out);
   /* codes = bridge (p)[seed-f16 (…)] */

@@ -345,28 +345,28 @@ encode_frame (JsonObject *header, const float *values, gsize n, RlxPrecision p,
           if (residual != NULL)
             memset (residual, 0, n * 4);
         }
+      else if (dequantised == NULL && residual == NULL)
+        rlx_wire_quantize (values, n, p, scale, payload);
       else
         {
-          rlx_wire_quantize (values, n, p, scale, payload);
-          if (dequantised != NULL || residual != NULL)
+          /* One pass, block by block while the block is in L1: quantise into
+           * the frame, decode what receivers will get, carry the residual. */
+          float tmp[RLX_WIRE_BLOCK];
+          gsize es = rlx_precision_element_size (p);
+
+          for (gsize i = 0; i < n; i += RLX_WIRE_BLOCK)
             {
-              /* Decode our own payload block by block: what receivers get. */
-              float tmp[RLX_WIRE_BLOCK];
-              gsize es = rlx_precision_element_size (p);
+              gsize m = MIN (RLX_WIRE_BLOCK, n - i);
+              float *d = dequantised ? dequantised + i : tmp;
 
-              for (gsize i = 0; i < n; i += RLX_WIRE_BLOCK)
-                {
-                  gsize m = MIN (RLX_WIRE_BLOCK, n - i);
-                  float *d = dequantised ? dequantised + i : tmp;
-
-                  rlx_wire_dequantize (payload + i * es, m, p, scale, d);
-                  if (residual != NULL)
-                    for (gsize j = 0; j < m; j++)
-                      {
-                        float r = residual[i + j] - d[j];
-                        residual[i + j] = isfinite (r) ? r : 0.0f;
-                      }
-                }
+              rlx_wire_quantize (values + i, m, p, scale, payload + i * es);
+              rlx_wire_dequantize (payload + i * es, m, p, scale, d);
+              if (residual != NULL)
+                for (gsize j = 0; j < m; j++)
+                  {
+                    float r = residual[i + j] - d[j];
+                    residual[i + j] = isfinite (r) ? r : 0.0f;
+                  }
             }
         }
     }
@@ -785,7 +785,7 @@ rlx_wire_feedback_apply (RlxWireFeedback *fb, const float *x, float *out, gsize 
       return 1.0;
     }
   /* Pass 1: residual := x + residual, and its largest finite magnitude. */
-  scale = scale_from_maxabs (rlx_wire_kernels ()->add_maxabs (x, fb->residual, n), p);
+  scale = scale_from_maxabs (rlx_wire_kernels ()->add_maxabs (x, fb->residual, fb->residual, n), p);
   /* Pass 2: out = wire (residual); residual := residual − out. */
   quant_dequant_blocks (fb->residual, out, fb->residual, n, p, scale);
   return scale;
@@ -814,12 +814,12 @@ rlx_wire_feedback_encode (RlxWireFeedback *fb, JsonObject *header, const float *
   if (fb->scratch == NULL)
     fb->scratch = g_new (float, MAX (n, 1));
   /* s = x + residual (into scratch), fused with the max-abs pass. */
-  memcpy (fb->scratch, fb->residual, n * sizeof (float));
-  if (p != RLX_PRECISION_F32 && n > 0)
-    scale = scale_from_maxabs (rlx_wire_kernels ()->add_maxabs (x, fb->scratch, n), p);
-  else
-    for (gsize i = 0; i < n; i++)
-      fb->scratch[i] += x[i];
+  if (n > 0)
+    {
+      float m = rlx_wire_kernels ()->add_maxabs (x, fb->residual, fb->scratch, n);
+      if (p != RLX_PRECISION_F32)
+        scale = scale_from_maxabs (m, p);
+    }
 
   /* encode_frame turns scratch (s) into the new residual s − dequantised. */
   frame = encode_frame (header, fb->scratch, n, p, field, scale, TRUE,

@@ -20,12 +20,19 @@
  *   f8 code  = nearest finite f8 value to that f16 value, ties to the even
  *              code, saturating at ±448 (E4M3) / ±57344 (E5M2), NaN → 0x7f.
  *              (E5M2 payloads therefore never hold ±Inf; ±Inf inputs
- *              saturate; a value rounding to zero is coded as the seed codes
- *              it — see rlx_wire_f8_from_f16.)
+ *              saturate. A value that rounds to zero is coded as the seed
+ *              codes it: 0x00 (+0) when it was negative and non-zero, else
+ *              0x80 (−0) — the seed's stable sort puts +0 before −0.)
  *   decode: x = (float) ((double) decode (code) * (1.0 / scale))
+ * Frames made here are byte-identical to the seed's for the same message
+ * (its JSON.stringify layout of numbers and strings included).
+ *
+ * Kernels: AVX-512 + F16C when the CPU has them (chosen at run time), else
+ * portable C; both give identical bits. RLX_WIRE_PORTABLE=1 forces portable.
  *
  * Thread safety: every function is reentrant; an RlxWireFeedback or
- * RlxWireCounters must not be used from two threads at once.
+ * RlxWireCounters must not be used from two threads at once, and
+ * rlx_wire_force_portable () is for tests and benchmarks.
  */
 #pragma once
 

@@ -208,6 +208,16 @@ typedef struct {
   gboolean pending;
 } Slot;
 
+typedef struct {
+  gboolean   pending;
+  guint64    step, hash, samples;
+  double     loss;
+  GPtrArray *contributors;
+  guint      late, rejected;
+  gint64     deadline;
+  guint      poll_id;
+} CommitEvent;
+
 struct _RlxCoordinator {
   GObject          parent_instance;
 
@@ -234,6 +244,7 @@ struct _RlxCoordinator {
 
   /* the checkpoint found at start, used if this node founds the cohort */
   float           *resume_params;
+  GError          *checkpoint_error;
   guint64          resume_step;
   guint            resume_epoch, resume_pos;
 
@@ -284,6 +295,8 @@ struct _RlxCoordinator {
   float           *residual;       /* leader's update error feedback */
   double           self_speed;
   guint64          late_total, rejected_total;
+  CommitEvent      commit_event;
+  guint64          ahead_sent_term;
 
   /* overhead statistics (leader) */
   guint64          stat_rounds;
@@ -331,6 +344,8 @@ static void submit_task (RlxCoordinator *self);
 static void finish (RlxCoordinator *self, gboolean success, const char *message);
 static void roster_rebuild (RlxCoordinator *self);
 static void checkpoint_now (RlxCoordinator *self);
+static void send_snapshot (RlxCoordinator *self, Peer *p, const char *reason);
+static void leader_adopt (RlxCoordinator *self, Peer *p, JsonObject *h, const float *values, gsize n);
 
 /* ── small helpers ──────────────────────────────────────────────────────── */
 
@@ -631,14 +646,14 @@ notify_bytes (RlxCoordinator *self)
 }
 
 static void
-emit_step (RlxCoordinator *self, guint64 samples, GPtrArray *contributors,
-           guint late, guint rejected)
+emit_step_full (RlxCoordinator *self, guint64 step, guint64 hash, double loss, guint64 samples,
+                GPtrArray *contributors, guint late, guint rejected)
 {
   JsonObject *o = event_new ("step");
-  g_autofree char *h = hash_hex (self->hash);
+  g_autofree char *h = hash_hex (hash);
 
-  json_object_set_int_member (o, "step", (gint64) self->applied);
-  json_object_set_double_member (o, "loss", self->loss);
+  json_object_set_int_member (o, "step", (gint64) step);
+  json_object_set_double_member (o, "loss", loss);
   json_object_set_string_member (o, "leader", self->leader);
   json_object_set_int_member (o, "term", (gint64) self->term);
   json_object_set_int_member (o, "members", self->members->len);
@@ -657,6 +672,80 @@ emit_step (RlxCoordinator *self, guint64 samples, GPtrArray *contributors,
   g_object_notify_by_pspec (G_OBJECT (self), props[PROP_STEP]);
   g_object_notify_by_pspec (G_OBJECT (self), props[PROP_LOSS]);
   notify_bytes (self);
+}
+
+static void
+emit_step (RlxCoordinator *self, guint64 samples, GPtrArray *contributors,
+           guint late, guint rejected)
+{
+  emit_step_full (self, self->applied, self->hash, self->loss, samples, contributors,
+                  late, rejected);
+}
+
+/* The leader reports a commit once its frame is written to every member's
+ * socket (what is written there reaches the member even if we die next):
+ * a step the leader reported is never lost by a failover. */
+static gboolean
+members_flushed (RlxCoordinator *self)
+{
+  for (guint i = 0; i < self->members->len; i++)
+    {
+      Peer *p = peer_by_id (self, g_ptr_array_index (self->members, i));
+      if (p && (rlx_sender_get_depth (p->sender) > 0 || rlx_link_pending_bytes (p->link) > 0))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+static void
+commit_event_flush (RlxCoordinator *self)
+{
+  CommitEvent *ev = &self->commit_event;
+
+  g_clear_handle_id (&ev->poll_id, g_source_remove);
+  if (!ev->pending)
+    return;
+  ev->pending = FALSE;
+  emit_step_full (self, ev->step, ev->hash, ev->loss, ev->samples, ev->contributors,
+                  ev->late, ev->rejected);
+  g_clear_pointer (&ev->contributors, g_ptr_array_unref);
+}
+
+static gboolean
+on_commit_poll (gpointer user_data)
+{
+  RlxCoordinator *self = user_data;
+  CommitEvent *ev = &self->commit_event;
+
+  if (members_flushed (self) || g_get_monotonic_time () > ev->deadline)
+    {
+      ev->poll_id = 0;
+      commit_event_flush (self);
+      return G_SOURCE_REMOVE;
+    }
+  return G_SOURCE_CONTINUE;
+}
+
+static void
+commit_event_queue (RlxCoordinator *self, guint64 samples, GPtrArray *contributors,
+                    guint late, guint rejected)
+{
+  CommitEvent *ev = &self->commit_event;
+
+  commit_event_flush (self);
+  ev->pending = TRUE;
+  ev->step = self->applied;
+  ev->hash = self->hash;
+  ev->loss = self->loss;
+  ev->samples = samples;
+  ev->contributors = g_ptr_array_ref (contributors);
+  ev->late = late;
+  ev->rejected = rejected;
+  ev->deadline = g_get_monotonic_time () + 500000;
+  if (members_flushed (self))
+    commit_event_flush (self);
+  else
+    ev->poll_id = g_timeout_add (1, on_commit_poll, self);
 }
 
 /* ── sending ────────────────────────────────────────────────────────────── */
@@ -1281,6 +1370,7 @@ leader_publish (RlxCoordinator *self, gboolean commit)
 
   if (commit)
     {
+      commit_event_flush (self);
       /* Apply exactly what every member will decode from this frame. */
       g_autofree float *update = g_new (float, self->n);
       if (!rlx_wire_decode_into (frame, NULL, NULL, NULL, update, self->n, &error))
@@ -1329,7 +1419,7 @@ leader_publish (RlxCoordinator *self, gboolean commit)
   if (commit)
     {
       rehash (self);
-      emit_step (self, samples, contributors, late, rejected);
+      commit_event_queue (self, samples, contributors, late, rejected);
     }
   fix_task_hash (self, next_step);
 
@@ -1485,14 +1575,38 @@ accept_grad (RlxCoordinator *self, const char *id, guint64 step, guint samples, 
   check_round_complete (self);
 }
 
-/* Admit @id (or re-send it a snapshot). */
+/* Our full-precision state to @p. */
 static void
-leader_admit (RlxCoordinator *self, Peer *p, const char *reason)
+send_snapshot (RlxCoordinator *self, Peer *p, const char *reason)
 {
   g_autoptr(JsonObject) m = msg_new (self, "snapshot");
   g_autofree char *h = hash_hex (self->hash);
   g_autofree char *seed = g_strdup_printf ("%" G_GUINT64_FORMAT, self->seed);
   JsonObject *o;
+
+  json_object_set_int_member (m, "term", (gint64) self->term);
+  json_object_set_string_member (m, "leader", self->leader ? self->leader : self->node_id);
+  json_object_set_int_member (m, "step", (gint64) self->applied);
+  json_object_set_string_member (m, "hash", h);
+  json_object_set_string_member (m, "seed", seed);
+  json_object_set_int_member (m, "epoch", self->round_epoch);
+  json_object_set_int_member (m, "pos", self->round_pos);
+  json_object_set_double_member (m, "loss", self->loss);
+  json_object_set_array_member (m, "members", str_array_to_json (self->members));
+  send_msg (self, p, RLX_SEND_BULK, m, self->params, self->n, RLX_PRECISION_F32, "params");
+
+  o = event_new ("snapshot");
+  json_object_set_string_member (o, "to", p->id);
+  json_object_set_int_member (o, "step", (gint64) self->applied);
+  json_object_set_string_member (o, "hash", h);
+  json_object_set_string_member (o, "reason", reason);
+  event_emit (self, o);
+}
+
+/* Admit @id (or re-send it a snapshot). */
+static void
+leader_admit (RlxCoordinator *self, Peer *p, const char *reason)
+{
 
   if (!str_array_contains (self->members, p->id))
     {
@@ -1508,25 +1622,12 @@ leader_admit (RlxCoordinator *self, Peer *p, const char *reason)
         s->pending = FALSE;
     }
 
-  json_object_set_int_member (m, "term", (gint64) self->term);
-  json_object_set_string_member (m, "leader", self->node_id);
-  json_object_set_int_member (m, "step", (gint64) self->applied);
-  json_object_set_string_member (m, "hash", h);
-  json_object_set_string_member (m, "seed", seed);
-  json_object_set_array_member (m, "members", str_array_to_json (self->members));
-  send_msg (self, p, RLX_SEND_BULK, m, self->params, self->n, RLX_PRECISION_F32, "params");
-
-  o = event_new ("snapshot");
-  json_object_set_string_member (o, "to", p->id);
-  json_object_set_int_member (o, "step", (gint64) self->applied);
-  json_object_set_string_member (o, "hash", h);
-  json_object_set_string_member (o, "reason", reason ? reason : "join");
-  event_emit (self, o);
+  send_snapshot (self, p, reason ? reason : "join");
 
   if (self->round_active)
     check_round_complete (self);
   else if (self->role == ROLE_LEADER && !self->finished &&
-           self->members->len >= self->wait_members)
+           (self->rounds_started || self->members->len >= self->wait_members))
     leader_publish (self, FALSE);
 }
 
@@ -1589,7 +1690,9 @@ become_leader (RlxCoordinator *self, guint64 term, gboolean founding)
       finish (self, TRUE, "all steps committed");
       return;
     }
-  if (self->members->len >= self->wait_members)
+  if (!founding)
+    self->rounds_started = TRUE;
+  if (self->rounds_started || self->members->len >= self->wait_members)
     leader_publish (self, FALSE);
 }
 
@@ -1662,7 +1765,9 @@ on_found_timer (gpointer user_data)
       if (p->role == ROLE_ALONE && older_than (p->since, p->id, self->since, self->node_id))
         senior = FALSE;
     }
-  if (senior)
+  if (senior && self->checkpoint_error)
+    finish (self, FALSE, self->checkpoint_error->message);
+  else if (senior)
     become_leader (self, 1, TRUE);
   else
     self->found_id = g_timeout_add (FOUND_RETRY_MS, on_found_timer, self);
@@ -1935,6 +2040,18 @@ on_step_msg (RlxCoordinator *self, Peer *p, JsonObject *h, const float *values, 
           return;
         }
     }
+  if (step <= self->applied && !committed && !j_bool (h, "final"))
+    {
+      /* A new leader that missed the last commit we have: hand it our
+       * state, so no step we committed is lost (it adopts the snapshot and
+       * restarts from there). */
+      if (self->ahead_sent_term != term)
+        {
+          self->ahead_sent_term = term;
+          send_snapshot (self, p, "a member is ahead of the new leader");
+        }
+      return;
+    }
   if (step != self->applied + 1 && !j_bool (h, "final"))
     {
       request_snapshot (self, "step out of sequence");
@@ -1988,8 +2105,13 @@ on_snapshot (RlxCoordinator *self, Peer *p, JsonObject *h, const float *values, 
   g_autofree char *hx = NULL;
   JsonObject *o;
 
-  if (term < self->term || self->role == ROLE_LEADER || self->role == ROLE_STOPPED)
+  if (term < self->term || self->role == ROLE_STOPPED)
     return;
+  if (self->role == ROLE_LEADER)
+    {
+      leader_adopt (self, p, h, values, n);
+      return;
+    }
   if (values == NULL || n != self->n || members == NULL || seed_s == NULL ||
       !parse_hash (j_str (h, "hash"), &hash) ||
       rlx_params_hash (values, n) != hash)
@@ -2027,6 +2149,48 @@ on_snapshot (RlxCoordinator *self, Peer *p, JsonObject *h, const float *values, 
       emit_joined (self);
     }
   g_object_notify_by_pspec (G_OBJECT (self), props[PROP_STEP]);
+}
+
+/* A member committed a step we (the new leader) never received: take its
+ * state and restart the round after it. */
+static void
+leader_adopt (RlxCoordinator *self, Peer *p, JsonObject *h, const float *values, gsize n)
+{
+  guint64 step = (guint64) MAX (0, j_int0 (h, "step")), hash = 0;
+  JsonObject *o;
+  g_autofree char *hx = NULL;
+
+  if ((guint64) j_int0 (h, "term") != self->term || step <= self->applied ||
+      !str_array_contains (self->members, p->id))
+    return;
+  if (values == NULL || n != self->n || !parse_hash (j_str (h, "hash"), &hash) ||
+      rlx_params_hash (values, n) != hash)
+    {
+      emit_error (self, "a member's snapshot is malformed or does not match its hash");
+      return;
+    }
+  self->round_active = FALSE;
+  g_clear_handle_id (&self->deadline_id, g_source_remove);
+  memcpy (self->params, values, n * sizeof (float));
+  self->applied = step;
+  self->hash = hash;
+  j_num (h, "loss", &self->loss);
+  self->round_epoch = (guint) CLAMP (j_int0 (h, "epoch"), 0, G_MAXINT);
+  self->round_pos = (guint) CLAMP (j_int0 (h, "pos"), 0, (gint64) self->n_train - 1);
+  if (self->residual)
+    memset (self->residual, 0, self->n * sizeof (float));
+  hx = hash_hex (hash);
+  o = event_new ("snapshot");
+  json_object_set_string_member (o, "from", p->id);
+  json_object_set_int_member (o, "step", (gint64) step);
+  json_object_set_string_member (o, "hash", hx);
+  json_object_set_string_member (o, "reason", "a member was ahead of the new leader");
+  event_emit (self, o);
+  g_object_notify_by_pspec (G_OBJECT (self), props[PROP_STEP]);
+  if (self->steps > 0 && self->applied >= self->steps)
+    finish (self, TRUE, "all steps committed");
+  else
+    leader_publish (self, FALSE);
 }
 
 static void
@@ -2391,6 +2555,7 @@ finish (RlxCoordinator *self, gboolean success, const char *message)
 
   if (self->finished)
     return;
+  commit_event_flush (self);
   self->finished = TRUE;
   self->finish_success = success;
   self->finish_message = g_strdup (message);
@@ -2486,6 +2651,8 @@ rlx_coordinator_dispose (GObject *object)
   g_clear_handle_id (&self->join_id, g_source_remove);
   g_clear_handle_id (&self->heartbeat_id, g_source_remove);
   g_clear_handle_id (&self->leave_id, g_source_remove);
+  g_clear_handle_id (&self->commit_event.poll_id, g_source_remove);
+  g_clear_pointer (&self->commit_event.contributors, g_ptr_array_unref);
   /* No worker callback after this. */
   g_clear_pointer (&self->worker, rlx_worker_free);
   if (self->peers)
@@ -2512,6 +2679,7 @@ rlx_coordinator_finalize (GObject *object)
   g_free (self->checkpoint_dir);
   g_free (self->checkpoint_path);
   g_free (self->resume_params);
+  g_clear_error (&self->checkpoint_error);
   g_free (self->leader);
   g_free (self->params);
   g_free (self->perm);
@@ -2655,8 +2823,10 @@ rlx_coordinator_new (const RlxCoordinatorConfig *config, RlxWorker *worker, GErr
       self->grad_fb = rlx_wire_feedback_new (self->n);
     }
 
-  if (!load_checkpoint (self, error))
-    return NULL;
+  /* Only a founder resumes; a node that joins a running cohort does not
+   * care what the folder holds, so an unusable checkpoint only stops us
+   * from founding (see on_found_timer). */
+  load_checkpoint (self, &self->checkpoint_error);
   rlx_model_init_params (self->model, self->seed, self->params);
   rehash (self);
   if (g_mkdir_with_parents (self->checkpoint_dir, 0700) != 0)

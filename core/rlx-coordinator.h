@@ -90,9 +90,11 @@ G_DECLARE_FINAL_TYPE (RlxCoordinator, rlx_coordinator, RLX, COORDINATOR, GObject
  *   "bytes-rx", "bytes-f32", "roster" (GListModel of RlxRosterEntry).
  */
 
-/* Takes ownership of @worker (whose backend fixes the model and dataset).
- * NULL with RLX_COORDINATOR_ERROR_* on a bad configuration or an unusable
- * checkpoint of this cohort. */
+/* Takes ownership of @worker (whose backend fixes the model and dataset),
+ * also on failure. NULL with RLX_COORDINATOR_ERROR_* on a bad configuration.
+ * A checkpoint of this cohort that cannot be resumed (another model, a
+ * broken file) only matters if this node founds the cohort: it then finishes
+ * with the reason instead. */
 RlxCoordinator *rlx_coordinator_new      (const RlxCoordinatorConfig *config,
                                           RlxWorker *worker, GError **error);
 

@@ -282,7 +282,7 @@ rlx_cmd_join (int argc, char **argv)
   coord = rlx_coordinator_new (&cfg, worker, &error);
   if (coord == NULL)
     {
-      rlx_worker_free (worker);
+      /* The coordinator took the worker, and freed it. */
       return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "%s", error->message);
     }
 

@@ -1,0 +1,388 @@
+/* cohort-harness.c — see cohort-harness.h */
+#include "rlx-config.h"
+#include "cohort-harness.h"
+
+#include <glib/gstdio.h>
+#include <signal.h>
+#include <string.h>
+
+static void
+rm_rf (const char *path)
+{
+  g_autoptr(GDir) dir = g_dir_open (path, 0, NULL);
+  const char *name;
+
+  if (dir)
+    {
+      while ((name = g_dir_read_name (dir)))
+        {
+          g_autofree char *child = g_build_filename (path, name, NULL);
+          if (g_file_test (child, G_FILE_TEST_IS_DIR) && !g_file_test (child, G_FILE_TEST_IS_SYMLINK))
+            rm_rf (child);
+          else
+            g_unlink (child);
+        }
+    }
+  g_rmdir (path);
+}
+
+Harness *
+harness_new (void)
+{
+  Harness *h = g_new0 (Harness, 1);
+  g_autoptr(GError) error = NULL;
+
+  h->dir = g_dir_make_tmp ("rlx-cohort-XXXXXX", &error);
+  g_assert_no_error (error);
+  h->run_dir = g_build_filename (h->dir, "run", NULL);
+  h->data_dir = g_build_filename (h->dir, "data", NULL);
+  g_assert_cmpint (g_mkdir (h->run_dir, 0700), ==, 0);
+  g_assert_cmpint (g_mkdir (h->data_dir, 0700), ==, 0);
+  h->nodes = g_ptr_array_new ();
+  return h;
+}
+
+static void
+node_free (Node *n)
+{
+  g_free (n->label);
+  g_clear_object (&n->proc);
+  g_clear_object (&n->out);
+  g_ptr_array_unref (n->events);
+  g_array_unref (n->times);
+  g_free (n);
+}
+
+void
+harness_free (Harness *h)
+{
+  for (guint i = 0; i < h->nodes->len; i++)
+    {
+      Node *n = g_ptr_array_index (h->nodes, i);
+      if (!n->exited)
+        g_subprocess_force_exit (n->proc);
+    }
+  for (guint i = 0; i < h->nodes->len; i++)
+    node_wait_exit (g_ptr_array_index (h->nodes, i), 5000);
+  /* Drain callbacks that still reference the nodes. */
+  while (g_main_context_iteration (NULL, FALSE))
+    ;
+  for (guint i = 0; i < h->nodes->len; i++)
+    node_free (g_ptr_array_index (h->nodes, i));
+  g_ptr_array_unref (h->nodes);
+  rm_rf (h->dir);
+  g_free (h->dir);
+  g_free (h->run_dir);
+  g_free (h->data_dir);
+  g_free (h);
+}
+
+static void read_next (Node *n);
+
+static void
+on_line (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  Node *n = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *line = g_data_input_stream_read_line_finish_utf8 (G_DATA_INPUT_STREAM (source),
+                                                                     result, NULL, &error);
+  g_autoptr(JsonParser) parser = NULL;
+
+  if (line == NULL)
+    {
+      if (error)
+        g_test_message ("%s: reading stdout: %s", n->label, error->message);
+      n->eof = TRUE;
+      return;
+    }
+  parser = json_parser_new ();
+  if (json_parser_load_from_data (parser, line, -1, NULL) &&
+      JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+    {
+      gint64 now = g_get_monotonic_time ();
+      g_ptr_array_add (n->events, json_object_ref (json_node_get_object (json_parser_get_root (parser))));
+      g_array_append_val (n->times, now);
+    }
+  else
+    g_test_message ("%s: not a JSON line: %s", n->label, line);
+  read_next (n);
+}
+
+static void
+read_next (Node *n)
+{
+  g_data_input_stream_read_line_async (n->out, G_PRIORITY_DEFAULT, NULL, on_line, n);
+}
+
+static void
+on_node_exit (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  Node *n = user_data;
+
+  g_subprocess_wait_finish (G_SUBPROCESS (source), result, NULL);
+  n->exited = TRUE;
+  if (g_subprocess_get_if_exited (n->proc))
+    n->exit_code = g_subprocess_get_exit_status (n->proc);
+  else if (g_subprocess_get_if_signaled (n->proc))
+    {
+      n->signaled = TRUE;
+      n->term_sig = g_subprocess_get_term_sig (n->proc);
+    }
+}
+
+static Node *
+spawn_argv (Harness *h, const char *label, GPtrArray *argv)
+{
+  g_autoptr(GSubprocessLauncher) l = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE);
+  g_autoptr(GError) error = NULL;
+  Node *n = g_new0 (Node, 1);
+
+  g_subprocess_launcher_setenv (l, "XDG_RUNTIME_DIR", h->run_dir, TRUE);
+  g_subprocess_launcher_setenv (l, "XDG_DATA_HOME", h->data_dir, TRUE);
+  g_subprocess_launcher_setenv (l, "OPENBLAS_NUM_THREADS", "1", TRUE);
+  g_ptr_array_add (argv, NULL);
+  n->label = g_strdup (label);
+  n->events = g_ptr_array_new_with_free_func ((GDestroyNotify) json_object_unref);
+  n->times = g_array_new (FALSE, FALSE, sizeof (gint64));
+  n->spawned = g_get_monotonic_time ();
+  n->proc = g_subprocess_launcher_spawnv (l, (const char * const *) argv->pdata, &error);
+  g_assert_no_error (error);
+  n->out = g_data_input_stream_new (g_subprocess_get_stdout_pipe (n->proc));
+  read_next (n);
+  g_subprocess_wait_async (n->proc, NULL, on_node_exit, n);
+  g_ptr_array_add (h->nodes, n);
+  return n;
+}
+
+static const char *
+rank_path (void)
+{
+  const char *rank = g_getenv ("RLX_RANK");
+
+  if (rank == NULL)
+    g_error ("RLX_RANK is not set: run the cohort tests through meson test");
+  return rank;
+}
+
+Node *
+harness_spawn (Harness *h, const char *label, ...)
+{
+  g_autoptr(GPtrArray) argv = g_ptr_array_new ();
+  va_list ap;
+  const char *a;
+
+  g_ptr_array_add (argv, (char *) rank_path ());
+  va_start (ap, label);
+  while ((a = va_arg (ap, const char *)))
+    g_ptr_array_add (argv, (char *) a);
+  va_end (ap);
+  return spawn_argv (h, label, argv);
+}
+
+Node *
+harness_join (Harness *h, const char *label, ...)
+{
+  g_autoptr(GPtrArray) argv = g_ptr_array_new ();
+  va_list ap;
+  const char *a;
+
+  g_ptr_array_add (argv, (char *) rank_path ());
+  g_ptr_array_add (argv, "join");
+  g_ptr_array_add (argv, "--local");
+  g_ptr_array_add (argv, "--json");
+  g_ptr_array_add (argv, "--threads");
+  g_ptr_array_add (argv, "1");
+  va_start (ap, label);
+  while ((a = va_arg (ap, const char *)))
+    g_ptr_array_add (argv, (char *) a);
+  va_end (ap);
+  return spawn_argv (h, label, argv);
+}
+
+static gboolean
+on_timeout (gpointer data)
+{
+  *(gboolean *) data = TRUE;
+  return G_SOURCE_REMOVE;
+}
+
+gboolean
+harness_wait (HarnessPred pred, gpointer data, guint timeout_ms)
+{
+  gboolean timed_out = FALSE;
+  guint id = g_timeout_add (timeout_ms, on_timeout, &timed_out);
+  gboolean ok;
+
+  while (!(ok = pred (data)) && !timed_out)
+    g_main_context_iteration (NULL, TRUE);
+  if (!timed_out)
+    g_source_remove (id);
+  return ok;
+}
+
+static gboolean
+pred_exited (gpointer data)
+{
+  Node *n = data;
+  return n->exited && n->eof;
+}
+
+gboolean
+node_wait_exit (Node *n, guint timeout_ms)
+{
+  return harness_wait (pred_exited, n, timeout_ms);
+}
+
+gint64
+ev_int (JsonObject *o, const char *key)
+{
+  JsonNode *v = json_object_get_member (o, key);
+
+  if (v == NULL || !JSON_NODE_HOLDS_VALUE (v))
+    return -1;
+  if (json_node_get_value_type (v) == G_TYPE_INT64)
+    return json_node_get_int (v);
+  if (json_node_get_value_type (v) == G_TYPE_BOOLEAN)
+    return json_node_get_boolean (v);
+  return -1;
+}
+
+double
+ev_num (JsonObject *o, const char *key)
+{
+  JsonNode *v = json_object_get_member (o, key);
+
+  if (v == NULL || !JSON_NODE_HOLDS_VALUE (v))
+    return -1;
+  if (json_node_get_value_type (v) == G_TYPE_DOUBLE)
+    return json_node_get_double (v);
+  if (json_node_get_value_type (v) == G_TYPE_INT64)
+    return (double) json_node_get_int (v);
+  return -1;
+}
+
+const char *
+ev_str (JsonObject *o, const char *key)
+{
+  JsonNode *v = json_object_get_member (o, key);
+
+  if (v == NULL || !JSON_NODE_HOLDS_VALUE (v) || json_node_get_value_type (v) != G_TYPE_STRING)
+    return NULL;
+  return json_node_get_string (v);
+}
+
+int
+node_find_event (Node *n, const char *event, guint from)
+{
+  for (guint i = from; i < n->events->len; i++)
+    if (g_strcmp0 (ev_str (g_ptr_array_index (n->events, i), "event"), event) == 0)
+      return (int) i;
+  return -1;
+}
+
+typedef struct {
+  Node       *n;
+  const char *event, *key;
+  gint64      min;
+  guint       from;
+  int         found;
+} EventWait;
+
+static gboolean
+pred_event (gpointer data)
+{
+  EventWait *w = data;
+
+  for (guint i = w->from; i < w->n->events->len; i++)
+    {
+      JsonObject *o = g_ptr_array_index (w->n->events, i);
+      if (g_strcmp0 (ev_str (o, "event"), w->event) == 0 &&
+          (w->key == NULL || ev_int (o, w->key) >= w->min))
+        {
+          w->found = (int) i;
+          return TRUE;
+        }
+    }
+  return w->n->exited && w->n->eof;   /* it will not come */
+}
+
+int
+node_wait_event (Node *n, const char *event, const char *key, gint64 min, guint from,
+                 guint timeout_ms)
+{
+  EventWait w = { n, event, key, min, from, -1 };
+
+  harness_wait (pred_event, &w, timeout_ms);
+  return w.found;
+}
+
+void
+node_kill (Node *n, int sig)
+{
+  g_subprocess_send_signal (n->proc, sig);
+}
+
+const char *
+node_id (Node *n)
+{
+  int i = node_find_event (n, "joined", 0);
+
+  return i < 0 ? NULL : ev_str (g_ptr_array_index (n->events, i), "node");
+}
+
+GHashTable *
+node_step_hashes (Node *n)
+{
+  GHashTable *t = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, g_free);
+
+  for (guint i = 0; i < n->events->len; i++)
+    {
+      JsonObject *o = g_ptr_array_index (n->events, i);
+      if (g_strcmp0 (ev_str (o, "event"), "step") == 0)
+        {
+          gint64 *k = g_new (gint64, 1);
+          *k = ev_int (o, "step");
+          g_hash_table_replace (t, k, g_strdup (ev_str (o, "hash")));
+        }
+    }
+  return t;
+}
+
+gint64
+node_max_step (Node *n)
+{
+  gint64 m = 0;
+
+  for (guint i = 0; i < n->events->len; i++)
+    {
+      JsonObject *o = g_ptr_array_index (n->events, i);
+      if (g_strcmp0 (ev_str (o, "event"), "step") == 0)
+        m = MAX (m, ev_int (o, "step"));
+    }
+  return m;
+}
+
+gboolean
+node_exited_ok (Node *n)
+{
+  return n->exited && !n->signaled && n->exit_code == 0;
+}
+
+char *
+node_dump (Node *n)
+{
+  GString *s = g_string_new (NULL);
+
+  g_string_append_printf (s, "--- %s (exited %d, code %d, signal %d), %u events:\n", n->label,
+                          n->exited, n->exit_code, n->term_sig, n->events->len);
+  for (guint i = 0; i < n->events->len; i++)
+    {
+      JsonObject *o = g_ptr_array_index (n->events, i);
+      g_autoptr(JsonNode) node = json_node_init_object (json_node_alloc (), o);
+      g_autofree char *line = json_to_string (node, FALSE);
+      if (g_strcmp0 (ev_str (o, "event"), "step") == 0 && i > 4 && i + 6 < n->events->len)
+        continue;
+      g_string_append_printf (s, "  %s\n", line);
+    }
+  return g_string_free (s, FALSE);
+}

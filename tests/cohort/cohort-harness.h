@@ -1,0 +1,68 @@
+/* cohort-harness.h — real `rlx-rank join` processes for the cohort tests
+ *
+ * Every test gets its own temporary XDG_RUNTIME_DIR and XDG_DATA_HOME, so
+ * cohorts of different tests never meet. Nodes are spawned with GSubprocess
+ * ($RLX_RANK join --local --json …); their stdout is read line by line on
+ * the main context and parsed as JSON events. Every wait has a timeout.
+ */
+#pragma once
+
+#include <gio/gio.h>
+#include <json-glib/json-glib.h>
+
+G_BEGIN_DECLS
+
+typedef struct {
+  char             *label;
+  GSubprocess      *proc;
+  GDataInputStream *out;
+  GPtrArray        *events;      /* JsonObject*, in arrival order */
+  GArray           *times;       /* gint64 monotonic µs of each event */
+  gint64            spawned;     /* monotonic µs */
+  gboolean          eof;
+  gboolean          exited;
+  gboolean          signaled;
+  int               exit_code;
+  int               term_sig;
+} Node;
+
+typedef struct {
+  char      *dir;
+  char      *run_dir;
+  char      *data_dir;
+  GPtrArray *nodes;              /* Node* */
+} Harness;
+
+Harness    *harness_new        (void);
+void        harness_free       (Harness *h);
+
+/* Spawn `rlx-rank ARGS…` (NULL-terminated) in the harness's environment. */
+Node       *harness_spawn      (Harness *h, const char *label, ...) G_GNUC_NULL_TERMINATED;
+/* `rlx-rank join --local --json --threads 1 ARGS…` */
+Node       *harness_join       (Harness *h, const char *label, ...) G_GNUC_NULL_TERMINATED;
+
+typedef gboolean (*HarnessPred) (gpointer data);
+/* Run the main context until @pred is TRUE or @timeout_ms passed. */
+gboolean    harness_wait       (HarnessPred pred, gpointer data, guint timeout_ms);
+
+/* Wait until @n has exited and its stdout is read; FALSE on timeout. */
+gboolean    node_wait_exit     (Node *n, guint timeout_ms);
+/* Wait for an event named @event with integer member @key >= @min (key NULL:
+ * any such event) among events from index @from; its index or -1. */
+int         node_wait_event    (Node *n, const char *event, const char *key, gint64 min,
+                                guint from, guint timeout_ms);
+int         node_find_event    (Node *n, const char *event, guint from);
+void        node_kill          (Node *n, int sig);
+const char *node_id            (Node *n);     /* from its "joined" event, or NULL */
+/* step → hash string, from the node's "step" events. */
+GHashTable *node_step_hashes   (Node *n);
+gint64      node_max_step      (Node *n);
+gboolean    node_exited_ok     (Node *n);
+/* Events of @n as text, for failure messages. */
+char       *node_dump          (Node *n);
+
+gint64      ev_int             (JsonObject *o, const char *key);
+const char *ev_str             (JsonObject *o, const char *key);
+double      ev_num             (JsonObject *o, const char *key);
+
+G_END_DECLS

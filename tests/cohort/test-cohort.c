@@ -1,0 +1,677 @@
+/* test-cohort.c — the elastic cohort with real processes and real sockets
+ *
+ * Each case starts `rlx-rank join --local --json` processes in a private
+ * XDG_RUNTIME_DIR / XDG_DATA_HOME and checks what they print. The synthetic
+ * dataset, mnist-mlp and small batches keep every case to a few seconds on
+ * two cores; every wait has a timeout.
+ */
+#include "rlx-config.h"
+#include "cohort-harness.h"
+#include "core/vision/rlx-model.h"
+
+#include <math.h>
+#include <signal.h>
+#include <string.h>
+
+#define LONG_RUN "100000"
+
+static void
+dump_all (Harness *h)
+{
+  for (guint i = 0; i < h->nodes->len; i++)
+    {
+      g_autofree char *d = node_dump (g_ptr_array_index (h->nodes, i));
+      g_test_message ("%s", d);
+    }
+}
+
+static void
+assert_exit_ok (Harness *h, Node *n, guint timeout_ms)
+{
+  if (!node_wait_exit (n, timeout_ms) || !node_exited_ok (n))
+    {
+      dump_all (h);
+      g_error ("%s did not exit cleanly within %u ms (exited %d, code %d, signal %d)",
+               n->label, timeout_ms, n->exited, n->exit_code, n->term_sig);
+    }
+}
+
+static int
+wait_event (Harness *h, Node *n, const char *event, const char *key, gint64 min, guint timeout_ms)
+{
+  int i = node_wait_event (n, event, key, min, 0, timeout_ms);
+
+  if (i < 0)
+    {
+      dump_all (h);
+      g_error ("%s: no '%s' event%s%s within %u ms", n->label, event, key ? " with " : "",
+               key ? key : "", timeout_ms);
+    }
+  return i;
+}
+
+static JsonObject *
+ev (Node *n, int i)
+{
+  return g_ptr_array_index (n->events, i);
+}
+
+/* The index of the step event of @step in @n, or -1. */
+static int
+step_event (Node *n, gint64 step)
+{
+  for (guint i = 0; i < n->events->len; i++)
+    if (g_strcmp0 (ev_str (ev (n, i), "event"), "step") == 0 && ev_int (ev (n, i), "step") == step)
+      return (int) i;
+  return -1;
+}
+
+static Node *
+leader_of (Harness *h, Node **nodes, guint k)
+{
+  for (guint i = 0; i < k; i++)
+    {
+      int j = node_find_event (nodes[i], "joined", 0);
+      if (j >= 0 && g_strcmp0 (ev_str (ev (nodes[i], j), "role"), "leader") == 0)
+        return nodes[i];
+    }
+  dump_all (h);
+  g_error ("no node reported joining as the leader");
+  return NULL;
+}
+
+/* Three processes form one cohort and train; every node reports the same
+ * hash at every step. */
+static void
+test_three_nodes_same_hash (void)
+{
+  Harness *h = harness_new ();
+  Node *n[3];
+  GHashTable *hashes[3] = { NULL };
+
+  for (guint i = 0; i < 3; i++)
+    {
+      g_autofree char *label = g_strdup_printf ("node%u", i);
+      n[i] = harness_join (h, label, "--cohort", "three", "--batch", "8", "--steps", "25",
+                           "--wait-members", "3", NULL);
+    }
+  for (guint i = 0; i < 3; i++)
+    assert_exit_ok (h, n[i], 60000);
+  for (guint i = 0; i < 3; i++)
+    hashes[i] = node_step_hashes (n[i]);
+
+  for (gint64 s = 1; s <= 25; s++)
+    {
+      const char *ref = g_hash_table_lookup (hashes[0], &s);
+      int e = step_event (n[0], s);
+      if (ref == NULL)
+        {
+          dump_all (h);
+          g_error ("node0 did not report step %" G_GINT64_FORMAT, s);
+        }
+      for (guint i = 1; i < 3; i++)
+        {
+          const char *hi = g_hash_table_lookup (hashes[i], &s);
+          if (g_strcmp0 (hi, ref) != 0)
+            {
+              dump_all (h);
+              g_error ("step %" G_GINT64_FORMAT ": node%u hash %s, node0 %s", s, i, hi, ref);
+            }
+        }
+      g_assert_cmpint (ev_int (ev (n[0], e), "members"), ==, 3);
+      g_assert_cmpint (ev_int (ev (n[0], e), "contributors"), ==, 3);
+      g_assert_cmpint (ev_int (ev (n[0], e), "samples"), ==, 24);
+      g_assert_true (isfinite (ev_num (ev (n[0], e), "loss")));
+      g_assert_cmpint (ev_int (ev (n[0], e), "bytes_tx"), >, 0);
+    }
+  /* Training: the loss falls. */
+  g_assert_cmpfloat (ev_num (ev (n[0], step_event (n[0], 25)), "loss"), <,
+                     ev_num (ev (n[0], step_event (n[0], 1)), "loss"));
+  for (guint i = 0; i < 3; i++)
+    g_hash_table_unref (hashes[i]);
+  harness_free (h);
+}
+
+/* At f32, two ranks at batch 32 follow the loss trajectory of one rank at
+ * batch 64 (relative difference <= 1e-4 per step over 20 steps). */
+static void
+test_equivalence (void)
+{
+  Harness *h = harness_new ();
+  Node *a0 = harness_join (h, "pair0", "--cohort", "pair", "--batch", "32", "--steps", "20",
+                           "--wait-members", "2", "--precision", "f32", NULL);
+  Node *a1 = harness_join (h, "pair1", "--cohort", "pair", "--batch", "32", "--steps", "20",
+                           "--wait-members", "2", "--precision", "f32", NULL);
+  Node *b = harness_join (h, "solo", "--cohort", "solo", "--batch", "64", "--steps", "20",
+                          "--precision", "f32", NULL);
+  double worst = 0;
+
+  assert_exit_ok (h, a0, 60000);
+  assert_exit_ok (h, a1, 60000);
+  assert_exit_ok (h, b, 60000);
+
+  for (gint64 s = 1; s <= 20; s++)
+    {
+      int ia = step_event (a0, s), ib = step_event (b, s);
+      double la, lb, rel;
+
+      g_assert_cmpint (ia, >=, 0);
+      g_assert_cmpint (ib, >=, 0);
+      g_assert_cmpint (ev_int (ev (a0, ia), "samples"), ==, 64);
+      g_assert_cmpint (ev_int (ev (a0, ia), "contributors"), ==, 2);
+      g_assert_cmpint (ev_int (ev (b, ib), "samples"), ==, 64);
+      la = ev_num (ev (a0, ia), "loss");
+      lb = ev_num (ev (b, ib), "loss");
+      rel = fabs (la - lb) / fabs (lb);
+      worst = MAX (worst, rel);
+      if (rel > 1e-4)
+        {
+          dump_all (h);
+          g_error ("step %" G_GINT64_FORMAT ": 2x32 loss %.9g, 1x64 loss %.9g (relative %.3g)",
+                   s, la, lb, rel);
+        }
+    }
+  g_test_message ("worst relative loss difference over 20 steps: %.3g", worst);
+  harness_free (h);
+}
+
+/* A node joining at step 10 contributes from its next step, with the
+ * cohort's hash. */
+static void
+test_join_late (void)
+{
+  Harness *h = harness_new ();
+  Node *a = harness_join (h, "a", "--cohort", "late", "--batch", "8", "--steps", LONG_RUN,
+                          "--wait-members", "2", NULL);
+  Node *b = harness_join (h, "b", "--cohort", "late", "--batch", "8", "--steps", LONG_RUN, NULL);
+  Node *c;
+  g_autoptr(GHashTable) ha = NULL;
+  int snap, checked = 0;
+  gint64 k, last;
+
+  wait_event (h, a, "step", "step", 10, 30000);
+  c = harness_join (h, "c", "--cohort", "late", "--batch", "8", "--steps", LONG_RUN, NULL);
+  snap = wait_event (h, c, "snapshot", NULL, 0, 30000);
+  k = ev_int (ev (c, snap), "step");
+  g_assert_cmpint (k, >=, 10);
+  /* Its first contributions, and a few more. */
+  wait_event (h, c, "step", "step", k + 8, 30000);
+
+  node_kill (a, SIGTERM);
+  node_kill (b, SIGTERM);
+  node_kill (c, SIGTERM);
+  assert_exit_ok (h, a, 20000);
+  assert_exit_ok (h, b, 20000);
+  assert_exit_ok (h, c, 20000);
+
+  ha = node_step_hashes (a);
+  last = node_max_step (c);
+  for (gint64 s = k + 1; s <= last; s++)
+    {
+      int ic = step_event (c, s);
+      const char *ref = g_hash_table_lookup (ha, &s);
+      if (ic < 0 || ref == NULL)
+        continue;   /* a node may stop a step earlier than another */
+      if (g_strcmp0 (ref, ev_str (ev (c, ic), "hash")) != 0)
+        {
+          dump_all (h);
+          g_error ("step %" G_GINT64_FORMAT ": late joiner's hash differs", s);
+        }
+      /* The step being computed while the snapshot travelled is the
+       * cohort's; from the next one the joiner contributes. */
+      if (s >= k + 2 && ev_int (ev (c, ic), "contributed") != 1)
+        {
+          dump_all (h);
+          g_error ("step %" G_GINT64_FORMAT ": the joiner (snapshot at %" G_GINT64_FORMAT
+                   ") did not contribute", s, k);
+        }
+      checked++;
+    }
+  g_assert_cmpint (checked, >=, 6);
+  g_assert_cmpint (step_event (c, k + 1), >=, 0);
+  harness_free (h);
+}
+
+/* kill -9 of a member mid-step: the cohort continues within 2 s. */
+static void
+test_kill_member (void)
+{
+  Harness *h = harness_new ();
+  Node *n[3], *leader, *victim = NULL, *other = NULL;
+  int last, next;
+  gint64 t_kill, dt;
+
+  for (guint i = 0; i < 3; i++)
+    {
+      g_autofree char *label = g_strdup_printf ("node%u", i);
+      n[i] = harness_join (h, label, "--cohort", "km", "--batch", "8", "--steps", LONG_RUN,
+                           "--wait-members", "3", NULL);
+    }
+  for (guint i = 0; i < 3; i++)
+    wait_event (h, n[i], "joined", NULL, 0, 30000);
+  leader = leader_of (h, n, 3);
+  for (guint i = 0; i < 3; i++)
+    if (n[i] != leader)
+      {
+        if (victim == NULL)
+          victim = n[i];
+        else
+          other = n[i];
+      }
+  last = wait_event (h, leader, "step", "step", 10, 30000);
+  last = (int) leader->events->len - 1;
+
+  t_kill = g_get_monotonic_time ();
+  node_kill (victim, SIGKILL);
+  /* The next step committed without the dead member. */
+  next = node_wait_event (leader, "step", "members", 0, (guint) last + 1, 10000);
+  while (next >= 0 && ev_int (ev (leader, next), "members") != 2)
+    next = node_wait_event (leader, "step", "members", 0, (guint) next + 1, 10000);
+  if (next < 0)
+    {
+      dump_all (h);
+      g_error ("the cohort did not continue after a member was killed");
+    }
+  dt = g_array_index (leader->times, gint64, next) - t_kill;
+  g_test_message ("first step without the killed member after %.3f s", dt / 1e6);
+  g_assert_cmpint (dt, <=, 2000000);
+  g_assert_cmpint (node_find_event (leader, "member-left", 0), >=, 0);
+
+  /* And keeps going, with the survivor in agreement. */
+  wait_event (h, other, "step", "step", ev_int (ev (leader, next), "step") + 5, 20000);
+  node_kill (leader, SIGTERM);
+  node_kill (other, SIGTERM);
+  assert_exit_ok (h, leader, 20000);
+  assert_exit_ok (h, other, 20000);
+  g_assert_true (victim->signaled);
+  harness_free (h);
+}
+
+/* kill -9 of the leader: a new leader continues from the last committed
+ * step; step numbers have no gap, no committed step is lost, all hashes
+ * agree. */
+static void
+test_kill_leader (void)
+{
+  Harness *h = harness_new ();
+  Node *n[3], *leader, *rest[2];
+  GHashTable *hashes[3];
+  guint k = 0;
+  gint64 maxs = 0;
+  const gint64 steps = 120;
+  g_autofree char *steps_s = g_strdup_printf ("%" G_GINT64_FORMAT, steps);
+
+  for (guint i = 0; i < 3; i++)
+    {
+      g_autofree char *label = g_strdup_printf ("node%u", i);
+      n[i] = harness_join (h, label, "--cohort", "kl", "--batch", "8", "--steps", steps_s,
+                           "--wait-members", "3", NULL);
+    }
+  for (guint i = 0; i < 3; i++)
+    wait_event (h, n[i], "joined", NULL, 0, 30000);
+  leader = leader_of (h, n, 3);
+  for (guint i = 0; i < 3; i++)
+    if (n[i] != leader)
+      rest[k++] = n[i];
+  wait_event (h, leader, "step", "step", 15, 30000);
+  node_kill (leader, SIGKILL);
+
+  assert_exit_ok (h, rest[0], 60000);
+  assert_exit_ok (h, rest[1], 60000);
+  node_wait_exit (leader, 5000);
+
+  /* A new leader, with a newer term. */
+  for (guint i = 0; i < 2; i++)
+    {
+      gboolean seen = FALSE;
+      for (guint j = 0; j < rest[i]->events->len; j++)
+        if (g_strcmp0 (ev_str (ev (rest[i], j), "event"), "leader") == 0 &&
+            ev_int (ev (rest[i], j), "term") >= 2)
+          seen = TRUE;
+      if (!seen)
+        {
+          dump_all (h);
+          g_error ("%s never saw a new leader", rest[i]->label);
+        }
+      g_assert_cmpint (node_max_step (rest[i]), ==, steps);
+    }
+
+  hashes[0] = node_step_hashes (leader);
+  hashes[1] = node_step_hashes (rest[0]);
+  hashes[2] = node_step_hashes (rest[1]);
+  for (guint i = 0; i < 3; i++)
+    maxs = MAX (maxs, node_max_step (g_ptr_array_index (h->nodes, i)));
+  g_assert_cmpint (maxs, ==, steps);
+  for (gint64 s = 1; s <= steps; s++)
+    {
+      const char *ref = NULL;
+      for (guint i = 0; i < 3; i++)
+        {
+          const char *hs = g_hash_table_lookup (hashes[i], &s);
+          if (hs == NULL)
+            continue;
+          if (ref == NULL)
+            ref = hs;
+          else if (strcmp (ref, hs) != 0)
+            {
+              dump_all (h);
+              g_error ("step %" G_GINT64_FORMAT ": hashes disagree (%s vs %s)", s, ref, hs);
+            }
+        }
+      if (ref == NULL)
+        {
+          dump_all (h);
+          g_error ("step %" G_GINT64_FORMAT " was never committed (a gap)", s);
+        }
+    }
+  /* Every step the dead leader reported is one the survivors hold. */
+  {
+    gint64 dead_last = node_max_step (leader);
+    g_autoptr(GHashTable) hr = node_step_hashes (rest[0]);
+    g_test_message ("the leader was killed after reporting step %" G_GINT64_FORMAT, dead_last);
+    g_assert_nonnull (g_hash_table_lookup (hr, &dead_last));
+  }
+  for (guint i = 0; i < 3; i++)
+    g_hash_table_unref (hashes[i]);
+  harness_free (h);
+}
+
+typedef struct {
+  Node       *n;
+  const char *word;
+} RefusedWait;
+
+static gboolean
+pred_refused_with (gpointer data)
+{
+  RefusedWait *w = data;
+
+  for (guint i = 0; i < w->n->events->len; i++)
+    if (g_strcmp0 (ev_str (ev (w->n, i), "event"), "refused") == 0 &&
+        strstr (ev_str (ev (w->n, i), "reason"), w->word))
+      return TRUE;
+  return FALSE;
+}
+
+static gboolean
+wait_refused_with (Node *n, const char *word, guint timeout_ms)
+{
+  RefusedWait w = { n, word };
+
+  return harness_wait (pred_refused_with, &w, timeout_ms);
+}
+
+/* A node with another model or dataset is refused; both sides say why. */
+static void
+test_refused (void)
+{
+  Harness *h = harness_new ();
+  Node *a = harness_join (h, "a", "--cohort", "rf", "--batch", "8", "--steps", LONG_RUN, NULL);
+  Node *b;
+  int i;
+
+  wait_event (h, a, "step", "step", 2, 30000);
+  b = harness_join (h, "cnn", "--cohort", "rf", "--model", "mnist-cnn", "--batch", "8",
+                    "--steps", "5", NULL);
+  g_assert_true (node_wait_exit (b, 30000));
+  g_assert_false (b->signaled);
+  g_assert_cmpint (b->exit_code, ==, 1);
+  g_assert_cmpint (node_find_event (b, "joined", 0), <, 0);
+  i = node_find_event (b, "refused", 0);
+  g_assert_cmpint (i, >=, 0);
+  g_assert_nonnull (strstr (ev_str (ev (b, i), "reason"), "model"));
+  g_assert_true (wait_refused_with (a, "model mnist-cnn", 10000));
+
+  if (g_file_test ("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz", G_FILE_TEST_EXISTS))
+    {
+      Node *c = harness_join (h, "fashion", "--cohort", "rf", "--dataset", "fashion-mnist",
+                              "--batch", "8", "--steps", "5", NULL);
+      g_assert_true (node_wait_exit (c, 30000));
+      g_assert_cmpint (c->exit_code, ==, 1);
+      i = node_find_event (c, "refused", 0);
+      g_assert_cmpint (i, >=, 0);
+      g_assert_nonnull (strstr (ev_str (ev (c, i), "reason"), "dataset"));
+      g_assert_true (wait_refused_with (a, "dataset", 10000));
+    }
+  else
+    g_test_message ("dataset-fashion-mnist is not installed: the dataset refusal is not exercised");
+
+  node_kill (a, SIGTERM);
+  assert_exit_ok (h, a, 20000);
+  harness_free (h);
+}
+
+/* A rank that returns NaN gradients is rejected and reported; the cohort's
+ * parameters stay finite. */
+static void
+test_nan_rejected (void)
+{
+  Harness *h = harness_new ();
+  Node *a = harness_join (h, "a", "--cohort", "nan", "--batch", "8", "--steps", "30",
+                          "--wait-members", "2", NULL);
+  Node *b;
+  int i, rejected = 0;
+  g_autoptr(GHashTable) ha = NULL, hb = NULL;
+
+  wait_event (h, a, "joined", NULL, 0, 30000);
+  b = harness_join (h, "faulty", "--cohort", "nan", "--batch", "8", "--steps", "30",
+                    "--fault-nan", "5", NULL);
+  assert_exit_ok (h, a, 60000);
+  assert_exit_ok (h, b, 60000);
+
+  for (i = 0; i < (int) a->events->len; i++)
+    {
+      JsonObject *o = ev (a, i);
+      if (g_strcmp0 (ev_str (o, "event"), "rejected") == 0)
+        {
+          g_assert_cmpstr (ev_str (o, "node"), ==, node_id (b));
+          g_assert_nonnull (strstr (ev_str (o, "reason"), "NaN"));
+          g_assert_cmpint (ev_int (o, "step"), >=, 5);
+          rejected++;
+        }
+      if (g_strcmp0 (ev_str (o, "event"), "step") == 0)
+        {
+          g_assert_true (isfinite (ev_num (o, "loss")));
+          if (ev_int (o, "step") >= 6)
+            g_assert_cmpint (ev_int (o, "contributors"), ==, 1);
+        }
+    }
+  g_assert_cmpint (rejected, >=, 20);
+  /* The faulty rank hears about it too. */
+  g_assert_cmpint (node_find_event (b, "rejected", 0), >=, 0);
+  /* Same parameters everywhere, and finite (the hash is of finite values:
+   * check them in the final checkpoint). */
+  ha = node_step_hashes (a);
+  hb = node_step_hashes (b);
+  for (gint64 s = 5; s <= 30; s++)
+    g_assert_cmpstr (g_hash_table_lookup (ha, &s), ==, g_hash_table_lookup (hb, &s));
+  {
+    g_autofree char *ckpt = g_build_filename (h->data_dir, "rlx-cluster", "nan",
+                                              "checkpoint.safetensors", NULL);
+    g_autofree char *data = NULL;
+    gsize len;
+    guint64 hlen;
+    const RlxModel *m = rlx_model_get (RLX_MODEL_MNIST_MLP);
+    const float *p;
+
+    g_assert_true (g_file_get_contents (ckpt, &data, &len, NULL));
+    memcpy (&hlen, data, 8);
+    hlen = GUINT64_FROM_LE (hlen);
+    g_assert_cmpuint (len, ==, 8 + hlen + m->n_params * 4);
+    p = (const float *) (data + 8 + hlen);
+    for (gsize j = 0; j < m->n_params; j++)
+      g_assert_true (isfinite (p[j]));
+    g_assert_cmpstr (g_hash_table_lookup (ha, &(gint64) { 30 }), !=, NULL);
+  }
+  harness_free (h);
+}
+
+/* Minimal safetensors reader of the test's own: header length, JSON, data. */
+typedef struct {
+  char   *name;
+  char   *dtype;
+  gint64  shape[4];
+  guint   rank;
+  guint64 begin, end;
+} StEntry;
+
+static GPtrArray *
+read_safetensors (const char *path, GBytes **data_out)
+{
+  g_autofree char *data = NULL;
+  gsize len;
+  guint64 hlen;
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(GError) error = NULL;
+  GPtrArray *entries = g_ptr_array_new ();
+  JsonObject *root;
+  GList *members;
+
+  g_assert_true (g_file_get_contents (path, &data, &len, NULL));
+  g_assert_cmpuint (len, >=, 8);
+  memcpy (&hlen, data, 8);
+  hlen = GUINT64_FROM_LE (hlen);
+  g_assert_cmpuint (8 + hlen, <=, len);
+  g_assert_cmpuint ((8 + hlen) % 8, ==, 0);
+  json_parser_load_from_data (parser, data + 8, (gssize) hlen, &error);
+  g_assert_no_error (error);
+  root = json_node_get_object (json_parser_get_root (parser));
+  members = json_object_get_members (root);
+  for (GList *l = members; l; l = l->next)
+    {
+      JsonObject *t;
+      JsonArray *shape, *offs;
+      StEntry *e;
+
+      if (strcmp (l->data, "__metadata__") == 0)
+        continue;
+      t = json_object_get_object_member (root, l->data);
+      e = g_new0 (StEntry, 1);
+      e->name = g_strdup (l->data);
+      e->dtype = g_strdup (json_object_get_string_member (t, "dtype"));
+      shape = json_object_get_array_member (t, "shape");
+      e->rank = json_array_get_length (shape);
+      g_assert_cmpuint (e->rank, <=, 4);
+      for (guint d = 0; d < e->rank; d++)
+        e->shape[d] = json_array_get_int_element (shape, d);
+      offs = json_object_get_array_member (t, "data_offsets");
+      e->begin = json_array_get_int_element (offs, 0);
+      e->end = json_array_get_int_element (offs, 1);
+      g_assert_cmpuint (e->end, <=, len - 8 - hlen);
+      g_ptr_array_add (entries, e);
+    }
+  g_list_free (members);
+  *data_out = g_bytes_new (data + 8 + hlen, len - 8 - hlen);
+  return entries;
+}
+
+/* Restart from checkpoint resumes at the saved step with the saved hash; the
+ * exported safetensors file reads back with the right names, dtypes, shapes
+ * and values. */
+static void
+test_checkpoint_restart_and_export (void)
+{
+  Harness *h = harness_new ();
+  Node *a = harness_join (h, "a", "--cohort", "ck", "--batch", "8", "--steps", "20",
+                          "--checkpoint-every", "10", "--wait-members", "2", NULL);
+  Node *b = harness_join (h, "b", "--cohort", "ck", "--batch", "8", "--steps", "20", NULL);
+  Node *r, *x;
+  g_autoptr(GHashTable) h1 = NULL, h2 = NULL;
+  const char *saved;
+  int i, first_step;
+  g_autofree char *out = g_build_filename (h->dir, "model.safetensors", NULL);
+  g_autoptr(GPtrArray) entries = NULL;
+  g_autoptr(GBytes) data = NULL;
+  static const struct { const char *name; guint rank; gint64 shape[2]; } want[] = {
+    { "1.weight", 2, { 128, 784 } }, { "1.bias", 1, { 128 } },
+    { "3.weight", 2, { 10, 128 } }, { "3.bias", 1, { 10 } },
+  };
+  const RlxModel *m = rlx_model_get (RLX_MODEL_MNIST_MLP);
+  g_autofree float *flat = g_new (float, m->n_params);
+  gsize off = 0;
+  const char *final_hash;
+
+  assert_exit_ok (h, a, 60000);
+  assert_exit_ok (h, b, 60000);
+  h1 = node_step_hashes (a);
+  saved = g_hash_table_lookup (h1, &(gint64) { 20 });
+  g_assert_nonnull (saved);
+  g_assert_cmpint (node_find_event (a, "checkpoint", 0) >= 0 || node_find_event (b, "checkpoint", 0) >= 0, ==, TRUE);
+
+  /* The cohort restarted with the same name resumes. */
+  r = harness_join (h, "restart", "--cohort", "ck", "--batch", "8", "--steps", "30", NULL);
+  assert_exit_ok (h, r, 60000);
+  i = node_find_event (r, "resumed", 0);
+  if (i < 0)
+    {
+      dump_all (h);
+      g_error ("the restarted node did not resume");
+    }
+  g_assert_cmpint (ev_int (ev (r, i), "step"), ==, 20);
+  g_assert_cmpstr (ev_str (ev (r, i), "hash"), ==, saved);
+  first_step = node_find_event (r, "step", 0);
+  g_assert_cmpint (first_step, >, i);
+  g_assert_cmpint (ev_int (ev (r, first_step), "step"), ==, 21);
+  g_assert_cmpint (node_max_step (r), ==, 30);
+  h2 = node_step_hashes (r);
+  final_hash = g_hash_table_lookup (h2, &(gint64) { 30 });
+  g_assert_nonnull (final_hash);
+
+  /* Export, and read it back with our own parser. */
+  x = harness_spawn (h, "export", "export", "--cohort", "ck", "--format", "safetensors",
+                     "--out", out, NULL);
+  assert_exit_ok (h, x, 30000);
+  entries = read_safetensors (out, &data);
+  g_assert_cmpuint (entries->len, ==, G_N_ELEMENTS (want));
+  for (guint t = 0; t < G_N_ELEMENTS (want); t++)
+    {
+      StEntry *e = NULL;
+      gsize numel = 1;
+      for (guint j = 0; j < entries->len; j++)
+        if (strcmp (((StEntry *) g_ptr_array_index (entries, j))->name, want[t].name) == 0)
+          e = g_ptr_array_index (entries, j);
+      g_assert_nonnull (e);
+      g_assert_cmpstr (e->dtype, ==, "F32");
+      g_assert_cmpuint (e->rank, ==, want[t].rank);
+      for (guint d = 0; d < e->rank; d++)
+        {
+          g_assert_cmpint (e->shape[d], ==, want[t].shape[d]);
+          numel *= (gsize) e->shape[d];
+        }
+      g_assert_cmpuint (e->end - e->begin, ==, numel * 4);
+      /* In layer order, weight then bias: the flat vector the cohort trains. */
+      memcpy (flat + off, (const guint8 *) g_bytes_get_data (data, NULL) + e->begin, numel * 4);
+      off += numel;
+    }
+  g_assert_cmpuint (off, ==, m->n_params);
+  {
+    g_autofree char *hx = g_strdup_printf ("%016" G_GINT64_MODIFIER "x",
+                                           rlx_params_hash (flat, m->n_params));
+    g_assert_cmpstr (hx, ==, final_hash);
+  }
+  for (gsize j = 0; j < m->n_params; j++)
+    g_assert_true (isfinite (flat[j]));
+  for (guint j = 0; j < entries->len; j++)
+    {
+      StEntry *e = g_ptr_array_index (entries, j);
+      g_free (e->name);
+      g_free (e->dtype);
+      g_free (e);
+    }
+  harness_free (h);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/cohort/three-nodes-same-hash", test_three_nodes_same_hash);
+  g_test_add_func ("/cohort/equivalence-2x32-1x64", test_equivalence);
+  g_test_add_func ("/cohort/join-late", test_join_late);
+  g_test_add_func ("/cohort/kill-member", test_kill_member);
+  g_test_add_func ("/cohort/kill-leader", test_kill_leader);
+  g_test_add_func ("/cohort/refused", test_refused);
+  g_test_add_func ("/cohort/nan-rejected", test_nan_rejected);
+  g_test_add_func ("/cohort/checkpoint-restart-export", test_checkpoint_restart_and_export);
+  return g_test_run ();
+}

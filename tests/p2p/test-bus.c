@@ -13,6 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include <gio/gio.h>
+#include <glib-unix.h>
 
 /* ── helpers ─────────────────────────────────────────────────────────── */
 
@@ -518,6 +519,123 @@ test_default_dir (void)
   rmdir (rt);
 }
 
+/* A raw client speaking the handshake by hand: the wire format is
+ * [u32 LE length][bytes], first frame "rlx-bus/1 hello ID". */
+static int
+raw_connect (const char *path)
+{
+  struct sockaddr_un sa = { .sun_family = AF_UNIX };
+  int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  g_strlcpy (sa.sun_path, path, sizeof sa.sun_path);
+  g_assert_cmpint (connect (fd, (struct sockaddr *) &sa, sizeof sa), ==, 0);
+  return fd;
+}
+
+static void
+raw_send_frame (int fd, const char *text)
+{
+  guint32 len = GUINT32_TO_LE ((guint32) strlen (text));
+
+  g_assert_cmpint (write (fd, &len, 4), ==, 4);
+  g_assert_cmpint (write (fd, text, strlen (text)), ==, (gssize) strlen (text));
+}
+
+/* Run the main loop until @fd is readable, then read what is there. */
+static GByteArray *
+raw_read_until_eof_or (int fd, gsize want)
+{
+  GByteArray *got = g_byte_array_new ();
+  gint64 deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+
+  g_unix_set_fd_nonblocking (fd, TRUE, NULL);
+  while (got->len < want && g_get_monotonic_time () < deadline)
+    {
+      guint8 buf[4096];
+      gssize n = read (fd, buf, sizeof buf);
+
+      if (n == 0)
+        break;   /* EOF */
+      if (n > 0)
+        g_byte_array_append (got, buf, n);
+      else
+        g_main_context_iteration (NULL, FALSE), g_usleep (1000);
+    }
+  return got;
+}
+
+static void
+test_handshake_wire (void)
+{
+  g_autofree char *dir = make_dir ();
+  Node *a = node_new (dir, "a");
+  const char *path;
+  int fd;
+
+  node_start (a);
+  path = rlx_local_bus_get_socket_path (a->bus);
+
+  /* Not a bus hello: closed, no link. */
+  g_test_expect_message (NULL, G_LOG_LEVEL_WARNING, "*did not open with a bus hello*");
+  fd = raw_connect (path);
+  raw_send_frame (fd, "GET / HTTP/1.1");
+  {
+    g_autoptr(GByteArray) got = raw_read_until_eof_or (fd, 1 << 20);
+    g_assert_cmpuint (got->len, ==, 0);
+  }
+  close (fd);
+  g_test_assert_expected_messages ();
+
+  /* A hello with a node id that could escape the directory: declined. */
+  g_test_expect_message (NULL, G_LOG_LEVEL_WARNING, "*did not open with a bus hello*");
+  fd = raw_connect (path);
+  raw_send_frame (fd, "rlx-bus/1 hello ../x");
+  {
+    g_autoptr(GByteArray) got = raw_read_until_eof_or (fd, 1 << 20);
+    g_assert_cmpuint (got->len, ==, 0);
+  }
+  close (fd);
+  g_test_assert_expected_messages ();
+
+  /* Our own id: declined with a reason. */
+  fd = raw_connect (path);
+  raw_send_frame (fd, "rlx-bus/1 hello a");
+  {
+    g_autoptr(GByteArray) got = raw_read_until_eof_or (fd, 1 << 20);
+    g_autofree char *text = NULL;
+
+    g_assert_cmpuint (got->len, >, 4);
+    text = g_strndup ((char *) got->data + 4, got->len - 4);
+    g_assert_true (g_str_has_prefix (text, "rlx-bus/1 decline "));
+  }
+  close (fd);
+  spin (50);
+  g_assert_cmpuint (a->added->len, ==, 0);
+
+  /* A good hello: "accept a", then a link the coordinator can use. */
+  fd = raw_connect (path);
+  raw_send_frame (fd, "rlx-bus/1 hello zed");
+  {
+    const char *expect = "rlx-bus/1 accept a";
+    g_autoptr(GByteArray) got = raw_read_until_eof_or (fd, 4 + strlen (expect));
+
+    g_assert_cmpuint (got->len, ==, 4 + strlen (expect));
+    g_assert_cmpuint (GUINT32_FROM_LE (*(guint32 *) got->data), ==, strlen (expect));
+    g_assert_cmpmem (got->data + 4, got->len - 4, expect, strlen (expect));
+  }
+  wait_len (a->added, 1);
+  g_assert_cmpstr (a->added->pdata[0], ==, "zed");
+  raw_send_frame (fd, "payload");
+  wait_len (a->frames, 1);
+  g_assert_cmpmem (g_bytes_get_data (a->frames->pdata[0], NULL),
+                   g_bytes_get_size (a->frames->pdata[0]), "payload", 7);
+  close (fd);
+  wait_len (a->removed, 1);
+
+  node_free (a);
+  remove_dir (dir);
+}
+
 /* ── other processes ─────────────────────────────────────────────────── */
 
 typedef struct {
@@ -711,6 +829,7 @@ main (int argc, char **argv)
   g_test_add_func ("/p2p/bus/in-use", test_in_use);
   g_test_add_func ("/p2p/bus/bad-dir", test_bad_dir);
   g_test_add_func ("/p2p/bus/default-dir", test_default_dir);
+  g_test_add_func ("/p2p/bus/handshake-wire", test_handshake_wire);
   g_test_add_func ("/p2p/bus/processes", test_processes);
 
   return g_test_run ();

@@ -461,7 +461,7 @@ rlx_cmd_bench (int argc, char **argv)
   g_autoptr(GTimer) timer = NULL;
   g_autofree float *params = NULL, *grads = NULL;
   g_autofree guint32 *indices = NULL;
-  g_autofree char *backend_json = NULL, *device_json = NULL;
+  g_autofree char *backend_json = NULL, *device_json = NULL, *blas_json = NULL;
   const RlxModel *model = NULL;
   guint64 batch = 0, steps = 0;
   double seconds = 2.0, elapsed, sps;
@@ -523,15 +523,17 @@ rlx_cmd_bench (int argc, char **argv)
 
   backend_json = json_str (rlx_backend_name (backend));
   device_json = json_str (rlx_backend_device (backend));
+  blas_json = json_str (rlx_cpu_blas_name ());
   if (json)
     printf ("{\"event\":\"bench\",\"model\":\"%s\",\"batch\":%" G_GUINT64_FORMAT
-            ",\"backend\":%s,\"device\":%s,\"threads\":%u,\"steps\":%" G_GUINT64_FORMAT
+            ",\"backend\":%s,\"device\":%s,\"threads\":%u,\"blas\":%s,\"steps\":%" G_GUINT64_FORMAT
             ",\"seconds\":%s,\"samples_per_second\":%s}\n",
-            model->slug, batch, backend_json, device_json, rlx_cpu_threads (), steps,
+            model->slug, batch, backend_json, device_json, rlx_cpu_threads (), blas_json, steps,
             json_num (b1, elapsed), json_num (b2, sps));
   else
     printf ("%s batch %" G_GUINT64_FORMAT " %s: %.0f samples/s (%" G_GUINT64_FORMAT
-            " steps in %.2f s; %s)\n", model->slug, batch, rlx_backend_name (backend), sps,
-            steps, elapsed, rlx_backend_device (backend));
+            " steps in %.2f s; %s; BLAS %u threads: %s)\n", model->slug, batch,
+            rlx_backend_name (backend), sps, steps, elapsed, rlx_backend_device (backend),
+            rlx_cpu_threads (), rlx_cpu_blas_name ());
   return RLX_EXIT_OK;
 }

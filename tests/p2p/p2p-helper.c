@@ -26,6 +26,9 @@
 #include <unistd.h>
 #include <gio/gunixinputstream.h>
 
+#define PING_COUNT 2000
+#define PING_SIZE  200
+
 static GMainLoop *loop;
 
 static void
@@ -91,6 +94,11 @@ on_sink_frame (RlxLink *link, GBytes *frame, gpointer user_data)
   Count *count = user_data;
   gsize len = g_bytes_get_size (frame);
 
+  if (len >= 4 && memcmp (g_bytes_get_data (frame, NULL), "ping", 4) == 0)
+    {
+      rlx_link_send (link, frame, NULL);   /* round-trip probe: echo */
+      return;
+    }
   if (len == 3 && memcmp (g_bytes_get_data (frame, NULL), "end", 3) == 0)
     {
       g_autofree char *reply = g_strdup_printf ("got %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT,
@@ -212,6 +220,61 @@ raw_reference (guint frames, gsize size)
   return (double) frames * size / ((t1 - t0) / 1e6) / 1e9;
 }
 
+/* Blocking ping-pong of @size-byte framed messages with a forked child:
+ * the median round trip in µs of @n. */
+static double
+raw_ping_reference (guint n, gsize size)
+{
+  int fds[2];
+  pid_t pid;
+  guint8 *buf = g_malloc0 (size + 4);
+  g_autofree double *rtt = g_new (double, n);
+
+  if (socketpair (AF_UNIX, SOCK_STREAM, 0, fds) != 0)
+    g_error ("socketpair: %s", g_strerror (errno));
+  pid = fork ();
+  if (pid == 0)
+    {
+      close (fds[0]);
+      for (guint i = 0; i < n; i++)
+        {
+          gsize got = 0;
+          while (got < size + 4)
+            {
+              gssize r = read (fds[1], buf + got, size + 4 - got);
+              if (r <= 0)
+                _exit (1);
+              got += r;
+            }
+          if (write (fds[1], buf, size + 4) != (gssize) (size + 4))
+            _exit (1);
+        }
+      _exit (0);
+    }
+  close (fds[1]);
+  for (guint i = 0; i < n; i++)
+    {
+      gint64 t0 = g_get_monotonic_time ();
+      gsize got = 0;
+
+      if (write (fds[0], buf, size + 4) != (gssize) (size + 4))
+        g_error ("write: %s", g_strerror (errno));
+      while (got < size + 4)
+        {
+          gssize r = read (fds[0], buf + got, size + 4 - got);
+          if (r <= 0)
+            g_error ("raw ping child failed");
+          got += r;
+        }
+      rtt[i] = g_get_monotonic_time () - t0;
+    }
+  close (fds[0]);
+  waitpid (pid, NULL, 0);
+  g_free (buf);
+  qsort (rtt, n, sizeof (double), compare_doubles);
+  return rtt[n / 2];
+}
+
 typedef struct {
   RlxLink *link;
   gboolean got_reply;
@@ -254,9 +317,11 @@ run_bench (guint frames, gsize mib, guint runs)
   gint child_stdin;
   BenchState st = { 0 };
   gint64 deadline, setup_t0, setup_us;
+  double ping_us, raw_ping_us;
 
   for (guint r = 0; r < runs; r++)
     raw[r] = raw_reference (frames, size);
+  raw_ping_us = raw_ping_reference (PING_COUNT, PING_SIZE);
 
   dir = g_dir_make_tmp ("rlx-bench-XXXXXX", &error);
   g_assert_no_error (error);
@@ -316,6 +381,28 @@ run_bench (guint frames, gsize mib, guint runs)
       bus_rates[r] = (double) frames * size / ((t1 - t0) / 1e6) / 1e9;
     }
 
+  /* Round trip of a small frame (a heartbeat-sized control message). */
+  {
+    g_autofree double *rtt = g_new (double, PING_COUNT);
+    char ping[PING_SIZE];
+
+    memset (ping, ' ', sizeof ping);
+    memcpy (ping, "ping", 4);
+    for (guint i = 0; i < PING_COUNT; i++)
+      {
+        g_autoptr(GBytes) p = g_bytes_new (ping, sizeof ping);
+        gint64 t0 = g_get_monotonic_time ();
+
+        st.got_reply = FALSE;
+        rlx_link_send (st.link, p, NULL);
+        while (!st.got_reply)
+          g_main_context_iteration (NULL, TRUE);
+        rtt[i] = g_get_monotonic_time () - t0;
+      }
+    qsort (rtt, PING_COUNT, sizeof (double), compare_doubles);
+    ping_us = rtt[PING_COUNT / 2];
+  }
+
   close (child_stdin);
   waitpid (child, NULL, 0);
   g_clear_object (&st.link);
@@ -333,6 +420,8 @@ run_bench (guint frames, gsize mib, guint runs)
   printf (" GB/s\n");
   qsort (raw, runs, sizeof (double), compare_doubles);
   qsort (bus_rates, runs, sizeof (double), compare_doubles);
+  printf ("  round trip of a %d-byte frame (median of %d): local bus %.1f us, raw blocking socketpair %.1f us\n",
+          PING_SIZE, PING_COUNT, ping_us, raw_ping_us);
   printf ("  link set-up (start to ::link-added, peer already listening): %.2f ms\n",
           setup_us / 1000.0);
   printf ("local bus %.2f GB/s (median), raw blocking socketpair %.2f GB/s (median), ratio %.2f\n",

@@ -14,6 +14,7 @@
 #include "rlx-config.h"
 #include "rlx-vk-private.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "gpu/rlx-vk-spirv.h"
@@ -23,7 +24,7 @@
 enum {
   B_X, B_H1, B_H2, B_LOGITS, B_DLOGITS, B_LOSSES, B_DH1, B_DH2,
   B_A1, B_P1, B_COL1, B_COL2, B_A2, B_P2, B_DP2, B_DZ2, B_DZ1,
-  B_PART, N_BUFS
+  B_PART, B_RPART, N_BUFS
 };
 
 static const char *const buf_names[N_BUFS] = {
@@ -31,10 +32,11 @@ static const char *const buf_names[N_BUFS] = {
   "hidden 1 gradient", "hidden 2 gradient",
   "conv1 output", "pool1 output", "conv1 im2col", "conv2 im2col/column gradient",
   "conv2 output", "pool2 output", "pool2 gradient", "conv2 gradient", "conv1 gradient",
-  "split-K partials",
+  "split-K partials", "column-sum partials",
 };
 
 #define PART_FLOATS   (8u * 1024u * 1024u)
+#define RPART_FLOATS  (2u * 1024u * 1024u)
 #define FILL_TARGET   256u     /* workgroups a GEMM should spread over */
 #define MAX_SPLITS    256u
 #define MIN_K_CHUNK   128u
@@ -61,6 +63,7 @@ buffer_floats (const RlxModel *model, guint n, guint64 sizes[N_BUFS])
   sizes[B_LOGITS] = N * RLX_N_CLASSES;
   sizes[B_DLOGITS] = N * (RLX_N_CLASSES + 1);   /* + the per-sample losses */
   sizes[B_PART] = PART_FLOATS;
+  sizes[B_RPART] = RPART_FLOATS;
   if (model->id == RLX_MODEL_MNIST_CNN)
     {
       sizes[B_A1] = N * 16 * 784;
@@ -111,6 +114,7 @@ typedef struct {
   VkDeviceMemory mem;
   VkDeviceSize   size;
   void          *map;
+  guint64        bit;     /* for hazard tracking while recording */
 } Buf;
 
 /* ------------------------------------------------------------- pipelines */
@@ -152,10 +156,16 @@ cfg_shared (const GemmCfg *c)
   return c->bk * ((c->bm + 4) + (c->bn + 4)) * 4;
 }
 
+#define PROF_MAX 128
+
 typedef struct {
   guint           n;
   VkCommandBuffer cb;
   VkDescriptorPool pool;
+  /* RLX_VK_PROFILE: a timestamp after every dispatch */
+  GPtrArray      *labels;
+  double         *prof_us;     /* summed per dispatch */
+  guint           prof_steps;
 } Step;
 
 struct _RlxVkTrainer {
@@ -177,6 +187,7 @@ struct _RlxVkTrainer {
   GArray           *pipes;        /* PipeEntry */
   VkCommandPool     cmdpool;
   VkQueryPool       queries;
+  VkQueryPool       prof;         /* RLX_VK_PROFILE only */
   VkFence           fence;
 
   Buf               images, labels, params, grads, indices, staging_in, staging_out, dummy;
@@ -187,6 +198,8 @@ struct _RlxVkTrainer {
   char             *lost_reason;
   RlxVkTimings      timings;
   guint64           n_submits;
+  guint             n_bufs_made;
+  GemmCfg           big;          /* CFG_BIG, or RLX_VK_GEMM_BIG=bm,bn,bk,tm,tn */
 };
 
 /* Records one step into a command buffer. */
@@ -196,6 +209,10 @@ typedef struct {
   VkDescriptorPool pool;
   GError         **error;
   gboolean         failed;
+  Step            *step;
+  char             label[96];
+  guint64          dirty_w;   /* buffers written since the last barrier */
+  guint64          dirty_r;   /* and read */
 } Rec;
 
 static guint32
@@ -228,6 +245,7 @@ buf_create (RlxVkTrainer *self, Buf *b, VkDeviceSize size, VkBufferUsageFlags us
   VkResult r;
 
   b->size = bci.size;
+  b->bit = G_GUINT64_CONSTANT (1) << (self->n_bufs_made++ % 64);
   r = vkCreateBuffer (self->dev, &bci, NULL, &b->buf);
   if (r != VK_SUCCESS)
     {
@@ -431,11 +449,51 @@ rec_dispatch (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec,
       };
     }
   vkUpdateDescriptorSets (t->dev, 4, w, 0, NULL);
+
+  /* A barrier only where this dispatch depends on one since the last
+   * barrier: it reads what was written, or writes what was read or written
+   * (the gradient's tensors are written to disjoint ranges, so writes to it
+   * need no ordering among themselves). With RLX_VK_PROFILE every dispatch
+   * gets one, so each is timed alone. */
+  {
+    static const guint writes[N_SHADERS] = { 2, 1, 2, 3, 2, 1, 1, 2 };
+    guint64 rd = 0, wr = 0;
+
+    for (guint i = 0; i < 4; i++)
+      {
+        Buf *b = bs[i] ? bs[i] : &t->dummy;
+        if (i == writes[shader])
+          wr |= b->bit;
+        else
+          rd |= b->bit;
+      }
+    if ((rd & r->dirty_w) || (wr & r->dirty_r) || (wr & r->dirty_w & ~t->grads.bit) ||
+        t->prof != VK_NULL_HANDLE)
+      {
+        if (r->dirty_w | r->dirty_r)
+          rec_barrier (r);
+        r->dirty_w = r->dirty_r = 0;
+      }
+    r->dirty_w |= wr;
+    r->dirty_r |= rd;
+  }
   vkCmdBindPipeline (r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
   vkCmdBindDescriptorSets (r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, t->layout, 0, 1, &set, 0, NULL);
   vkCmdPushConstants (r->cb, t->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
   vkCmdDispatch (r->cb, gx, gy, gz);
-  rec_barrier (r);
+  if (t->prof != VK_NULL_HANDLE && r->step->labels->len + 1 < PROF_MAX)
+    {
+      rec_barrier (r);
+      r->dirty_w = r->dirty_r = 0;
+      static const char *const names[N_SHADERS] = {
+        "gemm", "reduce", "gather", "softmax", "conv1", "maxpool", "im2col", "poolgrad"
+      };
+      g_ptr_array_add (r->step->labels,
+                       g_strdup_printf ("%-8s %s grid %u×%u×%u", names[shader], r->label, gx, gy, gz));
+      vkCmdWriteTimestamp (r->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, t->prof,
+                           r->step->labels->len);
+    }
+  r->label[0] = '\0';
 }
 
 static guint
@@ -446,7 +504,7 @@ groups_for (guint64 total, guint per)
 }
 
 /* Column sums of src [R][C] (row stride ld) into dst[dst_off + c] · scale.
- * Large R goes through row-chunk partials in B_PART (at part_off). */
+ * Large R goes through row-chunk partials in B_RPART (at part_off). */
 static void
 rec_colsum (Rec *r, Buf *src, guint in_off, guint R, guint C, guint ld,
             Buf *dst, guint dst_off, float scale, guint part_off)
@@ -461,9 +519,9 @@ rec_colsum (Rec *r, Buf *src, guint in_off, guint R, guint C, guint ld,
     {
       rows = 256;
       chunks = (R + rows - 1) / rows;
-      if ((guint64) chunks * C + part_off > PART_FLOATS || chunks > 65535)
+      if ((guint64) chunks * C + part_off > RPART_FLOATS || chunks > 65535)
         {
-          chunks = MIN (65535u, (PART_FLOATS - part_off) / C);
+          chunks = MIN (65535u, (RPART_FLOATS - part_off) / C);
           rows = (R + chunks - 1) / chunks;
           chunks = (R + rows - 1) / rows;
         }
@@ -476,9 +534,9 @@ rec_colsum (Rec *r, Buf *src, guint in_off, guint R, guint C, guint ld,
       return;
     }
   pc = (typeof (pc)) { R, C, ld, rows, in_off, part_off, C, 1.0f };
-  rec_dispatch (r, SH_REDUCE, NULL, 0, src, &r->t->bufs[B_PART], NULL, NULL, &pc, sizeof pc,
+  rec_dispatch (r, SH_REDUCE, NULL, 0, src, &r->t->bufs[B_RPART], NULL, NULL, &pc, sizeof pc,
                 (C + 63) / 64, chunks, 1);
-  rec_colsum (r, &r->t->bufs[B_PART], part_off, chunks, C, C, dst, dst_off, scale,
+  rec_colsum (r, &r->t->bufs[B_RPART], part_off, chunks, C, C, dst, dst_off, scale,
               part_off + chunks * C);
 }
 
@@ -493,7 +551,8 @@ tiles_of (const GemmCfg *c, guint M, guint N)
 static const GemmCfg *
 choose_cfg (RlxVkTrainer *t, guint M, guint N, gboolean split_ok)
 {
-  gboolean big_ok = t->info->max_shared_memory >= cfg_shared (&CFG_BIG);
+  gboolean big_ok = t->info->max_shared_memory >= cfg_shared (&t->big) &&
+                    t->info->max_workgroup_invocations >= cfg_threads (&t->big);
 
   if (N <= 16)
     return &CFG_NARROW;
@@ -503,10 +562,10 @@ choose_cfg (RlxVkTrainer *t, guint M, guint N, gboolean split_ok)
     return (big_ok && tiles_of (&CFG_TALL, M, N) >= FILL_TARGET) ? &CFG_TALL : &CFG_TALLS;
   if (M <= 32)
     return &CFG_WIDE32;
-  if (big_ok && split_ok && M >= 128 && N >= 128)
-    return &CFG_BIG;
-  if (big_ok && tiles_of (&CFG_BIG, M, N) >= FILL_TARGET)
-    return &CFG_BIG;
+  if (big_ok && split_ok && M >= t->big.bm && N >= t->big.bn)
+    return &t->big;
+  if (big_ok && tiles_of (&t->big, M, N) >= FILL_TARGET)
+    return &t->big;
   if (tiles_of (&CFG_MED, M, N) >= FILL_TARGET)
     return &CFG_MED;
   return &CFG_SMALL;
@@ -546,6 +605,8 @@ rec_gemm (Rec *r, gboolean a_kc, gboolean b_kc, guint M, guint N, guint K,
       k_chunk = K;
     }
 
+  g_snprintf (r->label, sizeof r->label, "%ux%ux%u %s%s tile %ux%u split %u", M, N, K,
+              a_kc ? "N" : "T", b_kc ? "T" : "N", cfg->bm, cfg->bn, splits);
   spec[0] = cfg->bm;
   spec[1] = cfg->bn;
   spec[2] = cfg->bk;
@@ -567,7 +628,8 @@ rec_gemm (Rec *r, gboolean a_kc, gboolean b_kc, guint M, guint N, guint K,
                        k_chunk, M * N, 0, 1.0f };
   rec_dispatch (r, SH_GEMM, spec, 8, A, B, &r->t->bufs[B_PART], D, &pc, sizeof pc,
                 (N + cfg->bn - 1) / cfg->bn, (M + cfg->bm - 1) / cfg->bm, splits);
-  rec_colsum (r, &r->t->bufs[B_PART], 0, splits, M * N, M * N, C, c_off, 1.0f, splits * M * N);
+  g_assert (splits <= 256);   /* one pass: the partials never reach B_RPART */
+  rec_colsum (r, &r->t->bufs[B_PART], 0, splits, M * N, M * N, C, c_off, 1.0f, 0);
 }
 
 static void
@@ -712,7 +774,27 @@ record_cnn (Rec *r, guint n)
 static void
 step_free (gpointer data)
 {
-  g_free (data);
+  Step *s = data;
+
+  g_clear_pointer (&s->labels, g_ptr_array_unref);
+  g_free (s->prof_us);
+  g_free (s);
+}
+
+static void
+print_profile (RlxVkTrainer *self, Step *s)
+{
+  double total = 0;
+
+  if (s->prof_steps == 0)
+    return;
+  for (guint i = 0; i < s->labels->len; i++)
+    total += s->prof_us[i];
+  g_printerr ("rlx-vk profile: %s batch %u on %s, mean of %u steps, %.1f us in dispatches\n",
+              self->model->slug, s->n, self->info->name, s->prof_steps, total / s->prof_steps);
+  for (guint i = 0; i < s->labels->len; i++)
+    g_printerr ("  %8.1f us  %s\n", s->prof_us[i] / s->prof_steps,
+                (char *) g_ptr_array_index (s->labels, i));
 }
 
 static Step *
@@ -751,15 +833,17 @@ record_step (RlxVkTrainer *self, guint n, GError **error)
     .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
     .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
   };
-  g_autofree Step *step = g_new0 (Step, 1);
-  Rec rec = { .t = self, .error = error };
+  Step *step = g_new0 (Step, 1);
+  Rec rec = { .t = self, .error = error, .step = step };
   VkResult res;
 
   step->n = n;
+  step->labels = g_ptr_array_new_with_free_func (g_free);
   res = vkCreateDescriptorPool (self->dev, &dpci, NULL, &step->pool);
   if (res != VK_SUCCESS)
     {
       rlx_vk_set_error (error, res, "creating a descriptor pool");
+      step_free (step);
       return NULL;
     }
   res = vkAllocateCommandBuffers (self->dev, &cai, &step->cb);
@@ -769,6 +853,7 @@ record_step (RlxVkTrainer *self, guint n, GError **error)
     {
       vkDestroyDescriptorPool (self->dev, step->pool, NULL);
       rlx_vk_set_error (error, res, "allocating a command buffer");
+      step_free (step);
       return NULL;
     }
   rec.cb = step->cb;
@@ -786,6 +871,11 @@ record_step (RlxVkTrainer *self, guint n, GError **error)
   if (self->queries != VK_NULL_HANDLE)
     vkCmdWriteTimestamp (step->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->queries, 1);
 
+  if (self->prof != VK_NULL_HANDLE)
+    {
+      vkCmdResetQueryPool (step->cb, self->prof, 0, PROF_MAX);
+      vkCmdWriteTimestamp (step->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->prof, 0);
+    }
   if (self->model->id == RLX_MODEL_MNIST_CNN)
     record_cnn (&rec, n);
   else
@@ -811,9 +901,11 @@ record_step (RlxVkTrainer *self, guint n, GError **error)
     {
       vkFreeCommandBuffers (self->dev, self->cmdpool, 1, &step->cb);
       vkDestroyDescriptorPool (self->dev, step->pool, NULL);
+      step_free (step);
       return NULL;
     }
-  return g_steal_pointer (&step);
+  step->prof_us = g_new0 (double, step->labels->len + 1);
+  return step;
 }
 
 /* ------------------------------------------------------------- lifetime */
@@ -931,6 +1023,20 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   self->dataset = rlx_dataset_ref (dataset);
   self->max_batch = max_batch;
   self->pipes = g_array_new (FALSE, TRUE, sizeof (PipeEntry));
+  self->big = CFG_BIG;
+  if (g_getenv ("RLX_VK_GEMM_BIG") != NULL)
+    {
+      guint v[5];
+      if (sscanf (g_getenv ("RLX_VK_GEMM_BIG"), "%u,%u,%u,%u,%u", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5 &&
+          v[3] % 4 == 0 && v[4] % 4 == 0 && v[0] % v[3] == 0 && v[1] % v[4] == 0 &&
+          (v[0] / v[3]) * (v[1] / v[4]) <= 1024 &&
+          (v[0] * v[2]) % ((v[0] / v[3]) * (v[1] / v[4])) == 0 &&
+          (v[1] * v[2]) % ((v[0] / v[3]) * (v[1] / v[4])) == 0)
+        self->big = (GemmCfg) { v[0], v[1], v[2], v[3], v[4] };
+      else
+        g_warning ("RLX_VK_GEMM_BIG=%s is not a valid bm,bn,bk,tm,tn tile; using the default",
+                   g_getenv ("RLX_VK_GEMM_BIG"));
+    }
   self->steps = g_hash_table_new_full (NULL, NULL, NULL, step_free);
 
   inst = rlx_vk_instance_acquire (error);
@@ -1000,7 +1106,14 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   if (r == VK_SUCCESS)
     r = vkCreateFence (self->dev, &fci, NULL, &self->fence);
   if (r == VK_SUCCESS && qf[self->qfam].timestampValidBits > 0 && self->info->timestamp_period > 0)
-    r = vkCreateQueryPool (self->dev, &qpci, NULL, &self->queries);
+    {
+      r = vkCreateQueryPool (self->dev, &qpci, NULL, &self->queries);
+      if (r == VK_SUCCESS && g_getenv ("RLX_VK_PROFILE") != NULL)
+        {
+          qpci.queryCount = PROF_MAX;
+          r = vkCreateQueryPool (self->dev, &qpci, NULL, &self->prof);
+        }
+    }
   if (r != VK_SUCCESS)
     {
       rlx_vk_set_error (error, r, "setting up %s", self->info->name);
@@ -1058,6 +1171,7 @@ rlx_vk_trainer_free (RlxVkTrainer *self)
       while (g_hash_table_iter_next (&it, NULL, &v))
         {
           Step *s = v;
+          print_profile (self, s);
           vkFreeCommandBuffers (self->dev, self->cmdpool, 1, &s->cb);
           vkDestroyDescriptorPool (self->dev, s->pool, NULL);
         }
@@ -1078,6 +1192,8 @@ rlx_vk_trainer_free (RlxVkTrainer *self)
       buf_destroy (self, &self->dummy);
       if (self->queries != VK_NULL_HANDLE)
         vkDestroyQueryPool (self->dev, self->queries, NULL);
+      if (self->prof != VK_NULL_HANDLE)
+        vkDestroyQueryPool (self->dev, self->prof, NULL);
       if (self->fence != VK_NULL_HANDLE)
         vkDestroyFence (self->dev, self->fence, NULL);
       if (self->cmdpool != VK_NULL_HANDLE)
@@ -1217,6 +1333,19 @@ rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *in
           self->timings.upload_us = (double) (ts[1] - ts[0]) * p;
           self->timings.compute_us = (double) (ts[2] - ts[1]) * p;
           self->timings.download_us = (double) (ts[3] - ts[2]) * p;
+        }
+    }
+  if (self->prof != VK_NULL_HANDLE && step->labels->len > 0)
+    {
+      guint nq = step->labels->len + 1;
+      g_autofree guint64 *ts = g_new0 (guint64, nq);
+      if (vkGetQueryPoolResults (self->dev, self->prof, 0, nq, nq * sizeof (guint64), ts,
+                                 sizeof (guint64),
+                                 VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) == VK_SUCCESS)
+        {
+          for (guint i = 1; i < nq; i++)
+            step->prof_us[i - 1] += (double) (ts[i] - ts[i - 1]) * self->info->timestamp_period / 1000.0;
+          step->prof_steps++;
         }
     }
   self->timings.wall_us = (double) (g_get_monotonic_time () - t0);

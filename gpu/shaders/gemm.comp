@@ -51,8 +51,10 @@ const uint BNP = BN + 4;
 const uint LA  = (BM * BK) / WG;   /* elements of A each thread stages */
 const uint LB  = (BN * BK) / WG;
 
-shared vec4 As[(BK * BMP) / 4];
-shared vec4 Bs[(BK * BNP) / 4];
+/* scalar arrays: every thread stores whole words (no vector-component
+ * writes that a compiler could turn into read-modify-write of 16 bytes) */
+shared float As[BK * BMP];
+shared float Bs[BK * BNP];
 
 void main ()
 {
@@ -101,16 +103,14 @@ void main ()
           const uint e = tid + l * WG;
           const uint mm = A_KC == 1 ? e / BK : e % BM;
           const uint kk = A_KC == 1 ? e % BK : e / BM;
-          const uint s = kk * BMP + mm;
-          As[s >> 2][s & 3] = ra[l];
+          As[kk * BMP + mm] = ra[l];
         }
       [[unroll]] for (uint l = 0; l < LB; l++)
         {
           const uint e = tid + l * WG;
           const uint nn = B_KC == 1 ? e / BK : e % BN;
           const uint kk = B_KC == 1 ? e % BK : e / BN;
-          const uint s = kk * BNP + nn;
-          Bs[s >> 2][s & 3] = rb[l];
+          Bs[kk * BNP + nn] = rb[l];
         }
       barrier ();
 
@@ -124,9 +124,15 @@ void main ()
           vec4 av[TMV];
           vec4 bv[TNV];
           [[unroll]] for (uint g = 0; g < TMV; g++)
-            av[g] = As[k * (BMP / 4) + g * WY + ty];
+            {
+              const uint o = k * BMP + (g * WY + ty) * 4;
+              av[g] = vec4 (As[o], As[o + 1], As[o + 2], As[o + 3]);
+            }
           [[unroll]] for (uint h = 0; h < TNV; h++)
-            bv[h] = Bs[k * (BNP / 4) + h * WX + tx];
+            {
+              const uint o = k * BNP + (h * WX + tx) * 4;
+              bv[h] = vec4 (Bs[o], Bs[o + 1], Bs[o + 2], Bs[o + 3]);
+            }
           [[unroll]] for (uint g = 0; g < TMV; g++)
             [[unroll]] for (uint i = 0; i < 4; i++)
               [[unroll]] for (uint h = 0; h < TNV; h++)

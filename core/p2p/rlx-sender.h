@@ -17,7 +17,12 @@
  *                     only delivers stale work late). The new frame takes
  *                     its place at the back of the queue. Each replacement
  *                     is counted and reported by ::dropped (class STEP,
- *                     reason "superseded a queued step").
+ *                     reason "superseded a queued step"). So a STEP frame
+ *                     must not depend on an older one arriving: if it
+ *                     carries only the latest commit, the receiver has to
+ *                     notice the gap (step number, parameter hash) and
+ *                     resync. With the Unix link this is rare (frames leave
+ *                     within microseconds); it matters on slow links.
  *   RLX_SEND_CONTROL  small control messages (hello, bye, heartbeat, member
  *                     lists, refuse). Ordered; at most @max_control queued:
  *                     one more drops the OLDEST queued control frame and

@@ -8,6 +8,7 @@
 #include "rlx-config.h"
 #include "cohort-harness.h"
 #include "core/vision/rlx-model.h"
+#include "core/rlx-coordinator.h"
 
 #include <math.h>
 #include <signal.h>
@@ -81,19 +82,21 @@ leader_of (Harness *h, Node **nodes, guint k)
 }
 
 /* Three processes form one cohort and train; every node reports the same
- * hash at every step. */
+ * hash at every step — with a different wire precision on each node (mixed
+ * precisions interoperate). */
 static void
 test_three_nodes_same_hash (void)
 {
   Harness *h = harness_new ();
   Node *n[3];
   GHashTable *hashes[3] = { NULL };
+  static const char *const precision[3] = { "f32", "f16", "f8e4m3" };
 
   for (guint i = 0; i < 3; i++)
     {
-      g_autofree char *label = g_strdup_printf ("node%u", i);
+      g_autofree char *label = g_strdup_printf ("node%u-%s", i, precision[i]);
       n[i] = harness_join (h, label, "--cohort", "three", "--batch", "8", "--steps", "25",
-                           "--wait-members", "3", NULL);
+                           "--wait-members", "3", "--precision", precision[i], NULL);
     }
   for (guint i = 0; i < 3; i++)
     assert_exit_ok (h, n[i], 60000);
@@ -124,6 +127,11 @@ test_three_nodes_same_hash (void)
       g_assert_true (isfinite (ev_num (ev (n[0], e), "loss")));
       g_assert_cmpint (ev_int (ev (n[0], e), "bytes_tx"), >, 0);
     }
+  /* The f8 node's traffic is smaller than it would be at f32. */
+  {
+    JsonObject *last = ev (n[2], step_event (n[2], 25));
+    g_assert_cmpint (ev_int (last, "bytes_f32"), >, ev_int (last, "bytes_tx") + ev_int (last, "bytes_rx"));
+  }
   /* Training: the loss falls. */
   g_assert_cmpfloat (ev_num (ev (n[0], step_event (n[0], 25)), "loss"), <,
                      ev_num (ev (n[0], step_event (n[0], 1)), "loss"));
@@ -646,7 +654,7 @@ test_checkpoint_restart_and_export (void)
   g_assert_cmpuint (off, ==, m->n_params);
   {
     g_autofree char *hx = g_strdup_printf ("%016" G_GINT64_MODIFIER "x",
-                                           rlx_params_hash (flat, m->n_params));
+                                           rlx_cohort_params_hash (flat, m->n_params));
     g_assert_cmpstr (hx, ==, final_hash);
   }
   for (gsize j = 0; j < m->n_params; j++)

@@ -38,7 +38,8 @@ static const char *const buf_names[N_BUFS] = {
 #define PART_FLOATS   (8u * 1024u * 1024u)
 #define RPART_FLOATS  (2u * 1024u * 1024u)
 #define FILL_TARGET   256u     /* workgroups a GEMM should spread over */
-#define MAX_SPLITS    256u
+#define FILL_THREADS  (128u * 1024u)  /* threads a split-K GEMM should keep busy */
+#define MAX_SPLITS    4096u
 #define MIN_K_CHUNK   128u
 
 /* Widths of the dense layers; 0-terminated. */
@@ -135,7 +136,9 @@ typedef struct {
   guint bm, bn, bk, tm, tn;
 } GemmCfg;
 
-static const GemmCfg CFG_BIG    = { 128, 128, 16, 8, 8 };
+/* 8×4 per thread: on the H200 an 8×8 block ran ten times slower (2 against
+ * 28 TFLOP/s, BENCHMARKS.md), presumably spilled */
+static const GemmCfg CFG_BIG    = { 128, 128, 16, 8, 4 };
 static const GemmCfg CFG_MED    = { 64, 64, 16, 4, 4 };
 static const GemmCfg CFG_SMALL  = { 32, 32, 16, 4, 4 };
 static const GemmCfg CFG_TALL   = { 128, 32, 16, 8, 4 };
@@ -200,7 +203,20 @@ struct _RlxVkTrainer {
   guint64           n_submits;
   guint             n_bufs_made;
   GemmCfg           big;          /* CFG_BIG, or RLX_VK_GEMM_BIG=bm,bn,bk,tm,tn */
+  GThreadPool      *copiers;      /* large host copies in parallel */
+  GMutex            copy_lock;
+  GCond             copy_cond;
+  guint             copies_left;
 };
+
+typedef struct {
+  RlxVkTrainer *t;
+  void         *dst;
+  const void   *src;
+  gsize         n;
+} CopyJob;
+
+static void copy_job_run (gpointer data, gpointer user_data);
 
 /* Records one step into a command buffer. */
 typedef struct {
@@ -503,15 +519,25 @@ groups_for (guint64 total, guint per)
   return (guint) CLAMP (g, 1, 65535);
 }
 
-/* Column sums of src [R][C] (row stride ld) into dst[dst_off + c] · scale.
- * Large R goes through row-chunk partials in B_RPART (at part_off). */
+/* What the last pass of a column sum does to each sum. */
+typedef struct {
+  float  scale;
+  Buf   *bias;        /* NULL: none; else + bias[bias_off + col % bias_n] */
+  guint  bias_off, bias_n;
+  gboolean relu;
+} SumEpi;
+
+/* Column sums of src [R][C] (row stride ld) into dst[dst_off + c], with
+ * @epi applied. Large R goes through row-chunk partials in B_RPART (at
+ * part_off), in a fixed order. */
 static void
-rec_colsum (Rec *r, Buf *src, guint in_off, guint R, guint C, guint ld,
-            Buf *dst, guint dst_off, float scale, guint part_off)
+rec_colsum_epi (Rec *r, Buf *src, guint in_off, guint R, guint C, guint ld,
+                Buf *dst, guint dst_off, const SumEpi *epi, guint part_off)
 {
   struct {
     guint32 R, C, ld, rows_per_chunk, in_off, out_off, out_split;
     float scale;
+    guint32 bias_n, bias_off, relu;
   } pc;
   guint chunks = 1, rows = R;
 
@@ -528,16 +554,25 @@ rec_colsum (Rec *r, Buf *src, guint in_off, guint R, guint C, guint ld,
     }
   if (chunks == 1)
     {
-      pc = (typeof (pc)) { R, C, ld, R, in_off, dst_off, 0, scale };
-      rec_dispatch (r, SH_REDUCE, NULL, 0, src, dst, NULL, NULL, &pc, sizeof pc,
+      pc = (typeof (pc)) { R, C, ld, R, in_off, dst_off, 0, epi->scale,
+                           epi->bias ? epi->bias_n : 0, epi->bias_off, epi->relu };
+      rec_dispatch (r, SH_REDUCE, NULL, 0, src, dst, epi->bias, NULL, &pc, sizeof pc,
                     (C + 63) / 64, 1, 1);
       return;
     }
-  pc = (typeof (pc)) { R, C, ld, rows, in_off, part_off, C, 1.0f };
+  pc = (typeof (pc)) { R, C, ld, rows, in_off, part_off, C, 1.0f, 0, 0, 0 };
   rec_dispatch (r, SH_REDUCE, NULL, 0, src, &r->t->bufs[B_RPART], NULL, NULL, &pc, sizeof pc,
                 (C + 63) / 64, chunks, 1);
-  rec_colsum (r, &r->t->bufs[B_RPART], part_off, chunks, C, C, dst, dst_off, scale,
-              part_off + chunks * C);
+  rec_colsum_epi (r, &r->t->bufs[B_RPART], part_off, chunks, C, C, dst, dst_off, epi,
+                  part_off + chunks * C);
+}
+
+static void
+rec_colsum (Rec *r, Buf *src, guint in_off, guint R, guint C, guint ld,
+            Buf *dst, guint dst_off, float scale, guint part_off)
+{
+  SumEpi epi = { .scale = scale };
+  rec_colsum_epi (r, src, in_off, R, C, ld, dst, dst_off, &epi, part_off);
 }
 
 enum { EPI_BIAS_COL = 1, EPI_BIAS_ROW = 2, EPI_RELU = 4, EPI_MASK = 8 };
@@ -582,15 +617,17 @@ rec_gemm (Rec *r, gboolean a_kc, gboolean b_kc, guint M, guint N, guint K,
     guint32 M, N, K, lda, ldb, ldc, ldd, a_off, b_off, c_off, d_off, k_chunk, c_split, flags;
     float alpha;
   } pc;
-  gboolean split_ok = flags == 0 && ldc == N;
+  /* a bias (and ReLU) can be applied by the reduce that adds the partials */
+  gboolean split_ok = (flags & ~(EPI_BIAS_COL | EPI_RELU)) == 0 && ldc == N;
   const GemmCfg *cfg = choose_cfg (r->t, M, N, split_ok);
   guint64 tiles = tiles_of (cfg, M, N);
+  guint64 threads = tiles * cfg_threads (cfg);
   guint splits = 1, k_chunk;
   guint32 spec[8];
 
-  if (split_ok && tiles < FILL_TARGET && K >= 2 * MIN_K_CHUNK)
+  if (split_ok && threads < FILL_THREADS && K >= 2 * MIN_K_CHUNK)
     {
-      splits = (guint) MIN ((FILL_TARGET + tiles - 1) / tiles, (guint64) K / MIN_K_CHUNK);
+      splits = (guint) MIN ((FILL_THREADS + threads - 1) / threads, (guint64) K / MIN_K_CHUNK);
       splits = MIN (splits, MAX_SPLITS);
       splits = MIN (splits, r->t->info->max_workgroup_count[2]);
       splits = MIN (splits, (guint) (PART_FLOATS / ((guint64) M * N)));
@@ -628,8 +665,16 @@ rec_gemm (Rec *r, gboolean a_kc, gboolean b_kc, guint M, guint N, guint K,
                        k_chunk, M * N, 0, 1.0f };
   rec_dispatch (r, SH_GEMM, spec, 8, A, B, &r->t->bufs[B_PART], D, &pc, sizeof pc,
                 (N + cfg->bn - 1) / cfg->bn, (M + cfg->bm - 1) / cfg->bm, splits);
-  g_assert (splits <= 256);   /* one pass: the partials never reach B_RPART */
-  rec_colsum (r, &r->t->bufs[B_PART], 0, splits, M * N, M * N, C, c_off, 1.0f, 0);
+  {
+    SumEpi epi = {
+      .scale = 1.0f,
+      .bias = (flags & EPI_BIAS_COL) ? D : NULL,
+      .bias_off = d_off,
+      .bias_n = N,
+      .relu = (flags & EPI_RELU) != 0,
+    };
+    rec_colsum_epi (r, &r->t->bufs[B_PART], 0, splits, M * N, M * N, C, c_off, &epi, 0);
+  }
 }
 
 static void
@@ -1024,6 +1069,10 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   self->max_batch = max_batch;
   self->pipes = g_array_new (FALSE, TRUE, sizeof (PipeEntry));
   self->big = CFG_BIG;
+  g_mutex_init (&self->copy_lock);
+  g_cond_init (&self->copy_cond);
+  if (model->n_params * sizeof (float) >= (4u << 20) && g_get_num_processors () > 2)
+    self->copiers = g_thread_pool_new (copy_job_run, NULL, 7, FALSE, NULL);
   if (g_getenv ("RLX_VK_GEMM_BIG") != NULL)
     {
       guint v[5];
@@ -1204,6 +1253,10 @@ rlx_vk_trainer_free (RlxVkTrainer *self)
         vkDestroyDescriptorSetLayout (self->dev, self->dsl, NULL);
       vkDestroyDevice (self->dev, NULL);
     }
+  if (self->copiers != NULL)
+    g_thread_pool_free (self->copiers, FALSE, TRUE);
+  g_mutex_clear (&self->copy_lock);
+  g_cond_clear (&self->copy_cond);
   g_clear_pointer (&self->steps, g_hash_table_unref);
   g_clear_pointer (&self->pipes, g_array_unref);
   g_clear_pointer (&self->info, rlx_vk_device_info_free);
@@ -1224,6 +1277,73 @@ void
 rlx_vk_trainer_timings (const RlxVkTrainer *self, RlxVkTimings *out)
 {
   *out = self->timings;
+}
+
+static void
+copy_job_run (gpointer data, gpointer user_data)
+{
+  CopyJob *j = data;
+  RlxVkTrainer *t = j->t;
+
+  memcpy (j->dst, j->src, j->n);
+  g_mutex_lock (&t->copy_lock);
+  if (--t->copies_left == 0)
+    g_cond_signal (&t->copy_cond);
+  g_mutex_unlock (&t->copy_lock);
+}
+
+/* memcpy, spread over a few threads when it is large enough to matter
+ * (mnist-mlp-xl moves 7.5 MB each way per step: one core copies ~10 GB/s) */
+static void
+par_memcpy (RlxVkTrainer *self, void *dst, const void *src, gsize n)
+{
+  enum { PIECES = 8 };
+  CopyJob jobs[PIECES];
+  gsize piece;
+
+  if (n < (4u << 20) || self->copiers == NULL)
+    {
+      memcpy (dst, src, n);
+      return;
+    }
+  piece = (n / PIECES + 63) & ~(gsize) 63;
+  g_mutex_lock (&self->copy_lock);
+  self->copies_left = 0;
+  for (guint i = 1; i < PIECES && i * piece < n; i++)
+    {
+      jobs[i] = (CopyJob) { self, (char *) dst + i * piece, (const char *) src + i * piece,
+                            MIN (piece, n - i * piece) };
+      self->copies_left++;
+    }
+  g_mutex_unlock (&self->copy_lock);
+  for (guint i = 1; i < PIECES && i * piece < n; i++)
+    g_thread_pool_push (self->copiers, &jobs[i], NULL);
+  memcpy (dst, src, MIN (piece, n));
+  g_mutex_lock (&self->copy_lock);
+  while (self->copies_left > 0)
+    g_cond_wait (&self->copy_cond, &self->copy_lock);
+  g_mutex_unlock (&self->copy_lock);
+}
+
+/* Waits for the step's fence. A hardware GPU step takes well under a
+ * millisecond for the small models, where a sleeping wait costs tens of
+ * microseconds to wake up: poll first, then sleep. (Not on a software
+ * device, whose worker threads need the cores.) */
+static VkResult
+wait_fence (RlxVkTrainer *self, guint64 timeout_ns)
+{
+  if (!rlx_vk_device_is_software (self->info))
+    {
+      gint64 until = g_get_monotonic_time () + 20000;
+      do
+        {
+          VkResult r = vkGetFenceStatus (self->dev, self->fence);
+          if (r != VK_NOT_READY)
+            return r;
+        }
+      while (g_get_monotonic_time () < until);
+    }
+  return vkWaitForFences (self->dev, 1, &self->fence, VK_TRUE, timeout_ns);
 }
 
 /* RLX_VK_SIMULATE_DEVICE_LOST=N: the Nth step (from 1) reports
@@ -1280,7 +1400,7 @@ rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *in
       g_hash_table_insert (self->steps, GUINT_TO_POINTER (n), step);
     }
 
-  memcpy (self->staging_in.map, params, pbytes);
+  par_memcpy (self, self->staging_in.map, params, pbytes);
   memcpy ((char *) self->staging_in.map + pbytes, indices, n * sizeof (guint32));
 
   si.pCommandBuffers = &step->cb;
@@ -1291,7 +1411,7 @@ rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *in
     r = vkQueueSubmit (self->queue, 1, &si, self->fence);
   if (r == VK_SUCCESS)
     {
-      r = vkWaitForFences (self->dev, 1, &self->fence, VK_TRUE, 120ull * 1000000000ull);
+      r = wait_fence (self, 120ull * 1000000000ull);
       if (r == VK_TIMEOUT)
         {
           self->lost = TRUE;
@@ -1320,7 +1440,7 @@ rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *in
 
   *loss = ((const float *) self->staging_out.map)[self->model->n_params];
   if (grads != NULL)
-    memcpy (grads, self->staging_out.map, pbytes);
+    par_memcpy (self, grads, self->staging_out.map, pbytes);
 
   if (self->queries != VK_NULL_HANDLE)
     {

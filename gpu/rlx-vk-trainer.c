@@ -24,7 +24,7 @@
 enum {
   B_X, B_H1, B_H2, B_LOGITS, B_DLOGITS, B_LOSSES, B_DH1, B_DH2,
   B_A1, B_P1, B_COL1, B_COL2, B_A2, B_P2, B_DP2, B_DZ2, B_DZ1,
-  B_PART, B_RPART, N_BUFS
+  B_PART, B_RPART, B_DP1, N_BUFS
 };
 
 static const char *const buf_names[N_BUFS] = {
@@ -32,7 +32,7 @@ static const char *const buf_names[N_BUFS] = {
   "hidden 1 gradient", "hidden 2 gradient",
   "conv1 output", "pool1 output", "conv1 im2col", "conv2 im2col/column gradient",
   "conv2 output", "pool2 output", "pool2 gradient", "conv2 gradient", "conv1 gradient",
-  "split-K partials", "column-sum partials",
+  "split-K partials", "column-sum partials", "pool1 gradient",
 };
 
 #define PART_FLOATS   (8u * 1024u * 1024u)
@@ -76,6 +76,7 @@ buffer_floats (const RlxModel *model, guint n, guint64 sizes[N_BUFS])
       sizes[B_DP2] = N * 1568;
       sizes[B_DZ2] = N * 196 * 32;
       sizes[B_DZ1] = N * 784 * 16;
+      sizes[B_DP1] = N * 16 * 196;
     }
   else
     {
@@ -122,7 +123,7 @@ typedef struct {
 
 typedef enum {
   SH_GEMM, SH_REDUCE, SH_GATHER, SH_SOFTMAX, SH_CONV1, SH_MAXPOOL, SH_IM2COL, SH_POOLGRAD,
-  N_SHADERS
+  SH_CONVT, N_SHADERS
 } ShaderId;
 
 typedef struct {
@@ -327,6 +328,7 @@ shader_code (ShaderId id, gsize *size)
       S (SH_MAXPOOL, rlx_spv_maxpool)
       S (SH_IM2COL, rlx_spv_im2col)
       S (SH_POOLGRAD, rlx_spv_poolgrad)
+      S (SH_CONVT, rlx_spv_convt)
 #undef S
     case N_SHADERS:
     default:
@@ -472,7 +474,7 @@ rec_dispatch (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec,
    * need no ordering among themselves). With RLX_VK_PROFILE every dispatch
    * gets one, so each is timed alone. */
   {
-    static const guint writes[N_SHADERS] = { 2, 1, 2, 3, 2, 1, 1, 2 };
+    static const guint writes[N_SHADERS] = { 2, 1, 2, 3, 2, 1, 1, 2, 2 };
     guint64 rd = 0, wr = 0;
 
     for (guint i = 0; i < 4; i++)
@@ -502,7 +504,7 @@ rec_dispatch (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec,
       rec_barrier (r);
       r->dirty_w = r->dirty_r = 0;
       static const char *const names[N_SHADERS] = {
-        "gemm", "reduce", "gather", "softmax", "conv1", "maxpool", "im2col", "poolgrad"
+        "gemm", "reduce", "gather", "softmax", "conv1", "maxpool", "im2col", "poolgrad", "convt"
       };
       g_ptr_array_add (r->step->labels,
                        g_strdup_printf ("%-8s %s grid %u×%u×%u", names[shader], r->label, gx, gy, gz));
@@ -758,7 +760,7 @@ rec_im2col (Rec *r, Buf *src, Buf *col, guint n, guint C, guint H)
 {
   struct { guint32 n, C, H, W, src_off, col_off; } pc = { n, C, H, H, 0, 0 };
   rec_dispatch (r, SH_IM2COL, NULL, 0, src, col, NULL, NULL, &pc, sizeof pc,
-                groups_for ((guint64) n * H * H * C * 9, 256), 1, 1);
+                groups_for ((guint64) n * H * H * C, 256), 1, 1);
 }
 
 static void
@@ -807,10 +809,14 @@ record_cnn (Rec *r, guint n)
   rec_poolgrad (r, 0, A2, TRUE, DP2, DZ2, n, 32, 14);
   rec_gemm (r, FALSE, FALSE, 32, 144, rows2, DZ2, 32, 0, COL2, 144, 0, G, 144, w2, NULL, 0, 0, 0);
   rec_colsum (r, DZ2, 0, rows2, 32, 32, G, b2, 1.0f, 0);
-  /* the column gradient overwrites conv2's im2col, no longer needed */
-  rec_gemm (r, TRUE, FALSE, rows2, 144, 32, DZ2, 32, 0, PR, 144, w2, COL2, 144, 0, NULL, 0, 0, 0);
-  /* col2im + pool1 + relu1, conv1 */
-  rec_poolgrad (r, 1, A1, FALSE, COL2, DZ1, n, 16, 28);
+  /* conv2's input gradient, directly (no column matrix), then pool1 + relu1 */
+  {
+    struct { guint32 n, w_off, dz_off, dp_off; } ct = { n, w2, 0, 0 };
+    guint32 spec[4] = { 16, 32, 14, 14 };
+    rec_dispatch (r, SH_CONVT, spec, 4, DZ2, PR, &t->bufs[B_DP1], NULL, &ct, sizeof ct,
+                  (rows2 + 255) / 256, 1, 1);
+  }
+  rec_poolgrad (r, 0, A1, FALSE, &t->bufs[B_DP1], DZ1, n, 16, 28);
   rec_im2col (r, X, COL1, n, 1, 28);
   rec_gemm (r, FALSE, FALSE, 16, 9, rows1, DZ1, 16, 0, COL1, 9, 0, G, 9, w1, NULL, 0, 0, 0);
   rec_colsum (r, DZ1, 0, rows1, 16, 16, G, b1, 1.0f, 0);

@@ -36,6 +36,10 @@
 #include <string.h>
 
 #define CNN_CHUNK 8
+/* Chunk i belongs to lane i % CNN_LANES; each lane sums its own gradients
+ * and the lanes are added in order at the end, so the result is the same
+ * whether one thread runs both lanes or two threads run one each. */
+#define CNN_LANES 2
 
 #define C1     16                  /* conv1 channels */
 #define C2     32                  /* conv2 channels */
@@ -57,23 +61,15 @@
 #define HOT
 #endif
 
-struct _RlxCpuTrainer {
+/* One CNN lane: scratch for a chunk, and its share of a step. */
+typedef struct {
+  RlxCpuTrainer  *trainer;
   const RlxModel *model;
-  guint           max_batch;
   __typeof__ (cblas_sgemm) *sgemm;
-
-  /* dense (MLP): widths and post-ReLU hidden activations [n][width] */
-  guint           n_layers;
-  guint           width[4];        /* width[0] = 784 input, width[L] = 10 */
-  float          *act[4];
-  float          *dact[2];         /* [n][widest hidden] */
-
-  float          *logits;          /* [n][10] */
+  float          *logits;          /* the trainer's [n][10], shared */
   float          *dlogits;
-
-  /* cnn, per chunk of up to `chunk` samples; ld1/ld2 = chunk*N1, chunk*N2 */
   guint           chunk;
-  gsize           ld1, ld2;
+  gsize           ld1, ld2;        /* chunk*N1, chunk*N2 */
   float          *xpad;            /* [chunk][XP], borders zero */
   float          *cols1;           /* [9][ld1] */
   float          *conv1;           /* [chunk*N1][16] channels-last */
@@ -88,7 +84,69 @@ struct _RlxCpuTrainer {
   float          *dcols2;          /* [144][ld2] */
   float          *dp1;             /* [chunk][16][PP] + slack */
   float          *dconv1;          /* [chunk*N1][16], junk rows stay zero */
+  float          *grads;           /* lanes > 0: private gradient sums */
+  /* the step */
+  guint           index;
+  const float    *params, *x;
+  const guint8   *labels;
+  guint           n;
+  gboolean        want_grads;
+  float          *out_grads;       /* where this worker accumulates */
+  gboolean        wrote;           /* out_grads holds this step's sums */
+  double          loss;
+} CnnWork;
+
+struct _RlxCpuTrainer {
+  const RlxModel *model;
+  guint           max_batch;
+  __typeof__ (cblas_sgemm) *sgemm;
+
+  /* dense (MLP): widths and post-ReLU hidden activations [n][width] */
+  guint           n_layers;
+  guint           width[4];        /* width[0] = 784 input, width[L] = 10 */
+  float          *act[4];
+  float          *dact[2];         /* [n][widest hidden] */
+
+  float          *logits;          /* [n][10] */
+  float          *dlogits;
+
+  /* cnn: CNN_LANES chunk pipelines; lane 0 runs on the caller's thread,
+   * lane 1 on a helper thread woken for each step when two or more threads
+   * are wanted, else on the caller's thread after lane 0 */
+  CnnWork        *work;
+  GThread        *helper;
+  GMutex          lock;
+  GCond           cond;
+  guint           generation;      /* a new step for the helpers */
+  guint           pending;         /* helpers still working on it */
+  gboolean        quit;
 };
+
+/* BLAS threads the person asked for (0: one per core); the MLP's GEMMs use
+ * them, the CNN runs that many chunk pipelines on single-threaded GEMMs. */
+static guint wanted_threads;
+/* What OpenBLAS was last told (0: nothing yet). */
+static gint blas_threads_set;
+
+static guint
+threads_wanted (void)
+{
+  guint n = g_atomic_int_get (&wanted_threads);
+
+  return n ? n : MAX (g_get_num_processors (), 1u);
+}
+
+static void
+blas_threads (guint n)
+{
+  if ((guint) g_atomic_int_get (&blas_threads_set) != n)
+    {
+      rlx_blas ()->set_num_threads ((int) n);
+      g_atomic_int_set (&blas_threads_set, (gint) n);
+    }
+}
+
+static gpointer cnn_helper (gpointer data);
 
 static float *
 alloc_floats (gsize n)
@@ -117,23 +175,41 @@ rlx_cpu_trainer_new (const RlxModel *model, guint max_batch)
     {
       gsize c = MIN (n, CNN_CHUNK);
 
-      self->chunk = (guint) c;
-      self->ld1 = c * N1;
-      self->ld2 = c * N2;
-      self->xpad = alloc_floats (c * XP + 8);
-      self->cols1 = alloc_floats (9 * self->ld1);
-      self->conv1 = alloc_floats (C1 * self->ld1);
-      self->p1 = alloc_floats (c * C1 * PP + 8);
-      self->a1 = g_new0 (gint32, c * C1 * 196);
-      self->cols2 = alloc_floats (K2 * self->ld2);
-      self->conv2 = alloc_floats (C2 * self->ld2);
-      self->pool2 = alloc_floats (c * FLAT);
-      self->a2 = g_new0 (gint32, c * FLAT);
-      self->dpool2 = alloc_floats (c * FLAT);
-      self->dconv2 = alloc_floats (C2 * self->ld2);
-      self->dcols2 = alloc_floats (K2 * self->ld2);
-      self->dp1 = alloc_floats (c * C1 * PP + 8);
-      self->dconv1 = alloc_floats (C1 * self->ld1);
+      self->work = g_new0 (CnnWork, CNN_LANES);
+      for (guint i = 0; i < CNN_LANES; i++)
+        {
+          CnnWork *w = &self->work[i];
+
+          w->trainer = self;
+          w->model = model;
+          w->sgemm = self->sgemm;
+          w->logits = self->logits;
+          w->dlogits = self->dlogits;
+          w->index = i;
+          w->chunk = (guint) c;
+          w->ld1 = c * N1;
+          w->ld2 = c * N2;
+          w->xpad = alloc_floats (c * XP + 8);
+          w->cols1 = alloc_floats (9 * w->ld1);
+          w->conv1 = alloc_floats (C1 * w->ld1);
+          w->p1 = alloc_floats (c * C1 * PP + 8);
+          w->a1 = g_new0 (gint32, c * C1 * 196);
+          w->cols2 = alloc_floats (K2 * w->ld2);
+          w->conv2 = alloc_floats (C2 * w->ld2);
+          w->pool2 = alloc_floats (c * FLAT);
+          w->a2 = g_new0 (gint32, c * FLAT);
+          w->dpool2 = alloc_floats (c * FLAT);
+          w->dconv2 = alloc_floats (C2 * w->ld2);
+          w->dcols2 = alloc_floats (K2 * w->ld2);
+          w->dp1 = alloc_floats (c * C1 * PP + 8);
+          w->dconv1 = alloc_floats (C1 * w->ld1);
+          if (i > 0)
+            w->grads = alloc_floats (model->n_params);
+        }
+      g_mutex_init (&self->lock);
+      g_cond_init (&self->cond);
+      if (threads_wanted () > 1 && max_batch > c)
+        self->helper = g_thread_new ("rlx-cpu-cnn", cnn_helper, &self->work[1]);
     }
   else
     {
@@ -167,20 +243,40 @@ rlx_cpu_trainer_free (RlxCpuTrainer *self)
   g_free (self->dact[1]);
   g_free (self->logits);
   g_free (self->dlogits);
-  g_free (self->xpad);
-  g_free (self->cols1);
-  g_free (self->conv1);
-  g_free (self->p1);
-  g_free (self->a1);
-  g_free (self->cols2);
-  g_free (self->conv2);
-  g_free (self->pool2);
-  g_free (self->a2);
-  g_free (self->dpool2);
-  g_free (self->dconv2);
-  g_free (self->dcols2);
-  g_free (self->dp1);
-  g_free (self->dconv1);
+  if (self->work != NULL)
+    {
+      if (self->helper != NULL)
+        {
+          g_mutex_lock (&self->lock);
+          self->quit = TRUE;
+          g_cond_broadcast (&self->cond);
+          g_mutex_unlock (&self->lock);
+          g_thread_join (self->helper);
+        }
+      for (guint i = 0; i < CNN_LANES; i++)
+        {
+          CnnWork *w = &self->work[i];
+
+          g_free (w->xpad);
+          g_free (w->cols1);
+          g_free (w->conv1);
+          g_free (w->p1);
+          g_free (w->a1);
+          g_free (w->cols2);
+          g_free (w->conv2);
+          g_free (w->pool2);
+          g_free (w->a2);
+          g_free (w->dpool2);
+          g_free (w->dconv2);
+          g_free (w->dcols2);
+          g_free (w->dp1);
+          g_free (w->dconv1);
+          g_free (w->grads);
+        }
+      g_free (self->work);
+      g_mutex_clear (&self->lock);
+      g_cond_clear (&self->cond);
+    }
   g_free (self);
 }
 
@@ -328,7 +424,7 @@ mlp_backward (RlxCpuTrainer *self, const float *params, const float *x, guint n,
 /* Pads the chunk's inputs into 30×30 planes (borders stay zero) and builds
  * cols1[k][s*N1 + j] = xpad[s][ky*30 + kx + j], k = ky*3 + kx. */
 static void
-cnn_im2col1 (RlxCpuTrainer *self, const float *x, guint ns)
+cnn_im2col1 (CnnWork *self, const float *x, guint ns)
 {
   for (guint s = 0; s < ns; s++)
     {
@@ -344,7 +440,7 @@ cnn_im2col1 (RlxCpuTrainer *self, const float *x, guint ns)
 
 /* cols2[c*9 + k][s*N2 + j] = p1[s][c][ky*16 + kx + j] */
 static void
-cnn_im2col2 (RlxCpuTrainer *self, guint ns)
+cnn_im2col2 (CnnWork *self, guint ns)
 {
   for (guint c = 0; c < C1; c++)
     for (guint k = 0; k < 9; k++)
@@ -450,7 +546,7 @@ add_to (float *restrict dst, const float *restrict src, gsize n)
  * The GEMMs produce the conv outputs channels-last ([pixel][channel], the
  * transpose of W × cols) so that pooling runs across channels. */
 static double
-cnn_chunk (RlxCpuTrainer *self, const float *params, const float *x, const guint8 *labels,
+cnn_chunk (CnnWork *self, const float *params, const float *x, const guint8 *labels,
            guint s0, guint ns, float scale, float *grads, gboolean first)
 {
   const RlxModel *m = self->model;
@@ -539,15 +635,92 @@ cnn_chunk (RlxCpuTrainer *self, const float *params, const float *x, const guint
   return loss;
 }
 
+static void
+cnn_work (CnnWork *w)
+{
+  guint chunk = w->chunk;
+
+  w->loss = 0.0;
+  w->wrote = FALSE;
+  for (guint s0 = w->index * chunk; s0 < w->n; s0 += CNN_LANES * chunk)
+    {
+      w->loss += cnn_chunk (w, w->params, w->x, w->labels, s0, MIN (chunk, w->n - s0),
+                            1.0f / (float) w->n, w->want_grads ? w->out_grads : NULL,
+                            !w->wrote);
+      w->wrote = TRUE;
+    }
+}
+
+static gpointer
+cnn_helper (gpointer data)
+{
+  CnnWork *w = data;
+  RlxCpuTrainer *self = w->trainer;
+  guint seen = 0;
+
+  g_mutex_lock (&self->lock);
+  for (;;)
+    {
+      while (!self->quit && self->generation == seen)
+        g_cond_wait (&self->cond, &self->lock);
+      if (self->quit)
+        break;
+      seen = self->generation;
+      g_mutex_unlock (&self->lock);
+      cnn_work (w);
+      g_mutex_lock (&self->lock);
+      self->pending = 0;
+      g_cond_broadcast (&self->cond);
+    }
+  g_mutex_unlock (&self->lock);
+  return NULL;
+}
+
 static double
 cnn_run (RlxCpuTrainer *self, const float *params, const float *x, const guint8 *labels,
          guint n, float *grads)
 {
   double loss = 0.0;
 
-  for (guint s0 = 0; s0 < n; s0 += self->chunk)
-    loss += cnn_chunk (self, params, x, labels, s0, MIN (self->chunk, n - s0),
-                       1.0f / (float) n, grads, s0 == 0);
+  /* The lanes' GEMMs are small; two single-threaded ones side by side beat
+   * one split across threads. */
+  blas_threads (1);
+  for (guint i = 0; i < CNN_LANES; i++)
+    {
+      CnnWork *w = &self->work[i];
+
+      w->params = params;
+      w->x = x;
+      w->labels = labels;
+      w->n = n;
+      w->want_grads = grads != NULL;
+      w->out_grads = i == 0 ? grads : w->grads;
+    }
+  if (self->helper != NULL && n > self->work[0].chunk)
+    {
+      g_mutex_lock (&self->lock);
+      self->generation++;
+      self->pending = 1;
+      g_cond_broadcast (&self->cond);
+      g_mutex_unlock (&self->lock);
+      cnn_work (&self->work[0]);
+      g_mutex_lock (&self->lock);
+      while (self->pending > 0)
+        g_cond_wait (&self->cond, &self->lock);
+      g_mutex_unlock (&self->lock);
+    }
+  else
+    for (guint i = 0; i < CNN_LANES; i++)
+      cnn_work (&self->work[i]);
+
+  for (guint i = 0; i < CNN_LANES; i++)
+    {
+      CnnWork *w = &self->work[i];
+
+      loss += w->loss;
+      if (i > 0 && grads != NULL && w->wrote)
+        add_to (grads, w->grads, self->model->n_params);
+    }
   return loss;
 }
 
@@ -567,6 +740,7 @@ rlx_cpu_trainer_grads (RlxCpuTrainer *self, const float *params,
   if (self->model->id == RLX_MODEL_MNIST_CNN)
     return (float) (cnn_run (self, params, x, labels, n, grads) / n);
 
+  blas_threads (threads_wanted ());
   mlp_forward (self, params, x, n);
   loss = softmax_xent (self->logits, labels, n, 1.0f / (float) n, grads ? self->dlogits : NULL);
   if (grads != NULL)
@@ -580,7 +754,10 @@ forward (RlxCpuTrainer *self, const float *params, const float *x, guint n)
   if (self->model->id == RLX_MODEL_MNIST_CNN)
     cnn_run (self, params, x, NULL, n, NULL);
   else
-    mlp_forward (self, params, x, n);
+    {
+      blas_threads (threads_wanted ());
+      mlp_forward (self, params, x, n);
+    }
 }
 
 void
@@ -654,14 +831,13 @@ rlx_cpu_evaluate (RlxCpuTrainer *self, const float *params,
 void
 rlx_cpu_set_threads (guint n)
 {
-  if (n > 0)
-    rlx_blas ()->set_num_threads ((int) MIN (n, 256u));
+  g_atomic_int_set (&wanted_threads, MIN (n, 256u));
 }
 
 guint
 rlx_cpu_threads (void)
 {
-  return (guint) MAX (rlx_blas ()->get_num_threads (), 1);
+  return threads_wanted ();
 }
 
 const char *

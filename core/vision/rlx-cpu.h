@@ -41,8 +41,12 @@ double rlx_cpu_evaluate (RlxCpuTrainer *self, const float *params,
                          const RlxDataset *dataset, RlxSplit split,
                          double *loss_out);
 
-/* Threads the BLAS library may use (process-wide); 0 leaves its default.
- * rlx_cpu_threads returns the number in force. */
+/* CPU threads a trainer may use (process-wide; 0: one per core, the
+ * default). Dense layers hand them to BLAS; the CNN runs its two chunk
+ * lanes on two threads when 2 or more are allowed. Results do not depend on
+ * this setting for the CNN; for dense layers they depend on how the BLAS
+ * splits its work. Takes effect for trainers made afterwards (the CNN) or
+ * at the next step (dense). rlx_cpu_threads returns the number in force. */
 void  rlx_cpu_set_threads (guint n);
 guint rlx_cpu_threads     (void);
 /* "OpenBLAS 0.3.21 …": what computes the GEMMs. */

@@ -262,6 +262,39 @@ test_learnable (void)
   }
 }
 
+/* The CNN's gradients are bit-identical whether its two chunk lanes run on
+ * one thread or two, and whatever the trainer's max_batch. */
+static void
+test_cnn_threads_agree (void)
+{
+  const RlxModel *m = rlx_model_get (RLX_MODEL_MNIST_CNN);
+  g_autofree float *params = g_new (float, m->n_params);
+  g_autofree float *g1 = g_new (float, m->n_params);
+  g_autofree float *g2 = g_new (float, m->n_params);
+  g_autofree float *g3 = g_new (float, m->n_params);
+  g_autoptr(RlxCpuTrainer) one = NULL;
+  g_autoptr(RlxCpuTrainer) two = NULL;
+  g_autoptr(RlxCpuTrainer) big = NULL;
+  float l1, l2, l3;
+
+  rlx_model_init_params (m, 21, params);
+  rlx_cpu_set_threads (1);
+  g_assert_cmpuint (rlx_cpu_threads (), ==, 1);
+  one = rlx_cpu_trainer_new (m, 43);
+  rlx_cpu_set_threads (2);
+  two = rlx_cpu_trainer_new (m, 43);
+  big = rlx_cpu_trainer_new (m, 200);
+  rlx_cpu_set_threads (0);
+
+  l1 = grads_at (one, params, 500, 43, g1);
+  l2 = grads_at (two, params, 500, 43, g2);
+  l3 = grads_at (big, params, 500, 43, g3);
+  g_assert_cmpfloat (l1, ==, l2);
+  g_assert_cmpfloat (l1, ==, l3);
+  g_assert_cmpmem (g1, m->n_params * 4, g2, m->n_params * 4);
+  g_assert_cmpmem (g1, m->n_params * 4, g3, m->n_params * 4);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -278,6 +311,7 @@ main (int argc, char **argv)
   g_test_add_func ("/vision/train/replicas-stay-identical", test_replicas_stay_identical);
   g_test_add_func ("/vision/train/adopted-params-give-identical-grads", test_adopt_params);
   g_test_add_func ("/vision/train/loss-falls", test_loss_falls);
+  g_test_add_func ("/vision/train/cnn-threads-agree", test_cnn_threads_agree);
   g_test_add_func ("/vision/train/synthetic-is-learnable", test_learnable);
   status = g_test_run ();
   rlx_dataset_unref (synthetic);

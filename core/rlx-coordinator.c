@@ -2023,36 +2023,43 @@ static void
 on_leader_msg (RlxCoordinator *self, Peer *p, JsonObject *h)
 {
   guint64 term = (guint64) MAX (0, j_int0 (h, "term"));
+  const char *named = j_str (h, "node");
+  /* Usually the sender announces itself; a member may also relay who leads
+   * now to a leader of an older term. */
+  const char *lid = named && (is_self (self, named) || peer_by_id (self, named)) ? named : p->id;
 
-  p->role = ROLE_LEADER;
-  g_free (p->leader);
-  p->leader = g_strdup (p->id);
-  p->term = term;
-  if (term < self->term)
+  if (strcmp (lid, p->id) == 0)
+    {
+      p->role = ROLE_LEADER;
+      g_free (p->leader);
+      p->leader = g_strdup (p->id);
+      p->term = term;
+    }
+  if (term < self->term || is_self (self, lid))
     return;
   switch (self->role)
     {
     case ROLE_ALONE:
     case ROLE_JOINING:
-      start_joining (self, p->id, term);
+      start_joining (self, lid, term);
       break;
     case ROLE_MEMBER:
-      if (term > self->term || g_strcmp0 (self->leader, p->id) != 0)
+      if (term > self->term || g_strcmp0 (self->leader, lid) != 0)
         {
-          set_leader (self, p->id, term);
+          set_leader (self, lid, term);
           emit_leader (self);
           roster_rebuild (self);
         }
       break;
     case ROLE_LEADER:
-      /* Two leaders of one term: the one the member list ranks first (then
-       * the smaller id) keeps it. */
+      /* Two leaders of one term: the smaller id keeps it; a newer term
+       * always wins. */
       if (term > self->term ||
-          (term == self->term && strcmp (p->id, self->node_id) < 0))
+          (term == self->term && strcmp (lid, self->node_id) < 0))
         {
           self->round_active = FALSE;
           g_clear_handle_id (&self->deadline_id, g_source_remove);
-          set_leader (self, p->id, term);
+          set_leader (self, lid, term);
           set_role (self, ROLE_MEMBER);
           emit_leader (self);
           request_snapshot (self, "another leader took over");
@@ -2087,8 +2094,22 @@ on_step_msg (RlxCoordinator *self, Peer *p, JsonObject *h, const float *values, 
   g_autoptr(GPtrArray) contributors = NULL;
   double loss = 0;
 
-  if (term < self->term || self->role == ROLE_STOPPED)
+  if (self->role == ROLE_STOPPED)
     return;
+  if (term < self->term)
+    {
+      /* A leader of an older term that missed the change (e.g. it was cut
+       * off): tell it who leads now, so it steps down. */
+      if (self->leader && (self->role == ROLE_MEMBER || self->role == ROLE_LEADER))
+        {
+          g_autoptr(JsonObject) m = msg_new (self, "leader");
+          json_object_set_string_member (m, "node", self->leader);
+          json_object_set_int_member (m, "term", (gint64) self->term);
+          json_object_set_int_member (m, "step", (gint64) self->applied);
+          send_control (self, p, m);
+        }
+      return;
+    }
   if (self->role == ROLE_LEADER)
     {
       if (term == self->term && strcmp (p->id, self->node_id) > 0)

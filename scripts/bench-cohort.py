@@ -19,13 +19,17 @@ thread per rank (OPENBLAS_NUM_THREADS=1).
 import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, threading, time
 
 
+BACKEND = "cpu"
+
+
 class Node:
     def __init__(self, rank, env, args, label):
         self.label = label
         self.events = []
         self.times = []
         self.t0 = time.monotonic()
-        self.proc = subprocess.Popen([rank, "join", "--local", "--json", "--threads", "1"] + args,
+        self.proc = subprocess.Popen([rank, "join", "--local", "--json", "--threads", "1",
+                                      "--backend", BACKEND] + args,
                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, bufsize=1)
         self.cv = threading.Condition()
@@ -191,5 +195,7 @@ if __name__ == "__main__":
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--backend", default="cpu")
     a = ap.parse_args()
+    BACKEND = a.backend
     {"fidelity": fidelity, "overhead": overhead, "join": join}[a.what](a)

@@ -192,6 +192,9 @@ harness_join (Harness *h, const char *label, ...)
   g_ptr_array_add (argv, "--json");
   g_ptr_array_add (argv, "--threads");
   g_ptr_array_add (argv, "1");
+  /* The cohort does not need a GPU: no Vulkan probing in these tests. */
+  g_ptr_array_add (argv, "--backend");
+  g_ptr_array_add (argv, "cpu");
   va_start (ap, label);
   while ((a = va_arg (ap, const char *)))
     g_ptr_array_add (argv, (char *) a);

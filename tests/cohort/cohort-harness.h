@@ -38,7 +38,7 @@ void        harness_free       (Harness *h);
 
 /* Spawn `rlx-rank ARGS…` (NULL-terminated) in the harness's environment. */
 Node       *harness_spawn      (Harness *h, const char *label, ...) G_GNUC_NULL_TERMINATED;
-/* `rlx-rank join --local --json --threads 1 ARGS…` */
+/* `rlx-rank join --local --json --threads 1 --backend cpu ARGS…` */
 Node       *harness_join       (Harness *h, const char *label, ...) G_GNUC_NULL_TERMINATED;
 
 typedef gboolean (*HarnessPred) (gpointer data);

@@ -295,6 +295,52 @@ test_kill_member (void)
   harness_free (h);
 }
 
+/* Silence past the heartbeat timeout removes a member (a stopped process
+ * keeps its socket open: only the heartbeat can tell). */
+static void
+test_heartbeat_timeout (void)
+{
+  Harness *h = harness_new ();
+  Node *n[3], *leader, *victim = NULL, *other = NULL;
+  int i;
+
+  for (guint k = 0; k < 3; k++)
+    {
+      g_autofree char *label = g_strdup_printf ("node%u", k);
+      n[k] = harness_join (h, label, "--cohort", "hb", "--batch", "8", "--steps", LONG_RUN,
+                           "--wait-members", "3", "--heartbeat-timeout-ms", "1000", NULL);
+    }
+  for (guint k = 0; k < 3; k++)
+    wait_event (h, n[k], "joined", NULL, 0, 30000);
+  leader = leader_of (h, n, 3);
+  for (guint k = 0; k < 3; k++)
+    if (n[k] != leader)
+      {
+        if (victim == NULL)
+          victim = n[k];
+        else
+          other = n[k];
+      }
+  wait_event (h, leader, "step", "step", 5, 30000);
+  node_kill (victim, SIGSTOP);
+  i = wait_event (h, leader, "member-left", NULL, 0, 10000);
+  g_assert_cmpstr (ev_str (ev (leader, i), "node"), ==, node_id (victim));
+  g_assert_nonnull (strstr (ev_str (ev (leader, i), "reason"), "heartbeat"));
+  /* The cohort goes on with two. */
+  i = node_wait_event (leader, "step", "members", 0, (guint) i, 10000);
+  while (i >= 0 && ev_int (ev (leader, i), "members") != 2)
+    i = node_wait_event (leader, "step", "members", 0, (guint) i + 1, 10000);
+  g_assert_cmpint (i, >=, 0);
+  wait_event (h, other, "step", "step", ev_int (ev (leader, i), "step") + 3, 20000);
+
+  node_kill (victim, SIGKILL);
+  node_kill (leader, SIGTERM);
+  node_kill (other, SIGTERM);
+  assert_exit_ok (h, leader, 20000);
+  assert_exit_ok (h, other, 20000);
+  harness_free (h);
+}
+
 /* kill -9 of the leader: a new leader continues from the last committed
  * step; step numbers have no gap, no committed step is lost, all hashes
  * agree. */
@@ -678,6 +724,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/join-late", test_join_late);
   g_test_add_func ("/cohort/kill-member", test_kill_member);
   g_test_add_func ("/cohort/kill-leader", test_kill_leader);
+  g_test_add_func ("/cohort/heartbeat-timeout", test_heartbeat_timeout);
   g_test_add_func ("/cohort/refused", test_refused);
   g_test_add_func ("/cohort/nan-rejected", test_nan_rejected);
   g_test_add_func ("/cohort/checkpoint-restart-export", test_checkpoint_restart_and_export);

@@ -204,6 +204,7 @@ struct _RlxVkTrainer {
   guint64           n_submits;
   guint             n_bufs_made;
   GemmCfg           big;          /* CFG_BIG, or RLX_VK_GEMM_BIG=bm,bn,bk,tm,tn */
+  gboolean          cnn_columns;  /* RLX_VK_CNN_COLUMNS: the older column-gradient path */
   GThreadPool      *copiers;      /* large host copies in parallel */
   GMutex            copy_lock;
   GCond             copy_cond;
@@ -599,6 +600,11 @@ choose_cfg (RlxVkTrainer *t, guint M, guint N, gboolean split_ok)
     return (big_ok && tiles_of (&CFG_TALL, M, N) >= FILL_TARGET) ? &CFG_TALL : &CFG_TALLS;
   if (M <= 32)
     return &CFG_WIDE32;
+  /* the big tile, unless the medium one pads the output much less */
+  if (big_ok && tiles_of (&CFG_MED, M, N) >= FILL_TARGET &&
+      tiles_of (&CFG_MED, M, N) * CFG_MED.bm * CFG_MED.bn * 4 <
+      tiles_of (&t->big, M, N) * t->big.bm * t->big.bn * 3)
+    return &CFG_MED;
   if (big_ok && split_ok && M >= t->big.bm && N >= t->big.bn)
     return &t->big;
   if (big_ok && tiles_of (&t->big, M, N) >= FILL_TARGET)
@@ -760,7 +766,7 @@ rec_im2col (Rec *r, Buf *src, Buf *col, guint n, guint C, guint H)
 {
   struct { guint32 n, C, H, W, src_off, col_off; } pc = { n, C, H, H, 0, 0 };
   rec_dispatch (r, SH_IM2COL, NULL, 0, src, col, NULL, NULL, &pc, sizeof pc,
-                groups_for ((guint64) n * H * H * C, 256), 1, 1);
+                groups_for ((guint64) n * H * H * C * 9, 256), 1, 1);
 }
 
 static void
@@ -809,14 +815,22 @@ record_cnn (Rec *r, guint n)
   rec_poolgrad (r, 0, A2, TRUE, DP2, DZ2, n, 32, 14);
   rec_gemm (r, FALSE, FALSE, 32, 144, rows2, DZ2, 32, 0, COL2, 144, 0, G, 144, w2, NULL, 0, 0, 0);
   rec_colsum (r, DZ2, 0, rows2, 32, 32, G, b2, 1.0f, 0);
-  /* conv2's input gradient, directly (no column matrix), then pool1 + relu1 */
-  {
-    struct { guint32 n, w_off, dz_off, dp_off; } ct = { n, w2, 0, 0 };
-    guint32 spec[4] = { 16, 32, 14, 14 };
-    rec_dispatch (r, SH_CONVT, spec, 4, DZ2, PR, &t->bufs[B_DP1], NULL, &ct, sizeof ct,
-                  (rows2 + 255) / 256, 1, 1);
-  }
-  rec_poolgrad (r, 0, A1, FALSE, &t->bufs[B_DP1], DZ1, n, 16, 28);
+  if (!t->cnn_columns)
+    {
+      /* conv2's input gradient, directly (no column matrix), then pool1 + relu1 */
+      struct { guint32 n, w_off, dz_off, dp_off; } ct = { n, w2, 0, 0 };
+      guint32 spec[4] = { 16, 32, 14, 14 };
+      rec_dispatch (r, SH_CONVT, spec, 4, DZ2, PR, &t->bufs[B_DP1], NULL, &ct, sizeof ct,
+                    ((n + 3) / 4 * 196 + 255) / 256, 1, 1);
+      rec_poolgrad (r, 0, A1, FALSE, &t->bufs[B_DP1], DZ1, n, 16, 28);
+    }
+  else
+    {
+      /* RLX_VK_CNN_COLUMNS=1: the column gradient (overwriting conv2's im2col,
+       * no longer needed), then col2im + pool1 + relu1 */
+      rec_gemm (r, TRUE, FALSE, rows2, 144, 32, DZ2, 32, 0, PR, 144, w2, COL2, 144, 0, NULL, 0, 0, 0);
+      rec_poolgrad (r, 1, A1, FALSE, COL2, DZ1, n, 16, 28);
+    }
   rec_im2col (r, X, COL1, n, 1, 28);
   rec_gemm (r, FALSE, FALSE, 16, 9, rows1, DZ1, 16, 0, COL1, 9, 0, G, 9, w1, NULL, 0, 0, 0);
   rec_colsum (r, DZ1, 0, rows1, 16, 16, G, b1, 1.0f, 0);
@@ -1075,6 +1089,7 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   self->max_batch = max_batch;
   self->pipes = g_array_new (FALSE, TRUE, sizeof (PipeEntry));
   self->big = CFG_BIG;
+  self->cnn_columns = g_getenv ("RLX_VK_CNN_COLUMNS") != NULL;
   g_mutex_init (&self->copy_lock);
   g_cond_init (&self->copy_cond);
   if (model->n_params * sizeof (float) >= (4u << 20) && g_get_num_processors () > 2)

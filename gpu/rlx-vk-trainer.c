@@ -1089,7 +1089,10 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   self->max_batch = max_batch;
   self->pipes = g_array_new (FALSE, TRUE, sizeof (PipeEntry));
   self->big = CFG_BIG;
-  self->cnn_columns = g_getenv ("RLX_VK_CNN_COLUMNS") != NULL;
+  {
+    const char *v = g_getenv ("RLX_VK_CNN_COLUMNS");
+    self->cnn_columns = v != NULL && *v != '\0' && strcmp (v, "0") != 0;
+  }
   g_mutex_init (&self->copy_lock);
   g_cond_init (&self->copy_cond);
   if (model->n_params * sizeof (float) >= (4u << 20) && g_get_num_processors () > 2)

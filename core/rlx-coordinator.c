@@ -304,6 +304,7 @@ struct _RlxCoordinator {
   guint64          stat_rounds;
   double           stat_round_us, stat_compute_us, stat_busy_us, stat_send_us;
   gint64           busy_us_round, send_us_round;
+  gint64           prof_us[8];      /* leader phases, summed (see finish) */
 
   /* timers */
   guint            found_id, join_id, heartbeat_id;
@@ -1199,6 +1200,34 @@ assign_task (RlxCoordinator *self, guint64 step, guint epoch, guint pos, guint c
 
 /* ── leader: rounds ─────────────────────────────────────────────────────── */
 
+/* The hot loops of a round, vectorised whatever the build's -O level. */
+#define HOT __attribute__ ((optimize ("O3")))
+
+static void HOT
+accumulate (double *restrict sum, const float *restrict g, gsize n, double w, gboolean first)
+{
+  if (first)
+    for (gsize i = 0; i < n; i++)
+      sum[i] = w * (double) g[i];
+  else
+    for (gsize i = 0; i < n; i++)
+      sum[i] += w * (double) g[i];
+}
+
+/* out = lr · (float) (sum · inv) (+ residual) */
+static void HOT
+mean_update (float *restrict out, const double *restrict sum, const float *restrict residual,
+             gsize n, double inv, float lr)
+{
+  if (residual)
+    for (gsize i = 0; i < n; i++)
+      out[i] = lr * (float) (sum[i] * inv) + residual[i];
+  else
+    for (gsize i = 0; i < n; i++)
+      out[i] = lr * (float) (sum[i] * inv);
+}
+
+
 static guint
 member_batch (RlxCoordinator *self, const char *id, guint *max_batch, double *speed)
 {
@@ -1373,9 +1402,14 @@ slot_clear (gpointer p)
 
 /* Publish the next step (and, with @commit, the update of the step just
  * collected, already in self->scratch as the pre-quantisation values). */
+/* Where the leader's time goes, per phase (reported in "done"). */
+#define PROF(k) G_STMT_START { gint64 prof_now = g_get_monotonic_time (); \
+  self->prof_us[k] += prof_now - prof_t; prof_t = prof_now; } G_STMT_END
+
 static void
 leader_publish (RlxCoordinator *self, gboolean commit)
 {
+  gint64 prof_t;
   g_autoptr(JsonObject) m = msg_new (self, "step");
   g_autoptr(JsonObject) assign = json_object_new ();
   g_autoptr(GBytes) frame = NULL;
@@ -1449,8 +1483,10 @@ leader_publish (RlxCoordinator *self, gboolean commit)
   json_object_set_object_member (m, "assign", json_object_ref (assign));
   json_object_set_boolean_member (m, "final", final);
 
+  prof_t = g_get_monotonic_time ();
   frame = rlx_wire_encode (m, commit ? self->scratch : NULL, commit ? self->n : 0,
                            self->precision, "avg", &error);
+  PROF (3);
   if (frame == NULL)
     {
       g_autofree char *msg = g_strdup_printf ("could not encode the step: %s", error->message);
@@ -1478,6 +1514,7 @@ leader_publish (RlxCoordinator *self, gboolean commit)
       rlx_sgd_step (self->params, update, self->n, 1.0f);
       self->applied = commit_step;
     }
+  PROF (4);
 
   for (guint i = 0; i < self->members->len; i++)
     {
@@ -1485,6 +1522,7 @@ leader_publish (RlxCoordinator *self, gboolean commit)
       if (p)
         peer_send (self, p, RLX_SEND_STEP, frame, commit ? self->n : 0, self->precision);
     }
+  PROF (5);
 
   /* Our own slice, then hash while the worker computes. */
   self->round_step = next_step;
@@ -1496,7 +1534,7 @@ leader_publish (RlxCoordinator *self, gboolean commit)
   self->contributors = g_ptr_array_new_with_free_func (g_free);
   if (self->slots->len > 0)
     {
-      memset (self->sum, 0, self->n * sizeof (double));
+      /* self->sum is overwritten by the first gradient (round_samples == 0). */
       self->round_active = TRUE;
       for (guint i = 0; i < self->slots->len; i++)
         {
@@ -1506,11 +1544,13 @@ leader_publish (RlxCoordinator *self, gboolean commit)
         }
       self->deadline_id = g_timeout_add (deadline_ms (self), on_deadline, self);
     }
+  PROF (6);
   if (commit)
     {
       rehash (self);
       commit_event_queue (self, samples, contributors, late, rejected);
     }
+  PROF (7);
   fix_task_hash (self, next_step);
 
   if (commit)
@@ -1546,14 +1586,10 @@ leader_finalize (RlxCoordinator *self)
 
   /* u = lr · (sample-weighted mean), plus the carried residual. */
   {
-    double inv = 1.0 / (double) self->round_samples;
-    float lr = (float) self->lr;
-    for (gsize i = 0; i < self->n; i++)
-      {
-        float mean = (float) (self->sum[i] * inv);
-        float u = lr * mean;
-        self->scratch[i] = self->residual ? u + self->residual[i] : u;
-      }
+    gint64 prof_t = g_get_monotonic_time ();
+    mean_update (self->scratch, self->sum, self->residual, self->n,
+                 1.0 / (double) self->round_samples, (float) self->lr);
+    PROF (2);
   }
   self->loss = self->round_loss / (double) self->round_samples;
   leader_publish (self, TRUE);
@@ -1594,7 +1630,7 @@ reject_bucket (RlxCoordinator *self, Slot *slot, const char *id, guint64 step, c
 }
 
 /* No NaN or Inf in @g: an exponent-bits test the compiler vectorises. */
-static gboolean
+static gboolean HOT
 all_finite (const float *g, gsize n)
 {
   const guint32 *b = (const guint32 *) g;
@@ -1659,8 +1695,9 @@ accept_grad (RlxCoordinator *self, const char *id, guint64 step, guint samples, 
   {
     double w = samples;
     double *sum = self->sum;
-    for (gsize i = 0; i < n; i++)
-      sum[i] += w * g[i];
+    gint64 prof_t = g_get_monotonic_time ();
+    accumulate (sum, g, n, w, self->round_samples == 0);
+    PROF (1);
   }
   self->round_samples += samples;
   self->round_loss += loss * samples;
@@ -2385,6 +2422,7 @@ on_frame (RlxLink *link, GBytes *frame, gpointer user_data)
   p->last_rx = t0;
   /* Buckets, updates and snapshots (the frames at least n bytes long) decode
    * straight into a reused buffer; the rest allocate. */
+  gint64 prof_t = t0;
   if (g_bytes_get_size (frame) >= self->n &&
       rlx_wire_decode_into (frame, NULL, &info, &h, self->rx_buf, self->n, NULL))
     vals = self->rx_buf;
@@ -2399,6 +2437,7 @@ on_frame (RlxLink *link, GBytes *frame, gpointer user_data)
       return;
     }
   rlx_wire_counters_add_rx_info (&p->counters, &self->totals, &info);
+  PROF (0);
   t = j_str (h, "t");
   if (t == NULL)
     return;
@@ -2719,6 +2758,15 @@ finish (RlxCoordinator *self, gboolean success, const char *message)
   json_object_set_int_member (o, "bytes_rx", (gint64) self->totals.rx_bytes);
   json_object_set_int_member (o, "bytes_f32",
                               (gint64) (self->totals.tx_f32_bytes + self->totals.rx_f32_bytes));
+  if (self->rounds_measured > 0)
+    {
+      /* Per round, ms: decode, accumulate, mean, encode, apply, send,
+       * assign+submit, hash+report. */
+      JsonArray *a = json_array_new ();
+      for (guint k = 0; k < G_N_ELEMENTS (self->prof_us); k++)
+        json_array_add_double_element (a, self->prof_us[k] / 1000.0 / self->rounds_measured);
+      json_object_set_array_member (o, "profile_ms", a);
+    }
   event_emit (self, o);
   g_signal_emit (self, signals[SIG_FINISHED], 0, success, message);
 }

@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <glib-unix.h>
+#include <malloc.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -204,6 +205,13 @@ rlx_cmd_join (int argc, char **argv)
   guint64 threads = 0;
   double lr = 0.05;
   guint sigint_id, sigterm_id;
+
+  /* Every round moves a few parameter-sized buffers (frames, the worker's
+   * copy of the parameters, its gradient). Above glibc's mmap threshold each
+   * would be a fresh mapping whose pages fault in on first touch — most of a
+   * round's coordinator time on a VM. Keep them in the heap and reuse it. */
+  mallopt (M_MMAP_THRESHOLD, 256 << 20);
+  mallopt (M_TRIM_THRESHOLD, 512 << 20);
 
   g_option_context_add_main_entries (ctx, entries, NULL);
   g_option_context_set_summary (ctx,

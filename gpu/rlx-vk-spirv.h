@@ -29,6 +29,3 @@ static const guint32 rlx_spv_im2col[] =
 static const guint32 rlx_spv_poolgrad[] =
 #include "poolgrad.spv.inc"
 ;
-static const guint32 rlx_spv_convt[] =
-#include "convt.spv.inc"
-;

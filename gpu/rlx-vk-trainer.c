@@ -24,7 +24,7 @@
 enum {
   B_X, B_H1, B_H2, B_LOGITS, B_DLOGITS, B_LOSSES, B_DH1, B_DH2,
   B_A1, B_P1, B_COL1, B_COL2, B_A2, B_P2, B_DP2, B_DZ2, B_DZ1,
-  B_PART, B_RPART, B_DP1, N_BUFS
+  B_PART, B_RPART, N_BUFS
 };
 
 static const char *const buf_names[N_BUFS] = {
@@ -32,7 +32,7 @@ static const char *const buf_names[N_BUFS] = {
   "hidden 1 gradient", "hidden 2 gradient",
   "conv1 output", "pool1 output", "conv1 im2col", "conv2 im2col/column gradient",
   "conv2 output", "pool2 output", "pool2 gradient", "conv2 gradient", "conv1 gradient",
-  "split-K partials", "column-sum partials", "pool1 gradient",
+  "split-K partials", "column-sum partials",
 };
 
 #define PART_FLOATS   (8u * 1024u * 1024u)
@@ -76,7 +76,6 @@ buffer_floats (const RlxModel *model, guint n, guint64 sizes[N_BUFS])
       sizes[B_DP2] = N * 1568;
       sizes[B_DZ2] = N * 196 * 32;
       sizes[B_DZ1] = N * 784 * 16;
-      sizes[B_DP1] = N * 16 * 196;
     }
   else
     {
@@ -123,7 +122,7 @@ typedef struct {
 
 typedef enum {
   SH_GEMM, SH_REDUCE, SH_GATHER, SH_SOFTMAX, SH_CONV1, SH_MAXPOOL, SH_IM2COL, SH_POOLGRAD,
-  SH_CONVT, N_SHADERS
+  N_SHADERS
 } ShaderId;
 
 typedef struct {
@@ -204,7 +203,6 @@ struct _RlxVkTrainer {
   guint64           n_submits;
   guint             n_bufs_made;
   GemmCfg           big;          /* CFG_BIG, or RLX_VK_GEMM_BIG=bm,bn,bk,tm,tn */
-  gboolean          cnn_columns;  /* RLX_VK_CNN_COLUMNS: the older column-gradient path */
   GThreadPool      *copiers;      /* large host copies in parallel */
   GMutex            copy_lock;
   GCond             copy_cond;
@@ -329,7 +327,6 @@ shader_code (ShaderId id, gsize *size)
       S (SH_MAXPOOL, rlx_spv_maxpool)
       S (SH_IM2COL, rlx_spv_im2col)
       S (SH_POOLGRAD, rlx_spv_poolgrad)
-      S (SH_CONVT, rlx_spv_convt)
 #undef S
     case N_SHADERS:
     default:
@@ -475,7 +472,7 @@ rec_dispatch (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec,
    * need no ordering among themselves). With RLX_VK_PROFILE every dispatch
    * gets one, so each is timed alone. */
   {
-    static const guint writes[N_SHADERS] = { 2, 1, 2, 3, 2, 1, 1, 2, 2 };
+    static const guint writes[N_SHADERS] = { 2, 1, 2, 3, 2, 1, 1, 2 };
     guint64 rd = 0, wr = 0;
 
     for (guint i = 0; i < 4; i++)
@@ -505,7 +502,7 @@ rec_dispatch (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec,
       rec_barrier (r);
       r->dirty_w = r->dirty_r = 0;
       static const char *const names[N_SHADERS] = {
-        "gemm", "reduce", "gather", "softmax", "conv1", "maxpool", "im2col", "poolgrad", "convt"
+        "gemm", "reduce", "gather", "softmax", "conv1", "maxpool", "im2col", "poolgrad"
       };
       g_ptr_array_add (r->step->labels,
                        g_strdup_printf ("%-8s %s grid %u×%u×%u", names[shader], r->label, gx, gy, gz));
@@ -600,11 +597,6 @@ choose_cfg (RlxVkTrainer *t, guint M, guint N, gboolean split_ok)
     return (big_ok && tiles_of (&CFG_TALL, M, N) >= FILL_TARGET) ? &CFG_TALL : &CFG_TALLS;
   if (M <= 32)
     return &CFG_WIDE32;
-  /* the big tile, unless the medium one pads the output much less */
-  if (big_ok && tiles_of (&CFG_MED, M, N) >= FILL_TARGET &&
-      tiles_of (&CFG_MED, M, N) * CFG_MED.bm * CFG_MED.bn * 4 <
-      tiles_of (&t->big, M, N) * t->big.bm * t->big.bn * 3)
-    return &CFG_MED;
   if (big_ok && split_ok && M >= t->big.bm && N >= t->big.bn)
     return &t->big;
   if (big_ok && tiles_of (&t->big, M, N) >= FILL_TARGET)
@@ -815,22 +807,10 @@ record_cnn (Rec *r, guint n)
   rec_poolgrad (r, 0, A2, TRUE, DP2, DZ2, n, 32, 14);
   rec_gemm (r, FALSE, FALSE, 32, 144, rows2, DZ2, 32, 0, COL2, 144, 0, G, 144, w2, NULL, 0, 0, 0);
   rec_colsum (r, DZ2, 0, rows2, 32, 32, G, b2, 1.0f, 0);
-  if (!t->cnn_columns)
-    {
-      /* conv2's input gradient, directly (no column matrix), then pool1 + relu1 */
-      struct { guint32 n, w_off, dz_off, dp_off; } ct = { n, w2, 0, 0 };
-      guint32 spec[4] = { 16, 32, 14, 14 };
-      rec_dispatch (r, SH_CONVT, spec, 4, DZ2, PR, &t->bufs[B_DP1], NULL, &ct, sizeof ct,
-                    ((n + 3) / 4 * 196 + 255) / 256, 1, 1);
-      rec_poolgrad (r, 0, A1, FALSE, &t->bufs[B_DP1], DZ1, n, 16, 28);
-    }
-  else
-    {
-      /* RLX_VK_CNN_COLUMNS=1: the column gradient (overwriting conv2's im2col,
-       * no longer needed), then col2im + pool1 + relu1 */
-      rec_gemm (r, TRUE, FALSE, rows2, 144, 32, DZ2, 32, 0, PR, 144, w2, COL2, 144, 0, NULL, 0, 0, 0);
-      rec_poolgrad (r, 1, A1, FALSE, COL2, DZ1, n, 16, 28);
-    }
+  /* the column gradient overwrites conv2's im2col, no longer needed */
+  rec_gemm (r, TRUE, FALSE, rows2, 144, 32, DZ2, 32, 0, PR, 144, w2, COL2, 144, 0, NULL, 0, 0, 0);
+  /* col2im + pool1 + relu1, conv1 */
+  rec_poolgrad (r, 1, A1, FALSE, COL2, DZ1, n, 16, 28);
   rec_im2col (r, X, COL1, n, 1, 28);
   rec_gemm (r, FALSE, FALSE, 16, 9, rows1, DZ1, 16, 0, COL1, 9, 0, G, 9, w1, NULL, 0, 0, 0);
   rec_colsum (r, DZ1, 0, rows1, 16, 16, G, b1, 1.0f, 0);
@@ -1089,10 +1069,6 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   self->max_batch = max_batch;
   self->pipes = g_array_new (FALSE, TRUE, sizeof (PipeEntry));
   self->big = CFG_BIG;
-  {
-    const char *v = g_getenv ("RLX_VK_CNN_COLUMNS");
-    self->cnn_columns = v != NULL && *v != '\0' && strcmp (v, "0") != 0;
-  }
   g_mutex_init (&self->copy_lock);
   g_cond_init (&self->copy_cond);
   if (model->n_params * sizeof (float) >= (4u << 20) && g_get_num_processors () > 2)

@@ -6,7 +6,7 @@
  *       one frame on stdin → the header (wire fields included) as one JSON
  *       line on stderr, the floats as little-endian f32 on stdout; a bad
  *       frame → the decoder's message on stderr, exit status 1
- *   wire bench [--size N]… [--reps R] [--json] [--portable]
+ *   wire bench [--size N]… [--reps R] [--json] [--portable|--kernels K]
  *       single-thread GB/s (of f32 bytes) of encode and decode for each
  *       precision, next to memcpy of the same bytes
  */
@@ -305,11 +305,13 @@ cmd_bench (int argc, char **argv)
   g_auto(GStrv) sizes = NULL;
   gint reps = 7;
   gboolean json = FALSE, portable = FALSE;
+  g_autofree char *kernels = NULL;
   GOptionEntry entries[] = {
     { "size", 'n', 0, G_OPTION_ARG_STRING_ARRAY, &sizes, "floats per bucket (repeatable; default 101770 and 1863690, the mnist-mlp and mnist-mlp-xl sizes)", "N" },
     { "reps", 'r', 0, G_OPTION_ARG_INT, &reps, "samples per figure, the median is reported (default 7)", "R" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "one JSON line per size", NULL },
     { "portable", 0, 0, G_OPTION_ARG_NONE, &portable, "use the portable kernels (no F16C/AVX-512)", NULL },
+    { "kernels", 0, 0, G_OPTION_ARG_STRING, &kernels, "kernel set: avx512, avx2 or portable (default: the best this CPU has)", "NAME" },
     { NULL },
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new ("");
@@ -323,6 +325,9 @@ cmd_bench (int argc, char **argv)
   if (reps < 1 || reps > 101)
     return rlx_cli_fail ("wire bench", RLX_EXIT_USAGE, "--reps must be between 1 and 101");
   rlx_wire_force_portable (portable);
+  if (kernels != NULL && rlx_wire_force_kernels (kernels) == NULL)
+    return rlx_cli_fail ("wire bench", RLX_EXIT_USAGE,
+                         "--kernels %s: not a kernel set this CPU can run (avx512, avx2, portable)", kernels);
   list = sizes ? (const char *const *) sizes : default_sizes;
 
   for (guint k = 0; list[k]; k++)
@@ -401,7 +406,7 @@ rlx_cmd_wire (int argc, char **argv)
       printf ("Usage: rlx-rank wire encode|decode|bench [OPTIONS]\n\n"
               "  encode --precision P [--field g] [--header JSON]   f32 on stdin → frame on stdout\n"
               "  decode [--max-frame BYTES]    frame on stdin → header on stderr, f32 on stdout\n"
-              "  bench [--size N]… [--reps R] [--json] [--portable]   codec throughput\n\n"
+              "  bench [--size N]… [--reps R] [--json] [--kernels K]   codec throughput\n\n"
               "Run 'rlx-rank wire SUB --help' for a subcommand's options.\n");
       return RLX_EXIT_OK;
     }

@@ -397,7 +397,22 @@ static const RlxWireKernels *
 best_kernels (void)
 {
   const RlxWireKernels *k = rlx_wire_kernels_avx512 ();
+
+  if (k == NULL)
+    k = rlx_wire_kernels_avx2 ();
   return k ? k : &portable_kernels;
+}
+
+static const RlxWireKernels *
+kernels_by_name (const char *name)
+{
+  if (g_strcmp0 (name, "portable") == 0)
+    return &portable_kernels;
+  if (g_strcmp0 (name, "avx2") == 0)
+    return rlx_wire_kernels_avx2 ();
+  if (g_strcmp0 (name, "avx512") == 0)
+    return rlx_wire_kernels_avx512 ();
+  return NULL;
 }
 
 const RlxWireKernels *
@@ -408,9 +423,22 @@ rlx_wire_kernels (void)
   if (G_UNLIKELY (k == NULL))
     {
       const char *env = g_getenv ("RLX_WIRE_PORTABLE");
-      gboolean portable = env != NULL && *env != '\0' && g_strcmp0 (env, "0") != 0;
+      const char *named = g_getenv ("RLX_WIRE_KERNELS");
 
-      k = portable ? &portable_kernels : best_kernels ();
+      if (env != NULL && *env != '\0' && g_strcmp0 (env, "0") != 0)
+        k = &portable_kernels;
+      else if (named != NULL && *named != '\0')
+        {
+          k = kernels_by_name (named);
+          if (k == NULL)
+            {
+              g_warning ("RLX_WIRE_KERNELS=%s is not available on this CPU or not a kernel set "
+                         "(portable, avx2, avx512); using the best one", named);
+              k = best_kernels ();
+            }
+        }
+      else
+        k = best_kernels ();
       g_atomic_pointer_set (&chosen, k);
     }
   return k;
@@ -421,6 +449,17 @@ rlx_wire_force_portable (gboolean portable)
 {
   const RlxWireKernels *k = portable ? &portable_kernels : best_kernels ();
 
+  g_atomic_pointer_set (&chosen, k);
+  return k->name;
+}
+
+const char *
+rlx_wire_force_kernels (const char *name)
+{
+  const RlxWireKernels *k = name ? kernels_by_name (name) : best_kernels ();
+
+  if (k == NULL)
+    return NULL;
   g_atomic_pointer_set (&chosen, k);
   return k->name;
 }

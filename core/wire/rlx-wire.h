@@ -27,8 +27,8 @@
  * Frames made here are byte-identical to the seed's for the same message
  * (its JSON.stringify layout of numbers and strings included).
  *
- * Kernels: AVX-512 + F16C when the CPU has them (chosen at run time), else
- * portable C; both give identical bits. RLX_WIRE_PORTABLE=1 forces portable.
+ * Kernels: AVX-512 + F16C, else AVX2 + F16C, when the CPU has them (chosen
+ * at run time), else portable C; all give identical bits.
  *
  * Thread safety: every function is reentrant; an RlxWireFeedback or
  * RlxWireCounters must not be used from two threads at once, and
@@ -193,10 +193,16 @@ float    rlx_wire_f32_from_f16     (guint16 h);
 guint8   rlx_wire_f8_from_f16      (guint16 h, RlxPrecision p); /* the bridge  */
 float    rlx_wire_f32_from_f8      (guint8 code, RlxPrecision p);
 
-/* Force the portable (no F16C/AVX-512) code paths: TRUE/FALSE. Also set by
- * the environment variable RLX_WIRE_PORTABLE=1 at first use. Returns the
- * name of the path now in use ("avx512", "f16c", "portable"). */
+/* Kernel sets, best first: "avx512" (AVX-512 + F16C), "avx2" (AVX2 +
+ * F16C), "portable" (plain C). All give identical bits. The best one the CPU
+ * has is used unless RLX_WIRE_PORTABLE=1 or RLX_WIRE_KERNELS=NAME is set in
+ * the environment at first use. For tests and benchmarks:
+ *   rlx_wire_force_portable (TRUE) → "portable"; (FALSE) → the best set;
+ *   rlx_wire_force_kernels (NAME) → NAME, or NULL when this CPU lacks it
+ *     (nothing changes then); NULL name → the best set.
+ * rlx_wire_simd_path () names the set in use. */
 const char *rlx_wire_force_portable (gboolean portable);
+const char *rlx_wire_force_kernels  (const char *name);
 const char *rlx_wire_simd_path      (void);
 
 /* ── error feedback ─────────────────────────────────────────────────────── */

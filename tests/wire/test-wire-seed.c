@@ -389,6 +389,18 @@ test_seed_vector (void)
 }
 
 static void
+test_seed_avx2 (void)
+{
+  if (rlx_wire_force_kernels ("avx2") == NULL)
+    {
+      g_test_skip ("this CPU cannot run the AVX2 kernels");
+      return;
+    }
+  check_with_seed ();
+  rlx_wire_force_kernels (NULL);
+}
+
+static void
 test_seed_portable (void)
 {
   g_assert_cmpstr (rlx_wire_force_portable (TRUE), ==, "portable");
@@ -446,6 +458,7 @@ main (int argc, char **argv)
   harness = g_build_filename (root, "tests", "wire", "seed-codec.mjs", NULL);
   g_test_add_func ("/wire/seed/bridge", test_seed_bridge);
   g_test_add_func ("/wire/seed/interop", test_seed_vector);
+  g_test_add_func ("/wire/seed/interop-avx2", test_seed_avx2);
   g_test_add_func ("/wire/seed/interop-portable", test_seed_portable);
   return g_test_run ();
 }

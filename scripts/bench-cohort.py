@@ -148,6 +148,10 @@ def overhead(a):
                                              "--checkpoint-every", "0"], 600)
         lead = [e for n in nodes for e in n.find("done") if "round_ms" in e][0]
         rows.append(lead)
+        prof = ", ".join(f"{k} {v:.3f}" for k, v in zip(
+            ["decode", "accumulate", "mean", "encode", "apply", "send", "submit", "hash+report"],
+            lead.get("profile_ms", [])))
+        print(f"run {r + 1}: leader phases per round (ms): {prof}")
         print(f"run {r + 1}: round {lead['round_ms']:.3f} ms, compute {lead['compute_ms']:.3f} ms, "
               f"leader socket sends {lead['send_ms']:.3f} ms, coordinator {lead['coordinator_ms'] - lead['send_ms']:.3f} ms "
               f"(over {lead['rounds_measured']} rounds)", flush=True)

@@ -84,11 +84,52 @@ fi
 # --- cohort ------------------------------------------------------------------
 if want cohort; then
   echo "## cohort"
+  # Real `rlx-rank join` processes in private XDG dirs (scripts/bench-cohort.py).
+  COHORT_PY="$(dirname "$0")/bench-cohort.py"
+  # Coordinator overhead per round: 4 local ranks, mnist-mlp, f32.
+  python3 "$COHORT_PY" "$RANK" overhead --ranks 4 --runs 5 --steps 3000
+  # Join: spawn beside a running 2-rank cohort -> first contributed gradient.
+  python3 "$COHORT_PY" "$RANK" join --runs 5
+  # Fidelity: Fashion-MNIST mnist-mlp, global batch 64, lr 0.05, 2 epochs;
+  # 1 rank f32 vs 4 ranks at f32, f16, f8e4m3 with and without error feedback.
+  if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+    python3 "$COHORT_PY" "$RANK" fidelity --ranks 4 --batch 64 --lr 0.05 --epochs 2
+  else
+    echo "fidelity: skipped (install dataset-fashion-mnist)"
+  fi
 fi
 # --- end cohort --------------------------------------------------------------
 
 # --- gpu ---------------------------------------------------------------------
 if want gpu; then
   echo "## gpu"
+  # bench-gpu: median step time (10 warm-up steps, then ≥ --seconds), samples/s,
+  # TFLOP/s, and the GPU-timestamp breakdown (upload / compute / download) of a
+  # step. Always: lavapipe beside the CPU backend at batch 64, interleaved, 3
+  # rounds (sizes CI; software Vulkan is slow). With a hardware Vulkan device:
+  # rlx-rank bench --backend vulkan beside torch_ref.py speed --device cuda
+  # (TF32 off, grads to host), 3 rounds in the same run, plus the breakdowns.
+  BENCH_GPU="$BUILD/tests/gpu/bench-gpu"
+  for round in 1 2 3; do
+    echo "# round $round: cpu, then lavapipe"
+    "$BENCH_GPU" --backend cpu --models mnist-mlp,mnist-cnn,mnist-mlp-xl --batches 64 --seconds 1
+    "$BENCH_GPU" --backend vulkan:llvmpipe --models mnist-mlp,mnist-cnn,mnist-mlp-xl --batches 64 --seconds 1 || true
+  done
+  if "$RANK" devices --backend vulkan >/dev/null 2>&1; then
+    for round in 1 2 3; do
+      echo "# round $round: vulkan (hardware), then PyTorch CUDA"
+      "$BENCH_GPU" --backend vulkan --models mnist-mlp,mnist-cnn --batches 64,1024 --seconds 2
+      "$BENCH_GPU" --backend vulkan --models mnist-mlp-xl --batches 1024,8192 --seconds 2
+      for m in mnist-mlp:1024 mnist-cnn:1024 mnist-mlp-xl:8192; do
+        "$RANK" bench --model "${m%:*}" --batch "${m#*:}" --backend vulkan --seconds 2
+      done
+      if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+        python3 "$TORCH_REF" speed --device cuda --models mnist-mlp,mnist-cnn --batches 64,1024
+        python3 "$TORCH_REF" speed --device cuda --models mnist-mlp-xl --batches 1024,8192
+      fi
+    done
+  else
+    echo "gpu: no hardware Vulkan device here; the H200 figures in BENCHMARKS.md come from the device machine"
+  fi
 fi
 # --- end gpu -----------------------------------------------------------------

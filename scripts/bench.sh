@@ -16,8 +16,10 @@ echo "# machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $(date
 if want vision; then
   echo "## vision"
   # rlx-rank bench --backend cpu vs torch_ref.py speed (best of --threads 1/2),
-  # interleaved, medians of 3; then Fashion-MNIST accuracy after 2 epochs.
+  # interleaved, medians of 3; the same per CPU-second with one thread each;
+  # then Fashion-MNIST accuracy after 2 epochs.
   python3 "$(dirname "$0")/bench-vision.py" "$RANK" "$TORCH_REF" speed --reps 3 --seconds 1
+  python3 "$(dirname "$0")/bench-vision.py" "$RANK" "$TORCH_REF" cputime --reps 3 --seconds 1
   python3 "$(dirname "$0")/bench-vision.py" "$RANK" "$TORCH_REF" accuracy
 fi
 # --- end vision --------------------------------------------------------------

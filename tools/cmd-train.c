@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 /* Batches above this are refused before anything is allocated. */
 #define MAX_BATCH 65536u
@@ -174,7 +175,7 @@ rlx_cmd_train (int argc, char **argv)
     { "seed", 0, 0, G_OPTION_ARG_STRING, &seed_s, "keys the initialisation, the permutation and synthetic data (default 0)", "S" },
     { "backend", 0, 0, G_OPTION_ARG_STRING, &backend_s, "auto, cpu, vulkan or vulkan:NAME (default auto)", "B" },
     { "order", 0, 0, G_OPTION_ARG_STRING, &order_s, "permuted (each epoch a seeded permutation; default) or file", "O" },
-    { "threads", 0, 0, G_OPTION_ARG_STRING, &threads_s, "BLAS threads on the CPU backend (default: all cores)", "N" },
+    { "threads", 0, 0, G_OPTION_ARG_STRING, &threads_s, "CPU threads for the CPU backend (default: one per core)", "N" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "one JSON object per line", NULL },
     { NULL }
   };
@@ -193,6 +194,7 @@ rlx_cmd_train (int argc, char **argv)
   char b1[G_ASCII_DTOSTR_BUF_SIZE], b2[G_ASCII_DTOSTR_BUF_SIZE], b3[G_ASCII_DTOSTR_BUF_SIZE];
   int status;
 
+  g_set_prgname ("rlx-rank train");
   g_option_context_add_main_entries (ctx, entries, NULL);
   g_option_context_set_description (ctx,
     "Trains from the seeded initialisation with plain SGD on mean softmax\n"
@@ -347,6 +349,7 @@ rlx_cmd_grads (int argc, char **argv)
   guint train_size;
   int status;
 
+  g_set_prgname ("rlx-rank grads");
   g_option_context_add_main_entries (ctx, entries, NULL);
   g_option_context_set_description (ctx,
     "Computes the mean loss and its gradient over training samples [I, I+B)\n"
@@ -437,6 +440,18 @@ rlx_cmd_grads (int argc, char **argv)
 
 /* ------------------------------------------------------------------- bench */
 
+/* CPU time of the whole process (all threads), so a figure taken on a
+ * shared machine can be read per core used as well as per wall second. */
+static double
+process_cpu_seconds (void)
+{
+  struct timespec ts;
+
+  if (clock_gettime (CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
+    return 0.0;
+  return (double) ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 int
 rlx_cmd_bench (int argc, char **argv)
 {
@@ -450,7 +465,7 @@ rlx_cmd_bench (int argc, char **argv)
     { "backend", 0, 0, G_OPTION_ARG_STRING, &backend_s, "auto, cpu, vulkan or vulkan:NAME (default auto)", "B" },
     { "seconds", 0, 0, G_OPTION_ARG_STRING, &seconds_s, "how long to measure after warm-up (default 2)", "S" },
     { "dataset", 0, 0, G_OPTION_ARG_STRING, &dataset_slug, "where the samples come from (default synthetic)", "D" },
-    { "threads", 0, 0, G_OPTION_ARG_STRING, &threads_s, "BLAS threads on the CPU backend (default: all cores)", "N" },
+    { "threads", 0, 0, G_OPTION_ARG_STRING, &threads_s, "CPU threads for the CPU backend (default: one per core)", "N" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "print one JSON object", NULL },
     { NULL }
   };
@@ -464,16 +479,20 @@ rlx_cmd_bench (int argc, char **argv)
   g_autofree char *backend_json = NULL, *device_json = NULL, *blas_json = NULL;
   const RlxModel *model = NULL;
   guint64 batch = 0, steps = 0;
-  double seconds = 2.0, elapsed, sps;
+  double seconds = 2.0, elapsed, sps, cpu0, cpu;
   char b1[G_ASCII_DTOSTR_BUF_SIZE], b2[G_ASCII_DTOSTR_BUF_SIZE];
+  char b3[G_ASCII_DTOSTR_BUF_SIZE], b4[G_ASCII_DTOSTR_BUF_SIZE];
   float loss;
   int status;
 
+  g_set_prgname ("rlx-rank bench");
   g_option_context_add_main_entries (ctx, entries, NULL);
   g_option_context_set_description (ctx,
     "One step is what a rank does per round: gather the batch, forward,\n"
     "backward, gradients in host memory (no update, like torch_ref.py speed).\n"
-    "Ten steps of warm-up, then as many steps as fit in --seconds.\n\n"
+    "Ten steps of warm-up, then as many steps as fit in --seconds. --json\n"
+    "also gives samples per CPU-second (all threads' CPU time), a figure that\n"
+    "other load on the machine disturbs less.\n\n"
     "Example:\n"
     "  rlx-rank bench --model mnist-mlp --batch 64 --backend cpu");
   if (!rlx_cli_parse (ctx, sub, &argc, &argv) || !no_extra_args (sub, argc, argv))
@@ -510,6 +529,7 @@ rlx_cmd_bench (int argc, char **argv)
     if (!rlx_backend_grads (backend, params, indices, (guint) batch, &loss, grads, &error))
       return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "%s", error->message);
 
+  cpu0 = process_cpu_seconds ();
   timer = g_timer_new ();
   do
     {
@@ -519,6 +539,7 @@ rlx_cmd_bench (int argc, char **argv)
     }
   while (g_timer_elapsed (timer, NULL) < seconds);
   elapsed = g_timer_elapsed (timer, NULL);
+  cpu = process_cpu_seconds () - cpu0;
   sps = (double) steps * batch / elapsed;
 
   backend_json = json_str (rlx_backend_name (backend));
@@ -527,9 +548,11 @@ rlx_cmd_bench (int argc, char **argv)
   if (json)
     printf ("{\"event\":\"bench\",\"model\":\"%s\",\"batch\":%" G_GUINT64_FORMAT
             ",\"backend\":%s,\"device\":%s,\"threads\":%u,\"blas\":%s,\"steps\":%" G_GUINT64_FORMAT
-            ",\"seconds\":%s,\"samples_per_second\":%s}\n",
+            ",\"seconds\":%s,\"samples_per_second\":%s,\"cpu_seconds\":%s,"
+            "\"samples_per_cpu_second\":%s}\n",
             model->slug, batch, backend_json, device_json, rlx_cpu_threads (), blas_json, steps,
-            json_num (b1, elapsed), json_num (b2, sps));
+            json_num (b1, elapsed), json_num (b2, sps), json_num (b3, cpu),
+            json_num (b4, cpu > 0 ? (double) steps * batch / cpu : NAN));
   else
     printf ("%s batch %" G_GUINT64_FORMAT " %s: %.0f samples/s (%" G_GUINT64_FORMAT
             " steps in %.2f s; %s; BLAS %u threads: %s)\n", model->slug, batch,

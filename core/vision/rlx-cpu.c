@@ -117,13 +117,14 @@ struct _RlxCpuTrainer {
   GThread        *helper;
   GMutex          lock;
   GCond           cond;
-  guint           generation;      /* a new step for the helpers */
-  guint           pending;         /* helpers still working on it */
+  guint           generation;      /* bumped for each step the helper takes */
+  guint           pending;         /* 1 while the helper works on it */
   gboolean        quit;
 };
 
-/* BLAS threads the person asked for (0: one per core); the MLP's GEMMs use
- * them, the CNN runs that many chunk pipelines on single-threaded GEMMs. */
+/* Threads the person allowed (0: one per core). The MLP's GEMMs get them as
+ * BLAS threads; the CNN runs its lanes on two threads when 2 or more are
+ * allowed, each with single-threaded GEMMs. */
 static guint wanted_threads;
 /* What OpenBLAS was last told (0: nothing yet). */
 static gint blas_threads_set;

@@ -201,6 +201,7 @@ struct _RlxVkTrainer {
   char             *lost_reason;
   RlxVkTimings      timings;
   guint64           n_submits;
+  guint64           lose_at;
   guint             n_bufs_made;
   GemmCfg           big;          /* CFG_BIG, or RLX_VK_GEMM_BIG=bm,bn,bk,tm,tn */
   GThreadPool      *copiers;      /* large host copies in parallel */
@@ -1069,6 +1070,8 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   self->max_batch = max_batch;
   self->pipes = g_array_new (FALSE, TRUE, sizeof (PipeEntry));
   self->big = CFG_BIG;
+  if (g_getenv ("RLX_VK_SIMULATE_DEVICE_LOST") != NULL)
+    self->lose_at = g_ascii_strtoull (g_getenv ("RLX_VK_SIMULATE_DEVICE_LOST"), NULL, 10);
   g_mutex_init (&self->copy_lock);
   g_cond_init (&self->copy_cond);
   if (model->n_params * sizeof (float) >= (4u << 20) && g_get_num_processors () > 2)
@@ -1346,16 +1349,15 @@ wait_fence (RlxVkTrainer *self, guint64 timeout_ns)
   return vkWaitForFences (self->dev, 1, &self->fence, VK_TRUE, timeout_ns);
 }
 
-/* RLX_VK_SIMULATE_DEVICE_LOST=N: the Nth step (from 1) reports
- * VK_ERROR_DEVICE_LOST instead of being submitted — how the tests reach the
- * device-lost path on a device that never loses itself. */
+/* RLX_VK_SIMULATE_DEVICE_LOST=N (read when the trainer is made): the Nth
+ * step (from 1) reports VK_ERROR_DEVICE_LOST instead of being submitted —
+ * how the tests reach the device-lost path on a device that never loses
+ * itself. */
 static gboolean
 simulate_lost (RlxVkTrainer *self)
 {
-  const char *v = g_getenv ("RLX_VK_SIMULATE_DEVICE_LOST");
-
   self->n_submits++;
-  return v != NULL && *v != '\0' && g_ascii_strtoull (v, NULL, 10) == self->n_submits;
+  return self->lose_at != 0 && self->n_submits == self->lose_at;
 }
 
 gboolean

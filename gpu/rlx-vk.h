@@ -19,7 +19,12 @@
  * Environment: RLX_VK_VALIDATE=1 enables the Khronos validation layer; with
  * or without it, validation and performance warnings and errors reported
  * through VK_EXT_debug_utils are printed and counted
- * (rlx_vk_validation_messages).
+ * (rlx_vk_validation_messages). For tuning and tests (read when a trainer is
+ * made): RLX_VK_PROFILE=1 puts a timestamp (and a barrier) after every
+ * dispatch and prints the mean time of each when the trainer is freed;
+ * RLX_VK_GEMM_BIG=bm,bn,bk,tm,tn replaces the big GEMM tile;
+ * RLX_VK_SIMULATE_DEVICE_LOST=N makes the Nth step report
+ * VK_ERROR_DEVICE_LOST.
  */
 #pragma once
 

@@ -6,10 +6,12 @@
  *     for every model at batch 1, 7 and 64;
  *   - the same step twice gives identical bits;
  *   - bad batches are refused; a lost device is reported, never a crash;
+ *   - the backend works from the rank's compute worker thread;
  *   - zero validation messages.
  */
 #include "rlx-config.h"
 #include "core/rlx-backend.h"
+#include "core/rlx-worker.h"
 #include "gpu/rlx-vk.h"
 
 #include <math.h>
@@ -198,8 +200,9 @@ test_device_lost (void)
       return;
     }
   rlx_model_init_params (model, 1, params);
-  gpu = open_vulkan (model, 4);
   g_setenv ("RLX_VK_SIMULATE_DEVICE_LOST", "2", TRUE);
+  gpu = open_vulkan (model, 4);
+  g_unsetenv ("RLX_VK_SIMULATE_DEVICE_LOST");
   g_assert_true (rlx_backend_grads (gpu, params, idx, 4, &loss, grads, &error));
   g_assert_false (rlx_backend_grads (gpu, params, idx, 4, &loss, grads, &error));
   g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_DEVICE_LOST);
@@ -207,9 +210,91 @@ test_device_lost (void)
   g_assert_nonnull (strstr (error->message, "--backend cpu"));
   g_clear_error (&error);
   /* fatal for this backend: later steps fail the same way */
-  g_unsetenv ("RLX_VK_SIMULATE_DEVICE_LOST");
   g_assert_false (rlx_backend_grads (gpu, params, idx, 4, &loss, grads, &error));
   g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_DEVICE_LOST);
+}
+
+typedef struct {
+  gboolean done;
+  float    loss;
+  float   *grads;
+  gsize    n_grads;
+  GError  *error;
+} WorkerOut;
+
+static void
+on_worker_done (RlxWorker *worker, const RlxGradResult *result, const GError *error,
+                gpointer user_data)
+{
+  WorkerOut *out = user_data;
+
+  g_assert_true (g_main_context_is_owner (g_main_context_default ()));
+  out->done = TRUE;
+  if (error != NULL)
+    out->error = g_error_copy (error);
+  else
+    {
+      out->loss = result->loss;
+      out->grads = g_memdup2 (result->grads, result->n_grads * sizeof (float));
+      out->n_grads = result->n_grads;
+    }
+}
+
+/* The rank's compute worker owns the Vulkan backend: the result comes back
+ * on the main context, equal to the same step run directly; a second job
+ * while one is in flight is refused; a lost device arrives as an error. */
+static void
+test_worker (void)
+{
+  const RlxModel *model = rlx_model_get (RLX_MODEL_MNIST_CNN);
+  g_autoptr(RlxWorker) worker = NULL;
+  g_autoptr(RlxBackend) direct = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree float *params = g_new (float, model->n_params);
+  g_autofree float *expect = g_new (float, model->n_params);
+  guint32 idx[16];
+  WorkerOut out = { 0 };
+  float loss;
+  guint64 id;
+
+  if (!have_device)
+    {
+      g_test_skip ("no lavapipe device");
+      return;
+    }
+  rlx_model_init_params (model, 11, params);
+  random_indices (idx, 16, 5);
+  direct = open_vulkan (model, 16);
+  g_assert_true (rlx_backend_grads (direct, params, idx, 16, &loss, expect, &error));
+  g_clear_pointer (&direct, rlx_backend_free);
+
+  worker = rlx_worker_new (open_vulkan (model, 16));
+  id = rlx_worker_submit (worker, params, idx, 16, on_worker_done, &out, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (id, >, 0);
+  g_assert_cmpuint (rlx_worker_submit (worker, params, idx, 16, on_worker_done, &out, &error), ==, 0);
+  g_assert_error (error, RLX_WORKER_ERROR, RLX_WORKER_ERROR_BUSY);
+  g_clear_error (&error);
+  while (!out.done)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_no_error (out.error);
+  g_assert_cmpuint (out.n_grads, ==, model->n_params);
+  g_assert_cmpmem (&out.loss, sizeof loss, &loss, sizeof loss);
+  g_assert_cmpmem (out.grads, model->n_params * sizeof (float), expect, model->n_params * sizeof (float));
+  g_clear_pointer (&out.grads, g_free);
+
+  /* a lost device reaches the rank as an error on the main context */
+  g_clear_pointer (&worker, rlx_worker_free);
+  g_setenv ("RLX_VK_SIMULATE_DEVICE_LOST", "1", TRUE);
+  worker = rlx_worker_new (open_vulkan (model, 16));
+  g_unsetenv ("RLX_VK_SIMULATE_DEVICE_LOST");
+  memset (&out, 0, sizeof out);
+  rlx_worker_submit (worker, params, idx, 16, on_worker_done, &out, &error);
+  g_assert_no_error (error);
+  while (!out.done)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_error (out.error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_DEVICE_LOST);
+  g_clear_error (&out.error);
 }
 
 static void
@@ -250,6 +335,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gpu/vulkan/determinism", test_determinism);
   g_test_add_func ("/gpu/vulkan/refusals", test_refusals);
   g_test_add_func ("/gpu/vulkan/device-lost", test_device_lost);
+  g_test_add_func ("/gpu/vulkan/worker", test_worker);
   g_test_add_func ("/gpu/vulkan/validation-clean", test_validation_clean);
   {
     int status = g_test_run ();

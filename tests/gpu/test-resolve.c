@@ -297,7 +297,7 @@ test_order_and_names (void)
 
 /* The real thing, with the loader pointed at a driver that does not exist. */
 static char *
-run_rank (int *status, const char *const *args)
+run_rank_env (int *status, const char *const *args, gboolean no_driver)
 {
   g_autoptr(GSubprocessLauncher) l =
     g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_MERGE);
@@ -306,8 +306,11 @@ run_rank (int *status, const char *const *args)
   g_autoptr(GPtrArray) argv = g_ptr_array_new ();
   char *out = NULL;
 
-  g_subprocess_launcher_setenv (l, "VK_ICD_FILENAMES", "/nonexistent/icd.json", TRUE);
-  g_subprocess_launcher_setenv (l, "VK_DRIVER_FILES", "/nonexistent/icd.json", TRUE);
+  if (no_driver)
+    {
+      g_subprocess_launcher_setenv (l, "VK_ICD_FILENAMES", "/nonexistent/icd.json", TRUE);
+      g_subprocess_launcher_setenv (l, "VK_DRIVER_FILES", "/nonexistent/icd.json", TRUE);
+    }
   g_subprocess_launcher_unsetenv (l, "RLX_VK_VALIDATE");
   g_ptr_array_add (argv, (char *) g_getenv ("RLX_RANK"));
   for (guint i = 0; args[i]; i++)
@@ -319,6 +322,53 @@ run_rank (int *status, const char *const *args)
   g_assert_no_error (error);
   *status = g_subprocess_get_exit_status (p);
   return out;
+}
+
+static char *
+run_rank (int *status, const char *const *args)
+{
+  return run_rank_env (status, args, TRUE);
+}
+
+/* With the real loader: lavapipe is listed, auto passes it over, asking for
+ * it by name takes it, and a batch it cannot hold is refused with the limit. */
+static void
+test_lavapipe_cli (void)
+{
+  const char *devices[] = { "devices", "--backend", "vulkan:llvmpipe", NULL };
+  const char *auto_devices[] = { "devices", NULL };
+  const char *grads[] = { "grads", "--model", "mnist-cnn", "--dataset", "synthetic", "--start", "0",
+                          "--batch", "2048", "--seed", "1", "--backend", "vulkan:llvmpipe",
+                          "--out", "/dev/null", NULL };
+  g_autofree char *out = NULL, *out2 = NULL, *out3 = NULL;
+  int status;
+
+  if (g_getenv ("RLX_RANK") == NULL)
+    {
+      g_test_skip ("RLX_RANK is not set (run through meson test)");
+      return;
+    }
+  out = run_rank_env (&status, auto_devices, FALSE);
+  if (strstr (out, "llvmpipe") == NULL)
+    {
+      g_test_skip ("no lavapipe device (install mesa-vulkan-drivers)");
+      return;
+    }
+  g_test_message ("%s", out);
+  g_assert_cmpint (status, ==, 0);
+  g_assert_nonnull (strstr (out, "software rasterizer"));
+  g_assert_nonnull (strstr (out, "shared memory"));
+
+  out2 = run_rank_env (&status, devices, FALSE);
+  g_test_message ("%s", out2);
+  g_assert_cmpint (status, ==, 0);
+  g_assert_nonnull (strstr (out2, "mnist-mlp    vulkan on llvmpipe"));
+
+  out3 = run_rank_env (&status, grads, FALSE);
+  g_test_message ("%s", out3);
+  g_assert_cmpint (status, !=, 0);
+  g_assert_nonnull (strstr (out3, "mnist-cnn at batch 2048 needs a"));
+  g_assert_nonnull (strstr (out3, "per buffer"));
 }
 
 static void
@@ -359,5 +409,6 @@ main (int argc, char **argv)
   g_test_add_func ("/gpu/resolve/model-matters", test_model_matters);
   g_test_add_func ("/gpu/resolve/order-and-names", test_order_and_names);
   g_test_add_func ("/gpu/resolve/no-driver-cli", test_no_driver_cli);
+  g_test_add_func ("/gpu/resolve/lavapipe-cli", test_lavapipe_cli);
   return g_test_run ();
 }

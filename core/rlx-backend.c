@@ -10,6 +10,7 @@
 #include "core/vision/rlx-cpu.h"
 #include "gpu/rlx-vk.h"
 
+#include <math.h>
 #include <string.h>
 
 G_DEFINE_QUARK (rlx-backend-error-quark, rlx_backend_error)
@@ -32,6 +33,7 @@ struct _RlxBackend {
   guint8         *labels;
   /* vulkan */
   RlxVkTrainer   *vk;
+  gboolean        check;   /* RLX_BACKEND_CHECK: compare each step with the CPU */
 };
 
 static RlxBackend *
@@ -276,6 +278,7 @@ backend_new_vulkan (const RlxVkDeviceInfo *info, const RlxModel *model, RlxDatas
   self->dataset = rlx_dataset_ref (dataset);
   self->max_batch = max_batch;
   self->vk = vk;
+  self->check = g_getenv ("RLX_BACKEND_CHECK") != NULL && g_strcmp0 (g_getenv ("RLX_BACKEND_CHECK"), "0") != 0;
   self->device = g_strdup (info->name);
   self->fallback = g_strdup ("");
   return self;
@@ -382,6 +385,45 @@ guint rlx_backend_max_batch (const RlxBackend *self) { return self->max_batch; }
 const RlxModel *rlx_backend_model (const RlxBackend *self) { return self->model; }
 RlxDataset *rlx_backend_dataset (const RlxBackend *self) { return self->dataset; }
 
+/* RLX_BACKEND_CHECK=1: every Vulkan step is recomputed by the CPU reference
+ * and each tensor compared (max |Δ| ≤ 1e-4·max |g| + 1e-6, loss within
+ * 1e-5); a mismatch is logged with the tensor's name. Slow: for debugging a
+ * device or a driver. */
+static void
+check_against_cpu (RlxBackend *self, const float *params, const guint32 *indices, guint n,
+                   float loss, const float *grads)
+{
+  const RlxModel *m = self->model;
+  g_autofree float *ref = g_new (float, m->n_params);
+  float ref_loss;
+
+  if (self->cpu == NULL)
+    {
+      self->cpu = rlx_cpu_trainer_new (m, self->max_batch);
+      self->x = g_new (float, (gsize) self->max_batch * RLX_INPUT_LEN);
+      self->labels = g_new (guint8, self->max_batch);
+    }
+  rlx_dataset_gather (self->dataset, RLX_SPLIT_TRAIN, indices, n, self->x, self->labels);
+  ref_loss = rlx_cpu_trainer_grads (self->cpu, params, self->x, self->labels, n, ref);
+  if (fabsf (loss - ref_loss) > 1e-5f * fabsf (ref_loss))
+    g_warning ("check: %s batch %u on %s: loss %.9g, CPU reference %.9g",
+               m->slug, n, self->device, loss, ref_loss);
+  for (guint t = 0; t < m->n_tensors; t++)
+    {
+      const RlxTensorInfo *ti = &m->tensors[t];
+      double maxg = 0, maxd = 0;
+
+      for (gsize i = ti->offset; i < ti->offset + ti->numel; i++)
+        {
+          maxg = MAX (maxg, fabs (ref[i]));
+          maxd = MAX (maxd, fabs ((double) grads[i] - ref[i]));
+        }
+      if (!(maxd <= 1e-4 * maxg + 1e-6))
+        g_warning ("check: %s batch %u on %s: %s differs from the CPU reference by %.3g "
+                   "(max |g| %.3g)", m->slug, n, self->device, ti->name, maxd, maxg);
+    }
+}
+
 gboolean
 rlx_backend_grads (RlxBackend *self, const float *params,
                    const guint32 *indices, guint n,
@@ -418,6 +460,8 @@ rlx_backend_grads (RlxBackend *self, const float *params,
                        self->device, local->message);
           return FALSE;
         }
+      if (grads != NULL && self->check)
+        check_against_cpu (self, params, indices, n, *loss, grads);
       return TRUE;
     }
 

@@ -308,6 +308,7 @@ struct _RlxCoordinator {
 
   /* timers */
   guint            found_id, join_id, heartbeat_id;
+  guint            found_waits;
   GCancellable    *cancellable;
   gboolean         checkpoint_busy, checkpoint_again;
   gboolean         rounds_started;  /* wait_members only holds the first round */
@@ -1926,7 +1927,18 @@ on_found_timer (gpointer user_data)
   else if (senior)
     become_leader (self, 1, TRUE);
   else
-    self->found_id = g_timeout_add (FOUND_RETRY_MS, on_found_timer, self);
+    {
+      /* An older node has not founded yet, or we hold a stale view of it:
+       * say hello again (its answer refreshes what we know). */
+      if (++self->found_waits % 4 == 0)
+        for (guint i = 0; i < self->peers->len; i++)
+          {
+            Peer *p = g_ptr_array_index (self->peers, i);
+            if (p->hello && !p->refused)
+              send_hello (self, p);
+          }
+      self->found_id = g_timeout_add (FOUND_RETRY_MS, on_found_timer, self);
+    }
   return G_SOURCE_REMOVE;
 }
 
@@ -2002,10 +2014,11 @@ on_hello (RlxCoordinator *self, Peer *p, JsonObject *h)
   else if (g_strcmp0 (cohort, self->cohort) != 0)
     reason = g_strdup_printf ("cohort '%s' differs from '%s'", cohort ? cohort : "?", self->cohort);
   else if (g_strcmp0 (model, self->model->slug) != 0)
-    reason = g_strdup_printf ("model %s differs from this cohort's %s", model ? model : "?",
-                              self->model->slug);
+    reason = g_strdup_printf ("model differs: %s trains %s, %s trains %s", id,
+                              model ? model : "nothing", self->node_id, self->model->slug);
   else if (g_strcmp0 (dataset, rlx_dataset_slug (self->dataset)) != 0)
-    reason = g_strdup_printf ("dataset %s differs from this cohort's %s", dataset ? dataset : "?",
+    reason = g_strdup_printf ("dataset differs: %s uses %s, %s uses %s", id,
+                              dataset ? dataset : "nothing", self->node_id,
                               rlx_dataset_slug (self->dataset));
   else if (g_strcmp0 (j_str (h, "seed"), my_seed) != 0)
     reason = g_strdup_printf ("seed %s differs from this cohort's %s (the synthetic data and the "
@@ -2034,13 +2047,13 @@ on_hello (RlxCoordinator *self, Peer *p, JsonObject *h)
   p->id = g_strdup (id);
   p->hello = TRUE;
   g_free (p->host);
-  p->host = g_strdup (j_str (h, "host"));
+  p->host = g_strdup (j_str (h, "host") ? j_str (h, "host") : "");
   g_free (p->backend);
-  p->backend = g_strdup (j_str (h, "backend"));
+  p->backend = g_strdup (j_str (h, "backend") ? j_str (h, "backend") : "");
   g_free (p->device);
-  p->device = g_strdup (j_str (h, "device"));
+  p->device = g_strdup (j_str (h, "device") ? j_str (h, "device") : "");
   g_free (p->fallback);
-  p->fallback = g_strdup (j_str (h, "fallback"));
+  p->fallback = g_strdup (j_str (h, "fallback") ? j_str (h, "fallback") : "");
   p->precision = prec;
   p->batch = (guint) CLAMP (j_int0 (h, "batch"), 0, 1 << 20);
   p->max_batch = (guint) CLAMP (j_int0 (h, "max_batch"), 0, 1 << 20);
@@ -2050,6 +2063,17 @@ on_hello (RlxCoordinator *self, Peer *p, JsonObject *h)
   p->leader = g_strdup (j_str (h, "leader"));
   p->term = (guint64) MAX (0, j_int0 (h, "term"));
 
+  if ((self->role == ROLE_LEADER || self->role == ROLE_MEMBER) && self->leader &&
+      (prole == ROLE_ALONE || prole == ROLE_JOINING))
+    {
+      /* It may have said hello before we founded or joined (and so holds a
+       * stale view of us): tell it who leads, so it asks to join. */
+      g_autoptr(JsonObject) m = msg_new (self, "leader");
+      json_object_set_string_member (m, "node", self->leader);
+      json_object_set_int_member (m, "term", (gint64) self->term);
+      json_object_set_int_member (m, "step", (gint64) self->applied);
+      send_control (self, p, m);
+    }
   if (self->role == ROLE_ALONE && (prole == ROLE_LEADER || prole == ROLE_MEMBER) && p->leader)
     start_joining (self, prole == ROLE_LEADER ? p->id : p->leader, p->term);
   else if (self->role == ROLE_LEADER && prole == ROLE_LEADER)
@@ -2326,6 +2350,9 @@ on_snapshot (RlxCoordinator *self, Peer *p, JsonObject *h, const float *values, 
       emit_joined (self);
     }
   g_object_notify_by_pspec (G_OBJECT (self), props[PROP_STEP]);
+  /* Joined a cohort already past our --steps. */
+  if (self->steps > 0 && self->applied >= self->steps)
+    finish (self, TRUE, "all steps committed");
 }
 
 /* A member committed a step we (the new leader) never received: take its

@@ -1867,10 +1867,14 @@ static gboolean on_join_retry (gpointer user_data);
 static void
 start_joining (RlxCoordinator *self, const char *leader, guint64 term)
 {
+  gboolean asked = self->role == ROLE_JOINING && g_strcmp0 (self->leader, leader) == 0;
+
   g_clear_handle_id (&self->found_id, g_source_remove);
   set_leader (self, leader, MAX (term, self->term));
   set_role (self, ROLE_JOINING);
-  send_join (self, "join");
+  /* Once per leader; the retry timer repeats it if nothing comes back. */
+  if (!asked)
+    send_join (self, "join");
   if (self->join_id == 0)
     self->join_id = g_timeout_add (JOIN_RETRY_MS, on_join_retry, self);
 }
@@ -2511,8 +2515,14 @@ on_frame (RlxLink *link, GBytes *frame, gpointer user_data)
     on_snapshot (self, p, h, vals, info.n);
   else if (strcmp (t, "join") == 0)
     {
-      if (self->role == ROLE_LEADER && !self->finished)
-        leader_admit (self, p, j_str (h, "reason"));
+      const char *reason = j_str (h, "reason") ? j_str (h, "reason") : "join";
+      /* A repeated plain join from a member that is in step with us (its
+       * snapshot crossed its retry) changes nothing: ignore it, or its
+       * slice of the round in flight would be written off. */
+      if (self->role == ROLE_LEADER && !self->finished &&
+          !(strcmp (reason, "join") == 0 && str_array_contains (self->members, p->id) &&
+            (guint64) j_int0 (h, "step") == self->applied))
+        leader_admit (self, p, reason);
     }
   else if (strcmp (t, "leader") == 0)
     on_leader_msg (self, p, h);

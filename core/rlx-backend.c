@@ -157,7 +157,7 @@ rlx_backend_candidates (const char *request, const RlxModel *model, guint max_ba
   if (vulkan_error != NULL || devices == NULL)
     add_reason (reasons, passed_over,
                 g_strdup_printf ("vulkan: %s", vulkan_error ? vulkan_error
-                                                            : "no Vulkan loader (libvulkan.so.1 not found)"));
+                                                            : "no Vulkan loader (libvulkan.so.1 not found; install libvulkan1)"));
   else if (n_dev == 0)
     add_reason (reasons, passed_over,
                 g_strdup ("vulkan: the Vulkan loader found no device (is the GPU driver installed?)"));

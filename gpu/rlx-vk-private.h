@@ -1,10 +1,76 @@
 /* rlx-vk-private.h — internals shared by the files of gpu/ */
 #pragma once
 
+/* Vulkan is loaded at run time (dlopen of libvulkan.so.1, or of
+ * $RLX_VULKAN_LIBRARY), so rlx-rank starts on a machine without the loader
+ * and falls back to the CPU with a reason. No code here calls a vk* symbol
+ * directly: loader and instance functions go through rlx_vki, device
+ * functions through a per-device RlxVkDeviceTable. */
+#define VK_NO_PROTOTYPES
 #include <vulkan/vulkan.h>
 #include "rlx-vk.h"
 
 G_BEGIN_DECLS
+
+/* Functions callable without an instance (required). */
+#define RLX_VK_GLOBAL_FUNCS(X) \
+  X (CreateInstance) \
+  X (EnumerateInstanceExtensionProperties) \
+  X (EnumerateInstanceLayerProperties)
+
+/* Instance functions (required; GetPhysicalDeviceProperties2 is used only
+ * when the device reports Vulkan 1.2 and may be NULL with an old loader). */
+#define RLX_VK_INSTANCE_FUNCS(X) \
+  X (DestroyInstance) \
+  X (EnumeratePhysicalDevices) \
+  X (GetPhysicalDeviceProperties) \
+  X (GetPhysicalDeviceMemoryProperties) \
+  X (GetPhysicalDeviceQueueFamilyProperties) \
+  X (CreateDevice) \
+  X (GetDeviceProcAddr)
+
+/* Device functions, loaded per VkDevice with vkGetDeviceProcAddr (no loader
+ * trampoline on the step's path). */
+#define RLX_VK_DEVICE_FUNCS(X) \
+  X (AllocateCommandBuffers) X (AllocateDescriptorSets) X (AllocateMemory) \
+  X (BeginCommandBuffer) X (BindBufferMemory) X (CmdBindDescriptorSets) \
+  X (CmdBindPipeline) X (CmdCopyBuffer) X (CmdDispatch) X (CmdPipelineBarrier) \
+  X (CmdPushConstants) X (CmdResetQueryPool) X (CmdWriteTimestamp) \
+  X (CreateBuffer) X (CreateCommandPool) X (CreateComputePipelines) \
+  X (CreateDescriptorPool) X (CreateDescriptorSetLayout) X (CreateFence) \
+  X (CreatePipelineLayout) X (CreateQueryPool) X (CreateShaderModule) \
+  X (DestroyBuffer) X (DestroyCommandPool) X (DestroyDescriptorPool) \
+  X (DestroyDescriptorSetLayout) X (DestroyDevice) X (DestroyFence) \
+  X (DestroyPipeline) X (DestroyPipelineLayout) X (DestroyQueryPool) \
+  X (DestroyShaderModule) X (DeviceWaitIdle) X (EndCommandBuffer) \
+  X (FreeCommandBuffers) X (FreeMemory) X (GetBufferMemoryRequirements) \
+  X (GetDeviceQueue) X (GetFenceStatus) X (GetQueryPoolResults) X (MapMemory) \
+  X (QueueSubmit) X (ResetFences) X (UpdateDescriptorSets) X (WaitForFences)
+
+#define RLX_VK_FN_MEMBER(name) PFN_vk##name name;
+
+typedef struct {
+  PFN_vkGetInstanceProcAddr GetInstanceProcAddr;
+  RLX_VK_GLOBAL_FUNCS (RLX_VK_FN_MEMBER)
+  RLX_VK_INSTANCE_FUNCS (RLX_VK_FN_MEMBER)
+  PFN_vkGetPhysicalDeviceProperties2 GetPhysicalDeviceProperties2;
+} RlxVkInstanceTable;
+
+typedef struct {
+  RLX_VK_DEVICE_FUNCS (RLX_VK_FN_MEMBER)
+} RlxVkDeviceTable;
+
+/* Filled by rlx_vk_instance_acquire; valid while an instance is held. */
+extern RlxVkInstanceTable rlx_vki;
+
+/* Opens the Vulkan loader once per process (the outcome is kept). FALSE
+ * with RLX_VK_ERROR_NO_DRIVER and "no Vulkan loader (libvulkan.so.1 not
+ * found; install libvulkan1)" when it is missing. */
+gboolean   rlx_vk_loader_open (GError **error);
+
+/* Every function of RLX_VK_DEVICE_FUNCS for @dev; FALSE naming the first
+ * one the driver does not give. */
+gboolean   rlx_vk_load_device (VkDevice dev, RlxVkDeviceTable *table, GError **error);
 
 /* The process's VkInstance, created on first use (with the validation layer
  * when RLX_VK_VALIDATE is set) and destroyed when the last user releases it. */

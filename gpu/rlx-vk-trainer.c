@@ -180,6 +180,7 @@ struct _RlxVkTrainer {
 
   VkPhysicalDevice  phys;
   VkDevice          dev;
+  RlxVkDeviceTable  vk;
   VkQueue           queue;
   guint32           qfam;
   VkPhysicalDeviceMemoryProperties memprops;
@@ -263,14 +264,14 @@ buf_create (RlxVkTrainer *self, Buf *b, VkDeviceSize size, VkBufferUsageFlags us
 
   b->size = bci.size;
   b->bit = G_GUINT64_CONSTANT (1) << (self->n_bufs_made++ % 64);
-  r = vkCreateBuffer (self->dev, &bci, NULL, &b->buf);
+  r = self->vk.CreateBuffer (self->dev, &bci, NULL, &b->buf);
   if (r != VK_SUCCESS)
     {
       rlx_vk_set_error (error, r, "creating the %s buffer (%" G_GUINT64_FORMAT " bytes)",
                         what, (guint64) size);
       return FALSE;
     }
-  vkGetBufferMemoryRequirements (self->dev, b->buf, &req);
+  self->vk.GetBufferMemoryRequirements (self->dev, b->buf, &req);
   mai.allocationSize = req.size;
   mai.memoryTypeIndex =
     host ? find_memory (self, req.memoryTypeBits,
@@ -284,7 +285,7 @@ buf_create (RlxVkTrainer *self, Buf *b, VkDeviceSize size, VkBufferUsageFlags us
                    "%s has no memory type for the %s buffer", self->info->name, what);
       return FALSE;
     }
-  r = vkAllocateMemory (self->dev, &mai, NULL, &b->mem);
+  r = self->vk.AllocateMemory (self->dev, &mai, NULL, &b->mem);
   if (r != VK_SUCCESS)
     {
       g_autofree char *sz = g_format_size_full (req.size, G_FORMAT_SIZE_IEC_UNITS);
@@ -293,9 +294,9 @@ buf_create (RlxVkTrainer *self, Buf *b, VkDeviceSize size, VkBufferUsageFlags us
                         sz, what, self->model->slug, self->max_batch);
       return FALSE;
     }
-  r = vkBindBufferMemory (self->dev, b->buf, b->mem, 0);
+  r = self->vk.BindBufferMemory (self->dev, b->buf, b->mem, 0);
   if (r == VK_SUCCESS && host)
-    r = vkMapMemory (self->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &b->map);
+    r = self->vk.MapMemory (self->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &b->map);
   if (r != VK_SUCCESS)
     {
       rlx_vk_set_error (error, r, "binding the %s buffer", what);
@@ -308,9 +309,9 @@ static void
 buf_destroy (RlxVkTrainer *self, Buf *b)
 {
   if (b->buf != VK_NULL_HANDLE)
-    vkDestroyBuffer (self->dev, b->buf, NULL);
+    self->vk.DestroyBuffer (self->dev, b->buf, NULL);
   if (b->mem != VK_NULL_HANDLE)
-    vkFreeMemory (self->dev, b->mem, NULL);
+    self->vk.FreeMemory (self->dev, b->mem, NULL);
   memset (b, 0, sizeof *b);
 }
 
@@ -377,7 +378,7 @@ get_pipeline (RlxVkTrainer *self, ShaderId shader, const guint32 *spec, guint n_
         .codeSize = size,
         .pCode = code,
       };
-      r = vkCreateShaderModule (self->dev, &mci, NULL, &self->modules[shader]);
+      r = self->vk.CreateShaderModule (self->dev, &mci, NULL, &self->modules[shader]);
       if (r != VK_SUCCESS)
         {
           rlx_vk_set_error (error, r, "loading shader %u", shader);
@@ -388,7 +389,7 @@ get_pipeline (RlxVkTrainer *self, ShaderId shader, const guint32 *spec, guint n_
     entries[i] = (VkSpecializationMapEntry) { i, i * sizeof (guint32), sizeof (guint32) };
   ci.stage.module = self->modules[shader];
   memcpy (e.spec, spec, n_spec * sizeof (guint32));
-  r = vkCreateComputePipelines (self->dev, VK_NULL_HANDLE, 1, &ci, NULL, &e.pipe);
+  r = self->vk.CreateComputePipelines (self->dev, VK_NULL_HANDLE, 1, &ci, NULL, &e.pipe);
   if (r != VK_SUCCESS)
     {
       rlx_vk_set_error (error, r, "compiling compute pipeline for shader %u on %s",
@@ -409,7 +410,7 @@ rec_barrier (Rec *r)
     .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
     .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
   };
-  vkCmdPipelineBarrier (r->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+  r->t->vk.CmdPipelineBarrier (r->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
 }
 
@@ -445,7 +446,7 @@ rec_dispatch (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec,
       r->failed = TRUE;
       return;
     }
-  res = vkAllocateDescriptorSets (t->dev, &ai, &set);
+  res = t->vk.AllocateDescriptorSets (t->dev, &ai, &set);
   if (res != VK_SUCCESS)
     {
       rlx_vk_set_error (r->error, res, "allocating a descriptor set");
@@ -465,7 +466,7 @@ rec_dispatch (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec,
         .pBufferInfo = &bi[i],
       };
     }
-  vkUpdateDescriptorSets (t->dev, 4, w, 0, NULL);
+  t->vk.UpdateDescriptorSets (t->dev, 4, w, 0, NULL);
 
   /* A barrier only where this dispatch depends on one since the last
    * barrier: it reads what was written, or writes what was read or written
@@ -494,10 +495,10 @@ rec_dispatch (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec,
     r->dirty_w |= wr;
     r->dirty_r |= rd;
   }
-  vkCmdBindPipeline (r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
-  vkCmdBindDescriptorSets (r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, t->layout, 0, 1, &set, 0, NULL);
-  vkCmdPushConstants (r->cb, t->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
-  vkCmdDispatch (r->cb, gx, gy, gz);
+  t->vk.CmdBindPipeline (r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
+  t->vk.CmdBindDescriptorSets (r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, t->layout, 0, 1, &set, 0, NULL);
+  t->vk.CmdPushConstants (r->cb, t->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
+  t->vk.CmdDispatch (r->cb, gx, gy, gz);
   if (t->prof != VK_NULL_HANDLE && r->step->labels->len + 1 < PROF_MAX)
     {
       rec_barrier (r);
@@ -507,7 +508,7 @@ rec_dispatch (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec,
       };
       g_ptr_array_add (r->step->labels,
                        g_strdup_printf ("%-8s %s grid %u×%u×%u", names[shader], r->label, gx, gy, gz));
-      vkCmdWriteTimestamp (r->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, t->prof,
+      t->vk.CmdWriteTimestamp (r->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, t->prof,
                            r->step->labels->len);
     }
   r->label[0] = '\0';
@@ -885,19 +886,19 @@ record_step (RlxVkTrainer *self, guint n, GError **error)
 
   step->n = n;
   step->labels = g_ptr_array_new_with_free_func (g_free);
-  res = vkCreateDescriptorPool (self->dev, &dpci, NULL, &step->pool);
+  res = self->vk.CreateDescriptorPool (self->dev, &dpci, NULL, &step->pool);
   if (res != VK_SUCCESS)
     {
       rlx_vk_set_error (error, res, "creating a descriptor pool");
       step_free (step);
       return NULL;
     }
-  res = vkAllocateCommandBuffers (self->dev, &cai, &step->cb);
+  res = self->vk.AllocateCommandBuffers (self->dev, &cai, &step->cb);
   if (res == VK_SUCCESS)
-    res = vkBeginCommandBuffer (step->cb, &bi);
+    res = self->vk.BeginCommandBuffer (step->cb, &bi);
   if (res != VK_SUCCESS)
     {
-      vkDestroyDescriptorPool (self->dev, step->pool, NULL);
+      self->vk.DestroyDescriptorPool (self->dev, step->pool, NULL);
       rlx_vk_set_error (error, res, "allocating a command buffer");
       step_free (step);
       return NULL;
@@ -907,20 +908,20 @@ record_step (RlxVkTrainer *self, guint n, GError **error)
 
   if (self->queries != VK_NULL_HANDLE)
     {
-      vkCmdResetQueryPool (step->cb, self->queries, 0, 4);
-      vkCmdWriteTimestamp (step->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, self->queries, 0);
+      self->vk.CmdResetQueryPool (step->cb, self->queries, 0, 4);
+      self->vk.CmdWriteTimestamp (step->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, self->queries, 0);
     }
-  vkCmdCopyBuffer (step->cb, self->staging_in.buf, self->params.buf, 1, &up_params);
-  vkCmdCopyBuffer (step->cb, self->staging_in.buf, self->indices.buf, 1, &up_idx);
-  vkCmdPipelineBarrier (step->cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+  self->vk.CmdCopyBuffer (step->cb, self->staging_in.buf, self->params.buf, 1, &up_params);
+  self->vk.CmdCopyBuffer (step->cb, self->staging_in.buf, self->indices.buf, 1, &up_idx);
+  self->vk.CmdPipelineBarrier (step->cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &to_compute, 0, NULL, 0, NULL);
   if (self->queries != VK_NULL_HANDLE)
-    vkCmdWriteTimestamp (step->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->queries, 1);
+    self->vk.CmdWriteTimestamp (step->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->queries, 1);
 
   if (self->prof != VK_NULL_HANDLE)
     {
-      vkCmdResetQueryPool (step->cb, self->prof, 0, PROF_MAX);
-      vkCmdWriteTimestamp (step->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->prof, 0);
+      self->vk.CmdResetQueryPool (step->cb, self->prof, 0, PROF_MAX);
+      self->vk.CmdWriteTimestamp (step->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->prof, 0);
     }
   if (self->model->id == RLX_MODEL_MNIST_CNN)
     record_cnn (&rec, n);
@@ -928,16 +929,16 @@ record_step (RlxVkTrainer *self, guint n, GError **error)
     record_dense (&rec, n);
 
   if (self->queries != VK_NULL_HANDLE)
-    vkCmdWriteTimestamp (step->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->queries, 2);
-  vkCmdPipelineBarrier (step->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+    self->vk.CmdWriteTimestamp (step->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->queries, 2);
+  self->vk.CmdPipelineBarrier (step->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                         VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &to_transfer, 0, NULL, 0, NULL);
-  vkCmdCopyBuffer (step->cb, self->grads.buf, self->staging_out.buf, 1, &down);
-  vkCmdPipelineBarrier (step->cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+  self->vk.CmdCopyBuffer (step->cb, self->grads.buf, self->staging_out.buf, 1, &down);
+  self->vk.CmdPipelineBarrier (step->cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
                         VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0, NULL, 0, NULL);
   if (self->queries != VK_NULL_HANDLE)
-    vkCmdWriteTimestamp (step->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->queries, 3);
+    self->vk.CmdWriteTimestamp (step->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->queries, 3);
 
-  res = vkEndCommandBuffer (step->cb);
+  res = self->vk.EndCommandBuffer (step->cb);
   if (!rec.failed && res != VK_SUCCESS)
     {
       rlx_vk_set_error (error, res, "recording the step");
@@ -945,8 +946,8 @@ record_step (RlxVkTrainer *self, guint n, GError **error)
     }
   if (rec.failed)
     {
-      vkFreeCommandBuffers (self->dev, self->cmdpool, 1, &step->cb);
-      vkDestroyDescriptorPool (self->dev, step->pool, NULL);
+      self->vk.FreeCommandBuffers (self->dev, self->cmdpool, 1, &step->cb);
+      self->vk.DestroyDescriptorPool (self->dev, step->pool, NULL);
       step_free (step);
       return NULL;
     }
@@ -980,21 +981,21 @@ upload (RlxVkTrainer *self, Buf *dst, const void *data, gsize size, GError **err
                    "upload staging", error))
     goto out;
   memcpy (staging.map, data, size);
-  r = vkAllocateCommandBuffers (self->dev, &cai, &cb);
+  r = self->vk.AllocateCommandBuffers (self->dev, &cai, &cb);
   if (r == VK_SUCCESS)
-    r = vkBeginCommandBuffer (cb, &bi);
+    r = self->vk.BeginCommandBuffer (cb, &bi);
   if (r == VK_SUCCESS)
     {
-      vkCmdCopyBuffer (cb, staging.buf, dst->buf, 1, &region);
-      r = vkEndCommandBuffer (cb);
+      self->vk.CmdCopyBuffer (cb, staging.buf, dst->buf, 1, &region);
+      r = self->vk.EndCommandBuffer (cb);
     }
   si.pCommandBuffers = &cb;
   if (r == VK_SUCCESS)
-    r = vkResetFences (self->dev, 1, &self->fence);
+    r = self->vk.ResetFences (self->dev, 1, &self->fence);
   if (r == VK_SUCCESS)
-    r = vkQueueSubmit (self->queue, 1, &si, self->fence);
+    r = self->vk.QueueSubmit (self->queue, 1, &si, self->fence);
   if (r == VK_SUCCESS)
-    r = vkWaitForFences (self->dev, 1, &self->fence, VK_TRUE, 60ull * 1000000000ull);
+    r = self->vk.WaitForFences (self->dev, 1, &self->fence, VK_TRUE, 60ull * 1000000000ull);
   if (r == VK_TIMEOUT)
     r = VK_ERROR_DEVICE_LOST;
   if (r != VK_SUCCESS)
@@ -1005,7 +1006,7 @@ upload (RlxVkTrainer *self, Buf *dst, const void *data, gsize size, GError **err
   ok = TRUE;
 out:
   if (cb != VK_NULL_HANDLE)
-    vkFreeCommandBuffers (self->dev, self->cmdpool, 1, &cb);
+    self->vk.FreeCommandBuffers (self->dev, self->cmdpool, 1, &cb);
   buf_destroy (self, &staging);
   return ok;
 }
@@ -1096,11 +1097,11 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
     return NULL;
   self->have_instance = TRUE;
 
-  r = vkEnumeratePhysicalDevices (inst, &n_phys, NULL);
+  r = rlx_vki.EnumeratePhysicalDevices (inst, &n_phys, NULL);
   if (r == VK_SUCCESS && n_phys > 0)
     {
       phys = g_new0 (VkPhysicalDevice, n_phys);
-      r = vkEnumeratePhysicalDevices (inst, &n_phys, phys);
+      r = rlx_vki.EnumeratePhysicalDevices (inst, &n_phys, phys);
     }
   if ((r != VK_SUCCESS && r != VK_INCOMPLETE) || index >= n_phys)
     {
@@ -1117,11 +1118,11 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
       g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_UNSUPPORTED, "%s", why);
       return NULL;
     }
-  vkGetPhysicalDeviceMemoryProperties (self->phys, &self->memprops);
+  rlx_vki.GetPhysicalDeviceMemoryProperties (self->phys, &self->memprops);
 
-  vkGetPhysicalDeviceQueueFamilyProperties (self->phys, &nq, NULL);
+  rlx_vki.GetPhysicalDeviceQueueFamilyProperties (self->phys, &nq, NULL);
   qf = g_new0 (VkQueueFamilyProperties, MAX (nq, 1));
-  vkGetPhysicalDeviceQueueFamilyProperties (self->phys, &nq, qf);
+  rlx_vki.GetPhysicalDeviceQueueFamilyProperties (self->phys, &nq, qf);
   self->qfam = G_MAXUINT32;
   /* a compute queue; prefer one that also has graphics (the universal queue) */
   for (guint32 i = 0; i < nq && self->qfam == G_MAXUINT32; i++)
@@ -1133,37 +1134,46 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   g_assert (self->qfam != G_MAXUINT32);   /* device_check asked for one */
   qci.queueFamilyIndex = self->qfam;
 
-  r = vkCreateDevice (self->phys, &dci, NULL, &self->dev);
+  r = rlx_vki.CreateDevice (self->phys, &dci, NULL, &self->dev);
   if (r != VK_SUCCESS)
     {
       self->dev = VK_NULL_HANDLE;
       rlx_vk_set_error (error, r, "opening %s", self->info->name);
       return NULL;
     }
-  vkGetDeviceQueue (self->dev, self->qfam, 0, &self->queue);
+  if (!rlx_vk_load_device (self->dev, &self->vk, error))
+    {
+      PFN_vkDestroyDevice destroy =
+        (PFN_vkDestroyDevice) rlx_vki.GetDeviceProcAddr (self->dev, "vkDestroyDevice");
+      if (destroy != NULL)
+        destroy (self->dev, NULL);
+      self->dev = VK_NULL_HANDLE;
+      return NULL;
+    }
+  self->vk.GetDeviceQueue (self->dev, self->qfam, 0, &self->queue);
 
   for (guint i = 0; i < 4; i++)
     bindings[i] = (VkDescriptorSetLayoutBinding) {
       i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, NULL
     };
-  r = vkCreateDescriptorSetLayout (self->dev, &dslci, NULL, &self->dsl);
+  r = self->vk.CreateDescriptorSetLayout (self->dev, &dslci, NULL, &self->dsl);
   if (r == VK_SUCCESS)
     {
       plci.pSetLayouts = &self->dsl;
-      r = vkCreatePipelineLayout (self->dev, &plci, NULL, &self->layout);
+      r = self->vk.CreatePipelineLayout (self->dev, &plci, NULL, &self->layout);
     }
   cpci.queueFamilyIndex = self->qfam;
   if (r == VK_SUCCESS)
-    r = vkCreateCommandPool (self->dev, &cpci, NULL, &self->cmdpool);
+    r = self->vk.CreateCommandPool (self->dev, &cpci, NULL, &self->cmdpool);
   if (r == VK_SUCCESS)
-    r = vkCreateFence (self->dev, &fci, NULL, &self->fence);
+    r = self->vk.CreateFence (self->dev, &fci, NULL, &self->fence);
   if (r == VK_SUCCESS && qf[self->qfam].timestampValidBits > 0 && self->info->timestamp_period > 0)
     {
-      r = vkCreateQueryPool (self->dev, &qpci, NULL, &self->queries);
+      r = self->vk.CreateQueryPool (self->dev, &qpci, NULL, &self->queries);
       if (r == VK_SUCCESS && g_getenv ("RLX_VK_PROFILE") != NULL)
         {
           qpci.queryCount = PROF_MAX;
-          r = vkCreateQueryPool (self->dev, &qpci, NULL, &self->prof);
+          r = self->vk.CreateQueryPool (self->dev, &qpci, NULL, &self->prof);
         }
     }
   if (r != VK_SUCCESS)
@@ -1218,20 +1228,20 @@ rlx_vk_trainer_free (RlxVkTrainer *self)
       GHashTableIter it;
       gpointer v;
 
-      vkDeviceWaitIdle (self->dev);
+      self->vk.DeviceWaitIdle (self->dev);
       g_hash_table_iter_init (&it, self->steps);
       while (g_hash_table_iter_next (&it, NULL, &v))
         {
           Step *s = v;
           print_profile (self, s);
-          vkFreeCommandBuffers (self->dev, self->cmdpool, 1, &s->cb);
-          vkDestroyDescriptorPool (self->dev, s->pool, NULL);
+          self->vk.FreeCommandBuffers (self->dev, self->cmdpool, 1, &s->cb);
+          self->vk.DestroyDescriptorPool (self->dev, s->pool, NULL);
         }
       for (guint i = 0; i < self->pipes->len; i++)
-        vkDestroyPipeline (self->dev, g_array_index (self->pipes, PipeEntry, i).pipe, NULL);
+        self->vk.DestroyPipeline (self->dev, g_array_index (self->pipes, PipeEntry, i).pipe, NULL);
       for (guint i = 0; i < N_SHADERS; i++)
         if (self->modules[i] != VK_NULL_HANDLE)
-          vkDestroyShaderModule (self->dev, self->modules[i], NULL);
+          self->vk.DestroyShaderModule (self->dev, self->modules[i], NULL);
       for (guint i = 0; i < N_BUFS; i++)
         buf_destroy (self, &self->bufs[i]);
       buf_destroy (self, &self->images);
@@ -1243,18 +1253,18 @@ rlx_vk_trainer_free (RlxVkTrainer *self)
       buf_destroy (self, &self->staging_out);
       buf_destroy (self, &self->dummy);
       if (self->queries != VK_NULL_HANDLE)
-        vkDestroyQueryPool (self->dev, self->queries, NULL);
+        self->vk.DestroyQueryPool (self->dev, self->queries, NULL);
       if (self->prof != VK_NULL_HANDLE)
-        vkDestroyQueryPool (self->dev, self->prof, NULL);
+        self->vk.DestroyQueryPool (self->dev, self->prof, NULL);
       if (self->fence != VK_NULL_HANDLE)
-        vkDestroyFence (self->dev, self->fence, NULL);
+        self->vk.DestroyFence (self->dev, self->fence, NULL);
       if (self->cmdpool != VK_NULL_HANDLE)
-        vkDestroyCommandPool (self->dev, self->cmdpool, NULL);
+        self->vk.DestroyCommandPool (self->dev, self->cmdpool, NULL);
       if (self->layout != VK_NULL_HANDLE)
-        vkDestroyPipelineLayout (self->dev, self->layout, NULL);
+        self->vk.DestroyPipelineLayout (self->dev, self->layout, NULL);
       if (self->dsl != VK_NULL_HANDLE)
-        vkDestroyDescriptorSetLayout (self->dev, self->dsl, NULL);
-      vkDestroyDevice (self->dev, NULL);
+        self->vk.DestroyDescriptorSetLayout (self->dev, self->dsl, NULL);
+      self->vk.DestroyDevice (self->dev, NULL);
     }
   if (self->copiers != NULL)
     g_thread_pool_free (self->copiers, FALSE, TRUE);
@@ -1340,13 +1350,13 @@ wait_fence (RlxVkTrainer *self, guint64 timeout_ns)
       gint64 until = g_get_monotonic_time () + 20000;
       do
         {
-          VkResult r = vkGetFenceStatus (self->dev, self->fence);
+          VkResult r = self->vk.GetFenceStatus (self->dev, self->fence);
           if (r != VK_NOT_READY)
             return r;
         }
       while (g_get_monotonic_time () < until);
     }
-  return vkWaitForFences (self->dev, 1, &self->fence, VK_TRUE, timeout_ns);
+  return self->vk.WaitForFences (self->dev, 1, &self->fence, VK_TRUE, timeout_ns);
 }
 
 /* RLX_VK_SIMULATE_DEVICE_LOST=N (read when the trainer is made): the Nth
@@ -1391,8 +1401,8 @@ rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *in
           while (g_hash_table_iter_next (&it, NULL, &v))
             {
               Step *s = v;
-              vkFreeCommandBuffers (self->dev, self->cmdpool, 1, &s->cb);
-              vkDestroyDescriptorPool (self->dev, s->pool, NULL);
+              self->vk.FreeCommandBuffers (self->dev, self->cmdpool, 1, &s->cb);
+              self->vk.DestroyDescriptorPool (self->dev, s->pool, NULL);
               g_hash_table_iter_remove (&it);
             }
         }
@@ -1406,11 +1416,11 @@ rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *in
   memcpy ((char *) self->staging_in.map + pbytes, indices, n * sizeof (guint32));
 
   si.pCommandBuffers = &step->cb;
-  r = vkResetFences (self->dev, 1, &self->fence);
+  r = self->vk.ResetFences (self->dev, 1, &self->fence);
   if (r == VK_SUCCESS && simulate_lost (self))
     r = VK_ERROR_DEVICE_LOST;
   else if (r == VK_SUCCESS)
-    r = vkQueueSubmit (self->queue, 1, &si, self->fence);
+    r = self->vk.QueueSubmit (self->queue, 1, &si, self->fence);
   if (r == VK_SUCCESS)
     {
       r = wait_fence (self, 120ull * 1000000000ull);
@@ -1447,7 +1457,7 @@ rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *in
   if (self->queries != VK_NULL_HANDLE)
     {
       guint64 ts[4];
-      r = vkGetQueryPoolResults (self->dev, self->queries, 0, 4, sizeof ts, ts, sizeof (guint64),
+      r = self->vk.GetQueryPoolResults (self->dev, self->queries, 0, 4, sizeof ts, ts, sizeof (guint64),
                                  VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
       if (r == VK_SUCCESS)
         {
@@ -1461,7 +1471,7 @@ rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *in
     {
       guint nq = step->labels->len + 1;
       g_autofree guint64 *ts = g_new0 (guint64, nq);
-      if (vkGetQueryPoolResults (self->dev, self->prof, 0, nq, nq * sizeof (guint64), ts,
+      if (self->vk.GetQueryPoolResults (self->dev, self->prof, 0, nq, nq * sizeof (guint64), ts,
                                  sizeof (guint64),
                                  VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) == VK_SUCCESS)
         {

@@ -2,10 +2,104 @@
 #include "rlx-config.h"
 #include "rlx-vk-private.h"
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
 G_DEFINE_QUARK (rlx-vk-error-quark, rlx_vk_error)
+
+/* ------------------------------------------------------------- the loader */
+
+RlxVkInstanceTable rlx_vki;
+static void *libvulkan;
+static char *loader_error;     /* why the loader could not be opened */
+
+static gpointer
+open_loader (gpointer data)
+{
+  const char *name = g_getenv ("RLX_VULKAN_LIBRARY");
+  void *sym;
+
+  if (name == NULL || *name == '\0')
+    name = "libvulkan.so.1";
+  libvulkan = dlopen (name, RTLD_NOW | RTLD_LOCAL);
+  if (libvulkan == NULL)
+    {
+      const char *why = dlerror ();
+
+      g_debug ("dlopen %s: %s", name, why ? why : "?");
+      if (why == NULL || strstr (why, "No such file") != NULL)
+        loader_error = g_strdup_printf ("no Vulkan loader (%s not found; install libvulkan1)", name);
+      else
+        loader_error = g_strdup_printf ("the Vulkan loader %s could not be loaded (%s); "
+                                        "reinstall libvulkan1", name, why);
+      return NULL;
+    }
+  sym = dlsym (libvulkan, "vkGetInstanceProcAddr");
+  if (sym == NULL)
+    {
+      loader_error = g_strdup_printf ("%s is not a Vulkan loader (it has no vkGetInstanceProcAddr); "
+                                      "reinstall libvulkan1", name);
+      return NULL;
+    }
+  rlx_vki.GetInstanceProcAddr = (PFN_vkGetInstanceProcAddr) sym;
+#define LOAD_GLOBAL(fn) \
+  rlx_vki.fn = (PFN_vk##fn) rlx_vki.GetInstanceProcAddr (VK_NULL_HANDLE, "vk" #fn); \
+  if (rlx_vki.fn == NULL) \
+    { \
+      loader_error = g_strdup_printf ("the Vulkan loader %s has no vk" #fn "; reinstall libvulkan1", name); \
+      return NULL; \
+    }
+  RLX_VK_GLOBAL_FUNCS (LOAD_GLOBAL)
+#undef LOAD_GLOBAL
+  return libvulkan;
+}
+
+gboolean
+rlx_vk_loader_open (GError **error)
+{
+  static GOnce once = G_ONCE_INIT;
+
+  if (g_once (&once, open_loader, NULL) != NULL)
+    return TRUE;
+  g_set_error_literal (error, RLX_VK_ERROR, RLX_VK_ERROR_NO_DRIVER, loader_error);
+  return FALSE;
+}
+
+static gboolean
+load_instance (VkInstance inst, GError **error)
+{
+#define LOAD_INSTANCE(fn) \
+  rlx_vki.fn = (PFN_vk##fn) rlx_vki.GetInstanceProcAddr (inst, "vk" #fn); \
+  if (rlx_vki.fn == NULL) \
+    { \
+      g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_NO_DRIVER, \
+                   "the Vulkan loader has no vk" #fn "; update libvulkan1"); \
+      return FALSE; \
+    }
+  RLX_VK_INSTANCE_FUNCS (LOAD_INSTANCE)
+#undef LOAD_INSTANCE
+  rlx_vki.GetPhysicalDeviceProperties2 = (PFN_vkGetPhysicalDeviceProperties2)
+    rlx_vki.GetInstanceProcAddr (inst, "vkGetPhysicalDeviceProperties2");
+  return TRUE;
+}
+
+gboolean
+rlx_vk_load_device (VkDevice dev, RlxVkDeviceTable *table, GError **error)
+{
+  memset (table, 0, sizeof *table);
+#define LOAD_DEVICE(fn) \
+  table->fn = (PFN_vk##fn) rlx_vki.GetDeviceProcAddr (dev, "vk" #fn); \
+  if (table->fn == NULL) \
+    { \
+      g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_UNSUPPORTED, \
+                   "the Vulkan driver gives no vk" #fn "; update the GPU driver"); \
+      return FALSE; \
+    }
+  RLX_VK_DEVICE_FUNCS (LOAD_DEVICE)
+#undef LOAD_DEVICE
+  return TRUE;
+}
 
 static GMutex   instance_lock;
 static guint    instance_refs;
@@ -56,10 +150,10 @@ has_layer (const char *name)
   guint32 n = 0;
   g_autofree VkLayerProperties *props = NULL;
 
-  if (vkEnumerateInstanceLayerProperties (&n, NULL) != VK_SUCCESS || n == 0)
+  if (rlx_vki.EnumerateInstanceLayerProperties (&n, NULL) != VK_SUCCESS || n == 0)
     return FALSE;
   props = g_new0 (VkLayerProperties, n);
-  if (vkEnumerateInstanceLayerProperties (&n, props) != VK_SUCCESS)
+  if (rlx_vki.EnumerateInstanceLayerProperties (&n, props) != VK_SUCCESS)
     return FALSE;
   for (guint32 i = 0; i < n; i++)
     if (strcmp (props[i].layerName, name) == 0)
@@ -73,10 +167,10 @@ has_instance_extension (const char *name)
   guint32 n = 0;
   g_autofree VkExtensionProperties *props = NULL;
 
-  if (vkEnumerateInstanceExtensionProperties (NULL, &n, NULL) != VK_SUCCESS || n == 0)
+  if (rlx_vki.EnumerateInstanceExtensionProperties (NULL, &n, NULL) != VK_SUCCESS || n == 0)
     return FALSE;
   props = g_new0 (VkExtensionProperties, n);
-  if (vkEnumerateInstanceExtensionProperties (NULL, &n, props) != VK_SUCCESS)
+  if (rlx_vki.EnumerateInstanceExtensionProperties (NULL, &n, props) != VK_SUCCESS)
     return FALSE;
   for (guint32 i = 0; i < n; i++)
     if (strcmp (props[i].extensionName, name) == 0)
@@ -118,6 +212,8 @@ rlx_vk_instance_acquire (GError **error)
       instance_refs++;
       return instance;
     }
+  if (!rlx_vk_loader_open (error))
+    return VK_NULL_HANDLE;
 
   validation_on = FALSE;
   if (env_enabled ("RLX_VK_VALIDATE"))
@@ -143,7 +239,7 @@ rlx_vk_instance_acquire (GError **error)
   if (debug_utils)
     ci.pNext = &dbg;
 
-  r = vkCreateInstance (&ci, NULL, &instance);
+  r = rlx_vki.CreateInstance (&ci, NULL, &instance);
   if (r != VK_SUCCESS)
     {
       instance = VK_NULL_HANDLE;
@@ -155,12 +251,21 @@ rlx_vk_instance_acquire (GError **error)
                    rlx_vk_result_name (r));
       return VK_NULL_HANDLE;
     }
+  if (!load_instance (instance, error))
+    {
+      PFN_vkDestroyInstance destroy =
+        (PFN_vkDestroyInstance) rlx_vki.GetInstanceProcAddr (instance, "vkDestroyInstance");
+      if (destroy != NULL)
+        destroy (instance, NULL);
+      instance = VK_NULL_HANDLE;
+      return VK_NULL_HANDLE;
+    }
 
   messenger = VK_NULL_HANDLE;
   if (debug_utils)
     {
       PFN_vkCreateDebugUtilsMessengerEXT create =
-        (PFN_vkCreateDebugUtilsMessengerEXT) vkGetInstanceProcAddr (instance, "vkCreateDebugUtilsMessengerEXT");
+        (PFN_vkCreateDebugUtilsMessengerEXT) rlx_vki.GetInstanceProcAddr (instance, "vkCreateDebugUtilsMessengerEXT");
       if (create != NULL)
         create (instance, &dbg, NULL, &messenger);
     }
@@ -179,12 +284,12 @@ rlx_vk_instance_release (void)
   if (messenger != VK_NULL_HANDLE)
     {
       PFN_vkDestroyDebugUtilsMessengerEXT destroy =
-        (PFN_vkDestroyDebugUtilsMessengerEXT) vkGetInstanceProcAddr (instance, "vkDestroyDebugUtilsMessengerEXT");
+        (PFN_vkDestroyDebugUtilsMessengerEXT) rlx_vki.GetInstanceProcAddr (instance, "vkDestroyDebugUtilsMessengerEXT");
       if (destroy != NULL)
         destroy (instance, messenger, NULL);
       messenger = VK_NULL_HANDLE;
     }
-  vkDestroyInstance (instance, NULL);
+  rlx_vki.DestroyInstance (instance, NULL);
   instance = VK_NULL_HANDLE;
 }
 
@@ -320,7 +425,7 @@ rlx_vk_fill_info (VkPhysicalDevice phys, guint index, RlxVkDeviceInfo *info)
   guint32 nq = 0;
   g_autofree VkQueueFamilyProperties *q = NULL;
 
-  vkGetPhysicalDeviceProperties (phys, &props);
+  rlx_vki.GetPhysicalDeviceProperties (phys, &props);
   memset (info, 0, sizeof *info);
   info->index = index;
   info->name = g_strdup (props.deviceName);
@@ -343,9 +448,9 @@ rlx_vk_fill_info (VkPhysicalDevice phys, guint index, RlxVkDeviceInfo *info)
   info->max_storage_buffer_range = props.limits.maxStorageBufferRange;
   info->timestamp_period = props.limits.timestampPeriod;
 
-  if (props.apiVersion >= VK_API_VERSION_1_2)
+  if (props.apiVersion >= VK_API_VERSION_1_2 && rlx_vki.GetPhysicalDeviceProperties2 != NULL)
     {
-      vkGetPhysicalDeviceProperties2 (phys, &props2);
+      rlx_vki.GetPhysicalDeviceProperties2 (phys, &props2);
       info->driver = g_strdup_printf ("%s %s", driver.driverName, driver.driverInfo);
       info->subgroup_size = subgroup.subgroupSize;
       info->max_allocation = maint3.maxMemoryAllocationSize;
@@ -353,14 +458,14 @@ rlx_vk_fill_info (VkPhysicalDevice phys, guint index, RlxVkDeviceInfo *info)
   else
     info->driver = g_strdup_printf ("driver version %u", props.driverVersion);
 
-  vkGetPhysicalDeviceMemoryProperties (phys, &mem);
+  rlx_vki.GetPhysicalDeviceMemoryProperties (phys, &mem);
   for (guint32 i = 0; i < mem.memoryHeapCount; i++)
     if (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
       info->device_local_bytes = MAX (info->device_local_bytes, mem.memoryHeaps[i].size);
 
-  vkGetPhysicalDeviceQueueFamilyProperties (phys, &nq, NULL);
+  rlx_vki.GetPhysicalDeviceQueueFamilyProperties (phys, &nq, NULL);
   q = g_new0 (VkQueueFamilyProperties, MAX (nq, 1));
-  vkGetPhysicalDeviceQueueFamilyProperties (phys, &nq, q);
+  rlx_vki.GetPhysicalDeviceQueueFamilyProperties (phys, &nq, q);
   for (guint32 i = 0; i < nq; i++)
     if (q[i].queueFlags & VK_QUEUE_COMPUTE_BIT)
       {
@@ -383,11 +488,11 @@ rlx_vk_enumerate (GError **error)
     return NULL;
 
   out = g_ptr_array_new_with_free_func ((GDestroyNotify) rlx_vk_device_info_free);
-  r = vkEnumeratePhysicalDevices (inst, &n, NULL);
+  r = rlx_vki.EnumeratePhysicalDevices (inst, &n, NULL);
   if (r == VK_SUCCESS && n > 0)
     {
       phys = g_new0 (VkPhysicalDevice, n);
-      r = vkEnumeratePhysicalDevices (inst, &n, phys);
+      r = rlx_vki.EnumeratePhysicalDevices (inst, &n, phys);
     }
   if (r != VK_SUCCESS && r != VK_INCOMPLETE)
     {

@@ -16,6 +16,11 @@
  * Threads: enumerate and check anywhere; a trainer is used by one thread at
  * a time (the rank's compute worker).
  *
+ * Vulkan is loaded at run time (dlopen of libvulkan.so.1; RLX_VULKAN_LIBRARY
+ * names another file, tests point it at one that does not exist): without the
+ * loader rlx_vk_enumerate fails with RLX_VK_ERROR_NO_DRIVER and "no Vulkan
+ * loader (libvulkan.so.1 not found; install libvulkan1)".
+ *
  * Environment: RLX_VK_VALIDATE=1 enables the Khronos validation layer; with
  * or without it, validation and performance warnings and errors reported
  * through VK_EXT_debug_utils are printed and counted

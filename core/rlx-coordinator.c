@@ -906,6 +906,26 @@ roster_rebuild (RlxCoordinator *self)
   g_object_notify_by_pspec (G_OBJECT (self), props[PROP_MEMBERS]);
 }
 
+/* Measured speeds change every round; refresh them in place now and then. */
+static void
+roster_update_speeds (RlxCoordinator *self)
+{
+  guint n = g_list_model_get_n_items (G_LIST_MODEL (self->roster));
+
+  for (guint i = 0; i < n; i++)
+    {
+      g_autoptr(RlxRosterEntry) e = g_list_model_get_item (G_LIST_MODEL (self->roster), i);
+      Peer *p = peer_by_id (self, e->node_id);
+      double speed = e->is_self ? self->self_speed : p ? p->speed : 0;
+
+      if (speed != e->speed)
+        {
+          e->speed = speed;
+          g_object_notify_by_pspec (G_OBJECT (e), re_props[RE_PROP_SPEED]);
+        }
+    }
+}
+
 /* Replace the member list with @next (owned), reporting the difference. */
 static void
 members_replace (RlxCoordinator *self, GPtrArray *next)
@@ -1567,6 +1587,8 @@ leader_publish (RlxCoordinator *self, gboolean commit)
     {
       rehash (self);
       commit_event_queue (self, samples, contributors, late, rejected);
+      if (self->applied % 16 == 0)
+        roster_update_speeds (self);
     }
   PROF (7);
   fix_task_hash (self, next_step);

@@ -127,7 +127,7 @@ typedef enum {
 
 typedef struct {
   ShaderId   shader;
-  guint32    spec[8];
+  guint32    spec[10];
   guint      n_spec;
   VkPipeline pipe;
 } PipeEntry;
@@ -205,6 +205,7 @@ struct _RlxVkTrainer {
   guint64           lose_at;
   guint             n_bufs_made;
   GemmCfg           big;          /* CFG_BIG, or RLX_VK_GEMM_BIG=bm,bn,bk,tm,tn */
+  guint             cnn_implicit; /* CNN_IMPLICIT_*: RLX_VK_CNN_IMPLICIT */
   GThreadPool      *copiers;      /* large host copies in parallel */
   GMutex            copy_lock;
   GCond             copy_cond;
@@ -340,7 +341,7 @@ static VkPipeline
 get_pipeline (RlxVkTrainer *self, ShaderId shader, const guint32 *spec, guint n_spec,
               GError **error)
 {
-  VkSpecializationMapEntry entries[8];
+  VkSpecializationMapEntry entries[10];
   VkSpecializationInfo si = {
     .mapEntryCount = n_spec,
     .pMapEntries = entries,
@@ -360,7 +361,7 @@ get_pipeline (RlxVkTrainer *self, ShaderId shader, const guint32 *spec, guint n_
   PipeEntry e = { .shader = shader, .n_spec = n_spec };
   VkResult r;
 
-  g_assert (n_spec <= 8);
+  g_assert (n_spec <= 10);
   for (guint i = 0; i < self->pipes->len; i++)
     {
       PipeEntry *p = &g_array_index (self->pipes, PipeEntry, i);
@@ -608,12 +609,21 @@ choose_cfg (RlxVkTrainer *t, guint M, guint N, gboolean split_ok)
   return &CFG_SMALL;
 }
 
+/* Which parts of conv2 run as implicit GEMMs (RLX_VK_CNN_IMPLICIT). */
+enum { CNN_IMPLICIT_FORWARD = 1, CNN_IMPLICIT_DATA = 2 };
+
+/* Operand modes of gemm.comp (A_KC / B_KC): row-major along k, along m/n,
+ * or an implicit-GEMM convolution gather (see the shader). */
+enum { OP_KN = 0, OP_KC = 1, OP_IM2COL = 2, OP_CONV_DATA = 3 };
+
 /* C[M][N] (ldc) = epilogue (A·B). Split over K when the output is compact,
- * has no epilogue and would otherwise occupy few workgroups. */
+ * has no epilogue and would otherwise occupy few workgroups. @conv_c and
+ * @conv_h describe the image for the convolution modes (0 otherwise). */
 static void
-rec_gemm (Rec *r, gboolean a_kc, gboolean b_kc, guint M, guint N, guint K,
-          Buf *A, guint lda, guint a_off, Buf *B, guint ldb, guint b_off,
-          Buf *C, guint ldc, guint c_off, Buf *D, guint d_off, guint ldd, guint flags)
+rec_gemm_ex (Rec *r, guint a_mode, guint b_mode, guint conv_c, guint conv_h,
+             guint M, guint N, guint K,
+             Buf *A, guint lda, guint a_off, Buf *B, guint ldb, guint b_off,
+             Buf *C, guint ldc, guint c_off, Buf *D, guint d_off, guint ldd, guint flags)
 {
   struct {
     guint32 M, N, K, lda, ldb, ldc, ldd, a_off, b_off, c_off, d_off, k_chunk, c_split, flags;
@@ -625,7 +635,9 @@ rec_gemm (Rec *r, gboolean a_kc, gboolean b_kc, guint M, guint N, guint K,
   guint64 tiles = tiles_of (cfg, M, N);
   guint64 threads = tiles * cfg_threads (cfg);
   guint splits = 1, k_chunk;
-  guint32 spec[8];
+  guint32 spec[10];
+  guint n_spec = conv_c > 0 ? 10 : 8;
+  static const char mode_char[] = "TNIC";
 
   if (split_ok && threads < FILL_THREADS && K >= 2 * MIN_K_CHUNK)
     {
@@ -644,28 +656,30 @@ rec_gemm (Rec *r, gboolean a_kc, gboolean b_kc, guint M, guint N, guint K,
       k_chunk = K;
     }
 
-  g_snprintf (r->label, sizeof r->label, "%ux%ux%u %s%s tile %ux%u split %u", M, N, K,
-              a_kc ? "N" : "T", b_kc ? "T" : "N", cfg->bm, cfg->bn, splits);
+  g_snprintf (r->label, sizeof r->label, "%ux%ux%u %c%c tile %ux%u split %u", M, N, K,
+              mode_char[a_mode], "NTIC"[b_mode], cfg->bm, cfg->bn, splits);
   spec[0] = cfg->bm;
   spec[1] = cfg->bn;
   spec[2] = cfg->bk;
   spec[3] = cfg->tm;
   spec[4] = cfg->tn;
-  spec[5] = a_kc ? 1 : 0;
-  spec[6] = b_kc ? 1 : 0;
+  spec[5] = a_mode;
+  spec[6] = b_mode;
   spec[7] = cfg_threads (cfg);
+  spec[8] = conv_c;
+  spec[9] = conv_h;
 
   if (splits == 1)
     {
       pc = (typeof (pc)) { M, N, K, lda, ldb, ldc, ldd, a_off, b_off, c_off, d_off,
                            K, 0, flags, 1.0f };
-      rec_dispatch (r, SH_GEMM, spec, 8, A, B, C, D, &pc, sizeof pc,
+      rec_dispatch (r, SH_GEMM, spec, n_spec, A, B, C, D, &pc, sizeof pc,
                     (N + cfg->bn - 1) / cfg->bn, (M + cfg->bm - 1) / cfg->bm, 1);
       return;
     }
   pc = (typeof (pc)) { M, N, K, lda, ldb, N, ldd, a_off, b_off, 0, d_off,
                        k_chunk, M * N, 0, 1.0f };
-  rec_dispatch (r, SH_GEMM, spec, 8, A, B, &r->t->bufs[B_PART], D, &pc, sizeof pc,
+  rec_dispatch (r, SH_GEMM, spec, n_spec, A, B, &r->t->bufs[B_PART], D, &pc, sizeof pc,
                 (N + cfg->bn - 1) / cfg->bn, (M + cfg->bm - 1) / cfg->bm, splits);
   {
     SumEpi epi = {
@@ -677,6 +691,15 @@ rec_gemm (Rec *r, gboolean a_kc, gboolean b_kc, guint M, guint N, guint K,
     };
     rec_colsum_epi (r, &r->t->bufs[B_PART], 0, splits, M * N, M * N, C, c_off, &epi, 0);
   }
+}
+
+static void
+rec_gemm (Rec *r, gboolean a_kc, gboolean b_kc, guint M, guint N, guint K,
+          Buf *A, guint lda, guint a_off, Buf *B, guint ldb, guint b_off,
+          Buf *C, guint ldc, guint c_off, Buf *D, guint d_off, guint ldd, guint flags)
+{
+  rec_gemm_ex (r, a_kc ? OP_KC : OP_KN, b_kc ? OP_KC : OP_KN, 0, 0, M, N, K,
+               A, lda, a_off, B, ldb, b_off, C, ldc, c_off, D, d_off, ldd, flags);
 }
 
 static void
@@ -793,9 +816,16 @@ record_cnn (Rec *r, guint n)
   rec_dispatch (r, SH_CONV1, NULL, 0, X, PR, A1, NULL, &c1, sizeof c1,
                 groups_for ((guint64) n * 784, 256), 1, 1);
   rec_maxpool (r, A1, P1, n, 16, 28, FALSE);
-  rec_im2col (r, P1, COL2, n, 16, 14);
-  rec_gemm (r, TRUE, TRUE, rows2, 32, 144, COL2, 144, 0, PR, 144, w2,
-            A2, 32, 0, PR, b2, 0, EPI_BIAS_COL | EPI_RELU);
+  if (t->cnn_implicit & CNN_IMPLICIT_FORWARD)
+    /* conv2 reads pool1 through im2col addressing in its tile loads */
+    rec_gemm_ex (r, OP_IM2COL, OP_KC, 16, 14, rows2, 32, 144, P1, 0, 0, PR, 144, w2,
+                 A2, 32, 0, PR, b2, 0, EPI_BIAS_COL | EPI_RELU);
+  else
+    {
+      rec_im2col (r, P1, COL2, n, 16, 14);
+      rec_gemm (r, TRUE, TRUE, rows2, 32, 144, COL2, 144, 0, PR, 144, w2,
+                A2, 32, 0, PR, b2, 0, EPI_BIAS_COL | EPI_RELU);
+    }
   rec_maxpool (r, A2, P2, n, 32, 14, TRUE);
   rec_gemm (r, TRUE, TRUE, n, 10, 1568, P2, 1568, 0, PR, 1568, w3,
             LOG, 10, 0, PR, b3, 0, EPI_BIAS_COL);
@@ -807,12 +837,28 @@ record_cnn (Rec *r, guint n)
   rec_gemm (r, TRUE, FALSE, n, 1568, 10, DL, 10, 0, PR, 1568, w3, DP2, 1568, 0, NULL, 0, 0, 0);
   /* pool2 + relu2, conv2 */
   rec_poolgrad (r, 0, A2, TRUE, DP2, DZ2, n, 32, 14);
-  rec_gemm (r, FALSE, FALSE, 32, 144, rows2, DZ2, 32, 0, COL2, 144, 0, G, 144, w2, NULL, 0, 0, 0);
+  if (t->cnn_implicit & CNN_IMPLICIT_FORWARD)
+    rec_gemm_ex (r, OP_KN, OP_IM2COL, 16, 14, 32, 144, rows2, DZ2, 32, 0, P1, 0, 0,
+                 G, 144, w2, NULL, 0, 0, 0);
+  else
+    rec_gemm (r, FALSE, FALSE, 32, 144, rows2, DZ2, 32, 0, COL2, 144, 0, G, 144, w2, NULL, 0, 0, 0);
   rec_colsum (r, DZ2, 0, rows2, 32, 32, G, b2, 1.0f, 0);
-  /* the column gradient overwrites conv2's im2col, no longer needed */
-  rec_gemm (r, TRUE, FALSE, rows2, 144, 32, DZ2, 32, 0, PR, 144, w2, COL2, 144, 0, NULL, 0, 0, 0);
-  /* col2im + pool1 + relu1, conv1 */
-  rec_poolgrad (r, 1, A1, FALSE, COL2, DZ1, n, 16, 28);
+  if (t->cnn_implicit & CNN_IMPLICIT_DATA)
+    {
+      /* pool1's gradient (NHWC, 16 channels, in conv2's column buffer)
+       * straight from conv2's output gradient and weights: no column gradient */
+      rec_gemm_ex (r, OP_CONV_DATA, OP_CONV_DATA, 32, 14, rows2, 16, 288, DZ2, 0, 0, PR, 144, w2,
+                   COL2, 16, 0, NULL, 0, 0, 0);
+      rec_poolgrad (r, 2, A1, FALSE, COL2, DZ1, n, 16, 28);
+    }
+  else
+    {
+      /* the column gradient overwrites conv2's im2col, no longer needed */
+      rec_gemm (r, TRUE, FALSE, rows2, 144, 32, DZ2, 32, 0, PR, 144, w2, COL2, 144, 0, NULL, 0, 0, 0);
+      /* col2im + pool1 + relu1 */
+      rec_poolgrad (r, 1, A1, FALSE, COL2, DZ1, n, 16, 28);
+    }
+  /* conv1 */
   rec_im2col (r, X, COL1, n, 1, 28);
   rec_gemm (r, FALSE, FALSE, 16, 9, rows1, DZ1, 16, 0, COL1, 9, 0, G, 9, w1, NULL, 0, 0, 0);
   rec_colsum (r, DZ1, 0, rows1, 16, 16, G, b1, 1.0f, 0);
@@ -1011,6 +1057,41 @@ out:
   return ok;
 }
 
+/* RLX_VK_CNN_IMPLICIT: "forward" (conv2 forward and weight gradient read
+ * pool1 through im2col addressing, no column matrix), "data" (pool1's
+ * gradient straight from conv2's output gradient, no column gradient), both
+ * ("1", "all", "forward,data"), or neither ("0", "none"). */
+#define CNN_IMPLICIT_DEFAULT (CNN_IMPLICIT_FORWARD | CNN_IMPLICIT_DATA)
+
+static guint
+cnn_implicit_from_env (void)
+{
+  const char *v = g_getenv ("RLX_VK_CNN_IMPLICIT");
+  g_auto(GStrv) parts = NULL;
+  guint out = 0;
+
+  if (v == NULL || *v == '\0')
+    return CNN_IMPLICIT_DEFAULT;
+  if (strcmp (v, "0") == 0 || strcmp (v, "none") == 0)
+    return 0;
+  if (strcmp (v, "1") == 0 || strcmp (v, "all") == 0)
+    return CNN_IMPLICIT_FORWARD | CNN_IMPLICIT_DATA;
+  parts = g_strsplit (v, ",", -1);
+  for (guint i = 0; parts[i] != NULL; i++)
+    {
+      if (strcmp (parts[i], "forward") == 0)
+        out |= CNN_IMPLICIT_FORWARD;
+      else if (strcmp (parts[i], "data") == 0)
+        out |= CNN_IMPLICIT_DATA;
+      else
+        {
+          g_warning ("RLX_VK_CNN_IMPLICIT=%s: use forward, data, all or none; using the default", v);
+          return CNN_IMPLICIT_DEFAULT;
+        }
+    }
+  return out;
+}
+
 RlxVkTrainer *
 rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
                     guint max_batch, GError **error)
@@ -1090,6 +1171,7 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
         g_warning ("RLX_VK_GEMM_BIG=%s is not a valid bm,bn,bk,tm,tn tile; using the default",
                    g_getenv ("RLX_VK_GEMM_BIG"));
     }
+  self->cnn_implicit = cnn_implicit_from_env ();
   self->steps = g_hash_table_new_full (NULL, NULL, NULL, step_free);
 
   inst = rlx_vk_instance_acquire (error);

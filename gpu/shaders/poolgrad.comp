@@ -4,7 +4,9 @@
  *   first maximum of its window and positive, else 0.
  * MODE 0: dP is NCHW [s][c][H/2][W/2] at dp_off.
  * MODE 1: dP is the col2im of the next convolution's column gradient
- *   dcol[(s*(H/2)*(W/2) + r)*C*9 + c*9 + ky*3 + kx] (3×3, pad 1). */
+ *   dcol[(s*(H/2)*(W/2) + r)*C*9 + c*9 + ky*3 + kx] (3×3, pad 1).
+ * MODE 2: dP is NHWC [s][H/2][W/2][c] at dp_off (the implicit-GEMM data
+ *   gradient of the next convolution). */
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint MODE = 0;
 
@@ -45,6 +47,8 @@ void main ()
         {
           if (MODE == 0u)
             g = dp[p.dp_off + ((s * p.C + c) * Hp + py) * Wp + px];
+          else if (MODE == 2u)
+            g = dp[p.dp_off + ((s * Hp + py) * Wp + px) * p.C + c];
           else
             {
               const uint K = p.C * 9u;

@@ -3,7 +3,8 @@
  * With the Khronos validation layer on and a debug messenger counting:
  *   - per tensor, GPU gradients against the CPU reference:
  *     max |Δ| ≤ 1e-4 · max |g| + 1e-6, loss within 1e-5 relative,
- *     for every model at batch 1, 7 and 64;
+ *     for every model at batch 1, 7 and 64 (the CNN with conv2 as implicit
+ *     GEMMs and through the column matrix);
  *   - the same step twice gives identical bits;
  *   - bad batches are refused; a lost device is reported, never a crash;
  *   - the backend works from the rank's compute worker thread;
@@ -103,10 +104,24 @@ test_mlp (void)
   check_model (RLX_MODEL_MNIST_MLP);
 }
 
+/* conv2 as implicit GEMMs (RLX_VK_CNN_IMPLICIT=all: forward and weight
+ * gradient read pool1 through im2col addressing, the data gradient comes
+ * straight from conv2's output gradient) */
 static void
 test_cnn (void)
 {
+  g_setenv ("RLX_VK_CNN_IMPLICIT", "all", TRUE);
   check_model (RLX_MODEL_MNIST_CNN);
+  g_unsetenv ("RLX_VK_CNN_IMPLICIT");
+}
+
+/* and through the materialised column matrix and column gradient */
+static void
+test_cnn_columns (void)
+{
+  g_setenv ("RLX_VK_CNN_IMPLICIT", "none", TRUE);
+  check_model (RLX_MODEL_MNIST_CNN);
+  g_unsetenv ("RLX_VK_CNN_IMPLICIT");
 }
 
 static void
@@ -331,6 +346,7 @@ main (int argc, char **argv)
 
   g_test_add_func ("/gpu/vulkan/grads-mnist-mlp", test_mlp);
   g_test_add_func ("/gpu/vulkan/grads-mnist-cnn", test_cnn);
+  g_test_add_func ("/gpu/vulkan/grads-mnist-cnn-columns", test_cnn_columns);
   g_test_add_func ("/gpu/vulkan/grads-mnist-mlp-xl", test_mlp_xl);
   g_test_add_func ("/gpu/vulkan/determinism", test_determinism);
   g_test_add_func ("/gpu/vulkan/refusals", test_refusals);

@@ -309,6 +309,7 @@ struct _RlxCoordinator {
   /* timers */
   guint            found_id, join_id, heartbeat_id;
   guint            found_waits;
+  gint64           last_tick, stalled_at;   /* heartbeat timer, monotonic µs */
   GCancellable    *cancellable;
   gboolean         checkpoint_busy, checkpoint_again;
   gboolean         rounds_started;  /* wait_members only holds the first round */
@@ -2585,6 +2586,26 @@ on_link_closed (RlxLink *link, const GError *error, gpointer user_data)
 
   if (p == NULL)
     return;
+  /* A peer closed on us (no bye, not our heartbeat) right after our own
+   * loop stood still past the heartbeat timeout: the cohort timed *us* out
+   * and went on without us. Taking over (as a member) or carrying on (as
+   * the leader) would split the cohort; stop and say so instead. */
+  if (p->close_reason == NULL && p->hello && !p->refused &&
+      (self->role == ROLE_MEMBER || self->role == ROLE_LEADER) &&
+      str_array_contains (self->members, p->id))
+    {
+      gint64 now = g_get_monotonic_time ();
+      gint64 limit = (gint64) self->heartbeat_timeout_ms * 1000;
+      if (now - self->last_tick > limit ||
+          (self->stalled_at > 0 && now - self->stalled_at < 2 * limit))
+        {
+          g_autofree char *msg = g_strdup_printf (
+            "this node stood still longer than the heartbeat timeout (%u ms) and the cohort "
+            "went on without it; start it again to rejoin", self->heartbeat_timeout_ms);
+          finish (self, FALSE, msg);
+          return;
+        }
+    }
   if (p->close_reason)
     reason = g_strdup (p->close_reason);
   else if (error && error->domain == RLX_LINK_ERROR && error->code == RLX_LINK_ERROR_CLOSED)
@@ -2649,6 +2670,15 @@ on_heartbeat (gpointer user_data)
 
   json_object_set_int_member (m, "term", (gint64) self->term);
   json_object_set_int_member (m, "step", (gint64) self->applied);
+  /* Our own loop stood still (the process was stopped, or starved): the
+   * silence we would see is ours, not the peers'. */
+  if (self->last_tick > 0 && now - self->last_tick > (gint64) self->heartbeat_timeout_ms * 1000)
+    {
+      self->stalled_at = now;
+      for (guint i = 0; i < self->peers->len; i++)
+        ((Peer *) g_ptr_array_index (self->peers, i))->last_rx = now;
+    }
+  self->last_tick = now;
   for (guint i = 0; i < self->peers->len; i++)
     {
       Peer *p = g_ptr_array_index (self->peers, i);
@@ -3117,6 +3147,7 @@ rlx_coordinator_start (RlxCoordinator *self)
 
   self->found_id = g_timeout_add (DISCOVERY_MS, on_found_timer, self);
   self->heartbeat_id = g_timeout_add (HEARTBEAT_MS, on_heartbeat, self);
+  self->last_tick = g_get_monotonic_time ();
 }
 
 const char *rlx_coordinator_get_node_id (RlxCoordinator *self) { return self->node_id; }

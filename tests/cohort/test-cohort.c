@@ -302,7 +302,8 @@ test_kill_member (void)
 }
 
 /* Silence past the heartbeat timeout removes a member (a stopped process
- * keeps its socket open: only the heartbeat can tell). */
+ * keeps its socket open: only the heartbeat can tell); when it wakes up it
+ * stops instead of splitting the cohort. */
 static void
 test_heartbeat_timeout (void)
 {
@@ -339,7 +340,28 @@ test_heartbeat_timeout (void)
   g_assert_cmpint (i, >=, 0);
   wait_event (h, other, "step", "step", ev_int (ev (leader, i), "step") + 3, 20000);
 
-  node_kill (victim, SIGKILL);
+  /* When it wakes up it learns it was cut off, says so and stops — it
+   * neither takes over nor splits the cohort. */
+  node_kill (victim, SIGCONT);
+  if (!node_wait_exit (victim, 20000))
+    {
+      dump_all (h);
+      g_error ("the node that was timed out did not stop after waking up");
+    }
+  g_assert_false (victim->signaled);
+  g_assert_cmpint (victim->exit_code, ==, 1);
+  i = node_find_event (victim, "done", 0);
+  g_assert_cmpint (i, >=, 0);
+  g_assert_nonnull (strstr (ev_str (ev (victim, i), "message"), "heartbeat timeout"));
+  i = (int) leader->events->len;
+  wait_event (h, other, "step", "step", node_max_step (leader) + 3, 20000);
+  for (guint k = 0; k < leader->events->len; k++)
+    if (g_strcmp0 (ev_str (ev (leader, k), "event"), "leader") == 0)
+      g_assert_cmpint (ev_int (ev (leader, k), "term"), ==, 1);
+  for (guint k = 0; k < other->events->len; k++)
+    if (g_strcmp0 (ev_str (ev (other, k), "event"), "leader") == 0)
+      g_assert_cmpint (ev_int (ev (other, k), "term"), ==, 1);
+
   node_kill (leader, SIGTERM);
   node_kill (other, SIGTERM);
   assert_exit_ok (h, leader, 20000);

@@ -42,15 +42,27 @@
  * is in seniority order (founder first, then by admission); when the leader
  * is gone (bye, closed link, heartbeat silence) the first surviving member
  * takes over with term + 1 and restarts the uncommitted step at the same
- * dataset position, so no committed step is lost and none is skipped.
- * Messages from an older term are ignored. Before a cohort exists, nodes
- * found one by seniority of start time (ties by node id).
+ * dataset position, so no committed step is lost and none is skipped:
+ *   - the leader reports a commit (its `step` event) only once the frame
+ *     carrying it is written to every member's socket, which delivers it even
+ *     if the leader dies the next instant;
+ *   - a member that holds a commit the new leader missed answers the new
+ *     leader's first step with a snapshot of its state, which the leader
+ *     adopts before it goes on.
+ * Messages from an older term are ignored (and answered with who leads now,
+ * so a stale leader steps down). Before a cohort exists, nodes found one by
+ * seniority of start time (ties by node id); a leader or member answers the
+ * hello of a node still looking with who leads. A node whose own loop stood
+ * still past the heartbeat timeout (stopped, starved) and that the cohort
+ * then closed on stops with a message instead of taking over — the cohort
+ * went on without it, and two leaders would split it.
  *
  * Collect: the leader waits for every assigned slice or a deadline derived
  * from recent round times (10 × the running mean, at least the floor);
  * later gradients are dropped and counted. NaN/Inf, wrong length, wrong
  * sample count or wrong hash buckets are rejected and reported. The mean is
- * weighted by sample count (accumulated in f64), then SGD. Each member's
+ * weighted by sample count (accumulated in f32: a few buckets weighted by
+ * small counts), then SGD. Each member's
  * measured speed (samples per second of compute) sets its share of the next
  * global batch, which is the sum of the members' --batch.
  */

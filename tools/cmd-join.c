@@ -2,10 +2,29 @@
  *
  *   join    runs one node of the local cohort NAME: the local bus (Unix
  *           sockets under $XDG_RUNTIME_DIR/rlx-cluster/NAME), the compute
- *           worker and the coordinator. With --json, one JSON object per line,
- *           each with an "event" key (joined, leader, step, member-joined,
- *           member-left, refused, rejected, snapshot, checkpoint, resumed,
- *           late, error, evaluated, done). SIGINT/SIGTERM leave cleanly (bye).
+ *           worker and the coordinator. SIGINT/SIGTERM leave cleanly (bye).
+ *           Exit status 0 once step N is committed (--steps N) or after a
+ *           clean leave; 1 when the node cannot go on (refused, cut off,
+ *           unusable checkpoint); 2 for a usage error.
+ *           With --json, one JSON object per line, each with an "event" key:
+ *             joined        node (this node), cohort, role, step, hash, backend,
+ *                           fallback, precision
+ *             leader        node, term, step
+ *             step          step, loss, leader, term, members, samples, hash,
+ *                           bytes_tx, bytes_rx (wire frames sent/received by
+ *                           this node), bytes_f32 (what the same frames would
+ *                           be at f32), contributed (this node's gradient is in
+ *                           it), contributors, late, rejected
+ *             member-joined node, host, backend, fallback, precision, step
+ *             member-left   node, reason, step
+ *             refused       node, reason, by (who refused)
+ *             rejected      node, step, reason (a bucket thrown away)
+ *             snapshot      from or to, step, hash, reason
+ *             checkpoint    step, path;   resumed  step, hash, path
+ *             late          node, reason; error  node, reason
+ *             evaluated     accuracy, test_loss, step (with --evaluate)
+ *             done          success, message, step, hash, loss, late, rejected,
+ *                           byte counters; the leader adds per-round timings
  *   export  writes the cohort's checkpoint as a .safetensors file.
  */
 #include "rlx-config.h"

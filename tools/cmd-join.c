@@ -74,15 +74,100 @@ parse_u64 (const char *sub, const char *opt, const char *text, guint64 min, guin
   return TRUE;
 }
 
+static const char *
+str_member (JsonObject *o, const char *key)
+{
+  if (json_object_has_member (o, key) &&
+      JSON_NODE_HOLDS_VALUE (json_object_get_member (o, key)) &&
+      json_node_get_value_type (json_object_get_member (o, key)) == G_TYPE_STRING)
+    return json_object_get_string_member (o, key);
+  return "?";
+}
+
+static double
+num_member (JsonObject *o, const char *key)
+{
+  if (json_object_has_member (o, key) &&
+      JSON_NODE_HOLDS_VALUE (json_object_get_member (o, key)))
+    return json_object_get_double_member (o, key);
+  return 0;
+}
+
+/* Bytes for a person: 12.3 MB. */
+static char *
+human_bytes (double b)
+{
+  return g_format_size_full ((guint64) b, G_FORMAT_SIZE_DEFAULT);
+}
+
+/* One line a person can read; NULL for events without a phrasing of their
+ * own (they are printed as key=value pairs). */
+static char *
+format_event (JsonObject *e)
+{
+  const char *ev = str_member (e, "event");
+
+  if (g_str_equal (ev, "step"))
+    {
+      g_autofree char *tx = human_bytes (num_member (e, "bytes_tx"));
+      g_autofree char *rx = human_bytes (num_member (e, "bytes_rx"));
+      double f32 = num_member (e, "bytes_f32");
+      double wire = num_member (e, "bytes_tx") + num_member (e, "bytes_rx");
+      return g_strdup_printf ("step %-6.0f loss %.4f  members %.0f  samples %.0f  "
+                              "wire tx %s rx %s (%.0f%% of f32)  hash %.8s",
+                              num_member (e, "step"), num_member (e, "loss"),
+                              num_member (e, "members"), num_member (e, "samples"),
+                              tx, rx, f32 > 0 ? 100.0 * wire / f32 : 100.0,
+                              str_member (e, "hash"));
+    }
+  if (g_str_equal (ev, "joined"))
+    {
+      const char *fb = str_member (e, "fallback");
+      return g_strdup_printf ("joined cohort %s as %s (%s), backend %s, wire %s%s%s",
+                              str_member (e, "cohort"), str_member (e, "node"),
+                              str_member (e, "role"), str_member (e, "backend"),
+                              str_member (e, "precision"),
+                              *fb && !g_str_equal (fb, "?") ? "\n  why not faster: " : "",
+                              *fb && !g_str_equal (fb, "?") ? fb : "");
+    }
+  if (g_str_equal (ev, "leader"))
+    return g_strdup_printf ("leader is %s (term %.0f)", str_member (e, "node"), num_member (e, "term"));
+  if (g_str_equal (ev, "member-joined"))
+    return g_strdup_printf ("+ %s joined from %s: backend %s, wire %s",
+                            str_member (e, "node"), str_member (e, "host"),
+                            str_member (e, "backend"), str_member (e, "precision"));
+  if (g_str_equal (ev, "member-left"))
+    return g_strdup_printf ("- %s left: %s", str_member (e, "node"), str_member (e, "reason"));
+  if (g_str_equal (ev, "refused"))
+    return g_strdup_printf ("refused: %s", str_member (e, "reason"));
+  if (g_str_equal (ev, "checkpoint"))
+    return g_strdup_printf ("checkpoint at step %.0f: %s", num_member (e, "step"), str_member (e, "path"));
+  if (g_str_equal (ev, "evaluated"))
+    return g_strdup_printf ("test accuracy %.2f%% at step %.0f (test loss %.4f)",
+                            100.0 * num_member (e, "accuracy"), num_member (e, "step"),
+                            num_member (e, "test_loss"));
+  if (g_str_equal (ev, "done"))
+    return g_strdup_printf ("done at step %.0f: %s; loss %.4f, hash %.8s",
+                            num_member (e, "step"), str_member (e, "message"),
+                            num_member (e, "loss"), str_member (e, "hash"));
+  return NULL;
+}
+
 static void
 print_event (JoinState *st, JsonObject *event)
 {
+  g_autofree char *human = NULL;
+
   if (st->json)
     {
       g_autoptr(JsonNode) node = json_node_init_object (json_node_alloc (), event);
       g_autofree char *line = json_to_string (node, FALSE);
       fputs (line, stdout);
       fputc ('\n', stdout);
+    }
+  else if ((human = format_event (event)) != NULL)
+    {
+      puts (human);
     }
   else
     {

@@ -28,6 +28,9 @@
  * made): RLX_VK_PROFILE=1 puts a timestamp (and a barrier) after every
  * dispatch and prints the mean time of each when the trainer is freed;
  * RLX_VK_GEMM_BIG=bm,bn,bk,tm,tn replaces the big GEMM tile;
+ * RLX_VK_CNN_IMPLICIT=forward|data|all|none picks which parts of the CNN's
+ * conv2 run as implicit GEMMs instead of through a column matrix (default
+ * forward: its forward pass and weight gradient);
  * RLX_VK_SIMULATE_DEVICE_LOST=N makes the Nth step report
  * VK_ERROR_DEVICE_LOST.
  */

@@ -100,6 +100,9 @@ test_bad_options (void)
     { { "bench", "--model", "mnist-mlp", "--batch", "64", "--seconds", "soon", NULL }, "--seconds" },
     { { "bench", "--model", "mnist-mlp", NULL }, "--batch" },
     { { "bench", "--model", "mnist-mlp", "--batch", "64", "--threads", "0", NULL }, "--threads" },
+    { { "train", "--model", "mnist-mlp", "--dataset", "synthetic", "--batch", "8", "--lr", "0.1", "--steps", "1", "--order", "random", NULL }, "random" },
+    { { "train", "--model", "mnist-mlp", "--dataset", "synthetic", "--batch", "8", "--lr", "0.1", "--steps", "1", "--threads", "-2", NULL }, "--threads" },
+    { { "grads", "--model", "mnist-mlp", "--dataset", "synthetic", "--start", "0", "--batch", "4", "--seed", "1", "--params", "p", "--out", "x", NULL }, "--params" },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)

@@ -35,7 +35,9 @@
 #include <math.h>
 #include <string.h>
 
+#ifndef CNN_CHUNK
 #define CNN_CHUNK 8
+#endif
 /* Chunk i belongs to lane i % CNN_LANES; each lane sums its own gradients
  * and the lanes are added in order at the end, so the result is the same
  * whether one thread runs both lanes or two threads run one each. */

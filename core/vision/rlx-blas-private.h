@@ -1,15 +1,14 @@
 /* rlx-blas-private.h — OpenBLAS, loaded at first use
  *
- * OpenBLAS picks its kernels once, when it is loaded. Version 0.3.21 (Debian
- * 12) does not know AMD Zen 4/5: it falls back to its AVX2 (Haswell) kernels,
- * and images for such machines often pin OPENBLAS_CORETYPE=Haswell, although
- * these CPUs run its AVX-512 (SkylakeX) kernels about 1.6× faster. So
- * rlx-vision does not link OpenBLAS. A constructor (at startup, while the
- * process has one thread, so setenv is safe) sets OPENBLAS_CORETYPE to
- * RLX_BLAS_CORETYPE when that is set, else to SkylakeX when the CPU and the
- * OS support the AVX-512 subsets those kernels use (F, CD, BW, DQ, VL), and
- * the library is dlopen()ed when the first trainer is made.
- * RLX_BLAS_CORETYPE=Haswell gives the kernels PyTorch uses on such a machine.
+ * OpenBLAS picks its kernels once, when it is loaded, from the CPU or from
+ * OPENBLAS_CORETYPE. Version 0.3.21 (Debian 12) does not know AMD Zen 4/5,
+ * and machine images often pin OPENBLAS_CORETYPE (this project's machines pin
+ * Haswell) because some builds compute wrong results or crash on CPUs they
+ * misdetect. So rlx-vision does not link OpenBLAS: the library is dlopen()ed
+ * when the first trainer is made, after a constructor (at startup, while the
+ * process has one thread, so setenv is safe) has set OPENBLAS_CORETYPE to
+ * RLX_BLAS_CORETYPE when that is set (e.g. SkylakeX on an AVX-512 CPU you
+ * have checked it on). A coretype the environment sets is otherwise kept.
  */
 #pragma once
 

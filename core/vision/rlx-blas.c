@@ -12,6 +12,11 @@
 /* What OPENBLAS_CORETYPE was before the constructor, for rlx_blas ()->name. */
 static char *coretype_before;
 
+/* OpenBLAS reads OPENBLAS_CORETYPE when it is loaded, which is why it is
+ * dlopen'ed here rather than linked. RLX_BLAS_CORETYPE (e.g. "SkylakeX")
+ * picks its kernels for rlx-cluster alone. A coretype the environment already
+ * sets is respected: machines set it because some OpenBLAS builds choose
+ * kernels that compute wrong results or crash on their processor. */
 __attribute__ ((constructor)) static void
 choose_coretype (void)
 {
@@ -23,17 +28,7 @@ choose_coretype (void)
   if (before != NULL)
     coretype_before = strdup (before);
   if (want != NULL && *want != '\0')
-    {
-      setenv ("OPENBLAS_CORETYPE", want, 1);
-      return;
-    }
-#if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init ();
-  if (__builtin_cpu_supports ("avx512f") && __builtin_cpu_supports ("avx512cd") &&
-      __builtin_cpu_supports ("avx512bw") && __builtin_cpu_supports ("avx512dq") &&
-      __builtin_cpu_supports ("avx512vl"))
-    setenv ("OPENBLAS_CORETYPE", "SkylakeX", 1);
-#endif
+    setenv ("OPENBLAS_CORETYPE", want, 1);
 }
 
 static gpointer

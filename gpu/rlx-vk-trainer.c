@@ -206,6 +206,11 @@ struct _RlxVkTrainer {
   guint             n_bufs_made;
   GemmCfg           big;          /* CFG_BIG, or RLX_VK_GEMM_BIG=bm,bn,bk,tm,tn */
   guint             cnn_implicit; /* CNN_IMPLICIT_*: RLX_VK_CNN_IMPLICIT */
+  gboolean          cnn_pooled;   /* RLX_VK_CNN_COL2IM: poolgrad MODE 3 */
+  GemmCfg           dcol;         /* RLX_VK_CNN_DCOL_TILE, or bm = 0 */
+  GemmCfg           fwd2;         /* RLX_VK_CNN_FWD_TILE, or bm = 0 */
+  GemmCfg           wgrad2;       /* RLX_VK_CNN_WGRAD_TILE, or bm = 0 */
+  const GemmCfg    *force_cfg;    /* set while recording one GEMM */
   GThreadPool      *copiers;      /* large host copies in parallel */
   GMutex            copy_lock;
   GCond             copy_cond;
@@ -592,6 +597,11 @@ choose_cfg (RlxVkTrainer *t, guint M, guint N, gboolean split_ok)
   gboolean big_ok = t->info->max_shared_memory >= cfg_shared (&t->big) &&
                     t->info->max_workgroup_invocations >= cfg_threads (&t->big);
 
+  if (t->force_cfg != NULL &&
+      t->info->max_shared_memory >= cfg_shared (t->force_cfg) &&
+      t->info->max_workgroup_invocations >= cfg_threads (t->force_cfg))
+    return t->force_cfg;
+
   if (N <= 16)
     return &CFG_NARROW;
   if (M <= 16)
@@ -792,8 +802,10 @@ rec_poolgrad (Rec *r, guint mode, Buf *act, gboolean nhwc, Buf *dp, Buf *out,
 {
   struct { guint32 n, C, H, W, a_nhwc, a_off, dp_off, out_off; } pc = { n, C, H, H, nhwc, 0, 0, 0 };
   guint32 spec[1] = { mode };
+  /* MODE 3: one thread per pooled value, four outputs each */
+  guint64 items = (guint64) n * H * H * C / (mode == 3 ? 4 : 1);
   rec_dispatch (r, SH_POOLGRAD, spec, 1, act, dp, out, NULL, &pc, sizeof pc,
-                groups_for ((guint64) n * H * H * C, 256), 1, 1);
+                groups_for (items, 256), 1, 1);
 }
 
 static void
@@ -817,9 +829,13 @@ record_cnn (Rec *r, guint n)
                 groups_for ((guint64) n * 784, 256), 1, 1);
   rec_maxpool (r, A1, P1, n, 16, 28, FALSE);
   if (t->cnn_implicit & CNN_IMPLICIT_FORWARD)
-    /* conv2 reads pool1 through im2col addressing in its tile loads */
-    rec_gemm_ex (r, OP_IM2COL, OP_KC, 16, 14, rows2, 32, 144, P1, 0, 0, PR, 144, w2,
-                 A2, 32, 0, PR, b2, 0, EPI_BIAS_COL | EPI_RELU);
+    {
+      /* conv2 reads pool1 through im2col addressing in its tile loads */
+      t->force_cfg = t->fwd2.bm != 0 ? &t->fwd2 : NULL;
+      rec_gemm_ex (r, OP_IM2COL, OP_KC, 16, 14, rows2, 32, 144, P1, 0, 0, PR, 144, w2,
+                   A2, 32, 0, PR, b2, 0, EPI_BIAS_COL | EPI_RELU);
+      t->force_cfg = NULL;
+    }
   else
     {
       rec_im2col (r, P1, COL2, n, 16, 14);
@@ -838,8 +854,12 @@ record_cnn (Rec *r, guint n)
   /* pool2 + relu2, conv2 */
   rec_poolgrad (r, 0, A2, TRUE, DP2, DZ2, n, 32, 14);
   if (t->cnn_implicit & CNN_IMPLICIT_FORWARD)
-    rec_gemm_ex (r, OP_KN, OP_IM2COL, 16, 14, 32, 144, rows2, DZ2, 32, 0, P1, 0, 0,
-                 G, 144, w2, NULL, 0, 0, 0);
+    {
+      t->force_cfg = t->wgrad2.bm != 0 ? &t->wgrad2 : NULL;
+      rec_gemm_ex (r, OP_KN, OP_IM2COL, 16, 14, 32, 144, rows2, DZ2, 32, 0, P1, 0, 0,
+                   G, 144, w2, NULL, 0, 0, 0);
+      t->force_cfg = NULL;
+    }
   else
     rec_gemm (r, FALSE, FALSE, 32, 144, rows2, DZ2, 32, 0, COL2, 144, 0, G, 144, w2, NULL, 0, 0, 0);
   rec_colsum (r, DZ2, 0, rows2, 32, 32, G, b2, 1.0f, 0);
@@ -854,9 +874,11 @@ record_cnn (Rec *r, guint n)
   else
     {
       /* the column gradient overwrites conv2's im2col, no longer needed */
+      t->force_cfg = t->dcol.bm != 0 ? &t->dcol : NULL;
       rec_gemm (r, TRUE, FALSE, rows2, 144, 32, DZ2, 32, 0, PR, 144, w2, COL2, 144, 0, NULL, 0, 0, 0);
-      /* col2im + pool1 + relu1 */
-      rec_poolgrad (r, 1, A1, FALSE, COL2, DZ1, n, 16, 28);
+      t->force_cfg = NULL;
+      /* col2im + pool1 + relu1 (per pooled value, or per pixel) */
+      rec_poolgrad (r, t->cnn_pooled ? 3 : 1, A1, FALSE, COL2, DZ1, n, 16, 28);
     }
   /* conv1 */
   rec_im2col (r, X, COL1, n, 1, 28);
@@ -1068,6 +1090,49 @@ out:
  * against 362 µs for column gradient + col2im: 585k samples/s. */
 #define CNN_IMPLICIT_DEFAULT CNN_IMPLICIT_FORWARD
 
+/* RLX_VK_GEMM_BIG, RLX_VK_CNN_{FWD,WGRAD,DCOL}_TILE = bm,bn,bk,tm,tn: GEMM
+ * tile overrides for tuning (the big tile; conv2's forward, weight-gradient
+ * and column-gradient GEMMs); @cfg is left alone when unset or invalid. */
+static void
+tile_from_env (const char *name, GemmCfg *cfg)
+{
+  const char *s = g_getenv (name);
+  guint v[5];
+
+  if (s == NULL || *s == '\0')
+    return;
+  if (sscanf (s, "%u,%u,%u,%u,%u", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5 &&
+      v[0] > 0 && v[1] > 0 && v[2] > 0 && v[3] > 0 && v[4] > 0 &&
+      v[3] % 4 == 0 && v[4] % 4 == 0 && v[0] % v[3] == 0 && v[1] % v[4] == 0 &&
+      (v[0] / v[3]) * (v[1] / v[4]) <= 1024 &&
+      (v[0] * v[2]) % ((v[0] / v[3]) * (v[1] / v[4])) == 0 &&
+      (v[1] * v[2]) % ((v[0] / v[3]) * (v[1] / v[4])) == 0)
+    *cfg = (GemmCfg) { v[0], v[1], v[2], v[3], v[4] };
+  else
+    g_warning ("%s=%s is not a valid bm,bn,bk,tm,tn tile (tm, tn multiples of 4 dividing bm, bn; "
+               "bm*bk and bn*bk multiples of the thread count); using the default", name, s);
+}
+
+/* RLX_VK_CNN_COL2IM: "pooled" gathers pool1's gradient from the column
+ * gradient once per pooled value (poolgrad MODE 3), "pixel" once per
+ * pre-pool pixel (MODE 1). Same sums in the same order: same bits. */
+#define CNN_POOLED_DEFAULT FALSE
+
+static gboolean
+cnn_pooled_from_env (void)
+{
+  const char *v = g_getenv ("RLX_VK_CNN_COL2IM");
+
+  if (v == NULL || *v == '\0')
+    return CNN_POOLED_DEFAULT;
+  if (g_strcmp0 (v, "pooled") == 0)
+    return TRUE;
+  if (g_strcmp0 (v, "pixel") == 0)
+    return FALSE;
+  g_warning ("RLX_VK_CNN_COL2IM=%s: use pooled or pixel; using the default", v);
+  return CNN_POOLED_DEFAULT;
+}
+
 static guint
 cnn_implicit_from_env (void)
 {
@@ -1163,20 +1228,12 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   g_cond_init (&self->copy_cond);
   if (model->n_params * sizeof (float) >= (4u << 20) && g_get_num_processors () > 2)
     self->copiers = g_thread_pool_new (copy_job_run, NULL, 7, FALSE, NULL);
-  if (g_getenv ("RLX_VK_GEMM_BIG") != NULL)
-    {
-      guint v[5];
-      if (sscanf (g_getenv ("RLX_VK_GEMM_BIG"), "%u,%u,%u,%u,%u", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5 &&
-          v[3] % 4 == 0 && v[4] % 4 == 0 && v[0] % v[3] == 0 && v[1] % v[4] == 0 &&
-          (v[0] / v[3]) * (v[1] / v[4]) <= 1024 &&
-          (v[0] * v[2]) % ((v[0] / v[3]) * (v[1] / v[4])) == 0 &&
-          (v[1] * v[2]) % ((v[0] / v[3]) * (v[1] / v[4])) == 0)
-        self->big = (GemmCfg) { v[0], v[1], v[2], v[3], v[4] };
-      else
-        g_warning ("RLX_VK_GEMM_BIG=%s is not a valid bm,bn,bk,tm,tn tile; using the default",
-                   g_getenv ("RLX_VK_GEMM_BIG"));
-    }
+  tile_from_env ("RLX_VK_GEMM_BIG", &self->big);
+  tile_from_env ("RLX_VK_CNN_DCOL_TILE", &self->dcol);
+  tile_from_env ("RLX_VK_CNN_FWD_TILE", &self->fwd2);
+  tile_from_env ("RLX_VK_CNN_WGRAD_TILE", &self->wgrad2);
   self->cnn_implicit = cnn_implicit_from_env ();
+  self->cnn_pooled = cnn_pooled_from_env ();
   self->steps = g_hash_table_new_full (NULL, NULL, NULL, step_free);
 
   inst = rlx_vk_instance_acquire (error);

@@ -134,6 +134,30 @@ test_cnn_columns (void)
   g_unsetenv ("RLX_VK_CNN_IMPLICIT");
 }
 
+/* pool1's gradient gathered from the column gradient once per pooled value
+ * (RLX_VK_CNN_COL2IM=pooled) and conv2's three GEMMs on tiles other than
+ * the defaults (the tuning overrides, with 48- and 144-wide tiles for the
+ * 144 taps×channels), and the per-pixel gather (pixel) */
+static void
+test_cnn_pooled (void)
+{
+  g_setenv ("RLX_VK_CNN_COL2IM", "pooled", TRUE);
+  g_setenv ("RLX_VK_CNN_DCOL_TILE", "256,48,12,16,4", TRUE);
+  g_setenv ("RLX_VK_CNN_WGRAD_TILE", "32,144,18,4,4", TRUE);
+  g_setenv ("RLX_VK_CNN_FWD_TILE", "256,32,16,16,4", TRUE);
+  check_model (RLX_MODEL_MNIST_CNN);
+  g_setenv ("RLX_VK_CNN_DCOL_TILE", "128,48,12,8,4", TRUE);
+  g_setenv ("RLX_VK_CNN_WGRAD_TILE", "32,48,12,4,4", TRUE);
+  g_setenv ("RLX_VK_CNN_FWD_TILE", "128,32,8,8,4", TRUE);
+  check_model (RLX_MODEL_MNIST_CNN);
+  g_unsetenv ("RLX_VK_CNN_DCOL_TILE");
+  g_unsetenv ("RLX_VK_CNN_WGRAD_TILE");
+  g_unsetenv ("RLX_VK_CNN_FWD_TILE");
+  g_setenv ("RLX_VK_CNN_COL2IM", "pixel", TRUE);
+  check_model (RLX_MODEL_MNIST_CNN);
+  g_unsetenv ("RLX_VK_CNN_COL2IM");
+}
+
 static void
 test_mlp_xl (void)
 {
@@ -358,6 +382,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gpu/vulkan/grads-mnist-cnn", test_cnn);
   g_test_add_func ("/gpu/vulkan/grads-mnist-cnn-implicit-data", test_cnn_implicit_data);
   g_test_add_func ("/gpu/vulkan/grads-mnist-cnn-columns", test_cnn_columns);
+  g_test_add_func ("/gpu/vulkan/grads-mnist-cnn-pooled", test_cnn_pooled);
   g_test_add_func ("/gpu/vulkan/grads-mnist-mlp-xl", test_mlp_xl);
   g_test_add_func ("/gpu/vulkan/determinism", test_determinism);
   g_test_add_func ("/gpu/vulkan/refusals", test_refusals);

@@ -207,9 +207,9 @@ struct _RlxVkTrainer {
   GemmCfg           big;          /* CFG_BIG, or RLX_VK_GEMM_BIG=bm,bn,bk,tm,tn */
   guint             cnn_implicit; /* CNN_IMPLICIT_*: RLX_VK_CNN_IMPLICIT */
   gboolean          cnn_pooled;   /* RLX_VK_CNN_COL2IM: poolgrad MODE 3 */
-  GemmCfg           dcol;         /* RLX_VK_CNN_DCOL_TILE, or bm = 0 */
-  GemmCfg           fwd2;         /* RLX_VK_CNN_FWD_TILE, or bm = 0 */
-  GemmCfg           wgrad2;       /* RLX_VK_CNN_WGRAD_TILE, or bm = 0 */
+  GemmCfg           dcol;         /* RLX_VK_CNN_DCOL_TILE; bm = 0: choose_cfg */
+  GemmCfg           fwd2;         /* RLX_VK_CNN_FWD_TILE; bm = 0: choose_cfg */
+  GemmCfg           wgrad2;       /* RLX_VK_CNN_WGRAD_TILE; bm = 0: choose_cfg */
   const GemmCfg    *force_cfg;    /* set while recording one GEMM */
   GThreadPool      *copiers;      /* large host copies in parallel */
   GMutex            copy_lock;
@@ -1092,7 +1092,8 @@ out:
 
 /* RLX_VK_GEMM_BIG, RLX_VK_CNN_{FWD,WGRAD,DCOL}_TILE = bm,bn,bk,tm,tn: GEMM
  * tile overrides for tuning (the big tile; conv2's forward, weight-gradient
- * and column-gradient GEMMs); @cfg is left alone when unset or invalid. */
+ * and column-gradient GEMMs); "auto" (not for the big tile) leaves the
+ * choice to choose_cfg; @cfg is left alone when unset or invalid. */
 static void
 tile_from_env (const char *name, GemmCfg *cfg)
 {
@@ -1101,6 +1102,11 @@ tile_from_env (const char *name, GemmCfg *cfg)
 
   if (s == NULL || *s == '\0')
     return;
+  if (g_strcmp0 (s, "auto") == 0 && g_strcmp0 (name, "RLX_VK_GEMM_BIG") != 0)
+    {
+      *cfg = (GemmCfg) { 0 };
+      return;
+    }
   if (sscanf (s, "%u,%u,%u,%u,%u", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5 &&
       v[0] > 0 && v[1] > 0 && v[2] > 0 && v[3] > 0 && v[4] > 0 &&
       v[3] % 4 == 0 && v[4] % 4 == 0 && v[0] % v[3] == 0 && v[1] % v[4] == 0 &&
@@ -1116,7 +1122,7 @@ tile_from_env (const char *name, GemmCfg *cfg)
 /* RLX_VK_CNN_COL2IM: "pooled" gathers pool1's gradient from the column
  * gradient once per pooled value (poolgrad MODE 3), "pixel" once per
  * pre-pool pixel (MODE 1). Same sums in the same order: same bits. */
-#define CNN_POOLED_DEFAULT FALSE
+#define CNN_POOLED_DEFAULT TRUE
 
 static gboolean
 cnn_pooled_from_env (void)
@@ -1229,6 +1235,15 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   if (model->n_params * sizeof (float) >= (4u << 20) && g_get_num_processors () > 2)
     self->copiers = g_thread_pool_new (copy_job_run, NULL, 7, FALSE, NULL);
   tile_from_env ("RLX_VK_GEMM_BIG", &self->big);
+  /* conv2's GEMMs at batch 1024 on the H200 (RLX_VK_CNN_*_TILE sweep, see
+   * BENCHMARKS.md): the column gradient 200704×144×32 on 64×48×12 tiles
+   * (144 = 3×48: no padded columns; the generic 128×128 tile computed 256),
+   * the weight gradient 32×144×200704 on one 32×144×18 tile per split
+   * instead of three 32×64 ones (192 columns), the forward on 128×32×8. With
+   * the pooled col2im: 1.07M against 0.90M samples/s. */
+  self->dcol = (GemmCfg) { 64, 48, 12, 4, 4 };
+  self->wgrad2 = (GemmCfg) { 32, 144, 18, 4, 4 };
+  self->fwd2 = (GemmCfg) { 128, 32, 8, 8, 4 };
   tile_from_env ("RLX_VK_CNN_DCOL_TILE", &self->dcol);
   tile_from_env ("RLX_VK_CNN_FWD_TILE", &self->fwd2);
   tile_from_env ("RLX_VK_CNN_WGRAD_TILE", &self->wgrad2);

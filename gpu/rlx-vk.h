@@ -31,6 +31,12 @@
  * RLX_VK_CNN_IMPLICIT=forward|data|all|none picks which parts of the CNN's
  * conv2 run as implicit GEMMs instead of through a column matrix (default
  * forward: its forward pass and weight gradient);
+ * RLX_VK_CNN_COL2IM=pooled|pixel gathers pool1's gradient from conv2's
+ * column gradient once per pooled value (default) or once per pixel;
+ * RLX_VK_CNN_FWD_TILE, RLX_VK_CNN_WGRAD_TILE, RLX_VK_CNN_DCOL_TILE =
+ * bm,bn,bk,tm,tn or auto replace the tiles of conv2's forward,
+ * weight-gradient and column-gradient GEMMs (defaults tuned on an H200;
+ * auto: the generic choice);
  * RLX_VK_SIMULATE_DEVICE_LOST=N makes the Nth step report
  * VK_ERROR_DEVICE_LOST.
  */

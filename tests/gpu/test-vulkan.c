@@ -134,10 +134,10 @@ test_cnn_columns (void)
   g_unsetenv ("RLX_VK_CNN_IMPLICIT");
 }
 
-/* pool1's gradient gathered from the column gradient once per pooled value
- * (RLX_VK_CNN_COL2IM=pooled) and conv2's three GEMMs on tiles other than
- * the defaults (the tuning overrides, with 48- and 144-wide tiles for the
- * 144 taps×channels), and the per-pixel gather (pixel) */
+/* the default (above) gathers pool1's gradient from the column gradient once
+ * per pooled value on conv2-specific tiles; here the pooled gather on the
+ * other tuning tiles, and the previous default: per-pixel gather
+ * (RLX_VK_CNN_COL2IM=pixel) on the generic tiles (auto) */
 static void
 test_cnn_pooled (void)
 {
@@ -150,11 +150,15 @@ test_cnn_pooled (void)
   g_setenv ("RLX_VK_CNN_WGRAD_TILE", "32,48,12,4,4", TRUE);
   g_setenv ("RLX_VK_CNN_FWD_TILE", "128,32,8,8,4", TRUE);
   check_model (RLX_MODEL_MNIST_CNN);
+  /* the previous default: per-pixel gather, generic tiles */
+  g_setenv ("RLX_VK_CNN_DCOL_TILE", "auto", TRUE);
+  g_setenv ("RLX_VK_CNN_WGRAD_TILE", "auto", TRUE);
+  g_setenv ("RLX_VK_CNN_FWD_TILE", "auto", TRUE);
+  g_setenv ("RLX_VK_CNN_COL2IM", "pixel", TRUE);
+  check_model (RLX_MODEL_MNIST_CNN);
   g_unsetenv ("RLX_VK_CNN_DCOL_TILE");
   g_unsetenv ("RLX_VK_CNN_WGRAD_TILE");
   g_unsetenv ("RLX_VK_CNN_FWD_TILE");
-  g_setenv ("RLX_VK_CNN_COL2IM", "pixel", TRUE);
-  check_model (RLX_MODEL_MNIST_CNN);
   g_unsetenv ("RLX_VK_CNN_COL2IM");
 }
 

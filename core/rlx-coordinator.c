@@ -68,6 +68,7 @@
  */
 #include "rlx-config.h"
 #include "rlx-coordinator.h"
+#include "rlx-coordinator-private.h"
 #include "rlx-safetensors.h"
 #include "core/vision/rlx-cpu.h"
 #include "core/p2p/rlx-sender.h"
@@ -310,6 +311,10 @@ struct _RlxCoordinator {
   double           self_speed;
   guint64          late_total, rejected_total;
   CommitEvent      commit_event;
+  /* This node's sample count in the assignment of recent steps (step % 4),
+   * for the "assigned" member of the step event. */
+  guint64          assigned_step[4];
+  guint            assigned_count[4];
   guint64          ahead_sent_term;
 
   /* overhead statistics (leader) */
@@ -675,6 +680,8 @@ emit_step_full (RlxCoordinator *self, guint64 step, guint64 hash, double loss, g
   json_object_set_int_member (o, "term", (gint64) self->term);
   json_object_set_int_member (o, "members", self->members->len);
   json_object_set_int_member (o, "samples", (gint64) samples);
+  json_object_set_int_member (o, "assigned",
+                              self->assigned_step[step % 4] == step ? self->assigned_count[step % 4] : 0);
   json_object_set_string_member (o, "hash", h);
   json_object_set_int_member (o, "bytes_tx", (gint64) self->totals.tx_bytes);
   json_object_set_int_member (o, "bytes_rx", (gint64) self->totals.rx_bytes);
@@ -1218,10 +1225,18 @@ fix_task_hash (RlxCoordinator *self, guint64 step)
     self->job_hash = self->hash;
 }
 
+static void
+note_assigned (RlxCoordinator *self, guint64 step, guint count)
+{
+  self->assigned_step[step % 4] = step;
+  self->assigned_count[step % 4] = count;
+}
+
 /* Queue our slice of step @step (hash fixed up by fix_task_hash). */
 static void
 assign_task (RlxCoordinator *self, guint64 step, guint epoch, guint pos, guint count)
 {
+  note_assigned (self, step, count);
   self->task_pending = TRUE;
   self->task_term = self->term;
   self->task_step = step;
@@ -1299,6 +1314,85 @@ member_batch (RlxCoordinator *self, const char *id, guint *max_batch, double *sp
   return p->batch;
 }
 
+guint
+rlx_coordinator_split_batch (guint count, const double *weights, const guint *max_batch,
+                             guint k, guint *out)
+{
+  g_autofree double *w = NULL;
+  g_autofree double *frac = NULL;
+  double wsum = 0;
+  guint given = 0;
+
+  g_return_val_if_fail (k == 0 || (weights != NULL && max_batch != NULL && out != NULL), 0);
+
+  if (k == 0)
+    return 0;
+  w = g_new0 (double, k);
+  frac = g_new0 (double, k);
+  for (guint i = 0; i < k; i++)
+    {
+      out[i] = 0;
+      w[i] = max_batch[i] == 0 || !(weights[i] > 0) ? 0 : weights[i];
+      wsum += w[i];
+    }
+  if (wsum <= 0)
+    count = 0;
+  for (guint i = 0; i < k && count > 0; i++)
+    {
+      double raw = count * w[i] / wsum;
+      out[i] = (guint) floor (raw);
+      frac[i] = raw - out[i];
+      given += out[i];
+    }
+  /* The remainder to the largest fractions. */
+  while (given < count)
+    {
+      guint best = 0;
+      for (guint i = 1; i < k; i++)
+        if (w[i] > 0 && (frac[i] > frac[best] || w[best] <= 0))
+          best = i;
+      out[best]++;
+      frac[best] = -1;
+      given++;
+    }
+  /* Everyone able gets at least one sample when there are enough. */
+  if (count >= k)
+    for (guint i = 0; i < k; i++)
+      if (out[i] == 0 && w[i] > 0)
+        {
+          guint big = 0;
+          for (guint j = 1; j < k; j++)
+            if (out[j] > out[big])
+              big = j;
+          if (out[big] > 1)
+            {
+              out[big]--;
+              out[i]++;
+            }
+        }
+  /* No more than a member's backend takes; the excess to those with room. */
+  for (guint pass = 0; pass < 4; pass++)
+    {
+      guint excess = 0;
+      for (guint i = 0; i < k; i++)
+        if (out[i] > max_batch[i])
+          {
+            excess += out[i] - max_batch[i];
+            out[i] = max_batch[i];
+          }
+      for (guint i = 0; i < k && excess > 0; i++)
+        while (out[i] < max_batch[i] && excess > 0 && w[i] > 0)
+          {
+            out[i]++;
+            excess--;
+          }
+      count -= excess;
+      if (excess == 0)
+        break;
+    }
+  return count;
+}
+
 /* Split this round's batch over the members in proportion to their speed
  * (to their --batch until every speed is measured). */
 static void
@@ -1308,11 +1402,9 @@ leader_assign (RlxCoordinator *self)
   g_autofree guint *maxb = g_new0 (guint, k);
   g_autofree double *w = g_new0 (double, k);
   g_autofree guint *c = g_new0 (guint, k);
-  g_autofree double *frac = g_new0 (double, k);
   gboolean all_measured = TRUE;
   guint64 global = 0;
-  double wsum = 0;
-  guint count, given = 0, start = 0;
+  guint count, start = 0;
 
   for (guint i = 0; i < k; i++)
     {
@@ -1323,73 +1415,14 @@ leader_assign (RlxCoordinator *self)
       if (speed <= 0)
         all_measured = FALSE;
     }
-  for (guint i = 0; i < k; i++)
-    {
-      if (!all_measured)
-        {
-          double speed;
-          w[i] = member_batch (self, g_ptr_array_index (self->members, i), &maxb[i], &speed);
-        }
-      if (maxb[i] == 0)
-        w[i] = 0;
-      wsum += w[i];
-    }
-  count = (guint) MIN (global, (guint64) (self->n_train - self->round_pos));
-  if (wsum <= 0)
-    count = 0;
-  for (guint i = 0; i < k && count > 0; i++)
-    {
-      double raw = count * w[i] / wsum;
-      c[i] = (guint) floor (raw);
-      frac[i] = raw - c[i];
-      given += c[i];
-    }
-  /* The remainder to the largest fractions. */
-  while (given < count)
-    {
-      guint best = 0;
-      for (guint i = 1; i < k; i++)
-        if (w[i] > 0 && (frac[i] > frac[best] || w[best] <= 0))
-          best = i;
-      c[best]++;
-      frac[best] = -1;
-      given++;
-    }
-  /* Everyone able gets at least one sample when there are enough. */
-  if (count >= k)
+  if (!all_measured)
     for (guint i = 0; i < k; i++)
-      if (c[i] == 0 && w[i] > 0)
-        {
-          guint big = 0;
-          for (guint j = 1; j < k; j++)
-            if (c[j] > c[big])
-              big = j;
-          if (c[big] > 1)
-            {
-              c[big]--;
-              c[i]++;
-            }
-        }
-  /* No more than a member's backend takes; the excess to those with room. */
-  for (guint pass = 0; pass < 4; pass++)
-    {
-      guint excess = 0;
-      for (guint i = 0; i < k; i++)
-        if (c[i] > maxb[i])
-          {
-            excess += c[i] - maxb[i];
-            c[i] = maxb[i];
-          }
-      for (guint i = 0; i < k && excess > 0; i++)
-        while (c[i] < maxb[i] && excess > 0 && w[i] > 0)
-          {
-            c[i]++;
-            excess--;
-          }
-      count -= excess;
-      if (excess == 0)
-        break;
-    }
+      {
+        double speed;
+        w[i] = member_batch (self, g_ptr_array_index (self->members, i), &maxb[i], &speed);
+      }
+  count = (guint) MIN (global, (guint64) (self->n_train - self->round_pos));
+  rlx_coordinator_split_batch (count, w, maxb, k, c);
 
   g_array_set_size (self->slots, 0);
   for (guint i = 0; i < k; i++)
@@ -1583,6 +1616,7 @@ leader_publish (RlxCoordinator *self, gboolean commit)
   self->round_late = self->round_rejected = self->round_dropped = 0;
   self->round_max_compute = 0;
   self->contributors = g_ptr_array_new_with_free_func (g_free);
+  note_assigned (self, next_step, 0);
   if (self->slots->len > 0)
     {
       /* self->sum is overwritten by the first gradient (round_samples == 0). */
@@ -2308,6 +2342,7 @@ on_step_msg (RlxCoordinator *self, Peer *p, JsonObject *h, const float *values, 
       return;
     }
 
+  note_assigned (self, step, 0);
   assign_node = json_object_get_member (h, "assign");
   if (assign_node && JSON_NODE_HOLDS_OBJECT (assign_node))
     {

@@ -27,6 +27,7 @@ struct _RlxWorker {
   Shared       *shared;
   guint64       next_id;
   gboolean      busy;          /* a job submitted and its result not yet delivered */
+  gint          extra_delay_us; /* test switch; atomic (set by the owner, read by the thread) */
 };
 
 typedef struct {
@@ -140,6 +141,12 @@ worker_thread (gpointer data)
       else if (!rlx_backend_grads (self->backend, job->params, job->indices, job->n,
                                    &d->result.loss, d->result.grads, &d->error))
         g_clear_pointer (&d->result.grads, g_free);
+      {
+        /* The slow-rank test switch: on this thread, never the main loop. */
+        gint extra = g_atomic_int_get (&self->extra_delay_us);
+        if (extra > 0 && d->error == NULL)
+          g_usleep ((gulong) extra);
+      }
       d->result.compute_us = g_get_monotonic_time () - t0;
       job_free (job);
 
@@ -207,6 +214,13 @@ rlx_worker_busy (RlxWorker *self)
 {
   g_return_val_if_fail (self != NULL, FALSE);
   return self->busy;
+}
+
+void
+rlx_worker_set_extra_delay_us (RlxWorker *self, guint64 us)
+{
+  g_return_if_fail (self != NULL);
+  g_atomic_int_set (&self->extra_delay_us, (gint) MIN (us, (guint64) G_MAXINT));
 }
 
 guint64

@@ -44,6 +44,9 @@ RlxWorker  *rlx_worker_new       (RlxBackend *backend);
 void        rlx_worker_free      (RlxWorker *self);
 RlxBackend *rlx_worker_backend   (RlxWorker *self);
 gboolean    rlx_worker_busy      (RlxWorker *self);
+/* Test switch: sleep @us on the worker thread after every gradient (counted
+ * in compute_us), to make this rank look slower. 0: off. Any thread. */
+void        rlx_worker_set_extra_delay_us (RlxWorker *self, guint64 us);
 
 /* Queue one gradient job; @params and @indices are copied. Returns the job
  * id (> 0), or 0 with RLX_WORKER_ERROR_BUSY if a job is in flight. */

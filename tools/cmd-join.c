@@ -270,6 +270,7 @@ rlx_cmd_join (int argc, char **argv)
   g_autofree char *precision_s = NULL, *batch_s = NULL, *lr_s = NULL, *steps_s = NULL;
   g_autofree char *node_s = NULL, *seed_s = NULL, *wait_s = NULL, *ckpt_s = NULL;
   g_autofree char *fault_s = NULL, *deadline_s = NULL, *hb_s = NULL, *threads_s = NULL;
+  g_autofree char *slow_s = NULL;
   GOptionEntry entries[] = {
     { "local", 0, 0, G_OPTION_ARG_NONE, &local, "the cohort on this machine (the local bus; the default)", NULL },
     { "cohort", 0, 0, G_OPTION_ARG_STRING, &cohort, "cohort name (default: default)", "NAME" },
@@ -289,6 +290,7 @@ rlx_cmd_join (int argc, char **argv)
     { "threads", 0, 0, G_OPTION_ARG_STRING, &threads_s, "BLAS threads of this rank's CPU backend", "N" },
     { "evaluate", 0, 0, G_OPTION_ARG_NONE, &evaluate_flag, "print the test accuracy when done", NULL },
     { "fault-nan", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &fault_s, "test switch: NaN gradients from step N", "N" },
+    { "fault-slow-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &slow_s, "test switch: every gradient takes MS longer (on the compute thread)", "MS" },
     { "deadline-floor-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &deadline_s, "shortest collect deadline", "MS" },
     { "heartbeat-timeout-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &hb_s, "silence that removes a peer", "MS" },
     { NULL }
@@ -306,6 +308,7 @@ rlx_cmd_join (int argc, char **argv)
   RlxCoordinator *coord;
   JoinState st = { 0 };
   guint64 batch = 32, steps = 0, seed = 0, wait = 1, ckpt = 100, fault = 0, deadline = 0, hb = 0;
+  guint64 slow_ms = 0;
   guint64 threads = 0;
   double lr = 0.05;
   guint sigint_id, sigterm_id;
@@ -340,6 +343,7 @@ rlx_cmd_join (int argc, char **argv)
       !parse_u64 (sub, "--checkpoint-every", ckpt_s, 0, G_MAXUINT32, &ckpt) ||
       !parse_u64 (sub, "--threads", threads_s, 1, 1024, &threads) ||
       !parse_u64 (sub, "--fault-nan", fault_s, 1, G_MAXINT64, &fault) ||
+      !parse_u64 (sub, "--fault-slow-ms", slow_s, 0, 600000, &slow_ms) ||
       !parse_u64 (sub, "--deadline-floor-ms", deadline_s, 1, 600000, &deadline) ||
       !parse_u64 (sub, "--heartbeat-timeout-ms", hb_s, 100, 600000, &hb))
     return RLX_EXIT_USAGE;
@@ -378,6 +382,7 @@ rlx_cmd_join (int argc, char **argv)
     return rlx_cli_fail (sub, g_error_matches (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNKNOWN)
                               ? RLX_EXIT_USAGE : RLX_EXIT_FAILURE, "--backend: %s", error->message);
   worker = rlx_worker_new (backend);
+  rlx_worker_set_extra_delay_us (worker, slow_ms * 1000);
 
   cfg.cohort = cohort;
   cfg.node_id = node_id;

@@ -589,6 +589,78 @@ test_nan_rejected (void)
   harness_free (h);
 }
 
+/* The global batch is split in proportion to measured speed: two ranks at
+ * --batch 32, one made 30 ms per step slower on its compute thread
+ * (--fault-slow-ms). The slow one leads (its own speed and the fast peer's
+ * speed from its gradients both feed the split). Step 1, before any speed is
+ * measured, splits by --batch (32/32); after a warm-up the fast rank's share
+ * of the last 10 steps is at least 3× the slow one's, the global batch stays
+ * 64 and the shares add up to it, and every hash agrees. */
+#define SPLIT_STEPS 40
+static void
+test_split_by_speed (void)
+{
+  Harness *h = harness_new ();
+  Node *slow, *fast;
+  g_autoptr(GHashTable) hs = NULL, hf = NULL;
+  gint64 fast_sum = 0, slow_sum = 0;
+
+  slow = harness_join (h, "slow", "--cohort", "split", "--batch", "32",
+                       "--steps", G_STRINGIFY (SPLIT_STEPS), "--wait-members", "2",
+                       "--fault-slow-ms", "30", "--deadline-floor-ms", SLOW_OK, NULL);
+  wait_event (h, slow, "joined", NULL, 0, 30000);
+  fast = harness_join (h, "fast", "--cohort", "split", "--batch", "32",
+                       "--steps", G_STRINGIFY (SPLIT_STEPS), "--deadline-floor-ms", SLOW_OK, NULL);
+  assert_exit_ok (h, slow, 60000);
+  assert_exit_ok (h, fast, 60000);
+  g_assert_true (leader_of (h, (Node *[]) { slow, fast }, 2) == slow);
+
+  hs = node_step_hashes (slow);
+  hf = node_step_hashes (fast);
+  for (gint64 s = 1; s <= SPLIT_STEPS; s++)
+    {
+      int es = step_event (slow, s), ef = step_event (fast, s);
+      JsonObject *os, *of;
+
+      if (es < 0 || ef < 0 || g_strcmp0 (g_hash_table_lookup (hs, &s), g_hash_table_lookup (hf, &s)) != 0)
+        {
+          dump_all (h);
+          g_error ("step %" G_GINT64_FORMAT ": missing or hashes differ", s);
+        }
+      os = ev (slow, es);
+      of = ev (fast, ef);
+      g_assert_cmpint (ev_int (os, "members"), ==, 2);
+      g_assert_cmpint (ev_int (os, "samples"), ==, 64);
+      g_assert_cmpint (ev_int (of, "samples"), ==, 64);
+      g_assert_cmpint (ev_int (os, "contributors"), ==, 2);
+      /* Both shares of one assignment: they cover the global batch. */
+      g_assert_cmpint (ev_int (os, "assigned") + ev_int (of, "assigned"), ==, 64);
+      /* Everyone able gets at least one sample. */
+      g_assert_cmpint (ev_int (os, "assigned"), >=, 1);
+      g_assert_cmpint (ev_int (of, "assigned"), >=, 1);
+      if (s == 1)
+        {
+          g_assert_cmpint (ev_int (os, "assigned"), ==, 32);
+          g_assert_cmpint (ev_int (of, "assigned"), ==, 32);
+        }
+      if (s > SPLIT_STEPS - 10)
+        {
+          slow_sum += ev_int (os, "assigned");
+          fast_sum += ev_int (of, "assigned");
+        }
+    }
+  g_test_message ("last 10 steps: fast rank %" G_GINT64_FORMAT " samples, slow rank %"
+                  G_GINT64_FORMAT, fast_sum, slow_sum);
+  if (fast_sum < 3 * slow_sum)
+    {
+      dump_all (h);
+      g_error ("the split does not follow speed: over the last 10 steps the fast rank got %"
+               G_GINT64_FORMAT " samples, the 30 ms slower one %" G_GINT64_FORMAT,
+               fast_sum, slow_sum);
+    }
+  harness_free (h);
+}
+
 /* Minimal safetensors reader of the test's own: header length, JSON, data. */
 typedef struct {
   char   *name;
@@ -756,6 +828,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/heartbeat-timeout", test_heartbeat_timeout);
   g_test_add_func ("/cohort/refused", test_refused);
   g_test_add_func ("/cohort/nan-rejected", test_nan_rejected);
+  g_test_add_func ("/cohort/split-by-speed", test_split_by_speed);
   g_test_add_func ("/cohort/checkpoint-restart-export", test_checkpoint_restart_and_export);
   return g_test_run ();
 }

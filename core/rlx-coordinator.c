@@ -969,98 +969,11 @@ members_replace (RlxCoordinator *self, GPtrArray *next)
 
 /* ── params ─────────────────────────────────────────────────────────────── */
 
-/* The replicas' parameter hash: xxHash64's lane mixing over the f32 bits
- * read as little-endian u64 words, four independent lanes. Byte-wise FNV-1a
- * (rlx_params_hash) costs ~0.4 ms for mnist-mlp's 407 KB, which is most of
- * a round's budget; this runs at memory speed. */
-#define XP1 G_GUINT64_CONSTANT (0x9E3779B185EBCA87)
-#define XP2 G_GUINT64_CONSTANT (0xC2B2AE3D27D4EB4F)
-#define XP3 G_GUINT64_CONSTANT (0x165667B19E3779F9)
-#define XP4 G_GUINT64_CONSTANT (0x85EBCA77C2B2AE63)
-#define XP5 G_GUINT64_CONSTANT (0x27D4EB2F165667C5)
-
-static inline guint64
-rotl64 (guint64 x, int r)
-{
-  return (x << r) | (x >> (64 - r));
-}
-
-static inline guint64
-xround (guint64 acc, guint64 input)
-{
-  acc += input * XP2;
-  acc = rotl64 (acc, 31);
-  return acc * XP1;
-}
-
-static inline guint64
-xmerge (guint64 acc, guint64 v)
-{
-  acc ^= xround (0, v);
-  return acc * XP1 + XP4;
-}
-
-static inline guint64
-load64 (const guint8 *p)
-{
-  guint64 v;
-
-  memcpy (&v, p, 8);
-  return GUINT64_FROM_LE (v);
-}
-
-guint64
-rlx_cohort_params_hash (const float *params, gsize n)
-{
-  const guint8 *p = (const guint8 *) params;
-  gsize len = n * sizeof (float), i = 0;
-  guint64 h;
-
-  g_return_val_if_fail (params != NULL || n == 0, 0);
-
-  if (len >= 32)
-    {
-      guint64 v1 = XP1 + XP2, v2 = XP2, v3 = 0, v4 = (guint64) 0 - XP1;
-      for (; i + 32 <= len; i += 32)
-        {
-          v1 = xround (v1, load64 (p + i));
-          v2 = xround (v2, load64 (p + i + 8));
-          v3 = xround (v3, load64 (p + i + 16));
-          v4 = xround (v4, load64 (p + i + 24));
-        }
-      h = rotl64 (v1, 1) + rotl64 (v2, 7) + rotl64 (v3, 12) + rotl64 (v4, 18);
-      h = xmerge (h, v1);
-      h = xmerge (h, v2);
-      h = xmerge (h, v3);
-      h = xmerge (h, v4);
-    }
-  else
-    h = XP5;
-  h += len;
-  for (; i + 8 <= len; i += 8)
-    {
-      h ^= xround (0, load64 (p + i));
-      h = rotl64 (h, 27) * XP1 + XP4;
-    }
-  for (; i + 4 <= len; i += 4)
-    {
-      guint32 w;
-      memcpy (&w, p + i, 4);
-      h ^= (guint64) GUINT32_FROM_LE (w) * XP1;
-      h = rotl64 (h, 23) * XP2 + XP3;
-    }
-  h ^= h >> 33;
-  h *= XP2;
-  h ^= h >> 29;
-  h *= XP3;
-  h ^= h >> 32;
-  return h;
-}
 
 static void
 rehash (RlxCoordinator *self)
 {
-  self->hash = rlx_cohort_params_hash (self->params, self->n);
+  self->hash = rlx_params_hash (self->params, self->n);
 }
 
 static const guint32 *
@@ -2389,7 +2302,7 @@ on_snapshot (RlxCoordinator *self, Peer *p, JsonObject *h, const float *values, 
     }
   if (values == NULL || n != self->n || members == NULL || seed_s == NULL ||
       !parse_hash (j_str (h, "hash"), &hash) ||
-      rlx_cohort_params_hash (values, n) != hash)
+      rlx_params_hash (values, n) != hash)
     {
       emit_error (self, "snapshot is malformed or does not match its hash; asking again");
       return;
@@ -2442,7 +2355,7 @@ leader_adopt (RlxCoordinator *self, Peer *p, JsonObject *h, const float *values,
       !str_array_contains (self->members, p->id))
     return;
   if (values == NULL || n != self->n || !parse_hash (j_str (h, "hash"), &hash) ||
-      rlx_cohort_params_hash (values, n) != hash)
+      rlx_params_hash (values, n) != hash)
     {
       emit_error (self, "a member's snapshot is malformed or does not match its hash");
       return;
@@ -2864,7 +2777,7 @@ load_checkpoint (RlxCoordinator *self, GError **error)
       !md_uint (md, "pos", self->n_train, &pos) ||
       !md_uint (md, "seed", G_MAXUINT64, &seed) ||
       !parse_hash (g_hash_table_lookup (md, "hash"), &hash) ||
-      rlx_cohort_params_hash (params, self->n) != hash)
+      rlx_params_hash (params, self->n) != hash)
     {
       g_set_error (error, RLX_COORDINATOR_ERROR, RLX_COORDINATOR_ERROR_CHECKPOINT,
                    "the checkpoint %s has missing or inconsistent metadata (step, epoch, pos, "

@@ -124,11 +124,6 @@ const float    *rlx_coordinator_get_params  (RlxCoordinator *self, gsize *n_para
 /* Where this cohort's checkpoint lives. */
 const char     *rlx_coordinator_get_checkpoint_path (RlxCoordinator *self);
 
-/* The hash of a parameter vector every step, snapshot and checkpoint
- * carries (64 bits, printed as 16 hex digits): equal <=> (overwhelmingly)
- * bit-identical replicas. xxHash64-style lanes over the f32 bits. */
-guint64         rlx_cohort_params_hash (const float *params, gsize n);
-
 /* $XDG_DATA_HOME/rlx-cluster/COHORT/checkpoint.safetensors */
 char           *rlx_checkpoint_path_for_cohort (const char *cohort);
 

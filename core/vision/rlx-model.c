@@ -104,23 +104,90 @@ rlx_model_init_params (const RlxModel *model, guint64 seed, float *params)
     }
 }
 
+/* The replicas' parameter hash: xxHash64's lane mixing over the f32 bits
+ * read as little-endian u64 words, four independent lanes. It runs at memory
+ * speed (byte-wise FNV-1a cost ~0.4 ms a round for mnist-mlp's 407 KB,
+ * most of the cohort's per-round budget). */
+#define XP1 G_GUINT64_CONSTANT (0x9E3779B185EBCA87)
+#define XP2 G_GUINT64_CONSTANT (0xC2B2AE3D27D4EB4F)
+#define XP3 G_GUINT64_CONSTANT (0x165667B19E3779F9)
+#define XP4 G_GUINT64_CONSTANT (0x85EBCA77C2B2AE63)
+#define XP5 G_GUINT64_CONSTANT (0x27D4EB2F165667C5)
+
+static inline guint64
+rotl64 (guint64 x, int r)
+{
+  return (x << r) | (x >> (64 - r));
+}
+
+static inline guint64
+xround (guint64 acc, guint64 input)
+{
+  acc += input * XP2;
+  acc = rotl64 (acc, 31);
+  return acc * XP1;
+}
+
+static inline guint64
+xmerge (guint64 acc, guint64 v)
+{
+  acc ^= xround (0, v);
+  return acc * XP1 + XP4;
+}
+
+static inline guint64
+load64 (const guint8 *p)
+{
+  guint64 v;
+
+  memcpy (&v, p, 8);
+  return GUINT64_FROM_LE (v);
+}
+
 guint64
 rlx_params_hash (const float *params, gsize n)
 {
-  guint64 h = G_GUINT64_CONSTANT (0xcbf29ce484222325);
+  const guint8 *p = (const guint8 *) params;
+  gsize len = n * sizeof (float), i = 0;
+  guint64 h;
 
   g_return_val_if_fail (params != NULL || n == 0, 0);
 
-  for (gsize i = 0; i < n; i++)
+  if (len >= 32)
     {
-      guint32 bits;
-
-      memcpy (&bits, &params[i], 4);
-      for (int b = 0; b < 4; b++)
+      guint64 v1 = XP1 + XP2, v2 = XP2, v3 = 0, v4 = (guint64) 0 - XP1;
+      for (; i + 32 <= len; i += 32)
         {
-          h ^= (bits >> (8 * b)) & 0xff;
-          h *= G_GUINT64_CONSTANT (0x100000001b3);
+          v1 = xround (v1, load64 (p + i));
+          v2 = xround (v2, load64 (p + i + 8));
+          v3 = xround (v3, load64 (p + i + 16));
+          v4 = xround (v4, load64 (p + i + 24));
         }
+      h = rotl64 (v1, 1) + rotl64 (v2, 7) + rotl64 (v3, 12) + rotl64 (v4, 18);
+      h = xmerge (h, v1);
+      h = xmerge (h, v2);
+      h = xmerge (h, v3);
+      h = xmerge (h, v4);
     }
+  else
+    h = XP5;
+  h += len;
+  for (; i + 8 <= len; i += 8)
+    {
+      h ^= xround (0, load64 (p + i));
+      h = rotl64 (h, 27) * XP1 + XP4;
+    }
+  for (; i + 4 <= len; i += 4)
+    {
+      guint32 w;
+      memcpy (&w, p + i, 4);
+      h ^= (guint64) GUINT32_FROM_LE (w) * XP1;
+      h = rotl64 (h, 23) * XP2 + XP3;
+    }
+  h ^= h >> 33;
+  h *= XP2;
+  h ^= h >> 29;
+  h *= XP3;
+  h ^= h >> 32;
   return h;
 }

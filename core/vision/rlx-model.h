@@ -56,8 +56,10 @@ const char     *rlx_model_slugs  (void);
  * biases) drawn from Philox keyed by @seed: bit-identical for equal seeds. */
 void rlx_model_init_params (const RlxModel *model, guint64 seed, float *params);
 
-/* 64-bit hash of a parameter vector's bits (FNV-1a over the f32 bytes, LE);
- * equal hashes <=> (overwhelmingly) bit-identical replicas. */
+/* 64-bit hash of a parameter vector's bits (xxHash64-style lanes over the
+ * f32 bits, little-endian): equal hashes <=> (overwhelmingly) bit-identical
+ * replicas. Every step, snapshot and checkpoint of a cohort carries it, and
+ * rlx-rank train prints it, so one rank and a cohort can be compared. */
 guint64 rlx_params_hash (const float *params, gsize n);
 
 G_END_DECLS

@@ -801,7 +801,7 @@ test_checkpoint_restart_and_export (void)
   g_assert_cmpuint (off, ==, m->n_params);
   {
     g_autofree char *hx = g_strdup_printf ("%016" G_GINT64_MODIFIER "x",
-                                           rlx_cohort_params_hash (flat, m->n_params));
+                                           rlx_params_hash (flat, m->n_params));
     g_assert_cmpstr (hx, ==, final_hash);
   }
   for (gsize j = 0; j < m->n_params; j++)

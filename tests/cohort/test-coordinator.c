@@ -128,7 +128,7 @@ test_two_in_process (void)
   p1 = rlx_coordinator_get_params (c[1], &n1);
   g_assert_cmpuint (n0, ==, n1);
   g_assert_cmpmem (p0, n0 * sizeof (float), p1, n1 * sizeof (float));
-  g_assert_cmpuint (rlx_cohort_params_hash (p0, n0), ==, rlx_cohort_params_hash (p1, n1));
+  g_assert_cmpuint (rlx_params_hash (p0, n0), ==, rlx_params_hash (p1, n1));
 
   /* The roster the GUI shows. */
   roster = rlx_coordinator_get_roster (c[0]);

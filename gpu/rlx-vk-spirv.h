@@ -29,3 +29,15 @@ static const guint32 rlx_spv_im2col[] =
 static const guint32 rlx_spv_poolgrad[] =
 #include "poolgrad.spv.inc"
 ;
+static const guint32 rlx_spv_cnn1[] =
+#include "cnn1.spv.inc"
+;
+static const guint32 rlx_spv_cnn2[] =
+#include "cnn2.spv.inc"
+;
+static const guint32 rlx_spv_cnn2w[] =
+#include "cnn2w.spv.inc"
+;
+static const guint32 rlx_spv_cnn1w[] =
+#include "cnn1w.spv.inc"
+;

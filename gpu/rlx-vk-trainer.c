@@ -7,9 +7,10 @@
  * Host-visible staging buffers carry parameters + indices in and the
  * gradient + loss out; the step's command buffer copies them.
  *
- * Every dispatch is followed by a full compute barrier, and no shader uses
- * atomics: each output element is summed in a fixed order, so the same step
- * gives the same bits every time.
+ * A dispatch waits behind a full compute barrier wherever it depends on an
+ * earlier one (rec_dispatch_v tracks what was written and read), and no
+ * shader uses atomics: each output element is summed in a fixed order, so
+ * the same step gives the same bits every time.
  */
 #include "rlx-config.h"
 #include "rlx-vk-private.h"
@@ -35,6 +36,7 @@ static const char *const buf_names[N_BUFS] = {
   "split-K partials", "column-sum partials",
 };
 
+#define N_BINDINGS    5u       /* storage buffers per dispatch */
 #define PART_FLOATS   (8u * 1024u * 1024u)
 #define RPART_FLOATS  (2u * 1024u * 1024u)
 #define FILL_TARGET   256u     /* workgroups a GEMM should spread over */
@@ -54,8 +56,13 @@ dense_widths (const RlxModel *model, guint w[5])
   return L;
 }
 
+static gboolean cnn_direct_from_env (void);
+
+/* Floats per buffer at batch @n; mnist-cnn on the direct path (@direct)
+ * keeps only the pooled activations and a [n][160] partial of conv1's
+ * gradient in B_DZ1. */
 static void
-buffer_floats (const RlxModel *model, guint n, guint64 sizes[N_BUFS])
+buffer_floats (const RlxModel *model, guint n, gboolean direct, guint64 sizes[N_BUFS])
 {
   guint64 N = n;
 
@@ -67,15 +74,18 @@ buffer_floats (const RlxModel *model, guint n, guint64 sizes[N_BUFS])
   sizes[B_RPART] = RPART_FLOATS;
   if (model->id == RLX_MODEL_MNIST_CNN)
     {
-      sizes[B_A1] = N * 16 * 784;
       sizes[B_P1] = N * 16 * 196;
-      sizes[B_COL1] = N * 784 * 9;
-      sizes[B_COL2] = N * 196 * 144;
-      sizes[B_A2] = N * 196 * 32;
-      sizes[B_P2] = N * 1568;
+      sizes[B_P2] = N * 1568 + N * 196;   /* + pool2's choices (cnn2.comp) */
       sizes[B_DP2] = N * 1568;
-      sizes[B_DZ2] = N * 196 * 32;
-      sizes[B_DZ1] = N * 784 * 16;
+      sizes[B_DZ1] = direct ? N * 160 : N * 784 * 16;
+      if (!direct)
+        {
+          sizes[B_A1] = N * 16 * 784;
+          sizes[B_COL1] = N * 784 * 9;
+          sizes[B_COL2] = N * 196 * 144;
+          sizes[B_A2] = N * 196 * 32;
+          sizes[B_DZ2] = N * 196 * 32;
+        }
     }
   else
     {
@@ -95,7 +105,7 @@ rlx_vk_plan_memory (const RlxModel *model, guint max_batch, RlxVkMemoryPlan *pla
   guint64 sizes[N_BUFS];
   guint64 images = (guint64) RLX_VK_TRAIN_IMAGES * RLX_INPUT_LEN;
 
-  buffer_floats (model, max_batch, sizes);
+  buffer_floats (model, max_batch, cnn_direct_from_env (), sizes);
   plan->largest = images;
   plan->largest_name = "training images";
   plan->total = images + RLX_VK_TRAIN_IMAGES + 2 * 4 * (model->n_params + 1) + 4ull * max_batch;
@@ -122,6 +132,7 @@ typedef struct {
 
 typedef enum {
   SH_GEMM, SH_REDUCE, SH_GATHER, SH_SOFTMAX, SH_CONV1, SH_MAXPOOL, SH_IM2COL, SH_POOLGRAD,
+  SH_CNN1, SH_CNN2, SH_CNN2W, SH_CNN1W,
   N_SHADERS
 } ShaderId;
 
@@ -207,6 +218,10 @@ struct _RlxVkTrainer {
   GemmCfg           big;          /* CFG_BIG, or RLX_VK_GEMM_BIG=bm,bn,bk,tm,tn */
   guint             cnn_implicit; /* CNN_IMPLICIT_*: RLX_VK_CNN_IMPLICIT */
   gboolean          cnn_pooled;   /* RLX_VK_CNN_COL2IM: poolgrad MODE 3 */
+  gboolean          cnn_direct;   /* RLX_VK_CNN: fused direct convolutions */
+  guint             cnn_w2_groups; /* RLX_VK_CNN_W2_GROUPS: cnn2w workgroups */
+  guint32           cnn2_cic;     /* RLX_VK_CNN2_CIC: cnn2.comp CIC (4 or 8) */
+  guint32           cnn1w_scatter; /* RLX_VK_CNN1W_FILL: cnn1w.comp SCATTER */
   GemmCfg           dcol;         /* RLX_VK_CNN_DCOL_TILE; bm = 0: choose_cfg */
   GemmCfg           fwd2;         /* RLX_VK_CNN_FWD_TILE; bm = 0: choose_cfg */
   GemmCfg           wgrad2;       /* RLX_VK_CNN_WGRAD_TILE; bm = 0: choose_cfg */
@@ -335,6 +350,10 @@ shader_code (ShaderId id, gsize *size)
       S (SH_MAXPOOL, rlx_spv_maxpool)
       S (SH_IM2COL, rlx_spv_im2col)
       S (SH_POOLGRAD, rlx_spv_poolgrad)
+      S (SH_CNN1, rlx_spv_cnn1)
+      S (SH_CNN2, rlx_spv_cnn2)
+      S (SH_CNN2W, rlx_spv_cnn2w)
+      S (SH_CNN1W, rlx_spv_cnn1w)
 #undef S
     case N_SHADERS:
     default:
@@ -420,15 +439,15 @@ rec_barrier (Rec *r)
                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
 }
 
+/* A dispatch of @shader with buffers @bs bound at 0..N_BINDINGS-1 (NULL:
+ * a dummy). */
 static void
-rec_dispatch (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec,
-              Buf *b0, Buf *b1, Buf *b2, Buf *b3,
-              const void *push, gsize push_size, guint gx, guint gy, guint gz)
+rec_dispatch_v (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec, Buf *const *bs,
+                const void *push, gsize push_size, guint gx, guint gy, guint gz)
 {
   RlxVkTrainer *t = r->t;
-  Buf *bs[4] = { b0, b1, b2, b3 };
-  VkDescriptorBufferInfo bi[4];
-  VkWriteDescriptorSet w[4];
+  VkDescriptorBufferInfo bi[N_BINDINGS];
+  VkWriteDescriptorSet w[N_BINDINGS];
   VkDescriptorSetAllocateInfo ai = {
     .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
     .descriptorPool = r->pool,
@@ -459,7 +478,7 @@ rec_dispatch (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec,
       r->failed = TRUE;
       return;
     }
-  for (guint i = 0; i < 4; i++)
+  for (guint i = 0; i < N_BINDINGS; i++)
     {
       Buf *b = bs[i] ? bs[i] : &t->dummy;
       bi[i] = (VkDescriptorBufferInfo) { b->buf, 0, VK_WHOLE_SIZE };
@@ -472,7 +491,7 @@ rec_dispatch (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec,
         .pBufferInfo = &bi[i],
       };
     }
-  t->vk.UpdateDescriptorSets (t->dev, 4, w, 0, NULL);
+  t->vk.UpdateDescriptorSets (t->dev, N_BINDINGS, w, 0, NULL);
 
   /* A barrier only where this dispatch depends on one since the last
    * barrier: it reads what was written, or writes what was read or written
@@ -480,10 +499,10 @@ rec_dispatch (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec,
    * need no ordering among themselves). With RLX_VK_PROFILE every dispatch
    * gets one, so each is timed alone. */
   {
-    static const guint writes[N_SHADERS] = { 2, 1, 2, 3, 2, 1, 1, 2 };
+    static const guint writes[N_SHADERS] = { 2, 1, 2, 3, 2, 1, 1, 2, 2, 2, 3, 4 };
     guint64 rd = 0, wr = 0;
 
-    for (guint i = 0; i < 4; i++)
+    for (guint i = 0; i < N_BINDINGS; i++)
       {
         Buf *b = bs[i] ? bs[i] : &t->dummy;
         if (i == writes[shader])
@@ -510,7 +529,8 @@ rec_dispatch (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec,
       rec_barrier (r);
       r->dirty_w = r->dirty_r = 0;
       static const char *const names[N_SHADERS] = {
-        "gemm", "reduce", "gather", "softmax", "conv1", "maxpool", "im2col", "poolgrad"
+        "gemm", "reduce", "gather", "softmax", "conv1", "maxpool", "im2col", "poolgrad",
+        "cnn1", "cnn2", "cnn2w", "cnn1w"
       };
       g_ptr_array_add (r->step->labels,
                        g_strdup_printf ("%-8s %s grid %u×%u×%u", names[shader], r->label, gx, gy, gz));
@@ -518,6 +538,16 @@ rec_dispatch (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec,
                            r->step->labels->len);
     }
   r->label[0] = '\0';
+}
+
+static void
+rec_dispatch (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec,
+              Buf *b0, Buf *b1, Buf *b2, Buf *b3,
+              const void *push, gsize push_size, guint gx, guint gy, guint gz)
+{
+  Buf *bs[N_BINDINGS] = { b0, b1, b2, b3, NULL };
+
+  rec_dispatch_v (r, shader, spec, n_spec, bs, push, push_size, gx, gy, gz);
 }
 
 static guint
@@ -808,18 +838,36 @@ rec_poolgrad (Rec *r, guint mode, Buf *act, gboolean nhwc, Buf *dp, Buf *out,
                 groups_for (items, 256), 1, 1);
 }
 
+/* mnist-cnn's dense layer on pool2's output (B_P2): logits, softmax and
+ * loss, its weight and bias gradient, and pool2's gradient into B_DP2. */
 static void
-record_cnn (Rec *r, guint n)
+rec_cnn_dense (Rec *r, guint n)
+{
+  RlxVkTrainer *t = r->t;
+  guint w3 = (guint) t->model->tensors[4].offset, b3 = (guint) t->model->tensors[5].offset;
+  Buf *P2 = &t->bufs[B_P2], *LOG = &t->bufs[B_LOGITS], *DL = &t->bufs[B_DLOGITS];
+  Buf *DP2 = &t->bufs[B_DP2], *PR = &t->params, *G = &t->grads;
+
+  rec_gemm (r, TRUE, TRUE, n, 10, 1568, P2, 1568, 0, PR, 1568, w3,
+            LOG, 10, 0, PR, b3, 0, EPI_BIAS_COL);
+  rec_softmax (r, n);
+
+  rec_gemm (r, FALSE, FALSE, 10, 1568, n, DL, 10, 0, P2, 1568, 0, G, 1568, w3, NULL, 0, 0, 0);
+  rec_colsum (r, DL, 0, n, 10, 10, G, b3, 1.0f, 0);
+  rec_gemm (r, TRUE, FALSE, n, 1568, 10, DL, 10, 0, PR, 1568, w3, DP2, 1568, 0, NULL, 0, 0, 0);
+}
+
+static void
+record_cnn_gemm (Rec *r, guint n)
 {
   RlxVkTrainer *t = r->t;
   const RlxModel *m = t->model;
   guint w1 = (guint) m->tensors[0].offset, b1 = (guint) m->tensors[1].offset;
   guint w2 = (guint) m->tensors[2].offset, b2 = (guint) m->tensors[3].offset;
-  guint w3 = (guint) m->tensors[4].offset, b3 = (guint) m->tensors[5].offset;
   Buf *X = &t->bufs[B_X], *A1 = &t->bufs[B_A1], *P1 = &t->bufs[B_P1];
   Buf *COL1 = &t->bufs[B_COL1], *COL2 = &t->bufs[B_COL2], *A2 = &t->bufs[B_A2];
-  Buf *P2 = &t->bufs[B_P2], *LOG = &t->bufs[B_LOGITS], *DL = &t->bufs[B_DLOGITS];
-  Buf *DP2 = &t->bufs[B_DP2], *DZ2 = &t->bufs[B_DZ2], *DZ1 = &t->bufs[B_DZ1];
+  Buf *P2 = &t->bufs[B_P2], *DP2 = &t->bufs[B_DP2], *DZ2 = &t->bufs[B_DZ2];
+  Buf *DZ1 = &t->bufs[B_DZ1];
   Buf *PR = &t->params, *G = &t->grads;
   struct { guint32 n, w_off, b_off, x_off, out_off; } c1 = { n, w1, b1, 0, 0 };
   guint rows2 = n * 196, rows1 = n * 784;
@@ -843,14 +891,7 @@ record_cnn (Rec *r, guint n)
                 A2, 32, 0, PR, b2, 0, EPI_BIAS_COL | EPI_RELU);
     }
   rec_maxpool (r, A2, P2, n, 32, 14, TRUE);
-  rec_gemm (r, TRUE, TRUE, n, 10, 1568, P2, 1568, 0, PR, 1568, w3,
-            LOG, 10, 0, PR, b3, 0, EPI_BIAS_COL);
-  rec_softmax (r, n);
-
-  /* dense */
-  rec_gemm (r, FALSE, FALSE, 10, 1568, n, DL, 10, 0, P2, 1568, 0, G, 1568, w3, NULL, 0, 0, 0);
-  rec_colsum (r, DL, 0, n, 10, 10, G, b3, 1.0f, 0);
-  rec_gemm (r, TRUE, FALSE, n, 1568, 10, DL, 10, 0, PR, 1568, w3, DP2, 1568, 0, NULL, 0, 0, 0);
+  rec_cnn_dense (r, n);
   /* pool2 + relu2, conv2 */
   rec_poolgrad (r, 0, A2, TRUE, DP2, DZ2, n, 32, 14);
   if (t->cnn_implicit & CNN_IMPLICIT_FORWARD)
@@ -886,6 +927,65 @@ record_cnn (Rec *r, guint n)
   rec_colsum (r, DZ1, 0, rows1, 16, 16, G, b1, 1.0f, 0);
 }
 
+/* mnist-cnn with fused direct convolutions (RLX_VK_CNN=direct, the
+ * default): conv1+pool1 and conv2+pool2 write only the pooled outputs (and
+ * pool2's choices); the backward pass never expands a gradient to a full
+ * conv output: conv2's weight gradient reads the 49 chosen pixels per
+ * channel (cnn2w), and pool1's gradient, pool1/ReLU1 backward and conv1's
+ * weight gradient are one pass per sample (cnn1w). */
+static void
+record_cnn_direct (Rec *r, guint n)
+{
+  RlxVkTrainer *t = r->t;
+  const RlxModel *m = t->model;
+  guint w1 = (guint) m->tensors[0].offset, b1 = (guint) m->tensors[1].offset;
+  guint w2 = (guint) m->tensors[2].offset, b2 = (guint) m->tensors[3].offset;
+  Buf *X = &t->bufs[B_X], *P1 = &t->bufs[B_P1], *P2 = &t->bufs[B_P2];
+  Buf *DP2 = &t->bufs[B_DP2], *PR = &t->params, *G = &t->grads;
+  Buf *W2P = &t->bufs[B_PART], *W1P = &t->bufs[B_DZ1];
+  guint groups = MIN (n, 65535u);
+  guint code_off = n * 1568;
+  /* conv2's weight gradient: about cnn_w2_groups workgroups of a few
+   * samples each (8 at batch 1024) */
+  guint per_wg = (n + t->cnn_w2_groups - 1) / t->cnn_w2_groups;
+  guint wgs2 = (n + per_wg - 1) / per_wg;
+  struct { guint32 n, w_off, b_off, x_off, out_off; } k1 = { n, w1, b1, 0, 0 };
+  struct { guint32 n, w_off, b_off, p1_off, out_off, code_off; } k2 = { n, w2, b2, 0, 0, code_off };
+  struct { guint32 n, per_wg, p1_off, dp_off, code_off, out_off; } k3 = {
+    n, per_wg, 0, 0, code_off, 0
+  };
+  struct { guint32 n, w1_off, w2_off, x_off, dp_off, code_off, out_off; } k4 = {
+    n, w1, w2, 0, 0, code_off, 0
+  };
+
+  /* the shaders write w and b of a layer as one run */
+  g_assert (b1 == w1 + 144 && b2 == w2 + 4608);
+  g_assert ((guint64) wgs2 * 4640 <= PART_FLOATS);
+
+  rec_gather (r, n);
+  rec_dispatch (r, SH_CNN1, NULL, 0, X, PR, P1, NULL, &k1, sizeof k1, groups, 1, 1);
+  rec_dispatch (r, SH_CNN2, &t->cnn2_cic, 1, P1, PR, P2, NULL, &k2, sizeof k2, groups, 1, 1);
+  rec_cnn_dense (r, n);
+
+  /* conv2's and conv1's gradients, independent of each other */
+  rec_dispatch (r, SH_CNN2W, NULL, 0, P1, DP2, P2, W2P, &k3, sizeof k3, wgs2, 1, 1);
+  {
+    Buf *bs[N_BINDINGS] = { X, PR, DP2, P2, W1P };
+    rec_dispatch_v (r, SH_CNN1W, &t->cnn1w_scatter, 1, bs, &k4, sizeof k4, groups, 1, 1);
+  }
+  rec_colsum (r, W2P, 0, wgs2, 4640, 4640, G, w2, 1.0f, 0);
+  rec_colsum (r, W1P, 0, n, 160, 160, G, w1, 1.0f, 1u << 20);
+}
+
+static void
+record_cnn (Rec *r, guint n)
+{
+  if (r->t->cnn_direct)
+    record_cnn_direct (r, n);
+  else
+    record_cnn_gemm (r, n);
+}
+
 static void
 step_free (gpointer data)
 {
@@ -915,7 +1015,7 @@ print_profile (RlxVkTrainer *self, Step *s)
 static Step *
 record_step (RlxVkTrainer *self, guint n, GError **error)
 {
-  VkDescriptorPoolSize ps = { VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 4 * 96 };
+  VkDescriptorPoolSize ps = { VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, N_BINDINGS * 96 };
   VkDescriptorPoolCreateInfo dpci = {
     .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
     .maxSets = 96,
@@ -1119,6 +1219,23 @@ tile_from_env (const char *name, GemmCfg *cfg)
                "bm*bk and bn*bk multiples of the thread count); using the default", name, s);
 }
 
+/* RLX_VK_CNN: "direct" (the default) runs mnist-cnn on the fused direct
+ * convolution shaders (cnn1, cnn2, cnn2w, cnn1w); "gemm" on the earlier
+ * path of GEMMs, im2col and col2im, which the RLX_VK_CNN_IMPLICIT,
+ * RLX_VK_CNN_COL2IM and RLX_VK_CNN_*_TILE switches tune. */
+static gboolean
+cnn_direct_from_env (void)
+{
+  const char *v = g_getenv ("RLX_VK_CNN");
+
+  if (v == NULL || *v == '\0' || g_str_equal (v, "direct"))
+    return TRUE;
+  if (g_str_equal (v, "gemm"))
+    return FALSE;
+  g_warning ("RLX_VK_CNN=%s: use direct or gemm; using direct", v);
+  return TRUE;
+}
+
 /* RLX_VK_CNN_COL2IM: "pooled" gathers pool1's gradient from the column
  * gradient once per pooled value (poolgrad MODE 3), "pixel" once per
  * pre-pool pixel (MODE 1). Same sums in the same order: same bits. */
@@ -1188,10 +1305,10 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
     .queueCreateInfoCount = 1,
     .pQueueCreateInfos = &qci,
   };
-  VkDescriptorSetLayoutBinding bindings[4];
+  VkDescriptorSetLayoutBinding bindings[N_BINDINGS];
   VkDescriptorSetLayoutCreateInfo dslci = {
     .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-    .bindingCount = 4,
+    .bindingCount = N_BINDINGS,
     .pBindings = bindings,
   };
   VkPushConstantRange pcr = { VK_SHADER_STAGE_COMPUTE_BIT, 0, RLX_VK_PUSH_BYTES };
@@ -1249,6 +1366,20 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   tile_from_env ("RLX_VK_CNN_WGRAD_TILE", &self->wgrad2);
   self->cnn_implicit = cnn_implicit_from_env ();
   self->cnn_pooled = cnn_pooled_from_env ();
+  self->cnn_direct = cnn_direct_from_env ();
+  /* the direct CNN's knobs, chosen on the H200 at batch 1024 (medians of
+   * three interleaved 1 s runs, BENCHMARKS.md): cnn2w on 128 workgroups
+   * (2.35M samples/s; 256: 2.32M, 512: 2.23M: fewer leave SMs to cnn1w,
+   * which runs beside it), cnn2 staging 4 input channels' weights at a time
+   * (8: 2.15M against 2.23M), cnn1w filling dZ2 by zeros + scatter (gather:
+   * 2.01M against 2.16M). RLX_VK_CNN_W2_GROUPS=N, RLX_VK_CNN2_CIC=8 and
+   * RLX_VK_CNN1W_FILL=gather override them. */
+  self->cnn_w2_groups = 128;
+  self->cnn2_cic = g_strcmp0 (g_getenv ("RLX_VK_CNN2_CIC"), "8") == 0 ? 8 : 4;
+  self->cnn1w_scatter = g_strcmp0 (g_getenv ("RLX_VK_CNN1W_FILL"), "gather") != 0;
+  if (g_getenv ("RLX_VK_CNN_W2_GROUPS") != NULL)
+    self->cnn_w2_groups = CLAMP (g_ascii_strtoull (g_getenv ("RLX_VK_CNN_W2_GROUPS"), NULL, 10),
+                                 1, PART_FLOATS / 4640);
   self->steps = g_hash_table_new_full (NULL, NULL, NULL, step_free);
 
   inst = rlx_vk_instance_acquire (error);
@@ -1311,7 +1442,7 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
     }
   self->vk.GetDeviceQueue (self->dev, self->qfam, 0, &self->queue);
 
-  for (guint i = 0; i < 4; i++)
+  for (guint i = 0; i < N_BINDINGS; i++)
     bindings[i] = (VkDescriptorSetLayoutBinding) {
       i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, NULL
     };
@@ -1366,7 +1497,7 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
                    VK_BUFFER_USAGE_TRANSFER_DST_BIT, TRUE, "download staging", error) ||
       !buf_create (self, &self->dummy, 16, storage, FALSE, "placeholder", error))
     return NULL;
-  buffer_floats (model, max_batch, sizes);
+  buffer_floats (model, max_batch, self->cnn_direct, sizes);
   for (guint i = 0; i < N_BUFS; i++)
     if (sizes[i] > 0 &&
         !buf_create (self, &self->bufs[i], sizes[i] * sizeof (float), storage, FALSE,

@@ -223,16 +223,36 @@ test_model_matters (void)
   g_assert_cmpuint (g_array_index (c, guint, 0), ==, 0);
   g_clear_pointer (&c, g_array_unref);
 
-  /* mnist-cnn's im2col buffer at batch 2048 is 231 MB */
+  /* on the direct path mnist-cnn fits at batch 2048 (its largest buffer is
+   * the training set); pool1's output at batch 16384 is 205 MB */
   c = rlx_backend_candidates ("auto", rlx_model_get (RLX_MODEL_MNIST_CNN), 2048, devs, NULL,
+                              NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_array_index (c, guint, 0), ==, 0);
+  g_clear_pointer (&c, g_array_unref);
+  c = rlx_backend_candidates ("auto", rlx_model_get (RLX_MODEL_MNIST_CNN), 16384, devs, NULL,
                               why, &error);
   g_assert_no_error (error);
   assert_only (c, RLX_BACKEND_CPU_CANDIDATE);
   text = joined (why);
   g_test_message ("%s", text);
-  g_assert_nonnull (strstr (text, "mnist-cnn at batch 2048 needs a"));
+  g_assert_nonnull (strstr (text, "mnist-cnn at batch 16384 needs a"));
   g_assert_nonnull (strstr (text, "allows 128.0"));
   g_assert_nonnull (strstr (text, "MiB per buffer"));
+  g_clear_pointer (&c, g_array_unref);
+  g_clear_pointer (&text, g_free);
+  g_ptr_array_set_size (why, 0);
+
+  /* the GEMM path (RLX_VK_CNN=gemm): its im2col buffer at 2048 is 231 MB */
+  g_setenv ("RLX_VK_CNN", "gemm", TRUE);
+  c = rlx_backend_candidates ("auto", rlx_model_get (RLX_MODEL_MNIST_CNN), 2048, devs, NULL,
+                              why, &error);
+  g_unsetenv ("RLX_VK_CNN");
+  g_assert_no_error (error);
+  assert_only (c, RLX_BACKEND_CPU_CANDIDATE);
+  text = joined (why);
+  g_assert_nonnull (strstr (text, "mnist-cnn at batch 2048 needs a"));
+  g_assert_nonnull (strstr (text, "conv2 im2col"));
   g_clear_pointer (&c, g_array_unref);
 
   /* device memory */
@@ -452,7 +472,7 @@ test_lavapipe_cli (void)
   const char *devices[] = { "devices", "--backend", "vulkan:llvmpipe", NULL };
   const char *auto_devices[] = { "devices", NULL };
   const char *grads[] = { "grads", "--model", "mnist-cnn", "--dataset", "synthetic", "--start", "0",
-                          "--batch", "2048", "--seed", "1", "--backend", "vulkan:llvmpipe",
+                          "--batch", "16384", "--seed", "1", "--backend", "vulkan:llvmpipe",
                           "--out", "/dev/null", NULL };
   g_autofree char *out = NULL, *out2 = NULL, *out3 = NULL;
   int status;
@@ -484,7 +504,7 @@ test_lavapipe_cli (void)
   out3 = run_rank_env (&status, grads, FALSE);
   g_test_message ("%s", out3);
   g_assert_cmpint (status, !=, 0);
-  g_assert_nonnull (strstr (out3, "mnist-cnn at batch 2048 needs a"));
+  g_assert_nonnull (strstr (out3, "mnist-cnn at batch 16384 needs a"));
   g_assert_nonnull (strstr (out3, "per buffer"));
 }
 

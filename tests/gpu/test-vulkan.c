@@ -3,9 +3,10 @@
  * With the Khronos validation layer on and a debug messenger counting:
  *   - per tensor, GPU gradients against the CPU reference:
  *     max |Δ| ≤ 1e-4 · max |g| + 1e-6, loss within 1e-5 relative,
- *     for every model at batch 1, 7 and 64 (the CNN three ways: the default,
- *     with conv2's data gradient as an implicit GEMM too, and all through
- *     the column matrix);
+ *     for every model at batch 1, 7 and 64 (the CNN on the fused direct
+ *     convolutions, also at 601, and on the GEMM path three ways: implicit
+ *     forward, with conv2's data gradient as an implicit GEMM too, and all
+ *     through the column matrix);
  *   - the same step twice gives identical bits;
  *   - bad batches are refused; a lost device is reported, never a crash;
  *   - the backend works from the rank's compute worker thread;
@@ -44,7 +45,7 @@ random_indices (guint32 *idx, guint n, guint32 salt)
 }
 
 static void
-check_model (RlxModelId id)
+check_model_at (RlxModelId id, const guint *batches, guint n_batches)
 {
   const RlxModel *model = rlx_model_get (id);
   g_autoptr(RlxBackend) gpu = NULL, cpu = NULL;
@@ -52,22 +53,24 @@ check_model (RlxModelId id)
   g_autofree float *params = g_new (float, model->n_params);
   g_autofree float *g_gpu = g_new (float, model->n_params);
   g_autofree float *g_cpu = g_new (float, model->n_params);
-  const guint batches[] = { 1, 7, 64 };
+  guint max_batch = 0;
 
   if (!have_device)
     {
       g_test_skip ("no lavapipe device (install mesa-vulkan-drivers)");
       return;
     }
-  gpu = open_vulkan (model, 64);
-  cpu = rlx_backend_resolve ("cpu", model, dataset, 64, &error);
+  for (guint b = 0; b < n_batches; b++)
+    max_batch = MAX (max_batch, batches[b]);
+  gpu = open_vulkan (model, max_batch);
+  cpu = rlx_backend_resolve ("cpu", model, dataset, max_batch, &error);
   g_assert_no_error (error);
   rlx_model_init_params (model, 42 + id, params);
 
-  for (guint b = 0; b < G_N_ELEMENTS (batches); b++)
+  for (guint b = 0; b < n_batches; b++)
     {
       guint n = batches[b];
-      guint32 idx[64];
+      g_autofree guint32 *idx = g_new (guint32, n);
       float l_gpu = NAN, l_cpu = NAN;
 
       random_indices (idx, n, n);
@@ -100,47 +103,87 @@ check_model (RlxModelId id)
 }
 
 static void
+check_model (RlxModelId id)
+{
+  const guint batches[] = { 1, 7, 64 };
+
+  check_model_at (id, batches, G_N_ELEMENTS (batches));
+}
+
+static void
 test_mlp (void)
 {
   check_model (RLX_MODEL_MNIST_MLP);
 }
 
-/* the default: conv2's forward and weight gradient as implicit GEMMs (pool1
- * read through im2col addressing), its data gradient through the column
- * gradient and col2im */
+/* the default: fused direct convolutions (RLX_VK_CNN=direct); at 601
+ * conv2's weight gradient runs on workgroups of five samples and a last
+ * one of one */
 static void
 test_cnn (void)
 {
-  g_unsetenv ("RLX_VK_CNN_IMPLICIT");
-  check_model (RLX_MODEL_MNIST_CNN);
+  const guint batches[] = { 1, 7, 64, 601 };
+
+  g_unsetenv ("RLX_VK_CNN");
+  check_model_at (RLX_MODEL_MNIST_CNN, batches, G_N_ELEMENTS (batches));
 }
 
-/* RLX_VK_CNN_IMPLICIT=all: the data gradient too, straight from conv2's
- * output gradient and weights */
+/* the direct path's other settings: cnn2 staging 8 input channels,
+ * cnn1w's per-entry dZ2 fill, cnn2w on 7 workgroups (10 samples each at 64) */
+static void
+test_cnn_direct_knobs (void)
+{
+  g_unsetenv ("RLX_VK_CNN");
+  g_setenv ("RLX_VK_CNN2_CIC", "8", TRUE);
+  g_setenv ("RLX_VK_CNN1W_FILL", "gather", TRUE);
+  g_setenv ("RLX_VK_CNN_W2_GROUPS", "7", TRUE);
+  check_model (RLX_MODEL_MNIST_CNN);
+  g_unsetenv ("RLX_VK_CNN2_CIC");
+  g_unsetenv ("RLX_VK_CNN1W_FILL");
+  g_unsetenv ("RLX_VK_CNN_W2_GROUPS");
+}
+
+/* RLX_VK_CNN=gemm: conv2's forward and weight gradient as implicit GEMMs
+ * (pool1 read through im2col addressing), its data gradient through the
+ * column gradient and col2im */
+static void
+test_cnn_gemm (void)
+{
+  g_setenv ("RLX_VK_CNN", "gemm", TRUE);
+  g_unsetenv ("RLX_VK_CNN_IMPLICIT");
+  check_model (RLX_MODEL_MNIST_CNN);
+  g_unsetenv ("RLX_VK_CNN");
+}
+
 static void
 test_cnn_implicit_data (void)
 {
+  g_setenv ("RLX_VK_CNN", "gemm", TRUE);
   g_setenv ("RLX_VK_CNN_IMPLICIT", "all", TRUE);
   check_model (RLX_MODEL_MNIST_CNN);
   g_unsetenv ("RLX_VK_CNN_IMPLICIT");
+  g_unsetenv ("RLX_VK_CNN");
 }
 
 /* and through the materialised column matrix and column gradient */
 static void
 test_cnn_columns (void)
 {
+  g_setenv ("RLX_VK_CNN", "gemm", TRUE);
   g_setenv ("RLX_VK_CNN_IMPLICIT", "none", TRUE);
   check_model (RLX_MODEL_MNIST_CNN);
   g_unsetenv ("RLX_VK_CNN_IMPLICIT");
+  g_unsetenv ("RLX_VK_CNN");
 }
 
-/* the default (above) gathers pool1's gradient from the column gradient once
+/* RLX_VK_CNN=gemm gathers pool1's gradient from the column gradient once
  * per pooled value on conv2-specific tiles; here the pooled gather on the
- * other tuning tiles, and the previous default: per-pixel gather
+ * other tuning tiles, and the path before that: per-pixel gather
  * (RLX_VK_CNN_COL2IM=pixel) on the generic tiles (auto) */
 static void
 test_cnn_pooled (void)
 {
+  g_setenv ("RLX_VK_CNN", "gemm", TRUE);
   g_setenv ("RLX_VK_CNN_COL2IM", "pooled", TRUE);
   g_setenv ("RLX_VK_CNN_DCOL_TILE", "256,48,12,16,4", TRUE);
   g_setenv ("RLX_VK_CNN_WGRAD_TILE", "32,144,18,4,4", TRUE);
@@ -160,6 +203,7 @@ test_cnn_pooled (void)
   g_unsetenv ("RLX_VK_CNN_WGRAD_TILE");
   g_unsetenv ("RLX_VK_CNN_FWD_TILE");
   g_unsetenv ("RLX_VK_CNN_COL2IM");
+  g_unsetenv ("RLX_VK_CNN");
 }
 
 static void
@@ -389,6 +433,8 @@ main (int argc, char **argv)
 
   g_test_add_func ("/gpu/vulkan/grads-mnist-mlp", test_mlp);
   g_test_add_func ("/gpu/vulkan/grads-mnist-cnn", test_cnn);
+  g_test_add_func ("/gpu/vulkan/grads-mnist-cnn-direct-knobs", test_cnn_direct_knobs);
+  g_test_add_func ("/gpu/vulkan/grads-mnist-cnn-gemm", test_cnn_gemm);
   g_test_add_func ("/gpu/vulkan/grads-mnist-cnn-implicit-data", test_cnn_implicit_data);
   g_test_add_func ("/gpu/vulkan/grads-mnist-cnn-columns", test_cnn_columns);
   g_test_add_func ("/gpu/vulkan/grads-mnist-cnn-pooled", test_cnn_pooled);

@@ -125,11 +125,10 @@ if want gpu; then
       for m in mnist-mlp:1024 mnist-cnn:1024 mnist-mlp-xl:8192; do
         "$RANK" bench --model "${m%:*}" --batch "${m#*:}" --backend vulkan --seconds 2
       done
-      # conv2 paths: implicit GEMMs (forward = default, data, all) against the column matrix (none)
-      for mode in none forward data all; do
-        echo -n "RLX_VK_CNN_IMPLICIT=$mode "
-        RLX_VK_CNN_IMPLICIT=$mode "$RANK" bench --model mnist-cnn --batch 1024 --backend vulkan --seconds 2
-      done
+      # mnist-cnn paths: the fused direct convolutions (default) against the
+      # GEMM path (RLX_VK_CNN=gemm)
+      echo -n "RLX_VK_CNN=gemm "
+      RLX_VK_CNN=gemm "$RANK" bench --model mnist-cnn --batch 1024 --backend vulkan --seconds 2
       if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
         python3 "$TORCH_REF" speed --device cuda --models mnist-mlp,mnist-cnn --batches 64,1024
         python3 "$TORCH_REF" speed --device cuda --models mnist-mlp-xl --batches 1024,8192

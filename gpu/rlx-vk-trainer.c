@@ -40,7 +40,11 @@ static const char *const buf_names[N_BUFS] = {
 #define PART_FLOATS   (8u * 1024u * 1024u)
 #define RPART_FLOATS  (2u * 1024u * 1024u)
 #define FILL_TARGET   256u     /* workgroups a GEMM should spread over */
-#define FILL_THREADS  (128u * 1024u)  /* threads a split-K GEMM should keep busy */
+/* threads a split-K GEMM should keep busy (RLX_VK_FILL_THREADS overrides):
+ * on the H200, mnist-mlp-xl 8192's weight gradients (BENCHMARKS.md) ran at
+ * 2.50M samples/s with 512k or 256k against 2.46M with 128k, whose 280
+ * workgroups for dW1 left a third of the last wave idle */
+#define FILL_THREADS  (512u * 1024u)
 #define MAX_SPLITS    4096u
 #define MIN_K_CHUNK   128u
 
@@ -182,6 +186,13 @@ typedef struct {
   guint           prof_steps;
 } Step;
 
+/* How the parameters reach the device each step (RLX_VK_UPLOAD): copied
+ * by the GPU from a host-visible staging buffer that is write-combined
+ * ("wc") or cached ("cached"), or written by the host straight into
+ * device-local memory it maps ("bar", the default, where the device offers
+ * such memory; otherwise "wc"). */
+enum { UPLOAD_WC, UPLOAD_CACHED, UPLOAD_BAR };
+
 struct _RlxVkTrainer {
   RlxVkDeviceInfo  *info;
   const RlxModel   *model;
@@ -220,6 +231,8 @@ struct _RlxVkTrainer {
   gboolean          cnn_pooled;   /* RLX_VK_CNN_COL2IM: poolgrad MODE 3 */
   gboolean          cnn_direct;   /* RLX_VK_CNN: fused direct convolutions */
   guint             cnn_w2_groups; /* RLX_VK_CNN_W2_GROUPS: cnn2w workgroups */
+  guint             upload;       /* UPLOAD_*: RLX_VK_UPLOAD */
+  guint64           fill_threads; /* FILL_THREADS, or RLX_VK_FILL_THREADS */
   guint32           cnn2_cic;     /* RLX_VK_CNN2_CIC: cnn2.comp CIC (4 or 8) */
   guint32           cnn1w_scatter; /* RLX_VK_CNN1W_FILL: cnn1w.comp SCATTER */
   GemmCfg           dcol;         /* RLX_VK_CNN_DCOL_TILE; bm = 0: choose_cfg */
@@ -254,25 +267,43 @@ typedef struct {
   guint64          dirty_r;   /* and read */
 } Rec;
 
+/* Where a buffer's memory lives. */
+typedef enum {
+  MEM_DEVICE,          /* device-local */
+  MEM_READBACK,        /* host-visible, coherent, cached if possible: the host reads it */
+  MEM_UPLOAD,          /* host-visible, coherent, uncached (write-combined) if
+                        * possible: the host only writes it, the GPU reads it */
+  MEM_DEVICE_MAPPED,   /* device-local and host-visible (a BAR): the host
+                        * writes it, shaders read it; none: buf_create fails */
+} MemKind;
+
+/* The first memory type among @type_bits with all of @want and none of
+ * @avoid; then with all of @fallback (0: no fallback). */
 static guint32
 find_memory (RlxVkTrainer *self, guint32 type_bits, VkMemoryPropertyFlags want,
-             VkMemoryPropertyFlags fallback)
+             VkMemoryPropertyFlags avoid, VkMemoryPropertyFlags fallback)
 {
-  for (int pass = 0; pass < 2; pass++)
+  for (guint32 i = 0; i < self->memprops.memoryTypeCount; i++)
     {
-      VkMemoryPropertyFlags f = pass == 0 ? want : fallback;
-      for (guint32 i = 0; i < self->memprops.memoryTypeCount; i++)
-        if ((type_bits & (1u << i)) &&
-            (self->memprops.memoryTypes[i].propertyFlags & f) == f)
-          return i;
+      VkMemoryPropertyFlags f = self->memprops.memoryTypes[i].propertyFlags;
+      if ((type_bits & (1u << i)) && (f & want) == want && (f & avoid) == 0)
+        return i;
     }
+  if (fallback != 0)
+    for (guint32 i = 0; i < self->memprops.memoryTypeCount; i++)
+      if ((type_bits & (1u << i)) &&
+          (self->memprops.memoryTypes[i].propertyFlags & fallback) == fallback)
+        return i;
   return G_MAXUINT32;
 }
 
 static gboolean
 buf_create (RlxVkTrainer *self, Buf *b, VkDeviceSize size, VkBufferUsageFlags usage,
-            gboolean host, const char *what, GError **error)
+            MemKind kind, const char *what, GError **error)
 {
+  const VkMemoryPropertyFlags visible = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                        VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  gboolean host = kind != MEM_DEVICE;
   VkBufferCreateInfo bci = {
     .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
     .size = MAX (size, 16),
@@ -294,18 +325,36 @@ buf_create (RlxVkTrainer *self, Buf *b, VkDeviceSize size, VkBufferUsageFlags us
     }
   self->vk.GetBufferMemoryRequirements (self->dev, b->buf, &req);
   mai.allocationSize = req.size;
-  mai.memoryTypeIndex =
-    host ? find_memory (self, req.memoryTypeBits,
-                        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
-                        VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
-                        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT)
-         : find_memory (self, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+  switch (kind)
+    {
+    case MEM_READBACK:
+      mai.memoryTypeIndex = find_memory (self, req.memoryTypeBits,
+                                         visible | VK_MEMORY_PROPERTY_HOST_CACHED_BIT, 0, visible);
+      break;
+    case MEM_UPLOAD:
+      mai.memoryTypeIndex = find_memory (self, req.memoryTypeBits, visible,
+                                         VK_MEMORY_PROPERTY_HOST_CACHED_BIT |
+                                         VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, visible);
+      break;
+    case MEM_DEVICE_MAPPED:
+      mai.memoryTypeIndex = find_memory (self, req.memoryTypeBits,
+                                         visible | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0, 0);
+      break;
+    case MEM_DEVICE:
+    default:
+      mai.memoryTypeIndex = find_memory (self, req.memoryTypeBits,
+                                         VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0, 0);
+      break;
+    }
   if (mai.memoryTypeIndex == G_MAXUINT32)
     {
       g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_UNSUPPORTED,
                    "%s has no memory type for the %s buffer", self->info->name, what);
       return FALSE;
     }
+  g_debug ("rlx-vk: %s buffer, %" G_GUINT64_FORMAT " bytes, memory type %u (flags 0x%x)", what,
+           (guint64) size, mai.memoryTypeIndex,
+           self->memprops.memoryTypes[mai.memoryTypeIndex].propertyFlags);
   r = self->vk.AllocateMemory (self->dev, &mai, NULL, &b->mem);
   if (r != VK_SUCCESS)
     {
@@ -679,9 +728,9 @@ rec_gemm_ex (Rec *r, guint a_mode, guint b_mode, guint conv_c, guint conv_h,
   guint n_spec = conv_c > 0 ? 10 : 8;
   static const char mode_char[] = "TNIC";
 
-  if (split_ok && threads < FILL_THREADS && K >= 2 * MIN_K_CHUNK)
+  if (split_ok && threads < r->t->fill_threads && K >= 2 * MIN_K_CHUNK)
     {
-      splits = (guint) MIN ((FILL_THREADS + threads - 1) / threads, (guint64) K / MIN_K_CHUNK);
+      splits = (guint) MIN ((r->t->fill_threads + threads - 1) / threads, (guint64) K / MIN_K_CHUNK);
       splits = MIN (splits, MAX_SPLITS);
       splits = MIN (splits, r->t->info->max_workgroup_count[2]);
       splits = MIN (splits, (guint) (PART_FLOATS / ((guint64) M * N)));
@@ -1079,7 +1128,8 @@ record_step (RlxVkTrainer *self, guint n, GError **error)
       self->vk.CmdResetQueryPool (step->cb, self->queries, 0, 4);
       self->vk.CmdWriteTimestamp (step->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, self->queries, 0);
     }
-  self->vk.CmdCopyBuffer (step->cb, self->staging_in.buf, self->params.buf, 1, &up_params);
+  if (self->upload != UPLOAD_BAR)
+    self->vk.CmdCopyBuffer (step->cb, self->staging_in.buf, self->params.buf, 1, &up_params);
   self->vk.CmdCopyBuffer (step->cb, self->staging_in.buf, self->indices.buf, 1, &up_idx);
   self->vk.CmdPipelineBarrier (step->cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &to_compute, 0, NULL, 0, NULL);
@@ -1145,7 +1195,7 @@ upload (RlxVkTrainer *self, Buf *dst, const void *data, gsize size, GError **err
   VkResult r;
   gboolean ok = FALSE;
 
-  if (!buf_create (self, &staging, size, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, TRUE,
+  if (!buf_create (self, &staging, size, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, MEM_UPLOAD,
                    "upload staging", error))
     goto out;
   memcpy (staging.map, data, size);
@@ -1217,6 +1267,27 @@ tile_from_env (const char *name, GemmCfg *cfg)
   else
     g_warning ("%s=%s is not a valid bm,bn,bk,tm,tn tile (tm, tn multiples of 4 dividing bm, bn; "
                "bm*bk and bn*bk multiples of the thread count); using the default", name, s);
+}
+
+/* the H200 at mnist-mlp-xl 8192 (BENCHMARKS.md): bar 2.46M samples/s,
+ * wc 2.29M, cached 2.27M; mnist-mlp 1024: 5.37M, 4.97M, 4.87M */
+#define UPLOAD_DEFAULT UPLOAD_BAR
+
+static guint
+upload_from_env (void)
+{
+  const char *v = g_getenv ("RLX_VK_UPLOAD");
+
+  if (v == NULL || *v == '\0')
+    return UPLOAD_DEFAULT;
+  if (g_str_equal (v, "wc"))
+    return UPLOAD_WC;
+  if (g_str_equal (v, "cached"))
+    return UPLOAD_CACHED;
+  if (g_str_equal (v, "bar"))
+    return UPLOAD_BAR;
+  g_warning ("RLX_VK_UPLOAD=%s: use wc, cached or bar; using the default", v);
+  return UPLOAD_DEFAULT;
 }
 
 /* RLX_VK_CNN: "direct" (the default) runs mnist-cnn on the fused direct
@@ -1367,6 +1438,11 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   self->cnn_implicit = cnn_implicit_from_env ();
   self->cnn_pooled = cnn_pooled_from_env ();
   self->cnn_direct = cnn_direct_from_env ();
+  self->upload = upload_from_env ();
+  self->fill_threads = FILL_THREADS;
+  if (g_getenv ("RLX_VK_FILL_THREADS") != NULL)
+    self->fill_threads = CLAMP (g_ascii_strtoull (g_getenv ("RLX_VK_FILL_THREADS"), NULL, 10),
+                                1024, 16u << 20);
   /* the direct CNN's knobs, chosen on the H200 at batch 1024 (medians of
    * three interleaved 1 s runs, BENCHMARKS.md): cnn2w on 128 workgroups
    * (2.35M samples/s; 256: 2.32M, 512: 2.23M: fewer leave SMs to cnn1w,
@@ -1475,32 +1551,42 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   /* the training split, once */
   n_train = rlx_dataset_size (dataset, RLX_SPLIT_TRAIN);
   pbytes = model->n_params * sizeof (float);
-  if (!buf_create (self, &self->images, (gsize) n_train * RLX_INPUT_LEN, storage, FALSE,
+  if (!buf_create (self, &self->images, (gsize) n_train * RLX_INPUT_LEN, storage, MEM_DEVICE,
                    "training images", error) ||
       !upload (self, &self->images, rlx_dataset_images (dataset, RLX_SPLIT_TRAIN),
                (gsize) n_train * RLX_INPUT_LEN, error))
     return NULL;
   labels = g_malloc0 ((n_train + 3) / 4 * 4);
   memcpy (labels, rlx_dataset_labels (dataset, RLX_SPLIT_TRAIN), n_train);
-  if (!buf_create (self, &self->labels, (n_train + 3) / 4 * 4, storage, FALSE,
+  if (!buf_create (self, &self->labels, (n_train + 3) / 4 * 4, storage, MEM_DEVICE,
                    "training labels", error) ||
       !upload (self, &self->labels, labels, (n_train + 3) / 4 * 4, error))
     return NULL;
 
-  if (!buf_create (self, &self->params, pbytes, storage, FALSE, "parameters", error) ||
-      !buf_create (self, &self->grads, pbytes + sizeof (float), storage, FALSE, "gradient", error) ||
-      !buf_create (self, &self->indices, max_batch * sizeof (guint32), storage, FALSE,
+  /* RLX_VK_UPLOAD=bar: the parameters in device-local memory the host maps
+   * (where the device offers it), written by the host, no copy on the GPU */
+  if (self->upload == UPLOAD_BAR &&
+      !buf_create (self, &self->params, pbytes, storage, MEM_DEVICE_MAPPED, "parameters", NULL))
+    {
+      buf_destroy (self, &self->params);
+      self->upload = UPLOAD_WC;
+    }
+  if ((self->params.buf == VK_NULL_HANDLE &&
+       !buf_create (self, &self->params, pbytes, storage, MEM_DEVICE, "parameters", error)) ||
+      !buf_create (self, &self->grads, pbytes + sizeof (float), storage, MEM_DEVICE, "gradient", error) ||
+      !buf_create (self, &self->indices, max_batch * sizeof (guint32), storage, MEM_DEVICE,
                    "sample indices", error) ||
       !buf_create (self, &self->staging_in, pbytes + max_batch * sizeof (guint32),
-                   VK_BUFFER_USAGE_TRANSFER_SRC_BIT, TRUE, "upload staging", error) ||
+                   VK_BUFFER_USAGE_TRANSFER_SRC_BIT,
+                   self->upload == UPLOAD_CACHED ? MEM_READBACK : MEM_UPLOAD, "upload staging", error) ||
       !buf_create (self, &self->staging_out, pbytes + sizeof (float),
-                   VK_BUFFER_USAGE_TRANSFER_DST_BIT, TRUE, "download staging", error) ||
-      !buf_create (self, &self->dummy, 16, storage, FALSE, "placeholder", error))
+                   VK_BUFFER_USAGE_TRANSFER_DST_BIT, MEM_READBACK, "download staging", error) ||
+      !buf_create (self, &self->dummy, 16, storage, MEM_DEVICE, "placeholder", error))
     return NULL;
   buffer_floats (model, max_batch, self->cnn_direct, sizes);
   for (guint i = 0; i < N_BUFS; i++)
     if (sizes[i] > 0 &&
-        !buf_create (self, &self->bufs[i], sizes[i] * sizeof (float), storage, FALSE,
+        !buf_create (self, &self->bufs[i], sizes[i] * sizeof (float), storage, MEM_DEVICE,
                      buf_names[i], error))
       return NULL;
 
@@ -1702,7 +1788,8 @@ rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *in
       g_hash_table_insert (self->steps, GUINT_TO_POINTER (n), step);
     }
 
-  par_memcpy (self, self->staging_in.map, params, pbytes);
+  par_memcpy (self, self->upload == UPLOAD_BAR ? self->params.map : self->staging_in.map,
+              params, pbytes);
   memcpy ((char *) self->staging_in.map + pbytes, indices, n * sizeof (guint32));
 
   si.pCommandBuffers = &step->cb;

@@ -206,6 +206,20 @@ test_cnn_pooled (void)
   g_unsetenv ("RLX_VK_CNN");
 }
 
+/* the default writes the parameters into device-local memory the host
+ * maps (lavapipe offers it); here the GPU copies them from a write-combined
+ * or a cached staging buffer instead */
+static void
+test_upload_modes (void)
+{
+  g_setenv ("RLX_VK_UPLOAD", "cached", TRUE);
+  check_model (RLX_MODEL_MNIST_MLP);
+  g_setenv ("RLX_VK_UPLOAD", "wc", TRUE);
+  check_model (RLX_MODEL_MNIST_MLP);
+  check_model (RLX_MODEL_MNIST_CNN);
+  g_unsetenv ("RLX_VK_UPLOAD");
+}
+
 static void
 test_mlp_xl (void)
 {
@@ -434,6 +448,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gpu/vulkan/grads-mnist-mlp", test_mlp);
   g_test_add_func ("/gpu/vulkan/grads-mnist-cnn", test_cnn);
   g_test_add_func ("/gpu/vulkan/grads-mnist-cnn-direct-knobs", test_cnn_direct_knobs);
+  g_test_add_func ("/gpu/vulkan/grads-upload-modes", test_upload_modes);
   g_test_add_func ("/gpu/vulkan/grads-mnist-cnn-gemm", test_cnn_gemm);
   g_test_add_func ("/gpu/vulkan/grads-mnist-cnn-implicit-data", test_cnn_implicit_data);
   g_test_add_func ("/gpu/vulkan/grads-mnist-cnn-columns", test_cnn_columns);

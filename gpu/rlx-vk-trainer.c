@@ -136,7 +136,7 @@ typedef struct {
 
 typedef enum {
   SH_GEMM, SH_REDUCE, SH_GATHER, SH_SOFTMAX, SH_CONV1, SH_MAXPOOL, SH_IM2COL, SH_POOLGRAD,
-  SH_CNN1, SH_CNN2, SH_CNN2W, SH_CNN1W,
+  SH_CNN1, SH_CNN2, SH_CNN2W, SH_CNN1W, SH_GEMM2,
   N_SHADERS
 } ShaderId;
 
@@ -152,7 +152,8 @@ typedef struct {
 } GemmCfg;
 
 /* 8×4 per thread: on the H200 an 8×8 block ran ten times slower (2 against
- * 28 TFLOP/s, BENCHMARKS.md), presumably spilled */
+ * 28 TFLOP/s, BENCHMARKS.md): its vec4 accumulator array goes to local
+ * memory there (gemm2.comp keeps 8×8 in named registers instead) */
 static const GemmCfg CFG_BIG    = { 128, 128, 16, 8, 4 };
 static const GemmCfg CFG_MED    = { 64, 64, 16, 4, 4 };
 static const GemmCfg CFG_SMALL  = { 32, 32, 16, 4, 4 };
@@ -161,6 +162,8 @@ static const GemmCfg CFG_TALLS  = { 64, 32, 16, 4, 4 };
 static const GemmCfg CFG_NARROW = { 64, 16, 16, 4, 4 };
 static const GemmCfg CFG_WIDE   = { 16, 64, 16, 4, 4 };
 static const GemmCfg CFG_WIDE32 = { 32, 64, 16, 4, 4 };
+/* gemm2.comp's fixed tile (double-buffered, 8×8 per thread, 256 threads) */
+static const GemmCfg CFG_BIG2   = { 128, 128, 8, 8, 8 };
 
 static guint
 cfg_threads (const GemmCfg *c)
@@ -233,6 +236,8 @@ struct _RlxVkTrainer {
   guint             cnn_w2_groups; /* RLX_VK_CNN_W2_GROUPS: cnn2w workgroups */
   guint             upload;       /* UPLOAD_*: RLX_VK_UPLOAD */
   guint64           fill_threads; /* FILL_THREADS, or RLX_VK_FILL_THREADS */
+  gboolean          gemm2;        /* large GEMMs on gemm2.comp (RLX_VK_GEMM2=0: not) */
+  guint             max_groups_x; /* the device's x limit, or RLX_VK_TEST_MAX_GROUPS_X */
   guint32           cnn2_cic;     /* RLX_VK_CNN2_CIC: cnn2.comp CIC (4 or 8) */
   guint32           cnn1w_scatter; /* RLX_VK_CNN1W_FILL: cnn1w.comp SCATTER */
   GemmCfg           dcol;         /* RLX_VK_CNN_DCOL_TILE; bm = 0: choose_cfg */
@@ -403,6 +408,7 @@ shader_code (ShaderId id, gsize *size)
       S (SH_CNN2, rlx_spv_cnn2)
       S (SH_CNN2W, rlx_spv_cnn2w)
       S (SH_CNN1W, rlx_spv_cnn1w)
+      S (SH_GEMM2, rlx_spv_gemm2)
 #undef S
     case N_SHADERS:
     default:
@@ -548,7 +554,7 @@ rec_dispatch_v (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec, Buf 
    * need no ordering among themselves). With RLX_VK_PROFILE every dispatch
    * gets one, so each is timed alone. */
   {
-    static const guint writes[N_SHADERS] = { 2, 1, 2, 3, 2, 1, 1, 2, 2, 2, 3, 4 };
+    static const guint writes[N_SHADERS] = { 2, 1, 2, 3, 2, 1, 1, 2, 2, 2, 3, 4, 2 };
     guint64 rd = 0, wr = 0;
 
     for (guint i = 0; i < N_BINDINGS; i++)
@@ -579,7 +585,7 @@ rec_dispatch_v (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec, Buf 
       r->dirty_w = r->dirty_r = 0;
       static const char *const names[N_SHADERS] = {
         "gemm", "reduce", "gather", "softmax", "conv1", "maxpool", "im2col", "poolgrad",
-        "cnn1", "cnn2", "cnn2w", "cnn1w"
+        "cnn1", "cnn2", "cnn2w", "cnn1w", "gemm2"
       };
       g_ptr_array_add (r->step->labels,
                        g_strdup_printf ("%-8s %s grid %u×%u×%u", names[shader], r->label, gx, gy, gz));
@@ -627,6 +633,7 @@ rec_colsum_epi (Rec *r, Buf *src, guint in_off, guint R, guint C, guint ld,
     guint32 bias_n, bias_off, relu;
   } pc;
   guint chunks = 1, rows = R;
+  guint blocks, gx, gz;
 
   if (R > 256)
     {
@@ -639,17 +646,21 @@ rec_colsum_epi (Rec *r, Buf *src, guint in_off, guint R, guint C, guint ld,
           chunks = (R + rows - 1) / rows;
         }
     }
+  /* 64 columns a workgroup; past the grid's x limit (4.2M columns on most
+   * devices: a split-K GEMM's M×N output) the blocks continue along z */
+  blocks = (C + 63) / 64;
+  gx = MIN (blocks, r->t->max_groups_x);
+  gz = (blocks + gx - 1) / gx;
   if (chunks == 1)
     {
       pc = (typeof (pc)) { R, C, ld, R, in_off, dst_off, 0, epi->scale,
                            epi->bias ? epi->bias_n : 0, epi->bias_off, epi->relu };
-      rec_dispatch (r, SH_REDUCE, NULL, 0, src, dst, epi->bias, NULL, &pc, sizeof pc,
-                    (C + 63) / 64, 1, 1);
+      rec_dispatch (r, SH_REDUCE, NULL, 0, src, dst, epi->bias, NULL, &pc, sizeof pc, gx, 1, gz);
       return;
     }
   pc = (typeof (pc)) { R, C, ld, rows, in_off, part_off, C, 1.0f, 0, 0, 0 };
   rec_dispatch (r, SH_REDUCE, NULL, 0, src, &r->t->bufs[B_RPART], NULL, NULL, &pc, sizeof pc,
-                (C + 63) / 64, chunks, 1);
+                gx, chunks, gz);
   rec_colsum_epi (r, &r->t->bufs[B_RPART], part_off, chunks, C, C, dst, dst_off, epi,
                   part_off + chunks * C);
 }
@@ -670,8 +681,10 @@ tiles_of (const GemmCfg *c, guint M, guint N)
   return (guint64) ((M + c->bm - 1) / c->bm) * ((N + c->bn - 1) / c->bn);
 }
 
+/* @plain: both operands are plain matrices (no convolution modes), which
+ * gemm2.comp needs */
 static const GemmCfg *
-choose_cfg (RlxVkTrainer *t, guint M, guint N, gboolean split_ok)
+choose_cfg (RlxVkTrainer *t, guint M, guint N, gboolean split_ok, gboolean plain)
 {
   gboolean big_ok = t->info->max_shared_memory >= cfg_shared (&t->big) &&
                     t->info->max_workgroup_invocations >= cfg_threads (&t->big);
@@ -689,6 +702,10 @@ choose_cfg (RlxVkTrainer *t, guint M, guint N, gboolean split_ok)
     return (big_ok && tiles_of (&CFG_TALL, M, N) >= FILL_TARGET) ? &CFG_TALL : &CFG_TALLS;
   if (M <= 32)
     return &CFG_WIDE32;
+  if (t->gemm2 && plain && split_ok && M >= CFG_BIG2.bm && N >= CFG_BIG2.bn)
+    return &CFG_BIG2;
+  if (t->gemm2 && plain && tiles_of (&CFG_BIG2, M, N) >= FILL_TARGET)
+    return &CFG_BIG2;
   if (big_ok && split_ok && M >= t->big.bm && N >= t->big.bn)
     return &t->big;
   if (big_ok && tiles_of (&t->big, M, N) >= FILL_TARGET)
@@ -720,7 +737,8 @@ rec_gemm_ex (Rec *r, guint a_mode, guint b_mode, guint conv_c, guint conv_h,
   } pc;
   /* a bias (and ReLU) can be applied by the reduce that adds the partials */
   gboolean split_ok = (flags & ~(EPI_BIAS_COL | EPI_RELU)) == 0 && ldc == N;
-  const GemmCfg *cfg = choose_cfg (r->t, M, N, split_ok);
+  const GemmCfg *cfg = choose_cfg (r->t, M, N, split_ok, a_mode <= OP_KC && b_mode <= OP_KC);
+  ShaderId shader = SH_GEMM;
   guint64 tiles = tiles_of (cfg, M, N);
   guint64 threads = tiles * cfg_threads (cfg);
   guint splits = 1, k_chunk;
@@ -747,28 +765,38 @@ rec_gemm_ex (Rec *r, guint a_mode, guint b_mode, guint conv_c, guint conv_h,
 
   g_snprintf (r->label, sizeof r->label, "%ux%ux%u %c%c tile %ux%u split %u", M, N, K,
               mode_char[a_mode], "NTIC"[b_mode], cfg->bm, cfg->bn, splits);
-  spec[0] = cfg->bm;
-  spec[1] = cfg->bn;
-  spec[2] = cfg->bk;
-  spec[3] = cfg->tm;
-  spec[4] = cfg->tn;
-  spec[5] = a_mode;
-  spec[6] = b_mode;
-  spec[7] = cfg_threads (cfg);
-  spec[8] = conv_c;
-  spec[9] = conv_h;
+  if (cfg == &CFG_BIG2)
+    {
+      shader = SH_GEMM2;
+      spec[0] = a_mode;
+      spec[1] = b_mode;
+      n_spec = 2;
+    }
+  else
+    {
+      spec[0] = cfg->bm;
+      spec[1] = cfg->bn;
+      spec[2] = cfg->bk;
+      spec[3] = cfg->tm;
+      spec[4] = cfg->tn;
+      spec[5] = a_mode;
+      spec[6] = b_mode;
+      spec[7] = cfg_threads (cfg);
+      spec[8] = conv_c;
+      spec[9] = conv_h;
+    }
 
   if (splits == 1)
     {
       pc = (typeof (pc)) { M, N, K, lda, ldb, ldc, ldd, a_off, b_off, c_off, d_off,
                            K, 0, flags, 1.0f };
-      rec_dispatch (r, SH_GEMM, spec, n_spec, A, B, C, D, &pc, sizeof pc,
+      rec_dispatch (r, shader, spec, n_spec, A, B, C, D, &pc, sizeof pc,
                     (N + cfg->bn - 1) / cfg->bn, (M + cfg->bm - 1) / cfg->bm, 1);
       return;
     }
   pc = (typeof (pc)) { M, N, K, lda, ldb, N, ldd, a_off, b_off, 0, d_off,
                        k_chunk, M * N, 0, 1.0f };
-  rec_dispatch (r, SH_GEMM, spec, n_spec, A, B, &r->t->bufs[B_PART], D, &pc, sizeof pc,
+  rec_dispatch (r, shader, spec, n_spec, A, B, &r->t->bufs[B_PART], D, &pc, sizeof pc,
                 (N + cfg->bn - 1) / cfg->bn, (M + cfg->bm - 1) / cfg->bm, splits);
   {
     SumEpi epi = {
@@ -1439,6 +1467,16 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   self->cnn_pooled = cnn_pooled_from_env ();
   self->cnn_direct = cnn_direct_from_env ();
   self->upload = upload_from_env ();
+  /* large GEMMs on gemm2.comp unless RLX_VK_GEMM2=0: on the H200 at
+   * mnist-mlp-xl 8192 (BENCHMARKS.md) its forward GEMMs took 379 / 488 µs
+   * against 404 / 513 on gemm.comp's big tile, the data gradient 474
+   * against 513: 2.56-2.57M samples/s against 2.50-2.51M */
+  self->gemm2 = g_strcmp0 (g_getenv ("RLX_VK_GEMM2"), "0") != 0;
+  /* set below from the device; RLX_VK_TEST_MAX_GROUPS_X lowers it so that
+   * the tests reach the reduce's z blocks at small sizes */
+  self->max_groups_x = G_MAXUINT;
+  if (g_getenv ("RLX_VK_TEST_MAX_GROUPS_X") != NULL)
+    self->max_groups_x = MAX (1, g_ascii_strtoull (g_getenv ("RLX_VK_TEST_MAX_GROUPS_X"), NULL, 10));
   self->fill_threads = FILL_THREADS;
   if (g_getenv ("RLX_VK_FILL_THREADS") != NULL)
     self->fill_threads = CLAMP (g_ascii_strtoull (g_getenv ("RLX_VK_FILL_THREADS"), NULL, 10),
@@ -1478,6 +1516,7 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   self->phys = phys[index];
   self->info = g_new0 (RlxVkDeviceInfo, 1);
   rlx_vk_fill_info (self->phys, index, self->info);
+  self->max_groups_x = MIN (self->max_groups_x, self->info->max_workgroup_count[0]);
   why = rlx_vk_device_check (self->info, model, max_batch);
   if (why != NULL)
     {

@@ -3,7 +3,8 @@
  *   epilogue (scale · Σ_{r in chunk z} in[in_off + r*ld + col])
  * where the epilogue optionally adds bias[bias_off + col % bias_n] and
  * applies ReLU (the last step of a split-K GEMM with a bias).
- * A workgroup covers 64 columns of one row chunk with 4 lanes per column;
+ * A workgroup covers 64 columns (block x + z·(x groups)) of row chunk y,
+ * with 4 lanes per column;
  * the lanes are added in a fixed order, so the result is reproducible.
  * Used for bias gradients, the mean loss, and to add split-K partials. */
 layout(local_size_x = 256) in;
@@ -26,7 +27,8 @@ void main ()
   const uint lid = gl_LocalInvocationID.x;
   const uint cl = lid % 64u;
   const uint lane = lid / 64u;
-  const uint col = gl_WorkGroupID.x * 64u + cl;
+  /* column blocks beyond the x limit of a grid continue along z */
+  const uint col = (gl_WorkGroupID.z * gl_NumWorkGroups.x + gl_WorkGroupID.x) * 64u + cl;
   const uint r0 = gl_WorkGroupID.y * p.rows_per_chunk;
   const uint r1 = min (p.R, r0 + p.rows_per_chunk);
   float s = 0.0;

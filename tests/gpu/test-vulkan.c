@@ -220,10 +220,30 @@ test_upload_modes (void)
   g_unsetenv ("RLX_VK_UPLOAD");
 }
 
+/* a split-K GEMM's partial sums of more columns than a grid has workgroups
+ * in x (at mnist-mlp-xl 4096 on real devices: 4096×1024 outputs, 65536
+ * blocks of 64) are added by column blocks along z; lowering the x limit to
+ * 100 reaches that path at batch 64 */
+static void
+test_reduce_z_blocks (void)
+{
+  g_setenv ("RLX_VK_TEST_MAX_GROUPS_X", "100", TRUE);
+  check_model (RLX_MODEL_MNIST_MLP);
+  check_model (RLX_MODEL_MNIST_MLP_XL);
+  g_unsetenv ("RLX_VK_TEST_MAX_GROUPS_X");
+}
+
 static void
 test_mlp_xl (void)
 {
+  const guint batches[] = { 1, 7, 64, 300 };
+
+  /* 300: the forward GEMMs reach the large tile too (at 64 only the
+   * weight gradients do); then the same on gemm.comp's big tile */
+  check_model_at (RLX_MODEL_MNIST_MLP_XL, batches, G_N_ELEMENTS (batches));
+  g_setenv ("RLX_VK_GEMM2", "0", TRUE);
   check_model (RLX_MODEL_MNIST_MLP_XL);
+  g_unsetenv ("RLX_VK_GEMM2");
 }
 
 /* Same step, same bits: no atomics, fixed reduction orders, and a replayed
@@ -449,6 +469,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gpu/vulkan/grads-mnist-cnn", test_cnn);
   g_test_add_func ("/gpu/vulkan/grads-mnist-cnn-direct-knobs", test_cnn_direct_knobs);
   g_test_add_func ("/gpu/vulkan/grads-upload-modes", test_upload_modes);
+  g_test_add_func ("/gpu/vulkan/grads-reduce-z-blocks", test_reduce_z_blocks);
   g_test_add_func ("/gpu/vulkan/grads-mnist-cnn-gemm", test_cnn_gemm);
   g_test_add_func ("/gpu/vulkan/grads-mnist-cnn-implicit-data", test_cnn_implicit_data);
   g_test_add_func ("/gpu/vulkan/grads-mnist-cnn-columns", test_cnn_columns);

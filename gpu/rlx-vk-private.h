@@ -45,7 +45,8 @@ G_BEGIN_DECLS
   X (DestroyShaderModule) X (DeviceWaitIdle) X (EndCommandBuffer) \
   X (FreeCommandBuffers) X (FreeMemory) X (GetBufferMemoryRequirements) \
   X (GetDeviceQueue) X (GetFenceStatus) X (GetQueryPoolResults) X (MapMemory) \
-  X (QueueSubmit) X (ResetFences) X (UpdateDescriptorSets) X (WaitForFences)
+  X (QueueSubmit) X (QueueWaitIdle) X (ResetFences) X (UpdateDescriptorSets) \
+  X (WaitForFences)
 
 #define RLX_VK_FN_MEMBER(name) PFN_vk##name name;
 

@@ -37,6 +37,7 @@ static const char *const buf_names[N_BUFS] = {
 };
 
 #define N_BINDINGS    5u       /* storage buffers per dispatch */
+#define SPLIT_MIN_BYTES (4u << 20)   /* parameters large enough to split a step's submission */
 #define PART_FLOATS   (8u * 1024u * 1024u)
 #define RPART_FLOATS  (2u * 1024u * 1024u)
 #define FILL_TARGET   256u     /* workgroups a GEMM should spread over */
@@ -181,7 +182,9 @@ cfg_shared (const GemmCfg *c)
 
 typedef struct {
   guint           n;
-  VkCommandBuffer cb;
+  VkCommandBuffer cb[2];       /* submitted in order; cb[1] only when split */
+  guint           n_cb;
+  gsize           head_bytes;  /* split: parameter bytes cb[0] reads */
   VkDescriptorPool pool;
   /* RLX_VK_PROFILE: a timestamp after every dispatch */
   GPtrArray      *labels;
@@ -237,6 +240,7 @@ struct _RlxVkTrainer {
   guint             upload;       /* UPLOAD_*: RLX_VK_UPLOAD */
   guint64           fill_threads; /* FILL_THREADS, or RLX_VK_FILL_THREADS */
   gboolean          gemm2;        /* large GEMMs on gemm2.comp (RLX_VK_GEMM2=0: not) */
+  gboolean          split_submit; /* RLX_VK_SPLIT_SUBMIT=0: one submission a step */
   guint             max_groups_x; /* the device's x limit, or RLX_VK_TEST_MAX_GROUPS_X */
   guint32           cnn2_cic;     /* RLX_VK_CNN2_CIC: cnn2.comp CIC (4 or 8) */
   guint32           cnn1w_scatter; /* RLX_VK_CNN1W_FILL: cnn1w.comp SCATTER */
@@ -844,6 +848,48 @@ rec_softmax (Rec *r, guint n)
               (guint) t->model->n_params, 1.0f / n, 0);
 }
 
+/* Ends the step's first command buffer and continues in a second, which
+ * the host submits after it has written the rest of the parameters (see
+ * rlx_vk_trainer_grads): what was recorded so far reads only the first
+ * @head_bytes of them. A dispatch in the second that depends on the first
+ * gets its barrier as usual (barriers order against earlier submissions on
+ * the queue). */
+static void
+rec_split (Rec *r, gsize head_bytes)
+{
+  RlxVkTrainer *t = r->t;
+  VkCommandBufferAllocateInfo cai = {
+    .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+    .commandPool = t->cmdpool,
+    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+    .commandBufferCount = 1,
+  };
+  VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO };
+  VkResult res;
+
+  if (r->failed)
+    return;
+  res = t->vk.EndCommandBuffer (r->cb);
+  if (res == VK_SUCCESS)
+    res = t->vk.AllocateCommandBuffers (t->dev, &cai, &r->step->cb[1]);
+  if (res != VK_SUCCESS)
+    {
+      rlx_vk_set_error (r->error, res, "recording the step");
+      r->failed = TRUE;
+      return;
+    }
+  r->step->n_cb = 2;
+  r->step->head_bytes = head_bytes;
+  res = t->vk.BeginCommandBuffer (r->step->cb[1], &bi);
+  if (res != VK_SUCCESS)
+    {
+      rlx_vk_set_error (r->error, res, "recording the step");
+      r->failed = TRUE;
+      return;
+    }
+  r->cb = r->step->cb[1];
+}
+
 static void
 record_dense (Rec *r, guint n)
 {
@@ -870,6 +916,11 @@ record_dense (Rec *r, guint n)
                 act[l - 1], w[l - 1], 0, &t->params, w[l - 1], (guint) wt->offset,
                 act[l], w[l], 0, &t->params, (guint) bt->offset, 0,
                 EPI_BIAS_COL | (l < L ? EPI_RELU : 0));
+      /* with the parameters written by the host, large models submit the
+       * first layer's forward before the host writes the other layers */
+      if (l == 1 && L > 1 && t->split_submit && t->upload == UPLOAD_BAR &&
+          m->n_params * sizeof (float) >= SPLIT_MIN_BYTES)
+        rec_split (r, (bt->offset + bt->numel) * sizeof (float));
     }
   rec_softmax (r, n);
   for (guint l = L; l >= 1; l--)
@@ -1138,9 +1189,9 @@ record_step (RlxVkTrainer *self, guint n, GError **error)
       step_free (step);
       return NULL;
     }
-  res = self->vk.AllocateCommandBuffers (self->dev, &cai, &step->cb);
+  res = self->vk.AllocateCommandBuffers (self->dev, &cai, &step->cb[0]);
   if (res == VK_SUCCESS)
-    res = self->vk.BeginCommandBuffer (step->cb, &bi);
+    res = self->vk.BeginCommandBuffer (step->cb[0], &bi);
   if (res != VK_SUCCESS)
     {
       self->vk.DestroyDescriptorPool (self->dev, step->pool, NULL);
@@ -1148,26 +1199,27 @@ record_step (RlxVkTrainer *self, guint n, GError **error)
       step_free (step);
       return NULL;
     }
-  rec.cb = step->cb;
+  step->n_cb = 1;
+  rec.cb = step->cb[0];
   rec.pool = step->pool;
 
   if (self->queries != VK_NULL_HANDLE)
     {
-      self->vk.CmdResetQueryPool (step->cb, self->queries, 0, 4);
-      self->vk.CmdWriteTimestamp (step->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, self->queries, 0);
+      self->vk.CmdResetQueryPool (step->cb[0], self->queries, 0, 4);
+      self->vk.CmdWriteTimestamp (step->cb[0], VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, self->queries, 0);
     }
   if (self->upload != UPLOAD_BAR)
-    self->vk.CmdCopyBuffer (step->cb, self->staging_in.buf, self->params.buf, 1, &up_params);
-  self->vk.CmdCopyBuffer (step->cb, self->staging_in.buf, self->indices.buf, 1, &up_idx);
-  self->vk.CmdPipelineBarrier (step->cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+    self->vk.CmdCopyBuffer (step->cb[0], self->staging_in.buf, self->params.buf, 1, &up_params);
+  self->vk.CmdCopyBuffer (step->cb[0], self->staging_in.buf, self->indices.buf, 1, &up_idx);
+  self->vk.CmdPipelineBarrier (step->cb[0], VK_PIPELINE_STAGE_TRANSFER_BIT,
                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &to_compute, 0, NULL, 0, NULL);
   if (self->queries != VK_NULL_HANDLE)
-    self->vk.CmdWriteTimestamp (step->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->queries, 1);
+    self->vk.CmdWriteTimestamp (step->cb[0], VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->queries, 1);
 
   if (self->prof != VK_NULL_HANDLE)
     {
-      self->vk.CmdResetQueryPool (step->cb, self->prof, 0, PROF_MAX);
-      self->vk.CmdWriteTimestamp (step->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->prof, 0);
+      self->vk.CmdResetQueryPool (step->cb[0], self->prof, 0, PROF_MAX);
+      self->vk.CmdWriteTimestamp (step->cb[0], VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->prof, 0);
     }
   if (self->model->id == RLX_MODEL_MNIST_CNN)
     record_cnn (&rec, n);
@@ -1175,16 +1227,16 @@ record_step (RlxVkTrainer *self, guint n, GError **error)
     record_dense (&rec, n);
 
   if (self->queries != VK_NULL_HANDLE)
-    self->vk.CmdWriteTimestamp (step->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->queries, 2);
-  self->vk.CmdPipelineBarrier (step->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+    self->vk.CmdWriteTimestamp (rec.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->queries, 2);
+  self->vk.CmdPipelineBarrier (rec.cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                         VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &to_transfer, 0, NULL, 0, NULL);
-  self->vk.CmdCopyBuffer (step->cb, self->grads.buf, self->staging_out.buf, 1, &down);
-  self->vk.CmdPipelineBarrier (step->cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+  self->vk.CmdCopyBuffer (rec.cb, self->grads.buf, self->staging_out.buf, 1, &down);
+  self->vk.CmdPipelineBarrier (rec.cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
                         VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0, NULL, 0, NULL);
   if (self->queries != VK_NULL_HANDLE)
-    self->vk.CmdWriteTimestamp (step->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->queries, 3);
+    self->vk.CmdWriteTimestamp (rec.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->queries, 3);
 
-  res = self->vk.EndCommandBuffer (step->cb);
+  res = self->vk.EndCommandBuffer (rec.cb);
   if (!rec.failed && res != VK_SUCCESS)
     {
       rlx_vk_set_error (error, res, "recording the step");
@@ -1192,7 +1244,7 @@ record_step (RlxVkTrainer *self, guint n, GError **error)
     }
   if (rec.failed)
     {
-      self->vk.FreeCommandBuffers (self->dev, self->cmdpool, 1, &step->cb);
+      self->vk.FreeCommandBuffers (self->dev, self->cmdpool, step->n_cb, step->cb);
       self->vk.DestroyDescriptorPool (self->dev, step->pool, NULL);
       step_free (step);
       return NULL;
@@ -1472,6 +1524,7 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
    * against 404 / 513 on gemm.comp's big tile, the data gradient 474
    * against 513: 2.56-2.57M samples/s against 2.50-2.51M */
   self->gemm2 = g_strcmp0 (g_getenv ("RLX_VK_GEMM2"), "0") != 0;
+  self->split_submit = g_strcmp0 (g_getenv ("RLX_VK_SPLIT_SUBMIT"), "0") != 0;
   /* set below from the device; RLX_VK_TEST_MAX_GROUPS_X lowers it so that
    * the tests reach the reduce's z blocks at small sizes */
   self->max_groups_x = G_MAXUINT;
@@ -1649,7 +1702,7 @@ rlx_vk_trainer_free (RlxVkTrainer *self)
         {
           Step *s = v;
           print_profile (self, s);
-          self->vk.FreeCommandBuffers (self->dev, self->cmdpool, 1, &s->cb);
+          self->vk.FreeCommandBuffers (self->dev, self->cmdpool, s->n_cb, s->cb);
           self->vk.DestroyDescriptorPool (self->dev, s->pool, NULL);
         }
       for (guint i = 0; i < self->pipes->len; i++)
@@ -1789,7 +1842,7 @@ gboolean
 rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *indices,
                       guint n, float *loss, float *grads, GError **error)
 {
-  gsize pbytes = self->model->n_params * sizeof (float);
+  gsize pbytes = self->model->n_params * sizeof (float), head;
   VkSubmitInfo si = { .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1 };
   gint64 t0 = g_get_monotonic_time ();
   Step *step;
@@ -1816,7 +1869,7 @@ rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *in
           while (g_hash_table_iter_next (&it, NULL, &v))
             {
               Step *s = v;
-              self->vk.FreeCommandBuffers (self->dev, self->cmdpool, 1, &s->cb);
+              self->vk.FreeCommandBuffers (self->dev, self->cmdpool, s->n_cb, s->cb);
               self->vk.DestroyDescriptorPool (self->dev, s->pool, NULL);
               g_hash_table_iter_remove (&it);
             }
@@ -1827,14 +1880,30 @@ rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *in
       g_hash_table_insert (self->steps, GUINT_TO_POINTER (n), step);
     }
 
+  /* split (rec_split): the first layer's parameters, submit its part, then
+   * the rest of the parameters while the GPU computes */
+  head = step->n_cb == 2 ? step->head_bytes : pbytes;
   par_memcpy (self, self->upload == UPLOAD_BAR ? self->params.map : self->staging_in.map,
-              params, pbytes);
+              params, head);
   memcpy ((char *) self->staging_in.map + pbytes, indices, n * sizeof (guint32));
 
-  si.pCommandBuffers = &step->cb;
+  si.pCommandBuffers = &step->cb[0];
   r = self->vk.ResetFences (self->dev, 1, &self->fence);
   if (r == VK_SUCCESS && simulate_lost (self))
     r = VK_ERROR_DEVICE_LOST;
+  else if (r == VK_SUCCESS && step->n_cb == 2)
+    {
+      r = self->vk.QueueSubmit (self->queue, 1, &si, VK_NULL_HANDLE);
+      if (r == VK_SUCCESS)
+        {
+          par_memcpy (self, (char *) self->params.map + head, (const char *) params + head,
+                      pbytes - head);
+          si.pCommandBuffers = &step->cb[1];
+          r = self->vk.QueueSubmit (self->queue, 1, &si, self->fence);
+          if (r != VK_SUCCESS)
+            self->vk.QueueWaitIdle (self->queue);   /* the first part may be running */
+        }
+    }
   else if (r == VK_SUCCESS)
     r = self->vk.QueueSubmit (self->queue, 1, &si, self->fence);
   if (r == VK_SUCCESS)

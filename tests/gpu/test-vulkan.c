@@ -239,11 +239,14 @@ test_mlp_xl (void)
   const guint batches[] = { 1, 7, 64, 300 };
 
   /* 300: the forward GEMMs reach the large tile too (at 64 only the
-   * weight gradients do); then the same on gemm.comp's big tile */
+   * weight gradients do); its 7.5 MB of parameters split the step's
+   * submission. Then on gemm.comp's big tile in one submission. */
   check_model_at (RLX_MODEL_MNIST_MLP_XL, batches, G_N_ELEMENTS (batches));
   g_setenv ("RLX_VK_GEMM2", "0", TRUE);
+  g_setenv ("RLX_VK_SPLIT_SUBMIT", "0", TRUE);
   check_model (RLX_MODEL_MNIST_MLP_XL);
   g_unsetenv ("RLX_VK_GEMM2");
+  g_unsetenv ("RLX_VK_SPLIT_SUBMIT");
 }
 
 /* Same step, same bits: no atomics, fixed reduction orders, and a replayed

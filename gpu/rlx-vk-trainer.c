@@ -61,7 +61,7 @@ dense_widths (const RlxModel *model, guint w[5])
   return L;
 }
 
-static gboolean cnn_direct_from_env (void);
+static gboolean cnn_direct_from_env (gboolean warn);
 
 /* Floats per buffer at batch @n; mnist-cnn on the direct path (@direct)
  * keeps only the pooled activations and a [n][160] partial of conv1's
@@ -110,7 +110,7 @@ rlx_vk_plan_memory (const RlxModel *model, guint max_batch, RlxVkMemoryPlan *pla
   guint64 sizes[N_BUFS];
   guint64 images = (guint64) RLX_VK_TRAIN_IMAGES * RLX_INPUT_LEN;
 
-  buffer_floats (model, max_batch, cnn_direct_from_env (), sizes);
+  buffer_floats (model, max_batch, cnn_direct_from_env (FALSE), sizes);
   plan->largest = images;
   plan->largest_name = "training images";
   plan->total = images + RLX_VK_TRAIN_IMAGES + 2 * 4 * (model->n_params + 1) + 4ull * max_batch;
@@ -1353,21 +1353,34 @@ tile_from_env (const char *name, GemmCfg *cfg)
  * wc 2.29M, cached 2.27M; mnist-mlp 1024: 5.37M, 4.97M, 4.87M */
 #define UPLOAD_DEFAULT UPLOAD_BAR
 
+/* The index in @names of environment variable @var's value; unset or
+ * empty: @dflt; anything else: @dflt, with a warning that lists the names
+ * if @warn. */
+static guint
+env_choice (const char *var, const char *const *names, guint n, guint dflt, gboolean warn)
+{
+  const char *v = g_getenv (var);
+  g_autofree char *list = NULL;
+
+  if (v == NULL || *v == '\0')
+    return dflt;
+  for (guint i = 0; i < n; i++)
+    if (g_str_equal (v, names[i]))
+      return i;
+  if (!warn)
+    return dflt;
+  list = g_strjoinv (", ", (char **) names);
+  g_warning ("%s=%s: use one of %s; using %s", var, v, list, names[dflt]);
+  return dflt;
+}
+
 static guint
 upload_from_env (void)
 {
-  const char *v = g_getenv ("RLX_VK_UPLOAD");
+  /* in the order of UPLOAD_* */
+  static const char *const names[] = { "wc", "cached", "bar", NULL };
 
-  if (v == NULL || *v == '\0')
-    return UPLOAD_DEFAULT;
-  if (g_str_equal (v, "wc"))
-    return UPLOAD_WC;
-  if (g_str_equal (v, "cached"))
-    return UPLOAD_CACHED;
-  if (g_str_equal (v, "bar"))
-    return UPLOAD_BAR;
-  g_warning ("RLX_VK_UPLOAD=%s: use wc, cached or bar; using the default", v);
-  return UPLOAD_DEFAULT;
+  return env_choice ("RLX_VK_UPLOAD", names, 3, UPLOAD_DEFAULT, TRUE);
 }
 
 /* RLX_VK_CNN: "direct" (the default) runs mnist-cnn on the fused direct
@@ -1375,16 +1388,11 @@ upload_from_env (void)
  * path of GEMMs, im2col and col2im, which the RLX_VK_CNN_IMPLICIT,
  * RLX_VK_CNN_COL2IM and RLX_VK_CNN_*_TILE switches tune. */
 static gboolean
-cnn_direct_from_env (void)
+cnn_direct_from_env (gboolean warn)
 {
-  const char *v = g_getenv ("RLX_VK_CNN");
+  static const char *const names[] = { "gemm", "direct", NULL };
 
-  if (v == NULL || *v == '\0' || g_str_equal (v, "direct"))
-    return TRUE;
-  if (g_str_equal (v, "gemm"))
-    return FALSE;
-  g_warning ("RLX_VK_CNN=%s: use direct or gemm; using direct", v);
-  return TRUE;
+  return env_choice ("RLX_VK_CNN", names, 2, 1, warn) == 1;
 }
 
 /* RLX_VK_CNN_COL2IM: "pooled" gathers pool1's gradient from the column
@@ -1395,16 +1403,9 @@ cnn_direct_from_env (void)
 static gboolean
 cnn_pooled_from_env (void)
 {
-  const char *v = g_getenv ("RLX_VK_CNN_COL2IM");
+  static const char *const names[] = { "pixel", "pooled", NULL };
 
-  if (v == NULL || *v == '\0')
-    return CNN_POOLED_DEFAULT;
-  if (g_strcmp0 (v, "pooled") == 0)
-    return TRUE;
-  if (g_strcmp0 (v, "pixel") == 0)
-    return FALSE;
-  g_warning ("RLX_VK_CNN_COL2IM=%s: use pooled or pixel; using the default", v);
-  return CNN_POOLED_DEFAULT;
+  return env_choice ("RLX_VK_CNN_COL2IM", names, 2, CNN_POOLED_DEFAULT, TRUE) == 1;
 }
 
 static guint
@@ -1517,7 +1518,7 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   tile_from_env ("RLX_VK_CNN_WGRAD_TILE", &self->wgrad2);
   self->cnn_implicit = cnn_implicit_from_env ();
   self->cnn_pooled = cnn_pooled_from_env ();
-  self->cnn_direct = cnn_direct_from_env ();
+  self->cnn_direct = cnn_direct_from_env (TRUE);
   self->upload = upload_from_env ();
   /* large GEMMs on gemm2.comp unless RLX_VK_GEMM2=0: on the H200 at
    * mnist-mlp-xl 8192 (BENCHMARKS.md) its forward GEMMs took 379 / 488 µs

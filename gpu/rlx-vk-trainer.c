@@ -1374,6 +1374,26 @@ env_choice (const char *var, const char *const *names, guint n, guint dflt, gboo
   return dflt;
 }
 
+/* Environment variable @var as a whole number in [@lo, @hi]; unset or
+ * empty: @dflt; anything else (not a number, out of range): @dflt with a
+ * warning that says what was expected. */
+static guint64
+env_uint (const char *var, guint64 lo, guint64 hi, guint64 dflt)
+{
+  const char *v = g_getenv (var);
+  guint64 x;
+
+  if (v == NULL || *v == '\0')
+    return dflt;
+  if (!g_ascii_string_to_unsigned (v, 10, lo, hi, &x, NULL))
+    {
+      g_warning ("%s=%s: use a whole number in %" G_GUINT64_FORMAT "..%" G_GUINT64_FORMAT
+                 "; using %" G_GUINT64_FORMAT, var, v, lo, hi, dflt);
+      return dflt;
+    }
+  return x;
+}
+
 static guint
 upload_from_env (void)
 {
@@ -1497,8 +1517,7 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   self->max_batch = max_batch;
   self->pipes = g_array_new (FALSE, TRUE, sizeof (PipeEntry));
   self->big = CFG_BIG;
-  if (g_getenv ("RLX_VK_SIMULATE_DEVICE_LOST") != NULL)
-    self->lose_at = g_ascii_strtoull (g_getenv ("RLX_VK_SIMULATE_DEVICE_LOST"), NULL, 10);
+  self->lose_at = env_uint ("RLX_VK_SIMULATE_DEVICE_LOST", 1, G_MAXUINT64, 0);
   g_mutex_init (&self->copy_lock);
   g_cond_init (&self->copy_cond);
   if (model->n_params * sizeof (float) >= (4u << 20) && g_get_num_processors () > 2)
@@ -1524,30 +1543,27 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
    * mnist-mlp-xl 8192 (BENCHMARKS.md) its forward GEMMs took 379 / 488 µs
    * against 404 / 513 on gemm.comp's big tile, the data gradient 474
    * against 513: 2.56-2.57M samples/s against 2.50-2.51M */
-  self->gemm2 = g_strcmp0 (g_getenv ("RLX_VK_GEMM2"), "0") != 0;
-  self->split_submit = g_strcmp0 (g_getenv ("RLX_VK_SPLIT_SUBMIT"), "0") != 0;
-  /* set below from the device; RLX_VK_TEST_MAX_GROUPS_X lowers it so that
-   * the tests reach the reduce's z blocks at small sizes */
-  self->max_groups_x = G_MAXUINT;
-  if (g_getenv ("RLX_VK_TEST_MAX_GROUPS_X") != NULL)
-    self->max_groups_x = MAX (1, g_ascii_strtoull (g_getenv ("RLX_VK_TEST_MAX_GROUPS_X"), NULL, 10));
-  self->fill_threads = FILL_THREADS;
-  if (g_getenv ("RLX_VK_FILL_THREADS") != NULL)
-    self->fill_threads = CLAMP (g_ascii_strtoull (g_getenv ("RLX_VK_FILL_THREADS"), NULL, 10),
-                                1024, 16u << 20);
-  /* the direct CNN's knobs, chosen on the H200 at batch 1024 (medians of
-   * three interleaved 1 s runs, BENCHMARKS.md): cnn2w on 128 workgroups
-   * (2.35M samples/s; 256: 2.32M, 512: 2.23M: fewer leave SMs to cnn1w,
-   * which runs beside it), cnn2 staging 4 input channels' weights at a time
-   * (8: 2.15M against 2.23M), cnn1w filling dZ2 by zeros + scatter (gather:
-   * 2.01M against 2.16M). RLX_VK_CNN_W2_GROUPS=N, RLX_VK_CNN2_CIC=8 and
-   * RLX_VK_CNN1W_FILL=gather override them. */
-  self->cnn_w2_groups = 128;
-  self->cnn2_cic = g_strcmp0 (g_getenv ("RLX_VK_CNN2_CIC"), "8") == 0 ? 8 : 4;
-  self->cnn1w_scatter = g_strcmp0 (g_getenv ("RLX_VK_CNN1W_FILL"), "gather") != 0;
-  if (g_getenv ("RLX_VK_CNN_W2_GROUPS") != NULL)
-    self->cnn_w2_groups = CLAMP (g_ascii_strtoull (g_getenv ("RLX_VK_CNN_W2_GROUPS"), NULL, 10),
-                                 1, PART_FLOATS / 4640);
+  {
+    static const char *const off_on[] = { "0", "1", NULL };
+    static const char *const cic[] = { "4", "8", NULL };
+    static const char *const fill[] = { "gather", "scatter", NULL };
+
+    self->gemm2 = env_choice ("RLX_VK_GEMM2", off_on, 2, 1, TRUE) == 1;
+    self->split_submit = env_choice ("RLX_VK_SPLIT_SUBMIT", off_on, 2, 1, TRUE) == 1;
+    /* set below from the device; RLX_VK_TEST_MAX_GROUPS_X lowers it so
+     * that the tests reach the reduce's z blocks at small sizes */
+    self->max_groups_x = (guint) env_uint ("RLX_VK_TEST_MAX_GROUPS_X", 1, G_MAXUINT, G_MAXUINT);
+    self->fill_threads = env_uint ("RLX_VK_FILL_THREADS", 1024, 16u << 20, FILL_THREADS);
+    /* the direct CNN's knobs, chosen on the H200 at batch 1024 (medians of
+     * three interleaved 1 s runs, BENCHMARKS.md): cnn2w on 128 workgroups
+     * (2.35M samples/s; 256: 2.32M, 512: 2.23M: fewer leave SMs to cnn1w,
+     * which runs beside it), cnn2 staging 4 input channels' weights at a
+     * time (8: 2.15M against 2.23M), cnn1w filling dZ2 by zeros + scatter
+     * (gather: 2.01M against 2.16M). */
+    self->cnn_w2_groups = (guint) env_uint ("RLX_VK_CNN_W2_GROUPS", 1, PART_FLOATS / 4640, 128);
+    self->cnn2_cic = env_choice ("RLX_VK_CNN2_CIC", cic, 2, 0, TRUE) == 1 ? 8 : 4;
+    self->cnn1w_scatter = env_choice ("RLX_VK_CNN1W_FILL", fill, 2, 1, TRUE) == 1;
+  }
   self->steps = g_hash_table_new_full (NULL, NULL, NULL, step_free);
 
   inst = rlx_vk_instance_acquire (error);

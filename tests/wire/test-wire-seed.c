@@ -434,6 +434,33 @@ test_seed_bridge (void)
   g_rmdir (dir);
 }
 
+/* The seed's codec is read from $RLX_SHARED_DIR (the project's shared/
+ * beside this clone) when it is there, else from the verbatim copy in
+ * tests/wire/seed/ — so a bare clone tests itself. With both present the
+ * copy must not have drifted from the original. */
+static char *seed_upstream, *seed_copy;
+
+static void
+test_seed_copy (void)
+{
+  g_autofree char *a = NULL, *b = NULL;
+  gsize na, nb;
+  g_autoptr(GError) error = NULL;
+
+  if (!g_file_test (seed_upstream, G_FILE_TEST_EXISTS))
+    {
+      g_test_skip ("no shared/ beside this clone: the copy in tests/wire/seed is the oracle");
+      return;
+    }
+  g_assert_true (g_file_get_contents (seed_upstream, &a, &na, &error));
+  g_assert_no_error (error);
+  g_assert_true (g_file_get_contents (seed_copy, &b, &nb, &error));
+  g_assert_no_error (error);
+  if (na != nb || memcmp (a, b, na) != 0)
+    g_error ("%s differs from %s: copy the seed again (cp %s %s)", seed_copy, seed_upstream,
+             seed_upstream, seed_copy);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -456,6 +483,15 @@ main (int argc, char **argv)
       return 1;
     }
   harness = g_build_filename (root, "tests", "wire", "seed-codec.mjs", NULL);
+  seed_upstream = g_build_filename (shared, "seeds", "cluster-bus.js", NULL);
+  seed_copy = g_build_filename (root, "tests", "wire", "seed", "seeds", "cluster-bus.js", NULL);
+  if (!g_file_test (seed_upstream, G_FILE_TEST_EXISTS))
+    {
+      g_autofree char *dir = g_build_filename (root, "tests", "wire", "seed", NULL);
+      g_test_message ("%s is not there: using the copy in %s", seed_upstream, dir);
+      g_setenv ("RLX_SHARED_DIR", dir, TRUE);
+    }
+  g_test_add_func ("/wire/seed/copy-matches-shared", test_seed_copy);
   g_test_add_func ("/wire/seed/bridge", test_seed_bridge);
   g_test_add_func ("/wire/seed/interop", test_seed_vector);
   g_test_add_func ("/wire/seed/interop-avx2", test_seed_avx2);

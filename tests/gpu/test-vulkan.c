@@ -110,6 +110,27 @@ check_model (RlxModelId id)
   check_model_at (id, batches, G_N_ELEMENTS (batches));
 }
 
+/* check_model with the "NAME=VALUE" settings of @env (NULL-terminated) in
+ * the environment, which the trainer reads when it is made; they are
+ * removed again afterwards. */
+static void
+check_model_env (RlxModelId id, const char *const *env)
+{
+  for (guint i = 0; env[i] != NULL; i++)
+    {
+      g_auto(GStrv) kv = g_strsplit (env[i], "=", 2);
+      g_setenv (kv[0], kv[1], TRUE);
+    }
+  check_model (id);
+  for (guint i = 0; env[i] != NULL; i++)
+    {
+      g_auto(GStrv) kv = g_strsplit (env[i], "=", 2);
+      g_unsetenv (kv[0]);
+    }
+}
+
+#define ENV(...) ((const char *const[]) { __VA_ARGS__, NULL })
+
 static void
 test_mlp (void)
 {
@@ -124,7 +145,6 @@ test_cnn (void)
 {
   const guint batches[] = { 1, 7, 64, 601 };
 
-  g_unsetenv ("RLX_VK_CNN");
   check_model_at (RLX_MODEL_MNIST_CNN, batches, G_N_ELEMENTS (batches));
 }
 
@@ -133,14 +153,8 @@ test_cnn (void)
 static void
 test_cnn_direct_knobs (void)
 {
-  g_unsetenv ("RLX_VK_CNN");
-  g_setenv ("RLX_VK_CNN2_CIC", "8", TRUE);
-  g_setenv ("RLX_VK_CNN1W_FILL", "gather", TRUE);
-  g_setenv ("RLX_VK_CNN_W2_GROUPS", "7", TRUE);
-  check_model (RLX_MODEL_MNIST_CNN);
-  g_unsetenv ("RLX_VK_CNN2_CIC");
-  g_unsetenv ("RLX_VK_CNN1W_FILL");
-  g_unsetenv ("RLX_VK_CNN_W2_GROUPS");
+  check_model_env (RLX_MODEL_MNIST_CNN, ENV ("RLX_VK_CNN2_CIC=8", "RLX_VK_CNN1W_FILL=gather",
+                                             "RLX_VK_CNN_W2_GROUPS=7"));
 }
 
 /* RLX_VK_CNN=gemm: conv2's forward and weight gradient as implicit GEMMs
@@ -149,31 +163,22 @@ test_cnn_direct_knobs (void)
 static void
 test_cnn_gemm (void)
 {
-  g_setenv ("RLX_VK_CNN", "gemm", TRUE);
-  g_unsetenv ("RLX_VK_CNN_IMPLICIT");
-  check_model (RLX_MODEL_MNIST_CNN);
-  g_unsetenv ("RLX_VK_CNN");
+  check_model_env (RLX_MODEL_MNIST_CNN, ENV ("RLX_VK_CNN=gemm"));
 }
 
+/* RLX_VK_CNN_IMPLICIT=all: the data gradient too, straight from conv2's
+ * output gradient and weights */
 static void
 test_cnn_implicit_data (void)
 {
-  g_setenv ("RLX_VK_CNN", "gemm", TRUE);
-  g_setenv ("RLX_VK_CNN_IMPLICIT", "all", TRUE);
-  check_model (RLX_MODEL_MNIST_CNN);
-  g_unsetenv ("RLX_VK_CNN_IMPLICIT");
-  g_unsetenv ("RLX_VK_CNN");
+  check_model_env (RLX_MODEL_MNIST_CNN, ENV ("RLX_VK_CNN=gemm", "RLX_VK_CNN_IMPLICIT=all"));
 }
 
 /* and through the materialised column matrix and column gradient */
 static void
 test_cnn_columns (void)
 {
-  g_setenv ("RLX_VK_CNN", "gemm", TRUE);
-  g_setenv ("RLX_VK_CNN_IMPLICIT", "none", TRUE);
-  check_model (RLX_MODEL_MNIST_CNN);
-  g_unsetenv ("RLX_VK_CNN_IMPLICIT");
-  g_unsetenv ("RLX_VK_CNN");
+  check_model_env (RLX_MODEL_MNIST_CNN, ENV ("RLX_VK_CNN=gemm", "RLX_VK_CNN_IMPLICIT=none"));
 }
 
 /* RLX_VK_CNN=gemm gathers pool1's gradient from the column gradient once
@@ -183,27 +188,18 @@ test_cnn_columns (void)
 static void
 test_cnn_pooled (void)
 {
-  g_setenv ("RLX_VK_CNN", "gemm", TRUE);
-  g_setenv ("RLX_VK_CNN_COL2IM", "pooled", TRUE);
-  g_setenv ("RLX_VK_CNN_DCOL_TILE", "256,48,12,16,4", TRUE);
-  g_setenv ("RLX_VK_CNN_WGRAD_TILE", "32,144,18,4,4", TRUE);
-  g_setenv ("RLX_VK_CNN_FWD_TILE", "256,32,16,16,4", TRUE);
-  check_model (RLX_MODEL_MNIST_CNN);
-  g_setenv ("RLX_VK_CNN_DCOL_TILE", "128,48,12,8,4", TRUE);
-  g_setenv ("RLX_VK_CNN_WGRAD_TILE", "32,48,12,4,4", TRUE);
-  g_setenv ("RLX_VK_CNN_FWD_TILE", "128,32,8,8,4", TRUE);
-  check_model (RLX_MODEL_MNIST_CNN);
+  check_model_env (RLX_MODEL_MNIST_CNN,
+                   ENV ("RLX_VK_CNN=gemm", "RLX_VK_CNN_COL2IM=pooled",
+                        "RLX_VK_CNN_DCOL_TILE=256,48,12,16,4", "RLX_VK_CNN_WGRAD_TILE=32,144,18,4,4",
+                        "RLX_VK_CNN_FWD_TILE=256,32,16,16,4"));
+  check_model_env (RLX_MODEL_MNIST_CNN,
+                   ENV ("RLX_VK_CNN=gemm", "RLX_VK_CNN_COL2IM=pooled",
+                        "RLX_VK_CNN_DCOL_TILE=128,48,12,8,4", "RLX_VK_CNN_WGRAD_TILE=32,48,12,4,4",
+                        "RLX_VK_CNN_FWD_TILE=128,32,8,8,4"));
   /* the previous default: per-pixel gather, generic tiles */
-  g_setenv ("RLX_VK_CNN_DCOL_TILE", "auto", TRUE);
-  g_setenv ("RLX_VK_CNN_WGRAD_TILE", "auto", TRUE);
-  g_setenv ("RLX_VK_CNN_FWD_TILE", "auto", TRUE);
-  g_setenv ("RLX_VK_CNN_COL2IM", "pixel", TRUE);
-  check_model (RLX_MODEL_MNIST_CNN);
-  g_unsetenv ("RLX_VK_CNN_DCOL_TILE");
-  g_unsetenv ("RLX_VK_CNN_WGRAD_TILE");
-  g_unsetenv ("RLX_VK_CNN_FWD_TILE");
-  g_unsetenv ("RLX_VK_CNN_COL2IM");
-  g_unsetenv ("RLX_VK_CNN");
+  check_model_env (RLX_MODEL_MNIST_CNN,
+                   ENV ("RLX_VK_CNN=gemm", "RLX_VK_CNN_COL2IM=pixel", "RLX_VK_CNN_DCOL_TILE=auto",
+                        "RLX_VK_CNN_WGRAD_TILE=auto", "RLX_VK_CNN_FWD_TILE=auto"));
 }
 
 /* the default writes the parameters into device-local memory the host
@@ -212,12 +208,9 @@ test_cnn_pooled (void)
 static void
 test_upload_modes (void)
 {
-  g_setenv ("RLX_VK_UPLOAD", "cached", TRUE);
-  check_model (RLX_MODEL_MNIST_MLP);
-  g_setenv ("RLX_VK_UPLOAD", "wc", TRUE);
-  check_model (RLX_MODEL_MNIST_MLP);
-  check_model (RLX_MODEL_MNIST_CNN);
-  g_unsetenv ("RLX_VK_UPLOAD");
+  check_model_env (RLX_MODEL_MNIST_MLP, ENV ("RLX_VK_UPLOAD=cached"));
+  check_model_env (RLX_MODEL_MNIST_MLP, ENV ("RLX_VK_UPLOAD=wc"));
+  check_model_env (RLX_MODEL_MNIST_CNN, ENV ("RLX_VK_UPLOAD=wc"));
 }
 
 /* a split-K GEMM's partial sums of more columns than a grid has workgroups
@@ -227,10 +220,8 @@ test_upload_modes (void)
 static void
 test_reduce_z_blocks (void)
 {
-  g_setenv ("RLX_VK_TEST_MAX_GROUPS_X", "100", TRUE);
-  check_model (RLX_MODEL_MNIST_MLP);
-  check_model (RLX_MODEL_MNIST_MLP_XL);
-  g_unsetenv ("RLX_VK_TEST_MAX_GROUPS_X");
+  check_model_env (RLX_MODEL_MNIST_MLP, ENV ("RLX_VK_TEST_MAX_GROUPS_X=100"));
+  check_model_env (RLX_MODEL_MNIST_MLP_XL, ENV ("RLX_VK_TEST_MAX_GROUPS_X=100"));
 }
 
 static void
@@ -242,11 +233,7 @@ test_mlp_xl (void)
    * weight gradients do); its 7.5 MB of parameters split the step's
    * submission. Then on gemm.comp's big tile in one submission. */
   check_model_at (RLX_MODEL_MNIST_MLP_XL, batches, G_N_ELEMENTS (batches));
-  g_setenv ("RLX_VK_GEMM2", "0", TRUE);
-  g_setenv ("RLX_VK_SPLIT_SUBMIT", "0", TRUE);
-  check_model (RLX_MODEL_MNIST_MLP_XL);
-  g_unsetenv ("RLX_VK_GEMM2");
-  g_unsetenv ("RLX_VK_SPLIT_SUBMIT");
+  check_model_env (RLX_MODEL_MNIST_MLP_XL, ENV ("RLX_VK_GEMM2=0", "RLX_VK_SPLIT_SUBMIT=0"));
 }
 
 /* Same step, same bits: no atomics, fixed reduction orders, and a replayed

@@ -65,43 +65,83 @@ assert_only (GArray *cand, guint want)
   g_assert_cmpuint (g_array_index (cand, guint, 0), ==, want);
 }
 
-static void
-test_no_loader (void)
+/* @text contains @part; a failure shows the whole text */
+#define assert_has(text, part)                                                \
+  G_STMT_START {                                                              \
+    const char *text_ = (text);                                               \
+    if (strstr (text_, (part)) == NULL)                                       \
+      g_error ("%s:%d: expected \"%s\" in: %s", __FILE__, __LINE__, (part), text_); \
+  } G_STMT_END
+
+/* @spec leaves the CPU as the only candidate; returns the reasons the
+ * devices were passed over, joined. */
+static char *
+fallback_reasons (const char *spec, const RlxModel *model, guint batch, GPtrArray *devs,
+                  const char *enum_error)
 {
   g_autoptr(GPtrArray) why = g_ptr_array_new_with_free_func (g_free);
   g_autoptr(GError) error = NULL;
-  g_autoptr(GArray) c = NULL;
-  g_autofree char *text = NULL;
+  g_autoptr(GArray) c = rlx_backend_candidates (spec, model, batch, devs, enum_error, why, &error);
 
-  c = rlx_backend_candidates ("auto", mlp (), 64, NULL, NULL, why, &error);
   g_assert_no_error (error);
   assert_only (c, RLX_BACKEND_CPU_CANDIDATE);
-  text = joined (why);
+  return joined (why);
+}
+
+/* @spec is refused with @code; returns the message. */
+static char *
+refusal (const char *spec, const RlxModel *model, guint batch, GPtrArray *devs, gint code)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GArray) c = rlx_backend_candidates (spec, model, batch, devs, NULL, NULL, &error);
+
+  g_assert_null (c);
+  g_assert_error (error, RLX_BACKEND_ERROR, code);
+  return g_strdup (error->message);
+}
+
+/* @spec takes exactly candidate @want. */
+static void
+assert_picks (const char *spec, GPtrArray *devs, guint want)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GArray) c = rlx_backend_candidates (spec, mlp (), 64, devs, NULL, NULL, &error);
+
+  g_assert_no_error (error);
+  assert_only (c, want);
+}
+
+/* The first candidate auto tries for @model at @batch. */
+static guint
+first_candidate (const RlxModel *model, guint batch, GPtrArray *devs)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GArray) c = rlx_backend_candidates ("auto", model, batch, devs, NULL, NULL, &error);
+
+  g_assert_no_error (error);
+  g_assert_cmpuint (c->len, >=, 1);
+  return g_array_index (c, guint, 0);
+}
+
+static void
+test_no_loader (void)
+{
+  g_autofree char *text = fallback_reasons ("auto", mlp (), 64, NULL, NULL);
+  g_autofree char *text2 = NULL, *msg = NULL, *msg2 = NULL;
+
   g_assert_cmpstr (text, ==, "vulkan: no Vulkan loader (libvulkan.so.1 not found; install libvulkan1)");
   g_assert_true (g_str_has_prefix (text, "vulkan: "));
-  g_clear_pointer (&c, g_array_unref);
 
   /* the enumeration's own message is passed on */
-  g_ptr_array_set_size (why, 0);
-  c = rlx_backend_candidates ("auto", mlp (), 64, NULL,
-                              "no Vulkan driver is installed (VK_ERROR_INCOMPATIBLE_DRIVER)",
-                              why, &error);
-  assert_only (c, RLX_BACKEND_CPU_CANDIDATE);
-  g_clear_pointer (&text, g_free);
-  text = joined (why);
-  g_assert_nonnull (strstr (text, "no Vulkan driver"));
-  g_clear_pointer (&c, g_array_unref);
+  text2 = fallback_reasons ("auto", mlp (), 64, NULL,
+                            "no Vulkan driver is installed (VK_ERROR_INCOMPATIBLE_DRIVER)");
+  assert_has (text2, "no Vulkan driver");
 
   /* explicit requests are refused with the reason, never downgraded */
-  c = rlx_backend_candidates ("vulkan", mlp (), 64, NULL, NULL, NULL, &error);
-  g_assert_null (c);
-  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE);
-  g_assert_nonnull (strstr (error->message, "libvulkan.so.1"));
-  g_assert_nonnull (strstr (error->message, "--backend cpu"));
-  g_clear_error (&error);
-  c = rlx_backend_candidates ("vulkan:llvmpipe", mlp (), 64, NULL, NULL, NULL, &error);
-  g_assert_null (c);
-  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE);
+  msg = refusal ("vulkan", mlp (), 64, NULL, RLX_BACKEND_ERROR_UNAVAILABLE);
+  assert_has (msg, "libvulkan.so.1");
+  assert_has (msg, "--backend cpu");
+  msg2 = refusal ("vulkan:llvmpipe", mlp (), 64, NULL, RLX_BACKEND_ERROR_UNAVAILABLE);
 }
 
 static void
@@ -111,34 +151,23 @@ test_only_software (void)
   g_autoptr(GPtrArray) why = g_ptr_array_new_with_free_func (g_free);
   g_autoptr(GError) error = NULL;
   g_autoptr(GArray) c = NULL;
-  g_autofree char *text = NULL;
+  g_autofree char *text = NULL, *msg = NULL;
 
   g_ptr_array_add (devs, fake ("llvmpipe (LLVM 15.0.6, 256 bits)", RLX_VK_DEVICE_CPU));
 
-  c = rlx_backend_candidates ("auto", mlp (), 64, devs, NULL, why, &error);
-  g_assert_no_error (error);
-  assert_only (c, RLX_BACKEND_CPU_CANDIDATE);
-  text = joined (why);
-  g_assert_nonnull (strstr (text, "the only device is llvmpipe"));
-  g_assert_nonnull (strstr (text, "software rasterizer"));
-  g_assert_nonnull (strstr (text, "--backend vulkan:llvmpipe"));
-  g_clear_pointer (&c, g_array_unref);
+  text = fallback_reasons ("auto", mlp (), 64, devs, NULL);
+  assert_has (text, "the only device is llvmpipe");
+  assert_has (text, "software rasterizer");
+  assert_has (text, "--backend vulkan:llvmpipe");
 
-  c = rlx_backend_candidates ("vulkan", mlp (), 64, devs, NULL, NULL, &error);
-  g_assert_null (c);
-  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE);
-  g_assert_nonnull (strstr (error->message, "software rasterizer"));
-  g_clear_error (&error);
+  msg = refusal ("vulkan", mlp (), 64, devs, RLX_BACKEND_ERROR_UNAVAILABLE);
+  assert_has (msg, "software rasterizer");
 
   /* asked for by name (any case, any part of the name) it is taken */
-  c = rlx_backend_candidates ("vulkan:LLVMpipe", mlp (), 64, devs, NULL, NULL, &error);
-  g_assert_no_error (error);
-  assert_only (c, 0);
-  g_clear_pointer (&c, g_array_unref);
+  assert_picks ("vulkan:LLVMpipe", devs, 0);
 
   /* a software device beside a hardware one is no reason worth showing */
   g_ptr_array_add (devs, fake ("AMD Radeon RX 7900", RLX_VK_DEVICE_DISCRETE));
-  g_ptr_array_set_size (why, 0);
   c = rlx_backend_candidates ("auto", mlp (), 64, devs, NULL, why, &error);
   g_assert_no_error (error);
   g_assert_cmpuint (c->len, ==, 2);
@@ -151,28 +180,18 @@ static void
 test_lacks_limit (void)
 {
   g_autoptr(GPtrArray) devs = devices_new ();
-  g_autoptr(GPtrArray) why = g_ptr_array_new_with_free_func (g_free);
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GArray) c = NULL;
-  g_autofree char *text = NULL;
+  g_autofree char *text = NULL, *msg = NULL;
   RlxVkDeviceInfo *d;
 
   d = fake ("Tiny GPU", RLX_VK_DEVICE_INTEGRATED);
   d->max_shared_memory = 4 * 1024;
   g_ptr_array_add (devs, d);
-  c = rlx_backend_candidates ("auto", mlp (), 64, devs, NULL, why, &error);
-  g_assert_no_error (error);
-  assert_only (c, RLX_BACKEND_CPU_CANDIDATE);
-  text = joined (why);
-  g_assert_nonnull (strstr (text, "shared memory"));
-  g_assert_nonnull (strstr (text, "Tiny GPU has 4 KiB"));
-  g_clear_pointer (&c, g_array_unref);
+  text = fallback_reasons ("auto", mlp (), 64, devs, NULL);
+  assert_has (text, "shared memory");
+  assert_has (text, "Tiny GPU has 4 KiB");
 
-  c = rlx_backend_candidates ("vulkan", mlp (), 64, devs, NULL, NULL, &error);
-  g_assert_null (c);
-  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE);
-  g_assert_nonnull (strstr (error->message, "shared memory"));
-  g_clear_error (&error);
+  msg = refusal ("vulkan", mlp (), 64, devs, RLX_BACKEND_ERROR_UNAVAILABLE);
+  assert_has (msg, "shared memory");
 
   /* workgroup size */
   d->max_shared_memory = 32 * 1024;
@@ -180,7 +199,7 @@ test_lacks_limit (void)
   {
     g_autofree char *r = rlx_vk_device_check (d, mlp (), 64);
     g_assert_nonnull (r);
-    g_assert_nonnull (strstr (r, "128 threads per workgroup"));
+    assert_has (r, "128 threads per workgroup");
   }
   /* push constants */
   d->max_workgroup_invocations = 1024;
@@ -188,7 +207,7 @@ test_lacks_limit (void)
   {
     g_autofree char *r = rlx_vk_device_check (d, mlp (), 64);
     g_assert_nonnull (r);
-    g_assert_nonnull (strstr (r, "push constants"));
+    assert_has (r, "push constants");
   }
   d->max_push_constants = 128;
   {
@@ -200,7 +219,7 @@ test_lacks_limit (void)
   {
     g_autofree char *r = rlx_vk_device_check (d, mlp (), 64);
     g_assert_nonnull (r);
-    g_assert_nonnull (strstr (r, "Vulkan 1.1"));
+    assert_has (r, "Vulkan 1.1");
   }
 }
 
@@ -209,60 +228,37 @@ static void
 test_model_matters (void)
 {
   g_autoptr(GPtrArray) devs = devices_new ();
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GArray) c = NULL;
-  g_autoptr(GPtrArray) why = g_ptr_array_new_with_free_func (g_free);
-  g_autofree char *text = NULL;
+  g_autofree char *text = NULL, *text2 = NULL, *msg = NULL;
+  const RlxModel *cnn = rlx_model_get (RLX_MODEL_MNIST_CNN);
   RlxVkDeviceInfo *d = fake ("Small-buffer GPU", RLX_VK_DEVICE_DISCRETE);
 
   d->max_storage_buffer_range = 128u << 20;
   g_ptr_array_add (devs, d);
 
-  c = rlx_backend_candidates ("auto", mlp (), 2048, devs, NULL, NULL, &error);
-  g_assert_no_error (error);
-  g_assert_cmpuint (g_array_index (c, guint, 0), ==, 0);
-  g_clear_pointer (&c, g_array_unref);
+  g_assert_cmpuint (first_candidate (mlp (), 2048, devs), ==, 0);
 
   /* on the direct path mnist-cnn fits at batch 2048 (its largest buffer is
    * the training set); pool1's output at batch 16384 is 205 MB */
-  c = rlx_backend_candidates ("auto", rlx_model_get (RLX_MODEL_MNIST_CNN), 2048, devs, NULL,
-                              NULL, &error);
-  g_assert_no_error (error);
-  g_assert_cmpuint (g_array_index (c, guint, 0), ==, 0);
-  g_clear_pointer (&c, g_array_unref);
-  c = rlx_backend_candidates ("auto", rlx_model_get (RLX_MODEL_MNIST_CNN), 16384, devs, NULL,
-                              why, &error);
-  g_assert_no_error (error);
-  assert_only (c, RLX_BACKEND_CPU_CANDIDATE);
-  text = joined (why);
+  g_assert_cmpuint (first_candidate (cnn, 2048, devs), ==, 0);
+  text = fallback_reasons ("auto", cnn, 16384, devs, NULL);
   g_test_message ("%s", text);
-  g_assert_nonnull (strstr (text, "mnist-cnn at batch 16384 needs a"));
-  g_assert_nonnull (strstr (text, "allows 128.0"));
-  g_assert_nonnull (strstr (text, "MiB per buffer"));
-  g_clear_pointer (&c, g_array_unref);
-  g_clear_pointer (&text, g_free);
-  g_ptr_array_set_size (why, 0);
+  assert_has (text, "mnist-cnn at batch 16384 needs a");
+  assert_has (text, "allows 128.0");
+  assert_has (text, "MiB per buffer");
 
   /* the GEMM path (RLX_VK_CNN=gemm): its im2col buffer at 2048 is 231 MB */
   g_setenv ("RLX_VK_CNN", "gemm", TRUE);
-  c = rlx_backend_candidates ("auto", rlx_model_get (RLX_MODEL_MNIST_CNN), 2048, devs, NULL,
-                              why, &error);
+  text2 = fallback_reasons ("auto", cnn, 2048, devs, NULL);
   g_unsetenv ("RLX_VK_CNN");
-  g_assert_no_error (error);
-  assert_only (c, RLX_BACKEND_CPU_CANDIDATE);
-  text = joined (why);
-  g_assert_nonnull (strstr (text, "mnist-cnn at batch 2048 needs a"));
-  g_assert_nonnull (strstr (text, "conv2 im2col"));
-  g_clear_pointer (&c, g_array_unref);
+  assert_has (text2, "mnist-cnn at batch 2048 needs a");
+  assert_has (text2, "conv2 im2col");
 
   /* device memory */
   d->max_storage_buffer_range = G_MAXUINT32;
   d->device_local_bytes = 128u << 20;
-  c = rlx_backend_candidates ("vulkan", rlx_model_get (RLX_MODEL_MNIST_MLP_XL), 8192, devs, NULL,
-                              NULL, &error);
-  g_assert_null (c);
-  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE);
-  g_assert_nonnull (strstr (error->message, "of GPU memory"));
+  msg = refusal ("vulkan", rlx_model_get (RLX_MODEL_MNIST_MLP_XL), 8192, devs,
+                 RLX_BACKEND_ERROR_UNAVAILABLE);
+  assert_has (msg, "of GPU memory");
 }
 
 static void
@@ -272,6 +268,7 @@ test_order_and_names (void)
   g_autoptr(GError) error = NULL;
   g_autoptr(GArray) c = NULL;
   g_autoptr(GPtrArray) why = g_ptr_array_new_with_free_func (g_free);
+  g_autofree char *msg = NULL, *msg2 = NULL, *msg3 = NULL;
 
   g_ptr_array_add (devs, fake ("llvmpipe (LLVM 15.0.6, 256 bits)", RLX_VK_DEVICE_CPU));
   g_ptr_array_add (devs, fake ("Intel(R) UHD Graphics 770", RLX_VK_DEVICE_INTEGRATED));
@@ -286,33 +283,17 @@ test_order_and_names (void)
   g_assert_cmpuint (g_array_index (c, guint, 2), ==, 2);   /* virtual */
   g_assert_cmpuint (g_array_index (c, guint, 3), ==, RLX_BACKEND_CPU_CANDIDATE);
   g_assert_cmpuint (why->len, ==, 0);
-  g_clear_pointer (&c, g_array_unref);
 
-  c = rlx_backend_candidates ("vulkan", mlp (), 64, devs, NULL, NULL, &error);
-  assert_only (c, 3);
-  g_clear_pointer (&c, g_array_unref);
-  c = rlx_backend_candidates ("vulkan:intel", mlp (), 64, devs, NULL, NULL, &error);
-  assert_only (c, 1);
-  g_clear_pointer (&c, g_array_unref);
-  c = rlx_backend_candidates ("cpu", mlp (), 64, devs, NULL, NULL, &error);
-  assert_only (c, RLX_BACKEND_CPU_CANDIDATE);
-  g_clear_pointer (&c, g_array_unref);
+  assert_picks ("vulkan", devs, 3);
+  assert_picks ("vulkan:intel", devs, 1);
+  assert_picks ("cpu", devs, RLX_BACKEND_CPU_CANDIDATE);
 
-  c = rlx_backend_candidates ("vulkan:radeon", mlp (), 64, devs, NULL, NULL, &error);
-  g_assert_null (c);
-  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE);
-  g_assert_nonnull (strstr (error->message, "no device's name contains 'radeon'"));
-  g_assert_nonnull (strstr (error->message, "NVIDIA H200"));
-  g_clear_error (&error);
-
-  c = rlx_backend_candidates ("vulkan:", mlp (), 64, devs, NULL, NULL, &error);
-  g_assert_null (c);
-  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNKNOWN);
-  g_clear_error (&error);
-  c = rlx_backend_candidates ("cuda", mlp (), 64, devs, NULL, NULL, &error);
-  g_assert_null (c);
-  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNKNOWN);
-  g_assert_nonnull (strstr (error->message, "'cuda'"));
+  msg = refusal ("vulkan:radeon", mlp (), 64, devs, RLX_BACKEND_ERROR_UNAVAILABLE);
+  assert_has (msg, "no device's name contains 'radeon'");
+  assert_has (msg, "NVIDIA H200");
+  msg2 = refusal ("vulkan:", mlp (), 64, devs, RLX_BACKEND_ERROR_UNKNOWN);
+  msg3 = refusal ("cuda", mlp (), 64, devs, RLX_BACKEND_ERROR_UNKNOWN);
+  assert_has (msg3, "'cuda'");
 }
 
 /* The real thing, with the loader pointed at a driver that does not exist. */

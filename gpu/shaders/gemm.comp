@@ -29,6 +29,7 @@
  * 4 ReLU, 8 × (d[d_off + m*ldd + n] > 0) (ReLU backward mask).
  */
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
 
 layout(constant_id = 0) const uint BM = 64;
 layout(constant_id = 1) const uint BN = 64;
@@ -70,6 +71,8 @@ const bool B_ALONG_K = B_KC == 1u || B_KC == 2u;
 
 /* scalar arrays: every thread stores whole words (no vector-component
  * writes that a compiler could turn into read-modify-write of 16 bytes) */
+#include "epilogue.glsl"
+
 shared float As[BK * BMP];
 shared float Bs[BK * BNP];
 
@@ -206,16 +209,7 @@ void main ()
               const uint n = n0 + h * WX * 4 + tx * 4 + j;
               if (n >= p.N)
                 continue;
-              float v = acc[(g * 4 + i) * TNV + h][j] * p.alpha;
-              if ((p.flags & 1u) != 0u)
-                v += d[p.d_off + n];
-              if ((p.flags & 2u) != 0u)
-                v += d[p.d_off + m];
-              if ((p.flags & 4u) != 0u)
-                v = max (v, 0.0);
-              if ((p.flags & 8u) != 0u)
-                v = d[p.d_off + m * p.ldd + n] > 0.0 ? v : 0.0;
-              c[cbase + m * p.ldc + n] = v;
+              c[cbase + m * p.ldc + n] = epilogue (acc[(g * 4 + i) * TNV + h][j], m, n);
             }
       }
 }

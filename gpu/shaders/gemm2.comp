@@ -19,6 +19,7 @@
  * floats so the transposing stores of k-contiguous operands do not
  * collide. */
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
 
 layout(constant_id = 0) const uint A_KC = 1;
 layout(constant_id = 1) const uint B_KC = 1;
@@ -37,6 +38,8 @@ layout(push_constant) uniform Push {
   float alpha;
 } p;
 
+#include "epilogue.glsl"
+
 const uint BM = 128u, BN = 128u, BK = 8u, S = 132u;
 shared float As[2 * BK * S];
 shared float Bs[2 * BK * S];
@@ -53,16 +56,7 @@ void store_row (uint cbase, uint m, uint n, vec4 v0, vec4 v1)
         const uint nn = n + h * 64u + j;
         if (nn < p.N)
           {
-            float v = (h == 0u ? v0[j] : v1[j]) * p.alpha;
-            if ((p.flags & 1u) != 0u)
-              v += d[p.d_off + nn];
-            if ((p.flags & 2u) != 0u)
-              v += d[p.d_off + m];
-            if ((p.flags & 4u) != 0u)
-              v = max (v, 0.0);
-            if ((p.flags & 8u) != 0u)
-              v = d[p.d_off + m * p.ldd + nn] > 0.0 ? v : 0.0;
-            c[cbase + m * p.ldc + nn] = v;
+            c[cbase + m * p.ldc + nn] = epilogue (h == 0u ? v0[j] : v1[j], m, nn);
           }
       }
 }

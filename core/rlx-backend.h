@@ -19,6 +19,7 @@
 #include <glib.h>
 #include "core/vision/rlx-model.h"
 #include "core/vision/rlx-dataset.h"
+#include "core/wire/rlx-wire.h"
 
 G_BEGIN_DECLS
 
@@ -31,6 +32,7 @@ typedef enum {
   RLX_BACKEND_ERROR_DEVICE_LOST,   /* the GPU is gone: fatal for this rank */
   RLX_BACKEND_ERROR_OUT_OF_MEMORY,
   RLX_BACKEND_ERROR_FAILED,
+  RLX_BACKEND_ERROR_NOT_FINITE,    /* the gradient holds NaN or ±Inf */
 } RlxBackendError;
 
 typedef struct _RlxBackend RlxBackend;
@@ -76,6 +78,50 @@ GArray     *rlx_backend_candidates (const char *request, const RlxModel *model,
                                     guint max_batch, GPtrArray *devices,
                                     const char *vulkan_error, GPtrArray *passed_over,
                                     GError **error);
+
+/* ── resident parameters ───────────────────────────────────────────────
+ *
+ * In a cohort a backend keeps its own replica of the parameters between
+ * steps (in device memory for vulkan), so a step moves only the update in
+ * and the gradient out. Applying updates is bit-identical on every backend:
+ * a CPU rank and a GPU rank that load the same parameters and apply the
+ * same updates hold the same bits (so a mixed cohort keeps one hash).
+ *
+ * Worker thread only (like rlx_backend_grads). The replica starts
+ * undefined: load it before the first apply or grads_wire.
+ */
+
+/* Replace the replica (founding, join, snapshot, resync). */
+gboolean    rlx_backend_load_params  (RlxBackend *self, const float *params,
+                                      GError **error);
+/* Copy the replica out (snapshot, checkpoint, verification); includes every
+ * update applied so far. */
+gboolean    rlx_backend_read_params  (RlxBackend *self, float *params,
+                                      GError **error);
+/* replica -= update, where update is exactly what rlx_wire_dequantize
+ * (@codes, @n, @precision, @scale, ·) gives; one f32 subtraction per element.
+ * @n must be the model's parameter count. @codes is copied. A GPU may defer
+ * the work into the next grads_wire's submission (an error then surfaces
+ * there or in read_params). */
+gboolean    rlx_backend_apply_update (RlxBackend *self, const void *codes, gsize n,
+                                      RlxPrecision precision, double scale,
+                                      GError **error);
+/* Mean loss and gradient over training samples @indices[0..n) at the
+ * replica, delivered ready for the wire at @precision: @out receives
+ * n_params × rlx_precision_element_size (@precision) bytes of codes (for
+ * f32, the floats themselves) and @scale_out the scale (1.0 for f32).
+ * With @feedback the quantisation residual of this rank's gradient stream is
+ * carried from call to call exactly as RlxWireFeedback does it (s = g + r;
+ * codes = quantise (s); r = s - dequantise (codes)); the codes are those
+ * rlx_wire_quantize gives for s at rlx_wire_scale_for (s). A gradient with
+ * NaN or ±Inf fails with RLX_BACKEND_ERROR_NOT_FINITE (never quantised) and
+ * leaves the residual as it was. */
+gboolean    rlx_backend_grads_wire   (RlxBackend *self, const guint32 *indices, guint n,
+                                      RlxPrecision precision, gboolean feedback,
+                                      float *loss, void *out, double *scale_out,
+                                      GError **error);
+/* Forget the gradient residual (after a snapshot, or a dropped bucket). */
+void        rlx_backend_reset_feedback (RlxBackend *self);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxBackend, rlx_backend_free)
 

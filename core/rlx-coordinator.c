@@ -110,8 +110,10 @@ role_from_string (const char *s)
 
 struct _RlxRosterEntry {
   GObject  parent_instance;
-  char    *node_id, *host, *backend, *device, *fallback, *precision;
+  char    *node_id, *host, *backend, *device, *fallback, *precision, *state;
   double   speed;
+  guint    rank;
+  guint64  bytes_tx, bytes_rx;
   gboolean is_leader, is_self;
 };
 
@@ -120,7 +122,7 @@ G_DEFINE_FINAL_TYPE (RlxRosterEntry, rlx_roster_entry, G_TYPE_OBJECT)
 enum {
   RE_PROP_0, RE_PROP_NODE_ID, RE_PROP_HOST, RE_PROP_BACKEND, RE_PROP_DEVICE,
   RE_PROP_FALLBACK, RE_PROP_PRECISION, RE_PROP_SPEED, RE_PROP_IS_LEADER,
-  RE_PROP_IS_SELF, RE_N_PROPS
+  RE_PROP_IS_SELF, RE_PROP_RANK, RE_PROP_STATE, RE_PROP_BYTES_TX, RE_PROP_BYTES_RX, RE_N_PROPS
 };
 static GParamSpec *re_props[RE_N_PROPS];
 
@@ -135,6 +137,7 @@ rlx_roster_entry_finalize (GObject *object)
   g_free (self->device);
   g_free (self->fallback);
   g_free (self->precision);
+  g_free (self->state);
   G_OBJECT_CLASS (rlx_roster_entry_parent_class)->finalize (object);
 }
 
@@ -154,6 +157,10 @@ rlx_roster_entry_get_property (GObject *object, guint id, GValue *value, GParamS
     case RE_PROP_SPEED: g_value_set_double (value, self->speed); break;
     case RE_PROP_IS_LEADER: g_value_set_boolean (value, self->is_leader); break;
     case RE_PROP_IS_SELF: g_value_set_boolean (value, self->is_self); break;
+    case RE_PROP_RANK: g_value_set_uint (value, self->rank); break;
+    case RE_PROP_STATE: g_value_set_string (value, self->state); break;
+    case RE_PROP_BYTES_TX: g_value_set_uint64 (value, self->bytes_tx); break;
+    case RE_PROP_BYTES_RX: g_value_set_uint64 (value, self->bytes_rx); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, id, pspec);
     }
 }
@@ -175,6 +182,10 @@ rlx_roster_entry_class_init (RlxRosterEntryClass *klass)
   re_props[RE_PROP_SPEED] = g_param_spec_double ("speed", NULL, NULL, 0, G_MAXDOUBLE, 0, f);
   re_props[RE_PROP_IS_LEADER] = g_param_spec_boolean ("is-leader", NULL, NULL, FALSE, f);
   re_props[RE_PROP_IS_SELF] = g_param_spec_boolean ("is-self", NULL, NULL, FALSE, f);
+  re_props[RE_PROP_RANK] = g_param_spec_uint ("rank", NULL, NULL, 0, G_MAXUINT, 0, f);
+  re_props[RE_PROP_STATE] = g_param_spec_string ("state", NULL, NULL, NULL, f);
+  re_props[RE_PROP_BYTES_TX] = g_param_spec_uint64 ("bytes-tx", NULL, NULL, 0, G_MAXUINT64, 0, f);
+  re_props[RE_PROP_BYTES_RX] = g_param_spec_uint64 ("bytes-rx", NULL, NULL, 0, G_MAXUINT64, 0, f);
   g_object_class_install_properties (object_class, RE_N_PROPS, re_props);
 }
 
@@ -191,6 +202,11 @@ const char *rlx_roster_entry_get_fallback (RlxRosterEntry *self) { return self->
 const char *rlx_roster_entry_get_precision (RlxRosterEntry *self) { return self->precision; }
 double rlx_roster_entry_get_speed (RlxRosterEntry *self) { return self->speed; }
 gboolean rlx_roster_entry_get_is_leader (RlxRosterEntry *self) { return self->is_leader; }
+gboolean rlx_roster_entry_get_is_self (RlxRosterEntry *self) { return self->is_self; }
+guint rlx_roster_entry_get_rank (RlxRosterEntry *self) { return self->rank; }
+const char *rlx_roster_entry_get_state (RlxRosterEntry *self) { return self->state; }
+guint64 rlx_roster_entry_get_bytes_tx (RlxRosterEntry *self) { return self->bytes_tx; }
+guint64 rlx_roster_entry_get_bytes_rx (RlxRosterEntry *self) { return self->bytes_rx; }
 
 /* ── state ──────────────────────────────────────────────────────────────── */
 
@@ -350,7 +366,8 @@ G_DEFINE_FINAL_TYPE (RlxCoordinator, rlx_coordinator, G_TYPE_OBJECT)
 
 enum {
   PROP_0, PROP_NODE_ID, PROP_ROLE, PROP_LEADER, PROP_TERM, PROP_STEP, PROP_LOSS,
-  PROP_MEMBERS, PROP_BYTES_TX, PROP_BYTES_RX, PROP_BYTES_F32, PROP_ROSTER, N_PROPS
+  PROP_MEMBERS, PROP_BYTES_TX, PROP_BYTES_RX, PROP_BYTES_F32, PROP_ROSTER, PROP_COHORT,
+  PROP_PRECISION, N_PROPS
 };
 static GParamSpec *props[N_PROPS];
 
@@ -899,6 +916,8 @@ roster_rebuild (RlxCoordinator *self)
       Peer *p = peer_by_id (self, id);
 
       e->node_id = g_strdup (id);
+      e->rank = i;
+      e->state = g_strdup (self->role == ROLE_JOINING ? "rejoining" : "computing");
       e->is_self = is_self (self, id);
       e->is_leader = g_strcmp0 (id, self->leader) == 0;
       if (e->is_self)
@@ -909,6 +928,8 @@ roster_rebuild (RlxCoordinator *self)
           e->fallback = g_strdup (rlx_backend_fallback (b));
           e->precision = g_strdup (rlx_precision_to_string (self->precision));
           e->speed = self->self_speed;
+          e->bytes_tx = self->totals.tx_bytes;
+          e->bytes_rx = self->totals.rx_bytes;
         }
       else if (p)
         {
@@ -918,6 +939,9 @@ roster_rebuild (RlxCoordinator *self)
           e->fallback = g_strdup (p->fallback);
           e->precision = g_strdup (rlx_precision_to_string (p->precision));
           e->speed = p->speed;
+          /* what this node exchanged with it */
+          e->bytes_tx = p->counters.rx_bytes;
+          e->bytes_rx = p->counters.tx_bytes;
         }
       g_ptr_array_add (entries, e);
     }
@@ -2968,6 +2992,26 @@ rlx_coordinator_get_property (GObject *object, guint id, GValue *value, GParamSp
       g_value_set_uint64 (value, self->totals.tx_f32_bytes + self->totals.rx_f32_bytes);
       break;
     case PROP_ROSTER: g_value_set_object (value, self->roster); break;
+    case PROP_COHORT: g_value_set_string (value, self->cohort); break;
+    case PROP_PRECISION: g_value_set_string (value, rlx_precision_to_string (self->precision)); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, id, pspec);
+    }
+}
+
+static void
+rlx_coordinator_set_property (GObject *object, guint id, const GValue *value, GParamSpec *pspec)
+{
+  RlxCoordinator *self = RLX_COORDINATOR (object);
+  RlxPrecision p;
+
+  switch (id)
+    {
+    case PROP_PRECISION:
+      if (rlx_precision_from_string (g_value_get_string (value), &p, NULL))
+        rlx_coordinator_set_precision (self, p);
+      else
+        g_warning ("unknown wire precision '%s'", g_value_get_string (value));
+      break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, id, pspec);
     }
 }
@@ -2981,6 +3025,7 @@ rlx_coordinator_class_init (RlxCoordinatorClass *klass)
   object_class->dispose = rlx_coordinator_dispose;
   object_class->finalize = rlx_coordinator_finalize;
   object_class->get_property = rlx_coordinator_get_property;
+  object_class->set_property = rlx_coordinator_set_property;
 
   props[PROP_NODE_ID] = g_param_spec_string ("node-id", NULL, NULL, NULL, f);
   props[PROP_ROLE] = g_param_spec_string ("role", NULL, NULL, NULL, f);
@@ -2993,6 +3038,10 @@ rlx_coordinator_class_init (RlxCoordinatorClass *klass)
   props[PROP_BYTES_RX] = g_param_spec_uint64 ("bytes-rx", NULL, NULL, 0, G_MAXUINT64, 0, f);
   props[PROP_BYTES_F32] = g_param_spec_uint64 ("bytes-f32", NULL, NULL, 0, G_MAXUINT64, 0, f);
   props[PROP_ROSTER] = g_param_spec_object ("roster", NULL, NULL, G_TYPE_LIST_MODEL, f);
+  props[PROP_COHORT] = g_param_spec_string ("cohort", NULL, NULL, NULL, f);
+  props[PROP_PRECISION] = g_param_spec_string ("precision", NULL, NULL, "f32",
+                                               G_PARAM_READWRITE | G_PARAM_EXPLICIT_NOTIFY |
+                                               G_PARAM_STATIC_STRINGS);
   g_object_class_install_properties (object_class, N_PROPS, props);
 
   signals[SIG_EVENT] = g_signal_new ("event", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
@@ -3118,6 +3167,42 @@ guint64 rlx_coordinator_get_step (RlxCoordinator *self) { return self->applied; 
 double rlx_coordinator_get_loss (RlxCoordinator *self) { return self->loss; }
 GListModel *rlx_coordinator_get_roster (RlxCoordinator *self) { return G_LIST_MODEL (self->roster); }
 const char *rlx_coordinator_get_checkpoint_path (RlxCoordinator *self) { return self->checkpoint_path; }
+const char *rlx_coordinator_get_cohort (RlxCoordinator *self) { return self->cohort; }
+RlxPrecision rlx_coordinator_get_precision (RlxCoordinator *self) { return self->precision; }
+guint64 rlx_coordinator_get_bytes_tx (RlxCoordinator *self) { return self->totals.tx_bytes; }
+guint64 rlx_coordinator_get_bytes_rx (RlxCoordinator *self) { return self->totals.rx_bytes; }
+guint64
+rlx_coordinator_get_bytes_f32 (RlxCoordinator *self)
+{
+  return self->totals.tx_f32_bytes + self->totals.rx_f32_bytes;
+}
+
+void
+rlx_coordinator_set_precision (RlxCoordinator *self, RlxPrecision precision)
+{
+  JsonObject *o;
+
+  g_return_if_fail (RLX_IS_COORDINATOR (self));
+  g_return_if_fail ((guint) precision < RLX_PRECISION_COUNT);
+
+  if (self->precision == precision)
+    return;
+  self->precision = precision;
+  /* Error feedback state for a quantised stream: a fresh residual. */
+  if (self->error_feedback && precision != RLX_PRECISION_F32)
+    {
+      if (self->residual == NULL)
+        self->residual = g_new0 (float, self->n);
+      if (self->grad_fb == NULL)
+        self->grad_fb = rlx_wire_feedback_new (self->n);
+    }
+  o = event_new ("precision");
+  json_object_set_string_member (o, "node", self->node_id);
+  json_object_set_string_member (o, "precision", rlx_precision_to_string (precision));
+  event_emit (self, o);
+  g_object_notify_by_pspec (G_OBJECT (self), props[PROP_PRECISION]);
+  roster_rebuild (self);
+}
 
 const float *
 rlx_coordinator_get_params (RlxCoordinator *self, gsize *n_params)

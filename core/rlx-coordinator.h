@@ -53,6 +53,8 @@ typedef struct {
   guint        deadline_floor_ms;   /* shortest collect deadline; 0: 500 */
   guint        heartbeat_timeout_ms; /* silence that removes a peer; 0: 3000 */
   guint64      fault_nan_from;   /* test switch: NaN gradients from this step; 0: off */
+  guint        evaluate_every;   /* measure test accuracy every K committed steps, off
+                                  * the main loop ("evaluated" event); 0: never */
 } RlxCoordinatorConfig;
 
 /* ── roster entries ─────────────────────────────────────────────────────── */
@@ -60,9 +62,24 @@ typedef struct {
 #define RLX_TYPE_ROSTER_ENTRY (rlx_roster_entry_get_type ())
 G_DECLARE_FINAL_TYPE (RlxRosterEntry, rlx_roster_entry, RLX, ROSTER_ENTRY, GObject)
 
-/* Read-only properties (notify on change): "node-id", "host", "backend",
- * "device", "fallback" (why a faster backend was passed over), "precision",
- * "speed" (samples/s, measured), "is-leader", "is-self". */
+/* One rank of the cohort as this node sees it. The roster is a GListModel of
+ * these in seniority order (the leader first); rows are added and removed as
+ * ranks join and leave, and an entry's properties change in place.
+ *
+ * Read-only properties (notify on change):
+ *   "node-id"    string   the rank's node id
+ *   "rank"       uint     its position in seniority order (0: the most senior)
+ *   "host"       string   host name it reported
+ *   "backend"    string   "cpu" or "vulkan"
+ *   "device"     string   what it computes on ("NVIDIA H200", "CPU, OpenBLAS, …")
+ *   "fallback"   string   why a faster backend was passed over ("" if none)
+ *   "precision"  string   its wire precision now ("f32", "f16", "f8e4m3", "f8e5m2")
+ *   "speed"      double   samples/s of compute, measured
+ *   "state"      string   "computing", "waiting", "stalled", "rejoining", "leaving"
+ *   "bytes-tx"   uint64   wire bytes the rank has sent (as it last reported)
+ *   "bytes-rx"   uint64   wire bytes the rank has received (as it last reported)
+ *   "is-leader"  boolean
+ *   "is-self"    boolean  this node's own row */
 const char *rlx_roster_entry_get_node_id   (RlxRosterEntry *self);
 const char *rlx_roster_entry_get_host      (RlxRosterEntry *self);
 const char *rlx_roster_entry_get_backend   (RlxRosterEntry *self);
@@ -71,6 +88,11 @@ const char *rlx_roster_entry_get_fallback  (RlxRosterEntry *self);
 const char *rlx_roster_entry_get_precision (RlxRosterEntry *self);
 double      rlx_roster_entry_get_speed     (RlxRosterEntry *self);
 gboolean    rlx_roster_entry_get_is_leader (RlxRosterEntry *self);
+gboolean    rlx_roster_entry_get_is_self   (RlxRosterEntry *self);
+guint       rlx_roster_entry_get_rank      (RlxRosterEntry *self);
+const char *rlx_roster_entry_get_state     (RlxRosterEntry *self);
+guint64     rlx_roster_entry_get_bytes_tx  (RlxRosterEntry *self);
+guint64     rlx_roster_entry_get_bytes_rx  (RlxRosterEntry *self);
 
 /* ── the coordinator ────────────────────────────────────────────────────── */
 
@@ -78,16 +100,53 @@ gboolean    rlx_roster_entry_get_is_leader (RlxRosterEntry *self);
 G_DECLARE_FINAL_TYPE (RlxCoordinator, rlx_coordinator, RLX, COORDINATOR, GObject)
 
 /* Signals:
- *   ::event (JsonObject *event)   one event; event["event"] names it:
- *       joined, leader, step, member-joined, member-left, refused, rejected,
- *       snapshot, checkpoint, resumed, late, error, done
+ *   ::event (JsonObject *event)   one event; event["event"] names it. These
+ *       are also the lines `rlx-rank join --json` prints. Members:
+ *       joined         node, cohort, role, step, hash, backend, device,
+ *                      fallback, precision
+ *       leader         node, term, step                 (the leader changed)
+ *       step           step, loss, leader, term, members, samples, assigned,
+ *                      hash, bytes_tx, bytes_rx, bytes_f32, contributed,
+ *                      contributors, late, rejected, time_us (monotonic µs
+ *                      when committed here)
+ *       member-joined  node, host, backend, device, fallback, precision, step
+ *       member-left    node, reason, step
+ *       refused        node, reason, by       (a hello refused, either side)
+ *       rejected       node, step, reason     (a bucket thrown away)
+ *       late           node, step, reason     (a bucket missed the deadline)
+ *       dropped        node, class, total, reason  (the sender discarded a
+ *                      queued frame to that peer)
+ *       send-failed    node, reason
+ *       snapshot       from or to, step, hash, reason
+ *       rejoining      reason        (cut off; this node rejoins by itself)
+ *       merged         node (the leader kept), discarded (steps this side
+ *                      threw away), from_step, to_step, rule
+ *       precision      node, precision      (a rank's wire precision changed)
+ *       checkpoint     step, path;  resumed  step, hash, path
+ *       evaluated      step, accuracy, test_loss   (config evaluate_every)
+ *       error          node, reason
+ *       done           success, message, step, hash, loss, late, rejected,
+ *                      byte counters (and the leader's per-round timings)
  *   ::finished (gboolean success, const char *message)
- *       the node stopped: --steps reached (TRUE), or it cannot go on (FALSE:
- *       refused by the cohort, unusable checkpoint, worker failure).
- * Properties (read-only, notify on change): "node-id", "role" ("alone",
- *   "joining", "member", "leader", "stopped"), "leader", "term", "step"
- *   (committed steps applied here), "loss", "members" (count), "bytes-tx",
- *   "bytes-rx", "bytes-f32", "roster" (GListModel of RlxRosterEntry).
+ *       the node stopped: --steps reached (TRUE), a clean leave (TRUE), or it
+ *       cannot go on (FALSE: refused by the cohort, unusable checkpoint,
+ *       worker failure). A node cut off from its cohort does not finish: it
+ *       rejoins by itself ("rejoining").
+ * Properties (notify on change):
+ *   "node-id"    string   read-only
+ *   "cohort"     string   read-only
+ *   "role"       string   "alone", "joining", "member", "leader", "stopped"
+ *   "leader"     string   node id of the leader (NULL before one is known)
+ *   "term"       uint64
+ *   "step"       uint64   committed steps applied here
+ *   "loss"       double   loss of the last committed step
+ *   "members"    uint     count
+ *   "bytes-tx", "bytes-rx", "bytes-f32"  uint64   this node's wire totals
+ *                         (bytes-f32: what the same frames cost at f32)
+ *   "precision"  string   read-write: this node's wire precision ("f32",
+ *                         "f16", "f8e4m3", "f8e5m2"); a change takes effect
+ *                         at the next message this node sends
+ *   "roster"     GListModel of RlxRosterEntry, read-only
  */
 
 /* Takes ownership of @worker (whose backend fixes the model and dataset),
@@ -112,6 +171,15 @@ void            rlx_coordinator_add_link (RlxCoordinator *self, RlxLink *link);
 void            rlx_coordinator_leave    (RlxCoordinator *self, const char *reason,
                                           GCallback callback, gpointer user_data);
 
+/* This node's wire precision; takes effect at the next message it sends
+ * (gradients as a member, updates as the leader). Any time, any role. */
+void            rlx_coordinator_set_precision (RlxCoordinator *self, RlxPrecision precision);
+RlxPrecision    rlx_coordinator_get_precision (RlxCoordinator *self);
+
+const char     *rlx_coordinator_get_cohort  (RlxCoordinator *self);
+guint64         rlx_coordinator_get_bytes_tx  (RlxCoordinator *self);
+guint64         rlx_coordinator_get_bytes_rx  (RlxCoordinator *self);
+guint64         rlx_coordinator_get_bytes_f32 (RlxCoordinator *self);
 const char     *rlx_coordinator_get_node_id (RlxCoordinator *self);
 const char     *rlx_coordinator_get_role    (RlxCoordinator *self);
 const char     *rlx_coordinator_get_leader  (RlxCoordinator *self);

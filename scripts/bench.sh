@@ -94,6 +94,9 @@ if want p2p; then
   # raw blocking write/read over a socketpair between two processes, measured
   # in the same run. 64 frames (256 MiB) per run, 7 runs, medians.
   "$BUILD/tests/p2p/p2p-helper" bench 64 4 7
+  # Socket vs memfd for bulk frames of 64 KiB .. 8 MiB, alternating, to a
+  # process that reads every byte: MB/s, µs per frame, round trip, CPU.
+  "$BUILD/tests/p2p/p2p-helper" shm-bench 5
 fi
 # --- end p2p -----------------------------------------------------------------
 

@@ -44,7 +44,7 @@ run (Run *r, const char *first, ...)
   va_end (ap);
   g_ptr_array_add (argv, NULL);
 
-  g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+  g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_STDIN_FROM_DEV_NULL, NULL, NULL,
                 &r->out, &r->err, &wait_status, &error);
   g_assert_no_error (error);
   g_assert_true (WIFEXITED (wait_status));
@@ -121,7 +121,7 @@ test_bad_options (void)
       for (guint k = 0; cases[i].args[k]; k++)
         g_ptr_array_add (argv, (char *) cases[i].args[k]);
       g_ptr_array_add (argv, NULL);
-      g_spawn_sync (tmpdir, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+      g_spawn_sync (tmpdir, (char **) argv->pdata, NULL, G_SPAWN_STDIN_FROM_DEV_NULL, NULL, NULL,
                     &r.out, &r.err, &wait_status, &error);
       g_assert_no_error (error);
       g_assert_true (WIFEXITED (wait_status));

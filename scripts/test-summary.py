@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Read meson's testlog.json and say how the tests went.
 
-  test-summary.py LOG
-      one closing line for one run: 'tests: N passed, N failed, N skipped'
+  test-summary.py LOG...
+      one closing line for one run (its logs from one or more build dirs):
+      'tests: N passed, N failed, N skipped'
   test-summary.py --count LOG...
       for repeated runs (scripts/flake-hunt.sh): how many runs each test
       program and each GLib test case failed in, and the total
@@ -66,9 +67,9 @@ def program_result(t):
     return r
 
 
-def summary(path):
+def summary(paths):
     passed = failed = skipped = 0
-    entries = read_log(path)
+    entries = [t for path in paths for t in read_log(path)]
     for t in entries:
         r = program_result(t)
         for f in r["failures"]:
@@ -111,12 +112,12 @@ def main(argv):
     try:
         if len(argv) >= 2 and argv[0] == "--count":
             return count(argv[1:])
-        if len(argv) == 1:
-            return summary(argv[0])
+        if len(argv) >= 1 and not argv[0].startswith("-"):
+            return summary(argv)
     except (OSError, ValueError) as e:
         print(f"test-summary: cannot read the test log: {e}", file=sys.stderr)
         return 1
-    print("usage: test-summary.py LOG | test-summary.py --count LOG...", file=sys.stderr)
+    print("usage: test-summary.py LOG... | test-summary.py --count LOG...", file=sys.stderr)
     return 2
 
 

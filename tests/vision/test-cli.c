@@ -225,15 +225,28 @@ fifo_drain (int fd)
   return g_byte_array_free_to_bytes (g_steal_pointer (&got));
 }
 
+/* @to_file wrote @file and @to_fifo the FIFO @fifo (read end @fd): both
+ * succeeded, the FIFO is still a FIFO, and it carried the file's bytes. */
 static void
-assert_still_fifo (const char *path)
+assert_same_through_fifo (Run *to_file, Run *to_fifo, const char *file, const char *fifo, int fd)
 {
+  g_autofree char *want = NULL;
+  g_autoptr(GBytes) got = NULL;
+  gsize want_len = 0;
   GStatBuf st;
 
-  g_assert_cmpint (lstat (path, &st), ==, 0);
+  g_test_message ("stderr: %s", to_fifo->err);
+  g_assert_cmpint (to_file->status, ==, 0);
+  g_assert_cmpint (to_fifo->status, ==, 0);
+  g_assert_cmpint (lstat (fifo, &st), ==, 0);
   if (!S_ISFIFO (st.st_mode))
     g_error ("%s was replaced (mode %o): --out must write into a file that is not regular, "
-             "never rename over it (think /dev/null as root)", path, st.st_mode);
+             "never rename over it (think /dev/null as root)", fifo, st.st_mode);
+  got = fifo_drain (fd);
+  g_assert_true (g_file_get_contents (file, &want, &want_len, NULL));
+  g_assert_cmpmem (g_bytes_get_data (got, NULL), g_bytes_get_size (got), want, want_len);
+  g_unlink (fifo);
+  g_unlink (file);
 }
 
 /* --out naming something that is not a regular file (/dev/null, a FIFO) is
@@ -254,33 +267,19 @@ test_out_special (void)
   {
     g_auto(Run) r1 = { 0 };
     g_auto(Run) r2 = { 0 };
-    g_autofree char *want = NULL;
-    g_autoptr(GBytes) got = NULL;
-    gsize want_len = 0;
     int fd = fifo_open (fifo, 4 * (1 + m->n_params));
 
     run (&r1, "grads", "--model", m->slug, "--dataset", "synthetic", "--start", "0", "--batch", "2",
          "--seed", "1", "--backend", "cpu", "--out", file, NULL);
-    g_assert_cmpint (r1.status, ==, 0);
     run (&r2, "grads", "--model", m->slug, "--dataset", "synthetic", "--start", "0", "--batch", "2",
          "--seed", "1", "--backend", "cpu", "--out", fifo, NULL);
-    g_test_message ("stderr: %s", r2.err);
-    g_assert_cmpint (r2.status, ==, 0);
-    assert_still_fifo (fifo);
-    got = fifo_drain (fd);
-    g_assert_true (g_file_get_contents (file, &want, &want_len, NULL));
-    g_assert_cmpmem (g_bytes_get_data (got, NULL), g_bytes_get_size (got), want, want_len);
-    g_unlink (fifo);
-    g_unlink (file);
+    assert_same_through_fifo (&r1, &r2, file, fifo, fd);
   }
 
   /* export --checkpoint */
   {
     g_auto(Run) r1 = { 0 };
     g_auto(Run) r2 = { 0 };
-    g_autofree char *want = NULL;
-    g_autoptr(GBytes) got = NULL;
-    gsize want_len = 0;
     int fd;
 
     rlx_model_init_params (m, 3, params);
@@ -289,16 +288,8 @@ test_out_special (void)
     g_assert_no_error (error);
     fd = fifo_open (fifo, 4 * m->n_params + 4096);
     run (&r1, "export", "--checkpoint", ckpt, "--format", "safetensors", "--out", file, NULL);
-    g_assert_cmpint (r1.status, ==, 0);
     run (&r2, "export", "--checkpoint", ckpt, "--format", "safetensors", "--out", fifo, NULL);
-    g_test_message ("stderr: %s", r2.err);
-    g_assert_cmpint (r2.status, ==, 0);
-    assert_still_fifo (fifo);
-    got = fifo_drain (fd);
-    g_assert_true (g_file_get_contents (file, &want, &want_len, NULL));
-    g_assert_cmpmem (g_bytes_get_data (got, NULL), g_bytes_get_size (got), want, want_len);
-    g_unlink (fifo);
-    g_unlink (file);
+    assert_same_through_fifo (&r1, &r2, file, fifo, fd);
     g_unlink (ckpt);
   }
 }

@@ -7,6 +7,7 @@
  */
 #include "rlx-config.h"
 #include "rlx-backend.h"
+#include "rlx-backend-private.h"
 #include "core/vision/rlx-cpu.h"
 #include "gpu/rlx-vk.h"
 
@@ -34,6 +35,13 @@ struct _RlxBackend {
   /* vulkan */
   RlxVkTrainer   *vk;
   gboolean        check;   /* RLX_BACKEND_CHECK: compare each step with the CPU */
+  /* resident parameters, host side (each n_params floats, made on first use) */
+  float          *replica;   /* NULL until rlx_backend_load_params */
+  float          *residual;  /* the gradient stream's quantisation residual */
+  float          *sum;       /* this step's gradient, then s = g + residual */
+  gboolean        poisoned;  /* rlx_backend_poison_gradient: one shot */
+  gsize           poison_index;
+  float           poison_value;
 };
 
 static RlxBackend *
@@ -372,6 +380,9 @@ rlx_backend_free (RlxBackend *self)
   g_clear_pointer (&self->vk, rlx_vk_trainer_free);
   g_free (self->x);
   g_free (self->labels);
+  g_free (self->replica);
+  g_free (self->residual);
+  g_free (self->sum);
   g_clear_pointer (&self->dataset, rlx_dataset_unref);
   g_free (self->device);
   g_free (self->fallback);
@@ -424,15 +435,10 @@ check_against_cpu (RlxBackend *self, const float *params, const guint32 *indices
     }
 }
 
-gboolean
-rlx_backend_grads (RlxBackend *self, const float *params,
-                   const guint32 *indices, guint n,
-                   float *loss, float *grads, GError **error)
+static gboolean
+check_batch (RlxBackend *self, const guint32 *indices, guint n, GError **error)
 {
   guint size;
-
-  g_return_val_if_fail (self != NULL, FALSE);
-  g_return_val_if_fail (params != NULL && indices != NULL && loss != NULL, FALSE);
 
   if (n == 0 || n > self->max_batch)
     {
@@ -449,6 +455,20 @@ rlx_backend_grads (RlxBackend *self, const float *params,
                      indices[i], size);
         return FALSE;
       }
+  return TRUE;
+}
+
+gboolean
+rlx_backend_grads (RlxBackend *self, const float *params,
+                   const guint32 *indices, guint n,
+                   float *loss, float *grads, GError **error)
+{
+
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (params != NULL && indices != NULL && loss != NULL, FALSE);
+
+  if (!check_batch (self, indices, n, error))
+    return FALSE;
 
   if (self->kind == BACKEND_VULKAN)
     {
@@ -487,4 +507,252 @@ rlx_backend_step_timings (const RlxBackend *self, double *upload_us, double *com
   if (download_us)
     *download_us = t.download_us;
   return t.compute_us > 0;
+}
+
+/* ------------------------------------------------------- resident parameters
+ *
+ * The host path: the replica, the residual and the step's gradient are host
+ * arrays made once; updates are dequantised and gradients quantised by
+ * core/wire's kernels a block at a time (the block stays in L1), so a call
+ * allocates nothing parameter-sized and gives exactly the bits that
+ * rlx_wire_dequantize / RlxWireFeedback give.
+ */
+
+#define RESIDENT_BLOCK 4096
+
+/* f32 bits with the sign cleared: ordered like |x| for finite x, and every
+ * NaN or ±Inf is at or above this. */
+#define ABS_BITS_INF 0x7f800000u
+
+static gboolean
+require_replica (RlxBackend *self, const char *what, GError **error)
+{
+  if (self->replica != NULL)
+    return TRUE;
+  g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED,
+               "%s: the %s backend holds no parameters yet; load them first "
+               "(rlx_backend_load_params at founding, join or snapshot)",
+               what, rlx_backend_name (self));
+  return FALSE;
+}
+
+gboolean
+rlx_backend_load_params (RlxBackend *self, const float *params, GError **error)
+{
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (params != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (self->replica == NULL)
+    self->replica = g_new (float, self->model->n_params);
+  memcpy (self->replica, params, self->model->n_params * sizeof (float));
+  return TRUE;
+}
+
+gboolean
+rlx_backend_read_params (RlxBackend *self, float *params, GError **error)
+{
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (params != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (!require_replica (self, "reading the parameters", error))
+    return FALSE;
+  memcpy (params, self->replica, self->model->n_params * sizeof (float));
+  return TRUE;
+}
+
+gboolean
+rlx_backend_apply_update (RlxBackend *self, const void *codes, gsize n,
+                          RlxPrecision precision, double scale, GError **error)
+{
+  gsize es;
+  float tmp[RESIDENT_BLOCK];
+
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (codes != NULL || n == 0, FALSE);
+  g_return_val_if_fail ((guint) precision < RLX_PRECISION_COUNT, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (n != self->model->n_params)
+    {
+      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED,
+                   "an update of %" G_GSIZE_FORMAT " elements cannot apply to %s "
+                   "(%" G_GSIZE_FORMAT " parameters); the leader and this rank disagree "
+                   "on the model", n, self->model->slug, self->model->n_params);
+      return FALSE;
+    }
+  if (precision != RLX_PRECISION_F32 && !(scale > 0 && isfinite (scale)))
+    {
+      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED,
+                   "an update at %s with scale %g cannot be applied: the scale must be "
+                   "a finite positive number", rlx_precision_to_string (precision), scale);
+      return FALSE;
+    }
+  if (!require_replica (self, "applying an update", error))
+    return FALSE;
+
+  es = rlx_precision_element_size (precision);
+  for (gsize i = 0; i < n; i += RESIDENT_BLOCK)
+    {
+      gsize m = MIN (RESIDENT_BLOCK, n - i);
+      float *p = self->replica + i;
+
+      rlx_wire_dequantize ((const guint8 *) codes + i * es, m, precision, scale, tmp);
+      for (gsize j = 0; j < m; j++)
+        p[j] -= tmp[j];
+    }
+  return TRUE;
+}
+
+static const char *
+tensor_of (const RlxModel *model, gsize i)
+{
+  for (guint t = 0; t < model->n_tensors; t++)
+    if (i >= model->tensors[t].offset && i < model->tensors[t].offset + model->tensors[t].numel)
+      return model->tensors[t].name;
+  return "?";
+}
+
+/* @s: g on entry, s = g + residual (with @feedback) on return; the largest
+ * |g| and |s| as f32 bits without sign (≥ ABS_BITS_INF: a NaN or ±Inf). */
+static void
+sum_and_max_bits (float *s, const float *residual, gsize n, guint32 *g_max, guint32 *s_max)
+{
+  guint32 gm = 0, sm = 0;
+
+  for (gsize i = 0; i < n; i++)
+    {
+      guint32 gb, sb;
+      float v = s[i];
+
+      memcpy (&gb, &v, 4);
+      gm = MAX (gm, gb & 0x7fffffffu);
+      if (residual != NULL)
+        v += residual[i];
+      s[i] = v;
+      memcpy (&sb, &v, 4);
+      sm = MAX (sm, sb & 0x7fffffffu);
+    }
+  *g_max = gm;
+  *s_max = sm;
+}
+
+static void
+set_not_finite (RlxBackend *self, const float *s, gboolean gradient_itself, GError **error)
+{
+  const RlxModel *m = self->model;
+  gsize i = 0;
+
+  while (i < m->n_params && isfinite (s[i]))
+    i++;
+  g_assert (i < m->n_params);
+  if (gradient_itself)
+    g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE,
+                 "the gradient of %s holds %s (element %" G_GSIZE_FORMAT " of %s on %s); "
+                 "it was not sent — lower the learning rate or check the data",
+                 m->slug, isnan (s[i]) ? "NaN" : s[i] > 0 ? "+Inf" : "-Inf", i,
+                 tensor_of (m, i), self->device);
+  else
+    g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE,
+                 "the gradient of %s plus its carried quantisation residual overflows f32 "
+                 "(element %" G_GSIZE_FORMAT " of %s); it was not sent — lower the "
+                 "learning rate", m->slug, i, tensor_of (m, i));
+}
+
+/* The wire half of grads_wire on the host: self->sum holds the gradient. */
+static gboolean
+host_encode (RlxBackend *self, RlxPrecision precision, gboolean feedback, void *out,
+             double *scale_out, GError **error)
+{
+  gsize n = self->model->n_params;
+  gsize es = rlx_precision_element_size (precision);
+  float *s = self->sum;
+  guint32 g_max, s_max;
+  double scale = 1.0;
+  float maxabs, tmp[RESIDENT_BLOCK];
+
+  if (feedback && self->residual == NULL)
+    self->residual = g_new0 (float, n);
+  sum_and_max_bits (s, feedback ? self->residual : NULL, n, &g_max, &s_max);
+  if (s_max >= ABS_BITS_INF)
+    {
+      /* the residual is untouched: it is only written below */
+      set_not_finite (self, s, g_max >= ABS_BITS_INF, error);
+      return FALSE;
+    }
+  memcpy (&maxabs, &s_max, 4);
+  if (precision != RLX_PRECISION_F32 && maxabs > 0)
+    scale = rlx_precision_target (precision) / (double) maxabs;   /* as rlx_wire_scale_for */
+
+  if (precision == RLX_PRECISION_F32)
+    {
+      memcpy (out, s, n * sizeof (float));
+      if (feedback)
+        memset (self->residual, 0, n * sizeof (float));
+    }
+  else
+    for (gsize i = 0; i < n; i += RESIDENT_BLOCK)
+      {
+        gsize m = MIN (RESIDENT_BLOCK, n - i);
+        guint8 *codes = (guint8 *) out + i * es;
+
+        rlx_wire_quantize (s + i, m, precision, scale, codes);
+        if (!feedback)
+          continue;
+        rlx_wire_dequantize (codes, m, precision, scale, tmp);
+        for (gsize j = 0; j < m; j++)
+          {
+            float r = s[i + j] - tmp[j];
+            self->residual[i + j] = isfinite (r) ? r : 0.0f;
+          }
+      }
+  *scale_out = scale;
+  return TRUE;
+}
+
+gboolean
+rlx_backend_grads_wire (RlxBackend *self, const guint32 *indices, guint n,
+                        RlxPrecision precision, gboolean feedback, float *loss,
+                        void *out, double *scale_out, GError **error)
+{
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (indices != NULL && loss != NULL && out != NULL && scale_out != NULL, FALSE);
+  g_return_val_if_fail ((guint) precision < RLX_PRECISION_COUNT, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (!check_batch (self, indices, n, error))
+    return FALSE;
+  if (!require_replica (self, "computing a gradient", error))
+    return FALSE;
+  if (self->sum == NULL)
+    self->sum = g_new (float, self->model->n_params);
+  if (!rlx_backend_grads (self, self->replica, indices, n, loss, self->sum, error))
+    return FALSE;
+  if (self->poisoned)
+    {
+      self->sum[self->poison_index] = self->poison_value;
+      self->poisoned = FALSE;
+    }
+  return host_encode (self, precision, feedback, out, scale_out, error);
+}
+
+void
+rlx_backend_reset_feedback (RlxBackend *self)
+{
+  g_return_if_fail (self != NULL);
+
+  if (self->residual != NULL)
+    memset (self->residual, 0, self->model->n_params * sizeof (float));
+}
+
+void
+rlx_backend_poison_gradient (RlxBackend *self, gsize index, float value)
+{
+  g_return_if_fail (self != NULL);
+  g_return_if_fail (index < self->model->n_params);
+
+  self->poisoned = TRUE;
+  self->poison_index = index;
+  self->poison_value = value;
 }

@@ -87,8 +87,13 @@ GArray     *rlx_backend_candidates (const char *request, const RlxModel *model,
  * a CPU rank and a GPU rank that load the same parameters and apply the
  * same updates hold the same bits (so a mixed cohort keeps one hash).
  *
- * Worker thread only (like rlx_backend_grads). The replica starts
- * undefined: load it before the first apply or grads_wire.
+ * Worker thread only (like rlx_backend_grads). Until the first load,
+ * read_params, apply_update and grads_wire fail with
+ * RLX_BACKEND_ERROR_FAILED ("load them first"). A call that fails with an
+ * argument error (wrong length, bad scale, bad batch) changes nothing.
+ *
+ * The CPU backend's replica is a host array; no call allocates a
+ * parameter-sized buffer after the first.
  */
 
 /* Replace the replica (founding, join, snapshot, resync). */
@@ -114,8 +119,10 @@ gboolean    rlx_backend_apply_update (RlxBackend *self, const void *codes, gsize
  * carried from call to call exactly as RlxWireFeedback does it (s = g + r;
  * codes = quantise (s); r = s - dequantise (codes)); the codes are those
  * rlx_wire_quantize gives for s at rlx_wire_scale_for (s). A gradient with
- * NaN or ±Inf fails with RLX_BACKEND_ERROR_NOT_FINITE (never quantised) and
- * leaves the residual as it was. */
+ * NaN or ±Inf — or, rarer, one whose s overflows f32 — fails with
+ * RLX_BACKEND_ERROR_NOT_FINITE (never quantised; the message names the
+ * tensor) and leaves the residual as it was. Without @feedback the residual
+ * is neither used nor changed. */
 gboolean    rlx_backend_grads_wire   (RlxBackend *self, const guint32 *indices, guint n,
                                       RlxPrecision precision, gboolean feedback,
                                       float *loss, void *out, double *scale_out,

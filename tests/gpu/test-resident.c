@@ -1,0 +1,477 @@
+/* test-resident.c — the backend's resident parameters (rlx-backend.h)
+ *
+ * Against the wire's own reference, bit for bit, at every precision:
+ *   - apply_update: replica -= rlx_wire_dequantize (codes), over chains of
+ *     updates that mix large, tiny, subnormal and zero values;
+ *   - grads_wire: the codes and scale equal the payload and `_scale` of
+ *     rlx_wire_feedback_encode (with error feedback) or rlx_wire_encode
+ *     (without) for the gradient rlx_backend_grads gives at the same
+ *     parameters, step after step (so the residual is carried identically);
+ *   - a NaN or ±Inf gradient is refused with RLX_BACKEND_ERROR_NOT_FINITE and
+ *     the residual is left as it was; reset_feedback forgets it;
+ *   - bad calls (no parameters yet, wrong length, bad scale, bad batch) fail
+ *     with a message, never a crash.
+ */
+#include "rlx-config.h"
+#include "core/rlx-backend.h"
+#include "core/rlx-backend-private.h"
+
+#include <math.h>
+#include <string.h>
+
+static RlxDataset *dataset;
+
+static const RlxPrecision all_precisions[] = {
+  RLX_PRECISION_F32, RLX_PRECISION_F16, RLX_PRECISION_F8E4M3, RLX_PRECISION_F8E5M2,
+};
+
+static RlxBackend *
+open_backend (const char *spec, const RlxModel *model, guint max_batch)
+{
+  g_autoptr(GError) error = NULL;
+  RlxBackend *be = rlx_backend_resolve (spec, model, dataset, max_batch, &error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (be);
+  return be;
+}
+
+/* A deterministic spread of magnitudes: ordinary values, tiny ones, f32
+ * subnormals, exact zeros of both signs, one large value per stream. */
+static void
+fill_update (float *u, gsize n, guint32 salt, float magnitude)
+{
+  guint32 x = 2463534242u ^ (salt * 2654435761u);
+
+  for (gsize i = 0; i < n; i++)
+    {
+      float v;
+
+      x ^= x << 13;
+      x ^= x >> 17;
+      x ^= x << 5;
+      v = ((float) (x & 0xffffff) / 16777216.0f - 0.5f) * magnitude;
+      switch (x >> 29)
+        {
+        case 0: v *= 1e-6f; break;
+        case 1: v *= 1e-30f; break;              /* far below f16/f8 resolution */
+        case 2: v = (x & 1 ? 1 : -1) * 1e-40f; break; /* f32 subnormal */
+        case 3: v = (x & 1) ? 0.0f : -0.0f; break;
+        default: break;
+        }
+      u[i] = v;
+    }
+  u[(salt * 7919u) % n] = 3.0f * magnitude;
+}
+
+static void
+assert_same_bits (const float *a, const float *b, gsize n, const char *what)
+{
+  for (gsize i = 0; i < n; i++)
+    if (memcmp (&a[i], &b[i], 4) != 0)
+      g_error ("%s: element %" G_GSIZE_FORMAT " differs: %.9g (0x%08x) vs %.9g (0x%08x)", what,
+               i, a[i], *(const guint32 *) &a[i], b[i], *(const guint32 *) &b[i]);
+}
+
+static void
+indices_for (guint32 *idx, guint n, guint step)
+{
+  guint size = rlx_dataset_size (dataset, RLX_SPLIT_TRAIN);
+
+  for (guint i = 0; i < n; i++)
+    idx[i] = (guint32) (((guint64) step * 977u + i * 131u) % size);
+}
+
+/* ── apply_update ───────────────────────────────────────────────────────── */
+
+static void
+check_apply_chain (const char *spec, const RlxModel *model, RlxPrecision p, guint chain)
+{
+  g_autoptr(RlxBackend) be = open_backend (spec, model, 8);
+  g_autoptr(GError) error = NULL;
+  gsize n = model->n_params, es = rlx_precision_element_size (p);
+  g_autofree float *ref = g_new (float, n);
+  g_autofree float *got = g_new (float, n);
+  g_autofree float *u = g_new (float, n);
+  g_autofree float *d = g_new (float, n);
+  g_autofree guint8 *codes = g_malloc (n * es);
+
+  rlx_model_init_params (model, 7, ref);
+  /* tiny and subnormal parameters too, so the subtraction meets them */
+  for (gsize i = 0; i < n; i += 97)
+    ref[i] = (i & 1) ? 1e-39f : -3e-38f;
+  g_assert_true (rlx_backend_load_params (be, ref, &error));
+  g_assert_no_error (error);
+
+  for (guint k = 0; k < chain; k++)
+    {
+      double scale;
+
+      fill_update (u, n, k + 1 + 100 * p, k % 3 == 2 ? 1e-3f : 0.05f);
+      scale = rlx_wire_scale_for (u, n, p);
+      rlx_wire_quantize (u, n, p, scale, codes);
+      g_assert_true (rlx_backend_apply_update (be, codes, n, p, scale, &error));
+      g_assert_no_error (error);
+      rlx_wire_dequantize (codes, n, p, scale, d);
+      for (gsize i = 0; i < n; i++)
+        ref[i] -= d[i];
+    }
+  g_assert_true (rlx_backend_read_params (be, got, &error));
+  g_assert_no_error (error);
+  assert_same_bits (got, ref, n, "replica after a chain of updates");
+}
+
+static void
+test_cpu_apply (void)
+{
+  for (guint m = 0; m < RLX_N_MODELS; m++)
+    {
+      if (m == RLX_MODEL_MNIST_MLP_XL && !g_test_slow ())
+        continue;
+      for (guint k = 0; k < G_N_ELEMENTS (all_precisions); k++)
+        check_apply_chain ("cpu", rlx_model_get (m), all_precisions[k], 12);
+    }
+}
+
+/* ── grads_wire ─────────────────────────────────────────────────────────── */
+
+/* The reference stream: the gradient at @params by rlx_backend_grads, then
+ * the wire's feedback (or plain) encoder; returns the payload and scale. */
+typedef struct {
+  RlxBackend      *be;
+  RlxWireFeedback *fb;
+  float           *params;
+  float           *g;
+} Reference;
+
+static void
+reference_init (Reference *r, const RlxModel *model, const float *params, guint max_batch)
+{
+  r->be = open_backend ("cpu", model, max_batch);
+  r->fb = rlx_wire_feedback_new (model->n_params);
+  r->params = g_memdup2 (params, model->n_params * sizeof (float));
+  r->g = g_new (float, model->n_params);
+}
+
+static void
+reference_clear (Reference *r)
+{
+  g_clear_pointer (&r->be, rlx_backend_free);
+  g_clear_pointer (&r->fb, rlx_wire_feedback_free);
+  g_clear_pointer (&r->params, g_free);
+  g_clear_pointer (&r->g, g_free);
+}
+
+/* Encodes the reference gradient and checks @codes / @scale against it. */
+static void
+reference_check (Reference *r, const guint32 *idx, guint n, RlxPrecision p, gboolean feedback,
+                 float loss, const void *codes, double scale, const char *what)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) frame = NULL;
+  gsize n_params = rlx_backend_model (r->be)->n_params;
+  gsize es = rlx_precision_element_size (p);
+  RlxWireInfo info;
+  const guint8 *data;
+  float ref_loss;
+
+  g_assert_true (rlx_backend_grads (r->be, r->params, idx, n, &ref_loss, r->g, &error));
+  g_assert_no_error (error);
+  g_assert_cmpfloat (loss, ==, ref_loss);
+  if (feedback)
+    frame = rlx_wire_feedback_encode (r->fb, NULL, r->g, n_params, p, "g", NULL, &error);
+  else
+    frame = rlx_wire_encode (NULL, r->g, n_params, p, "g", &error);
+  g_assert_no_error (error);
+  g_assert_true (rlx_wire_decode_full (frame, NULL, &info, NULL, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (info.n, ==, n_params);
+  data = g_bytes_get_data (frame, NULL);
+  g_assert_cmpfloat (scale, ==, info.scale);
+  if (memcmp (data + 4 + info.header_len, codes, n_params * es) != 0)
+    {
+      const guint8 *a = data + 4 + info.header_len, *b = codes;
+      gsize i = 0;
+
+      while (a[i] == b[i])
+        i++;
+      g_error ("%s: codes differ from the wire's at byte %" G_GSIZE_FORMAT " (element %"
+               G_GSIZE_FORMAT "): 0x%02x vs 0x%02x", what, i, i / es, b[i], a[i]);
+    }
+}
+
+/* Both replicas take the same small update, made from the gradient codes. */
+static void
+apply_same_update (RlxBackend *be, Reference *r, const void *codes, RlxPrecision p, double scale,
+                   guint step)
+{
+  g_autoptr(GError) error = NULL;
+  gsize n = rlx_backend_model (be)->n_params;
+  gsize es = rlx_precision_element_size (p);
+  g_autofree float *u = g_new (float, n);
+  g_autofree guint8 *ucodes = g_malloc (n * es);
+  double us;
+
+  rlx_wire_dequantize (codes, n, p, scale, u);
+  for (gsize i = 0; i < n; i++)
+    u[i] *= 0.05f;
+  us = rlx_wire_scale_for (u, n, p);
+  rlx_wire_quantize (u, n, p, us, ucodes);
+  g_assert_true (rlx_backend_apply_update (be, ucodes, n, p, us, &error));
+  g_assert_no_error (error);
+  rlx_wire_dequantize (ucodes, n, p, us, u);
+  for (gsize i = 0; i < n; i++)
+    r->params[i] -= u[i];
+  (void) step;
+}
+
+static void
+check_grads_wire (const char *spec, const RlxModel *model, RlxPrecision p, gboolean feedback,
+                  guint steps, guint batch)
+{
+  g_autoptr(RlxBackend) be = open_backend (spec, model, batch);
+  g_autoptr(GError) error = NULL;
+  gsize n = model->n_params, es = rlx_precision_element_size (p);
+  g_autofree float *params = g_new (float, n);
+  g_autofree float *got = g_new (float, n);
+  g_autofree guint8 *codes = g_malloc (n * es);
+  g_autofree guint32 *idx = g_new (guint32, batch);
+  Reference r;
+
+  rlx_model_init_params (model, 11, params);
+  reference_init (&r, model, params, batch);
+  g_assert_true (rlx_backend_load_params (be, params, &error));
+  g_assert_no_error (error);
+
+  for (guint s = 0; s < steps; s++)
+    {
+      g_autofree char *what = g_strdup_printf ("%s %s %s feedback %d step %u", spec, model->slug,
+                                               rlx_precision_to_string (p), feedback, s);
+      double scale = -1;
+      float loss = NAN;
+
+      indices_for (idx, batch, s);
+      memset (codes, 0xa5, n * es);
+      g_assert_true (rlx_backend_grads_wire (be, idx, batch, p, feedback, &loss, codes, &scale,
+                                             &error));
+      g_assert_no_error (error);
+      g_assert_true (isfinite (loss));
+      reference_check (&r, idx, batch, p, feedback, loss, codes, scale, what);
+      apply_same_update (be, &r, codes, p, scale, s);
+    }
+  g_assert_true (rlx_backend_read_params (be, got, &error));
+  g_assert_no_error (error);
+  assert_same_bits (got, r.params, n, "replica after the steps");
+  reference_clear (&r);
+}
+
+static void
+test_cpu_grads_wire (void)
+{
+  const RlxModelId models[] = { RLX_MODEL_MNIST_MLP, RLX_MODEL_MNIST_CNN };
+
+  for (guint m = 0; m < G_N_ELEMENTS (models); m++)
+    for (guint k = 0; k < G_N_ELEMENTS (all_precisions); k++)
+      {
+        check_grads_wire ("cpu", rlx_model_get (models[m]), all_precisions[k], TRUE, 5, 16);
+        check_grads_wire ("cpu", rlx_model_get (models[m]), all_precisions[k], FALSE, 2, 16);
+      }
+}
+
+/* ── NaN / ±Inf refused, residual kept ──────────────────────────────────── */
+
+static void
+check_not_finite (const char *spec, const RlxModel *model, RlxPrecision p, float poison,
+                  const char *word)
+{
+  const guint batch = 8;
+  g_autoptr(RlxBackend) be = open_backend (spec, model, batch);
+  g_autoptr(GError) error = NULL;
+  gsize n = model->n_params, es = rlx_precision_element_size (p);
+  g_autofree float *params = g_new (float, n);
+  g_autofree guint8 *codes = g_malloc (n * es);
+  guint32 idx[8];
+  Reference r;
+  double scale;
+  float loss;
+
+  rlx_model_init_params (model, 5, params);
+  reference_init (&r, model, params, batch);
+  g_assert_true (rlx_backend_load_params (be, params, &error));
+
+  /* step 0: fills the residual */
+  indices_for (idx, batch, 0);
+  g_assert_true (rlx_backend_grads_wire (be, idx, batch, p, TRUE, &loss, codes, &scale, &error));
+  g_assert_no_error (error);
+  reference_check (&r, idx, batch, p, TRUE, loss, codes, scale, "before the poison");
+
+  /* step 1: one element poisoned — refused, nothing carried */
+  indices_for (idx, batch, 1);
+  rlx_backend_poison_gradient (be, n / 3, poison);
+  g_assert_false (rlx_backend_grads_wire (be, idx, batch, p, TRUE, &loss, codes, &scale, &error));
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE);
+  g_test_message ("%s", error->message);
+  g_assert_nonnull (strstr (error->message, word));
+  g_assert_nonnull (strstr (error->message, "not sent"));
+  g_clear_error (&error);
+
+  /* step 2 equals the reference stream that never saw step 1 */
+  indices_for (idx, batch, 2);
+  g_assert_true (rlx_backend_grads_wire (be, idx, batch, p, TRUE, &loss, codes, &scale, &error));
+  g_assert_no_error (error);
+  reference_check (&r, idx, batch, p, TRUE, loss, codes, scale, "after the refused step");
+  reference_clear (&r);
+}
+
+static void
+test_cpu_not_finite (void)
+{
+  const RlxModel *model = rlx_model_get (RLX_MODEL_MNIST_CNN);
+
+  for (guint k = 0; k < G_N_ELEMENTS (all_precisions); k++)
+    {
+      check_not_finite ("cpu", model, all_precisions[k], NAN, "NaN");
+      check_not_finite ("cpu", model, all_precisions[k], INFINITY, "+Inf");
+      check_not_finite ("cpu", model, all_precisions[k], -INFINITY, "-Inf");
+    }
+}
+
+/* reset_feedback: the next codes are those of a fresh feedback stream. */
+static void
+check_reset_feedback (const char *spec, RlxPrecision p)
+{
+  const RlxModel *model = rlx_model_get (RLX_MODEL_MNIST_CNN);
+  const guint batch = 8;
+  g_autoptr(RlxBackend) be = open_backend (spec, model, batch);
+  g_autoptr(GError) error = NULL;
+  gsize n = model->n_params, es = rlx_precision_element_size (p);
+  g_autofree float *params = g_new (float, n);
+  g_autofree guint8 *codes = g_malloc (n * es);
+  guint32 idx[8];
+  Reference r;
+  double scale;
+  float loss;
+
+  rlx_model_init_params (model, 9, params);
+  g_assert_true (rlx_backend_load_params (be, params, &error));
+  for (guint s = 0; s < 3; s++)
+    {
+      indices_for (idx, batch, s);
+      g_assert_true (rlx_backend_grads_wire (be, idx, batch, p, TRUE, &loss, codes, &scale,
+                                             &error));
+      g_assert_no_error (error);
+    }
+  rlx_backend_reset_feedback (be);
+  reference_init (&r, model, params, batch);
+  indices_for (idx, batch, 3);
+  g_assert_true (rlx_backend_grads_wire (be, idx, batch, p, TRUE, &loss, codes, &scale, &error));
+  g_assert_no_error (error);
+  reference_check (&r, idx, batch, p, TRUE, loss, codes, scale, "after reset_feedback");
+  reference_clear (&r);
+}
+
+static void
+test_cpu_reset_feedback (void)
+{
+  check_reset_feedback ("cpu", RLX_PRECISION_F8E4M3);
+  check_reset_feedback ("cpu", RLX_PRECISION_F16);
+}
+
+/* ── bad calls ──────────────────────────────────────────────────────────── */
+
+static void
+check_bad_calls (const char *spec)
+{
+  const RlxModel *model = rlx_model_get (RLX_MODEL_MNIST_CNN);
+  g_autoptr(RlxBackend) be = open_backend (spec, model, 4);
+  g_autoptr(GError) error = NULL;
+  gsize n = model->n_params;
+  g_autofree float *params = g_new0 (float, n);
+  g_autofree float *before = g_new (float, n);
+  g_autofree float *after = g_new (float, n);
+  g_autofree guint16 *codes = g_new0 (guint16, n);
+  guint32 idx[5] = { 0, 1, 2, 3, 4 };
+  double scale;
+  float loss;
+
+  /* nothing loaded yet */
+  g_assert_false (rlx_backend_apply_update (be, codes, n, RLX_PRECISION_F16, 1.0, &error));
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED);
+  g_assert_nonnull (strstr (error->message, "load them first"));
+  g_clear_error (&error);
+  g_assert_false (rlx_backend_read_params (be, params, &error));
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED);
+  g_clear_error (&error);
+  g_assert_false (rlx_backend_grads_wire (be, idx, 4, RLX_PRECISION_F16, TRUE, &loss, codes,
+                                          &scale, &error));
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED);
+  g_clear_error (&error);
+
+  rlx_model_init_params (model, 3, params);
+  g_assert_true (rlx_backend_load_params (be, params, &error));
+  g_assert_true (rlx_backend_read_params (be, before, &error));
+  g_assert_no_error (error);
+  assert_same_bits (before, params, n, "read after load");
+
+  /* wrong length, bad scales: refused, the replica untouched */
+  g_assert_false (rlx_backend_apply_update (be, codes, n - 1, RLX_PRECISION_F16, 1.0, &error));
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED);
+  g_assert_nonnull (strstr (error->message, "disagree on the model"));
+  g_clear_error (&error);
+  g_assert_false (rlx_backend_apply_update (be, codes, n, RLX_PRECISION_F8E4M3, 0.0, &error));
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED);
+  g_assert_nonnull (strstr (error->message, "scale"));
+  g_clear_error (&error);
+  g_assert_false (rlx_backend_apply_update (be, codes, n, RLX_PRECISION_F16, INFINITY, &error));
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED);
+  g_clear_error (&error);
+  g_assert_false (rlx_backend_apply_update (be, codes, n, RLX_PRECISION_F16, NAN, &error));
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED);
+  g_clear_error (&error);
+
+  /* bad batches */
+  g_assert_false (rlx_backend_grads_wire (be, idx, 0, RLX_PRECISION_F16, TRUE, &loss, codes,
+                                          &scale, &error));
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_BATCH);
+  g_clear_error (&error);
+  g_assert_false (rlx_backend_grads_wire (be, idx, 5, RLX_PRECISION_F16, TRUE, &loss, codes,
+                                          &scale, &error));
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_BATCH);
+  g_clear_error (&error);
+  idx[1] = 60000;
+  g_assert_false (rlx_backend_grads_wire (be, idx, 2, RLX_PRECISION_F16, TRUE, &loss, codes,
+                                          &scale, &error));
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_BATCH);
+  g_clear_error (&error);
+
+  g_assert_true (rlx_backend_read_params (be, after, &error));
+  g_assert_no_error (error);
+  assert_same_bits (after, before, n, "replica after refused calls");
+}
+
+static void
+test_cpu_bad_calls (void)
+{
+  check_bad_calls ("cpu");
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autoptr(GError) error = NULL;
+
+  g_test_init (&argc, &argv, NULL);
+  dataset = rlx_dataset_open ("synthetic", 3, &error);
+  g_assert_no_error (error);
+
+  g_test_add_func ("/backend/resident/cpu/apply-bits", test_cpu_apply);
+  g_test_add_func ("/backend/resident/cpu/grads-wire", test_cpu_grads_wire);
+  g_test_add_func ("/backend/resident/cpu/not-finite", test_cpu_not_finite);
+  g_test_add_func ("/backend/resident/cpu/reset-feedback", test_cpu_reset_feedback);
+  g_test_add_func ("/backend/resident/cpu/bad-calls", test_cpu_bad_calls);
+  {
+    int status = g_test_run ();
+    g_clear_pointer (&dataset, rlx_dataset_unref);
+    return status;
+  }
+}

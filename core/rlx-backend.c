@@ -35,8 +35,12 @@ struct _RlxBackend {
   /* vulkan */
   RlxVkTrainer   *vk;
   gboolean        check;   /* RLX_BACKEND_CHECK: compare each step with the CPU */
-  /* resident parameters, host side (each n_params floats, made on first use) */
-  float          *replica;   /* NULL until rlx_backend_load_params */
+  /* resident parameters: on the device (vulkan, when it reproduces the
+   * wire's bits), else host arrays of n_params floats made on first use */
+  gboolean        resident_vk;
+  char           *resident_note;  /* why not, for the fallback text */
+  gboolean        loaded;    /* rlx_backend_load_params was called */
+  float          *replica;
   float          *residual;  /* the gradient stream's quantisation residual */
   float          *sum;       /* this step's gradient, then s = g + residual */
   gboolean        poisoned;  /* rlx_backend_poison_gradient: one shot */
@@ -269,6 +273,161 @@ rlx_backend_candidates (const char *request, const RlxModel *model, guint max_ba
   return g_steal_pointer (&out);
 }
 
+/* ------------------------------------------------- resident on the device */
+
+static void
+wire_tables (RlxVkWireTables *t)
+{
+  const RlxPrecision f8[2] = { RLX_PRECISION_F8E4M3, RLX_PRECISION_F8E5M2 };
+
+  for (guint k = 0; k < 2; k++)
+    {
+      for (guint h = 0; h < 65536; h++)
+        t->bridge[k][h] = rlx_wire_f8_from_f16 ((guint16) h, f8[k]);
+      for (guint c = 0; c < 256; c++)
+        {
+          float v = rlx_wire_f32_from_f8 ((guint8) c, f8[k]);
+          memcpy (&t->f8_bits[k][c], &v, 4);
+        }
+    }
+  for (guint p = 0; p < RLX_PRECISION_COUNT; p++)
+    t->target[p] = (guint32) rlx_precision_target (p);
+}
+
+/* Values that find the corners of the wire's arithmetic: every magnitude
+ * from f32 subnormals up, both zeros, values near f16 and f8 rounding
+ * boundaries after scaling. */
+static void
+check_values (float *v, gsize n, guint32 seed)
+{
+  guint32 x = 0x9e3779b9u ^ (seed * 0x85ebca6bu);
+
+  for (gsize i = 0; i < n; i++)
+    {
+      guint32 bits;
+
+      x ^= x << 13;
+      x ^= x >> 17;
+      x ^= x << 5;
+      switch (x % 8)
+        {
+        case 0:   /* any finite f32 below 2^8, subnormals included */
+          bits = x & 0x437fffffu;
+          break;
+        case 1:
+          bits = (x & 0x807fffffu);   /* subnormal */
+          break;
+        case 2:
+          bits = (i & 1) ? 0x80000000u : 0u;
+          break;
+        default:   /* ordinary gradient values, some tiny */
+          {
+            float f = ((float) (x >> 8) / 16777216.0f - 0.5f) * ((x & 0x10) ? 1e-3f : 1.0f);
+            memcpy (&bits, &f, 4);
+          }
+          break;
+        }
+      memcpy (&v[i], &bits, 4);
+    }
+}
+
+/* Runs the device's wire arithmetic on @n values at every precision and
+ * compares it with core/wire: NULL when every bit agrees, else why not. */
+static char *
+vk_resident_check (RlxBackend *self, gsize n)
+{
+  g_autofree float *g = g_new (float, n);
+  g_autofree float *p_dev = g_new (float, n);
+  g_autofree float *p_ref = g_new (float, n);
+  g_autofree float *d = g_new (float, n);
+  g_autofree guint8 *codes = g_malloc (n * 4);
+  g_autofree guint8 *ucodes = g_malloc (n * 4);
+  g_autoptr(GError) error = NULL;
+
+  for (guint p = 0; p < RLX_PRECISION_COUNT; p++)
+    {
+      g_autoptr(RlxWireFeedback) fb = rlx_wire_feedback_new (n);
+      gsize es = rlx_precision_element_size (p);
+      double scale;
+
+      /* gradients, with the residual carried: three rounds */
+      rlx_vk_trainer_reset_feedback (self->vk);
+      for (guint round = 0; round < 3; round++)
+        {
+          g_autoptr(GBytes) frame = NULL;
+          RlxVkWireSummary sum;
+          RlxWireInfo info;
+
+          check_values (g, n, 10 * p + round);
+          if (!rlx_vk_trainer_wire_test (self->vk, g, n, p, TRUE, codes, &sum, &error))
+            return g_strdup (error->message);
+          frame = rlx_wire_feedback_encode (fb, NULL, g, n, p, "g", NULL, &error);
+          if (frame == NULL || !rlx_wire_decode_full (frame, NULL, &info, NULL, NULL, &error))
+            return g_strdup (error->message);
+          if (sum.scale != info.scale)
+            return g_strdup_printf ("its %s scale is %.17g, the CPU's %.17g",
+                                    rlx_precision_to_string (p), sum.scale, info.scale);
+          for (gsize i = 0; i < n; i++)
+            if (memcmp ((const guint8 *) g_bytes_get_data (frame, NULL) + 4 + info.header_len +
+                        i * es, codes + i * es, es) != 0)
+              return g_strdup_printf ("its %s gradient codes differ from the CPU's (element %"
+                                      G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT ", round %u)",
+                                      rlx_precision_to_string (p), i, n, round + 1);
+        }
+      /* an update applied to parameters */
+      check_values (p_ref, n, 100 + p);
+      check_values (g, n, 200 + p);
+      scale = rlx_wire_scale_for (g, n, p);
+      rlx_wire_quantize (g, n, p, scale, ucodes);
+      memcpy (p_dev, p_ref, n * 4);
+      if (!rlx_vk_trainer_apply_test (self->vk, p_dev, n, ucodes, p,
+                                      p == RLX_PRECISION_F32 ? 1.0 : 1.0 / scale, &error))
+        return g_strdup (error->message);
+      rlx_wire_dequantize (ucodes, n, p, scale, d);
+      for (gsize i = 0; i < n; i++)
+        {
+          p_ref[i] -= d[i];
+          if (memcmp (&p_ref[i], &p_dev[i], 4) != 0)
+            return g_strdup_printf ("an update at %s gives %.9g where the CPU gives %.9g "
+                                    "(element %" G_GSIZE_FORMAT ")", rlx_precision_to_string (p),
+                                    p_dev[i], p_ref[i], i);
+        }
+    }
+  rlx_vk_trainer_reset_feedback (self->vk);
+  return NULL;
+}
+
+/* Keeps the parameters on the device when it reproduces the wire's bits;
+ * else leaves them on the host (each step uploads them) and says why. */
+static void
+vk_resident_start (RlxBackend *self)
+{
+  g_autofree RlxVkWireTables *tables = NULL;
+  g_autoptr(GError) local = NULL;
+  g_autofree char *why = NULL;
+
+  if (g_strcmp0 (g_getenv ("RLX_VK_RESIDENT"), "0") == 0)
+    {
+      self->resident_note = g_strdup ("vulkan: parameters kept on the host (RLX_VK_RESIDENT=0)");
+      return;
+    }
+  tables = g_new0 (RlxVkWireTables, 1);
+  wire_tables (tables);
+  if (!rlx_vk_trainer_resident_init (self->vk, tables, &local))
+    why = g_strdup (local->message);
+  else
+    why = vk_resident_check (self, MIN (self->model->n_params, 4099));
+  if (why == NULL)
+    {
+      self->resident_vk = TRUE;
+      return;
+    }
+  self->resident_note = g_strdup_printf ("vulkan: parameters kept on the host, uploaded each "
+                                         "step, because %s cannot apply updates bit-identically "
+                                         "to the CPU: %s", self->device, why);
+  g_debug ("rlx-backend: %s", self->resident_note);
+}
+
 /* ------------------------------------------------------------ resolution */
 
 static RlxBackend *
@@ -289,6 +448,7 @@ backend_new_vulkan (const RlxVkDeviceInfo *info, const RlxModel *model, RlxDatas
   self->check = g_getenv ("RLX_BACKEND_CHECK") != NULL && g_strcmp0 (g_getenv ("RLX_BACKEND_CHECK"), "0") != 0;
   self->device = g_strdup (info->name);
   self->fallback = g_strdup ("");
+  vk_resident_start (self);
   return self;
 }
 
@@ -363,6 +523,8 @@ rlx_backend_resolve (const char *request, const RlxModel *model,
               continue;
             }
         }
+      if (self->resident_note != NULL)
+        g_ptr_array_add (passed_over, g_strdup (self->resident_note));
       g_ptr_array_add (passed_over, NULL);
       g_free (self->fallback);
       self->fallback = g_strjoinv ("; ", (char **) passed_over->pdata);
@@ -383,6 +545,7 @@ rlx_backend_free (RlxBackend *self)
   g_free (self->replica);
   g_free (self->residual);
   g_free (self->sum);
+  g_free (self->resident_note);
   g_clear_pointer (&self->dataset, rlx_dataset_unref);
   g_free (self->device);
   g_free (self->fallback);
@@ -527,7 +690,7 @@ rlx_backend_step_timings (const RlxBackend *self, double *upload_us, double *com
 static gboolean
 require_replica (RlxBackend *self, const char *what, GError **error)
 {
-  if (self->replica != NULL)
+  if (self->loaded)
     return TRUE;
   g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED,
                "%s: the %s backend holds no parameters yet; load them first "
@@ -536,37 +699,131 @@ require_replica (RlxBackend *self, const char *what, GError **error)
   return FALSE;
 }
 
+static gboolean
+vk_failed (RlxBackend *self, GError *local, GError **error)
+{
+  g_set_error (error, RLX_BACKEND_ERROR, map_vk_code (local), "vulkan (%s): %s", self->device,
+               local->message);
+  g_error_free (local);
+  return FALSE;
+}
+
 gboolean
 rlx_backend_load_params (RlxBackend *self, const float *params, GError **error)
 {
+  GError *local = NULL;
+
   g_return_val_if_fail (self != NULL, FALSE);
   g_return_val_if_fail (params != NULL, FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
-  if (self->replica == NULL)
-    self->replica = g_new (float, self->model->n_params);
-  memcpy (self->replica, params, self->model->n_params * sizeof (float));
+  if (self->resident_vk)
+    {
+      if (!rlx_vk_trainer_load_params (self->vk, params, &local))
+        return vk_failed (self, local, error);
+    }
+  else
+    {
+      if (self->replica == NULL)
+        self->replica = g_new (float, self->model->n_params);
+      memcpy (self->replica, params, self->model->n_params * sizeof (float));
+    }
+  self->loaded = TRUE;
   return TRUE;
 }
 
 gboolean
 rlx_backend_read_params (RlxBackend *self, float *params, GError **error)
 {
+  GError *local = NULL;
+
   g_return_val_if_fail (self != NULL, FALSE);
   g_return_val_if_fail (params != NULL, FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
   if (!require_replica (self, "reading the parameters", error))
     return FALSE;
+  if (self->resident_vk)
+    return rlx_vk_trainer_read_params (self->vk, params, &local) || vk_failed (self, local, error);
   memcpy (params, self->replica, self->model->n_params * sizeof (float));
   return TRUE;
+}
+
+static const char *
+tensor_of (const RlxModel *model, gsize i)
+{
+  for (guint t = 0; t < model->n_tensors; t++)
+    if (i >= model->tensors[t].offset && i < model->tensors[t].offset + model->tensors[t].numel)
+      return model->tensors[t].name;
+  return "?";
+}
+
+/* The first code of @codes that decodes to NaN or ±Inf, or -1. */
+static gssize
+first_non_finite_code (const void *codes, gsize n, RlxPrecision p)
+{
+  gboolean any = FALSE;
+
+  /* a branch-free pass over all of it (the common case: none), then a search */
+  switch (p)
+    {
+    case RLX_PRECISION_F32:
+      {
+        const guint8 *b = codes;
+        for (gsize i = 0; i < n; i++)
+          {
+            guint32 w;
+            memcpy (&w, b + 4 * i, 4);
+            any |= (w & 0x7f800000u) == 0x7f800000u;
+          }
+        if (any)
+          for (gsize i = 0; i < n; i++)
+            {
+              guint32 w;
+              memcpy (&w, b + 4 * i, 4);
+              if ((w & 0x7f800000u) == 0x7f800000u)
+                return (gssize) i;
+            }
+      }
+      break;
+    case RLX_PRECISION_F16:
+      {
+        const guint8 *b = codes;
+        for (gsize i = 0; i < n; i++)
+          any |= (b[2 * i + 1] & 0x7c) == 0x7c;   /* little-endian: the exponent is in the high byte */
+        if (any)
+          for (gsize i = 0; i < n; i++)
+            if ((b[2 * i + 1] & 0x7c) == 0x7c)
+              return (gssize) i;
+      }
+      break;
+    case RLX_PRECISION_F8E4M3:
+    case RLX_PRECISION_F8E5M2:
+      {
+        const guint8 *b = codes;
+        /* E4M3: only S.1111.111 is NaN; E5M2: S.11111.xx is Inf or NaN */
+        guint8 mask = p == RLX_PRECISION_F8E4M3 ? 0x7f : 0x7c;
+        for (gsize i = 0; i < n; i++)
+          any |= (b[i] & mask) == mask;
+        if (any)
+          for (gsize i = 0; i < n; i++)
+            if ((b[i] & mask) == mask)
+              return (gssize) i;
+      }
+      break;
+    default:
+      g_assert_not_reached ();
+    }
+  return -1;
 }
 
 gboolean
 rlx_backend_apply_update (RlxBackend *self, const void *codes, gsize n,
                           RlxPrecision precision, double scale, GError **error)
 {
+  GError *local = NULL;
   gsize es;
+  gssize bad;
   float tmp[RESIDENT_BLOCK];
 
   g_return_val_if_fail (self != NULL, FALSE);
@@ -591,7 +848,24 @@ rlx_backend_apply_update (RlxBackend *self, const void *codes, gsize n,
     }
   if (!require_replica (self, "applying an update", error))
     return FALSE;
+  bad = first_non_finite_code (codes, n, precision);
+  if (bad >= 0)
+    {
+      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE,
+                   "the update holds NaN or ±Inf at element %" G_GSSIZE_FORMAT " (%s of %s); "
+                   "it was not applied — the sender's update is corrupt", bad,
+                   tensor_of (self->model, (gsize) bad), self->model->slug);
+      return FALSE;
+    }
 
+  if (self->resident_vk)
+    {
+      /* the inverse as rlx_wire_dequantize computes it */
+      double inv = precision == RLX_PRECISION_F32 ? 1.0 : 1.0 / scale;
+
+      return rlx_vk_trainer_queue_update (self->vk, codes, precision, inv, &local) ||
+             vk_failed (self, local, error);
+    }
   es = rlx_precision_element_size (precision);
   for (gsize i = 0; i < n; i += RESIDENT_BLOCK)
     {
@@ -603,15 +877,6 @@ rlx_backend_apply_update (RlxBackend *self, const void *codes, gsize n,
         p[j] -= tmp[j];
     }
   return TRUE;
-}
-
-static const char *
-tensor_of (const RlxModel *model, gsize i)
-{
-  for (guint t = 0; t < model->n_tensors; t++)
-    if (i >= model->tensors[t].offset && i < model->tensors[t].offset + model->tensors[t].numel)
-      return model->tensors[t].name;
-  return "?";
 }
 
 /* @s: g on entry, s = g + residual (with @feedback) on return; the largest
@@ -638,26 +903,36 @@ sum_and_max_bits (float *s, const float *residual, gsize n, guint32 *g_max, guin
   *s_max = sm;
 }
 
+/* Element @i of s is @v, not finite; @gradient_itself: so is g there. */
 static void
-set_not_finite (RlxBackend *self, const float *s, gboolean gradient_itself, GError **error)
+set_not_finite (RlxBackend *self, gsize i, float v, gboolean gradient_itself, GError **error)
 {
   const RlxModel *m = self->model;
-  gsize i = 0;
 
-  while (i < m->n_params && isfinite (s[i]))
-    i++;
-  g_assert (i < m->n_params);
   if (gradient_itself)
     g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE,
                  "the gradient of %s holds %s (element %" G_GSIZE_FORMAT " of %s on %s); "
                  "it was not sent — lower the learning rate or check the data",
-                 m->slug, isnan (s[i]) ? "NaN" : s[i] > 0 ? "+Inf" : "-Inf", i,
+                 m->slug, isnan (v) ? "NaN" : v > 0 ? "+Inf" : "-Inf", i,
                  tensor_of (m, i), self->device);
   else
     g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE,
                  "the gradient of %s plus its carried quantisation residual overflows f32 "
                  "(element %" G_GSIZE_FORMAT " of %s); it was not sent — lower the "
                  "learning rate", m->slug, i, tensor_of (m, i));
+}
+
+/* The wire's scale for a largest magnitude given as f32 bits (as
+ * rlx_wire_scale_for computes it). */
+static double
+scale_for_max_bits (guint32 bits, RlxPrecision precision)
+{
+  float maxabs;
+
+  memcpy (&maxabs, &bits, 4);
+  if (precision == RLX_PRECISION_F32 || !(maxabs > 0))
+    return 1.0;
+  return rlx_precision_target (precision) / (double) maxabs;
 }
 
 /* The wire half of grads_wire on the host: self->sum holds the gradient. */
@@ -669,21 +944,23 @@ host_encode (RlxBackend *self, RlxPrecision precision, gboolean feedback, void *
   gsize es = rlx_precision_element_size (precision);
   float *s = self->sum;
   guint32 g_max, s_max;
-  double scale = 1.0;
-  float maxabs, tmp[RESIDENT_BLOCK];
+  double scale;
+  float tmp[RESIDENT_BLOCK];
 
   if (feedback && self->residual == NULL)
     self->residual = g_new0 (float, n);
   sum_and_max_bits (s, feedback ? self->residual : NULL, n, &g_max, &s_max);
   if (s_max >= ABS_BITS_INF)
     {
+      gsize i = 0;
+
       /* the residual is untouched: it is only written below */
-      set_not_finite (self, s, g_max >= ABS_BITS_INF, error);
+      while (isfinite (s[i]))
+        i++;
+      set_not_finite (self, i, s[i], g_max >= ABS_BITS_INF, error);
       return FALSE;
     }
-  memcpy (&maxabs, &s_max, 4);
-  if (precision != RLX_PRECISION_F32 && maxabs > 0)
-    scale = rlx_precision_target (precision) / (double) maxabs;   /* as rlx_wire_scale_for */
+  scale = scale_for_max_bits (s_max, precision);
 
   if (precision == RLX_PRECISION_F32)
     {
@@ -711,6 +988,50 @@ host_encode (RlxBackend *self, RlxPrecision precision, gboolean feedback, void *
   return TRUE;
 }
 
+static gboolean
+vk_grads_wire (RlxBackend *self, const guint32 *indices, guint n, RlxPrecision precision,
+               gboolean feedback, float *loss, void *out, double *scale_out, GError **error)
+{
+  GError *local = NULL;
+  RlxVkWireSummary sum;
+  double scale;
+
+  if (self->poisoned)
+    {
+      guint32 bits;
+
+      memcpy (&bits, &self->poison_value, 4);
+      rlx_vk_trainer_poison_gradient (self->vk, (guint32) self->poison_index, bits);
+      self->poisoned = FALSE;
+    }
+  if (!rlx_vk_trainer_grads_wire (self->vk, indices, n, precision, feedback, out, &sum, &local))
+    return vk_failed (self, local, error);
+  *loss = sum.loss;
+  if (sum.smax_bits >= ABS_BITS_INF)
+    {
+      float v;
+
+      memcpy (&v, &sum.bad_bits, 4);
+      set_not_finite (self, sum.first_bad, v, sum.gmax_bits >= ABS_BITS_INF, error);
+      return FALSE;
+    }
+  /* the device computed the scale and its inverse itself; they must be the
+   * wire's (rlx_backend_resolve checked this device, so this never fires
+   * unless its arithmetic changes under us) */
+  scale = scale_for_max_bits (sum.smax_bits, precision);
+  if (precision != RLX_PRECISION_F32 && (scale != sum.scale || 1.0 / scale != sum.inv))
+    {
+      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED,
+                   "vulkan (%s) computed the wire scale as %.17g (inverse %.17g), the CPU as "
+                   "%.17g (%.17g): its double arithmetic does not match the CPU's; restart "
+                   "this rank with --backend cpu", self->device, sum.scale, sum.inv, scale,
+                   1.0 / scale);
+      return FALSE;
+    }
+  *scale_out = scale;
+  return TRUE;
+}
+
 gboolean
 rlx_backend_grads_wire (RlxBackend *self, const guint32 *indices, guint n,
                         RlxPrecision precision, gboolean feedback, float *loss,
@@ -725,6 +1046,8 @@ rlx_backend_grads_wire (RlxBackend *self, const guint32 *indices, guint n,
     return FALSE;
   if (!require_replica (self, "computing a gradient", error))
     return FALSE;
+  if (self->resident_vk)
+    return vk_grads_wire (self, indices, n, precision, feedback, loss, out, scale_out, error);
   if (self->sum == NULL)
     self->sum = g_new (float, self->model->n_params);
   if (!rlx_backend_grads (self, self->replica, indices, n, loss, self->sum, error))
@@ -742,8 +1065,24 @@ rlx_backend_reset_feedback (RlxBackend *self)
 {
   g_return_if_fail (self != NULL);
 
-  if (self->residual != NULL)
+  if (self->resident_vk)
+    rlx_vk_trainer_reset_feedback (self->vk);
+  else if (self->residual != NULL)
     memset (self->residual, 0, self->model->n_params * sizeof (float));
+}
+
+gboolean
+rlx_backend_params_on_device (const RlxBackend *self)
+{
+  g_return_val_if_fail (self != NULL, FALSE);
+  return self->resident_vk;
+}
+
+RlxVkTrainer *
+rlx_backend_vk_trainer (RlxBackend *self)
+{
+  g_return_val_if_fail (self != NULL, NULL);
+  return self->vk;
 }
 
 void

@@ -92,8 +92,18 @@ GArray     *rlx_backend_candidates (const char *request, const RlxModel *model,
  * RLX_BACKEND_ERROR_FAILED ("load them first"). A call that fails with an
  * argument error (wrong length, bad scale, bad batch) changes nothing.
  *
- * The CPU backend's replica is a host array; no call allocates a
- * parameter-sized buffer after the first.
+ * Where the replica lives: the CPU backend's is a host array. A vulkan
+ * backend keeps it in device memory: apply_update uploads only the codes
+ * (1, 2 or 4 bytes a parameter) and the device dequantises and subtracts
+ * them at the start of the next grads_wire's submission; grads_wire computes
+ * the scale, the codes and the new residual on the device and downloads only
+ * the codes. The device's arithmetic reproduces core/wire's bit for bit
+ * (gpu/shaders/wire.glsl says how); rlx_backend_resolve checks that on the
+ * device with a few thousand awkward values at every precision, and where a
+ * bit differs (or the device lacks shaderFloat64/shaderInt64) the replica
+ * stays on the host, each step uploads it, and rlx_backend_fallback says
+ * why. RLX_VK_RESIDENT=0 in the environment keeps it on the host too.
+ * No call allocates a parameter-sized buffer after the first.
  */
 
 /* Replace the replica (founding, join, snapshot, resync). */
@@ -105,9 +115,12 @@ gboolean    rlx_backend_read_params  (RlxBackend *self, float *params,
                                       GError **error);
 /* replica -= update, where update is exactly what rlx_wire_dequantize
  * (@codes, @n, @precision, @scale, ·) gives; one f32 subtraction per element.
- * @n must be the model's parameter count. @codes is copied. A GPU may defer
- * the work into the next grads_wire's submission (an error then surfaces
- * there or in read_params). */
+ * @n must be the model's parameter count. @codes is copied. Codes that
+ * decode to NaN or ±Inf are refused with RLX_BACKEND_ERROR_NOT_FINITE (the
+ * replica untouched: a corrupt update must not poison it; a rank whose hash
+ * then differs resyncs by snapshot). A GPU defers the work into the next
+ * grads_wire's submission (an error then surfaces there or in read_params);
+ * a second apply before that applies the first on its own. */
 gboolean    rlx_backend_apply_update (RlxBackend *self, const void *codes, gsize n,
                                       RlxPrecision precision, double scale,
                                       GError **error);
@@ -129,6 +142,11 @@ gboolean    rlx_backend_grads_wire   (RlxBackend *self, const guint32 *indices, 
                                       GError **error);
 /* Forget the gradient residual (after a snapshot, or a dropped bucket). */
 void        rlx_backend_reset_feedback (RlxBackend *self);
+/* TRUE when the replica lives in device memory (vulkan on a device that
+ * reproduces the wire's arithmetic bit for bit, which is checked when the
+ * backend is made); FALSE for the host replica (cpu, or vulkan with the
+ * reason in rlx_backend_fallback). */
+gboolean    rlx_backend_params_on_device (const RlxBackend *self);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxBackend, rlx_backend_free)
 

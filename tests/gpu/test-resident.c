@@ -15,6 +15,7 @@
 #include "rlx-config.h"
 #include "core/rlx-backend.h"
 #include "core/rlx-backend-private.h"
+#include "gpu/rlx-vk.h"
 
 #include <math.h>
 #include <string.h>
@@ -144,10 +145,13 @@ typedef struct {
   float           *g;
 } Reference;
 
+/* @spec: the same backend as the one checked (its gradient's bits are its
+ * own: a GPU's differ from the CPU's in the last places) */
 static void
-reference_init (Reference *r, const RlxModel *model, const float *params, guint max_batch)
+reference_init (Reference *r, const char *spec, const RlxModel *model, const float *params,
+                guint max_batch)
 {
-  r->be = open_backend ("cpu", model, max_batch);
+  r->be = open_backend (spec, model, max_batch);
   r->fb = rlx_wire_feedback_new (model->n_params);
   r->params = g_memdup2 (params, model->n_params * sizeof (float));
   r->g = g_new (float, model->n_params);
@@ -239,7 +243,7 @@ check_grads_wire (const char *spec, const RlxModel *model, RlxPrecision p, gbool
   Reference r;
 
   rlx_model_init_params (model, 11, params);
-  reference_init (&r, model, params, batch);
+  reference_init (&r, spec, model, params, batch);
   g_assert_true (rlx_backend_load_params (be, params, &error));
   g_assert_no_error (error);
 
@@ -296,7 +300,7 @@ check_not_finite (const char *spec, const RlxModel *model, RlxPrecision p, float
   float loss;
 
   rlx_model_init_params (model, 5, params);
-  reference_init (&r, model, params, batch);
+  reference_init (&r, spec, model, params, batch);
   g_assert_true (rlx_backend_load_params (be, params, &error));
 
   /* step 0: fills the residual */
@@ -362,7 +366,7 @@ check_reset_feedback (const char *spec, RlxPrecision p)
       g_assert_no_error (error);
     }
   rlx_backend_reset_feedback (be);
-  reference_init (&r, model, params, batch);
+  reference_init (&r, spec, model, params, batch);
   indices_for (idx, batch, 3);
   g_assert_true (rlx_backend_grads_wire (be, idx, batch, p, TRUE, &loss, codes, &scale, &error));
   g_assert_no_error (error);
@@ -455,20 +459,290 @@ test_cpu_bad_calls (void)
   check_bad_calls ("cpu");
 }
 
+/* ── the same on a Vulkan device (lavapipe in CI) ───────────────────────── */
+
+#define VK_SPEC "vulkan:llvmpipe"
+
+static gboolean have_device;
+
+static gboolean
+need_device (void)
+{
+  if (!have_device)
+    g_test_skip ("no lavapipe device (install mesa-vulkan-drivers)");
+  return have_device;
+}
+
+/* the Vulkan backend really keeps the replica on the device here, else the
+ * tests below would check the host path twice */
+static void
+test_vk_on_device (void)
+{
+  const RlxModel *model = rlx_model_get (RLX_MODEL_MNIST_CNN);
+  g_autoptr(RlxBackend) be = NULL, cpu = NULL;
+
+  if (!need_device ())
+    return;
+  be = open_backend (VK_SPEC, model, 8);
+  g_test_message ("fallback: '%s'", rlx_backend_fallback (be));
+  g_assert_true (rlx_backend_params_on_device (be));
+  g_assert_null (strstr (rlx_backend_fallback (be), "kept on the host"));
+  cpu = open_backend ("cpu", model, 8);
+  g_assert_false (rlx_backend_params_on_device (cpu));
+
+  /* RLX_VK_RESIDENT=0 keeps them on the host and says so */
+  g_setenv ("RLX_VK_RESIDENT", "0", TRUE);
+  g_clear_pointer (&be, rlx_backend_free);
+  be = open_backend (VK_SPEC, model, 8);
+  g_unsetenv ("RLX_VK_RESIDENT");
+  g_assert_false (rlx_backend_params_on_device (be));
+  g_assert_nonnull (strstr (rlx_backend_fallback (be), "RLX_VK_RESIDENT=0"));
+  g_assert_cmpuint (rlx_vk_validation_messages (), ==, 0);
+}
+
+static void
+test_vk_apply (void)
+{
+  if (!need_device ())
+    return;
+  for (guint m = 0; m < RLX_N_MODELS; m++)
+    {
+      if (m == RLX_MODEL_MNIST_MLP_XL && !g_test_slow ())
+        continue;
+      for (guint k = 0; k < G_N_ELEMENTS (all_precisions); k++)
+        check_apply_chain (VK_SPEC, rlx_model_get (m), all_precisions[k], 6);
+    }
+  g_assert_cmpuint (rlx_vk_validation_messages (), ==, 0);
+}
+
+static void
+test_vk_grads_wire (void)
+{
+  const RlxModelId models[] = { RLX_MODEL_MNIST_MLP, RLX_MODEL_MNIST_CNN };
+
+  if (!need_device ())
+    return;
+  for (guint m = 0; m < G_N_ELEMENTS (models); m++)
+    for (guint k = 0; k < G_N_ELEMENTS (all_precisions); k++)
+      {
+        check_grads_wire (VK_SPEC, rlx_model_get (models[m]), all_precisions[k], TRUE, 3, 16);
+        check_grads_wire (VK_SPEC, rlx_model_get (models[m]), all_precisions[k], FALSE, 1, 7);
+      }
+  g_assert_cmpuint (rlx_vk_validation_messages (), ==, 0);
+}
+
+static void
+test_vk_not_finite (void)
+{
+  const RlxModel *model = rlx_model_get (RLX_MODEL_MNIST_CNN);
+
+  if (!need_device ())
+    return;
+  for (guint k = 0; k < G_N_ELEMENTS (all_precisions); k++)
+    {
+      check_not_finite (VK_SPEC, model, all_precisions[k], NAN, "NaN");
+      check_not_finite (VK_SPEC, model, all_precisions[k], INFINITY, "+Inf");
+      check_not_finite (VK_SPEC, model, all_precisions[k], -INFINITY, "-Inf");
+    }
+  g_assert_cmpuint (rlx_vk_validation_messages (), ==, 0);
+}
+
+static void
+test_vk_reset_feedback (void)
+{
+  if (!need_device ())
+    return;
+  check_reset_feedback (VK_SPEC, RLX_PRECISION_F8E4M3);
+  check_reset_feedback (VK_SPEC, RLX_PRECISION_F16);
+}
+
+static void
+test_vk_bad_calls (void)
+{
+  if (!need_device ())
+    return;
+  check_bad_calls (VK_SPEC);
+  g_assert_cmpuint (rlx_vk_validation_messages (), ==, 0);
+}
+
+/* The device's wire arithmetic on its own, at sizes that are not a multiple
+ * of anything (1, 2, 3, 5, 4095, 4097, 20481) and on values from f32
+ * subnormals up, with the residual carried over several rounds. */
+static void
+check_odd_sizes (int nudge)
+{
+  const RlxModel *model = rlx_model_get (RLX_MODEL_MNIST_CNN);
+  const gsize sizes[] = { 1, 2, 3, 5, 4095, 4097, 20481 };
+  g_autoptr(RlxBackend) be = NULL;
+  RlxVkTrainer *vk;
+
+  if (!need_device ())
+    return;
+  be = open_backend (VK_SPEC, model, 8);
+  g_assert_true (rlx_backend_params_on_device (be));
+  vk = rlx_backend_vk_trainer (be);
+  rlx_vk_trainer_set_div_nudge (vk, nudge);
+  for (guint z = 0; z < G_N_ELEMENTS (sizes); z++)
+    for (guint k = 0; k < G_N_ELEMENTS (all_precisions); k++)
+      {
+        RlxPrecision p = all_precisions[k];
+        gsize n = sizes[z], es = rlx_precision_element_size (p);
+        g_autoptr(RlxWireFeedback) fb = rlx_wire_feedback_new (n);
+        g_autoptr(GError) error = NULL;
+        g_autofree float *g = g_new (float, n);
+        g_autofree float *params = g_new (float, n);
+        g_autofree float *ref = g_new (float, n);
+        g_autofree float *d = g_new (float, n);
+        g_autofree guint8 *codes = g_malloc (n * 4);
+
+        rlx_vk_trainer_reset_feedback (vk);
+        for (guint round = 0; round < 4; round++)
+          {
+            g_autoptr(GBytes) frame = NULL;
+            RlxVkWireSummary sum;
+            RlxWireInfo info;
+            const guint8 *payload;
+            double scale;
+
+            /* the last round is all tiny values: the scale is huge */
+            fill_update (g, n, 31 * z + round + 7 * k, round == 3 ? 1e-35f : 0.5f);
+            g_assert_true (rlx_vk_trainer_wire_test (vk, g, n, p, TRUE, codes, &sum, &error));
+            g_assert_no_error (error);
+            frame = rlx_wire_feedback_encode (fb, NULL, g, n, p, "g", NULL, &error);
+            g_assert_no_error (error);
+            g_assert_true (rlx_wire_decode_full (frame, NULL, &info, NULL, NULL, &error));
+            payload = (const guint8 *) g_bytes_get_data (frame, NULL) + 4 + info.header_len;
+            g_assert_cmpfloat (sum.scale, ==, info.scale);
+            if (memcmp (payload, codes, n * es) != 0)
+              g_error ("%s n=%" G_GSIZE_FORMAT " round %u: codes differ from the wire's",
+                       rlx_precision_to_string (p), n, round);
+
+            /* and an update applied to parameters, subnormals among them */
+            fill_update (params, n, 77 + round, round == 3 ? 1e-37f : 1.0f);
+            memcpy (ref, params, n * 4);
+            scale = rlx_wire_scale_for (g, n, p);
+            rlx_wire_quantize (g, n, p, scale, codes);
+            g_assert_true (rlx_vk_trainer_apply_test (vk, params, n, codes, p,
+                                                      p == RLX_PRECISION_F32 ? 1.0 : 1.0 / scale,
+                                                      &error));
+            g_assert_no_error (error);
+            rlx_wire_dequantize (codes, n, p, scale, d);
+            for (gsize i = 0; i < n; i++)
+              ref[i] -= d[i];
+            assert_same_bits (params, ref, n, "apply at an odd size");
+          }
+      }
+  g_assert_cmpuint (rlx_vk_validation_messages (), ==, 0);
+}
+
+static void
+test_vk_odd_sizes (void)
+{
+  check_odd_sizes (0);
+}
+
+/* The scale and its inverse are correctly rounded even when the device's
+ * own division is a few ulps off (simulated by starting 3 ulps away). */
+static void
+test_vk_division (void)
+{
+  check_odd_sizes (3);
+  check_odd_sizes (-3);
+}
+
+/* A long chain: a CPU rank and a Vulkan rank take the same 200 updates,
+ * precisions mixed, with a gradient step on each between some of them; the
+ * replicas' bits stay equal (the hash of a mixed cohort). */
+static void
+test_vk_long_chain (void)
+{
+  const RlxModel *model = rlx_model_get (RLX_MODEL_MNIST_MLP);
+  g_autoptr(RlxBackend) cpu = NULL, gpu = NULL;
+  g_autoptr(GError) error = NULL;
+  gsize n = model->n_params;
+  g_autofree float *params = g_new (float, n);
+  g_autofree float *a = g_new (float, n);
+  g_autofree float *b = g_new (float, n);
+  g_autofree float *u = g_new (float, n);
+  g_autofree guint8 *codes = g_malloc (n * 4);
+  g_autofree guint8 *gcodes = g_malloc (n * 4);
+  guint32 idx[8];
+
+  if (!need_device ())
+    return;
+  cpu = open_backend ("cpu", model, 8);
+  gpu = open_backend (VK_SPEC, model, 8);
+  rlx_model_init_params (model, 21, params);
+  g_assert_true (rlx_backend_load_params (cpu, params, &error));
+  g_assert_true (rlx_backend_load_params (gpu, params, &error));
+  for (guint k = 0; k < 200; k++)
+    {
+      RlxPrecision p = all_precisions[(k / 3) % 4];
+      double scale;
+
+      fill_update (u, n, 1000 + k, 1e-3f);
+      scale = rlx_wire_scale_for (u, n, p);
+      rlx_wire_quantize (u, n, p, scale, codes);
+      g_assert_true (rlx_backend_apply_update (cpu, codes, n, p, scale, &error));
+      g_assert_no_error (error);
+      g_assert_true (rlx_backend_apply_update (gpu, codes, n, p, scale, &error));
+      g_assert_no_error (error);
+      if (k % 25 == 24)
+        {
+          float loss;
+          double gs;
+
+          /* a step on the GPU replica between updates (the queued update
+           * rides in its submission) */
+          indices_for (idx, 8, k);
+          g_assert_true (rlx_backend_grads_wire (gpu, idx, 8, p, TRUE, &loss, gcodes, &gs, &error));
+          g_assert_no_error (error);
+          g_assert_true (rlx_backend_read_params (cpu, a, &error));
+          g_assert_true (rlx_backend_read_params (gpu, b, &error));
+          assert_same_bits (b, a, n, "GPU replica against the CPU's in the chain");
+          g_assert_cmpuint (rlx_params_hash (a, n), ==, rlx_params_hash (b, n));
+        }
+    }
+  g_assert_true (rlx_backend_read_params (cpu, a, &error));
+  g_assert_true (rlx_backend_read_params (gpu, b, &error));
+  assert_same_bits (b, a, n, "GPU replica against the CPU's after 200 updates");
+  g_assert_cmpuint (rlx_vk_validation_messages (), ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
   g_autoptr(GError) error = NULL;
 
   g_test_init (&argc, &argv, NULL);
+  g_setenv ("RLX_VK_VALIDATE", "1", TRUE);
   dataset = rlx_dataset_open ("synthetic", 3, &error);
   g_assert_no_error (error);
+  {
+    g_autoptr(GPtrArray) devices = rlx_vk_enumerate (NULL);
+
+    for (guint i = 0; devices != NULL && i < devices->len; i++)
+      if (strstr (((RlxVkDeviceInfo *) g_ptr_array_index (devices, i))->name, "llvmpipe"))
+        have_device = TRUE;
+    if (!have_device && g_getenv ("CI") != NULL)
+      g_error ("CI is set but no lavapipe Vulkan device was found: "
+               "install mesa-vulkan-drivers (scripts/deps.sh does)");
+  }
 
   g_test_add_func ("/backend/resident/cpu/apply-bits", test_cpu_apply);
   g_test_add_func ("/backend/resident/cpu/grads-wire", test_cpu_grads_wire);
   g_test_add_func ("/backend/resident/cpu/not-finite", test_cpu_not_finite);
   g_test_add_func ("/backend/resident/cpu/reset-feedback", test_cpu_reset_feedback);
   g_test_add_func ("/backend/resident/cpu/bad-calls", test_cpu_bad_calls);
+  g_test_add_func ("/backend/resident/vulkan/on-device", test_vk_on_device);
+  g_test_add_func ("/backend/resident/vulkan/apply-bits", test_vk_apply);
+  g_test_add_func ("/backend/resident/vulkan/grads-wire", test_vk_grads_wire);
+  g_test_add_func ("/backend/resident/vulkan/not-finite", test_vk_not_finite);
+  g_test_add_func ("/backend/resident/vulkan/reset-feedback", test_vk_reset_feedback);
+  g_test_add_func ("/backend/resident/vulkan/bad-calls", test_vk_bad_calls);
+  g_test_add_func ("/backend/resident/vulkan/odd-sizes", test_vk_odd_sizes);
+  g_test_add_func ("/backend/resident/vulkan/division", test_vk_division);
+  g_test_add_func ("/backend/resident/vulkan/long-chain", test_vk_long_chain);
   {
     int status = g_test_run ();
     g_clear_pointer (&dataset, rlx_dataset_unref);

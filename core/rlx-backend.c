@@ -758,6 +758,24 @@ tensor_of (const RlxModel *model, gsize i)
   return "?";
 }
 
+gboolean
+rlx_backend_params_hash (RlxBackend *self, guint64 *hash, GError **error)
+{
+  GError *local = NULL;
+  const float *p;
+
+  g_return_val_if_fail (self != NULL && hash != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (!require_replica (self, "hashing the parameters", error))
+    return FALSE;
+  p = self->resident_vk ? rlx_vk_trainer_mirror (self->vk, &local) : self->replica;
+  if (p == NULL)
+    return vk_failed (self, local, error);
+  *hash = rlx_params_hash (p, self->model->n_params);
+  return TRUE;
+}
+
 /* The first code of @codes that decodes to NaN or ±Inf, or -1. */
 static gssize
 first_non_finite_code (const void *codes, gsize n, RlxPrecision p)

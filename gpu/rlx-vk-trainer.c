@@ -268,6 +268,10 @@ struct _RlxVkTrainer {
   Buf               control;      /* host-written: CTL_* */
   Buf               codes_in;     /* host-written: the pending update's codes */
   Buf               readback;     /* codes, then the summary at readback_meta */
+  Buf               mirror;       /* a copy of the replica for the host (made on demand) */
+  Recorded          mirror_rec;   /* replica → mirror */
+  gboolean          mirror_each_step;  /* grads_wire copies the replica out too */
+  gboolean          mirror_valid;      /* mirror holds the replica as it is now */
   gsize             part_off, meta_off;   /* in wire_s, words */
   gsize             readback_meta;        /* bytes */
   guint32           target[4];    /* the wire's scale targets, by precision */
@@ -1810,6 +1814,8 @@ rlx_vk_trainer_free (RlxVkTrainer *self)
       buf_destroy (self, &self->control);
       buf_destroy (self, &self->codes_in);
       buf_destroy (self, &self->readback);
+      recorded_clear (self, &self->mirror_rec);
+      buf_destroy (self, &self->mirror);
       if (self->queries != VK_NULL_HANDLE)
         self->vk.DestroyQueryPool (self->dev, self->queries, NULL);
       if (self->prof != VK_NULL_HANDLE)
@@ -2440,6 +2446,7 @@ rlx_vk_trainer_load_params (RlxVkTrainer *self, const float *params, GError **er
     return FALSE;
   /* an update still waiting was for the replica this replaces */
   self->pending = -1;
+  self->mirror_valid = FALSE;
   par_memcpy (self, self->codes_in.map, params, self->model->n_params * 4);
   return run_once (self, fill_load, NULL, "loading the parameters", error);
 }
@@ -2468,6 +2475,54 @@ rlx_vk_trainer_read_params (RlxVkTrainer *self, float *params, GError **error)
   return need_resident (self, error) && read_replica (self, params, self->model->n_params, error);
 }
 
+static void
+fill_mirror (Rec *r, gpointer data)
+{
+  rec_copy (r, &r->t->replica, &r->t->mirror, r->t->model->n_params * 4);
+}
+
+static const Recorded *
+get_mirror_rec (RlxVkTrainer *self, GError **error)
+{
+  Rec r;
+
+  if (self->mirror_rec.cb != VK_NULL_HANDLE)
+    return &self->mirror_rec;
+  if (self->mirror.buf == VK_NULL_HANDLE &&
+      !buf_create (self, &self->mirror, self->model->n_params * 4,
+                   VK_BUFFER_USAGE_TRANSFER_DST_BIT, MEM_READBACK, "parameter mirror", error))
+    return NULL;
+  if (!rec_begin (self, &r, &self->mirror_rec, 1, error))
+    {
+      recorded_clear (self, &self->mirror_rec);
+      return NULL;
+    }
+  fill_mirror (&r, NULL);
+  return rec_end (self, &r, &self->mirror_rec) ? &self->mirror_rec : NULL;
+}
+
+const float *
+rlx_vk_trainer_mirror (RlxVkTrainer *self, GError **error)
+{
+  const Recorded *rec;
+
+  g_return_val_if_fail (self != NULL, NULL);
+
+  if (!need_resident (self, error))
+    return NULL;
+  /* asked for once: from now on every step brings the copy along */
+  self->mirror_each_step = TRUE;
+  if (self->mirror_valid)
+    return self->mirror.map;
+  if (!flush_update (self, error))
+    return NULL;
+  rec = get_mirror_rec (self, error);
+  if (rec == NULL || !submit_wait (self, &rec->cb, 1, FALSE, "reading the parameters", error))
+    return NULL;
+  self->mirror_valid = TRUE;
+  return self->mirror.map;
+}
+
 gboolean
 rlx_vk_trainer_queue_update (RlxVkTrainer *self, const void *codes, guint prec, double inv,
                              GError **error)
@@ -2486,6 +2541,7 @@ rlx_vk_trainer_queue_update (RlxVkTrainer *self, const void *codes, guint prec, 
   ctl = self->control.map;
   memcpy (&ctl[CTL_INV_LO], &inv, sizeof inv);
   self->pending = (int) prec;
+  self->mirror_valid = FALSE;
   return TRUE;
 }
 
@@ -2551,8 +2607,8 @@ rlx_vk_trainer_grads_wire (RlxVkTrainer *self, const guint32 *indices, guint n, 
   gsize pbytes = self->model->n_params * sizeof (float);
   gint64 t0 = g_get_monotonic_time ();
   g_autofree char *what = NULL;
-  VkCommandBuffer cbs[3];
-  const Recorded *wire, *apply = NULL;
+  VkCommandBuffer cbs[4];
+  const Recorded *wire, *apply = NULL, *mirror = NULL;
   guint n_cbs = 0;
   Step *step;
 
@@ -2572,9 +2628,17 @@ rlx_vk_trainer_grads_wire (RlxVkTrainer *self, const guint32 *indices, guint n, 
         return FALSE;
       cbs[n_cbs++] = apply->cb;
     }
+  if (self->mirror_each_step && !self->mirror_valid)
+    {
+      mirror = get_mirror_rec (self, error);
+      if (mirror == NULL)
+        return FALSE;
+    }
   g_assert (step->n_cb == 1);
   cbs[n_cbs++] = step->cb[0];
   cbs[n_cbs++] = wire->cb;
+  if (mirror != NULL)
+    cbs[n_cbs++] = mirror->cb;
 
   memcpy ((char *) self->staging_in.map + pbytes, indices, n * sizeof (guint32));
   wire_control (self);
@@ -2582,6 +2646,7 @@ rlx_vk_trainer_grads_wire (RlxVkTrainer *self, const guint32 *indices, guint n, 
   what = g_strdup_printf ("a %s step of %u samples", self->model->slug, n);
   if (!submit_wait (self, cbs, n_cbs, TRUE, what, error))
     return FALSE;
+  self->mirror_valid = self->mirror_valid || mirror != NULL;
   wire_summary (self, feedback, summary);
   if (summary->smax_bits < 0x7f800000u)
     par_memcpy (self, codes, self->readback.map, self->model->n_params * es[prec]);

@@ -171,6 +171,12 @@ gboolean rlx_vk_trainer_resident_init (RlxVkTrainer *self, const RlxVkWireTables
 gboolean rlx_vk_trainer_load_params   (RlxVkTrainer *self, const float *params, GError **error);
 /* Copies the replica out, after applying a queued update. */
 gboolean rlx_vk_trainer_read_params   (RlxVkTrainer *self, float *params, GError **error);
+/* The replica as it is now (after a queued update), in host memory owned
+ * by the trainer, valid until the next call that changes it. The first call
+ * copies it out; from then on every grads_wire brings the copy along in its
+ * submission (the replica does not change during a step), so a call after a
+ * step costs no extra round trip. */
+const float *rlx_vk_trainer_mirror    (RlxVkTrainer *self, GError **error);
 /* Queues replica -= decode (@codes) (n_params codes at @prec, @inv =
  * 1.0 / scale) for the next submission; an update already queued is applied
  * first, on its own. */

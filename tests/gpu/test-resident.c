@@ -395,6 +395,7 @@ check_bad_calls (const char *spec)
   g_autofree float *after = g_new (float, n);
   g_autofree guint16 *codes = g_new0 (guint16, n);
   guint32 idx[5] = { 0, 1, 2, 3, 4 };
+  guint64 hash;
   double scale;
   float loss;
 
@@ -404,6 +405,9 @@ check_bad_calls (const char *spec)
   g_assert_nonnull (strstr (error->message, "load them first"));
   g_clear_error (&error);
   g_assert_false (rlx_backend_read_params (be, params, &error));
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED);
+  g_clear_error (&error);
+  g_assert_false (rlx_backend_params_hash (be, &hash, &error));
   g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED);
   g_clear_error (&error);
   g_assert_false (rlx_backend_grads_wire (be, idx, 4, RLX_PRECISION_F16, TRUE, &loss, codes,
@@ -416,6 +420,9 @@ check_bad_calls (const char *spec)
   g_assert_true (rlx_backend_read_params (be, before, &error));
   g_assert_no_error (error);
   assert_same_bits (before, params, n, "read after load");
+  g_assert_true (rlx_backend_params_hash (be, &hash, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (hash, ==, rlx_params_hash (params, n));
 
   /* wrong length, bad scales: refused, the replica untouched */
   g_assert_false (rlx_backend_apply_update (be, codes, n - 1, RLX_PRECISION_F16, 1.0, &error));
@@ -432,6 +439,29 @@ check_bad_calls (const char *spec)
   g_assert_false (rlx_backend_apply_update (be, codes, n, RLX_PRECISION_F16, NAN, &error));
   g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED);
   g_clear_error (&error);
+
+  /* codes that decode to NaN or ±Inf: refused, at every precision */
+  {
+    g_autofree guint8 *bad = g_malloc0 (n * 4);
+    const struct { RlxPrecision p; gsize at; guint32 code; } cases[] = {
+      { RLX_PRECISION_F32, 7, 0x7f800000u }, { RLX_PRECISION_F32, 8, 0xffc00001u },
+      { RLX_PRECISION_F16, n - 1, 0x7c00 }, { RLX_PRECISION_F16, 3, 0xfe01 },
+      { RLX_PRECISION_F8E4M3, 11, 0x7f }, { RLX_PRECISION_F8E4M3, 12, 0xff },
+      { RLX_PRECISION_F8E5M2, 13, 0x7c }, { RLX_PRECISION_F8E5M2, n - 1, 0xfd },
+    };
+
+    for (guint c = 0; c < G_N_ELEMENTS (cases); c++)
+      {
+        gsize es = rlx_precision_element_size (cases[c].p);
+
+        memset (bad, 0, n * 4);
+        memcpy (bad + cases[c].at * es, &cases[c].code, es);   /* little-endian */
+        g_assert_false (rlx_backend_apply_update (be, bad, n, cases[c].p, 2.0, &error));
+        g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE);
+        g_assert_nonnull (strstr (error->message, "not applied"));
+        g_clear_error (&error);
+      }
+  }
 
   /* bad batches */
   g_assert_false (rlx_backend_grads_wire (be, idx, 0, RLX_PRECISION_F16, TRUE, &loss, codes,
@@ -678,6 +708,7 @@ test_vk_long_chain (void)
   for (guint k = 0; k < 200; k++)
     {
       RlxPrecision p = all_precisions[(k / 3) % 4];
+      guint64 hg = 0, hc = 1;
       double scale;
 
       fill_update (u, n, 1000 + k, 1e-3f);
@@ -697,10 +728,24 @@ test_vk_long_chain (void)
           indices_for (idx, 8, k);
           g_assert_true (rlx_backend_grads_wire (gpu, idx, 8, p, TRUE, &loss, gcodes, &gs, &error));
           g_assert_no_error (error);
+          /* the hash right after a step (the copy the step brought along),
+           * then the replica itself */
+          g_assert_true (rlx_backend_params_hash (gpu, &hg, &error));
+          g_assert_no_error (error);
+          g_assert_true (rlx_backend_params_hash (cpu, &hc, &error));
+          g_assert_cmpuint (hg, ==, hc);
           g_assert_true (rlx_backend_read_params (cpu, a, &error));
           g_assert_true (rlx_backend_read_params (gpu, b, &error));
           assert_same_bits (b, a, n, "GPU replica against the CPU's in the chain");
-          g_assert_cmpuint (rlx_params_hash (a, n), ==, rlx_params_hash (b, n));
+          g_assert_cmpuint (rlx_params_hash (a, n), ==, hc);
+        }
+      else if (k % 25 == 7)
+        {
+          /* the hash with an update still queued on the device */
+          g_assert_true (rlx_backend_params_hash (gpu, &hg, &error));
+          g_assert_no_error (error);
+          g_assert_true (rlx_backend_params_hash (cpu, &hc, &error));
+          g_assert_cmpuint (hg, ==, hc);
         }
     }
   g_assert_true (rlx_backend_read_params (cpu, a, &error));

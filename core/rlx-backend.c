@@ -11,8 +11,13 @@
 #include "core/vision/rlx-cpu.h"
 #include "gpu/rlx-vk.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+#include <glib/gstdio.h>
 
 G_DEFINE_QUARK (rlx-backend-error-quark, rlx_backend_error)
 
@@ -37,6 +42,7 @@ struct _RlxBackend {
   gboolean        check;   /* RLX_BACKEND_CHECK: compare each step with the CPU */
   /* resident parameters: on the device (vulkan, when it reproduces the
    * wire's bits), else host arrays of n_params floats made on first use */
+  int             gpu_lock;  /* flock'ed: this rank's claim on its GPU, or -1 */
   gboolean        resident_vk;
   char           *resident_note;  /* why not, for the fallback text */
   gboolean        loaded;    /* rlx_backend_load_params was called */
@@ -54,6 +60,7 @@ backend_new_cpu (const RlxModel *model, RlxDataset *dataset, guint max_batch)
   RlxBackend *self = g_new0 (RlxBackend, 1);
 
   self->kind = BACKEND_CPU;
+  self->gpu_lock = -1;
   self->model = model;
   self->dataset = rlx_dataset_ref (dataset);
   self->max_batch = max_batch;
@@ -131,8 +138,9 @@ rlx_backend_candidates (const char *request, const RlxModel *model, guint max_ba
   g_autoptr(GPtrArray) reasons = g_ptr_array_new_with_free_func (g_free);
   g_autoptr(GPtrArray) software = g_ptr_array_new ();
   guint cpu = RLX_BACKEND_CPU_CANDIDATE;
-  gboolean is_auto, is_vulkan, by_name;
+  gboolean is_auto, is_vulkan, by_name, by_index = FALSE;
   const char *want = NULL;
+  guint64 want_index = 0;
   guint n_dev = devices != NULL ? devices->len : 0;
 
   g_return_val_if_fail (model != NULL, NULL);
@@ -145,11 +153,22 @@ rlx_backend_candidates (const char *request, const RlxModel *model, guint max_ba
   if (by_name)
     {
       want = request + 7;
+      /* vulkan:N is the device numbered N by rlx-rank devices; a name that
+       * is a number is asked for as vulkan:name=N */
+      if (g_str_has_prefix (want, "name="))
+        want += 5;
+      else if (*want != '\0' && strspn (want, "0123456789") == strlen (want))
+        {
+          by_index = TRUE;
+          if (!g_ascii_string_to_unsigned (want, 10, 0, G_MAXUINT, &want_index, NULL))
+            want_index = G_MAXUINT;
+        }
       if (*want == '\0')
         {
           g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNKNOWN,
-                       "backend 'vulkan:' names no device; use vulkan:NAME with part of "
-                       "a device name (rlx-rank devices lists them)");
+                       "backend '%s' names no device; use vulkan:N with a device's number "
+                       "or vulkan:NAME with part of its name (rlx-rank devices lists them)",
+                       request);
           return NULL;
         }
     }
@@ -162,7 +181,7 @@ rlx_backend_candidates (const char *request, const RlxModel *model, guint max_ba
   if (!is_auto && !is_vulkan && !by_name)
     {
       g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNKNOWN,
-                   "unknown backend '%s'; use auto, cpu, vulkan or vulkan:NAME", request);
+                   "unknown backend '%s'; use auto, cpu, vulkan, vulkan:N or vulkan:NAME", request);
       return NULL;
     }
 
@@ -180,7 +199,7 @@ rlx_backend_candidates (const char *request, const RlxModel *model, guint max_ba
 
   if (by_name)
     {
-      g_autoptr(GPtrArray) names = g_ptr_array_new ();
+      g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
       gboolean matched = FALSE;
 
       for (guint k = 0; k < order->len; k++)
@@ -189,8 +208,8 @@ rlx_backend_candidates (const char *request, const RlxModel *model, guint max_ba
           const RlxVkDeviceInfo *info = g_ptr_array_index (devices, i);
           g_autofree char *why = NULL;
 
-          g_ptr_array_add (names, info->name);
-          if (!name_matches (info, want))
+          g_ptr_array_add (names, g_strdup_printf ("[%u] %s", info->index, info->name));
+          if (by_index ? info->index != want_index : !name_matches (info, want))
             continue;
           matched = TRUE;
           why = rlx_vk_device_check (info, model, max_batch);
@@ -206,9 +225,15 @@ rlx_backend_candidates (const char *request, const RlxModel *model, guint max_ba
           g_autofree char *list = NULL;
           g_ptr_array_add (names, NULL);
           list = g_strjoinv (", ", (char **) names->pdata);
-          add_reason (reasons, passed_over,
-                      g_strdup_printf ("vulkan: no device's name contains '%s' (devices: %s)",
-                                       want, n_dev > 0 ? list : "none"));
+          if (by_index)
+            add_reason (reasons, passed_over,
+                        g_strdup_printf ("vulkan: there is no device %s (devices: %s; for a "
+                                         "device whose name is a number use vulkan:name=%s)",
+                                         want, n_dev > 0 ? list : "none", want));
+          else
+            add_reason (reasons, passed_over,
+                        g_strdup_printf ("vulkan: no device's name contains '%s' (devices: %s)",
+                                         want, n_dev > 0 ? list : "none"));
         }
       {
         g_autofree char *all = join_reasons (reasons);
@@ -237,9 +262,11 @@ rlx_backend_candidates (const char *request, const RlxModel *model, guint max_ba
           continue;
         }
       g_array_append_val (out, i);
-      if (is_vulkan)
-        return g_steal_pointer (&out);
     }
+  /* vulkan: every hardware device that can, best first (local ranks then
+   * take distinct ones, rlx_backend_claim_order) */
+  if (is_vulkan && out->len > 0)
+    return g_steal_pointer (&out);
 
   /* software devices matter to the person only when nothing better was there */
   if (out->len == 0)
@@ -428,6 +455,131 @@ vk_resident_start (RlxBackend *self)
   g_debug ("rlx-backend: %s", self->resident_note);
 }
 
+/* ----------------------------------------------- one GPU per local rank
+ *
+ * A rank holds an flock on $XDG_RUNTIME_DIR/rlx-cluster/@gpus/KEY.lock
+ * (KEY: the device's UUID) while it runs; the kernel drops it when the
+ * process ends, however it ends. Ranks asking for auto or vulkan take the
+ * best device nobody holds, and share the best one when every one is held.
+ * ('@' cannot occur in a cohort name, so the folder never meets a cohort's.)
+ */
+
+char *
+rlx_backend_gpu_lock_dir (void)
+{
+  const char *rt = g_getenv ("XDG_RUNTIME_DIR");
+
+  return g_build_filename (rt != NULL && rt[0] == '/' ? rt : g_get_user_runtime_dir (),
+                           "rlx-cluster", "@gpus", NULL);
+}
+
+static char *
+lock_path (const char *dir, const RlxVkDeviceInfo *info)
+{
+  g_autofree char *name = info->uuid[0] != '\0'
+    ? g_strdup_printf ("%s.lock", info->uuid)
+    : g_strdup_printf ("%04x-%04x-%u.lock", info->vendor_id, info->device_id, info->index);
+
+  return g_build_filename (dir, name, NULL);
+}
+
+/* An fd holding the lock of @info's device, or -1 when another process
+ * holds it (or it cannot be made: then @broken says why). */
+static int
+try_lock (const char *dir, const RlxVkDeviceInfo *info, char **broken)
+{
+  g_autofree char *path = lock_path (dir, info);
+  int fd;
+
+  if (g_mkdir_with_parents (dir, 0700) != 0)
+    {
+      *broken = g_strdup_printf ("cannot make %s (%s)", dir, g_strerror (errno));
+      return -1;
+    }
+  fd = open (path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0)
+    {
+      *broken = g_strdup_printf ("cannot open %s (%s)", path, g_strerror (errno));
+      return -1;
+    }
+  if (flock (fd, LOCK_EX | LOCK_NB) == 0)
+    return fd;
+  if (errno != EWOULDBLOCK)
+    *broken = g_strdup_printf ("cannot lock %s (%s)", path, g_strerror (errno));
+  close (fd);
+  return -1;
+}
+
+gboolean
+rlx_backend_gpu_in_use (GPtrArray *devices, guint i)
+{
+  g_autofree char *dir = rlx_backend_gpu_lock_dir ();
+  g_autofree char *broken = NULL;
+  int fd;
+
+  g_return_val_if_fail (devices != NULL && i < devices->len, FALSE);
+  fd = try_lock (dir, g_ptr_array_index (devices, i), &broken);
+
+  if (fd < 0)
+    return broken == NULL;
+  close (fd);
+  return FALSE;
+}
+
+GArray *
+rlx_backend_claim_order (GArray *candidates, GPtrArray *devices, const char *lock_dir,
+                         int *lock_fd, char **note)
+{
+  GArray *out = g_array_sized_new (FALSE, FALSE, sizeof (guint), candidates->len);
+  g_autoptr(GString) held = g_string_new (NULL);
+  g_autofree char *broken = NULL;
+  guint n_gpu = 0, first_gpu = 0;
+  int fd = -1;
+
+  *lock_fd = -1;
+  *note = NULL;
+  for (guint k = 0; k < candidates->len; k++)
+    {
+      guint c = g_array_index (candidates, guint, k);
+      const RlxVkDeviceInfo *info;
+
+      if (c == RLX_BACKEND_CPU_CANDIDATE)
+        continue;
+      info = g_ptr_array_index (devices, c);
+      /* a software device (asked for by name) is no scarce GPU */
+      if (rlx_vk_device_is_software (info))
+        continue;
+      if (n_gpu++ == 0)
+        first_gpu = c;
+      if (fd < 0 && broken == NULL)
+        fd = try_lock (lock_dir, info, &broken);
+      if (fd >= 0)
+        {
+          /* the first free one goes first; the others keep their order */
+          g_array_prepend_val (out, c);
+          *lock_fd = fd;
+          for (guint j = 0; j < candidates->len; j++)
+            if (j != k)
+              g_array_append_val (out, g_array_index (candidates, guint, j));
+          return out;
+        }
+      g_string_append_printf (held, "%s%s [%u]", held->len ? ", " : "", info->name, info->index);
+    }
+  g_array_append_vals (out, candidates->data, candidates->len);
+  if (broken != NULL)
+    *note = g_strdup_printf ("vulkan: cannot tell which GPUs other ranks on this host use (%s)",
+                             broken);
+  else if (n_gpu == 1)
+    *note = g_strdup_printf ("vulkan: %s is in use by another rank on this host; sharing it",
+                             held->str);
+  else if (n_gpu > 1)
+    *note = g_strdup_printf ("vulkan: every GPU on this host is in use by another rank (%s); "
+                             "sharing the best, %s [%u]", held->str,
+                             ((RlxVkDeviceInfo *) g_ptr_array_index (devices, first_gpu))->name,
+                             first_gpu);
+  return out;
+}
+
 /* ------------------------------------------------------------ resolution */
 
 static RlxBackend *
@@ -441,6 +593,7 @@ backend_new_vulkan (const RlxVkDeviceInfo *info, const RlxModel *model, RlxDatas
     return NULL;
   self = g_new0 (RlxBackend, 1);
   self->kind = BACKEND_VULKAN;
+  self->gpu_lock = -1;
   self->model = model;
   self->dataset = rlx_dataset_ref (dataset);
   self->max_batch = max_batch;
@@ -475,6 +628,8 @@ rlx_backend_resolve (const char *request, const RlxModel *model,
   g_autoptr(GPtrArray) devices = NULL;
   g_autoptr(GError) vk_error = NULL;
   g_autoptr(GArray) candidates = NULL;
+  g_autofree char *claim_note = NULL;
+  int lock_fd = -1;
   gboolean explicit_vulkan;
 
   g_return_val_if_fail (model != NULL, NULL);
@@ -494,6 +649,14 @@ rlx_backend_resolve (const char *request, const RlxModel *model,
                                        vk_error ? vk_error->message : NULL, passed_over, error);
   if (candidates == NULL)
     return NULL;
+  if (devices != NULL && devices->len > 0)
+    {
+      g_autofree char *dir = rlx_backend_gpu_lock_dir ();
+      GArray *order = rlx_backend_claim_order (candidates, devices, dir, &lock_fd, &claim_note);
+
+      g_array_unref (candidates);
+      candidates = order;
+    }
 
   for (guint k = 0; k < candidates->len; k++)
     {
@@ -508,8 +671,19 @@ rlx_backend_resolve (const char *request, const RlxModel *model,
           const RlxVkDeviceInfo *info = g_ptr_array_index (devices, c);
 
           self = backend_new_vulkan (info, model, dataset, max_batch, &local);
+          if (self != NULL && k == 0)
+            {
+              /* the claim is this device's: the rank holds it while it runs */
+              self->gpu_lock = lock_fd;
+              lock_fd = -1;
+            }
           if (self == NULL)
             {
+              if (k == 0 && lock_fd >= 0)
+                {
+                  close (lock_fd);
+                  lock_fd = -1;
+                }
               if (explicit_vulkan)
                 {
                   g_set_error (error, RLX_BACKEND_ERROR, map_vk_code (local),
@@ -523,6 +697,8 @@ rlx_backend_resolve (const char *request, const RlxModel *model,
               continue;
             }
         }
+      if (self->kind == BACKEND_VULKAN && claim_note != NULL)
+        g_ptr_array_add (passed_over, g_strdup (claim_note));
       if (self->resident_note != NULL)
         g_ptr_array_add (passed_over, g_strdup (self->resident_note));
       g_ptr_array_add (passed_over, NULL);
@@ -546,6 +722,8 @@ rlx_backend_free (RlxBackend *self)
   g_free (self->residual);
   g_free (self->sum);
   g_free (self->resident_note);
+  if (self->gpu_lock >= 0)
+    close (self->gpu_lock);
   g_clear_pointer (&self->dataset, rlx_dataset_unref);
   g_free (self->device);
   g_free (self->fallback);

@@ -7,9 +7,17 @@
  * its reason, never silently downgraded. A software Vulkan device (llvmpipe)
  * is used only when asked for by name ("vulkan:llvmpipe").
  *
- * Requests: "auto", "cpu", "vulkan" (best hardware device), "vulkan:NAME"
- * (the device whose name contains NAME, case-insensitively; a software device
- * too).
+ * Requests: "auto", "cpu", "vulkan" (best hardware device), "vulkan:N" (the
+ * device numbered N by `rlx-rank devices`, i.e. in vkEnumeratePhysicalDevices
+ * order), "vulkan:NAME" (the device whose name contains NAME,
+ * case-insensitively; a software device too). NAME is never all digits (that
+ * is an index): a device whose name is a number is "vulkan:name=NUMBER".
+ *
+ * Several GPUs on one host: a rank asking for auto or vulkan takes the best
+ * device that no other rank on this host holds (an flock'ed file per device
+ * under $XDG_RUNTIME_DIR/rlx-cluster/@gpus/, held while the rank runs) and,
+ * when every one is held, shares the best and says so in the fallback text.
+ * vulkan:N and vulkan:NAME take their device whether it is held or not.
  *
  * Threads: resolve anywhere; afterwards one thread at a time (the rank's
  * compute worker) calls rlx_backend_grads.
@@ -64,6 +72,11 @@ gboolean    rlx_backend_grads    (RlxBackend *self, const float *params,
  * (or a device without timestamps). */
 gboolean    rlx_backend_step_timings (const RlxBackend *self, double *upload_us,
                                       double *compute_us, double *download_us);
+
+/* TRUE when another process (a rank on this host) holds device @i of
+ * @devices (as rlx_vk_enumerate lists them): ranks asking for auto or vulkan
+ * take a device nobody holds, and share the best when all are held. */
+gboolean    rlx_backend_gpu_in_use (GPtrArray *devices, guint i);
 
 /* Resolution as a pure decision (no device is opened), for tests and for
  * `rlx-rank devices`: the candidates for @request, best first, as indices

@@ -86,6 +86,7 @@ typedef struct {
   guint64         max_allocation;        /* maxMemoryAllocationSize, 0 when unknown */
   guint32         subgroup_size;         /* 0 when unknown */
   guint64         device_local_bytes;    /* largest DEVICE_LOCAL heap */
+  char            uuid[33];              /* deviceUUID in hex; "" when unknown */
 } RlxVkDeviceInfo;
 
 RlxVkDeviceInfo *rlx_vk_device_info_copy (const RlxVkDeviceInfo *info);

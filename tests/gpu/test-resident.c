@@ -491,8 +491,9 @@ test_cpu_bad_calls (void)
 
 /* ── the same on a Vulkan device (lavapipe in CI) ───────────────────────── */
 
-#define VK_SPEC "vulkan:llvmpipe"
-
+/* the device: lavapipe in CI; RLX_TEST_VULKAN=SPEC runs the same checks on
+ * another (scripts/device/gpu-cohort.sh: vulkan on the H200) */
+static const char *VK_SPEC = "vulkan:llvmpipe";
 static gboolean have_device;
 
 static gboolean
@@ -763,15 +764,21 @@ main (int argc, char **argv)
   g_setenv ("RLX_VK_VALIDATE", "1", TRUE);
   dataset = rlx_dataset_open ("synthetic", 3, &error);
   g_assert_no_error (error);
+  if (g_getenv ("RLX_TEST_VULKAN") != NULL)
+    VK_SPEC = g_getenv ("RLX_TEST_VULKAN");
   {
-    g_autoptr(GPtrArray) devices = rlx_vk_enumerate (NULL);
+    g_autoptr(GError) local = NULL;
+    g_autoptr(RlxBackend) probe = rlx_backend_resolve (VK_SPEC, rlx_model_get (RLX_MODEL_MNIST_CNN),
+                                                       dataset, 8, &local);
 
-    for (guint i = 0; devices != NULL && i < devices->len; i++)
-      if (strstr (((RlxVkDeviceInfo *) g_ptr_array_index (devices, i))->name, "llvmpipe"))
-        have_device = TRUE;
+    have_device = probe != NULL;
+    if (probe != NULL)
+      g_test_message ("Vulkan tests on %s (%s)", rlx_backend_device (probe), VK_SPEC);
+    else
+      g_test_message ("no device for %s: %s", VK_SPEC, local->message);
     if (!have_device && g_getenv ("CI") != NULL)
-      g_error ("CI is set but no lavapipe Vulkan device was found: "
-               "install mesa-vulkan-drivers (scripts/deps.sh does)");
+      g_error ("CI is set but %s cannot be opened (%s): install mesa-vulkan-drivers "
+               "(scripts/deps.sh does)", VK_SPEC, local->message);
   }
 
   g_test_add_func ("/backend/resident/cpu/apply-bits", test_cpu_apply);

@@ -1551,7 +1551,7 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   VkQueryPoolCreateInfo qpci = {
     .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
     .queryType = VK_QUERY_TYPE_TIMESTAMP,
-    .queryCount = 4,
+    .queryCount = 6,   /* the step's 4, and an update's apply (resident) */
   };
   const VkBufferUsageFlags storage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
                                      VK_BUFFER_USAGE_TRANSFER_DST_BIT |
@@ -2029,9 +2029,19 @@ submit_wait (RlxVkTrainer *self, const VkCommandBuffer *cbs, guint n, gboolean c
 
 /* The last step's timestamps (and, with RLX_VK_PROFILE, its dispatches'). */
 static void
-read_timings (RlxVkTrainer *self, Step *step)
+read_timings (RlxVkTrainer *self, Step *step, gboolean applied)
 {
   VkResult r;
+
+  self->timings.apply_us = 0;
+  if (self->queries != VK_NULL_HANDLE && applied)
+    {
+      guint64 ts[2];
+      if (self->vk.GetQueryPoolResults (self->dev, self->queries, 4, 2, sizeof ts, ts,
+                                        sizeof (guint64),
+                                        VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) == VK_SUCCESS)
+        self->timings.apply_us = (double) (ts[1] - ts[0]) * self->info->timestamp_period / 1000.0;
+    }
 
   if (self->queries != VK_NULL_HANDLE)
     {
@@ -2114,7 +2124,7 @@ rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *in
   *loss = ((const float *) self->staging_out.map)[self->model->n_params];
   if (grads != NULL)
     par_memcpy (self, grads, self->staging_out.map, pbytes);
-  read_timings (self, step);
+  read_timings (self, step, FALSE);
   self->timings.wall_us = (double) (g_get_monotonic_time () - t0);
   return TRUE;
 }
@@ -2262,11 +2272,19 @@ rec_apply (Rec *r, guint n, guint prec)
 {
   RlxVkTrainer *t = r->t;
   struct { guint32 n, prec; } pc = { n, prec };
+  gboolean timed = t->queries != VK_NULL_HANDLE && r->step == NULL && n == t->model->n_params;
 
+  if (timed)
+    {
+      t->vk.CmdResetQueryPool (r->cb, t->queries, 4, 2);
+      t->vk.CmdWriteTimestamp (r->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, t->queries, 4);
+    }
   rec_full_barrier (r);
   rec_dispatch (r, SH_WIRE_APPLY, NULL, 0, &t->codes_in, &t->tables, &t->control, &t->replica,
                 &pc, sizeof pc, groups_for ((n + 3) / 4, 256), 1, 1);
   rec_full_barrier (r);
+  if (timed)
+    t->vk.CmdWriteTimestamp (r->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, t->queries, 5);
 }
 
 static void
@@ -2650,7 +2668,7 @@ rlx_vk_trainer_grads_wire (RlxVkTrainer *self, const guint32 *indices, guint n, 
   wire_summary (self, feedback, summary);
   if (summary->smax_bits < 0x7f800000u)
     par_memcpy (self, codes, self->readback.map, self->model->n_params * es[prec]);
-  read_timings (self, step);
+  read_timings (self, step, apply != NULL);
   self->timings.wall_us = (double) (g_get_monotonic_time () - t0);
   return TRUE;
 }

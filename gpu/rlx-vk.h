@@ -115,7 +115,9 @@ typedef struct _RlxVkTrainer RlxVkTrainer;
 typedef struct {
   double upload_us;    /* indices and parameters to the device */
   double compute_us;   /* forward, loss, backward */
-  double download_us;  /* gradient and loss to host memory */
+  double download_us;  /* gradient and loss to host memory (resident: the wire
+                        * pass, scale + codes + residual, and the codes' download) */
+  double apply_us;     /* resident: the queued update applied (0: none) */
   double wall_us;      /* the whole call, host copies included */
 } RlxVkTimings;
 

@@ -14,6 +14,8 @@
  */
 #include "rlx-config.h"
 #include "core/rlx-backend.h"
+#include "core/rlx-backend-private.h"
+#include "gpu/rlx-vk.h"
 #include "core/vision/rlx-model.h"
 #include "core/vision/rlx-dataset.h"
 
@@ -130,6 +132,7 @@ main (int argc, char **argv)
         g_autoptr(GArray) up = g_array_new (FALSE, FALSE, sizeof (double));
         g_autoptr(GArray) comp = g_array_new (FALSE, FALSE, sizeof (double));
         g_autoptr(GArray) down = g_array_new (FALSE, FALSE, sizeof (double));
+        g_autoptr(GArray) apply = g_array_new (FALSE, FALSE, sizeof (double));
         double flops, med, t_end;
         float loss;
 
@@ -193,6 +196,12 @@ main (int argc, char **argv)
                 g_array_append_val (comp, c);
                 g_array_append_val (down, d);
               }
+            if (resident_s != NULL && rlx_backend_params_on_device (be))
+              {
+                RlxVkTimings vt;
+                rlx_vk_trainer_timings (rlx_backend_vk_trainer (be), &vt);
+                g_array_append_val (apply, vt.apply_us);
+              }
           }
         flops = step_flops (model) * batch;
         med = median (wall);
@@ -203,8 +212,11 @@ main (int argc, char **argv)
         if (comp->len > 0)
           {
             double c = median (comp);
-            printf ("  | GPU upload %.1f us, compute %.1f us (%.2f TFLOP/s), download %.1f us",
-                    median (up), c, flops / (c * 1e-6) / 1e12, median (down));
+            printf ("  | GPU upload %.1f us, compute %.1f us (%.2f TFLOP/s), %s %.1f us",
+                    median (up), c, flops / (c * 1e-6) / 1e12,
+                    apply->len > 0 ? "wire pass + codes down" : "download", median (down));
+            if (apply->len > 0)
+              printf (", update applied %.1f us", median (apply));
           }
         printf ("  [%u steps, %s]\n", wall->len, rlx_backend_device (be));
         fflush (stdout);

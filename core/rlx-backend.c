@@ -1075,28 +1075,33 @@ rlx_backend_apply_update (RlxBackend *self, const void *codes, gsize n,
   return TRUE;
 }
 
+static guint32
+max_abs_bits (const float *x, gsize n)
+{
+  /* f32 bits without the sign order like |x|; plain integer max vectorises
+   * (the build has -fno-strict-aliasing) */
+  const guint32 *b = (const guint32 *) x;
+  guint32 m = 0;
+
+  for (gsize i = 0; i < n; i++)
+    m = MAX (m, b[i] & 0x7fffffffu);
+  return m;
+}
+
 /* @s: g on entry, s = g + residual (with @feedback) on return; the largest
  * |g| and |s| as f32 bits without sign (≥ ABS_BITS_INF: a NaN or ±Inf). */
 static void
 sum_and_max_bits (float *s, const float *residual, gsize n, guint32 *g_max, guint32 *s_max)
 {
-  guint32 gm = 0, sm = 0;
-
-  for (gsize i = 0; i < n; i++)
+  *g_max = max_abs_bits (s, n);
+  if (residual != NULL)
     {
-      guint32 gb, sb;
-      float v = s[i];
-
-      memcpy (&gb, &v, 4);
-      gm = MAX (gm, gb & 0x7fffffffu);
-      if (residual != NULL)
-        v += residual[i];
-      s[i] = v;
-      memcpy (&sb, &v, 4);
-      sm = MAX (sm, sb & 0x7fffffffu);
+      for (gsize i = 0; i < n; i++)
+        s[i] += residual[i];
+      *s_max = max_abs_bits (s, n);
     }
-  *g_max = gm;
-  *s_max = sm;
+  else
+    *s_max = *g_max;
 }
 
 /* Element @i of s is @v, not finite; @gradient_itself: so is g there. */

@@ -21,8 +21,9 @@
 # (vulkan:0 + vulkan:1) at f32 and f16 against one; then PyTorch DDP on the
 # same models and batches (`torch_ref.py ddp --device cuda --ranks 1,2`).
 # Before that, once: the resident-parameter tests on the GPU, a mixed CPU + GPU
-# cohort's hashes, and bench-gpu's step breakdown with and without resident
-# parameters.
+# cohort's hashes, bench-gpu's step breakdown with and without resident
+# parameters, and each model's per-dispatch profile (for the overlap of
+# gradient sending with the backward pass).
 #
 # One failure never loses the rest: no `set -e`, every command has its own
 # timeout and its outcome is logged, files are appended as results come.
@@ -138,6 +139,19 @@ if have 60 "bench-gpu resident breakdown"; then
       timeout 60 "$BENCH" --backend "$BACKEND" --models "$model" --batches "$batch" \
         --seconds 1 $mode
     done
+  done
+fi
+
+# the overlap question (issue: send the last layers' gradient while the first
+# layers' backward runs): how long the backward runs after each layer's
+# gradient is complete, per dispatch (RLX_VK_PROFILE puts a timestamp after
+# every dispatch and prints them at exit)
+if have 40 "per-dispatch profile"; then
+  for m in $MODELS; do
+    IFS=: read -r model batch steps <<< "$m"
+    say "RLX_VK_PROFILE=1 rlx-rank bench $model $batch"
+    RLX_VK_PROFILE=1 timeout 60 "$RANK" bench --model "$model" --batch "$batch" \
+      --backend "$BACKEND" --seconds 1 2>&1 | grep -v '^{'
   done
 fi
 

@@ -954,63 +954,64 @@ rlx_backend_params_hash (RlxBackend *self, guint64 *hash, GError **error)
   return TRUE;
 }
 
-/* The first code of @codes that decodes to NaN or ±Inf, or -1. */
+/* Whether any element of @b (@bytes, whole elements) has every bit of its
+ * exponent field set, eight bytes at a time: @field masks the field in each
+ * element of a 64-bit word, @one is the field's lowest bit, @top each
+ * element's top bit. (field + one) reaches the top bit only when the field
+ * is all ones, and never carries into the next element. */
+static gboolean
+swar_any_all_ones (const guint8 *b, gsize bytes, guint64 field, guint64 one, guint64 top)
+{
+  guint64 acc = 0, w = 0;
+  gsize i = 0;
+
+  for (; i + 8 <= bytes; i += 8)
+    {
+      memcpy (&w, b + i, 8);
+      acc |= ((GUINT64_FROM_LE (w) & field) + one) & top;
+    }
+  if (i < bytes)
+    {
+      w = 0;
+      memcpy (&w, b + i, bytes - i);   /* zero padding is a finite code */
+      acc |= ((GUINT64_FROM_LE (w) & field) + one) & top;
+    }
+  return acc != 0;
+}
+
+/* Whether code @i decodes to NaN or ±Inf. */
+static gboolean
+code_not_finite (const guint8 *b, gsize i, RlxPrecision p)
+{
+  switch (p)
+    {
+    case RLX_PRECISION_F32: return (b[4 * i + 3] & 0x7f) == 0x7f && (b[4 * i + 2] & 0x80);
+    case RLX_PRECISION_F16: return (b[2 * i + 1] & 0x7c) == 0x7c;
+    case RLX_PRECISION_F8E4M3: return (b[i] & 0x7f) == 0x7f;   /* only S.1111.111: NaN */
+    case RLX_PRECISION_F8E5M2: return (b[i] & 0x7c) == 0x7c;   /* S.11111.xx: Inf or NaN */
+    default: g_assert_not_reached ();
+    }
+}
+
+/* The first code of @codes that decodes to NaN or ±Inf, or -1. A pass over
+ * all of it first (fast: the common case is none), then a search. */
 static gssize
 first_non_finite_code (const void *codes, gsize n, RlxPrecision p)
 {
-  gboolean any = FALSE;
+  static const struct { guint64 field, one, top; } f[RLX_PRECISION_COUNT] = {
+    { 0x7f8000007f800000u, 0x0080000000800000u, 0x8000000080000000u },   /* f32 exponent */
+    { 0x7c007c007c007c00u, 0x0400040004000400u, 0x8000800080008000u },   /* f16 exponent */
+    { 0x7f7f7f7f7f7f7f7fu, 0x0101010101010101u, 0x8080808080808080u },   /* E4M3 low 7 bits */
+    { 0x7c7c7c7c7c7c7c7cu, 0x0404040404040404u, 0x8080808080808080u },   /* E5M2 exponent */
+  };
+  const guint8 *b = codes;
 
-  /* a branch-free pass over all of it (the common case: none), then a search */
-  switch (p)
-    {
-    case RLX_PRECISION_F32:
-      {
-        const guint8 *b = codes;
-        for (gsize i = 0; i < n; i++)
-          {
-            guint32 w;
-            memcpy (&w, b + 4 * i, 4);
-            any |= (w & 0x7f800000u) == 0x7f800000u;
-          }
-        if (any)
-          for (gsize i = 0; i < n; i++)
-            {
-              guint32 w;
-              memcpy (&w, b + 4 * i, 4);
-              if ((w & 0x7f800000u) == 0x7f800000u)
-                return (gssize) i;
-            }
-      }
-      break;
-    case RLX_PRECISION_F16:
-      {
-        const guint8 *b = codes;
-        for (gsize i = 0; i < n; i++)
-          any |= (b[2 * i + 1] & 0x7c) == 0x7c;   /* little-endian: the exponent is in the high byte */
-        if (any)
-          for (gsize i = 0; i < n; i++)
-            if ((b[2 * i + 1] & 0x7c) == 0x7c)
-              return (gssize) i;
-      }
-      break;
-    case RLX_PRECISION_F8E4M3:
-    case RLX_PRECISION_F8E5M2:
-      {
-        const guint8 *b = codes;
-        /* E4M3: only S.1111.111 is NaN; E5M2: S.11111.xx is Inf or NaN */
-        guint8 mask = p == RLX_PRECISION_F8E4M3 ? 0x7f : 0x7c;
-        for (gsize i = 0; i < n; i++)
-          any |= (b[i] & mask) == mask;
-        if (any)
-          for (gsize i = 0; i < n; i++)
-            if ((b[i] & mask) == mask)
-              return (gssize) i;
-      }
-      break;
-    default:
-      g_assert_not_reached ();
-    }
-  return -1;
+  if (!swar_any_all_ones (b, n * rlx_precision_element_size (p), f[p].field, f[p].one, f[p].top))
+    return -1;
+  for (gsize i = 0; i < n; i++)
+    if (code_not_finite (b, i, p))
+      return (gssize) i;
+  g_assert_not_reached ();
 }
 
 gboolean

@@ -462,6 +462,27 @@ check_bad_calls (const char *spec)
         g_clear_error (&error);
       }
   }
+  /* the largest finite codes are applied (the check is exact at the edge);
+   * a huge scale keeps the update small */
+  {
+    g_autofree guint8 *edge = g_malloc0 (n * 4);
+    const struct { RlxPrecision p; guint32 code; } finite[] = {
+      { RLX_PRECISION_F32, 0x7f7fffffu }, { RLX_PRECISION_F16, 0xfbff },
+      { RLX_PRECISION_F8E4M3, 0xfe }, { RLX_PRECISION_F8E5M2, 0x7b },
+    };
+
+    for (guint c = 0; c < G_N_ELEMENTS (finite); c++)
+      {
+        gsize es = rlx_precision_element_size (finite[c].p);
+
+        for (gsize i = 0; i < n; i++)
+          memcpy (edge + i * es, &finite[c].code, es);
+        g_assert_true (rlx_backend_apply_update (be, edge, n, finite[c].p, 1e30, &error));
+        g_assert_no_error (error);
+      }
+    /* back to where the rest of the test expects it */
+    g_assert_true (rlx_backend_load_params (be, before, &error));
+  }
 
   /* bad batches */
   g_assert_false (rlx_backend_grads_wire (be, idx, 0, RLX_PRECISION_F16, TRUE, &loss, codes,

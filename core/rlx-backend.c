@@ -954,6 +954,99 @@ rlx_backend_params_hash (RlxBackend *self, guint64 *hash, GError **error)
   return TRUE;
 }
 
+/* The host passes over a gradient and an update, with GCC's vector
+ * extensions so that they are SIMD at any optimisation level (the default build is -O2, where GCC 12
+ * leaves these loops scalar: 1 ms each for mnist-mlp-xl). */
+typedef guint32 V8u __attribute__ ((vector_size (32)));
+typedef float   V8f __attribute__ ((vector_size (32)));
+
+/* The largest |x| as f32 bits without the sign (ordered like |x| for finite
+ * x; ≥ ABS_BITS_INF for NaN or ±Inf). */
+static guint32
+max_abs_bits (const float *x, gsize n)
+{
+  V8u m = { 0 };
+  guint32 r = 0;
+  gsize i = 0;
+
+  for (; i + 8 <= n; i += 8)
+    {
+      V8u v;
+      memcpy (&v, x + i, sizeof v);
+      v &= 0x7fffffffu;
+      m = (V8u) ((v > m) & v) | ((v <= m) & m);
+    }
+  for (guint k = 0; k < 8; k++)
+    r = MAX (r, m[k]);
+  for (; i < n; i++)
+    {
+      guint32 b;
+      memcpy (&b, x + i, 4);
+      r = MAX (r, b & 0x7fffffffu);
+    }
+  return r;
+}
+
+/* s += r */
+static void
+add_in_place (float *s, const float *r, gsize n)
+{
+  gsize i = 0;
+
+  for (; i + 8 <= n; i += 8)
+    {
+      V8f a, b;
+      memcpy (&a, s + i, sizeof a);
+      memcpy (&b, r + i, sizeof b);
+      a += b;
+      memcpy (s + i, &a, sizeof a);
+    }
+  for (; i < n; i++)
+    s[i] += r[i];
+}
+
+/* p -= d */
+static void
+sub_in_place (float *p, const float *d, gsize n)
+{
+  gsize i = 0;
+
+  for (; i + 8 <= n; i += 8)
+    {
+      V8f a, b;
+      memcpy (&a, p + i, sizeof a);
+      memcpy (&b, d + i, sizeof b);
+      a -= b;
+      memcpy (p + i, &a, sizeof a);
+    }
+  for (; i < n; i++)
+    p[i] -= d[i];
+}
+
+/* residual = s - d, 0 where that is not finite (as core/wire keeps it) */
+static void
+residual_of (const float *s, const float *d, float *residual, gsize n)
+{
+  gsize i = 0;
+
+  for (; i + 8 <= n; i += 8)
+    {
+      V8f a, b, r;
+      V8u bits;
+      memcpy (&a, s + i, sizeof a);
+      memcpy (&b, d + i, sizeof b);
+      r = a - b;
+      memcpy (&bits, &r, sizeof bits);
+      bits &= (V8u) ((bits & 0x7fffffffu) < ABS_BITS_INF);   /* all ones where finite */
+      memcpy (residual + i, &bits, sizeof bits);
+    }
+  for (; i < n; i++)
+    {
+      float r = s[i] - d[i];
+      residual[i] = isfinite (r) ? r : 0.0f;
+    }
+}
+
 /* Whether any element of @b (@bytes, whole elements) has every bit of its
  * exponent field set, eight bytes at a time: @field masks the field in each
  * element of a 64-bit word, @one is the field's lowest bit, @top each
@@ -1070,23 +1163,9 @@ rlx_backend_apply_update (RlxBackend *self, const void *codes, gsize n,
       float *p = self->replica + i;
 
       rlx_wire_dequantize ((const guint8 *) codes + i * es, m, precision, scale, tmp);
-      for (gsize j = 0; j < m; j++)
-        p[j] -= tmp[j];
+      sub_in_place (p, tmp, m);
     }
   return TRUE;
-}
-
-static guint32
-max_abs_bits (const float *x, gsize n)
-{
-  /* f32 bits without the sign order like |x|; plain integer max vectorises
-   * (the build has -fno-strict-aliasing) */
-  const guint32 *b = (const guint32 *) x;
-  guint32 m = 0;
-
-  for (gsize i = 0; i < n; i++)
-    m = MAX (m, b[i] & 0x7fffffffu);
-  return m;
 }
 
 /* @s: g on entry, s = g + residual (with @feedback) on return; the largest
@@ -1097,8 +1176,7 @@ sum_and_max_bits (float *s, const float *residual, gsize n, guint32 *g_max, guin
   *g_max = max_abs_bits (s, n);
   if (residual != NULL)
     {
-      for (gsize i = 0; i < n; i++)
-        s[i] += residual[i];
+      add_in_place (s, residual, n);
       *s_max = max_abs_bits (s, n);
     }
   else
@@ -1180,11 +1258,7 @@ host_encode (RlxBackend *self, RlxPrecision precision, gboolean feedback, void *
         if (!feedback)
           continue;
         rlx_wire_dequantize (codes, m, precision, scale, tmp);
-        for (gsize j = 0; j < m; j++)
-          {
-            float r = s[i + j] - tmp[j];
-            self->residual[i + j] = isfinite (r) ? r : 0.0f;
-          }
+        residual_of (s + i, tmp, self->residual + i, m);
       }
   *scale_out = scale;
   return TRUE;

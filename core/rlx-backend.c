@@ -47,7 +47,9 @@ struct _RlxBackend {
   char           *resident_note;  /* why not, for the fallback text */
   gboolean        loaded;    /* rlx_backend_load_params was called */
   float          *replica;
-  float          *residual;  /* the gradient stream's quantisation residual */
+  float          *residual;  /* the gradient stream's quantisation residual (accepted) */
+  float          *residual_next;  /* the last gradient's new residual, until accepted */
+  gboolean        residual_pending;
   float          *sum;       /* this step's gradient, then s = g + residual */
   gboolean        poisoned;  /* rlx_backend_poison_gradient: one shot */
   gsize           poison_index;
@@ -388,6 +390,7 @@ vk_resident_check (RlxBackend *self, gsize n)
           check_values (g, n, 10 * p + round);
           if (!rlx_vk_trainer_wire_test (self->vk, g, n, p, TRUE, codes, &sum, &error))
             return g_strdup (error->message);
+          rlx_vk_trainer_accept_feedback (self->vk);
           frame = rlx_wire_feedback_encode (fb, NULL, g, n, p, "g", NULL, &error);
           if (frame == NULL || !rlx_wire_decode_full (frame, NULL, &info, NULL, NULL, &error))
             return g_strdup (error->message);
@@ -720,6 +723,7 @@ rlx_backend_free (RlxBackend *self)
   g_free (self->labels);
   g_free (self->replica);
   g_free (self->residual);
+  g_free (self->residual_next);
   g_free (self->sum);
   g_free (self->resident_note);
   if (self->gpu_lock >= 0)
@@ -1227,8 +1231,12 @@ host_encode (RlxBackend *self, RlxPrecision precision, gboolean feedback, void *
   double scale;
   float tmp[RESIDENT_BLOCK];
 
+  self->residual_pending = FALSE;
   if (feedback && self->residual == NULL)
-    self->residual = g_new0 (float, n);
+    {
+      self->residual = g_new0 (float, n);
+      self->residual_next = g_new0 (float, n);
+    }
   sum_and_max_bits (s, feedback ? self->residual : NULL, n, &g_max, &s_max);
   if (s_max >= ABS_BITS_INF)
     {
@@ -1246,7 +1254,7 @@ host_encode (RlxBackend *self, RlxPrecision precision, gboolean feedback, void *
     {
       memcpy (out, s, n * sizeof (float));
       if (feedback)
-        memset (self->residual, 0, n * sizeof (float));
+        memset (self->residual_next, 0, n * sizeof (float));
     }
   else
     for (gsize i = 0; i < n; i += RESIDENT_BLOCK)
@@ -1258,8 +1266,10 @@ host_encode (RlxBackend *self, RlxPrecision precision, gboolean feedback, void *
         if (!feedback)
           continue;
         rlx_wire_dequantize (codes, m, precision, scale, tmp);
-        residual_of (s + i, tmp, self->residual + i, m);
+        residual_of (s + i, tmp, self->residual_next + i, m);
       }
+  /* the new residual waits until the caller accepts this bucket */
+  self->residual_pending = feedback;
   *scale_out = scale;
   return TRUE;
 }
@@ -1337,6 +1347,22 @@ rlx_backend_grads_wire (RlxBackend *self, const guint32 *indices, guint n,
 }
 
 void
+rlx_backend_accept_feedback (RlxBackend *self)
+{
+  g_return_if_fail (self != NULL);
+
+  if (self->resident_vk)
+    rlx_vk_trainer_accept_feedback (self->vk);
+  else if (self->residual_pending)
+    {
+      float *t = self->residual;
+      self->residual = self->residual_next;
+      self->residual_next = t;
+      self->residual_pending = FALSE;
+    }
+}
+
+void
 rlx_backend_reset_feedback (RlxBackend *self)
 {
   g_return_if_fail (self != NULL);
@@ -1344,7 +1370,10 @@ rlx_backend_reset_feedback (RlxBackend *self)
   if (self->resident_vk)
     rlx_vk_trainer_reset_feedback (self->vk);
   else if (self->residual != NULL)
-    memset (self->residual, 0, self->model->n_params * sizeof (float));
+    {
+      memset (self->residual, 0, self->model->n_params * sizeof (float));
+      self->residual_pending = FALSE;
+    }
 }
 
 gboolean

@@ -142,9 +142,14 @@ gboolean    rlx_backend_apply_update (RlxBackend *self, const void *codes, gsize
  * n_params × rlx_precision_element_size (@precision) bytes of codes (for
  * f32, the floats themselves) and @scale_out the scale (1.0 for f32).
  * With @feedback the quantisation residual of this rank's gradient stream is
- * carried from call to call exactly as RlxWireFeedback does it (s = g + r;
- * codes = quantise (s); r = s - dequantise (codes)); the codes are those
- * rlx_wire_quantize gives for s at rlx_wire_scale_for (s). A gradient with
+ * carried exactly as RlxWireFeedback does it (s = g + r; codes = quantise
+ * (s); r' = s - dequantise (codes)); the codes are those rlx_wire_quantize
+ * gives for s at rlx_wire_scale_for (s). The new residual r' is kept aside:
+ * rlx_backend_accept_feedback makes it the one the next call carries (the
+ * leader took this bucket); without it the next call carries r again (the
+ * bucket was dropped as late or rejected, so its quantisation error was
+ * never sent and must not be carried). Accepting every bucket gives
+ * RlxWireFeedback's stream exactly. A gradient with
  * NaN or ±Inf — or, rarer, one whose s overflows f32 — fails with
  * RLX_BACKEND_ERROR_NOT_FINITE (never quantised; the message names the
  * tensor) and leaves the residual as it was. Without @feedback the residual
@@ -158,7 +163,12 @@ gboolean    rlx_backend_grads_wire   (RlxBackend *self, const guint32 *indices, 
  * copy along in its submission, so hashing right after a step costs the hash
  * alone (about 1 ms for mnist-mlp-xl), no GPU round trip. */
 gboolean    rlx_backend_params_hash  (RlxBackend *self, guint64 *hash, GError **error);
-/* Forget the gradient residual (after a snapshot, or a dropped bucket). */
+/* The last grads_wire's bucket was taken: its new residual becomes the one
+ * carried (nothing happens when there is none: no feedback, refused, or
+ * already accepted). */
+void        rlx_backend_accept_feedback (RlxBackend *self);
+/* Forget the gradient residual (after a snapshot or a resync); a residual
+ * waiting for acceptance is dropped too. */
 void        rlx_backend_reset_feedback (RlxBackend *self);
 /* TRUE when the replica lives in device memory (vulkan on a device that
  * reproduces the wire's arithmetic bit for bit, which is checked when the

@@ -261,7 +261,8 @@ struct _RlxVkTrainer {
   gboolean          resident_ready;
   gboolean          has_f64;      /* shaderFloat64 and shaderInt64, enabled */
   Buf               replica;      /* the parameters, device-local */
-  Buf               residual;     /* the gradient's error-feedback residual */
+  Buf               residual;     /* the gradient's error-feedback residual: two halves, the
+                                   * accepted one (res_half) and the last pass's new one */
   Buf               wire_s;       /* s = g + r, then wire_sum's partials, then the summary */
   Buf               codes_dev;    /* the gradient's codes */
   Buf               tables;       /* f16 → f8 bridges, f8 values (wire-layout.h TAB_*) */
@@ -278,7 +279,9 @@ struct _RlxVkTrainer {
   Recorded          wire_rec[4][2];   /* [precision][feedback] */
   Recorded          apply_rec[4];     /* [precision] */
   int               pending;      /* precision of the update in codes_in, or -1 */
-  gboolean          residual_zero;    /* reset since the last pass with feedback */
+  gboolean          residual_zero;    /* the accepted residual is zero (a reset) */
+  guint             res_half;         /* which half holds the accepted residual */
+  gboolean          res_pending;      /* the other half holds a new one, not yet accepted */
   guint32           poison_index, poison_bits;
   GThreadPool      *copiers;      /* large host copies in parallel */
   GMutex            copy_lock;
@@ -2256,8 +2259,10 @@ rec_wire_pass (Rec *r, guint n, guint prec, gboolean feedback, guint32 loss_inde
                 &a, sizeof a, groups, 1, 1);
   rec_dispatch (r, SH_WIRE_MAX, NULL, 0, &t->wire_s, &t->grads, &t->control, NULL, &b, sizeof b,
                 1, 1, 1);
-  rec_dispatch (r, SH_WIRE_QUANT, NULL, 0, &t->wire_s, &t->tables, &t->residual, &t->codes_dev,
-                &c, sizeof c, groups_for ((n + 3) / 4, 256), 1, 1);
+  {
+    Buf *bs[N_BINDINGS] = { &t->wire_s, &t->tables, &t->residual, &t->codes_dev, &t->control };
+    rec_dispatch_v (r, SH_WIRE_QUANT, NULL, 0, bs, &c, sizeof c, groups_for ((n + 3) / 4, 256), 1, 1);
+  }
   rec_full_barrier (r);
   t->vk.CmdCopyBuffer (r->cb, t->codes_dev.buf, t->readback.buf, 1, &codes);
   t->vk.CmdCopyBuffer (r->cb, t->wire_s.buf, t->readback.buf, 1, &meta);
@@ -2414,7 +2419,8 @@ rlx_vk_trainer_resident_init (RlxVkTrainer *self, const RlxVkWireTables *tables,
   self->readback_meta = words * 4;
   memcpy (self->target, tables->target, sizeof self->target);
   if (!buf_create (self, &self->replica, n * 4, storage, MEM_DEVICE, "parameter replica", error) ||
-      !buf_create (self, &self->residual, n * 4, storage, MEM_DEVICE, "gradient residual", error) ||
+      !buf_create (self, &self->residual, 2 * n * 4, storage, MEM_DEVICE, "gradient residual",
+                   error) ||
       !buf_create (self, &self->wire_s, (self->meta_off + META_WORDS) * 4, storage, MEM_DEVICE,
                    "wire scratch", error) ||
       !buf_create (self, &self->codes_dev, words * 4, storage, MEM_DEVICE, "gradient codes", error) ||
@@ -2568,6 +2574,18 @@ rlx_vk_trainer_reset_feedback (RlxVkTrainer *self)
 {
   g_return_if_fail (self != NULL);
   self->residual_zero = TRUE;
+  self->res_pending = FALSE;
+}
+
+void
+rlx_vk_trainer_accept_feedback (RlxVkTrainer *self)
+{
+  g_return_if_fail (self != NULL);
+  if (!self->res_pending)
+    return;
+  self->res_half ^= 1;
+  self->residual_zero = FALSE;
+  self->res_pending = FALSE;
 }
 
 void
@@ -2585,14 +2603,18 @@ rlx_vk_trainer_poison_gradient (RlxVkTrainer *self, guint32 index, guint32 bits)
   self->poison_bits = bits;
 }
 
-/* Sets the control words of a wire pass; after a pass with feedback that
- * was not refused, the residual is real again. */
+/* Sets the control words of a wire pass: it reads the accepted residual
+ * and writes the new one into the other half. */
 static void
 wire_control (RlxVkTrainer *self)
 {
   guint32 *ctl = self->control.map;
+  guint32 n = (guint32) self->model->n_params;
 
   ctl[CTL_USE_RESIDUAL] = self->residual_zero ? 0 : 1;
+  ctl[CTL_RES_IN] = self->res_half * n;
+  ctl[CTL_RES_OUT] = (self->res_half ^ 1) * n;
+  self->res_pending = FALSE;
   ctl[CTL_POISON_INDEX] = self->poison_index;
   ctl[CTL_POISON_BITS] = self->poison_bits;
   self->poison_index = G_MAXUINT32;
@@ -2612,8 +2634,8 @@ wire_summary (RlxVkTrainer *self, gboolean feedback, RlxVkWireSummary *out)
   memcpy (&out->loss, &m[META_LOSS], 4);
   memcpy (&out->scale, &scale, 8);
   memcpy (&out->inv, &inv, 8);
-  if (feedback && out->smax_bits < 0x7f800000u)
-    self->residual_zero = FALSE;
+  /* a new residual waits for rlx_vk_trainer_accept_feedback */
+  self->res_pending = feedback && out->smax_bits < 0x7f800000u;
 }
 
 gboolean

@@ -193,7 +193,10 @@ gboolean rlx_vk_trainer_queue_update  (RlxVkTrainer *self, const void *codes, gu
 gboolean rlx_vk_trainer_grads_wire    (RlxVkTrainer *self, const guint32 *indices, guint n,
                                        guint prec, gboolean feedback, void *codes,
                                        RlxVkWireSummary *summary, GError **error);
-/* The next wire pass starts from a zero residual. */
+/* A wire pass with feedback keeps its new residual aside: accept makes it
+ * the one the next pass carries (its bucket was taken); without it the next
+ * pass carries the one before. Reset: the next pass starts from zero. */
+void     rlx_vk_trainer_accept_feedback (RlxVkTrainer *self);
 void     rlx_vk_trainer_reset_feedback (RlxVkTrainer *self);
 
 /* Test hooks (and the backend's check of a device). poison: the next wire

@@ -16,6 +16,8 @@
 #define CTL_POISON_BITS   3
 #define CTL_USE_RESIDUAL  4   /* 0: the residual counts as zero (after a reset) */
 #define CTL_DIV_NUDGE     5   /* tests: start each division this many ulps off (int) */
+#define CTL_RES_IN        6   /* the residual the pass reads: word offset in the residual buffer */
+#define CTL_RES_OUT       7   /* where it writes the new one (the other half: kept until accepted) */
 #define CTL_WORDS         16
 
 /* the pass's summary, at meta_off in the wire scratch buffer, in uints */

@@ -4,7 +4,9 @@
  * (4 f32 words, 2 words of two f16 codes, or 1 word of four f8 codes,
  * little-endian, as the frame's payload) and, with error feedback, the new
  * residual r = s − decode (code) (0 where not finite), exactly as
- * core/wire does. When the summary says s holds NaN or ±Inf nothing is
+ * core/wire does, into the half of the residual buffer that the control
+ * buffer names (the other half, the one this pass read, stays until the
+ * host accepts the new one). When the summary says s holds NaN or ±Inf nothing is
  * written: the gradient is refused and the residual stays as it was. */
 #include "wire.glsl"
 #include "wire-layout.h"
@@ -15,6 +17,7 @@ layout(std430, set = 0, binding = 0) readonly buffer BufS { uint s[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufTab { uint tab[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer BufR { uint res[]; };
 layout(std430, set = 0, binding = 3) writeonly buffer BufCodes { uint codes[]; };
+layout(std430, set = 0, binding = 4) readonly buffer BufCtl { uint ctl[]; };
 
 layout(push_constant) uniform Push {
   uint n, prec, feedback, meta_off;
@@ -51,6 +54,8 @@ void main ()
   const uint stride = gl_NumWorkGroups.x * 256u;
   double scale, inv;
 
+  const uint res_out = ctl[CTL_RES_OUT];
+
   if (s[p.meta_off + META_SMAX] >= F32_ABS_INF)
     return;
   scale = uint64BitsToDouble (uint64_t (s[p.meta_off + META_SCALE_LO]) |
@@ -71,14 +76,14 @@ void main ()
             {
               c[k] = s[i];
               if (p.feedback != 0u)
-                res[i] = 0u;
+                res[res_out + i] = 0u;
               continue;
             }
           c[k] = encode (s[i], scale);
           if (p.feedback != 0u)
             {
               uint r = f32_sub (s[i], decode (c[k], inv));
-              res[i] = (r & 0x7fffffffu) >= F32_ABS_INF ? 0u : r;
+              res[res_out + i] = (r & 0x7fffffffu) >= F32_ABS_INF ? 0u : r;
             }
         }
       if (p.prec == WIRE_F32)

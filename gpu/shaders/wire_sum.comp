@@ -35,7 +35,7 @@ void main ()
       uint gb = i == poison_i ? poison_b : g[i];
       /* with feedback s = g + r even when r was reset: g + 0 turns −0 into
        * +0, as the CPU's add does */
-      uint sb = p.feedback != 0u ? f32_add (gb, use_r ? res[i] : 0u) : gb;
+      uint sb = p.feedback != 0u ? f32_add (gb, use_r ? res[ctl[CTL_RES_IN] + i] : 0u) : gb;
       uint a = sb & 0x7fffffffu;
       s[i] = sb;
       gm = max (gm, gb & 0x7fffffffu);

@@ -8,7 +8,8 @@
  *     (without) for the gradient rlx_backend_grads gives at the same
  *     parameters, step after step (so the residual is carried identically);
  *   - a NaN or ±Inf gradient is refused with RLX_BACKEND_ERROR_NOT_FINITE and
- *     the residual is left as it was; reset_feedback forgets it;
+ *     the residual is left as it was; a bucket not accepted (dropped) leaves
+ *     it as it was too; reset_feedback forgets it;
  *   - bad calls (no parameters yet, wrong length, bad scale, bad batch) fail
  *     with a message, never a crash.
  */
@@ -261,6 +262,7 @@ check_grads_wire (const char *spec, const RlxModel *model, RlxPrecision p, gbool
       g_assert_no_error (error);
       g_assert_true (isfinite (loss));
       reference_check (&r, idx, batch, p, feedback, loss, codes, scale, what);
+      rlx_backend_accept_feedback (be);
       apply_same_update (be, &r, codes, p, scale, s);
     }
   g_assert_true (rlx_backend_read_params (be, got, &error));
@@ -308,6 +310,7 @@ check_not_finite (const char *spec, const RlxModel *model, RlxPrecision p, float
   g_assert_true (rlx_backend_grads_wire (be, idx, batch, p, TRUE, &loss, codes, &scale, &error));
   g_assert_no_error (error);
   reference_check (&r, idx, batch, p, TRUE, loss, codes, scale, "before the poison");
+  rlx_backend_accept_feedback (be);
 
   /* step 1: one element poisoned — refused, nothing carried */
   indices_for (idx, batch, 1);
@@ -318,6 +321,7 @@ check_not_finite (const char *spec, const RlxModel *model, RlxPrecision p, float
   g_assert_nonnull (strstr (error->message, word));
   g_assert_nonnull (strstr (error->message, "not sent"));
   g_clear_error (&error);
+  rlx_backend_accept_feedback (be);   /* nothing to accept: refused */
 
   /* step 2 equals the reference stream that never saw step 1 */
   indices_for (idx, batch, 2);
@@ -338,6 +342,48 @@ test_cpu_not_finite (void)
       check_not_finite ("cpu", model, all_precisions[k], INFINITY, "+Inf");
       check_not_finite ("cpu", model, all_precisions[k], -INFINITY, "-Inf");
     }
+}
+
+/* A bucket the leader did not take (late, rejected): without
+ * accept_feedback its residual is not carried — the step after equals the
+ * reference stream that never saw it. */
+static void
+check_dropped (const char *spec, const RlxModel *model, RlxPrecision p)
+{
+  const guint batch = 8;
+  g_autoptr(RlxBackend) be = open_backend (spec, model, batch);
+  g_autoptr(GError) error = NULL;
+  gsize n = model->n_params, es = rlx_precision_element_size (p);
+  g_autofree float *params = g_new (float, n);
+  g_autofree guint8 *codes = g_malloc (n * es);
+  guint32 idx[8];
+  Reference r;
+  double scale;
+  float loss;
+
+  rlx_model_init_params (model, 13, params);
+  reference_init (&r, spec, model, params, batch);
+  g_assert_true (rlx_backend_load_params (be, params, &error));
+  for (guint step = 0; step < 4; step++)
+    {
+      indices_for (idx, batch, step);
+      g_assert_true (rlx_backend_grads_wire (be, idx, batch, p, TRUE, &loss, codes, &scale,
+                                             &error));
+      g_assert_no_error (error);
+      if (step == 1 || step == 2)
+        continue;   /* dropped: not accepted, not in the reference stream */
+      reference_check (&r, idx, batch, p, TRUE, loss, codes, scale,
+                       step == 0 ? "before the drops" : "after two dropped buckets");
+      rlx_backend_accept_feedback (be);
+    }
+  reference_clear (&r);
+}
+
+static void
+test_cpu_dropped (void)
+{
+  for (guint k = 1; k < G_N_ELEMENTS (all_precisions); k++)
+    check_dropped ("cpu", rlx_model_get (RLX_MODEL_MNIST_CNN), all_precisions[k]);
 }
 
 /* reset_feedback: the next codes are those of a fresh feedback stream. */
@@ -364,8 +410,13 @@ check_reset_feedback (const char *spec, RlxPrecision p)
       g_assert_true (rlx_backend_grads_wire (be, idx, batch, p, TRUE, &loss, codes, &scale,
                                              &error));
       g_assert_no_error (error);
+      rlx_backend_accept_feedback (be);
     }
+  /* one more, not accepted: the reset drops it too */
+  indices_for (idx, batch, 9);
+  g_assert_true (rlx_backend_grads_wire (be, idx, batch, p, TRUE, &loss, codes, &scale, &error));
   rlx_backend_reset_feedback (be);
+  rlx_backend_accept_feedback (be);
   reference_init (&r, spec, model, params, batch);
   indices_for (idx, batch, 3);
   g_assert_true (rlx_backend_grads_wire (be, idx, batch, p, TRUE, &loss, codes, &scale, &error));
@@ -600,6 +651,16 @@ test_vk_not_finite (void)
 }
 
 static void
+test_vk_dropped (void)
+{
+  if (!need_device ())
+    return;
+  for (guint k = 1; k < G_N_ELEMENTS (all_precisions); k++)
+    check_dropped (VK_SPEC, rlx_model_get (RLX_MODEL_MNIST_CNN), all_precisions[k]);
+  g_assert_cmpuint (rlx_vk_validation_messages (), ==, 0);
+}
+
+static void
 test_vk_reset_feedback (void)
 {
   if (!need_device ())
@@ -660,6 +721,7 @@ check_odd_sizes (int nudge)
             fill_update (g, n, 31 * z + round + 7 * k, round == 3 ? 1e-35f : 0.5f);
             g_assert_true (rlx_vk_trainer_wire_test (vk, g, n, p, TRUE, codes, &sum, &error));
             g_assert_no_error (error);
+            rlx_vk_trainer_accept_feedback (vk);
             frame = rlx_wire_feedback_encode (fb, NULL, g, n, p, "g", NULL, &error);
             g_assert_no_error (error);
             g_assert_true (rlx_wire_decode_full (frame, NULL, &info, NULL, NULL, &error));
@@ -805,12 +867,14 @@ main (int argc, char **argv)
   g_test_add_func ("/backend/resident/cpu/apply-bits", test_cpu_apply);
   g_test_add_func ("/backend/resident/cpu/grads-wire", test_cpu_grads_wire);
   g_test_add_func ("/backend/resident/cpu/not-finite", test_cpu_not_finite);
+  g_test_add_func ("/backend/resident/cpu/dropped-bucket", test_cpu_dropped);
   g_test_add_func ("/backend/resident/cpu/reset-feedback", test_cpu_reset_feedback);
   g_test_add_func ("/backend/resident/cpu/bad-calls", test_cpu_bad_calls);
   g_test_add_func ("/backend/resident/vulkan/on-device", test_vk_on_device);
   g_test_add_func ("/backend/resident/vulkan/apply-bits", test_vk_apply);
   g_test_add_func ("/backend/resident/vulkan/grads-wire", test_vk_grads_wire);
   g_test_add_func ("/backend/resident/vulkan/not-finite", test_vk_not_finite);
+  g_test_add_func ("/backend/resident/vulkan/dropped-bucket", test_vk_dropped);
   g_test_add_func ("/backend/resident/vulkan/reset-feedback", test_vk_reset_feedback);
   g_test_add_func ("/backend/resident/vulkan/bad-calls", test_vk_bad_calls);
   g_test_add_func ("/backend/resident/vulkan/odd-sizes", test_vk_odd_sizes);

@@ -991,9 +991,9 @@ max_abs_bits (const float *x, gsize n)
   return r;
 }
 
-/* s += r */
+/* s += r, or s -= r (@sub) */
 static void
-add_in_place (float *s, const float *r, gsize n)
+add_in_place (float *s, const float *r, gsize n, gboolean sub)
 {
   gsize i = 0;
 
@@ -1002,29 +1002,14 @@ add_in_place (float *s, const float *r, gsize n)
       V8f a, b;
       memcpy (&a, s + i, sizeof a);
       memcpy (&b, r + i, sizeof b);
-      a += b;
+      if (sub)
+        a -= b;
+      else
+        a += b;
       memcpy (s + i, &a, sizeof a);
     }
   for (; i < n; i++)
-    s[i] += r[i];
-}
-
-/* p -= d */
-static void
-sub_in_place (float *p, const float *d, gsize n)
-{
-  gsize i = 0;
-
-  for (; i + 8 <= n; i += 8)
-    {
-      V8f a, b;
-      memcpy (&a, p + i, sizeof a);
-      memcpy (&b, d + i, sizeof b);
-      a -= b;
-      memcpy (p + i, &a, sizeof a);
-    }
-  for (; i < n; i++)
-    p[i] -= d[i];
+    s[i] = sub ? s[i] - r[i] : s[i] + r[i];
 }
 
 /* residual = s - d, 0 where that is not finite (as core/wire keeps it) */
@@ -1167,7 +1152,7 @@ rlx_backend_apply_update (RlxBackend *self, const void *codes, gsize n,
       float *p = self->replica + i;
 
       rlx_wire_dequantize ((const guint8 *) codes + i * es, m, precision, scale, tmp);
-      sub_in_place (p, tmp, m);
+      add_in_place (p, tmp, m, TRUE);
     }
   return TRUE;
 }
@@ -1180,7 +1165,7 @@ sum_and_max_bits (float *s, const float *residual, gsize n, guint32 *g_max, guin
   *g_max = max_abs_bits (s, n);
   if (residual != NULL)
     {
-      add_in_place (s, residual, n);
+      add_in_place (s, residual, n, FALSE);
       *s_max = max_abs_bits (s, n);
     }
   else

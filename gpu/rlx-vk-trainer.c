@@ -313,6 +313,9 @@ typedef struct {
   guint64          dirty_r;   /* and read */
 } Rec;
 
+static gboolean rec_begin (RlxVkTrainer *self, Rec *r, Recorded *out, guint max_sets,
+                           GError **error);
+
 /* Where a buffer's memory lives. */
 typedef enum {
   MEM_DEVICE,          /* device-local */
@@ -1190,20 +1193,6 @@ print_profile (RlxVkTrainer *self, Step *s)
 static Step *
 record_step (RlxVkTrainer *self, guint n, gboolean resident, GError **error)
 {
-  VkDescriptorPoolSize ps = { VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, N_BINDINGS * 96 };
-  VkDescriptorPoolCreateInfo dpci = {
-    .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-    .maxSets = 96,
-    .poolSizeCount = 1,
-    .pPoolSizes = &ps,
-  };
-  VkCommandBufferAllocateInfo cai = {
-    .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-    .commandPool = self->cmdpool,
-    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-    .commandBufferCount = 1,
-  };
-  VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO };
   gsize pbytes = self->model->n_params * sizeof (float);
   VkBufferCopy up_params = { 0, 0, pbytes };
   VkBufferCopy up_idx = { pbytes, 0, n * sizeof (guint32) };
@@ -1224,34 +1213,23 @@ record_step (RlxVkTrainer *self, guint n, gboolean resident, GError **error)
     .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
   };
   Step *step = g_new0 (Step, 1);
-  Rec rec = {
-    .t = self, .error = error, .step = step,
-    .params = resident ? &self->replica : &self->params,
-  };
+  Recorded first;
+  Rec rec;
   VkResult res;
 
   step->n = n;
   step->labels = g_ptr_array_new_with_free_func (g_free);
-  res = self->vk.CreateDescriptorPool (self->dev, &dpci, NULL, &step->pool);
-  if (res != VK_SUCCESS)
+  if (!rec_begin (self, &rec, &first, 96, error))
     {
-      rlx_vk_set_error (error, res, "creating a descriptor pool");
+      recorded_clear (self, &first);
       step_free (step);
       return NULL;
     }
-  res = self->vk.AllocateCommandBuffers (self->dev, &cai, &step->cb[0]);
-  if (res == VK_SUCCESS)
-    res = self->vk.BeginCommandBuffer (step->cb[0], &bi);
-  if (res != VK_SUCCESS)
-    {
-      self->vk.DestroyDescriptorPool (self->dev, step->pool, NULL);
-      rlx_vk_set_error (error, res, "allocating a command buffer");
-      step_free (step);
-      return NULL;
-    }
+  step->pool = first.pool;
+  step->cb[0] = first.cb;
   step->n_cb = 1;
-  rec.cb = step->cb[0];
-  rec.pool = step->pool;
+  rec.step = step;
+  rec.params = resident ? &self->replica : &self->params;
 
   if (self->queries != VK_NULL_HANDLE)
     {

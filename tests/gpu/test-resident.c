@@ -284,63 +284,98 @@ test_cpu_grads_wire (void)
       }
 }
 
-/* ── NaN / ±Inf refused, residual kept ──────────────────────────────────── */
+/* ── NaN / ±Inf refused, dropped buckets, reset ─────────────────────────── */
+
+/* One rank's gradient stream at @p on mnist-cnn, batch 8, and its reference
+ * (which sees only the buckets that are checked). */
+typedef struct {
+  RlxBackend  *be;
+  Reference    r;
+  RlxPrecision p;
+  guint8      *codes;
+  guint32      idx[8];
+  double       scale;
+  float        loss;
+} Stream;
 
 static void
-check_not_finite (const char *spec, const RlxModel *model, RlxPrecision p, float poison,
-                  const char *word)
+stream_init (Stream *st, const char *spec, RlxPrecision p, guint64 seed)
 {
-  const guint batch = 8;
-  g_autoptr(RlxBackend) be = open_backend (spec, model, batch);
+  const RlxModel *model = rlx_model_get (RLX_MODEL_MNIST_CNN);
+  g_autofree float *params = g_new (float, model->n_params);
   g_autoptr(GError) error = NULL;
-  gsize n = model->n_params, es = rlx_precision_element_size (p);
-  g_autofree float *params = g_new (float, n);
-  g_autofree guint8 *codes = g_malloc (n * es);
-  guint32 idx[8];
-  Reference r;
-  double scale;
-  float loss;
 
-  rlx_model_init_params (model, 5, params);
-  reference_init (&r, spec, model, params, batch);
-  g_assert_true (rlx_backend_load_params (be, params, &error));
-
-  /* step 0: fills the residual */
-  indices_for (idx, batch, 0);
-  g_assert_true (rlx_backend_grads_wire (be, idx, batch, p, TRUE, &loss, codes, &scale, &error));
+  st->be = open_backend (spec, model, 8);
+  st->p = p;
+  st->codes = g_malloc (model->n_params * rlx_precision_element_size (p));
+  rlx_model_init_params (model, seed, params);
+  reference_init (&st->r, spec, model, params, 8);
+  g_assert_true (rlx_backend_load_params (st->be, params, &error));
   g_assert_no_error (error);
-  reference_check (&r, idx, batch, p, TRUE, loss, codes, scale, "before the poison");
-  rlx_backend_accept_feedback (be);
+}
+
+static void
+stream_clear (Stream *st)
+{
+  reference_clear (&st->r);
+  g_clear_pointer (&st->be, rlx_backend_free);
+  g_clear_pointer (&st->codes, g_free);
+}
+
+/* The gradient of step @step, with feedback; FALSE with @error when refused. */
+static gboolean
+stream_step (Stream *st, guint step, GError **error)
+{
+  indices_for (st->idx, 8, step);
+  return rlx_backend_grads_wire (st->be, st->idx, 8, st->p, TRUE, &st->loss, st->codes,
+                                 &st->scale, error);
+}
+
+/* The last step equals the reference's next; its bucket is accepted. */
+static void
+stream_check (Stream *st, const char *what)
+{
+  reference_check (&st->r, st->idx, 8, st->p, TRUE, st->loss, st->codes, st->scale, what);
+  rlx_backend_accept_feedback (st->be);
+}
+
+static void
+check_not_finite (const char *spec, RlxPrecision p, float poison, const char *word)
+{
+  g_autoptr(GError) error = NULL;
+  Stream st;
+
+  stream_init (&st, spec, p, 5);
+  /* step 0 fills the residual */
+  g_assert_true (stream_step (&st, 0, &error));
+  g_assert_no_error (error);
+  stream_check (&st, "before the poison");
 
   /* step 1: one element poisoned — refused, nothing carried */
-  indices_for (idx, batch, 1);
-  rlx_backend_poison_gradient (be, n / 3, poison);
-  g_assert_false (rlx_backend_grads_wire (be, idx, batch, p, TRUE, &loss, codes, &scale, &error));
+  rlx_backend_poison_gradient (st.be, rlx_backend_model (st.be)->n_params / 3, poison);
+  g_assert_false (stream_step (&st, 1, &error));
   g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE);
   g_test_message ("%s", error->message);
   g_assert_nonnull (strstr (error->message, word));
   g_assert_nonnull (strstr (error->message, "not sent"));
   g_clear_error (&error);
-  rlx_backend_accept_feedback (be);   /* nothing to accept: refused */
+  rlx_backend_accept_feedback (st.be);   /* nothing to accept: refused */
 
   /* step 2 equals the reference stream that never saw step 1 */
-  indices_for (idx, batch, 2);
-  g_assert_true (rlx_backend_grads_wire (be, idx, batch, p, TRUE, &loss, codes, &scale, &error));
+  g_assert_true (stream_step (&st, 2, &error));
   g_assert_no_error (error);
-  reference_check (&r, idx, batch, p, TRUE, loss, codes, scale, "after the refused step");
-  reference_clear (&r);
+  stream_check (&st, "after the refused step");
+  stream_clear (&st);
 }
 
 static void
 test_cpu_not_finite (void)
 {
-  const RlxModel *model = rlx_model_get (RLX_MODEL_MNIST_CNN);
-
   for (guint k = 0; k < G_N_ELEMENTS (all_precisions); k++)
     {
-      check_not_finite ("cpu", model, all_precisions[k], NAN, "NaN");
-      check_not_finite ("cpu", model, all_precisions[k], INFINITY, "+Inf");
-      check_not_finite ("cpu", model, all_precisions[k], -INFINITY, "-Inf");
+      check_not_finite ("cpu", all_precisions[k], NAN, "NaN");
+      check_not_finite ("cpu", all_precisions[k], INFINITY, "+Inf");
+      check_not_finite ("cpu", all_precisions[k], -INFINITY, "-Inf");
     }
 }
 
@@ -348,81 +383,53 @@ test_cpu_not_finite (void)
  * accept_feedback its residual is not carried — the step after equals the
  * reference stream that never saw it. */
 static void
-check_dropped (const char *spec, const RlxModel *model, RlxPrecision p)
+check_dropped (const char *spec, RlxPrecision p)
 {
-  const guint batch = 8;
-  g_autoptr(RlxBackend) be = open_backend (spec, model, batch);
   g_autoptr(GError) error = NULL;
-  gsize n = model->n_params, es = rlx_precision_element_size (p);
-  g_autofree float *params = g_new (float, n);
-  g_autofree guint8 *codes = g_malloc (n * es);
-  guint32 idx[8];
-  Reference r;
-  double scale;
-  float loss;
+  Stream st;
 
-  rlx_model_init_params (model, 13, params);
-  reference_init (&r, spec, model, params, batch);
-  g_assert_true (rlx_backend_load_params (be, params, &error));
+  stream_init (&st, spec, p, 13);
   for (guint step = 0; step < 4; step++)
     {
-      indices_for (idx, batch, step);
-      g_assert_true (rlx_backend_grads_wire (be, idx, batch, p, TRUE, &loss, codes, &scale,
-                                             &error));
+      g_assert_true (stream_step (&st, step, &error));
       g_assert_no_error (error);
       if (step == 1 || step == 2)
         continue;   /* dropped: not accepted, not in the reference stream */
-      reference_check (&r, idx, batch, p, TRUE, loss, codes, scale,
-                       step == 0 ? "before the drops" : "after two dropped buckets");
-      rlx_backend_accept_feedback (be);
+      stream_check (&st, step == 0 ? "before the drops" : "after two dropped buckets");
     }
-  reference_clear (&r);
+  stream_clear (&st);
 }
 
 static void
 test_cpu_dropped (void)
 {
   for (guint k = 1; k < G_N_ELEMENTS (all_precisions); k++)
-    check_dropped ("cpu", rlx_model_get (RLX_MODEL_MNIST_CNN), all_precisions[k]);
+    check_dropped ("cpu", all_precisions[k]);
 }
 
 /* reset_feedback: the next codes are those of a fresh feedback stream. */
 static void
 check_reset_feedback (const char *spec, RlxPrecision p)
 {
-  const RlxModel *model = rlx_model_get (RLX_MODEL_MNIST_CNN);
-  const guint batch = 8;
-  g_autoptr(RlxBackend) be = open_backend (spec, model, batch);
   g_autoptr(GError) error = NULL;
-  gsize n = model->n_params, es = rlx_precision_element_size (p);
-  g_autofree float *params = g_new (float, n);
-  g_autofree guint8 *codes = g_malloc (n * es);
-  guint32 idx[8];
-  Reference r;
-  double scale;
-  float loss;
+  Stream st;
 
-  rlx_model_init_params (model, 9, params);
-  g_assert_true (rlx_backend_load_params (be, params, &error));
-  for (guint s = 0; s < 3; s++)
+  stream_init (&st, spec, p, 9);
+  for (guint step = 10; step < 13; step++)
     {
-      indices_for (idx, batch, s);
-      g_assert_true (rlx_backend_grads_wire (be, idx, batch, p, TRUE, &loss, codes, &scale,
-                                             &error));
+      g_assert_true (stream_step (&st, step, &error));
       g_assert_no_error (error);
-      rlx_backend_accept_feedback (be);
+      rlx_backend_accept_feedback (st.be);   /* accepted, but not in the reference */
     }
   /* one more, not accepted: the reset drops it too */
-  indices_for (idx, batch, 9);
-  g_assert_true (rlx_backend_grads_wire (be, idx, batch, p, TRUE, &loss, codes, &scale, &error));
-  rlx_backend_reset_feedback (be);
-  rlx_backend_accept_feedback (be);
-  reference_init (&r, spec, model, params, batch);
-  indices_for (idx, batch, 3);
-  g_assert_true (rlx_backend_grads_wire (be, idx, batch, p, TRUE, &loss, codes, &scale, &error));
+  g_assert_true (stream_step (&st, 13, &error));
+  rlx_backend_reset_feedback (st.be);
+  rlx_backend_accept_feedback (st.be);
+  /* the parameters did not move: the reference starts fresh at them */
+  g_assert_true (stream_step (&st, 3, &error));
   g_assert_no_error (error);
-  reference_check (&r, idx, batch, p, TRUE, loss, codes, scale, "after reset_feedback");
-  reference_clear (&r);
+  stream_check (&st, "after reset_feedback");
+  stream_clear (&st);
 }
 
 static void
@@ -637,15 +644,13 @@ test_vk_grads_wire (void)
 static void
 test_vk_not_finite (void)
 {
-  const RlxModel *model = rlx_model_get (RLX_MODEL_MNIST_CNN);
-
   if (!need_device ())
     return;
   for (guint k = 0; k < G_N_ELEMENTS (all_precisions); k++)
     {
-      check_not_finite (VK_SPEC, model, all_precisions[k], NAN, "NaN");
-      check_not_finite (VK_SPEC, model, all_precisions[k], INFINITY, "+Inf");
-      check_not_finite (VK_SPEC, model, all_precisions[k], -INFINITY, "-Inf");
+      check_not_finite (VK_SPEC, all_precisions[k], NAN, "NaN");
+      check_not_finite (VK_SPEC, all_precisions[k], INFINITY, "+Inf");
+      check_not_finite (VK_SPEC, all_precisions[k], -INFINITY, "-Inf");
     }
   g_assert_cmpuint (rlx_vk_validation_messages (), ==, 0);
 }
@@ -656,7 +661,7 @@ test_vk_dropped (void)
   if (!need_device ())
     return;
   for (guint k = 1; k < G_N_ELEMENTS (all_precisions); k++)
-    check_dropped (VK_SPEC, rlx_model_get (RLX_MODEL_MNIST_CNN), all_precisions[k]);
+    check_dropped (VK_SPEC, all_precisions[k]);
   g_assert_cmpuint (rlx_vk_validation_messages (), ==, 0);
 }
 

@@ -517,7 +517,14 @@ rlx_cmd_export (int argc, char **argv)
   params = rlx_safetensors_read (path, model, NULL, &error);
   if (params == NULL)
     return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "%s", error->message);
-  if (!rlx_safetensors_write (out, model, params, md, &error))
+  if (rlx_cli_out_is_special (out))
+    {
+      g_autoptr(GBytes) bytes = rlx_safetensors_build (model, params, md);
+
+      if (!rlx_cli_write_special (out, g_bytes_get_data (bytes, NULL), g_bytes_get_size (bytes), &error))
+        return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "--out: %s", error->message);
+    }
+  else if (!rlx_safetensors_write (out, model, params, md, &error))
     return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "%s", error->message);
 
   if (json)

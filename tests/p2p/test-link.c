@@ -443,7 +443,6 @@ test_announced_size_not_allocated (void)
   Sink sink;
 
   sink_init (&sink, link);
-  spin (20);
   memory_now (&heap0, &vsize0);
   rlx_link_stream_put_word (hdr, RLX_LINK_LANE_BULK, 64u << 20, FALSE, FALSE);
   write_all (raw, hdr, 4);

@@ -134,7 +134,6 @@ struct _RlxQuic
   guint64             tx_frame_bytes;
   guint64             rx_frame_bytes;
   guint64             reported_tx;
-  guint64             reported_rx;
   gboolean            in_callback;
 };
 
@@ -901,12 +900,10 @@ write_loop (RlxQuic *self)
 static void
 report_progress (RlxQuic *self)
 {
-  if (self->cb.progress && (self->tx_frame_bytes != self->reported_tx ||
-                            self->rx_frame_bytes != self->reported_rx))
+  if (self->cb.progress && self->tx_frame_bytes != self->reported_tx)
     {
       self->reported_tx = self->tx_frame_bytes;
-      self->reported_rx = self->rx_frame_bytes;
-      self->cb.progress (self->tx_frame_bytes, self->rx_frame_bytes, self->user_data);
+      self->cb.progress (self->tx_frame_bytes, self->user_data);
     }
 }
 

@@ -29,6 +29,7 @@
  */
 #include "rlx-config.h"
 #include "rlx-cli.h"
+#include "cmd-remote.h"
 #include "core/rlx-backend.h"
 #include "core/rlx-coordinator.h"
 #include "core/rlx-safetensors.h"
@@ -146,6 +147,9 @@ format_event (JsonObject *e)
     return g_strdup_printf ("test accuracy %.2f%% at step %.0f (test loss %.4f)",
                             100.0 * num_member (e, "accuracy"), num_member (e, "step"),
                             num_member (e, "test_loss"));
+  if (g_str_equal (ev, "invite"))
+    return g_strdup_printf ("invite: %s\n  on other machines: rlx-rank join '%s'",
+                            str_member (e, "invite"), str_member (e, "invite"));
   if (g_str_equal (ev, "done"))
     return g_strdup_printf ("done at step %.0f: %s; loss %.4f, hash %.8s",
                             num_member (e, "step"), str_member (e, "message"),
@@ -256,6 +260,21 @@ on_signal (gpointer user_data)
 }
 
 static void
+remote_print (JsonObject *event, gpointer user_data)
+{
+  print_event (user_data, event);
+}
+
+/* The remote side cannot go on (a wrong key): leave like a refused node. */
+static void
+remote_fail (const char *message, gpointer user_data)
+{
+  JoinState *st = user_data;
+
+  on_finished (st->coord, FALSE, message, st);
+}
+
+static void
 on_link_added (RlxLocalBus *bus, RlxLink *link, const char *peer_id, gpointer user_data)
 {
   rlx_coordinator_add_link (RLX_COORDINATOR (user_data), link);
@@ -295,7 +314,8 @@ rlx_cmd_join (int argc, char **argv)
     { "heartbeat-timeout-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &hb_s, "silence that removes a peer", "MS" },
     { NULL }
   };
-  g_autoptr(GOptionContext) ctx = g_option_context_new ("[--local] — run one node of a cohort");
+  g_autoptr(GOptionContext) ctx = g_option_context_new ("[--local | --host [ADDR:]PORT | INVITE] — run one node of a cohort");
+  g_autoptr(RlxJoinRemote) remote = rlx_join_remote_new ();
   g_autoptr(GError) error = NULL;
   g_autoptr(RlxDataset) dataset = NULL;
   g_autoptr(RlxLocalBus) bus = NULL;
@@ -321,6 +341,7 @@ rlx_cmd_join (int argc, char **argv)
   mallopt (M_TRIM_THRESHOLD, 512 << 20);
 
   g_option_context_add_main_entries (ctx, entries, NULL);
+  g_option_context_add_group (ctx, rlx_join_remote_options (remote));
   g_option_context_set_summary (ctx,
     "Runs one node of the cohort NAME on this machine: it joins the cohort found\n"
     "under $XDG_RUNTIME_DIR/rlx-cluster/NAME (or founds it, resuming its\n"
@@ -330,10 +351,8 @@ rlx_cmd_join (int argc, char **argv)
     "  for i in 1 2 3; do rlx-rank join --local --cohort demo --steps 200 --json & done");
   if (!rlx_cli_parse (ctx, sub, &argc, &argv))
     return RLX_EXIT_USAGE;
-  if (argc > 1)
-    return rlx_cli_fail (sub, RLX_EXIT_USAGE,
-                         "unexpected argument '%s'; remote invites are not supported yet, use --local "
-                         "(see rlx-rank join --help)", argv[1]);
+  if (!rlx_join_remote_configure (remote, argc, argv, &cohort, &error))
+    return rlx_cli_fail (sub, RLX_EXIT_USAGE, "%s (see rlx-rank join --help)", error->message);
   (void) local;
 
   if (!parse_u64 (sub, "--batch", batch_s, 1, 65536, &batch) ||
@@ -420,6 +439,13 @@ rlx_cmd_join (int argc, char **argv)
   st.status = RLX_EXIT_OK;
   g_signal_connect (coord, "event", G_CALLBACK (on_event), &st);
   g_signal_connect (coord, "finished", G_CALLBACK (on_finished), &st);
+  /* Remote peers (before the bus's handler below: a local link wins). */
+  if (!rlx_join_remote_start (remote, coord, bus, node_id, remote_print, remote_fail, &st, &error))
+    {
+      rlx_local_bus_stop (bus);
+      g_object_unref (coord);
+      return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "%s", error->message);
+    }
   g_signal_connect (bus, "link-added", G_CALLBACK (on_link_added), coord);
   sigint_id = g_unix_signal_add (SIGINT, on_signal, &st);
   sigterm_id = g_unix_signal_add (SIGTERM, on_signal, &st);
@@ -441,6 +467,7 @@ rlx_cmd_join (int argc, char **argv)
   g_source_remove (sigint_id);
   g_source_remove (sigterm_id);
   g_signal_handlers_disconnect_by_data (bus, coord);
+  rlx_join_remote_stop (remote);
   rlx_local_bus_stop (bus);
   g_object_unref (coord);
   return st.status;

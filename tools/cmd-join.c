@@ -461,7 +461,10 @@ rlx_cmd_join (int argc, char **argv)
           rlx_coordinator_add_link (coord, link);
       }
   }
-  rlx_coordinator_start (coord);
+  /* A node joining by invite starts its coordinator once a member is
+   * reachable (the remote side starts it), not after the local discovery. */
+  if (!rlx_join_remote_holds_start (remote))
+    rlx_coordinator_start (coord);
   g_main_loop_run (loop);
 
   g_source_remove (sigint_id);

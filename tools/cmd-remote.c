@@ -27,7 +27,9 @@
 #include <glib-unix.h>
 #include <gnutls/crypto.h>
 
-#define KEY_FILE "invite-key"
+#define KEY_FILE        "invite-key"
+/* A joining node that reaches no member in this time starts anyway. */
+#define JOIN_TIMEOUT_MS 30000
 
 /* ── shared helpers ─────────────────────────────────────────────────────── */
 
@@ -304,6 +306,8 @@ struct _RlxJoinRemote
 
   /* running */
   RlxRemoteNode   *node;
+  gboolean         coord_started;
+  guint            join_timeout_id;
   RlxCoordinator  *coord;
   RlxLocalBus     *bus;
   RlxJoinPrintFunc print;
@@ -486,6 +490,50 @@ rlx_join_remote_configure (RlxJoinRemote *self, int argc, char **argv, char **co
   return TRUE;
 }
 
+gboolean
+rlx_join_remote_holds_start (RlxJoinRemote *self)
+{
+  return self->invite != NULL && !self->serve;
+}
+
+static void
+start_coordinator (RlxJoinRemote *self, const char *why)
+{
+  g_autoptr(JsonObject) o = NULL;
+
+  if (self->coord_started || !rlx_join_remote_holds_start (self))
+    return;
+  self->coord_started = TRUE;
+  g_clear_handle_id (&self->join_timeout_id, g_source_remove);
+  if (why)
+    {
+      o = json_object_new ();
+      json_object_set_string_member (o, "event", "error");
+      json_object_set_string_member (o, "node", "");
+      json_object_set_string_member (o, "reason", why);
+      self->print (o, self->user_data);
+    }
+  rlx_coordinator_start (self->coord);
+}
+
+static gboolean
+on_join_timeout (gpointer user_data)
+{
+  RlxJoinRemote *self = user_data;
+
+  self->join_timeout_id = 0;
+  start_coordinator (self, "no member of the cohort could be reached within 30 s "
+                           "(see the link-failed events); starting alone");
+  return G_SOURCE_REMOVE;
+}
+
+static gboolean
+on_local_start (gpointer user_data)
+{
+  start_coordinator (user_data, NULL);
+  return G_SOURCE_REMOVE;
+}
+
 static gboolean
 skip_local (const char *peer_id, gpointer user_data)
 {
@@ -505,6 +553,7 @@ on_remote_link_added (RlxRemoteNode *node, RlxLink *link, const char *peer_id, g
       return;
     }
   rlx_coordinator_add_link (self->coord, link);
+  start_coordinator (self, NULL);
 }
 
 /* A local link to a peer wins over a remote one: drop the remote one before
@@ -516,6 +565,10 @@ on_local_link_added (RlxLocalBus *bus, RlxLink *link, const char *peer_id, gpoin
 
   if (self->node)
     rlx_remote_node_forget_peer (self->node, peer_id);
+  /* The link is handed to the coordinator by cmd-join's own handler, which
+   * runs after this one; start the coordinator once that happened. */
+  if (!self->coord_started)
+    g_idle_add_full (G_PRIORITY_DEFAULT, on_local_start, self, NULL);
 }
 
 static void
@@ -524,6 +577,11 @@ on_remote_event (RlxRemoteNode *node, JsonObject *event, gpointer user_data)
   RlxJoinRemote *self = user_data;
 
   self->print (event, self->user_data);
+  /* Alone in the room: nobody to wait for, this node founds the cohort. */
+  if (g_strcmp0 (json_object_get_string_member_with_default (event, "event", ""), "signalling") == 0 &&
+      g_strcmp0 (json_object_get_string_member_with_default (event, "state", ""), "joined") == 0 &&
+      json_object_get_int_member_with_default (event, "peers", 1) == 0)
+    start_coordinator (self, NULL);
 }
 
 static void
@@ -579,6 +637,14 @@ rlx_join_remote_start (RlxJoinRemote *self, RlxCoordinator *coord, RlxLocalBus *
       rlx_join_remote_stop (self);
       return FALSE;
     }
+  if (rlx_join_remote_holds_start (self))
+    {
+      /* Links the local bus already made count as members. */
+      g_auto(GStrv) local = bus ? rlx_local_bus_dup_peer_ids (bus) : NULL;
+      if (local && local[0])
+        g_idle_add_full (G_PRIORITY_DEFAULT, on_local_start, self, NULL);
+      self->join_timeout_id = g_timeout_add (JOIN_TIMEOUT_MS, on_join_timeout, self);
+    }
   if (self->serve)
     {
       g_autoptr(JsonObject) o = json_object_new ();
@@ -596,6 +662,8 @@ rlx_join_remote_start (RlxJoinRemote *self, RlxCoordinator *coord, RlxLocalBus *
 void
 rlx_join_remote_stop (RlxJoinRemote *self)
 {
+  g_clear_handle_id (&self->join_timeout_id, g_source_remove);
+  g_idle_remove_by_data (self);
   if (self->bus)
     g_signal_handlers_disconnect_by_data (self->bus, self);
   self->bus = NULL;

@@ -44,6 +44,11 @@ gboolean       rlx_join_remote_start   (RlxJoinRemote *self, RlxCoordinator *coo
                                         RlxJoinPrintFunc print, RlxJoinFailFunc fail,
                                         gpointer user_data, GError **error);
 void           rlx_join_remote_stop    (RlxJoinRemote *self);
+/* TRUE when the hook starts the coordinator itself (a node joining by
+ * invite): once a member is linked (remote or local), right away if the
+ * signalling room was empty, or after the join timeout (with an event
+ * saying no member could be reached). cmd-join then must not. */
+gboolean       rlx_join_remote_holds_start (RlxJoinRemote *self);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxJoinRemote, rlx_join_remote_free)
 

@@ -21,6 +21,7 @@
  * finishes when QUIC has closed (cleanly or not) or failed to start, then
  * posts one last callback that joins it.
  */
+#define G_LOG_DOMAIN "rlx-remote"
 #include "rlx-config.h"
 #include "rlx-remote-link.h"
 
@@ -473,6 +474,7 @@ io_start_quic (RlxRemoteLink *self)
   c.handshake_timeout_ms = self->connect_timeout_ms;
   c.idle_timeout_ms = self->idle_timeout_ms;
   c.peer_name = self->peer_id;
+  g_debug ("link to %s: starting QUIC as %s", self->peer_id, c.is_client ? "client" : "server");
   self->quic = rlx_quic_new (&c, &quic_callbacks, self, &error);
   if (self->quic == NULL)
     {
@@ -569,6 +571,8 @@ io_state_changed (gpointer data)
   StateChange *sc = data;
   RlxRemoteLink *self = sc->self;
 
+  g_debug ("link to %s: ICE %s%s", self->peer_id, nice_component_state_to_string (sc->state),
+           self->io_done ? " (link already ended)" : "");
   if (self->io_done)
     return G_SOURCE_REMOVE;
   if (sc->state == NICE_COMPONENT_STATE_CONNECTED || sc->state == NICE_COMPONENT_STATE_READY)
@@ -837,7 +841,10 @@ RlxRemoteLink *
 rlx_remote_link_new (const RlxRemoteLinkConfig *config, GError **error)
 {
   g_autoptr(RlxRemoteLink) self = NULL;
-  NiceAgentOption options = NICE_AGENT_OPTION_ICE_TRICKLE | NICE_AGENT_OPTION_REGULAR_NOMINATION;
+  /* Aggressive nomination (libnice's default): the first pair that works carries
+   * QUIC at once, and a better one found later replaces it under QUIC's feet
+   * (its path is a placeholder, see rlx-quic.c). */
+  NiceAgentOption options = NICE_AGENT_OPTION_ICE_TRICKLE;
   g_autofree char *name = NULL;
 
   g_return_val_if_fail (config != NULL, NULL);

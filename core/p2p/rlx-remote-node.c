@@ -657,8 +657,13 @@ on_client_joined (RlxSignalClient *client, GStrv peers, gpointer user_data)
 {
   RlxRemoteNode *self = user_data;
   g_autofree char *server = g_strdup_printf ("%s:%u", self->invite->host, self->invite->port);
+  g_autoptr(JsonObject) o = json_object_new ();
 
-  emit_event (self, "signalling", "state", "joined", "server", server, NULL);
+  json_object_set_string_member (o, "event", "signalling");
+  json_object_set_string_member (o, "state", "joined");
+  json_object_set_string_member (o, "server", server);
+  json_object_set_int_member (o, "peers", peers ? g_strv_length (peers) : 0);
+  g_signal_emit (self, signals[SIGNAL_EVENT], 0, o);
   if (self->refuse_check == NULL && self->n_authentic == 0)
     {
       self->refuse_check = g_timeout_source_new (REFUSE_GRACE_MS);

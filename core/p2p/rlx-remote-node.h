@@ -29,7 +29,8 @@
  * refused (::refused with RLX_REMOTE_ERROR_KEY_REFUSED).
  *
  * Events (::event, a JsonObject with "event"), for the JSON-lines stream:
- *   signalling   state ("joined" | "lost" | "refused"), reason, server
+ *   signalling   state ("joined" | "lost" | "refused"), reason, server,
+ *                peers (how many other nodes were in the room when it joined)
  *   link-up      node, path (e.g. "host/host 10.0.0.2:41234"), rtt_us
  *   link-down    node, reason, code
  *   link-failed  node, reason, code  (code: ice-failed, pin-mismatch,

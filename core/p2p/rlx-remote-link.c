@@ -25,7 +25,11 @@
 #include "rlx-config.h"
 #include "rlx-remote-link.h"
 
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <nice/agent.h>
 
 #define DEFAULT_MAX_FRAME   ((gsize) 64 << 20)
@@ -33,6 +37,10 @@
 #define SYNC_MS             250
 #define MAX_CANDIDATE_LEN   512
 #define MAX_CANDIDATES      64
+/* Socket buffers of the selected pair: a burst of a few MB must not be
+ * dropped while the I/O thread waits for a core (drops cost QUIC its
+ * congestion window). */
+#define SOCKET_BUFFER       (8 * 1024 * 1024)
 
 typedef struct {
   GBytes       *frame;
@@ -63,6 +71,11 @@ struct _RlxRemoteLink
 
   /* I/O thread only */
   RlxQuic      *quic;
+  int           gso_fd;         /* the selected pair's UDP socket, or -1 */
+  struct sockaddr_storage gso_to;
+  socklen_t     gso_to_len;
+  gboolean      gso_off;        /* the kernel refused UDP_SEGMENT once */
+  guint         gso_pair;       /* which selected pair gso_fd is for */
   GSource      *io_wake;
   gboolean      io_done;
 
@@ -77,6 +90,7 @@ struct _RlxRemoteLink
   guint64       dgram_tx;
   guint64       dgram_rx;
   char         *path;           /* "host/srflx" … */
+  guint         pair_gen;       /* bumped when the selected pair changes */
   GPtrArray    *local_addrs;    /* char* */
   int           ice_state;      /* NiceComponentState */
   guint64       rtt_us;
@@ -350,6 +364,89 @@ post_io_finished (gpointer data)
 
 /* ── I/O thread: QUIC callbacks ─────────────────────────────────────────── */
 
+/* The selected pair changed: use its socket directly for sending (UDP
+ * generic segmentation offload: one sendmsg per burst instead of one per
+ * packet) when it is a plain UDP socket of ours; relayed (TURN) and TCP pairs
+ * have none and go through libnice. Receiving always goes through libnice. */
+static void
+io_refresh_direct (RlxRemoteLink *self)
+{
+  g_autoptr(GSocket) sock = NULL;
+  NiceCandidate *local = NULL, *remote = NULL;
+  guint gen;
+
+  g_mutex_lock (&self->lock);
+  gen = self->pair_gen;
+  g_mutex_unlock (&self->lock);
+  if (gen == self->gso_pair)
+    return;
+  self->gso_pair = gen;
+  self->gso_fd = -1;
+  if (self->gso_off)
+    return;
+  if (!nice_agent_get_selected_pair (self->agent, self->stream_id, 1, &local, &remote) ||
+      local->transport != NICE_CANDIDATE_TRANSPORT_UDP ||
+      local->type == NICE_CANDIDATE_TYPE_RELAYED || remote->type == NICE_CANDIDATE_TYPE_RELAYED)
+    return;
+  sock = nice_agent_get_selected_socket (self->agent, self->stream_id, 1);
+  if (sock == NULL)
+    return;
+  nice_address_copy_to_sockaddr (&remote->addr, (struct sockaddr *) &self->gso_to);
+  self->gso_to_len = remote->addr.s.addr.sa_family == AF_INET6 ? sizeof (struct sockaddr_in6)
+                                                                 : sizeof (struct sockaddr_in);
+  self->gso_fd = g_socket_get_fd (sock);   /* libnice keeps the socket open */
+}
+
+/* Datagrams [d, d+n) of equal length (the last may be shorter) in one
+ * sendmsg with UDP_SEGMENT. Returns how many went out, or -1 if GSO is not
+ * available (then nothing was sent). */
+static gint
+send_gso (RlxRemoteLink *self, const RlxDatagram *d, guint n)
+{
+  struct iovec iov[64];
+  union { char buf[CMSG_SPACE (sizeof (guint16))]; struct cmsghdr align; } ctl;
+  struct msghdr msg = { 0 };
+  struct cmsghdr *cm;
+  guint16 seg = (guint16) d[0].len;
+  gsize total = 0;
+  guint k = 0;
+
+  /* Segments of length seg, the last one possibly shorter. */
+  while (k < n && k < G_N_ELEMENTS (iov) && d[k].len <= seg && total + d[k].len <= 65000)
+    {
+      iov[k].iov_base = (void *) d[k].data;
+      iov[k].iov_len = d[k].len;
+      total += d[k].len;
+      if (d[k++].len < seg)
+        break;
+    }
+  if (k <= 1)
+    return 0;
+  msg.msg_name = &self->gso_to;
+  msg.msg_namelen = self->gso_to_len;
+  msg.msg_iov = iov;
+  msg.msg_iovlen = k;
+  msg.msg_control = ctl.buf;
+  msg.msg_controllen = sizeof ctl.buf;
+  cm = CMSG_FIRSTHDR (&msg);
+  cm->cmsg_level = SOL_UDP;
+  cm->cmsg_type = UDP_SEGMENT;
+  cm->cmsg_len = CMSG_LEN (sizeof (guint16));
+  memcpy (CMSG_DATA (cm), &seg, sizeof seg);
+  if (sendmsg (self->gso_fd, &msg, MSG_DONTWAIT) < 0)
+    {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)
+        return -2;
+      /* No GSO here (an old kernel, a device without it): libnice from now on. */
+      g_debug ("link to %s: UDP GSO refused (%s); sending through libnice",
+               self->peer_id, g_strerror (errno));
+      self->gso_off = TRUE;
+      self->gso_fd = -1;
+      return -1;
+    }
+  return (gint) k;
+}
+
 static guint
 quic_send_cb (const RlxDatagram *d, guint n, gpointer user_data)
 {
@@ -359,27 +456,35 @@ quic_send_cb (const RlxDatagram *d, guint n, gpointer user_data)
   guint done = 0;
   guint64 bytes = 0;
 
+  io_refresh_direct (self);
   while (done < n)
     {
       guint k = MIN (n - done, G_N_ELEMENTS (msgs));
-      gint sent;
+      gint sent = 0;
 
-      for (guint i = 0; i < k; i++)
+      if (self->gso_fd >= 0 && n - done > 1)
         {
-          vecs[i].buffer = d[done + i].data;
-          vecs[i].size = d[done + i].len;
-          msgs[i].buffers = &vecs[i];
-          msgs[i].n_buffers = 1;
+          sent = send_gso (self, d + done, n - done);
+          if (sent == -2)
+            break;
         }
-      sent = nice_agent_send_messages_nonblocking (self->agent, self->stream_id, 1, msgs, k,
-                                                   NULL, NULL);
       if (sent <= 0)
-        break;
+        {
+          for (guint i = 0; i < k; i++)
+            {
+              vecs[i].buffer = d[done + i].data;
+              vecs[i].size = d[done + i].len;
+              msgs[i].buffers = &vecs[i];
+              msgs[i].n_buffers = 1;
+            }
+          sent = nice_agent_send_messages_nonblocking (self->agent, self->stream_id, 1, msgs, k,
+                                                       NULL, NULL);
+          if (sent <= 0)
+            break;
+        }
       for (gint i = 0; i < sent; i++)
         bytes += d[done + (guint) i].len;
       done += (guint) sent;
-      if ((guint) sent < k)
-        break;
     }
   g_mutex_lock (&self->lock);
   self->dgram_tx += bytes;
@@ -674,6 +779,23 @@ candidate_kind (NiceCandidateType t)
     }
 }
 
+/* Enlarge the selected socket's buffers: SO_*BUFFORCE where allowed (root,
+ * CAP_NET_ADMIN), else as far as net.core.[rw]mem_max lets us. */
+static void
+enlarge_buffers (NiceAgent *agent, guint stream_id)
+{
+  g_autoptr(GSocket) sock = nice_agent_get_selected_socket (agent, stream_id, 1);
+  int fd, size = SOCKET_BUFFER;
+
+  if (sock == NULL)
+    return;   /* a relayed (TURN) pair has no socket of its own */
+  fd = g_socket_get_fd (sock);
+  if (setsockopt (fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof size) != 0)
+    (void) setsockopt (fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+  if (setsockopt (fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof size) != 0)
+    (void) setsockopt (fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+}
+
 static void
 on_selected_pair (NiceAgent *agent, guint stream_id, guint component_id,
                   NiceCandidate *local, NiceCandidate *remote, gpointer user_data)
@@ -681,8 +803,10 @@ on_selected_pair (NiceAgent *agent, guint stream_id, guint component_id,
   RlxRemoteLink *self = user_data;
   char ip[NICE_ADDRESS_STRING_LEN];
 
+  enlarge_buffers (agent, stream_id);
   nice_address_to_string (&remote->addr, ip);
   g_mutex_lock (&self->lock);
+  self->pair_gen++;
   g_free (self->path);
   self->path = g_strdup_printf ("%s/%s %s:%u", candidate_kind (local->type),
                                 candidate_kind (remote->type), ip,
@@ -834,6 +958,7 @@ rlx_remote_link_init (RlxRemoteLink *self)
   g_queue_init (&self->out_q);
   g_queue_init (&self->in_q);
   self->local_addrs = g_ptr_array_new_with_free_func (g_free);
+  self->gso_fd = -1;
   self->ice_state = NICE_COMPONENT_STATE_DISCONNECTED;
 }
 

@@ -3,6 +3,7 @@
  */
 #include "rlx-config.h"
 #include "core/p2p/rlx-local-bus.h"
+#include "core/p2p/rlx-link-stream.h"
 #include "core/p2p/rlx-unix-link.h"
 
 #include <errno.h>
@@ -620,7 +621,9 @@ test_handshake_wire (void)
     g_autoptr(GByteArray) got = raw_read_until_eof_or (fd, 4 + strlen (expect));
 
     g_assert_cmpuint (got->len, ==, 4 + strlen (expect));
-    g_assert_cmpuint (GUINT32_FROM_LE (*(guint32 *) got->data), ==, strlen (expect));
+    /* one record (rlx-link-stream.h): its length, no MORE, no SHM */
+    g_assert_cmpuint (GUINT32_FROM_LE (*(guint32 *) got->data) &
+                      ~(guint32) RLX_LINK_STREAM_BULK, ==, strlen (expect));
     g_assert_cmpmem (got->data + 4, got->len - 4, expect, strlen (expect));
   }
   wait_len (a->added, 1);
@@ -816,6 +819,45 @@ test_processes (void)
   remove_dir (dir);
 }
 
+/* A shaped bus: links come out wrapped, and what arrives is delayed; the
+ * other side, unshaped, is not. Leaving still reaches the shaped side. */
+static void
+test_shaped (void)
+{
+  g_autofree char *dir = make_dir ();
+  Node *a = node_new (dir, "a");
+  Node *b = node_new (dir, "b");
+  g_autoptr(GBytes) f = pattern_frame (1000, 3);
+  RlxLinkShape shape;
+  RlxLink *to_a;
+  gint64 arrived, visible;
+
+  g_assert_true (rlx_link_shape_parse ("delay=30ms,rate=10MB/s", &shape, NULL));
+  rlx_local_bus_set_link_shape (b->bus, &shape);
+  node_start (a);
+  node_start (b);
+  wait_len (a->added, 1);
+  wait_len (b->added, 1);
+  to_a = rlx_local_bus_get_link (b->bus, "a");
+  g_assert_true (RLX_IS_SHAPED_LINK (to_a));
+  g_assert_false (RLX_IS_SHAPED_LINK (rlx_local_bus_get_link (a->bus, "b")));
+
+  g_assert_true (rlx_link_send (rlx_local_bus_get_link (a->bus, "b"), f, NULL));
+  wait_len (b->frames, 1);
+  g_assert_true (g_bytes_equal (b->frames->pdata[0], f));
+  rlx_shaped_link_get_rx_times (RLX_SHAPED_LINK (to_a), &arrived, &visible);
+  g_assert_cmpint (visible - arrived, ==, 30000 + 100);   /* delay + 1000 B at 10 MB/s */
+
+  g_assert_true (rlx_link_send (to_a, f, NULL));
+  wait_len (a->frames, 1);
+
+  node_free (a);
+  wait_len (b->removed, 1);
+  g_assert_cmpstr (b->removed->pdata[0], ==, "a");
+  node_free (b);
+  remove_dir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -831,6 +873,7 @@ main (int argc, char **argv)
   g_test_add_func ("/p2p/bus/default-dir", test_default_dir);
   g_test_add_func ("/p2p/bus/handshake-wire", test_handshake_wire);
   g_test_add_func ("/p2p/bus/processes", test_processes);
+  g_test_add_func ("/p2p/bus/shaped", test_shaped);
 
   return g_test_run ();
 }

@@ -139,6 +139,7 @@ struct _RlxQuic
   char               *seen_fingerprint;
   guint64             unsent;
   guint64             tx_frame_bytes;
+  guint64             tx_stream_frame_bytes[RLX_QUIC_N_STREAMS];
   guint64             rx_frame_bytes;
   guint64             reported_tx;
   gboolean            in_callback;
@@ -400,6 +401,7 @@ out_stream_advance (RlxQuic *self, OutStream *s, gsize n)
       if (f->start + 4 + f->len > s->written)
         break;
       self->tx_frame_bytes += f->len;
+      self->tx_stream_frame_bytes[s - self->out] += f->len;
       s->cursor = s->cursor->next;
     }
 }
@@ -920,7 +922,7 @@ report_progress (RlxQuic *self)
   if (self->cb.progress && self->tx_frame_bytes != self->reported_tx)
     {
       self->reported_tx = self->tx_frame_bytes;
-      self->cb.progress (self->tx_frame_bytes, self->user_data);
+      self->cb.progress (self->tx_stream_frame_bytes, self->user_data);
     }
 }
 

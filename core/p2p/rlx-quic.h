@@ -63,9 +63,9 @@ typedef struct {
   void     (*established) (gpointer user_data);
   /* A whole frame arrived on @stream. */
   void     (*frame)       (RlxQuicStream stream, GBytes *frame, gpointer user_data);
-  /* Frames were written into packets: @written is the total of their
-   * lengths (prefixes excluded) since the start. */
-  void     (*progress)    (guint64 written, gpointer user_data);
+  /* Frames were written into packets: @written[stream] is the total of
+   * their lengths (prefixes excluded) since the start, per stream. */
+  void     (*progress)    (const guint64 written[RLX_QUIC_N_STREAMS], gpointer user_data);
   /* The connection is gone, once; @error says why. The connection must not
    * be used afterwards except to free it. */
   void     (*closed)      (const GError *error, gpointer user_data);

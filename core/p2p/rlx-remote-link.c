@@ -86,7 +86,8 @@ struct _RlxRemoteLink
   gboolean      in_posted;
   gboolean      progress_posted;
   gboolean      close_requested;
-  guint64       written;        /* frame bytes QUIC has written (I/O side) */
+  guint64       written[RLX_QUIC_N_STREAMS];   /* frame bytes QUIC wrote (I/O side) */
+  gint64        last_rx_at;     /* monotonic µs of the last datagram */
   guint64       dgram_tx;
   guint64       dgram_rx;
   char         *path;           /* "host/srflx" … */
@@ -100,8 +101,8 @@ struct _RlxRemoteLink
   gboolean      ready;
   gboolean      remote_creds_set;
   guint         n_remote_candidates;
-  guint64       handed;         /* frame bytes handed to send */
-  guint64       written_seen;
+  guint64       handed[RLX_QUIC_N_STREAMS];   /* frame bytes handed to send */
+  guint64       written_seen[RLX_QUIC_N_STREAMS];
   guint64       tx_seen;
   guint64       rx_seen;
   GSource      *connect_timeout;
@@ -188,30 +189,38 @@ post_main (RlxRemoteLink *self, GSourceFunc func, char *text, GError *error)
 static void
 sync_counters (RlxRemoteLink *self)
 {
-  guint64 written, tx, rx;
+  guint64 written[RLX_QUIC_N_STREAMS], tx, rx;
+  gint64 last_rx_at;
+  gboolean drained = FALSE;
 
   g_mutex_lock (&self->lock);
-  written = self->written;
+  memcpy (written, self->written, sizeof written);
   tx = self->dgram_tx;
   rx = self->dgram_rx;
+  last_rx_at = self->last_rx_at;
   g_mutex_unlock (&self->lock);
 
   if (rx != self->rx_seen)
     {
-      rlx_link_add_bytes_rx (RLX_LINK (self), rx - self->rx_seen);
+      /* Any bytes count as a sign of life, at the time they arrived. */
+      rlx_link_add_bytes_rx_at (RLX_LINK (self), rx - self->rx_seen, last_rx_at);
       self->rx_seen = rx;
     }
+  for (guint s = 0; s < RLX_QUIC_N_STREAMS; s++)
+    if (written[s] != self->written_seen[s])
+      {
+        self->written_seen[s] = written[s];
+        drained = TRUE;
+      }
   if (tx != self->tx_seen)
     {
-      self->written_seen = written;
       rlx_link_add_bytes_tx (RLX_LINK (self), tx - self->tx_seen);
       self->tx_seen = tx;
     }
-  else if (written != self->written_seen)
+  else if (drained)
     {
       /* Frames drained without a datagram counted yet: still tell the
        * sender to look at pending_bytes again. */
-      self->written_seen = written;
       g_object_notify (G_OBJECT (self), "bytes-tx");
     }
 }
@@ -318,7 +327,10 @@ post_frames (gpointer data)
   while ((it = g_queue_pop_head (&q)) != NULL)
     {
       if (!rlx_link_is_closed (RLX_LINK (self)))
-        rlx_link_emit_frame (RLX_LINK (self), it->frame);
+        rlx_link_emit_frame_lane (RLX_LINK (self),
+                                  it->stream == RLX_QUIC_STREAM_CONTROL ? RLX_LINK_LANE_CONTROL
+                                                                        : RLX_LINK_LANE_BULK,
+                                  it->frame);
       item_free (it);
     }
   return G_SOURCE_REMOVE;
@@ -519,13 +531,13 @@ quic_frame_cb (RlxQuicStream stream, GBytes *frame, gpointer user_data)
 }
 
 static void
-quic_progress_cb (guint64 written, gpointer user_data)
+quic_progress_cb (const guint64 written[RLX_QUIC_N_STREAMS], gpointer user_data)
 {
   RlxRemoteLink *self = user_data;
   gboolean post;
 
   g_mutex_lock (&self->lock);
-  self->written = written;
+  memcpy (self->written, written, sizeof self->written);
   self->rtt_us = rlx_quic_get_rtt_us (self->quic);
   post = !self->progress_posted;
   self->progress_posted = TRUE;
@@ -605,9 +617,10 @@ io_wake_dispatch (GSource *source, GSourceFunc callback, gpointer user_data)
   g_source_set_ready_time (source, -1);
   if (self->io_done)
     return G_SOURCE_CONTINUE;
+  /* Frames queued before a close still go out (QUIC lingers for them). */
   g_mutex_lock (&self->lock);
   close = self->close_requested;
-  if (self->quic && !close)
+  if (self->quic)
     {
       q = self->out_q;
       g_queue_init (&self->out_q);
@@ -645,6 +658,7 @@ on_recv (NiceAgent *agent, guint stream_id, guint component_id, guint len, gchar
 
   g_mutex_lock (&self->lock);
   self->dgram_rx += len;
+  self->last_rx_at = g_get_monotonic_time ();
   g_mutex_unlock (&self->lock);
   if (self->io_done)
     return;
@@ -835,7 +849,7 @@ queue_frame (RlxRemoteLink *self, GBytes *frame, RlxQuicStream stream, GError **
   g_mutex_lock (&self->lock);
   g_queue_push_tail (&self->out_q, it);
   g_mutex_unlock (&self->lock);
-  self->handed += len;
+  self->handed[stream] += len;
   g_source_set_ready_time (self->io_wake, 0);
   return TRUE;
 }
@@ -844,6 +858,28 @@ static gboolean
 rlx_remote_link_send (RlxLink *link, GBytes *frame, GError **error)
 {
   return queue_frame (RLX_REMOTE_LINK (link), frame, RLX_QUIC_STREAM_BULK, error);
+}
+
+/* Lanes are QUIC streams: CONTROL overtakes queued BULK data. */
+static RlxQuicStream
+stream_of_lane (RlxLinkLane lane)
+{
+  return lane == RLX_LINK_LANE_CONTROL ? RLX_QUIC_STREAM_CONTROL : RLX_QUIC_STREAM_BULK;
+}
+
+static gboolean
+rlx_remote_link_send_lane (RlxLink *link, RlxLinkLane lane, GBytes *frame, GError **error)
+{
+  return queue_frame (RLX_REMOTE_LINK (link), frame, stream_of_lane (lane), error);
+}
+
+static gsize
+rlx_remote_link_pending_bytes_lane (RlxLink *link, RlxLinkLane lane)
+{
+  RlxRemoteLink *self = RLX_REMOTE_LINK (link);
+  RlxQuicStream s = stream_of_lane (lane);
+
+  return (gsize) (self->handed[s] - MIN (self->handed[s], self->written_seen[s]));
 }
 
 static void
@@ -861,9 +897,8 @@ rlx_remote_link_close (RlxLink *link)
 static gsize
 rlx_remote_link_pending_bytes (RlxLink *link)
 {
-  RlxRemoteLink *self = RLX_REMOTE_LINK (link);
-
-  return (gsize) (self->handed - MIN (self->handed, self->written_seen));
+  return rlx_remote_link_pending_bytes_lane (link, RLX_LINK_LANE_CONTROL) +
+         rlx_remote_link_pending_bytes_lane (link, RLX_LINK_LANE_BULK);
 }
 
 static gboolean
@@ -939,6 +974,8 @@ rlx_remote_link_class_init (RlxRemoteLinkClass *klass)
   link_class->send = rlx_remote_link_send;
   link_class->close = rlx_remote_link_close;
   link_class->pending_bytes = rlx_remote_link_pending_bytes;
+  link_class->send_lane = rlx_remote_link_send_lane;
+  link_class->pending_bytes_lane = rlx_remote_link_pending_bytes_lane;
 
   signals[SIGNAL_LOCAL_CANDIDATE] =
     g_signal_new ("local-candidate", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,

@@ -20,10 +20,11 @@
  * timeout, or ICE fails, or the handshake fails, ::closed reports why
  * (RLX_REMOTE_ERROR_ICE_FAILED, _PIN_MISMATCH, _TIMEOUT, _TLS).
  *
- * Streams: rlx_link_send puts frames on QUIC's BULK stream, in order with
- * each other; rlx_remote_link_send_control puts a frame on the CONTROL
- * stream, which overtakes queued bulk data at packet granularity (order is
- * kept within each stream, not across them).
+ * Lanes (rlx-link.h) are QUIC streams: RLX_LINK_LANE_BULK (and plain
+ * rlx_link_send) on one, RLX_LINK_LANE_CONTROL on the other, which overtakes
+ * queued bulk data at packet granularity; order is kept within each lane,
+ * not across them. "last-rx" moves with every datagram received (QUIC's
+ * ACKs and keep-alives included), at most SYNC_MS late.
  *
  * rlx_link_close emits ::closed at once (RLX_LINK_ERROR_CLOSED) and lets
  * QUIC deliver what was queued for up to a second before it closes the
@@ -90,7 +91,7 @@ void     rlx_remote_link_remote_gathering_done (RlxRemoteLink *self);
 void     rlx_remote_link_start (RlxRemoteLink *self);
 
 gboolean rlx_remote_link_is_ready (RlxRemoteLink *self);
-/* A frame on the CONTROL stream (see above). */
+/* rlx_link_send_lane (link, RLX_LINK_LANE_CONTROL, …). */
 gboolean rlx_remote_link_send_control (RlxRemoteLink *self, GBytes *frame, GError **error);
 /* "host", "srflx", "prflx" or "relay": the kinds of the selected local and
  * remote candidates ("host/host"), or NULL before a pair is selected. */

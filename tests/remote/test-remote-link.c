@@ -26,6 +26,7 @@ struct _End {
   gboolean       gathered;
   GError        *closed;
   GPtrArray     *frames;      /* GBytes* in arrival order */
+  GArray        *lanes;       /* RlxLinkLane of each frame */
   guint64        rx_bytes;
   GPtrArray     *my_candidates;
 };
@@ -68,7 +69,10 @@ on_frame (RlxLink *link, GBytes *frame, gpointer user_data)
 {
   End *e = user_data;
 
+  RlxLinkLane lane = rlx_link_get_rx_lane (link);
+
   g_ptr_array_add (e->frames, g_bytes_ref (frame));
+  g_array_append_val (e->lanes, lane);
   e->rx_bytes += g_bytes_get_size (frame);
 }
 
@@ -97,6 +101,7 @@ end_setup (End *e, End *other, RlxIdentity *mine, RlxIdentity *theirs, gboolean 
   e->other = other;
   e->wire = TRUE;
   e->frames = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  e->lanes = g_array_new (FALSE, FALSE, sizeof (RlxLinkLane));
   e->my_candidates = g_ptr_array_new_with_free_func (g_free);
   c.controlling = controlling;
   c.identity = mine;
@@ -205,6 +210,7 @@ pair_teardown (Pair *p)
       g_source_remove (id);
       g_weak_ref_clear (&weak);
       g_ptr_array_unref (ends[i]->frames);
+      g_array_unref (ends[i]->lanes);
       g_ptr_array_unref (ends[i]->my_candidates);
       g_clear_error (&ends[i]->closed);
     }
@@ -346,10 +352,19 @@ test_control_overtakes_bulk (void)
       g_autoptr(GBytes) f = pattern (4u << 20, i);
       g_assert_true (rlx_link_send (RLX_LINK (p.a.link), f, &error));
     }
-  g_assert_true (rlx_remote_link_send_control (p.a.link, hb, &error));
+  g_assert_true (rlx_link_has_lanes (RLX_LINK (p.a.link)));
+  g_assert_cmpuint (rlx_link_pending_bytes_lane (RLX_LINK (p.a.link), RLX_LINK_LANE_BULK), ==,
+                    8u * (4u << 20));
+  g_assert_true (rlx_link_send_lane (RLX_LINK (p.a.link), RLX_LINK_LANE_CONTROL, hb, &error));
   run_until (&p, b_has_control, 30000, "the control frame");
-  /* It arrived while most of the 32 MiB were still on the way. */
+  /* It arrived while most of the 32 MiB were still on the way, on its lane. */
   g_assert_cmpuint (p.b.frames->len, <, 8);
+  g_assert_cmpint (g_array_index (p.b.lanes, RlxLinkLane, p.b.lanes->len - 1), ==,
+                   RLX_LINK_LANE_CONTROL);
+  for (guint i = 0; i + 1 < p.b.lanes->len; i++)
+    g_assert_cmpint (g_array_index (p.b.lanes, RlxLinkLane, i), ==, RLX_LINK_LANE_BULK);
+  /* Bytes arriving keep the link alive before any bucket is complete. */
+  g_assert_cmpint (rlx_link_get_last_rx (RLX_LINK (p.b.link)), >, 0);
   pair_teardown (&p);
 }
 

@@ -474,52 +474,38 @@ stream_reset_cb (ngtcp2_conn *conn, int64_t stream_id, uint64_t final_size,
   return 0;
 }
 
-static const ngtcp2_callbacks client_callbacks = {
-  .client_initial = ngtcp2_crypto_client_initial_cb,
-  .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
-  .handshake_completed = handshake_completed_cb,
-  .encrypt = ngtcp2_crypto_encrypt_cb,
-  .decrypt = ngtcp2_crypto_decrypt_cb,
-  .hp_mask = ngtcp2_crypto_hp_mask_cb,
-  .recv_stream_data = recv_stream_data_cb,
-  .acked_stream_data_offset = acked_stream_data_offset_cb,
-  .stream_close = stream_close_cb,
-  .recv_retry = ngtcp2_crypto_recv_retry_cb,
-  .extend_max_local_streams_uni = extend_max_local_streams_uni_cb,
-  .rand = rand_cb,
-  .get_new_connection_id = get_new_connection_id_cb,
-  .update_key = ngtcp2_crypto_update_key_cb,
-  .stream_reset = stream_reset_cb,
-  .extend_max_stream_data = extend_max_stream_data_cb,
-  .handshake_confirmed = handshake_confirmed_cb,
-  .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
-  .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
-  .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
-  .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
-};
-
-static const ngtcp2_callbacks server_callbacks = {
-  .recv_client_initial = ngtcp2_crypto_recv_client_initial_cb,
-  .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
-  .handshake_completed = handshake_completed_cb,
-  .encrypt = ngtcp2_crypto_encrypt_cb,
-  .decrypt = ngtcp2_crypto_decrypt_cb,
-  .hp_mask = ngtcp2_crypto_hp_mask_cb,
-  .recv_stream_data = recv_stream_data_cb,
-  .acked_stream_data_offset = acked_stream_data_offset_cb,
-  .stream_close = stream_close_cb,
-  .extend_max_local_streams_uni = extend_max_local_streams_uni_cb,
-  .rand = rand_cb,
-  .get_new_connection_id = get_new_connection_id_cb,
-  .update_key = ngtcp2_crypto_update_key_cb,
-  .stream_reset = stream_reset_cb,
-  .extend_max_stream_data = extend_max_stream_data_cb,
-  .handshake_confirmed = handshake_confirmed_cb,
-  .delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb,
-  .delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb,
-  .get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb,
-  .version_negotiation = ngtcp2_crypto_version_negotiation_cb,
-};
+/* The callbacks both roles share; the role adds its own first-flight ones. */
+static void
+fill_callbacks (ngtcp2_callbacks *cb, gboolean is_client)
+{
+  memset (cb, 0, sizeof *cb);
+  if (is_client)
+    {
+      cb->client_initial = ngtcp2_crypto_client_initial_cb;
+      cb->recv_retry = ngtcp2_crypto_recv_retry_cb;
+    }
+  else
+    cb->recv_client_initial = ngtcp2_crypto_recv_client_initial_cb;
+  cb->recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb;
+  cb->handshake_completed = handshake_completed_cb;
+  cb->handshake_confirmed = handshake_confirmed_cb;
+  cb->encrypt = ngtcp2_crypto_encrypt_cb;
+  cb->decrypt = ngtcp2_crypto_decrypt_cb;
+  cb->hp_mask = ngtcp2_crypto_hp_mask_cb;
+  cb->recv_stream_data = recv_stream_data_cb;
+  cb->acked_stream_data_offset = acked_stream_data_offset_cb;
+  cb->stream_close = stream_close_cb;
+  cb->stream_reset = stream_reset_cb;
+  cb->extend_max_local_streams_uni = extend_max_local_streams_uni_cb;
+  cb->extend_max_stream_data = extend_max_stream_data_cb;
+  cb->rand = rand_cb;
+  cb->get_new_connection_id = get_new_connection_id_cb;
+  cb->update_key = ngtcp2_crypto_update_key_cb;
+  cb->delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb;
+  cb->delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb;
+  cb->get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb;
+  cb->version_negotiation = ngtcp2_crypto_version_negotiation_cb;
+}
 
 static void
 log_cb (void *user_data, const char *format, ...)
@@ -578,10 +564,12 @@ create_conn (RlxQuic *self, const ngtcp2_pkt_hd *client_hd, GError **error)
 {
   ngtcp2_settings settings;
   ngtcp2_transport_params params;
+  ngtcp2_callbacks callbacks;
   ngtcp2_cid scid;
   int rv;
 
   fill_settings (self, &settings, &params);
+  fill_callbacks (&callbacks, self->is_client);
   scid.datalen = SCID_LEN;
   (void) gnutls_rnd (GNUTLS_RND_RANDOM, scid.data, scid.datalen);
 
@@ -591,7 +579,7 @@ create_conn (RlxQuic *self, const ngtcp2_pkt_hd *client_hd, GError **error)
       dcid.datalen = NGTCP2_MIN_INITIAL_DCIDLEN + 2;
       (void) gnutls_rnd (GNUTLS_RND_RANDOM, dcid.data, dcid.datalen);
       rv = ngtcp2_conn_client_new (&self->conn, &dcid, &scid, &self->path, NGTCP2_PROTO_VER_V1,
-                                   &client_callbacks, &settings, &params, NULL, self);
+                                   &callbacks, &settings, &params, NULL, self);
     }
   else
     {
@@ -600,7 +588,7 @@ create_conn (RlxQuic *self, const ngtcp2_pkt_hd *client_hd, GError **error)
       (void) gnutls_rnd (GNUTLS_RND_RANDOM, params.stateless_reset_token,
                          sizeof params.stateless_reset_token);
       rv = ngtcp2_conn_server_new (&self->conn, &client_hd->scid, &scid, &self->path,
-                                   client_hd->version, &server_callbacks, &settings, &params,
+                                   client_hd->version, &callbacks, &settings, &params,
                                    NULL, self);
       self->client_dcid = client_hd->dcid;
       self->server_scid = scid;

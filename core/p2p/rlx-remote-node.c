@@ -247,10 +247,10 @@ peer_of_link (RlxRemoteNode *self, RlxRemoteLink *link)
   return p && p->link == link ? p : NULL;
 }
 
+/* A trickled candidate (@cand) or the end of them (NULL), to the link's peer. */
 static void
-on_link_candidate (RlxRemoteLink *link, const char *cand, gpointer user_data)
+send_trickle (RlxRemoteNode *self, RlxRemoteLink *link, const char *cand)
 {
-  RlxRemoteNode *self = user_data;
   Peer *p = peer_of_link (self, link);
   g_autoptr(JsonObject) f = NULL;
 
@@ -258,22 +258,21 @@ on_link_candidate (RlxRemoteLink *link, const char *cand, gpointer user_data)
     return;
   f = json_object_new ();
   json_object_set_string_member (f, "att", p->att);
-  json_object_set_string_member (f, "c", cand);
-  send_sealed (self, p->id, "cand", f);
+  if (cand)
+    json_object_set_string_member (f, "c", cand);
+  send_sealed (self, p->id, cand ? "cand" : "eoc", f);
+}
+
+static void
+on_link_candidate (RlxRemoteLink *link, const char *cand, gpointer user_data)
+{
+  send_trickle (user_data, link, cand);
 }
 
 static void
 on_link_gathered (RlxRemoteLink *link, gpointer user_data)
 {
-  RlxRemoteNode *self = user_data;
-  Peer *p = peer_of_link (self, link);
-  g_autoptr(JsonObject) f = NULL;
-
-  if (p == NULL)
-    return;
-  f = json_object_new ();
-  json_object_set_string_member (f, "att", p->att);
-  send_sealed (self, p->id, "eoc", f);
+  send_trickle (user_data, link, NULL);
 }
 
 static void

@@ -9,6 +9,7 @@
  * and change nothing; a peer linked locally is skipped.
  */
 #include "rlx-config.h"
+#include "remote-test.h"
 #include "core/p2p/rlx-remote-node.h"
 #include "core/p2p/rlx-signal-client.h"
 #include "core/p2p/rlx-signal-msg.h"
@@ -124,32 +125,15 @@ node_new (const char *id, gboolean serve, const guint8 *key, const char *skip)
   return n;
 }
 
-static gboolean
-on_expired (gpointer user_data)
-{
-  *(gboolean *) user_data = TRUE;
-  return G_SOURCE_REMOVE;
-}
-
 static void
 spin (guint ms)
 {
   gboolean expired = FALSE;
-  g_timeout_add (ms, on_expired, &expired);
+  g_timeout_add (ms, remote_test_expired_cb, &expired);
   while (!expired)
     g_main_context_iteration (NULL, TRUE);
 }
 
-#define WAIT_FOR(cond, timeout_ms, what) \
-  G_STMT_START { \
-    gboolean expired_ = FALSE; \
-    guint id_ = g_timeout_add ((timeout_ms), on_expired, &expired_); \
-    while (!(cond) && !expired_) \
-      g_main_context_iteration (NULL, TRUE); \
-    if (expired_) \
-      g_error ("timed out after %u ms waiting for %s", (guint) (timeout_ms), (what)); \
-    g_source_remove (id_); \
-  } G_STMT_END
 
 static void
 node_free (N *n)

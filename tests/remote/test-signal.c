@@ -11,6 +11,7 @@
  * back.
  */
 #include "rlx-config.h"
+#include "remote-test.h"
 #include "core/p2p/rlx-signal-msg.h"
 #include "core/p2p/rlx-signal-server.h"
 #include "core/p2p/rlx-signal-client.h"
@@ -361,24 +362,7 @@ has_event (Peer *p, const char *prefix)
   return FALSE;
 }
 
-static gboolean
-on_expired (gpointer user_data)
-{
-  *(gboolean *) user_data = TRUE;
-  return G_SOURCE_REMOVE;
-}
-
 /* Iterate until *@flag or @timeout_ms (then fail, saying @what). */
-#define WAIT_FOR(cond, timeout_ms, what) \
-  G_STMT_START { \
-    gboolean expired_ = FALSE; \
-    guint id_ = g_timeout_add ((timeout_ms), on_expired, &expired_); \
-    while (!(cond) && !expired_) \
-      g_main_context_iteration (NULL, TRUE); \
-    if (expired_) \
-      g_error ("timed out after %u ms waiting for %s", (guint) (timeout_ms), (what)); \
-    g_source_remove (id_); \
-  } G_STMT_END
 
 static RlxSignalServer *
 start_server (const RlxSignalServerLimits *lim, guint16 port)
@@ -770,7 +754,7 @@ test_rate_limit (void)
     while (last != victim.messages->len)
       {
         gboolean expired = FALSE;
-        guint id = g_timeout_add (300, on_expired, &expired);
+        guint id = g_timeout_add (300, remote_test_expired_cb, &expired);
         last = victim.messages->len;
         while (!expired)
           g_main_context_iteration (NULL, TRUE);

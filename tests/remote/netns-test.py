@@ -14,6 +14,9 @@
     netns-test.py hostile   a wrong key is refused with a message that says so;
                             garbage to the signalling port and to every QUIC
                             port gets nothing back and breaks nothing
+    netns-test.py signal    `rlx-rank signal` serves alone and prints an invite
+                            two hosts join and train with; a malformed invite
+                            is refused showing the expected form
 
 Needs root and `ip netns` (CI runs as root); otherwise it exits 77 (skip)
 saying why. Namespaces are removed on every exit path.
@@ -262,7 +265,37 @@ def test_hostile():
     net.close()
 
 
-TESTS = {"mesh": test_mesh, "cut": test_cut, "turn": test_turn, "hostile": test_hostile}
+# ── signal ────────────────────────────────────────────────────────────────
+
+
+def test_signal():
+    net = rlxnet.Net("signal")
+    net.host("sig", 9)
+    net.host("h1", 1)
+    net.host("h2", 2)
+    # A standalone signalling server prints an invite; no node serves.
+    s = net.spawn("signal", "sig", [RANK, "signal", "--port", str(PORT), "--cohort", "standalone",
+                                    "--json"])
+    inv = s.wait_event("serving", 20)["invite"]
+    check(inv.startswith(f"rlx://10.77.0.9:{PORT}/standalone#"), f"the server's invite: {inv}", s)
+    a = net.spawn("h1", "h1", join_args(inv, "--wait-members", "2", steps=60))
+    b = net.spawn("h2", "h2", join_args(inv, steps=60))
+    results = [final_hash(p) for p in (a, b)]
+    check(len(set(results)) == 1 and results[0][0] >= 60, f"one hash: {results}", a, b)
+    check(s.find("joined"), "the server saw the joins", s)
+    # A malformed invite is refused with the expected form, exit status 2.
+    bad = net.spawn("bad-invite", "h1", join_args(inv.split("#")[0] + "#short", json_out=False))
+    rc = bad.wait_exit(30)
+    err = open(bad.errpath).read()
+    check(rc == 2 and "rlx://HOST:PORT/COHORT#KEY" in err, f"a bad invite (rc {rc}): {err}", bad)
+    print(f"signal: two nodes joined through `rlx-rank signal`, {results[0][0]} steps, "
+          f"hash {results[0][1]}; a malformed invite refused with the form")
+    s.kill(signal.SIGTERM)
+    net.close()
+
+
+TESTS = {"mesh": test_mesh, "cut": test_cut, "turn": test_turn, "hostile": test_hostile,
+         "signal": test_signal}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in TESTS:

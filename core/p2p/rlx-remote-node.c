@@ -36,7 +36,6 @@ typedef struct {
   gboolean       dropping;      /* we are closing the link on purpose */
   guint          retry_ms;
   GSource       *retry;
-  gint64         last_notice;
 } Peer;
 
 struct _RlxRemoteNode
@@ -66,7 +65,8 @@ struct _RlxRemoteNode
   RlxSignalServer  *server;
   RlxSignalClient  *client;
   RlxSignalAuth    *auth;
-  GHashTable       *peers;        /* id → Peer* */
+  GHashTable       *peers;        /* id → Peer*: authenticated senders only */
+  GHashTable       *complaints;   /* sender → gint64*: last notice/report about it */
   RlxRemoteSkipFunc skip;
   gpointer          skip_data;
   GCancellable     *cancel;
@@ -425,10 +425,41 @@ member_str (JsonObject *o, const char *key, gsize max)
   return strlen (s) <= max ? s : NULL;
 }
 
+/* TRUE at most once per NOTICE_INTERVAL_US per sender: what anyone can send
+ * through the server must not turn into a flood of events or notices. The
+ * table is bounded (cleared when full), so it is no way to fill memory. */
+static gboolean
+complaint_due (RlxRemoteNode *self, const char *from, const char *what)
+{
+  g_autofree char *key = g_strconcat (what, ":", from, NULL);
+  gint64 *last = g_hash_table_lookup (self->complaints, key);
+  gint64 now = g_get_monotonic_time ();
+
+  if (last && now - *last < NOTICE_INTERVAL_US)
+    return FALSE;
+  if (last == NULL)
+    {
+      if (g_hash_table_size (self->complaints) >= 4 * MAX_PEERS)
+        g_hash_table_remove_all (self->complaints);
+      last = g_new (gint64, 1);
+      g_hash_table_insert (self->complaints, g_steal_pointer (&key), last);
+    }
+  *last = now;
+  return TRUE;
+}
+
 static void
 reject (RlxRemoteNode *self, const char *from, const char *reason)
 {
-  emit_event (self, "rejected", "node", from, "reason", reason, NULL);
+  /* Keyed by the reason without its numbers: a replay and a forgery from
+   * the same sender are both reported, a thousand replays once. */
+  g_autoptr(GString) kind = g_string_new ("event ");
+
+  for (const char *c = reason; *c && kind->len < 48; c++)
+    if (!g_ascii_isdigit (*c))
+      g_string_append_c (kind, *c);
+  if (complaint_due (self, from, kind->str))
+    emit_event (self, "rejected", "node", from, "reason", reason, NULL);
 }
 
 static void
@@ -561,16 +592,9 @@ on_client_message (RlxSignalClient *client, const char *from, JsonNode *sealed, 
 
   if (body == NULL)
     {
-      if (g_error_matches (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_BAD_MAC))
-        {
-          Peer *q = get_peer (self, from, TRUE);
-          gint64 now = g_get_monotonic_time ();
-          if (q && now - q->last_notice > NOTICE_INTERVAL_US)
-            {
-              q->last_notice = now;
-              rlx_signal_client_send_notice (self->client, from, "auth-failed");
-            }
-        }
+      if (g_error_matches (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_BAD_MAC) &&
+          complaint_due (self, from, "notice"))
+        rlx_signal_client_send_notice (self->client, from, "auth-failed");
       if (!g_error_matches (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_NOT_FOR_US))
         reject (self, from, error->message);
       return;
@@ -844,6 +868,7 @@ rlx_remote_node_finalize (GObject *object)
   RlxRemoteNode *self = RLX_REMOTE_NODE (object);
 
   g_hash_table_unref (self->peers);
+  g_hash_table_unref (self->complaints);
   g_clear_pointer (&self->invite, rlx_invite_free);
   g_clear_pointer (&self->auth, rlx_signal_auth_free);
   g_clear_object (&self->identity);
@@ -884,6 +909,7 @@ static void
 rlx_remote_node_init (RlxRemoteNode *self)
 {
   self->peers = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, peer_free);
+  self->complaints = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   self->cancel = g_cancellable_new ();
 }
 

@@ -280,6 +280,13 @@ on_link_added (RlxLocalBus *bus, RlxLink *link, const char *peer_id, gpointer us
   rlx_coordinator_add_link (RLX_COORDINATOR (user_data), link);
 }
 
+/* The coordinator looks for peers (alone, or cut off and rejoining). */
+static void
+on_discover (RlxCoordinator *coord, gpointer user_data)
+{
+  rlx_local_bus_rescan (RLX_LOCAL_BUS (user_data));
+}
+
 int
 rlx_cmd_join (int argc, char **argv)
 {
@@ -289,7 +296,8 @@ rlx_cmd_join (int argc, char **argv)
   g_autofree char *precision_s = NULL, *batch_s = NULL, *lr_s = NULL, *steps_s = NULL;
   g_autofree char *node_s = NULL, *seed_s = NULL, *wait_s = NULL, *ckpt_s = NULL;
   g_autofree char *fault_s = NULL, *deadline_s = NULL, *hb_s = NULL, *threads_s = NULL;
-  g_autofree char *slow_s = NULL;
+  g_autofree char *slow_s = NULL, *inf_s = NULL, *hash_s = NULL, *eval_s = NULL;
+  gboolean join_only = FALSE;
   GOptionEntry entries[] = {
     { "local", 0, 0, G_OPTION_ARG_NONE, &local, "the cohort on this machine (the local bus; the default)", NULL },
     { "cohort", 0, 0, G_OPTION_ARG_STRING, &cohort, "cohort name (default: default)", "NAME" },
@@ -308,7 +316,11 @@ rlx_cmd_join (int argc, char **argv)
     { "checkpoint-every", 0, 0, G_OPTION_ARG_STRING, &ckpt_s, "the leader checkpoints every K steps (default 100; 0: only at the end)", "K" },
     { "threads", 0, 0, G_OPTION_ARG_STRING, &threads_s, "BLAS threads of this rank's CPU backend", "N" },
     { "evaluate", 0, 0, G_OPTION_ARG_NONE, &evaluate_flag, "print the test accuracy when done", NULL },
+    { "evaluate-every", 0, 0, G_OPTION_ARG_STRING, &eval_s, "measure the test accuracy every K committed steps (off the main loop)", "K" },
+    { "join-only", 0, 0, G_OPTION_ARG_NONE, &join_only, "never found a cohort: wait until one is reachable and join it", NULL },
     { "fault-nan", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &fault_s, "test switch: NaN gradients from step N", "N" },
+    { "fault-inf", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &inf_s, "test switch: +Inf and -Inf in every gradient from step N", "N" },
+    { "fault-hash", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &hash_s, "test switch: after committing step N this node's parameters differ by one bit", "N" },
     { "fault-slow-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &slow_s, "test switch: every gradient takes MS longer (on the compute thread)", "MS" },
     { "deadline-floor-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &deadline_s, "shortest collect deadline", "MS" },
     { "heartbeat-timeout-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &hb_s, "silence that removes a peer", "MS" },
@@ -328,7 +340,7 @@ rlx_cmd_join (int argc, char **argv)
   RlxCoordinator *coord;
   JoinState st = { 0 };
   guint64 batch = 32, steps = 0, seed = 0, wait = 1, ckpt = 100, fault = 0, deadline = 0, hb = 0;
-  guint64 slow_ms = 0;
+  guint64 slow_ms = 0, inf_from = 0, hash_at = 0, eval_every = 0;
   guint64 threads = 0;
   double lr = 0.05;
   guint sigint_id, sigterm_id;
@@ -363,6 +375,9 @@ rlx_cmd_join (int argc, char **argv)
       !parse_u64 (sub, "--threads", threads_s, 1, 1024, &threads) ||
       !parse_u64 (sub, "--fault-nan", fault_s, 1, G_MAXINT64, &fault) ||
       !parse_u64 (sub, "--fault-slow-ms", slow_s, 0, 600000, &slow_ms) ||
+      !parse_u64 (sub, "--fault-inf", inf_s, 1, G_MAXINT64, &inf_from) ||
+      !parse_u64 (sub, "--fault-hash", hash_s, 1, G_MAXINT64, &hash_at) ||
+      !parse_u64 (sub, "--evaluate-every", eval_s, 1, G_MAXUINT32, &eval_every) ||
       !parse_u64 (sub, "--deadline-floor-ms", deadline_s, 1, 600000, &deadline) ||
       !parse_u64 (sub, "--heartbeat-timeout-ms", hb_s, 100, 600000, &hb))
     return RLX_EXIT_USAGE;
@@ -415,6 +430,10 @@ rlx_cmd_join (int argc, char **argv)
   cfg.deadline_floor_ms = (guint) deadline;
   cfg.heartbeat_timeout_ms = (guint) hb;
   cfg.fault_nan_from = fault;
+  cfg.fault_inf_from = inf_from;
+  cfg.fault_hash_at = hash_at;
+  cfg.join_only = join_only;
+  cfg.evaluate_every = (guint) eval_every;
   coord = rlx_coordinator_new (&cfg, worker, &error);
   if (coord == NULL)
     {
@@ -447,6 +466,7 @@ rlx_cmd_join (int argc, char **argv)
       return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "%s", error->message);
     }
   g_signal_connect (bus, "link-added", G_CALLBACK (on_link_added), coord);
+  g_signal_connect (coord, "discover", G_CALLBACK (on_discover), bus);
   sigint_id = g_unix_signal_add (SIGINT, on_signal, &st);
   sigterm_id = g_unix_signal_add (SIGTERM, on_signal, &st);
   signal (SIGPIPE, SIG_IGN);
@@ -470,6 +490,7 @@ rlx_cmd_join (int argc, char **argv)
   g_source_remove (sigint_id);
   g_source_remove (sigterm_id);
   g_signal_handlers_disconnect_by_data (bus, coord);
+  g_signal_handlers_disconnect_by_data (coord, bus);
   rlx_join_remote_stop (remote);
   rlx_local_bus_stop (bus);
   g_object_unref (coord);

@@ -449,6 +449,11 @@ send_gso (RlxRemoteLink *self, const RlxDatagram *d, guint n)
     {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)
         return -2;
+      /* The path is down for now (a cable pulled, a route gone): like any
+       * UDP send, the datagrams are lost and QUIC recovers or times out. */
+      if (errno == ENETUNREACH || errno == EHOSTUNREACH || errno == ECONNREFUSED ||
+          errno == ENETDOWN || errno == EPERM)
+        return (gint) k;
       /* No GSO here (an old kernel, a device without it): libnice from now on. */
       g_debug ("link to %s: UDP GSO refused (%s); sending through libnice",
                self->peer_id, g_strerror (errno));

@@ -6,6 +6,7 @@
  * any field of it is used; what fails is reported as a "rejected" event and
  * otherwise ignored.
  */
+#define G_LOG_DOMAIN "rlx-remote"
 #include "rlx-config.h"
 #include "rlx-remote-node.h"
 #include "rlx-remote-link.h"
@@ -221,6 +222,7 @@ on_retry (gpointer user_data)
   Peer *p = user_data;
 
   g_clear_pointer (&p->retry, g_source_unref);
+  g_debug ("pairing with %s: retry now (link %p, known %d)", p->id, (void *) p->link, p->known);
   if (p->link == NULL && p->known && !p->node->stopped)
     start_attempt (p->node, p);
   return G_SOURCE_REMOVE;
@@ -229,6 +231,9 @@ on_retry (gpointer user_data)
 static void
 schedule_retry (RlxRemoteNode *self, Peer *p)
 {
+  g_debug ("pairing with %s: retry? stopped %d known %d skipped %d controlling %d pending %d",
+           p->id, self->stopped, p->known, skipped (self, p), controlling (self, p),
+           p->retry != NULL);
   if (self->stopped || !p->known || skipped (self, p) || !controlling (self, p) || p->retry)
     return;
   p->retry = g_timeout_source_new (p->retry_ms);
@@ -397,7 +402,11 @@ start_attempt (RlxRemoteNode *self, Peer *p)
   g_autoptr(JsonObject) f = NULL;
 
   if (self->stopped || p->link || p->fp == NULL || skipped (self, p))
-    return;
+    {
+      g_debug ("pairing with %s: no attempt (link %p, fingerprint %s, skipped %d)", p->id,
+               (void *) p->link, p->fp ? "known" : "unknown", skipped (self, p));
+      return;
+    }
   clear_retry (p);
   p->link = new_link (self, p, TRUE, p->fp);
   if (p->link == NULL)
@@ -718,6 +727,7 @@ on_client_peer_left (RlxSignalClient *client, const char *node, gpointer user_da
     return;
   /* A hint: a live link carries on (the data path does not need signalling);
    * an attempt is hopeless without it. */
+  g_debug ("signalling says %s left the room", node);
   p->known = FALSE;
   clear_retry (p);
   if (!p->live)
@@ -853,6 +863,14 @@ resolve_server (RlxRemoteNode *self, const char *spec, gboolean is_turn, GError 
   return TRUE;
 }
 
+/* G_MESSAGES_DEBUG=rlx-remote: what the signalling server we serve did. */
+static void
+on_server_event (RlxSignalServer *server, const char *what, const char *room, const char *node,
+                 const char *detail, gpointer user_data)
+{
+  g_debug ("signalling server: %s %s in %s%s%s", what, node, room, *detail ? ": " : "", detail);
+}
+
 /* ── GObject ────────────────────────────────────────────────────────────── */
 
 static void
@@ -972,6 +990,7 @@ rlx_remote_node_start (RlxRemoteNode *self, GError **error)
   if (self->serve)
     {
       self->server = rlx_signal_server_new (NULL);
+      g_signal_connect (self->server, "event", G_CALLBACK (on_server_event), self);
       if (!rlx_signal_server_listen (self->server, self->listen_address, self->invite->port, error))
         {
           g_clear_object (&self->server);

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Every figure in BENCHMARKS.md, measured side by side with its reference in
 # one run. Called by `./rlx bench [AREA…]` with the (release) build dir first.
-#   AREA: vision wire gpu p2p cohort (default: all that run on this machine)
+#   AREA: vision wire kernels gpu p2p cohort (default: all that run on this machine)
 set -euo pipefail
 BUILD=${1:?usage: scripts/bench.sh BUILD_DIR [AREA…]}
 shift
 RANK="$BUILD/tools/rlx-rank"
 SHARED=${RLX_SHARED_DIR:-$(cd "$(dirname "$0")/../.." && pwd)/shared}
 TORCH_REF="$SHARED/bench/torch_ref.py"
-AREAS=${*:-vision wire p2p cohort gpu}
+AREAS=${*:-vision wire kernels p2p cohort gpu}
 want () { [[ " $AREAS " == *" $1 "* ]]; }
 echo "# machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $(date -u +%F)"
 
@@ -71,6 +71,20 @@ PY
   rm -rf "$WIRE_TMP"
 fi
 # --- end wire ----------------------------------------------------------------
+
+# --- kernels -----------------------------------------------------------------
+if want kernels; then
+  echo "## kernels"
+  # core/rlx-kernels against the plain single-threaded path it replaces (the
+  # coordinator's loops over core/wire), GB/s of f32 parameters, median of 5,
+  # pools of 1 thread and of one per core, at mnist-mlp-xl's and mnist-mlp's
+  # sizes.
+  for n in 1863690 101770; do
+    "$BUILD/tests/kernels/bench-kernels" --size "$n" --reps 5
+    echo
+  done
+fi
+# --- end kernels -------------------------------------------------------------
 
 # --- p2p ---------------------------------------------------------------------
 if want p2p; then

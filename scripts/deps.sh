@@ -16,6 +16,8 @@ PACKAGES=(
   libgtk-4-dev gettext desktop-file-utils appstream xvfb xauth dbus-x11 at-spi2-core
   # data and tests
   dataset-fashion-mnist nodejs iproute2 python3-numpy
+  # tests: the reference xxHash that the parameter hash is checked against
+  libxxhash-dev
 )
 # The PyTorch reference for benchmarks is large; only `--bench` pulls it in.
 if [[ "${1:-}" == "--bench" ]]; then

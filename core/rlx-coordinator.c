@@ -207,6 +207,7 @@ static void roster_sync (RlxCoordinator *self);
 static void maybe_evaluate (RlxCoordinator *self, guint64 step);
 static void commits_check (RlxCoordinator *self);
 static void maybe_checkpoint (RlxCoordinator *self, gboolean force);
+static void send_reject (RlxCoordinator *self, const char *id, guint64 step, const char *reason);
 
 static void
 msg_free (gpointer p)
@@ -693,16 +694,15 @@ on_job_done (RlxWorker *worker, const RlxGradResult *result, const GError *error
   if (rlx_leadership_is_leader (self->lead))
     {
       g_autofree char *reason = NULL;
-      if (rlx_round_offer (self->round, self->node_id, step, result->n_samples, result->loss,
-                           result->compute_us, result->grads, NULL, &reason) == RLX_ROUND_REJECTED)
+      if (result->refused)
         {
-          JsonObject *o = event_new ("rejected");
-          json_object_set_string_member (o, "node", self->node_id);
-          json_object_set_int_member (o, "step", (gint64) step);
-          json_object_set_string_member (o, "reason", reason);
-          event_emit (self, o);
-          self->rejected_total++;
+          rlx_round_reject_slot (self->round, self->node_id);
+          send_reject (self, self->node_id, step, result->refused);
         }
+      else if (rlx_round_offer (self->round, self->node_id, step, result->n_samples, result->loss,
+                                result->compute_us, result->grads, NULL, &reason)
+               == RLX_ROUND_REJECTED)
+        send_reject (self, self->node_id, step, reason);
     }
   else if (role (self) == RLX_ROLE_MEMBER && result->frame)
     {

@@ -233,6 +233,14 @@ guint8  *rlx_msg_frame_new (const RlxMsg *msg, gsize n, RlxPrecision precision,
                             double scale, gsize *len_out, guint8 **payload_out,
                             GError **error);
 
+/* The frame of @msg whose array (@n elements at @precision and @scale) is
+ * already in @buf at offset @headroom: the header is written into the
+ * headroom in front of it, so the array is never copied. @buf (g_malloc'd)
+ * is taken and freed with the frame. NULL (and @buf freed) when the header
+ * does not fit in @headroom − 4 bytes. */
+GBytes  *rlx_msg_frame_wrap (const RlxMsg *msg, gsize n, RlxPrecision precision, double scale,
+                             guint8 *buf, gsize headroom, GError **error);
+
 /* 16 lowercase hex digits. */
 char    *rlx_msg_hash_to_string (guint64 hash);
 gboolean rlx_msg_hash_parse      (const char *s, guint64 *out);

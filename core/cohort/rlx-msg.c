@@ -967,6 +967,13 @@ header_of (const RlxMsg *m)
   return o;
 }
 
+JsonObject *
+rlx_msg_header (const RlxMsg *msg)
+{
+  g_return_val_if_fail (msg != NULL && msg->kind < RLX_MSG_N_KINDS, NULL);
+  return header_of (msg);
+}
+
 GBytes *
 rlx_msg_build (const RlxMsg *msg, const float *values, gsize n, RlxPrecision precision,
                GError **error)

@@ -225,6 +225,10 @@ void     rlx_msg_init  (RlxMsg *msg, RlxMsgKind kind, const char *node);
 GBytes  *rlx_msg_build (const RlxMsg *msg, const float *values, gsize n,
                         RlxPrecision precision, GError **error);
 
+/* The header of @msg as a JSON object (without the wire's `_` members), as
+ * rlx_msg_build writes it: for encoders that take a header (rlx-kernels). */
+JsonObject *rlx_msg_header (const RlxMsg *msg);
+
 /* A frame for @msg whose array of @n elements at @precision and @scale is
  * left uninitialised at *@payload_out for the caller to fill before the
  * frame is sent (e.g. a quantiser writing straight into it). The returned

@@ -7,9 +7,17 @@
  * its reason, never silently downgraded. A software Vulkan device (llvmpipe)
  * is used only when asked for by name ("vulkan:llvmpipe").
  *
- * Requests: "auto", "cpu", "vulkan" (best hardware device), "vulkan:NAME"
- * (the device whose name contains NAME, case-insensitively; a software device
- * too).
+ * Requests: "auto", "cpu", "vulkan" (best hardware device), "vulkan:N" (the
+ * device numbered N by `rlx-rank devices`, i.e. in vkEnumeratePhysicalDevices
+ * order), "vulkan:NAME" (the device whose name contains NAME,
+ * case-insensitively; a software device too). NAME is never all digits (that
+ * is an index): a device whose name is a number is "vulkan:name=NUMBER".
+ *
+ * Several GPUs on one host: a rank asking for auto or vulkan takes the best
+ * device that no other rank on this host holds (an flock'ed file per device
+ * under $XDG_RUNTIME_DIR/rlx-cluster/@gpus/, held while the rank runs) and,
+ * when every one is held, shares the best and says so in the fallback text.
+ * vulkan:N and vulkan:NAME take their device whether it is held or not.
  *
  * Threads: resolve anywhere; afterwards one thread at a time (the rank's
  * compute worker) calls rlx_backend_grads.
@@ -65,6 +73,11 @@ gboolean    rlx_backend_grads    (RlxBackend *self, const float *params,
 gboolean    rlx_backend_step_timings (const RlxBackend *self, double *upload_us,
                                       double *compute_us, double *download_us);
 
+/* TRUE when another process (a rank on this host) holds device @i of
+ * @devices (as rlx_vk_enumerate lists them): ranks asking for auto or vulkan
+ * take a device nobody holds, and share the best when all are held. */
+gboolean    rlx_backend_gpu_in_use (GPtrArray *devices, guint i);
+
 /* Resolution as a pure decision (no device is opened), for tests and for
  * `rlx-rank devices`: the candidates for @request, best first, as indices
  * into @devices (RlxVkDeviceInfo *, as rlx_vk_enumerate lists them) or
@@ -87,8 +100,23 @@ GArray     *rlx_backend_candidates (const char *request, const RlxModel *model,
  * a CPU rank and a GPU rank that load the same parameters and apply the
  * same updates hold the same bits (so a mixed cohort keeps one hash).
  *
- * Worker thread only (like rlx_backend_grads). The replica starts
- * undefined: load it before the first apply or grads_wire.
+ * Worker thread only (like rlx_backend_grads). Until the first load,
+ * read_params, apply_update and grads_wire fail with
+ * RLX_BACKEND_ERROR_FAILED ("load them first"). A call that fails with an
+ * argument error (wrong length, bad scale, bad batch) changes nothing.
+ *
+ * Where the replica lives: the CPU backend's is a host array. A vulkan
+ * backend keeps it in device memory: apply_update uploads only the codes
+ * (1, 2 or 4 bytes a parameter) and the device dequantises and subtracts
+ * them at the start of the next grads_wire's submission; grads_wire computes
+ * the scale, the codes and the new residual on the device and downloads only
+ * the codes. The device's arithmetic reproduces core/wire's bit for bit
+ * (gpu/shaders/wire.glsl says how); rlx_backend_resolve checks that on the
+ * device with a few thousand awkward values at every precision, and where a
+ * bit differs (or the device lacks shaderFloat64/shaderInt64) the replica
+ * stays on the host, each step uploads it, and rlx_backend_fallback says
+ * why. RLX_VK_RESIDENT=0 in the environment keeps it on the host too.
+ * No call allocates a parameter-sized buffer after the first.
  */
 
 /* Replace the replica (founding, join, snapshot, resync). */
@@ -100,9 +128,12 @@ gboolean    rlx_backend_read_params  (RlxBackend *self, float *params,
                                       GError **error);
 /* replica -= update, where update is exactly what rlx_wire_dequantize
  * (@codes, @n, @precision, @scale, ·) gives; one f32 subtraction per element.
- * @n must be the model's parameter count. @codes is copied. A GPU may defer
- * the work into the next grads_wire's submission (an error then surfaces
- * there or in read_params). */
+ * @n must be the model's parameter count. @codes is copied. Codes that
+ * decode to NaN or ±Inf are refused with RLX_BACKEND_ERROR_NOT_FINITE (the
+ * replica untouched: a corrupt update must not poison it; a rank whose hash
+ * then differs resyncs by snapshot). A GPU defers the work into the next
+ * grads_wire's submission (an error then surfaces there or in read_params);
+ * a second apply before that applies the first on its own. */
 gboolean    rlx_backend_apply_update (RlxBackend *self, const void *codes, gsize n,
                                       RlxPrecision precision, double scale,
                                       GError **error);
@@ -111,17 +142,39 @@ gboolean    rlx_backend_apply_update (RlxBackend *self, const void *codes, gsize
  * n_params × rlx_precision_element_size (@precision) bytes of codes (for
  * f32, the floats themselves) and @scale_out the scale (1.0 for f32).
  * With @feedback the quantisation residual of this rank's gradient stream is
- * carried from call to call exactly as RlxWireFeedback does it (s = g + r;
- * codes = quantise (s); r = s - dequantise (codes)); the codes are those
- * rlx_wire_quantize gives for s at rlx_wire_scale_for (s). A gradient with
- * NaN or ±Inf fails with RLX_BACKEND_ERROR_NOT_FINITE (never quantised) and
- * leaves the residual as it was. */
+ * carried exactly as RlxWireFeedback does it (s = g + r; codes = quantise
+ * (s); r' = s - dequantise (codes)); the codes are those rlx_wire_quantize
+ * gives for s at rlx_wire_scale_for (s). The new residual r' is kept aside:
+ * rlx_backend_accept_feedback makes it the one the next call carries (the
+ * leader took this bucket); without it the next call carries r again (the
+ * bucket was dropped as late or rejected, so its quantisation error was
+ * never sent and must not be carried). Accepting every bucket gives
+ * RlxWireFeedback's stream exactly. A gradient with
+ * NaN or ±Inf — or, rarer, one whose s overflows f32 — fails with
+ * RLX_BACKEND_ERROR_NOT_FINITE (never quantised; the message names the
+ * tensor) and leaves the residual as it was. Without @feedback the residual
+ * is neither used nor changed. */
 gboolean    rlx_backend_grads_wire   (RlxBackend *self, const guint32 *indices, guint n,
                                       RlxPrecision precision, gboolean feedback,
                                       float *loss, void *out, double *scale_out,
                                       GError **error);
-/* Forget the gradient residual (after a snapshot, or a dropped bucket). */
+/* rlx_params_hash of the replica (after every apply so far). On vulkan the
+ * first call copies the replica out; from then on each grads_wire brings a
+ * copy along in its submission, so hashing right after a step costs the hash
+ * alone (about 1 ms for mnist-mlp-xl), no GPU round trip. */
+gboolean    rlx_backend_params_hash  (RlxBackend *self, guint64 *hash, GError **error);
+/* The last grads_wire's bucket was taken: its new residual becomes the one
+ * carried (nothing happens when there is none: no feedback, refused, or
+ * already accepted). */
+void        rlx_backend_accept_feedback (RlxBackend *self);
+/* Forget the gradient residual (after a snapshot or a resync); a residual
+ * waiting for acceptance is dropped too. */
 void        rlx_backend_reset_feedback (RlxBackend *self);
+/* TRUE when the replica lives in device memory (vulkan on a device that
+ * reproduces the wire's arithmetic bit for bit, which is checked when the
+ * backend is made); FALSE for the host replica (cpu, or vulkan with the
+ * reason in rlx_backend_fallback). */
+gboolean    rlx_backend_params_on_device (const RlxBackend *self);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxBackend, rlx_backend_free)
 

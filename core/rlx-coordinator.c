@@ -134,9 +134,11 @@ struct _RlxCoordinator {
 
   /* member */
   GQueue           inbox;           /* RlxMsg* step frames waiting for the replica */
+  guint            inbox_early;     /* how many at its head came before our snapshot */
   gboolean         loading;         /* a snapshot is being loaded */
   guint64          ahead_sent_term;
   guint64          steps_term;      /* term of the last step frame followed */
+  guint            unlisted;        /* step frames in a row that left us out */
   guint64          expect_commit;   /* commit being applied (0: none) */
   gboolean         lineage_change;  /* following a leader from outside our cohort */
   guint64          merge_from_step; /* applied when we yielded */
@@ -149,6 +151,7 @@ struct _RlxCoordinator {
   gboolean         finishing_round; /* the update of the round is being made */
   gboolean         round_waiting;   /* complete, waiting for our replica's hash */
   guint            snapshots_out;   /* snapshots being made for members (leader) */
+  GPtrArray       *admit_pending;   /* ids admitted while an update was being made */
   GQueue           commits;         /* Commit* */
   GHashTable      *members_state;   /* id → MemberState* */
   double           round_ema_us;
@@ -204,6 +207,7 @@ static void roster_sync (RlxCoordinator *self);
 static void maybe_evaluate (RlxCoordinator *self, guint64 step);
 static void commits_check (RlxCoordinator *self);
 static void maybe_checkpoint (RlxCoordinator *self, gboolean force);
+static void send_reject (RlxCoordinator *self, const char *id, guint64 step, const char *reason);
 
 static void
 msg_free (gpointer p)
@@ -690,16 +694,15 @@ on_job_done (RlxWorker *worker, const RlxGradResult *result, const GError *error
   if (rlx_leadership_is_leader (self->lead))
     {
       g_autofree char *reason = NULL;
-      if (rlx_round_offer (self->round, self->node_id, step, result->n_samples, result->loss,
-                           result->compute_us, result->grads, NULL, &reason) == RLX_ROUND_REJECTED)
+      if (result->refused)
         {
-          JsonObject *o = event_new ("rejected");
-          json_object_set_string_member (o, "node", self->node_id);
-          json_object_set_int_member (o, "step", (gint64) step);
-          json_object_set_string_member (o, "reason", reason);
-          event_emit (self, o);
-          self->rejected_total++;
+          rlx_round_reject_slot (self->round, self->node_id);
+          send_reject (self, self->node_id, step, result->refused);
         }
+      else if (rlx_round_offer (self->round, self->node_id, step, result->n_samples, result->loss,
+                                result->compute_us, result->grads, NULL, &reason)
+               == RLX_ROUND_REJECTED)
+        send_reject (self, self->node_id, step, reason);
     }
   else if (role (self) == RLX_ROLE_MEMBER && result->frame)
     {
@@ -907,6 +910,16 @@ step_header (RlxCoordinator *self, RlxMsg *m, guint64 commit, GArray *slots, gbo
     }
 }
 
+/* Drop the round in flight (and the update being made of it). */
+static void
+round_abandon (RlxCoordinator *self)
+{
+  rlx_round_cancel (self->round);
+  self->finishing_round = FALSE;
+  self->round_waiting = FALSE;
+  g_object_set_data (G_OBJECT (self->round), "next-slots", NULL);
+}
+
 static void
 commit_free (Commit *c)
 {
@@ -1057,6 +1070,7 @@ out:
 }
 
 static void leader_start_round (RlxCoordinator *self, GArray *slots);
+static void admit_flush (RlxCoordinator *self);
 
 static void
 on_update_made (RlxRound *round, GBytes *frame, const RlxMsgArray *update, gpointer user_data)
@@ -1074,6 +1088,7 @@ on_update_made (RlxRound *round, GBytes *frame, const RlxMsgArray *update, gpoin
     goto out;
   if (frame == NULL)
     {
+      admit_flush (self);
       /* A bucket turned out bad while the update was made: the totals
        * changed, so the frame is made again (or the step re-run). */
       if (rlx_round_get_samples (round) > 0)
@@ -1095,6 +1110,7 @@ on_update_made (RlxRound *round, GBytes *frame, const RlxMsgArray *update, gpoin
   /* (round_epoch, round_pos) already are where the next step starts. */
   rlx_replica_apply (self->replica, commit, update, self->round_epoch, self->round_pos,
                      on_leader_replica_applied, self);
+  admit_flush (self);
   c = g_new0 (Commit, 1);
   c->step = commit;
   c->loss = rlx_round_get_loss (round);
@@ -1516,9 +1532,32 @@ leader_admit (RlxCoordinator *self, RlxPeer *p, RlxMsgJoin *join)
   /* A pending slice of a member that needs a snapshot will not come. The
    * snapshot goes out once the replica's pending work is done; a round
    * that waits for this member starts after it (on_snapshot_built), so the
-   * member gets its snapshot before the step that counts on it. */
+   * member gets its snapshot before the step that counts on it. While the
+   * update of a round is being made, the snapshot waits for it to be
+   * applied: the next frame is the first to assign this member a slice,
+   * and the snapshot is then exactly what that frame builds on. */
   rlx_round_close_slot (self->round, p->id);
+  if (self->finishing_round)
+    {
+      if (!str_array_contains (self->admit_pending, p->id))
+        g_ptr_array_add (self->admit_pending, g_strdup (p->id));
+      return;
+    }
   send_snapshot (self, p, join->reason);
+}
+
+static void
+admit_flush (RlxCoordinator *self)
+{
+  g_autoptr(GPtrArray) ids = g_steal_pointer (&self->admit_pending);
+
+  self->admit_pending = g_ptr_array_new_with_free_func (g_free);
+  for (guint i = 0; i < ids->len; i++)
+    {
+      RlxPeer *p = rlx_peer_set_lookup (self->peers, g_ptr_array_index (ids, i));
+      if (p && rlx_leadership_has_member (self->lead, p->id))
+        send_snapshot (self, p, "join");
+    }
 }
 
 /* ── leadership ─────────────────────────────────────────────────────────── */
@@ -1550,10 +1589,8 @@ transition (RlxCoordinator *self, RlxRole to, const char *leader, guint64 term, 
    * abandoned (none was acknowledged by everyone, so none is lost). */
   if (from == RLX_ROLE_LEADER && to != RLX_ROLE_LEADER)
     {
-      rlx_round_cancel (self->round);
-      self->finishing_round = FALSE;
-      self->round_waiting = FALSE;
-      g_object_set_data (G_OBJECT (self->round), "next-slots", NULL);
+      round_abandon (self);
+      g_ptr_array_set_size (self->admit_pending, 0);
       g_queue_clear_full (&self->commits, (GDestroyNotify) commit_free);
       g_queue_init (&self->commits);
       g_hash_table_remove_all (self->members_state);
@@ -1570,6 +1607,7 @@ transition (RlxCoordinator *self, RlxRole to, const char *leader, guint64 term, 
       self->joined_reported = FALSE;
       g_queue_clear_full (&self->inbox, msg_free);
       g_queue_init (&self->inbox);
+      self->inbox_early = 0;
       if (reason)
         emit_simple (self, "rejoining", self->node_id, reason);
       /* Look for peers from the main loop's next turn (the link that just
@@ -1807,6 +1845,7 @@ request_snapshot (RlxCoordinator *self, const char *reason)
 {
   g_queue_clear_full (&self->inbox, msg_free);
   g_queue_init (&self->inbox);
+  self->inbox_early = 0;
   transition (self, RLX_ROLE_JOINING, rlx_leadership_get_leader (self->lead),
               rlx_leadership_get_term (self->lead), reason);
 }
@@ -1886,11 +1925,11 @@ out:
 
 /* One step frame, with the replica idle (its hash is of the last commit). */
 static void
-member_on_step (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
+member_on_step (RlxCoordinator *self, RlxPeer *p, RlxMsg *m, gboolean early)
 {
   RlxMsgStep *s = &m->u.step;
   guint64 have = applied (self);
-  gboolean committed = FALSE, accepted_prev = FALSE;
+  gboolean committed = FALSE, accepted_prev = FALSE, listed = TRUE;
   Work *w = NULL;
 
   if (s->commit > 0)
@@ -1935,12 +1974,24 @@ member_on_step (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
       request_snapshot (self, "step out of sequence");
       return;
     }
-  members_replace (self, g_steal_pointer (&s->members));
-  s->members = g_ptr_array_new_with_free_func (g_free);
-  if (!rlx_leadership_has_member (self->lead, self->node_id))
+  /* A frame made before the leader admitted us (its update was being
+   * computed while our snapshot travelled) does not list us yet: its commit
+   * is ours too, its assignment is not. Only a leader that keeps leaving us
+   * out has really dropped us. */
+  if (!str_array_contains (s->members, self->node_id))
     {
-      request_snapshot (self, "not in the member list");
-      return;
+      if (!early && ++self->unlisted >= 3)
+        {
+          request_snapshot (self, "not in the member list");
+          return;
+        }
+      listed = FALSE;
+    }
+  else
+    {
+      self->unlisted = 0;
+      members_replace (self, g_steal_pointer (&s->members));
+      s->members = g_ptr_array_new_with_free_func (g_free);
     }
 
   if (committed)
@@ -1958,7 +2009,7 @@ member_on_step (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
                          on_member_applied, self);
     }
   note_assigned (self, s->step, 0);
-  for (guint i = 0; s->assign && i < s->assign->len; i++)
+  for (guint i = 0; listed && s->assign && i < s->assign->len; i++)
     {
       RlxMsgSlot *slot = &g_array_index (s->assign, RlxMsgSlot, i);
       if (is_self (self, slot->node) &&
@@ -1985,10 +2036,14 @@ inbox_drain (RlxCoordinator *self)
          (m = g_queue_pop_head (&self->inbox)))
     {
       RlxPeer *p = rlx_peer_set_lookup (self->peers, m->node);
+      gboolean early = self->inbox_early > 0;
+
+      if (early)
+        self->inbox_early--;
       if (p && role (self) == RLX_ROLE_MEMBER &&
           g_strcmp0 (m->node, rlx_leadership_get_leader (self->lead)) == 0 &&
           m->u.step.term == rlx_leadership_get_term (self->lead))
-        member_on_step (self, p, m);
+        member_on_step (self, p, m, early);
       msg_free (m);
     }
 }
@@ -2033,7 +2088,13 @@ on_step_msg (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
         g_strcmp0 (rlx_leadership_get_leader (self->lead), p->id) == 0))
     return;
   if (g_queue_get_length (&self->inbox) >= 16)
-    msg_free (g_queue_pop_head (&self->inbox));
+    {
+      msg_free (g_queue_pop_head (&self->inbox));
+      if (self->inbox_early > 0)
+        self->inbox_early--;
+    }
+  if (role (self) != RLX_ROLE_MEMBER)
+    self->inbox_early++;
   if (s->commit > 0 && s->update.frame)
     note_precision (self, p, s->update.precision);
   keep = g_new0 (RlxMsg, 1);
@@ -2157,6 +2218,7 @@ on_adopted (RlxReplica *replica, gboolean ok, gpointer user_data)
       emit_snapshot_from (self, l->msg.node, rlx_replica_get_step (replica),
                           rlx_replica_get_hash (replica), "a member was ahead of the new leader");
       g_object_notify_by_pspec (G_OBJECT (self), props[PROP_STEP]);
+      admit_flush (self);
       if (self->steps > 0 && applied (self) >= self->steps)
         finish (self, TRUE, "all steps committed");
       else
@@ -2182,9 +2244,7 @@ on_snapshot (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
       if (s->term != rlx_leadership_get_term (self->lead) || s->step <= applied (self) ||
           !rlx_leadership_has_member (self->lead, p->id) || self->loading)
         return;
-      rlx_round_cancel (self->round);
-      self->finishing_round = FALSE;
-      g_object_set_data (G_OBJECT (self->round), "next-slots", NULL);
+      round_abandon (self);
       l = g_new0 (Loading, 1);
       l->self = self;
       rlx_msg_steal (&l->msg, m);
@@ -2240,9 +2300,8 @@ merge_with (RlxCoordinator *self, RlxPeer *p, guint sent_members, guint64 sent_s
       rlx_peer_set_broadcast (self->peers, &m);
       rlx_msg_clear (&m);
       /* The round in flight goes on under the new term. */
-      rlx_round_cancel (self->round);
-      self->finishing_round = FALSE;
-      g_object_set_data (G_OBJECT (self->round), "next-slots", NULL);
+      round_abandon (self);
+      admit_flush (self);
       leader_publish (self, FALSE);
     }
   else
@@ -2789,6 +2848,7 @@ rlx_coordinator_finalize (GObject *object)
   g_queue_clear_full (&self->inbox, msg_free);
   g_queue_clear_full (&self->commits, (GDestroyNotify) commit_free);
   g_clear_pointer (&self->members_state, g_hash_table_unref);
+  g_clear_pointer (&self->admit_pending, g_ptr_array_unref);
   g_clear_object (&self->lead);
   g_clear_object (&self->cancellable);
   g_clear_pointer (&self->dataset, rlx_dataset_unref);
@@ -2890,6 +2950,7 @@ rlx_coordinator_init (RlxCoordinator *self)
   g_queue_init (&self->inbox);
   g_queue_init (&self->commits);
   self->members_state = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, member_state_free);
+  self->admit_pending = g_ptr_array_new_with_free_func (g_free);
   self->roster = rlx_roster_new ();
   self->cancellable = g_cancellable_new ();
 }

@@ -6,16 +6,15 @@
  * worker so a result still queued on the main context when the worker is
  * freed finds it marked dead and is dropped without calling back.
  *
- * Step jobs keep the rank's parameters resident on this thread between
- * jobs: no parameter-sized copy goes in per step, and the gradient buffer,
- * the error-feedback residuals and the quantiser's scratch are allocated
- * once. (The resident copy lives here, on the host, and gradients are
- * computed with rlx_backend_grads at it; a backend's own resident API can
- * take its place without changing this file's interface.)
+ * Step jobs use the backend's resident parameters (rlx-backend.h): loaded
+ * once, then changed only by the committed updates at wire precision, on
+ * the device for a GPU rank; the gradient leaves the backend once, as wire
+ * codes written straight where the grad frame carries them, with the
+ * backend's error feedback (accepted or rolled back per bucket).
  */
 #include "rlx-config.h"
 #include "rlx-worker.h"
-#include "core/cohort/rlx-cohort-math.h"
+#include "rlx-backend-private.h"
 
 #include <math.h>
 #include <string.h>
@@ -29,13 +28,9 @@ typedef struct {
 
 /* Worker-thread state of step jobs. */
 typedef struct {
-  float   *params;             /* the resident replica */
-  gboolean loaded;
-  float   *grads;              /* the gradient buffer */
-  float   *s;                  /* g + r before quantisation */
-  float   *residual;           /* r: committed */
-  float   *pending;            /* what the last bucket left, until accepted */
-  gboolean has_pending;
+  gboolean loaded;             /* the backend's replica holds parameters */
+  float   *grads;              /* the leader's gradient buffer (floats out) */
+  float   *scratch;            /* snapshot parameters decoded before a load */
   gint     reset;              /* atomic: forget the residual before the next job */
 } Resident;
 
@@ -166,82 +161,78 @@ run_plain (RlxWorker *self, Job *job, Delivery *d)
     extra_delay (self);
 }
 
+/* Room in front of a grad frame's codes for its header: the codes are
+ * written once, by the backend, where the frame will carry them. */
+#define GRAD_HEADROOM 4096
+
+/* The test switch: the backend's next gradient gets a bad value or two. */
 static void
-inject_fault (RlxWorkerFault fault, float *g, gsize n)
+inject_fault (RlxBackend *backend, RlxWorkerFault fault)
 {
   if (fault == RLX_WORKER_FAULT_NAN)
-    for (gsize i = 0; i < n; i++)
-      g[i] = NAN;
-  else if (fault == RLX_WORKER_FAULT_INF && n >= 2)
-    {
-      g[0] = INFINITY;
-      g[1] = -INFINITY;
-    }
+    rlx_backend_poison_gradient (backend, 0, NAN);
+  else if (fault == RLX_WORKER_FAULT_INF)
+    rlx_backend_poison_gradient (backend, 0, INFINITY);
 }
 
-/* The grad frame for the gradient in res->grads (see the header comment for
- * the residual's rules). */
-static GBytes *
-encode_grad (RlxWorker *self, Job *job, Delivery *d, GError **error)
+/* The gradient at the backend's replica: floats into res->grads (the
+ * leader's own bucket), or codes at the rank's precision straight into a
+ * new grad frame (with error feedback in the backend). A non-finite
+ * gradient is never quantised: the frame then says why it carries no
+ * bucket, and the residual stays as it was. */
+static void
+step_gradient (RlxWorker *self, Job *job, Delivery *d)
 {
   Resident *res = &self->res;
-  gsize n = d->result.n_grads, len = 0;
-  RlxMsgGrad *h = &job->header.u.grad;
-  RlxMathSrc src = { res->grads, NULL };
-  gboolean fb = job->feedback && job->precision != RLX_PRECISION_F32;
-  float maxabs = 0;
-  gsize bad = 0;
-  double scale;
-  guint8 *buf, *payload = NULL;
-  float *u;
+  gsize n = rlx_backend_model (self->backend)->n_params;
+  gboolean frame = job->header.kind == RLX_MSG_GRAD;
+  RlxPrecision p = frame ? job->precision : RLX_PRECISION_F32;
+  gboolean fb = frame && job->feedback;
+  g_autoptr(GError) error = NULL;
+  double scale = 1.0;
+  guint8 *buf = NULL;
+  gint64 t0;
 
-  h->samples = job->n;
-  h->loss = d->result.loss;
-  h->compute_us = d->result.compute_us;
-  if (fb)
+  if (fb && job->accepted_prev)
+    rlx_backend_accept_feedback (self->backend);
+  if (frame)
+    buf = g_malloc (GRAD_HEADROOM + n * rlx_precision_element_size (p));
+  else if (res->grads == NULL)
+    res->grads = g_new (float, n);
+  inject_fault (self->backend, job->fault);
+  t0 = g_get_monotonic_time ();
+  if (!rlx_backend_grads_wire (self->backend, job->indices, job->n, p, fb, &d->result.loss,
+                               frame ? (void *) (buf + GRAD_HEADROOM) : (void *) res->grads,
+                               &scale, &error))
     {
-      /* The previous bucket's verdict: its residual stands or is undone. */
-      if (res->has_pending && job->accepted_prev)
+      g_free (buf);
+      if (!g_error_matches (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE))
         {
-          float *t = res->residual;
-          res->residual = res->pending;
-          res->pending = t;
+          g_propagate_error (&d->error, g_steal_pointer (&error));
+          return;
         }
-      res->has_pending = FALSE;
+      d->refused = g_strdup_printf ("%s (refused before quantising)", error->message);
+      if (frame)
+        {
+          job->header.u.grad.samples = job->n;
+          job->header.u.grad.loss = NAN;
+          job->header.u.grad.refused = g_strdup (d->refused);
+          d->result.frame = rlx_msg_build (&job->header, NULL, 0, RLX_PRECISION_F32, &d->error);
+        }
+      return;
     }
-  /* The payload is 4-byte aligned (frames are g_malloc'd, the header padded
-   * to 4): at f32 the sum is written straight into it. */
-  if (job->precision == RLX_PRECISION_F32)
+  extra_delay (self);
+  d->result.compute_us = g_get_monotonic_time () - t0;
+  d->result.n_grads = n;
+  if (!frame)
     {
-      buf = rlx_msg_frame_new (&job->header, n, RLX_PRECISION_F32, 1.0, &len, &payload, error);
-      if (buf == NULL)
-        return NULL;
-      if (!rlx_math_scale_add ((float *) payload, &src, 1.0f, NULL, n, &maxabs, &bad))
-        {
-          g_free (buf);
-          goto refuse;
-        }
-      return g_bytes_new_take (buf, len);
+      d->result.grads = res->grads;
+      return;
     }
-  u = res->s;
-  if (!rlx_math_scale_add (u, &src, 1.0f, fb ? res->residual : NULL, n, &maxabs, &bad))
-    goto refuse;
-  scale = rlx_math_scale_for (maxabs, job->precision);
-  buf = rlx_msg_frame_new (&job->header, n, job->precision, scale, &len, &payload, error);
-  if (buf == NULL)
-    return NULL;
-  rlx_math_quantise (u, n, job->precision, scale, payload, fb ? res->pending : NULL);
-  res->has_pending = fb;
-  return g_bytes_new_take (buf, len);
-
-refuse:
-  {
-    g_autofree char *what = rlx_math_describe_bad (res->grads[bad], bad);
-    /* Never quantised, and the residual is left as it was. */
-    d->refused = g_strdup_printf ("gradient %s (refused before quantising)", what);
-    h->refused = g_strdup (d->refused);
-    return rlx_msg_build (&job->header, NULL, 0, RLX_PRECISION_F32, error);
-  }
+  job->header.u.grad.samples = job->n;
+  job->header.u.grad.loss = d->result.loss;
+  job->header.u.grad.compute_us = d->result.compute_us;
+  d->result.frame = rlx_msg_frame_wrap (&job->header, n, p, scale, buf, GRAD_HEADROOM, &d->error);
 }
 
 static void
@@ -249,41 +240,28 @@ run_step (RlxWorker *self, Job *job, Delivery *d)
 {
   Resident *res = &self->res;
   gsize n = rlx_backend_model (self->backend)->n_params;
-  gint64 t0;
 
-  if (res->params == NULL)
-    {
-      res->params = g_new0 (float, n);
-      res->grads = g_new (float, n);
-      res->s = g_new (float, n);
-      res->residual = g_new0 (float, n);
-      res->pending = g_new0 (float, n);
-    }
   if (g_atomic_int_compare_and_exchange (&res->reset, 1, 0))
+    rlx_backend_reset_feedback (self->backend);
+  if (job->params || (job->load.frame && job->load.n == n))
     {
-      memset (res->residual, 0, n * sizeof (float));
-      res->has_pending = FALSE;
-    }
-  if (job->params)
-    {
-      memcpy (res->params, job->params, n * sizeof (float));
-      res->loaded = TRUE;
-    }
-  else if (job->load.frame && job->load.n == n)
-    {
-      rlx_msg_array_decode (&job->load, res->params);
+      const float *params = job->params;
+      if (params == NULL)
+        {
+          if (res->scratch == NULL)
+            res->scratch = g_new (float, n);
+          rlx_msg_array_decode (&job->load, res->scratch);
+          params = res->scratch;
+        }
+      if (!rlx_backend_load_params (self->backend, params, &d->error))
+        return;
       res->loaded = TRUE;
     }
   if (job->update.frame)
     {
-      if (job->update.n != n)
-        {
-          g_set_error (&d->error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED,
-                       "an update of %" G_GSIZE_FORMAT " values for %" G_GSIZE_FORMAT
-                       " parameters", job->update.n, n);
-          return;
-        }
-      rlx_math_apply (res->params, &job->update);
+      if (!rlx_backend_apply_update (self->backend, job->update.codes, job->update.n,
+                                     job->update.precision, job->update.scale, &d->error))
+        return;
     }
   if (job->n == 0)
     return;
@@ -293,18 +271,7 @@ run_step (RlxWorker *self, Job *job, Delivery *d)
                    "a gradient was asked for before any parameters were loaded");
       return;
     }
-  t0 = g_get_monotonic_time ();
-  if (!rlx_backend_grads (self->backend, res->params, job->indices, job->n, &d->result.loss,
-                          res->grads, &d->error))
-    return;
-  extra_delay (self);
-  d->result.compute_us = g_get_monotonic_time () - t0;
-  d->result.n_grads = n;
-  inject_fault (job->fault, res->grads, n);
-  if (job->header.kind == RLX_MSG_GRAD)
-    d->result.frame = encode_grad (self, job, d, &d->error);
-  else
-    d->result.grads = res->grads;
+  step_gradient (self, job, d);
 }
 
 static gpointer
@@ -397,11 +364,8 @@ rlx_worker_free (RlxWorker *self)
   g_main_context_unref (self->context);
   rlx_backend_free (self->backend);
   shared_unref (self->shared);
-  g_free (self->res.params);
   g_free (self->res.grads);
-  g_free (self->res.s);
-  g_free (self->res.residual);
-  g_free (self->res.pending);
+  g_free (self->res.scratch);
   g_free (self);
 }
 

@@ -24,14 +24,15 @@
  *                           rank's wire precision, with the rank's error
  *                           feedback, ready for the link.
  *
- * Error feedback of the gradient stream (frames only): the bucket sent is
- * quantise (g + r); the residual that bucket leaves is kept *pending* until
- * the next job says whether the leader accepted it (accepted_prev): only
- * then does it replace r, else r stays as it was — a bucket the leader
- * dropped or rejected leaves no trace in the stream. A gradient holding NaN
- * or ±Inf is never quantised (at f8 an Inf would saturate to a plausible
- * finite value): the frame then carries the refusal ("refused") instead of
- * a bucket, and the residual is untouched.
+ * Error feedback of the gradient stream (frames only, kept by the backend):
+ * the bucket sent is quantise (g + r); the residual that bucket leaves is
+ * kept *pending* until the next job says whether the leader accepted it
+ * (accepted_prev → rlx_backend_accept_feedback): only then does it replace
+ * r, else r stays as it was — a bucket the leader dropped or rejected
+ * leaves no trace in the stream. A gradient holding NaN or ±Inf is never
+ * quantised (at f8 an Inf would saturate to a plausible finite value): the
+ * frame then carries the refusal ("refused") instead of a bucket, the
+ * residual is untouched, and @refused says why (floats too).
  */
 #pragma once
 
@@ -107,7 +108,7 @@ typedef struct {
   RlxPrecision       precision;
   gboolean           feedback;
   gboolean           accepted_prev; /* the leader took the previous bucket */
-  RlxWorkerFault     fault;         /* test switch */
+  RlxWorkerFault     fault;         /* test switch (rlx_backend_poison_gradient) */
 } RlxWorkerStep;
 
 guint64     rlx_worker_submit_step (RlxWorker *self, const RlxWorkerStep *step,

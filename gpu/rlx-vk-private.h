@@ -24,6 +24,7 @@ G_BEGIN_DECLS
   X (DestroyInstance) \
   X (EnumeratePhysicalDevices) \
   X (GetPhysicalDeviceProperties) \
+  X (GetPhysicalDeviceFeatures) \
   X (GetPhysicalDeviceMemoryProperties) \
   X (GetPhysicalDeviceQueueFamilyProperties) \
   X (CreateDevice) \

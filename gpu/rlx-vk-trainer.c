@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "gpu/rlx-vk-spirv.h"
+#include "gpu/shaders/wire-layout.h"
 
 /* ------------------------------------------------------------- buffers */
 
@@ -138,6 +139,7 @@ typedef struct {
 typedef enum {
   SH_GEMM, SH_REDUCE, SH_GATHER, SH_SOFTMAX, SH_CONV1, SH_MAXPOOL, SH_IM2COL, SH_POOLGRAD,
   SH_CNN1, SH_CNN2, SH_CNN2W, SH_CNN1W, SH_GEMM2,
+  SH_WIRE_SUM, SH_WIRE_MAX, SH_WIRE_QUANT, SH_WIRE_APPLY,
   N_SHADERS
 } ShaderId;
 
@@ -179,6 +181,13 @@ cfg_shared (const GemmCfg *c)
 }
 
 #define PROF_MAX 128
+
+/* A command buffer recorded once and replayed, with the descriptor sets it
+ * binds (the wire and apply passes of the resident parameters). */
+typedef struct {
+  VkCommandBuffer  cb;
+  VkDescriptorPool pool;
+} Recorded;
 
 typedef struct {
   guint           n;
@@ -248,6 +257,32 @@ struct _RlxVkTrainer {
   GemmCfg           fwd2;         /* RLX_VK_CNN_FWD_TILE; bm = 0: choose_cfg */
   GemmCfg           wgrad2;       /* RLX_VK_CNN_WGRAD_TILE; bm = 0: choose_cfg */
   const GemmCfg    *force_cfg;    /* set while recording one GEMM */
+  /* resident parameters (rlx_vk_trainer_resident_init) */
+  gboolean          resident_ready;
+  gboolean          has_f64;      /* shaderFloat64 and shaderInt64, enabled */
+  Buf               replica;      /* the parameters, device-local */
+  Buf               residual;     /* the gradient's error-feedback residual: two halves, the
+                                   * accepted one (res_half) and the last pass's new one */
+  Buf               wire_s;       /* s = g + r, then wire_sum's partials, then the summary */
+  Buf               codes_dev;    /* the gradient's codes */
+  Buf               tables;       /* f16 → f8 bridges, f8 values (wire-layout.h TAB_*) */
+  Buf               control;      /* host-written: CTL_* */
+  Buf               codes_in;     /* host-written: the pending update's codes */
+  Buf               readback;     /* codes, then the summary at readback_meta */
+  Buf               mirror;       /* a copy of the replica for the host (made on demand) */
+  Recorded          mirror_rec;   /* replica → mirror */
+  gboolean          mirror_each_step;  /* grads_wire copies the replica out too */
+  gboolean          mirror_valid;      /* mirror holds the replica as it is now */
+  gsize             part_off, meta_off;   /* in wire_s, words */
+  gsize             readback_meta;        /* bytes */
+  guint32           target[4];    /* the wire's scale targets, by precision */
+  Recorded          wire_rec[4][2];   /* [precision][feedback] */
+  Recorded          apply_rec[4];     /* [precision] */
+  int               pending;      /* precision of the update in codes_in, or -1 */
+  gboolean          residual_zero;    /* the accepted residual is zero (a reset) */
+  guint             res_half;         /* which half holds the accepted residual */
+  gboolean          res_pending;      /* the other half holds a new one, not yet accepted */
+  guint32           poison_index, poison_bits;
   GThreadPool      *copiers;      /* large host copies in parallel */
   GMutex            copy_lock;
   GCond             copy_cond;
@@ -262,6 +297,7 @@ typedef struct {
 } CopyJob;
 
 static void copy_job_run (gpointer data, gpointer user_data);
+static void recorded_clear (RlxVkTrainer *self, Recorded *rec);
 
 /* Records one step into a command buffer. */
 typedef struct {
@@ -271,10 +307,14 @@ typedef struct {
   GError         **error;
   gboolean         failed;
   Step            *step;
+  Buf             *params;    /* what the step reads: the host-written parameters or the replica */
   char             label[96];
   guint64          dirty_w;   /* buffers written since the last barrier */
   guint64          dirty_r;   /* and read */
 } Rec;
+
+static gboolean rec_begin (RlxVkTrainer *self, Rec *r, Recorded *out, guint max_sets,
+                           GError **error);
 
 /* Where a buffer's memory lives. */
 typedef enum {
@@ -413,6 +453,10 @@ shader_code (ShaderId id, gsize *size)
       S (SH_CNN2W, rlx_spv_cnn2w)
       S (SH_CNN1W, rlx_spv_cnn1w)
       S (SH_GEMM2, rlx_spv_gemm2)
+      S (SH_WIRE_SUM, rlx_spv_wire_sum)
+      S (SH_WIRE_MAX, rlx_spv_wire_max)
+      S (SH_WIRE_QUANT, rlx_spv_wire_quant)
+      S (SH_WIRE_APPLY, rlx_spv_wire_apply)
 #undef S
     case N_SHADERS:
     default:
@@ -558,7 +602,9 @@ rec_dispatch_v (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec, Buf 
    * need no ordering among themselves). With RLX_VK_PROFILE every dispatch
    * gets one, so each is timed alone. */
   {
-    static const guint writes[N_SHADERS] = { 2, 1, 2, 3, 2, 1, 1, 2, 2, 2, 3, 4, 2 };
+    /* the binding each shader writes (wire_quant also writes the residual
+     * at 2; the wire passes are ordered by barriers of their own) */
+    static const guint writes[N_SHADERS] = { 2, 1, 2, 3, 2, 1, 1, 2, 2, 2, 3, 4, 2, 3, 0, 3, 3 };
     guint64 rd = 0, wr = 0;
 
     for (guint i = 0; i < N_BINDINGS; i++)
@@ -583,13 +629,13 @@ rec_dispatch_v (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec, Buf 
   t->vk.CmdBindDescriptorSets (r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, t->layout, 0, 1, &set, 0, NULL);
   t->vk.CmdPushConstants (r->cb, t->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
   t->vk.CmdDispatch (r->cb, gx, gy, gz);
-  if (t->prof != VK_NULL_HANDLE && r->step->labels->len + 1 < PROF_MAX)
+  if (t->prof != VK_NULL_HANDLE && r->step != NULL && r->step->labels->len + 1 < PROF_MAX)
     {
       rec_barrier (r);
       r->dirty_w = r->dirty_r = 0;
       static const char *const names[N_SHADERS] = {
         "gemm", "reduce", "gather", "softmax", "conv1", "maxpool", "im2col", "poolgrad",
-        "cnn1", "cnn2", "cnn2w", "cnn1w", "gemm2"
+        "cnn1", "cnn2", "cnn2w", "cnn1w", "gemm2", "wiresum", "wiremax", "wirequan", "wireappl"
       };
       g_ptr_array_add (r->step->labels,
                        g_strdup_printf ("%-8s %s grid %u×%u×%u", names[shader], r->label, gx, gy, gz));
@@ -913,12 +959,12 @@ record_dense (Rec *r, guint n)
     {
       const RlxTensorInfo *wt = &m->tensors[2 * (l - 1)], *bt = &m->tensors[2 * (l - 1) + 1];
       rec_gemm (r, TRUE, TRUE, n, w[l], w[l - 1],
-                act[l - 1], w[l - 1], 0, &t->params, w[l - 1], (guint) wt->offset,
-                act[l], w[l], 0, &t->params, (guint) bt->offset, 0,
+                act[l - 1], w[l - 1], 0, r->params, w[l - 1], (guint) wt->offset,
+                act[l], w[l], 0, r->params, (guint) bt->offset, 0,
                 EPI_BIAS_COL | (l < L ? EPI_RELU : 0));
       /* with the parameters written by the host, large models submit the
        * first layer's forward before the host writes the other layers */
-      if (l == 1 && L > 1 && t->split_submit && t->upload == UPLOAD_BAR &&
+      if (l == 1 && L > 1 && t->split_submit && t->upload == UPLOAD_BAR && r->params == &t->params &&
           m->n_params * sizeof (float) >= SPLIT_MIN_BYTES)
         rec_split (r, (bt->offset + bt->numel) * sizeof (float));
     }
@@ -933,7 +979,7 @@ record_dense (Rec *r, guint n)
       rec_colsum (r, dact[l], 0, n, w[l], w[l], &t->grads, (guint) bt->offset, 1.0f, 0);
       if (l > 1)
         rec_gemm (r, TRUE, FALSE, n, w[l - 1], w[l],
-                  dact[l], w[l], 0, &t->params, w[l - 1], (guint) wt->offset,
+                  dact[l], w[l], 0, r->params, w[l - 1], (guint) wt->offset,
                   dact[l - 1], w[l - 1], 0, act[l - 1], 0, w[l - 1], EPI_MASK);
     }
 }
@@ -974,7 +1020,7 @@ rec_cnn_dense (Rec *r, guint n)
   RlxVkTrainer *t = r->t;
   guint w3 = (guint) t->model->tensors[4].offset, b3 = (guint) t->model->tensors[5].offset;
   Buf *P2 = &t->bufs[B_P2], *LOG = &t->bufs[B_LOGITS], *DL = &t->bufs[B_DLOGITS];
-  Buf *DP2 = &t->bufs[B_DP2], *PR = &t->params, *G = &t->grads;
+  Buf *DP2 = &t->bufs[B_DP2], *PR = r->params, *G = &t->grads;
 
   rec_gemm (r, TRUE, TRUE, n, 10, 1568, P2, 1568, 0, PR, 1568, w3,
             LOG, 10, 0, PR, b3, 0, EPI_BIAS_COL);
@@ -996,7 +1042,7 @@ record_cnn_gemm (Rec *r, guint n)
   Buf *COL1 = &t->bufs[B_COL1], *COL2 = &t->bufs[B_COL2], *A2 = &t->bufs[B_A2];
   Buf *P2 = &t->bufs[B_P2], *DP2 = &t->bufs[B_DP2], *DZ2 = &t->bufs[B_DZ2];
   Buf *DZ1 = &t->bufs[B_DZ1];
-  Buf *PR = &t->params, *G = &t->grads;
+  Buf *PR = r->params, *G = &t->grads;
   struct { guint32 n, w_off, b_off, x_off, out_off; } c1 = { n, w1, b1, 0, 0 };
   guint rows2 = n * 196, rows1 = n * 784;
 
@@ -1069,7 +1115,7 @@ record_cnn_direct (Rec *r, guint n)
   guint w1 = (guint) m->tensors[0].offset, b1 = (guint) m->tensors[1].offset;
   guint w2 = (guint) m->tensors[2].offset, b2 = (guint) m->tensors[3].offset;
   Buf *X = &t->bufs[B_X], *P1 = &t->bufs[B_P1], *P2 = &t->bufs[B_P2];
-  Buf *DP2 = &t->bufs[B_DP2], *PR = &t->params, *G = &t->grads;
+  Buf *DP2 = &t->bufs[B_DP2], *PR = r->params, *G = &t->grads;
   Buf *W2P = &t->bufs[B_PART], *W1P = &t->bufs[B_DZ1];
   guint groups = MIN (n, 65535u);
   guint code_off = n * 1568;
@@ -1140,23 +1186,13 @@ print_profile (RlxVkTrainer *self, Step *s)
                 (char *) g_ptr_array_index (s->labels, i));
 }
 
+/* The step at batch @n; @resident: on the replica (the parameters stay
+ * on the device, no parameter upload, the gradient is left for the wire
+ * pass), else on the parameters the host writes, with the gradient copied
+ * out. */
 static Step *
-record_step (RlxVkTrainer *self, guint n, GError **error)
+record_step (RlxVkTrainer *self, guint n, gboolean resident, GError **error)
 {
-  VkDescriptorPoolSize ps = { VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, N_BINDINGS * 96 };
-  VkDescriptorPoolCreateInfo dpci = {
-    .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-    .maxSets = 96,
-    .poolSizeCount = 1,
-    .pPoolSizes = &ps,
-  };
-  VkCommandBufferAllocateInfo cai = {
-    .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-    .commandPool = self->cmdpool,
-    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-    .commandBufferCount = 1,
-  };
-  VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO };
   gsize pbytes = self->model->n_params * sizeof (float);
   VkBufferCopy up_params = { 0, 0, pbytes };
   VkBufferCopy up_idx = { pbytes, 0, n * sizeof (guint32) };
@@ -1177,38 +1213,30 @@ record_step (RlxVkTrainer *self, guint n, GError **error)
     .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
   };
   Step *step = g_new0 (Step, 1);
-  Rec rec = { .t = self, .error = error, .step = step };
+  Recorded first;
+  Rec rec;
   VkResult res;
 
   step->n = n;
   step->labels = g_ptr_array_new_with_free_func (g_free);
-  res = self->vk.CreateDescriptorPool (self->dev, &dpci, NULL, &step->pool);
-  if (res != VK_SUCCESS)
+  if (!rec_begin (self, &rec, &first, 96, error))
     {
-      rlx_vk_set_error (error, res, "creating a descriptor pool");
+      recorded_clear (self, &first);
       step_free (step);
       return NULL;
     }
-  res = self->vk.AllocateCommandBuffers (self->dev, &cai, &step->cb[0]);
-  if (res == VK_SUCCESS)
-    res = self->vk.BeginCommandBuffer (step->cb[0], &bi);
-  if (res != VK_SUCCESS)
-    {
-      self->vk.DestroyDescriptorPool (self->dev, step->pool, NULL);
-      rlx_vk_set_error (error, res, "allocating a command buffer");
-      step_free (step);
-      return NULL;
-    }
+  step->pool = first.pool;
+  step->cb[0] = first.cb;
   step->n_cb = 1;
-  rec.cb = step->cb[0];
-  rec.pool = step->pool;
+  rec.step = step;
+  rec.params = resident ? &self->replica : &self->params;
 
   if (self->queries != VK_NULL_HANDLE)
     {
       self->vk.CmdResetQueryPool (step->cb[0], self->queries, 0, 4);
       self->vk.CmdWriteTimestamp (step->cb[0], VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, self->queries, 0);
     }
-  if (self->upload != UPLOAD_BAR)
+  if (self->upload != UPLOAD_BAR && !resident)
     self->vk.CmdCopyBuffer (step->cb[0], self->staging_in.buf, self->params.buf, 1, &up_params);
   self->vk.CmdCopyBuffer (step->cb[0], self->staging_in.buf, self->indices.buf, 1, &up_idx);
   self->vk.CmdPipelineBarrier (step->cb[0], VK_PIPELINE_STAGE_TRANSFER_BIT,
@@ -1228,13 +1256,18 @@ record_step (RlxVkTrainer *self, guint n, GError **error)
 
   if (self->queries != VK_NULL_HANDLE)
     self->vk.CmdWriteTimestamp (rec.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->queries, 2);
-  self->vk.CmdPipelineBarrier (rec.cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                        VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &to_transfer, 0, NULL, 0, NULL);
-  self->vk.CmdCopyBuffer (rec.cb, self->grads.buf, self->staging_out.buf, 1, &down);
-  self->vk.CmdPipelineBarrier (rec.cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                        VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0, NULL, 0, NULL);
-  if (self->queries != VK_NULL_HANDLE)
-    self->vk.CmdWriteTimestamp (rec.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->queries, 3);
+  /* resident: the wire pass, submitted right after, reads the gradient and
+   * writes timestamp 3 */
+  if (!resident)
+    {
+      self->vk.CmdPipelineBarrier (rec.cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                   VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &to_transfer, 0, NULL, 0, NULL);
+      self->vk.CmdCopyBuffer (rec.cb, self->grads.buf, self->staging_out.buf, 1, &down);
+      self->vk.CmdPipelineBarrier (rec.cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                                   VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0, NULL, 0, NULL);
+      if (self->queries != VK_NULL_HANDLE)
+        self->vk.CmdWriteTimestamp (rec.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->queries, 3);
+    }
 
   res = self->vk.EndCommandBuffer (rec.cb);
   if (!rec.failed && res != VK_SUCCESS)
@@ -1477,6 +1510,7 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
     .queueCreateInfoCount = 1,
     .pQueueCreateInfos = &qci,
   };
+  VkPhysicalDeviceFeatures have, want = { 0 };
   VkDescriptorSetLayoutBinding bindings[N_BINDINGS];
   VkDescriptorSetLayoutCreateInfo dslci = {
     .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
@@ -1498,7 +1532,7 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   VkQueryPoolCreateInfo qpci = {
     .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
     .queryType = VK_QUERY_TYPE_TIMESTAMP,
-    .queryCount = 4,
+    .queryCount = 6,   /* the step's 4, and an update's apply (resident) */
   };
   const VkBufferUsageFlags storage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
                                      VK_BUFFER_USAGE_TRANSFER_DST_BIT |
@@ -1608,6 +1642,16 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
       self->qfam = i;
   g_assert (self->qfam != G_MAXUINT32);   /* device_check asked for one */
   qci.queueFamilyIndex = self->qfam;
+  /* 64-bit shader arithmetic, where the device has it, for the wire passes
+   * of the resident parameters (shaders/wire.glsl) */
+  rlx_vki.GetPhysicalDeviceFeatures (self->phys, &have);
+  if (have.shaderFloat64 && have.shaderInt64)
+    {
+      want.shaderFloat64 = VK_TRUE;
+      want.shaderInt64 = VK_TRUE;
+      dci.pEnabledFeatures = &want;
+      self->has_f64 = TRUE;
+    }
 
   r = rlx_vki.CreateDevice (self->phys, &dci, NULL, &self->dev);
   if (r != VK_SUCCESS)
@@ -1737,6 +1781,22 @@ rlx_vk_trainer_free (RlxVkTrainer *self)
       buf_destroy (self, &self->staging_in);
       buf_destroy (self, &self->staging_out);
       buf_destroy (self, &self->dummy);
+      for (guint p = 0; p < 4; p++)
+        {
+          recorded_clear (self, &self->apply_rec[p]);
+          recorded_clear (self, &self->wire_rec[p][0]);
+          recorded_clear (self, &self->wire_rec[p][1]);
+        }
+      buf_destroy (self, &self->replica);
+      buf_destroy (self, &self->residual);
+      buf_destroy (self, &self->wire_s);
+      buf_destroy (self, &self->codes_dev);
+      buf_destroy (self, &self->tables);
+      buf_destroy (self, &self->control);
+      buf_destroy (self, &self->codes_in);
+      buf_destroy (self, &self->readback);
+      recorded_clear (self, &self->mirror_rec);
+      buf_destroy (self, &self->mirror);
       if (self->queries != VK_NULL_HANDLE)
         self->vk.DestroyQueryPool (self->dev, self->queries, NULL);
       if (self->prof != VK_NULL_HANDLE)
@@ -1855,106 +1915,114 @@ simulate_lost (RlxVkTrainer *self)
   return self->lose_at != 0 && self->n_submits == self->lose_at;
 }
 
-gboolean
-rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *indices,
-                      guint n, float *loss, float *grads, GError **error)
+static gboolean
+check_lost (RlxVkTrainer *self, GError **error)
 {
-  gsize pbytes = self->model->n_params * sizeof (float), head;
-  VkSubmitInfo si = { .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1 };
-  gint64 t0 = g_get_monotonic_time ();
-  Step *step;
-  VkResult r;
+  if (!self->lost)
+    return TRUE;
+  g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_DEVICE_LOST, "%s", self->lost_reason);
+  return FALSE;
+}
 
-  g_return_val_if_fail (self != NULL && params != NULL && indices != NULL && loss != NULL, FALSE);
-  g_return_val_if_fail (n >= 1 && n <= self->max_batch, FALSE);
+/* The recorded step at batch @n (see record_step), recorded on first use. */
+static Step *
+get_step (RlxVkTrainer *self, guint n, gboolean resident, GError **error)
+{
+  gpointer key = GUINT_TO_POINTER (n | (resident ? 1u << 31 : 0));
+  Step *step = g_hash_table_lookup (self->steps, key);
 
-  if (self->lost)
+  if (step != NULL)
+    return step;
+  /* a rank uses a few batch sizes; keep the recordings bounded */
+  if (g_hash_table_size (self->steps) >= 16)
     {
-      g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_DEVICE_LOST, "%s", self->lost_reason);
-      return FALSE;
-    }
-
-  step = g_hash_table_lookup (self->steps, GUINT_TO_POINTER (n));
-  if (step == NULL)
-    {
-      /* a rank uses a few batch sizes; keep the recordings bounded */
-      if (g_hash_table_size (self->steps) >= 16)
+      GHashTableIter it;
+      gpointer v;
+      g_hash_table_iter_init (&it, self->steps);
+      while (g_hash_table_iter_next (&it, NULL, &v))
         {
-          GHashTableIter it;
-          gpointer v;
-          g_hash_table_iter_init (&it, self->steps);
-          while (g_hash_table_iter_next (&it, NULL, &v))
-            {
-              Step *s = v;
-              self->vk.FreeCommandBuffers (self->dev, self->cmdpool, s->n_cb, s->cb);
-              self->vk.DestroyDescriptorPool (self->dev, s->pool, NULL);
-              g_hash_table_iter_remove (&it);
-            }
-        }
-      step = record_step (self, n, error);
-      if (step == NULL)
-        return FALSE;
-      g_hash_table_insert (self->steps, GUINT_TO_POINTER (n), step);
-    }
-
-  /* split (rec_split): the first layer's parameters, submit its part, then
-   * the rest of the parameters while the GPU computes */
-  head = step->n_cb == 2 ? step->head_bytes : pbytes;
-  par_memcpy (self, self->upload == UPLOAD_BAR ? self->params.map : self->staging_in.map,
-              params, head);
-  memcpy ((char *) self->staging_in.map + pbytes, indices, n * sizeof (guint32));
-
-  si.pCommandBuffers = &step->cb[0];
-  r = self->vk.ResetFences (self->dev, 1, &self->fence);
-  if (r == VK_SUCCESS && simulate_lost (self))
-    r = VK_ERROR_DEVICE_LOST;
-  else if (r == VK_SUCCESS && step->n_cb == 2)
-    {
-      r = self->vk.QueueSubmit (self->queue, 1, &si, VK_NULL_HANDLE);
-      if (r == VK_SUCCESS)
-        {
-          par_memcpy (self, (char *) self->params.map + head, (const char *) params + head,
-                      pbytes - head);
-          si.pCommandBuffers = &step->cb[1];
-          r = self->vk.QueueSubmit (self->queue, 1, &si, self->fence);
-          if (r != VK_SUCCESS)
-            self->vk.QueueWaitIdle (self->queue);   /* the first part may be running */
+          Step *s = v;
+          self->vk.FreeCommandBuffers (self->dev, self->cmdpool, s->n_cb, s->cb);
+          self->vk.DestroyDescriptorPool (self->dev, s->pool, NULL);
+          g_hash_table_iter_remove (&it);
         }
     }
-  else if (r == VK_SUCCESS)
-    r = self->vk.QueueSubmit (self->queue, 1, &si, self->fence);
+  step = record_step (self, n, resident, error);
+  if (step != NULL)
+    g_hash_table_insert (self->steps, key, step);
+  return step;
+}
+
+/* @r: what submitting (with the fence) returned. Waits for the fence and
+ * turns a failure into an error naming @what; a lost device, or work that
+ * never finishes, is lost for good (every later call fails the same way). */
+static gboolean
+wait_submission (RlxVkTrainer *self, VkResult r, const char *what, GError **error)
+{
+  g_autoptr(GError) local = NULL;
+
   if (r == VK_SUCCESS)
     {
       r = wait_fence (self, 120ull * 1000000000ull);
       if (r == VK_TIMEOUT)
         {
           self->lost = TRUE;
-          self->lost_reason = g_strdup_printf ("%s did not finish a training step in 120 s; "
-                                               "this rank cannot compute on it any more — "
-                                               "restart it, or use --backend cpu",
-                                               self->info->name);
+          self->lost_reason = g_strdup_printf ("%s did not finish %s in 120 s; this rank cannot "
+                                               "compute on it any more — restart it, or use "
+                                               "--backend cpu", self->info->name, what);
           g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_DEVICE_LOST, "%s", self->lost_reason);
           return FALSE;
         }
     }
-  if (r != VK_SUCCESS)
+  if (r == VK_SUCCESS)
+    return TRUE;
+  rlx_vk_set_error (&local, r, "%s on %s", what, self->info->name);
+  if (r == VK_ERROR_DEVICE_LOST)
     {
-      g_autoptr(GError) local = NULL;
-
-      rlx_vk_set_error (&local, r, "a %s step of %u samples on %s", self->model->slug, n,
-                        self->info->name);
-      if (r == VK_ERROR_DEVICE_LOST)
-        {
-          self->lost = TRUE;
-          self->lost_reason = g_strdup (local->message);
-        }
-      g_propagate_error (error, g_steal_pointer (&local));
-      return FALSE;
+      self->lost = TRUE;
+      self->lost_reason = g_strdup (local->message);
     }
+  g_propagate_error (error, g_steal_pointer (&local));
+  return FALSE;
+}
 
-  *loss = ((const float *) self->staging_out.map)[self->model->n_params];
-  if (grads != NULL)
-    par_memcpy (self, grads, self->staging_out.map, pbytes);
+/* Submits @cbs[0..n) as one batch with the fence and waits. */
+static gboolean
+submit_wait (RlxVkTrainer *self, const VkCommandBuffer *cbs, guint n, gboolean count_step,
+             const char *what, GError **error)
+{
+  VkSubmitInfo si = {
+    .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+    .commandBufferCount = n,
+    .pCommandBuffers = cbs,
+  };
+  VkResult r;
+
+  if (!check_lost (self, error))
+    return FALSE;
+  r = self->vk.ResetFences (self->dev, 1, &self->fence);
+  if (r == VK_SUCCESS && count_step && simulate_lost (self))
+    r = VK_ERROR_DEVICE_LOST;
+  else if (r == VK_SUCCESS)
+    r = self->vk.QueueSubmit (self->queue, 1, &si, self->fence);
+  return wait_submission (self, r, what, error);
+}
+
+/* The last step's timestamps (and, with RLX_VK_PROFILE, its dispatches'). */
+static void
+read_timings (RlxVkTrainer *self, Step *step, gboolean applied)
+{
+  VkResult r;
+
+  self->timings.apply_us = 0;
+  if (self->queries != VK_NULL_HANDLE && applied)
+    {
+      guint64 ts[2];
+      if (self->vk.GetQueryPoolResults (self->dev, self->queries, 4, 2, sizeof ts, ts,
+                                        sizeof (guint64),
+                                        VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) == VK_SUCCESS)
+        self->timings.apply_us = (double) (ts[1] - ts[0]) * self->info->timestamp_period / 1000.0;
+    }
 
   if (self->queries != VK_NULL_HANDLE)
     {
@@ -1982,6 +2050,695 @@ rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *in
           step->prof_steps++;
         }
     }
+}
+
+gboolean
+rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *indices,
+                      guint n, float *loss, float *grads, GError **error)
+{
+  gsize pbytes = self->model->n_params * sizeof (float), head;
+  VkSubmitInfo si = { .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1 };
+  gint64 t0 = g_get_monotonic_time ();
+  g_autofree char *what = NULL;
+  Step *step;
+  VkResult r;
+
+  g_return_val_if_fail (self != NULL && params != NULL && indices != NULL && loss != NULL, FALSE);
+  g_return_val_if_fail (n >= 1 && n <= self->max_batch, FALSE);
+
+  if (!check_lost (self, error))
+    return FALSE;
+  step = get_step (self, n, FALSE, error);
+  if (step == NULL)
+    return FALSE;
+
+  /* split (rec_split): the first layer's parameters, submit its part, then
+   * the rest of the parameters while the GPU computes */
+  head = step->n_cb == 2 ? step->head_bytes : pbytes;
+  par_memcpy (self, self->upload == UPLOAD_BAR ? self->params.map : self->staging_in.map,
+              params, head);
+  memcpy ((char *) self->staging_in.map + pbytes, indices, n * sizeof (guint32));
+
+  si.pCommandBuffers = &step->cb[0];
+  r = self->vk.ResetFences (self->dev, 1, &self->fence);
+  if (r == VK_SUCCESS && simulate_lost (self))
+    r = VK_ERROR_DEVICE_LOST;
+  else if (r == VK_SUCCESS && step->n_cb == 2)
+    {
+      r = self->vk.QueueSubmit (self->queue, 1, &si, VK_NULL_HANDLE);
+      if (r == VK_SUCCESS)
+        {
+          par_memcpy (self, (char *) self->params.map + head, (const char *) params + head,
+                      pbytes - head);
+          si.pCommandBuffers = &step->cb[1];
+          r = self->vk.QueueSubmit (self->queue, 1, &si, self->fence);
+          if (r != VK_SUCCESS)
+            self->vk.QueueWaitIdle (self->queue);   /* the first part may be running */
+        }
+    }
+  else if (r == VK_SUCCESS)
+    r = self->vk.QueueSubmit (self->queue, 1, &si, self->fence);
+  what = g_strdup_printf ("a %s step of %u samples", self->model->slug, n);
+  if (!wait_submission (self, r, what, error))
+    return FALSE;
+
+  *loss = ((const float *) self->staging_out.map)[self->model->n_params];
+  if (grads != NULL)
+    par_memcpy (self, grads, self->staging_out.map, pbytes);
+  read_timings (self, step, FALSE);
   self->timings.wall_us = (double) (g_get_monotonic_time () - t0);
   return TRUE;
+}
+
+/* ------------------------------------------------------ resident parameters
+ *
+ * The replica lives in device-local memory across steps. An update's codes
+ * (1, 2 or 4 bytes a parameter) wait in codes_in until the next submission,
+ * whose first command buffer applies them (wire_apply.comp); a step is then
+ * [apply] + [forward/backward on the replica] + [wire pass], one submission
+ * and one fence. The wire pass (wire_sum, wire_max, wire_quant) turns the
+ * gradient into codes with error feedback on the device and copies out only
+ * the codes and a 32-byte summary. The arithmetic is the wire's, bit for bit
+ * (shaders/wire.glsl says how).
+ */
+
+#define WIRE_ELEMS_PER_GROUP 4096u
+
+static void
+rec_full_barrier (Rec *r)
+{
+  VkMemoryBarrier mb = {
+    .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+    .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+    .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                     VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+  };
+  const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
+                                      VK_PIPELINE_STAGE_TRANSFER_BIT;
+
+  r->t->vk.CmdPipelineBarrier (r->cb, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
+  r->dirty_w = r->dirty_r = 0;
+}
+
+static void
+rec_to_host (Rec *r)
+{
+  VkMemoryBarrier to_host = {
+    .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+    .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+    .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
+  };
+  r->t->vk.CmdPipelineBarrier (r->cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+                               0, 1, &to_host, 0, NULL, 0, NULL);
+}
+
+/* Starts recording a command buffer with a descriptor pool of its own
+ * (@max_sets sets). */
+static gboolean
+rec_begin (RlxVkTrainer *self, Rec *r, Recorded *out, guint max_sets, GError **error)
+{
+  VkDescriptorPoolSize ps = { VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, N_BINDINGS * max_sets };
+  VkDescriptorPoolCreateInfo dpci = {
+    .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+    .maxSets = max_sets,
+    .poolSizeCount = 1,
+    .pPoolSizes = &ps,
+  };
+  VkCommandBufferAllocateInfo cai = {
+    .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+    .commandPool = self->cmdpool,
+    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+    .commandBufferCount = 1,
+  };
+  VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO };
+  VkResult res;
+
+  memset (out, 0, sizeof *out);
+  res = self->vk.CreateDescriptorPool (self->dev, &dpci, NULL, &out->pool);
+  if (res == VK_SUCCESS)
+    res = self->vk.AllocateCommandBuffers (self->dev, &cai, &out->cb);
+  if (res == VK_SUCCESS)
+    res = self->vk.BeginCommandBuffer (out->cb, &bi);
+  if (res != VK_SUCCESS)
+    {
+      rlx_vk_set_error (error, res, "recording a command buffer");
+      return FALSE;
+    }
+  *r = (Rec) { .t = self, .cb = out->cb, .pool = out->pool, .error = error };
+  return TRUE;
+}
+
+static void
+recorded_clear (RlxVkTrainer *self, Recorded *rec)
+{
+  if (rec->cb != VK_NULL_HANDLE)
+    self->vk.FreeCommandBuffers (self->dev, self->cmdpool, 1, &rec->cb);
+  if (rec->pool != VK_NULL_HANDLE)
+    self->vk.DestroyDescriptorPool (self->dev, rec->pool, NULL);
+  memset (rec, 0, sizeof *rec);
+}
+
+static gboolean
+rec_end (RlxVkTrainer *self, Rec *r, Recorded *out)
+{
+  VkResult res = self->vk.EndCommandBuffer (r->cb);
+
+  if (!r->failed && res != VK_SUCCESS)
+    {
+      rlx_vk_set_error (r->error, res, "recording a command buffer");
+      r->failed = TRUE;
+    }
+  if (r->failed)
+    recorded_clear (self, out);
+  return !r->failed;
+}
+
+/* The wire pass over gradient elements [0, @n): codes at @prec into the
+ * readback buffer, the summary after them (readback_meta). */
+static void
+rec_wire_pass (Rec *r, guint n, guint prec, gboolean feedback, guint32 loss_index)
+{
+  RlxVkTrainer *t = r->t;
+  guint groups = CLAMP ((n + WIRE_ELEMS_PER_GROUP - 1) / WIRE_ELEMS_PER_GROUP, 1, WIRE_MAX_GROUPS);
+  guint per_group = (n + groups - 1) / groups;
+  struct { guint32 n, per_group, part_off, feedback; } a = {
+    n, per_group, (guint32) t->part_off, feedback
+  };
+  struct { guint32 n_groups, part_off, meta_off, loss_index, prec, target; } b = {
+    groups, (guint32) t->part_off, (guint32) t->meta_off, loss_index, prec, t->target[prec]
+  };
+  struct { guint32 n, prec, feedback, meta_off; } c = { n, prec, feedback, (guint32) t->meta_off };
+  static const guint es[4] = { 4, 2, 1, 1 };
+  VkBufferCopy codes = { 0, 0, ((gsize) n * es[prec] + 3) / 4 * 4 };
+  VkBufferCopy meta = { t->meta_off * 4, t->readback_meta, META_WORDS * 4 };
+
+  rec_full_barrier (r);
+  rec_dispatch (r, SH_WIRE_SUM, NULL, 0, &t->grads, &t->residual, &t->control, &t->wire_s,
+                &a, sizeof a, groups, 1, 1);
+  rec_dispatch (r, SH_WIRE_MAX, NULL, 0, &t->wire_s, &t->grads, &t->control, NULL, &b, sizeof b,
+                1, 1, 1);
+  {
+    Buf *bs[N_BINDINGS] = { &t->wire_s, &t->tables, &t->residual, &t->codes_dev, &t->control };
+    rec_dispatch_v (r, SH_WIRE_QUANT, NULL, 0, bs, &c, sizeof c, groups_for ((n + 3) / 4, 256), 1, 1);
+  }
+  rec_full_barrier (r);
+  t->vk.CmdCopyBuffer (r->cb, t->codes_dev.buf, t->readback.buf, 1, &codes);
+  t->vk.CmdCopyBuffer (r->cb, t->wire_s.buf, t->readback.buf, 1, &meta);
+  rec_to_host (r);
+  if (t->queries != VK_NULL_HANDLE && loss_index != G_MAXUINT32)
+    t->vk.CmdWriteTimestamp (r->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, t->queries, 3);
+}
+
+/* replica[0, @n) -= decode (codes_in) at @prec */
+static void
+rec_apply (Rec *r, guint n, guint prec)
+{
+  RlxVkTrainer *t = r->t;
+  struct { guint32 n, prec; } pc = { n, prec };
+  gboolean timed = t->queries != VK_NULL_HANDLE && r->step == NULL && n == t->model->n_params;
+
+  if (timed)
+    {
+      t->vk.CmdResetQueryPool (r->cb, t->queries, 4, 2);
+      t->vk.CmdWriteTimestamp (r->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, t->queries, 4);
+    }
+  rec_full_barrier (r);
+  rec_dispatch (r, SH_WIRE_APPLY, NULL, 0, &t->codes_in, &t->tables, &t->control, &t->replica,
+                &pc, sizeof pc, groups_for ((n + 3) / 4, 256), 1, 1);
+  rec_full_barrier (r);
+  if (timed)
+    t->vk.CmdWriteTimestamp (r->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, t->queries, 5);
+}
+
+static void
+rec_copy (Rec *r, Buf *src, Buf *dst, gsize bytes)
+{
+  VkBufferCopy region = { 0, 0, bytes };
+
+  rec_full_barrier (r);
+  r->t->vk.CmdCopyBuffer (r->cb, src->buf, dst->buf, 1, &region);
+  rec_full_barrier (r);
+  rec_to_host (r);
+}
+
+static const Recorded *
+get_apply_rec (RlxVkTrainer *self, guint prec, GError **error)
+{
+  Recorded *out = &self->apply_rec[prec];
+  Rec r;
+
+  if (out->cb != VK_NULL_HANDLE)
+    return out;
+  if (!rec_begin (self, &r, out, 2, error))
+    {
+      recorded_clear (self, out);
+      return NULL;
+    }
+  rec_apply (&r, (guint) self->model->n_params, prec);
+  return rec_end (self, &r, out) ? out : NULL;
+}
+
+static const Recorded *
+get_wire_rec (RlxVkTrainer *self, guint prec, gboolean feedback, GError **error)
+{
+  Recorded *out = &self->wire_rec[prec][feedback ? 1 : 0];
+  Rec r;
+
+  if (out->cb != VK_NULL_HANDLE)
+    return out;
+  if (!rec_begin (self, &r, out, 4, error))
+    {
+      recorded_clear (self, out);
+      return NULL;
+    }
+  rec_wire_pass (&r, (guint) self->model->n_params, prec, feedback,
+                 (guint32) self->model->n_params);
+  return rec_end (self, &r, out) ? out : NULL;
+}
+
+/* Records, submits and waits for a command buffer made by @fill; for the
+ * rare work (load, read, tests). */
+typedef void (*FillFunc) (Rec *r, gpointer data);
+
+static gboolean
+run_once (RlxVkTrainer *self, FillFunc fill, gpointer data, const char *what, GError **error)
+{
+  Recorded once;
+  Rec r;
+  gboolean ok;
+
+  if (!rec_begin (self, &r, &once, 4, error))
+    {
+      recorded_clear (self, &once);
+      return FALSE;
+    }
+  fill (&r, data);
+  if (!rec_end (self, &r, &once))
+    return FALSE;
+  ok = submit_wait (self, &once.cb, 1, FALSE, what, error);
+  recorded_clear (self, &once);
+  return ok;
+}
+
+static gboolean
+need_resident (RlxVkTrainer *self, GError **error)
+{
+  if (self->resident_ready)
+    return check_lost (self, error);
+  g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_FAILED,
+               "the parameters are not resident on %s (rlx_vk_trainer_resident_init)",
+               self->info->name);
+  return FALSE;
+}
+
+static void
+fill_apply_n (Rec *r, gpointer data)
+{
+  guint *np = data;
+  rec_apply (r, np[0], np[1]);
+}
+
+/* Applies the update waiting in codes_in on its own. */
+static gboolean
+flush_update (RlxVkTrainer *self, GError **error)
+{
+  const Recorded *rec;
+  int prec = self->pending;
+
+  if (prec < 0)
+    return TRUE;
+  self->pending = -1;
+  rec = get_apply_rec (self, (guint) prec, error);
+  return rec != NULL && submit_wait (self, &rec->cb, 1, FALSE, "applying an update", error);
+}
+
+gboolean
+rlx_vk_trainer_resident_init (RlxVkTrainer *self, const RlxVkWireTables *tables, GError **error)
+{
+  const VkBufferUsageFlags storage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                     VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+                                     VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
+  gsize n = self->model->n_params, words = (n + 3) / 4 * 4;
+  g_autofree guint32 *tab = NULL;
+
+  g_return_val_if_fail (self != NULL && tables != NULL, FALSE);
+
+  if (self->resident_ready)
+    return TRUE;
+  if (!self->has_f64)
+    {
+      g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_UNSUPPORTED,
+                   "%s lacks 64-bit shader arithmetic (shaderFloat64 and shaderInt64), which "
+                   "applying updates bit-identically to the CPU needs", self->info->name);
+      return FALSE;
+    }
+  self->part_off = words;
+  self->meta_off = words + 3 * WIRE_MAX_GROUPS;
+  self->readback_meta = words * 4;
+  memcpy (self->target, tables->target, sizeof self->target);
+  if (!buf_create (self, &self->replica, n * 4, storage, MEM_DEVICE, "parameter replica", error) ||
+      !buf_create (self, &self->residual, 2 * n * 4, storage, MEM_DEVICE, "gradient residual",
+                   error) ||
+      !buf_create (self, &self->wire_s, (self->meta_off + META_WORDS) * 4, storage, MEM_DEVICE,
+                   "wire scratch", error) ||
+      !buf_create (self, &self->codes_dev, words * 4, storage, MEM_DEVICE, "gradient codes", error) ||
+      !buf_create (self, &self->tables, TAB_WORDS * 4, storage, MEM_DEVICE, "wire tables", error) ||
+      !buf_create (self, &self->control, CTL_WORDS * 4, storage, MEM_UPLOAD, "wire control", error) ||
+      !buf_create (self, &self->readback, (words + META_WORDS) * 4, storage, MEM_READBACK,
+                   "codes download", error))
+    return FALSE;
+  /* the update's codes: written by the host where the GPU reads them best */
+  if (!(self->upload == UPLOAD_BAR &&
+        buf_create (self, &self->codes_in, words * 4, storage, MEM_DEVICE_MAPPED, "update codes",
+                    NULL)))
+    {
+      buf_destroy (self, &self->codes_in);
+      if (!buf_create (self, &self->codes_in, words * 4, storage, MEM_UPLOAD, "update codes", error))
+        return FALSE;
+    }
+
+  tab = g_new0 (guint32, TAB_WORDS);
+  memcpy (tab + TAB_BRIDGE_E4M3, tables->bridge[0], 65536);
+  memcpy (tab + TAB_BRIDGE_E5M2, tables->bridge[1], 65536);
+  memcpy (tab + TAB_F8_E4M3, tables->f8_bits[0], 256 * 4);
+  memcpy (tab + TAB_F8_E5M2, tables->f8_bits[1], 256 * 4);
+  if (!upload (self, &self->tables, tab, TAB_WORDS * 4, error))
+    return FALSE;
+  memset (self->control.map, 0, CTL_WORDS * 4);
+  ((guint32 *) self->control.map)[CTL_POISON_INDEX] = G_MAXUINT32;
+  self->pending = -1;
+  self->residual_zero = TRUE;
+  self->poison_index = G_MAXUINT32;
+  self->resident_ready = TRUE;
+  return TRUE;
+}
+
+static void
+fill_load (Rec *r, gpointer data)
+{
+  rec_copy (r, &r->t->codes_in, &r->t->replica, r->t->model->n_params * 4);
+}
+
+gboolean
+rlx_vk_trainer_load_params (RlxVkTrainer *self, const float *params, GError **error)
+{
+  g_return_val_if_fail (self != NULL && params != NULL, FALSE);
+
+  if (!need_resident (self, error))
+    return FALSE;
+  /* an update still waiting was for the replica this replaces */
+  self->pending = -1;
+  self->mirror_valid = FALSE;
+  par_memcpy (self, self->codes_in.map, params, self->model->n_params * 4);
+  return run_once (self, fill_load, NULL, "loading the parameters", error);
+}
+
+static void
+fill_read (Rec *r, gpointer data)
+{
+  rec_copy (r, &r->t->replica, &r->t->readback, GPOINTER_TO_SIZE (data) * 4);
+}
+
+static gboolean
+read_replica (RlxVkTrainer *self, float *params, gsize n, GError **error)
+{
+  if (!flush_update (self, error) ||
+      !run_once (self, fill_read, GSIZE_TO_POINTER (n), "reading the parameters", error))
+    return FALSE;
+  par_memcpy (self, params, self->readback.map, n * 4);
+  return TRUE;
+}
+
+gboolean
+rlx_vk_trainer_read_params (RlxVkTrainer *self, float *params, GError **error)
+{
+  g_return_val_if_fail (self != NULL && params != NULL, FALSE);
+
+  return need_resident (self, error) && read_replica (self, params, self->model->n_params, error);
+}
+
+static void
+fill_mirror (Rec *r, gpointer data)
+{
+  rec_copy (r, &r->t->replica, &r->t->mirror, r->t->model->n_params * 4);
+}
+
+static const Recorded *
+get_mirror_rec (RlxVkTrainer *self, GError **error)
+{
+  Rec r;
+
+  if (self->mirror_rec.cb != VK_NULL_HANDLE)
+    return &self->mirror_rec;
+  if (self->mirror.buf == VK_NULL_HANDLE &&
+      !buf_create (self, &self->mirror, self->model->n_params * 4,
+                   VK_BUFFER_USAGE_TRANSFER_DST_BIT, MEM_READBACK, "parameter mirror", error))
+    return NULL;
+  if (!rec_begin (self, &r, &self->mirror_rec, 1, error))
+    {
+      recorded_clear (self, &self->mirror_rec);
+      return NULL;
+    }
+  fill_mirror (&r, NULL);
+  return rec_end (self, &r, &self->mirror_rec) ? &self->mirror_rec : NULL;
+}
+
+const float *
+rlx_vk_trainer_mirror (RlxVkTrainer *self, GError **error)
+{
+  const Recorded *rec;
+
+  g_return_val_if_fail (self != NULL, NULL);
+
+  if (!need_resident (self, error))
+    return NULL;
+  /* asked for once: from now on every step brings the copy along */
+  self->mirror_each_step = TRUE;
+  if (self->mirror_valid)
+    return self->mirror.map;
+  if (!flush_update (self, error))
+    return NULL;
+  rec = get_mirror_rec (self, error);
+  if (rec == NULL || !submit_wait (self, &rec->cb, 1, FALSE, "reading the parameters", error))
+    return NULL;
+  self->mirror_valid = TRUE;
+  return self->mirror.map;
+}
+
+gboolean
+rlx_vk_trainer_queue_update (RlxVkTrainer *self, const void *codes, guint prec, double inv,
+                             GError **error)
+{
+  static const guint es[4] = { 4, 2, 1, 1 };
+  guint32 *ctl;
+
+  g_return_val_if_fail (self != NULL && codes != NULL && prec < 4, FALSE);
+
+  if (!need_resident (self, error))
+    return FALSE;
+  /* codes_in holds one update: an earlier one goes first, on its own */
+  if (!flush_update (self, error))
+    return FALSE;
+  par_memcpy (self, self->codes_in.map, codes, self->model->n_params * es[prec]);
+  ctl = self->control.map;
+  memcpy (&ctl[CTL_INV_LO], &inv, sizeof inv);
+  self->pending = (int) prec;
+  self->mirror_valid = FALSE;
+  return TRUE;
+}
+
+void
+rlx_vk_trainer_reset_feedback (RlxVkTrainer *self)
+{
+  g_return_if_fail (self != NULL);
+  self->residual_zero = TRUE;
+  self->res_pending = FALSE;
+}
+
+void
+rlx_vk_trainer_accept_feedback (RlxVkTrainer *self)
+{
+  g_return_if_fail (self != NULL);
+  if (!self->res_pending)
+    return;
+  self->res_half ^= 1;
+  self->residual_zero = FALSE;
+  self->res_pending = FALSE;
+}
+
+void
+rlx_vk_trainer_set_div_nudge (RlxVkTrainer *self, int ulps)
+{
+  g_return_if_fail (self != NULL && self->resident_ready);
+  ((gint32 *) self->control.map)[CTL_DIV_NUDGE] = ulps;
+}
+
+void
+rlx_vk_trainer_poison_gradient (RlxVkTrainer *self, guint32 index, guint32 bits)
+{
+  g_return_if_fail (self != NULL);
+  self->poison_index = index;
+  self->poison_bits = bits;
+}
+
+/* Sets the control words of a wire pass: it reads the accepted residual
+ * and writes the new one into the other half. */
+static void
+wire_control (RlxVkTrainer *self)
+{
+  guint32 *ctl = self->control.map;
+  guint32 n = (guint32) self->model->n_params;
+
+  ctl[CTL_USE_RESIDUAL] = self->residual_zero ? 0 : 1;
+  ctl[CTL_RES_IN] = self->res_half * n;
+  ctl[CTL_RES_OUT] = (self->res_half ^ 1) * n;
+  self->res_pending = FALSE;
+  ctl[CTL_POISON_INDEX] = self->poison_index;
+  ctl[CTL_POISON_BITS] = self->poison_bits;
+  self->poison_index = G_MAXUINT32;
+}
+
+static void
+wire_summary (RlxVkTrainer *self, gboolean feedback, RlxVkWireSummary *out)
+{
+  const guint32 *m = (const guint32 *) ((const char *) self->readback.map + self->readback_meta);
+  guint64 scale = (guint64) m[META_SCALE_HI] << 32 | m[META_SCALE_LO];
+  guint64 inv = (guint64) m[META_INV_HI] << 32 | m[META_INV_LO];
+
+  out->smax_bits = m[META_SMAX];
+  out->gmax_bits = m[META_GMAX];
+  out->first_bad = m[META_BAD];
+  out->bad_bits = m[META_BAD_BITS];
+  memcpy (&out->loss, &m[META_LOSS], 4);
+  memcpy (&out->scale, &scale, 8);
+  memcpy (&out->inv, &inv, 8);
+  /* a new residual waits for rlx_vk_trainer_accept_feedback */
+  self->res_pending = feedback && out->smax_bits < 0x7f800000u;
+}
+
+gboolean
+rlx_vk_trainer_grads_wire (RlxVkTrainer *self, const guint32 *indices, guint n, guint prec,
+                           gboolean feedback, void *codes, RlxVkWireSummary *summary,
+                           GError **error)
+{
+  static const guint es[4] = { 4, 2, 1, 1 };
+  gsize pbytes = self->model->n_params * sizeof (float);
+  gint64 t0 = g_get_monotonic_time ();
+  g_autofree char *what = NULL;
+  VkCommandBuffer cbs[4];
+  const Recorded *wire, *apply = NULL, *mirror = NULL;
+  guint n_cbs = 0;
+  Step *step;
+
+  g_return_val_if_fail (self != NULL && indices != NULL && codes != NULL && summary != NULL, FALSE);
+  g_return_val_if_fail (n >= 1 && n <= self->max_batch && prec < 4, FALSE);
+
+  if (!need_resident (self, error))
+    return FALSE;
+  step = get_step (self, n, TRUE, error);
+  wire = step != NULL ? get_wire_rec (self, prec, feedback, error) : NULL;
+  if (wire == NULL)
+    return FALSE;
+  if (self->pending >= 0)
+    {
+      apply = get_apply_rec (self, (guint) self->pending, error);
+      if (apply == NULL)
+        return FALSE;
+      cbs[n_cbs++] = apply->cb;
+    }
+  if (self->mirror_each_step && !self->mirror_valid)
+    {
+      mirror = get_mirror_rec (self, error);
+      if (mirror == NULL)
+        return FALSE;
+    }
+  g_assert (step->n_cb == 1);
+  cbs[n_cbs++] = step->cb[0];
+  cbs[n_cbs++] = wire->cb;
+  if (mirror != NULL)
+    cbs[n_cbs++] = mirror->cb;
+
+  memcpy ((char *) self->staging_in.map + pbytes, indices, n * sizeof (guint32));
+  wire_control (self);
+  self->pending = -1;
+  what = g_strdup_printf ("a %s step of %u samples", self->model->slug, n);
+  if (!submit_wait (self, cbs, n_cbs, TRUE, what, error))
+    return FALSE;
+  self->mirror_valid = self->mirror_valid || mirror != NULL;
+  wire_summary (self, feedback, summary);
+  if (summary->smax_bits < 0x7f800000u)
+    par_memcpy (self, codes, self->readback.map, self->model->n_params * es[prec]);
+  read_timings (self, step, apply != NULL);
+  self->timings.wall_us = (double) (g_get_monotonic_time () - t0);
+  return TRUE;
+}
+
+/* ── test hooks ── */
+
+typedef struct {
+  guint n, prec;
+  gboolean feedback;
+} WireTest;
+
+static void
+fill_wire_test (Rec *r, gpointer data)
+{
+  WireTest *w = data;
+  VkBufferCopy up = { 0, 0, (gsize) w->n * 4 };
+
+  r->t->vk.CmdCopyBuffer (r->cb, r->t->staging_in.buf, r->t->grads.buf, 1, &up);
+  rec_wire_pass (r, w->n, w->prec, w->feedback, G_MAXUINT32);
+}
+
+gboolean
+rlx_vk_trainer_wire_test (RlxVkTrainer *self, const float *g, gsize n, guint prec,
+                          gboolean feedback, void *codes, RlxVkWireSummary *summary,
+                          GError **error)
+{
+  static const guint es[4] = { 4, 2, 1, 1 };
+  WireTest w = { (guint) n, prec, feedback };
+
+  g_return_val_if_fail (self != NULL && g != NULL && codes != NULL && summary != NULL, FALSE);
+  g_return_val_if_fail (n >= 1 && n <= self->model->n_params && prec < 4, FALSE);
+
+  if (!need_resident (self, error))
+    return FALSE;
+  memcpy (self->staging_in.map, g, n * 4);
+  wire_control (self);
+  if (!run_once (self, fill_wire_test, &w, "a wire pass", error))
+    return FALSE;
+  wire_summary (self, feedback, summary);
+  memcpy (codes, self->readback.map, n * es[prec]);
+  return TRUE;
+}
+
+static void
+fill_apply_test (Rec *r, gpointer data)
+{
+  guint *np = data;
+  VkBufferCopy up = { 0, 0, (gsize) np[0] * 4 };
+
+  r->t->vk.CmdCopyBuffer (r->cb, r->t->staging_in.buf, r->t->replica.buf, 1, &up);
+  fill_apply_n (r, data);
+}
+
+gboolean
+rlx_vk_trainer_apply_test (RlxVkTrainer *self, float *params, gsize n, const void *codes,
+                           guint prec, double inv, GError **error)
+{
+  static const guint es[4] = { 4, 2, 1, 1 };
+  guint np[2] = { (guint) n, prec };
+  guint32 *ctl;
+
+  g_return_val_if_fail (self != NULL && params != NULL && codes != NULL, FALSE);
+  g_return_val_if_fail (n >= 1 && n <= self->model->n_params && prec < 4, FALSE);
+
+  if (!need_resident (self, error) || !flush_update (self, error))
+    return FALSE;
+  memcpy (self->staging_in.map, params, n * 4);
+  memcpy (self->codes_in.map, codes, n * es[prec]);
+  ctl = self->control.map;
+  memcpy (&ctl[CTL_INV_LO], &inv, sizeof inv);
+  return run_once (self, fill_apply_test, np, "applying an update", error) &&
+         read_replica (self, params, n, error);
 }

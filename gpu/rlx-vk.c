@@ -405,8 +405,12 @@ rlx_vk_device_is_software (const RlxVkDeviceInfo *info)
 void
 rlx_vk_fill_info (VkPhysicalDevice phys, guint index, RlxVkDeviceInfo *info)
 {
+  VkPhysicalDeviceIDProperties id = {
+    .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES,
+  };
   VkPhysicalDeviceDriverProperties driver = {
     .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES,
+    .pNext = &id,
   };
   VkPhysicalDeviceSubgroupProperties subgroup = {
     .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
@@ -454,6 +458,8 @@ rlx_vk_fill_info (VkPhysicalDevice phys, guint index, RlxVkDeviceInfo *info)
       info->driver = g_strdup_printf ("%s %s", driver.driverName, driver.driverInfo);
       info->subgroup_size = subgroup.subgroupSize;
       info->max_allocation = maint3.maxMemoryAllocationSize;
+      for (guint i = 0; i < VK_UUID_SIZE; i++)
+        g_snprintf (info->uuid + 2 * i, 3, "%02x", id.deviceUUID[i]);
     }
   else
     info->driver = g_strdup_printf ("driver version %u", props.driverVersion);

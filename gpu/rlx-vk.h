@@ -9,7 +9,8 @@
  *
  * A trainer owns one VkDevice. The training set (u8 images and labels) is
  * uploaded once; a step moves only the sample indices and parameters in and
- * the gradient and loss out. One command buffer per batch size, recorded on
+ * the gradient and loss out — or, with the parameters resident (below),
+ * only the indices and an update's codes in and the gradient's codes out. One command buffer per batch size, recorded on
  * first use and replayed, does the whole step (upload, forward, loss,
  * backward, download) with one submission and one fence wait.
  *
@@ -85,6 +86,7 @@ typedef struct {
   guint64         max_allocation;        /* maxMemoryAllocationSize, 0 when unknown */
   guint32         subgroup_size;         /* 0 when unknown */
   guint64         device_local_bytes;    /* largest DEVICE_LOCAL heap */
+  char            uuid[33];              /* deviceUUID in hex; "" when unknown */
 } RlxVkDeviceInfo;
 
 RlxVkDeviceInfo *rlx_vk_device_info_copy (const RlxVkDeviceInfo *info);
@@ -113,7 +115,9 @@ typedef struct _RlxVkTrainer RlxVkTrainer;
 typedef struct {
   double upload_us;    /* indices and parameters to the device */
   double compute_us;   /* forward, loss, backward */
-  double download_us;  /* gradient and loss to host memory */
+  double download_us;  /* gradient and loss to host memory (resident: the wire
+                        * pass, scale + codes + residual, and the codes' download) */
+  double apply_us;     /* resident: the queued update applied (0: none) */
   double wall_us;      /* the whole call, host copies included */
 } RlxVkTimings;
 
@@ -133,6 +137,82 @@ gboolean         rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params,
                                        float *loss, float *grads, GError **error);
 /* GPU timestamps of the last step (zeros when the queue has none). */
 void             rlx_vk_trainer_timings (const RlxVkTrainer *self, RlxVkTimings *out);
+
+/* ── resident parameters ─────────────────────────────────────────────────
+ *
+ * The device side of rlx-backend.h's resident parameters: a replica in
+ * device-local memory, updates applied on the device, gradients turned into
+ * wire codes with error feedback on the device. The arithmetic reproduces
+ * core/wire's bit for bit (shaders/wire.glsl); core/rlx-backend.c checks
+ * that on each device before it relies on it. Precisions are numbered as
+ * RlxPrecision (0 f32, 1 f16, 2 f8e4m3, 3 f8e5m2).
+ */
+
+/* What the device needs from core/wire, which gpu/ does not link. */
+typedef struct {
+  guint8  bridge[2][65536];   /* f16 code → f8 code: [0] E4M3, [1] E5M2 */
+  guint32 f8_bits[2][256];    /* f8 code → its value as f32 bits */
+  guint32 target[4];          /* the scale's target by precision (0 for f32) */
+} RlxVkWireTables;
+
+/* What a wire pass found, besides the codes. */
+typedef struct {
+  guint32 smax_bits;   /* largest |s| (s = g + residual) as f32 bits; ≥ 0x7f800000: NaN/Inf */
+  guint32 gmax_bits;   /* largest |g| likewise */
+  guint32 first_bad;   /* first element whose s is not finite (G_MAXUINT32: none) */
+  guint32 bad_bits;    /* and that s, as f32 bits */
+  float   loss;        /* the step's mean loss */
+  double  scale;       /* as the device computed it; 1.0 for f32 */
+  double  inv;         /* 1.0 / scale */
+} RlxVkWireSummary;
+
+/* Makes the buffers and tables; RLX_VK_ERROR_UNSUPPORTED with the reason
+ * when the device lacks 64-bit shader arithmetic. Idempotent. */
+gboolean rlx_vk_trainer_resident_init (RlxVkTrainer *self, const RlxVkWireTables *tables,
+                                       GError **error);
+/* Replaces the replica (an update still queued is dropped). */
+gboolean rlx_vk_trainer_load_params   (RlxVkTrainer *self, const float *params, GError **error);
+/* Copies the replica out, after applying a queued update. */
+gboolean rlx_vk_trainer_read_params   (RlxVkTrainer *self, float *params, GError **error);
+/* The replica as it is now (after a queued update), in host memory owned
+ * by the trainer, valid until the next call that changes it. The first call
+ * copies it out; from then on every grads_wire brings the copy along in its
+ * submission (the replica does not change during a step), so a call after a
+ * step costs no extra round trip. */
+const float *rlx_vk_trainer_mirror    (RlxVkTrainer *self, GError **error);
+/* Queues replica -= decode (@codes) (n_params codes at @prec, @inv =
+ * 1.0 / scale) for the next submission; an update already queued is applied
+ * first, on its own. */
+gboolean rlx_vk_trainer_queue_update  (RlxVkTrainer *self, const void *codes, guint prec,
+                                       double inv, GError **error);
+/* One step on the replica (after the queued update): the gradient's codes
+ * at @prec into @codes (n_params × element size bytes) and the summary.
+ * When @summary->smax_bits says s is not finite, @codes is untouched and the
+ * residual kept (the caller refuses the gradient). The scale is the
+ * device's; the caller checks it. */
+gboolean rlx_vk_trainer_grads_wire    (RlxVkTrainer *self, const guint32 *indices, guint n,
+                                       guint prec, gboolean feedback, void *codes,
+                                       RlxVkWireSummary *summary, GError **error);
+/* A wire pass with feedback keeps its new residual aside: accept makes it
+ * the one the next pass carries (its bucket was taken); without it the next
+ * pass carries the one before. Reset: the next pass starts from zero. */
+void     rlx_vk_trainer_accept_feedback (RlxVkTrainer *self);
+void     rlx_vk_trainer_reset_feedback (RlxVkTrainer *self);
+
+/* Test hooks (and the backend's check of a device). poison: the next wire
+ * pass reads @bits for gradient element @index. wire_test: a wire pass over
+ * @g[0..n) (n ≤ n_params) with the trainer's residual, as grads_wire does
+ * after a step. apply_test: @params[0..n) -= decode (@codes), through the
+ * replica's memory (which it overwrites). */
+void     rlx_vk_trainer_poison_gradient (RlxVkTrainer *self, guint32 index, guint32 bits);
+/* Tests: every later wire pass starts its divisions @ulps away from the
+ * device's quotient (0: off), to exercise the correction. */
+void     rlx_vk_trainer_set_div_nudge   (RlxVkTrainer *self, int ulps);
+gboolean rlx_vk_trainer_wire_test     (RlxVkTrainer *self, const float *g, gsize n, guint prec,
+                                       gboolean feedback, void *codes, RlxVkWireSummary *summary,
+                                       GError **error);
+gboolean rlx_vk_trainer_apply_test    (RlxVkTrainer *self, float *params, gsize n,
+                                       const void *codes, guint prec, double inv, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxVkTrainer, rlx_vk_trainer_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxVkDeviceInfo, rlx_vk_device_info_free)

@@ -967,6 +967,13 @@ header_of (const RlxMsg *m)
   return o;
 }
 
+JsonObject *
+rlx_msg_header (const RlxMsg *msg)
+{
+  g_return_val_if_fail (msg != NULL && msg->kind < RLX_MSG_N_KINDS, NULL);
+  return header_of (msg);
+}
+
 GBytes *
 rlx_msg_build (const RlxMsg *msg, const float *values, gsize n, RlxPrecision precision,
                GError **error)
@@ -981,11 +988,65 @@ rlx_msg_build (const RlxMsg *msg, const float *values, gsize n, RlxPrecision pre
                           values ? array_names[msg->kind] : NULL, error);
 }
 
+/* The header JSON of @msg with the wire's own members for an array of @n
+ * elements at @precision and @scale (as rlx_wire_encode writes them, last
+ * and in its order: the frame is byte-identical to an encoded one). */
+static char *
+array_header_json (const RlxMsg *msg, gsize n, RlxPrecision precision, double scale,
+                   GError **error)
+{
+  g_autoptr(JsonObject) h = header_of (msg);
+
+  json_object_set_string_member (h, "_f32", array_names[msg->kind]);
+  if (precision != RLX_PRECISION_F32 && n > 0)
+    {
+      json_object_set_string_member (h, "_fmt", rlx_precision_to_string (precision));
+      json_object_set_double_member (h, "_scale", scale);
+    }
+  return rlx_wire_header_to_json (h, error);
+}
+
+GBytes *
+rlx_msg_frame_wrap (const RlxMsg *msg, gsize n, RlxPrecision precision, double scale,
+                    guint8 *buf, gsize headroom, GError **error)
+{
+  g_autofree char *json = NULL;
+  gsize hlen, padded, es = rlx_precision_element_size (precision);
+  guint8 *start;
+  guint32 le;
+
+  g_return_val_if_fail (msg != NULL && msg->kind < RLX_MSG_N_KINDS, NULL);
+  g_return_val_if_fail (array_names[msg->kind] != NULL, NULL);
+  g_return_val_if_fail (buf != NULL, NULL);
+
+  json = array_header_json (msg, n, precision, scale, error);
+  if (json == NULL)
+    {
+      g_free (buf);
+      return NULL;
+    }
+  hlen = strlen (json);
+  padded = (hlen + 3) & ~(gsize) 3;
+  if (padded + 4 > headroom)
+    {
+      g_set_error (error, RLX_MSG_ERROR, RLX_MSG_ERROR_FIELD,
+                   "%s message header of %" G_GSIZE_FORMAT " bytes does not fit in %"
+                   G_GSIZE_FORMAT, rlx_msg_kind_name (msg->kind), hlen, headroom);
+      g_free (buf);
+      return NULL;
+    }
+  start = buf + headroom - padded - 4;
+  le = GUINT32_TO_LE ((guint32) padded);
+  memcpy (start, &le, 4);
+  memcpy (start + 4, json, hlen);
+  memset (start + 4 + hlen, ' ', padded - hlen);
+  return g_bytes_new_with_free_func (start, 4 + padded + n * es, g_free, buf);
+}
+
 guint8 *
 rlx_msg_frame_new (const RlxMsg *msg, gsize n, RlxPrecision precision, double scale,
                    gsize *len_out, guint8 **payload_out, GError **error)
 {
-  g_autoptr(JsonObject) h = NULL;
   g_autofree char *json = NULL;
   gsize hlen, padded, es = rlx_precision_element_size (precision), total;
   guint32 le;
@@ -995,16 +1056,7 @@ rlx_msg_frame_new (const RlxMsg *msg, gsize n, RlxPrecision precision, double sc
   g_return_val_if_fail (array_names[msg->kind] != NULL, NULL);
   g_return_val_if_fail (len_out != NULL && payload_out != NULL, NULL);
 
-  h = header_of (msg);
-  /* The wire's own members, last and in its order (as rlx_wire_encode
-   * writes them): the frame is byte-identical to an encoded one. */
-  json_object_set_string_member (h, "_f32", array_names[msg->kind]);
-  if (precision != RLX_PRECISION_F32 && n > 0)
-    {
-      json_object_set_string_member (h, "_fmt", rlx_precision_to_string (precision));
-      json_object_set_double_member (h, "_scale", scale);
-    }
-  json = rlx_wire_header_to_json (h, error);
+  json = array_header_json (msg, n, precision, scale, error);
   if (json == NULL)
     return NULL;
   hlen = strlen (json);

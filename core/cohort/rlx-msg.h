@@ -225,6 +225,10 @@ void     rlx_msg_init  (RlxMsg *msg, RlxMsgKind kind, const char *node);
 GBytes  *rlx_msg_build (const RlxMsg *msg, const float *values, gsize n,
                         RlxPrecision precision, GError **error);
 
+/* The header of @msg as a JSON object (without the wire's `_` members), as
+ * rlx_msg_build writes it: for encoders that take a header (rlx-kernels). */
+JsonObject *rlx_msg_header (const RlxMsg *msg);
+
 /* A frame for @msg whose array of @n elements at @precision and @scale is
  * left uninitialised at *@payload_out for the caller to fill before the
  * frame is sent (e.g. a quantiser writing straight into it). The returned
@@ -232,6 +236,14 @@ GBytes  *rlx_msg_build (const RlxMsg *msg, const float *values, gsize n,
 guint8  *rlx_msg_frame_new (const RlxMsg *msg, gsize n, RlxPrecision precision,
                             double scale, gsize *len_out, guint8 **payload_out,
                             GError **error);
+
+/* The frame of @msg whose array (@n elements at @precision and @scale) is
+ * already in @buf at offset @headroom: the header is written into the
+ * headroom in front of it, so the array is never copied. @buf (g_malloc'd)
+ * is taken and freed with the frame. NULL (and @buf freed) when the header
+ * does not fit in @headroom − 4 bytes. */
+GBytes  *rlx_msg_frame_wrap (const RlxMsg *msg, gsize n, RlxPrecision precision, double scale,
+                             guint8 *buf, gsize headroom, GError **error);
 
 /* 16 lowercase hex digits. */
 char    *rlx_msg_hash_to_string (guint64 hash);

@@ -33,7 +33,6 @@ peer_disconnect (RlxPeer *p)
     return;
   g_clear_signal_handler (&p->frame_id, p->link);
   g_clear_signal_handler (&p->closed_id, p->link);
-  g_clear_signal_handler (&p->rx_id, p->link);
   if (p->sender)
     g_clear_signal_handler (&p->dropped_id, p->sender);
 }
@@ -202,7 +201,10 @@ rlx_peer_set_send_frame (RlxPeerSet *self, RlxPeer *p, RlxSendClass klass, GByte
 
   if (p->sender == NULL)
     return FALSE;
-  if (!rlx_sender_send (p->sender, klass, frame, &error))
+  /* Control never waits behind a bucket: its own lane. */
+  if (!rlx_sender_send_lane (p->sender, klass,
+                             klass == RLX_SEND_CONTROL ? RLX_LINK_LANE_CONTROL : RLX_LINK_LANE_BULK,
+                             frame, &error))
     {
       if (!g_error_matches (error, RLX_LINK_ERROR, RLX_LINK_ERROR_CLOSED))
         {
@@ -383,7 +385,6 @@ on_frame (RlxLink *link, GBytes *frame, gpointer user_data)
 
   if (p == NULL || p->refused)
     return;
-  p->last_rx = g_get_monotonic_time ();
   if (!rlx_msg_parse (frame, NULL, &m, &error))
     {
       g_autofree char *msg = g_strdup_printf ("undecodable frame from %s: %s",
@@ -442,20 +443,6 @@ on_frame (RlxLink *link, GBytes *frame, gpointer user_data)
   rlx_msg_clear (&m);
 }
 
-static void
-on_bytes_rx (GObject *link, GParamSpec *pspec, gpointer user_data)
-{
-  RlxPeerSet *self = user_data;
-  RlxPeer *p = peer_by_link (self, RLX_LINK (link));
-  gint64 now = g_get_monotonic_time ();
-
-  if (p == NULL)
-    return;
-  p->gap_peak_us = MAX ((double) (now - p->last_rx), p->gap_peak_us);
-  p->last_rx = now;
-}
-
-/* The link branch's ::dropped (klass, why, peer, reason, total). */
 static void
 on_dropped (RlxSender *sender, guint klass, guint why, const char *peer, const char *reason,
             guint64 total, gpointer user_data)
@@ -516,7 +503,6 @@ rlx_peer_set_add_link (RlxPeerSet *self, RlxLink *link)
   g_ptr_array_add (self->peers, p);
   p->frame_id = g_signal_connect (link, "frame", G_CALLBACK (on_frame), self);
   p->closed_id = g_signal_connect (link, "closed", G_CALLBACK (on_closed), self);
-  p->rx_id = g_signal_connect (link, "notify::bytes-rx", G_CALLBACK (on_bytes_rx), self);
   p->dropped_id = g_signal_connect (p->sender, "dropped", G_CALLBACK (on_dropped), self);
   rlx_peer_set_say_hello (self, p);
 }
@@ -546,8 +532,22 @@ on_heartbeat (gpointer user_data)
       RlxPeer *p = g_ptr_array_index (self->peers, i);
       RlxMsg m;
 
+      gint64 rx;
+
       if (p->refused)
         continue;
+      /* Any bytes count, not only whole frames: a peer in the middle of
+       * sending a large bucket over a slow link is alive. */
+      rx = rlx_link_get_last_rx (p->link);
+      /* The longest silence that ended (bytes came after it), decaying
+       * (halves in ~7 s), so one slow moment does not stretch the timeout
+       * for ever — and a silence still going on never stretches it. */
+      p->gap_peak_us *= 0.95;
+      if (rx > p->last_rx)
+        {
+          p->gap_peak_us = MAX (p->gap_peak_us, (double) (rx - p->last_rx));
+          p->last_rx = rx;
+        }
       rlx_msg_init (&m, RLX_MSG_HEARTBEAT, self->node_id);
       m.u.heartbeat.term = h.term;
       m.u.heartbeat.step = h.step;
@@ -556,9 +556,6 @@ on_heartbeat (gpointer user_data)
       m.u.heartbeat.age = p->their_t >= 0 ? (now - p->their_t_at) / 1000 : 0;
       rlx_peer_set_send_msg (self, p, RLX_SEND_CONTROL, &m);
       rlx_msg_clear (&m);
-      /* The longest silence decays (halves in ~7 s), so one slow moment
-       * does not stretch the timeout for ever. */
-      p->gap_peak_us *= 0.95;
       if (now - p->last_rx > (gint64) rlx_peer_set_timeout_for (self, p) * 1000)
         {
           g_free (p->close_reason);

@@ -5,9 +5,10 @@
  * model, dataset, seed, a usable and unused node id) and refuses a mismatch
  * with a reason both sides report. From then on every frame is parsed once
  * into an RlxMsg (rlx-msg.h) and handed to ::message; heartbeats, byes and
- * refusals are handled here.
+ * refusals are handled here. Control messages go on the link's control lane
+ * and never wait behind a bulk frame (a bucket, an update, a snapshot).
  *
- * Liveness counts any byte received (the link's "bytes-rx"), not whole
+ * Liveness counts any byte received (the link's "last-rx"), not whole
  * frames, so a peer busy sending a multi-megabyte bucket over a slow link is
  * alive. The heartbeat timeout adapts to each link: it is the largest of the
  * configured timeout, 4 × the longest recent silence on that link (decaying)
@@ -52,7 +53,7 @@ typedef struct {
   RlxWireCounters counters;
   /* private */
   char           *close_reason;
-  gulong          frame_id, closed_id, rx_id, dropped_id;
+  gulong          frame_id, closed_id, dropped_id;
 } RlxPeer;
 
 /* What must match for two nodes to be in one cohort. */

@@ -1,7 +1,7 @@
 /* rlx-replica.c — see rlx-replica.h */
 #include "rlx-config.h"
 #include "rlx-replica.h"
-#include "rlx-cohort-math.h"
+#include "core/rlx-kernels.h"
 #include "rlx-serial.h"
 
 #include <string.h>
@@ -203,20 +203,22 @@ op_run (gpointer data)
   switch (op->kind)
     {
     case OP_APPLY:
-      rlx_math_apply (self->params, &op->array);
-      op->hash = rlx_params_hash (self->params, self->n);
+      /* One pass: subtract and hash each chunk while it is in cache. */
+      rlx_kernels_apply (rlx_kernels_get_default (), self->params, op->array.codes, self->n,
+                         op->array.precision, op->array.scale, &op->hash);
       op->ok = TRUE;
       break;
     case OP_LOAD:
       /* The hash reads bytes (little-endian), so the payload is hashed in
        * place before it may overwrite the parameters. */
-      op->ok = rlx_params_hash ((const float *) op->array.codes, self->n) == op->hash;
+      op->ok = rlx_kernels_hash (rlx_kernels_get_default (), (const float *) op->array.codes,
+                                 self->n) == op->hash;
       if (op->ok)
         rlx_msg_array_decode (&op->array, self->params);
       break;
     case OP_LOAD_FLOATS:
       memcpy (self->params, op->floats, self->n * sizeof (float));
-      op->hash = rlx_params_hash (self->params, self->n);
+      op->hash = rlx_kernels_hash (rlx_kernels_get_default (), self->params, self->n);
       op->ok = TRUE;
       break;
     case OP_READ:
@@ -229,7 +231,7 @@ op_run (gpointer data)
         memcpy (&bits, self->params, 4);
         bits ^= 1;
         memcpy (self->params, &bits, 4);
-        op->hash = rlx_params_hash (self->params, self->n);
+        op->hash = rlx_kernels_hash (rlx_kernels_get_default (), self->params, self->n);
         op->ok = TRUE;
         break;
       }

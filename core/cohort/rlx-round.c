@@ -1,7 +1,7 @@
 /* rlx-round.c — see rlx-round.h */
 #include "rlx-config.h"
 #include "rlx-round.h"
-#include "rlx-cohort-math.h"
+#include "core/rlx-kernels.h"
 #include "rlx-serial.h"
 
 #include <math.h>
@@ -19,8 +19,9 @@ typedef struct {
   char        *node;
   guint        samples;
   double       loss;
-  const float *floats;
-  RlxMsgArray  codes;
+  const float *floats;      /* the leader's own (f32, read in place) */
+  RlxMsgArray  codes;       /* a member's, in its frame */
+  gboolean     added;       /* in the sum (fold jobs only) */
   gboolean     bad;         /* written by fold jobs, read on main after them */
   char        *bad_reason;
   gboolean     reported;    /* its rejection was reported */
@@ -29,8 +30,8 @@ typedef struct {
 struct _RlxRound {
   GObject    parent_instance;
   gsize      n;
-  float     *sum;
-  float     *u;             /* the update before quantisation */
+  RlxKernels *kernels;
+  RlxKernelsSum *sum;       /* a refused bucket never touches it */
   float     *residual;      /* the update's error feedback */
 
   gboolean   active;
@@ -38,7 +39,6 @@ struct _RlxRound {
   GArray    *slots;         /* Slot */
   Bucket    *buckets;       /* capacity: slots->len */
   guint      n_buckets;
-  guint      folded;        /* buckets the fold jobs have seen (main's count of pushed) */
   guint      deadline_id;
   gint64     started;
   guint64    generation;
@@ -94,8 +94,7 @@ rlx_round_finalize (GObject *object)
   buckets_clear (self);
   g_clear_pointer (&self->slots, g_array_unref);
   g_clear_pointer (&self->contributors, g_ptr_array_unref);
-  g_free (self->sum);
-  g_free (self->u);
+  g_clear_pointer (&self->sum, rlx_kernels_sum_free);
   g_free (self->residual);
   G_OBJECT_CLASS (rlx_round_parent_class)->finalize (object);
 }
@@ -132,8 +131,8 @@ rlx_round_new (gsize n_params)
   RlxRound *self = g_object_new (RLX_TYPE_ROUND, NULL);
 
   self->n = n_params;
-  self->sum = g_new (float, n_params);
-  self->u = g_new (float, n_params);
+  self->kernels = rlx_kernels_get_default ();
+  self->sum = rlx_kernels_sum_new (n_params);
   return self;
 }
 
@@ -239,7 +238,7 @@ rlx_round_begin (RlxRound *self, guint64 step, GArray *slots, guint deadline_ms)
       g_array_append_val (self->slots, s);
     }
   self->buckets = g_new0 (Bucket, slots->len);
-  self->folded = 0;
+  rlx_kernels_sum_reset (self->sum);
   self->step = step;
   self->active = TRUE;
   self->started = g_get_monotonic_time ();
@@ -259,116 +258,57 @@ typedef struct {
   guint64   generation;
 } Fold;
 
-static RlxMathSrc
-src_of (Bucket *b)
-{
-  RlxMathSrc s = { b->floats, b->floats ? NULL : &b->codes };
-  return s;
-}
-
+/* Bucket @b as wire codes (the leader's own floats are f32 codes). */
 static void
-mark_bad (Bucket *b, const RlxMathSrc *src, gsize index)
+codes_of (Bucket *b, const void **codes, RlxPrecision *p, double *scale)
 {
-  float v;
-
-  if (src->floats)
-    v = src->floats[index];
-  else
-    rlx_msg_array_decode (&(RlxMsgArray) {
-        NULL, (const guint8 *) src->codes->codes + index * rlx_precision_element_size (src->codes->precision),
-        1, src->codes->precision, src->codes->scale }, &v);
-  b->bad = TRUE;
-  g_free (b->bad_reason);
-  {
-    g_autofree char *what = rlx_math_describe_bad (v, index);
-    b->bad_reason = g_strdup_printf ("gradient %s", what);
-  }
-}
-
-/* sum = Σ good buckets [0, upto) with weights; the first alone is not
- * copied (sum is then unused). Buckets found bad are marked. */
-static void
-fold_from_scratch (RlxRound *self, guint upto)
-{
-  for (;;)
+  if (b->floats)
     {
-      Bucket *first = NULL;
-      gboolean summed = FALSE, ok = TRUE;
-
-      for (guint i = 0; i < upto && ok; i++)
-        {
-          Bucket *b = &self->buckets[i];
-          RlxMathSrc sb = src_of (b);
-          gsize bad = 0;
-          guint which = 0;
-
-          if (b->bad)
-            continue;
-          if (first == NULL)
-            first = b;
-          else if (!summed)
-            {
-              RlxMathSrc sa = src_of (first);
-              summed = TRUE;
-              if (!rlx_math_sum2 (self->sum, &sa, (float) first->samples, &sb, (float) b->samples,
-                                  self->n, &which, &bad))
-                {
-                  mark_bad (which == 0 ? first : b, which == 0 ? &sa : &sb, bad);
-                  ok = FALSE;
-                }
-            }
-          else if (!rlx_math_add (self->sum, &sb, (float) b->samples, self->n, &bad))
-            {
-              mark_bad (b, &sb, bad);
-              ok = FALSE;
-            }
-        }
-      if (ok)
-        return;
+      *codes = b->floats;
+      *p = RLX_PRECISION_F32;
+      *scale = 1.0;
+    }
+  else
+    {
+      *codes = b->codes.codes;
+      *p = b->codes.precision;
+      *scale = b->codes.scale;
     }
 }
 
+/* Add @b to the sum (worker thread); a bad one is marked and left out. */
+static void
+sum_add (RlxRound *self, Bucket *b)
+{
+  g_autoptr(GError) error = NULL;
+  const void *codes;
+  RlxPrecision p;
+  double scale;
+
+  codes_of (b, &codes, &p, &scale);
+  if (rlx_kernels_sum_add (self->kernels, self->sum, codes, self->n, p, scale,
+                           (float) b->samples, &error))
+    b->added = TRUE;
+  else
+    {
+      b->bad = TRUE;
+      b->bad_reason = g_strdup_printf ("gradient bucket refused: %s", error->message);
+    }
+}
+
+/* The first bucket is not added alone (a round of one bucket never copies
+ * it: the update reads it in place); the second adds both. */
 static void
 fold_run (gpointer data)
 {
   Fold *f = data;
   RlxRound *self = f->self;
-  guint good = 0, last = f->upto - 1;
-  Bucket *b = &self->buckets[last];
-  RlxMathSrc sb = src_of (b);
-  gsize bad = 0;
 
-  for (guint i = 0; i < last; i++)
-    if (!self->buckets[i].bad)
-      good++;
-  /* The common case, incremental: the new bucket joins the sum (the first
-   * good one stays where it is until a second comes). */
-  if (good == 0)
+  if (f->upto < 2)
     return;
-  if (good == 1)
-    {
-      Bucket *first = NULL;
-      RlxMathSrc sa;
-      guint which = 0;
-
-      for (guint i = 0; i < last && first == NULL; i++)
-        if (!self->buckets[i].bad)
-          first = &self->buckets[i];
-      if (first == NULL)
-        return;
-      sa = src_of (first);
-      if (rlx_math_sum2 (self->sum, &sa, (float) first->samples, &sb, (float) b->samples, self->n,
-                         &which, &bad))
-        return;
-      mark_bad (which == 0 ? first : b, which == 0 ? &sa : &sb, bad);
-    }
-  else
-    {
-      if (rlx_math_add (self->sum, &sb, (float) b->samples, self->n, &bad))
-        return;
-      mark_bad (b, &sb, bad);
-    }
-  fold_from_scratch (self, f->upto);
+  if (f->upto == 2 && !self->buckets[0].added && !self->buckets[0].bad)
+    sum_add (self, &self->buckets[0]);
+  sum_add (self, &self->buckets[f->upto - 1]);
 }
 
 /* Take the buckets found bad out of the round's totals and report them. */
@@ -530,15 +470,14 @@ finish_run (gpointer data)
 {
   Finish *f = data;
   RlxRound *self = f->self;
+  g_autoptr(JsonObject) header = rlx_msg_header (&f->header);
   g_autoptr(GError) error = NULL;
   Bucket *only = NULL;
   guint good = 0;
   guint64 samples = 0;
-  float maxabs = 0;
-  gsize bad = 0, len = 0;
-  double scale;
-  guint8 *buf, *payload = NULL;
-  const float *r = f->feedback ? self->residual : NULL;
+  const float *sum;
+  float *residual = f->feedback ? self->residual : NULL;
+  RlxMsg parsed;
 
   for (guint i = 0; i < self->n_buckets; i++)
     if (!self->buckets[i].bad)
@@ -552,42 +491,50 @@ finish_run (gpointer data)
       f->changed = TRUE;   /* nothing left to make an update of */
       return;
     }
-  if (good == 1)
+  if (good == 1 && !only->added &&
+      (only->floats || rlx_msg_array_f32 (&only->codes)))
     {
-      /* One bucket: u = lr · (w·b / w), read in place; checked on the way. */
-      RlxMathSrc src = src_of (only);
-      if (!rlx_math_scale_add (self->u, &src, (float) f->lr, r, self->n, &maxabs, &bad))
-        {
-          mark_bad (only, &src, bad);
-          f->changed = TRUE;
-          return;
-        }
+      /* One bucket at f32: u = lr · g straight from it (a bad value in it
+       * is found here; then there is no update). */
+      sum = only->floats ? only->floats : rlx_msg_array_f32 (&only->codes);
+      samples = 1;
     }
   else
     {
-      RlxMathSrc src = { self->sum, NULL };
-      float coef = (float) (f->lr / (double) samples);
-      if (!rlx_math_scale_add (self->u, &src, coef, r, self->n, &maxabs, &bad))
-        {
-          /* Finite buckets whose sum overflowed: nothing to take out. */
-          f->error = g_strdup ("the sum of the buckets is not finite");
-          return;
-        }
+      for (guint i = 0; i < self->n_buckets; i++)
+        if (!self->buckets[i].bad && !self->buckets[i].added)
+          {
+            sum_add (self, &self->buckets[i]);
+            if (self->buckets[i].bad)
+              f->changed = TRUE;
+          }
+      if (f->changed)
+        return;
+      sum = rlx_kernels_sum_get (self->sum);
     }
-  scale = rlx_math_scale_for (maxabs, f->precision);
-  buf = rlx_msg_frame_new (&f->header, self->n, f->precision, scale, &len, &payload, &error);
-  if (buf == NULL)
+  f->frame = rlx_kernels_encode_update (self->kernels, header, "avg", sum, self->n, (float) f->lr,
+                                        samples, residual, f->precision, NULL, NULL, NULL, &error);
+  if (f->frame == NULL)
+    {
+      if (good == 1 && !only->added && g_error_matches (error, RLX_KERNELS_ERROR,
+                                                         RLX_KERNELS_ERROR_NONFINITE))
+        {
+          only->bad = TRUE;
+          only->bad_reason = g_strdup_printf ("gradient bucket refused: %s", error->message);
+          f->changed = TRUE;
+        }
+      else
+        f->error = g_strdup (error->message);
+      return;
+    }
+  /* The update as every receiver reads it: the frame's own array. */
+  if (!rlx_msg_parse (f->frame, NULL, &parsed, &error))
     {
       f->error = g_strdup (error->message);
       return;
     }
-  rlx_math_quantise (self->u, self->n, f->precision, scale, payload, f->feedback ? self->residual : NULL);
-  f->frame = g_bytes_new_take (buf, len);
-  f->update.frame = g_bytes_ref (f->frame);
-  f->update.codes = payload;
-  f->update.n = self->n;
-  f->update.precision = f->precision;
-  f->update.scale = scale;
+  rlx_msg_array_copy (&f->update, &parsed.u.step.update);
+  rlx_msg_clear (&parsed);
 }
 
 static void

@@ -5,13 +5,9 @@
 #include "rlx-link-stream.h"
 
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 /* A lane's buffer grows by at least this much (and at most doubles). */
 #define GROW_MIN      ((gsize) 64 * 1024)
-/* Buffers past this are mmap'ed (and grown with mremap: no copy). */
-#define MAP_THRESHOLD ((gsize) 1024 * 1024)
 
 void
 rlx_link_stream_put_word (guint8 out[4], RlxLinkLane lane, gsize len, gboolean more,
@@ -28,37 +24,10 @@ rlx_link_stream_put_word (guint8 out[4], RlxLinkLane lane, gsize len, gboolean m
   out[3] = (w >> 24) & 0xff;
 }
 
-static gsize
-page_round (gsize n)
-{
-  static gsize page;
-
-  if (page == 0)
-    page = (gsize) sysconf (_SC_PAGESIZE);
-  return (n + page - 1) / page * page;
-}
-
-typedef struct {
-  void  *addr;
-  gsize  size;
-} Mapping;
-
-static void
-mapping_free (gpointer data)
-{
-  Mapping *m = data;
-
-  munmap (m->addr, m->size);
-  g_free (m);
-}
-
 static void
 lane_reset (RlxLinkStreamLane *l)
 {
-  if (l->mapped)
-    munmap (l->buf, page_round (l->cap));
-  else
-    g_free (l->buf);
+  g_free (l->buf);
   memset (l, 0, sizeof *l);
 }
 
@@ -110,42 +79,24 @@ lane_reserve (RlxLinkStreamReader *r, RlxLinkStreamLane *l, gsize n, gsize left,
   want = l->len + n;
   newcap = MAX (want, MIN (l->len + left, MAX (2 * l->cap, l->len + GROW_MIN)));
 
-  if (newcap <= MAP_THRESHOLD && !l->mapped)
-    {
-      guint8 *p = g_try_realloc (l->buf, newcap);
+  /* glibc's realloc moves large (mmap'ed) blocks with mremap, and reuses
+   * freed heap for the rest: measured cheaper than fresh mappings, whose
+   * page faults cost more than the copies doubling makes (BENCHMARKS.md,
+   * "Local bus: socket or memfd"). */
+  {
+    guint8 *p = g_try_realloc (l->buf, newcap);
 
-      if (p == NULL)
-        goto oom;
-      l->buf = p;
-    }
-  else if (!l->mapped)
-    {
-      void *p = mmap (NULL, page_round (newcap), PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-      if (p == MAP_FAILED)
-        goto oom;
-      if (l->len)
-        memcpy (p, l->buf, l->len);
-      g_free (l->buf);
-      l->buf = p;
-      l->mapped = TRUE;
-    }
-  else
-    {
-      void *p = mremap (l->buf, page_round (l->cap), page_round (newcap), MREMAP_MAYMOVE);
-
-      if (p == MAP_FAILED)
-        goto oom;
-      l->buf = p;
-    }
+    if (p == NULL)
+      {
+        g_set_error (error, RLX_LINK_ERROR, RLX_LINK_ERROR_FAILED,
+                     "out of memory for a frame of %" G_GSIZE_FORMAT "+ bytes from %s",
+                     want, r->peer);
+        return FALSE;
+      }
+    l->buf = p;
+  }
   l->cap = newcap;
   return TRUE;
-
-oom:
-  g_set_error (error, RLX_LINK_ERROR, RLX_LINK_ERROR_FAILED,
-               "out of memory for a frame of %" G_GSIZE_FORMAT "+ bytes from %s", want, r->peer);
-  return FALSE;
 }
 
 static gboolean
@@ -155,15 +106,7 @@ deliver (RlxLinkStreamReader *r, RlxLinkLane lane, const RlxLinkStreamSink *sink
   RlxLinkStreamLane *l = &r->lanes[lane];
   g_autoptr(GBytes) frame = NULL;
 
-  if (l->mapped)
-    {
-      Mapping *m = g_new (Mapping, 1);
-
-      m->addr = l->buf;
-      m->size = page_round (l->cap);
-      frame = g_bytes_new_with_free_func (l->buf, l->len, mapping_free, m);
-    }
-  else if (l->buf != NULL)
+  if (l->buf != NULL)
     frame = g_bytes_new_take (l->buf, l->len);
   else
     frame = g_bytes_new (NULL, 0);

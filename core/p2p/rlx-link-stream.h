@@ -18,9 +18,10 @@
  * The reader never allocates what the peer only announces: a lane's frame
  * buffer grows with the bytes that actually arrived (at most doubling, and
  * never past the announced record or the frame cap), so "64 MiB" followed by
- * 10 bytes costs a 64 KiB buffer. Large buffers are mmap'ed and grown with
- * mremap, so a large frame is not copied when it grows; the finished frame is
- * handed out as GBytes without a copy. A frame over @max_frame, a lane bit
+ * 10 bytes costs a 64 KiB buffer. Bodies are read straight into that buffer
+ * and the finished frame is handed out as GBytes without a copy; growing it
+ * costs at most about one copy of the frame in all (realloc, which moves
+ * large blocks with mremap). A frame over @max_frame, a lane bit
  * the reader does not know, SHM with MORE or on the control lane, all end the
  * stream with an error (RLX_LINK_ERROR_TOO_LARGE / _PROTOCOL) that says what
  * the peer sent.
@@ -53,7 +54,6 @@ typedef struct {
   guint8 *buf;
   gsize   len;
   gsize   cap;
-  gboolean mapped;          /* buf is an mmap of cap bytes */
   gboolean open;            /* a frame is in progress (a record with MORE came) */
 } RlxLinkStreamLane;
 

@@ -9,8 +9,10 @@
  * with what arrived (the reader never trusts an announced size).
  *
  * Large bulk frames may travel as a sealed memfd instead (SHM records, the fd
- * passed with SCM_RIGHTS): the sender copies the frame into the memfd once,
- * the receiver maps it read-only — no copy through the socket on either side.
+ * passed with SCM_RIGHTS, when RLX_LINK_SHM asks for it): the sender copies
+ * the frame into the memfd once, the receiver maps it read-only. Measured, a
+ * fresh memfd per frame costs more than the socket's two copies, so it is
+ * off by default.
  * Every received fd is checked (a regular shmem file, sealed against writes
  * and shrinking, exactly the announced size) before it is mapped; anything
  * else closes the link.
@@ -936,8 +938,8 @@ rlx_unix_link_init (RlxUnixLink *self)
   self->fd = -1;
 }
 
-/* RLX_LINK_SHM: "0" never, a size in bytes for the smallest frame that goes
- * as a memfd, unset for the measured default. */
+/* RLX_LINK_SHM: a size in bytes for the smallest frame that goes as a memfd,
+ * "0" never; unset: the measured default (never). */
 static gsize
 shm_min_from_env (void)
 {

@@ -12,9 +12,10 @@
  *
  * Shared memory: bulk frames of at least shm_min bytes go as a sealed memfd
  * passed with SCM_RIGHTS instead of through the socket (the receiver maps it
- * read-only; rlx-link-stream.h). The default threshold is what measured
- * faster on this machine (BENCHMARKS.md, "Local bus: socket or memfd");
- * RLX_LINK_SHM in the environment overrides it (0 turns it off). A memfd
+ * read-only; rlx-link-stream.h). Measured against the socket (BENCHMARKS.md,
+ * "Local bus: socket or memfd") it lost at every size, so it is off unless
+ * RLX_LINK_SHM=BYTES in the environment (or rlx_unix_link_set_shm_min) turns
+ * it on for frames of at least BYTES. Receiving one is always possible. A memfd
  * frame counts its full size in bytes-tx / bytes-rx. Received
  * fds are validated (sealed memfd of the announced size) and refused
  * otherwise, closing the link.
@@ -43,8 +44,10 @@ G_BEGIN_DECLS
 /* Largest record body: frames go out in pieces of this size. */
 #define RLX_UNIX_LINK_PIECE ((gsize) 256 * 1024)
 
-/* Bulk frames from this size on go as memfds (see above). */
-#define RLX_UNIX_LINK_DEFAULT_SHM_MIN ((gsize) 1 << 20)
+/* Bulk frames from this size on go as memfds (see above); 0: never, which
+ * is what measured best here (a memfd per frame cost 2–3× the CPU time of
+ * the socket at every size from 64 KiB to 8 MiB). */
+#define RLX_UNIX_LINK_DEFAULT_SHM_MIN ((gsize) 0)
 
 #define RLX_TYPE_UNIX_LINK (rlx_unix_link_get_type ())
 G_DECLARE_FINAL_TYPE (RlxUnixLink, rlx_unix_link, RLX, UNIX_LINK, RlxLink)

@@ -6,7 +6,8 @@
  *
  * GB/s counts the parameter vector at f32 (4·N bytes) per call, whatever the
  * wire precision, so the figures of one row compare directly. Each figure is
- * the median of R samples; a sample repeats the call until ≥ 20 ms passed.
+ * the median of R samples; a sample repeats the call until ≥ 20 ms passed,
+ * and the plain path and the pools take turns sample by sample.
  */
 #include "rlx-config.h"
 
@@ -36,29 +37,28 @@ cmp_double (const void *a, const void *b)
   return x < y ? -1 : x > y;
 }
 
+/* One sample: GB/s of @fn, repeated until ≥ 20 ms passed. */
 static double
-measure (Ctx *c, Fn fn, guint reps)
+sample (Ctx *c, Fn fn)
 {
-  double samples[64];
+  gint64 t0 = g_get_monotonic_time (), t;
+  guint calls = 0;
 
-  reps = CLAMP (reps, 1, G_N_ELEMENTS (samples));
-  fn (c);   /* warm */
-  for (guint r = 0; r < reps; r++)
+  do
     {
-      gint64 t0 = g_get_monotonic_time (), t;
-      guint calls = 0;
-
-      do
-        {
-          fn (c);
-          calls++;
-          t = g_get_monotonic_time ();
-        }
-      while (t - t0 < 20000);
-      samples[r] = (double) c->n * 4 * calls / ((t - t0) * 1e-6) / 1e9;
+      fn (c);
+      calls++;
+      t = g_get_monotonic_time ();
     }
-  qsort (samples, reps, sizeof (double), cmp_double);
-  return samples[reps / 2];
+  while (t - t0 < 20000);
+  return (double) c->n * 4 * calls / ((t - t0) * 1e-6) / 1e9;
+}
+
+static double
+median (double *v, guint n)
+{
+  qsort (v, n, sizeof (double), cmp_double);
+  return v[n / 2];
 }
 
 /* ── the plain path (what rlx-coordinator.c did per round) ─────────────── */
@@ -194,9 +194,11 @@ main (int argc, char **argv)
 
   setlocale (LC_ALL, "");
   g_option_context_add_main_entries (octx, entries, NULL);
-  if (!g_option_context_parse (octx, &argc, &argv, &error) || size < 1 || size > (1 << 28))
+  if (!g_option_context_parse (octx, &argc, &argv, &error) || size < 1 || size > (1 << 28) ||
+      reps < 1 || reps > 64)
     {
-      g_printerr ("bench-kernels: %s\n", error ? error->message : "--size must be 1..2^28");
+      g_printerr ("bench-kernels: %s\n",
+                  error ? error->message : "--size must be 1..2^28 and --reps 1..64");
       return 2;
     }
   if (threads_arg == NULL)
@@ -245,31 +247,53 @@ main (int argc, char **argv)
         c.p = p;
         c.scale = rlx_wire_scale_for (c.x, c.n, p);
         rlx_wire_quantize (c.x, c.n, p, c.scale, c.codes);
-        ref = measure (&c, rows[row].ref, reps);
-        if (!json)
-          g_print ("| %s | %s | %.2f |", rows[row].name,
-                   rows[row].per_precision ? rlx_precision_to_string (p) : "—", ref);
-        for (guint t = 0; tlist[t]; t++)
-          {
-            guint64 nt = 0;
-            double got;
+        /* The plain path and every pool size take turns, sample by sample,
+         * so a change in the machine's load hits all of them alike. */
+        {
+          RlxKernels *pools[16] = { NULL };
+          double samples[17][64];
+          guint n_pools = 0;
 
-            if (!g_ascii_string_to_unsigned (tlist[t], 10, 1, 256, &nt, NULL))
-              {
-                g_printerr ("bench-kernels: bad thread count '%s'\n", tlist[t]);
-                return 2;
-              }
-            c.k = rlx_kernels_new ((guint) nt);
-            got = measure (&c, rows[row].kern, reps);
-            g_clear_object (&c.k);
-            if (json)
-              g_print ("{\"kernel\":\"%s\",\"precision\":\"%s\",\"n\":%" G_GSIZE_FORMAT
-                       ",\"threads\":%u,\"plain_gbs\":%.3f,\"kernel_gbs\":%.3f,\"kernels\":\"%s\"}\n",
-                       rows[row].name, rlx_precision_to_string (p), c.n, (guint) nt, ref, got,
-                       rlx_wire_simd_path ());
-            else
-              g_print (" %.2f | %.1f× |", got, got / ref);
-          }
+          for (guint t = 0; tlist[t] && n_pools < G_N_ELEMENTS (pools); t++)
+            {
+              guint64 nt = 0;
+
+              if (!g_ascii_string_to_unsigned (tlist[t], 10, 1, 256, &nt, NULL))
+                {
+                  g_printerr ("bench-kernels: bad thread count '%s'\n", tlist[t]);
+                  return 2;
+                }
+              pools[n_pools++] = rlx_kernels_new ((guint) nt);
+            }
+          rows[row].ref (&c);   /* warm */
+          for (guint r = 0; r < (guint) reps; r++)
+            {
+              samples[0][r] = sample (&c, rows[row].ref);
+              for (guint t = 0; t < n_pools; t++)
+                {
+                  c.k = pools[t];
+                  samples[1 + t][r] = sample (&c, rows[row].kern);
+                }
+            }
+          ref = median (samples[0], reps);
+          if (!json)
+            g_print ("| %s | %s | %.2f |", rows[row].name,
+                     rows[row].per_precision ? rlx_precision_to_string (p) : "—", ref);
+          for (guint t = 0; t < n_pools; t++)
+            {
+              double got = median (samples[1 + t], reps);
+
+              if (json)
+                g_print ("{\"kernel\":\"%s\",\"precision\":\"%s\",\"n\":%" G_GSIZE_FORMAT
+                         ",\"threads\":%u,\"plain_gbs\":%.3f,\"kernel_gbs\":%.3f,\"kernels\":\"%s\"}\n",
+                         rows[row].name, rlx_precision_to_string (p), c.n,
+                         rlx_kernels_get_n_threads (pools[t]), ref, got, rlx_wire_simd_path ());
+              else
+                g_print (" %.2f | %.1f× |", got, got / ref);
+              g_object_unref (pools[t]);
+            }
+          c.k = NULL;
+        }
         if (!json)
           g_print ("\n");
       }

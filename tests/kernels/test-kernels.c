@@ -130,7 +130,7 @@ tree_hash (const float *x, gsize n)
 static void
 test_hash (void)
 {
-  gsize n_max = 5 * RLX_PARAMS_HASH_CHUNK + 77;
+  gsize n_max = 7 * RLX_PARAMS_HASH_CHUNK + 77;   /* over every size in sizes[] */
   g_autofree float *x = g_new (float, n_max);
 
   fill (x, n_max, 1, 1.0f);

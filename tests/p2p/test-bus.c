@@ -667,8 +667,9 @@ on_line (GObject *source, GAsyncResult *result, gpointer user_data)
   g_data_input_stream_read_line_async (h->out, G_PRIORITY_DEFAULT, h->cancel, on_line, h);
 }
 
+/* @shape: RLX_LINK_SHAPE for the helper (NULL: unset). */
 static Helper *
-helper_spawn (const char *dir, const char *id)
+helper_spawn_shaped (const char *dir, const char *id, const char *shape)
 {
   /* Built beside this test. */
   g_autofree char *self_exe = g_file_read_link ("/proc/self/exe", NULL);
@@ -679,12 +680,26 @@ helper_spawn (const char *dir, const char *id)
 
   h->lines = g_ptr_array_new_with_free_func (g_free);
   h->cancel = g_cancellable_new ();
-  h->proc = g_subprocess_new (G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE,
-                              &error, exe, "node", dir, id, NULL);
+  {
+    g_autoptr(GSubprocessLauncher) launcher =
+      g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE);
+
+    if (shape != NULL)
+      g_subprocess_launcher_setenv (launcher, "RLX_LINK_SHAPE", shape, TRUE);
+    else
+      g_subprocess_launcher_unsetenv (launcher, "RLX_LINK_SHAPE");
+    h->proc = g_subprocess_launcher_spawn (launcher, &error, exe, "node", dir, id, NULL);
+  }
   g_assert_no_error (error);
   h->out = g_data_input_stream_new (g_subprocess_get_stdout_pipe (h->proc));
   g_data_input_stream_read_line_async (h->out, G_PRIORITY_DEFAULT, h->cancel, on_line, h);
   return h;
+}
+
+static Helper *
+helper_spawn (const char *dir, const char *id)
+{
+  return helper_spawn_shaped (dir, id, NULL);
 }
 
 static guint
@@ -819,6 +834,32 @@ test_processes (void)
   remove_dir (dir);
 }
 
+/* RLX_LINK_SHAPE in another process's environment shapes what it receives:
+ * a frame echoed by a helper that has "delay=60ms" comes back no sooner
+ * than 60 ms (a lower bound: never flaky), and still whole. */
+static void
+test_shape_from_env (void)
+{
+  g_autofree char *dir = make_dir ();
+  Helper *h = helper_spawn_shaped (dir, "slow", "delay=60ms");
+  Node *m = node_new (dir, "m");
+  g_autoptr(GBytes) f = pattern_frame (300000, 4);
+  gint64 t0;
+
+  node_start (m);
+  wait_len (m->added, 1);
+  helper_wait_line (h, "added m", 1);
+  t0 = g_get_monotonic_time ();
+  g_assert_true (rlx_link_send (rlx_local_bus_get_link (m->bus, "slow"), f, NULL));
+  wait_len (m->frames, 1);
+  g_assert_cmpint (g_get_monotonic_time () - t0, >=, 60000);
+  g_assert_true (g_bytes_equal (m->frames->pdata[0], f));
+  helper_quit (h);
+  helper_free (h);
+  node_free (m);
+  remove_dir (dir);
+}
+
 /* A shaped bus: links come out wrapped, and what arrives is delayed; the
  * other side, unshaped, is not. Leaving still reaches the shaped side. */
 static void
@@ -874,6 +915,7 @@ main (int argc, char **argv)
   g_test_add_func ("/p2p/bus/handshake-wire", test_handshake_wire);
   g_test_add_func ("/p2p/bus/processes", test_processes);
   g_test_add_func ("/p2p/bus/shaped", test_shaped);
+  g_test_add_func ("/p2p/bus/shape-from-env", test_shape_from_env);
 
   return g_test_run ();
 }

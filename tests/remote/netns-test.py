@@ -279,8 +279,9 @@ def test_signal():
                                     "--json"])
     inv = s.wait_event("serving", 20)["invite"]
     check(inv.startswith(f"rlx://10.77.0.9:{PORT}/standalone#"), f"the server's invite: {inv}", s)
+    # Whichever reaches the empty room first founds the cohort: both wait for two.
     a = net.spawn("h1", "h1", join_args(inv, "--wait-members", "2", steps=60))
-    b = net.spawn("h2", "h2", join_args(inv, steps=60))
+    b = net.spawn("h2", "h2", join_args(inv, "--wait-members", "2", steps=60))
     results = [final_hash(p) for p in (a, b)]
     check(len(set(results)) == 1 and results[0][0] >= 60, f"one hash: {results}", a, b)
     check(s.find("joined"), "the server saw the joins", s)

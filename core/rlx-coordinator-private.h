@@ -1,6 +1,7 @@
-/* rlx-coordinator-private.h — internals of rlx-coordinator.c exposed for tests
+/* rlx-coordinator-private.h — internals of the cohort engine exposed for tests
  *
- * Not part of the API: only the coordinator and tests/cohort include it.
+ * Not part of the API: only core/ and tests/cohort include it. The batch
+ * split lives in core/cohort/rlx-split.c.
  */
 #pragma once
 

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Every figure in BENCHMARKS.md, measured side by side with its reference in
 # one run. Called by `./rlx bench [AREA…]` with the (release) build dir first.
-#   AREA: vision wire kernels gpu p2p cohort (default: all that run on this machine)
+#   AREA: vision wire kernels gpu p2p cohort remote (default: all that run on this machine)
 set -euo pipefail
 BUILD=${1:?usage: scripts/bench.sh BUILD_DIR [AREA…]}
 shift
 RANK="$BUILD/tools/rlx-rank"
 SHARED=${RLX_SHARED_DIR:-$(cd "$(dirname "$0")/../.." && pwd)/shared}
 TORCH_REF="$SHARED/bench/torch_ref.py"
-AREAS=${*:-vision wire kernels p2p cohort gpu}
+AREAS=${*:-vision wire kernels p2p cohort remote gpu}
 want () { [[ " $AREAS " == *" $1 "* ]]; }
 echo "# machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $(date -u +%F)"
 
@@ -118,6 +118,23 @@ if want cohort; then
   fi
 fi
 # --- end cohort --------------------------------------------------------------
+
+# --- remote ------------------------------------------------------------------
+if want remote; then
+  echo "## remote"
+  # Network namespaces as hosts (needs root): one remote link's throughput
+  # against libnice's reliable mode, unshaped and at 200 Mbit/s with 50 ms
+  # RTT (tc tbf + a user-space delay relay), join time, and a two-host
+  # cohort against the same ranks on the local bus.
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "remote: skipped (network namespaces need root)"
+  else
+    for what in throughput shaped join cohort; do
+      python3 "$(dirname "$0")/bench-remote.py" "$BUILD" "$what"
+    done
+  fi
+fi
+# --- end remote --------------------------------------------------------------
 
 # --- gpu ---------------------------------------------------------------------
 if want gpu; then

@@ -29,6 +29,7 @@
  */
 #include "rlx-config.h"
 #include "rlx-cli.h"
+#include "cmd-remote.h"
 #include "core/rlx-backend.h"
 #include "core/rlx-coordinator.h"
 #include "core/rlx-safetensors.h"
@@ -146,6 +147,9 @@ format_event (JsonObject *e)
     return g_strdup_printf ("test accuracy %.2f%% at step %.0f (test loss %.4f)",
                             100.0 * num_member (e, "accuracy"), num_member (e, "step"),
                             num_member (e, "test_loss"));
+  if (g_str_equal (ev, "invite"))
+    return g_strdup_printf ("invite: %s\n  on other machines: rlx-rank join '%s'",
+                            str_member (e, "invite"), str_member (e, "invite"));
   if (g_str_equal (ev, "done"))
     return g_strdup_printf ("done at step %.0f: %s; loss %.4f, hash %.8s",
                             num_member (e, "step"), str_member (e, "message"),
@@ -256,9 +260,31 @@ on_signal (gpointer user_data)
 }
 
 static void
+remote_print (JsonObject *event, gpointer user_data)
+{
+  print_event (user_data, event);
+}
+
+/* The remote side cannot go on (a wrong key): leave like a refused node. */
+static void
+remote_fail (const char *message, gpointer user_data)
+{
+  JoinState *st = user_data;
+
+  on_finished (st->coord, FALSE, message, st);
+}
+
+static void
 on_link_added (RlxLocalBus *bus, RlxLink *link, const char *peer_id, gpointer user_data)
 {
   rlx_coordinator_add_link (RLX_COORDINATOR (user_data), link);
+}
+
+/* The coordinator looks for peers (alone, or cut off and rejoining). */
+static void
+on_discover (RlxCoordinator *coord, gpointer user_data)
+{
+  rlx_local_bus_rescan (RLX_LOCAL_BUS (user_data));
 }
 
 int
@@ -270,7 +296,8 @@ rlx_cmd_join (int argc, char **argv)
   g_autofree char *precision_s = NULL, *batch_s = NULL, *lr_s = NULL, *steps_s = NULL;
   g_autofree char *node_s = NULL, *seed_s = NULL, *wait_s = NULL, *ckpt_s = NULL;
   g_autofree char *fault_s = NULL, *deadline_s = NULL, *hb_s = NULL, *threads_s = NULL;
-  g_autofree char *slow_s = NULL;
+  g_autofree char *slow_s = NULL, *inf_s = NULL, *hash_s = NULL, *eval_s = NULL;
+  gboolean join_only = FALSE;
   GOptionEntry entries[] = {
     { "local", 0, 0, G_OPTION_ARG_NONE, &local, "the cohort on this machine (the local bus; the default)", NULL },
     { "cohort", 0, 0, G_OPTION_ARG_STRING, &cohort, "cohort name (default: default)", "NAME" },
@@ -289,13 +316,18 @@ rlx_cmd_join (int argc, char **argv)
     { "checkpoint-every", 0, 0, G_OPTION_ARG_STRING, &ckpt_s, "the leader checkpoints every K steps (default 100; 0: only at the end)", "K" },
     { "threads", 0, 0, G_OPTION_ARG_STRING, &threads_s, "BLAS threads of this rank's CPU backend", "N" },
     { "evaluate", 0, 0, G_OPTION_ARG_NONE, &evaluate_flag, "print the test accuracy when done", NULL },
+    { "evaluate-every", 0, 0, G_OPTION_ARG_STRING, &eval_s, "measure the test accuracy every K committed steps (off the main loop)", "K" },
+    { "join-only", 0, 0, G_OPTION_ARG_NONE, &join_only, "never found a cohort: wait until one is reachable and join it", NULL },
     { "fault-nan", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &fault_s, "test switch: NaN gradients from step N", "N" },
+    { "fault-inf", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &inf_s, "test switch: +Inf and -Inf in every gradient from step N", "N" },
+    { "fault-hash", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &hash_s, "test switch: after committing step N this node's parameters differ by one bit", "N" },
     { "fault-slow-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &slow_s, "test switch: every gradient takes MS longer (on the compute thread)", "MS" },
     { "deadline-floor-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &deadline_s, "shortest collect deadline", "MS" },
     { "heartbeat-timeout-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &hb_s, "silence that removes a peer", "MS" },
     { NULL }
   };
-  g_autoptr(GOptionContext) ctx = g_option_context_new ("[--local] — run one node of a cohort");
+  g_autoptr(GOptionContext) ctx = g_option_context_new ("[--local | --host [ADDR:]PORT | INVITE] — run one node of a cohort");
+  g_autoptr(RlxJoinRemote) remote = rlx_join_remote_new ();
   g_autoptr(GError) error = NULL;
   g_autoptr(RlxDataset) dataset = NULL;
   g_autoptr(RlxLocalBus) bus = NULL;
@@ -308,7 +340,7 @@ rlx_cmd_join (int argc, char **argv)
   RlxCoordinator *coord;
   JoinState st = { 0 };
   guint64 batch = 32, steps = 0, seed = 0, wait = 1, ckpt = 100, fault = 0, deadline = 0, hb = 0;
-  guint64 slow_ms = 0;
+  guint64 slow_ms = 0, inf_from = 0, hash_at = 0, eval_every = 0;
   guint64 threads = 0;
   double lr = 0.05;
   guint sigint_id, sigterm_id;
@@ -321,6 +353,7 @@ rlx_cmd_join (int argc, char **argv)
   mallopt (M_TRIM_THRESHOLD, 512 << 20);
 
   g_option_context_add_main_entries (ctx, entries, NULL);
+  g_option_context_add_group (ctx, rlx_join_remote_options (remote));
   g_option_context_set_summary (ctx,
     "Runs one node of the cohort NAME on this machine: it joins the cohort found\n"
     "under $XDG_RUNTIME_DIR/rlx-cluster/NAME (or founds it, resuming its\n"
@@ -330,10 +363,8 @@ rlx_cmd_join (int argc, char **argv)
     "  for i in 1 2 3; do rlx-rank join --local --cohort demo --steps 200 --json & done");
   if (!rlx_cli_parse (ctx, sub, &argc, &argv))
     return RLX_EXIT_USAGE;
-  if (argc > 1)
-    return rlx_cli_fail (sub, RLX_EXIT_USAGE,
-                         "unexpected argument '%s'; remote invites are not supported yet, use --local "
-                         "(see rlx-rank join --help)", argv[1]);
+  if (!rlx_join_remote_configure (remote, argc, argv, &cohort, &error))
+    return rlx_cli_fail (sub, RLX_EXIT_USAGE, "%s (see rlx-rank join --help)", error->message);
   (void) local;
 
   if (!parse_u64 (sub, "--batch", batch_s, 1, 65536, &batch) ||
@@ -344,6 +375,9 @@ rlx_cmd_join (int argc, char **argv)
       !parse_u64 (sub, "--threads", threads_s, 1, 1024, &threads) ||
       !parse_u64 (sub, "--fault-nan", fault_s, 1, G_MAXINT64, &fault) ||
       !parse_u64 (sub, "--fault-slow-ms", slow_s, 0, 600000, &slow_ms) ||
+      !parse_u64 (sub, "--fault-inf", inf_s, 1, G_MAXINT64, &inf_from) ||
+      !parse_u64 (sub, "--fault-hash", hash_s, 1, G_MAXINT64, &hash_at) ||
+      !parse_u64 (sub, "--evaluate-every", eval_s, 1, G_MAXUINT32, &eval_every) ||
       !parse_u64 (sub, "--deadline-floor-ms", deadline_s, 1, 600000, &deadline) ||
       !parse_u64 (sub, "--heartbeat-timeout-ms", hb_s, 100, 600000, &hb))
     return RLX_EXIT_USAGE;
@@ -396,6 +430,10 @@ rlx_cmd_join (int argc, char **argv)
   cfg.deadline_floor_ms = (guint) deadline;
   cfg.heartbeat_timeout_ms = (guint) hb;
   cfg.fault_nan_from = fault;
+  cfg.fault_inf_from = inf_from;
+  cfg.fault_hash_at = hash_at;
+  cfg.join_only = join_only;
+  cfg.evaluate_every = (guint) eval_every;
   coord = rlx_coordinator_new (&cfg, worker, &error);
   if (coord == NULL)
     {
@@ -420,7 +458,15 @@ rlx_cmd_join (int argc, char **argv)
   st.status = RLX_EXIT_OK;
   g_signal_connect (coord, "event", G_CALLBACK (on_event), &st);
   g_signal_connect (coord, "finished", G_CALLBACK (on_finished), &st);
+  /* Remote peers (before the bus's handler below: a local link wins). */
+  if (!rlx_join_remote_start (remote, coord, bus, node_id, remote_print, remote_fail, &st, &error))
+    {
+      rlx_local_bus_stop (bus);
+      g_object_unref (coord);
+      return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "%s", error->message);
+    }
   g_signal_connect (bus, "link-added", G_CALLBACK (on_link_added), coord);
+  g_signal_connect (coord, "discover", G_CALLBACK (on_discover), bus);
   sigint_id = g_unix_signal_add (SIGINT, on_signal, &st);
   sigterm_id = g_unix_signal_add (SIGTERM, on_signal, &st);
   signal (SIGPIPE, SIG_IGN);
@@ -435,12 +481,17 @@ rlx_cmd_join (int argc, char **argv)
           rlx_coordinator_add_link (coord, link);
       }
   }
-  rlx_coordinator_start (coord);
+  /* A node joining by invite starts its coordinator once a member is
+   * reachable (the remote side starts it), not after the local discovery. */
+  if (!rlx_join_remote_holds_start (remote))
+    rlx_coordinator_start (coord);
   g_main_loop_run (loop);
 
   g_source_remove (sigint_id);
   g_source_remove (sigterm_id);
   g_signal_handlers_disconnect_by_data (bus, coord);
+  g_signal_handlers_disconnect_by_data (coord, bus);
+  rlx_join_remote_stop (remote);
   rlx_local_bus_stop (bus);
   g_object_unref (coord);
   return st.status;

@@ -19,6 +19,7 @@ const RlxCommand rlx_commands[] = {
   { "wire",    rlx_cmd_wire,    "encode, decode and benchmark wire frames" },
   { "join",    rlx_cmd_join,    "run one node of a cohort" },
   { "export",  rlx_cmd_export,  "export a checkpoint as .safetensors" },
+  { "signal",  rlx_cmd_signal,  "serve signalling for cohorts across machines" },
   { NULL, NULL, NULL },
 };
 

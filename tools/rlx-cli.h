@@ -47,5 +47,6 @@ int rlx_cmd_wire    (int argc, char **argv);
 int rlx_cmd_devices (int argc, char **argv);
 int rlx_cmd_join    (int argc, char **argv);
 int rlx_cmd_export  (int argc, char **argv);
+int rlx_cmd_signal  (int argc, char **argv);
 
 G_END_DECLS

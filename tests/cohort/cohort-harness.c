@@ -5,6 +5,7 @@
 #include <glib/gstdio.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 static void
 rm_rf (const char *path)
@@ -130,6 +131,14 @@ on_node_exit (GObject *source, GAsyncResult *result, gpointer user_data)
     }
 }
 
+/* In the child: die with the test, so a test that fails (or is killed by
+ * its timeout) never leaves nodes running. */
+static void
+child_setup (gpointer data)
+{
+  prctl (PR_SET_PDEATHSIG, SIGKILL);
+}
+
 static Node *
 spawn_argv (Harness *h, const char *label, GPtrArray *argv)
 {
@@ -140,6 +149,7 @@ spawn_argv (Harness *h, const char *label, GPtrArray *argv)
   g_subprocess_launcher_setenv (l, "XDG_RUNTIME_DIR", h->run_dir, TRUE);
   g_subprocess_launcher_setenv (l, "XDG_DATA_HOME", h->data_dir, TRUE);
   g_subprocess_launcher_setenv (l, "OPENBLAS_NUM_THREADS", "1", TRUE);
+  g_subprocess_launcher_set_child_setup (l, child_setup, NULL, NULL);
   g_ptr_array_add (argv, NULL);
   n->label = g_strdup (label);
   n->events = g_ptr_array_new_with_free_func ((GDestroyNotify) json_object_unref);

@@ -303,30 +303,33 @@ test_kill_member (void)
 
 /* Silence past the heartbeat timeout removes a member (a stopped process
  * keeps its socket open: only the heartbeat can tell); when it wakes up it
- * stops instead of splitting the cohort. */
+ * learns that it was cut off and rejoins by itself through a snapshot — it
+ * neither exits, nor takes over, nor splits the cohort. */
 static void
-test_heartbeat_timeout (void)
+test_frozen_member_rejoins (void)
 {
   Harness *h = harness_new ();
   Node *n[3], *leader, *victim = NULL, *other = NULL;
-  int i;
+  g_autoptr(GHashTable) hl = NULL;
+  int i, snap, checked = 0;
+  gint64 k, last;
 
-  for (guint k = 0; k < 3; k++)
+  for (guint j = 0; j < 3; j++)
     {
-      g_autofree char *label = g_strdup_printf ("node%u", k);
-      n[k] = harness_join (h, label, "--cohort", "hb", "--batch", "8", "--steps", LONG_RUN,
+      g_autofree char *label = g_strdup_printf ("node%u", j);
+      n[j] = harness_join (h, label, "--cohort", "hb", "--batch", "8", "--steps", LONG_RUN,
                            "--wait-members", "3", "--heartbeat-timeout-ms", "1000", NULL);
     }
-  for (guint k = 0; k < 3; k++)
-    wait_event (h, n[k], "joined", NULL, 0, 30000);
+  for (guint j = 0; j < 3; j++)
+    wait_event (h, n[j], "joined", NULL, 0, 30000);
   leader = leader_of (h, n, 3);
-  for (guint k = 0; k < 3; k++)
-    if (n[k] != leader)
+  for (guint j = 0; j < 3; j++)
+    if (n[j] != leader)
       {
         if (victim == NULL)
-          victim = n[k];
+          victim = n[j];
         else
-          other = n[k];
+          other = n[j];
       }
   wait_event (h, leader, "step", "step", 5, 30000);
   node_kill (victim, SIGSTOP);
@@ -340,32 +343,58 @@ test_heartbeat_timeout (void)
   g_assert_cmpint (i, >=, 0);
   wait_event (h, other, "step", "step", ev_int (ev (leader, i), "step") + 3, 20000);
 
-  /* When it wakes up it learns it was cut off, says so and stops — it
-   * neither takes over nor splits the cohort. */
+  /* It wakes up: it says it was cut off, gets a snapshot from the leader
+   * and trains on with the cohort's hashes. */
   node_kill (victim, SIGCONT);
-  if (!node_wait_exit (victim, 20000))
+  i = node_wait_event (victim, "rejoining", NULL, 0, 0, 20000);
+  if (i < 0)
     {
       dump_all (h);
-      g_error ("the node that was timed out did not stop after waking up");
+      g_error ("the node that was timed out did not report that it rejoins");
     }
-  g_assert_false (victim->signaled);
-  g_assert_cmpint (victim->exit_code, ==, 1);
-  i = node_find_event (victim, "done", 0);
-  g_assert_cmpint (i, >=, 0);
-  g_assert_nonnull (strstr (ev_str (ev (victim, i), "message"), "heartbeat timeout"));
-  i = (int) leader->events->len;
-  wait_event (h, other, "step", "step", node_max_step (leader) + 3, 20000);
-  for (guint k = 0; k < leader->events->len; k++)
-    if (g_strcmp0 (ev_str (ev (leader, k), "event"), "leader") == 0)
-      g_assert_cmpint (ev_int (ev (leader, k), "term"), ==, 1);
-  for (guint k = 0; k < other->events->len; k++)
-    if (g_strcmp0 (ev_str (ev (other, k), "event"), "leader") == 0)
-      g_assert_cmpint (ev_int (ev (other, k), "term"), ==, 1);
+  snap = node_wait_event (victim, "snapshot", NULL, 0, (guint) i, 20000);
+  if (snap < 0 || g_strcmp0 (ev_str (ev (victim, snap), "from"), node_id (leader)) != 0)
+    {
+      dump_all (h);
+      g_error ("the node that was cut off did not rejoin through a snapshot from the leader");
+    }
+  k = ev_int (ev (victim, snap), "step");
+  wait_event (h, victim, "step", "step", k + 8, 30000);
+  g_assert_false (victim->exited);
+  /* It is a member again (the leader admitted it), and nobody took over. */
+  g_assert_cmpint (node_wait_event (leader, "member-joined", NULL, 0, 0, 1000), >=, 0);
+  for (guint j = 0; j < 3; j++)
+    for (guint e = 0; e < n[j]->events->len; e++)
+      if (g_strcmp0 (ev_str (ev (n[j], e), "event"), "leader") == 0)
+        {
+          g_assert_cmpint (ev_int (ev (n[j], e), "term"), ==, 1);
+          g_assert_cmpstr (ev_str (ev (n[j], e), "node"), ==, node_id (leader));
+        }
 
   node_kill (leader, SIGTERM);
   node_kill (other, SIGTERM);
+  node_kill (victim, SIGTERM);
   assert_exit_ok (h, leader, 20000);
   assert_exit_ok (h, other, 20000);
+  assert_exit_ok (h, victim, 20000);
+
+  /* The same hash at every step both report after the snapshot. */
+  hl = node_step_hashes (leader);
+  last = node_max_step (victim);
+  for (gint64 s = k + 1; s <= last; s++)
+    {
+      int iv = step_event (victim, s);
+      const char *ref = g_hash_table_lookup (hl, &s);
+      if (iv < 0 || ref == NULL)
+        continue;
+      if (g_strcmp0 (ref, ev_str (ev (victim, iv), "hash")) != 0)
+        {
+          dump_all (h);
+          g_error ("step %" G_GINT64_FORMAT ": the rejoined node's hash differs", s);
+        }
+      checked++;
+    }
+  g_assert_cmpint (checked, >=, 6);
   harness_free (h);
 }
 
@@ -825,7 +854,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/join-late", test_join_late);
   g_test_add_func ("/cohort/kill-member", test_kill_member);
   g_test_add_func ("/cohort/kill-leader", test_kill_leader);
-  g_test_add_func ("/cohort/heartbeat-timeout", test_heartbeat_timeout);
+  g_test_add_func ("/cohort/frozen-member-rejoins", test_frozen_member_rejoins);
   g_test_add_func ("/cohort/refused", test_refused);
   g_test_add_func ("/cohort/nan-rejected", test_nan_rejected);
   g_test_add_func ("/cohort/split-by-speed", test_split_by_speed);

@@ -64,7 +64,7 @@ for ((k = 0; k < load; k++)); do
   busy+=($!)
 done
 
-rm -f "$build"/meson-logs/flake-hunt-*.json "$build"/meson-logs/flake-hunt-*.txt
+rm -f "$build"/meson-logs/flake-hunt-*
 logs=()
 lost=0
 echo "flake-hunt: $runs runs of meson test ${suites[*]:-(all suites)} in $build, $load busy loops"

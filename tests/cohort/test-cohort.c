@@ -316,8 +316,10 @@ test_heartbeat_timeout (void)
   for (guint k = 0; k < 3; k++)
     {
       g_autofree char *label = g_strdup_printf ("node%u", k);
+      /* 3 s, the default: 6 heartbeats of 500 ms. At 1 s (2 heartbeats) a
+       * healthy leader starved on a loaded 2-core machine was timed out too. */
       n[k] = harness_join (h, label, "--cohort", "hb", "--batch", "8", "--steps", LONG_RUN,
-                           "--wait-members", "3", "--heartbeat-timeout-ms", "1000", NULL);
+                           "--wait-members", "3", "--heartbeat-timeout-ms", "3000", NULL);
     }
   for (guint k = 0; k < 3; k++)
     wait_event (h, n[k], "joined", NULL, 0, 30000);

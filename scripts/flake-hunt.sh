@@ -47,6 +47,8 @@ if [[ ! -f "$build/build.ninja" ]]; then
   exit 2
 fi
 
+# The busy loops and the meson test in progress; killed however the script
+# ends (meson runs in the background so that a signal is handled at once).
 busy=()
 stop_load () {
   for pid in "${busy[@]}"; do
@@ -64,14 +66,17 @@ for ((k = 0; k < load; k++)); do
   busy+=($!)
 done
 
-rm -f "$build"/meson-logs/flake-hunt-*.json "$build"/meson-logs/flake-hunt-*.txt
+rm -f "$build"/meson-logs/flake-hunt-*
 logs=()
 lost=0
 echo "flake-hunt: $runs runs of meson test ${suites[*]:-(all suites)} in $build, $load busy loops"
 for ((i = 1; i <= runs; i++)); do
   t0=$SECONDS
   meson test -C "$build" --no-rebuild --num-processes "$(nproc)" --logbase "flake-hunt-$i" \
-    "${suites[@]}" >/dev/null 2>&1 || true
+    "${suites[@]}" >/dev/null 2>&1 &
+  busy+=($!)
+  wait "${busy[-1]}" || true
+  unset 'busy[-1]'
   log="$build/meson-logs/flake-hunt-$i.json"
   if [[ -s "$log" ]]; then
     logs+=("$log")

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 static void
 rm_rf (const char *path)
@@ -131,12 +132,16 @@ on_node_exit (GObject *source, GAsyncResult *result, gpointer user_data)
     }
 }
 
-/* In the child: die with the test, so a test that fails (or is killed by
- * its timeout) never leaves nodes running. */
+/* In the child, before exec: it dies with the test. A test that fails an
+ * assertion aborts without harness_free(); its nodes must not live on (a
+ * running one trains for LONG_RUN steps, a stopped one never exits), as they
+ * hold meson's output pipe open and hang the whole run until its timeout. */
 static void
-child_setup (gpointer data)
+die_with_test (gpointer user_data)
 {
   prctl (PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid () != (pid_t) GPOINTER_TO_INT (user_data))
+    _exit (127);   /* the test is already gone */
 }
 
 static Node *
@@ -149,7 +154,7 @@ spawn_argv (Harness *h, const char *label, GPtrArray *argv)
   g_subprocess_launcher_setenv (l, "XDG_RUNTIME_DIR", h->run_dir, TRUE);
   g_subprocess_launcher_setenv (l, "XDG_DATA_HOME", h->data_dir, TRUE);
   g_subprocess_launcher_setenv (l, "OPENBLAS_NUM_THREADS", "1", TRUE);
-  g_subprocess_launcher_set_child_setup (l, child_setup, NULL, NULL);
+  g_subprocess_launcher_set_child_setup (l, die_with_test, GINT_TO_POINTER (getpid ()), NULL);
   g_ptr_array_add (argv, NULL);
   n->label = g_strdup (label);
   n->events = g_ptr_array_new_with_free_func ((GDestroyNotify) json_object_unref);

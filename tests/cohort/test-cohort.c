@@ -197,12 +197,14 @@ test_join_late (void)
   Harness *h = harness_new ();
   Node *a = harness_join (h, "a", "--cohort", "late", "--batch", "8", "--steps", LONG_RUN,
                           "--wait-members", "2", "--deadline-floor-ms", SLOW_OK, NULL);
-  Node *b = harness_join (h, "b", "--cohort", "late", "--batch", "8", "--steps", LONG_RUN, NULL);
-  Node *c;
+  Node *b, *c;
   g_autoptr(GHashTable) ha = NULL;
   int snap, checked = 0;
   gint64 k, last;
 
+  /* b once a leads (b does not wait for members: first, it would train alone). */
+  wait_event (h, a, "joined", NULL, 0, 30000);
+  b = harness_join (h, "b", "--cohort", "late", "--batch", "8", "--steps", LONG_RUN, NULL);
   wait_event (h, a, "step", "step", 10, 30000);
   c = harness_join (h, "c", "--cohort", "late", "--batch", "8", "--steps", LONG_RUN, NULL);
   snap = wait_event (h, c, "snapshot", NULL, 0, 30000);
@@ -317,8 +319,10 @@ test_frozen_member_rejoins (void)
   for (guint j = 0; j < 3; j++)
     {
       g_autofree char *label = g_strdup_printf ("node%u", j);
+      /* 3 s, the default: 6 heartbeats of 500 ms. At 1 s (2 heartbeats) a
+       * healthy leader starved on a loaded 2-core machine was timed out too. */
       n[j] = harness_join (h, label, "--cohort", "hb", "--batch", "8", "--steps", LONG_RUN,
-                           "--wait-members", "3", "--heartbeat-timeout-ms", "1000", NULL);
+                           "--wait-members", "3", "--heartbeat-timeout-ms", "3000", NULL);
     }
   for (guint j = 0; j < 3; j++)
     wait_event (h, n[j], "joined", NULL, 0, 30000);
@@ -758,8 +762,7 @@ test_checkpoint_restart_and_export (void)
   Harness *h = harness_new ();
   Node *a = harness_join (h, "a", "--cohort", "ck", "--batch", "8", "--steps", "20",
                           "--checkpoint-every", "10", "--wait-members", "2", NULL);
-  Node *b = harness_join (h, "b", "--cohort", "ck", "--batch", "8", "--steps", "20", NULL);
-  Node *r, *x;
+  Node *b, *r, *x;
   g_autoptr(GHashTable) h1 = NULL, h2 = NULL;
   const char *saved;
   int i, first_step;
@@ -775,11 +778,20 @@ test_checkpoint_restart_and_export (void)
   gsize off = 0;
   const char *final_hash;
 
+  /* b only once a has formed the cohort: started together, b could get
+   * there first, train the 20 steps alone (it does not wait for members) and
+   * leave a nothing to do but resume at step 20. */
+  wait_event (h, a, "joined", NULL, 0, 30000);
+  b = harness_join (h, "b", "--cohort", "ck", "--batch", "8", "--steps", "20", NULL);
   assert_exit_ok (h, a, 60000);
   assert_exit_ok (h, b, 60000);
   h1 = node_step_hashes (a);
   saved = g_hash_table_lookup (h1, &(gint64) { 20 });
-  g_assert_nonnull (saved);
+  if (saved == NULL)
+    {
+      dump_all (h);
+      g_error ("a did not report step 20");
+    }
   g_assert_cmpint (node_find_event (a, "checkpoint", 0) >= 0 || node_find_event (b, "checkpoint", 0) >= 0, ==, TRUE);
 
   /* The cohort restarted with the same name resumes. */

@@ -305,6 +305,7 @@ struct _RlxVkTrainer {
   guint             ahead_n;
   guint64           ahead_gen;
   guint64           host_bytes;   /* parameter-sized bytes the host moved, since made */
+  guint64           ahead_taken;  /* own gradients taken from ahead, since made */
   gint64            wait_acc;     /* µs waited for the GPU in this call */
   guint32           target[4];    /* the wire's scale targets, by precision */
   Recorded          wire_rec[4][2];   /* [precision][feedback] */
@@ -2582,11 +2583,13 @@ call_end (RlxVkTrainer *self, gint64 t0)
   self->timings.wall_us = (double) (g_get_monotonic_time () - t0);
   self->timings.wait_us = (double) self->wait_acc;
   self->timings.host_bytes = self->host_bytes;
+  self->timings.ahead_taken = self->ahead_taken;
 }
 
 /* The own gradient computed ahead (behind a finish) is waited for and
- * forgotten: whoever calls this is about to use the gradient buffer, the
- * queue's fence or the replica otherwise. */
+ * forgotten: whoever calls this is about to write what it reads (the
+ * sample indices in staging_in, the gradient buffer) or to submit with
+ * fence2. */
 static gboolean
 drain_ahead (RlxVkTrainer *self, GError **error)
 {
@@ -2637,7 +2640,9 @@ take_update (RlxVkTrainer *self, VkCommandBuffer *cbs, guint *n_cbs, gboolean *c
 }
 
 /* Applies the update waiting in codes_in on its own (with the hash when
- * @hash). */
+ * @hash). An own gradient computed ahead may still be running: it reads the
+ * replica, which the update (after it on the queue) only writes behind a
+ * barrier, and nothing here touches what it writes. */
 static gboolean
 flush_update (RlxVkTrainer *self, gboolean hash, GError **error)
 {
@@ -2645,7 +2650,7 @@ flush_update (RlxVkTrainer *self, gboolean hash, GError **error)
   guint n_cbs = 0;
   gboolean checked;
 
-  if (!drain_ahead (self, error) || !take_update (self, cbs, &n_cbs, &checked, error))
+  if (!take_update (self, cbs, &n_cbs, &checked, error))
     return FALSE;
   if (hash && !self->hash_valid)
     {
@@ -3200,7 +3205,7 @@ rlx_vk_trainer_round_own (RlxVkTrainer *self, const guint32 *indices, guint n,
   g_return_val_if_fail (self != NULL && indices != NULL && summary != NULL, FALSE);
   g_return_val_if_fail (n >= 1 && n <= self->max_batch, FALSE);
 
-  if (!need_resident (self, error))
+  if (!need_resident (self, error) || !round_buffers (self, error))
     return FALSE;
   if (self->own_in)
     {
@@ -3217,7 +3222,9 @@ rlx_vk_trainer_round_own (RlxVkTrainer *self, const guint32 *indices, guint n,
       self->ahead = FALSE;
       if (!wait_submission (self, self->fence2, VK_SUCCESS, what, error))
         return FALSE;
-      if (!ready)
+      if (ready)
+        self->ahead_taken++;
+      else
         g_debug ("rlx-vk: the own gradient computed ahead was for other samples or another "
                  "replica; computing it again");
     }
@@ -3385,7 +3392,7 @@ rlx_vk_trainer_round_finish (RlxVkTrainer *self, double lr, guint prec, gboolean
   g_return_val_if_fail (self != NULL && prec < 4 && summary != NULL && hash != NULL, FALSE);
   g_return_val_if_fail (next == NULL || (next_n >= 1 && next_n <= self->max_batch), FALSE);
 
-  if (!need_resident (self, error) || !drain_ahead (self, error))
+  if (!need_resident (self, error) || !round_buffers (self, error) || !drain_ahead (self, error))
     return FALSE;
   if (self->n_contrib == 0)
     {
@@ -3515,7 +3522,8 @@ rlx_vk_trainer_apply_test (RlxVkTrainer *self, float *params, gsize n, const voi
   g_return_val_if_fail (self != NULL && params != NULL && codes != NULL, FALSE);
   g_return_val_if_fail (n >= 1 && n <= self->model->n_params && prec < 4, FALSE);
 
-  if (!need_resident (self, error) || !flush_update (self, FALSE, error))
+  if (!need_resident (self, error) || !drain_ahead (self, error) ||
+      !flush_update (self, FALSE, error))
     return FALSE;
   replica_changed (self);
   memcpy (self->staging_in.map, params, n * 4);
@@ -3547,7 +3555,8 @@ rlx_vk_trainer_hash_test (RlxVkTrainer *self, const float *params, gsize n, guin
   g_return_val_if_fail (self != NULL && params != NULL && hash != NULL, FALSE);
   g_return_val_if_fail (n >= 1 && n <= self->model->n_params, FALSE);
 
-  if (!need_resident (self, error) || !flush_update (self, FALSE, error))
+  if (!need_resident (self, error) || !drain_ahead (self, error) ||
+      !flush_update (self, FALSE, error))
     return FALSE;
   replica_changed (self);
   memcpy (self->staging_in.map, params, n * 4);

@@ -128,6 +128,7 @@ typedef struct {
   double wall_us;      /* the whole call, host copies included */
   double wait_us;      /* ... of which waiting for the GPU */
   guint64 host_bytes;  /* parameter-sized bytes the trainer's host code moved, since made */
+  guint64 ahead_taken; /* own gradients a round took from behind the last finish, since made */
 } RlxVkTimings;
 
 /* Opens device @index (as enumerated), uploads the training split of

@@ -33,7 +33,9 @@ void main ()
   const uint start = gl_WorkGroupID.x * p.per_group;
   const uint end = min (p.n, start + p.per_group);
   const uint coef = ctl[CTL_COEF];
-  const bool feedback = ctl[CTL_ROUND_FEEDBACK] != 0u && ctl[CTL_ROUND_PREC] != WIRE_F32;
+  /* 1: add the residual; 2: add zeros (it was reset: -0 becomes +0 as
+   * adding the CPU's zeroed residual does) */
+  const uint fb = ctl[CTL_ROUND_PREC] != WIRE_F32 ? ctl[CTL_ROUND_FEEDBACK] : 0u;
   uint px = WIRE_F32, um = 0u, xm = 0u, bad = 0xffffffffu;
   double inv = 1.0LF;
 
@@ -48,8 +50,8 @@ void main ()
       uint xb = wire_decode (WIRE_CODE_AT (x, i, px), inv, px);
       uint u = f32_mul (coef, xb);
       uint a;
-      if (feedback)
-        u = f32_add (u, res[i]);
+      if (fb != 0u)
+        u = f32_add (u, fb == 1u ? res[i] : 0u);
       a = u & 0x7fffffffu;
       s[i] = u;
       xm = max (xm, xb & 0x7fffffffu);

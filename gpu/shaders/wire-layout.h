@@ -19,7 +19,8 @@
 #define CTL_RES_IN        6   /* the residual the pass reads: word offset in the residual buffer */
 #define CTL_RES_OUT       7   /* where it writes the new one (the other half: kept until accepted) */
 #define CTL_ROUND_PREC    8   /* the leader's round: the update's precision */
-#define CTL_ROUND_FEEDBACK 9  /* 1: the update residual is added and kept (never at f32) */
+#define CTL_ROUND_FEEDBACK 9  /* the update residual is kept (never at f32) and added (1),
+                               * or zeros are added (2: after a reset) */
 #define CTL_COEF          10  /* u = coef · x (+ residual): f32 bits */
 #define CTL_OWN_WEIGHT    11  /* the own gradient's weight in the round's sum, f32 bits */
 #define CTL_TARGET        12  /* 12..15: the scale's target by precision */

@@ -304,11 +304,12 @@ struct _RlxVkTrainer {
   guint32          *ahead_idx;
   guint             ahead_n;
   guint64           ahead_gen;
+  gboolean          round_times_due;  /* the finish's timestamps, read once the queue is idle */
   guint64           host_bytes;   /* parameter-sized bytes the host moved, since made */
   guint64           ahead_taken;  /* own gradients taken from ahead, since made */
   gint64            wait_acc;     /* µs waited for the GPU in this call */
   guint32           target[4];    /* the wire's scale targets, by precision */
-  Recorded          wire_rec[4][2];   /* [precision][feedback] */
+  Recorded          wire_rec[4][2][2];   /* [precision][feedback][the replica's hash too] */
   Recorded          apply_rec[4][2];  /* [precision][codes checked on the device] */
   int               pending;      /* precision of the update in codes_in, or -1 */
   gboolean          residual_zero;    /* the accepted residual is zero (a reset) */
@@ -2033,11 +2034,14 @@ submit (RlxVkTrainer *self, const VkCommandBuffer *cbs, guint n, VkFence fence,
     .pCommandBuffers = cbs,
   };
   VkResult r = fence != VK_NULL_HANDLE ? self->vk.ResetFences (self->dev, 1, &fence) : VK_SUCCESS;
+  gint64 t0 = g_get_monotonic_time ();
 
   if (r == VK_SUCCESS && count_step && simulate_lost (self))
     return VK_ERROR_DEVICE_LOST;
   if (r == VK_SUCCESS)
     r = self->vk.QueueSubmit (self->queue, 1, &si, fence);
+  /* a software device (lavapipe) runs the work inside vkQueueSubmit */
+  self->wait_acc += g_get_monotonic_time () - t0;
   return r;
 }
 
@@ -2052,7 +2056,10 @@ submit_wait (RlxVkTrainer *self, const VkCommandBuffer *cbs, guint n, gboolean c
                           what, error);
 }
 
-/* µs between timestamps @q and @q + 1 (0 without timestamps) */
+/* µs between timestamps @q and @q + 1 (0 without timestamps). Timestamps
+ * are read after the fence of the submission that wrote them, and not while
+ * another submission runs: lavapipe waits for the whole queue then, an own
+ * gradient computed ahead included (round_times_due). */
 static double
 query_span (RlxVkTrainer *self, guint q)
 {
@@ -2060,7 +2067,7 @@ query_span (RlxVkTrainer *self, guint q)
 
   if (self->queries == VK_NULL_HANDLE ||
       self->vk.GetQueryPoolResults (self->dev, self->queries, q, 2, sizeof ts, ts, sizeof (guint64),
-                                    VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) != VK_SUCCESS)
+                                    VK_QUERY_RESULT_64_BIT) != VK_SUCCESS)
     return 0;
   return (double) (ts[1] - ts[0]) * self->info->timestamp_period / 1000.0;
 }
@@ -2076,7 +2083,7 @@ read_timings (RlxVkTrainer *self, Step *step, gboolean applied)
     {
       guint64 ts[4];
       r = self->vk.GetQueryPoolResults (self->dev, self->queries, 0, 4, sizeof ts, ts, sizeof (guint64),
-                                 VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+                                 VK_QUERY_RESULT_64_BIT);
       if (r == VK_SUCCESS)
         {
           double p = self->info->timestamp_period / 1000.0;
@@ -2091,7 +2098,7 @@ read_timings (RlxVkTrainer *self, Step *step, gboolean applied)
       g_autofree guint64 *ts = g_new0 (guint64, nq);
       if (self->vk.GetQueryPoolResults (self->dev, self->prof, 0, nq, nq * sizeof (guint64), ts,
                                  sizeof (guint64),
-                                 VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) == VK_SUCCESS)
+                                 VK_QUERY_RESULT_64_BIT) == VK_SUCCESS)
         {
           for (guint i = 1; i < nq; i++)
             step->prof_us[i - 1] += (double) (ts[i] - ts[i - 1]) * self->info->timestamp_period / 1000.0;
@@ -2105,7 +2112,6 @@ rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *in
                       guint n, float *loss, float *grads, GError **error)
 {
   gsize pbytes = self->model->n_params * sizeof (float), head;
-  VkSubmitInfo si = { .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1 };
   gint64 t0 = g_get_monotonic_time ();
   g_autofree char *what = NULL;
   Step *step;
@@ -2128,25 +2134,21 @@ rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *in
               params, head);
   memcpy ((char *) self->staging_in.map + pbytes, indices, n * sizeof (guint32));
 
-  si.pCommandBuffers = &step->cb[0];
-  r = self->vk.ResetFences (self->dev, 1, &self->fence);
-  if (r == VK_SUCCESS && simulate_lost (self))
-    r = VK_ERROR_DEVICE_LOST;
-  else if (r == VK_SUCCESS && step->n_cb == 2)
+  if (step->n_cb == 2)
     {
-      r = self->vk.QueueSubmit (self->queue, 1, &si, VK_NULL_HANDLE);
+      r = submit (self, &step->cb[0], 1, VK_NULL_HANDLE, TRUE);
       if (r == VK_SUCCESS)
         {
           par_memcpy (self, (char *) self->params.map + head, (const char *) params + head,
                       pbytes - head);
-          si.pCommandBuffers = &step->cb[1];
-          r = self->vk.QueueSubmit (self->queue, 1, &si, self->fence);
+          r = submit (self, &step->cb[1], 1, self->fence, FALSE);
           if (r != VK_SUCCESS)
             self->vk.QueueWaitIdle (self->queue);   /* the first part may be running */
         }
     }
-  else if (r == VK_SUCCESS)
-    r = self->vk.QueueSubmit (self->queue, 1, &si, self->fence);
+  else
+    r = submit (self, &step->cb[0], 1, self->fence, TRUE);
+  self->host_bytes += 2 * pbytes;
   what = g_strdup_printf ("a %s step of %u samples", self->model->slug, n);
   if (!wait_submission (self, self->fence, r, what, error))
     return FALSE;
@@ -2157,6 +2159,7 @@ rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *in
   read_timings (self, step, FALSE);
   self->timings.wall_us = (double) (g_get_monotonic_time () - t0);
   self->timings.wait_us = (double) self->wait_acc;
+  self->timings.host_bytes = self->host_bytes;
   return TRUE;
 }
 
@@ -2384,10 +2387,46 @@ wire_groups (guint n, guint *per_group)
   return groups;
 }
 
-/* The wire pass over gradient elements [0, @n): codes at @prec into the
- * readback buffer, the summary after them (REG_WIRE). */
+/* The hash of replica[0, @n) into summary @region (rlx_params_hash's tree):
+ * first the chunk hashes — a chain of 2048 rounds a lane, whatever the
+ * model's size, so the caller records what can run beside it (a download)
+ * right after — then, behind a barrier, one invocation combines them. */
 static void
-rec_wire_pass (Rec *r, guint n, guint prec, gboolean feedback, guint32 loss_index)
+rec_hash_chunks (Rec *r, guint n)
+{
+  RlxVkTrainer *t = r->t;
+  guint chunks = (n + HASH_CHUNK - 1) / HASH_CHUNK;
+  struct { guint32 n, mode, meta_off; } pc = { n, 0, 0 };
+
+  rec_dispatch (r, SH_PARAMS_HASH, NULL, 0, &t->replica, &t->hash_part, &t->wire_s, NULL,
+                &pc, sizeof pc, (chunks + HASH_CHUNKS_PER_GROUP - 1) / HASH_CHUNKS_PER_GROUP, 1, 1);
+}
+
+static void
+rec_hash_combine (Rec *r, guint n, guint region)
+{
+  RlxVkTrainer *t = r->t;
+  struct { guint32 n, mode, meta_off; } pc = { n, 1, (guint32) region_off (t, region) };
+
+  rec_full_barrier (r);
+  rec_dispatch (r, SH_PARAMS_HASH, NULL, 0, &t->replica, &t->hash_part, &t->wire_s, NULL,
+                &pc, sizeof pc, 1, 1, 1);
+  rec_full_barrier (r);
+}
+
+static void
+rec_hash (Rec *r, guint n, guint region)
+{
+  rec_full_barrier (r);
+  rec_hash_chunks (r, n);
+  rec_hash_combine (r, n, region);
+}
+
+/* The wire pass over gradient elements [0, @n): codes at @prec into the
+ * readback buffer, the summary after them (REG_WIRE); with @hash the
+ * replica's hash too (REG_HASH), its chunks beside the codes' download. */
+static void
+rec_wire_pass (Rec *r, guint n, guint prec, gboolean feedback, guint32 loss_index, gboolean hash)
 {
   RlxVkTrainer *t = r->t;
   guint per_group, groups = wire_groups (n, &per_group);
@@ -2408,8 +2447,19 @@ rec_wire_pass (Rec *r, guint n, guint prec, gboolean feedback, guint32 loss_inde
     rec_dispatch_v (r, SH_WIRE_QUANT, NULL, 0, bs, &c, sizeof c, groups_for ((n + 3) / 4, 256), 1, 1);
   }
   rec_full_barrier (r);
+  if (hash)
+    {
+      rec_timestamp (r, Q_HASH, TRUE);
+      rec_hash_chunks (r, (guint) t->model->n_params);
+    }
   t->vk.CmdCopyBuffer (r->cb, t->codes_dev.buf, t->readback.buf, 1, &codes);
   rec_copy_region (r, REG_WIRE, &t->readback, t->readback_meta);
+  if (hash)
+    {
+      rec_hash_combine (r, (guint) t->model->n_params, REG_HASH);
+      rec_copy_region (r, REG_HASH, &t->readback, t->readback_meta + REG_HASH * META_WORDS * 4);
+      rec_timestamp (r, Q_HASH, FALSE);
+    }
   rec_to_host (r);
   if (t->queries != VK_NULL_HANDLE && loss_index != G_MAXUINT32)
     t->vk.CmdWriteTimestamp (r->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, t->queries, Q_STEP + 3);
@@ -2456,25 +2506,6 @@ rec_apply (Rec *r, guint n, guint prec, gboolean checked)
     rec_timestamp (r, Q_APPLY, FALSE);
 }
 
-/* The hash of replica[0, @n) into summary @region (rlx_params_hash's tree:
- * chunk hashes, then one invocation combines them). */
-static void
-rec_hash (Rec *r, guint n, guint region)
-{
-  RlxVkTrainer *t = r->t;
-  guint chunks = (n + HASH_CHUNK - 1) / HASH_CHUNK;
-  struct { guint32 n, mode, meta_off; } pc = { n, 0, (guint32) region_off (t, region) };
-
-  rec_full_barrier (r);
-  rec_dispatch (r, SH_PARAMS_HASH, NULL, 0, &t->replica, &t->hash_part, &t->wire_s, NULL,
-                &pc, sizeof pc, (chunks + HASH_CHUNKS_PER_GROUP - 1) / HASH_CHUNKS_PER_GROUP, 1, 1);
-  rec_full_barrier (r);
-  pc.mode = 1;
-  rec_dispatch (r, SH_PARAMS_HASH, NULL, 0, &t->replica, &t->hash_part, &t->wire_s, NULL,
-                &pc, sizeof pc, 1, 1, 1);
-  rec_full_barrier (r);
-}
-
 static void
 fill_hash (Rec *r, gpointer data)
 {
@@ -2518,7 +2549,7 @@ fill_own (Rec *r, gpointer data)
 
 typedef struct {
   guint prec;
-  gboolean feedback;
+  gboolean feedback, hash;
 } WireKey;
 
 static void
@@ -2527,15 +2558,16 @@ fill_wire (Rec *r, gpointer data)
   WireKey *k = data;
 
   rec_wire_pass (r, (guint) r->t->model->n_params, k->prec, k->feedback,
-                 (guint32) r->t->model->n_params);
+                 (guint32) r->t->model->n_params, k->hash);
 }
 
 static const Recorded *
-get_wire_rec (RlxVkTrainer *self, guint prec, gboolean feedback, GError **error)
+get_wire_rec (RlxVkTrainer *self, guint prec, gboolean feedback, gboolean hash, GError **error)
 {
-  WireKey k = { prec, feedback };
+  WireKey k = { prec, feedback, hash };
 
-  return get_recorded (self, &self->wire_rec[prec][feedback ? 1 : 0], 4, fill_wire, &k, error);
+  return get_recorded (self, &self->wire_rec[prec][feedback ? 1 : 0][hash ? 1 : 0], 6, fill_wire,
+                       &k, error);
 }
 
 typedef struct {
@@ -2591,12 +2623,24 @@ call_end (RlxVkTrainer *self, gint64 t0)
  * sample indices in staging_in, the gradient buffer) or to submit with
  * fence2. */
 static gboolean
+wait_ahead (RlxVkTrainer *self, const char *what, GError **error)
+{
+  self->ahead = FALSE;
+  if (!wait_submission (self, self->fence2, VK_SUCCESS, what, error))
+    return FALSE;
+  if (self->round_times_due)
+    {
+      self->timings.round_us = query_span (self, Q_ROUND);
+      self->timings.hash_us = query_span (self, Q_HASH);
+      self->round_times_due = FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
 drain_ahead (RlxVkTrainer *self, GError **error)
 {
-  if (!self->ahead)
-    return TRUE;
-  self->ahead = FALSE;
-  return wait_submission (self, self->fence2, VK_SUCCESS, "the next round's own gradient", error);
+  return !self->ahead || wait_ahead (self, "the next round's own gradient", error);
 }
 
 /* After a submission that applied a queued update checked on the device:
@@ -2685,8 +2729,8 @@ resident_free (RlxVkTrainer *self)
     {
       recorded_clear (self, &self->apply_rec[p][0]);
       recorded_clear (self, &self->apply_rec[p][1]);
-      recorded_clear (self, &self->wire_rec[p][0]);
-      recorded_clear (self, &self->wire_rec[p][1]);
+      for (guint f = 0; f < 4; f++)
+        recorded_clear (self, &self->wire_rec[p][f / 2][f % 2]);
       for (guint x = 0; x < 3; x++)
         for (guint w = 0; w < 2; w++)
           recorded_clear (self, &self->finish_rec[x][p][w]);
@@ -3028,10 +3072,10 @@ rlx_vk_trainer_grads_wire (RlxVkTrainer *self, const guint32 *indices, guint n, 
   gsize pbytes = self->model->n_params * sizeof (float);
   gint64 t0 = call_begin (self);
   g_autofree char *what = NULL;
-  VkCommandBuffer cbs[4];
-  const Recorded *wire, *hash = NULL;
+  VkCommandBuffer cbs[3];
+  const Recorded *wire;
   guint n_cbs = 0;
-  gboolean checked = FALSE, applied;
+  gboolean checked = FALSE, applied, hash;
   Step *step;
 
   g_return_val_if_fail (self != NULL && indices != NULL && codes != NULL && summary != NULL, FALSE);
@@ -3039,21 +3083,16 @@ rlx_vk_trainer_grads_wire (RlxVkTrainer *self, const guint32 *indices, guint n, 
 
   if (!need_resident (self, error) || !drain_ahead (self, error))
     return FALSE;
+  /* the replica's hash rides along once hashes were asked for; the step
+   * does not change the replica, so it is taken beside the codes' download */
+  hash = self->hash_each_step && !self->hash_valid;
   step = get_step (self, n, TRUE, error);
-  wire = step != NULL ? get_wire_rec (self, prec, feedback, error) : NULL;
+  wire = step != NULL ? get_wire_rec (self, prec, feedback, hash, error) : NULL;
   if (wire == NULL)
     return FALSE;
-  if (self->hash_each_step && !self->hash_valid)
-    {
-      hash = get_hash_rec (self, error);
-      if (hash == NULL)
-        return FALSE;
-    }
   applied = self->pending >= 0;
   if (!take_update (self, cbs, &n_cbs, &checked, error))
     return FALSE;
-  if (hash != NULL)
-    cbs[n_cbs++] = hash->cb;
   g_assert (step->n_cb == 1);
   cbs[n_cbs++] = step->cb[0];
   cbs[n_cbs++] = wire->cb;
@@ -3063,7 +3102,7 @@ rlx_vk_trainer_grads_wire (RlxVkTrainer *self, const guint32 *indices, guint n, 
   what = g_strdup_printf ("a %s step of %u samples", self->model->slug, n);
   if (!submit_wait (self, cbs, n_cbs, TRUE, what, error))
     return FALSE;
-  if (hash != NULL)
+  if (hash)
     take_hash (self);
   if (!apply_outcome (self, checked, error))
     return FALSE;
@@ -3072,7 +3111,7 @@ rlx_vk_trainer_grads_wire (RlxVkTrainer *self, const guint32 *indices, guint n, 
   self->res_pending = feedback && summary->smax_bits < 0x7f800000u;
   *codes = self->readback.map;
   read_timings (self, step, applied);
-  self->timings.hash_us = hash != NULL ? query_span (self, Q_HASH) : 0;
+  self->timings.hash_us = hash ? query_span (self, Q_HASH) : 0;
   call_end (self, t0);
   return TRUE;
 }
@@ -3219,8 +3258,7 @@ rlx_vk_trainer_round_own (RlxVkTrainer *self, const guint32 *indices, guint n,
     {
       ready = self->ahead_gen == self->replica_gen && self->pending < 0 && self->ahead_n == n &&
               memcmp (self->ahead_idx, indices, n * sizeof (guint32)) == 0;
-      self->ahead = FALSE;
-      if (!wait_submission (self, self->fence2, VK_SUCCESS, what, error))
+      if (!wait_ahead (self, what, error))
         return FALSE;
       if (ready)
         self->ahead_taken++;
@@ -3362,11 +3400,14 @@ fill_finish (Rec *r, gpointer data)
     rec_dispatch_v (r, SH_ROUND_QUANT, NULL, 0, bs, &q, sizeof q, groups_for ((n + 3) / 4, 256),
                     1, 1);
   }
+  /* the hash's chunks beside the codes' download */
+  rec_full_barrier (r);
   rec_timestamp (r, Q_HASH, TRUE);
-  rec_hash (r, n, REG_ROUND);
-  rec_timestamp (r, Q_HASH, FALSE);
+  rec_hash_chunks (r, n);
   if (k->codes)
     t->vk.CmdCopyBuffer (r->cb, t->codes_dev.buf, t->round_rb.buf, 1, &codes);
+  rec_hash_combine (r, n, REG_ROUND);
+  rec_timestamp (r, Q_HASH, FALSE);
   rec_copy_region (r, REG_ROUND, &t->round_rb, t->code_words * 4);
   rec_to_host (r);
   rec_timestamp (r, Q_ROUND, FALSE);
@@ -3457,8 +3498,13 @@ rlx_vk_trainer_round_finish (RlxVkTrainer *self, double lr, guint prec, gboolean
   self->ahead_gen = self->replica_gen;
   if (codes != NULL)
     *codes = self->round_rb.map;
-  self->timings.round_us = query_span (self, Q_ROUND);
-  self->timings.hash_us = query_span (self, Q_HASH);
+  /* with the next own gradient running, its timestamps come with it */
+  self->round_times_due = self->ahead;
+  if (!self->ahead)
+    {
+      self->timings.round_us = query_span (self, Q_ROUND);
+      self->timings.hash_us = query_span (self, Q_HASH);
+    }
   call_end (self, t0);
   return TRUE;
 }
@@ -3477,7 +3523,7 @@ fill_wire_test (Rec *r, gpointer data)
   VkBufferCopy up = { 0, 0, (gsize) w->n * 4 };
 
   r->t->vk.CmdCopyBuffer (r->cb, r->t->staging_in.buf, r->t->grads.buf, 1, &up);
-  rec_wire_pass (r, w->n, w->prec, w->feedback, G_MAXUINT32);
+  rec_wire_pass (r, w->n, w->prec, w->feedback, G_MAXUINT32, FALSE);
 }
 
 gboolean

@@ -126,7 +126,8 @@ typedef struct {
   double round_us;     /* the last round's finish on the device, its hash included */
   double hash_us;      /* the replica's hash in the last call that made one (0: none) */
   double wall_us;      /* the whole call, host copies included */
-  double wait_us;      /* ... of which waiting for the GPU */
+  double wait_us;      /* ... of which in the driver: waiting for the GPU, and in
+                        * vkQueueSubmit (where lavapipe does the work itself) */
   guint64 host_bytes;  /* parameter-sized bytes the trainer's host code moved, since made */
   guint64 ahead_taken; /* own gradients a round took from behind the last finish, since made */
 } RlxVkTimings;

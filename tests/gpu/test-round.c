@@ -425,6 +425,12 @@ check_ahead (const char *spec)
     rlx_wire_dequantize (codes, l.n, RLX_PRECISION_F16, scale, d);
     for (gsize i = 0; i < l.n; i++)
       l.params[i] -= d[i];
+    /* its hash: the update is applied now, nothing is left queued */
+    {
+      guint64 h;
+      g_assert_true (rlx_backend_params_hash (l.be, &h, &error));
+      g_assert_cmphex (h, ==, rlx_params_hash (l.params, l.n));
+    }
   }
   add_own (&l, 10);
   finish_round (&l, RLX_PRECISION_F16, TRUE, TRUE, 11, "after an update");

@@ -274,7 +274,7 @@ bench_case (const RlxModel *model, guint batch, const char *backend, Mode mode, 
           model->slug, batch, rlx_backend_name (be), mode_names[mode],
           resident ? rlx_precision_to_string (prec) : "", batch / (med * 1e-6), med,
           flops / (med * 1e-6) / 1e12);
-  if (resident && !rlx_backend_params_on_device (be))
+  if (resident && rlx_backend_vk_trainer (be) != NULL && !rlx_backend_params_on_device (be))
     printf ("  (replica on the host)");
   if (comp->len > 0)
     {

@@ -14,6 +14,11 @@ void rlx_backend_poison_gradient (RlxBackend *self, gsize index, float value);
  * its wire arithmetic at sizes other than a model's. */
 struct _RlxVkTrainer *rlx_backend_vk_trainer (RlxBackend *self);
 
+/* Parameter-sized bytes the backend (and its trainer) copied on the host
+ * since it was made: updates and buckets in, codes out, loads and reads —
+ * for benchmarks and for tests that a call moved no more than it should. */
+guint64 rlx_backend_host_bytes (RlxBackend *self);
+
 /* One GPU per local rank (rlx_backend_resolve does this with the real
  * folder, rlx_backend_gpu_lock_dir): the candidates of rlx_backend_candidates
  * reordered so that the first Vulkan device no other process holds comes

@@ -8,6 +8,7 @@
 #include "rlx-config.h"
 #include "rlx-backend.h"
 #include "rlx-backend-private.h"
+#include "core/rlx-kernels.h"
 #include "core/vision/rlx-cpu.h"
 #include "gpu/rlx-vk.h"
 
@@ -51,6 +52,17 @@ struct _RlxBackend {
   float          *residual_next;  /* the last gradient's new residual, until accepted */
   gboolean        residual_pending;
   float          *sum;       /* this step's gradient, then s = g + residual */
+  guint8         *codes_buf; /* n_params × 4 bytes: update_begin's room, the host path's codes */
+  gboolean        update_open;  /* between update_begin and update_commit */
+  /* the leader's round on the host (the vulkan one is the trainer's) */
+  float          *round_sum; /* the first contribution alone, then the weighted sum */
+  float           round_first_w;
+  guint           round_k;   /* contributions */
+  guint64         round_total;
+  gboolean        round_own_in;
+  float          *ures;      /* the update stream's residual */
+  GThreadPool    *pool;      /* large copies on several threads */
+  guint64         host_bytes;   /* parameter-sized bytes copied on the host, since made */
   gboolean        poisoned;  /* rlx_backend_poison_gradient: one shot */
   gsize           poison_index;
   float           poison_value;
@@ -422,6 +434,18 @@ vk_resident_check (RlxBackend *self, gsize n)
                                     "(element %" G_GSIZE_FORMAT ")", rlx_precision_to_string (p),
                                     p_dev[i], p_ref[i], i);
         }
+      /* the replica's hash, over a prefix of another length each time */
+      {
+        gsize m = n - 7 * p;
+        guint64 h;
+
+        if (!rlx_vk_trainer_hash_test (self->vk, p_ref, m, &h, &error))
+          return g_strdup (error->message);
+        if (h != rlx_params_hash (p_ref, m))
+          return g_strdup_printf ("its parameter hash of %" G_GSIZE_FORMAT " values is %016"
+                                  G_GINT64_MODIFIER "x, the CPU's %016" G_GINT64_MODIFIER "x", m,
+                                  h, rlx_params_hash (p_ref, m));
+      }
     }
   rlx_vk_trainer_reset_feedback (self->vk);
   return NULL;
@@ -725,6 +749,11 @@ rlx_backend_free (RlxBackend *self)
   g_free (self->residual);
   g_free (self->residual_next);
   g_free (self->sum);
+  g_free (self->codes_buf);
+  g_free (self->round_sum);
+  g_free (self->ures);
+  if (self->pool != NULL)
+    g_thread_pool_free (self->pool, FALSE, TRUE);
   g_free (self->resident_note);
   if (self->gpu_lock >= 0)
     close (self->gpu_lock);
@@ -860,7 +889,9 @@ rlx_backend_step_timings (const RlxBackend *self, double *upload_us, double *com
  * arrays made once; updates are dequantised and gradients quantised by
  * core/wire's kernels a block at a time (the block stays in L1), so a call
  * allocates nothing parameter-sized and gives exactly the bits that
- * rlx_wire_dequantize / RlxWireFeedback give.
+ * rlx_wire_dequantize / RlxWireFeedback give. The vulkan path hands the work
+ * to the trainer (gpu/rlx-vk.h); what crosses to the device is copied once,
+ * checked on the way.
  */
 
 #define RESIDENT_BLOCK 4096
@@ -868,6 +899,10 @@ rlx_backend_step_timings (const RlxBackend *self, double *upload_us, double *com
 /* f32 bits with the sign cleared: ordered like |x| for finite x, and every
  * NaN or ±Inf is at or above this. */
 #define ABS_BITS_INF 0x7f800000u
+
+/* copies of at least this many bytes are spread over the pool's threads */
+#define PAR_MIN_BYTES (4u << 20)
+#define PAR_PIECES    8u
 
 static gboolean
 require_replica (RlxBackend *self, const char *what, GError **error)
@@ -884,51 +919,12 @@ require_replica (RlxBackend *self, const char *what, GError **error)
 static gboolean
 vk_failed (RlxBackend *self, GError *local, GError **error)
 {
-  g_set_error (error, RLX_BACKEND_ERROR, map_vk_code (local), "vulkan (%s): %s", self->device,
-               local->message);
+  int code = local->domain == RLX_VK_ERROR && local->code == RLX_VK_ERROR_NOT_FINITE
+             ? RLX_BACKEND_ERROR_NOT_FINITE : map_vk_code (local);
+
+  g_set_error (error, RLX_BACKEND_ERROR, code, "vulkan (%s): %s", self->device, local->message);
   g_error_free (local);
   return FALSE;
-}
-
-gboolean
-rlx_backend_load_params (RlxBackend *self, const float *params, GError **error)
-{
-  GError *local = NULL;
-
-  g_return_val_if_fail (self != NULL, FALSE);
-  g_return_val_if_fail (params != NULL, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-
-  if (self->resident_vk)
-    {
-      if (!rlx_vk_trainer_load_params (self->vk, params, &local))
-        return vk_failed (self, local, error);
-    }
-  else
-    {
-      if (self->replica == NULL)
-        self->replica = g_new (float, self->model->n_params);
-      memcpy (self->replica, params, self->model->n_params * sizeof (float));
-    }
-  self->loaded = TRUE;
-  return TRUE;
-}
-
-gboolean
-rlx_backend_read_params (RlxBackend *self, float *params, GError **error)
-{
-  GError *local = NULL;
-
-  g_return_val_if_fail (self != NULL, FALSE);
-  g_return_val_if_fail (params != NULL, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-
-  if (!require_replica (self, "reading the parameters", error))
-    return FALSE;
-  if (self->resident_vk)
-    return rlx_vk_trainer_read_params (self->vk, params, &local) || vk_failed (self, local, error);
-  memcpy (params, self->replica, self->model->n_params * sizeof (float));
-  return TRUE;
 }
 
 static const char *
@@ -940,29 +936,12 @@ tensor_of (const RlxModel *model, gsize i)
   return "?";
 }
 
-gboolean
-rlx_backend_params_hash (RlxBackend *self, guint64 *hash, GError **error)
-{
-  GError *local = NULL;
-  const float *p;
-
-  g_return_val_if_fail (self != NULL && hash != NULL, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-
-  if (!require_replica (self, "hashing the parameters", error))
-    return FALSE;
-  p = self->resident_vk ? rlx_vk_trainer_mirror (self->vk, &local) : self->replica;
-  if (p == NULL)
-    return vk_failed (self, local, error);
-  *hash = rlx_params_hash (p, self->model->n_params);
-  return TRUE;
-}
-
 /* The host passes over a gradient and an update, with GCC's vector
  * extensions so that they are SIMD at any optimisation level (the default build is -O2, where GCC 12
  * leaves these loops scalar: 1 ms each for mnist-mlp-xl). */
 typedef guint32 V8u __attribute__ ((vector_size (32)));
 typedef float   V8f __attribute__ ((vector_size (32)));
+typedef guint64 V4q __attribute__ ((vector_size (32)));
 
 /* The largest |x| as f32 bits without the sign (ordered like |x| for finite
  * x; ≥ ABS_BITS_INF for NaN or ±Inf). */
@@ -1036,30 +1015,21 @@ residual_of (const float *s, const float *d, float *residual, gsize n)
     }
 }
 
-/* Whether any element of @b (@bytes, whole elements) has every bit of its
- * exponent field set, eight bytes at a time: @field masks the field in each
- * element of a 64-bit word, @one is the field's lowest bit, @top each
- * element's top bit. (field + one) reaches the top bit only when the field
- * is all ones, and never carries into the next element. */
-static gboolean
-swar_any_all_ones (const guint8 *b, gsize bytes, guint64 field, guint64 one, guint64 top)
-{
-  guint64 acc = 0, w = 0;
-  gsize i = 0;
+/* Finding a code that decodes to NaN or ±Inf, eight bytes at a time: in
+ * each 64-bit word, @field masks every element's exponent field, @one is the
+ * field's lowest bit, @top each element's top bit. (field + one) reaches the
+ * top bit only when the field is all ones, and never carries into the next
+ * element. */
+typedef struct {
+  guint64 field, one, top;
+} Swar;
 
-  for (; i + 8 <= bytes; i += 8)
-    {
-      memcpy (&w, b + i, 8);
-      acc |= ((GUINT64_FROM_LE (w) & field) + one) & top;
-    }
-  if (i < bytes)
-    {
-      w = 0;
-      memcpy (&w, b + i, bytes - i);   /* zero padding is a finite code */
-      acc |= ((GUINT64_FROM_LE (w) & field) + one) & top;
-    }
-  return acc != 0;
-}
+static const Swar swar[RLX_PRECISION_COUNT] = {
+  { 0x7f8000007f800000u, 0x0080000000800000u, 0x8000000080000000u },   /* f32 exponent */
+  { 0x7c007c007c007c00u, 0x0400040004000400u, 0x8000800080008000u },   /* f16 exponent */
+  { 0x7f7f7f7f7f7f7f7fu, 0x0101010101010101u, 0x8080808080808080u },   /* E4M3 low 7 bits */
+  { 0x7c7c7c7c7c7c7c7cu, 0x0404040404040404u, 0x8080808080808080u },   /* E5M2 exponent */
+};
 
 /* Whether code @i decodes to NaN or ±Inf. */
 static gboolean
@@ -1075,25 +1045,226 @@ code_not_finite (const guint8 *b, gsize i, RlxPrecision p)
     }
 }
 
-/* The first code of @codes that decodes to NaN or ±Inf, or -1. A pass over
- * all of it first (fast: the common case is none), then a search. */
+/* Codes [@from, @to) of @src (whole elements): copied to @dst when non-NULL,
+ * and checked in the same pass, 32 bytes at a time. The first code that
+ * decodes to NaN or ±Inf, or -1. */
 static gssize
-first_non_finite_code (const void *codes, gsize n, RlxPrecision p)
+copy_check_range (guint8 *dst, const guint8 *src, gsize from, gsize to, RlxPrecision p)
 {
-  static const struct { guint64 field, one, top; } f[RLX_PRECISION_COUNT] = {
-    { 0x7f8000007f800000u, 0x0080000000800000u, 0x8000000080000000u },   /* f32 exponent */
-    { 0x7c007c007c007c00u, 0x0400040004000400u, 0x8000800080008000u },   /* f16 exponent */
-    { 0x7f7f7f7f7f7f7f7fu, 0x0101010101010101u, 0x8080808080808080u },   /* E4M3 low 7 bits */
-    { 0x7c7c7c7c7c7c7c7cu, 0x0404040404040404u, 0x8080808080808080u },   /* E5M2 exponent */
-  };
-  const guint8 *b = codes;
+  gsize es = rlx_precision_element_size (p);
+  const Swar *m = &swar[p];
+  V4q acc = { 0 };
+  guint64 tail = 0;
+  gsize i = from * es, end = to * es;
 
-  if (!swar_any_all_ones (b, n * rlx_precision_element_size (p), f[p].field, f[p].one, f[p].top))
+  for (; i + 32 <= end; i += 32)
+    {
+      V4q w;
+      memcpy (&w, src + i, sizeof w);
+      if (dst != NULL)
+        memcpy (dst + i, &w, sizeof w);
+      acc |= ((w & m->field) + m->one) & m->top;
+    }
+  for (; i + 8 <= end; i += 8)
+    {
+      guint64 w;
+      memcpy (&w, src + i, 8);
+      if (dst != NULL)
+        memcpy (dst + i, &w, 8);
+      tail |= ((GUINT64_FROM_LE (w) & m->field) + m->one) & m->top;
+    }
+  if (i < end)
+    {
+      guint64 w = 0;
+      memcpy (&w, src + i, end - i);   /* zero padding is a finite code */
+      if (dst != NULL)
+        memcpy (dst + i, src + i, end - i);
+      tail |= ((GUINT64_FROM_LE (w) & m->field) + m->one) & m->top;
+    }
+  G_STATIC_ASSERT (G_BYTE_ORDER == G_LITTLE_ENDIAN);   /* the vector loop reads words as LE */
+  if ((acc[0] | acc[1] | acc[2] | acc[3] | tail) == 0)
     return -1;
-  for (gsize i = 0; i < n; i++)
-    if (code_not_finite (b, i, p))
-      return (gssize) i;
+  for (gsize k = from; k < to; k++)
+    if (code_not_finite (src, k, p))
+      return (gssize) k;
   g_assert_not_reached ();
+}
+
+typedef struct {
+  guint8       *dst;
+  const guint8 *src;
+  gsize         from, to;
+  RlxPrecision  p;
+  gssize        bad;
+  GAsyncQueue  *done;
+} CopyPiece;
+
+static void
+copy_piece_run (gpointer data, gpointer user_data)
+{
+  CopyPiece *c = data;
+
+  c->bad = copy_check_range (c->dst, c->src, c->from, c->to, c->p);
+  g_async_queue_push (c->done, c);
+}
+
+/* The @n codes at @p of @src copied to @dst (NULL: only checked), on
+ * several threads when there are many: the first that decodes to NaN or
+ * ±Inf, or -1. */
+static gssize
+copy_check (RlxBackend *self, void *dst, const void *src, gsize n, RlxPrecision p)
+{
+  gsize es = rlx_precision_element_size (p);
+  g_autoptr(GAsyncQueue) done = NULL;
+  CopyPiece pieces[PAR_PIECES];
+  gsize per;
+  gssize bad = -1;
+  guint k, n_pieces;
+
+  if (dst != NULL)
+    self->host_bytes += n * es;
+  if (n * es < PAR_MIN_BYTES || g_get_num_processors () <= 2)
+    return copy_check_range (dst, src, 0, n, p);
+  if (self->pool == NULL)
+    self->pool = g_thread_pool_new (copy_piece_run, NULL, PAR_PIECES - 1, FALSE, NULL);
+  done = g_async_queue_new ();
+  per = (n / PAR_PIECES + 63) & ~(gsize) 63;   /* whole 64-byte lines at any precision */
+  for (k = 0; k < PAR_PIECES && k * per < n; k++)
+    pieces[k] = (CopyPiece) { dst, src, k * per, MIN (n, (k + 1) * per), p, -1, done };
+  n_pieces = k;
+  for (k = 1; k < n_pieces; k++)
+    g_thread_pool_push (self->pool, &pieces[k], NULL);
+  pieces[0].bad = copy_check_range (dst, src, pieces[0].from, pieces[0].to, p);
+  for (k = 1; k < n_pieces; k++)
+    g_async_queue_pop (done);
+  for (k = 0; k < n_pieces; k++)
+    if (pieces[k].bad >= 0 && (bad < 0 || pieces[k].bad < bad))
+      bad = pieces[k].bad;
+  return bad;
+}
+
+/* The arguments of an update or a bucket of @n codes at @precision with
+ * @scale: FALSE with RLX_BACKEND_ERROR_FAILED when they cannot be right. */
+static gboolean
+check_codes_args (RlxBackend *self, const char *what, gsize n, RlxPrecision precision,
+                  double scale, GError **error)
+{
+  if (n != self->model->n_params)
+    {
+      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED,
+                   "%s of %" G_GSIZE_FORMAT " elements cannot apply to %s "
+                   "(%" G_GSIZE_FORMAT " parameters); the leader and this rank disagree "
+                   "on the model", what, n, self->model->slug, self->model->n_params);
+      return FALSE;
+    }
+  if (precision != RLX_PRECISION_F32 && !(scale > 0 && isfinite (scale)))
+    {
+      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED,
+                   "%s at %s with scale %g cannot be used: the scale must be "
+                   "a finite positive number", what, rlx_precision_to_string (precision), scale);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* the inverse of @scale as rlx_wire_dequantize computes it */
+static double
+inverse_scale (RlxPrecision precision, double scale)
+{
+  return precision == RLX_PRECISION_F32 ? 1.0 : 1.0 / scale;
+}
+
+static gboolean
+refuse_update (RlxBackend *self, gssize bad, GError **error)
+{
+  g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE,
+               "the update holds NaN or ±Inf at element %" G_GSSIZE_FORMAT " (%s of %s); "
+               "it was not applied — the sender's update is corrupt", bad,
+               tensor_of (self->model, (gsize) bad), self->model->slug);
+  return FALSE;
+}
+
+gboolean
+rlx_backend_load_params (RlxBackend *self, const float *params, GError **error)
+{
+  GError *local = NULL;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (params != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  rlx_backend_round_cancel (self);
+  if (self->resident_vk)
+    {
+      if (!rlx_vk_trainer_load_params (self->vk, params, &local))
+        return vk_failed (self, local, error);
+    }
+  else
+    {
+      if (self->replica == NULL)
+        self->replica = g_new (float, self->model->n_params);
+      memcpy (self->replica, params, self->model->n_params * sizeof (float));
+    }
+  self->loaded = TRUE;
+  return TRUE;
+}
+
+gboolean
+rlx_backend_read_params (RlxBackend *self, float *params, GError **error)
+{
+  GError *local = NULL;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (params != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (!require_replica (self, "reading the parameters", error))
+    return FALSE;
+  if (self->resident_vk)
+    return rlx_vk_trainer_read_params (self->vk, params, &local) || vk_failed (self, local, error);
+  memcpy (params, self->replica, self->model->n_params * sizeof (float));
+  return TRUE;
+}
+
+gboolean
+rlx_backend_params_hash (RlxBackend *self, guint64 *hash, GError **error)
+{
+  GError *local = NULL;
+
+  g_return_val_if_fail (self != NULL && hash != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (!require_replica (self, "hashing the parameters", error))
+    return FALSE;
+  if (self->resident_vk)
+    return rlx_vk_trainer_params_hash (self->vk, hash, &local) || vk_failed (self, local, error);
+  *hash = rlx_kernels_hash (rlx_kernels_get_default (), self->replica, self->model->n_params);
+  return TRUE;
+}
+
+/* The host replica: replica -= dequantise (@codes), a block at a time. */
+static void
+host_apply (RlxBackend *self, const void *codes, RlxPrecision precision, double scale)
+{
+  gsize n = self->model->n_params, es = rlx_precision_element_size (precision);
+  float tmp[RESIDENT_BLOCK];
+
+  for (gsize i = 0; i < n; i += RESIDENT_BLOCK)
+    {
+      gsize m = MIN (RESIDENT_BLOCK, n - i);
+
+      rlx_wire_dequantize ((const guint8 *) codes + i * es, m, precision, scale, tmp);
+      add_in_place (self->replica + i, tmp, m, TRUE);
+    }
+}
+
+/* room for n_params codes of up to 4 bytes on the host (made once) */
+static guint8 *
+host_codes (RlxBackend *self)
+{
+  if (self->codes_buf == NULL)
+    self->codes_buf = g_malloc (self->model->n_params * 4);
+  return self->codes_buf;
 }
 
 gboolean
@@ -1101,59 +1272,82 @@ rlx_backend_apply_update (RlxBackend *self, const void *codes, gsize n,
                           RlxPrecision precision, double scale, GError **error)
 {
   GError *local = NULL;
-  gsize es;
   gssize bad;
-  float tmp[RESIDENT_BLOCK];
 
   g_return_val_if_fail (self != NULL, FALSE);
   g_return_val_if_fail (codes != NULL || n == 0, FALSE);
   g_return_val_if_fail ((guint) precision < RLX_PRECISION_COUNT, FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
-  if (n != self->model->n_params)
-    {
-      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED,
-                   "an update of %" G_GSIZE_FORMAT " elements cannot apply to %s "
-                   "(%" G_GSIZE_FORMAT " parameters); the leader and this rank disagree "
-                   "on the model", n, self->model->slug, self->model->n_params);
-      return FALSE;
-    }
-  if (precision != RLX_PRECISION_F32 && !(scale > 0 && isfinite (scale)))
-    {
-      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED,
-                   "an update at %s with scale %g cannot be applied: the scale must be "
-                   "a finite positive number", rlx_precision_to_string (precision), scale);
-      return FALSE;
-    }
-  if (!require_replica (self, "applying an update", error))
+  if (!check_codes_args (self, "an update", n, precision, scale, error) ||
+      !require_replica (self, "applying an update", error))
     return FALSE;
-  bad = first_non_finite_code (codes, n, precision);
-  if (bad >= 0)
+  if (!self->resident_vk)
     {
-      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE,
-                   "the update holds NaN or ±Inf at element %" G_GSSIZE_FORMAT " (%s of %s); "
-                   "it was not applied — the sender's update is corrupt", bad,
-                   tensor_of (self->model, (gsize) bad), self->model->slug);
-      return FALSE;
+      bad = copy_check (self, NULL, codes, n, precision);
+      if (bad >= 0)
+        return refuse_update (self, bad, error);
+      host_apply (self, codes, precision, scale);
+      return TRUE;
     }
+  /* one pass: copied where the GPU reads it, checked on the way */
+  {
+    void *dst = rlx_vk_trainer_update_map (self->vk, &local);
 
+    if (dst == NULL)
+      return vk_failed (self, local, error);
+    bad = copy_check (self, dst, codes, n, precision);
+    if (bad >= 0)
+      return refuse_update (self, bad, error);
+    rlx_vk_trainer_update_commit (self->vk, precision, inverse_scale (precision, scale), FALSE);
+  }
+  return TRUE;
+}
+
+void *
+rlx_backend_update_begin (RlxBackend *self, RlxPrecision precision, GError **error)
+{
+  GError *local = NULL;
+  void *dst;
+
+  g_return_val_if_fail (self != NULL, NULL);
+  g_return_val_if_fail ((guint) precision < RLX_PRECISION_COUNT, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  if (!require_replica (self, "applying an update", error))
+    return NULL;
+  dst = self->resident_vk ? rlx_vk_trainer_update_map (self->vk, &local) : host_codes (self);
+  if (dst == NULL)
+    vk_failed (self, local, error);
+  self->update_open = dst != NULL;
+  return dst;
+}
+
+gboolean
+rlx_backend_update_commit (RlxBackend *self, RlxPrecision precision, double scale,
+                           GError **error)
+{
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail ((guint) precision < RLX_PRECISION_COUNT, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+  g_return_val_if_fail (self->update_open, FALSE);   /* rlx_backend_update_begin first */
+
+  self->update_open = FALSE;
+  if (!check_codes_args (self, "an update", self->model->n_params, precision, scale, error))
+    return FALSE;
   if (self->resident_vk)
     {
-      /* the inverse as rlx_wire_dequantize computes it */
-      double inv = precision == RLX_PRECISION_F32 ? 1.0 : 1.0 / scale;
-
-      return rlx_vk_trainer_queue_update (self->vk, codes, precision, inv, &local) ||
-             vk_failed (self, local, error);
+      /* checked on the device; a refusal surfaces at the next call */
+      rlx_vk_trainer_update_commit (self->vk, precision, inverse_scale (precision, scale), TRUE);
+      return TRUE;
     }
-  es = rlx_precision_element_size (precision);
-  for (gsize i = 0; i < n; i += RESIDENT_BLOCK)
-    {
-      gsize m = MIN (RESIDENT_BLOCK, n - i);
-      float *p = self->replica + i;
+  {
+    gssize bad = copy_check (self, NULL, self->codes_buf, self->model->n_params, precision);
 
-      rlx_wire_dequantize ((const guint8 *) codes + i * es, m, precision, scale, tmp);
-      add_in_place (p, tmp, m, TRUE);
-    }
+    if (bad >= 0)
+      return refuse_update (self, bad, error);
+  }
+  host_apply (self, self->codes_buf, precision, scale);
   return TRUE;
 }
 
@@ -1172,23 +1366,25 @@ sum_and_max_bits (float *s, const float *residual, gsize n, guint32 *g_max, guin
     *s_max = *g_max;
 }
 
-/* Element @i of s is @v, not finite; @gradient_itself: so is g there. */
+/* Element @i of s is @v, not finite; @gradient_itself: so is g there;
+ * @fate: what became of it ("it was not sent"). */
 static void
-set_not_finite (RlxBackend *self, gsize i, float v, gboolean gradient_itself, GError **error)
+set_not_finite (RlxBackend *self, gsize i, float v, gboolean gradient_itself, const char *fate,
+                GError **error)
 {
   const RlxModel *m = self->model;
 
   if (gradient_itself)
     g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE,
                  "the gradient of %s holds %s (element %" G_GSIZE_FORMAT " of %s on %s); "
-                 "it was not sent — lower the learning rate or check the data",
+                 "%s — lower the learning rate or check the data",
                  m->slug, isnan (v) ? "NaN" : v > 0 ? "+Inf" : "-Inf", i,
-                 tensor_of (m, i), self->device);
+                 tensor_of (m, i), self->device, fate);
   else
     g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE,
                  "the gradient of %s plus its carried quantisation residual overflows f32 "
-                 "(element %" G_GSIZE_FORMAT " of %s); it was not sent — lower the "
-                 "learning rate", m->slug, i, tensor_of (m, i));
+                 "(element %" G_GSIZE_FORMAT " of %s); %s — lower the "
+                 "learning rate", m->slug, i, tensor_of (m, i), fate);
 }
 
 /* The wire's scale for a largest magnitude given as f32 bits (as
@@ -1204,17 +1400,50 @@ scale_for_max_bits (guint32 bits, RlxPrecision precision)
   return rlx_precision_target (precision) / (double) maxabs;
 }
 
+/* u (@u, n floats, finite) at @precision with its scale into @out; with
+ * @residual, residual = u − decode (codes) (0 where not finite); with
+ * @params, params −= decode (codes). f32: the floats themselves. */
+static void
+host_quantise (RlxBackend *self, const float *u, RlxPrecision precision, double scale,
+               guint8 *out, float *residual, float *params)
+{
+  gsize n = self->model->n_params, es = rlx_precision_element_size (precision);
+  float tmp[RESIDENT_BLOCK];
+
+  if (precision == RLX_PRECISION_F32)
+    {
+      memcpy (out, u, n * sizeof (float));
+      if (residual != NULL)
+        memset (residual, 0, n * sizeof (float));
+      if (params != NULL)
+        add_in_place (params, u, n, TRUE);
+      return;
+    }
+  for (gsize i = 0; i < n; i += RESIDENT_BLOCK)
+    {
+      gsize m = MIN (RESIDENT_BLOCK, n - i);
+      guint8 *codes = out + i * es;
+
+      rlx_wire_quantize (u + i, m, precision, scale, codes);
+      if (residual == NULL && params == NULL)
+        continue;
+      rlx_wire_dequantize (codes, m, precision, scale, tmp);
+      if (residual != NULL)
+        residual_of (u + i, tmp, residual + i, m);
+      if (params != NULL)
+        add_in_place (params + i, tmp, m, TRUE);
+    }
+}
+
 /* The wire half of grads_wire on the host: self->sum holds the gradient. */
 static gboolean
 host_encode (RlxBackend *self, RlxPrecision precision, gboolean feedback, void *out,
              double *scale_out, GError **error)
 {
   gsize n = self->model->n_params;
-  gsize es = rlx_precision_element_size (precision);
   float *s = self->sum;
   guint32 g_max, s_max;
   double scale;
-  float tmp[RESIDENT_BLOCK];
 
   self->residual_pending = FALSE;
   if (feedback && self->residual == NULL)
@@ -1230,42 +1459,46 @@ host_encode (RlxBackend *self, RlxPrecision precision, gboolean feedback, void *
       /* the residual is untouched: it is only written below */
       while (isfinite (s[i]))
         i++;
-      set_not_finite (self, i, s[i], g_max >= ABS_BITS_INF, error);
+      set_not_finite (self, i, s[i], g_max >= ABS_BITS_INF, "it was not sent", error);
       return FALSE;
     }
   scale = scale_for_max_bits (s_max, precision);
-
-  if (precision == RLX_PRECISION_F32)
-    {
-      memcpy (out, s, n * sizeof (float));
-      if (feedback)
-        memset (self->residual_next, 0, n * sizeof (float));
-    }
-  else
-    for (gsize i = 0; i < n; i += RESIDENT_BLOCK)
-      {
-        gsize m = MIN (RESIDENT_BLOCK, n - i);
-        guint8 *codes = (guint8 *) out + i * es;
-
-        rlx_wire_quantize (s + i, m, precision, scale, codes);
-        if (!feedback)
-          continue;
-        rlx_wire_dequantize (codes, m, precision, scale, tmp);
-        residual_of (s + i, tmp, self->residual_next + i, m);
-      }
+  host_quantise (self, s, precision, scale, out, feedback ? self->residual_next : NULL, NULL);
   /* the new residual waits until the caller accepts this bucket */
   self->residual_pending = feedback;
   *scale_out = scale;
   return TRUE;
 }
 
+/* The device computed the scale and its inverse itself; they must be the
+ * wire's (rlx_backend_resolve checked this device, so this never fires
+ * unless its arithmetic changes under us). */
 static gboolean
+vk_scale_ok (RlxBackend *self, const RlxVkWireSummary *sum, RlxPrecision precision,
+             double *scale_out, GError **error)
+{
+  double scale = scale_for_max_bits (sum->smax_bits, precision);
+
+  if (precision != RLX_PRECISION_F32 && (scale != sum->scale || 1.0 / scale != sum->inv))
+    {
+      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED,
+                   "vulkan (%s) computed the wire scale as %.17g (inverse %.17g), the CPU as "
+                   "%.17g (%.17g): its double arithmetic does not match the CPU's; restart "
+                   "this rank with --backend cpu", self->device, sum->scale, sum->inv, scale,
+                   1.0 / scale);
+      return FALSE;
+    }
+  *scale_out = scale;
+  return TRUE;
+}
+
+static const void *
 vk_grads_wire (RlxBackend *self, const guint32 *indices, guint n, RlxPrecision precision,
-               gboolean feedback, float *loss, void *out, double *scale_out, GError **error)
+               gboolean feedback, float *loss, double *scale_out, GError **error)
 {
   GError *local = NULL;
   RlxVkWireSummary sum;
-  double scale;
+  const void *codes = NULL;
 
   if (self->poisoned)
     {
@@ -1275,50 +1508,28 @@ vk_grads_wire (RlxBackend *self, const guint32 *indices, guint n, RlxPrecision p
       rlx_vk_trainer_poison_gradient (self->vk, (guint32) self->poison_index, bits);
       self->poisoned = FALSE;
     }
-  if (!rlx_vk_trainer_grads_wire (self->vk, indices, n, precision, feedback, out, &sum, &local))
-    return vk_failed (self, local, error);
+  if (!rlx_vk_trainer_grads_wire (self->vk, indices, n, precision, feedback, &codes, &sum, &local))
+    {
+      vk_failed (self, local, error);
+      return NULL;
+    }
   *loss = sum.loss;
   if (sum.smax_bits >= ABS_BITS_INF)
     {
       float v;
 
       memcpy (&v, &sum.bad_bits, 4);
-      set_not_finite (self, sum.first_bad, v, sum.gmax_bits >= ABS_BITS_INF, error);
-      return FALSE;
+      set_not_finite (self, sum.first_bad, v, sum.gmax_bits >= ABS_BITS_INF, "it was not sent",
+                      error);
+      return NULL;
     }
-  /* the device computed the scale and its inverse itself; they must be the
-   * wire's (rlx_backend_resolve checked this device, so this never fires
-   * unless its arithmetic changes under us) */
-  scale = scale_for_max_bits (sum.smax_bits, precision);
-  if (precision != RLX_PRECISION_F32 && (scale != sum.scale || 1.0 / scale != sum.inv))
-    {
-      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED,
-                   "vulkan (%s) computed the wire scale as %.17g (inverse %.17g), the CPU as "
-                   "%.17g (%.17g): its double arithmetic does not match the CPU's; restart "
-                   "this rank with --backend cpu", self->device, sum.scale, sum.inv, scale,
-                   1.0 / scale);
-      return FALSE;
-    }
-  *scale_out = scale;
-  return TRUE;
+  return vk_scale_ok (self, &sum, precision, scale_out, error) ? codes : NULL;
 }
 
-gboolean
-rlx_backend_grads_wire (RlxBackend *self, const guint32 *indices, guint n,
-                        RlxPrecision precision, gboolean feedback, float *loss,
-                        void *out, double *scale_out, GError **error)
+/* The gradient at the replica into self->sum (with the test poison). */
+static gboolean
+host_gradient (RlxBackend *self, const guint32 *indices, guint n, float *loss, GError **error)
 {
-  g_return_val_if_fail (self != NULL, FALSE);
-  g_return_val_if_fail (indices != NULL && loss != NULL && out != NULL && scale_out != NULL, FALSE);
-  g_return_val_if_fail ((guint) precision < RLX_PRECISION_COUNT, FALSE);
-  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
-
-  if (!check_batch (self, indices, n, error))
-    return FALSE;
-  if (!require_replica (self, "computing a gradient", error))
-    return FALSE;
-  if (self->resident_vk)
-    return vk_grads_wire (self, indices, n, precision, feedback, loss, out, scale_out, error);
   if (self->sum == NULL)
     self->sum = g_new (float, self->model->n_params);
   if (!rlx_backend_grads (self, self->replica, indices, n, loss, self->sum, error))
@@ -1328,7 +1539,57 @@ rlx_backend_grads_wire (RlxBackend *self, const guint32 *indices, guint n,
       self->sum[self->poison_index] = self->poison_value;
       self->poisoned = FALSE;
     }
-  return host_encode (self, precision, feedback, out, scale_out, error);
+  return TRUE;
+}
+
+/* grads_wire into @out, or (NULL) where the codes are: returned */
+static const void *
+grads_wire_to (RlxBackend *self, const guint32 *indices, guint n, RlxPrecision precision,
+               gboolean feedback, float *loss, void *out, double *scale_out, GError **error)
+{
+  g_return_val_if_fail (self != NULL, NULL);
+  g_return_val_if_fail (indices != NULL && loss != NULL && scale_out != NULL, NULL);
+  g_return_val_if_fail ((guint) precision < RLX_PRECISION_COUNT, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  if (!check_batch (self, indices, n, error) ||
+      !require_replica (self, "computing a gradient", error))
+    return NULL;
+  if (self->resident_vk)
+    {
+      const void *codes = vk_grads_wire (self, indices, n, precision, feedback, loss, scale_out,
+                                         error);
+      gsize bytes = self->model->n_params * rlx_precision_element_size (precision);
+
+      if (codes == NULL || out == NULL)
+        return codes;
+      memcpy (out, codes, bytes);
+      self->host_bytes += bytes;
+      return out;
+    }
+  if (out == NULL)
+    out = host_codes (self);
+  if (!host_gradient (self, indices, n, loss, error) ||
+      !host_encode (self, precision, feedback, out, scale_out, error))
+    return NULL;
+  return out;
+}
+
+gboolean
+rlx_backend_grads_wire (RlxBackend *self, const guint32 *indices, guint n,
+                        RlxPrecision precision, gboolean feedback, float *loss,
+                        void *out, double *scale_out, GError **error)
+{
+  g_return_val_if_fail (out != NULL, FALSE);
+  return grads_wire_to (self, indices, n, precision, feedback, loss, out, scale_out, error) != NULL;
+}
+
+const void *
+rlx_backend_grads_wire_map (RlxBackend *self, const guint32 *indices, guint n,
+                            RlxPrecision precision, gboolean feedback, float *loss,
+                            double *scale_out, GError **error)
+{
+  return grads_wire_to (self, indices, n, precision, feedback, loss, NULL, scale_out, error);
 }
 
 void
@@ -1354,10 +1615,13 @@ rlx_backend_reset_feedback (RlxBackend *self)
 
   if (self->resident_vk)
     rlx_vk_trainer_reset_feedback (self->vk);
-  else if (self->residual != NULL)
+  else
     {
-      memset (self->residual, 0, self->model->n_params * sizeof (float));
+      if (self->residual != NULL)
+        memset (self->residual, 0, self->model->n_params * sizeof (float));
       self->residual_pending = FALSE;
+      if (self->ures != NULL)
+        memset (self->ures, 0, self->model->n_params * sizeof (float));
     }
 }
 
@@ -1368,11 +1632,303 @@ rlx_backend_params_on_device (const RlxBackend *self)
   return self->resident_vk;
 }
 
+/* ------------------------------------------------------------ the round
+ *
+ * The host path keeps the round in round_sum: the first contribution alone
+ * (unweighted: it may stay the only one), then from the second on the
+ * weighted sum. The f32 multiply-adds are rlx_kernels_accumulate's
+ * (dst = src + w·x, no fused multiply-add, on every core); the update and
+ * its apply are host_quantise's. The vulkan path is the trainer's
+ * (gpu/rlx-vk.h), the same arithmetic in shaders.
+ */
+
+/* x (as codes at @p with @scale: the own gradient is f32 codes) joins the
+ * host round with weight @w */
+static gboolean
+host_join (RlxBackend *self, const void *x, RlxPrecision p, double scale, guint w,
+           GError **error)
+{
+  gsize n = self->model->n_params;
+  g_autoptr(GError) local = NULL;
+
+  if (self->round_sum == NULL)
+    self->round_sum = g_new (float, n);
+  if (self->round_k == 0)
+    {
+      rlx_wire_dequantize (x, n, p, scale, self->round_sum);
+      self->round_first_w = (float) w;
+    }
+  else
+    {
+      if (self->round_k == 1)
+        {
+          /* the first, weighted now that it has company */
+          float w1 = self->round_first_w;
+          for (gsize i = 0; i < n; i++)
+            self->round_sum[i] *= w1;
+        }
+      if (!rlx_kernels_accumulate (rlx_kernels_get_default (), self->round_sum, self->round_sum,
+                                   x, n, p, scale, (float) w, NULL, &local))
+        {
+          /* the codes were checked: only an argument error gets here */
+          g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED, "%s", local->message);
+          return FALSE;
+        }
+    }
+  self->round_k++;
+  self->round_total += w;
+  return TRUE;
+}
+
+gboolean
+rlx_backend_round_own (RlxBackend *self, const guint32 *indices, guint n, float *loss,
+                       GError **error)
+{
+  GError *local = NULL;
+
+  g_return_val_if_fail (self != NULL && indices != NULL && loss != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (!check_batch (self, indices, n, error) ||
+      !require_replica (self, "computing the own gradient", error))
+    return FALSE;
+  if (self->round_own_in)
+    {
+      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED,
+                   "this round already holds the own gradient; finish or cancel it first");
+      return FALSE;
+    }
+  if (self->resident_vk)
+    {
+      RlxVkWireSummary sum;
+
+      if (self->poisoned)
+        {
+          guint32 bits;
+          memcpy (&bits, &self->poison_value, 4);
+          rlx_vk_trainer_poison_gradient (self->vk, (guint32) self->poison_index, bits);
+          self->poisoned = FALSE;
+        }
+      if (!rlx_vk_trainer_round_own (self->vk, indices, n, &sum, &local))
+        return vk_failed (self, local, error);
+      *loss = sum.loss;
+      if (sum.smax_bits >= ABS_BITS_INF)
+        {
+          float v;
+          memcpy (&v, &sum.bad_bits, 4);
+          set_not_finite (self, sum.first_bad, v, TRUE, "it was not added to the round", error);
+          return FALSE;
+        }
+    }
+  else
+    {
+      guint32 g_max;
+
+      if (!host_gradient (self, indices, n, loss, error))
+        return FALSE;
+      g_max = max_abs_bits (self->sum, self->model->n_params);
+      if (g_max >= ABS_BITS_INF)
+        {
+          gsize i = 0;
+          while (isfinite (self->sum[i]))
+            i++;
+          set_not_finite (self, i, self->sum[i], TRUE, "it was not added to the round", error);
+          return FALSE;
+        }
+      if (!host_join (self, self->sum, RLX_PRECISION_F32, 1.0, n, error))
+        return FALSE;
+    }
+  self->round_own_in = TRUE;
+  return TRUE;
+}
+
+gboolean
+rlx_backend_round_add (RlxBackend *self, const void *codes, gsize n, RlxPrecision precision,
+                       double scale, guint weight, GError **error)
+{
+  GError *local = NULL;
+  gssize bad;
+  void *dst = NULL;
+
+  g_return_val_if_fail (self != NULL && (codes != NULL || n == 0), FALSE);
+  g_return_val_if_fail ((guint) precision < RLX_PRECISION_COUNT, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (!check_codes_args (self, "a bucket", n, precision, scale, error) ||
+      !require_replica (self, "adding a bucket to the round", error))
+    return FALSE;
+  if (weight == 0)
+    {
+      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED,
+                   "a bucket over 0 samples cannot join the round; its weight is its sample "
+                   "count");
+      return FALSE;
+    }
+  if (self->resident_vk)
+    {
+      dst = rlx_vk_trainer_round_slot (self->vk, &local);
+      if (dst == NULL)
+        return vk_failed (self, local, error);
+    }
+  bad = copy_check (self, dst, codes, n, precision);
+  if (bad >= 0)
+    {
+      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE,
+                   "the bucket holds NaN or ±Inf at element %" G_GSSIZE_FORMAT " (%s of %s); "
+                   "it was refused — the round's sum is as it was", bad,
+                   tensor_of (self->model, (gsize) bad), self->model->slug);
+      return FALSE;
+    }
+  if (self->resident_vk)
+    return rlx_vk_trainer_round_add (self->vk, precision, inverse_scale (precision, scale),
+                                     weight, &local) || vk_failed (self, local, error);
+  return host_join (self, codes, precision, scale, weight, error);
+}
+
+void
+rlx_backend_round_cancel (RlxBackend *self)
+{
+  g_return_if_fail (self != NULL);
+
+  if (self->resident_vk)
+    rlx_vk_trainer_round_cancel (self->vk);
+  self->round_k = 0;
+  self->round_total = 0;
+  self->round_own_in = FALSE;
+}
+
+guint
+rlx_backend_round_size (RlxBackend *self)
+{
+  g_return_val_if_fail (self != NULL, 0);
+  return self->resident_vk ? rlx_vk_trainer_round_size (self->vk) : self->round_k;
+}
+
+/* The u of a round that is not finite at element @i (its value @v). */
+static void
+set_round_not_finite (RlxBackend *self, gsize i, float v, GError **error)
+{
+  g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE,
+               "the round's update of %s is %s at element %" G_GSIZE_FORMAT " (%s): the "
+               "finite buckets summed past f32's range; nothing was applied — lower the "
+               "learning rate", self->model->slug, isnan (v) ? "NaN" : v > 0 ? "+Inf" : "-Inf",
+               i, tensor_of (self->model, i));
+}
+
+static gboolean
+host_round_finish (RlxBackend *self, double lr, RlxPrecision precision, gboolean feedback,
+                   const void **codes_out, double *scale_out, guint64 *hash_out, GError **error)
+{
+  gsize n = self->model->n_params;
+  g_autoptr(GError) local = NULL;
+  float coef = self->round_k == 1 ? (float) lr : (float) (lr / (double) self->round_total);
+  guint8 *codes = host_codes (self);
+  guint32 u_max;
+  double scale;
+
+  if (feedback && self->ures == NULL)
+    self->ures = g_new0 (float, n);
+  if (self->sum == NULL)
+    self->sum = g_new (float, n);
+  /* u = coef · x (+ r): the sum of two f32 is the same in either order */
+  if (!rlx_kernels_accumulate (rlx_kernels_get_default (), self->sum, feedback ? self->ures : NULL,
+                               self->round_sum, n, RLX_PRECISION_F32, 1.0, coef, NULL, &local))
+    {
+      gsize i = 0;
+      while (isfinite (self->round_sum[i]))
+        i++;
+      set_round_not_finite (self, i, self->round_sum[i], error);
+      return FALSE;
+    }
+  u_max = max_abs_bits (self->sum, n);
+  if (u_max >= ABS_BITS_INF)
+    {
+      gsize i = 0;
+      while (isfinite (self->sum[i]))
+        i++;
+      set_round_not_finite (self, i, self->sum[i], error);
+      return FALSE;
+    }
+  scale = scale_for_max_bits (u_max, precision);
+  host_quantise (self, self->sum, precision, scale, codes, feedback ? self->ures : NULL,
+                 self->replica);
+  *scale_out = scale;
+  *hash_out = rlx_kernels_hash (rlx_kernels_get_default (), self->replica, n);
+  if (codes_out != NULL)
+    *codes_out = codes;
+  return TRUE;
+}
+
+gboolean
+rlx_backend_round_finish (RlxBackend *self, double lr, RlxPrecision precision,
+                          gboolean feedback, const guint32 *next_indices, guint next_n,
+                          const void **codes_out, double *scale_out, guint64 *hash_out,
+                          GError **error)
+{
+  GError *local = NULL;
+  RlxVkWireSummary sum;
+  gboolean ok;
+
+  g_return_val_if_fail (self != NULL && scale_out != NULL && hash_out != NULL, FALSE);
+  g_return_val_if_fail ((guint) precision < RLX_PRECISION_COUNT, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (!require_replica (self, "finishing a round", error))
+    return FALSE;
+  if (!isfinite (lr))
+    {
+      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED,
+                   "a round cannot be finished with learning rate %g; give a finite one", lr);
+      return FALSE;
+    }
+  if (next_indices != NULL && !check_batch (self, next_indices, next_n, error))
+    return FALSE;
+  if (rlx_backend_round_size (self) == 0)
+    {
+      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED,
+                   "the round holds no gradient to finish: neither the own one nor a member's "
+                   "bucket joined it (rlx_backend_round_own, rlx_backend_round_add)");
+      return FALSE;
+    }
+  /* never at f32, where the residual is left for when the precision drops */
+  feedback = feedback && precision != RLX_PRECISION_F32;
+  if (!self->resident_vk)
+    {
+      ok = host_round_finish (self, lr, precision, feedback, codes_out, scale_out, hash_out,
+                              error);
+      rlx_backend_round_cancel (self);
+      return ok;
+    }
+  self->round_own_in = FALSE;
+  if (!rlx_vk_trainer_round_finish (self->vk, lr, precision, feedback, next_indices, next_n,
+                                    codes_out, &sum, hash_out, &local))
+    return vk_failed (self, local, error);
+  if (sum.smax_bits >= ABS_BITS_INF)
+    {
+      float v;
+      memcpy (&v, &sum.bad_bits, 4);
+      set_round_not_finite (self, sum.first_bad, v, error);
+      return FALSE;
+    }
+  return vk_scale_ok (self, &sum, precision, scale_out, error);
+}
+
 RlxVkTrainer *
 rlx_backend_vk_trainer (RlxBackend *self)
 {
   g_return_val_if_fail (self != NULL, NULL);
   return self->vk;
+}
+
+guint64
+rlx_backend_host_bytes (RlxBackend *self)
+{
+  RlxVkTimings t = { 0 };
+
+  g_return_val_if_fail (self != NULL, 0);
+  if (self->vk != NULL)
+    rlx_vk_trainer_timings (self->vk, &t);
+  return self->host_bytes + t.host_bytes;
 }
 
 void

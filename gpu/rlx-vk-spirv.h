@@ -56,3 +56,18 @@ static const guint32 rlx_spv_wire_quant[] =
 static const guint32 rlx_spv_wire_apply[] =
 #include "wire_apply.spv.inc"
 ;
+static const guint32 rlx_spv_codes_check[] =
+#include "codes_check.spv.inc"
+;
+static const guint32 rlx_spv_round_acc[] =
+#include "round_acc.spv.inc"
+;
+static const guint32 rlx_spv_round_u[] =
+#include "round_u.spv.inc"
+;
+static const guint32 rlx_spv_round_quant[] =
+#include "round_quant.spv.inc"
+;
+static const guint32 rlx_spv_params_hash[] =
+#include "params_hash.spv.inc"
+;

@@ -57,6 +57,7 @@ typedef enum {
   RLX_VK_ERROR_DEVICE_LOST,     /* VK_ERROR_DEVICE_LOST or a step that never finished */
   RLX_VK_ERROR_OUT_OF_MEMORY,   /* host or device memory */
   RLX_VK_ERROR_FAILED,
+  RLX_VK_ERROR_NOT_FINITE,      /* an update checked on the device held NaN or ±Inf */
 } RlxVkError;
 
 typedef enum {
@@ -109,6 +110,9 @@ char            *rlx_vk_device_check (const RlxVkDeviceInfo *info,
  * process started, and whether the validation layer is on. */
 guint            rlx_vk_validation_messages (void);
 gboolean         rlx_vk_validation_enabled (void);
+/* How many VkInstances this process has made: 1 once Vulkan was used, however
+ * many trainers were opened and freed since (the instance is kept). */
+guint            rlx_vk_instances_made (void);
 
 typedef struct _RlxVkTrainer RlxVkTrainer;
 
@@ -116,9 +120,16 @@ typedef struct {
   double upload_us;    /* indices and parameters to the device */
   double compute_us;   /* forward, loss, backward */
   double download_us;  /* gradient and loss to host memory (resident: the wire
-                        * pass, scale + codes + residual, and the codes' download) */
+                        * pass, scale + codes + residual, and the codes' download;
+                        * the leader's own step: its check) */
   double apply_us;     /* resident: the queued update applied (0: none) */
+  double round_us;     /* the last round's finish on the device, its hash included */
+  double hash_us;      /* the replica's hash in the last call that made one (0: none) */
   double wall_us;      /* the whole call, host copies included */
+  double wait_us;      /* ... of which in the driver: waiting for the GPU, and in
+                        * vkQueueSubmit (where lavapipe does the work itself) */
+  guint64 host_bytes;  /* parameter-sized bytes the trainer's host code moved, since made */
+  guint64 ahead_taken; /* own gradients a round took from behind the last finish, since made */
 } RlxVkTimings;
 
 /* Opens device @index (as enumerated), uploads the training split of
@@ -170,39 +181,89 @@ typedef struct {
  * when the device lacks 64-bit shader arithmetic. Idempotent. */
 gboolean rlx_vk_trainer_resident_init (RlxVkTrainer *self, const RlxVkWireTables *tables,
                                        GError **error);
-/* Replaces the replica (an update still queued is dropped). */
+/* Replaces the replica (an update still queued and a round in progress are
+ * dropped) and hashes it on the device. */
 gboolean rlx_vk_trainer_load_params   (RlxVkTrainer *self, const float *params, GError **error);
 /* Copies the replica out, after applying a queued update. */
 gboolean rlx_vk_trainer_read_params   (RlxVkTrainer *self, float *params, GError **error);
-/* The replica as it is now (after a queued update), in host memory owned
- * by the trainer, valid until the next call that changes it. The first call
- * copies it out; from then on every grads_wire brings the copy along in its
- * submission (the replica does not change during a step), so a call after a
- * step costs no extra round trip. */
-const float *rlx_vk_trainer_mirror    (RlxVkTrainer *self, GError **error);
-/* Queues replica -= decode (@codes) (n_params codes at @prec, @inv =
- * 1.0 / scale) for the next submission; an update already queued is applied
- * first, on its own. */
+/* rlx_params_hash of the replica as it is now (after a queued update),
+ * computed on the device (shaders/params_hash.comp): 8 bytes come back, not
+ * the parameters. The first call also makes every later grads_wire hash the
+ * replica in its submission (after its update), so a call after a step
+ * costs nothing; a round's finish always hashes. */
+gboolean rlx_vk_trainer_params_hash   (RlxVkTrainer *self, guint64 *hash, GError **error);
+
+/* An update, written by the host straight into the memory the GPU reads
+ * (device-local where the host can map it): update_map returns that memory
+ * (room for n_params codes of 4 bytes; an update queued before is applied
+ * first, on its own), valid until update_commit, which queues replica -=
+ * decode (codes) (n_params codes at @prec, @inv = 1.0 / scale) for the next
+ * submission. @checked: the device checks the codes first (codes_check) and
+ * applies nothing when one decodes to NaN or ±Inf; the call that waits for
+ * that submission then fails with RLX_VK_ERROR_NOT_FINITE (the replica as
+ * it was). Unchecked: the caller checked them. */
+void    *rlx_vk_trainer_update_map    (RlxVkTrainer *self, GError **error);
+void     rlx_vk_trainer_update_commit (RlxVkTrainer *self, guint prec, double inv,
+                                       gboolean checked);
+/* update_map + a copy of @codes + update_commit (unchecked). */
 gboolean rlx_vk_trainer_queue_update  (RlxVkTrainer *self, const void *codes, guint prec,
                                        double inv, GError **error);
 /* One step on the replica (after the queued update): the gradient's codes
- * at @prec into @codes (n_params × element size bytes) and the summary.
- * When @summary->smax_bits says s is not finite, @codes is untouched and the
- * residual kept (the caller refuses the gradient). The scale is the
- * device's; the caller checks it. */
+ * at @prec and the summary. *@codes points at the codes where the GPU put
+ * them (n_params × element size bytes, host memory of the trainer's), valid
+ * until the next call on the trainer. When @summary->smax_bits says s is
+ * not finite the codes mean nothing and the residual is kept (the caller
+ * refuses the gradient). The scale is the device's; the caller checks it. */
 gboolean rlx_vk_trainer_grads_wire    (RlxVkTrainer *self, const guint32 *indices, guint n,
-                                       guint prec, gboolean feedback, void *codes,
+                                       guint prec, gboolean feedback, const void **codes,
                                        RlxVkWireSummary *summary, GError **error);
 /* A wire pass with feedback keeps its new residual aside: accept makes it
  * the one the next pass carries (its bucket was taken); without it the next
- * pass carries the one before. Reset: the next pass starts from zero. */
+ * pass carries the one before. Reset: the next pass starts from zero, and
+ * so does the leader's update residual. */
 void     rlx_vk_trainer_accept_feedback (RlxVkTrainer *self);
 void     rlx_vk_trainer_reset_feedback (RlxVkTrainer *self);
 
-/* Test hooks (and the backend's check of a device). poison: the next wire
- * pass reads @bits for gradient element @index. wire_test: a wire pass over
- * @g[0..n) (n ≤ n_params) with the trainer's residual, as grads_wire does
- * after a step. apply_test: @params[0..n) -= decode (@codes), through the
+/* ── the leader's round (core/rlx-backend.h says what it computes) ──
+ *
+ * round_own: the own gradient at the replica (after a queued update) joins
+ * the round as its next contribution, weight n; it stays in the gradient
+ * buffer. @summary: its largest |g| and first non-finite element, and the
+ * loss; when g is not finite it does not join (the caller refuses it).
+ * When the last finish was given these @indices as its @next and the
+ * replica has not changed since, the gradient computed then is taken.
+ * round_slot: memory for the next member's bucket (n_params codes of 4
+ * bytes at most), host-written where the GPU reads it, valid until
+ * round_add, which makes it the next contribution (codes at @prec, @inv =
+ * 1.0 / scale, @weight samples): the caller checked the codes. From the
+ * second contribution on each is added to the sum by a submission nobody
+ * waits for. round_finish: u, its codes at @prec (with the update residual
+ * when @feedback and not f32), replica -= decode (codes) and the replica's
+ * hash, in one submission; *@codes (NULL: not wanted, not downloaded)
+ * points at the codes, valid until the next call; @summary: the largest |u|
+ * (≥ 0x7f800000: u not finite — nothing was applied or kept), the scale and
+ * its inverse. With @next, the own gradient of the next round over those
+ * samples is submitted right behind it. The round is over either way.
+ * round_cancel: forget the round (nothing to undo on the device). */
+gboolean rlx_vk_trainer_round_own     (RlxVkTrainer *self, const guint32 *indices, guint n,
+                                       RlxVkWireSummary *summary, GError **error);
+void    *rlx_vk_trainer_round_slot    (RlxVkTrainer *self, GError **error);
+gboolean rlx_vk_trainer_round_add     (RlxVkTrainer *self, guint prec, double inv, guint weight,
+                                       GError **error);
+gboolean rlx_vk_trainer_round_finish  (RlxVkTrainer *self, double lr, guint prec,
+                                       gboolean feedback, const guint32 *next, guint next_n,
+                                       const void **codes, RlxVkWireSummary *summary,
+                                       guint64 *hash, GError **error);
+void     rlx_vk_trainer_round_cancel  (RlxVkTrainer *self);
+/* contributions in the round so far */
+guint    rlx_vk_trainer_round_size    (RlxVkTrainer *self);
+
+/* Test hooks (and the backend's check of a device). poison: the next pass
+ * that reads the gradient (a wire pass, an own step's check) reads @bits
+ * for element @index. wire_test: a wire pass over @g[0..n) (n ≤ n_params)
+ * with the trainer's residual, as grads_wire does after a step. apply_test:
+ * @params[0..n) -= decode (@codes), through the replica's memory (which it
+ * overwrites). hash_test: the device's hash of @params[0..n), through the
  * replica's memory (which it overwrites). */
 void     rlx_vk_trainer_poison_gradient (RlxVkTrainer *self, guint32 index, guint32 bits);
 /* Tests: every later wire pass starts its divisions @ulps away from the
@@ -213,6 +274,8 @@ gboolean rlx_vk_trainer_wire_test     (RlxVkTrainer *self, const float *g, gsize
                                        GError **error);
 gboolean rlx_vk_trainer_apply_test    (RlxVkTrainer *self, float *params, gsize n,
                                        const void *codes, guint prec, double inv, GError **error);
+gboolean rlx_vk_trainer_hash_test     (RlxVkTrainer *self, const float *params, gsize n,
+                                       guint64 *hash, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxVkTrainer, rlx_vk_trainer_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxVkDeviceInfo, rlx_vk_device_info_free)

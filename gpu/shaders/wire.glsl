@@ -114,6 +114,25 @@ f32_add (uint a, uint b)
   }
 }
 
+/* a · b on f32 bits, as the CPU's f32 multiplication: the product of two
+ * f32 is exact in double (48 significant bits), so one rounding to f32
+ * gives the correctly rounded product */
+uint
+f32_mul (uint a, uint b)
+{
+  if (f32_is_nan (a))
+    return a | 0x400000u;
+  if (f32_is_nan (b))
+    return b | 0x400000u;
+  {
+    precise double r = f64_from_f32 (a) * f64_from_f32 (b);
+    /* Inf · 0: the default NaN, as x86 SSE gives */
+    if (r != r)
+      return 0xffc00000u;
+    return f32_from_f64 (r);
+  }
+}
+
 /* a - b on f32 bits, as the CPU's f32 subtraction */
 uint
 f32_sub (uint a, uint b)

@@ -3,7 +3,8 @@
  * summary (wire-layout.h META_*), copies the step's loss beside it and
  * computes the scale exactly as the wire does: target / (double) maxabs,
  * 1.0 when maxabs is 0 (and for f32), and its reciprocal 1.0 / scale, both
- * correctly rounded. */
+ * correctly rounded. prec ~0: the precision (and its target) of the round
+ * being finished, from the control buffer. */
 #include "wire.glsl"
 #include "wire-layout.h"
 
@@ -22,6 +23,8 @@ shared uint sh_s[256], sh_g[256], sh_bad[256];
 void main ()
 {
   const uint lid = gl_LocalInvocationID.x;
+  const uint prec = p.prec != 0xffffffffu ? p.prec : ctl[CTL_ROUND_PREC];
+  const uint target = p.prec != 0xffffffffu ? p.target : ctl[CTL_TARGET + prec];
   uint sm = 0u, gm = 0u, bad = 0xffffffffu;
 
   for (uint w = lid; w < p.n_groups; w += 256u)
@@ -49,10 +52,10 @@ void main ()
       uint m = sh_s[0];
       double scale = 1.0LF, inv = 1.0LF;
 
-      if (p.prec != WIRE_F32 && m != 0u && m < F32_ABS_INF)
+      if (prec != WIRE_F32 && m != 0u && m < F32_ABS_INF)
         {
           int nudge = int (ctl[CTL_DIV_NUDGE]);
-          scale = f64_div (double (p.target), f64_from_f32 (m), nudge);
+          scale = f64_div (double (target), f64_from_f32 (m), nudge);
           inv = f64_div (1.0LF, scale, nudge);
         }
       s[p.meta_off + META_SMAX] = m;

@@ -19,34 +19,12 @@ layout(std430, set = 0, binding = 2) writeonly buffer BufR { uint res[]; };
 layout(std430, set = 0, binding = 3) writeonly buffer BufCodes { uint codes[]; };
 layout(std430, set = 0, binding = 4) readonly buffer BufCtl { uint ctl[]; };
 
+#define WIRE_TAB(i) tab[i]
+#include "wire-codec.glsl"
+
 layout(push_constant) uniform Push {
   uint n, prec, feedback, meta_off;
 } p;
-
-uint
-encode (uint sb, double scale)
-{
-  precise double y = f64_from_f32 (sb) * scale;
-  uint h = f16_seed (f32_from_f64 (y));
-  if (p.prec == WIRE_F16)
-    return h;
-  {
-    uint base = p.prec == WIRE_E4M3 ? TAB_BRIDGE_E4M3 : TAB_BRIDGE_E5M2;
-    return (tab[base + (h >> 2)] >> (8u * (h & 3u))) & 0xffu;
-  }
-}
-
-uint
-decode (uint code, double inv)
-{
-  double v;
-  if (p.prec == WIRE_F16)
-    v = f64_from_f16 (code);
-  else
-    v = f64_from_f32 (tab[(p.prec == WIRE_E4M3 ? TAB_F8_E4M3 : TAB_F8_E5M2) + code]);
-  precise double d = v * inv;
-  return f32_from_f64 (d);
-}
 
 void main ()
 {
@@ -79,26 +57,13 @@ void main ()
                 res[res_out + i] = 0u;
               continue;
             }
-          c[k] = encode (s[i], scale);
+          c[k] = wire_encode (s[i], scale, p.prec);
           if (p.feedback != 0u)
             {
-              uint r = f32_sub (s[i], decode (c[k], inv));
+              uint r = f32_sub (s[i], wire_decode (c[k], inv, p.prec));
               res[res_out + i] = (r & 0x7fffffffu) >= F32_ABS_INF ? 0u : r;
             }
         }
-      if (p.prec == WIRE_F32)
-        {
-          for (uint k = 0u; k < 4u; k++)
-            if (4u * q + k < p.n)
-              codes[4u * q + k] = c[k];
-        }
-      else if (p.prec == WIRE_F16)
-        {
-          codes[2u * q] = c[0] | (c[1] << 16);
-          if (4u * q + 2u < p.n)
-            codes[2u * q + 1u] = c[2] | (c[3] << 16);
-        }
-      else
-        codes[q] = c[0] | (c[1] << 8) | (c[2] << 16) | (c[3] << 24);
+      WIRE_PACK (codes, q, c, p.n, p.prec);
     }
 }

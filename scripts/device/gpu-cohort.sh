@@ -11,7 +11,8 @@
 #   results.jsonl  one JSON object per measurement (appended as it is made)
 #   ddp.txt        torch_ref.py ddp output
 #   devices.txt    nvidia-smi and rlx-rank devices
-#   tests.txt      tests/gpu/test-resident on the GPU (bit-identity, validation layer)
+#   tests.txt      tests/gpu/test-resident and test-round on the GPU (bit-identity,
+#                  the leader's round, the device hash, validation layer)
 #   summary.md     medians and ratios (scripts/device/summarize.py)
 # What it measures (the issue's numbers), for mnist-mlp at 1024, mnist-cnn at
 # 1024 and mnist-mlp-xl at 4096 per rank, in RLX_DC_ROUNDS (3) interleaved
@@ -20,10 +21,12 @@
 # one-rank cohort at f16 and f8e4m3 against f32, and two ranks on two GPUs
 # (vulkan:0 + vulkan:1) at f32 and f16 against one; then PyTorch DDP on the
 # same models and batches (`torch_ref.py ddp --device cuda --ranks 1,2`).
-# Before that, once: the resident-parameter tests on the GPU, a mixed CPU + GPU
-# cohort's hashes, bench-gpu's step breakdown with and without resident
-# parameters, and each model's per-dispatch profile (for the overlap of
-# gradient sending with the backward pass).
+# Before that, once: the resident-parameter and round tests on the GPU, a
+# mixed CPU + GPU cohort's hashes, bench-gpu's step breakdown for each path a
+# cohort takes (plain; a member's step, zero-copy and copying; a one-rank
+# leader's round with the next slice queued and without; a leader with one
+# member's bucket — at f32 and f8e4m3), and each model's per-dispatch profile
+# (for the overlap of gradient sending with the backward pass).
 #
 # One failure never loses the rest: no `set -e`, every command has its own
 # timeout and its outcome is logged, files are appended as results come.
@@ -117,27 +120,31 @@ TEST_SPEC=$BACKEND
 say "NVIDIA Vulkan devices: $NGPU; two-rank runs on: ${TWO:-none}"
 
 # ── once: correctness on this GPU ────────────────────────────────────────
-if have 120 "test-resident on the GPU" && [ -x "$C/bin/test-resident" ]; then
-  say "test-resident on $TEST_SPEC (validation layer on)"
-  RLX_TEST_VULKAN=$TEST_SPEC RLX_VK_VALIDATE=1 timeout 150 "$C/test-resident" \
-    > "$OUT/tests.txt" 2>&1
-  echo "exit $?" >> "$OUT/tests.txt"
-  grep -E '^(ok|not ok)|exit|fallback' "$OUT/tests.txt"
-fi
+for t in test-resident test-round; do
+  if have 120 "$t on the GPU" && [ -x "$C/bin/$t" ]; then
+    say "$t on $TEST_SPEC (validation layer on)"
+    RLX_TEST_VULKAN=$TEST_SPEC RLX_VK_VALIDATE=1 timeout 120 "$C/$t" 2>&1 |
+      grep -v 'DEBUG: rlx-vk: .* buffer, ' >> "$OUT/tests.txt"
+    echo "$t exit ${PIPESTATUS[0]}" >> "$OUT/tests.txt"
+  fi
+done
+grep -E '^(ok|not ok)|exit|fallback|Vulkan tests' "$OUT/tests.txt"
 if have 60 "mixed CPU + GPU cohort"; then
   say "mixed cohort: cpu + $BACKEND, f16, equal hashes"
   r=$(timeout 90 $RATE --label mixed-cpu-gpu --model mnist-mlp --batch 256 --precision f16 \
         --steps $(( 300 / (SCALE > 10 ? 10 : SCALE) )) --backend cpu --backend "$BACKEND" --timeout 80)
   echo "$r"; record "$r"
 fi
-if have 60 "bench-gpu resident breakdown"; then
+if have 90 "bench-gpu breakdown of each path"; then
   for m in $MODELS; do
     IFS=: read -r model batch steps <<< "$m"
-    for mode in "" "--resident f32" "--resident f8e4m3"; do
-      say "bench-gpu $model $batch $mode"
-      # shellcheck disable=SC2086
-      timeout 60 "$BENCH" --backend "$BACKEND" --models "$model" --batches "$batch" \
-        --seconds 1 $mode
+    for mode in "plain f32" "member f32" "member f8e4m3" "member-copy f32" "leader f32" \
+                "leader f8e4m3" "leader-sync f32" "leader-member f32" "leader-member f8e4m3"; do
+      read -r mo pr <<< "$mode"
+      have 20 "bench-gpu $model $mode" || break
+      say "bench-gpu $model $batch --mode $mo --precision $pr"
+      timeout 30 "$BENCH" --backend "$BACKEND" --models "$model" --batches "$batch" \
+        --seconds 0.7 --mode "$mo" --precision "$pr"
     done
   done
 fi

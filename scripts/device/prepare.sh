@@ -6,7 +6,7 @@
 # image (Ubuntu-like, CUDA, python3 + torch) has no GLib, json-glib, OpenBLAS
 # or Vulkan loader of its own:
 #
-#   .devcarry/bin/       rlx-rank, bench-gpu, test-resident (release build)
+#   .devcarry/bin/       rlx-rank, bench-gpu, test-resident, test-round (release build)
 #   .devcarry/lib/       every shared library they load that is not glibc's
 #                        (ldd), and OpenBLAS as libopenblas.so.0.xz (dlopen'ed
 #                        by the CPU path only; 36 MB unpacked, 8 MB packed)
@@ -47,13 +47,13 @@ grep -qxF "/$carry/" "$exclude" 2>/dev/null || echo "/$carry/" >> "$exclude"
 if [ ! -f "$build/build.ninja" ]; then
   meson setup "$build" --buildtype=release >/dev/null || die "meson setup $build failed"
 fi
-ninja -C "$build" tools/rlx-rank tests/gpu/bench-gpu tests/gpu/test-resident >/dev/null ||
-  die "building in $build failed"
+ninja -C "$build" tools/rlx-rank tests/gpu/bench-gpu tests/gpu/test-resident \
+  tests/gpu/test-round >/dev/null || die "building in $build failed"
 
 rm -rf "$carry/bin" "$carry/lib" "$carry/use"
 mkdir -p "$carry/bin" "$carry/lib" "$carry/gl"
 cp "$build/tools/rlx-rank" "$build/tests/gpu/bench-gpu" "$build/tests/gpu/test-resident" \
-   "$carry/bin/"
+   "$build/tests/gpu/test-round" "$carry/bin/"
 strip "$carry/bin/"* 2>/dev/null || true
 
 # 3. their libraries, less glibc's own (the device has a newer glibc; a
@@ -89,7 +89,7 @@ for d in $debs; do
 done
 
 # 5. the wrappers: only our programs get our libraries
-for p in rlx-rank bench-gpu test-resident; do
+for p in rlx-rank bench-gpu test-resident test-round; do
   cat > "$carry/$p" <<EOF
 #!/bin/sh
 # runs bin/$p with the carried libraries (written by scripts/device/prepare.sh)

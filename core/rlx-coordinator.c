@@ -42,6 +42,7 @@
 #include "core/vision/rlx-cpu.h"
 
 #include <math.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -104,6 +105,8 @@ struct _RlxCoordinator {
   guint            deadline_floor_ms;
   gboolean         join_only;
   guint64          fault_nan_from, fault_inf_from, fault_hash_at;
+  guint64          fault_stall_step, fault_die_at;
+  guint            fault_stall_ms;
   guint            evaluate_every;
 
   RlxWorker       *worker;
@@ -141,7 +144,9 @@ struct _RlxCoordinator {
   guint            unlisted;        /* step frames in a row that left us out */
   guint64          expect_commit;   /* commit being applied (0: none) */
   gboolean         lineage_change;  /* following a leader from outside our cohort */
+  GPtrArray       *former_members;  /* ours when we yielded in a merge: told who leads */
   guint64          merge_from_step; /* applied when we yielded */
+  guint64          term_base;       /* our step when the current term began */
   char            *merge_rule;
 
   /* leader */
@@ -151,6 +156,8 @@ struct _RlxCoordinator {
   gboolean         finishing_round; /* the update of the round is being made */
   gboolean         round_waiting;   /* complete, waiting for our replica's hash */
   guint            snapshots_out;   /* snapshots being made for members (leader) */
+  guint64          last_commit;     /* the newest commit we published (leader) */
+  gboolean         publish_waiting; /* a restart of the round waits for it to be applied */
   GPtrArray       *admit_pending;   /* ids admitted while an update was being made */
   GQueue           commits;         /* Commit* */
   GHashTable      *members_state;   /* id → MemberState* */
@@ -766,6 +773,8 @@ work_submit (RlxCoordinator *self)
   job.feedback = self->error_feedback;
   job.accepted_prev = w->accepted_prev;
   job.fault = fault_for (self, w->step);
+  if (self->fault_stall_step > 0 && w->step == self->fault_stall_step)
+    job.stall_us = (guint64) self->fault_stall_ms * 1000;
   if (rlx_worker_submit_step (self->worker, &job, on_job_done, self, &error) == 0)
     {
       if (!g_error_matches (error, RLX_WORKER_ERROR, RLX_WORKER_ERROR_BUSY))
@@ -1065,12 +1074,49 @@ on_leader_replica_applied (RlxReplica *replica, gboolean ok, gpointer user_data)
   }
   if (self->round_waiting && applied (self) + 1 == rlx_round_get_step (self->round))
     leader_finalize (self);
+  else if (self->publish_waiting && applied (self) >= self->last_commit)
+    leader_publish (self, FALSE);
 out:
   BUSY_END;
 }
 
 static void leader_start_round (RlxCoordinator *self, GArray *slots);
 static void admit_flush (RlxCoordinator *self);
+
+/* Test switch (fault_die_at): the commit reaches every member but the one
+ * that takes over, then the leader dies — so the new leader is behind a
+ * member, deterministically. */
+static gboolean
+on_die_poll (gpointer user_data)
+{
+  RlxCoordinator *self = user_data;
+
+  for (guint i = 0; i < rlx_peer_set_size (self->peers); i++)
+    if (!rlx_peer_set_is_flushed (self->peers, rlx_peer_set_nth (self->peers, i)))
+      return G_SOURCE_CONTINUE;
+  kill (getpid (), SIGKILL);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+die_after_partial_commit (RlxCoordinator *self, GBytes *frame)
+{
+  GPtrArray *ids = members (self);
+  const char *successor = NULL;
+
+  for (guint i = 0; i < ids->len && successor == NULL; i++)
+    if (!is_self (self, g_ptr_array_index (ids, i)))
+      successor = g_ptr_array_index (ids, i);
+  for (guint i = 0; i < ids->len; i++)
+    {
+      const char *id = g_ptr_array_index (ids, i);
+      RlxPeer *p = rlx_peer_set_lookup (self->peers, id);
+      if (p && g_strcmp0 (id, successor) != 0)
+        send_frame (self, p, RLX_SEND_STEP, frame, self->n, self->precision);
+    }
+  rlx_peer_set_stop (self->peers);
+  g_timeout_add (1, on_die_poll, self);
+}
 
 static void
 on_update_made (RlxRound *round, GBytes *frame, const RlxMsgArray *update, gpointer user_data)
@@ -1098,6 +1144,11 @@ on_update_made (RlxRound *round, GBytes *frame, const RlxMsgArray *update, gpoin
       goto out;
     }
   final = self->steps > 0 && commit >= self->steps;
+  if (self->fault_die_at > 0 && commit == self->fault_die_at)
+    {
+      die_after_partial_commit (self, frame);
+      goto out;
+    }
 
   /* To every member; then this node applies exactly what they decode. */
   for (guint i = 0; i < ids->len; i++)
@@ -1111,6 +1162,7 @@ on_update_made (RlxRound *round, GBytes *frame, const RlxMsgArray *update, gpoin
   rlx_replica_apply (self->replica, commit, update, self->round_epoch, self->round_pos,
                      on_leader_replica_applied, self);
   admit_flush (self);
+  self->last_commit = commit;
   c = g_new0 (Commit, 1);
   c->step = commit;
   c->loss = rlx_round_get_loss (round);
@@ -1213,9 +1265,16 @@ leader_publish (RlxCoordinator *self, gboolean commit)
       return;
     }
 
-  /* No commit: (re)start the step after the last applied one. */
+  /* No commit: (re)start the step after the last applied one — once our
+   * replica holds the last commit we published (its hash is the base). */
   if (!self->rounds_started && members (self)->len < self->wait_members)
     return;
+  if (applied (self) < self->last_commit)
+    {
+      self->publish_waiting = TRUE;
+      return;
+    }
+  self->publish_waiting = FALSE;
   self->round_waiting = FALSE;
   self->rounds_started = TRUE;
   self->round_step = applied (self) + 1;
@@ -1391,14 +1450,24 @@ leader_on_grad (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
     }
 }
 
+static void leader_admit (RlxCoordinator *self, RlxPeer *p, RlxMsgJoin *join);
+
 static void
 leader_on_ack (RlxCoordinator *self, RlxPeer *p, RlxMsgAck *a)
 {
   MemberState *ms;
 
-  if (a->term != rlx_leadership_get_term (self->lead) ||
-      !rlx_leadership_has_member (self->lead, p->id))
+  if (a->term != rlx_leadership_get_term (self->lead))
     return;
+  if (!rlx_leadership_has_member (self->lead, p->id))
+    {
+      /* It follows us but is not a member (we lost sight of it while it
+       * still saw us, e.g. across a split): an acknowledgement from a node
+       * that is not a member asks to be one. */
+      RlxMsgJoin join = { (char *) "rejoin", a->step, a->hash, FALSE };
+      leader_admit (self, p, &join);
+      return;
+    }
   member_acked (self, p->id, a->step, a->hash);
   ms = member_state (self, p->id);
   if (ms->has_held)
@@ -1584,12 +1653,15 @@ transition (RlxCoordinator *self, RlxRole to, const char *leader, guint64 term, 
   if (from == RLX_ROLE_STOPPED)
     return;
   changed = rlx_leadership_set (self->lead, to, leader, term);
+  if (changed & 4)
+    self->term_base = applied (self);
 
   /* Leaving the lead: the round in flight and the commits not reported are
    * abandoned (none was acknowledged by everyone, so none is lost). */
   if (from == RLX_ROLE_LEADER && to != RLX_ROLE_LEADER)
     {
       round_abandon (self);
+      self->publish_waiting = FALSE;
       g_ptr_array_set_size (self->admit_pending, 0);
       g_queue_clear_full (&self->commits, (GDestroyNotify) commit_free);
       g_queue_init (&self->commits);
@@ -1675,6 +1747,10 @@ become_leader (RlxCoordinator *self, guint64 term, gboolean founding)
   transition (self, RLX_ROLE_LEADER, self->node_id, term, NULL);
   rlx_round_reset_residual (self->round);
   self->rounds_measured = 0;
+  /* A commit our replica is still applying (we were a member a moment
+   * ago) is the one the first round builds on. */
+  self->last_commit = MAX (applied (self), self->expect_commit);
+  self->publish_waiting = FALSE;
   self->round_epoch = rlx_replica_get_epoch (self->replica);
   self->round_pos = rlx_replica_get_pos (self->replica);
   if (!self->worker_loaded)
@@ -1900,7 +1976,8 @@ on_member_applied (RlxReplica *replica, gboolean ok, gpointer user_data)
   BUSY_BEGIN;
 
   self->expect_commit = 0;
-  if (m && role (self) == RLX_ROLE_MEMBER && rlx_replica_get_step (replica) == m->u.step.commit)
+  if (m && (role (self) == RLX_ROLE_MEMBER || role (self) == RLX_ROLE_LEADER) &&
+      rlx_replica_get_step (replica) == m->u.step.commit)
     {
       RlxMsgStep *s = &m->u.step;
       if (self->fault_hash_at > 0 && s->commit == self->fault_hash_at)
@@ -1919,6 +1996,15 @@ on_member_applied (RlxReplica *replica, gboolean ok, gpointer user_data)
     }
   g_object_set_data (G_OBJECT (replica), "applying", NULL);
   inbox_drain (self);
+  /* Taken over while this commit was being applied: the first round
+   * waited for it. */
+  if (rlx_leadership_is_leader (self->lead) && self->publish_waiting &&
+      applied (self) >= self->last_commit)
+    {
+      self->round_epoch = rlx_replica_get_epoch (replica);
+      self->round_pos = rlx_replica_get_pos (replica);
+      leader_publish (self, FALSE);
+    }
 out:
   BUSY_END;
 }
@@ -2076,7 +2162,12 @@ on_step_msg (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
       (s->term > term || g_strcmp0 (rlx_leadership_get_leader (self->lead), p->id) != 0))
     {
       if (!rlx_leadership_has_member (self->lead, p->id))
-        self->lineage_change = TRUE;
+        {
+          /* A leader from outside our cohort (a merge): join it. */
+          self->lineage_change = TRUE;
+          transition (self, RLX_ROLE_JOINING, p->id, s->term, "merge");
+          return;
+        }
       transition (self, RLX_ROLE_MEMBER, p->id, s->term, NULL);
       send_ack (self);
     }
@@ -2110,6 +2201,7 @@ typedef struct {
   RlxMsg          msg;
   gint64          common;
   guint64         had;
+  guint64         term_base;
 } Loading;
 
 static void
@@ -2171,7 +2263,11 @@ on_snapshot_loaded (RlxReplica *replica, gboolean ok, gpointer user_data)
       gboolean diverged = l->common >= 0 && (guint64) l->common < l->had;
       if (self->lineage_change || diverged)
         {
-          guint64 common = l->common >= 0 ? (guint64) l->common : MIN (l->had, s->hashes_from);
+          /* Where the histories part: from the hashes when they overlap
+           * there, else the step at which our side's term began (the
+           * split, for the side that had to elect a leader of its own). */
+          guint64 common = l->common >= 0 ? (guint64) l->common
+                                          : MIN (l->had, MIN (l->term_base, s->step));
           JsonObject *o = event_new ("merged");
           json_object_set_string_member (o, "node", p->id);
           json_object_set_int_member (o, "discarded", (gint64) (l->had - MIN (common, l->had)));
@@ -2213,6 +2309,7 @@ on_adopted (RlxReplica *replica, gboolean ok, gpointer user_data)
       rlx_msg_array_copy (&w->load, &l->msg.u.snapshot.params);
       work_push (self, w);
       rlx_round_reset_residual (self->round);
+      self->last_commit = rlx_replica_get_step (replica);
       self->round_epoch = rlx_replica_get_epoch (replica);
       self->round_pos = rlx_replica_get_pos (replica);
       emit_snapshot_from (self, l->msg.node, rlx_replica_get_step (replica),
@@ -2241,7 +2338,7 @@ on_snapshot (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
     return;
   if (rlx_leadership_is_leader (self->lead))
     {
-      if (s->term != rlx_leadership_get_term (self->lead) || s->step <= applied (self) ||
+          if (s->term != rlx_leadership_get_term (self->lead) || s->step <= applied (self) ||
           !rlx_leadership_has_member (self->lead, p->id) || self->loading)
         return;
       round_abandon (self);
@@ -2267,6 +2364,7 @@ on_snapshot (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
   l = g_new0 (Loading, 1);
   l->self = self;
   l->had = applied (self);
+  l->term_base = self->term_base;
   l->common = s->hashes ? rlx_replica_common_step (self->replica, s->hashes_from, s->hashes) : -1;
   rlx_replica_set_loss (self->replica, s->loss);
   rlx_msg_steal (&l->msg, m);
@@ -2311,6 +2409,9 @@ merge_with (RlxCoordinator *self, RlxPeer *p, guint sent_members, guint64 sent_s
                                           "(led by %s) is kept", self->cohort, why, p->id);
       self->lineage_change = TRUE;
       self->merge_from_step = applied (self);
+      g_clear_pointer (&self->former_members, g_ptr_array_unref);
+      self->former_members = str_array_copy (members (self));
+      str_array_remove (self->former_members, self->node_id);
       transition (self, RLX_ROLE_JOINING, p->id, MAX (p->term, rlx_leadership_get_term (self->lead)),
                   "merge");
     }
@@ -2347,6 +2448,26 @@ on_peer_ready (RlxPeerSet *set, RlxPeer *p, RlxMsg *hello, gpointer user_data)
   BUSY_END;
 }
 
+/* Tell @ids (who followed us) that @lm's leader leads now. */
+static void
+relay_leader (RlxCoordinator *self, GPtrArray *ids, RlxMsgLeader *lm, RlxPeer *skip)
+{
+  for (guint i = 0; ids && i < ids->len; i++)
+    {
+      RlxPeer *mp = rlx_peer_set_lookup (self->peers, g_ptr_array_index (ids, i));
+      RlxMsg m;
+
+      if (mp == NULL || mp == skip)
+        continue;
+      rlx_msg_init (&m, RLX_MSG_LEADER, self->node_id);
+      m.u.leader.leader = g_strdup (lm->leader);
+      m.u.leader.term = lm->term;
+      m.u.leader.step = lm->step;
+      send_msg (self, mp, &m);
+      rlx_msg_clear (&m);
+    }
+}
+
 static void
 on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *lm)
 {
@@ -2364,47 +2485,50 @@ on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *lm)
       lp->leader = g_strdup (lid);
       lp->term = MAX (lp->term, lm->term);
     }
-  if (lm->term < term || lp == NULL)
+  if (lm->term < term)
     return;
+  /* We yielded in a merge: the nodes that followed us follow the new
+   * leader too, once it has announced its term. */
+  if (self->former_members && lm->term > term)
+    {
+      relay_leader (self, self->former_members, lm, lp);
+      g_clear_pointer (&self->former_members, g_ptr_array_unref);
+    }
   switch (role (self))
     {
     case RLX_ROLE_ALONE:
     case RLX_ROLE_JOINING:
-      if (role (self) == RLX_ROLE_ALONE || g_strcmp0 (rlx_leadership_get_leader (self->lead), lid) != 0)
+      if (lp && (role (self) == RLX_ROLE_ALONE ||
+                 g_strcmp0 (rlx_leadership_get_leader (self->lead), lid) != 0 || lm->term > term))
         transition (self, RLX_ROLE_JOINING, lid, lm->term, NULL);
       break;
     case RLX_ROLE_MEMBER:
       if (lm->term > term || g_strcmp0 (rlx_leadership_get_leader (self->lead), lid) != 0)
         {
+          /* A leader from outside our cohort (a merge): its state is not
+           * ours, join it through a snapshot (we may not even have a link
+           * to it yet: joining looks for it). Else: a failover. */
           if (!rlx_leadership_has_member (self->lead, lid))
-            self->lineage_change = TRUE;
-          transition (self, RLX_ROLE_MEMBER, lid, lm->term, NULL);
-          send_ack (self);
+            {
+              self->lineage_change = TRUE;
+              transition (self, RLX_ROLE_JOINING, lid, lm->term, "merge");
+            }
+          else if (lp)
+            {
+              transition (self, RLX_ROLE_MEMBER, lid, lm->term, NULL);
+              send_ack (self);
+            }
         }
       break;
     case RLX_ROLE_LEADER:
       /* A newer term always wins; two leaders of one term: the smaller id
        * keeps it. */
-      if (lm->term > term || strcmp (lid, self->node_id) < 0)
+      if (lp && (lm->term > term || strcmp (lid, self->node_id) < 0))
         {
-          GPtrArray *mine = str_array_copy (members (self));
+          g_autoptr(GPtrArray) mine = str_array_copy (members (self));
           transition (self, RLX_ROLE_JOINING, lid, lm->term, "another leader took over");
           /* Our members follow the new leader too: tell them. */
-          for (guint i = 0; i < mine->len; i++)
-            {
-              RlxPeer *mp = rlx_peer_set_lookup (self->peers, g_ptr_array_index (mine, i));
-              if (mp && mp != lp)
-                {
-                  RlxMsg m;
-                  rlx_msg_init (&m, RLX_MSG_LEADER, self->node_id);
-                  m.u.leader.leader = g_strdup (lid);
-                  m.u.leader.term = lm->term;
-                  m.u.leader.step = lm->step;
-                  send_msg (self, mp, &m);
-                  rlx_msg_clear (&m);
-                }
-            }
-          g_ptr_array_unref (mine);
+          relay_leader (self, mine, lm, lp);
         }
       break;
     case RLX_ROLE_STOPPED:
@@ -2858,6 +2982,7 @@ rlx_coordinator_finalize (GObject *object)
   g_free (self->node_id);
   g_free (self->host);
   g_free (self->merge_rule);
+  g_clear_pointer (&self->former_members, g_ptr_array_unref);
   g_free (self->merged_reported);
   g_free (self->finish_message);
   G_OBJECT_CLASS (rlx_coordinator_parent_class)->finalize (object);
@@ -3013,6 +3138,9 @@ rlx_coordinator_new (const RlxCoordinatorConfig *config, RlxWorker *worker, GErr
   self->fault_nan_from = config->fault_nan_from;
   self->fault_inf_from = config->fault_inf_from;
   self->fault_hash_at = config->fault_hash_at;
+  self->fault_stall_step = config->fault_stall_step;
+  self->fault_stall_ms = config->fault_stall_ms;
+  self->fault_die_at = config->fault_die_at;
   self->evaluate_every = config->evaluate_every;
   self->join_only = config->join_only;
 

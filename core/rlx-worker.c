@@ -60,6 +60,7 @@ typedef struct {
   RlxPrecision       precision;
   gboolean           feedback, accepted_prev;
   RlxWorkerFault     fault;
+  guint64            stall_us;
   RlxWorkerDoneFunc  done;
   gpointer           user_data;
 } Job;
@@ -222,6 +223,8 @@ step_gradient (RlxWorker *self, Job *job, Delivery *d)
       return;
     }
   extra_delay (self);
+  if (job->stall_us > 0)
+    g_usleep ((gulong) job->stall_us);
   d->result.compute_us = g_get_monotonic_time () - t0;
   d->result.n_grads = n;
   if (!frame)
@@ -499,5 +502,6 @@ rlx_worker_submit_step (RlxWorker *self, const RlxWorkerStep *step, RlxWorkerDon
   job->feedback = step->feedback;
   job->accepted_prev = step->accepted_prev;
   job->fault = step->fault;
+  job->stall_us = step->stall_us;
   return queue_job (self, job, step->indices, step->n, done, user_data);
 }

@@ -162,7 +162,9 @@ static void
 stop (RlxRound *self)
 {
   g_clear_handle_id (&self->deadline_id, g_source_remove);
-  rlx_serial_cancel (self->serial);
+  /* A fold or the update may still be running on the buckets and the sum
+   * that the next round reuses: wait for it (one job at most). */
+  rlx_serial_drain (self->serial);
   self->active = FALSE;
   self->generation++;
 }

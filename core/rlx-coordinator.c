@@ -1756,8 +1756,6 @@ transition (RlxCoordinator *self, RlxRole to, const char *leader, guint64 term, 
 static void
 become_leader (RlxCoordinator *self, guint64 term, gboolean founding)
 {
-  RlxMsg m;
-
   if (founding)
     {
       GPtrArray *only = g_ptr_array_new_with_free_func (g_free);
@@ -1792,12 +1790,7 @@ become_leader (RlxCoordinator *self, guint64 term, gboolean founding)
       emit_joined (self);
     }
 
-  rlx_msg_init (&m, RLX_MSG_LEADER, self->node_id);
-  m.u.leader.leader = g_strdup (self->node_id);
-  m.u.leader.term = term;
-  m.u.leader.step = applied (self);
-  rlx_peer_set_broadcast (self->peers, &m);
-  rlx_msg_clear (&m);
+  send_leader_msg (self, NULL);
 
   if (self->steps > 0 && applied (self) >= self->steps)
     {
@@ -2419,15 +2412,8 @@ merge_with (RlxCoordinator *self, RlxPeer *p, guint sent_members, guint64 sent_s
       /* We are kept: a new term above both, so every node of the other
        * group follows us. */
       guint64 term = MAX (rlx_leadership_get_term (self->lead), p->term) + 1;
-      RlxMsg m;
-
       transition (self, RLX_ROLE_LEADER, self->node_id, term, NULL);
-      rlx_msg_init (&m, RLX_MSG_LEADER, self->node_id);
-      m.u.leader.leader = g_strdup (self->node_id);
-      m.u.leader.term = term;
-      m.u.leader.step = applied (self);
-      rlx_peer_set_broadcast (self->peers, &m);
-      rlx_msg_clear (&m);
+      send_leader_msg (self, NULL);
       /* The round in flight goes on under the new term. */
       round_abandon (self);
       admit_flush (self);

@@ -3,6 +3,7 @@
 #include "cohort-harness.h"
 
 #include <glib/gstdio.h>
+#include <math.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -482,4 +483,25 @@ harness_leader (Harness *h, Node **nodes, guint k)
   harness_dump (h);
   g_error ("no node reported joining as the leader");
   return NULL;
+}
+
+void
+harness_assert_checkpoint_finite (Harness *h, const char *cohort, gsize n_params)
+{
+  g_autofree char *ckpt = g_build_filename (h->data_dir, "rlx-cluster", cohort,
+                                            "checkpoint.safetensors", NULL);
+  g_autofree char *data = NULL;
+  gsize len;
+  guint64 hlen;
+  const float *p;
+
+  g_assert_true (g_file_get_contents (ckpt, &data, &len, NULL));
+  g_assert_cmpuint (len, >=, 8);
+  memcpy (&hlen, data, 8);
+  hlen = GUINT64_FROM_LE (hlen);
+  g_assert_cmpuint (len, ==, 8 + hlen + n_params * 4);
+  p = (const float *) (data + 8 + hlen);
+  for (gsize j = 0; j < n_params; j++)
+    if (!isfinite (p[j]))
+      g_error ("%s: parameter %" G_GSIZE_FORMAT " is not finite", ckpt, j);
 }

@@ -80,6 +80,10 @@ JsonObject *node_ev            (Node *n, int i);
 /* The index of @n's "step" event of @step, or -1. */
 int         node_step          (Node *n, gint64 step);
 
+/* The cohort's checkpoint (in the harness's data folder) holds @n_params
+ * finite floats, or fail the test. */
+void        harness_assert_checkpoint_finite (Harness *h, const char *cohort, gsize n_params);
+
 gint64      ev_int             (JsonObject *o, const char *key);
 const char *ev_str             (JsonObject *o, const char *key);
 double      ev_num             (JsonObject *o, const char *key);

@@ -246,23 +246,7 @@ test_inf_refused_at_f8 (void)
   g_assert_cmpint (node_find_event (b, "rejected", 0), >=, 0);
   g_assert_cmpuint (same_hashes (h, a, b, 1), ==, 20);
   /* the final parameters are finite */
-  {
-    g_autofree char *ckpt = g_build_filename (h->data_dir, "rlx-cluster", "inf",
-                                              "checkpoint.safetensors", NULL);
-    g_autofree char *data = NULL;
-    gsize len;
-    guint64 hlen;
-    const RlxModel *m = rlx_model_get (RLX_MODEL_MNIST_MLP);
-    const float *p;
-
-    g_assert_true (g_file_get_contents (ckpt, &data, &len, NULL));
-    memcpy (&hlen, data, 8);
-    hlen = GUINT64_FROM_LE (hlen);
-    g_assert_cmpuint (len, ==, 8 + hlen + m->n_params * 4);
-    p = (const float *) (data + 8 + hlen);
-    for (gsize j = 0; j < m->n_params; j++)
-      g_assert_true (isfinite (p[j]));
-  }
+  harness_assert_checkpoint_finite (h, "inf", rlx_model_get (RLX_MODEL_MNIST_MLP)->n_params);
   harness_free (h);
 }
 

@@ -8,6 +8,7 @@
  * Each case checks what the leader reports and what it answers.
  */
 #include "rlx-config.h"
+#include "cohort-harness.h"
 #include "core/rlx-coordinator.h"
 #include "core/cohort/rlx-msg.h"
 #include "core/p2p/rlx-link-stream.h"
@@ -37,29 +38,6 @@ typedef struct {
   gsize    n;
   guint64  step, hash, term;
 } Scripted;
-
-static gboolean
-on_timeout (gpointer data)
-{
-  *(gboolean *) data = TRUE;
-  return G_SOURCE_REMOVE;
-}
-
-typedef gboolean (*Pred) (gpointer data);
-
-static gboolean
-wait_for (Pred pred, gpointer data, guint timeout_ms)
-{
-  gboolean timed_out = FALSE;
-  guint id = g_timeout_add (timeout_ms, on_timeout, &timed_out);
-  gboolean ok;
-
-  while (!(ok = pred (data)) && !timed_out)
-    g_main_context_iteration (NULL, TRUE);
-  if (!timed_out)
-    g_source_remove (id);
-  return ok;
-}
 
 static void
 on_event (RlxCoordinator *c, JsonObject *ev, Leader *l)
@@ -162,7 +140,7 @@ leader_wait (Leader *l, const char *event, const char *key, gint64 min, const ch
 {
   EventWait w = { l, event, key, word, min, -1 };
 
-  if (!wait_for (pred_event, &w, WAIT_MS))
+  if (!harness_wait (pred_event, &w, WAIT_MS))
     {
       for (guint i = 0; i < l->events->len; i++)
         {
@@ -234,7 +212,7 @@ scripted_wait (Scripted *s, RlxMsgKind kind, guint64 step)
 {
   MsgWait w = { s, kind, step, NULL };
 
-  if (!wait_for (pred_msg, &w, WAIT_MS))
+  if (!harness_wait (pred_msg, &w, WAIT_MS))
     g_error ("the scripted member got no %s message%s within %d ms", rlx_msg_kind_name (kind),
              step ? " of that step" : "", WAIT_MS);
   return w.found;
@@ -245,6 +223,26 @@ msg_free (RlxMsg *m)
 {
   rlx_msg_clear (m);
   g_free (m);
+}
+
+/* A hello from @id that this cohort accepts. */
+static void
+hello_init (RlxMsg *m, const char *id)
+{
+  rlx_msg_init (m, RLX_MSG_HELLO, id);
+  m->u.hello.version = RLX_MSG_PROTOCOL_VERSION;
+  m->u.hello.cohort = g_strdup ("protocol");
+  m->u.hello.seed = g_strdup ("0");
+  m->u.hello.model = g_strdup ("mnist-mlp");
+  m->u.hello.dataset = g_strdup ("synthetic");
+  m->u.hello.backend = g_strdup ("cpu");
+  m->u.hello.device = g_strdup ("a test");
+  m->u.hello.fallback = g_strdup ("");
+  m->u.hello.host = g_strdup ("here");
+  m->u.hello.precision = RLX_PRECISION_F32;
+  m->u.hello.batch = 8;
+  m->u.hello.max_batch = 64;
+  m->u.hello.role = RLX_ROLE_ALONE;
 }
 
 static void
@@ -276,20 +274,7 @@ scripted_join (Scripted *s, Leader *l)
   g_object_unref (a);
   rlx_coordinator_start (l->coord);
 
-  rlx_msg_init (&m, RLX_MSG_HELLO, s->id);
-  m.u.hello.version = RLX_MSG_PROTOCOL_VERSION;
-  m.u.hello.cohort = g_strdup ("protocol");
-  m.u.hello.seed = g_strdup ("0");
-  m.u.hello.model = g_strdup ("mnist-mlp");
-  m.u.hello.dataset = g_strdup ("synthetic");
-  m.u.hello.backend = g_strdup ("cpu");
-  m.u.hello.device = g_strdup ("a test");
-  m.u.hello.fallback = g_strdup ("");
-  m.u.hello.host = g_strdup ("here");
-  m.u.hello.precision = RLX_PRECISION_F32;
-  m.u.hello.batch = 8;
-  m.u.hello.max_batch = 64;
-  m.u.hello.role = RLX_ROLE_ALONE;
+  hello_init (&m, s->id);
   scripted_send (s, &m, NULL, 0);
   msg_free (scripted_wait (s, RLX_MSG_LEADER, 0));
 
@@ -485,18 +470,7 @@ test_drops_reported (void)
     RlxMsg m;
     g_autoptr(GBytes) hello = NULL;
 
-    rlx_msg_init (&m, RLX_MSG_HELLO, "stalled");
-    m.u.hello.version = RLX_MSG_PROTOCOL_VERSION;
-    m.u.hello.cohort = g_strdup ("protocol");
-    m.u.hello.seed = g_strdup ("0");
-    m.u.hello.model = g_strdup ("mnist-mlp");
-    m.u.hello.dataset = g_strdup ("synthetic");
-    m.u.hello.backend = g_strdup ("cpu");
-    m.u.hello.device = g_strdup ("");
-    m.u.hello.fallback = g_strdup ("");
-    m.u.hello.host = g_strdup ("");
-    m.u.hello.batch = 8;
-    m.u.hello.max_batch = 64;
+    hello_init (&m, "stalled");
     hello = rlx_msg_build (&m, NULL, 0, RLX_PRECISION_F32, &error);
     rlx_msg_clear (&m);
     write_record (fds[1], hello);

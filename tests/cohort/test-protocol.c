@@ -530,6 +530,182 @@ test_garbage_reported (void)
   leader_clear (&l);
 }
 
+/* ── a real member against a leader this test scripts ──────────────────── */
+
+typedef struct {
+  GPtrArray *events;
+} MemberSeen;
+
+static void
+on_member_event (RlxCoordinator *c, JsonObject *ev, MemberSeen *m)
+{
+  g_ptr_array_add (m->events, json_object_ref (ev));
+}
+
+/* Our (scripted leader's) step frame: commit @commit (a zero update, so the
+ * parameters stay as they are) listing @contributors, and our member's
+ * slice of step @commit + 1. */
+static void
+leader_step (Scripted *s, guint64 commit, gboolean member_contributed, guint start, guint count)
+{
+  RlxMsg m;
+  RlxMsgSlot slot = { g_strdup ("m"), start, count };
+  g_autofree float *zero = g_new0 (float, s->n);
+
+  rlx_msg_init (&m, RLX_MSG_STEP, "L");
+  m.u.step.term = 1;
+  m.u.step.step = commit + 1;
+  m.u.step.commit = commit;
+  m.u.step.base = s->hash;
+  m.u.step.loss = 2.0;
+  m.u.step.samples = 8;
+  m.u.step.contributors = g_ptr_array_new_with_free_func (g_free);
+  if (member_contributed)
+    g_ptr_array_add (m.u.step.contributors, g_strdup ("m"));
+  m.u.step.lr = 0.05;
+  m.u.step.pos = start;
+  m.u.step.count = count;
+  m.u.step.members = g_ptr_array_new_with_free_func (g_free);
+  g_ptr_array_add (m.u.step.members, g_strdup ("L"));
+  g_ptr_array_add (m.u.step.members, g_strdup ("m"));
+  m.u.step.assign = rlx_msg_slots_new ();
+  g_array_append_val (m.u.step.assign, slot);
+  scripted_send (s, &m, commit > 0 ? zero : NULL, commit > 0 ? s->n : 0);
+}
+
+/* What a grad bucket must hold: quantise (g + r) at f8e4m3. */
+static void
+expected_codes (RlxBackend *ref, const float *params, const guint32 *idx, guint count,
+                const float *r, guint8 *codes, double *scale, float *s_out)
+{
+  gsize n = rlx_backend_model (ref)->n_params;
+  float loss;
+
+  g_assert_true (rlx_backend_grads (ref, params, idx, count, &loss, s_out, NULL));
+  for (gsize i = 0; r && i < n; i++)
+    s_out[i] += r[i];
+  *scale = rlx_wire_scale_for (s_out, n, RLX_PRECISION_F8E4M3);
+  rlx_wire_quantize (s_out, n, RLX_PRECISION_F8E4M3, *scale, codes);
+}
+
+/* A member's error feedback only advances with a bucket the leader took:
+ * the leader (scripted) leaves the member's bucket of step 1 out of the
+ * commit, and the member's next bucket carries no residual of it; it takes
+ * the bucket of step 2, and the bucket of step 3 carries exactly the
+ * residual step 2 left. Every bucket is compared, byte for byte, with the
+ * codes computed here from the CPU reference. */
+static void
+test_member_residual_rolls_back (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(RlxDataset) dataset = rlx_dataset_open ("synthetic", 0, &error);
+  const RlxModel *model = rlx_model_get (RLX_MODEL_MNIST_MLP);
+  g_autoptr(RlxBackend) ref = rlx_backend_resolve ("cpu", model, dataset, 64, &error);
+  RlxBackend *backend = rlx_backend_resolve ("cpu", model, dataset, 64, &error);
+  g_autofree char *dir = g_dir_make_tmp ("rlx-protocol-XXXXXX", &error);
+  RlxCoordinatorConfig cfg = { 0 };
+  RlxCoordinator *member;
+  MemberSeen seen = { g_ptr_array_new_with_free_func ((GDestroyNotify) json_object_unref) };
+  Scripted s = { 0 };
+  RlxLink *a = NULL;
+  guint n_train = rlx_dataset_size (dataset, RLX_SPLIT_TRAIN);
+  g_autofree guint32 *perm = g_new (guint32, n_train);
+  g_autofree float *params = NULL, *sum = NULL, *dq = NULL, *residual = NULL;
+  g_autofree guint8 *codes = NULL;
+  gsize n = model->n_params;
+  RlxMsg m, *reply;
+
+  g_assert_no_error (error);
+  cfg.cohort = "protocol";
+  cfg.node_id = "m";
+  cfg.precision = RLX_PRECISION_F8E4M3;
+  cfg.error_feedback = TRUE;
+  cfg.batch = 8;
+  cfg.lr = 0.05;
+  cfg.checkpoint_dir = dir;
+  cfg.heartbeat_timeout_ms = 60000;
+  member = rlx_coordinator_new (&cfg, rlx_worker_new (backend), &error);
+  g_assert_no_error (error);
+  g_signal_connect (member, "event", G_CALLBACK (on_member_event), &seen);
+  rlx_dataset_permutation (n_train, 0, 0, perm);
+  params = g_new (float, n);
+  rlx_model_init_params (model, 0, params);
+  sum = g_new (float, n);
+  dq = g_new (float, n);
+  residual = g_new0 (float, n);
+  codes = g_new (guint8, n);
+
+  /* We lead: hello as a leader, the member asks to join, our snapshot. */
+  g_assert_true (rlx_unix_link_new_pair (0, &a, &s.link, &error));
+  g_queue_init (&s.inbox);
+  s.id = g_strdup ("L");
+  s.n = n;
+  s.hash = rlx_params_hash (params, n);
+  g_signal_connect (s.link, "frame", G_CALLBACK (on_scripted_frame), &s);
+  rlx_coordinator_add_link (member, a);
+  g_object_unref (a);
+  rlx_coordinator_start (member);
+  hello_init (&m, "L");
+  m.u.hello.role = RLX_ROLE_LEADER;
+  m.u.hello.leader = g_strdup ("L");
+  m.u.hello.term = 1;
+  m.u.hello.members = 1;
+  scripted_send (&s, &m, NULL, 0);
+  reply = scripted_wait (&s, RLX_MSG_JOIN, 0);
+  msg_free (reply);
+  rlx_msg_init (&m, RLX_MSG_SNAPSHOT, "L");
+  m.u.snapshot.term = 1;
+  m.u.snapshot.leader = g_strdup ("L");
+  m.u.snapshot.hash = s.hash;
+  m.u.snapshot.seed = g_strdup ("0");
+  m.u.snapshot.members = g_ptr_array_new_with_free_func (g_free);
+  g_ptr_array_add (m.u.snapshot.members, g_strdup ("L"));
+  g_ptr_array_add (m.u.snapshot.members, g_strdup ("m"));
+  scripted_send (&s, &m, params, n);
+  msg_free (scripted_wait (&s, RLX_MSG_ACK, 0));
+
+  for (guint k = 1; k <= 3; k++)
+    {
+      guint start = (k - 1) * 8;
+      double scale;
+
+      /* commit k - 1 (zero update): step 1's bucket not taken, step 2's
+       * taken */
+      leader_step (&s, k - 1, k == 3, start, 8);
+      if (k > 1)
+        msg_free (scripted_wait (&s, RLX_MSG_ACK, 0));
+      reply = scripted_wait (&s, RLX_MSG_GRAD, 0);
+      g_assert_cmpuint (reply->u.grad.step, ==, k);
+      g_assert_null (reply->u.grad.refused);
+      g_assert_cmpint (reply->u.grad.grads.precision, ==, RLX_PRECISION_F8E4M3);
+      /* the residual carried: none at step 1, none at step 2 (step 1's
+       * bucket was not taken), step 2's at step 3 */
+      expected_codes (ref, params, perm + start, 8, k == 3 ? residual : NULL, codes, &scale, sum);
+      g_assert_cmpfloat (reply->u.grad.grads.scale, ==, scale);
+      if (memcmp (reply->u.grad.grads.codes, codes, n) != 0)
+        g_error ("step %u: the member's bucket is not quantise (g%s)", k,
+                 k == 3 ? " + the residual of step 2" : ", without any residual");
+      if (k == 2)
+        {
+          /* the residual step 2 leaves: s − dequantise (codes) */
+          rlx_wire_dequantize (codes, n, RLX_PRECISION_F8E4M3, scale, dq);
+          for (gsize i = 0; i < n; i++)
+            residual[i] = sum[i] - dq[i];
+        }
+      msg_free (reply);
+      s.step = k - 1;
+    }
+
+  g_object_unref (member);
+  scripted_clear (&s);
+  g_ptr_array_unref (seen.events);
+  {
+    g_autofree char *ck = g_build_filename (dir, "checkpoint.safetensors", NULL);
+    g_unlink (ck);
+    g_rmdir (dir);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -537,5 +713,6 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/protocol/refusals", test_refusals);
   g_test_add_func ("/cohort/protocol/drops-reported", test_drops_reported);
   g_test_add_func ("/cohort/protocol/garbage-reported", test_garbage_reported);
+  g_test_add_func ("/cohort/protocol/member-residual-rolls-back", test_member_residual_rolls_back);
   return g_test_run ();
 }

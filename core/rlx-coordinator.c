@@ -50,6 +50,8 @@
 
 G_DEFINE_QUARK (rlx-coordinator-error-quark, rlx_coordinator_error)
 
+G_STATIC_ASSERT (RLX_PROTOCOL_VERSION == RLX_MSG_PROTOCOL_VERSION);
+
 #define DISCOVERY_MS        250
 #define FOUND_RETRY_MS      700
 #define JOIN_RETRY_MS       1000

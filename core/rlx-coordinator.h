@@ -31,7 +31,9 @@
 
 G_BEGIN_DECLS
 
-#define RLX_PROTOCOL_VERSION 1
+/* What hello's "v" says (docs/PROTOCOL.md); nodes of other versions are
+ * refused with the reason. */
+#define RLX_PROTOCOL_VERSION 2
 
 #define RLX_COORDINATOR_ERROR (rlx_coordinator_error_quark ())
 GQuark rlx_coordinator_error_quark (void);

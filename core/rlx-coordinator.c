@@ -42,10 +42,15 @@
 #include "core/vision/rlx-cpu.h"
 
 #include <math.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 G_DEFINE_QUARK (rlx-coordinator-error-quark, rlx_coordinator_error)
+
+G_STATIC_ASSERT (RLX_PROTOCOL_VERSION == RLX_MSG_PROTOCOL_VERSION);
 
 #define DISCOVERY_MS        250
 #define FOUND_RETRY_MS      700
@@ -104,6 +109,8 @@ struct _RlxCoordinator {
   guint            deadline_floor_ms;
   gboolean         join_only;
   guint64          fault_nan_from, fault_inf_from, fault_hash_at;
+  guint64          fault_stall_step, fault_die_at;
+  guint            fault_stall_ms;
   guint            evaluate_every;
 
   RlxWorker       *worker;
@@ -141,7 +148,9 @@ struct _RlxCoordinator {
   guint            unlisted;        /* step frames in a row that left us out */
   guint64          expect_commit;   /* commit being applied (0: none) */
   gboolean         lineage_change;  /* following a leader from outside our cohort */
+  GPtrArray       *former_members;  /* ours when we yielded in a merge: told who leads */
   guint64          merge_from_step; /* applied when we yielded */
+  guint64          term_base;       /* our step when the current term began */
   char            *merge_rule;
 
   /* leader */
@@ -151,6 +160,8 @@ struct _RlxCoordinator {
   gboolean         finishing_round; /* the update of the round is being made */
   gboolean         round_waiting;   /* complete, waiting for our replica's hash */
   guint            snapshots_out;   /* snapshots being made for members (leader) */
+  guint64          last_commit;     /* the newest commit we published (leader) */
+  gboolean         publish_waiting; /* a restart of the round waits for it to be applied */
   GPtrArray       *admit_pending;   /* ids admitted while an update was being made */
   GQueue           commits;         /* Commit* */
   GHashTable      *members_state;   /* id → MemberState* */
@@ -163,6 +174,8 @@ struct _RlxCoordinator {
   /* statistics (leader, per round after the first 5) */
   guint64          stat_rounds;
   double           stat_round_us, stat_compute_us, stat_busy_us, stat_send_us;
+  guint64          stat_samples;
+  gint64           stat_cpu0_us;     /* process CPU time when measuring began */
   gint64           busy_us, send_us;   /* of the round in progress */
 
   /* timers */
@@ -209,6 +222,18 @@ static void commits_check (RlxCoordinator *self);
 static void maybe_checkpoint (RlxCoordinator *self, gboolean force);
 static void send_reject (RlxCoordinator *self, const char *id, guint64 step, const char *reason);
 
+/* CPU time of the whole process (every thread), µs. */
+static gint64
+process_cpu_us (void)
+{
+  struct rusage ru;
+
+  if (getrusage (RUSAGE_SELF, &ru) != 0)
+    return 0;
+  return (gint64) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 +
+         ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+}
+
 static void
 msg_free (gpointer p)
 {
@@ -216,9 +241,21 @@ msg_free (gpointer p)
   g_free (p);
 }
 
+/* CPU time of the calling thread, µs: the main loop's time in a handler,
+ * which preemption by other processes on a loaded machine does not
+ * inflate (wall time would). */
+static gint64
+thread_cpu_us (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (gint64) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 /* Main-loop time of the coordinator's handlers (per round, for "done"). */
-#define BUSY_BEGIN gint64 busy_t0 = g_get_monotonic_time ()
-#define BUSY_END (self->busy_us += g_get_monotonic_time () - busy_t0)
+#define BUSY_BEGIN gint64 busy_t0 = thread_cpu_us ()
+#define BUSY_END (self->busy_us += thread_cpu_us () - busy_t0)
 
 /* ── small helpers ──────────────────────────────────────────────────────── */
 
@@ -435,10 +472,10 @@ emit_step (RlxCoordinator *self, guint64 step, guint64 hash, double loss, guint6
 static gboolean
 send_msg (RlxCoordinator *self, RlxPeer *p, const RlxMsg *m)
 {
-  gint64 t0 = g_get_monotonic_time ();
+  gint64 t0 = thread_cpu_us ();
   gboolean ok = rlx_peer_set_send_msg (self->peers, p, RLX_SEND_CONTROL, m);
 
-  self->send_us += g_get_monotonic_time () - t0;
+  self->send_us += thread_cpu_us () - t0;
   return ok;
 }
 
@@ -446,10 +483,10 @@ static gboolean
 send_frame (RlxCoordinator *self, RlxPeer *p, RlxSendClass klass, GBytes *frame, gsize n,
             RlxPrecision precision)
 {
-  gint64 t0 = g_get_monotonic_time ();
+  gint64 t0 = thread_cpu_us ();
   gboolean ok = rlx_peer_set_send_frame (self->peers, p, klass, frame, n, precision);
 
-  self->send_us += g_get_monotonic_time () - t0;
+  self->send_us += thread_cpu_us () - t0;
   return ok;
 }
 
@@ -766,6 +803,8 @@ work_submit (RlxCoordinator *self)
   job.feedback = self->error_feedback;
   job.accepted_prev = w->accepted_prev;
   job.fault = fault_for (self, w->step);
+  if (self->fault_stall_step > 0 && w->step == self->fault_stall_step)
+    job.stall_us = (guint64) self->fault_stall_ms * 1000;
   if (rlx_worker_submit_step (self->worker, &job, on_job_done, self, &error) == 0)
     {
       if (!g_error_matches (error, RLX_WORKER_ERROR, RLX_WORKER_ERROR_BUSY))
@@ -1065,12 +1104,49 @@ on_leader_replica_applied (RlxReplica *replica, gboolean ok, gpointer user_data)
   }
   if (self->round_waiting && applied (self) + 1 == rlx_round_get_step (self->round))
     leader_finalize (self);
+  else if (self->publish_waiting && applied (self) >= self->last_commit)
+    leader_publish (self, FALSE);
 out:
   BUSY_END;
 }
 
 static void leader_start_round (RlxCoordinator *self, GArray *slots);
 static void admit_flush (RlxCoordinator *self);
+
+/* Test switch (fault_die_at): the commit reaches every member but the one
+ * that takes over, then the leader dies — so the new leader is behind a
+ * member, deterministically. */
+static gboolean
+on_die_poll (gpointer user_data)
+{
+  RlxCoordinator *self = user_data;
+
+  for (guint i = 0; i < rlx_peer_set_size (self->peers); i++)
+    if (!rlx_peer_set_is_flushed (self->peers, rlx_peer_set_nth (self->peers, i)))
+      return G_SOURCE_CONTINUE;
+  kill (getpid (), SIGKILL);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+die_after_partial_commit (RlxCoordinator *self, GBytes *frame)
+{
+  GPtrArray *ids = members (self);
+  const char *successor = NULL;
+
+  for (guint i = 0; i < ids->len && successor == NULL; i++)
+    if (!is_self (self, g_ptr_array_index (ids, i)))
+      successor = g_ptr_array_index (ids, i);
+  for (guint i = 0; i < ids->len; i++)
+    {
+      const char *id = g_ptr_array_index (ids, i);
+      RlxPeer *p = rlx_peer_set_lookup (self->peers, id);
+      if (p && g_strcmp0 (id, successor) != 0)
+        send_frame (self, p, RLX_SEND_STEP, frame, self->n, self->precision);
+    }
+  rlx_peer_set_stop (self->peers);
+  g_timeout_add (1, on_die_poll, self);
+}
 
 static void
 on_update_made (RlxRound *round, GBytes *frame, const RlxMsgArray *update, gpointer user_data)
@@ -1098,6 +1174,11 @@ on_update_made (RlxRound *round, GBytes *frame, const RlxMsgArray *update, gpoin
       goto out;
     }
   final = self->steps > 0 && commit >= self->steps;
+  if (self->fault_die_at > 0 && commit == self->fault_die_at)
+    {
+      die_after_partial_commit (self, frame);
+      goto out;
+    }
 
   /* To every member; then this node applies exactly what they decode. */
   for (guint i = 0; i < ids->len; i++)
@@ -1111,6 +1192,7 @@ on_update_made (RlxRound *round, GBytes *frame, const RlxMsgArray *update, gpoin
   rlx_replica_apply (self->replica, commit, update, self->round_epoch, self->round_pos,
                      on_leader_replica_applied, self);
   admit_flush (self);
+  self->last_commit = commit;
   c = g_new0 (Commit, 1);
   c->step = commit;
   c->loss = rlx_round_get_loss (round);
@@ -1190,9 +1272,12 @@ leader_publish (RlxCoordinator *self, gboolean commit)
       self->round_ema_us = self->rounds_measured == 0 ? round_us
                          : 0.8 * self->round_ema_us + 0.2 * round_us;
       self->rounds_measured++;
+      if (self->rounds_measured == 5)
+        self->stat_cpu0_us = process_cpu_us ();
       if (self->rounds_measured > 5)
         {
           self->stat_rounds++;
+          self->stat_samples += rlx_round_get_samples (self->round);
           self->stat_round_us += round_us;
           self->stat_compute_us += rlx_round_get_max_compute (self->round);
           self->stat_busy_us += self->busy_us;
@@ -1213,9 +1298,16 @@ leader_publish (RlxCoordinator *self, gboolean commit)
       return;
     }
 
-  /* No commit: (re)start the step after the last applied one. */
+  /* No commit: (re)start the step after the last applied one — once our
+   * replica holds the last commit we published (its hash is the base). */
   if (!self->rounds_started && members (self)->len < self->wait_members)
     return;
+  if (applied (self) < self->last_commit)
+    {
+      self->publish_waiting = TRUE;
+      return;
+    }
+  self->publish_waiting = FALSE;
   self->round_waiting = FALSE;
   self->rounds_started = TRUE;
   self->round_step = applied (self) + 1;
@@ -1391,14 +1483,24 @@ leader_on_grad (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
     }
 }
 
+static void leader_admit (RlxCoordinator *self, RlxPeer *p, RlxMsgJoin *join);
+
 static void
 leader_on_ack (RlxCoordinator *self, RlxPeer *p, RlxMsgAck *a)
 {
   MemberState *ms;
 
-  if (a->term != rlx_leadership_get_term (self->lead) ||
-      !rlx_leadership_has_member (self->lead, p->id))
+  if (a->term != rlx_leadership_get_term (self->lead))
     return;
+  if (!rlx_leadership_has_member (self->lead, p->id))
+    {
+      /* It follows us but is not a member (we lost sight of it while it
+       * still saw us, e.g. across a split): an acknowledgement from a node
+       * that is not a member asks to be one. */
+      RlxMsgJoin join = { (char *) "rejoin", a->step, a->hash, FALSE };
+      leader_admit (self, p, &join);
+      return;
+    }
   member_acked (self, p->id, a->step, a->hash);
   ms = member_state (self, p->id);
   if (ms->has_held)
@@ -1584,12 +1686,15 @@ transition (RlxCoordinator *self, RlxRole to, const char *leader, guint64 term, 
   if (from == RLX_ROLE_STOPPED)
     return;
   changed = rlx_leadership_set (self->lead, to, leader, term);
+  if (changed & 4)
+    self->term_base = applied (self);
 
   /* Leaving the lead: the round in flight and the commits not reported are
    * abandoned (none was acknowledged by everyone, so none is lost). */
   if (from == RLX_ROLE_LEADER && to != RLX_ROLE_LEADER)
     {
       round_abandon (self);
+      self->publish_waiting = FALSE;
       g_ptr_array_set_size (self->admit_pending, 0);
       g_queue_clear_full (&self->commits, (GDestroyNotify) commit_free);
       g_queue_init (&self->commits);
@@ -1653,8 +1758,6 @@ transition (RlxCoordinator *self, RlxRole to, const char *leader, guint64 term, 
 static void
 become_leader (RlxCoordinator *self, guint64 term, gboolean founding)
 {
-  RlxMsg m;
-
   if (founding)
     {
       GPtrArray *only = g_ptr_array_new_with_free_func (g_free);
@@ -1675,6 +1778,10 @@ become_leader (RlxCoordinator *self, guint64 term, gboolean founding)
   transition (self, RLX_ROLE_LEADER, self->node_id, term, NULL);
   rlx_round_reset_residual (self->round);
   self->rounds_measured = 0;
+  /* A commit our replica is still applying (we were a member a moment
+   * ago) is the one the first round builds on. */
+  self->last_commit = MAX (applied (self), self->expect_commit);
+  self->publish_waiting = FALSE;
   self->round_epoch = rlx_replica_get_epoch (self->replica);
   self->round_pos = rlx_replica_get_pos (self->replica);
   if (!self->worker_loaded)
@@ -1685,12 +1792,7 @@ become_leader (RlxCoordinator *self, guint64 term, gboolean founding)
       emit_joined (self);
     }
 
-  rlx_msg_init (&m, RLX_MSG_LEADER, self->node_id);
-  m.u.leader.leader = g_strdup (self->node_id);
-  m.u.leader.term = term;
-  m.u.leader.step = applied (self);
-  rlx_peer_set_broadcast (self->peers, &m);
-  rlx_msg_clear (&m);
+  send_leader_msg (self, NULL);
 
   if (self->steps > 0 && applied (self) >= self->steps)
     {
@@ -1900,7 +2002,8 @@ on_member_applied (RlxReplica *replica, gboolean ok, gpointer user_data)
   BUSY_BEGIN;
 
   self->expect_commit = 0;
-  if (m && role (self) == RLX_ROLE_MEMBER && rlx_replica_get_step (replica) == m->u.step.commit)
+  if (m && (role (self) == RLX_ROLE_MEMBER || role (self) == RLX_ROLE_LEADER) &&
+      rlx_replica_get_step (replica) == m->u.step.commit)
     {
       RlxMsgStep *s = &m->u.step;
       if (self->fault_hash_at > 0 && s->commit == self->fault_hash_at)
@@ -1919,6 +2022,15 @@ on_member_applied (RlxReplica *replica, gboolean ok, gpointer user_data)
     }
   g_object_set_data (G_OBJECT (replica), "applying", NULL);
   inbox_drain (self);
+  /* Taken over while this commit was being applied: the first round
+   * waited for it. */
+  if (rlx_leadership_is_leader (self->lead) && self->publish_waiting &&
+      applied (self) >= self->last_commit)
+    {
+      self->round_epoch = rlx_replica_get_epoch (replica);
+      self->round_pos = rlx_replica_get_pos (replica);
+      leader_publish (self, FALSE);
+    }
 out:
   BUSY_END;
 }
@@ -2076,7 +2188,12 @@ on_step_msg (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
       (s->term > term || g_strcmp0 (rlx_leadership_get_leader (self->lead), p->id) != 0))
     {
       if (!rlx_leadership_has_member (self->lead, p->id))
-        self->lineage_change = TRUE;
+        {
+          /* A leader from outside our cohort (a merge): join it. */
+          self->lineage_change = TRUE;
+          transition (self, RLX_ROLE_JOINING, p->id, s->term, "merge");
+          return;
+        }
       transition (self, RLX_ROLE_MEMBER, p->id, s->term, NULL);
       send_ack (self);
     }
@@ -2110,6 +2227,7 @@ typedef struct {
   RlxMsg          msg;
   gint64          common;
   guint64         had;
+  guint64         term_base;
 } Loading;
 
 static void
@@ -2171,7 +2289,11 @@ on_snapshot_loaded (RlxReplica *replica, gboolean ok, gpointer user_data)
       gboolean diverged = l->common >= 0 && (guint64) l->common < l->had;
       if (self->lineage_change || diverged)
         {
-          guint64 common = l->common >= 0 ? (guint64) l->common : MIN (l->had, s->hashes_from);
+          /* Where the histories part: from the hashes when they overlap
+           * there, else the step at which our side's term began (the
+           * split, for the side that had to elect a leader of its own). */
+          guint64 common = l->common >= 0 ? (guint64) l->common
+                                          : MIN (l->had, MIN (l->term_base, s->step));
           JsonObject *o = event_new ("merged");
           json_object_set_string_member (o, "node", p->id);
           json_object_set_int_member (o, "discarded", (gint64) (l->had - MIN (common, l->had)));
@@ -2213,6 +2335,7 @@ on_adopted (RlxReplica *replica, gboolean ok, gpointer user_data)
       rlx_msg_array_copy (&w->load, &l->msg.u.snapshot.params);
       work_push (self, w);
       rlx_round_reset_residual (self->round);
+      self->last_commit = rlx_replica_get_step (replica);
       self->round_epoch = rlx_replica_get_epoch (replica);
       self->round_pos = rlx_replica_get_pos (replica);
       emit_snapshot_from (self, l->msg.node, rlx_replica_get_step (replica),
@@ -2241,7 +2364,7 @@ on_snapshot (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
     return;
   if (rlx_leadership_is_leader (self->lead))
     {
-      if (s->term != rlx_leadership_get_term (self->lead) || s->step <= applied (self) ||
+          if (s->term != rlx_leadership_get_term (self->lead) || s->step <= applied (self) ||
           !rlx_leadership_has_member (self->lead, p->id) || self->loading)
         return;
       round_abandon (self);
@@ -2267,6 +2390,7 @@ on_snapshot (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
   l = g_new0 (Loading, 1);
   l->self = self;
   l->had = applied (self);
+  l->term_base = self->term_base;
   l->common = s->hashes ? rlx_replica_common_step (self->replica, s->hashes_from, s->hashes) : -1;
   rlx_replica_set_loss (self->replica, s->loss);
   rlx_msg_steal (&l->msg, m);
@@ -2290,15 +2414,8 @@ merge_with (RlxCoordinator *self, RlxPeer *p, guint sent_members, guint64 sent_s
       /* We are kept: a new term above both, so every node of the other
        * group follows us. */
       guint64 term = MAX (rlx_leadership_get_term (self->lead), p->term) + 1;
-      RlxMsg m;
-
       transition (self, RLX_ROLE_LEADER, self->node_id, term, NULL);
-      rlx_msg_init (&m, RLX_MSG_LEADER, self->node_id);
-      m.u.leader.leader = g_strdup (self->node_id);
-      m.u.leader.term = term;
-      m.u.leader.step = applied (self);
-      rlx_peer_set_broadcast (self->peers, &m);
-      rlx_msg_clear (&m);
+      send_leader_msg (self, NULL);
       /* The round in flight goes on under the new term. */
       round_abandon (self);
       admit_flush (self);
@@ -2311,6 +2428,9 @@ merge_with (RlxCoordinator *self, RlxPeer *p, guint sent_members, guint64 sent_s
                                           "(led by %s) is kept", self->cohort, why, p->id);
       self->lineage_change = TRUE;
       self->merge_from_step = applied (self);
+      g_clear_pointer (&self->former_members, g_ptr_array_unref);
+      self->former_members = str_array_copy (members (self));
+      str_array_remove (self->former_members, self->node_id);
       transition (self, RLX_ROLE_JOINING, p->id, MAX (p->term, rlx_leadership_get_term (self->lead)),
                   "merge");
     }
@@ -2347,6 +2467,26 @@ on_peer_ready (RlxPeerSet *set, RlxPeer *p, RlxMsg *hello, gpointer user_data)
   BUSY_END;
 }
 
+/* Tell @ids (who followed us) that @lm's leader leads now. */
+static void
+relay_leader (RlxCoordinator *self, GPtrArray *ids, RlxMsgLeader *lm, RlxPeer *skip)
+{
+  for (guint i = 0; ids && i < ids->len; i++)
+    {
+      RlxPeer *mp = rlx_peer_set_lookup (self->peers, g_ptr_array_index (ids, i));
+      RlxMsg m;
+
+      if (mp == NULL || mp == skip)
+        continue;
+      rlx_msg_init (&m, RLX_MSG_LEADER, self->node_id);
+      m.u.leader.leader = g_strdup (lm->leader);
+      m.u.leader.term = lm->term;
+      m.u.leader.step = lm->step;
+      send_msg (self, mp, &m);
+      rlx_msg_clear (&m);
+    }
+}
+
 static void
 on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *lm)
 {
@@ -2364,47 +2504,50 @@ on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *lm)
       lp->leader = g_strdup (lid);
       lp->term = MAX (lp->term, lm->term);
     }
-  if (lm->term < term || lp == NULL)
+  if (lm->term < term)
     return;
+  /* We yielded in a merge: the nodes that followed us follow the new
+   * leader too, once it has announced its term. */
+  if (self->former_members && lm->term > term)
+    {
+      relay_leader (self, self->former_members, lm, lp);
+      g_clear_pointer (&self->former_members, g_ptr_array_unref);
+    }
   switch (role (self))
     {
     case RLX_ROLE_ALONE:
     case RLX_ROLE_JOINING:
-      if (role (self) == RLX_ROLE_ALONE || g_strcmp0 (rlx_leadership_get_leader (self->lead), lid) != 0)
+      if (lp && (role (self) == RLX_ROLE_ALONE ||
+                 g_strcmp0 (rlx_leadership_get_leader (self->lead), lid) != 0 || lm->term > term))
         transition (self, RLX_ROLE_JOINING, lid, lm->term, NULL);
       break;
     case RLX_ROLE_MEMBER:
       if (lm->term > term || g_strcmp0 (rlx_leadership_get_leader (self->lead), lid) != 0)
         {
+          /* A leader from outside our cohort (a merge): its state is not
+           * ours, join it through a snapshot (we may not even have a link
+           * to it yet: joining looks for it). Else: a failover. */
           if (!rlx_leadership_has_member (self->lead, lid))
-            self->lineage_change = TRUE;
-          transition (self, RLX_ROLE_MEMBER, lid, lm->term, NULL);
-          send_ack (self);
+            {
+              self->lineage_change = TRUE;
+              transition (self, RLX_ROLE_JOINING, lid, lm->term, "merge");
+            }
+          else if (lp)
+            {
+              transition (self, RLX_ROLE_MEMBER, lid, lm->term, NULL);
+              send_ack (self);
+            }
         }
       break;
     case RLX_ROLE_LEADER:
       /* A newer term always wins; two leaders of one term: the smaller id
        * keeps it. */
-      if (lm->term > term || strcmp (lid, self->node_id) < 0)
+      if (lp && (lm->term > term || strcmp (lid, self->node_id) < 0))
         {
-          GPtrArray *mine = str_array_copy (members (self));
+          g_autoptr(GPtrArray) mine = str_array_copy (members (self));
           transition (self, RLX_ROLE_JOINING, lid, lm->term, "another leader took over");
           /* Our members follow the new leader too: tell them. */
-          for (guint i = 0; i < mine->len; i++)
-            {
-              RlxPeer *mp = rlx_peer_set_lookup (self->peers, g_ptr_array_index (mine, i));
-              if (mp && mp != lp)
-                {
-                  RlxMsg m;
-                  rlx_msg_init (&m, RLX_MSG_LEADER, self->node_id);
-                  m.u.leader.leader = g_strdup (lid);
-                  m.u.leader.term = lm->term;
-                  m.u.leader.step = lm->step;
-                  send_msg (self, mp, &m);
-                  rlx_msg_clear (&m);
-                }
-            }
-          g_ptr_array_unref (mine);
+          relay_leader (self, mine, lm, lp);
         }
       break;
     case RLX_ROLE_STOPPED:
@@ -2747,9 +2890,20 @@ finish (RlxCoordinator *self, gboolean success, const char *message)
       json_object_set_int_member (o, "rounds_measured", (gint64) self->stat_rounds);
       json_object_set_double_member (o, "round_ms", self->stat_round_us / r / 1000.0);
       json_object_set_double_member (o, "compute_ms", self->stat_compute_us / r / 1000.0);
-      /* main-loop time of the leader's handlers per round, sends included */
+      /* main-loop time of the leader's handlers per round (CPU time of the
+       * main thread), socket sends included (send_ms: those alone) */
       json_object_set_double_member (o, "coordinator_ms", self->stat_busy_us / r / 1000.0);
       json_object_set_double_member (o, "send_ms", self->stat_send_us / r / 1000.0);
+      /* This process's CPU time (all threads) per round and per sample: a
+       * figure other load on the machine disturbs less than wall time. */
+      if (self->stat_cpu0_us > 0)
+        {
+          gint64 cpu = process_cpu_us () - self->stat_cpu0_us;
+          json_object_set_double_member (o, "cpu_ms", cpu / r / 1000.0);
+          if (cpu > 0)
+            json_object_set_double_member (o, "samples_per_cpu_second",
+                                           self->stat_samples * 1e6 / (double) cpu);
+        }
     }
   json_object_set_int_member (o, "bytes_tx", (gint64) t->tx_bytes);
   json_object_set_int_member (o, "bytes_rx", (gint64) t->rx_bytes);
@@ -2858,6 +3012,7 @@ rlx_coordinator_finalize (GObject *object)
   g_free (self->node_id);
   g_free (self->host);
   g_free (self->merge_rule);
+  g_clear_pointer (&self->former_members, g_ptr_array_unref);
   g_free (self->merged_reported);
   g_free (self->finish_message);
   G_OBJECT_CLASS (rlx_coordinator_parent_class)->finalize (object);
@@ -3013,6 +3168,9 @@ rlx_coordinator_new (const RlxCoordinatorConfig *config, RlxWorker *worker, GErr
   self->fault_nan_from = config->fault_nan_from;
   self->fault_inf_from = config->fault_inf_from;
   self->fault_hash_at = config->fault_hash_at;
+  self->fault_stall_step = config->fault_stall_step;
+  self->fault_stall_ms = config->fault_stall_ms;
+  self->fault_die_at = config->fault_die_at;
   self->evaluate_every = config->evaluate_every;
   self->join_only = config->join_only;
 

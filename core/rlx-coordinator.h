@@ -31,7 +31,9 @@
 
 G_BEGIN_DECLS
 
-#define RLX_PROTOCOL_VERSION 1
+/* What hello's "v" says (docs/PROTOCOL.md); nodes of other versions are
+ * refused with the reason. */
+#define RLX_PROTOCOL_VERSION 2
 
 #define RLX_COORDINATOR_ERROR (rlx_coordinator_error_quark ())
 GQuark rlx_coordinator_error_quark (void);
@@ -64,6 +66,12 @@ typedef struct {
   guint64      fault_inf_from;   /* test switch: ±Inf in the gradient from this step; 0: off */
   guint64      fault_hash_at;    /* test switch: after committing this step, this node's
                                   * parameters differ from the cohort's (one bit); 0: off */
+  guint64      fault_stall_step; /* test switch: the gradient of this step takes
+                                  * fault_stall_ms longer (on the compute thread); 0: off */
+  guint        fault_stall_ms;
+  guint64      fault_die_at;     /* test switch: as the leader, send the commit of this
+                                  * step to every member but the next in seniority, wait
+                                  * until it is written, and die (SIGKILL); 0: off */
 } RlxCoordinatorConfig;
 
 /* ── roster entries ─────────────────────────────────────────────────────── */

@@ -60,6 +60,7 @@ typedef struct {
   RlxPrecision       precision;
   gboolean           feedback, accepted_prev;
   RlxWorkerFault     fault;
+  guint64            stall_us;
   RlxWorkerDoneFunc  done;
   gpointer           user_data;
 } Job;
@@ -222,6 +223,8 @@ step_gradient (RlxWorker *self, Job *job, Delivery *d)
       return;
     }
   extra_delay (self);
+  if (job->stall_us > 0)
+    g_usleep ((gulong) job->stall_us);
   d->result.compute_us = g_get_monotonic_time () - t0;
   d->result.n_grads = n;
   if (!frame)
@@ -397,10 +400,14 @@ rlx_worker_reset_feedback (RlxWorker *self)
   g_atomic_int_set (&self->res.reset, 1);
 }
 
-/* Checks shared by both kinds of submit; a job id or 0 with @error. */
+/* Checks shared by both kinds of submit. */
 static gboolean
-can_submit (RlxWorker *self, GError **error)
+can_submit (RlxWorker *self, RlxWorkerDoneFunc done, GError **error)
 {
+  g_return_val_if_fail (done != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+  g_return_val_if_fail (g_thread_self () == self->owner, FALSE);
+
   if (self->shared->dead)
     {
       g_set_error (error, RLX_WORKER_ERROR, RLX_WORKER_ERROR_CLOSED,
@@ -449,11 +456,8 @@ rlx_worker_submit (RlxWorker *self, const float *params,
   g_return_val_if_fail (self != NULL, 0);
   g_return_val_if_fail (params != NULL, 0);
   g_return_val_if_fail (indices != NULL || n == 0, 0);
-  g_return_val_if_fail (done != NULL, 0);
-  g_return_val_if_fail (error == NULL || *error == NULL, 0);
-  g_return_val_if_fail (g_thread_self () == self->owner, 0);
 
-  if (!can_submit (self, error))
+  if (!can_submit (self, done, error))
     return 0;
   model = rlx_backend_model (self->backend);
   job = g_new0 (Job, 1);
@@ -473,11 +477,8 @@ rlx_worker_submit_step (RlxWorker *self, const RlxWorkerStep *step, RlxWorkerDon
   g_return_val_if_fail (step != NULL, 0);
   g_return_val_if_fail (step->indices != NULL || step->n == 0, 0);
   g_return_val_if_fail (step->header == NULL || step->header->kind == RLX_MSG_GRAD, 0);
-  g_return_val_if_fail (done != NULL, 0);
-  g_return_val_if_fail (error == NULL || *error == NULL, 0);
-  g_return_val_if_fail (g_thread_self () == self->owner, 0);
 
-  if (!can_submit (self, error))
+  if (!can_submit (self, done, error))
     return 0;
   model = rlx_backend_model (self->backend);
   job = g_new0 (Job, 1);
@@ -499,5 +500,6 @@ rlx_worker_submit_step (RlxWorker *self, const RlxWorkerStep *step, RlxWorkerDon
   job->feedback = step->feedback;
   job->accepted_prev = step->accepted_prev;
   job->fault = step->fault;
+  job->stall_us = step->stall_us;
   return queue_job (self, job, step->indices, step->n, done, user_data);
 }

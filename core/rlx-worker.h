@@ -109,6 +109,7 @@ typedef struct {
   gboolean           feedback;
   gboolean           accepted_prev; /* the leader took the previous bucket */
   RlxWorkerFault     fault;         /* test switch (rlx_backend_poison_gradient) */
+  guint64            stall_us;      /* test switch: this gradient takes that much longer */
 } RlxWorkerStep;
 
 guint64     rlx_worker_submit_step (RlxWorker *self, const RlxWorkerStep *step,

@@ -105,6 +105,14 @@ if want cohort; then
   echo "## cohort"
   # Real `rlx-rank join` processes in private XDG dirs (scripts/bench-cohort.py).
   COHORT_PY="$(dirname "$0")/bench-cohort.py"
+  # A one-rank cohort against `rlx-rank bench` (same model, batch, threads),
+  # interleaved, medians of 3: mnist-mlp at 1024, mnist-mlp-xl at 256.
+  python3 "$COHORT_PY" "$RANK" speed --runs 3 --threads "$(nproc)" \
+    --configs mnist-mlp:1024,mnist-mlp-xl:256
+  # Two ranks of mnist-mlp-xl at f32, f16, f8e4m3 (interleaved, same runs).
+  python3 "$COHORT_PY" "$RANK" precision --runs 3 --ranks 2 --model mnist-mlp-xl --batch 256
+  # The leader's main-loop time per round with four ranks of mnist-mlp-xl.
+  python3 "$COHORT_PY" "$RANK" mainloop --runs 3 --ranks 4 --model mnist-mlp-xl --batch 64
   # Coordinator overhead per round: 4 local ranks, mnist-mlp, f32.
   python3 "$COHORT_PY" "$RANK" overhead --ranks 4 --runs 5 --steps 3000
   # Join: spawn beside a running 2-rank cohort -> first contributed gradient.

@@ -52,12 +52,18 @@
 typedef struct {
   GMainLoop      *loop;
   RlxCoordinator *coord;
+  RlxLocalBus    *bus;
+  const char     *node_id;
   gboolean        json;
   gboolean        evaluate;
   int             status;
   gboolean        leaving;
   const RlxModel *model;
   RlxDataset     *dataset;
+  /* test switch --fault-partition FILE */
+  const char     *partition_file;
+  char          **partition_group;   /* our line of FILE while it exists, else NULL */
+  guint           partition_id;
 } JoinState;
 
 static gboolean
@@ -259,6 +265,52 @@ on_signal (gpointer user_data)
   return G_SOURCE_CONTINUE;
 }
 
+/* Test switch --fault-partition FILE: while FILE exists, each of its lines
+ * is a group of node ids that can reach each other; links to a node of
+ * another group are closed (or refused as they come), as if the network
+ * between the groups were cut. When FILE goes away the node looks for its
+ * peers again. */
+static gboolean
+partitioned_from (JoinState *st, const char *peer_id)
+{
+  return st->partition_group != NULL && !g_strv_contains ((const char * const *) st->partition_group,
+                                                          peer_id);
+}
+
+static gboolean
+on_partition_check (gpointer user_data)
+{
+  JoinState *st = user_data;
+  g_autofree char *text = NULL;
+  gboolean was = st->partition_group != NULL;
+
+  g_clear_pointer (&st->partition_group, g_strfreev);
+  if (g_file_get_contents (st->partition_file, &text, NULL, NULL))
+    {
+      g_auto(GStrv) lines = g_strsplit (text, "\n", -1);
+      for (guint i = 0; lines[i] && st->partition_group == NULL; i++)
+        {
+          g_auto(GStrv) ids = g_strsplit_set (g_strstrip (lines[i]), " \t", -1);
+          if (g_strv_contains ((const char * const *) ids, st->node_id))
+            st->partition_group = g_steal_pointer (&ids);
+        }
+    }
+  if (st->partition_group)
+    {
+      g_auto(GStrv) peers = rlx_local_bus_dup_peer_ids (st->bus);
+      for (guint i = 0; peers && peers[i]; i++)
+        if (partitioned_from (st, peers[i]))
+          {
+            RlxLink *link = rlx_local_bus_get_link (st->bus, peers[i]);
+            if (link)
+              rlx_link_close (link);
+          }
+    }
+  else if (was)
+    rlx_local_bus_rescan (st->bus);
+  return G_SOURCE_CONTINUE;
+}
+
 static void
 remote_print (JsonObject *event, gpointer user_data)
 {
@@ -277,7 +329,14 @@ remote_fail (const char *message, gpointer user_data)
 static void
 on_link_added (RlxLocalBus *bus, RlxLink *link, const char *peer_id, gpointer user_data)
 {
-  rlx_coordinator_add_link (RLX_COORDINATOR (user_data), link);
+  JoinState *st = user_data;
+
+  if (partitioned_from (st, peer_id))
+    {
+      rlx_link_close (link);
+      return;
+    }
+  rlx_coordinator_add_link (st->coord, link);
 }
 
 /* The coordinator looks for peers (alone, or cut off and rejoining). */
@@ -297,6 +356,7 @@ rlx_cmd_join (int argc, char **argv)
   g_autofree char *node_s = NULL, *seed_s = NULL, *wait_s = NULL, *ckpt_s = NULL;
   g_autofree char *fault_s = NULL, *deadline_s = NULL, *hb_s = NULL, *threads_s = NULL;
   g_autofree char *slow_s = NULL, *inf_s = NULL, *hash_s = NULL, *eval_s = NULL;
+  g_autofree char *stall_s = NULL, *die_s = NULL, *partition_s = NULL;
   gboolean join_only = FALSE;
   GOptionEntry entries[] = {
     { "local", 0, 0, G_OPTION_ARG_NONE, &local, "the cohort on this machine (the local bus; the default)", NULL },
@@ -321,6 +381,9 @@ rlx_cmd_join (int argc, char **argv)
     { "fault-nan", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &fault_s, "test switch: NaN gradients from step N", "N" },
     { "fault-inf", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &inf_s, "test switch: +Inf and -Inf in every gradient from step N", "N" },
     { "fault-hash", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &hash_s, "test switch: after committing step N this node's parameters differ by one bit", "N" },
+    { "fault-stall", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &stall_s, "test switch: the gradient of step N takes MS longer", "N:MS" },
+    { "fault-die-at", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &die_s, "test switch: as the leader, send step N's commit to all but the next leader, then die", "N" },
+    { "fault-partition", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &partition_s, "test switch: while FILE exists, only the node ids on our line of it are reachable", "FILE" },
     { "fault-slow-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &slow_s, "test switch: every gradient takes MS longer (on the compute thread)", "MS" },
     { "deadline-floor-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &deadline_s, "shortest collect deadline", "MS" },
     { "heartbeat-timeout-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &hb_s, "silence that removes a peer", "MS" },
@@ -340,7 +403,8 @@ rlx_cmd_join (int argc, char **argv)
   RlxCoordinator *coord;
   JoinState st = { 0 };
   guint64 batch = 32, steps = 0, seed = 0, wait = 1, ckpt = 100, fault = 0, deadline = 0, hb = 0;
-  guint64 slow_ms = 0, inf_from = 0, hash_at = 0, eval_every = 0;
+  guint64 slow_ms = 0, inf_from = 0, hash_at = 0, eval_every = 0, stall_step = 0, stall_ms = 0;
+  guint64 die_at = 0;
   guint64 threads = 0;
   double lr = 0.05;
   guint sigint_id, sigterm_id;
@@ -378,9 +442,20 @@ rlx_cmd_join (int argc, char **argv)
       !parse_u64 (sub, "--fault-inf", inf_s, 1, G_MAXINT64, &inf_from) ||
       !parse_u64 (sub, "--fault-hash", hash_s, 1, G_MAXINT64, &hash_at) ||
       !parse_u64 (sub, "--evaluate-every", eval_s, 1, G_MAXUINT32, &eval_every) ||
+      !parse_u64 (sub, "--fault-die-at", die_s, 1, G_MAXINT64, &die_at) ||
       !parse_u64 (sub, "--deadline-floor-ms", deadline_s, 1, 600000, &deadline) ||
       !parse_u64 (sub, "--heartbeat-timeout-ms", hb_s, 100, 600000, &hb))
     return RLX_EXIT_USAGE;
+  if (stall_s)
+    {
+      g_auto(GStrv) parts = g_strsplit (stall_s, ":", 2);
+      if (parts[1] == NULL ||
+          !parse_u64 (sub, "--fault-stall (step)", parts[0], 1, G_MAXINT64, &stall_step) ||
+          !parse_u64 (sub, "--fault-stall (ms)", parts[1], 1, 600000, &stall_ms))
+        return parts[1] == NULL ? rlx_cli_fail (sub, RLX_EXIT_USAGE,
+                                                "--fault-stall: '%s' is not STEP:MS", stall_s)
+                                : RLX_EXIT_USAGE;
+    }
   if (lr_s)
     {
       char *end = NULL;
@@ -432,8 +507,12 @@ rlx_cmd_join (int argc, char **argv)
   cfg.fault_nan_from = fault;
   cfg.fault_inf_from = inf_from;
   cfg.fault_hash_at = hash_at;
-  cfg.join_only = join_only;
+  /* A node given an invite joins that cohort; it never founds one of its own. */
+  cfg.join_only = join_only || rlx_join_remote_holds_start (remote);
   cfg.evaluate_every = (guint) eval_every;
+  cfg.fault_stall_step = stall_step;
+  cfg.fault_stall_ms = (guint) stall_ms;
+  cfg.fault_die_at = die_at;
   coord = rlx_coordinator_new (&cfg, worker, &error);
   if (coord == NULL)
     {
@@ -458,14 +537,23 @@ rlx_cmd_join (int argc, char **argv)
   st.status = RLX_EXIT_OK;
   g_signal_connect (coord, "event", G_CALLBACK (on_event), &st);
   g_signal_connect (coord, "finished", G_CALLBACK (on_finished), &st);
+  st.bus = bus;
+  st.node_id = node_id;
+  st.partition_file = partition_s;
+  if (partition_s)
+    {
+      on_partition_check (&st);
+      st.partition_id = g_timeout_add (100, on_partition_check, &st);
+    }
   /* Remote peers (before the bus's handler below: a local link wins). */
   if (!rlx_join_remote_start (remote, coord, bus, node_id, remote_print, remote_fail, &st, &error))
     {
+      g_clear_handle_id (&st.partition_id, g_source_remove);
       rlx_local_bus_stop (bus);
       g_object_unref (coord);
       return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "%s", error->message);
     }
-  g_signal_connect (bus, "link-added", G_CALLBACK (on_link_added), coord);
+  g_signal_connect (bus, "link-added", G_CALLBACK (on_link_added), &st);
   g_signal_connect (coord, "discover", G_CALLBACK (on_discover), bus);
   sigint_id = g_unix_signal_add (SIGINT, on_signal, &st);
   sigterm_id = g_unix_signal_add (SIGTERM, on_signal, &st);
@@ -478,7 +566,7 @@ rlx_cmd_join (int argc, char **argv)
       {
         RlxLink *link = rlx_local_bus_get_link (bus, peers[i]);
         if (link)
-          rlx_coordinator_add_link (coord, link);
+          on_link_added (bus, link, peers[i], &st);
       }
   }
   /* A node joining by invite starts its coordinator once a member is
@@ -489,9 +577,11 @@ rlx_cmd_join (int argc, char **argv)
 
   g_source_remove (sigint_id);
   g_source_remove (sigterm_id);
-  g_signal_handlers_disconnect_by_data (bus, coord);
+  g_signal_handlers_disconnect_by_data (bus, &st);
   g_signal_handlers_disconnect_by_data (coord, bus);
   rlx_join_remote_stop (remote);
+  g_clear_handle_id (&st.partition_id, g_source_remove);
+  g_clear_pointer (&st.partition_group, g_strfreev);
   rlx_local_bus_stop (bus);
   g_object_unref (coord);
   return st.status;

@@ -485,6 +485,26 @@ on_closed (RlxLink *link, const GError *error, gpointer user_data)
   peer_free (p);
 }
 
+/* Up to 4 frames in flight per lane, 64 bulk frames queued. Test switch:
+ * RLX_TEST_SENDER_LIMITS="IN_FLIGHT,CONTROL,BULK" (the sender's queues, so
+ * that a test can make them overflow quickly). */
+static RlxSender *
+sender_for (RlxLink *link)
+{
+  const char *env = g_getenv ("RLX_TEST_SENDER_LIMITS");
+  guint64 v[3] = { 4, 0, 64 };
+
+  if (env)
+    {
+      g_auto(GStrv) parts = g_strsplit (env, ",", 3);
+      for (guint i = 0; i < 3 && parts[i]; i++)
+        if (!g_ascii_string_to_unsigned (parts[i], 10, 1, 1u << 16, &v[i], NULL))
+          g_warning ("RLX_TEST_SENDER_LIMITS=%s: '%s' is not a number in 1..65536; "
+                     "the default is kept", env, parts[i]);
+    }
+  return rlx_sender_new (link, (guint) v[0], (guint) v[1], (guint) v[2]);
+}
+
 void
 rlx_peer_set_add_link (RlxPeerSet *self, RlxLink *link)
 {
@@ -497,7 +517,7 @@ rlx_peer_set_add_link (RlxPeerSet *self, RlxLink *link)
     return;
   p = g_new0 (RlxPeer, 1);
   p->link = g_object_ref (link);
-  p->sender = rlx_sender_new (link, 4, 0, 64);
+  p->sender = sender_for (link);
   p->last_rx = g_get_monotonic_time ();
   p->their_t = -1;
   g_ptr_array_add (self->peers, p);

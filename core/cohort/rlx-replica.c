@@ -31,6 +31,9 @@ struct _RlxReplica {
   gboolean        perm_valid;
 
   RlxSerial      *serial;
+  /* The replica's passes run beside the next gradient: on the job's own
+   * thread only, so they take one core from the compute, not all. */
+  RlxKernels     *kernels;
 };
 
 G_DEFINE_FINAL_TYPE (RlxReplica, rlx_replica, G_TYPE_OBJECT)
@@ -82,6 +85,7 @@ rlx_replica_finalize (GObject *object)
 
   g_free (self->params);
   g_free (self->perm);
+  g_clear_object (&self->kernels);
   g_clear_pointer (&self->dataset, rlx_dataset_unref);
   G_OBJECT_CLASS (rlx_replica_parent_class)->finalize (object);
 }
@@ -97,6 +101,7 @@ static void
 rlx_replica_init (RlxReplica *self)
 {
   self->serial = rlx_serial_new ();
+  self->kernels = rlx_kernels_new (1);
 }
 
 static void
@@ -204,21 +209,21 @@ op_run (gpointer data)
     {
     case OP_APPLY:
       /* One pass: subtract and hash each chunk while it is in cache. */
-      rlx_kernels_apply (rlx_kernels_get_default (), self->params, op->array.codes, self->n,
+      rlx_kernels_apply (self->kernels, self->params, op->array.codes, self->n,
                          op->array.precision, op->array.scale, &op->hash);
       op->ok = TRUE;
       break;
     case OP_LOAD:
       /* The hash reads bytes (little-endian), so the payload is hashed in
        * place before it may overwrite the parameters. */
-      op->ok = rlx_kernels_hash (rlx_kernels_get_default (), (const float *) op->array.codes,
+      op->ok = rlx_kernels_hash (self->kernels, (const float *) op->array.codes,
                                  self->n) == op->hash;
       if (op->ok)
         rlx_msg_array_decode (&op->array, self->params);
       break;
     case OP_LOAD_FLOATS:
       memcpy (self->params, op->floats, self->n * sizeof (float));
-      op->hash = rlx_kernels_hash (rlx_kernels_get_default (), self->params, self->n);
+      op->hash = rlx_kernels_hash (self->kernels, self->params, self->n);
       op->ok = TRUE;
       break;
     case OP_READ:
@@ -231,7 +236,7 @@ op_run (gpointer data)
         memcpy (&bits, self->params, 4);
         bits ^= 1;
         memcpy (self->params, &bits, 4);
-        op->hash = rlx_kernels_hash (rlx_kernels_get_default (), self->params, self->n);
+        op->hash = rlx_kernels_hash (self->kernels, self->params, self->n);
         op->ok = TRUE;
         break;
       }

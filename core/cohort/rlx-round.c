@@ -162,7 +162,9 @@ static void
 stop (RlxRound *self)
 {
   g_clear_handle_id (&self->deadline_id, g_source_remove);
-  rlx_serial_cancel (self->serial);
+  /* A fold or the update may still be running on the buckets and the sum
+   * that the next round reuses: wait for it (one job at most). */
+  rlx_serial_drain (self->serial);
   self->active = FALSE;
   self->generation++;
 }
@@ -400,31 +402,31 @@ rlx_round_offer (RlxRound *self, const char *node, guint64 step, guint samples, 
   return RLX_ROUND_ACCEPTED;
 }
 
-void
-rlx_round_close_slot (RlxRound *self, const char *node)
+static void
+close_slot (RlxRound *self, const char *node, gboolean rejected)
 {
-  Slot *slot;
+  Slot *slot = slot_of (self, node);
 
-  g_return_if_fail (RLX_IS_ROUND (self));
-  slot = slot_of (self, node);
   if (!self->active || slot == NULL || slot->state != SLOT_PENDING)
     return;
   slot->state = SLOT_CLOSED;
+  if (rejected)
+    self->rejected++;
   check_complete (self);
+}
+
+void
+rlx_round_close_slot (RlxRound *self, const char *node)
+{
+  g_return_if_fail (RLX_IS_ROUND (self));
+  close_slot (self, node, FALSE);
 }
 
 void
 rlx_round_reject_slot (RlxRound *self, const char *node)
 {
-  Slot *slot;
-
   g_return_if_fail (RLX_IS_ROUND (self));
-  slot = slot_of (self, node);
-  if (!self->active || slot == NULL || slot->state != SLOT_PENDING)
-    return;
-  slot->state = SLOT_CLOSED;
-  self->rejected++;
-  check_complete (self);
+  close_slot (self, node, TRUE);
 }
 
 gboolean

@@ -157,17 +157,24 @@ rlx_serial_cancel (RlxSerial *self)
 }
 
 void
-rlx_serial_free (RlxSerial *self)
+rlx_serial_drain (RlxSerial *self)
 {
-  if (self == NULL)
-    return;
+  g_return_if_fail (self != NULL);
   rlx_serial_cancel (self);
-  self->freed = TRUE;
-  /* The owner frees the buffers the running job works on right after
-   * this: wait for its run () to return (its done never runs). */
   g_mutex_lock (&self->lock);
   while (self->thread_busy)
     g_cond_wait (&self->cond, &self->lock);
   g_mutex_unlock (&self->lock);
+}
+
+void
+rlx_serial_free (RlxSerial *self)
+{
+  if (self == NULL)
+    return;
+  /* The owner frees the buffers the running job works on right after
+   * this: wait for its run () to return (its done never runs). */
+  rlx_serial_drain (self);
+  self->freed = TRUE;
   serial_unref (self);
 }

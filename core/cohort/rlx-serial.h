@@ -35,6 +35,10 @@ void       rlx_serial_push   (RlxSerial *self, RlxSerialRunFunc run, RlxSerialDo
 gboolean   rlx_serial_busy   (RlxSerial *self);
 guint      rlx_serial_queued (RlxSerial *self);
 void       rlx_serial_cancel (RlxSerial *self);
+/* Cancel, and wait until the running job's @run has returned (its @done
+ * never runs): the owner may then reuse what the jobs worked on. Blocks
+ * for at most one job. */
+void       rlx_serial_drain  (RlxSerial *self);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxSerial, rlx_serial_free)
 

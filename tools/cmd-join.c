@@ -507,8 +507,7 @@ rlx_cmd_join (int argc, char **argv)
   cfg.fault_nan_from = fault;
   cfg.fault_inf_from = inf_from;
   cfg.fault_hash_at = hash_at;
-  /* A node given an invite joins that cohort; it never founds one of its own. */
-  cfg.join_only = join_only || rlx_join_remote_holds_start (remote);
+  cfg.join_only = join_only;
   cfg.evaluate_every = (guint) eval_every;
   cfg.fault_stall_step = stall_step;
   cfg.fault_stall_ms = (guint) stall_ms;

@@ -34,12 +34,15 @@ import rlxnet  # noqa: E402
 
 
 def link_bench(build, net, mode, mib, s_host, r_host, extra=(), via=None, relay=None,
-               timeout=300):
+               timeout=300, recv_wrap=()):
+    """One transfer; the sender's JSON line with the receiver's costs added
+    under "recv" (CPU seconds, datagrams in, receive-buffer drops)."""
     tool = os.path.join(build, "tests", "remote", "remote-bench")
     d = os.path.join(net.dir, f"x{time.monotonic_ns()}")
     os.makedirs(d)
     common = ["--dir", d, "--mode", mode, "--mib", str(mib), "--timeout", str(timeout)] + list(extra)
-    r = net.spawn(f"recv-{mode}", r_host, [tool, "recv", "--name", "r", "--peer", "s"] + common)
+    r = net.spawn(f"recv-{mode}", r_host,
+                  list(recv_wrap) + [tool, "recv", "--name", "r", "--peer", "s"] + common)
     go = os.path.join(d, "go")
     s = net.spawn(f"send-{mode}", s_host, [tool, "send", "--name", "s", "--peer", "r"] + common +
                   (["--via", via, "--wait-file", go] if via else []))
@@ -69,6 +72,13 @@ def link_bench(build, net, mode, mib, s_host, r_host, extra=(), via=None, relay=
     if rc != 0:
         raise RuntimeError(f"remote-bench send failed ({rc})\n{s.tail()}\n{r.tail()}")
     out = json.loads([l for l in s.lines if l.startswith("{")][-1])
+    try:
+        out["recv"] = r.wait_for(lambda evs: [e for e in evs if e.get("side") == "recv"], 30,
+                                 "receiver's costs")[-1]
+    except TimeoutError:
+        out["recv"] = None
+    if recv_wrap:
+        r.wait_exit(timeout)   # let the wrapper (valgrind) write its output
     r.kill()
     if relay_proc:
         relay_proc.kill()

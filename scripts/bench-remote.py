@@ -34,7 +34,7 @@ import rlxnet  # noqa: E402
 
 
 def link_bench(build, net, mode, mib, s_host, r_host, extra=(), via=None, relay=None,
-               timeout=300, recv_wrap=()):
+               timeout=300, recv_wrap=(), send_wrap=()):
     """One transfer; the sender's JSON line with the receiver's costs added
     under "recv" (CPU seconds, datagrams in, receive-buffer drops)."""
     tool = os.path.join(build, "tests", "remote", "remote-bench")
@@ -44,7 +44,8 @@ def link_bench(build, net, mode, mib, s_host, r_host, extra=(), via=None, relay=
     r = net.spawn(f"recv-{mode}", r_host,
                   list(recv_wrap) + [tool, "recv", "--name", "r", "--peer", "s"] + common)
     go = os.path.join(d, "go")
-    s = net.spawn(f"send-{mode}", s_host, [tool, "send", "--name", "s", "--peer", "r"] + common +
+    s = net.spawn(f"send-{mode}", s_host,
+                  list(send_wrap) + [tool, "send", "--name", "s", "--peer", "r"] + common +
                   (["--via", via, "--wait-file", go] if via else []))
     relay_proc = None
     if relay:

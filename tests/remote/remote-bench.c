@@ -75,23 +75,12 @@ typedef struct {
 
 static Bench b;
 
+/* /proc/net/snmp: "Udp: InDatagrams NoPorts …" then "Udp: 12 0 …". */
 static void
-usage_now (Usage *u)
+add_udp4 (Usage *u, const char *text)
 {
-  struct rusage ru;
-  g_autofree char *snmp = NULL;
-  g_auto(GStrv) lines = NULL;
+  g_auto(GStrv) lines = g_strsplit (text, "\n", -1);
 
-  memset (u, 0, sizeof *u);
-  if (getrusage (RUSAGE_SELF, &ru) == 0)
-    {
-      u->user = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6;
-      u->sys = ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
-    }
-  if (!g_file_get_contents ("/proc/net/snmp", &snmp, NULL, NULL))
-    return;
-  /* "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors …" then the values. */
-  lines = g_strsplit (snmp, "\n", -1);
   for (guint i = 0; lines[i] && lines[i + 1]; i++)
     if (g_str_has_prefix (lines[i], "Udp: ") && g_str_has_prefix (lines[i + 1], "Udp: "))
       {
@@ -101,14 +90,57 @@ usage_now (Usage *u)
           {
             guint64 x = g_ascii_strtoull (v[j], NULL, 10);
             if (g_str_equal (k[j], "InDatagrams"))
-              u->udp_in = x;
+              u->udp_in += x;
             else if (g_str_equal (k[j], "OutDatagrams"))
-              u->udp_out = x;
+              u->udp_out += x;
             else if (g_str_equal (k[j], "RcvbufErrors"))
-              u->rcvbuf_errors = x;
+              u->rcvbuf_errors += x;
           }
-        break;
+        return;
       }
+}
+
+/* /proc/net/snmp6: "Udp6InDatagrams  12" lines (ICE may pick an IPv6 pair). */
+static void
+add_udp6 (Usage *u, const char *text)
+{
+  g_auto(GStrv) lines = g_strsplit (text, "\n", -1);
+
+  for (guint i = 0; lines[i]; i++)
+    {
+      g_auto(GStrv) kv = g_strsplit_set (lines[i], " \t", -1);
+      const char *val = NULL;
+
+      for (guint j = 1; kv[0] && kv[j]; j++)
+        if (*kv[j])
+          val = kv[j];
+      if (val == NULL)
+        continue;
+      if (g_str_equal (kv[0], "Udp6InDatagrams"))
+        u->udp_in += g_ascii_strtoull (val, NULL, 10);
+      else if (g_str_equal (kv[0], "Udp6OutDatagrams"))
+        u->udp_out += g_ascii_strtoull (val, NULL, 10);
+      else if (g_str_equal (kv[0], "Udp6RcvbufErrors"))
+        u->rcvbuf_errors += g_ascii_strtoull (val, NULL, 10);
+    }
+}
+
+static void
+usage_now (Usage *u)
+{
+  struct rusage ru;
+  g_autofree char *snmp = NULL, *snmp6 = NULL;
+
+  memset (u, 0, sizeof *u);
+  if (getrusage (RUSAGE_SELF, &ru) == 0)
+    {
+      u->user = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6;
+      u->sys = ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+    }
+  if (g_file_get_contents ("/proc/net/snmp", &snmp, NULL, NULL))
+    add_udp4 (u, snmp);
+  if (g_file_get_contents ("/proc/net/snmp6", &snmp6, NULL, NULL))
+    add_udp6 (u, snmp6);
 }
 
 static void

@@ -287,14 +287,40 @@ on_gathering_done (RlxRemoteLink *link, gpointer user_data)
 }
 
 static void
-quic_send_frame (gsize len, gboolean control)
+quic_send_bytes (GBytes *f, gboolean control)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(GBytes) f = g_bytes_new_take (g_malloc0 (MAX (len, 1)), len);
 
   if (!(control ? rlx_remote_link_send_control (b.link, f, &error)
                 : rlx_link_send (RLX_LINK (b.link), f, &error)))
     finish_fail (error->message);
+}
+
+static void
+quic_send_frame (gsize len, gboolean control)
+{
+  g_autoptr(GBytes) f = g_bytes_new_take (g_malloc0 (MAX (len, 1)), len);
+
+  quic_send_bytes (f, control);
+}
+
+/* The bulk frames, made and written before the clock starts (a cohort's
+ * buckets are data in memory, not fresh zero pages). */
+static GPtrArray *bulk;
+
+static void
+make_bulk (void)
+{
+  bulk = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  for (guint64 s = 0; s < b.total; s += b.frame)
+    {
+      gsize len = (gsize) MIN (b.frame, b.total - s);
+      guint8 *p = g_malloc (len);
+
+      for (gsize i = 0; i < len; i++)
+        p[i] = (guint8) (i * 7 + s);
+      g_ptr_array_add (bulk, g_bytes_new_take (p, len));
+    }
 }
 
 static void
@@ -305,8 +331,9 @@ on_ready (RlxRemoteLink *link, gpointer user_data)
   if (!b.sender)
     return;
   b.t0 = g_get_monotonic_time ();
-  for (guint64 s = 0; s < b.total; s += b.frame)
-    quic_send_frame ((gsize) MIN (b.frame, b.total - s), FALSE);
+  for (guint i = 0; i < bulk->len; i++)
+    quic_send_bytes (bulk->pdata[i], FALSE);
+  g_clear_pointer (&bulk, g_ptr_array_unref);   /* the link holds them until sent */
 }
 
 static void
@@ -652,7 +679,11 @@ main (int argc, char **argv)
     }
   g_timeout_add_seconds ((guint) timeout_s, on_timeout, NULL);
   if (g_str_equal (b.mode, "quic"))
-    setup_quic ();
+    {
+      if (b.sender)
+        make_bulk ();
+      setup_quic ();
+    }
   else
     setup_nice ();
   if (!b.failed)

@@ -93,6 +93,7 @@ struct _RlxRemoteLink
   gboolean      progress_posted;
   gboolean      io_ended;       /* no more sources on io_ctx */
   GSource      *io_update;      /* io_rx_update is due */
+  gboolean      direct_rx;      /* the I/O thread reads the socket itself */
   gboolean      close_requested;
   guint64       written[RLX_QUIC_N_STREAMS];   /* frame bytes QUIC wrote (I/O side) */
   gint64        last_rx_at;     /* monotonic µs of the last datagram */
@@ -562,13 +563,20 @@ io_finish (RlxRemoteLink *self)
 
 /* ── I/O thread: reading the selected pair's socket directly ─────────────── */
 
+/* Who reads the selected socket now: its sources' priority and the flag
+ * rlx_remote_link_reads_directly shows. */
 static void
-io_set_priority (RlxRemoteLink *self, gint priority)
+io_set_direct (RlxRemoteLink *self, gboolean direct)
 {
+  gint priority = direct ? IO_PRIORITY : G_PRIORITY_DEFAULT;
+
   if (self->io_wake)
     g_source_set_priority (self->io_wake, priority);
   if (self->quic)
     rlx_quic_set_priority (self->quic, priority);
+  g_mutex_lock (&self->lock);
+  self->direct_rx = direct;
+  g_mutex_unlock (&self->lock);
 }
 
 static void
@@ -607,7 +615,7 @@ io_direct_stray (const char *what, gpointer user_data)
            what, RX_HOLDOFF_MS);
   self->rx_holdoff_until = g_get_monotonic_time () + (gint64) RX_HOLDOFF_MS * 1000;
   rlx_udp_path_stop_receive (self->direct, TRUE);
-  io_set_priority (self, G_PRIORITY_DEFAULT);
+  io_set_direct (self, FALSE);
   if (self->rx_retry == NULL)
     {
       self->rx_retry = g_timeout_source_new (RX_HOLDOFF_MS);
@@ -644,7 +652,7 @@ io_rx_update (RlxRemoteLink *self)
     rlx_udp_path_start_receive (self->direct, self->io_ctx, IO_PRIORITY, &direct_callbacks, self);
   else if (!want && receiving)
     rlx_udp_path_stop_receive (self->direct, TRUE);
-  io_set_priority (self, want ? IO_PRIORITY : G_PRIORITY_DEFAULT);
+  io_set_direct (self, want);
 }
 
 static gboolean
@@ -1386,6 +1394,18 @@ rlx_remote_link_dup_local_addresses (RlxRemoteLink *self)
   out = g_strv_builder_end (b);
   g_strv_builder_unref (b);
   return out;
+}
+
+gboolean
+rlx_remote_link_reads_directly (RlxRemoteLink *self)
+{
+  gboolean direct;
+
+  g_return_val_if_fail (RLX_IS_REMOTE_LINK (self), FALSE);
+  g_mutex_lock (&self->lock);
+  direct = self->direct_rx;
+  g_mutex_unlock (&self->lock);
+  return direct;
 }
 
 guint64

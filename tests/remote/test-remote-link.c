@@ -358,12 +358,19 @@ test_control_overtakes_bulk (void)
                     8u * (4u << 20));
   g_assert_true (rlx_link_send_lane (RLX_LINK (p.a.link), RLX_LINK_LANE_CONTROL, hb, &error));
   run_until (&p, b_has_control, 30000, "the control frame");
-  /* It arrived while most of the 32 MiB were still on the way, on its lane. */
-  g_assert_cmpuint (p.b.frames->len, <, 8);
-  g_assert_cmpint (g_array_index (p.b.lanes, RlxLinkLane, p.b.lanes->len - 1), ==,
-                   RLX_LINK_LANE_CONTROL);
-  for (guint i = 0; i + 1 < p.b.lanes->len; i++)
-    g_assert_cmpint (g_array_index (p.b.lanes, RlxLinkLane, i), ==, RLX_LINK_LANE_BULK);
+  /* It arrived while most of the 32 MiB were still on the way, on its lane
+   * (a bulk frame may complete right after it and come in the same main
+   * loop turn). */
+  {
+    guint at = 0;
+
+    while (at < p.b.frames->len && g_bytes_get_size (p.b.frames->pdata[at]) != 77)
+      at++;
+    g_assert_cmpuint (at, <, 7);
+    for (guint i = 0; i < p.b.lanes->len; i++)
+      g_assert_cmpint (g_array_index (p.b.lanes, RlxLinkLane, i), ==,
+                       i == at ? RLX_LINK_LANE_CONTROL : RLX_LINK_LANE_BULK);
+  }
   /* Bytes arriving keep the link alive before any bucket is complete. */
   g_assert_cmpint (rlx_link_get_last_rx (RLX_LINK (p.b.link)), >, 0);
   pair_teardown (&p);

@@ -19,10 +19,11 @@
  * own sources to the same priority, so only libnice's wait while bulk flows.
  *
  * ICE traffic still arrives on that socket (told apart as libnice does: a
- * valid STUN header, RFC 7983): keepalive indications are dropped (they need no answer);
- * anything else libnice must see — a STUN request or response, a datagram
- * from another address — is dropped too, and ::stray tells the owner to give
- * reading back to libnice for a while (STUN retransmits what was lost).
+ * valid STUN header, RFC 7983): keepalive indications are dropped (they need
+ * no answer); anything else libnice must see — a STUN request or response, a
+ * datagram from another address — is dropped too, and ::stray tells the
+ * owner to give reading back to libnice for a while (STUN retransmits what
+ * was lost).
  *
  * Not thread-safe: use it on the thread that runs @context.
  */
@@ -52,7 +53,9 @@ typedef struct {
   /* @n datagrams from the peer (all but STUN), in arrival order; @bytes:
    * what the peer's address sent, STUN included. */
   void (*datagrams) (const RlxDatagram *datagrams, guint n, gsize bytes, gpointer user_data);
-  /* Something for libnice arrived and was dropped (@what says which). */
+  /* Something for libnice arrived and was dropped (@what says which);
+   * called last in a dispatch, so the owner may stop receiving here (but
+   * not free the path). */
   void (*stray)     (const char *what, gpointer user_data);
 } RlxUdpPathCallbacks;
 

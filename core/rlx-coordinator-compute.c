@@ -1,198 +1,394 @@
-/* rlx-coordinator-compute.c — the rank's compute worker: the queue of work
- * (load, apply, gradient) handed to it one job at a time
- * (see rlx-coordinator-private.h) */
+/* rlx-coordinator-compute.c — what the rank's compute worker runs for the
+ * cohort (see rlx-coordinator-private.h)
+ *
+ * Every operation on the backend goes through the worker's queue
+ * (rlx_worker_queue), so they run in the order the protocol asks for them
+ * and their results come back in that order:
+ *
+ *   a member's step   apply the commit's update, compute the gradient of
+ *                     the assigned slice at the rank's wire precision with
+ *                     error feedback (the codes land where the grad frame
+ *                     carries them), then the parameters' hash for the ack
+ *   the leader's      round_own (its own slice), round_add (each member's
+ *   round             bucket as it arrives), round_finish (the update's
+ *                     codes straight into the step frame, its scale and the
+ *                     parameters' hash), with the next own slice named so
+ *                     that a GPU computes it right behind the finish
+ *
+ * The functions named *_run run on the worker thread and touch nothing of
+ * the coordinator but the fields marked "worker thread" in its struct and
+ * the atomic generations; everything else they need travels in the
+ * operation. Their results are handled on the main context by the member's
+ * and the leader's flows (rlx_coordinator_member_stepped,
+ * rlx_coordinator_leader_done).
+ */
 #include "rlx-config.h"
 #include "rlx-coordinator-private.h"
+#include "rlx-backend-private.h"
 
-static void
-work_free (Work *w)
-{
-  rlx_msg_array_clear (&w->update);
-  rlx_msg_array_clear (&w->load);
-  g_free (w->load_floats);
-  g_free (w);
-}
+#include <math.h>
+#include <string.h>
 
-void
-rlx_coordinator_work_clear (RlxCoordinator *self)
-{
-  Work *w;
+/* Room in front of a frame's array for its header: the array is written
+ * once, where the frame will carry it. A grad frame's header is short; a
+ * step frame's lists every member up to three times. */
+#define HEADROOM 4096
+#define STEP_HEADROOM(members) (HEADROOM + 3 * (gsize) (members) * (RLX_MSG_MAX_ID + 64))
 
-  while ((w = g_queue_pop_head (&self->work)))
-    work_free (w);
-}
-
-/* Queue @w; a new assignment replaces the queued ones (their updates stay:
- * every commit is applied, in order). */
-void
-rlx_coordinator_work_push (RlxCoordinator *self, Work *w)
-{
-  if (w->step > 0)
-    for (GList *l = self->work.head; l; l = l->next)
-      ((Work *) l->data)->step = 0;
-  g_queue_push_tail (&self->work, w);
-  rlx_coordinator_work_submit (self);
-}
-
-void
-rlx_coordinator_work_assign (RlxCoordinator *self, Work *w, guint64 step, guint epoch, guint start,
-                             guint count)
-{
-  w->term = rlx_leadership_get_term (self->lead);
-  w->step = step;
-  w->epoch = epoch;
-  w->start = start;
-  w->count = count;
-  rlx_coordinator_note_assigned (self, step, count);
-}
-
-static RlxWorkerFault
-fault_for (RlxCoordinator *self, guint64 step)
+RlxFault
+rlx_coordinator_fault_for (RlxCoordinator *self, guint64 step)
 {
   if (self->fault_nan_from > 0 && step >= self->fault_nan_from)
-    return RLX_WORKER_FAULT_NAN;
+    return RLX_FAULT_NAN;
   if (self->fault_inf_from > 0 && step >= self->fault_inf_from)
-    return RLX_WORKER_FAULT_INF;
-  return RLX_WORKER_FAULT_NONE;
+    return RLX_FAULT_INF;
+  return RLX_FAULT_NONE;
+}
+
+/* The test switch: the backend's next gradient gets a bad value or two. */
+static void
+inject_fault (RlxBackend *backend, RlxFault fault)
+{
+  if (fault == RLX_FAULT_NAN)
+    rlx_backend_poison_gradient (backend, 0, NAN);
+  else if (fault == RLX_FAULT_INF)
+    rlx_backend_poison_gradient (backend, 0, INFINITY);
+}
+
+/* ── a member's step ────────────────────────────────────────────────────── */
+
+void
+rlx_coordinator_member_step_free (MemberStep *ms)
+{
+  if (ms->msg != NULL)
+    msg_free (ms->msg);
+  rlx_msg_array_clear (&ms->update);
+  g_free (ms->indices);
+  rlx_msg_clear (&ms->header);
+  g_clear_pointer (&ms->frame, g_bytes_unref);
+  g_free (ms->refused);
+  g_free (ms);
+}
+
+/* Worker thread. */
+static gboolean
+member_step_run (RlxBackend *backend, gpointer data, GError **error)
+{
+  MemberStep *ms = data;
+  RlxCoordinator *self = ms->self;
+  gsize n = rlx_backend_model (backend)->n_params;
+  RlxPrecision p = ms->precision;
+  g_autoptr(GError) local = NULL;
+  double scale = 1.0;
+  guint8 *buf;
+  gint64 t0;
+
+  if (ms->accept_prev)
+    rlx_backend_accept_feedback (backend);
+  if (ms->update.frame != NULL)
+    {
+      if (!rlx_backend_apply_update (backend, ms->update.codes, ms->update.n,
+                                     ms->update.precision, ms->update.scale, error))
+        return FALSE;
+      ms->applied = TRUE;
+    }
+  /* an assignment that a newer one (or a role change) replaced is skipped */
+  if (ms->n > 0 && ms->gen == g_atomic_int_get (&self->assign_gen))
+    {
+      buf = g_malloc (HEADROOM + n * rlx_precision_element_size (p));
+      inject_fault (backend, ms->fault);
+      t0 = g_get_monotonic_time ();
+      if (!rlx_backend_grads_wire (backend, ms->indices, ms->n, p, ms->feedback, &ms->loss,
+                                   buf + HEADROOM, &scale, &local))
+        {
+          g_free (buf);
+          if (!g_error_matches (local, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE))
+            {
+              g_propagate_error (error, g_steal_pointer (&local));
+              return FALSE;
+            }
+          /* never quantised: the frame says why it carries no bucket */
+          ms->refused = g_strdup_printf ("%s (refused before quantising)", local->message);
+          ms->header.u.grad.samples = ms->n;
+          ms->header.u.grad.loss = NAN;
+          ms->header.u.grad.refused = g_strdup (ms->refused);
+          ms->frame = rlx_msg_build (&ms->header, NULL, 0, RLX_PRECISION_F32, error);
+          if (ms->frame == NULL)
+            return FALSE;
+        }
+      else
+        {
+          rlx_worker_extra_delay (self->worker);
+          if (ms->stall_us > 0)
+            g_usleep ((gulong) ms->stall_us);
+          ms->compute_us = g_get_monotonic_time () - t0;
+          ms->header.u.grad.samples = ms->n;
+          ms->header.u.grad.loss = ms->loss;
+          ms->header.u.grad.compute_us = ms->compute_us;
+          ms->frame = rlx_msg_frame_wrap (&ms->header, n, p, scale, buf, HEADROOM, error);
+          if (ms->frame == NULL)
+            return FALSE;
+        }
+      ms->computed = TRUE;
+    }
+  /* the hash of what the commit made, for the ack (on a GPU it was computed
+   * in the gradient's submission) */
+  if (ms->applied && !rlx_backend_params_hash (backend, &ms->hash, error))
+    return FALSE;
+  return TRUE;
 }
 
 static void
-on_job_done (RlxWorker *worker, const RlxGradResult *result, const GError *error,
-             gpointer user_data)
+member_step_done (RlxWorker *worker, gpointer data, const GError *error, gpointer user_data)
 {
-  RlxCoordinator *self = user_data;
-  guint64 term = self->job_term, step = self->job_step;
-  gboolean assigned = self->job_assigned;
-  BUSY_BEGIN;
+  MemberStep *ms = data;
 
-  self->job_running = FALSE;
-  if (role (self) == RLX_ROLE_STOPPED)
-    goto out;
-
-  if (error != NULL)
-    {
-      g_autofree char *msg = g_strdup_printf ("gradient of step %" G_GUINT64_FORMAT " failed: %s",
-                                              step, error->message);
-      rlx_coordinator_emit_error (self, msg);
-      if (rlx_leadership_is_leader (self->lead) && assigned)
-        rlx_round_close_slot (self->round, self->node_id);
-      if (g_error_matches (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_DEVICE_LOST))
-        rlx_coordinator_finish (self, FALSE, msg);
-      goto out;
-    }
-  /* A result for a term or step that is no longer current is stale. */
-  if (!assigned || term != rlx_leadership_get_term (self->lead))
-    goto out;
-  if (result->compute_us > 0)
-    {
-      double sp = result->n_samples * 1e6 / result->compute_us;
-      self->self_speed = self->self_speed > 0 ? 0.7 * self->self_speed + 0.3 * sp : sp;
-    }
-
-  if (rlx_leadership_is_leader (self->lead))
-    {
-      g_autofree char *reason = NULL;
-      if (result->refused)
-        {
-          rlx_round_reject_slot (self->round, self->node_id);
-          rlx_coordinator_send_reject (self, self->node_id, step, result->refused);
-        }
-      else if (rlx_round_offer (self->round, self->node_id, step, result->n_samples, result->loss,
-                                result->compute_us, result->grads, NULL, &reason)
-               == RLX_ROUND_REJECTED)
-        rlx_coordinator_send_reject (self, self->node_id, step, reason);
-    }
-  else if (role (self) == RLX_ROLE_MEMBER && result->frame)
-    {
-      RlxPeer *lp = rlx_peer_set_lookup (self->peers, rlx_leadership_get_leader (self->lead));
-      if (lp)
-        rlx_coordinator_send_frame (self, lp, result->refused ? RLX_SEND_CONTROL : RLX_SEND_BULK,
-                                    result->frame, result->refused ? 0 : self->n, self->precision);
-      if (result->refused)
-        {
-          g_autofree char *msg = g_strdup_printf ("step %" G_GUINT64_FORMAT ": %s", step,
-                                                  result->refused);
-          rlx_coordinator_emit_error (self, msg);
-        }
-    }
-out:
-  rlx_coordinator_work_submit (self);
-  BUSY_END;
+  rlx_coordinator_member_stepped (ms->self, ms, error);
 }
 
-/* Hand the next unit of work to the worker, if it is free. */
 void
-rlx_coordinator_work_submit (RlxCoordinator *self)
+rlx_coordinator_queue_member_step (RlxCoordinator *self, MemberStep *ms)
 {
-  g_autoptr(GError) error = NULL;
-  RlxWorkerStep job = { 0 };
-  RlxMsg header;
-  Work *w;
-  const guint32 *perm = NULL;
-  guint64 term;
-
-  if (self->job_running || role (self) == RLX_ROLE_STOPPED)
-    return;
-  w = g_queue_pop_head (&self->work);
-  if (w == NULL)
-    return;
-  term = rlx_leadership_get_term (self->lead);
-  /* An assignment of another term, or that no longer fits, is dropped; its
-   * parameters part still runs. */
-  if (w->step > 0 && (w->term != term ||
-                      (guint64) w->start + w->count > rlx_replica_get_n_train (self->replica)))
-    w->step = 0;
-  if (w->step > 0)
-    perm = rlx_replica_permutation (self->replica, w->epoch);
-  if (w->step == 0 && w->update.frame == NULL && w->load.frame == NULL && w->load_floats == NULL)
+  ms->self = self;
+  if (ms->n > 0)
     {
-      work_free (w);
-      rlx_coordinator_work_submit (self);
-      return;
+      /* this assignment replaces any queued one */
+      g_atomic_int_inc (&self->assign_gen);
+      ms->gen = g_atomic_int_get (&self->assign_gen);
+      rlx_msg_init (&ms->header, RLX_MSG_GRAD, self->node_id);
+      ms->header.u.grad.term = ms->term;
+      ms->header.u.grad.step = ms->step;
+      ms->precision = self->precision;
+      ms->feedback = self->error_feedback;
+      ms->fault = rlx_coordinator_fault_for (self, ms->step);
+      if (self->fault_stall_step > 0 && ms->step == self->fault_stall_step)
+        ms->stall_us = (guint64) self->fault_stall_ms * 1000;
     }
-
-  rlx_msg_init (&header, RLX_MSG_GRAD, self->node_id);
-  header.u.grad.term = w->term;
-  header.u.grad.step = w->step;
-  job.load = w->load_floats;
-  job.load_array = w->load.frame ? &w->load : NULL;
-  job.update = w->update.frame ? &w->update : NULL;
-  job.indices = perm ? perm + w->start : NULL;
-  job.n = perm ? w->count : 0;
-  job.header = rlx_leadership_is_leader (self->lead) ? NULL : &header;
-  job.precision = self->precision;
-  job.feedback = self->error_feedback;
-  job.accepted_prev = w->accepted_prev;
-  job.fault = fault_for (self, w->step);
-  if (self->fault_stall_step > 0 && w->step == self->fault_stall_step)
-    job.stall_us = (guint64) self->fault_stall_ms * 1000;
-  if (rlx_worker_submit_step (self->worker, &job, on_job_done, self, &error) == 0)
-    {
-      if (!g_error_matches (error, RLX_WORKER_ERROR, RLX_WORKER_ERROR_BUSY))
-        rlx_coordinator_emit_error (self, error->message);
-      else
-        g_queue_push_head (&self->work, g_steal_pointer (&w));
-      rlx_msg_clear (&header);
-      if (w)
-        work_free (w);
-      return;
-    }
-  rlx_msg_clear (&header);
-  if (w->load_floats || w->load.frame)
-    self->worker_loaded = TRUE;
-  self->job_running = TRUE;
-  self->job_term = w->term;
-  self->job_step = w->step;
-  self->job_assigned = perm != NULL;
-  work_free (w);
+  ms->accept_prev = ms->accept_prev && self->error_feedback;
+  ms->member_gen = self->member_gen;
+  self->member_steps++;
+  if (ms->update.frame != NULL)
+    self->member_applying++;
+  rlx_worker_queue (self->worker, member_step_run, member_step_done, ms,
+                    (GDestroyNotify) rlx_coordinator_member_step_free, NULL);
 }
 
-/* The worker's parameters become the replica's (founding, adopting). */
 void
-rlx_coordinator_work_load_from_replica (RlxCoordinator *self)
+rlx_coordinator_drop_assignments (RlxCoordinator *self)
 {
-  Work *w = g_new0 (Work, 1);
+  g_atomic_int_inc (&self->assign_gen);
+}
 
-  w->load_floats = g_memdup2 (rlx_replica_get_params (self->replica), self->n * sizeof (float));
-  rlx_coordinator_work_push (self, w);
+/* ── the leader's round ─────────────────────────────────────────────────── */
+
+static void
+leader_op_free (gpointer p)
+{
+  LeaderOp *op = p;
+
+  g_free (op->indices);
+  g_free (op->node);
+  rlx_msg_array_clear (&op->bucket);
+  if (op->has_header)
+    rlx_msg_clear (&op->header);
+  g_clear_pointer (&op->frame, g_bytes_unref);
+  g_free (op->refused);
+  g_free (op);
+}
+
+/* Worker thread: the backend's round belongs to round @gen (a contribution
+ * of an abandoned round is dropped before the first of a new one). */
+static void
+round_of (RlxCoordinator *self, RlxBackend *backend, guint64 gen)
+{
+  if (self->w_round_gen != gen)
+    {
+      if (rlx_backend_round_size (backend) > 0)
+        rlx_backend_round_cancel (backend);
+      self->w_round_gen = gen;
+    }
+}
+
+/* Worker thread. A refused contribution is no failure: the round goes on
+ * without it (op->refused says why). */
+static gboolean
+leader_op_run (RlxBackend *backend, gpointer data, GError **error)
+{
+  LeaderOp *op = data;
+  RlxCoordinator *self = op->self;
+  g_autoptr(GError) local = NULL;
+  gint64 t0 = g_get_monotonic_time ();
+
+  switch (op->kind)
+    {
+    case LEADER_OWN:
+      round_of (self, backend, op->round_gen);
+      inject_fault (backend, op->fault);
+      if (!rlx_backend_round_own (backend, op->indices, op->n, &op->loss, &local))
+        {
+          if (!g_error_matches (local, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE))
+            {
+              g_propagate_error (error, g_steal_pointer (&local));
+              return FALSE;
+            }
+          op->refused = g_strdup_printf ("%s (refused before it joined the round)",
+                                         local->message);
+          return TRUE;
+        }
+      rlx_worker_extra_delay (self->worker);
+      if (op->stall_us > 0)
+        g_usleep ((gulong) op->stall_us);
+      /* computed right behind the last finish (a GPU that was told the
+       * slice): it began when that finish ended */
+      op->compute_us = g_get_monotonic_time () - MAX (t0, self->w_ahead_since);
+      self->w_ahead_since = 0;
+      return TRUE;
+    case LEADER_ADD:
+      round_of (self, backend, op->round_gen);
+      if (!rlx_backend_round_add (backend, op->bucket.codes, op->bucket.n, op->bucket.precision,
+                                  op->bucket.scale, op->samples, &local))
+        {
+          if (local->domain != RLX_BACKEND_ERROR ||
+              (local->code != RLX_BACKEND_ERROR_NOT_FINITE &&
+               local->code != RLX_BACKEND_ERROR_FAILED))
+            {
+              g_propagate_error (error, g_steal_pointer (&local));
+              return FALSE;
+            }
+          op->refused = g_strdup_printf ("gradient bucket refused: %s", local->message);
+        }
+      return TRUE;
+    case LEADER_FINISH:
+      {
+        const void *codes = NULL;
+        gsize n = rlx_backend_model (backend)->n_params;
+
+        if (self->w_round_gen != op->round_gen ||
+            op->abandon_gen != g_atomic_int_get (&self->abandon_gen))
+          {
+            /* nothing of this round reached the backend, or it was given up */
+            op->refused = g_strdup ("the round was abandoned");
+            return TRUE;
+          }
+        if (!rlx_backend_round_finish (backend, op->lr, op->precision, op->feedback, op->indices,
+                                       op->n, op->has_header ? &codes : NULL, &op->scale,
+                                       &op->hash, &local))
+          {
+            if (!g_error_matches (local, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE) &&
+                !g_error_matches (local, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED))
+              {
+                g_propagate_error (error, g_steal_pointer (&local));
+                return FALSE;
+              }
+            op->refused = g_strdup (local->message);
+            return TRUE;
+          }
+        op->ok = TRUE;
+        self->w_ahead_since = op->indices != NULL ? g_get_monotonic_time () : 0;
+        if (op->has_header)
+          {
+            gsize bytes = n * rlx_precision_element_size (op->precision);
+            gsize room = STEP_HEADROOM (op->header.u.step.members->len);
+            guint8 *buf = g_malloc (room + bytes);
+
+            /* the update's codes, once, where the frame carries them */
+            memcpy (buf + room, codes, bytes);
+            op->frame = rlx_msg_frame_wrap (&op->header, n, op->precision, op->scale, buf, room,
+                                            error);
+            if (op->frame == NULL)
+              return FALSE;
+          }
+        return TRUE;
+      }
+    case LEADER_RESET:
+      rlx_backend_reset_feedback (backend);
+      return TRUE;
+    default:
+      g_assert_not_reached ();
+    }
+}
+
+static void
+leader_op_done (RlxWorker *worker, gpointer data, const GError *error, gpointer user_data)
+{
+  LeaderOp *op = data;
+
+  if (op->kind != LEADER_RESET)
+    rlx_coordinator_leader_done (op->self, op, error);
+}
+
+static LeaderOp *
+leader_op_new (RlxCoordinator *self, LeaderOpKind kind)
+{
+  LeaderOp *op = g_new0 (LeaderOp, 1);
+
+  op->self = self;
+  op->kind = kind;
+  op->round_gen = self->round_gen;
+  op->abandon_gen = g_atomic_int_get (&self->abandon_gen);
+  return op;
+}
+
+static void
+leader_op_push (RlxCoordinator *self, LeaderOp *op)
+{
+  rlx_worker_queue (self->worker, leader_op_run, leader_op_done, op, leader_op_free, NULL);
+}
+
+void
+rlx_coordinator_queue_own (RlxCoordinator *self, guint64 step, const guint32 *indices, guint n)
+{
+  LeaderOp *op = leader_op_new (self, LEADER_OWN);
+
+  op->step = step;
+  op->indices = g_memdup2 (indices, n * sizeof (guint32));
+  op->n = n;
+  op->fault = rlx_coordinator_fault_for (self, step);
+  if (self->fault_stall_step > 0 && step == self->fault_stall_step)
+    op->stall_us = (guint64) self->fault_stall_ms * 1000;
+  leader_op_push (self, op);
+}
+
+void
+rlx_coordinator_queue_add (RlxCoordinator *self, const char *node, guint64 step, guint samples,
+                           const RlxMsgArray *bucket)
+{
+  LeaderOp *op = leader_op_new (self, LEADER_ADD);
+
+  op->node = g_strdup (node);
+  op->step = step;
+  op->samples = samples;
+  rlx_msg_array_copy (&op->bucket, bucket);
+  leader_op_push (self, op);
+}
+
+void
+rlx_coordinator_queue_finish (RlxCoordinator *self, guint64 step, RlxMsg *header,
+                              const guint32 *next, guint next_n)
+{
+  LeaderOp *op = leader_op_new (self, LEADER_FINISH);
+
+  op->step = step;
+  if (header != NULL)
+    {
+      rlx_msg_steal (&op->header, header);
+      op->has_header = TRUE;
+    }
+  if (next != NULL && next_n > 0)
+    {
+      op->indices = g_memdup2 (next, next_n * sizeof (guint32));
+      op->n = next_n;
+    }
+  op->lr = self->lr;
+  op->precision = self->precision;
+  op->feedback = self->error_feedback;
+  op->prequeued = self->finish_prequeued;
+  self->finishes++;
+  leader_op_push (self, op);
+}
+
+void
+rlx_coordinator_queue_reset_feedback (RlxCoordinator *self)
+{
+  leader_op_push (self, leader_op_new (self, LEADER_RESET));
 }

@@ -269,7 +269,7 @@ rlx_coordinator_roster_sync (RlxCoordinator *self)
             row->state = "rejoining";
           else if (r == RLX_ROLE_STOPPED)
             row->state = "leaving";
-          else if (!self->job_running)
+          else if (rlx_worker_pending (self->worker) == 0)
             row->state = "waiting";
         }
       else if (p)

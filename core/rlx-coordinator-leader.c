@@ -9,7 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static void leader_start_round (RlxCoordinator *self, GArray *slots);
 static void leader_finalize (RlxCoordinator *self);
 
 typedef struct {
@@ -17,9 +16,15 @@ typedef struct {
   RlxMsg          header;
   char           *to;
   char           *reason;
+  guint8         *buf;          /* the frame's payload, with room for its header in front */
   GBytes         *frame;
   gboolean        counted;      /* in self->snapshots_out */
 } SnapshotJob;
+
+/* Room in front of a snapshot's parameters for its header: the member list
+ * and the hash history at their longest, with room to spare. */
+#define SNAPSHOT_HEADROOM (16384 + RLX_MSG_MAX_MEMBERS * (RLX_MSG_MAX_ID + 8) + \
+                           RLX_MSG_MAX_HASHES * 24)
 
 static guint
 member_batch (RlxCoordinator *self, const char *id, guint *max_batch, double *speed)
@@ -133,12 +138,18 @@ step_header (RlxCoordinator *self, RlxMsg *m, guint64 commit, GArray *slots, gbo
     }
 }
 
-/* Drop the round in flight (and the update being made of it). */
+/* Drop the round in flight: its contributions are forgotten by the backend
+ * before the next round's first, and its finish, if queued and not started,
+ * does not run. */
 void
 rlx_coordinator_round_abandon (RlxCoordinator *self)
 {
   rlx_round_cancel (self->round);
+  self->round_gen++;
+  g_atomic_int_inc (&self->abandon_gen);
   self->finishing_round = FALSE;
+  self->finish_prequeued = FALSE;
+  self->own_prequeued = 0;
   self->round_waiting = FALSE;
   g_object_set_data (G_OBJECT (self->round), "next-slots", NULL);
 }
@@ -239,56 +250,33 @@ rlx_coordinator_commits_check (RlxCoordinator *self)
     }
 }
 
+/* Members' buckets held until our hash of the state they were computed at
+ * was known: judge them now. */
 static void
-on_leader_replica_applied (RlxReplica *replica, gboolean ok, gpointer user_data)
+judge_held (RlxCoordinator *self)
 {
-  RlxCoordinator *self = user_data;
-  guint64 step = rlx_replica_get_step (replica);
-  BUSY_BEGIN;
+  GHashTableIter it;
+  gpointer key, value;
+  g_autoptr(GPtrArray) ready = g_ptr_array_new_with_free_func (g_free);
 
-  for (GList *l = self->commits.head; l; l = l->next)
+  g_hash_table_iter_init (&it, self->members_state);
+  while (g_hash_table_iter_next (&it, &key, &value))
+    if (((MemberState *) value)->has_held)
+      g_ptr_array_add (ready, g_strdup (key));
+  for (guint i = 0; i < ready->len && rlx_leadership_is_leader (self->lead); i++)
     {
-      Commit *c = l->data;
-      if (c->step == step)
-        {
-          c->hash = rlx_replica_get_hash (replica);
-          c->hash_known = TRUE;
-        }
+      MemberState *ms = g_hash_table_lookup (self->members_state, g_ptr_array_index (ready, i));
+      RlxPeer *p = rlx_peer_set_lookup (self->peers, g_ptr_array_index (ready, i));
+      RlxMsg m;
+
+      if (ms == NULL || !ms->has_held)
+        continue;
+      ms->has_held = FALSE;
+      rlx_msg_steal (&m, &ms->held);
+      if (p)
+        rlx_coordinator_leader_on_grad (self, p, &m);
+      rlx_msg_clear (&m);
     }
-  rlx_coordinator_commits_check (self);
-  if (!rlx_leadership_is_leader (self->lead))
-    goto out;
-  /* Grads held for this hash can be judged now. */
-  {
-    GHashTableIter it;
-    gpointer key, value;
-    g_autoptr(GPtrArray) ready = g_ptr_array_new_with_free_func (g_free);
-
-    g_hash_table_iter_init (&it, self->members_state);
-    while (g_hash_table_iter_next (&it, &key, &value))
-      if (((MemberState *) value)->has_held)
-        g_ptr_array_add (ready, g_strdup (key));
-    for (guint i = 0; i < ready->len; i++)
-      {
-        MemberState *ms = g_hash_table_lookup (self->members_state, g_ptr_array_index (ready, i));
-        RlxPeer *p = rlx_peer_set_lookup (self->peers, g_ptr_array_index (ready, i));
-        RlxMsg m;
-
-        if (ms == NULL || !ms->has_held)
-          continue;
-        ms->has_held = FALSE;
-        rlx_msg_steal (&m, &ms->held);
-        if (p)
-          rlx_coordinator_leader_on_grad (self, p, &m);
-        rlx_msg_clear (&m);
-      }
-  }
-  if (self->round_waiting && applied (self) + 1 == rlx_round_get_step (self->round))
-    leader_finalize (self);
-  else if (self->publish_waiting && applied (self) >= self->last_commit)
-    rlx_coordinator_leader_publish (self, FALSE);
-out:
-  BUSY_END;
 }
 
 /* Test switch (fault_die_at): the commit reaches every member but the one
@@ -326,108 +314,268 @@ die_after_partial_commit (RlxCoordinator *self, GBytes *frame)
   g_timeout_add (1, on_die_poll, self);
 }
 
-static void
-on_update_made (RlxRound *round, GBytes *frame, const RlxMsgArray *update, gpointer user_data)
+/* The own slice of the round after this one when it is ours alone, as
+ * leader_assign will make it: (epoch, start) moved on by this round's count,
+ * the global batch (ours) from there. */
+static const guint32 *
+predicted_next_own (RlxCoordinator *self, guint *n)
 {
-  RlxCoordinator *self = user_data;
-  guint64 commit = rlx_round_get_step (round);
-  GPtrArray *ids = members (self);
-  gboolean final;
-  Commit *c;
-  Work *w;
-  BUSY_BEGIN;
+  guint epoch = self->round_epoch, pos = self->round_pos, count;
+  guint n_train = rlx_replica_get_n_train (self->replica);
 
-  self->finishing_round = FALSE;
-  if (!rlx_leadership_is_leader (self->lead) || self->finished)
-    goto out;
-  if (frame == NULL)
-    {
-      rlx_coordinator_admit_flush (self);
-      /* A bucket turned out bad while the update was made: the totals
-       * changed, so the frame is made again (or the step re-run). */
-      if (rlx_round_get_samples (round) > 0)
-        rlx_coordinator_leader_publish (self, TRUE);
-      else
-        rlx_coordinator_leader_publish (self, FALSE);
-      goto out;
-    }
-  final = self->steps > 0 && commit >= self->steps;
-  if (self->fault_die_at > 0 && commit == self->fault_die_at)
-    {
-      die_after_partial_commit (self, frame);
-      goto out;
-    }
-
-  /* To every member; then this node applies exactly what they decode. */
-  for (guint i = 0; i < ids->len; i++)
-    {
-      RlxPeer *p = rlx_peer_set_lookup (self->peers, g_ptr_array_index (ids, i));
-      if (p)
-        rlx_coordinator_send_frame (self, p, RLX_SEND_STEP, frame, self->n, self->precision);
-    }
-  rlx_replica_set_loss (self->replica, rlx_round_get_loss (round));
-  /* (round_epoch, round_pos) already are where the next step starts. */
-  rlx_replica_apply (self->replica, commit, update, self->round_epoch, self->round_pos,
-                     on_leader_replica_applied, self);
-  rlx_coordinator_admit_flush (self);
-  self->last_commit = commit;
-  c = g_new0 (Commit, 1);
-  c->step = commit;
-  c->loss = rlx_round_get_loss (round);
-  c->samples = rlx_round_get_samples (round);
-  c->contributors = str_array_copy (rlx_round_get_contributors (round));
-  c->late = rlx_round_get_late (round);
-  c->rejected = rlx_round_get_rejected (round);
-  c->waiting = g_ptr_array_new_with_free_func (g_free);
-  c->published = g_get_monotonic_time ();
-  c->final = final;
-  c->members = ids->len;
-  for (guint i = 0; i < ids->len; i++)
-    if (!is_self (self, g_ptr_array_index (ids, i)))
-      g_ptr_array_add (c->waiting, g_strdup (g_ptr_array_index (ids, i)));
-  g_queue_push_tail (&self->commits, c);
-  rlx_coordinator_notify (self, PROP_STEP);
-
-  /* Our own worker applies it too, then computes our slice of the next
-   * step (assigned below). */
-  w = g_new0 (Work, 1);
-  rlx_msg_array_copy (&w->update, update);
-  g_queue_push_tail (&self->work, w);
-  {
-    GArray *slots = g_object_steal_data (G_OBJECT (round), "next-slots");
-    if (slots && !final)
-      leader_start_round (self, slots);
-    else
-      rlx_coordinator_work_submit (self);
-    if (slots)
-      g_array_unref (slots);
-  }
-out:
-  BUSY_END;
+  rlx_replica_advance (self->replica, &epoch, &pos, self->round_count);
+  count = MIN (self->batch, n_train - pos);
+  count = MIN (count, rlx_backend_max_batch (rlx_worker_backend (self->worker)));
+  *n = count;
+  return count > 0 ? rlx_replica_permutation (self->replica, epoch) + pos : NULL;
 }
 
 /* Begin collecting round_step with @slots (the members were told by the
- * frame that carried them) and queue our own slice. */
+ * frame that carried them) and queue our own slice, unless it is queued
+ * already. A round that is ours alone, with nobody else in the cohort,
+ * queues its finish right behind the own gradient: nothing else can join
+ * it, so the worker goes on without waiting for the main loop. */
 static void
 leader_start_round (RlxCoordinator *self, GArray *slots)
 {
   guint64 step = self->round_step;
+  const RlxMsgSlot *own = NULL;
+  gboolean alone;
 
   rlx_coordinator_note_assigned (self, step, 0);
   for (guint i = 0; i < slots->len; i++)
+    if (is_self (self, g_array_index (slots, RlxMsgSlot, i).node))
+      own = &g_array_index (slots, RlxMsgSlot, i);
+  alone = own != NULL && slots->len == 1 && members (self)->len == 1;
+  if (self->own_prequeued != step)
     {
-      RlxMsgSlot *s = &g_array_index (slots, RlxMsgSlot, i);
-      if (is_self (self, s->node))
-        {
-          Work *w = g_new0 (Work, 1);
-          rlx_coordinator_work_assign (self, w, step, self->round_epoch, s->start, s->count);
-          rlx_coordinator_work_push (self, w);
-        }
+      self->round_gen++;
+      if (own != NULL)
+        rlx_coordinator_queue_own (self, step,
+                                   rlx_replica_permutation (self->replica, self->round_epoch)
+                                       + own->start, own->count);
     }
-  if (slots->len > 0)
-    rlx_round_begin (self->round, step, slots, deadline_ms (self));
-  else
-    rlx_coordinator_work_submit (self);
+  self->own_prequeued = 0;
+  if (own != NULL)
+    rlx_coordinator_note_assigned (self, step, own->count);
+  if (slots->len == 0)
+    return;
+  rlx_round_begin (self->round, step, slots, alone ? 0 : deadline_ms (self));
+  if (alone)
+    {
+      gboolean final = self->steps > 0 && step >= self->steps;
+      const guint32 *next = NULL;
+      guint next_n = 0;
+
+      if (!final)
+        next = predicted_next_own (self, &next_n);
+      self->finish_prequeued = TRUE;
+      rlx_coordinator_queue_finish (self, step, NULL, next, next_n);
+    }
+}
+
+/* The round's update was made and applied by the backend (op->ok): publish
+ * it and go on with the next round. */
+static void
+on_finished (RlxCoordinator *self, LeaderOp *op)
+{
+  guint64 commit = op->step;
+  GPtrArray *ids = members (self);
+  gboolean final = self->steps > 0 && commit >= self->steps;
+  GArray *slots;
+  Commit *c;
+
+  if (self->fault_die_at > 0 && commit == self->fault_die_at && op->frame != NULL)
+    {
+      die_after_partial_commit (self, op->frame);
+      return;
+    }
+  /* To every member (they apply exactly these codes, as the backend did). */
+  for (guint i = 0; op->frame != NULL && i < ids->len; i++)
+    {
+      RlxPeer *p = rlx_peer_set_lookup (self->peers, g_ptr_array_index (ids, i));
+      if (p)
+        rlx_coordinator_send_frame (self, p, RLX_SEND_STEP, op->frame, self->n, op->precision);
+    }
+  /* (round_epoch, round_pos) already are where the next step starts. */
+  rlx_replica_commit (self->replica, commit, op->hash, self->round_epoch, self->round_pos);
+  rlx_replica_set_loss (self->replica, rlx_round_get_loss (self->round));
+  self->last_commit = commit;
+  c = g_new0 (Commit, 1);
+  c->step = commit;
+  c->hash = op->hash;
+  c->hash_known = TRUE;
+  c->loss = rlx_round_get_loss (self->round);
+  c->samples = rlx_round_get_samples (self->round);
+  c->contributors = str_array_copy (rlx_round_get_contributors (self->round));
+  c->late = rlx_round_get_late (self->round);
+  c->rejected = rlx_round_get_rejected (self->round);
+  c->waiting = g_ptr_array_new_with_free_func (g_free);
+  c->published = g_get_monotonic_time ();
+  c->final = final;
+  c->members = ids->len;
+  /* Members that never got this commit's frame are not waited for (there
+   * was none when the round was ours alone: a member admitted meanwhile
+   * gets the commit in its snapshot). */
+  for (guint i = 0; op->frame != NULL && i < ids->len; i++)
+    if (!is_self (self, g_ptr_array_index (ids, i)))
+      g_ptr_array_add (c->waiting, g_strdup (g_ptr_array_index (ids, i)));
+  g_queue_push_tail (&self->commits, c);
+
+  /* The next round first (the worker is already computing our slice of
+   * it), then the reporting. A round planned for us alone is not started
+   * when someone joined meanwhile (they got no frame): it restarts with
+   * them once their snapshot is out (on_snapshot_built). */
+  slots = g_object_steal_data (G_OBJECT (self->round), "next-slots");
+  if (slots != NULL && !final && (op->frame != NULL || members (self)->len == 1))
+    leader_start_round (self, slots);
+  else if (slots != NULL && !final)
+    rlx_coordinator_round_abandon (self);   /* and the own slice queued for it */
+  g_clear_pointer (&slots, g_array_unref);
+  rlx_coordinator_notify (self, PROP_STEP);
+  rlx_coordinator_admit_flush (self);
+  judge_held (self);
+  rlx_coordinator_commits_check (self);
+  if (rlx_leadership_is_leader (self->lead) && !self->finished && !final &&
+      !rlx_round_is_active (self->round) && !self->finishing_round &&
+      self->snapshots_out == 0)
+    rlx_coordinator_leader_publish (self, FALSE);
+}
+
+void
+rlx_coordinator_leader_done (RlxCoordinator *self, LeaderOp *op, const GError *error)
+{
+  /* a finish belongs to a round until it is abandoned (the next round's
+   * own gradient, queued behind it, already has the next round's number) */
+  gboolean current = op->kind == LEADER_FINISH
+                         ? op->abandon_gen == g_atomic_int_get (&self->abandon_gen)
+                         : op->round_gen == self->round_gen;
+  BUSY_BEGIN;
+
+  if (op->kind == LEADER_FINISH)
+    self->finishes--;
+  if (role (self) == RLX_ROLE_STOPPED || self->finished)
+    goto out;
+  if (error != NULL)
+    {
+      g_autofree char *msg = g_strdup_printf ("%s of step %" G_GUINT64_FORMAT " failed: %s",
+                                              op->kind == LEADER_OWN ? "the own gradient"
+                                              : op->kind == LEADER_ADD ? "adding a bucket"
+                                              : "finishing the round",
+                                              op->step, error->message);
+      rlx_coordinator_emit_error (self, msg);
+      if (g_error_matches (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_DEVICE_LOST))
+        {
+          rlx_coordinator_finish (self, FALSE, msg);
+          goto out;
+        }
+      if (!current || !rlx_leadership_is_leader (self->lead))
+        goto out;
+      if (op->kind == LEADER_OWN)
+        rlx_round_close_slot (self->round, self->node_id);
+      else if (op->kind == LEADER_ADD)
+        rlx_round_added (self->round, op->node, FALSE, msg);
+      else
+        {
+          rlx_coordinator_round_abandon (self);
+          rlx_coordinator_leader_publish (self, FALSE);
+        }
+      goto out;
+    }
+
+  switch (op->kind)
+    {
+    case LEADER_OWN:
+      {
+        g_autofree char *reason = NULL;
+
+        if (!current || !rlx_leadership_is_leader (self->lead))
+          break;
+        if (op->compute_us > 0)
+          {
+            double sp = op->n * 1e6 / op->compute_us;
+            self->self_speed = self->self_speed > 0 ? 0.7 * self->self_speed + 0.3 * sp : sp;
+          }
+        if (op->refused)
+          {
+            rlx_round_reject_slot (self->round, self->node_id);
+            rlx_coordinator_send_reject (self, self->node_id, op->step, op->refused);
+            break;
+          }
+        switch (rlx_round_offer (self->round, self->node_id, op->step, op->n, op->loss,
+                                 op->compute_us, self->n, &reason))
+          {
+          case RLX_ROUND_ACCEPTED:
+            rlx_round_added (self->round, self->node_id, TRUE, NULL);
+            break;
+          case RLX_ROUND_REJECTED:
+            rlx_coordinator_send_reject (self, self->node_id, op->step, reason);
+            break;
+          case RLX_ROUND_LATE:
+          default:
+            self->late_total++;
+            break;
+          }
+        break;
+      }
+    case LEADER_ADD:
+      if (current && rlx_leadership_is_leader (self->lead))
+        rlx_round_added (self->round, op->node, op->refused == NULL, op->refused);
+      break;
+    case LEADER_FINISH:
+      if (!rlx_leadership_is_leader (self->lead))
+        {
+          /* We stepped down while the backend applied it: our parameters
+           * hold an update the cohort never saw. */
+          if (op->ok)
+            {
+              self->params_dirty = TRUE;
+              if (role (self) == RLX_ROLE_MEMBER)
+                rlx_coordinator_request_snapshot (self, "this node's parameters took an update "
+                                                  "of a round it gave up leading");
+            }
+          break;
+        }
+      if (!current)
+        {
+          /* A round given up (a merge) whose update was applied all the
+           * same: it is this leader's state now, and the members follow it
+           * through a snapshot. */
+          if (op->ok)
+            {
+              rlx_replica_commit (self->replica, op->step, op->hash, self->round_epoch,
+                                  self->round_pos);
+              self->last_commit = op->step;
+            }
+        }
+      else if (!op->ok)
+        {
+          /* Not committed (the update overflowed, or nothing joined the
+           * round): the step runs again. */
+          if (!op->prequeued || rlx_round_get_samples (self->round) > 0)
+            {
+              g_autofree char *msg = g_strdup_printf ("step %" G_GUINT64_FORMAT " was not "
+                                                      "committed: %s", op->step, op->refused);
+              rlx_coordinator_emit_error (self, msg);
+            }
+          rlx_coordinator_round_abandon (self);
+        }
+      else
+        {
+          self->finishing_round = FALSE;
+          on_finished (self, op);
+          break;
+        }
+      if (self->publish_waiting ||
+          (!rlx_round_is_active (self->round) && !self->finishing_round && self->finishes == 0))
+        rlx_coordinator_leader_publish (self, FALSE);
+      break;
+    case LEADER_RESET:
+    default:
+      break;
+    }
+out:
+  BUSY_END;
 }
 
 void
@@ -441,11 +589,14 @@ rlx_coordinator_leader_publish (RlxCoordinator *self, gboolean commit)
     return;
   if (commit)
     {
-      /* The update of the round just collected, made on a thread; its frame
-       * also assigns the next step (on_update_made). */
+      /* The round just collected is finished by the backend, which writes
+       * the update's codes into the step frame (on_finished); the frame
+       * also assigns the next step. */
       gint64 round_us = g_get_monotonic_time () - rlx_round_get_started (self->round);
       guint64 c = rlx_round_get_step (self->round);
       gboolean final = self->steps > 0 && c >= self->steps;
+      gboolean others = members (self)->len > 1 || self->fault_die_at > 0;
+      const RlxMsgSlot *own = NULL;
 
       self->round_ema_us = self->rounds_measured == 0 ? round_us
                          : 0.8 * self->round_ema_us + 0.2 * round_us;
@@ -467,46 +618,72 @@ rlx_coordinator_leader_publish (RlxCoordinator *self, gboolean commit)
       self->round_count = 0;
       self->round_step = c + 1;
       slots = final ? rlx_msg_slots_new () : leader_assign (self);
-      step_header (self, &m, c, slots, final);
+      for (guint i = 0; i < slots->len; i++)
+        if (is_self (self, g_array_index (slots, RlxMsgSlot, i).node))
+          own = &g_array_index (slots, RlxMsgSlot, i);
       self->finishing_round = TRUE;
       g_object_set_data_full (G_OBJECT (self->round), "next-slots", slots,
-                              (GDestroyNotify)g_array_unref);
-      rlx_round_finish (self->round, &m, self->lr, self->precision, self->error_feedback,
-                        on_update_made, self);
-      rlx_msg_clear (&m);
+                              (GDestroyNotify) g_array_unref);
+      if (self->finish_prequeued)
+        self->finish_prequeued = FALSE;   /* on its way, without a frame: nobody to send it to */
+      else
+        {
+          const guint32 *perm = own ? rlx_replica_permutation (self->replica, self->round_epoch)
+                                    : NULL;
+
+          /* a frame only when someone is there to receive it */
+          if (others)
+            step_header (self, &m, c, slots, final);
+          rlx_coordinator_queue_finish (self, c, others ? &m : NULL,
+                                        own ? perm + own->start : NULL, own ? own->count : 0);
+        }
+      /* Our slice of the next round right behind the finish: the worker
+       * goes on with it without waiting for us. */
+      if (own != NULL)
+        {
+          self->round_gen++;
+          self->own_prequeued = c + 1;
+          rlx_coordinator_queue_own (self, c + 1,
+                                     rlx_replica_permutation (self->replica, self->round_epoch)
+                                         + own->start, own->count);
+        }
       return;
     }
 
   /* No commit: (re)start the step after the last applied one — once our
-   * replica holds the last commit we published (its hash is the base). */
+   * replica holds the last commit we published (its hash is the base) and
+   * no update is still being made or applied. */
   if (!self->rounds_started && members (self)->len < self->wait_members)
     return;
-  if (applied (self) < self->last_commit)
+  if (applied (self) < self->last_commit || self->finishes > 0 || self->member_applying > 0)
     {
       self->publish_waiting = TRUE;
       return;
     }
+  rlx_coordinator_round_abandon (self);
   self->publish_waiting = FALSE;
-  self->round_waiting = FALSE;
   self->rounds_started = TRUE;
   self->round_step = applied (self) + 1;
-  g_object_set_data (G_OBJECT (self->round), "next-slots", NULL);
   {
     g_autoptr(GBytes) frame = NULL;
     GPtrArray *ids = members (self);
 
     slots = leader_assign (self);
-    step_header (self, &m, 0, slots, FALSE);
-    frame = rlx_msg_build (&m, NULL, 0, RLX_PRECISION_F32, &error);
-    rlx_msg_clear (&m);
-    if (frame == NULL)
+    if (ids->len > 1)
       {
-        g_autofree char *msg = g_strdup_printf ("could not build the step: %s", error->message);
-        g_array_unref (slots);
-        rlx_coordinator_finish (self, FALSE, msg);
-        return;
+        step_header (self, &m, 0, slots, FALSE);
+        frame = rlx_msg_build (&m, NULL, 0, RLX_PRECISION_F32, &error);
+        rlx_msg_clear (&m);
+        if (frame == NULL)
+          {
+            g_autofree char *msg = g_strdup_printf ("could not build the step: %s",
+                                                    error->message);
+            g_array_unref (slots);
+            rlx_coordinator_finish (self, FALSE, msg);
+            return;
+          }
       }
-    for (guint i = 0; i < ids->len; i++)
+    for (guint i = 0; frame != NULL && i < ids->len; i++)
       {
         RlxPeer *p = rlx_peer_set_lookup (self->peers, g_ptr_array_index (ids, i));
         if (p)
@@ -529,14 +706,16 @@ leader_finalize (RlxCoordinator *self)
       rlx_coordinator_leader_publish (self, FALSE);
       return;
     }
-  /* The leader's own replica must hold the last commit: the step frame
-   * carries its hash as the base of this one. */
+  /* The leader's own replica must hold the last commit (the step frame
+   * carries its hash as the base of this one): a round only begins once
+   * that commit is in. */
   if (applied (self) + 1 != rlx_round_get_step (self->round))
     {
-      self->round_waiting = TRUE;   /* on_leader_replica_applied goes on */
+      g_warning ("round %" G_GUINT64_FORMAT " complete at step %" G_GUINT64_FORMAT
+                 ": run again", rlx_round_get_step (self->round), applied (self));
+      rlx_coordinator_leader_publish (self, FALSE);
       return;
     }
-  self->round_waiting = FALSE;
   rlx_coordinator_leader_publish (self, TRUE);
 }
 
@@ -643,10 +822,12 @@ rlx_coordinator_leader_on_grad (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
     }
   if (g->grads.frame)
     rlx_coordinator_note_precision (self, p, g->grads.precision);
-  switch (rlx_round_offer (self->round, p->id, g->step, g->samples, g->loss, g->compute_us, NULL,
-                           &g->grads, &reason))
+  switch (rlx_round_offer (self->round, p->id, g->step, g->samples, g->loss, g->compute_us,
+                           g->grads.frame ? g->grads.n : 0, &reason))
     {
     case RLX_ROUND_ACCEPTED:
+      /* to the backend's sum, which checks its values on the way */
+      rlx_coordinator_queue_add (self, p->id, g->step, g->samples, &g->grads);
       if (g->compute_us > 0)
         {
           double sp = g->samples * 1e6 / g->compute_us;
@@ -702,17 +883,29 @@ snapshot_job_free (gpointer p)
   rlx_msg_clear (&j->header);
   g_free (j->to);
   g_free (j->reason);
+  g_free (j->buf);
   g_clear_pointer (&j->frame, g_bytes_unref);
   g_free (j);
 }
 
-/* On the replica's thread: the frame, with the state as it is now. */
+/* On the worker thread: the parameters where the frame will carry them. */
 static void
-snapshot_build (const float *params, gsize n, gpointer data)
+snapshot_copy (const float *params, gsize n, gpointer data)
 {
   SnapshotJob *j = data;
-  RlxReplica *replica = j->self->replica;
+
+  j->buf = g_malloc (SNAPSHOT_HEADROOM + n * sizeof (float));
+  memcpy (j->buf + SNAPSHOT_HEADROOM, params, n * sizeof (float));
+}
+
+/* The header, with the state the parameters were read at (what the replica
+ * says when the read completes: the worker delivers in order). */
+static void
+snapshot_build (RlxCoordinator *self, SnapshotJob *j)
+{
+  RlxReplica *replica = self->replica;
   RlxMsgSnapshot *s = &j->header.u.snapshot;
+  g_autoptr(GError) error = NULL;
 
   s->step = rlx_replica_get_step (replica);
   s->hash = rlx_replica_get_hash (replica);
@@ -721,7 +914,10 @@ snapshot_build (const float *params, gsize n, gpointer data)
   s->pos = rlx_replica_get_pos (replica);
   s->loss = rlx_replica_get_loss (replica);
   s->hashes = rlx_replica_history (replica, &s->hashes_from);
-  j->frame = rlx_msg_build (&j->header, params, n, RLX_PRECISION_F32, NULL);
+  j->frame = rlx_msg_frame_wrap (&j->header, self->n, RLX_PRECISION_F32, 1.0,
+                                 g_steal_pointer (&j->buf), SNAPSHOT_HEADROOM, &error);
+  if (j->frame == NULL)
+    g_warning ("a snapshot could not be made: %s", error->message);
 }
 
 static void
@@ -735,6 +931,8 @@ on_snapshot_built (RlxReplica *replica, gboolean ok, gpointer user_data)
 
   self->snapshots_out--;
   j->counted = FALSE;
+  if (ok && j->buf != NULL)
+    snapshot_build (self, j);
   if (p == NULL || j->frame == NULL || role (self) == RLX_ROLE_STOPPED)
     goto out;
   rlx_coordinator_send_frame (self, p, RLX_SEND_BULK, j->frame, self->n, RLX_PRECISION_F32);
@@ -747,15 +945,15 @@ on_snapshot_built (RlxReplica *replica, gboolean ok, gpointer user_data)
   json_object_set_string_member (o, "reason", j->reason);
   rlx_coordinator_event_emit (self, o);
   if (rlx_leadership_is_leader (self->lead) && !self->finished && self->snapshots_out == 0 &&
-      !rlx_round_is_active (self->round) && !self->finishing_round && !self->round_waiting &&
+      !rlx_round_is_active (self->round) && !self->finishing_round &&
       (self->rounds_started || members (self)->len >= self->wait_members))
     rlx_coordinator_leader_publish (self, FALSE);
 out:
   BUSY_END;
 }
 
-/* Our full-precision state to @p, once the replica's pending operations are
- * done (built on its thread). */
+/* Our full-precision state to @p, read from the backend after everything
+ * queued on the worker before it. */
 void
 rlx_coordinator_send_snapshot (RlxCoordinator *self, RlxPeer *p, const char *reason)
 {
@@ -771,7 +969,7 @@ rlx_coordinator_send_snapshot (RlxCoordinator *self, RlxPeer *p, const char *rea
   j->header.u.snapshot.members = str_array_copy (members (self));
   self->snapshots_out++;
   j->counted = TRUE;
-  rlx_replica_read (self->replica, snapshot_build, j, snapshot_job_free, on_snapshot_built, j);
+  rlx_replica_read (self->replica, snapshot_copy, j, snapshot_job_free, on_snapshot_built, j);
 }
 
 /* Admit @p (or send it a fresh snapshot). */
@@ -843,10 +1041,8 @@ rlx_coordinator_on_adopted (RlxReplica *replica, gboolean ok, gpointer user_data
     rlx_coordinator_emit_error (self, "a member's snapshot does not match its hash");
   else if (rlx_leadership_is_leader (self->lead) && !self->finished)
     {
-      Work *w = g_new0 (Work, 1);
-      rlx_msg_array_copy (&w->load, &l->msg.u.snapshot.params);
-      rlx_coordinator_work_push (self, w);
-      rlx_round_reset_residual (self->round);
+      /* the load forgot the update stream's residual (and the backend
+       * holds the member's parameters) */
       self->last_commit = rlx_replica_get_step (replica);
       self->round_epoch = rlx_replica_get_epoch (replica);
       self->round_pos = rlx_replica_get_pos (replica);

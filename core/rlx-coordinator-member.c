@@ -7,56 +7,133 @@
 
 static void inbox_drain (RlxCoordinator *self);
 
+/* The commit of @m is applied (its hash is the replica's): tell the leader
+ * and report it. */
 static void
-on_member_applied (RlxReplica *replica, gboolean ok, gpointer user_data)
+report_commit (RlxCoordinator *self, RlxMsg *m)
+{
+  RlxMsgStep *s = &m->u.step;
+
+  rlx_coordinator_send_ack (self);
+  rlx_coordinator_emit_step (self, s->commit, rlx_replica_get_hash (self->replica), s->loss,
+                             s->samples, s->contributors, s->late, s->rejected,
+                             members (self)->len);
+  if (self->steps > 0 && s->commit >= self->steps)
+    rlx_coordinator_finish (self, TRUE, "all steps committed");
+}
+
+static void
+on_corrupted (RlxReplica *replica, gboolean ok, gpointer user_data)
 {
   RlxCoordinator *self = user_data;
   RlxMsg *m = g_object_get_data (G_OBJECT (replica), "applying");
   BUSY_BEGIN;
 
-  self->expect_commit = 0;
   if (m && (role (self) == RLX_ROLE_MEMBER || role (self) == RLX_ROLE_LEADER) &&
       rlx_replica_get_step (replica) == m->u.step.commit)
-    {
-      RlxMsgStep *s = &m->u.step;
-      if (self->fault_hash_at > 0 && s->commit == self->fault_hash_at)
-        {
-          /* Test switch: diverge by one bit, then carry on as if nothing
-           * happened (the leader and the next base check must notice). */
-          self->fault_hash_at = 0;
-          rlx_replica_corrupt (self->replica, on_member_applied, self);
-          goto out;
-        }
-      rlx_coordinator_send_ack (self);
-      rlx_coordinator_emit_step (self, s->commit, rlx_replica_get_hash (replica), s->loss,
-                                 s->samples, s->contributors, s->late, s->rejected,
-                                 members (self)->len);
-      if (self->steps > 0 && s->commit >= self->steps)
-        rlx_coordinator_finish (self, TRUE, "all steps committed");
-    }
+    report_commit (self, m);
   g_object_set_data (G_OBJECT (replica), "applying", NULL);
+  inbox_drain (self);
+  BUSY_END;
+}
+
+/* The compute worker applied a commit and/or computed our gradient
+ * (rlx_coordinator_queue_member_step): the ack and the "step" event, then
+ * the bucket to the leader. */
+void
+rlx_coordinator_member_stepped (RlxCoordinator *self, MemberStep *ms, const GError *error)
+{
+  gboolean current = ms->member_gen == self->member_gen;
+  BUSY_BEGIN;
+
+  self->member_steps--;
+  if (ms->update.frame != NULL)
+    self->member_applying--;
+  if (role (self) == RLX_ROLE_STOPPED)
+    goto out;
+  if (error != NULL)
+    {
+      g_autofree char *msg = g_strdup_printf ("step %" G_GUINT64_FORMAT " failed: %s",
+                                              ms->n > 0 ? ms->step : ms->commit, error->message);
+      rlx_coordinator_emit_error (self, msg);
+      if (g_error_matches (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_DEVICE_LOST))
+        rlx_coordinator_finish (self, FALSE, msg);
+      else if (current && ms->update.frame != NULL && !ms->applied &&
+               role (self) == RLX_ROLE_MEMBER)
+        /* the update was refused (or could not be applied): our
+         * parameters are the cohort's no more */
+        rlx_coordinator_request_snapshot (self, "the commit's update could not be applied");
+      goto out;
+    }
+  if (!current)
+    goto out;   /* a snapshot replaced the state it worked on */
+
+  if (ms->applied)
+    {
+      RlxMsgStep *s = &ms->msg->u.step;
+
+      self->expect_commit = 0;
+      rlx_replica_commit (self->replica, s->commit, ms->hash, s->epoch, s->pos);
+      rlx_replica_set_loss (self->replica, s->loss);
+      if (role (self) == RLX_ROLE_MEMBER || role (self) == RLX_ROLE_LEADER)
+        {
+          if (self->fault_hash_at > 0 && s->commit == self->fault_hash_at)
+            {
+              /* Test switch: diverge by one bit, then carry on as if
+               * nothing happened (the leader and the next base check must
+               * notice). */
+              self->fault_hash_at = 0;
+              g_object_set_data_full (G_OBJECT (self->replica), "applying",
+                                      g_steal_pointer (&ms->msg), msg_free);
+              rlx_replica_corrupt (self->replica, on_corrupted, self);
+            }
+          else
+            report_commit (self, ms->msg);
+        }
+    }
+  if (ms->computed && role (self) == RLX_ROLE_MEMBER &&
+      ms->term == rlx_leadership_get_term (self->lead))
+    {
+      RlxPeer *lp = rlx_peer_set_lookup (self->peers, rlx_leadership_get_leader (self->lead));
+
+      if (ms->compute_us > 0)
+        {
+          double sp = ms->n * 1e6 / ms->compute_us;
+          self->self_speed = self->self_speed > 0 ? 0.7 * self->self_speed + 0.3 * sp : sp;
+        }
+      if (lp)
+        rlx_coordinator_send_frame (self, lp, ms->refused ? RLX_SEND_CONTROL : RLX_SEND_BULK,
+                                    ms->frame, ms->refused ? 0 : self->n, ms->precision);
+      if (ms->refused)
+        {
+          g_autofree char *msg = g_strdup_printf ("step %" G_GUINT64_FORMAT ": %s", ms->step,
+                                                  ms->refused);
+          rlx_coordinator_emit_error (self, msg);
+        }
+    }
+out:
   inbox_drain (self);
   /* Taken over while this commit was being applied: the first round
    * waited for it. */
   if (rlx_leadership_is_leader (self->lead) && self->publish_waiting &&
-      applied (self) >= self->last_commit)
+      self->member_applying == 0 && applied (self) >= self->last_commit)
     {
-      self->round_epoch = rlx_replica_get_epoch (replica);
-      self->round_pos = rlx_replica_get_pos (replica);
+      self->round_epoch = rlx_replica_get_epoch (self->replica);
+      self->round_pos = rlx_replica_get_pos (self->replica);
       rlx_coordinator_leader_publish (self, FALSE);
     }
-out:
   BUSY_END;
 }
 
-/* One step frame, with the replica idle (its hash is of the last commit). */
+/* One step frame, with no commit being applied (the replica's hash is of
+ * the last commit). */
 static void
 member_on_step (RlxCoordinator *self, RlxPeer *p, RlxMsg *m, gboolean early)
 {
   RlxMsgStep *s = &m->u.step;
   guint64 have = applied (self);
   gboolean committed = FALSE, accepted_prev = FALSE, listed = TRUE;
-  Work *w = NULL;
+  MemberStep *ms;
 
   if (s->commit > 0)
     {
@@ -120,19 +197,15 @@ member_on_step (RlxCoordinator *self, RlxPeer *p, RlxMsg *m, gboolean early)
       s->members = g_ptr_array_new_with_free_func (g_free);
     }
 
+  ms = g_new0 (MemberStep, 1);
   if (committed)
     {
-      RlxMsg *keep = g_new0 (RlxMsg, 1);
-      w = g_new0 (Work, 1);
-      rlx_msg_array_copy (&w->update, &s->update);
-      w->accepted_prev = accepted_prev;
-      rlx_replica_set_loss (self->replica, s->loss);
+      rlx_msg_array_copy (&ms->update, &s->update);
+      ms->commit = s->commit;
+      ms->epoch = s->epoch;
+      ms->pos = s->pos;
+      ms->accept_prev = accepted_prev;
       self->expect_commit = s->commit;
-      rlx_msg_steal (keep, m);
-      g_object_set_data_full (G_OBJECT (self->replica), "applying", keep, msg_free);
-      s = &keep->u.step;
-      rlx_replica_apply (self->replica, s->commit, &s->update, s->epoch, s->pos,
-                         on_member_applied, self);
     }
   rlx_coordinator_note_assigned (self, s->step, 0);
   for (guint i = 0; listed && s->assign && i < s->assign->len; i++)
@@ -141,16 +214,26 @@ member_on_step (RlxCoordinator *self, RlxPeer *p, RlxMsg *m, gboolean early)
       if (is_self (self, slot->node) &&
           (guint64) slot->start + slot->count <= rlx_replica_get_n_train (self->replica))
         {
-          if (w == NULL)
-            w = g_new0 (Work, 1);
-          rlx_coordinator_work_assign (self, w, s->step, s->epoch, slot->start, slot->count);
+          const guint32 *perm = rlx_replica_permutation (self->replica, s->epoch);
+
+          ms->term = s->term;
+          ms->step = s->step;
+          ms->indices = g_memdup2 (perm + slot->start, slot->count * sizeof (guint32));
+          ms->n = slot->count;
+          rlx_coordinator_note_assigned (self, s->step, slot->count);
         }
     }
-  if (w)
-    rlx_coordinator_work_push (self, w);
+  if (!committed && ms->n == 0)
+    {
+      rlx_coordinator_member_step_free (ms);
+      return;
+    }
+  ms->msg = g_new0 (RlxMsg, 1);
+  rlx_msg_steal (ms->msg, m);
+  rlx_coordinator_queue_member_step (self, ms);
 }
 
-/* Process queued step frames while the replica is idle. */
+/* Process queued step frames while no commit is being applied. */
 static void
 inbox_drain (RlxCoordinator *self)
 {
@@ -158,7 +241,7 @@ inbox_drain (RlxCoordinator *self)
 
   if (role (self) != RLX_ROLE_MEMBER)
     return;   /* kept for after the snapshot */
-  while (!rlx_replica_busy (self->replica) && !self->loading &&
+  while (self->member_applying == 0 && !rlx_replica_busy (self->replica) && !self->loading &&
          (m = g_queue_pop_head (&self->inbox)))
     {
       RlxPeer *p = rlx_peer_set_lookup (self->peers, m->node);
@@ -263,7 +346,6 @@ on_snapshot_loaded (RlxReplica *replica, gboolean ok, gpointer user_data)
   RlxCoordinator *self = l->self;
   RlxMsgSnapshot *s = &l->msg.u.snapshot;
   RlxPeer *p = rlx_peer_set_lookup (self->peers, l->msg.node);
-  Work *w;
   BUSY_BEGIN;
 
   self->loading = FALSE;
@@ -277,11 +359,6 @@ on_snapshot_loaded (RlxReplica *replica, gboolean ok, gpointer user_data)
   rlx_coordinator_transition (self, RLX_ROLE_MEMBER, p->id, s->term, NULL);
   self->steps_term = s->term;
   rlx_coordinator_members_replace (self, g_steal_pointer (&s->members));
-  rlx_worker_reset_feedback (self->worker);
-  w = g_new0 (Work, 1);
-  rlx_msg_array_copy (&w->load, &s->params);
-  rlx_coordinator_work_push (self, w);
-  self->worker_loaded = TRUE;
   rlx_coordinator_emit_snapshot_from (self, p->id, s->step, s->hash, NULL);
   if (!self->joined_reported)
     {
@@ -335,7 +412,7 @@ rlx_coordinator_on_snapshot (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
     return;
   if (rlx_leadership_is_leader (self->lead))
     {
-          if (s->term != rlx_leadership_get_term (self->lead) || s->step <= applied (self) ||
+      if (s->term != rlx_leadership_get_term (self->lead) || s->step <= applied (self) ||
           !rlx_leadership_has_member (self->lead, p->id) || self->loading)
         return;
       rlx_coordinator_round_abandon (self);
@@ -355,8 +432,8 @@ rlx_coordinator_on_snapshot (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
   rlx_replica_cancel (self->replica);
   g_object_set_data (G_OBJECT (self->replica), "applying", NULL);
   self->expect_commit = 0;
-  for (GList *li = self->work.head; li; li = li->next)
-    ((Work *) li->data)->step = 0;
+  self->member_gen++;
+  rlx_coordinator_drop_assignments (self);
   rlx_replica_set_seed (self->replica, seed);
   l = g_new0 (Loading, 1);
   l->self = self;

@@ -59,16 +59,76 @@ guint rlx_coordinator_split_batch (guint         count,
  * without the missing ones beyond that. */
 #define MAX_PENDING_COMMITS 64
 
-/* One unit of work for the compute worker, in order: load parameters and/or
- * apply an update, then (if assigned) the gradient of a slice. */
+typedef enum {
+  RLX_FAULT_NONE,
+  RLX_FAULT_NAN,      /* test switch: every gradient value NaN */
+  RLX_FAULT_INF,      /* test switch: values 0 and 1 +Inf and −Inf */
+} RlxFault;
+
+/* A member's step on the compute worker (rlx-coordinator-compute.c): apply
+ * the commit's update, compute the gradient of the assigned slice into a
+ * grad frame, hash the parameters. */
 typedef struct {
-  RlxMsgArray update;
-  RlxMsgArray load;
-  float      *load_floats;
-  guint64     term, step;          /* the assignment; step 0: none */
-  guint       epoch, start, count;
-  gboolean    accepted_prev;
-} Work;
+  RlxCoordinator *self;
+  RlxMsg         *msg;            /* the step frame it comes from (its commit's report) */
+  /* in */
+  RlxMsgArray     update;         /* the commit to apply first (frame referenced), or none */
+  guint64         commit;         /* its step */
+  guint           epoch, pos;     /* where the next batch starts after it */
+  gboolean        accept_prev;    /* the leader took our previous bucket */
+  guint64         term, step;     /* the assignment (n > 0) */
+  guint32        *indices;
+  guint           n;
+  gint            gen;            /* assign_gen when queued */
+  guint64         member_gen;     /* member_gen when queued */
+  RlxMsg          header;         /* of the grad frame */
+  RlxPrecision    precision;
+  gboolean        feedback;
+  RlxFault        fault;
+  guint64         stall_us;
+  /* out */
+  gboolean        applied;
+  guint64         hash;
+  gboolean        computed;       /* the gradient was computed (not skipped as replaced) */
+  GBytes         *frame;          /* the grad frame (a refusal when refused) */
+  float           loss;
+  gint64          compute_us;
+  char           *refused;        /* why the frame carries no bucket */
+} MemberStep;
+
+/* An operation of the leader's round on the compute worker. */
+typedef enum { LEADER_OWN, LEADER_ADD, LEADER_FINISH, LEADER_RESET } LeaderOpKind;
+typedef struct {
+  RlxCoordinator *self;
+  LeaderOpKind    kind;
+  guint64         round_gen;      /* round_gen when queued */
+  gint            abandon_gen;    /* FINISH: abandon_gen when queued */
+  gboolean        prequeued;      /* FINISH: queued before its round was complete */
+  guint64         step;
+  /* OWN: the slice; FINISH: the next own slice (NULL: unknown) */
+  guint32        *indices;
+  guint           n;
+  RlxFault        fault;
+  guint64         stall_us;
+  /* ADD */
+  char           *node;
+  RlxMsgArray     bucket;
+  guint           samples;
+  /* FINISH */
+  RlxMsg          header;         /* the step frame's (with has_header) */
+  gboolean        has_header;
+  double          lr;
+  RlxPrecision    precision;
+  gboolean        feedback;
+  /* out */
+  float           loss;
+  gint64          compute_us;
+  char           *refused;        /* OWN/ADD: not added; FINISH: not finished */
+  gboolean        ok;             /* FINISH: the update was made and applied */
+  GBytes         *frame;          /* FINISH: the step frame */
+  double          scale;
+  guint64         hash;
+} LeaderOp;
 
 /* A commit the leader published and has not reported yet. */
 typedef struct {
@@ -128,12 +188,20 @@ struct _RlxCoordinator {
   RlxCheckpoint    resume;
   GError          *checkpoint_error;
 
-  /* compute */
-  GQueue           work;            /* Work* */
-  gboolean         job_running;
-  guint64          job_term, job_step;
-  gboolean         job_assigned;
-  gboolean         worker_loaded;
+  /* compute (rlx-coordinator-compute.c) */
+  gint             assign_gen;      /* atomic: bumped when queued assignments are replaced */
+  guint            member_steps;    /* member steps queued, not yet done */
+  guint            member_applying; /* of which apply a commit */
+  guint64          member_gen;      /* bumped when queued member steps become stale */
+  guint64          round_gen;       /* bumped when a round begins or is abandoned */
+  gint             abandon_gen;     /* atomic: bumped when a round is abandoned (its finish
+                                     * must not run) */
+  guint            finishes;        /* round finishes queued, not yet done */
+  gboolean         finish_prequeued; /* the round's finish was queued with its own gradient */
+  guint64          own_prequeued;   /* the step whose own gradient is queued already (0: none) */
+  gboolean         params_dirty;    /* the backend took an update the replica does not know */
+  guint64          w_round_gen;     /* worker thread: the round the backend's sum belongs to */
+  gint64           w_ahead_since;   /* worker thread: the next own gradient began then */
   guint64          assigned_step[4];  /* this node's share of recent steps (step % 4) */
   guint            assigned_count[4];
 
@@ -185,6 +253,8 @@ struct _RlxCoordinator {
   gboolean         joined_reported;
   gboolean         finish_after_checkpoint;
   gboolean         finished;
+  gboolean         finish_success;
+  gboolean         finish_reading;  /* "done" waits for the parameters to be read */
   char            *finish_message;
   gboolean         started;
 
@@ -338,12 +408,21 @@ void rlx_coordinator_emit_discover (RlxCoordinator *self);
 void rlx_coordinator_event_emit (RlxCoordinator *self, JsonObject *o);
 
 /* compute */
-void rlx_coordinator_work_clear (RlxCoordinator *self);
-void rlx_coordinator_work_push (RlxCoordinator *self, Work *w);
-void rlx_coordinator_work_assign (RlxCoordinator *self, Work *w, guint64 step, guint epoch,
-                                  guint start, guint count);
-void rlx_coordinator_work_submit (RlxCoordinator *self);
-void rlx_coordinator_work_load_from_replica (RlxCoordinator *self);
+RlxFault rlx_coordinator_fault_for (RlxCoordinator *self, guint64 step);
+/* queue @ms (taken; self, gen and the frame's header are filled in) */
+void rlx_coordinator_queue_member_step (RlxCoordinator *self, MemberStep *ms);
+void rlx_coordinator_member_step_free (MemberStep *ms);
+/* queued assignments are skipped (their updates still apply) */
+void rlx_coordinator_drop_assignments (RlxCoordinator *self);
+void rlx_coordinator_queue_own (RlxCoordinator *self, guint64 step, const guint32 *indices,
+                                guint n);
+void rlx_coordinator_queue_add (RlxCoordinator *self, const char *node, guint64 step,
+                                guint samples, const RlxMsgArray *bucket);
+/* @header (nullable: no frame, nobody to send it to) is taken */
+void rlx_coordinator_queue_finish (RlxCoordinator *self, guint64 step, RlxMsg *header,
+                                   const guint32 *next, guint next_n);
+/* forget the gradient's and the update's quantisation residuals */
+void rlx_coordinator_queue_reset_feedback (RlxCoordinator *self);
 
 /* events */
 void rlx_coordinator_event_emit (RlxCoordinator *self, JsonObject *o);
@@ -395,6 +474,8 @@ void rlx_coordinator_send_snapshot (RlxCoordinator *self, RlxPeer *p, const char
 void rlx_coordinator_leader_admit (RlxCoordinator *self, RlxPeer *p, RlxMsgJoin *join);
 void rlx_coordinator_admit_flush (RlxCoordinator *self);
 void rlx_coordinator_on_adopted (RlxReplica *replica, gboolean ok, gpointer user_data);
+/* a leader operation's result (rlx-coordinator-compute.c) */
+void rlx_coordinator_leader_done (RlxCoordinator *self, LeaderOp *op, const GError *error);
 
 /* member */
 void rlx_coordinator_on_step_msg (RlxCoordinator *self, RlxPeer *p, RlxMsg *m);
@@ -402,6 +483,8 @@ void rlx_coordinator_loading_free (Loading *l);
 void rlx_coordinator_emit_snapshot_from (RlxCoordinator *self, const char *from, guint64 step,
                                          guint64 hash, const char *reason);
 void rlx_coordinator_on_snapshot (RlxCoordinator *self, RlxPeer *p, RlxMsg *m);
+/* a member step's result (rlx-coordinator-compute.c) */
+void rlx_coordinator_member_stepped (RlxCoordinator *self, MemberStep *ms, const GError *error);
 
 /* roles */
 void rlx_coordinator_start_found_timer (RlxCoordinator *self, guint ms);

@@ -43,10 +43,10 @@ rlx_coordinator_transition (RlxCoordinator *self, RlxRole to, const char *leader
       g_queue_init (&self->commits);
       g_hash_table_remove_all (self->members_state);
     }
-  /* Not computing for anyone: drop queued assignments (updates still run). */
-  if (to != RLX_ROLE_MEMBER && to != RLX_ROLE_LEADER)
-    for (GList *l = self->work.head; l; l = l->next)
-      ((Work *) l->data)->step = 0;
+  /* Not computing for that leader any more: drop queued assignments
+   * (updates still run). */
+  if ((to != RLX_ROLE_MEMBER && to != RLX_ROLE_LEADER) || (changed & 6) || from != to)
+    rlx_coordinator_drop_assignments (self);
 
   switch (to)
     {
@@ -119,7 +119,8 @@ become_leader (RlxCoordinator *self, guint64 term, gboolean founding)
       self->rounds_started = TRUE;
     }
   rlx_coordinator_transition (self, RLX_ROLE_LEADER, self->node_id, term, NULL);
-  rlx_round_reset_residual (self->round);
+  /* the update stream's residual starts from zero with a new leader */
+  rlx_coordinator_queue_reset_feedback (self);
   self->rounds_measured = 0;
   /* A commit our replica is still applying (we were a member a moment
    * ago) is the one the first round builds on. */
@@ -127,8 +128,6 @@ become_leader (RlxCoordinator *self, guint64 term, gboolean founding)
   self->publish_waiting = FALSE;
   self->round_epoch = rlx_replica_get_epoch (self->replica);
   self->round_pos = rlx_replica_get_pos (self->replica);
-  if (!self->worker_loaded)
-    rlx_coordinator_work_load_from_replica (self);
   if (!self->joined_reported)
     {
       rlx_coordinator_emit_leader (self);
@@ -158,7 +157,6 @@ on_resume_loaded (RlxReplica *replica, gboolean ok, gpointer user_data)
   rlx_coordinator_set_hash_member (o, "hash", rlx_replica_get_hash (replica));
   json_object_set_string_member (o, "path", rlx_checkpointer_get_path (self->ckpt));
   rlx_coordinator_event_emit (self, o);
-  rlx_coordinator_work_load_from_replica (self);
   become_leader (self, 1, TRUE);
 }
 
@@ -176,7 +174,6 @@ rlx_coordinator_found (RlxCoordinator *self)
       rlx_replica_load_floats (self->replica, self->resume.step,
                                g_steal_pointer (&self->resume.params), self->resume.epoch,
                                self->resume.pos, on_resume_loaded, self);
-      self->worker_loaded = TRUE;   /* loaded by on_resume_loaded */
       return;
     }
   become_leader (self, 1, TRUE);

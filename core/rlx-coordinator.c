@@ -5,28 +5,30 @@
  *   RlxPeerSet     links, hello, liveness, heartbeats     (cohort/rlx-peer-set)
  *   RlxMsg         typed messages, parsed once            (cohort/rlx-msg)
  *   RlxLeadership  role, term, leader, members, the rules (cohort/rlx-leadership)
- *   RlxRound       the leader's round and its update      (cohort/rlx-round)
- *   RlxReplica     parameters, apply, hash, history       (cohort/rlx-replica)
+ *   RlxRound       the leader's round: slots, deadline    (cohort/rlx-round)
+ *   RlxReplica     step, hash, history; reads and loads   (cohort/rlx-replica)
  *   RlxCheckpointer the checkpoint file                   (cohort/rlx-checkpointer)
  *   RlxRoster      the roster the GUI shows               (cohort/rlx-roster)
- *   RlxWorker      the rank's compute thread              (rlx-worker)
+ *   RlxWorker      the rank's compute thread and backend  (rlx-worker, rlx-backend)
  *
- * This file only routes messages and makes the protocol's decisions; every
- * pass over a parameter-sized buffer happens on a worker thread (the round,
- * the replica, the compute worker). Role changes go through one function,
- * transition (), which does everything that leaving one role and entering
- * another implies.
+ * This file is the GObject, its public API, properties and signals, the
+ * dispatch of messages and peer events, and finishing; the flows live
+ * beside it (rlx-coordinator-private.h lists them). The main loop only
+ * routes frames and makes the protocol's decisions: the parameters live in
+ * the rank's backend (in device memory on a GPU rank) and every pass over
+ * them runs on the compute worker, in the order the protocol queues it.
  *
  * Per round, as a member: a `step` frame arrives (the commit of step c and
- * the assignment of c+1); the replica applies the update and hashes the
- * result on one thread (then: `ack` to the leader, the "step" event) while
- * the compute worker applies the same update to its resident parameters and
- * computes the gradient of its slice on another (then: `grad`, a frame the
- * worker built at this node's precision). As the leader: the round folds the
- * buckets as they come; when it is complete it builds the next `step` frame
- * (update quantised straight into it) on a thread; the leader sends it,
- * applies it like everyone else, and reports step c once every member has
- * acknowledged it.
+ * the assignment of c+1); the worker applies the update, computes the
+ * gradient of the slice straight into a `grad` frame at this node's
+ * precision and hashes the parameters; then `ack` to the leader, the
+ * "step" event, the `grad`. As the leader: the worker computes its own
+ * gradient into the backend's round (round_own) and adds each member's
+ * bucket as it arrives (round_add); when the round is complete the backend
+ * makes the update, writes its codes into the next `step` frame, applies it
+ * and hashes (round_finish), with the leader's next slice computed right
+ * behind on a GPU; the leader sends the frame and reports step c once
+ * every member has acknowledged it.
  */
 #include "rlx-config.h"
 #include "rlx-coordinator-private.h"
@@ -279,25 +281,18 @@ fill_hello (RlxMsgHello *h, gpointer user_data)
   h->join_only = self->join_only;
 }
 
-void
-rlx_coordinator_finish (RlxCoordinator *self, gboolean success, const char *message)
+/* "done" and ::finished, once the parameters are read (rlx_coordinator_finish). */
+static void
+finish_report (RlxCoordinator *self)
 {
   const RlxWireCounters *t = rlx_peer_set_get_totals (self->peers);
+  gboolean success = self->finish_success;
   JsonObject *o;
-
-  if (self->finished)
-    return;
-  self->finished = TRUE;
-  self->finish_message = g_strdup (message);
-  g_clear_handle_id (&self->found_id, g_source_remove);
-  g_clear_handle_id (&self->join_id, g_source_remove);
-  rlx_round_cancel (self->round);
-  rlx_coordinator_work_clear (self);
 
   o = event_new ("done");
   json_object_set_string_member (o, "node", self->node_id);
   json_object_set_boolean_member (o, "success", success);
-  json_object_set_string_member (o, "message", message);
+  json_object_set_string_member (o, "message", self->finish_message);
   json_object_set_int_member (o, "step", (gint64) applied (self));
   rlx_coordinator_set_hash_member (o, "hash", rlx_replica_get_hash (self->replica));
   json_object_set_double_member (o, "loss", rlx_replica_get_loss (self->replica));
@@ -328,14 +323,49 @@ rlx_coordinator_finish (RlxCoordinator *self, gboolean success, const char *mess
   json_object_set_int_member (o, "bytes_rx", (gint64) t->rx_bytes);
   json_object_set_int_member (o, "bytes_f32", (gint64) (t->tx_f32_bytes + t->rx_f32_bytes));
   rlx_coordinator_event_emit (self, o);
-  g_signal_emit (self, signals[SIG_FINISHED], 0, success, message);
+  g_signal_emit (self, signals[SIG_FINISHED], 0, success, self->finish_message);
+}
+
+static void
+on_final_read (RlxReplica *replica, gboolean ok, gpointer user_data)
+{
+  RlxCoordinator *self = user_data;
+
+  self->finish_reading = FALSE;
+  finish_report (self);
+}
+
+void
+rlx_coordinator_finish (RlxCoordinator *self, gboolean success, const char *message)
+{
+  if (self->finished)
+    return;
+  self->finished = TRUE;
+  self->finish_success = success;
+  self->finish_message = g_strdup (message);
+  g_clear_handle_id (&self->found_id, g_source_remove);
+  g_clear_handle_id (&self->join_id, g_source_remove);
+  rlx_coordinator_round_abandon (self);
+  rlx_coordinator_drop_assignments (self);
+  /* The parameters as they end, for rlx_coordinator_get_params (read after
+   * everything queued on the worker), unless the last read holds them. */
+  if (rlx_replica_get_params (self->replica) == NULL
+      || rlx_replica_get_params_step (self->replica) != applied (self)
+      || rlx_replica_busy (self->replica) || self->member_steps > 0 || self->finishes > 0)
+    {
+      self->finish_reading = TRUE;
+      rlx_replica_read (self->replica, NULL, NULL, NULL, on_final_read, self);
+      return;
+    }
+  finish_report (self);
 }
 
 static gboolean
 on_leave_poll (gpointer user_data)
 {
   RlxCoordinator *self = user_data;
-  gboolean flushed = !rlx_checkpointer_busy (self->ckpt) && !rlx_replica_busy (self->replica);
+  gboolean flushed = !rlx_checkpointer_busy (self->ckpt) && !rlx_replica_busy (self->replica) &&
+                     !self->finish_reading;
   GCallback cb;
 
   for (guint i = 0; flushed && i < rlx_peer_set_size (self->peers); i++)
@@ -372,7 +402,7 @@ rlx_coordinator_leave (RlxCoordinator *self, const char *reason, GCallback callb
   self->leave_data = user_data;
   /* Wait for the bye (and a final checkpoint) to reach the wire. */
   self->leave_deadline = g_get_monotonic_time () +
-                         (rlx_checkpointer_busy (self->ckpt) ? 10000000 : 1000000);
+                         (rlx_checkpointer_busy (self->ckpt) || self->finish_reading ? 10000000 : 1000000);
   if (self->leave_id == 0)
     self->leave_id = g_timeout_add (5, on_leave_poll, self);
 }
@@ -415,7 +445,6 @@ rlx_coordinator_finalize (GObject *object)
 {
   RlxCoordinator *self = RLX_COORDINATOR (object);
 
-  rlx_coordinator_work_clear (self);
   g_queue_clear_full (&self->inbox, msg_free);
   g_queue_clear_full (&self->commits, (GDestroyNotify) rlx_coordinator_commit_free);
   g_clear_pointer (&self->members_state, g_hash_table_unref);
@@ -520,7 +549,6 @@ rlx_coordinator_class_init (RlxCoordinatorClass *klass)
 static void
 rlx_coordinator_init (RlxCoordinator *self)
 {
-  g_queue_init (&self->work);
   g_queue_init (&self->inbox);
   g_queue_init (&self->commits);
   self->members_state
@@ -609,7 +637,7 @@ rlx_coordinator_new (const RlxCoordinatorConfig *config, RlxWorker *worker, GErr
   g_signal_connect (self->ckpt, "failed", G_CALLBACK (rlx_coordinator_on_checkpoint_failed), self);
 
   self->lead = rlx_leadership_new (self->node_id);
-  self->replica = rlx_replica_new (self->model, self->dataset, config->seed);
+  self->replica = rlx_replica_new (self->worker, config->seed);
   self->round = rlx_round_new (self->n);
   g_signal_connect (self->round, "complete", G_CALLBACK (rlx_coordinator_on_round_complete), self);
   g_signal_connect (self->round, "rejected", G_CALLBACK (rlx_coordinator_on_round_rejected), self);

@@ -226,6 +226,12 @@ evaluate (JoinState *st)
   g_autoptr(JsonObject) o = json_object_new ();
   double loss = 0, acc;
 
+  if (params == NULL)
+    {
+      g_printerr ("rlx-rank join: the parameters could not be read back from the rank's backend; "
+                  "no test accuracy\n");
+      return;
+    }
   g_assert (n == st->model->n_params);
   acc = rlx_cpu_evaluate (trainer, params, st->dataset, RLX_SPLIT_TEST, &loss);
   json_object_set_string_member (o, "event", "evaluated");

@@ -260,8 +260,10 @@ leader_op_run (RlxBackend *backend, gpointer data, GError **error)
       return TRUE;
     case LEADER_FINISH:
       {
-        const void *codes = NULL;
         gsize n = rlx_backend_model (backend)->n_params;
+        gsize room = 0, bytes = n * rlx_precision_element_size (op->precision);
+        g_autofree guint8 *buf = NULL;
+        gboolean ok;
 
         if (self->w_round_gen != op->round_gen ||
             op->abandon_gen != g_atomic_int_get (&self->abandon_gen))
@@ -270,9 +272,20 @@ leader_op_run (RlxBackend *backend, gpointer data, GError **error)
             op->refused = g_strdup ("the round was abandoned");
             return TRUE;
           }
-        if (!rlx_backend_round_finish (backend, op->lr, op->precision, op->feedback, op->indices,
-                                       op->n, op->has_header ? &codes : NULL, &op->scale,
-                                       &op->hash, &local))
+        if (op->has_header)
+          {
+            /* the update's codes, once, where the frame carries them */
+            room = STEP_HEADROOM (op->header.u.step.members->len);
+            buf = g_malloc (room + bytes);
+            ok = rlx_backend_round_finish_into (backend, op->lr, op->precision, op->feedback,
+                                                op->indices, op->n, buf + room, &op->scale,
+                                                &op->hash, &local);
+          }
+        else
+          ok = rlx_backend_round_finish (backend, op->lr, op->precision, op->feedback,
+                                         op->indices, op->n, NULL, &op->scale, &op->hash,
+                                         &local);
+        if (!ok)
           {
             if (!g_error_matches (local, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE) &&
                 !g_error_matches (local, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED))
@@ -287,14 +300,8 @@ leader_op_run (RlxBackend *backend, gpointer data, GError **error)
         self->w_ahead_since = op->indices != NULL ? g_get_monotonic_time () : 0;
         if (op->has_header)
           {
-            gsize bytes = n * rlx_precision_element_size (op->precision);
-            gsize room = STEP_HEADROOM (op->header.u.step.members->len);
-            guint8 *buf = g_malloc (room + bytes);
-
-            /* the update's codes, once, where the frame carries them */
-            memcpy (buf + room, codes, bytes);
-            op->frame = rlx_msg_frame_wrap (&op->header, n, op->precision, op->scale, buf, room,
-                                            error);
+            op->frame = rlx_msg_frame_wrap (&op->header, n, op->precision, op->scale,
+                                            g_steal_pointer (&buf), room, error);
             if (op->frame == NULL)
               return FALSE;
           }

@@ -433,7 +433,6 @@ on_finished (RlxCoordinator *self, LeaderOp *op)
     rlx_coordinator_round_abandon (self);   /* and the own slice queued for it */
   g_clear_pointer (&slots, g_array_unref);
   rlx_coordinator_notify (self, PROP_STEP);
-  rlx_coordinator_admit_flush (self);
   judge_held (self);
   rlx_coordinator_commits_check (self);
   if (rlx_leadership_is_leader (self->lead) && !self->finished && !final &&
@@ -997,34 +996,14 @@ rlx_coordinator_leader_admit (RlxCoordinator *self, RlxPeer *p, RlxMsgJoin *join
       ms->has_held = FALSE;
     }
   /* A pending slice of a member that needs a snapshot will not come. The
-   * snapshot goes out once the replica's pending work is done; a round
-   * that waits for this member starts after it (on_snapshot_built), so the
-   * member gets its snapshot before the step that counts on it. While the
-   * update of a round is being made, the snapshot waits for it to be
-   * applied: the next frame is the first to assign this member a slice,
-   * and the snapshot is then exactly what that frame builds on. */
+   * snapshot is read from the backend after everything queued there — an
+   * update being made included — and stamped with the state that read
+   * sees; a round that waits for this member starts after it
+   * (on_snapshot_built), so the member gets its snapshot before the step
+   * that counts on it. A frame made before it was admitted does not list
+   * it: its commit is in the snapshot, its assignment is not the member's. */
   rlx_round_close_slot (self->round, p->id);
-  if (self->finishing_round)
-    {
-      if (!str_array_contains (self->admit_pending, p->id))
-        g_ptr_array_add (self->admit_pending, g_strdup (p->id));
-      return;
-    }
   rlx_coordinator_send_snapshot (self, p, join->reason);
-}
-
-void
-rlx_coordinator_admit_flush (RlxCoordinator *self)
-{
-  g_autoptr(GPtrArray) ids = g_steal_pointer (&self->admit_pending);
-
-  self->admit_pending = g_ptr_array_new_with_free_func (g_free);
-  for (guint i = 0; i < ids->len; i++)
-    {
-      RlxPeer *p = rlx_peer_set_lookup (self->peers, g_ptr_array_index (ids, i));
-      if (p && rlx_leadership_has_member (self->lead, p->id))
-        rlx_coordinator_send_snapshot (self, p, "join");
-    }
 }
 
 /* A member committed a step we (the new leader) never received: take its
@@ -1050,7 +1029,6 @@ rlx_coordinator_on_adopted (RlxReplica *replica, gboolean ok, gpointer user_data
                                           rlx_replica_get_hash (replica),
                                           "a member was ahead of the new leader");
       rlx_coordinator_notify (self, PROP_STEP);
-      rlx_coordinator_admit_flush (self);
       if (self->steps > 0 && applied (self) >= self->steps)
         rlx_coordinator_finish (self, TRUE, "all steps committed");
       else

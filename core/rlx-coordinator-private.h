@@ -228,7 +228,6 @@ struct _RlxCoordinator {
   guint            snapshots_out;   /* snapshots being made for members (leader) */
   guint64          last_commit;     /* the newest commit we published (leader) */
   gboolean         publish_waiting; /* a restart of the round waits for it to be applied */
-  GPtrArray       *admit_pending;   /* ids admitted while an update was being made */
   GQueue           commits;         /* Commit* */
   GHashTable      *members_state;   /* id → MemberState* */
   double           round_ema_us;
@@ -472,7 +471,6 @@ void rlx_coordinator_leader_on_grad (RlxCoordinator *self, RlxPeer *p, RlxMsg *m
 void rlx_coordinator_leader_on_ack (RlxCoordinator *self, RlxPeer *p, RlxMsgAck *a);
 void rlx_coordinator_send_snapshot (RlxCoordinator *self, RlxPeer *p, const char *reason);
 void rlx_coordinator_leader_admit (RlxCoordinator *self, RlxPeer *p, RlxMsgJoin *join);
-void rlx_coordinator_admit_flush (RlxCoordinator *self);
 void rlx_coordinator_on_adopted (RlxReplica *replica, gboolean ok, gpointer user_data);
 /* a leader operation's result (rlx-coordinator-compute.c) */
 void rlx_coordinator_leader_done (RlxCoordinator *self, LeaderOp *op, const GError *error);

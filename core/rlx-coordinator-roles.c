@@ -38,7 +38,6 @@ rlx_coordinator_transition (RlxCoordinator *self, RlxRole to, const char *leader
     {
       rlx_coordinator_round_abandon (self);
       self->publish_waiting = FALSE;
-      g_ptr_array_set_size (self->admit_pending, 0);
       g_queue_clear_full (&self->commits, (GDestroyNotify) rlx_coordinator_commit_free);
       g_queue_init (&self->commits);
       g_hash_table_remove_all (self->members_state);
@@ -344,7 +343,6 @@ rlx_coordinator_merge_with (RlxCoordinator *self, RlxPeer *p, guint sent_members
       rlx_coordinator_send_leader_msg (self, NULL);
       /* The round in flight goes on under the new term. */
       rlx_coordinator_round_abandon (self);
-      rlx_coordinator_admit_flush (self);
       rlx_coordinator_leader_publish (self, FALSE);
     }
   else

@@ -448,7 +448,6 @@ rlx_coordinator_finalize (GObject *object)
   g_queue_clear_full (&self->inbox, msg_free);
   g_queue_clear_full (&self->commits, (GDestroyNotify) rlx_coordinator_commit_free);
   g_clear_pointer (&self->members_state, g_hash_table_unref);
-  g_clear_pointer (&self->admit_pending, g_ptr_array_unref);
   g_clear_object (&self->lead);
   g_clear_object (&self->cancellable);
   g_clear_pointer (&self->dataset, rlx_dataset_unref);
@@ -553,7 +552,6 @@ rlx_coordinator_init (RlxCoordinator *self)
   g_queue_init (&self->commits);
   self->members_state
       = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, rlx_coordinator_member_state_free);
-  self->admit_pending = g_ptr_array_new_with_free_func (g_free);
   self->roster = rlx_roster_new ();
   self->cancellable = g_cancellable_new ();
 }

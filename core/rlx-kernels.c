@@ -295,6 +295,21 @@ body_acc (float *restrict dst, const float *restrict src, const float *restrict 
   return bad;
 }
 
+/* dst = sw · src + w · x; returns non-zero when some x is not finite. */
+INLINE guint32
+body_acc_w (float *restrict dst, const float *restrict src, const float *restrict x, gsize m,
+            float sw, float w)
+{
+  guint32 bad = 0;
+
+  for (gsize i = 0; i < m; i++)
+    {
+      bad |= nonfinite_bits (bits_of (x[i]));
+      dst[i] = sw * src[i] + w * x[i];
+    }
+  return bad;
+}
+
 /* u = lr · (sum · inv) (+ r); returns non-zero when some u is not finite. */
 INLINE guint32
 body_u (float *restrict u, const float *restrict sum, const float *restrict r, gsize m,
@@ -346,6 +361,8 @@ typedef struct {
   const char *name;
   guint32 (*acc)    (float *restrict dst, const float *restrict src, const float *restrict x,
                      gsize m, float w);
+  guint32 (*acc_w)  (float *restrict dst, const float *restrict src, const float *restrict x,
+                     gsize m, float sw, float w);
   guint32 (*u)      (float *restrict u, const float *restrict sum, const float *restrict r,
                      gsize m, float lr, float inv);
   void    (*finish) (const float *restrict u, const float *restrict d, float *restrict residual,
@@ -357,6 +374,9 @@ typedef struct {
   ATTR static guint32 acc_##SFX (float *restrict dst, const float *restrict src,         \
                                  const float *restrict x, gsize m, float w)              \
   { return body_acc (dst, src, x, m, w); }                                               \
+  ATTR static guint32 acc_w_##SFX (float *restrict dst, const float *restrict src,       \
+                                   const float *restrict x, gsize m, float sw, float w)  \
+  { return body_acc_w (dst, src, x, m, sw, w); }                                         \
   ATTR static guint32 u_##SFX (float *restrict u, const float *restrict sum,             \
                                const float *restrict r, gsize m, float lr, float inv)    \
   { return body_u (u, sum, r, m, lr, inv); }                                             \
@@ -366,7 +386,8 @@ typedef struct {
   { body_finish (u, d, residual, params, update, m); }                                   \
   ATTR static void sub_##SFX (float *restrict params, const float *restrict d, gsize m)  \
   { body_sub (params, d, m); }                                                           \
-  static const Loops loops_##SFX = { #SFX, acc_##SFX, u_##SFX, finish_##SFX, sub_##SFX };
+  static const Loops loops_##SFX = { #SFX, acc_##SFX, acc_w_##SFX, u_##SFX, finish_##SFX,    \
+                                     sub_##SFX };
 
 DEFINE_LOOPS (portable, )
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -522,6 +543,7 @@ typedef struct {
   const void  *codes;
   gsize        n;
   float        w;
+  float        sw;       /* weight of src (1: src as it is) */
   guint64     *bad;      /* per chunk: first non-finite index or NO_BAD */
 } AccJob;
 
@@ -538,7 +560,11 @@ acc_chunk (gpointer data, gsize c)
       gsize m = MIN (BLOCK, end - i);
       const float *x = codec_block (&j->codec, j->codes, i, m, tmp);
 
-      if (j->l->acc (j->dst + i, j->src ? j->src + i : NULL, x, m, j->w) && j->bad[c] == NO_BAD)
+      guint32 nf = j->src != NULL && j->sw != 1.0f
+                       ? j->l->acc_w (j->dst + i, j->src + i, x, m, j->sw, j->w)
+                       : j->l->acc (j->dst + i, j->src ? j->src + i : NULL, x, m, j->w);
+
+      if (nf && j->bad[c] == NO_BAD)
         for (gsize k = 0; k < m; k++)
           if (nonfinite_bits (bits_of (x[k])))
             {
@@ -552,6 +578,15 @@ gboolean
 rlx_kernels_accumulate (RlxKernels *self, float *dst, const float *src, const void *codes,
                         gsize n, RlxPrecision p, double scale, float w, gsize *bad_index,
                         GError **error)
+{
+  return rlx_kernels_accumulate_weighted (self, dst, src, 1.0f, codes, n, p, scale, w, bad_index,
+                                          error);
+}
+
+gboolean
+rlx_kernels_accumulate_weighted (RlxKernels *self, float *dst, const float *src, float src_w,
+                                 const void *codes, gsize n, RlxPrecision p, double scale,
+                                 float w, gsize *bad_index, GError **error)
 {
   AccJob j = { 0 };
   ChunkSlots slots;
@@ -579,6 +614,7 @@ rlx_kernels_accumulate (RlxKernels *self, float *dst, const float *src, const vo
   j.codes = codes;
   j.n = n;
   j.w = w;
+  j.sw = src_w;
   j.bad = chunk_slots_init (&slots, n);
   parallel_for (self, n, acc_chunk, &j);
   bad = first_bad (j.bad, rlx_params_hash_n_chunks (n));
@@ -686,10 +722,11 @@ typedef struct {
   const Loops *l;
   Codec        codec;
   const float *sum;
-  float       *residual;
+  const float *r_in;
+  float       *r_out;
   float       *params;
   float       *update;
-  guint8      *payload;
+  guint8      *payload;  /* NULL: the codes are only needed for d */
   gsize        n;
   float        lr, inv;
   guint64     *slot;     /* pass 1: max |u| bits or NO_BAD…; pass 2: chunk hashes */
@@ -710,7 +747,7 @@ upd_pass1 (gpointer data, gsize c)
     {
       gsize b = MIN (BLOCK, end - i);
 
-      if (j->l->u (u, j->sum + i, j->residual ? j->residual + i : NULL, b, j->lr, j->inv))
+      if (j->l->u (u, j->sum + i, j->r_in ? j->r_in + i : NULL, b, j->lr, j->inv))
         {
           for (gsize k = 0; k < b; k++)
             if (nonfinite_bits (bits_of (u[k])))
@@ -734,22 +771,96 @@ upd_pass2 (gpointer data, gsize c)
 {
   UpdJob *j = data;
   float u[BLOCK], tmp[BLOCK];
+  guint8 q[BLOCK * 4];
   gsize start = c * CHUNK, end = MIN ((c + 1) * CHUNK, j->n);
 
   for (gsize i = start; i < end; i += BLOCK)
     {
       gsize b = MIN (BLOCK, end - i);
-      const float *d;
+      const float *d = u;
 
-      j->l->u (u, j->sum + i, j->residual ? j->residual + i : NULL, b, j->lr, j->inv);
-      codec_quantize (&j->codec, u, i, b, j->payload);
+      j->l->u (u, j->sum + i, j->r_in ? j->r_in + i : NULL, b, j->lr, j->inv);
       /* What a receiver decodes (f32: u itself, and the residual is 0). */
-      d = j->codec.p == RLX_PRECISION_F32 ? u : codec_block (&j->codec, j->payload, i, b, tmp);
-      j->l->finish (u, d, j->residual ? j->residual + i : NULL,
-                    j->params ? j->params + i : NULL, j->update ? j->update + i : NULL, b);
+      if (j->payload != NULL)
+        {
+          codec_quantize (&j->codec, u, i, b, j->payload);
+          if (j->codec.p != RLX_PRECISION_F32)
+            d = codec_block (&j->codec, j->payload, i, b, tmp);
+        }
+      else if (j->codec.p != RLX_PRECISION_F32)
+        {
+          /* the codes in a block of our own, read back at once */
+          codec_quantize (&j->codec, u, 0, b, q);
+          d = codec_block (&j->codec, q, 0, b, tmp);
+        }
+      j->l->finish (u, d, j->r_out ? j->r_out + i : NULL, j->params ? j->params + i : NULL,
+                    j->update ? j->update + i : NULL, b);
     }
   if (j->hash)
     j->slot[c] = rlx_params_hash_chunk (j->params, j->n, c);
+}
+
+/* Pass 1 of an update: its largest |u| (unless @known_max gives it), the
+ * first non-finite u; then the scale as core/wire computes it. */
+static gboolean
+upd_scale (RlxKernels *self, UpdJob *j, RlxPrecision p, guint32 known_max, double *scale_out,
+           gsize *bad_index, GError **error)
+{
+  ChunkSlots s1, s2;
+  gsize n = j->n, n_chunks = rlx_params_hash_n_chunks (n), bad;
+  float maxabs = 0;
+  double scale = 1.0;
+
+  if (known_max != RLX_KERNELS_MAX_UNKNOWN)
+    memcpy (&maxabs, &known_max, 4);
+  else if (n > 0)
+    {
+      j->slot = chunk_slots_init (&s1, n);
+      j->bad = chunk_slots_init (&s2, n);
+      parallel_for (self, n, upd_pass1, j);
+      bad = first_bad (j->bad, n_chunks);
+      for (gsize c = 0; c < n_chunks && bad == G_MAXSIZE; c++)
+        {
+          float m;
+          guint32 b = (guint32) j->slot[c];
+
+          memcpy (&m, &b, 4);
+          maxabs = MAX (maxabs, m);
+        }
+      chunk_slots_clear (&s1);
+      chunk_slots_clear (&s2);
+      j->slot = j->bad = NULL;
+      if (bad != G_MAXSIZE)
+        {
+          float v = j->lr * (j->sum[bad] * j->inv) + (j->r_in ? j->r_in[bad] : 0.0f);
+
+          if (bad_index)
+            *bad_index = bad;
+          set_nonfinite_error (error, bad, v, "update");
+          return FALSE;
+        }
+    }
+  /* The scale as core/wire computes it from the largest finite |u|. */
+  if (p != RLX_PRECISION_F32 && maxabs > 0)
+    scale = rlx_precision_target (p) / (double) maxabs;
+  codec_init (&j->codec, p, scale);
+  *scale_out = scale;
+  return TRUE;
+}
+
+/* Pass 2: quantise, dequantise, residual, apply, hash. */
+static void
+upd_finish (RlxKernels *self, UpdJob *j, guint64 *hash_out)
+{
+  ChunkSlots s;
+
+  j->hash = hash_out != NULL;
+  j->slot = chunk_slots_init (&s, j->n);
+  if (j->n > 0)
+    parallel_for (self, j->n, upd_pass2, j);
+  if (hash_out)
+    *hash_out = rlx_params_hash_combine (j->slot, j->n);
+  chunk_slots_clear (&s);
 }
 
 GBytes *
@@ -759,10 +870,9 @@ rlx_kernels_encode_update (RlxKernels *self, JsonObject *header, const char *fie
                            GError **error)
 {
   UpdJob j = { 0 };
-  ChunkSlots s1, s2;
-  gsize n_chunks = rlx_params_hash_n_chunks (n), bad, len = 0, off = 0;
-  float maxabs = 0;
+  gsize len = 0, off = 0;
   double scale = 1.0;
+  guint8 *buf;
 
   g_return_val_if_fail (RLX_IS_KERNELS (self), NULL);
   g_return_val_if_fail (sum != NULL || n == 0, NULL);
@@ -776,65 +886,66 @@ rlx_kernels_encode_update (RlxKernels *self, JsonObject *header, const char *fie
                    (int) p, samples);
       return NULL;
     }
-
   j.l = loops ();
   j.sum = sum;
-  j.residual = residual;
+  j.r_in = residual;
+  j.r_out = residual;
   j.params = params;
   j.update = update;
   j.n = n;
   j.lr = lr;
   j.inv = (float) (1.0 / (double) samples);
-  j.hash = hash_out != NULL;
   j.codec.p = p;
   j.codec.k = rlx_wire_kernels ();
+  if (!upd_scale (self, &j, p, RLX_KERNELS_MAX_UNKNOWN, &scale, NULL, error))
+    return NULL;
+  buf = rlx_wire_frame_alloc (header, field ? field : "g", n, p, scale, &len, &off, error);
+  if (buf == NULL)
+    return NULL;
+  j.payload = buf + off;
+  upd_finish (self, &j, hash_out);
+  return g_bytes_new_take (buf, len);
+}
 
-  /* Pass 1: max |u| and the first non-finite u. */
-  j.slot = chunk_slots_init (&s1, n);
-  j.bad = chunk_slots_init (&s2, n);
-  parallel_for (self, n, upd_pass1, &j);
-  bad = first_bad (j.bad, n_chunks);
-  for (gsize c = 0; c < n_chunks && bad == G_MAXSIZE; c++)
+gboolean
+rlx_kernels_make_update (RlxKernels *self, const float *sum, gsize n, float lr, float inv,
+                         const float *r_in, float *r_out, RlxPrecision p, guint32 known_max,
+                         void *codes, double *scale_out, float *params, guint64 *hash_out,
+                         gsize *bad_index, GError **error)
+{
+  UpdJob j = { 0 };
+  double scale = 1.0;
+
+  g_return_val_if_fail (RLX_IS_KERNELS (self), FALSE);
+  g_return_val_if_fail (sum != NULL || n == 0, FALSE);
+  g_return_val_if_fail (hash_out == NULL || params != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (bad_index)
+    *bad_index = G_MAXSIZE;
+  if (!precision_ok (p))
     {
-      float m;
-      guint32 b = (guint32) j.slot[c];
-
-      memcpy (&m, &b, 4);
-      maxabs = MAX (maxabs, m);
+      g_set_error (error, RLX_KERNELS_ERROR, RLX_KERNELS_ERROR_INVALID,
+                   "cannot make an update at precision %d", (int) p);
+      return FALSE;
     }
-  if (bad != G_MAXSIZE)
-    {
-      float v = lr * (sum[bad] * j.inv) + (residual ? residual[bad] : 0.0f);
-
-      chunk_slots_clear (&s1);
-      chunk_slots_clear (&s2);
-      set_nonfinite_error (error, bad, v, "update");
-      return NULL;
-    }
-  chunk_slots_clear (&s2);
-
-  /* The scale as core/wire computes it from the largest finite |u|. */
-  if (p != RLX_PRECISION_F32 && maxabs > 0)
-    scale = rlx_precision_target (p) / (double) maxabs;
-  codec_init (&j.codec, p, scale);
-  j.payload = rlx_wire_frame_alloc (header, field ? field : "g", n, p, scale, &len, &off, error);
-  if (j.payload == NULL)
-    {
-      chunk_slots_clear (&s1);
-      return NULL;
-    }
-
-  /* Pass 2: quantise into the frame, dequantise, residual, apply, hash. */
-  {
-    guint8 *buf = j.payload;
-
-    j.payload = buf + off;
-    parallel_for (self, n, upd_pass2, &j);
-    if (hash_out)
-      *hash_out = rlx_params_hash_combine (j.slot, n);
-    chunk_slots_clear (&s1);
-    return g_bytes_new_take (buf, len);
-  }
+  j.l = loops ();
+  j.sum = sum;
+  j.r_in = r_in;
+  j.r_out = r_out;
+  j.params = params;
+  j.payload = codes;
+  j.n = n;
+  j.lr = lr;
+  j.inv = inv;
+  j.codec.p = p;
+  j.codec.k = rlx_wire_kernels ();
+  if (!upd_scale (self, &j, p, known_max, &scale, bad_index, error))
+    return FALSE;
+  upd_finish (self, &j, hash_out);
+  if (scale_out)
+    *scale_out = scale;
+  return TRUE;
 }
 
 /* ── apply, hash ────────────────────────────────────────────────────────── */

@@ -81,6 +81,21 @@ gboolean rlx_kernels_accumulate (RlxKernels   *self,
                                  gsize        *bad_index,
                                  GError      **error);
 
+/* dst[i] = src_w · src[i] + w · x[i] (every product and the sum rounded to
+ * f32): a round's first two contributions in one pass. With @src_w = 1 it
+ * is rlx_kernels_accumulate, bit for bit; @dst may be @src. */
+gboolean rlx_kernels_accumulate_weighted (RlxKernels   *self,
+                                          float        *dst,
+                                          const float  *src,
+                                          float         src_w,
+                                          const void   *codes,
+                                          gsize         n,
+                                          RlxPrecision  p,
+                                          double        scale,
+                                          float         w,
+                                          gsize        *bad_index,
+                                          GError      **error);
+
 /* A round's running sum that a refused bucket never touches: two buffers,
  * each add reads one and writes the other (the same memory traffic as in
  * place), and the result only becomes the sum when the whole bucket was
@@ -145,6 +160,39 @@ GBytes  *rlx_kernels_encode_update (RlxKernels   *self,
                                     float        *update,
                                     guint64      *hash_out,
                                     GError      **error);
+
+/* The same update without a frame, for a caller that keeps the codes:
+ *
+ *   u[i] = lr · (sum[i] · inv) + r_in[i]   (no "+ r_in" when NULL), in f32
+ *   codes (nullable) = u at @p with the scale rlx_wire_scale_for (u) gives
+ *                      (*@scale_out)
+ *   d = what decoding the codes gives (u itself at f32)
+ *   r_out[i] = finite (u − d) ? u − d : 0 (nullable; may be @r_in)
+ *   params[i] −= d[i] (nullable); *@hash_out = rlx_params_hash (params)
+ *
+ * The codes are what rlx_wire_quantize writes for u; d, r_out and params are
+ * what rlx_wire_feedback_encode and an apply of those codes give. Two
+ * passes: the largest |u| and the first non-finite u, then the rest — or one
+ * when the caller knows the largest |u| exactly and that every u is finite
+ * (@known_max: its f32 bits; RLX_KERNELS_MAX_UNKNOWN: not known). A
+ * non-finite u: FALSE with RLX_KERNELS_ERROR_NONFINITE (*@bad_index: the
+ * first), nothing written. */
+#define RLX_KERNELS_MAX_UNKNOWN G_MAXUINT32
+gboolean rlx_kernels_make_update (RlxKernels   *self,
+                                  const float  *sum,
+                                  gsize         n,
+                                  float         lr,
+                                  float         inv,
+                                  const float  *r_in,
+                                  float        *r_out,
+                                  RlxPrecision  p,
+                                  guint32       known_max,
+                                  void         *codes,
+                                  double       *scale_out,
+                                  float        *params,
+                                  guint64      *hash_out,
+                                  gsize        *bad_index,
+                                  GError      **error);
 
 /* ── apply, hash ────────────────────────────────────────────────────────── */
 

@@ -1379,7 +1379,7 @@ host_encode (RlxBackend *self, const float *g, RlxPrecision precision, gboolean 
   self->residual_pending = FALSE;
   if (precision == RLX_PRECISION_F32 && !carry)
     {
-      guint32 g_max = max_abs_bits (g, n);
+      guint32 g_max = rlx_kernels_max_abs_bits (rlx_kernels_get_default (), g, n);
 
       if (g_max >= ABS_BITS_INF)
         {
@@ -1741,7 +1741,8 @@ rlx_backend_round_own (RlxBackend *self, const guint32 *indices, guint n, float 
       if (!host_gradient (self, indices, n, loss, NULL, error))
         return FALSE;
       /* the check: the one pass over the own gradient before the finish */
-      g_max = max_abs_bits (self->sum, self->model->n_params);
+      g_max = rlx_kernels_max_abs_bits (rlx_kernels_get_default (), self->sum,
+                                        self->model->n_params);
       if (g_max >= ABS_BITS_INF)
         {
           gsize i = first_not_finite (self->sum);

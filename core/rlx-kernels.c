@@ -350,6 +350,21 @@ body_finish (const float *restrict u, const float *restrict d, float *restrict r
     memcpy (update, d, m * sizeof (float));
 }
 
+/* the largest |x| as f32 bits without the sign: ordered like |x| for
+ * finite x, ≥ 0x7f800000 for NaN or ±Inf (integer max: vectorises) */
+INLINE guint32
+body_maxbits (const float *restrict x, gsize m)
+{
+  guint32 r = 0;
+
+  for (gsize i = 0; i < m; i++)
+    {
+      guint32 b = bits_of (x[i]) & 0x7fffffffu;
+      r = b > r ? b : r;
+    }
+  return r;
+}
+
 INLINE void
 body_sub (float *restrict params, const float *restrict d, gsize m)
 {
@@ -368,6 +383,7 @@ typedef struct {
   void    (*finish) (const float *restrict u, const float *restrict d, float *restrict residual,
                      float *restrict params, float *restrict update, gsize m);
   void    (*sub)    (float *restrict params, const float *restrict d, gsize m);
+  guint32 (*maxbits) (const float *restrict x, gsize m);
 } Loops;
 
 #define DEFINE_LOOPS(SFX, ATTR)                                                          \
@@ -386,8 +402,10 @@ typedef struct {
   { body_finish (u, d, residual, params, update, m); }                                   \
   ATTR static void sub_##SFX (float *restrict params, const float *restrict d, gsize m)  \
   { body_sub (params, d, m); }                                                           \
+  ATTR static guint32 maxbits_##SFX (const float *restrict x, gsize m)                   \
+  { return body_maxbits (x, m); }                                                        \
   static const Loops loops_##SFX = { #SFX, acc_##SFX, acc_w_##SFX, u_##SFX, finish_##SFX,    \
-                                     sub_##SFX };
+                                     sub_##SFX, maxbits_##SFX };
 
 DEFINE_LOOPS (portable, )
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -1001,6 +1019,41 @@ rlx_kernels_apply (RlxKernels *self, float *params, const void *codes, gsize n, 
       *hash_out = rlx_params_hash_combine (j.hash, n);
       chunk_slots_clear (&slots);
     }
+}
+
+typedef struct {
+  const Loops *l;
+  const float *x;
+  gsize        n;
+  guint64     *slot;
+} MaxJob;
+
+static void
+max_chunk (gpointer data, gsize c)
+{
+  MaxJob *j = data;
+  gsize start = c * CHUNK, end = MIN ((c + 1) * CHUNK, j->n);
+
+  j->slot[c] = j->l->maxbits (j->x + start, end - start);
+}
+
+guint32
+rlx_kernels_max_abs_bits (RlxKernels *self, const float *x, gsize n)
+{
+  MaxJob j = { loops (), x, n, NULL };
+  ChunkSlots slots;
+  guint32 m = 0;
+
+  g_return_val_if_fail (RLX_IS_KERNELS (self), 0);
+  g_return_val_if_fail (x != NULL || n == 0, 0);
+
+  j.slot = chunk_slots_init (&slots, n);
+  if (n > 0)
+    parallel_for (self, n, max_chunk, &j);
+  for (gsize c = 0; c < rlx_params_hash_n_chunks (n); c++)
+    m = MAX (m, (guint32) j.slot[c]);
+  chunk_slots_clear (&slots);
+  return m;
 }
 
 typedef struct {

@@ -208,6 +208,13 @@ void     rlx_kernels_apply  (RlxKernels   *self,
                              double        scale,
                              guint64      *hash_out);
 
+/* The largest |x[i]| as f32 bits without the sign (ordered like |x| for
+ * finite values): ≥ 0x7f800000 when some x is NaN or ±Inf. One read-only
+ * pass, on all threads — the check a gradient gets before it is used. */
+guint32  rlx_kernels_max_abs_bits (RlxKernels   *self,
+                                   const float  *x,
+                                   gsize         n);
+
 /* rlx_params_hash (params, n), on all threads. */
 guint64  rlx_kernels_hash   (RlxKernels   *self,
                              const float  *params,

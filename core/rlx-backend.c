@@ -1250,7 +1250,8 @@ rlx_backend_apply_update (RlxBackend *self, const void *codes, gsize n,
     return FALSE;
   if (!self->resident_vk)
     {
-      bad = copy_check (self, NULL, codes, n, precision);
+      /* checked in place, then applied and hashed: nothing copied */
+      bad = rlx_kernels_codes_check (rlx_kernels_get_default (), codes, n, precision);
       if (bad >= 0)
         return refuse_update (self, bad, error);
       host_apply (self, codes, precision, scale);
@@ -1308,7 +1309,8 @@ rlx_backend_update_commit (RlxBackend *self, RlxPrecision precision, double scal
       return TRUE;
     }
   {
-    gssize bad = copy_check (self, NULL, self->codes_buf, self->model->n_params, precision);
+    gssize bad = rlx_kernels_codes_check (rlx_kernels_get_default (), self->codes_buf,
+                                          self->model->n_params, precision);
 
     if (bad >= 0)
       return refuse_update (self, bad, error);

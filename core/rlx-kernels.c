@@ -350,6 +350,21 @@ body_finish (const float *restrict u, const float *restrict d, float *restrict r
     memcpy (update, d, m * sizeof (float));
 }
 
+/* Non-zero when some code among the 64-bit words @w[0..m) decodes to NaN or
+ * ±Inf: in each word, @field masks every element's exponent field, @one is
+ * the field's lowest bit, @top each element's top bit — (field + one) reaches
+ * the top bit only when the field is all ones, and never carries into the
+ * next element. */
+INLINE guint64
+body_codes_bad (const guint64 *restrict w, gsize m, guint64 field, guint64 one, guint64 top)
+{
+  guint64 acc = 0;
+
+  for (gsize i = 0; i < m; i++)
+    acc |= ((w[i] & field) + one) & top;
+  return acc;
+}
+
 /* the largest |x| as f32 bits without the sign: ordered like |x| for
  * finite x, ≥ 0x7f800000 for NaN or ±Inf (integer max: vectorises) */
 INLINE guint32
@@ -384,6 +399,8 @@ typedef struct {
                      float *restrict params, float *restrict update, gsize m);
   void    (*sub)    (float *restrict params, const float *restrict d, gsize m);
   guint32 (*maxbits) (const float *restrict x, gsize m);
+  guint64 (*codes_bad) (const guint64 *restrict w, gsize m, guint64 field, guint64 one,
+                        guint64 top);
 } Loops;
 
 #define DEFINE_LOOPS(SFX, ATTR)                                                          \
@@ -404,8 +421,11 @@ typedef struct {
   { body_sub (params, d, m); }                                                           \
   ATTR static guint32 maxbits_##SFX (const float *restrict x, gsize m)                   \
   { return body_maxbits (x, m); }                                                        \
+  ATTR static guint64 codes_bad_##SFX (const guint64 *restrict w, gsize m, guint64 field,  \
+                                       guint64 one, guint64 top)                         \
+  { return body_codes_bad (w, m, field, one, top); }                                     \
   static const Loops loops_##SFX = { #SFX, acc_##SFX, acc_w_##SFX, u_##SFX, finish_##SFX,    \
-                                     sub_##SFX, maxbits_##SFX };
+                                     sub_##SFX, maxbits_##SFX, codes_bad_##SFX };
 
 DEFINE_LOOPS (portable, )
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -1019,6 +1039,97 @@ rlx_kernels_apply (RlxKernels *self, float *params, const void *codes, gsize n, 
       *hash_out = rlx_params_hash_combine (j.hash, n);
       chunk_slots_clear (&slots);
     }
+}
+
+/* Per precision: the exponent fields, their lowest bits and the elements'
+ * top bits of a little-endian 64-bit word (E4M3 has no infinities: only
+ * S.1111.111, NaN, counts). */
+static const guint64 swar[RLX_PRECISION_COUNT][3] = {
+  { 0x7f8000007f800000u, 0x0080000000800000u, 0x8000000080000000u },   /* f32 */
+  { 0x7c007c007c007c00u, 0x0400040004000400u, 0x8000800080008000u },   /* f16 */
+  { 0x7f7f7f7f7f7f7f7fu, 0x0101010101010101u, 0x8080808080808080u },   /* E4M3 */
+  { 0x7c7c7c7c7c7c7c7cu, 0x0404040404040404u, 0x8080808080808080u },   /* E5M2 */
+};
+
+static gboolean
+code_bad (const guint8 *b, gsize i, RlxPrecision p)
+{
+  switch (p)
+    {
+    case RLX_PRECISION_F32: return (b[4 * i + 3] & 0x7f) == 0x7f && (b[4 * i + 2] & 0x80);
+    case RLX_PRECISION_F16: return (b[2 * i + 1] & 0x7c) == 0x7c;
+    case RLX_PRECISION_F8E4M3: return (b[i] & 0x7f) == 0x7f;
+    case RLX_PRECISION_F8E5M2:
+    default: return (b[i] & 0x7c) == 0x7c;
+    }
+}
+
+typedef struct {
+  const Loops  *l;
+  const guint8 *codes;
+  gsize         n;
+  RlxPrecision  p;
+  guint64      *bad;     /* per chunk: first bad index or NO_BAD */
+} CheckJob;
+
+static void
+check_chunk (gpointer data, gsize c)
+{
+  CheckJob *j = data;
+  gsize es = rlx_precision_element_size (j->p);
+  gsize from = c * CHUNK, to = MIN ((c + 1) * CHUNK, j->n);
+  gsize bytes = (to - from) * es, words = bytes / 8;
+  const guint8 *b = j->codes + from * es;
+  guint64 acc = 0;
+
+  j->bad[c] = NO_BAD;
+  if (((guintptr) b % 8) == 0)
+    acc = j->l->codes_bad ((const guint64 *) b, words, swar[j->p][0], swar[j->p][1],
+                           swar[j->p][2]);
+  else
+    for (gsize w = 0; w < words; w++)
+      {
+        guint64 v;
+        memcpy (&v, b + 8 * w, 8);
+        acc |= ((v & swar[j->p][0]) + swar[j->p][1]) & swar[j->p][2];
+      }
+  if (acc == 0)
+    {
+      /* the tail: whole elements of less than a word */
+      for (gsize i = from + words * 8 / es; i < to; i++)
+        if (code_bad (j->codes, i, j->p))
+          {
+            j->bad[c] = i;
+            return;
+          }
+      return;
+    }
+  for (gsize i = from; i < to; i++)
+    if (code_bad (j->codes, i, j->p))
+      {
+        j->bad[c] = i;
+        return;
+      }
+}
+
+gssize
+rlx_kernels_codes_check (RlxKernels *self, const void *codes, gsize n, RlxPrecision p)
+{
+  CheckJob j = { loops (), codes, n, p, NULL };
+  ChunkSlots slots;
+  gsize bad;
+
+  g_return_val_if_fail (RLX_IS_KERNELS (self), -1);
+  g_return_val_if_fail (codes != NULL || n == 0, -1);
+  g_return_val_if_fail (precision_ok (p), -1);
+  G_STATIC_ASSERT (G_BYTE_ORDER == G_LITTLE_ENDIAN);   /* the words are read as LE */
+
+  j.bad = chunk_slots_init (&slots, n);
+  if (n > 0)
+    parallel_for (self, n, check_chunk, &j);
+  bad = first_bad (j.bad, rlx_params_hash_n_chunks (n));
+  chunk_slots_clear (&slots);
+  return bad == G_MAXSIZE ? -1 : (gssize) bad;
 }
 
 typedef struct {

@@ -215,6 +215,14 @@ guint32  rlx_kernels_max_abs_bits (RlxKernels   *self,
                                    const float  *x,
                                    gsize         n);
 
+/* The first of the @n codes at @p (as a frame's payload carries them) that
+ * decodes to NaN or ±Inf, or -1: one read-only pass, on all threads — the
+ * check an update gets before it is applied. */
+gssize   rlx_kernels_codes_check  (RlxKernels   *self,
+                                   const void   *codes,
+                                   gsize         n,
+                                   RlxPrecision  p);
+
 /* rlx_params_hash (params, n), on all threads. */
 guint64  rlx_kernels_hash   (RlxKernels   *self,
                              const float  *params,

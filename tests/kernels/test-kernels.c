@@ -862,6 +862,57 @@ test_max_abs_bits (void)
     }
 }
 
+/* The update's check: the first code that decodes to NaN or ±Inf, as
+ * core/wire decodes it, at every precision, size, thread count and
+ * alignment; -1 for codes that are all finite (E4M3's largest, ±448, and
+ * the f32/f16 largest finite values included). */
+static void
+test_codes_check (void)
+{
+  gsize n_max = 7 * RLX_PARAMS_HASH_CHUNK + 37;   /* over every size in sizes[] */
+  g_autofree float *x = g_new (float, n_max);
+  g_autofree float *d = g_new (float, n_max);
+
+  fill (x, n_max, 9, 1.0f);
+  x[7] = 65504.0f * 4;   /* large: the scale maps it to the format's target */
+  for (guint pi = 0; pi < RLX_PRECISION_COUNT; pi++)
+    for (guint t = 0; t < G_N_ELEMENTS (threads); t++)
+      for (gsize mis = 0; mis < 3; mis += 2)
+        {
+          g_autoptr(RlxKernels) k = pool_new (threads[t]);
+          RlxPrecision p = (RlxPrecision) pi;
+          gsize es = rlx_precision_element_size (p);
+          const void *codes;
+          double scale;
+          g_autofree guint8 *buf = codes_for (x, n_max, p, mis, &codes, &scale);
+          guint8 *c = (guint8 *) codes;
+          gsize where[] = { 0, 5, RLX_PARAMS_HASH_CHUNK - 1, 3 * RLX_PARAMS_HASH_CHUNK + 1,
+                            n_max - 1 };
+
+          for (guint s = 0; s < G_N_ELEMENTS (sizes); s++)
+            g_assert_cmpint (rlx_kernels_codes_check (k, codes, sizes[s], p), ==, -1);
+          for (guint w = 0; w < G_N_ELEMENTS (where); w++)
+            {
+              gsize at = where[w];
+              g_autofree guint8 *keep = g_memdup2 (c + at * es, es);
+
+              /* NaN at this precision: an all-ones exponent (E4M3: 0x7f) */
+              if (p == RLX_PRECISION_F32)
+                memcpy (c + at * 4, &(guint32) { 0x7fc00000u }, 4);
+              else if (p == RLX_PRECISION_F16)
+                memcpy (c + at * 2, &(guint16) { 0x7e00u }, 2);
+              else
+                c[at] = 0x7f | (p == RLX_PRECISION_F8E5M2 ? 0x80 : 0);
+              rlx_wire_dequantize (c + at * es, 1, p, scale, d);
+              g_assert_false (isfinite (d[0]));
+              g_assert_cmpint (rlx_kernels_codes_check (k, codes, n_max, p), ==, (gssize) at);
+              g_assert_cmpint (rlx_kernels_codes_check (k, c + at * es, n_max - at, p), ==, 0);
+              memcpy (c + at * es, keep, es);
+            }
+          g_assert_cmpint (rlx_kernels_codes_check (k, codes, n_max, p), ==, -1);
+        }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -878,6 +929,7 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/update/refuses-nonfinite", test_encode_update_refuses_nonfinite);
   g_test_add_func ("/kernels/apply/bit-identical", test_apply);
   g_test_add_func ("/kernels/max-abs-bits", test_max_abs_bits);
+  g_test_add_func ("/kernels/codes-check", test_codes_check);
   g_test_add_func ("/kernels/update/make-update", test_make_update);
   g_test_add_func ("/kernels/accumulate/weighted", test_accumulate_weighted);
   g_test_add_func ("/kernels/pool/concurrent-callers", test_concurrent_callers);

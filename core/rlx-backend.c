@@ -1987,6 +1987,17 @@ rlx_backend_host_bytes (RlxBackend *self)
   return self->host_bytes + t.host_bytes;
 }
 
+guint64
+rlx_backend_ahead_taken (RlxBackend *self)
+{
+  RlxVkTimings t = { 0 };
+
+  g_return_val_if_fail (self != NULL, 0);
+  if (self->vk != NULL)
+    rlx_vk_trainer_timings (self->vk, &t);
+  return t.ahead_taken;
+}
+
 void
 rlx_backend_poison_gradient (RlxBackend *self, gsize index, float value)
 {

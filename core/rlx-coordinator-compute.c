@@ -135,6 +135,7 @@ member_step_run (RlxBackend *backend, gpointer data, GError **error)
    * in the gradient's submission) */
   if (ms->applied && !rlx_backend_params_hash (backend, &ms->hash, error))
     return FALSE;
+  ms->host_bytes = rlx_backend_host_bytes (backend);
   return TRUE;
 }
 
@@ -297,6 +298,8 @@ leader_op_run (RlxBackend *backend, gpointer data, GError **error)
             return TRUE;
           }
         op->ok = TRUE;
+        op->host_bytes = rlx_backend_host_bytes (backend);
+        op->ahead_taken = rlx_backend_ahead_taken (backend);
         self->w_ahead_since = op->indices != NULL ? g_get_monotonic_time () : 0;
         if (op->has_header)
           {

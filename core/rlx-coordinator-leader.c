@@ -390,6 +390,7 @@ on_finished (RlxCoordinator *self, LeaderOp *op)
       die_after_partial_commit (self, op->frame);
       return;
     }
+  rlx_coordinator_note_backend (self, op->host_bytes, op->ahead_taken);
   /* To every member (they apply exactly these codes, as the backend did). */
   for (guint i = 0; op->frame != NULL && i < ids->len; i++)
     {

@@ -73,6 +73,7 @@ rlx_coordinator_member_stepped (RlxCoordinator *self, MemberStep *ms, const GErr
       RlxMsgStep *s = &ms->msg->u.step;
 
       self->expect_commit = 0;
+      rlx_coordinator_note_backend (self, ms->host_bytes, 0);
       rlx_replica_commit (self->replica, s->commit, ms->hash, s->epoch, s->pos);
       rlx_replica_set_loss (self->replica, s->loss);
       if (role (self) == RLX_ROLE_MEMBER || role (self) == RLX_ROLE_LEADER)
@@ -226,6 +227,27 @@ member_on_step (RlxCoordinator *self, RlxPeer *p, RlxMsg *m, gboolean early)
   if (!committed && ms->n == 0)
     {
       rlx_coordinator_member_step_free (ms);
+      return;
+    }
+  /* Parameters on the host: the commit first, on its own, so its ack goes
+   * out before the gradient is computed (the apply hashes in the pass that
+   * applies). On a GPU both are one submission — the apply runs in front of
+   * the gradient and the hash beside it — and the ack goes out with the
+   * bucket. */
+  if (committed && ms->n > 0 &&
+      !rlx_backend_params_on_device (rlx_worker_backend (self->worker)))
+    {
+      MemberStep *grad = g_new0 (MemberStep, 1);
+
+      grad->term = ms->term;
+      grad->step = ms->step;
+      grad->indices = g_steal_pointer (&ms->indices);
+      grad->n = ms->n;
+      ms->n = 0;
+      ms->msg = g_new0 (RlxMsg, 1);
+      rlx_msg_steal (ms->msg, m);
+      rlx_coordinator_queue_member_step (self, ms);
+      rlx_coordinator_queue_member_step (self, grad);
       return;
     }
   ms->msg = g_new0 (RlxMsg, 1);

@@ -89,6 +89,7 @@ typedef struct {
   /* out */
   gboolean        applied;
   guint64         hash;
+  guint64         host_bytes;     /* rlx_backend_host_bytes after it */
   gboolean        computed;       /* the gradient was computed (not skipped as replaced) */
   GBytes         *frame;          /* the grad frame (a refusal when refused) */
   float           loss;
@@ -121,6 +122,8 @@ typedef struct {
   RlxPrecision    precision;
   gboolean        feedback;
   /* out */
+  guint64         host_bytes;     /* rlx_backend_host_bytes after it */
+  guint64         ahead_taken;    /* rlx_backend_ahead_taken after it */
   float           loss;
   gint64          compute_us;
   char           *refused;        /* OWN/ADD: not added; FINISH: not finished */
@@ -240,6 +243,9 @@ struct _RlxCoordinator {
   guint64          stat_rounds;
   double           stat_round_us, stat_compute_us, stat_busy_us, stat_send_us;
   guint64          stat_samples;
+  guint64          backend_seen;      /* steps whose backend counters were noted; and */
+  guint64          host_bytes0, ahead0; /* those counters after the 5th, */
+  guint64          host_bytes1, ahead1; /* and after the last */
   gint64           stat_cpu0_us;     /* process CPU time when measuring began */
   gint64           busy_us, send_us;   /* of the round in progress */
 
@@ -403,6 +409,8 @@ peer_leader (RlxPeer *p)
 
 /* facade */
 void rlx_coordinator_notify (RlxCoordinator *self, guint prop);
+/* the backend's counters after a step (for "done") */
+void rlx_coordinator_note_backend (RlxCoordinator *self, guint64 host_bytes, guint64 ahead);
 void rlx_coordinator_emit_discover (RlxCoordinator *self);
 void rlx_coordinator_event_emit (RlxCoordinator *self, JsonObject *o);
 

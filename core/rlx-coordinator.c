@@ -281,6 +281,18 @@ fill_hello (RlxMsgHello *h, gpointer user_data)
   h->join_only = self->join_only;
 }
 
+void
+rlx_coordinator_note_backend (RlxCoordinator *self, guint64 host_bytes, guint64 ahead)
+{
+  if (++self->backend_seen == 5)
+    {
+      self->host_bytes0 = host_bytes;
+      self->ahead0 = ahead;
+    }
+  self->host_bytes1 = host_bytes;
+  self->ahead1 = ahead;
+}
+
 /* "done" and ::finished, once the parameters are read (rlx_coordinator_finish). */
 static void
 finish_report (RlxCoordinator *self)
@@ -318,6 +330,18 @@ finish_report (RlxCoordinator *self)
             json_object_set_double_member (o, "samples_per_cpu_second",
                                            self->stat_samples * 1e6 / (double) cpu);
         }
+    }
+  if (self->backend_seen > 5)
+    {
+      double s = (double) (self->backend_seen - 5);
+      /* what the rank's backend moved through the host per step (parameter-
+       * sized copies: updates in, codes out), and how many of the leader's
+       * own gradients were computed behind the previous finish (a GPU that
+       * never waited for the host between rounds) */
+      json_object_set_int_member (o, "steps_measured", (gint64) s);
+      json_object_set_double_member (o, "host_bytes_per_step",
+                                     (double) (self->host_bytes1 - self->host_bytes0) / s);
+      json_object_set_double_member (o, "own_ahead", (double) (self->ahead1 - self->ahead0) / s);
     }
   json_object_set_int_member (o, "bytes_tx", (gint64) t->tx_bytes);
   json_object_set_int_member (o, "bytes_rx", (gint64) t->rx_bytes);

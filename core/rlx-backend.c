@@ -979,36 +979,6 @@ max_abs_bits (const float *x, gsize n)
   return r;
 }
 
-/* Finding a code that decodes to NaN or ±Inf, eight bytes at a time: in
- * each 64-bit word, @field masks every element's exponent field, @one is the
- * field's lowest bit, @top each element's top bit. (field + one) reaches the
- * top bit only when the field is all ones, and never carries into the next
- * element. */
-typedef struct {
-  guint64 field, one, top;
-} Swar;
-
-static const Swar swar[RLX_PRECISION_COUNT] = {
-  { 0x7f8000007f800000u, 0x0080000000800000u, 0x8000000080000000u },   /* f32 exponent */
-  { 0x7c007c007c007c00u, 0x0400040004000400u, 0x8000800080008000u },   /* f16 exponent */
-  { 0x7f7f7f7f7f7f7f7fu, 0x0101010101010101u, 0x8080808080808080u },   /* E4M3 low 7 bits */
-  { 0x7c7c7c7c7c7c7c7cu, 0x0404040404040404u, 0x8080808080808080u },   /* E5M2 exponent */
-};
-
-/* Whether code @i decodes to NaN or ±Inf. */
-static gboolean
-code_not_finite (const guint8 *b, gsize i, RlxPrecision p)
-{
-  switch (p)
-    {
-    case RLX_PRECISION_F32: return (b[4 * i + 3] & 0x7f) == 0x7f && (b[4 * i + 2] & 0x80);
-    case RLX_PRECISION_F16: return (b[2 * i + 1] & 0x7c) == 0x7c;
-    case RLX_PRECISION_F8E4M3: return (b[i] & 0x7f) == 0x7f;   /* only S.1111.111: NaN */
-    case RLX_PRECISION_F8E5M2: return (b[i] & 0x7c) == 0x7c;   /* S.11111.xx: Inf or NaN */
-    default: g_assert_not_reached ();
-    }
-}
-
 /* Codes [@from, @to) of @src (whole elements): copied to @dst when non-NULL,
  * and checked in the same pass, 32 bytes at a time. The first code that
  * decodes to NaN or ±Inf, or -1. */
@@ -1016,7 +986,8 @@ static gssize
 copy_check_range (guint8 *dst, const guint8 *src, gsize from, gsize to, RlxPrecision p)
 {
   gsize es = rlx_precision_element_size (p);
-  const Swar *m = &swar[p];
+  const guint64 *masks = rlx_kernels_code_masks (p);
+  const struct { guint64 field, one, top; } mm = { masks[0], masks[1], masks[2] }, *m = &mm;
   V4q acc = { 0 };
   guint64 tail = 0;
   gsize i = from * es, end = to * es;
@@ -1049,7 +1020,7 @@ copy_check_range (guint8 *dst, const guint8 *src, gsize from, gsize to, RlxPreci
   if ((acc[0] | acc[1] | acc[2] | acc[3] | tail) == 0)
     return -1;
   for (gsize k = from; k < to; k++)
-    if (code_not_finite (src, k, p))
+    if (rlx_kernels_code_bad (src, k, p))
       return (gssize) k;
   g_assert_not_reached ();
 }

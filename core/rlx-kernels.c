@@ -838,6 +838,22 @@ upd_pass2 (gpointer data, gsize c)
     j->slot[c] = rlx_params_hash_chunk (j->params, j->n, c);
 }
 
+static void
+upd_job_init (UpdJob *j, const float *sum, gsize n, float lr, float inv, const float *r_in,
+              float *r_out, RlxPrecision p, float *params)
+{
+  j->l = loops ();
+  j->sum = sum;
+  j->r_in = r_in;
+  j->r_out = r_out;
+  j->params = params;
+  j->n = n;
+  j->lr = lr;
+  j->inv = inv;
+  j->codec.p = p;
+  j->codec.k = rlx_wire_kernels ();
+}
+
 /* Pass 1 of an update: its largest |u| (unless @known_max gives it), the
  * first non-finite u; then the scale as core/wire computes it. */
 static gboolean
@@ -924,17 +940,8 @@ rlx_kernels_encode_update (RlxKernels *self, JsonObject *header, const char *fie
                    (int) p, samples);
       return NULL;
     }
-  j.l = loops ();
-  j.sum = sum;
-  j.r_in = residual;
-  j.r_out = residual;
-  j.params = params;
+  upd_job_init (&j, sum, n, lr, (float) (1.0 / (double) samples), residual, residual, p, params);
   j.update = update;
-  j.n = n;
-  j.lr = lr;
-  j.inv = (float) (1.0 / (double) samples);
-  j.codec.p = p;
-  j.codec.k = rlx_wire_kernels ();
   if (!upd_scale (self, &j, p, RLX_KERNELS_MAX_UNKNOWN, &scale, NULL, error))
     return NULL;
   buf = rlx_wire_frame_alloc (header, field ? field : "g", n, p, scale, &len, &off, error);
@@ -967,17 +974,8 @@ rlx_kernels_make_update (RlxKernels *self, const float *sum, gsize n, float lr, 
                    "cannot make an update at precision %d", (int) p);
       return FALSE;
     }
-  j.l = loops ();
-  j.sum = sum;
-  j.r_in = r_in;
-  j.r_out = r_out;
-  j.params = params;
+  upd_job_init (&j, sum, n, lr, inv, r_in, r_out, p, params);
   j.payload = codes;
-  j.n = n;
-  j.lr = lr;
-  j.inv = inv;
-  j.codec.p = p;
-  j.codec.k = rlx_wire_kernels ();
   if (!upd_scale (self, &j, p, known_max, &scale, bad_index, error))
     return FALSE;
   upd_finish (self, &j, hash_out);
@@ -1051,9 +1049,18 @@ static const guint64 swar[RLX_PRECISION_COUNT][3] = {
   { 0x7c7c7c7c7c7c7c7cu, 0x0404040404040404u, 0x8080808080808080u },   /* E5M2 */
 };
 
-static gboolean
-code_bad (const guint8 *b, gsize i, RlxPrecision p)
+const guint64 *
+rlx_kernels_code_masks (RlxPrecision p)
 {
+  g_return_val_if_fail (precision_ok (p), swar[0]);
+  return swar[p];
+}
+
+gboolean
+rlx_kernels_code_bad (const void *codes, gsize i, RlxPrecision p)
+{
+  const guint8 *b = codes;
+
   switch (p)
     {
     case RLX_PRECISION_F32: return (b[4 * i + 3] & 0x7f) == 0x7f && (b[4 * i + 2] & 0x80);
@@ -1097,7 +1104,7 @@ check_chunk (gpointer data, gsize c)
     {
       /* the tail: whole elements of less than a word */
       for (gsize i = from + words * 8 / es; i < to; i++)
-        if (code_bad (j->codes, i, j->p))
+        if (rlx_kernels_code_bad (j->codes, i, j->p))
           {
             j->bad[c] = i;
             return;
@@ -1105,7 +1112,7 @@ check_chunk (gpointer data, gsize c)
       return;
     }
   for (gsize i = from; i < to; i++)
-    if (code_bad (j->codes, i, j->p))
+    if (rlx_kernels_code_bad (j->codes, i, j->p))
       {
         j->bad[c] = i;
         return;

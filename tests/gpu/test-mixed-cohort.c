@@ -119,25 +119,28 @@ have_lavapipe (void)
   return strstr (out, "vulkan on llvmpipe") != NULL;
 }
 
+static gboolean
+need_lavapipe (void)
+{
+  if (have_lavapipe ())
+    return TRUE;
+  g_test_skip ("no lavapipe device (install mesa-vulkan-drivers) or RLX_RANK unset");
+  return FALSE;
+}
+
 static void
 test_cpu_leads (void)
 {
-  if (!have_lavapipe ())
-    {
-      g_test_skip ("no lavapipe device (install mesa-vulkan-drivers) or RLX_RANK unset");
-      return;
-    }
+  if (!need_lavapipe ())
+    return;
   check_mixed ("mnist-mlp", "cpu", "f16", "vulkan:llvmpipe", "f8e4m3", 50);
 }
 
 static void
 test_gpu_leads (void)
 {
-  if (!have_lavapipe ())
-    {
-      g_test_skip ("no lavapipe device (install mesa-vulkan-drivers) or RLX_RANK unset");
-      return;
-    }
+  if (!need_lavapipe ())
+    return;
   check_mixed ("mnist-cnn", "vulkan:llvmpipe", "f8e5m2", "cpu", "f32", 50);
 }
 
@@ -145,22 +148,16 @@ test_gpu_leads (void)
 static void
 test_gpu_leads_f8 (void)
 {
-  if (!have_lavapipe ())
-    {
-      g_test_skip ("no lavapipe device (install mesa-vulkan-drivers) or RLX_RANK unset");
-      return;
-    }
+  if (!need_lavapipe ())
+    return;
   check_mixed ("mnist-mlp", "vulkan:llvmpipe", "f8e4m3", "cpu", "f16", STEPS);
 }
 
 static void
 test_gpu_leads_f16 (void)
 {
-  if (!have_lavapipe ())
-    {
-      g_test_skip ("no lavapipe device (install mesa-vulkan-drivers) or RLX_RANK unset");
-      return;
-    }
+  if (!need_lavapipe ())
+    return;
   check_mixed ("mnist-mlp", "vulkan:llvmpipe", "f16", "cpu", "f32", STEPS);
 }
 

@@ -18,6 +18,9 @@ struct _RlxVkTrainer *rlx_backend_vk_trainer (RlxBackend *self);
  * since it was made: updates and buckets in, codes out, loads and reads —
  * for benchmarks and for tests that a call moved no more than it should. */
 guint64 rlx_backend_host_bytes (RlxBackend *self);
+/* Own gradients a round took from behind the last finish (computed while
+ * the host handled that finish), since the backend was made. */
+guint64 rlx_backend_ahead_taken (RlxBackend *self);
 
 /* One GPU per local rank (rlx_backend_resolve does this with the real
  * folder, rlx_backend_gpu_lock_dir): the candidates of rlx_backend_candidates

@@ -48,19 +48,27 @@ struct _RlxBackend {
   char           *resident_note;  /* why not, for the fallback text */
   gboolean        loaded;    /* rlx_backend_load_params was called */
   float          *replica;
+  guint64         hash;      /* of the host replica, when hash_valid */
+  gboolean        hash_valid;
   float          *residual;  /* the gradient stream's quantisation residual (accepted) */
   float          *residual_next;  /* the last gradient's new residual, until accepted */
   gboolean        residual_pending;
-  float          *sum;       /* this step's gradient, then s = g + residual */
+  gboolean        residual_live;       /* the carried residual holds values (else all zero) */
+  gboolean        residual_next_live;  /* so does the one waiting */
+  float          *sum;       /* this step's gradient */
   guint8         *codes_buf; /* n_params × 4 bytes: update_begin's room, the host path's codes */
   gboolean        update_open;  /* between update_begin and update_commit */
   /* the leader's round on the host (the vulkan one is the trainer's) */
-  float          *round_sum; /* the first contribution alone, then the weighted sum */
+  const float    *round_first;   /* the first contribution alone, unweighted, as floats */
   float           round_first_w;
+  guint32         round_first_max; /* its largest |x| as bits, or RLX_KERNELS_MAX_UNKNOWN */
+  float          *round_buf[2];  /* the sums (each add writes the one it does not read) */
+  const float    *round_s;       /* the weighted sum from the second contribution on */
   guint           round_k;   /* contributions */
   guint64         round_total;
   gboolean        round_own_in;
   float          *ures;      /* the update stream's residual */
+  gboolean        ures_live; /* it holds values (else all zero) */
   GThreadPool    *pool;      /* large copies on several threads */
   guint64         host_bytes;   /* parameter-sized bytes copied on the host, since made */
   gboolean        poisoned;  /* rlx_backend_poison_gradient: one shot */
@@ -750,7 +758,8 @@ rlx_backend_free (RlxBackend *self)
   g_free (self->residual_next);
   g_free (self->sum);
   g_free (self->codes_buf);
-  g_free (self->round_sum);
+  g_free (self->round_buf[0]);
+  g_free (self->round_buf[1]);
   g_free (self->ures);
   if (self->pool != NULL)
     g_thread_pool_free (self->pool, FALSE, TRUE);
@@ -970,81 +979,6 @@ max_abs_bits (const float *x, gsize n)
   return r;
 }
 
-/* s += r, or s -= r (@sub) */
-static void
-add_in_place (float *s, const float *r, gsize n, gboolean sub)
-{
-  gsize i = 0;
-
-  for (; i + 8 <= n; i += 8)
-    {
-      V8f a, b;
-      memcpy (&a, s + i, sizeof a);
-      memcpy (&b, r + i, sizeof b);
-      if (sub)
-        a -= b;
-      else
-        a += b;
-      memcpy (s + i, &a, sizeof a);
-    }
-  for (; i < n; i++)
-    s[i] = sub ? s[i] - r[i] : s[i] + r[i];
-}
-
-/* residual = s - d, 0 where that is not finite (as core/wire keeps it) */
-static void
-residual_of (const float *s, const float *d, float *residual, gsize n)
-{
-  gsize i = 0;
-
-  for (; i + 8 <= n; i += 8)
-    {
-      V8f a, b, r;
-      V8u bits;
-      memcpy (&a, s + i, sizeof a);
-      memcpy (&b, d + i, sizeof b);
-      r = a - b;
-      memcpy (&bits, &r, sizeof bits);
-      bits &= (V8u) ((bits & 0x7fffffffu) < ABS_BITS_INF);   /* all ones where finite */
-      memcpy (residual + i, &bits, sizeof bits);
-    }
-  for (; i < n; i++)
-    {
-      float r = s[i] - d[i];
-      residual[i] = isfinite (r) ? r : 0.0f;
-    }
-}
-
-/* Finding a code that decodes to NaN or ±Inf, eight bytes at a time: in
- * each 64-bit word, @field masks every element's exponent field, @one is the
- * field's lowest bit, @top each element's top bit. (field + one) reaches the
- * top bit only when the field is all ones, and never carries into the next
- * element. */
-typedef struct {
-  guint64 field, one, top;
-} Swar;
-
-static const Swar swar[RLX_PRECISION_COUNT] = {
-  { 0x7f8000007f800000u, 0x0080000000800000u, 0x8000000080000000u },   /* f32 exponent */
-  { 0x7c007c007c007c00u, 0x0400040004000400u, 0x8000800080008000u },   /* f16 exponent */
-  { 0x7f7f7f7f7f7f7f7fu, 0x0101010101010101u, 0x8080808080808080u },   /* E4M3 low 7 bits */
-  { 0x7c7c7c7c7c7c7c7cu, 0x0404040404040404u, 0x8080808080808080u },   /* E5M2 exponent */
-};
-
-/* Whether code @i decodes to NaN or ±Inf. */
-static gboolean
-code_not_finite (const guint8 *b, gsize i, RlxPrecision p)
-{
-  switch (p)
-    {
-    case RLX_PRECISION_F32: return (b[4 * i + 3] & 0x7f) == 0x7f && (b[4 * i + 2] & 0x80);
-    case RLX_PRECISION_F16: return (b[2 * i + 1] & 0x7c) == 0x7c;
-    case RLX_PRECISION_F8E4M3: return (b[i] & 0x7f) == 0x7f;   /* only S.1111.111: NaN */
-    case RLX_PRECISION_F8E5M2: return (b[i] & 0x7c) == 0x7c;   /* S.11111.xx: Inf or NaN */
-    default: g_assert_not_reached ();
-    }
-}
-
 /* Codes [@from, @to) of @src (whole elements): copied to @dst when non-NULL,
  * and checked in the same pass, 32 bytes at a time. The first code that
  * decodes to NaN or ±Inf, or -1. */
@@ -1052,7 +986,8 @@ static gssize
 copy_check_range (guint8 *dst, const guint8 *src, gsize from, gsize to, RlxPrecision p)
 {
   gsize es = rlx_precision_element_size (p);
-  const Swar *m = &swar[p];
+  const guint64 *masks = rlx_kernels_code_masks (p);
+  const struct { guint64 field, one, top; } mm = { masks[0], masks[1], masks[2] }, *m = &mm;
   V4q acc = { 0 };
   guint64 tail = 0;
   gsize i = from * es, end = to * es;
@@ -1085,7 +1020,7 @@ copy_check_range (guint8 *dst, const guint8 *src, gsize from, gsize to, RlxPreci
   if ((acc[0] | acc[1] | acc[2] | acc[3] | tail) == 0)
     return -1;
   for (gsize k = from; k < to; k++)
-    if (code_not_finite (src, k, p))
+    if (rlx_kernels_code_bad (src, k, p))
       return (gssize) k;
   g_assert_not_reached ();
 }
@@ -1204,6 +1139,7 @@ rlx_backend_load_params (RlxBackend *self, const float *params, GError **error)
       if (self->replica == NULL)
         self->replica = g_new (float, self->model->n_params);
       memcpy (self->replica, params, self->model->n_params * sizeof (float));
+      self->hash_valid = FALSE;
     }
   self->loaded = TRUE;
   return TRUE;
@@ -1238,24 +1174,25 @@ rlx_backend_params_hash (RlxBackend *self, guint64 *hash, GError **error)
     return FALSE;
   if (self->resident_vk)
     return rlx_vk_trainer_params_hash (self->vk, hash, &local) || vk_failed (self, local, error);
-  *hash = rlx_kernels_hash (rlx_kernels_get_default (), self->replica, self->model->n_params);
+  /* an apply or a round's finish hashed them on the way */
+  if (!self->hash_valid)
+    {
+      self->hash = rlx_kernels_hash (rlx_kernels_get_default (), self->replica,
+                                     self->model->n_params);
+      self->hash_valid = TRUE;
+    }
+  *hash = self->hash;
   return TRUE;
 }
 
-/* The host replica: replica -= dequantise (@codes), a block at a time. */
+/* The host replica: replica -= dequantise (@codes), hashed chunk by chunk
+ * on the way (params_hash then costs nothing). */
 static void
 host_apply (RlxBackend *self, const void *codes, RlxPrecision precision, double scale)
 {
-  gsize n = self->model->n_params, es = rlx_precision_element_size (precision);
-  float tmp[RESIDENT_BLOCK];
-
-  for (gsize i = 0; i < n; i += RESIDENT_BLOCK)
-    {
-      gsize m = MIN (RESIDENT_BLOCK, n - i);
-
-      rlx_wire_dequantize ((const guint8 *) codes + i * es, m, precision, scale, tmp);
-      add_in_place (self->replica + i, tmp, m, TRUE);
-    }
+  rlx_kernels_apply (rlx_kernels_get_default (), self->replica, codes, self->model->n_params,
+                     precision, scale, &self->hash);
+  self->hash_valid = TRUE;
 }
 
 /* room for n_params codes of up to 4 bytes on the host (made once) */
@@ -1284,7 +1221,8 @@ rlx_backend_apply_update (RlxBackend *self, const void *codes, gsize n,
     return FALSE;
   if (!self->resident_vk)
     {
-      bad = copy_check (self, NULL, codes, n, precision);
+      /* checked in place, then applied and hashed: nothing copied */
+      bad = rlx_kernels_codes_check (rlx_kernels_get_default (), codes, n, precision);
       if (bad >= 0)
         return refuse_update (self, bad, error);
       host_apply (self, codes, precision, scale);
@@ -1342,28 +1280,14 @@ rlx_backend_update_commit (RlxBackend *self, RlxPrecision precision, double scal
       return TRUE;
     }
   {
-    gssize bad = copy_check (self, NULL, self->codes_buf, self->model->n_params, precision);
+    gssize bad = rlx_kernels_codes_check (rlx_kernels_get_default (), self->codes_buf,
+                                          self->model->n_params, precision);
 
     if (bad >= 0)
       return refuse_update (self, bad, error);
   }
   host_apply (self, self->codes_buf, precision, scale);
   return TRUE;
-}
-
-/* @s: g on entry, s = g + residual (with @feedback) on return; the largest
- * |g| and |s| as f32 bits without sign (≥ ABS_BITS_INF: a NaN or ±Inf). */
-static void
-sum_and_max_bits (float *s, const float *residual, gsize n, guint32 *g_max, guint32 *s_max)
-{
-  *g_max = max_abs_bits (s, n);
-  if (residual != NULL)
-    {
-      add_in_place (s, residual, n, FALSE);
-      *s_max = max_abs_bits (s, n);
-    }
-  else
-    *s_max = *g_max;
 }
 
 /* Element @i of s is @v, not finite; @gradient_itself: so is g there;
@@ -1400,73 +1324,82 @@ scale_for_max_bits (guint32 bits, RlxPrecision precision)
   return rlx_precision_target (precision) / (double) maxabs;
 }
 
-/* u (@u, n floats, finite) at @precision with its scale into @out; with
- * @residual, residual = u − decode (codes) (0 where not finite); with
- * @params, params −= decode (codes). f32: the floats themselves. */
-static void
-host_quantise (RlxBackend *self, const float *u, RlxPrecision precision, double scale,
-               guint8 *out, float *residual, float *params)
+/* The first non-finite element of @x (there is one). */
+static gsize
+first_not_finite (const float *x)
 {
-  gsize n = self->model->n_params, es = rlx_precision_element_size (precision);
-  float tmp[RESIDENT_BLOCK];
+  gsize i = 0;
 
-  if (precision == RLX_PRECISION_F32)
-    {
-      memcpy (out, u, n * sizeof (float));
-      if (residual != NULL)
-        memset (residual, 0, n * sizeof (float));
-      if (params != NULL)
-        add_in_place (params, u, n, TRUE);
-      return;
-    }
-  for (gsize i = 0; i < n; i += RESIDENT_BLOCK)
-    {
-      gsize m = MIN (RESIDENT_BLOCK, n - i);
-      guint8 *codes = out + i * es;
-
-      rlx_wire_quantize (u + i, m, precision, scale, codes);
-      if (residual == NULL && params == NULL)
-        continue;
-      rlx_wire_dequantize (codes, m, precision, scale, tmp);
-      if (residual != NULL)
-        residual_of (u + i, tmp, residual + i, m);
-      if (params != NULL)
-        add_in_place (params + i, tmp, m, TRUE);
-    }
+  while (isfinite (x[i]))
+    i++;
+  return i;
 }
 
-/* The wire half of grads_wire on the host: self->sum holds the gradient. */
+/* The wire half of grads_wire on the host: @g holds the gradient (for f32
+ * without a residual to carry, already where the codes go). s = g + r;
+ * codes = quantise (s) into @out; the new residual s − decode (codes) waits
+ * in residual_next. Two passes over s at most (rlx_kernels_make_update): its
+ * largest |s|, then quantise + residual; at f32 with nothing to carry, one
+ * read-only pass for the check. */
 static gboolean
-host_encode (RlxBackend *self, RlxPrecision precision, gboolean feedback, void *out,
-             double *scale_out, GError **error)
+host_encode (RlxBackend *self, const float *g, RlxPrecision precision, gboolean feedback,
+             void *out, double *scale_out, GError **error)
 {
-  gsize n = self->model->n_params;
-  float *s = self->sum;
-  guint32 g_max, s_max;
-  double scale;
+  gsize n = self->model->n_params, bad = G_MAXSIZE;
+  g_autoptr(GError) local = NULL;
+  gboolean carry = feedback && self->residual_live;
 
   self->residual_pending = FALSE;
+  if (precision == RLX_PRECISION_F32 && !carry)
+    {
+      guint32 g_max = rlx_kernels_max_abs_bits (rlx_kernels_get_default (), g, n);
+
+      if (g_max >= ABS_BITS_INF)
+        {
+          gsize i = first_not_finite (g);
+          set_not_finite (self, i, g[i], TRUE, "it was not sent", error);
+          return FALSE;
+        }
+      if (out != g)
+        {
+          memcpy (out, g, n * sizeof (float));
+          self->host_bytes += n * sizeof (float);
+        }
+      /* s − decode (s) is 0 at f32 */
+      self->residual_pending = feedback;
+      self->residual_next_live = FALSE;
+      *scale_out = 1.0;
+      return TRUE;
+    }
   if (feedback && self->residual == NULL)
     {
       self->residual = g_new0 (float, n);
       self->residual_next = g_new0 (float, n);
     }
-  sum_and_max_bits (s, feedback ? self->residual : NULL, n, &g_max, &s_max);
-  if (s_max >= ABS_BITS_INF)
+  if (!rlx_kernels_make_update (rlx_kernels_get_default (), g, n, 1.0f, 1.0f,
+                                carry ? self->residual : NULL,
+                                feedback ? self->residual_next : NULL, precision,
+                                RLX_KERNELS_MAX_UNKNOWN, out, scale_out, NULL, NULL, &bad,
+                                &local))
     {
-      gsize i = 0;
-
-      /* the residual is untouched: it is only written below */
-      while (isfinite (s[i]))
-        i++;
-      set_not_finite (self, i, s[i], g_max >= ABS_BITS_INF, "it was not sent", error);
+      /* the residual is untouched: it is only written once s is known finite */
+      if (bad == G_MAXSIZE)
+        {
+          g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED, "%s", local->message);
+          return FALSE;
+        }
+      if (!isfinite (g[bad]) || max_abs_bits (g, n) >= ABS_BITS_INF)
+        {
+          gsize i = isfinite (g[bad]) ? first_not_finite (g) : bad;
+          set_not_finite (self, i, g[i], TRUE, "it was not sent", error);
+        }
+      else
+        set_not_finite (self, bad, g[bad] + self->residual[bad], FALSE, "it was not sent", error);
       return FALSE;
     }
-  scale = scale_for_max_bits (s_max, precision);
-  host_quantise (self, s, precision, scale, out, feedback ? self->residual_next : NULL, NULL);
   /* the new residual waits until the caller accepts this bucket */
   self->residual_pending = feedback;
-  *scale_out = scale;
+  self->residual_next_live = feedback;
   return TRUE;
 }
 
@@ -1526,20 +1459,26 @@ vk_grads_wire (RlxBackend *self, const guint32 *indices, guint n, RlxPrecision p
   return vk_scale_ok (self, &sum, precision, scale_out, error) ? codes : NULL;
 }
 
-/* The gradient at the replica into self->sum (with the test poison). */
-static gboolean
-host_gradient (RlxBackend *self, const guint32 *indices, guint n, float *loss, GError **error)
+/* The gradient at the replica into @dst (NULL: self->sum), with the test
+ * poison; returns where it is. */
+static float *
+host_gradient (RlxBackend *self, const guint32 *indices, guint n, float *loss, float *dst,
+               GError **error)
 {
-  if (self->sum == NULL)
-    self->sum = g_new (float, self->model->n_params);
-  if (!rlx_backend_grads (self, self->replica, indices, n, loss, self->sum, error))
-    return FALSE;
+  if (dst == NULL)
+    {
+      if (self->sum == NULL)
+        self->sum = g_new (float, self->model->n_params);
+      dst = self->sum;
+    }
+  if (!rlx_backend_grads (self, self->replica, indices, n, loss, dst, error))
+    return NULL;
   if (self->poisoned)
     {
-      self->sum[self->poison_index] = self->poison_value;
+      dst[self->poison_index] = self->poison_value;
       self->poisoned = FALSE;
     }
-  return TRUE;
+  return dst;
 }
 
 /* grads_wire into @out, or (NULL) where the codes are: returned */
@@ -1567,12 +1506,20 @@ grads_wire_to (RlxBackend *self, const guint32 *indices, guint n, RlxPrecision p
       self->host_bytes += bytes;
       return out;
     }
-  if (out == NULL)
-    out = host_codes (self);
-  if (!host_gradient (self, indices, n, loss, error) ||
-      !host_encode (self, precision, feedback, out, scale_out, error))
-    return NULL;
-  return out;
+  {
+    /* at f32 with no residual to carry the gradient is its own codes: it is
+     * computed where they go */
+    gboolean direct = precision == RLX_PRECISION_F32 && !(feedback && self->residual_live);
+    float *g = host_gradient (self, indices, n, loss, direct ? out : NULL, error);
+
+    if (g == NULL)
+      return NULL;
+    if (out == NULL)
+      out = direct ? (void *) g : host_codes (self);
+    if (!host_encode (self, g, precision, feedback, out, scale_out, error))
+      return NULL;
+    return out;
+  }
 }
 
 gboolean
@@ -1604,6 +1551,7 @@ rlx_backend_accept_feedback (RlxBackend *self)
       float *t = self->residual;
       self->residual = self->residual_next;
       self->residual_next = t;
+      self->residual_live = self->residual_next_live;
       self->residual_pending = FALSE;
     }
 }
@@ -1617,11 +1565,10 @@ rlx_backend_reset_feedback (RlxBackend *self)
     rlx_vk_trainer_reset_feedback (self->vk);
   else
     {
-      if (self->residual != NULL)
-        memset (self->residual, 0, self->model->n_params * sizeof (float));
+      /* zero without touching them: they are written before they are read */
+      self->residual_live = FALSE;
       self->residual_pending = FALSE;
-      if (self->ures != NULL)
-        memset (self->ures, 0, self->model->n_params * sizeof (float));
+      self->ures_live = FALSE;
     }
 }
 
@@ -1642,39 +1589,72 @@ rlx_backend_params_on_device (const RlxBackend *self)
  * (gpu/rlx-vk.h), the same arithmetic in shaders.
  */
 
-/* x (as codes at @p with @scale: the own gradient is f32 codes) joins the
- * host round with weight @w */
+/* A round buffer other than @avoid (made on first use). */
+static float *
+round_buffer (RlxBackend *self, const float *avoid)
+{
+  int k = self->round_buf[0] != NULL && self->round_buf[0] == avoid ? 1 : 0;
+
+  if (self->round_buf[k] == NULL)
+    self->round_buf[k] = g_new (float, self->model->n_params);
+  return self->round_buf[k];
+}
+
+/* x (codes at @p with @scale: the own gradient is f32 codes, already
+ * checked, with its largest |x| in @x_max) joins the host round with weight
+ * @w, in one pass that also finds a non-finite x (then the round is as it
+ * was: every add writes a buffer it does not read). The first contribution
+ * is kept unweighted — the own gradient where it was computed — since it may
+ * stay the only one. */
 static gboolean
 host_join (RlxBackend *self, const void *x, RlxPrecision p, double scale, guint w,
-           GError **error)
+           guint32 x_max, GError **error)
 {
-  gsize n = self->model->n_params;
+  gsize n = self->model->n_params, bad = G_MAXSIZE;
   g_autoptr(GError) local = NULL;
+  RlxKernels *k = rlx_kernels_get_default ();
+  float *dst;
+  gboolean ok;
 
-  if (self->round_sum == NULL)
-    self->round_sum = g_new (float, n);
-  if (self->round_k == 0)
+  if (self->round_k == 0 && p == RLX_PRECISION_F32 && x == (const void *) self->sum)
     {
-      rlx_wire_dequantize (x, n, p, scale, self->round_sum);
-      self->round_first_w = (float) w;
+      /* the own gradient, read in place */
+      self->round_first = self->sum;
+      self->round_first_max = x_max;
+      ok = TRUE;
+    }
+  else if (self->round_k == 0)
+    {
+      dst = round_buffer (self, NULL);
+      ok = rlx_kernels_accumulate (k, dst, NULL, x, n, p, scale, 1.0f, &bad, &local);
+      self->round_first = dst;
+      self->round_first_max = RLX_KERNELS_MAX_UNKNOWN;
     }
   else
     {
-      if (self->round_k == 1)
-        {
-          /* the first, weighted now that it has company */
-          float w1 = self->round_first_w;
-          for (gsize i = 0; i < n; i++)
-            self->round_sum[i] *= w1;
-        }
-      if (!rlx_kernels_accumulate (rlx_kernels_get_default (), self->round_sum, self->round_sum,
-                                   x, n, p, scale, (float) w, NULL, &local))
-        {
-          /* the codes were checked: only an argument error gets here */
-          g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED, "%s", local->message);
-          return FALSE;
-        }
+      /* S = w1·x1 + w·x, then S + w·x */
+      const float *src = self->round_k == 1 ? self->round_first : self->round_s;
+
+      dst = round_buffer (self, src);
+      ok = rlx_kernels_accumulate_weighted (k, dst, src, self->round_k == 1 ? self->round_first_w
+                                                                             : 1.0f,
+                                            x, n, p, scale, (float) w, &bad, &local);
+      if (ok)
+        self->round_s = dst;
     }
+  if (!ok)
+    {
+      if (bad == G_MAXSIZE)
+        g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED, "%s", local->message);
+      else
+        g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE,
+                     "the bucket holds NaN or ±Inf at element %" G_GSIZE_FORMAT " (%s of %s); "
+                     "it was refused — the round's sum is as it was", bad,
+                     tensor_of (self->model, bad), self->model->slug);
+      return FALSE;
+    }
+  if (self->round_k == 0)
+    self->round_first_w = (float) w;
   self->round_k++;
   self->round_total += w;
   return TRUE;
@@ -1724,18 +1704,25 @@ rlx_backend_round_own (RlxBackend *self, const guint32 *indices, guint n, float 
     {
       guint32 g_max;
 
-      if (!host_gradient (self, indices, n, loss, error))
+      /* a round that holds a contribution in self->sum keeps it there */
+      if (self->round_k == 1 && self->round_first == self->sum)
+        {
+          float *keep = round_buffer (self, NULL);
+          memcpy (keep, self->sum, self->model->n_params * sizeof (float));
+          self->round_first = keep;
+        }
+      if (!host_gradient (self, indices, n, loss, NULL, error))
         return FALSE;
-      g_max = max_abs_bits (self->sum, self->model->n_params);
+      /* the check: the one pass over the own gradient before the finish */
+      g_max = rlx_kernels_max_abs_bits (rlx_kernels_get_default (), self->sum,
+                                        self->model->n_params);
       if (g_max >= ABS_BITS_INF)
         {
-          gsize i = 0;
-          while (isfinite (self->sum[i]))
-            i++;
+          gsize i = first_not_finite (self->sum);
           set_not_finite (self, i, self->sum[i], TRUE, "it was not added to the round", error);
           return FALSE;
         }
-      if (!host_join (self, self->sum, RLX_PRECISION_F32, 1.0, n, error))
+      if (!host_join (self, self->sum, RLX_PRECISION_F32, 1.0, n, g_max, error))
         return FALSE;
     }
   self->round_own_in = TRUE;
@@ -1764,12 +1751,12 @@ rlx_backend_round_add (RlxBackend *self, const void *codes, gsize n, RlxPrecisio
                    "count");
       return FALSE;
     }
-  if (self->resident_vk)
-    {
-      dst = rlx_vk_trainer_round_slot (self->vk, &local);
-      if (dst == NULL)
-        return vk_failed (self, local, error);
-    }
+  /* the host's sum checks the codes in the pass that adds them */
+  if (!self->resident_vk)
+    return host_join (self, codes, precision, scale, weight, RLX_KERNELS_MAX_UNKNOWN, error);
+  dst = rlx_vk_trainer_round_slot (self->vk, &local);
+  if (dst == NULL)
+    return vk_failed (self, local, error);
   bad = copy_check (self, dst, codes, n, precision);
   if (bad >= 0)
     {
@@ -1779,10 +1766,8 @@ rlx_backend_round_add (RlxBackend *self, const void *codes, gsize n, RlxPrecisio
                    tensor_of (self->model, (gsize) bad), self->model->slug);
       return FALSE;
     }
-  if (self->resident_vk)
-    return rlx_vk_trainer_round_add (self->vk, precision, inverse_scale (precision, scale),
-                                     weight, &local) || vk_failed (self, local, error);
-  return host_join (self, codes, precision, scale, weight, error);
+  return rlx_vk_trainer_round_add (self->vk, precision, inverse_scale (precision, scale), weight,
+                                   &local) || vk_failed (self, local, error);
 }
 
 void
@@ -1795,6 +1780,7 @@ rlx_backend_round_cancel (RlxBackend *self)
   self->round_k = 0;
   self->round_total = 0;
   self->round_own_in = FALSE;
+  self->round_first = self->round_s = NULL;
 }
 
 guint
@@ -1815,58 +1801,64 @@ set_round_not_finite (RlxBackend *self, gsize i, float v, GError **error)
                i, tensor_of (self->model, i));
 }
 
+/* The host round's finish: u = coef · x (+ r), its codes into @codes
+ * (NULL: not wanted), the residual, replica −= decode (codes), the hash — in
+ * one pass when the round is the own gradient alone with no residual to
+ * carry (its largest |x| is known from round_own's check), else two. */
 static gboolean
 host_round_finish (RlxBackend *self, double lr, RlxPrecision precision, gboolean feedback,
-                   const void **codes_out, double *scale_out, guint64 *hash_out, GError **error)
+                   void *codes, double *scale_out, guint64 *hash_out, GError **error)
 {
-  gsize n = self->model->n_params;
+  gsize n = self->model->n_params, bad = G_MAXSIZE;
   g_autoptr(GError) local = NULL;
+  const float *x = self->round_k == 1 ? self->round_first : self->round_s;
   float coef = self->round_k == 1 ? (float) lr : (float) (lr / (double) self->round_total);
-  guint8 *codes = host_codes (self);
-  guint32 u_max;
-  double scale;
+  gboolean carry = feedback && self->ures_live;
+  guint32 known = RLX_KERNELS_MAX_UNKNOWN;
 
   if (feedback && self->ures == NULL)
     self->ures = g_new0 (float, n);
-  if (self->sum == NULL)
-    self->sum = g_new (float, n);
-  /* u = coef · x (+ r): the sum of two f32 is the same in either order */
-  if (!rlx_kernels_accumulate (rlx_kernels_get_default (), self->sum, feedback ? self->ures : NULL,
-                               self->round_sum, n, RLX_PRECISION_F32, 1.0, coef, NULL, &local))
+  if (self->round_k == 1 && self->round_first_max != RLX_KERNELS_MAX_UNKNOWN && !carry)
     {
-      gsize i = 0;
-      while (isfinite (self->round_sum[i]))
-        i++;
-      set_round_not_finite (self, i, self->round_sum[i], error);
+      float m, u;
+
+      /* every |coef·x_i| ≤ |coef·max|x|| (rounding is monotonic), and that
+       * bound is attained: the largest |u| without computing u */
+      memcpy (&m, &self->round_first_max, 4);
+      u = fabsf (coef) * m;
+      if (isfinite (u))
+        memcpy (&known, &u, 4);
+    }
+  if (!rlx_kernels_make_update (rlx_kernels_get_default (), x, n, coef, 1.0f,
+                                carry ? self->ures : NULL, feedback ? self->ures : NULL,
+                                precision, known, codes, scale_out, self->replica,
+                                &self->hash, &bad, &local))
+    {
+      if (bad == G_MAXSIZE)
+        g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED, "%s", local->message);
+      else
+        set_round_not_finite (self, bad, coef * x[bad] + (carry ? self->ures[bad] : 0.0f),
+                              error);
       return FALSE;
     }
-  u_max = max_abs_bits (self->sum, n);
-  if (u_max >= ABS_BITS_INF)
-    {
-      gsize i = 0;
-      while (isfinite (self->sum[i]))
-        i++;
-      set_round_not_finite (self, i, self->sum[i], error);
-      return FALSE;
-    }
-  scale = scale_for_max_bits (u_max, precision);
-  host_quantise (self, self->sum, precision, scale, codes, feedback ? self->ures : NULL,
-                 self->replica);
-  *scale_out = scale;
-  *hash_out = rlx_kernels_hash (rlx_kernels_get_default (), self->replica, n);
-  if (codes_out != NULL)
-    *codes_out = codes;
+  if (feedback)
+    self->ures_live = TRUE;
+  self->hash_valid = TRUE;
+  *hash_out = self->hash;
   return TRUE;
 }
 
-gboolean
-rlx_backend_round_finish (RlxBackend *self, double lr, RlxPrecision precision,
-                          gboolean feedback, const guint32 *next_indices, guint next_n,
-                          const void **codes_out, double *scale_out, guint64 *hash_out,
-                          GError **error)
+/* round_finish with the codes where the caller wants them: at *@codes_out
+ * (the backend's memory) or copied into @codes_into (for the host, written
+ * there by the finish itself); neither: not made. */
+static gboolean
+round_finish (RlxBackend *self, double lr, RlxPrecision precision, gboolean feedback,
+              const guint32 *next_indices, guint next_n, const void **codes_out,
+              void *codes_into, double *scale_out, guint64 *hash_out, GError **error)
 {
   GError *local = NULL;
   RlxVkWireSummary sum;
+  const void *mapped = NULL;
   gboolean ok;
 
   g_return_val_if_fail (self != NULL && scale_out != NULL && hash_out != NULL, FALSE);
@@ -1894,14 +1886,18 @@ rlx_backend_round_finish (RlxBackend *self, double lr, RlxPrecision precision,
   feedback = feedback && precision != RLX_PRECISION_F32;
   if (!self->resident_vk)
     {
-      ok = host_round_finish (self, lr, precision, feedback, codes_out, scale_out, hash_out,
-                              error);
+      void *codes = codes_into ? codes_into : codes_out ? host_codes (self) : NULL;
+
+      ok = host_round_finish (self, lr, precision, feedback, codes, scale_out, hash_out, error);
       rlx_backend_round_cancel (self);
+      if (ok && codes_out != NULL)
+        *codes_out = codes;
       return ok;
     }
   self->round_own_in = FALSE;
   if (!rlx_vk_trainer_round_finish (self->vk, lr, precision, feedback, next_indices, next_n,
-                                    codes_out, &sum, hash_out, &local))
+                                    codes_out || codes_into ? &mapped : NULL, &sum, hash_out,
+                                    &local))
     return vk_failed (self, local, error);
   if (sum.smax_bits >= ABS_BITS_INF)
     {
@@ -1910,7 +1906,38 @@ rlx_backend_round_finish (RlxBackend *self, double lr, RlxPrecision precision,
       set_round_not_finite (self, sum.first_bad, v, error);
       return FALSE;
     }
-  return vk_scale_ok (self, &sum, precision, scale_out, error);
+  if (!vk_scale_ok (self, &sum, precision, scale_out, error))
+    return FALSE;
+  if (codes_out != NULL)
+    *codes_out = mapped;
+  if (codes_into != NULL)
+    {
+      gsize bytes = self->model->n_params * rlx_precision_element_size (precision);
+
+      memcpy (codes_into, mapped, bytes);
+      self->host_bytes += bytes;
+    }
+  return TRUE;
+}
+
+gboolean
+rlx_backend_round_finish (RlxBackend *self, double lr, RlxPrecision precision,
+                          gboolean feedback, const guint32 *next_indices, guint next_n,
+                          const void **codes_out, double *scale_out, guint64 *hash_out,
+                          GError **error)
+{
+  return round_finish (self, lr, precision, feedback, next_indices, next_n, codes_out, NULL,
+                       scale_out, hash_out, error);
+}
+
+gboolean
+rlx_backend_round_finish_into (RlxBackend *self, double lr, RlxPrecision precision,
+                               gboolean feedback, const guint32 *next_indices, guint next_n,
+                               void *codes, double *scale_out, guint64 *hash_out, GError **error)
+{
+  g_return_val_if_fail (codes != NULL, FALSE);
+  return round_finish (self, lr, precision, feedback, next_indices, next_n, NULL, codes,
+                       scale_out, hash_out, error);
 }
 
 RlxVkTrainer *
@@ -1929,6 +1956,17 @@ rlx_backend_host_bytes (RlxBackend *self)
   if (self->vk != NULL)
     rlx_vk_trainer_timings (self->vk, &t);
   return self->host_bytes + t.host_bytes;
+}
+
+guint64
+rlx_backend_ahead_taken (RlxBackend *self)
+{
+  RlxVkTimings t = { 0 };
+
+  g_return_val_if_fail (self != NULL, 0);
+  if (self->vk != NULL)
+    rlx_vk_trainer_timings (self->vk, &t);
+  return t.ahead_taken;
 }
 
 void

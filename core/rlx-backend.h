@@ -264,6 +264,14 @@ gboolean    rlx_backend_round_finish (RlxBackend *self, double lr, RlxPrecision 
                                       gboolean feedback, const guint32 *next_indices,
                                       guint next_n, const void **codes_out, double *scale_out,
                                       guint64 *hash_out, GError **error);
+/* round_finish with the update's codes written into @codes (n_params ×
+ * rlx_precision_element_size (@precision) bytes, e.g. where the step frame
+ * carries them): the cpu backend's finish writes them there itself, a
+ * vulkan one copies them out of the memory the GPU wrote. */
+gboolean    rlx_backend_round_finish_into (RlxBackend *self, double lr, RlxPrecision precision,
+                                           gboolean feedback, const guint32 *next_indices,
+                                           guint next_n, void *codes, double *scale_out,
+                                           guint64 *hash_out, GError **error);
 /* Drops the round in progress (the leader stepped down, the round was
  * abandoned); nothing to undo. */
 void        rlx_backend_round_cancel (RlxBackend *self);

@@ -211,7 +211,12 @@ guint64         rlx_coordinator_get_term    (RlxCoordinator *self);
 guint64         rlx_coordinator_get_step    (RlxCoordinator *self);
 double          rlx_coordinator_get_loss    (RlxCoordinator *self);
 GListModel     *rlx_coordinator_get_roster  (RlxCoordinator *self);
-/* The current parameters (n_params floats; valid until the next commit). */
+/* The parameters as this node last read them from its rank's backend,
+ * where they live (in device memory on a GPU rank): for a snapshot or a
+ * checkpoint it made, an evaluation, and always when it finishes — so after
+ * ::finished they are the final ones. n_params floats, valid until the next
+ * read; NULL if it never read them (the backend failed). Reading costs a
+ * pass over the parameters, so a running node does not do it every step. */
 const float    *rlx_coordinator_get_params  (RlxCoordinator *self, gsize *n_params);
 /* Where this cohort's checkpoint lives. */
 const char     *rlx_coordinator_get_checkpoint_path (RlxCoordinator *self);

@@ -295,6 +295,21 @@ body_acc (float *restrict dst, const float *restrict src, const float *restrict 
   return bad;
 }
 
+/* dst = sw · src + w · x; returns non-zero when some x is not finite. */
+INLINE guint32
+body_acc_w (float *restrict dst, const float *restrict src, const float *restrict x, gsize m,
+            float sw, float w)
+{
+  guint32 bad = 0;
+
+  for (gsize i = 0; i < m; i++)
+    {
+      bad |= nonfinite_bits (bits_of (x[i]));
+      dst[i] = sw * src[i] + w * x[i];
+    }
+  return bad;
+}
+
 /* u = lr · (sum · inv) (+ r); returns non-zero when some u is not finite. */
 INLINE guint32
 body_u (float *restrict u, const float *restrict sum, const float *restrict r, gsize m,
@@ -335,6 +350,36 @@ body_finish (const float *restrict u, const float *restrict d, float *restrict r
     memcpy (update, d, m * sizeof (float));
 }
 
+/* Non-zero when some code among the 64-bit words @w[0..m) decodes to NaN or
+ * ±Inf: in each word, @field masks every element's exponent field, @one is
+ * the field's lowest bit, @top each element's top bit — (field + one) reaches
+ * the top bit only when the field is all ones, and never carries into the
+ * next element. */
+INLINE guint64
+body_codes_bad (const guint64 *restrict w, gsize m, guint64 field, guint64 one, guint64 top)
+{
+  guint64 acc = 0;
+
+  for (gsize i = 0; i < m; i++)
+    acc |= ((w[i] & field) + one) & top;
+  return acc;
+}
+
+/* the largest |x| as f32 bits without the sign: ordered like |x| for
+ * finite x, ≥ 0x7f800000 for NaN or ±Inf (integer max: vectorises) */
+INLINE guint32
+body_maxbits (const float *restrict x, gsize m)
+{
+  guint32 r = 0;
+
+  for (gsize i = 0; i < m; i++)
+    {
+      guint32 b = bits_of (x[i]) & 0x7fffffffu;
+      r = b > r ? b : r;
+    }
+  return r;
+}
+
 INLINE void
 body_sub (float *restrict params, const float *restrict d, gsize m)
 {
@@ -346,17 +391,25 @@ typedef struct {
   const char *name;
   guint32 (*acc)    (float *restrict dst, const float *restrict src, const float *restrict x,
                      gsize m, float w);
+  guint32 (*acc_w)  (float *restrict dst, const float *restrict src, const float *restrict x,
+                     gsize m, float sw, float w);
   guint32 (*u)      (float *restrict u, const float *restrict sum, const float *restrict r,
                      gsize m, float lr, float inv);
   void    (*finish) (const float *restrict u, const float *restrict d, float *restrict residual,
                      float *restrict params, float *restrict update, gsize m);
   void    (*sub)    (float *restrict params, const float *restrict d, gsize m);
+  guint32 (*maxbits) (const float *restrict x, gsize m);
+  guint64 (*codes_bad) (const guint64 *restrict w, gsize m, guint64 field, guint64 one,
+                        guint64 top);
 } Loops;
 
 #define DEFINE_LOOPS(SFX, ATTR)                                                          \
   ATTR static guint32 acc_##SFX (float *restrict dst, const float *restrict src,         \
                                  const float *restrict x, gsize m, float w)              \
   { return body_acc (dst, src, x, m, w); }                                               \
+  ATTR static guint32 acc_w_##SFX (float *restrict dst, const float *restrict src,       \
+                                   const float *restrict x, gsize m, float sw, float w)  \
+  { return body_acc_w (dst, src, x, m, sw, w); }                                         \
   ATTR static guint32 u_##SFX (float *restrict u, const float *restrict sum,             \
                                const float *restrict r, gsize m, float lr, float inv)    \
   { return body_u (u, sum, r, m, lr, inv); }                                             \
@@ -366,7 +419,13 @@ typedef struct {
   { body_finish (u, d, residual, params, update, m); }                                   \
   ATTR static void sub_##SFX (float *restrict params, const float *restrict d, gsize m)  \
   { body_sub (params, d, m); }                                                           \
-  static const Loops loops_##SFX = { #SFX, acc_##SFX, u_##SFX, finish_##SFX, sub_##SFX };
+  ATTR static guint32 maxbits_##SFX (const float *restrict x, gsize m)                   \
+  { return body_maxbits (x, m); }                                                        \
+  ATTR static guint64 codes_bad_##SFX (const guint64 *restrict w, gsize m, guint64 field,  \
+                                       guint64 one, guint64 top)                         \
+  { return body_codes_bad (w, m, field, one, top); }                                     \
+  static const Loops loops_##SFX = { #SFX, acc_##SFX, acc_w_##SFX, u_##SFX, finish_##SFX,    \
+                                     sub_##SFX, maxbits_##SFX, codes_bad_##SFX };
 
 DEFINE_LOOPS (portable, )
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -522,6 +581,7 @@ typedef struct {
   const void  *codes;
   gsize        n;
   float        w;
+  float        sw;       /* weight of src (1: src as it is) */
   guint64     *bad;      /* per chunk: first non-finite index or NO_BAD */
 } AccJob;
 
@@ -538,7 +598,11 @@ acc_chunk (gpointer data, gsize c)
       gsize m = MIN (BLOCK, end - i);
       const float *x = codec_block (&j->codec, j->codes, i, m, tmp);
 
-      if (j->l->acc (j->dst + i, j->src ? j->src + i : NULL, x, m, j->w) && j->bad[c] == NO_BAD)
+      guint32 nf = j->src != NULL && j->sw != 1.0f
+                       ? j->l->acc_w (j->dst + i, j->src + i, x, m, j->sw, j->w)
+                       : j->l->acc (j->dst + i, j->src ? j->src + i : NULL, x, m, j->w);
+
+      if (nf && j->bad[c] == NO_BAD)
         for (gsize k = 0; k < m; k++)
           if (nonfinite_bits (bits_of (x[k])))
             {
@@ -552,6 +616,15 @@ gboolean
 rlx_kernels_accumulate (RlxKernels *self, float *dst, const float *src, const void *codes,
                         gsize n, RlxPrecision p, double scale, float w, gsize *bad_index,
                         GError **error)
+{
+  return rlx_kernels_accumulate_weighted (self, dst, src, 1.0f, codes, n, p, scale, w, bad_index,
+                                          error);
+}
+
+gboolean
+rlx_kernels_accumulate_weighted (RlxKernels *self, float *dst, const float *src, float src_w,
+                                 const void *codes, gsize n, RlxPrecision p, double scale,
+                                 float w, gsize *bad_index, GError **error)
 {
   AccJob j = { 0 };
   ChunkSlots slots;
@@ -579,6 +652,7 @@ rlx_kernels_accumulate (RlxKernels *self, float *dst, const float *src, const vo
   j.codes = codes;
   j.n = n;
   j.w = w;
+  j.sw = src_w;
   j.bad = chunk_slots_init (&slots, n);
   parallel_for (self, n, acc_chunk, &j);
   bad = first_bad (j.bad, rlx_params_hash_n_chunks (n));
@@ -686,10 +760,11 @@ typedef struct {
   const Loops *l;
   Codec        codec;
   const float *sum;
-  float       *residual;
+  const float *r_in;
+  float       *r_out;
   float       *params;
   float       *update;
-  guint8      *payload;
+  guint8      *payload;  /* NULL: the codes are only needed for d */
   gsize        n;
   float        lr, inv;
   guint64     *slot;     /* pass 1: max |u| bits or NO_BAD…; pass 2: chunk hashes */
@@ -710,7 +785,7 @@ upd_pass1 (gpointer data, gsize c)
     {
       gsize b = MIN (BLOCK, end - i);
 
-      if (j->l->u (u, j->sum + i, j->residual ? j->residual + i : NULL, b, j->lr, j->inv))
+      if (j->l->u (u, j->sum + i, j->r_in ? j->r_in + i : NULL, b, j->lr, j->inv))
         {
           for (gsize k = 0; k < b; k++)
             if (nonfinite_bits (bits_of (u[k])))
@@ -734,22 +809,112 @@ upd_pass2 (gpointer data, gsize c)
 {
   UpdJob *j = data;
   float u[BLOCK], tmp[BLOCK];
+  guint8 q[BLOCK * 4];
   gsize start = c * CHUNK, end = MIN ((c + 1) * CHUNK, j->n);
 
   for (gsize i = start; i < end; i += BLOCK)
     {
       gsize b = MIN (BLOCK, end - i);
-      const float *d;
+      const float *d = u;
 
-      j->l->u (u, j->sum + i, j->residual ? j->residual + i : NULL, b, j->lr, j->inv);
-      codec_quantize (&j->codec, u, i, b, j->payload);
+      j->l->u (u, j->sum + i, j->r_in ? j->r_in + i : NULL, b, j->lr, j->inv);
       /* What a receiver decodes (f32: u itself, and the residual is 0). */
-      d = j->codec.p == RLX_PRECISION_F32 ? u : codec_block (&j->codec, j->payload, i, b, tmp);
-      j->l->finish (u, d, j->residual ? j->residual + i : NULL,
-                    j->params ? j->params + i : NULL, j->update ? j->update + i : NULL, b);
+      if (j->payload != NULL)
+        {
+          codec_quantize (&j->codec, u, i, b, j->payload);
+          if (j->codec.p != RLX_PRECISION_F32)
+            d = codec_block (&j->codec, j->payload, i, b, tmp);
+        }
+      else if (j->codec.p != RLX_PRECISION_F32)
+        {
+          /* the codes in a block of our own, read back at once */
+          codec_quantize (&j->codec, u, 0, b, q);
+          d = codec_block (&j->codec, q, 0, b, tmp);
+        }
+      j->l->finish (u, d, j->r_out ? j->r_out + i : NULL, j->params ? j->params + i : NULL,
+                    j->update ? j->update + i : NULL, b);
     }
   if (j->hash)
     j->slot[c] = rlx_params_hash_chunk (j->params, j->n, c);
+}
+
+static void
+upd_job_init (UpdJob *j, const float *sum, gsize n, float lr, float inv, const float *r_in,
+              float *r_out, RlxPrecision p, float *params)
+{
+  j->l = loops ();
+  j->sum = sum;
+  j->r_in = r_in;
+  j->r_out = r_out;
+  j->params = params;
+  j->n = n;
+  j->lr = lr;
+  j->inv = inv;
+  j->codec.p = p;
+  j->codec.k = rlx_wire_kernels ();
+}
+
+/* Pass 1 of an update: its largest |u| (unless @known_max gives it), the
+ * first non-finite u; then the scale as core/wire computes it. */
+static gboolean
+upd_scale (RlxKernels *self, UpdJob *j, RlxPrecision p, guint32 known_max, double *scale_out,
+           gsize *bad_index, GError **error)
+{
+  ChunkSlots s1, s2;
+  gsize n = j->n, n_chunks = rlx_params_hash_n_chunks (n), bad;
+  float maxabs = 0;
+  double scale = 1.0;
+
+  if (known_max != RLX_KERNELS_MAX_UNKNOWN)
+    memcpy (&maxabs, &known_max, 4);
+  else if (n > 0)
+    {
+      j->slot = chunk_slots_init (&s1, n);
+      j->bad = chunk_slots_init (&s2, n);
+      parallel_for (self, n, upd_pass1, j);
+      bad = first_bad (j->bad, n_chunks);
+      for (gsize c = 0; c < n_chunks && bad == G_MAXSIZE; c++)
+        {
+          float m;
+          guint32 b = (guint32) j->slot[c];
+
+          memcpy (&m, &b, 4);
+          maxabs = MAX (maxabs, m);
+        }
+      chunk_slots_clear (&s1);
+      chunk_slots_clear (&s2);
+      j->slot = j->bad = NULL;
+      if (bad != G_MAXSIZE)
+        {
+          float v = j->lr * (j->sum[bad] * j->inv) + (j->r_in ? j->r_in[bad] : 0.0f);
+
+          if (bad_index)
+            *bad_index = bad;
+          set_nonfinite_error (error, bad, v, "update");
+          return FALSE;
+        }
+    }
+  /* The scale as core/wire computes it from the largest finite |u|. */
+  if (p != RLX_PRECISION_F32 && maxabs > 0)
+    scale = rlx_precision_target (p) / (double) maxabs;
+  codec_init (&j->codec, p, scale);
+  *scale_out = scale;
+  return TRUE;
+}
+
+/* Pass 2: quantise, dequantise, residual, apply, hash. */
+static void
+upd_finish (RlxKernels *self, UpdJob *j, guint64 *hash_out)
+{
+  ChunkSlots s;
+
+  j->hash = hash_out != NULL;
+  j->slot = chunk_slots_init (&s, j->n);
+  if (j->n > 0)
+    parallel_for (self, j->n, upd_pass2, j);
+  if (hash_out)
+    *hash_out = rlx_params_hash_combine (j->slot, j->n);
+  chunk_slots_clear (&s);
 }
 
 GBytes *
@@ -759,10 +924,9 @@ rlx_kernels_encode_update (RlxKernels *self, JsonObject *header, const char *fie
                            GError **error)
 {
   UpdJob j = { 0 };
-  ChunkSlots s1, s2;
-  gsize n_chunks = rlx_params_hash_n_chunks (n), bad, len = 0, off = 0;
-  float maxabs = 0;
+  gsize len = 0, off = 0;
   double scale = 1.0;
+  guint8 *buf;
 
   g_return_val_if_fail (RLX_IS_KERNELS (self), NULL);
   g_return_val_if_fail (sum != NULL || n == 0, NULL);
@@ -776,65 +940,48 @@ rlx_kernels_encode_update (RlxKernels *self, JsonObject *header, const char *fie
                    (int) p, samples);
       return NULL;
     }
-
-  j.l = loops ();
-  j.sum = sum;
-  j.residual = residual;
-  j.params = params;
+  upd_job_init (&j, sum, n, lr, (float) (1.0 / (double) samples), residual, residual, p, params);
   j.update = update;
-  j.n = n;
-  j.lr = lr;
-  j.inv = (float) (1.0 / (double) samples);
-  j.hash = hash_out != NULL;
-  j.codec.p = p;
-  j.codec.k = rlx_wire_kernels ();
+  if (!upd_scale (self, &j, p, RLX_KERNELS_MAX_UNKNOWN, &scale, NULL, error))
+    return NULL;
+  buf = rlx_wire_frame_alloc (header, field ? field : "g", n, p, scale, &len, &off, error);
+  if (buf == NULL)
+    return NULL;
+  j.payload = buf + off;
+  upd_finish (self, &j, hash_out);
+  return g_bytes_new_take (buf, len);
+}
 
-  /* Pass 1: max |u| and the first non-finite u. */
-  j.slot = chunk_slots_init (&s1, n);
-  j.bad = chunk_slots_init (&s2, n);
-  parallel_for (self, n, upd_pass1, &j);
-  bad = first_bad (j.bad, n_chunks);
-  for (gsize c = 0; c < n_chunks && bad == G_MAXSIZE; c++)
+gboolean
+rlx_kernels_make_update (RlxKernels *self, const float *sum, gsize n, float lr, float inv,
+                         const float *r_in, float *r_out, RlxPrecision p, guint32 known_max,
+                         void *codes, double *scale_out, float *params, guint64 *hash_out,
+                         gsize *bad_index, GError **error)
+{
+  UpdJob j = { 0 };
+  double scale = 1.0;
+
+  g_return_val_if_fail (RLX_IS_KERNELS (self), FALSE);
+  g_return_val_if_fail (sum != NULL || n == 0, FALSE);
+  g_return_val_if_fail (hash_out == NULL || params != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (bad_index)
+    *bad_index = G_MAXSIZE;
+  if (!precision_ok (p))
     {
-      float m;
-      guint32 b = (guint32) j.slot[c];
-
-      memcpy (&m, &b, 4);
-      maxabs = MAX (maxabs, m);
+      g_set_error (error, RLX_KERNELS_ERROR, RLX_KERNELS_ERROR_INVALID,
+                   "cannot make an update at precision %d", (int) p);
+      return FALSE;
     }
-  if (bad != G_MAXSIZE)
-    {
-      float v = lr * (sum[bad] * j.inv) + (residual ? residual[bad] : 0.0f);
-
-      chunk_slots_clear (&s1);
-      chunk_slots_clear (&s2);
-      set_nonfinite_error (error, bad, v, "update");
-      return NULL;
-    }
-  chunk_slots_clear (&s2);
-
-  /* The scale as core/wire computes it from the largest finite |u|. */
-  if (p != RLX_PRECISION_F32 && maxabs > 0)
-    scale = rlx_precision_target (p) / (double) maxabs;
-  codec_init (&j.codec, p, scale);
-  j.payload = rlx_wire_frame_alloc (header, field ? field : "g", n, p, scale, &len, &off, error);
-  if (j.payload == NULL)
-    {
-      chunk_slots_clear (&s1);
-      return NULL;
-    }
-
-  /* Pass 2: quantise into the frame, dequantise, residual, apply, hash. */
-  {
-    guint8 *buf = j.payload;
-
-    j.payload = buf + off;
-    parallel_for (self, n, upd_pass2, &j);
-    if (hash_out)
-      *hash_out = rlx_params_hash_combine (j.slot, n);
-    chunk_slots_clear (&s1);
-    return g_bytes_new_take (buf, len);
-  }
+  upd_job_init (&j, sum, n, lr, inv, r_in, r_out, p, params);
+  j.payload = codes;
+  if (!upd_scale (self, &j, p, known_max, &scale, bad_index, error))
+    return FALSE;
+  upd_finish (self, &j, hash_out);
+  if (scale_out)
+    *scale_out = scale;
+  return TRUE;
 }
 
 /* ── apply, hash ────────────────────────────────────────────────────────── */
@@ -890,6 +1037,141 @@ rlx_kernels_apply (RlxKernels *self, float *params, const void *codes, gsize n, 
       *hash_out = rlx_params_hash_combine (j.hash, n);
       chunk_slots_clear (&slots);
     }
+}
+
+/* Per precision: the exponent fields, their lowest bits and the elements'
+ * top bits of a little-endian 64-bit word (E4M3 has no infinities: only
+ * S.1111.111, NaN, counts). */
+static const guint64 swar[RLX_PRECISION_COUNT][3] = {
+  { 0x7f8000007f800000u, 0x0080000000800000u, 0x8000000080000000u },   /* f32 */
+  { 0x7c007c007c007c00u, 0x0400040004000400u, 0x8000800080008000u },   /* f16 */
+  { 0x7f7f7f7f7f7f7f7fu, 0x0101010101010101u, 0x8080808080808080u },   /* E4M3 */
+  { 0x7c7c7c7c7c7c7c7cu, 0x0404040404040404u, 0x8080808080808080u },   /* E5M2 */
+};
+
+const guint64 *
+rlx_kernels_code_masks (RlxPrecision p)
+{
+  g_return_val_if_fail (precision_ok (p), swar[0]);
+  return swar[p];
+}
+
+gboolean
+rlx_kernels_code_bad (const void *codes, gsize i, RlxPrecision p)
+{
+  const guint8 *b = codes;
+
+  switch (p)
+    {
+    case RLX_PRECISION_F32: return (b[4 * i + 3] & 0x7f) == 0x7f && (b[4 * i + 2] & 0x80);
+    case RLX_PRECISION_F16: return (b[2 * i + 1] & 0x7c) == 0x7c;
+    case RLX_PRECISION_F8E4M3: return (b[i] & 0x7f) == 0x7f;
+    case RLX_PRECISION_F8E5M2:
+    default: return (b[i] & 0x7c) == 0x7c;
+    }
+}
+
+typedef struct {
+  const Loops  *l;
+  const guint8 *codes;
+  gsize         n;
+  RlxPrecision  p;
+  guint64      *bad;     /* per chunk: first bad index or NO_BAD */
+} CheckJob;
+
+static void
+check_chunk (gpointer data, gsize c)
+{
+  CheckJob *j = data;
+  gsize es = rlx_precision_element_size (j->p);
+  gsize from = c * CHUNK, to = MIN ((c + 1) * CHUNK, j->n);
+  gsize bytes = (to - from) * es, words = bytes / 8;
+  const guint8 *b = j->codes + from * es;
+  guint64 acc = 0;
+
+  j->bad[c] = NO_BAD;
+  if (((guintptr) b % 8) == 0)
+    acc = j->l->codes_bad ((const guint64 *) b, words, swar[j->p][0], swar[j->p][1],
+                           swar[j->p][2]);
+  else
+    for (gsize w = 0; w < words; w++)
+      {
+        guint64 v;
+        memcpy (&v, b + 8 * w, 8);
+        acc |= ((v & swar[j->p][0]) + swar[j->p][1]) & swar[j->p][2];
+      }
+  if (acc == 0)
+    {
+      /* the tail: whole elements of less than a word */
+      for (gsize i = from + words * 8 / es; i < to; i++)
+        if (rlx_kernels_code_bad (j->codes, i, j->p))
+          {
+            j->bad[c] = i;
+            return;
+          }
+      return;
+    }
+  for (gsize i = from; i < to; i++)
+    if (rlx_kernels_code_bad (j->codes, i, j->p))
+      {
+        j->bad[c] = i;
+        return;
+      }
+}
+
+gssize
+rlx_kernels_codes_check (RlxKernels *self, const void *codes, gsize n, RlxPrecision p)
+{
+  CheckJob j = { loops (), codes, n, p, NULL };
+  ChunkSlots slots;
+  gsize bad;
+
+  g_return_val_if_fail (RLX_IS_KERNELS (self), -1);
+  g_return_val_if_fail (codes != NULL || n == 0, -1);
+  g_return_val_if_fail (precision_ok (p), -1);
+  G_STATIC_ASSERT (G_BYTE_ORDER == G_LITTLE_ENDIAN);   /* the words are read as LE */
+
+  j.bad = chunk_slots_init (&slots, n);
+  if (n > 0)
+    parallel_for (self, n, check_chunk, &j);
+  bad = first_bad (j.bad, rlx_params_hash_n_chunks (n));
+  chunk_slots_clear (&slots);
+  return bad == G_MAXSIZE ? -1 : (gssize) bad;
+}
+
+typedef struct {
+  const Loops *l;
+  const float *x;
+  gsize        n;
+  guint64     *slot;
+} MaxJob;
+
+static void
+max_chunk (gpointer data, gsize c)
+{
+  MaxJob *j = data;
+  gsize start = c * CHUNK, end = MIN ((c + 1) * CHUNK, j->n);
+
+  j->slot[c] = j->l->maxbits (j->x + start, end - start);
+}
+
+guint32
+rlx_kernels_max_abs_bits (RlxKernels *self, const float *x, gsize n)
+{
+  MaxJob j = { loops (), x, n, NULL };
+  ChunkSlots slots;
+  guint32 m = 0;
+
+  g_return_val_if_fail (RLX_IS_KERNELS (self), 0);
+  g_return_val_if_fail (x != NULL || n == 0, 0);
+
+  j.slot = chunk_slots_init (&slots, n);
+  if (n > 0)
+    parallel_for (self, n, max_chunk, &j);
+  for (gsize c = 0; c < rlx_params_hash_n_chunks (n); c++)
+    m = MAX (m, (guint32) j.slot[c]);
+  chunk_slots_clear (&slots);
+  return m;
 }
 
 typedef struct {

@@ -81,6 +81,21 @@ gboolean rlx_kernels_accumulate (RlxKernels   *self,
                                  gsize        *bad_index,
                                  GError      **error);
 
+/* dst[i] = src_w · src[i] + w · x[i] (every product and the sum rounded to
+ * f32): a round's first two contributions in one pass. With @src_w = 1 it
+ * is rlx_kernels_accumulate, bit for bit; @dst may be @src. */
+gboolean rlx_kernels_accumulate_weighted (RlxKernels   *self,
+                                          float        *dst,
+                                          const float  *src,
+                                          float         src_w,
+                                          const void   *codes,
+                                          gsize         n,
+                                          RlxPrecision  p,
+                                          double        scale,
+                                          float         w,
+                                          gsize        *bad_index,
+                                          GError      **error);
+
 /* A round's running sum that a refused bucket never touches: two buffers,
  * each add reads one and writes the other (the same memory traffic as in
  * place), and the result only becomes the sum when the whole bucket was
@@ -146,6 +161,39 @@ GBytes  *rlx_kernels_encode_update (RlxKernels   *self,
                                     guint64      *hash_out,
                                     GError      **error);
 
+/* The same update without a frame, for a caller that keeps the codes:
+ *
+ *   u[i] = lr · (sum[i] · inv) + r_in[i]   (no "+ r_in" when NULL), in f32
+ *   codes (nullable) = u at @p with the scale rlx_wire_scale_for (u) gives
+ *                      (*@scale_out)
+ *   d = what decoding the codes gives (u itself at f32)
+ *   r_out[i] = finite (u − d) ? u − d : 0 (nullable; may be @r_in)
+ *   params[i] −= d[i] (nullable); *@hash_out = rlx_params_hash (params)
+ *
+ * The codes are what rlx_wire_quantize writes for u; d, r_out and params are
+ * what rlx_wire_feedback_encode and an apply of those codes give. Two
+ * passes: the largest |u| and the first non-finite u, then the rest — or one
+ * when the caller knows the largest |u| exactly and that every u is finite
+ * (@known_max: its f32 bits; RLX_KERNELS_MAX_UNKNOWN: not known). A
+ * non-finite u: FALSE with RLX_KERNELS_ERROR_NONFINITE (*@bad_index: the
+ * first), nothing written. */
+#define RLX_KERNELS_MAX_UNKNOWN G_MAXUINT32
+gboolean rlx_kernels_make_update (RlxKernels   *self,
+                                  const float  *sum,
+                                  gsize         n,
+                                  float         lr,
+                                  float         inv,
+                                  const float  *r_in,
+                                  float        *r_out,
+                                  RlxPrecision  p,
+                                  guint32       known_max,
+                                  void         *codes,
+                                  double       *scale_out,
+                                  float        *params,
+                                  guint64      *hash_out,
+                                  gsize        *bad_index,
+                                  GError      **error);
+
 /* ── apply, hash ────────────────────────────────────────────────────────── */
 
 /* params[i] -= x[i], x = @codes dequantised (as rlx_kernels_accumulate):
@@ -159,6 +207,29 @@ void     rlx_kernels_apply  (RlxKernels   *self,
                              RlxPrecision  p,
                              double        scale,
                              guint64      *hash_out);
+
+/* The largest |x[i]| as f32 bits without the sign (ordered like |x| for
+ * finite values): ≥ 0x7f800000 when some x is NaN or ±Inf. One read-only
+ * pass, on all threads — the check a gradient gets before it is used. */
+guint32  rlx_kernels_max_abs_bits (RlxKernels   *self,
+                                   const float  *x,
+                                   gsize         n);
+
+/* The first of the @n codes at @p (as a frame's payload carries them) that
+ * decodes to NaN or ±Inf, or -1: one read-only pass, on all threads — the
+ * check an update gets before it is applied. */
+gssize   rlx_kernels_codes_check  (RlxKernels   *self,
+                                   const void   *codes,
+                                   gsize         n,
+                                   RlxPrecision  p);
+
+/* Whether code @i of @codes (at @p) decodes to NaN or ±Inf; and the masks
+ * that find one eight bytes at a time, as three little-endian 64-bit words:
+ * each element's exponent field, the field's lowest bit, the element's top
+ * bit — ((word & field) + one) & top is non-zero exactly when some element
+ * of the word has an all-ones field (E4M3: only S.1111.111, its NaN). */
+gboolean       rlx_kernels_code_bad   (const void *codes, gsize i, RlxPrecision p);
+const guint64 *rlx_kernels_code_masks (RlxPrecision p);
 
 /* rlx_params_hash (params, n), on all threads. */
 guint64  rlx_kernels_hash   (RlxKernels   *self,

@@ -44,11 +44,27 @@ BACKEND = "cpu"
 THREADS = 1
 
 
+def proc_cpu_seconds(pid):
+    """utime + stime of a live process (all its threads), from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 class Node:
+    # the CPU time of every rank of a run is read when the leader reports
+    # these steps (set per run): the cohort's CPU time over a window of steps
+    cpu_marks = ()
+    peers = []
+
     def __init__(self, rank, env, args, label):
         self.label = label
         self.events = []
         self.times = []
+        self.cpu_at = {}      # step -> [CPU seconds of every rank of the run]
         self.t0 = time.monotonic()
         if "--backend" not in args:
             args = ["--backend", BACKEND] + args
@@ -68,6 +84,8 @@ class Node:
                 ev = json.loads(line)
             except ValueError:
                 continue
+            if ev.get("event") == "step" and ev.get("step") in Node.cpu_marks:
+                self.cpu_at[ev["step"]] = [proc_cpu_seconds(n.proc.pid) for n in Node.peers]
             with self.cv:
                 self.events.append(ev)
                 self.times.append(time.monotonic())
@@ -122,8 +140,17 @@ class Env:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def step_count(args):
+    return int(args[args.index("--steps") + 1]) if "--steps" in args else 0
+
+
 def run_cohort(rank, ranks, args, timeout):
     env = Env()
+    steps = step_count(args)
+    # the window of cohort_rate: from a fifth of the steps to two before the
+    # end (every rank is still running then)
+    Node.cpu_marks = (max(1, steps // 5), max(2, steps - 2)) if steps else ()
+    Node.peers = env.nodes
     try:
         nodes = [env.join(rank, args + ["--wait-members", str(ranks)], f"r{i}") for i in range(ranks)]
         for n in nodes:
@@ -213,16 +240,36 @@ def join(a):
           f"spawn -> first contributed gradient {statistics.median(spans) * 1000:.0f} ms")
 
 
+def leader_of(nodes):
+    return [n for n in nodes if any(e.get("event") == "joined" and e.get("role") == "leader"
+                                    for e in n.events)][0]
+
+
 def cohort_rate(nodes, batch_total=None):
     """Samples/s of a finished cohort: committed samples over the time between
     the step events of the leader, the first fifth of the steps left out."""
-    lead = [n for n in nodes if any(e.get("event") == "joined" and e.get("role") == "leader"
-                                    for e in n.events)][0]
+    lead = leader_of(nodes)
     st = [e for e in lead.find("step")]
     k = max(1, len(st) // 5)
     a, b = st[k], st[-1]
     samples = sum(e["samples"] for e in st[k + 1:])
     return samples / ((b["time_us"] - a["time_us"]) / 1e6), lead
+
+
+def cohort_cpu_rate(nodes):
+    """Samples per CPU-second of the whole cohort (every rank's every thread),
+    over the leader's steps between the two CPU marks of the run; None when
+    a mark was missed."""
+    lead = leader_of(nodes)
+    if len(Node.cpu_marks) != 2 or any(m not in lead.cpu_at for m in Node.cpu_marks):
+        return None
+    m0, m1 = Node.cpu_marks
+    c0, c1 = lead.cpu_at[m0], lead.cpu_at[m1]
+    if None in c0 or None in c1:
+        return None
+    samples = sum(e["samples"] for e in lead.find("step") if m0 < e["step"] <= m1)
+    cpu = sum(c1) - sum(c0)
+    return samples / cpu if cpu > 0 else None
 
 
 def bench_run(rank, model, batch, seconds, backend):
@@ -260,8 +307,9 @@ def speed(a):
                                                                     a.seconds * 1.25)),
                                            "--checkpoint-every", "0"], 1200)
             c, lead = cohort_rate(nodes)
-            done = lead.find("done")[-1]
-            cpu = done.get("samples_per_cpu_second", float("nan")) / b["samples_per_cpu_second"]
+            cc = cohort_cpu_rate(nodes) or lead.find("done")[-1].get("samples_per_cpu_second",
+                                                                      float("nan"))
+            cpu = cc / b["samples_per_cpu_second"]
             rows.append((b["samples_per_second"], c, c / b["samples_per_second"], cpu))
             print(f"  run {r + 1}: {model} {batch}: bench {rows[-1][0]:,.0f}, cohort {c:,.0f} "
                   f"(wall {rows[-1][2]:.3f}, CPU {cpu:.3f})", flush=True)
@@ -273,8 +321,11 @@ def speed(a):
 def precision(a):
     precs = ["f32", "f16", "f8e4m3"]
     rates = {p: [] for p in precs}
+    cpus = {p: [] for p in precs}
     print(f"# precision: {a.ranks} ranks of {a.model}, batch {a.batch} per rank, backend {BACKEND}, "
-          f"{THREADS} thread(s) per rank; {a.runs} interleaved runs, medians")
+          f"{THREADS} thread(s) per rank; {a.runs} interleaved runs, medians. Wall: samples/s of "
+          f"the cohort; CPU: its samples per CPU-second of all ranks together (every thread), "
+          f"which other load on the machine disturbs less")
     guess = bench_rate(a.rank, a.model, a.batch, 1, BACKEND)
     for r in range(a.runs):
         for p in precs:
@@ -282,14 +333,19 @@ def precision(a):
                                                  "--steps", str(steps_for(guess, a.batch, a.seconds)),
                                                  "--checkpoint-every", "0", "--deadline-floor-ms", "60000"], 1800)
             c, _ = cohort_rate(nodes)
+            cc = cohort_cpu_rate(nodes)
             rates[p].append(c)
-            print(f"  run {r + 1}: {p}: {c:,.0f} samples/s", flush=True)
+            cpus[p].append(cc if cc else float("nan"))
+            print(f"  run {r + 1}: {p}: {c:,.0f} samples/s, {cpus[p][-1]:,.0f} samples per CPU-second",
+                  flush=True)
     med = statistics.median
-    print("| precision | samples/s (all ranks) | vs f32 in the same runs |")
-    print("|---|---|---|")
+    print("| precision | samples/s (all ranks) | vs f32 (wall) | samples per CPU-second | vs f32 (CPU) |")
+    print("|---|---|---|---|---|")
     for p in precs:
         ratio = med([x / y for x, y in zip(rates[p], rates["f32"])])
-        print(f"| {p} | {med(rates[p]):,.0f} | {ratio:.2f} |", flush=True)
+        cratio = med([x / y for x, y in zip(cpus[p], cpus["f32"])])
+        print(f"| {p} | {med(rates[p]):,.0f} | **{ratio:.2f}** | {med(cpus[p]):,.0f} | **{cratio:.2f}** |",
+              flush=True)
 
 
 def mainloop(a):

@@ -226,6 +226,12 @@ evaluate (JoinState *st)
   g_autoptr(JsonObject) o = json_object_new ();
   double loss = 0, acc;
 
+  if (params == NULL)
+    {
+      g_printerr ("rlx-rank join: the parameters could not be read back from the rank's backend; "
+                  "no test accuracy\n");
+      return;
+    }
   g_assert (n == st->model->n_params);
   acc = rlx_cpu_evaluate (trainer, params, st->dataset, RLX_SPLIT_TEST, &loss);
   json_object_set_string_member (o, "event", "evaluated");
@@ -409,10 +415,14 @@ rlx_cmd_join (int argc, char **argv)
   double lr = 0.05;
   guint sigint_id, sigterm_id;
 
-  /* Every round moves a few parameter-sized buffers (frames, the worker's
-   * copy of the parameters, its gradient). Above glibc's mmap threshold each
-   * would be a fresh mapping whose pages fault in on first touch — most of a
-   * round's coordinator time on a VM. Keep them in the heap and reuse it. */
+  /* Every round moves a few parameter-sized buffers (frames in and out).
+   * Above glibc's mmap threshold each would be a fresh mapping whose pages
+   * fault in on first touch; in the heap they are reused, at the price that
+   * a link's receive buffer growing as a frame arrives may be copied by
+   * realloc instead of moved by mremap. Measured (BENCHMARKS.md, "The
+   * engine of issue 9"), two ranks of mnist-mlp-xl: the heap costs the least
+   * CPU per sample — 1 MiB (frames mmap'ed, mremap growth) costs 23 % more at
+   * f32, glibc's moving default 2 % more. */
   mallopt (M_MMAP_THRESHOLD, 256 << 20);
   mallopt (M_TRIM_THRESHOLD, 512 << 20);
 

@@ -2,7 +2,6 @@
 #include "rlx-config.h"
 #include "rlx-replica.h"
 #include "core/rlx-kernels.h"
-#include "rlx-serial.h"
 
 #include <string.h>
 
@@ -10,13 +9,15 @@
 
 struct _RlxReplica {
   GObject         parent_instance;
+  RlxWorker      *worker;       /* not owned */
   const RlxModel *model;
-  RlxDataset     *dataset;
   gsize           n;
   guint           n_train;
   guint64         seed;
 
-  float          *params;
+  float          *params;       /* the host copy of the last read, or NULL */
+  guint64         params_step;
+  float          *spare;        /* a buffer for the next read */
   guint64         step, hash;
   double          loss;
   guint           epoch, pos;
@@ -30,22 +31,22 @@ struct _RlxReplica {
   guint           perm_epoch;
   gboolean        perm_valid;
 
-  RlxSerial      *serial;
-  /* The replica's passes run beside the next gradient: on the job's own
-   * thread only, so they take one core from the compute, not all. */
-  RlxKernels     *kernels;
+  guint           pending;      /* operations queued and not completed */
+  guint64         generation;   /* bumped by cancel */
 };
 
 G_DEFINE_FINAL_TYPE (RlxReplica, rlx_replica, G_TYPE_OBJECT)
 
-typedef enum { OP_APPLY, OP_LOAD, OP_LOAD_FLOATS, OP_READ, OP_CORRUPT } OpKind;
+typedef enum { OP_LOAD, OP_LOAD_FLOATS, OP_READ, OP_CORRUPT } OpKind;
 
 typedef struct {
-  RlxReplica        *self;      /* not a reference: the serial never outlives it */
+  RlxReplica        *self;      /* a reference: the worker may deliver late */
   OpKind             kind;
+  guint64            generation;
   guint64            step;
-  RlxMsgArray        array;     /* update or snapshot parameters */
-  float             *floats;    /* OP_LOAD_FLOATS, taken */
+  RlxMsgArray        array;     /* snapshot parameters */
+  float             *floats;    /* OP_LOAD_FLOATS: taken; OP_READ, OP_CORRUPT: the buffer */
+  gsize              n;
   guint64            hash;      /* OP_LOAD: expected; out: the new hash */
   guint              epoch, pos;
   gboolean           ok;
@@ -65,17 +66,8 @@ op_free (gpointer p)
   g_free (op->floats);
   if (op->free_data)
     op->free_data (op->data);
+  g_object_unref (op->self);
   g_free (op);
-}
-
-static void
-rlx_replica_dispose (GObject *object)
-{
-  RlxReplica *self = RLX_REPLICA (object);
-
-  /* Waits for the running operation's thread part: it writes our buffers. */
-  g_clear_pointer (&self->serial, rlx_serial_free);
-  G_OBJECT_CLASS (rlx_replica_parent_class)->dispose (object);
 }
 
 static void
@@ -84,24 +76,20 @@ rlx_replica_finalize (GObject *object)
   RlxReplica *self = RLX_REPLICA (object);
 
   g_free (self->params);
+  g_free (self->spare);
   g_free (self->perm);
-  g_clear_object (&self->kernels);
-  g_clear_pointer (&self->dataset, rlx_dataset_unref);
   G_OBJECT_CLASS (rlx_replica_parent_class)->finalize (object);
 }
 
 static void
 rlx_replica_class_init (RlxReplicaClass *klass)
 {
-  G_OBJECT_CLASS (klass)->dispose = rlx_replica_dispose;
   G_OBJECT_CLASS (klass)->finalize = rlx_replica_finalize;
 }
 
 static void
 rlx_replica_init (RlxReplica *self)
 {
-  self->serial = rlx_serial_new ();
-  self->kernels = rlx_kernels_new (1);
 }
 
 static void
@@ -131,24 +119,164 @@ history_note (RlxReplica *self)
     history_reset (self);
 }
 
-RlxReplica *
-rlx_replica_new (const RlxModel *model, RlxDataset *dataset, guint64 seed)
+/* ── operations (worker thread) ─────────────────────────────────────────── */
+
+static gboolean
+op_run (RlxBackend *backend, gpointer data, GError **error)
 {
+  Op *op = data;
+  gsize n = op->n;
+
+  switch (op->kind)
+    {
+    case OP_LOAD:
+      {
+        const float *in_place = rlx_msg_array_f32 (&op->array);
+        g_autofree float *decoded = NULL;
+
+        /* The hash reads bytes (little-endian): the payload is hashed as it
+         * came, before anything is replaced. */
+        if (rlx_kernels_hash (rlx_kernels_get_default (), (const float *) op->array.codes, n)
+            != op->hash)
+          return TRUE;   /* not ok, no error: the caller asks again */
+        if (in_place == NULL)
+          {
+            decoded = g_new (float, n);
+            rlx_msg_array_decode (&op->array, decoded);
+            in_place = decoded;
+          }
+        if (!rlx_backend_load_params (backend, in_place, error))
+          return FALSE;
+        rlx_backend_reset_feedback (backend);
+        op->ok = TRUE;
+        return TRUE;
+      }
+    case OP_LOAD_FLOATS:
+      if (!rlx_backend_load_params (backend, op->floats, error) ||
+          !rlx_backend_params_hash (backend, &op->hash, error))
+        return FALSE;
+      rlx_backend_reset_feedback (backend);
+      op->ok = TRUE;
+      return TRUE;
+    case OP_READ:
+      if (!rlx_backend_read_params (backend, op->floats, error))
+        return FALSE;
+      if (op->read)
+        op->read (op->floats, n, op->data);
+      op->ok = TRUE;
+      return TRUE;
+    case OP_CORRUPT:
+      {
+        guint32 bits;
+
+        if (!rlx_backend_read_params (backend, op->floats, error))
+          return FALSE;
+        memcpy (&bits, op->floats, 4);
+        bits ^= 1;
+        memcpy (op->floats, &bits, 4);
+        /* a load drops a round in progress: this is a member's switch */
+        if (!rlx_backend_load_params (backend, op->floats, error) ||
+            !rlx_backend_params_hash (backend, &op->hash, error))
+          return FALSE;
+        op->ok = TRUE;
+        return TRUE;
+      }
+    default:
+      g_assert_not_reached ();
+    }
+}
+
+static void
+op_done (RlxWorker *worker, gpointer data, const GError *error, gpointer user_data)
+{
+  Op *op = data;
+  RlxReplica *self = op->self;
+
+  self->pending--;
+  if (op->generation != self->generation)
+    return;
+  if (error != NULL)
+    g_warning ("the replica's %s failed: %s",
+               op->kind == OP_READ ? "read" : op->kind == OP_CORRUPT ? "corruption" : "load",
+               error->message);
+  if (op->ok)
+    switch (op->kind)
+      {
+      case OP_LOAD:
+      case OP_LOAD_FLOATS:
+        self->step = op->step;
+        self->epoch = op->epoch;
+        self->pos = op->pos < self->n_train ? op->pos : 0;
+        self->hash = op->hash;
+        history_reset (self);
+        break;
+      case OP_READ:
+        /* the copy becomes the host copy; the old one the next buffer */
+        g_free (self->spare);
+        self->spare = self->params;
+        self->params = g_steal_pointer (&op->floats);
+        self->params_step = self->step;
+        break;
+      case OP_CORRUPT:
+        self->hash = op->hash;
+        history_note (self);
+        break;
+      default:
+        g_assert_not_reached ();
+      }
+  if (op->done)
+    op->done (self, op->ok, op->user_data);
+}
+
+static Op *
+op_new (RlxReplica *self, OpKind kind, RlxReplicaDone done, gpointer user_data)
+{
+  Op *op = g_new0 (Op, 1);
+
+  op->self = g_object_ref (self);
+  op->kind = kind;
+  op->generation = self->generation;
+  op->n = self->n;
+  op->done = done;
+  op->user_data = user_data;
+  if (kind == OP_READ || kind == OP_CORRUPT)
+    op->floats = self->spare ? g_steal_pointer (&self->spare) : g_new (float, self->n);
+  return op;
+}
+
+static void
+op_push (RlxReplica *self, Op *op)
+{
+  self->pending++;
+  rlx_worker_queue (self->worker, op_run, op_done, op, op_free, NULL);
+}
+
+/* ── the object ─────────────────────────────────────────────────────────── */
+
+RlxReplica *
+rlx_replica_new (RlxWorker *worker, guint64 seed)
+{
+  RlxBackend *backend;
   RlxReplica *self;
+  float *init;
 
-  g_return_val_if_fail (model != NULL && dataset != NULL, NULL);
+  g_return_val_if_fail (worker != NULL, NULL);
 
+  backend = rlx_worker_backend (worker);
   self = g_object_new (RLX_TYPE_REPLICA, NULL);
-  self->model = model;
-  self->dataset = rlx_dataset_ref (dataset);
-  self->n = model->n_params;
-  self->n_train = rlx_dataset_size (dataset, RLX_SPLIT_TRAIN);
+  self->worker = worker;
+  self->model = rlx_backend_model (backend);
+  self->n = self->model->n_params;
+  self->n_train = rlx_dataset_size (rlx_backend_dataset (backend), RLX_SPLIT_TRAIN);
   self->seed = seed;
-  self->params = g_new (float, self->n);
   self->perm = g_new (guint32, MAX (self->n_train, 1));
-  rlx_model_init_params (model, seed, self->params);
-  self->hash = rlx_params_hash (self->params, self->n);
+  init = g_new (float, self->n);
+  rlx_model_init_params (self->model, seed, init);
+  self->hash = rlx_params_hash (init, self->n);
   history_reset (self);
+  /* the backend starts from them (a founder trains on them; a member's
+   * snapshot replaces them) */
+  rlx_replica_load_floats (self, 0, init, 0, 0, NULL, NULL);
   return self;
 }
 
@@ -162,7 +290,8 @@ guint rlx_replica_get_epoch (RlxReplica *self) { return self->epoch; }
 guint rlx_replica_get_pos (RlxReplica *self) { return self->pos; }
 guint rlx_replica_get_n_train (RlxReplica *self) { return self->n_train; }
 const float *rlx_replica_get_params (RlxReplica *self) { return self->params; }
-gboolean rlx_replica_busy (RlxReplica *self) { return rlx_serial_busy (self->serial); }
+guint64 rlx_replica_get_params_step (RlxReplica *self) { return self->params_step; }
+gboolean rlx_replica_busy (RlxReplica *self) { return self->pending > 0; }
 
 void
 rlx_replica_set_seed (RlxReplica *self, guint64 seed)
@@ -197,111 +326,16 @@ rlx_replica_permutation (RlxReplica *self, guint epoch)
   return self->perm;
 }
 
-/* ── operations ─────────────────────────────────────────────────────────── */
-
-static void
-op_run (gpointer data)
-{
-  Op *op = data;
-  RlxReplica *self = op->self;
-
-  switch (op->kind)
-    {
-    case OP_APPLY:
-      /* One pass: subtract and hash each chunk while it is in cache. */
-      rlx_kernels_apply (self->kernels, self->params, op->array.codes, self->n,
-                         op->array.precision, op->array.scale, &op->hash);
-      op->ok = TRUE;
-      break;
-    case OP_LOAD:
-      /* The hash reads bytes (little-endian), so the payload is hashed in
-       * place before it may overwrite the parameters. */
-      op->ok = rlx_kernels_hash (self->kernels, (const float *) op->array.codes,
-                                 self->n) == op->hash;
-      if (op->ok)
-        rlx_msg_array_decode (&op->array, self->params);
-      break;
-    case OP_LOAD_FLOATS:
-      memcpy (self->params, op->floats, self->n * sizeof (float));
-      op->hash = rlx_kernels_hash (self->kernels, self->params, self->n);
-      op->ok = TRUE;
-      break;
-    case OP_READ:
-      op->read (self->params, self->n, op->data);
-      op->ok = TRUE;
-      break;
-    case OP_CORRUPT:
-      {
-        guint32 bits;
-        memcpy (&bits, self->params, 4);
-        bits ^= 1;
-        memcpy (self->params, &bits, 4);
-        op->hash = rlx_kernels_hash (self->kernels, self->params, self->n);
-        op->ok = TRUE;
-        break;
-      }
-    default:
-      g_assert_not_reached ();
-    }
-}
-
-static void
-op_done (gpointer data, gpointer user_data)
-{
-  Op *op = data;
-  RlxReplica *self = op->self;
-
-  if (op->ok && op->kind != OP_READ)
-    {
-      if (op->kind != OP_CORRUPT)
-        {
-          self->step = op->step;
-          self->epoch = op->epoch;
-          self->pos = op->pos < self->n_train ? op->pos : 0;
-        }
-      self->hash = op->hash;
-      if (op->kind == OP_APPLY || op->kind == OP_CORRUPT)
-        history_note (self);
-      else
-        history_reset (self);
-    }
-  if (op->done)
-    op->done (self, op->ok, op->user_data);
-}
-
-static Op *
-op_new (RlxReplica *self, OpKind kind, RlxReplicaDone done, gpointer user_data)
-{
-  Op *op = g_new0 (Op, 1);
-
-  op->self = self;
-  op->kind = kind;
-  op->done = done;
-  op->user_data = user_data;
-  return op;
-}
-
-static void
-op_push (RlxReplica *self, Op *op)
-{
-  rlx_serial_push (self->serial, op_run, op_done, op, op_free, NULL);
-}
-
 void
-rlx_replica_apply (RlxReplica *self, guint64 step, const RlxMsgArray *update, guint epoch,
-                   guint pos, RlxReplicaDone done, gpointer user_data)
+rlx_replica_commit (RlxReplica *self, guint64 step, guint64 hash, guint epoch, guint pos)
 {
-  Op *op;
-
   g_return_if_fail (RLX_IS_REPLICA (self));
-  g_return_if_fail (update != NULL && update->n == self->n);
 
-  op = op_new (self, OP_APPLY, done, user_data);
-  op->step = step;
-  op->epoch = epoch;
-  op->pos = pos;
-  rlx_msg_array_copy (&op->array, update);
-  op_push (self, op);
+  self->step = step;
+  self->hash = hash;
+  self->epoch = epoch;
+  self->pos = pos < self->n_train ? pos : 0;
+  history_note (self);
 }
 
 void
@@ -347,7 +381,6 @@ rlx_replica_read (RlxReplica *self, RlxReplicaReadFunc read, gpointer data,
   Op *op;
 
   g_return_if_fail (RLX_IS_REPLICA (self));
-  g_return_if_fail (read != NULL);
 
   op = op_new (self, OP_READ, done, user_data);
   op->read = read;
@@ -367,7 +400,7 @@ void
 rlx_replica_cancel (RlxReplica *self)
 {
   g_return_if_fail (RLX_IS_REPLICA (self));
-  rlx_serial_cancel (self->serial);
+  self->generation++;
 }
 
 /* ── history ────────────────────────────────────────────────────────────── */

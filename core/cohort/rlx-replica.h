@@ -1,40 +1,53 @@
 /* rlx-replica.h — this node's copy of the cohort's state
  *
- * The parameters after the last applied commit, its step, their hash, the
- * loss it reported, where the next step's batch starts in the dataset
+ * The step of the last applied commit, the hash of the parameters after it,
+ * the loss it reported, where the next step's batch starts in the dataset
  * (epoch, position in the epoch's seeded permutation), and the hashes of
  * the last RLX_MSG_MAX_HASHES steps (to find where two histories part after
  * a split).
  *
- * Every operation on the parameters — applying an update and hashing the
- * result, loading a snapshot and checking its hash, reading them for a
- * snapshot, a checkpoint or an evaluation — runs on a worker thread, one at
- * a time and in the order asked (RlxSerial); the step and hash change when
- * an apply or load completes, on the main context, before its callback.
- * rlx_replica_get_params is only meaningful when rlx_replica_busy is FALSE.
+ * The parameters themselves live in the rank's backend (rlx-backend.h: in
+ * device memory for a GPU rank), owned by the compute worker: a step never
+ * moves them through the host. Whoever changes them there — the leader's
+ * round finishing, a member applying a commit — tells the replica with
+ * rlx_replica_commit. The operations below reach them through the worker's
+ * queue (rlx_worker_queue), in order with the steps queued there: loading
+ * parameters (founding, a snapshot, a checkpoint), reading them (a snapshot
+ * to send, a checkpoint, an evaluation, the end of the run) and the test
+ * switch that corrupts them. Each completes on the main context, where the
+ * state changes before its callback runs; since the worker delivers its
+ * results in the order it ran them, the state at a read's callback is the
+ * state of what was read.
  *
- * Threads: the main context only (the operations' thread functions aside).
+ * rlx_replica_get_params is the host copy the last read made (NULL before
+ * one): reading costs a pass over the parameters, so it happens only when
+ * something needs them.
+ *
+ * Threads: the main context only (read functions aside, which run on the
+ * worker thread).
  */
 #pragma once
 
 #include <glib-object.h>
 #include "core/cohort/rlx-msg.h"
-#include "core/vision/rlx-model.h"
-#include "core/vision/rlx-dataset.h"
+#include "core/rlx-worker.h"
 
 G_BEGIN_DECLS
 
 #define RLX_TYPE_REPLICA (rlx_replica_get_type ())
 G_DECLARE_FINAL_TYPE (RlxReplica, rlx_replica, RLX, REPLICA, GObject)
 
-/* On the main context, once the operation completed. @ok: the apply or
- * load happened (FALSE: a snapshot whose parameters do not hash to what it
- * said). */
+/* On the main context, once the operation completed. @ok: it happened
+ * (FALSE: a snapshot whose parameters do not hash to what it said, or the
+ * backend failed — then the state is as it was). */
 typedef void (*RlxReplicaDone) (RlxReplica *replica, gboolean ok, gpointer user_data);
-/* On a worker thread, with the parameters (n floats) read-only. */
+/* On the worker thread, with the parameters (n floats) read-only. */
 typedef void (*RlxReplicaReadFunc) (const float *params, gsize n, gpointer data);
 
-RlxReplica   *rlx_replica_new          (const RlxModel *model, RlxDataset *dataset, guint64 seed);
+/* The initial parameters for @seed, loaded into @worker's backend (queued
+ * first). @worker is not owned: it must outlive the replica's operations
+ * (free it first: its pending operations are then dropped). */
+RlxReplica   *rlx_replica_new          (RlxWorker *worker, guint64 seed);
 
 gsize         rlx_replica_get_n        (RlxReplica *self);
 guint64       rlx_replica_get_step     (RlxReplica *self);
@@ -51,31 +64,38 @@ void          rlx_replica_advance      (RlxReplica *self, guint *epoch, guint *p
 /* The seeded permutation of @epoch (n_train indices; cached). */
 const guint32 *rlx_replica_permutation (RlxReplica *self, guint epoch);
 
-/* The parameters (valid while not busy). */
+/* The host copy of the parameters from the last read (NULL before any),
+ * and the step it holds. */
 const float  *rlx_replica_get_params   (RlxReplica *self);
+guint64       rlx_replica_get_params_step (RlxReplica *self);
+/* A load, read or corruption is queued or running. */
 gboolean      rlx_replica_busy         (RlxReplica *self);
 
-/* Apply commit @step's update (a reference on its frame is taken); the
- * next step's batch then starts at (@epoch, @pos). */
-void          rlx_replica_apply        (RlxReplica *self, guint64 step, const RlxMsgArray *update,
-                                        guint epoch, guint pos,
-                                        RlxReplicaDone done, gpointer user_data);
-/* Replace the state with @params (f32, n floats; a reference on its frame
- * is taken) at @step, which must hash to @hash. */
+/* The backend's parameters are now those of commit @step, hashing to
+ * @hash; the next step's batch starts at (@epoch, @pos). */
+void          rlx_replica_commit       (RlxReplica *self, guint64 step, guint64 hash,
+                                        guint epoch, guint pos);
+/* Replace the parameters with @params (f32, n floats; a reference on its
+ * frame is taken) at @step, which must hash to @hash; the gradient
+ * stream's and the update stream's quantisation residuals are forgotten
+ * (rlx_backend_reset_feedback). */
 void          rlx_replica_load         (RlxReplica *self, guint64 step, const RlxMsgArray *params,
                                         guint64 hash, guint epoch, guint pos,
                                         RlxReplicaDone done, gpointer user_data);
-/* Replace the state with @params (taken), at @step; hashed on the thread. */
+/* Replace the parameters with @params (taken), at @step; hashed by the
+ * backend; the residuals are forgotten as by rlx_replica_load. */
 void          rlx_replica_load_floats  (RlxReplica *self, guint64 step, float *params,
                                         guint epoch, guint pos,
                                         RlxReplicaDone done, gpointer user_data);
-/* Run @read on a worker thread with the parameters as they are once every
- * operation asked before has completed; then @done (with ok TRUE). */
+/* Read the parameters (after everything queued before) into the host copy,
+ * run @read (nullable) on the worker thread with them, then @done.
+ * @free_data frees @data after @done, or when the read is dropped. */
 void          rlx_replica_read         (RlxReplica *self, RlxReplicaReadFunc read, gpointer data,
                                         GDestroyNotify free_data, RlxReplicaDone done,
                                         gpointer user_data);
-/* Forget operations not started yet; no callback of any operation asked
- * before this runs. */
+/* No callback of an operation asked before this runs, and none of them
+ * changes the state (the backend may still do them: a load that follows
+ * replaces their effect). */
 void          rlx_replica_cancel       (RlxReplica *self);
 
 /* The hash this replica had after @step, if it still remembers it. */

@@ -108,6 +108,15 @@ def main():
         agree = all(h.get(s) == hashes[0][s] for h in hashes[1:] for s in h if s in hashes[0])
         result["hashes_agree"] = agree
         result["last_hash"] = [r.of("done")[-1].get("hash") if r.of("done") else None for r in ranks]
+        # the founder's own account of its steps: how many of its own
+        # gradients the GPU computed behind the previous finish (1.0: it
+        # never waited for the host between rounds), the parameter-sized
+        # bytes its backend moved through the host per step, its main-loop
+        # CPU time per round
+        done = ranks[0].of("done")[-1] if ranks[0].of("done") else {}
+        for k in ("own_ahead", "host_bytes_per_step", "coordinator_ms", "round_ms", "compute_ms"):
+            if k in done:
+                result[k] = done[k]
         ok = all(c == 0 for c in result["exit"]) and agree and "samples_per_s" in result
         if not ok and "error" not in result:
             result["error"] = " | ".join("".join(r.err)[-600:] for r in ranks if r.err) or "see exit"

@@ -32,7 +32,7 @@
 # timeout and its outcome is logged, files are appended as results come.
 #
 # For a dry run anywhere (how it was tested here, on lavapipe):
-#   OUT=/tmp/dc RLX_DC_BACKEND=vulkan:llvmpipe RLX_DC_TWO="vulkan:llvmpipe cpu" \
+#   OUT=/tmp/dc RLX_DC_DRY=1 RLX_DC_BACKEND=vulkan:llvmpipe RLX_DC_TWO="vulkan:llvmpipe cpu" \
 #   RLX_DC_SCALE=100 RLX_DC_SECONDS=0.5 RLX_DC_TORCH_DEVICE=cpu RLX_DC_ROUNDS=1 \
 #   bash scripts/device/gpu-cohort.sh
 set -u -o pipefail
@@ -73,7 +73,10 @@ say "setup in $PWD; budget ${BUDGET}s"
 cat "$C/MANIFEST" 2>/dev/null
 
 # the Vulkan loader (the README's recipe), only where the machine has none
-if ! ldconfig -p | grep -q 'libvulkan\.so\.1'; then
+# (RLX_DC_DRY=1: a dry run on a machine of our own, which installs nothing)
+if [ -n "${RLX_DC_DRY-}" ]; then
+  say "dry run: nothing installed"
+elif ! ldconfig -p | grep -q 'libvulkan\.so\.1'; then
   for f in "$C"/gl/*.deb; do dpkg -x "$f" /; done
   ldconfig
 else

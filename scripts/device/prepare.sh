@@ -8,8 +8,9 @@
 #
 #   .devcarry/bin/       rlx-rank, bench-gpu, test-resident, test-round (release build)
 #   .devcarry/lib/       every shared library they load that is not glibc's
-#                        (ldd), and OpenBLAS as libopenblas.so.0.xz (dlopen'ed
-#                        by the CPU path only; 36 MB unpacked, 8 MB packed)
+#                        (ldd), those over 1 MiB packed (NAME.xz), and OpenBLAS
+#                        as libopenblas.so.0.xz (dlopen'ed by the CPU path only;
+#                        36 MB unpacked, 8 MB packed)
 #   .devcarry/gl/        the Vulkan loader and glvnd .debs (amd64; the device
 #                        README's list) and the Khronos validation layer
 #   .devcarry/rlx-rank   a wrapper that runs bin/rlx-rank with the carried
@@ -72,6 +73,14 @@ blas=$(ldconfig -p | awk '/libopenblas\.so\.0 .*x86-64/ { print $NF; exit }')
 [ -n "$blas" ] || die "libopenblas.so.0 not found (scripts/deps.sh installs libopenblas0-pthread)"
 copy_deps "$blas"
 xz -T0 -6 -c "$(readlink -f "$blas")" > "$carry/lib/libopenblas.so.0.xz"
+# the large ones packed (the remote peers' libsoup pulls in ICU's 31 MB of
+# data): gpu-cohort.sh unpacks what the machine lacks
+for f in "$carry/lib/"*.so*; do
+  case $f in *.xz) continue ;; esac
+  if [ "$(stat -c %s "$f")" -gt $((1024 * 1024)) ]; then
+    xz -T0 -6 -f "$f"
+  fi
+done
 
 # 4. the Vulkan loader, glvnd and the validation layer, as amd64 .debs
 debs="libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 vulkan-validationlayers"
@@ -109,12 +118,21 @@ ref=${RLX_SHARED_DIR:-$root/../shared}/bench/torch_ref.py
 [ -f "$ref" ] || die "torch_ref.py not found (set RLX_SHARED_DIR to the shared folder)"
 cp "$ref" "$carry/torch_ref.py"
 
-# 7. check: the programs resolve every library from the carry folder
-missing=$(LD_LIBRARY_PATH="$carry/lib" ldd "$carry/bin/"* |
-          awk '/not found/' || true)
-[ -z "$missing" ] || die "unresolved libraries: $missing"
-"$carry/rlx-rank" --help >/dev/null 2>&1 || "$carry/rlx-rank" bench --help >/dev/null ||
-  die "$carry/rlx-rank does not run"
+# 7. check: the programs resolve every library from the carry folder (the
+#    packed ones unpacked for the check, as gpu-cohort.sh does)
+check=$(mktemp -d)
+for f in "$carry/lib/"*; do
+  case $f in
+    *.xz) xz -dc "$f" > "$check/$(basename "${f%.xz}")" ;;
+    *)    cp "$f" "$check/" ;;
+  esac
+done
+missing=$(LD_LIBRARY_PATH="$check" ldd "$carry/bin/"* | awk '/not found/' || true)
+[ -z "$missing" ] || { rm -rf "$check"; die "unresolved libraries: $missing"; }
+LD_LIBRARY_PATH="$check" "$carry/bin/rlx-rank" --help >/dev/null 2>&1 ||
+  LD_LIBRARY_PATH="$check" "$carry/bin/rlx-rank" bench --help >/dev/null ||
+  { rm -rf "$check"; die "$carry/rlx-rank does not run"; }
+rm -rf "$check"
 
 {
   echo "commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!.devcarry' || echo ' (with local changes)')"

@@ -74,7 +74,8 @@ def main():
     print("|" + "---|" * 15)
     for m in models:
         batch = next((d.get("batch_per_rank") or d.get("batch") for d in rows
-                      if d.get("model") == m and (d.get("batch_per_rank") or d.get("batch"))), "?")
+                      if d.get("model") == m and d.get("label") != "mixed-cpu-gpu" and
+                      (d.get("batch_per_rank") or d.get("batch"))), "?")
         cells = [m, str(batch)]
         for label in ("bench", "one-f32"):
             v, lo, hi = med(m, label)
@@ -93,6 +94,26 @@ def main():
         d1, d2 = ddp.get((m, 1)), ddp.get((m, 2))
         cells += [fmt(d1), fmt(d2), f"{v / d2:.2f}" if v and d2 else "—"]
         print("| " + " | ".join(cells) + " |")
+    # the path the cohort took: a leader whose GPU computes its next own
+    # gradient behind the finish (own_ahead 1.0) and moves nothing
+    # parameter-sized through the host but what the wire needs
+    path = [d for d in rows if d.get("label", "").startswith(("one-", "two-")) and "own_ahead" in d]
+    if path:
+        print("\nThe leader's path (medians over rounds): own gradient computed behind the finish "
+              "(fraction of steps) · parameter-sized host bytes per step · main-loop CPU per round")
+        print("| model | run | own ahead | host bytes/step | main loop ms/round | step (wall) |")
+        print("|---|---|---|---|---|---|")
+        groups = defaultdict(list)
+        for d in path:
+            groups[(d["model"], d["label"])].append(d)
+        for (m, label), ds in groups.items():
+            md = lambda k: statistics.median(x[k] for x in ds if x.get(k) is not None) \
+                if any(x.get(k) is not None for x in ds) else None
+            oa, hb, cm, su = md("own_ahead"), md("host_bytes_per_step"), md("coordinator_ms"), \
+                md("step_us")
+            f = lambda v, spec, unit="": "—" if v is None else format(v, spec) + unit
+            print(f"| {m} | {label} | {f(oa, '.2f')} | {f(hb, ',.0f')} | {f(cm, '.3f')} | "
+                  f"{f(su, '.0f', ' µs')} |")
     mixed = [d for d in rows if d.get("label") == "mixed-cpu-gpu"]
     for d in mixed:
         print(f"\nMixed CPU + GPU cohort ({d.get('model')}, {d.get('precision')}, "

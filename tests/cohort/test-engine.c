@@ -7,6 +7,7 @@
 #include "core/cohort/rlx-msg.h"
 #include "core/cohort/rlx-replica.h"
 #include "core/cohort/rlx-roster.h"
+#include "core/rlx-worker.h"
 
 #include <string.h>
 
@@ -261,32 +262,84 @@ on_applied (RlxReplica *r, gboolean ok, gpointer data)
   *(guint *) data += ok ? 1 : 100;
 }
 
-static gboolean
-idle_replica (gpointer data)
+static void
+wait_replica (RlxReplica *r, RlxWorker *w)
 {
-  return !rlx_replica_busy (data);
+  gint64 end = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+
+  while ((rlx_replica_busy (r) || rlx_worker_busy (w)) && g_get_monotonic_time () < end)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_false (rlx_replica_busy (r));
 }
 
-/* The replica applies updates off the main loop with the one arithmetic
- * every node uses, remembers the hash of each step, and finds where two
- * histories part. */
+typedef struct {
+  RlxMsgArray update;
+  guint64     hash;
+} Apply;
+
+static void
+apply_free (gpointer p)
+{
+  rlx_msg_array_clear (&((Apply *) p)->update);
+  g_free (p);
+}
+
+/* what a member's step does on the worker: apply the commit, hash */
+static gboolean
+apply_run (RlxBackend *backend, gpointer data, GError **error)
+{
+  Apply *a = data;
+
+  return rlx_backend_apply_update (backend, a->update.codes, a->update.n, a->update.precision,
+                                   a->update.scale, error) &&
+         rlx_backend_params_hash (backend, &a->hash, error);
+}
+
+typedef struct {
+  RlxReplica *r;
+  guint64     step;
+} Commit;
+
+static void
+apply_done (RlxWorker *w, gpointer data, const GError *error, gpointer user_data)
+{
+  Commit *c = user_data;
+
+  g_assert_no_error ((GError *) error);
+  rlx_replica_commit (c->r, c->step, ((Apply *) data)->hash, 0, (guint) c->step * 8);
+  g_free (c);
+}
+
+/* The replica's state follows the commits its backend applies; its
+ * parameters are read from the backend (after what was queued before),
+ * loaded with a hash check, corrupted on purpose; it remembers the hash of
+ * each step and finds where two histories part. */
 static void
 test_replica_history (void)
 {
   g_autoptr(GError) error = NULL;
   g_autoptr(RlxDataset) dataset = rlx_dataset_open ("synthetic", 0, &error);
   const RlxModel *model = rlx_model_get (RLX_MODEL_MNIST_MLP);
-  g_autoptr(RlxReplica) r = rlx_replica_new (model, dataset, 0);
+  RlxBackend *backend = rlx_backend_resolve ("cpu", model, dataset, 8, &error);
+  RlxWorker *w = rlx_worker_new (backend);
+  RlxReplica *r = rlx_replica_new (w, 0);
   gsize n = model->n_params;
-  g_autofree float *ref = g_memdup2 (rlx_replica_get_params (r), n * sizeof (float));
+  g_autofree float *ref = g_new (float, n);
   g_autofree float *u = g_new (float, n);
   g_autoptr(GArray) mine = NULL, other = NULL;
+  g_autoptr(GBytes) snap = NULL;
+  RlxMsg snapshot;
   guint done = 0;
   guint64 from = 0, h;
 
+  rlx_model_init_params (model, 0, ref);
+  g_assert_null (rlx_replica_get_params (r));
+  g_assert_cmpuint (rlx_replica_get_hash (r), ==, rlx_params_hash (ref, n));
   for (guint s = 1; s <= 5; s++)
     {
       g_autoptr(GBytes) frame = NULL;
+      Apply *a = g_new0 (Apply, 1);
+      Commit *c = g_new0 (Commit, 1);
       RlxMsg m, back;
 
       for (gsize i = 0; i < n; i++)
@@ -300,18 +353,23 @@ test_replica_history (void)
       frame = rlx_msg_build (&m, u, n, RLX_PRECISION_F16, &error);
       rlx_msg_clear (&m);
       g_assert_true (rlx_msg_parse (frame, NULL, &back, &error));
-      rlx_replica_apply (r, s, &back.u.step.update, 0, s * 8, on_applied, &done);
+      rlx_msg_array_copy (&a->update, &back.u.step.update);
+      c->r = r;
+      c->step = s;
+      rlx_worker_queue (w, apply_run, apply_done, a, apply_free, c);
       /* the reference: decode, subtract */
       rlx_msg_array_decode (&back.u.step.update, u);
       for (gsize i = 0; i < n; i++)
         ref[i] -= u[i];
       rlx_msg_clear (&back);
     }
-  while (rlx_replica_busy (r))
-    g_main_context_iteration (NULL, TRUE);
-  g_assert_cmpuint (done, ==, 5);
+  /* a read after the applies sees all of them */
+  rlx_replica_read (r, NULL, NULL, NULL, on_applied, &done);
+  wait_replica (r, w);
+  g_assert_cmpuint (done, ==, 1);
   g_assert_cmpuint (rlx_replica_get_step (r), ==, 5);
   g_assert_cmpuint (rlx_replica_get_pos (r), ==, 40);
+  g_assert_cmpuint (rlx_replica_get_params_step (r), ==, 5);
   g_assert_cmpmem (rlx_replica_get_params (r), n * sizeof (float), ref, n * sizeof (float));
   g_assert_cmpuint (rlx_replica_get_hash (r), ==, rlx_params_hash (ref, n));
   g_assert_true (rlx_replica_hash_at (r, 5, &h));
@@ -334,13 +392,50 @@ test_replica_history (void)
   g_array_index (other, guint64, 1) ^= 1;
   g_assert_cmpint (rlx_replica_common_step (r, 2, other), ==, -1);
 
+  /* A snapshot whose parameters do not hash to what it says changes
+   * nothing; the right one replaces the state. */
+  rlx_model_init_params (model, 9, u);
+  rlx_msg_init (&snapshot, RLX_MSG_SNAPSHOT, "a");
+  snapshot.u.snapshot.leader = g_strdup ("a");
+  snapshot.u.snapshot.seed = g_strdup ("9");
+  snapshot.u.snapshot.members = ids ("a", NULL);
+  snap = rlx_msg_build (&snapshot, u, n, RLX_PRECISION_F32, &error);
+  g_assert_no_error (error);
+  rlx_msg_clear (&snapshot);
+  g_assert_true (rlx_msg_parse (snap, NULL, &snapshot, &error));
+  rlx_replica_load (r, 20, &snapshot.u.snapshot.params, rlx_params_hash (u, n) ^ 1, 0, 0,
+                    on_applied, &done);
+  wait_replica (r, w);
+  g_assert_cmpuint (done, ==, 101);
+  g_assert_cmpuint (rlx_replica_get_step (r), ==, 5);
+  rlx_replica_load (r, 20, &snapshot.u.snapshot.params, rlx_params_hash (u, n), 0, 16,
+                    on_applied, &done);
+  rlx_replica_read (r, NULL, NULL, NULL, on_applied, &done);
+  wait_replica (r, w);
+  g_assert_cmpuint (done, ==, 103);
+  g_assert_cmpuint (rlx_replica_get_step (r), ==, 20);
+  g_assert_cmpuint (rlx_replica_get_pos (r), ==, 16);
+  g_assert_cmpuint (rlx_replica_get_hash (r), ==, rlx_params_hash (u, n));
+  g_assert_cmpmem (rlx_replica_get_params (r), n * sizeof (float), u, n * sizeof (float));
+
   /* The test switch: one bit, a new hash. */
   rlx_replica_corrupt (r, on_applied, &done);
-  g_assert_true (g_main_context_iteration (NULL, TRUE) || TRUE);
-  while (!idle_replica (r))
-    g_main_context_iteration (NULL, TRUE);
-  g_assert_cmpuint (rlx_replica_get_hash (r), !=, rlx_params_hash (ref, n));
-  g_assert_cmpuint (rlx_replica_get_step (r), ==, 5);
+  wait_replica (r, w);
+  g_assert_cmpuint (done, ==, 104);
+  g_assert_cmpuint (rlx_replica_get_hash (r), !=, rlx_params_hash (u, n));
+  g_assert_cmpuint (rlx_replica_get_step (r), ==, 20);
+
+  /* A cancelled operation calls nobody and changes nothing. */
+  rlx_replica_load (r, 30, &snapshot.u.snapshot.params, rlx_params_hash (u, n), 0, 0,
+                    on_applied, &done);
+  rlx_replica_cancel (r);
+  wait_replica (r, w);
+  g_assert_cmpuint (done, ==, 104);
+  g_assert_cmpuint (rlx_replica_get_step (r), ==, 20);
+  rlx_msg_clear (&snapshot);
+
+  rlx_worker_free (w);
+  g_object_unref (r);
 }
 
 int

@@ -112,6 +112,8 @@ test_hash_divergence_resync (void)
   /* the member resyncs through a snapshot, asked for because of the hash */
   snap = harness_wait_event (h, b, "snapshot", "step", 9, T);
   g_assert_cmpstr (ev_str (node_ev (b, snap), "from"), ==, node_id (a));
+  /* the leader's own report of it (its line may be read after b's) */
+  harness_wait_event (h, a, "snapshot", "step", 9, T);
   i = find_with (a, "snapshot", 0, "reason", "hash differs");
   if (i < 0)
     {

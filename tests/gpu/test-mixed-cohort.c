@@ -6,10 +6,14 @@
  * precision: every committed step's parameter hash is the same on both, for
  * 60 steps, with both gradients in every step (the collect deadline is
  * raised so that a slow lavapipe step is never dropped on a loaded machine).
- * Two cohorts: the CPU leading at f16 with the GPU at f8e4m3 (mnist-mlp), and
- * the GPU leading at f8e5m2 with the CPU at f32 (mnist-cnn). The GPU rank
- * must hold its parameters on the device (nothing in its fallback text says
- * they stay on the host), so the replicas compared are the device's.
+ * The cohorts: the CPU leading at f16 with the GPU at f8e4m3 (mnist-mlp), and
+ * the GPU leading — its round summed, its update made, applied and hashed
+ * on the device (rlx_backend_round_*) — at f8e5m2 with the CPU at f32
+ * (mnist-cnn), at f8e4m3 with the CPU at f16 and at f16 with the CPU at
+ * f32 (mnist-mlp; there the hashes must agree at every one of the steps).
+ * The GPU rank must hold its parameters on the device (nothing in its
+ * fallback text says they stay on the host), so the replicas compared are
+ * the device's.
  */
 #include "rlx-config.h"
 #include "../cohort/cohort-harness.h"
@@ -36,7 +40,7 @@ event (Node *n, const char *name)
 
 static void
 check_mixed (const char *model, const char *lead_backend, const char *lead_prec,
-             const char *member_backend, const char *member_prec)
+             const char *member_backend, const char *member_prec, guint min_common)
 {
   Harness *h = harness_new ();
   Node *lead, *member, *gpu;
@@ -92,7 +96,7 @@ check_mixed (const char *model, const char *lead_backend, const char *lead_prec,
         both++;
     }
   g_test_message ("%s: %u steps compared, %u with both gradients", model, common, both);
-  g_assert_cmpuint (common, >=, 50);
+  g_assert_cmpuint (common, >=, min_common);
   g_assert_cmpuint (both, >=, 50);
   g_assert_cmpint (node_max_step (lead), ==, STEPS);
   g_assert_cmpstr (str_of (event (lead, "done"), "hash"), ==, str_of (event (member, "done"), "hash"));
@@ -115,26 +119,46 @@ have_lavapipe (void)
   return strstr (out, "vulkan on llvmpipe") != NULL;
 }
 
+static gboolean
+need_lavapipe (void)
+{
+  if (have_lavapipe ())
+    return TRUE;
+  g_test_skip ("no lavapipe device (install mesa-vulkan-drivers) or RLX_RANK unset");
+  return FALSE;
+}
+
 static void
 test_cpu_leads (void)
 {
-  if (!have_lavapipe ())
-    {
-      g_test_skip ("no lavapipe device (install mesa-vulkan-drivers) or RLX_RANK unset");
-      return;
-    }
-  check_mixed ("mnist-mlp", "cpu", "f16", "vulkan:llvmpipe", "f8e4m3");
+  if (!need_lavapipe ())
+    return;
+  check_mixed ("mnist-mlp", "cpu", "f16", "vulkan:llvmpipe", "f8e4m3", 50);
 }
 
 static void
 test_gpu_leads (void)
 {
-  if (!have_lavapipe ())
-    {
-      g_test_skip ("no lavapipe device (install mesa-vulkan-drivers) or RLX_RANK unset");
-      return;
-    }
-  check_mixed ("mnist-cnn", "vulkan:llvmpipe", "f8e5m2", "cpu", "f32");
+  if (!need_lavapipe ())
+    return;
+  check_mixed ("mnist-cnn", "vulkan:llvmpipe", "f8e5m2", "cpu", "f32", 50);
+}
+
+/* the GPU's round at f8 and at f16: one hash at every step */
+static void
+test_gpu_leads_f8 (void)
+{
+  if (!need_lavapipe ())
+    return;
+  check_mixed ("mnist-mlp", "vulkan:llvmpipe", "f8e4m3", "cpu", "f16", STEPS);
+}
+
+static void
+test_gpu_leads_f16 (void)
+{
+  if (!need_lavapipe ())
+    return;
+  check_mixed ("mnist-mlp", "vulkan:llvmpipe", "f16", "cpu", "f32", STEPS);
 }
 
 int
@@ -148,5 +172,7 @@ main (int argc, char **argv)
              "(scripts/deps.sh does)");
   g_test_add_func ("/gpu/mixed-cohort/cpu-leads-f16-gpu-f8e4m3", test_cpu_leads);
   g_test_add_func ("/gpu/mixed-cohort/gpu-leads-f8e5m2-cpu-f32", test_gpu_leads);
+  g_test_add_func ("/gpu/mixed-cohort/gpu-leads-f8e4m3-cpu-f16", test_gpu_leads_f8);
+  g_test_add_func ("/gpu/mixed-cohort/gpu-leads-f16-cpu-f32", test_gpu_leads_f16);
   return g_test_run ();
 }

@@ -451,6 +451,127 @@ test_encode_feedback_bucket (void)
     }
 }
 
+/* make_update is encode_update without the frame: the same codes, the
+ * same residual and parameters; with separate residual arrays the carried
+ * one is left alone; with the largest |u| given (and every u finite) it
+ * skips the pass that finds it and gives the same bits; without codes it
+ * still applies what they decode to. */
+static void
+test_make_update (void)
+{
+  gsize n = 3 * RLX_PARAMS_HASH_CHUNK + 101;
+  g_autoptr(RlxKernels) k = pool_new (2);
+  g_autofree float *sum = g_new (float, n);
+  g_autofree float *r0 = g_new (float, n), *r1 = g_new (float, n), *r2 = g_new (float, n);
+  g_autofree float *p1 = g_new (float, n), *p2 = g_new (float, n), *p3 = g_new (float, n);
+  g_autofree guint8 *codes = g_malloc (n * 4);
+
+  for (guint pi = 0; pi < RLX_PRECISION_COUNT; pi++)
+    {
+      RlxPrecision p = (RlxPrecision) pi;
+      g_autoptr(GBytes) want = NULL;
+      g_autoptr(GError) error = NULL;
+      guint64 h1 = 0, h2 = 0, h3 = 0;
+      double scale = 0;
+      gsize len, es = rlx_precision_element_size (p);
+      const guint8 *frame;
+      float lr = 0.05f;
+
+      fill (sum, n, 30 + pi, 0.2f);
+      fill (r0, n, 40 + pi, 0.001f);
+      fill (p1, n, 50, 1.0f);
+      memcpy (r1, r0, n * sizeof (float));
+      memcpy (p2, p1, n * sizeof (float));
+      memcpy (p3, p1, n * sizeof (float));
+      want = rlx_kernels_encode_update (k, NULL, "avg", sum, n, lr, 1, r1, p, p1, NULL, &h1,
+                                        &error);
+      g_assert_no_error (error);
+      g_assert_true (rlx_kernels_make_update (k, sum, n, lr, 1.0f, r0, r2, p,
+                                              RLX_KERNELS_MAX_UNKNOWN, codes, &scale, p2, &h2,
+                                              NULL, &error));
+      g_assert_no_error (error);
+      frame = g_bytes_get_data (want, &len);
+      g_assert_cmpmem (frame + len - n * es, n * es, codes, n * es);
+      g_assert_true (same_bits (r2, r1, n));
+      g_assert_true (same_bits (p2, p1, n));
+      g_assert_cmphex (h2, ==, h1);
+      /* no codes wanted: the same apply */
+      g_assert_true (rlx_kernels_make_update (k, sum, n, lr, 1.0f, r0, NULL, p,
+                                              RLX_KERNELS_MAX_UNKNOWN, NULL, &scale, p3, &h3,
+                                              NULL, &error));
+      g_assert_true (same_bits (p3, p1, n));
+      g_assert_cmphex (h3, ==, h1);
+    }
+
+  /* the largest |u| given: u = lr · x, no residual */
+  for (guint pi = 0; pi < RLX_PRECISION_COUNT; pi++)
+    {
+      RlxPrecision p = (RlxPrecision) pi;
+      gsize es = rlx_precision_element_size (p);
+      g_autofree guint8 *c2 = g_malloc (n * 4);
+      guint32 mb = 0;
+      double s1 = 0, s2 = 0;
+      float lr = 0.3f, m;
+      guint64 h1 = 0, h2 = 0;
+
+      fill (sum, n, 60 + pi, 0.7f);
+      fill (p1, n, 61, 1.0f);
+      memcpy (p2, p1, n * sizeof (float));
+      for (gsize i = 0; i < n; i++)
+        {
+          guint32 b;
+          memcpy (&b, &sum[i], 4);
+          mb = MAX (mb, b & 0x7fffffffu);
+        }
+      memcpy (&m, &mb, 4);
+      m = lr * m;
+      memcpy (&mb, &m, 4);
+      g_assert_true (rlx_kernels_make_update (k, sum, n, lr, 1.0f, NULL, NULL, p,
+                                              RLX_KERNELS_MAX_UNKNOWN, codes, &s1, p1, &h1,
+                                              NULL, NULL));
+      g_assert_true (rlx_kernels_make_update (k, sum, n, lr, 1.0f, NULL, NULL, p, mb, c2, &s2,
+                                              p2, &h2, NULL, NULL));
+      g_assert_cmpfloat (s1, ==, s2);
+      g_assert_cmpmem (codes, n * es, c2, n * es);
+      g_assert_true (same_bits (p2, p1, n));
+      g_assert_cmphex (h2, ==, h1);
+    }
+}
+
+/* dst = sw · src + w · x: the round's first two contributions in one pass,
+ * bit for bit the two-step definition (scale src, then accumulate). */
+static void
+test_accumulate_weighted (void)
+{
+  gsize n = 2 * RLX_PARAMS_HASH_CHUNK + 5;
+  g_autofree float *src = g_new (float, n), *x = g_new (float, n);
+  g_autofree float *want = g_new (float, n), *got = g_new (float, n);
+
+  fill (src, n, 70, 1.0f);
+  fill (x, n, 71, 1.0f);
+  for (guint pi = 0; pi < RLX_PRECISION_COUNT; pi++)
+    for (guint t = 0; t < G_N_ELEMENTS (threads); t++)
+      {
+        g_autoptr(RlxKernels) k = pool_new (threads[t]);
+        RlxPrecision p = (RlxPrecision) pi;
+        const void *codes;
+        double scale;
+        g_autofree guint8 *buf = codes_for (x, n, p, 0, &codes, &scale);
+
+        for (gsize i = 0; i < n; i++)
+          want[i] = 24.0f * src[i];
+        g_assert_true (rlx_kernels_ref_accumulate (want, want, codes, n, p, scale, 40.0f, NULL));
+        g_assert_true (rlx_kernels_accumulate_weighted (k, got, src, 24.0f, codes, n, p, scale,
+                                                        40.0f, NULL, NULL));
+        g_assert_true (same_bits (got, want, n));
+        /* in place */
+        memcpy (got, src, n * sizeof (float));
+        g_assert_true (rlx_kernels_accumulate_weighted (k, got, got, 24.0f, codes, n, p, scale,
+                                                        40.0f, NULL, NULL));
+        g_assert_true (same_bits (got, want, n));
+      }
+}
+
 static void
 test_encode_update_refuses_nonfinite (void)
 {
@@ -701,6 +822,97 @@ test_run_async_error (void)
   g_clear_error (&w.error);
 }
 
+/* The check a gradient gets: the largest |x| as bits, at every size and
+ * thread count; a NaN or ±Inf anywhere shows, a larger finite value does
+ * not hide it. */
+static void
+test_max_abs_bits (void)
+{
+  gsize n_max = 7 * RLX_PARAMS_HASH_CHUNK + 77;
+  g_autofree float *x = g_new (float, n_max);
+  const float bad[] = { NAN, INFINITY, -INFINITY };
+
+  fill (x, n_max, 3, 2.0f);
+  for (guint t = 0; t < G_N_ELEMENTS (threads); t++)
+    {
+      g_autoptr(RlxKernels) k = pool_new (threads[t]);
+
+      for (guint s = 0; s < G_N_ELEMENTS (sizes); s++)
+        {
+          gsize n = sizes[s];
+          guint32 ref = 0;
+
+          for (gsize i = 0; i < n; i++)
+            {
+              guint32 b;
+              memcpy (&b, &x[i], 4);
+              ref = MAX (ref, b & 0x7fffffffu);
+            }
+          g_assert_cmphex (rlx_kernels_max_abs_bits (k, x, n), ==, ref);
+          for (guint b = 0; b < G_N_ELEMENTS (bad) && n > 2; b++)
+            {
+              gsize where = (n * (b + 1)) / 4;
+              float keep = x[where];
+
+              x[where] = bad[b];
+              g_assert_cmphex (rlx_kernels_max_abs_bits (k, x, n), >=, 0x7f800000u);
+              x[where] = keep;
+            }
+        }
+    }
+}
+
+/* The update's check: the first code that decodes to NaN or ±Inf, as
+ * core/wire decodes it, at every precision, size, thread count and
+ * alignment; -1 for codes that are all finite (E4M3's largest, ±448, and
+ * the f32/f16 largest finite values included). */
+static void
+test_codes_check (void)
+{
+  gsize n_max = 7 * RLX_PARAMS_HASH_CHUNK + 37;   /* over every size in sizes[] */
+  g_autofree float *x = g_new (float, n_max);
+  g_autofree float *d = g_new (float, n_max);
+
+  fill (x, n_max, 9, 1.0f);
+  x[7] = 65504.0f * 4;   /* large: the scale maps it to the format's target */
+  for (guint pi = 0; pi < RLX_PRECISION_COUNT; pi++)
+    for (guint t = 0; t < G_N_ELEMENTS (threads); t++)
+      for (gsize mis = 0; mis < 3; mis += 2)
+        {
+          g_autoptr(RlxKernels) k = pool_new (threads[t]);
+          RlxPrecision p = (RlxPrecision) pi;
+          gsize es = rlx_precision_element_size (p);
+          const void *codes;
+          double scale;
+          g_autofree guint8 *buf = codes_for (x, n_max, p, mis, &codes, &scale);
+          guint8 *c = (guint8 *) codes;
+          gsize where[] = { 0, 5, RLX_PARAMS_HASH_CHUNK - 1, 3 * RLX_PARAMS_HASH_CHUNK + 1,
+                            n_max - 1 };
+
+          for (guint s = 0; s < G_N_ELEMENTS (sizes); s++)
+            g_assert_cmpint (rlx_kernels_codes_check (k, codes, sizes[s], p), ==, -1);
+          for (guint w = 0; w < G_N_ELEMENTS (where); w++)
+            {
+              gsize at = where[w];
+              g_autofree guint8 *keep = g_memdup2 (c + at * es, es);
+
+              /* NaN at this precision: an all-ones exponent (E4M3: 0x7f) */
+              if (p == RLX_PRECISION_F32)
+                memcpy (c + at * 4, &(guint32) { 0x7fc00000u }, 4);
+              else if (p == RLX_PRECISION_F16)
+                memcpy (c + at * 2, &(guint16) { 0x7e00u }, 2);
+              else
+                c[at] = 0x7f | (p == RLX_PRECISION_F8E5M2 ? 0x80 : 0);
+              rlx_wire_dequantize (c + at * es, 1, p, scale, d);
+              g_assert_false (isfinite (d[0]));
+              g_assert_cmpint (rlx_kernels_codes_check (k, codes, n_max, p), ==, (gssize) at);
+              g_assert_cmpint (rlx_kernels_codes_check (k, c + at * es, n_max - at, p), ==, 0);
+              memcpy (c + at * es, keep, es);
+            }
+          g_assert_cmpint (rlx_kernels_codes_check (k, codes, n_max, p), ==, -1);
+        }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -716,6 +928,10 @@ main (int argc, char **argv)
   g_test_add_func ("/kernels/update/feedback-bucket", test_encode_feedback_bucket);
   g_test_add_func ("/kernels/update/refuses-nonfinite", test_encode_update_refuses_nonfinite);
   g_test_add_func ("/kernels/apply/bit-identical", test_apply);
+  g_test_add_func ("/kernels/max-abs-bits", test_max_abs_bits);
+  g_test_add_func ("/kernels/codes-check", test_codes_check);
+  g_test_add_func ("/kernels/update/make-update", test_make_update);
+  g_test_add_func ("/kernels/accumulate/weighted", test_accumulate_weighted);
   g_test_add_func ("/kernels/pool/concurrent-callers", test_concurrent_callers);
   g_test_add_func ("/kernels/async/apply", test_apply_async);
   g_test_add_func ("/kernels/async/error", test_run_async_error);

@@ -266,6 +266,151 @@ test_free_in_callback (void)
   g_assert_cmpuint (calls, ==, 1);
 }
 
+/* ── operations ─────────────────────────────────────────────────────────── */
+
+typedef struct {
+  GArray  *ran;         /* order the worker ran them in (written on the worker thread) */
+  GArray  *delivered;   /* order the main context heard of them */
+  guint    freed;
+  GThread *main;
+  gboolean free_worker; /* the third op's callback frees the worker */
+} OpLog;
+
+typedef struct {
+  OpLog   *log;
+  guint    k;
+  gboolean fail;
+  gboolean slow;
+} Op;
+
+static gboolean
+op_run (RlxBackend *backend, gpointer data, GError **error)
+{
+  Op *op = data;
+
+  g_assert_true (g_thread_self () != op->log->main);
+  g_assert_nonnull (backend);
+  if (op->slow)
+    g_usleep (20000);
+  g_array_append_val (op->log->ran, op->k);
+  if (op->fail)
+    {
+      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED, "op %u failed", op->k);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static void
+op_done (RlxWorker *worker, gpointer data, const GError *error, gpointer user_data)
+{
+  Op *op = data;
+
+  g_assert_true (g_thread_self () == op->log->main);
+  g_assert_true (op->fail == (error != NULL));
+  g_array_append_val (op->log->delivered, op->k);
+  if (op->log->free_worker && op->k == 2)
+    rlx_worker_free (worker);
+}
+
+static void
+op_free (gpointer data)
+{
+  Op *op = data;
+
+  op->log->freed++;
+  g_free (op);
+}
+
+static void
+queue_op (RlxWorker *worker, OpLog *log, guint k, gboolean fail, gboolean slow)
+{
+  Op *op = g_new0 (Op, 1);
+
+  op->log = log;
+  op->k = k;
+  op->fail = fail;
+  op->slow = slow;
+  rlx_worker_queue (worker, op_run, op_done, op, op_free, NULL);
+}
+
+/* Operations run one after the other in the order queued, and their results
+ * come back on the main context in that order, failures included, however
+ * many were waiting; each op's data is freed once. While any is pending,
+ * the one-at-a-time submit is refused. */
+static void
+test_ops_in_order (void)
+{
+  g_autoptr(RlxWorker) worker = new_worker (8);
+  g_autoptr(GError) error = NULL;
+  g_autofree float *params = g_new0 (float, model->n_params);
+  guint32 indices[4] = { 1, 2, 3, 4 };
+  OpLog log = { g_array_new (FALSE, FALSE, sizeof (guint)),
+                g_array_new (FALSE, FALSE, sizeof (guint)), 0, g_thread_self (), FALSE };
+  gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+
+  for (guint k = 0; k < 50; k++)
+    queue_op (worker, &log, k, k % 7 == 3, k == 0);
+  g_assert_cmpuint (rlx_worker_pending (worker), ==, 50);
+  g_assert_true (rlx_worker_busy (worker));
+  g_assert_cmpuint (rlx_worker_submit (worker, params, indices, 4, on_done, NULL, &error), ==, 0);
+  g_assert_error (error, RLX_WORKER_ERROR, RLX_WORKER_ERROR_BUSY);
+  while (log.delivered->len < 50 && g_get_monotonic_time () < deadline)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpuint (log.delivered->len, ==, 50);
+  for (guint k = 0; k < 50; k++)
+    {
+      g_assert_cmpuint (g_array_index (log.ran, guint, k), ==, k);
+      g_assert_cmpuint (g_array_index (log.delivered, guint, k), ==, k);
+    }
+  g_assert_cmpuint (log.freed, ==, 50);
+  g_assert_cmpuint (rlx_worker_pending (worker), ==, 0);
+  g_array_unref (log.ran);
+  g_array_unref (log.delivered);
+}
+
+/* Freeing the worker with operations queued: the one running finishes,
+ * nobody is called back afterwards, and every op's data is freed; a
+ * callback may free the worker, and the results queued behind it are
+ * dropped. */
+static void
+test_ops_free (void)
+{
+  OpLog log = { g_array_new (FALSE, FALSE, sizeof (guint)),
+                g_array_new (FALSE, FALSE, sizeof (guint)), 0, g_thread_self (), FALSE };
+  RlxWorker *worker = new_worker (8);
+  gint64 deadline;
+
+  for (guint k = 0; k < 20; k++)
+    queue_op (worker, &log, k, FALSE, TRUE);
+  rlx_worker_free (worker);
+  g_assert_cmpuint (log.freed, ==, 20);
+  g_assert_cmpuint (log.ran->len, <, 20);
+  deadline = g_get_monotonic_time () + 100000;
+  while (g_get_monotonic_time () < deadline)
+    g_main_context_iteration (NULL, FALSE);
+  g_assert_cmpuint (log.delivered->len, ==, 0);
+
+  /* the third result's callback frees the worker: the rest are dropped */
+  g_array_set_size (log.ran, 0);
+  log.freed = 0;
+  log.free_worker = TRUE;
+  worker = new_worker (8);
+  for (guint k = 0; k < 6; k++)
+    queue_op (worker, &log, k, FALSE, FALSE);
+  deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+  while (log.freed < 6 && g_get_monotonic_time () < deadline)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpuint (log.freed, ==, 6);
+  g_assert_cmpuint (log.delivered->len, ==, 3);
+  deadline = g_get_monotonic_time () + 100000;
+  while (g_get_monotonic_time () < deadline)
+    g_main_context_iteration (NULL, FALSE);
+  g_assert_cmpuint (log.delivered->len, ==, 3);
+  g_array_unref (log.ran);
+  g_array_unref (log.delivered);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -284,6 +429,8 @@ main (int argc, char **argv)
   g_test_add_func ("/p2p/worker/backend-error", test_backend_error);
   g_test_add_func ("/p2p/worker/free-in-flight", test_free_in_flight);
   g_test_add_func ("/p2p/worker/free-in-callback", test_free_in_callback);
+  g_test_add_func ("/p2p/worker/ops-in-order", test_ops_in_order);
+  g_test_add_func ("/p2p/worker/ops-free", test_ops_free);
 
   ret = g_test_run ();
   rlx_dataset_unref (dataset);

@@ -25,7 +25,7 @@
   bench-cohort.py RLX_RANK mainloop [--runs 3] [--ranks 4] [--model mnist-mlp-xl]
                   [--batch 64]
       The leader's main-thread CPU time per round with RANKS ranks, read from
-      /proc/PID/task/*/schedstat at the step events of steps 5 and STEPS (so it
+      /proc/PID/task/*/schedstat at the step events of steps 5 and STEPS-3 (so it
       holds everything the main loop does: the coordinator's handlers, and
       the link I/O where that runs on the main loop), beside its link I/O
       threads and the whole process; and the coordinator's own counters
@@ -341,24 +341,26 @@ def thread_groups(before, after, rounds, pid):
 
 def mainloop(a):
     rows = []
-    first = 5
+    # the last sample a few steps before the end: at the very last step the
+    # process may already be ending its threads (their CPU would be lost)
+    first, last = 5, max(6, a.steps - 3)
     print(f"# main loop: {a.ranks} ranks of {a.model}, batch {a.batch} per rank, f32, backend {BACKEND}")
     for r in range(a.runs):
         nodes = run_cohort(a.rank, a.ranks, ["--model", a.model, "--batch", str(a.batch), "--precision", "f32",
                                              "--steps", str(a.steps), "--checkpoint-every", "0",
                                              "--deadline-floor-ms", "60000"], 1800,
-                           sample_steps=(first, a.steps))
+                           sample_steps=(first, last))
         lead_node = [n for n in nodes if any(e.get("event") == "done" and "round_ms" in e for e in n.events)][0]
         lead = lead_node.find("done")[-1]
-        if first not in lead_node.cpu_at or a.steps not in lead_node.cpu_at:
+        if first not in lead_node.cpu_at or last not in lead_node.cpu_at:
             sys.exit("the leader's step events for the CPU samples did not arrive")
-        g = thread_groups(lead_node.cpu_at[first], lead_node.cpu_at[a.steps], a.steps - first,
+        g = thread_groups(lead_node.cpu_at[first], lead_node.cpu_at[last], last - first,
                           lead_node.proc.pid)
         lead = dict(lead, **{"thread_" + k: v for k, v in g.items()})
         rows.append(lead)
         print(f"  run {r + 1}: round {lead['round_ms']:.3f} ms, compute {lead['compute_ms']:.3f} ms, "
               f"coordinator handlers {lead['coordinator_ms']:.3f} ms (of which socket sends {lead['send_ms']:.3f} ms) "
-              f"over {lead['rounds_measured']} rounds; leader's threads, CPU ms per round (steps {first}-{a.steps}): "
+              f"over {lead['rounds_measured']} rounds; leader's threads, CPU ms per round (steps {first}-{last}): "
               f"main {g['main']:.3f}, link I/O {g['link-io']:.3f}, other {g['other']:.3f}, "
               f"process {g['process']:.3f}", flush=True)
     med = lambda k: statistics.median(x[k] for x in rows)

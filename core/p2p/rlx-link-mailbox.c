@@ -50,7 +50,6 @@ struct _RlxLinkMailbox
   gint64          last_rx_at;
   guint64         written[RLX_LINK_N_LANES];
   gint64          main_wake_at;    /* -1: not woken */
-  gint64          last_main_run;
 };
 
 static void
@@ -69,11 +68,13 @@ outbox_clear (RlxLinkMailbox *self)
     g_queue_clear_full (&self->outbox[l], (GDestroyNotify) g_bytes_unref);
 }
 
-/* Wake the main context now (@soon FALSE) or at the next progress slot. */
+/* Wake the main context now, or (@now FALSE: only counters moved) within
+ * RLX_LINK_MAILBOX_PROGRESS_US — by then a frame usually has woken it and
+ * taken the counters along, so progress alone rarely costs a wake-up. */
 static void
 wake_main_locked (RlxLinkMailbox *self, gboolean now)
 {
-  gint64 at = now ? 0 : self->last_main_run + RLX_LINK_MAILBOX_PROGRESS_US;
+  gint64 at = now ? 0 : g_get_monotonic_time () + RLX_LINK_MAILBOX_PROGRESS_US;
 
   if (self->main_source == NULL || (self->main_wake_at >= 0 && self->main_wake_at <= at))
     return;
@@ -107,7 +108,6 @@ main_dispatch (GSource *source, GSourceFunc callback, gpointer user_data)
   g_mutex_lock (&self->lock);
   g_source_set_ready_time (source, -1);
   self->main_wake_at = -1;
-  self->last_main_run = g_get_monotonic_time ();
   in = self->inbox;
   g_queue_init (&self->inbox);
   self->inbox_bytes = 0;
@@ -457,7 +457,10 @@ rlx_link_mailbox_add_tx (RlxLinkMailbox *self, RlxLinkLane lane, guint64 frame_b
   g_mutex_lock (&self->lock);
   self->written[lane] += frame_bytes;
   self->tx += wire_bytes;
-  wake_main_locked (self, frames_done > 0);
+  /* Written frames do not wake the main context at once: pending_bytes is
+   * exact without it, and a sender looks again whenever it is given a frame
+   * (a leader sending one step per round would pay a wake-up per member). */
+  wake_main_locked (self, FALSE);
   g_mutex_unlock (&self->lock);
 }
 

@@ -16,11 +16,13 @@
  *                ::closed, and bytes-rx already holds a frame's bytes when it
  *                is emitted.
  *
- * When the main context is woken: at once for whole frames (either way) and
- * the end; for bytes that move without finishing a frame at most every
- * RLX_LINK_MAILBOX_PROGRESS_US (so a 7 MB bucket arriving does not wake it
- * per read, and a slow frame still shows as liveness). pending_bytes is
- * exact: frame bytes handed to send and not yet written by the I/O side.
+ * When the main context is woken: at once for whole received frames and the
+ * end; for counters alone (bytes read without finishing a frame, bytes and
+ * frames written) within RLX_LINK_MAILBOX_PROGRESS_US, unless a frame takes
+ * them along before — so a 7 MB bucket arriving costs one wake-up, not one
+ * per read, a slow frame still shows as liveness, and a written frame costs
+ * none. pending_bytes is exact at every call: frame bytes handed to send and
+ * not yet written by the I/O side.
  *
  * The inbox is bounded: once it holds RLX_LINK_MAILBOX_INBOX_BYTES (or
  * RLX_LINK_MAILBOX_INBOX_FRAMES frames) that the main context has not taken
@@ -37,7 +39,7 @@
 
 G_BEGIN_DECLS
 
-#define RLX_LINK_MAILBOX_PROGRESS_US  10000
+#define RLX_LINK_MAILBOX_PROGRESS_US  RLX_LINK_LAST_RX_NOTIFY_US
 #define RLX_LINK_MAILBOX_INBOX_BYTES  ((gsize) 32 << 20)
 #define RLX_LINK_MAILBOX_INBOX_FRAMES 1024
 
@@ -91,7 +93,8 @@ void     rlx_link_mailbox_push_closed   (RlxLinkMailbox *self, GError *error);
 /* @n bytes read at monotonic time @when. */
 void     rlx_link_mailbox_add_rx        (RlxLinkMailbox *self, guint64 n, gint64 when);
 /* @frame_bytes of @lane's frames and @wire_bytes in all (framing included)
- * written; @frames_done whole frames finished with them. */
+ * written; @frames_done whole frames finished with them (counted, no
+ * earlier wake-up). */
 void     rlx_link_mailbox_add_tx        (RlxLinkMailbox *self, RlxLinkLane lane,
                                          guint64 frame_bytes, guint64 wire_bytes,
                                          guint frames_done);

@@ -33,10 +33,11 @@
  *     yet written by the I/O thread, per lane or together — exact at every
  *     call;
  *   - bytes-tx, bytes-rx, last-rx and the µs in system calls: brought over
- *     whenever a whole frame was written or read, and at most
- *     RLX_LINK_MAILBOX_PROGRESS_US after bytes moved without finishing one
- *     (last-rx then holds the time those bytes were read, so a slow bucket
- *     shows as liveness); a peer may see a frame before bytes-tx counts it.
+ *     with every whole frame received, and otherwise at most
+ *     RLX_LINK_MAILBOX_PROGRESS_US after the bytes moved (last-rx holds the
+ *     time they were read, so a slow bucket shows as liveness); a written
+ *     frame does not wake the main context by itself, so a peer may hold a
+ *     frame up to that long before bytes-tx counts it.
  * Received frames the main context has not taken yet are bounded
  * (RLX_LINK_MAILBOX_INBOX_BYTES): past that the link stops reading and the
  * peer waits on the socket.

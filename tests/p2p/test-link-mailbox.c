@@ -333,7 +333,7 @@ test_send_and_pending (Fixture *fx, gconstpointer data)
   g_assert_cmpuint (rlx_link_mailbox_pending (fx->mb, RLX_LINK_LANE_BULK), ==, 4000);
   wait_until (fx, part_written);
   g_assert_cmpuint (rlx_link_get_io_us (fx->link), ==, 7);
-  /* whole frames: at once */
+  /* whole frames: counted as well (within the progress slot) */
   run_on_io (fx, io_write_rest);
   wait_until (fx, all_written);
   g_assert_cmpuint (rlx_link_mailbox_pending (fx->mb, RLX_LINK_LANE_BULK), ==, 0);

@@ -59,6 +59,10 @@
 #define MAX_IOV           64
 #define SOCKET_BUFFER     (4 * 1024 * 1024)
 #define LINGER_MS         1000
+/* Buffers of released large frames kept for the next ones (the frames of a
+ * round come one per link: two cover a bucket held while the next one
+ * arrives). */
+#define POOL_BUFFERS      2
 /* fds a peer may have passed ahead of their SHM records */
 #define MAX_PENDING_FDS   8
 #define REQUIRED_SEALS    (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
@@ -112,6 +116,7 @@ typedef struct {
   /* read state */
   guint8             *stage;
   RlxLinkStreamReader reader;
+  RlxLinkStreamPool  *pool;
   GQueue              rx_fds;          /* GINT_TO_POINTER (fd + 1) */
 
   /* write state */
@@ -188,6 +193,7 @@ io_unref (UnixIo *io)
   close_rx_fds (io);
   rlx_link_stream_reader_clear (&io->reader);
   rlx_link_stream_reader_free_name (&io->reader);
+  g_clear_pointer (&io->pool, rlx_link_stream_pool_unref);
   g_free (io->stage);
   g_free (io->peer);
   g_free (io->cfg_peer);
@@ -231,6 +237,7 @@ io_end (UnixIo *io)
     g_queue_clear_full (&io->out[l], out_frame_free);
   io->cur_active = FALSE;
   rlx_link_stream_reader_clear (&io->reader);
+  rlx_link_stream_pool_close (io->pool);
   close_rx_fds (io);
   g_socket_close (io->socket, NULL);
   rlx_link_mailbox_io_done (io->mb);
@@ -1174,6 +1181,8 @@ rlx_unix_link_new (GSocketConnection *connection, const char *peer,
   for (guint l = 0; l < RLX_LINK_N_LANES; l++)
     g_queue_init (&io->out[l]);
   rlx_link_stream_reader_init (&io->reader, max_frame, peer);
+  io->pool = rlx_link_stream_pool_new (POOL_BUFFERS);
+  rlx_link_stream_reader_set_pool (&io->reader, io->pool);
   self->io = io;
   self->mb = rlx_link_mailbox_new (RLX_LINK (self), io->context, on_io_wake, io);
   io->mb = rlx_link_mailbox_ref (self->mb);

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Remote-peer figures of BENCHMARKS.md, between network namespaces (root).
 
-  bench-remote.py BUILD throughput [--runs 3]
+  bench-remote.py BUILD throughput [--runs 3] [--ref-build OLD_BUILD]
       One remote link, one stream: RlxRemoteLink (ICE + QUIC + TLS) against
       libnice's reliable mode (pseudo-TCP over the same ICE), interleaved, two
       namespaces on a bridge with no shaping — at MTU 1500 (QUIC's default
-      1452-byte payload) and at MTU 9000 (payload 8952).
+      payload, PMTU-probed up to 1444 bytes) and at MTU 9000 (payload 8952).
+      With the CPU time per MB each side spent, and with --ref-build a build
+      of the code before a change runs interleaved beside this one.
   bench-remote.py BUILD shaped [--runs 3]
       The same over a 200 Mbit/s link (tc tbf on the sender's egress) with a
       50 ms round trip (udp-delay-relay, 25 ms each way, in a namespace
@@ -34,14 +36,18 @@ import rlxnet  # noqa: E402
 
 
 def link_bench(build, net, mode, mib, s_host, r_host, extra=(), via=None, relay=None,
-               timeout=300):
+               timeout=300, recv_wrap=(), send_wrap=()):
+    """One transfer; the sender's JSON line with the receiver's costs added
+    under "recv" (CPU seconds, datagrams in, receive-buffer drops)."""
     tool = os.path.join(build, "tests", "remote", "remote-bench")
     d = os.path.join(net.dir, f"x{time.monotonic_ns()}")
     os.makedirs(d)
     common = ["--dir", d, "--mode", mode, "--mib", str(mib), "--timeout", str(timeout)] + list(extra)
-    r = net.spawn(f"recv-{mode}", r_host, [tool, "recv", "--name", "r", "--peer", "s"] + common)
+    r = net.spawn(f"recv-{mode}", r_host,
+                  list(recv_wrap) + [tool, "recv", "--name", "r", "--peer", "s"] + common)
     go = os.path.join(d, "go")
-    s = net.spawn(f"send-{mode}", s_host, [tool, "send", "--name", "s", "--peer", "r"] + common +
+    s = net.spawn(f"send-{mode}", s_host,
+                  list(send_wrap) + [tool, "send", "--name", "s", "--peer", "r"] + common +
                   (["--via", via, "--wait-file", go] if via else []))
     relay_proc = None
     if relay:
@@ -69,6 +75,13 @@ def link_bench(build, net, mode, mib, s_host, r_host, extra=(), via=None, relay=
     if rc != 0:
         raise RuntimeError(f"remote-bench send failed ({rc})\n{s.tail()}\n{r.tail()}")
     out = json.loads([l for l in s.lines if l.startswith("{")][-1])
+    try:
+        out["recv"] = r.wait_for(lambda evs: [e for e in evs if e.get("side") == "recv"], 30,
+                                 "receiver's costs")[-1]
+    except TimeoutError:
+        out["recv"] = None
+    if recv_wrap:
+        r.wait_exit(timeout)   # let the wrapper (valgrind) write its output
     r.kill()
     if relay_proc:
         relay_proc.kill()
@@ -79,33 +92,65 @@ def med(xs):
     return statistics.median(xs)
 
 
+def cpu_ms_per_mb(x, side):
+    """CPU milliseconds (user + system) per MB moved, one side of a run."""
+    r = x if side == "send" else (x.get("recv") or {})
+    if "cpu_user" not in r:
+        return float("nan")
+    return 1000 * (r["cpu_user"] + r["cpu_sys"]) / (x["bytes"] / 1e6)
+
+
+def span(xs, fmt="{:.0f}"):
+    return f"{fmt.format(min(xs))}–{fmt.format(max(xs))}"
+
+
+def builds(a):
+    """(label, build dir) pairs to run side by side: --ref-build first."""
+    out = []
+    if a.ref_build:
+        out.append(("before", os.path.abspath(a.ref_build)))
+    out.append(("this build" if a.ref_build else "", a.build))
+    return out
+
+
 def throughput(a):
     rows = []
     for mtu, payload in ((1500, 0), (9000, 8952)):
         net = rlxnet.Net("tp")
         net.host("h1", 1, mtu if mtu != 1500 else None)
         net.host("h2", 2, mtu if mtu != 1500 else None)
-        q, n = [], []
+        q = {label: [] for label, _ in builds(a)}
+        n = []
         for i in range(a.runs):
             extra = ["--payload", str(payload)] if payload else []
-            q.append(link_bench(a.build, net, "quic", 512 if payload else 256, "h2", "h1", extra))
+            for label, build in builds(a):
+                q[label].append(link_bench(build, net, "quic", 512 if payload else 256, "h2", "h1",
+                                           extra))
             if mtu == 1500:
                 n.append(link_bench(a.build, net, "nice", 128, "h2", "h1"))
         net.close()
-        rows.append((mtu, payload or 1452, q, n))
-    print("| MTU | QUIC payload | RlxRemoteLink (QUIC), MB/s | libnice reliable, MB/s | ratio | "
-          "ping RTT QUIC / libnice |")
-    print("|---|---|---|---|---|---|")
+        rows.append((mtu, payload or "PMTUD ≤ 1444", q, n))
+    print("| MTU | QUIC payload | build | RlxRemoteLink (QUIC), MB/s | receiver CPU ms/MB | "
+          "sender CPU ms/MB | libnice reliable, MB/s | QUIC / libnice | ping RTT QUIC / libnice |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for mtu, payload, q, n in rows:
-        qm = med([x["mbps"] for x in q])
-        qr = f"{min(x['mbps'] for x in q):.0f}–{max(x['mbps'] for x in q):.0f}"
-        qp = med([x["ping_us"] for x in q])
-        if n:
-            nm = med([x["mbps"] for x in n])
-            nice_s, ratio, np_s = f"{nm:.0f}", f"{qm / nm:.1f}×", f"{med([x['ping_us'] for x in n])} µs"
-        else:
-            nice_s = ratio = np_s = "—"
-        print(f"| {mtu} | {payload} | **{qm:.0f}** ({qr}) | {nice_s} | {ratio} | {qp} µs / {np_s} |")
+        for label, runs in q.items():
+            qm = med([x["mbps"] for x in runs])
+            rc = [cpu_ms_per_mb(x, "recv") for x in runs]
+            sc = [cpu_ms_per_mb(x, "send") for x in runs]
+            qp = med([x["ping_us"] for x in runs])
+            if n:
+                nm = med([x["mbps"] for x in n])
+                nice_s, ratio = f"{nm:.0f}", f"{qm / nm:.1f}×"
+                np_s = f"{med([x['ping_us'] for x in n])} µs"
+            else:
+                nice_s = ratio = np_s = "—"
+            print(f"| {mtu} | {payload} | {label} | **{qm:.0f}** ({span([x['mbps'] for x in runs])}) "
+                  f"| {med(rc):.2f} ({span(rc, '{:.2f}')}) | {med(sc):.2f} ({span(sc, '{:.2f}')}) "
+                  f"| {nice_s} | {ratio} | {qp} µs / {np_s} |")
+        if a.ref_build:
+            ref, new = (med([x["mbps"] for x in v]) for v in q.values())
+            print(f"| {mtu} | {payload} | this build / before | **{new / ref:.2f}×** | | | | | |")
 
 
 def shaped(a):
@@ -127,7 +172,13 @@ def shaped(a):
     rl = {"host": "relay", "a": "10.80.0.2:5000", "b": "10.81.0.2:5001", "to_ip": "10.81.0.1",
           "delay_ms": 25}
     res = {"quic cubic": [], "quic bbr2": [], "nice": []}
+    if a.ref_build:
+        res = {"quic cubic, before": [], **res}
     for i in range(a.runs):
+        if a.ref_build:
+            res["quic cubic, before"].append(
+                link_bench(os.path.abspath(a.ref_build), net, "quic", 64, "s", "r",
+                           ["--cc", "cubic"], via=rl["a"], relay=rl))
         res["quic cubic"].append(link_bench(a.build, net, "quic", 64, "s", "r", ["--cc", "cubic"],
                                             via=rl["a"], relay=rl))
         res["quic bbr2"].append(link_bench(a.build, net, "quic", 64, "s", "r", ["--cc", "bbr2"],
@@ -219,6 +270,8 @@ if __name__ == "__main__":
     ap.add_argument("what", choices=["throughput", "shaped", "join", "cohort"])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--ref-build", default=None,
+                    help="a build of the code before (throughput, shaped): run side by side")
     a = ap.parse_args()
     a.build = os.path.abspath(a.build)
     rlxnet.need_root_and_netns()

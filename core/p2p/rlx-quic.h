@@ -93,6 +93,9 @@ void      rlx_quic_start    (RlxQuic *self);
 /* One datagram from the path. Anything that is not QUIC for this connection
  * is dropped without an answer. */
 void      rlx_quic_receive  (RlxQuic *self, const guint8 *data, gsize len);
+/* @n datagrams that arrived together (a recvmmsg batch, a GRO train): the
+ * same as receiving them one by one, with one clock reading for all. */
+void      rlx_quic_receive_batch (RlxQuic *self, const RlxDatagram *datagrams, guint n);
 /* Queue @frame on @stream. FALSE with RLX_REMOTE_ERROR_CLOSED once closing,
  * or G_IO_ERROR_MESSAGE_TOO_LARGE over max_frame (the connection stays). */
 gboolean  rlx_quic_send     (RlxQuic *self, RlxQuicStream stream, GBytes *frame,
@@ -104,6 +107,10 @@ void      rlx_quic_close    (RlxQuic *self, guint linger_ms);
 void      rlx_quic_abort    (RlxQuic *self, const GError *error);
 /* The send queue was refused by the path earlier: try again now. */
 void      rlx_quic_resume   (RlxQuic *self);
+/* The priority of the connection's timer/write source on its context
+ * (G_PRIORITY_DEFAULT unless set): an owner that reads the datagrams at a
+ * higher priority raises it too, so sending and timers keep their turn. */
+void      rlx_quic_set_priority (RlxQuic *self, gint priority);
 gboolean  rlx_quic_is_established (RlxQuic *self);
 /* Frame bytes queued on both streams and not yet written into packets. */
 guint64   rlx_quic_get_unsent (RlxQuic *self);

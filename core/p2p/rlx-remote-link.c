@@ -24,10 +24,10 @@
 #define G_LOG_DOMAIN "rlx-remote"
 #include "rlx-config.h"
 #include "rlx-remote-link.h"
+#include "rlx-udp-path.h"
 
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/udp.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <nice/agent.h>
@@ -41,6 +41,11 @@
  * dropped while the I/O thread waits for a core (drops cost QUIC its
  * congestion window). */
 #define SOCKET_BUFFER       (8 * 1024 * 1024)
+/* While the link reads the selected socket itself (rlx-udp-path.h), its
+ * sources run above libnice's, which poll the same socket. */
+#define IO_PRIORITY         (G_PRIORITY_DEFAULT - 10)
+/* How long reading goes back to libnice when ICE traffic shows up. */
+#define RX_HOLDOFF_MS       2000
 
 typedef struct {
   GBytes       *frame;
@@ -71,11 +76,12 @@ struct _RlxRemoteLink
 
   /* I/O thread only */
   RlxQuic      *quic;
-  int           gso_fd;         /* the selected pair's UDP socket, or -1 */
-  struct sockaddr_storage gso_to;
-  socklen_t     gso_to_len;
+  RlxUdpPath   *direct;         /* the selected pair's own UDP socket, or NULL */
+  guint         direct_pair;    /* which selected pair it is for */
   gboolean      gso_off;        /* the kernel refused UDP_SEGMENT once */
-  guint         gso_pair;       /* which selected pair gso_fd is for */
+  gboolean      direct_rx_off;  /* RLX_REMOTE_DIRECT_RX=0 */
+  gint64        rx_holdoff_until;
+  GSource      *rx_retry;
   GSource      *io_wake;
   gboolean      io_done;
 
@@ -85,6 +91,9 @@ struct _RlxRemoteLink
   GQueue        in_q;           /* Item* */
   gboolean      in_posted;
   gboolean      progress_posted;
+  gboolean      io_ended;       /* no more sources on io_ctx */
+  GSource      *io_update;      /* io_rx_update is due */
+  gboolean      direct_rx;      /* the I/O thread reads the socket itself */
   gboolean      close_requested;
   guint64       written[RLX_QUIC_N_STREAMS];   /* frame bytes QUIC wrote (I/O side) */
   gint64        last_rx_at;     /* monotonic µs of the last datagram */
@@ -376,26 +385,27 @@ post_io_finished (gpointer data)
 
 /* ── I/O thread: QUIC callbacks ─────────────────────────────────────────── */
 
-/* The selected pair changed: use its socket directly for sending (UDP
- * generic segmentation offload: one sendmsg per burst instead of one per
- * packet) when it is a plain UDP socket of ours; relayed (TURN) and TCP pairs
- * have none and go through libnice. Receiving always goes through libnice. */
+/* The selected pair's socket, used directly (rlx-udp-path.h) when it is a
+ * plain UDP socket of ours; relayed (TURN) and TCP pairs have none and go
+ * through libnice. Only from a top-level callback of the I/O thread (never
+ * from inside QUIC): it may stop a receive source and deliver what waits. */
 static void
-io_refresh_direct (RlxRemoteLink *self)
+io_direct_refresh (RlxRemoteLink *self)
 {
   g_autoptr(GSocket) sock = NULL;
   NiceCandidate *local = NULL, *remote = NULL;
+  struct sockaddr_storage to;
   guint gen;
 
   g_mutex_lock (&self->lock);
   gen = self->pair_gen;
   g_mutex_unlock (&self->lock);
-  if (gen == self->gso_pair)
+  if (gen == self->direct_pair)
     return;
-  self->gso_pair = gen;
-  self->gso_fd = -1;
-  if (self->gso_off)
-    return;
+  self->direct_pair = gen;
+  if (self->direct)
+    rlx_udp_path_stop_receive (self->direct, TRUE);
+  g_clear_pointer (&self->direct, rlx_udp_path_free);
   if (!nice_agent_get_selected_pair (self->agent, self->stream_id, 1, &local, &remote) ||
       local->transport != NICE_CANDIDATE_TRANSPORT_UDP ||
       local->type == NICE_CANDIDATE_TYPE_RELAYED || remote->type == NICE_CANDIDATE_TYPE_RELAYED)
@@ -403,65 +413,27 @@ io_refresh_direct (RlxRemoteLink *self)
   sock = nice_agent_get_selected_socket (self->agent, self->stream_id, 1);
   if (sock == NULL)
     return;
-  nice_address_copy_to_sockaddr (&remote->addr, (struct sockaddr *) &self->gso_to);
-  self->gso_to_len = remote->addr.s.addr.sa_family == AF_INET6 ? sizeof (struct sockaddr_in6)
-                                                                 : sizeof (struct sockaddr_in);
-  self->gso_fd = g_socket_get_fd (sock);   /* libnice keeps the socket open */
+  memset (&to, 0, sizeof to);
+  nice_address_copy_to_sockaddr (&remote->addr, (struct sockaddr *) &to);
+  /* libnice keeps the socket open for as long as the pair exists. */
+  self->direct = rlx_udp_path_new (g_socket_get_fd (sock), (struct sockaddr *) &to,
+                                   to.ss_family == AF_INET6 ? sizeof (struct sockaddr_in6)
+                                                            : sizeof (struct sockaddr_in));
 }
 
-/* Datagrams [d, d+n) of equal length (the last may be shorter) in one
- * sendmsg with UDP_SEGMENT. Returns how many went out, or -1 if GSO is not
- * available (then nothing was sent). */
-static gint
-send_gso (RlxRemoteLink *self, const RlxDatagram *d, guint n)
+/* The direct path is for the pair selected now (if not, libnice until the
+ * update that follows every pair change). */
+static gboolean
+io_direct_current (RlxRemoteLink *self)
 {
-  struct iovec iov[64];
-  union { char buf[CMSG_SPACE (sizeof (guint16))]; struct cmsghdr align; } ctl;
-  struct msghdr msg = { 0 };
-  struct cmsghdr *cm;
-  guint16 seg = (guint16) d[0].len;
-  gsize total = 0;
-  guint k = 0;
+  gboolean current;
 
-  /* Segments of length seg, the last one possibly shorter. */
-  while (k < n && k < G_N_ELEMENTS (iov) && d[k].len <= seg && total + d[k].len <= 65000)
-    {
-      iov[k].iov_base = (void *) d[k].data;
-      iov[k].iov_len = d[k].len;
-      total += d[k].len;
-      if (d[k++].len < seg)
-        break;
-    }
-  if (k <= 1)
-    return 0;
-  msg.msg_name = &self->gso_to;
-  msg.msg_namelen = self->gso_to_len;
-  msg.msg_iov = iov;
-  msg.msg_iovlen = k;
-  msg.msg_control = ctl.buf;
-  msg.msg_controllen = sizeof ctl.buf;
-  cm = CMSG_FIRSTHDR (&msg);
-  cm->cmsg_level = SOL_UDP;
-  cm->cmsg_type = UDP_SEGMENT;
-  cm->cmsg_len = CMSG_LEN (sizeof (guint16));
-  memcpy (CMSG_DATA (cm), &seg, sizeof seg);
-  if (sendmsg (self->gso_fd, &msg, MSG_DONTWAIT) < 0)
-    {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)
-        return -2;
-      /* The path is down for now (a cable pulled, a route gone): like any
-       * UDP send, the datagrams are lost and QUIC recovers or times out. */
-      if (errno == ENETUNREACH || errno == EHOSTUNREACH || errno == ECONNREFUSED ||
-          errno == ENETDOWN || errno == EPERM)
-        return (gint) k;
-      /* No GSO here (an old kernel, a device without it): libnice from now on. */
-      g_debug ("link to %s: UDP GSO refused (%s); sending through libnice",
-               self->peer_id, g_strerror (errno));
-      self->gso_off = TRUE;
-      self->gso_fd = -1;
-      return -1;
-    }
-  return (gint) k;
+  if (self->direct == NULL)
+    return FALSE;
+  g_mutex_lock (&self->lock);
+  current = self->pair_gen == self->direct_pair;
+  g_mutex_unlock (&self->lock);
+  return current;
 }
 
 static guint
@@ -473,41 +445,50 @@ quic_send_cb (const RlxDatagram *d, guint n, gpointer user_data)
   guint done = 0;
   guint64 bytes = 0;
 
-  io_refresh_direct (self);
+  if (!self->gso_off && io_direct_current (self))
+    while (done < n)
+      {
+        gint sent = rlx_udp_path_send (self->direct, d + done, n - done);
+
+        if (sent < 0)
+          {
+            self->gso_off = TRUE;   /* libnice from now on */
+            break;
+          }
+        if (sent == 0)
+          goto out;                 /* the socket is full: offered again shortly */
+        for (gint i = 0; i < sent; i++)
+          bytes += d[done + (guint) i].len;
+        done += (guint) sent;
+      }
   while (done < n)
     {
       guint k = MIN (n - done, G_N_ELEMENTS (msgs));
-      gint sent = 0;
+      gint sent;
 
-      if (self->gso_fd >= 0 && n - done > 1)
+      for (guint i = 0; i < k; i++)
         {
-          sent = send_gso (self, d + done, n - done);
-          if (sent == -2)
-            break;
+          vecs[i].buffer = d[done + i].data;
+          vecs[i].size = d[done + i].len;
+          msgs[i].buffers = &vecs[i];
+          msgs[i].n_buffers = 1;
         }
+      sent = nice_agent_send_messages_nonblocking (self->agent, self->stream_id, 1, msgs, k,
+                                                   NULL, NULL);
       if (sent <= 0)
-        {
-          for (guint i = 0; i < k; i++)
-            {
-              vecs[i].buffer = d[done + i].data;
-              vecs[i].size = d[done + i].len;
-              msgs[i].buffers = &vecs[i];
-              msgs[i].n_buffers = 1;
-            }
-          sent = nice_agent_send_messages_nonblocking (self->agent, self->stream_id, 1, msgs, k,
-                                                       NULL, NULL);
-          if (sent <= 0)
-            break;
-        }
+        break;
       for (gint i = 0; i < sent; i++)
         bytes += d[done + (guint) i].len;
       done += (guint) sent;
     }
+out:
   g_mutex_lock (&self->lock);
   self->dgram_tx += bytes;
   g_mutex_unlock (&self->lock);
   return done;
 }
+
+static void io_schedule_update (RlxRemoteLink *self);
 
 static void
 quic_established_cb (gpointer user_data)
@@ -515,6 +496,7 @@ quic_established_cb (gpointer user_data)
   RlxRemoteLink *self = user_data;
 
   post_main (self, post_ready, NULL, NULL);
+  io_schedule_update (self);   /* not from inside QUIC */
 }
 
 static void
@@ -577,6 +559,129 @@ io_finish (RlxRemoteLink *self)
     return;
   self->io_done = TRUE;
   g_main_loop_quit (self->io_loop);
+}
+
+/* ── I/O thread: reading the selected pair's socket directly ─────────────── */
+
+/* Who reads the selected socket now: its sources' priority and the flag
+ * rlx_remote_link_reads_directly shows. */
+static void
+io_set_direct (RlxRemoteLink *self, gboolean direct)
+{
+  gint priority = direct ? IO_PRIORITY : G_PRIORITY_DEFAULT;
+
+  if (self->io_wake)
+    g_source_set_priority (self->io_wake, priority);
+  if (self->quic)
+    rlx_quic_set_priority (self->quic, priority);
+  g_mutex_lock (&self->lock);
+  self->direct_rx = direct;
+  g_mutex_unlock (&self->lock);
+}
+
+static void
+io_direct_datagrams (const RlxDatagram *d, guint n, gsize bytes, gpointer user_data)
+{
+  RlxRemoteLink *self = user_data;
+
+  g_mutex_lock (&self->lock);
+  self->dgram_rx += bytes;
+  self->last_rx_at = g_get_monotonic_time ();
+  g_mutex_unlock (&self->lock);
+  if (self->quic && !self->io_done)
+    rlx_quic_receive_batch (self->quic, d, n);
+}
+
+static void io_rx_update (RlxRemoteLink *self);
+
+static gboolean
+io_rx_retry_cb (gpointer user_data)
+{
+  RlxRemoteLink *self = user_data;
+
+  g_clear_pointer (&self->rx_retry, g_source_unref);
+  io_rx_update (self);
+  return G_SOURCE_REMOVE;
+}
+
+/* ICE traffic on the selected socket: libnice reads it again for a while
+ * (what was dropped, STUN retransmits). */
+static void
+io_direct_stray (const char *what, gpointer user_data)
+{
+  RlxRemoteLink *self = user_data;
+
+  g_debug ("link to %s: %s on the selected pair; libnice reads it for %u ms", self->peer_id,
+           what, RX_HOLDOFF_MS);
+  self->rx_holdoff_until = g_get_monotonic_time () + (gint64) RX_HOLDOFF_MS * 1000;
+  rlx_udp_path_stop_receive (self->direct, TRUE);
+  io_set_direct (self, FALSE);
+  if (self->rx_retry == NULL)
+    {
+      self->rx_retry = g_timeout_source_new (RX_HOLDOFF_MS);
+      g_source_set_callback (self->rx_retry, io_rx_retry_cb, self, NULL);
+      g_source_attach (self->rx_retry, self->io_ctx);
+    }
+}
+
+static const RlxUdpPathCallbacks direct_callbacks = {
+  .datagrams = io_direct_datagrams,
+  .stray = io_direct_stray,
+};
+
+/* Read the selected socket ourselves while QUIC is up on a plain UDP pair
+ * and ICE has concluded (READY: no checks left that need libnice to read);
+ * libnice reads otherwise. Top-level callbacks of the I/O thread only. */
+static void
+io_rx_update (RlxRemoteLink *self)
+{
+  gboolean want, receiving;
+  int state;
+
+  if (self->io_done)
+    return;
+  io_direct_refresh (self);
+  g_mutex_lock (&self->lock);
+  state = self->ice_state;
+  g_mutex_unlock (&self->lock);
+  want = self->direct != NULL && !self->direct_rx_off && self->quic != NULL &&
+         rlx_quic_is_established (self->quic) && state == NICE_COMPONENT_STATE_READY &&
+         g_get_monotonic_time () >= self->rx_holdoff_until;
+  receiving = self->direct != NULL && rlx_udp_path_is_receiving (self->direct);
+  if (want && !receiving)
+    rlx_udp_path_start_receive (self->direct, self->io_ctx, IO_PRIORITY, &direct_callbacks, self);
+  else if (!want && receiving)
+    rlx_udp_path_stop_receive (self->direct, TRUE);
+  io_set_direct (self, want);
+}
+
+static gboolean
+io_update_cb (gpointer user_data)
+{
+  RlxRemoteLink *self = user_data;
+
+  g_mutex_lock (&self->lock);
+  g_clear_pointer (&self->io_update, g_source_unref);
+  g_mutex_unlock (&self->lock);
+  io_rx_update (self);
+  return G_SOURCE_REMOVE;
+}
+
+/* io_rx_update soon, on the I/O thread; from any thread, and from inside
+ * QUIC or libnice. */
+static void
+io_schedule_update (RlxRemoteLink *self)
+{
+  g_mutex_lock (&self->lock);
+  if (self->io_update == NULL && !self->io_ended)
+    {
+      self->io_update = g_idle_source_new ();
+      g_source_set_priority (self->io_update, IO_PRIORITY);
+      g_source_set_callback (self->io_update, io_update_cb, self, NULL);
+      g_source_set_static_name (self->io_update, "rlx-remote-link update");
+      g_source_attach (self->io_update, self->io_ctx);
+    }
+  g_mutex_unlock (&self->lock);
 }
 
 static gboolean
@@ -695,6 +800,7 @@ io_state_changed (gpointer data)
   StateChange *sc = data;
   RlxRemoteLink *self = sc->self;
 
+  io_schedule_update (self);
   g_debug ("link to %s: ICE %s%s", self->peer_id, nice_component_state_to_string (sc->state),
            self->io_done ? " (link already ended)" : "");
   if (self->io_done)
@@ -731,6 +837,22 @@ io_thread (gpointer data)
 
   g_main_context_push_thread_default (self->io_ctx);
   g_main_loop_run (self->io_loop);
+  g_mutex_lock (&self->lock);
+  self->io_ended = TRUE;
+  if (self->io_update)
+    {
+      g_source_destroy (self->io_update);
+      g_clear_pointer (&self->io_update, g_source_unref);
+    }
+  g_mutex_unlock (&self->lock);
+  if (self->rx_retry)
+    {
+      g_source_destroy (self->rx_retry);
+      g_clear_pointer (&self->rx_retry, g_source_unref);
+    }
+  if (self->direct)
+    rlx_udp_path_stop_receive (self->direct, FALSE);
+  g_clear_pointer (&self->direct, rlx_udp_path_free);
   g_clear_pointer (&self->quic, rlx_quic_free);
   if (self->io_wake)
     g_source_destroy (self->io_wake);
@@ -831,6 +953,7 @@ on_selected_pair (NiceAgent *agent, guint stream_id, guint component_id,
                                 candidate_kind (remote->type), ip,
                                 nice_address_get_port (&remote->addr));
   g_mutex_unlock (&self->lock);
+  io_schedule_update (self);
 }
 
 /* ── RlxLink ─────────────────────────────────────────────────────────────── */
@@ -1000,8 +1123,8 @@ rlx_remote_link_init (RlxRemoteLink *self)
   g_queue_init (&self->out_q);
   g_queue_init (&self->in_q);
   self->local_addrs = g_ptr_array_new_with_free_func (g_free);
-  self->gso_fd = -1;
   self->ice_state = NICE_COMPONENT_STATE_DISCONNECTED;
+  self->direct_rx_off = g_strcmp0 (g_getenv ("RLX_REMOTE_DIRECT_RX"), "0") == 0;
 }
 
 RlxRemoteLink *
@@ -1271,6 +1394,18 @@ rlx_remote_link_dup_local_addresses (RlxRemoteLink *self)
   out = g_strv_builder_end (b);
   g_strv_builder_unref (b);
   return out;
+}
+
+gboolean
+rlx_remote_link_reads_directly (RlxRemoteLink *self)
+{
+  gboolean direct;
+
+  g_return_val_if_fail (RLX_IS_REMOTE_LINK (self), FALSE);
+  g_mutex_lock (&self->lock);
+  direct = self->direct_rx;
+  g_mutex_unlock (&self->lock);
+  return direct;
 }
 
 guint64

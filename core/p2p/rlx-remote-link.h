@@ -30,6 +30,11 @@
  * QUIC deliver what was queued for up to a second before it closes the
  * connection cleanly (the peer sees RLX_REMOTE_ERROR_CLOSED).
  *
+ * Bulk speed: once ICE has concluded on a plain UDP pair, the link reads
+ * and writes that pair's socket itself (UDP GRO and GSO, recvmmsg: a system
+ * call per train of datagrams instead of one per datagram) and leaves it to
+ * libnice again whenever ICE traffic needs libnice (rlx-udp-path.h).
+ *
  * Threads: create and use it on one thread whose thread-default main
  * context runs (the main loop); signals are emitted there. The libnice
  * socket I/O, QUIC and its encryption run on the link's own I/O thread.
@@ -100,6 +105,11 @@ char    *rlx_remote_link_dup_path (RlxRemoteLink *self);
 char   **rlx_remote_link_dup_local_addresses (RlxRemoteLink *self);
 /* Smoothed round-trip time in µs (0 before the first sample). */
 guint64  rlx_remote_link_get_rtt_us (RlxRemoteLink *self);
+/* Whether the link reads the selected pair's socket itself now (GRO and
+ * batched reads, see rlx-udp-path.h) rather than through libnice: once ICE
+ * is READY on a plain UDP pair with QUIC up, except for 2 s after ICE
+ * traffic or a stranger's datagram showed up on that socket. */
+gboolean rlx_remote_link_reads_directly (RlxRemoteLink *self);
 const char *rlx_remote_link_get_peer_id (RlxRemoteLink *self);
 
 G_END_DECLS

@@ -11,9 +11,17 @@
                             goes on; the link comes back and it rejoins by itself
     netns-test.py turn      a host that reaches the others only through a TURN
                             relay (coturn, started here) joins and trains
+    netns-test.py stun      two hosts behind two different NATs pair with each
+                            other through the addresses a STUN server (coturn)
+                            told them (--stun): their private addresses are
+                            unreachable from each other, so only server-
+                            reflexive candidates can make that link
     netns-test.py hostile   a wrong key is refused with a message that says so;
                             garbage to the signalling port and to every QUIC
-                            port gets nothing back and breaks nothing
+                            port gets nothing back and breaks nothing: both
+                            ranks are alive right after it, no link drops, and
+                            the cohort commits 20 more steps with both members
+                            and one hash
     netns-test.py signal    `rlx-rank signal` serves alone and prints an invite
                             two hosts join and train with; a malformed invite
                             is refused showing the expected form
@@ -209,6 +217,44 @@ def test_turn():
     net.close()
 
 
+# ── stun ──────────────────────────────────────────────────────────────────
+
+
+def test_stun():
+    net = rlxnet.Net("stun")
+    net.host("h1", 1)
+    net.host("stun", 10)
+    # Two hosts behind two NATs: 10.78.0.2 and 10.79.0.2 are not routed on
+    # the switch, so neither can reach the other's host candidate, and no
+    # check from one reaches the other to teach it a peer-reflexive one: only
+    # the public addresses STUN reports can pair them. (Full-cone NATs, so
+    # pairing does not hang on which check leaves first; see rlxnet.)
+    net.natted_host("h2", 2, 78, full_cone=True)
+    net.natted_host("h3", 3, 79, full_cone=True)
+    coturn, stun_ip = start_coturn(net, "stun")
+    stun = ["--stun", f"{stun_ip}:3478"]
+    a, inv = founder(net, "h1", "stun", "--wait-members", "3", *stun, steps=120)
+    b = net.spawn("h2-natted", "h2", join_args(inv, *stun, steps=120))
+    c = net.spawn("h3-natted", "h3", join_args(inv, *stun, steps=120))
+    a.wait_event("step", 90, key="members", minimum=3)
+    cid = c.node_id()
+    bid = b.node_id()
+    # The natted hosts reach each other at their routers' addresses (the
+    # server-reflexive ones STUN gave them, or the peer-reflexive one the
+    # first check through the NAT revealed: same address and port).
+    up_b = b.wait_event("link-up", 60, where=lambda e: e["node"] == cid)
+    up_c = c.wait_event("link-up", 60, where=lambda e: e["node"] == bid)
+    check("10.77.0.3" in up_b["path"] and "10.77.0.2" in up_c["path"],
+          f"h2 and h3 pair through their NATs' public addresses: {up_b} / {up_c}", b, c)
+    results = [final_hash(p) for p in (a, b, c)]
+    check(len(set(results)) == 1 and results[0][0] >= 120,
+          f"identical hashes with two natted hosts: {results}", a, b, c)
+    print(f"stun: two hosts behind two NATs paired via STUN ({up_b['path']}), "
+          f"{results[0][0]} steps, hash {results[0][1]} everywhere")
+    coturn.kill(signal.SIGTERM)
+    net.close()
+
+
 # ── hostile ───────────────────────────────────────────────────────────────
 
 
@@ -252,12 +298,28 @@ def test_hostile():
                        [f"{ip}:{port}" for ip, port in sorted(ports)],
                        capture_output=True, text=True, timeout=60)
     check(r.returncode == 0, f"garbage to UDP ports got no answer: {r.stdout}{r.stderr}", a, b)
+    # (That check waits a bounded 1.5 s for answers: "nothing happens" has no
+    # event to wait on. What follows does.)
 
-    # The cohort is unharmed: it keeps committing with both members.
+    # The ranks survived the junk...
+    check(a.p.poll() is None and b.p.poll() is None, "both ranks still run after the junk", a, b)
+    # ... and the cohort is unharmed: it keeps committing with both members,
+    # on one hash, without losing its link.
     n = len(a.find("step"))
     a.wait_for(lambda evs: len([e for e in evs if e.get("event") == "step"
                                 and e.get("members") == 2]) >= n + 20, 30,
                "20 more steps with both members after the abuse")
+    after = [e["step"] for e in a.find("step")][n:]
+    b.wait_event("step", 30, key="step", minimum=after[-1])
+    ha, hb = a.step_hashes(), b.step_hashes()
+    check(all(ha[s] == hb.get(s) for s in after if s in hb) and
+          sum(1 for s in after if s in hb) >= 15,
+          f"one hash on both ranks after the junk: {[(s, ha[s], hb.get(s)) for s in after[:5]]}",
+          a, b)
+    for p in (a, b):
+        check(not p.find("member-left") and not p.find("link-failed"),
+              f"{p.label} lost no member or link to the junk: "
+              f"{p.find('member-left') + p.find('link-failed')}", p)
     check(a.p.poll() is None and b.p.poll() is None, "both ranks still run", a, b)
     print(f"hostile: wrong key refused, junk to signalling and {len(ports)} UDP ports answered "
           "by nothing, cohort unharmed")
@@ -296,15 +358,15 @@ def test_signal():
     net.close()
 
 
-TESTS = {"mesh": test_mesh, "cut": test_cut, "turn": test_turn, "hostile": test_hostile,
-         "signal": test_signal}
+TESTS = {"mesh": test_mesh, "cut": test_cut, "turn": test_turn, "stun": test_stun,
+         "hostile": test_hostile, "signal": test_signal}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in TESTS:
         print(f"usage: {sys.argv[0]} {' | '.join(TESTS)}", file=sys.stderr)
         sys.exit(2)
     rlxnet.need_root_and_netns()
-    if sys.argv[1] == "turn" and subprocess.run(["which", "turnserver"],
+    if sys.argv[1] in ("turn", "stun") and subprocess.run(["which", "turnserver"],
                                                 capture_output=True).returncode != 0:
         print("SKIP: coturn (turnserver) is not installed (scripts/deps.sh installs it)")
         sys.exit(rlxnet.SKIP)

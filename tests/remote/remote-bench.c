@@ -15,15 +15,27 @@
  *   nice  libnice's reliable mode (pseudo-TCP over the same ICE): the same
  *         bytes as a stream, the same answer, the same pings.
  * --via IP:PORT replaces the peer's candidates by that one address (a UDP
- * delay relay in the path). Prints one JSON line: mode, bytes, seconds,
- * MB/s (10^6 bytes), the median ping RTT in µs.
+ * delay relay in the path). The sender prints one JSON line: mode, bytes,
+ * seconds, MB/s (10^6 bytes), the median ping RTT in µs; both sides add
+ * what the transfer cost them from the link being up to the last byte: CPU
+ * seconds of the process (user, system) and the namespace's UDP counters
+ * (datagrams in and out, datagrams dropped for a full receive buffer). The
+ * receiver prints its own line ("side":"recv") when the last byte arrived.
  */
 #include "rlx-config.h"
 #include "core/p2p/rlx-remote-link.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <nice/agent.h>
+
+/* What the transfer cost this side: CPU of the whole process and the UDP
+ * counters of its network namespace (/proc/net/snmp is per namespace). */
+typedef struct {
+  double  user, sys;
+  guint64 udp_in, udp_out, rcvbuf_errors;
+} Usage;
 
 typedef struct {
   const char    *dir, *name, *peer, *mode, *via, *wait_file;
@@ -54,6 +66,7 @@ typedef struct {
 
   guint64        received;
   gint64         t0, t1;
+  Usage          u0, u1;
   guint          pings_done;
   GArray        *rtts;
   gint64         ping_at;
@@ -61,6 +74,94 @@ typedef struct {
 } Bench;
 
 static Bench b;
+
+/* /proc/net/snmp: "Udp: InDatagrams NoPorts …" then "Udp: 12 0 …". */
+static void
+add_udp4 (Usage *u, const char *text)
+{
+  g_auto(GStrv) lines = g_strsplit (text, "\n", -1);
+
+  for (guint i = 0; lines[i] && lines[i + 1]; i++)
+    if (g_str_has_prefix (lines[i], "Udp: ") && g_str_has_prefix (lines[i + 1], "Udp: "))
+      {
+        g_auto(GStrv) k = g_strsplit (lines[i] + 5, " ", -1);
+        g_auto(GStrv) v = g_strsplit (lines[i + 1] + 5, " ", -1);
+        for (guint j = 0; k[j] && v[j]; j++)
+          {
+            guint64 x = g_ascii_strtoull (v[j], NULL, 10);
+            if (g_str_equal (k[j], "InDatagrams"))
+              u->udp_in += x;
+            else if (g_str_equal (k[j], "OutDatagrams"))
+              u->udp_out += x;
+            else if (g_str_equal (k[j], "RcvbufErrors"))
+              u->rcvbuf_errors += x;
+          }
+        return;
+      }
+}
+
+/* /proc/net/snmp6: "Udp6InDatagrams  12" lines (ICE may pick an IPv6 pair). */
+static void
+add_udp6 (Usage *u, const char *text)
+{
+  g_auto(GStrv) lines = g_strsplit (text, "\n", -1);
+
+  for (guint i = 0; lines[i]; i++)
+    {
+      g_auto(GStrv) kv = g_strsplit_set (lines[i], " \t", -1);
+      const char *val = NULL;
+
+      for (guint j = 1; kv[0] && kv[j]; j++)
+        if (*kv[j])
+          val = kv[j];
+      if (val == NULL)
+        continue;
+      if (g_str_equal (kv[0], "Udp6InDatagrams"))
+        u->udp_in += g_ascii_strtoull (val, NULL, 10);
+      else if (g_str_equal (kv[0], "Udp6OutDatagrams"))
+        u->udp_out += g_ascii_strtoull (val, NULL, 10);
+      else if (g_str_equal (kv[0], "Udp6RcvbufErrors"))
+        u->rcvbuf_errors += g_ascii_strtoull (val, NULL, 10);
+    }
+}
+
+static void
+usage_now (Usage *u)
+{
+  struct rusage ru;
+  g_autofree char *snmp = NULL, *snmp6 = NULL;
+
+  memset (u, 0, sizeof *u);
+  if (getrusage (RUSAGE_SELF, &ru) == 0)
+    {
+      u->user = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6;
+      u->sys = ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+    }
+  if (g_file_get_contents ("/proc/net/snmp", &snmp, NULL, NULL))
+    add_udp4 (u, snmp);
+  if (g_file_get_contents ("/proc/net/snmp6", &snmp6, NULL, NULL))
+    add_udp6 (u, snmp6);
+}
+
+static void
+print_usage_fields (void)
+{
+  printf (",\"cpu_user\":%.3f,\"cpu_sys\":%.3f,\"udp_in\":%" G_GUINT64_FORMAT
+          ",\"udp_out\":%" G_GUINT64_FORMAT ",\"rcvbuf_errors\":%" G_GUINT64_FORMAT,
+          b.u1.user - b.u0.user, b.u1.sys - b.u0.sys, b.u1.udp_in - b.u0.udp_in,
+          b.u1.udp_out - b.u0.udp_out, b.u1.rcvbuf_errors - b.u0.rcvbuf_errors);
+}
+
+/* The receiver's line, once the last byte is in. */
+static void
+print_recv_usage (void)
+{
+  usage_now (&b.u1);
+  printf ("{\"side\":\"recv\",\"mode\":\"%s\",\"bytes\":%" G_GUINT64_FORMAT, b.mode, b.total);
+  print_usage_fields ();
+  printf ("}\n");
+  fflush (stdout);
+}
 
 static void
 finish_fail (const char *why)
@@ -186,10 +287,9 @@ on_gathering_done (RlxRemoteLink *link, gpointer user_data)
 }
 
 static void
-quic_send_frame (gsize len, gboolean control)
+quic_send_bytes (GBytes *f, gboolean control)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(GBytes) f = g_bytes_new_take (g_malloc0 (MAX (len, 1)), len);
 
   if (!(control ? rlx_remote_link_send_control (b.link, f, &error)
                 : rlx_link_send (RLX_LINK (b.link), f, &error)))
@@ -197,14 +297,43 @@ quic_send_frame (gsize len, gboolean control)
 }
 
 static void
+quic_send_frame (gsize len, gboolean control)
+{
+  g_autoptr(GBytes) f = g_bytes_new_take (g_malloc0 (MAX (len, 1)), len);
+
+  quic_send_bytes (f, control);
+}
+
+/* The bulk frames, made and written before the clock starts (a cohort's
+ * buckets are data in memory, not fresh zero pages). */
+static GPtrArray *bulk;
+
+static void
+make_bulk (void)
+{
+  bulk = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  for (guint64 s = 0; s < b.total; s += b.frame)
+    {
+      gsize len = (gsize) MIN (b.frame, b.total - s);
+      guint8 *p = g_malloc (len);
+
+      for (gsize i = 0; i < len; i++)
+        p[i] = (guint8) (i * 7 + s);
+      g_ptr_array_add (bulk, g_bytes_new_take (p, len));
+    }
+}
+
+static void
 on_ready (RlxRemoteLink *link, gpointer user_data)
 {
   b.ready = TRUE;
+  usage_now (&b.u0);
   if (!b.sender)
     return;
   b.t0 = g_get_monotonic_time ();
-  for (guint64 s = 0; s < b.total; s += b.frame)
-    quic_send_frame ((gsize) MIN (b.frame, b.total - s), FALSE);
+  for (guint i = 0; i < bulk->len; i++)
+    quic_send_bytes (bulk->pdata[i], FALSE);
+  g_clear_pointer (&bulk, g_ptr_array_unref);   /* the link holds them until sent */
 }
 
 static void
@@ -217,6 +346,7 @@ on_frame (RlxLink *link, GBytes *frame, gpointer user_data)
       if (len == 8 && b.t1 == 0)
         {
           b.t1 = g_get_monotonic_time ();
+          usage_now (&b.u1);
           send_ping ();
         }
       else if (len == 200)
@@ -237,6 +367,7 @@ on_frame (RlxLink *link, GBytes *frame, gpointer user_data)
     {
       b.done = TRUE;
       quic_send_frame (8, TRUE);
+      print_recv_usage ();
     }
 }
 
@@ -379,6 +510,7 @@ on_nice_state (NiceAgent *agent, guint stream, guint component, guint state, gpo
   if ((state == NICE_COMPONENT_STATE_READY || state == NICE_COMPONENT_STATE_CONNECTED) && !b.ready)
     {
       b.ready = TRUE;
+      usage_now (&b.u0);
       if (b.sender)
         {
           b.t0 = g_get_monotonic_time ();
@@ -409,6 +541,7 @@ on_nice_recv (NiceAgent *agent, guint stream, guint component, guint len, gchar 
       if (b.t1 == 0 && b.received >= 8)
         {
           b.t1 = g_get_monotonic_time ();
+          usage_now (&b.u1);
           b.received -= 8;
           send_ping ();
         }
@@ -430,6 +563,7 @@ on_nice_recv (NiceAgent *agent, guint stream, guint component, guint len, gchar 
         {
           b.done = TRUE;
           nice_send_small (8);
+          print_recv_usage ();
         }
     }
   /* Ping bytes after the bulk: answer every 200 with 200. */
@@ -545,7 +679,11 @@ main (int argc, char **argv)
     }
   g_timeout_add_seconds ((guint) timeout_s, on_timeout, NULL);
   if (g_str_equal (b.mode, "quic"))
-    setup_quic ();
+    {
+      if (b.sender)
+        make_bulk ();
+      setup_quic ();
+    }
   else
     setup_nice ();
   if (!b.failed)
@@ -563,9 +701,11 @@ main (int argc, char **argv)
       if (b.rtts->len)
         med = g_array_index (b.rtts, gint64, b.rtts->len / 2);
       printf ("{\"mode\":\"%s\",\"bytes\":%" G_GUINT64_FORMAT ",\"seconds\":%.4f,\"mbps\":%.1f,"
-              "\"ping_us\":%" G_GINT64_FORMAT ",\"pings\":%u,\"cc\":\"%s\",\"payload\":%d}\n",
+              "\"ping_us\":%" G_GINT64_FORMAT ",\"pings\":%u,\"cc\":\"%s\",\"payload\":%d",
               b.mode, b.total, secs, b.total / secs / 1e6, med, b.rtts->len,
               cc ? cc : "cubic", payload);
+      print_usage_fields ();
+      printf ("}\n");
       if (b.link)
         rlx_link_close (RLX_LINK (b.link));
     }

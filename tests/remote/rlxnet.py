@@ -216,9 +216,14 @@ class Net:
         self.hosts[name] = {"ns": ns, "ip": ip, "dir": self._host_dir(name)}
         return self.hosts[name]
 
-    def natted_host(self, name, router_addr, inside_net):
+    def natted_host(self, name, router_addr, inside_net, full_cone=False):
         """A host behind a NAT router: router on the switch at 10.77.0.ROUTER_ADDR,
-        host at 10.INSIDE.0.2 behind it, nftables masquerade on the way out."""
+        host at 10.INSIDE.0.2 behind it, nftables masquerade on the way out.
+        FULL_CONE: UDP from anywhere to the router's ports is forwarded to the
+        host, same port (masquerade keeps the host's port when it is free), so
+        the address STUN reports is reachable from anywhere at once; without
+        it, Linux conntrack makes hole punching between two such NATs depend
+        on which side's check leaves first."""
         r = self.add_ns(name + "nat")
         self._veth(self.sw, name + "nat", r, "out")
         sh("ip", "link", "set", name + "nat", "master", "br0", ns=self.sw)
@@ -229,7 +234,9 @@ class Net:
         sh("ip", "addr", "add", f"10.{inside_net}.0.2/24", "dev", "eth0", ns=ns)
         sh("ip", "route", "add", "default", "via", f"10.{inside_net}.0.1", ns=ns)
         sh("sysctl", "-qw", "net.ipv4.ip_forward=1", ns=r)
-        rules = ("table ip nat {\n"
+        pre = (f" chain pre {{ type nat hook prerouting priority -100; iifname \"out\" "
+               f"udp dport 1024-65535 dnat to 10.{inside_net}.0.2; }}\n" if full_cone else "")
+        rules = ("table ip nat {\n" + pre +
                  " chain post { type nat hook postrouting priority 100; oifname \"out\" masquerade; }\n"
                  "}\n")
         path = os.path.join(self.dir, f"{name}-nat.nft")

@@ -43,6 +43,8 @@ struct _RlxLinkMailbox
   gboolean        io_paused;       /* push_frame said full: wake it after taking */
   GQueue          inbox;           /* InItem* */
   gsize           inbox_bytes;
+  gboolean        holding;         /* in a burst: bulk frames wait for _release */
+  gsize           held_bytes;      /* pushed in this burst without a wake-up */
   gboolean        closed_pushed;   /* the end is queued (or delivered) */
   gboolean        closed_queued;   /* … and not delivered yet */
   GError         *closed_error;
@@ -397,9 +399,38 @@ rlx_link_mailbox_push_frame (RlxLinkMailbox *self, RlxLinkLane lane, GBytes *fra
   room = !inbox_full_locked (self);
   if (!room)
     self->io_paused = TRUE;
-  wake_main_locked (self, TRUE);
+  self->held_bytes += g_bytes_get_size (frame) + 1;
+  if (!self->holding || lane == RLX_LINK_LANE_CONTROL || !room ||
+      self->held_bytes >= RLX_LINK_MAILBOX_HOLD_BYTES)
+    {
+      self->held_bytes = 0;
+      wake_main_locked (self, TRUE);
+    }
   g_mutex_unlock (&self->lock);
   return room;
+}
+
+void
+rlx_link_mailbox_hold (RlxLinkMailbox *self)
+{
+  g_return_if_fail (self != NULL);
+  g_mutex_lock (&self->lock);
+  self->holding = TRUE;
+  g_mutex_unlock (&self->lock);
+}
+
+void
+rlx_link_mailbox_release (RlxLinkMailbox *self)
+{
+  g_return_if_fail (self != NULL);
+  g_mutex_lock (&self->lock);
+  self->holding = FALSE;
+  if (self->held_bytes > 0)
+    {
+      self->held_bytes = 0;
+      wake_main_locked (self, TRUE);
+    }
+  g_mutex_unlock (&self->lock);
 }
 
 gboolean
@@ -470,6 +501,16 @@ rlx_link_mailbox_add_io_us (RlxLinkMailbox *self, guint64 us)
   g_return_if_fail (self != NULL);
   g_mutex_lock (&self->lock);
   self->io_us += us;
+  g_mutex_unlock (&self->lock);
+}
+
+void
+rlx_link_mailbox_set_io_priority (RlxLinkMailbox *self, gint priority)
+{
+  g_return_if_fail (self != NULL);
+  g_mutex_lock (&self->lock);
+  if (self->io_source != NULL)
+    g_source_set_priority (self->io_source, priority);
   g_mutex_unlock (&self->lock);
 }
 

@@ -40,8 +40,9 @@
 G_BEGIN_DECLS
 
 #define RLX_LINK_MAILBOX_PROGRESS_US  RLX_LINK_LAST_RX_NOTIFY_US
-#define RLX_LINK_MAILBOX_INBOX_BYTES  ((gsize) 32 << 20)
+#define RLX_LINK_MAILBOX_INBOX_BYTES  ((gsize) 8 << 20)
 #define RLX_LINK_MAILBOX_INBOX_FRAMES 1024
+#define RLX_LINK_MAILBOX_HOLD_BYTES   ((gsize) 2 << 20)
 
 typedef struct _RlxLinkMailbox RlxLinkMailbox;
 
@@ -83,6 +84,12 @@ gboolean rlx_link_mailbox_is_ended      (RlxLinkMailbox *self);
  * owned by the caller now). */
 void     rlx_link_mailbox_take          (RlxLinkMailbox *self, GQueue out[RLX_LINK_N_LANES]);
 RlxLinkMailboxClose rlx_link_mailbox_get_close (RlxLinkMailbox *self);
+/* A burst of reads: between _hold and _release, bulk frames pushed wake the
+ * main context once, at _release (or once RLX_LINK_MAILBOX_HOLD_BYTES of them
+ * wait); control frames still wake it at once. A stream of frames then
+ * costs the main context one wake-up per burst, not one per frame. */
+void     rlx_link_mailbox_hold          (RlxLinkMailbox *self);
+void     rlx_link_mailbox_release       (RlxLinkMailbox *self);
 /* A whole frame arrived (@frame: transfer full). FALSE: the inbox is full,
  * stop reading until io_func runs and rlx_link_mailbox_inbox_full says no. */
 gboolean rlx_link_mailbox_push_frame    (RlxLinkMailbox *self, RlxLinkLane lane, GBytes *frame);
@@ -99,6 +106,9 @@ void     rlx_link_mailbox_add_tx        (RlxLinkMailbox *self, RlxLinkLane lane,
                                          guint64 frame_bytes, guint64 wire_bytes,
                                          guint frames_done);
 void     rlx_link_mailbox_add_io_us     (RlxLinkMailbox *self, guint64 us);
+/* The priority of the source that runs io_func (a link whose own sources
+ * run above others' raises it with them). */
+void     rlx_link_mailbox_set_io_priority (RlxLinkMailbox *self, gint priority);
 /* The I/O side has stopped: io_func never runs again, queued and later
  * sends are dropped. */
 void     rlx_link_mailbox_io_done       (RlxLinkMailbox *self);

@@ -21,6 +21,8 @@ struct _RlxLinkStreamPool
   gatomicrefcount ref;
   GMutex          lock;
   guint           max;
+  gsize           max_bytes;
+  gsize           bytes;
   gboolean        closed;
   GArray         *bufs;     /* PoolBuf */
 };
@@ -32,13 +34,14 @@ typedef struct {
 } PoolReturn;
 
 RlxLinkStreamPool *
-rlx_link_stream_pool_new (guint max_buffers)
+rlx_link_stream_pool_new (guint max_buffers, gsize max_bytes)
 {
   RlxLinkStreamPool *pool = g_new0 (RlxLinkStreamPool, 1);
 
   g_atomic_ref_count_init (&pool->ref);
   g_mutex_init (&pool->lock);
   pool->max = max_buffers;
+  pool->max_bytes = max_bytes;
   pool->bufs = g_array_new (FALSE, FALSE, sizeof (PoolBuf));
   return pool;
 }
@@ -51,11 +54,12 @@ rlx_link_stream_pool_ref (RlxLinkStreamPool *pool)
 }
 
 static void
-pool_free_bufs (GArray *bufs)
+pool_free_bufs (RlxLinkStreamPool *pool)
 {
-  for (guint i = 0; i < bufs->len; i++)
-    g_free (g_array_index (bufs, PoolBuf, i).buf);
-  g_array_set_size (bufs, 0);
+  for (guint i = 0; i < pool->bufs->len; i++)
+    g_free (g_array_index (pool->bufs, PoolBuf, i).buf);
+  g_array_set_size (pool->bufs, 0);
+  pool->bytes = 0;
 }
 
 void
@@ -63,7 +67,7 @@ rlx_link_stream_pool_unref (RlxLinkStreamPool *pool)
 {
   if (pool == NULL || !g_atomic_ref_count_dec (&pool->ref))
     return;
-  pool_free_bufs (pool->bufs);
+  pool_free_bufs (pool);
   g_array_unref (pool->bufs);
   g_mutex_clear (&pool->lock);
   g_free (pool);
@@ -74,7 +78,7 @@ rlx_link_stream_pool_close (RlxLinkStreamPool *pool)
 {
   g_mutex_lock (&pool->lock);
   pool->closed = TRUE;
-  pool_free_bufs (pool->bufs);
+  pool_free_bufs (pool);
   g_mutex_unlock (&pool->lock);
 }
 
@@ -110,13 +114,14 @@ pool_take (RlxLinkStreamPool *pool, PoolBuf *out)
     {
       *out = g_array_index (pool->bufs, PoolBuf, best);
       g_array_remove_index_fast (pool->bufs, best);
+      pool->bytes -= out->cap;
     }
   g_mutex_unlock (&pool->lock);
   return best != G_MAXUINT;
 }
 
 /* A pooled frame was released (on any thread): keep its buffer if there is
- * room, replacing a smaller one. */
+ * room, else in place of a smaller one if that makes room. */
 static void
 pool_return (gpointer data)
 {
@@ -127,9 +132,10 @@ pool_return (gpointer data)
   g_mutex_lock (&pool->lock);
   if (!pool->closed)
     {
-      if (pool->bufs->len < pool->max)
+      if (pool->bufs->len < pool->max && pool->bytes + ret->b.cap <= pool->max_bytes)
         {
           g_array_append_val (pool->bufs, ret->b);
+          pool->bytes += ret->b.cap;
           drop = NULL;
         }
       else
@@ -137,9 +143,10 @@ pool_return (gpointer data)
           {
             PoolBuf *b = &g_array_index (pool->bufs, PoolBuf, i);
 
-            if (b->cap < ret->b.cap)
+            if (b->cap < ret->b.cap && pool->bytes - b->cap + ret->b.cap <= pool->max_bytes)
               {
                 drop = b->buf;
+                pool->bytes += ret->b.cap - b->cap;
                 *b = ret->b;
                 break;
               }
@@ -273,10 +280,11 @@ deliver (RlxLinkStreamReader *r, RlxLinkLane lane, const RlxLinkStreamSink *sink
   RlxLinkStreamLane *l = &r->lanes[lane];
   g_autoptr(GBytes) frame = NULL;
 
-  if (l->buf != NULL && r->pool != NULL && (l->pooled || l->open))
+  if (l->buf != NULL && r->pool != NULL &&
+      (l->pooled || l->open || l->cap >= RLX_LINK_STREAM_POOL_MIN))
     {
-      /* a frame of several records: its buffer goes back to the pool once
-       * released, whoever releases it */
+      /* a large frame: its buffer goes back to the pool once released,
+       * whoever releases it */
       PoolReturn *ret = g_new (PoolReturn, 1);
 
       ret->pool = rlx_link_stream_pool_ref (r->pool);
@@ -347,7 +355,7 @@ start_record (RlxLinkStreamReader *r, const RlxLinkStreamSink *sink, gpointer us
                    r->max_frame);
       return FALSE;
     }
-  if (more && !l->open)
+  if (!l->open && (more || len >= RLX_LINK_STREAM_POOL_MIN))
     lane_start_from_pool (r, l);
   r->rec_lane = lane;
   r->rec_more = more;

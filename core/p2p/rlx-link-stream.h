@@ -22,11 +22,13 @@
  * and the finished frame is handed out as GBytes without a copy; growing it
  * costs up to about one copy of the frame in all (realloc).
  *
- * With a pool (rlx_link_stream_reader_set_pool), a frame of several records
- * starts in the buffer of a frame received earlier and already released by
+ * With a pool (rlx_link_stream_reader_set_pool), a large frame (several
+ * records, or a record of at least RLX_LINK_STREAM_POOL_MIN bytes) starts in
+ * the buffer of a large frame received earlier and already released by
  * whoever held it (any thread): memory this process had allocated for bytes
- * that did arrive, reused — no growth copies and no fresh pages for a
- * stream of buckets of one size. The pool keeps at most a few buffers.
+ * that did arrive, reused — no growth copies and no fresh pages (which malloc
+ * hands out again after trimming, and page faults cost more than the copy)
+ * for a stream of frames of one size. The pool keeps a few buffers.
  *
  * A frame over @max_frame, a lane bit
  * the reader does not know, SHM with MORE or on the control lane, all end the
@@ -57,11 +59,13 @@ typedef struct {
   gboolean (*shm)   (gpointer user_data, gsize size);
 } RlxLinkStreamSink;
 
+#define RLX_LINK_STREAM_POOL_MIN ((gsize) 64 * 1024)
+
 /* Buffers of released frames, for the next large frames. Thread-safe. */
 typedef struct _RlxLinkStreamPool RlxLinkStreamPool;
 
-/* Keeps at most @max_buffers buffers. */
-RlxLinkStreamPool *rlx_link_stream_pool_new   (guint max_buffers);
+/* Keeps at most @max_buffers buffers of at most @max_bytes together. */
+RlxLinkStreamPool *rlx_link_stream_pool_new   (guint max_buffers, gsize max_bytes);
 RlxLinkStreamPool *rlx_link_stream_pool_ref   (RlxLinkStreamPool *pool);
 void               rlx_link_stream_pool_unref (RlxLinkStreamPool *pool);
 /* Frees what it holds and keeps nothing from now on (the link ended). */

@@ -59,10 +59,12 @@
 #define MAX_IOV           64
 #define SOCKET_BUFFER     (4 * 1024 * 1024)
 #define LINGER_MS         1000
-/* Buffers of released large frames kept for the next ones (the frames of a
- * round come one per link: two cover a bucket held while the next one
- * arrives). */
-#define POOL_BUFFERS      2
+/* Buffers of released large frames kept for the next ones: as many bytes as
+ * the inbox and a frame in progress can hold (so a stream of frames runs on
+ * recycled buffers), and two of the largest model's buckets (7.45 MB) — a
+ * round's bucket held while the next one arrives. */
+#define POOL_BUFFERS      64
+#define POOL_BYTES        ((gsize) 16 << 20)
 /* fds a peer may have passed ahead of their SHM records */
 #define MAX_PENDING_FDS   8
 #define REQUIRED_SEALS    (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
@@ -530,7 +532,10 @@ on_readable (GSocket *socket, GIOCondition condition, gpointer user_data)
   gboolean go_on;
 
   io_sync_config (io);
+  /* the frames of this burst reach the main context with one wake-up */
+  rlx_link_mailbox_hold (io->mb);
   go_on = read_some (io);
+  rlx_link_mailbox_release (io->mb);
   if (!go_on)
     g_clear_pointer (&io->read_source, g_source_unref);
   io_unref (io);
@@ -1181,7 +1186,7 @@ rlx_unix_link_new (GSocketConnection *connection, const char *peer,
   for (guint l = 0; l < RLX_LINK_N_LANES; l++)
     g_queue_init (&io->out[l]);
   rlx_link_stream_reader_init (&io->reader, max_frame, peer);
-  io->pool = rlx_link_stream_pool_new (POOL_BUFFERS);
+  io->pool = rlx_link_stream_pool_new (POOL_BUFFERS, POOL_BYTES);
   rlx_link_stream_reader_set_pool (&io->reader, io->pool);
   self->io = io;
   self->mb = rlx_link_mailbox_new (RLX_LINK (self), io->context, on_io_wake, io);

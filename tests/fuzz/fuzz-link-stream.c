@@ -118,7 +118,7 @@ run (const guint8 *data, gsize size, guint seed, gboolean zero_copy, gboolean po
   pool_cap_seen = 0;
   if (pool)
     {
-      RlxLinkStreamPool *p = rlx_link_stream_pool_new (POOL_MAX);
+      RlxLinkStreamPool *p = rlx_link_stream_pool_new (POOL_MAX, 4 * MAX_FRAME);
 
       rlx_link_stream_reader_set_pool (&r, p);
       rlx_link_stream_pool_unref (p);

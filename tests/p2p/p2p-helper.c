@@ -18,7 +18,7 @@
  *                              sink-read through the socket and as memfds,
  *                              alternating in one run: MB/s and µs per frame
  *                              streaming, and one frame's round trip.
- *   p2p-helper bus-bench [RUNS [--json]]
+ *   p2p-helper bus-bench [RUNS [--json] [--size BYTES]]
  *                              bulk frames of 64 KiB … 8 MiB through the
  *                              socket to a spawned sink-read: MB/s, one
  *                              frame's round trip, and CPU µs per frame of
@@ -619,7 +619,7 @@ run_shm_bench (guint runs, gboolean json)
 /* The socket path at each frame size: rate, one frame's round trip, and
  * the CPU both processes and their main threads spend per frame. */
 static int
-run_bus_bench (guint runs, gboolean json)
+run_bus_bench (guint runs, gboolean json, gsize only)
 {
   static const gsize sizes[] = { 64 << 10, 256 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20 };
   g_autofree char *dir = NULL;
@@ -639,11 +639,14 @@ run_bus_bench (guint runs, gboolean json)
     }
   for (guint s = 0; s < G_N_ELEMENTS (sizes); s++)
     {
-      gsize size = sizes[s];
+      gsize size = only ? only : sizes[s];
       /* ≥ 128 MiB a run, ≥ 16 frames */
       guint frames = MAX (16, (guint) ((128u << 20) / size));
       guint pings = MAX (20, (guint) ((32u << 20) / size));
       guint n = MIN (runs, 16), m = n / 2;
+
+      if (only && s > 0)
+        break;
       g_autoptr(GBytes) frame = NULL;
       double rate[16], rtt[16], cpu[16], main_cpu[16], peer_cpu[16], peer_main[16];
 
@@ -722,13 +725,23 @@ main (int argc, char **argv)
   if (argc >= 2 && strcmp (argv[1], "bus-bench") == 0)
     {
       guint runs = argc > 2 ? atoi (argv[2]) : 5;
+      gboolean json = FALSE;
+      guint64 only = 0;
 
+      for (int i = 3; i < argc; i++)
+        if (strcmp (argv[i], "--json") == 0)
+          json = TRUE;
+        else if (strcmp (argv[i], "--size") == 0 && i + 1 < argc &&
+                 g_ascii_string_to_unsigned (argv[i + 1], 10, 1, 60u << 20, &only, NULL))
+          i++;
+        else
+          runs = 0;
       if (runs == 0 || runs > 16)
         {
-          fprintf (stderr, "usage: p2p-helper bus-bench [RUNS (1-16) [--json]]\n");
+          fprintf (stderr, "usage: p2p-helper bus-bench [RUNS (1-16) [--json] [--size BYTES]]\n");
           return 2;
         }
-      return run_bus_bench (runs, argc > 3 && strcmp (argv[3], "--json") == 0);
+      return run_bus_bench (runs, json, (gsize) only);
     }
   if (argc >= 2 && strcmp (argv[1], "bench") == 0)
     {

@@ -2,12 +2,19 @@
  * its main context (see rlx-link-mailbox.h)
  *
  * One mutex guards everything the two sides share; it is never held across
- * a system call or a signal emission. Each side has one source of ours on
- * its context, woken with g_source_set_ready_time (thread-safe): no source
- * is created per frame.
+ * a signal emission. Each side has one source of ours on its context, woken
+ * through an eventfd of its own: no source is created per frame, and the
+ * waking thread never takes the other context's lock (waking with
+ * g_source_set_ready_time does, and the woken thread then blocks on it — two
+ * more context switches per wake-up; only the rare deferred progress wake
+ * uses a ready time).
  */
 #include "rlx-config.h"
 #include "rlx-link-mailbox.h"
+
+#include <errno.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 typedef struct {
   GBytes      *frame;
@@ -17,6 +24,7 @@ typedef struct {
 typedef struct {
   GSource         source;
   RlxLinkMailbox *mb;     /* not referenced: the mailbox destroys its sources */
+  int             efd;    /* written to wake the source's context */
 } MbSource;
 
 struct _RlxLinkMailbox
@@ -36,6 +44,7 @@ struct _RlxLinkMailbox
   gpointer              io_data;
 
   /* shared, under lock */
+  gboolean        main_signalled;  /* the main source's eventfd was written */
   GQueue          outbox[RLX_LINK_N_LANES];   /* GBytes* */
   RlxLinkMailboxClose close;
   gboolean        io_wake_pending;
@@ -74,11 +83,37 @@ outbox_clear (RlxLinkMailbox *self)
  * RLX_LINK_MAILBOX_PROGRESS_US — by then a frame usually has woken it and
  * taken the counters along, so progress alone rarely costs a wake-up. */
 static void
+signal_source (GSource *source)
+{
+  eventfd_t one = 1;
+
+  /* Fails only when the counter would overflow: it is set already. */
+  (void) eventfd_write (((MbSource *) source)->efd, one);
+}
+
+static void
+drain_source (GSource *source)
+{
+  eventfd_t value;
+
+  (void) eventfd_read (((MbSource *) source)->efd, &value);
+}
+
+static void
 wake_main_locked (RlxLinkMailbox *self, gboolean now)
 {
-  gint64 at = now ? 0 : g_get_monotonic_time () + RLX_LINK_MAILBOX_PROGRESS_US;
+  gint64 at;
 
-  if (self->main_source == NULL || (self->main_wake_at >= 0 && self->main_wake_at <= at))
+  if (self->main_source == NULL || self->main_signalled)
+    return;
+  if (now)
+    {
+      self->main_signalled = TRUE;
+      signal_source (self->main_source);
+      return;
+    }
+  at = g_get_monotonic_time () + RLX_LINK_MAILBOX_PROGRESS_US;
+  if (self->main_wake_at >= 0 && self->main_wake_at <= at)
     return;
   self->main_wake_at = at;
   g_source_set_ready_time (self->main_source, at);
@@ -90,7 +125,7 @@ wake_io_locked (RlxLinkMailbox *self)
   if (self->io_ended || self->io_wake_pending || self->io_source == NULL)
     return;
   self->io_wake_pending = TRUE;
-  g_source_set_ready_time (self->io_source, 0);
+  signal_source (self->io_source);
 }
 
 /* ── the main context's source ───────────────────────────────────────── */
@@ -107,9 +142,15 @@ main_dispatch (GSource *source, GSourceFunc callback, gpointer user_data)
   gboolean closed;
   InItem *it;
 
+  /* Drain first: a wake-up after this is for something not taken below. */
+  drain_source (source);
   g_mutex_lock (&self->lock);
-  g_source_set_ready_time (source, -1);
-  self->main_wake_at = -1;
+  self->main_signalled = FALSE;
+  if (self->main_wake_at >= 0)
+    {
+      g_source_set_ready_time (source, -1);
+      self->main_wake_at = -1;
+    }
   in = self->inbox;
   g_queue_init (&self->inbox);
   self->inbox_bytes = 0;
@@ -166,8 +207,8 @@ io_dispatch (GSource *source, GSourceFunc callback, gpointer user_data)
   RlxLinkMailbox *self = ((MbSource *) source)->mb;
   gboolean run;
 
+  drain_source (source);
   g_mutex_lock (&self->lock);
-  g_source_set_ready_time (source, -1);
   self->io_wake_pending = FALSE;
   run = !self->io_ended;
   g_mutex_unlock (&self->lock);
@@ -176,15 +217,26 @@ io_dispatch (GSource *source, GSourceFunc callback, gpointer user_data)
   return G_SOURCE_CONTINUE;
 }
 
-static GSourceFuncs main_funcs = { .dispatch = main_dispatch };
-static GSourceFuncs io_funcs = { .dispatch = io_dispatch };
+static void
+mb_source_finalize (GSource *source)
+{
+  close (((MbSource *) source)->efd);
+}
 
+static GSourceFuncs main_funcs = { .dispatch = main_dispatch, .finalize = mb_source_finalize };
+static GSourceFuncs io_funcs = { .dispatch = io_dispatch, .finalize = mb_source_finalize };
+
+/* A source woken through @efd (it takes the fd). */
 static GSource *
-mb_source_new (RlxLinkMailbox *self, GSourceFuncs *funcs, const char *name, GMainContext *context)
+mb_source_new (RlxLinkMailbox *self, GSourceFuncs *funcs, const char *name, GMainContext *context,
+               int efd)
 {
   GSource *source = g_source_new (funcs, sizeof (MbSource));
+  MbSource *mbs = (MbSource *) source;
 
-  ((MbSource *) source)->mb = self;
+  mbs->mb = self;
+  mbs->efd = efd;
+  g_source_add_unix_fd (source, efd, G_IO_IN);
   g_source_set_static_name (source, name);
   g_source_attach (source, context);
   return source;
@@ -204,13 +256,31 @@ source_clear (GSource **source)
 
 RlxLinkMailbox *
 rlx_link_mailbox_new (RlxLink *link, GMainContext *io_context, RlxLinkMailboxIoFunc io_func,
-                      gpointer io_data)
+                      gpointer io_data, GError **error)
 {
   RlxLinkMailbox *self;
   g_autoptr(GMainContext) main_context = g_main_context_ref_thread_default ();
+  int efd[2];
 
   g_return_val_if_fail (RLX_IS_LINK (link), NULL);
   g_return_val_if_fail (io_context != NULL && io_func != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  efd[0] = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
+  efd[1] = efd[0] < 0 ? -1 : eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (efd[1] < 0)
+    {
+      int errsv = errno;
+
+      if (efd[0] >= 0)
+        close (efd[0]);
+      g_set_error (error, RLX_LINK_ERROR, RLX_LINK_ERROR_FAILED,
+                   "cannot set up the link to %s: no eventfd (%s); is the process out of file "
+                   "descriptors (ulimit -n)?", rlx_link_get_peer (link) ? rlx_link_get_peer (link)
+                                                                         : "peer",
+                   g_strerror (errsv));
+      return NULL;
+    }
 
   self = g_new0 (RlxLinkMailbox, 1);
   g_atomic_ref_count_init (&self->ref);
@@ -222,8 +292,9 @@ rlx_link_mailbox_new (RlxLink *link, GMainContext *io_context, RlxLinkMailboxIoF
   self->io_func = io_func;
   self->io_data = io_data;
   self->main_wake_at = -1;
-  self->main_source = mb_source_new (self, &main_funcs, "rlx-link-mailbox main", main_context);
-  self->io_source = mb_source_new (self, &io_funcs, "rlx-link-mailbox io", io_context);
+  self->main_source = mb_source_new (self, &main_funcs, "rlx-link-mailbox main", main_context,
+                                     efd[0]);
+  self->io_source = mb_source_new (self, &io_funcs, "rlx-link-mailbox io", io_context, efd[1]);
   return self;
 }
 

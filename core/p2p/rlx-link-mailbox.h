@@ -58,9 +58,12 @@ typedef void (*RlxLinkMailboxIoFunc) (gpointer io_data);
 
 /* main: a mailbox for @link (not referenced: the link owns the mailbox and
  * detaches it when it goes) delivering on the thread-default main context;
- * @io_func runs on @io_context until rlx_link_mailbox_io_done. */
+ * @io_func runs on @io_context until rlx_link_mailbox_io_done (never before
+ * a send or a close asks for it). NULL with RLX_LINK_ERROR_FAILED when the
+ * process has no file descriptor left for its two eventfds. */
 RlxLinkMailbox *rlx_link_mailbox_new    (RlxLink *link, GMainContext *io_context,
-                                         RlxLinkMailboxIoFunc io_func, gpointer io_data);
+                                         RlxLinkMailboxIoFunc io_func, gpointer io_data,
+                                         GError **error);
 RlxLinkMailbox *rlx_link_mailbox_ref    (RlxLinkMailbox *self);
 void            rlx_link_mailbox_unref  (RlxLinkMailbox *self);
 

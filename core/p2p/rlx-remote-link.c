@@ -1031,6 +1031,9 @@ rlx_remote_link_new (const RlxRemoteLinkConfig *config, GError **error)
   self->io_loop = g_main_loop_new (self->io_ctx, FALSE);
   name = g_strdup_printf ("%s (remote, connecting)", self->peer_id);
   rlx_link_set_peer (RLX_LINK (self), name);
+  self->mb = rlx_link_mailbox_new (RLX_LINK (self), self->io_ctx, io_wake, self, error);
+  if (self->mb == NULL)
+    return NULL;
 
   self->agent = nice_agent_new_full (self->io_ctx, NICE_COMPATIBILITY_RFC5245, options);
   g_object_set (self->agent,
@@ -1067,7 +1070,6 @@ rlx_remote_link_new (const RlxRemoteLinkConfig *config, GError **error)
   /* A read pending on the component before anything is gathered. */
   nice_agent_attach_recv (self->agent, self->stream_id, 1, self->io_ctx, on_recv, self);
 
-  self->mb = rlx_link_mailbox_new (RLX_LINK (self), self->io_ctx, io_wake, self);
 
   self->thread = g_thread_new ("rlx-remote-io", io_thread, g_object_ref (self));
   return g_steal_pointer (&self);

@@ -521,6 +521,11 @@ read_some (UnixIo *io)
         }
       if (io->ended)
         return FALSE;
+      /* A short read drained the socket (as far as one can tell): back to
+       * poll, which wakes us for anything that came since, instead of one
+       * more recvmsg that would only say EAGAIN. */
+      if ((gsize) n < (direct_len > 0 ? direct_len + 4 : STAGE_SIZE))
+        break;
     }
   return !io->paused;
 }
@@ -1167,13 +1172,24 @@ rlx_unix_link_new (GSocketConnection *connection, const char *peer,
   g_socket_set_option (socket, SOL_SOCKET, SO_SNDBUF, SOCKET_BUFFER, NULL);
   g_socket_set_option (socket, SOL_SOCKET, SO_RCVBUF, SOCKET_BUFFER, NULL);
 
-  /* Two references: ours, and the I/O side's own until its socket closes. */
+  /* Two references: ours, and the I/O side's own until its socket closes.
+   * The mailbox first: it is what can fail (no fd for its eventfds), and
+   * nothing wakes the I/O side before this returns. */
   io = g_new0 (UnixIo, 1);
+  io->thread = io_thread_from_env ();
+  io->context = g_main_context_ref (rlx_io_thread_get_context (io->thread));
+  self->mb = rlx_link_mailbox_new (RLX_LINK (self), io->context, on_io_wake, io, error);
+  if (self->mb == NULL)
+    {
+      g_main_context_unref (io->context);
+      rlx_io_thread_unref (io->thread);
+      g_free (io);
+      g_object_unref (self);
+      return NULL;
+    }
   g_atomic_ref_count_init (&io->ref);
   g_atomic_ref_count_inc (&io->ref);
   g_mutex_init (&io->cfg_lock);
-  io->thread = io_thread_from_env ();
-  io->context = g_main_context_ref (rlx_io_thread_get_context (io->thread));
   io->connection = g_object_ref (connection);
   io->socket = g_object_ref (socket);
   io->fd = g_socket_get_fd (socket);
@@ -1189,7 +1205,6 @@ rlx_unix_link_new (GSocketConnection *connection, const char *peer,
   io->pool = rlx_link_stream_pool_new (POOL_BUFFERS, POOL_BYTES);
   rlx_link_stream_reader_set_pool (&io->reader, io->pool);
   self->io = io;
-  self->mb = rlx_link_mailbox_new (RLX_LINK (self), io->context, on_io_wake, io);
   io->mb = rlx_link_mailbox_ref (self->mb);
   g_signal_connect (self, "notify::peer", G_CALLBACK (on_peer_renamed), NULL);
 

@@ -114,7 +114,9 @@ fixture_set_up (Fixture *fx, gconstpointer data)
   g_signal_connect (fx->link, "frame", G_CALLBACK (on_frame), fx);
   g_signal_connect (fx->link, "closed", G_CALLBACK (on_closed), fx);
   g_signal_connect (fx->link, "notify::bytes-tx", G_CALLBACK (on_tx), fx);
-  fx->mb = rlx_link_mailbox_new (fx->link, rlx_io_thread_get_context (fx->thread), io_func, fx);
+  fx->mb = rlx_link_mailbox_new (fx->link, rlx_io_thread_get_context (fx->thread), io_func, fx,
+                                 NULL);
+  g_assert_nonnull (fx->mb);
 }
 
 /* Run @func (fx) on the I/O thread and wait until it has returned. */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -1003,6 +1004,50 @@ test_shm_hostile (void)
     }
 }
 
+/* Out of file descriptors: a link that cannot get the eventfds it needs is
+ * refused with an error that says so, not a crash. (With RLX_LINK_IO=link
+ * every link also starts a thread whose GMainContext needs an fd, and GLib
+ * aborts when it cannot get one: skipped there.) */
+static void
+test_no_fds (void)
+{
+  if (g_strcmp0 (g_getenv ("RLX_LINK_IO"), "link") == 0)
+    {
+      g_test_skip ("a thread per link: GLib aborts when a new GMainContext gets no fd");
+      return;
+    }
+  if (g_test_subprocess ())
+    {
+      g_autoptr(RlxLink) a = NULL;
+      g_autoptr(RlxLink) b = NULL;
+      g_autoptr(GError) error = NULL;
+      struct rlimit lim;
+      GArray *held = g_array_new (FALSE, FALSE, sizeof (int));
+      int fd;
+
+      /* the shared I/O thread exists before the fds run out */
+      g_assert_true (rlx_unix_link_new_pair (0, &a, &b, &error));
+      g_clear_object (&a);
+      g_clear_object (&b);
+      g_assert_cmpint (getrlimit (RLIMIT_NOFILE, &lim), ==, 0);
+      lim.rlim_cur = MIN (lim.rlim_cur, 256);
+      g_assert_cmpint (setrlimit (RLIMIT_NOFILE, &lim), ==, 0);
+      while ((fd = dup (0)) >= 0)
+        g_array_append_val (held, fd);
+      /* room for the socketpair, none for the eventfds */
+      close (g_array_index (held, int, held->len - 1));
+      close (g_array_index (held, int, held->len - 2));
+      g_assert_false (rlx_unix_link_new_pair (0, &a, &b, &error));
+      g_assert_error (error, RLX_LINK_ERROR, RLX_LINK_ERROR_FAILED);
+      g_assert_nonnull (strstr (error->message, "file descriptors"));
+      g_printerr ("%s\n", error->message);
+      return;
+    }
+  g_test_trap_subprocess (NULL, 20 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed ();
+  g_test_trap_assert_stderr ("*no eventfd*ulimit -n*");
+}
+
 /* A process of another uid connecting is refused. Needs root to switch uid. */
 static void
 test_peer_uid (void)
@@ -1088,6 +1133,7 @@ main (int argc, char **argv)
   g_test_add_func ("/p2p/link/inbox-bounded", test_inbox_bounded);
   g_test_add_func ("/p2p/link/shm-good", test_shm_good);
   g_test_add_func ("/p2p/link/shm-hostile", test_shm_hostile);
+  g_test_add_func ("/p2p/link/no-fds", test_no_fds);
   g_test_add_func ("/p2p/link/peer-uid", test_peer_uid);
 
   return g_test_run ();

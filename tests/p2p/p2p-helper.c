@@ -418,6 +418,17 @@ bench_connect (const char *mode, BenchState *st, char **dir_out, RlxLocalBus **b
   return g_get_monotonic_time () - setup_t0;
 }
 
+/* Stop the sink bench_connect spawned and leave the bus. */
+static void
+bench_disconnect (BenchState *st, const char *dir, RlxLocalBus *bus, GPid child, gint child_stdin)
+{
+  close (child_stdin);
+  waitpid (child, NULL, 0);
+  g_clear_object (&st->link);
+  rlx_local_bus_stop (bus);
+  rmdir (dir);
+}
+
 /* Send @frames × @frame then "end"; wait for the sink's count. µs. The
  * sink's CPU time lands in st->peer_cpu_ns. */
 static gint64
@@ -500,11 +511,7 @@ run_bench (guint frames, gsize mib, guint runs)
     ping_us = rtt[PING_COUNT / 2];
   }
 
-  close (child_stdin);
-  waitpid (child, NULL, 0);
-  g_clear_object (&st.link);
-  rlx_local_bus_stop (bus);
-  rmdir (dir);
+  bench_disconnect (&st, dir, bus, child, child_stdin);
   (void) end;
 
   printf ("local-bus bench: %u frames of %" G_GSIZE_FORMAT " MiB per run, %u runs, %u CPUs\n",
@@ -607,11 +614,7 @@ run_shm_bench (guint runs, gboolean json)
                   rtt[1][m], cpu[0][m], cpu[1][m]);
       }
     }
-  close (child_stdin);
-  waitpid (child, NULL, 0);
-  g_clear_object (&st.link);
-  rlx_local_bus_stop (bus);
-  rmdir (dir);
+  bench_disconnect (&st, dir, bus, child, child_stdin);
   g_free (st.reply);
   return 0;
 }
@@ -691,11 +694,7 @@ run_bus_bench (guint runs, gboolean json, gsize only)
                 size >> 10, rate[m], rtt[m], cpu[m], main_cpu[m], peer_cpu[m], peer_main[m]);
       fflush (stdout);
     }
-  close (child_stdin);
-  waitpid (child, NULL, 0);
-  g_clear_object (&st.link);
-  rlx_local_bus_stop (bus);
-  rmdir (dir);
+  bench_disconnect (&st, dir, bus, child, child_stdin);
   g_free (st.reply);
   return 0;
 }

@@ -24,8 +24,12 @@
       samples/s and each precision against f32 in the same run.
   bench-cohort.py RLX_RANK mainloop [--runs 3] [--ranks 4] [--model mnist-mlp-xl]
                   [--batch 64]
-      The leader's main-loop time per round (every handler of the coordinator,
-      socket sends included) with RANKS ranks, from its "done" event.
+      The leader's main-thread CPU time per round with RANKS ranks, read from
+      /proc/PID/task/*/schedstat at the step events of steps 5 and STEPS-3 (so it
+      holds everything the main loop does: the coordinator's handlers, and
+      the link I/O where that runs on the main loop), beside its link I/O
+      threads and the whole process; and the coordinator's own counters
+      from its "done" event (its handlers, socket sends included).
   bench-cohort.py RLX_RANK scale [--runs 3] [--model M] [--batch B]
                   [--backends vulkan:0,vulkan:1]
       On a host with several GPUs: `rlx-rank bench` on the first backend, a
@@ -54,17 +58,40 @@ def proc_cpu_seconds(pid):
         return None
 
 
+def thread_cpu(pid):
+    """CPU time (ns, from schedstat: exact, unlike the tick counts of stat) of
+    every thread of @pid, as {(tid, name): ns}; {} once the process is gone."""
+    out = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                ns = int(f.read().split()[0])
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+        except (OSError, ValueError, IndexError):
+            continue
+        out[(int(tid), name)] = ns
+    return out
+
+
 class Node:
     # the CPU time of every rank of a run is read when the leader reports
     # these steps (set per run): the cohort's CPU time over a window of steps
     cpu_marks = ()
     peers = []
 
-    def __init__(self, rank, env, args, label):
+    def __init__(self, rank, env, args, label, sample_steps=()):
         self.label = label
         self.events = []
         self.times = []
-        self.cpu_at = {}      # step -> [CPU seconds of every rank of the run]
+        self.cohort_cpu_at = {}   # step -> [CPU seconds of every rank of the run]
+        # thread CPU snapshots of this rank taken as these steps' events arrive
+        self.sample_steps = set(sample_steps)
+        self.cpu_at = {}
         self.t0 = time.monotonic()
         if "--backend" not in args:
             args = ["--backend", BACKEND] + args
@@ -85,7 +112,9 @@ class Node:
             except ValueError:
                 continue
             if ev.get("event") == "step" and ev.get("step") in Node.cpu_marks:
-                self.cpu_at[ev["step"]] = [proc_cpu_seconds(n.proc.pid) for n in Node.peers]
+                self.cohort_cpu_at[ev["step"]] = [proc_cpu_seconds(n.proc.pid) for n in Node.peers]
+            if ev.get("event") == "step" and ev.get("step") in self.sample_steps:
+                self.cpu_at[ev["step"]] = thread_cpu(self.proc.pid)
             with self.cv:
                 self.events.append(ev)
                 self.times.append(time.monotonic())
@@ -123,8 +152,8 @@ class Env:
                         OPENBLAS_NUM_THREADS=str(THREADS))
         self.nodes = []
 
-    def join(self, rank, args, label=""):
-        n = Node(rank, self.env, args, label)
+    def join(self, rank, args, label="", sample_steps=()):
+        n = Node(rank, self.env, args, label, sample_steps)
         self.nodes.append(n)
         return n
 
@@ -144,7 +173,7 @@ def step_count(args):
     return int(args[args.index("--steps") + 1]) if "--steps" in args else 0
 
 
-def run_cohort(rank, ranks, args, timeout):
+def run_cohort(rank, ranks, args, timeout, sample_steps=()):
     env = Env()
     steps = step_count(args)
     # the window of cohort_rate: from a fifth of the steps to two before the
@@ -152,7 +181,8 @@ def run_cohort(rank, ranks, args, timeout):
     Node.cpu_marks = (max(1, steps // 5), max(2, steps - 2)) if steps else ()
     Node.peers = env.nodes
     try:
-        nodes = [env.join(rank, args + ["--wait-members", str(ranks)], f"r{i}") for i in range(ranks)]
+        nodes = [env.join(rank, args + ["--wait-members", str(ranks)], f"r{i}", sample_steps)
+                 for i in range(ranks)]
         for n in nodes:
             n.proc.wait(timeout)
         for n in nodes:
@@ -261,10 +291,10 @@ def cohort_cpu_rate(nodes):
     over the leader's steps between the two CPU marks of the run; None when
     a mark was missed."""
     lead = leader_of(nodes)
-    if len(Node.cpu_marks) != 2 or any(m not in lead.cpu_at for m in Node.cpu_marks):
+    if len(Node.cpu_marks) != 2 or any(m not in lead.cohort_cpu_at for m in Node.cpu_marks):
         return None
     m0, m1 = Node.cpu_marks
-    c0, c1 = lead.cpu_at[m0], lead.cpu_at[m1]
+    c0, c1 = lead.cohort_cpu_at[m0], lead.cohort_cpu_at[m1]
     if None in c0 or None in c1:
         return None
     samples = sum(e["samples"] for e in lead.find("step") if m0 < e["step"] <= m1)
@@ -348,23 +378,54 @@ def precision(a):
               flush=True)
 
 
+def thread_groups(before, after, rounds, pid):
+    """CPU ms per round between two thread_cpu snapshots: the main thread, the
+    link I/O threads, everything else, and the whole process."""
+    g = {"main": 0.0, "link-io": 0.0, "other": 0.0}
+    for key, ns in after.items():
+        d = (ns - before.get(key, 0)) / 1e6 / rounds
+        tid, name = key
+        if tid == pid:
+            g["main"] += d
+        elif name.startswith("rlx-link-io"):
+            g["link-io"] += d
+        else:
+            g["other"] += d
+    g["process"] = g["main"] + g["link-io"] + g["other"]
+    return g
+
+
 def mainloop(a):
     rows = []
+    # the last sample a few steps before the end: at the very last step the
+    # process may already be ending its threads (their CPU would be lost)
+    first, last = 5, max(6, a.steps - 3)
     print(f"# main loop: {a.ranks} ranks of {a.model}, batch {a.batch} per rank, f32, backend {BACKEND}")
     for r in range(a.runs):
         nodes = run_cohort(a.rank, a.ranks, ["--model", a.model, "--batch", str(a.batch), "--precision", "f32",
                                              "--steps", str(a.steps), "--checkpoint-every", "0",
-                                             "--deadline-floor-ms", "60000"], 1800)
-        lead = [e for n in nodes for e in n.find("done") if "round_ms" in e][0]
+                                             "--deadline-floor-ms", "60000"], 1800,
+                           sample_steps=(first, last))
+        lead_node = [n for n in nodes if any(e.get("event") == "done" and "round_ms" in e for e in n.events)][0]
+        lead = lead_node.find("done")[-1]
+        if first not in lead_node.cpu_at or last not in lead_node.cpu_at:
+            sys.exit("the leader's step events for the CPU samples did not arrive")
+        g = thread_groups(lead_node.cpu_at[first], lead_node.cpu_at[last], last - first,
+                          lead_node.proc.pid)
+        lead = dict(lead, **{"thread_" + k: v for k, v in g.items()})
         rows.append(lead)
         print(f"  run {r + 1}: round {lead['round_ms']:.3f} ms, compute {lead['compute_ms']:.3f} ms, "
-              f"main loop {lead['coordinator_ms']:.3f} ms (of which socket sends {lead['send_ms']:.3f} ms) "
-              f"over {lead['rounds_measured']} rounds", flush=True)
+              f"coordinator handlers {lead['coordinator_ms']:.3f} ms (of which socket sends {lead['send_ms']:.3f} ms) "
+              f"over {lead['rounds_measured']} rounds; leader's threads, CPU ms per round (steps {first}-{last}): "
+              f"main {g['main']:.3f}, link I/O {g['link-io']:.3f}, other {g['other']:.3f}, "
+              f"process {g['process']:.3f}", flush=True)
     med = lambda k: statistics.median(x[k] for x in rows)
-    print(f"| ranks | model | round | compute | leader's main loop per round | of which sends |")
-    print("|---|---|---|---|---|---|")
+    print(f"| ranks | model | round | compute | leader's main thread, CPU per round | link I/O threads | "
+          f"whole process | coordinator handlers | of which sends |")
+    print("|---|---|---|---|---|---|---|---|---|")
     print(f"| {a.ranks} | {a.model} | {med('round_ms'):.2f} ms | {med('compute_ms'):.2f} ms | "
-          f"**{med('coordinator_ms'):.3f} ms** | {med('send_ms'):.3f} ms |")
+          f"**{med('thread_main'):.3f} ms** | {med('thread_link-io'):.3f} ms | {med('thread_process'):.2f} ms | "
+          f"{med('coordinator_ms'):.3f} ms | {med('send_ms'):.3f} ms |")
 
 
 def scale(a):

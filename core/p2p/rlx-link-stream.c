@@ -9,6 +9,157 @@
 /* A lane's buffer grows by at least this much (and at most doubles). */
 #define GROW_MIN      ((gsize) 64 * 1024)
 
+/* ── the pool ────────────────────────────────────────────────────────── */
+
+typedef struct {
+  guint8 *buf;
+  gsize   cap;
+} PoolBuf;
+
+struct _RlxLinkStreamPool
+{
+  gatomicrefcount ref;
+  GMutex          lock;
+  guint           max;
+  gsize           max_bytes;
+  gsize           bytes;
+  gboolean        closed;
+  GArray         *bufs;     /* PoolBuf */
+};
+
+/* What a pooled frame's GBytes frees: its buffer goes back to the pool. */
+typedef struct {
+  RlxLinkStreamPool *pool;
+  PoolBuf            b;
+} PoolReturn;
+
+RlxLinkStreamPool *
+rlx_link_stream_pool_new (guint max_buffers, gsize max_bytes)
+{
+  RlxLinkStreamPool *pool = g_new0 (RlxLinkStreamPool, 1);
+
+  g_atomic_ref_count_init (&pool->ref);
+  g_mutex_init (&pool->lock);
+  pool->max = max_buffers;
+  pool->max_bytes = max_bytes;
+  pool->bufs = g_array_new (FALSE, FALSE, sizeof (PoolBuf));
+  return pool;
+}
+
+RlxLinkStreamPool *
+rlx_link_stream_pool_ref (RlxLinkStreamPool *pool)
+{
+  g_atomic_ref_count_inc (&pool->ref);
+  return pool;
+}
+
+static void
+pool_free_bufs (RlxLinkStreamPool *pool)
+{
+  for (guint i = 0; i < pool->bufs->len; i++)
+    g_free (g_array_index (pool->bufs, PoolBuf, i).buf);
+  g_array_set_size (pool->bufs, 0);
+  pool->bytes = 0;
+}
+
+void
+rlx_link_stream_pool_unref (RlxLinkStreamPool *pool)
+{
+  if (pool == NULL || !g_atomic_ref_count_dec (&pool->ref))
+    return;
+  pool_free_bufs (pool);
+  g_array_unref (pool->bufs);
+  g_mutex_clear (&pool->lock);
+  g_free (pool);
+}
+
+void
+rlx_link_stream_pool_close (RlxLinkStreamPool *pool)
+{
+  g_mutex_lock (&pool->lock);
+  pool->closed = TRUE;
+  pool_free_bufs (pool);
+  g_mutex_unlock (&pool->lock);
+}
+
+guint
+rlx_link_stream_pool_count (RlxLinkStreamPool *pool, gsize *bytes)
+{
+  guint n;
+
+  g_mutex_lock (&pool->lock);
+  n = pool->bufs->len;
+  if (bytes != NULL)
+    {
+      *bytes = 0;
+      for (guint i = 0; i < n; i++)
+        *bytes += g_array_index (pool->bufs, PoolBuf, i).cap;
+    }
+  g_mutex_unlock (&pool->lock);
+  return n;
+}
+
+/* The largest buffer held, or FALSE. */
+static gboolean
+pool_take (RlxLinkStreamPool *pool, PoolBuf *out)
+{
+  guint best = G_MAXUINT;
+
+  g_mutex_lock (&pool->lock);
+  for (guint i = 0; i < pool->bufs->len; i++)
+    if (best == G_MAXUINT ||
+        g_array_index (pool->bufs, PoolBuf, i).cap > g_array_index (pool->bufs, PoolBuf, best).cap)
+      best = i;
+  if (best != G_MAXUINT)
+    {
+      *out = g_array_index (pool->bufs, PoolBuf, best);
+      g_array_remove_index_fast (pool->bufs, best);
+      pool->bytes -= out->cap;
+    }
+  g_mutex_unlock (&pool->lock);
+  return best != G_MAXUINT;
+}
+
+/* A pooled frame was released (on any thread): keep its buffer if there is
+ * room, else in place of a smaller one if that makes room. */
+static void
+pool_return (gpointer data)
+{
+  PoolReturn *ret = data;
+  RlxLinkStreamPool *pool = ret->pool;
+  guint8 *drop = ret->b.buf;
+
+  g_mutex_lock (&pool->lock);
+  if (!pool->closed)
+    {
+      if (pool->bufs->len < pool->max && pool->bytes + ret->b.cap <= pool->max_bytes)
+        {
+          g_array_append_val (pool->bufs, ret->b);
+          pool->bytes += ret->b.cap;
+          drop = NULL;
+        }
+      else
+        for (guint i = 0; i < pool->bufs->len; i++)
+          {
+            PoolBuf *b = &g_array_index (pool->bufs, PoolBuf, i);
+
+            if (b->cap < ret->b.cap && pool->bytes - b->cap + ret->b.cap <= pool->max_bytes)
+              {
+                drop = b->buf;
+                pool->bytes += ret->b.cap - b->cap;
+                *b = ret->b;
+                break;
+              }
+          }
+    }
+  g_mutex_unlock (&pool->lock);
+  g_free (drop);
+  rlx_link_stream_pool_unref (pool);
+  g_free (ret);
+}
+
+/* ── the reader ──────────────────────────────────────────────────────── */
+
 void
 rlx_link_stream_put_word (guint8 out[4], RlxLinkLane lane, gsize len, gboolean more,
                           gboolean shm)
@@ -31,6 +182,19 @@ lane_reset (RlxLinkStreamLane *l)
   memset (l, 0, sizeof *l);
 }
 
+/* A frame of several records starts on @l: into a buffer from the pool. */
+static void
+lane_start_from_pool (RlxLinkStreamReader *r, RlxLinkStreamLane *l)
+{
+  PoolBuf b;
+
+  if (r->pool == NULL || l->buf != NULL || !pool_take (r->pool, &b))
+    return;
+  l->buf = b.buf;
+  l->cap = b.cap;
+  l->pooled = TRUE;
+}
+
 void
 rlx_link_stream_reader_init (RlxLinkStreamReader *r, gsize max_frame, const char *peer)
 {
@@ -50,6 +214,16 @@ void
 rlx_link_stream_reader_free_name (RlxLinkStreamReader *r)
 {
   g_clear_pointer (&r->peer, g_free);
+  g_clear_pointer (&r->pool, rlx_link_stream_pool_unref);
+}
+
+void
+rlx_link_stream_reader_set_pool (RlxLinkStreamReader *r, RlxLinkStreamPool *pool)
+{
+  if (pool != NULL)
+    rlx_link_stream_pool_ref (pool);
+  g_clear_pointer (&r->pool, rlx_link_stream_pool_unref);
+  r->pool = pool;
 }
 
 void
@@ -106,7 +280,19 @@ deliver (RlxLinkStreamReader *r, RlxLinkLane lane, const RlxLinkStreamSink *sink
   RlxLinkStreamLane *l = &r->lanes[lane];
   g_autoptr(GBytes) frame = NULL;
 
-  if (l->buf != NULL)
+  if (l->buf != NULL && r->pool != NULL &&
+      (l->pooled || l->open || l->cap >= RLX_LINK_STREAM_POOL_MIN))
+    {
+      /* a large frame: its buffer goes back to the pool once released,
+       * whoever releases it */
+      PoolReturn *ret = g_new (PoolReturn, 1);
+
+      ret->pool = rlx_link_stream_pool_ref (r->pool);
+      ret->b.buf = l->buf;
+      ret->b.cap = l->cap;
+      frame = g_bytes_new_with_free_func (l->buf, l->len, pool_return, ret);
+    }
+  else if (l->buf != NULL)
     frame = g_bytes_new_take (l->buf, l->len);
   else
     frame = g_bytes_new (NULL, 0);
@@ -169,6 +355,8 @@ start_record (RlxLinkStreamReader *r, const RlxLinkStreamSink *sink, gpointer us
                    r->max_frame);
       return FALSE;
     }
+  if (!l->open && (more || len >= RLX_LINK_STREAM_POOL_MIN))
+    lane_start_from_pool (r, l);
   r->rec_lane = lane;
   r->rec_more = more;
   r->rec_left = len;

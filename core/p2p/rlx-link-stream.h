@@ -20,8 +20,17 @@
  * never past the announced record or the frame cap), so "64 MiB" followed by
  * 10 bytes costs a 64 KiB buffer. Bodies are read straight into that buffer
  * and the finished frame is handed out as GBytes without a copy; growing it
- * costs at most about one copy of the frame in all (realloc, which moves
- * large blocks with mremap). A frame over @max_frame, a lane bit
+ * costs up to about one copy of the frame in all (realloc).
+ *
+ * With a pool (rlx_link_stream_reader_set_pool), a large frame (several
+ * records, or a record of at least RLX_LINK_STREAM_POOL_MIN bytes) starts in
+ * the buffer of a large frame received earlier and already released by
+ * whoever held it (any thread): memory this process had allocated for bytes
+ * that did arrive, reused — no growth copies and no fresh pages (which malloc
+ * hands out again after trimming, and page faults cost more than the copy)
+ * for a stream of frames of one size. The pool keeps a few buffers.
+ *
+ * A frame over @max_frame, a lane bit
  * the reader does not know, SHM with MORE or on the control lane, all end the
  * stream with an error (RLX_LINK_ERROR_TOO_LARGE / _PROTOCOL) that says what
  * the peer sent.
@@ -50,11 +59,26 @@ typedef struct {
   gboolean (*shm)   (gpointer user_data, gsize size);
 } RlxLinkStreamSink;
 
+#define RLX_LINK_STREAM_POOL_MIN ((gsize) 64 * 1024)
+
+/* Buffers of released frames, for the next large frames. Thread-safe. */
+typedef struct _RlxLinkStreamPool RlxLinkStreamPool;
+
+/* Keeps at most @max_buffers buffers of at most @max_bytes together. */
+RlxLinkStreamPool *rlx_link_stream_pool_new   (guint max_buffers, gsize max_bytes);
+RlxLinkStreamPool *rlx_link_stream_pool_ref   (RlxLinkStreamPool *pool);
+void               rlx_link_stream_pool_unref (RlxLinkStreamPool *pool);
+/* Frees what it holds and keeps nothing from now on (the link ended). */
+void               rlx_link_stream_pool_close (RlxLinkStreamPool *pool);
+/* Buffers held right now, and their bytes. */
+guint              rlx_link_stream_pool_count (RlxLinkStreamPool *pool, gsize *bytes);
+
 typedef struct {
   guint8 *buf;
   gsize   len;
   gsize   cap;
   gboolean open;            /* a frame is in progress (a record with MORE came) */
+  gboolean pooled;          /* buf came from the pool */
 } RlxLinkStreamLane;
 
 typedef struct {
@@ -67,13 +91,18 @@ typedef struct {
   gsize             rec_left;
   RlxLinkStreamLane lanes[RLX_LINK_N_LANES];
   char             *peer;   /* for messages */
+  RlxLinkStreamPool *pool;  /* NULL: none */
 } RlxLinkStreamReader;
 
 void     rlx_link_stream_reader_init  (RlxLinkStreamReader *r, gsize max_frame, const char *peer);
 /* Drops any frame in progress and the buffers; the reader can be used again
- * (from a record boundary). _free also frees the name. */
+ * (from a record boundary). _free_name also frees the name and drops the
+ * pool. */
 void     rlx_link_stream_reader_clear (RlxLinkStreamReader *r);
 void     rlx_link_stream_reader_free_name (RlxLinkStreamReader *r);
+/* Take buffers for frames of several records from @pool, and give every
+ * such frame's buffer back to it once the frame is released. */
+void     rlx_link_stream_reader_set_pool (RlxLinkStreamReader *r, RlxLinkStreamPool *pool);
 void     rlx_link_stream_reader_set_peer (RlxLinkStreamReader *r, const char *peer);
 
 /* TRUE while the stream is between records (so EOF now is clean). */

@@ -7,7 +7,7 @@
  *   the window between bind and listen and takes it for a dead one); then
  *   connect to every other NODEID.sock.
  *
- *   handshake (first frame each way, plain text):
+ *   handshake (first frame each way, plain text, on the control lane):
  *     connecting side:  "rlx-bus/1 hello ID"
  *     accepting side:   "rlx-bus/1 accept ID"  or  "rlx-bus/1 decline REASON"
  *   The accepting side declines when it already has a link to ID, or when it
@@ -262,7 +262,10 @@ send_text (RlxLink *link, const char *text)
 {
   g_autoptr(GBytes) frame = g_bytes_new (text, strlen (text));
 
-  return rlx_link_send (link, frame, NULL);
+  /* On the control lane: the accept must reach the peer before anything the
+   * coordinator sends right after ::link-added, and a control frame may
+   * overtake bulk frames handed over in the same turn. */
+  return rlx_link_send_lane (link, RLX_LINK_LANE_CONTROL, frame, NULL);
 }
 
 static void

@@ -10,12 +10,15 @@
  *                 attached before gathering, and the RlxQuic connection with
  *                 all its crypto.
  *
- * They meet in a few mutex-protected queues: frames to send (main → I/O,
- * plus a wake-up source), frames received, progress and the end (I/O →
- * main, as idle sources on the main context, in order). libnice may emit
- * its signals on either thread (host candidates come from inside
- * nice_agent_gather_candidates on the main thread, the rest from the I/O
- * thread), so every handler only posts.
+ * Frames, progress and the end cross in an RlxLinkMailbox
+ * (rlx-link-mailbox.h), as on the Unix link: frames to send and the close
+ * request main → I/O (its source wakes the I/O thread), received frames
+ * (moved, not copied), datagram and frame byte counts and the end I/O →
+ * main, delivered in order by one source on the main context. The rest
+ * (candidates, ready, the thread's end) is posted as idle sources, and a
+ * few fields share a mutex. libnice may emit its signals on either thread
+ * (host candidates come from inside nice_agent_gather_candidates on the
+ * main thread, the rest from the I/O thread), so every handler only posts.
  *
  * Lifetime: the I/O thread holds a reference until it has finished; it
  * finishes when QUIC has closed (cleanly or not) or failed to start, then
@@ -24,6 +27,7 @@
 #define G_LOG_DOMAIN "rlx-remote"
 #include "rlx-config.h"
 #include "rlx-remote-link.h"
+#include "rlx-link-mailbox.h"
 #include "rlx-udp-path.h"
 
 #include <errno.h>
@@ -34,7 +38,6 @@
 
 #define DEFAULT_MAX_FRAME   ((gsize) 64 << 20)
 #define LINGER_MS           1000
-#define SYNC_MS             250
 #define MAX_CANDIDATE_LEN   512
 #define MAX_CANDIDATES      64
 /* Socket buffers of the selected pair: a burst of a few MB must not be
@@ -46,11 +49,6 @@
 #define IO_PRIORITY         (G_PRIORITY_DEFAULT - 10)
 /* How long reading goes back to libnice when ICE traffic shows up. */
 #define RX_HOLDOFF_MS       2000
-
-typedef struct {
-  GBytes       *frame;
-  RlxQuicStream stream;
-} Item;
 
 struct _RlxRemoteLink
 {
@@ -73,6 +71,7 @@ struct _RlxRemoteLink
   GThread      *thread;
   NiceAgent    *agent;
   guint         stream_id;
+  RlxLinkMailbox *mb;
 
   /* I/O thread only */
   RlxQuic      *quic;
@@ -82,23 +81,16 @@ struct _RlxRemoteLink
   gboolean      direct_rx_off;  /* RLX_REMOTE_DIRECT_RX=0 */
   gint64        rx_holdoff_until;
   GSource      *rx_retry;
-  GSource      *io_wake;
   gboolean      io_done;
+  gboolean      closing;        /* the close request was seen */
+  GQueue        waiting[RLX_LINK_N_LANES];     /* GBytes* taken before QUIC started */
+  guint64       written_told[RLX_QUIC_N_STREAMS];   /* frame bytes reported to mb */
 
   /* shared, under lock */
   GMutex        lock;
-  GQueue        out_q;          /* Item* */
-  GQueue        in_q;           /* Item* */
-  gboolean      in_posted;
-  gboolean      progress_posted;
   gboolean      io_ended;       /* no more sources on io_ctx */
   GSource      *io_update;      /* io_rx_update is due */
   gboolean      direct_rx;      /* the I/O thread reads the socket itself */
-  gboolean      close_requested;
-  guint64       written[RLX_QUIC_N_STREAMS];   /* frame bytes QUIC wrote (I/O side) */
-  gint64        last_rx_at;     /* monotonic µs of the last datagram */
-  guint64       dgram_tx;
-  guint64       dgram_rx;
   char         *path;           /* "host/srflx" … */
   guint         pair_gen;       /* bumped when the selected pair changes */
   GPtrArray    *local_addrs;    /* char* */
@@ -110,12 +102,7 @@ struct _RlxRemoteLink
   gboolean      ready;
   gboolean      remote_creds_set;
   guint         n_remote_candidates;
-  guint64       handed[RLX_QUIC_N_STREAMS];   /* frame bytes handed to send */
-  guint64       written_seen[RLX_QUIC_N_STREAMS];
-  guint64       tx_seen;
-  guint64       rx_seen;
   GSource      *connect_timeout;
-  GSource      *sync;
 };
 
 G_DEFINE_FINAL_TYPE (RlxRemoteLink, rlx_remote_link, RLX_TYPE_LINK)
@@ -130,15 +117,6 @@ enum {
 static guint signals[N_SIGNALS];
 
 static void io_finish (RlxRemoteLink *self);
-
-static void
-item_free (gpointer data)
-{
-  Item *it = data;
-
-  g_bytes_unref (it->frame);
-  g_free (it);
-}
 
 static const char *
 peer_name (RlxRemoteLink *self)
@@ -196,54 +174,6 @@ post_main (RlxRemoteLink *self, GSourceFunc func, char *text, GError *error)
 /* ── main-thread handlers of posts ──────────────────────────────────────── */
 
 static void
-sync_counters (RlxRemoteLink *self)
-{
-  guint64 written[RLX_QUIC_N_STREAMS], tx, rx;
-  gint64 last_rx_at;
-  gboolean drained = FALSE;
-
-  g_mutex_lock (&self->lock);
-  memcpy (written, self->written, sizeof written);
-  tx = self->dgram_tx;
-  rx = self->dgram_rx;
-  last_rx_at = self->last_rx_at;
-  g_mutex_unlock (&self->lock);
-
-  if (rx != self->rx_seen)
-    {
-      /* Any bytes count as a sign of life, at the time they arrived. */
-      rlx_link_add_bytes_rx_at (RLX_LINK (self), rx - self->rx_seen, last_rx_at);
-      self->rx_seen = rx;
-    }
-  for (guint s = 0; s < RLX_QUIC_N_STREAMS; s++)
-    if (written[s] != self->written_seen[s])
-      {
-        self->written_seen[s] = written[s];
-        drained = TRUE;
-      }
-  if (tx != self->tx_seen)
-    {
-      rlx_link_add_bytes_tx (RLX_LINK (self), tx - self->tx_seen);
-      self->tx_seen = tx;
-    }
-  else if (drained)
-    {
-      /* Frames drained without a datagram counted yet: still tell the
-       * sender to look at pending_bytes again. */
-      g_object_notify (G_OBJECT (self), "bytes-tx");
-    }
-}
-
-static gboolean
-on_sync (gpointer user_data)
-{
-  RlxRemoteLink *self = user_data;
-
-  sync_counters (self);
-  return G_SOURCE_CONTINUE;
-}
-
-static void
 stop_main_timers (RlxRemoteLink *self)
 {
   if (self->connect_timeout)
@@ -251,21 +181,12 @@ stop_main_timers (RlxRemoteLink *self)
       g_source_destroy (self->connect_timeout);
       g_clear_pointer (&self->connect_timeout, g_source_unref);
     }
-  if (self->sync)
-    {
-      g_source_destroy (self->sync);
-      g_clear_pointer (&self->sync, g_source_unref);
-    }
 }
 
 static void
 request_io_close (RlxRemoteLink *self)
 {
-  g_mutex_lock (&self->lock);
-  self->close_requested = TRUE;
-  g_mutex_unlock (&self->lock);
-  if (self->io_wake)
-    g_source_set_ready_time (self->io_wake, 0);
+  rlx_link_mailbox_close (self->mb, RLX_LINK_MAILBOX_CLOSE_FLUSH);
 }
 
 static void
@@ -315,57 +236,6 @@ post_ready (gpointer data)
     }
   rlx_link_set_peer (RLX_LINK (self), name);
   g_signal_emit (self, signals[SIGNAL_READY], 0);
-  return G_SOURCE_REMOVE;
-}
-
-static gboolean
-post_frames (gpointer data)
-{
-  Post *p = data;
-  RlxRemoteLink *self = p->self;
-  GQueue q = G_QUEUE_INIT;
-  Item *it;
-
-  g_mutex_lock (&self->lock);
-  q = self->in_q;
-  g_queue_init (&self->in_q);
-  self->in_posted = FALSE;
-  g_mutex_unlock (&self->lock);
-
-  sync_counters (self);
-  while ((it = g_queue_pop_head (&q)) != NULL)
-    {
-      if (!rlx_link_is_closed (RLX_LINK (self)))
-        rlx_link_emit_frame_lane (RLX_LINK (self),
-                                  it->stream == RLX_QUIC_STREAM_CONTROL ? RLX_LINK_LANE_CONTROL
-                                                                        : RLX_LINK_LANE_BULK,
-                                  it->frame);
-      item_free (it);
-    }
-  return G_SOURCE_REMOVE;
-}
-
-static gboolean
-post_progress (gpointer data)
-{
-  Post *p = data;
-
-  g_mutex_lock (&p->self->lock);
-  p->self->progress_posted = FALSE;
-  g_mutex_unlock (&p->self->lock);
-  if (!rlx_link_is_closed (RLX_LINK (p->self)))
-    sync_counters (p->self);
-  return G_SOURCE_REMOVE;
-}
-
-static gboolean
-post_closed (gpointer data)
-{
-  Post *p = data;
-
-  stop_main_timers (p->self);
-  sync_counters (p->self);
-  rlx_link_emit_closed (RLX_LINK (p->self), p->error);
   return G_SOURCE_REMOVE;
 }
 
@@ -482,9 +352,7 @@ quic_send_cb (const RlxDatagram *d, guint n, gpointer user_data)
       done += (guint) sent;
     }
 out:
-  g_mutex_lock (&self->lock);
-  self->dgram_tx += bytes;
-  g_mutex_unlock (&self->lock);
+  rlx_link_mailbox_add_tx (self->mb, RLX_LINK_LANE_BULK, 0, bytes, 0);
   return done;
 }
 
@@ -499,38 +367,44 @@ quic_established_cb (gpointer user_data)
   io_schedule_update (self);   /* not from inside QUIC */
 }
 
+/* Lanes are QUIC streams: CONTROL overtakes queued BULK data. */
+static RlxQuicStream
+stream_of_lane (RlxLinkLane lane)
+{
+  return lane == RLX_LINK_LANE_CONTROL ? RLX_QUIC_STREAM_CONTROL : RLX_QUIC_STREAM_BULK;
+}
+
+static RlxLinkLane
+lane_of_stream (RlxQuicStream stream)
+{
+  return stream == RLX_QUIC_STREAM_CONTROL ? RLX_LINK_LANE_CONTROL : RLX_LINK_LANE_BULK;
+}
+
 static void
 quic_frame_cb (RlxQuicStream stream, GBytes *frame, gpointer user_data)
 {
   RlxRemoteLink *self = user_data;
-  Item *it = g_new0 (Item, 1);
-  gboolean post;
 
-  it->frame = g_bytes_ref (frame);
-  it->stream = stream;
-  g_mutex_lock (&self->lock);
-  g_queue_push_tail (&self->in_q, it);
-  post = !self->in_posted;
-  self->in_posted = TRUE;
-  g_mutex_unlock (&self->lock);
-  if (post)
-    post_main (self, post_frames, NULL, NULL);
+  /* QUIC's flow control paces the peer; the mailbox's inbox limit is not
+   * applied here (QUIC cannot stop reading one link's datagrams). */
+  rlx_link_mailbox_push_frame (self->mb, lane_of_stream (stream), g_bytes_ref (frame));
 }
 
 static void
 quic_progress_cb (const guint64 written[RLX_QUIC_N_STREAMS], gpointer user_data)
 {
   RlxRemoteLink *self = user_data;
-  gboolean post;
 
   g_mutex_lock (&self->lock);
-  memcpy (self->written, written, sizeof self->written);
   self->rtt_us = rlx_quic_get_rtt_us (self->quic);
-  post = !self->progress_posted;
-  self->progress_posted = TRUE;
   g_mutex_unlock (&self->lock);
-  if (post)
-    post_main (self, post_progress, NULL, NULL);
+  for (guint s = 0; s < RLX_QUIC_N_STREAMS; s++)
+    if (written[s] > self->written_told[s])
+      {
+        rlx_link_mailbox_add_tx (self->mb, lane_of_stream (s), written[s] - self->written_told[s],
+                                 0, 0);
+        self->written_told[s] = written[s];
+      }
 }
 
 static void
@@ -538,7 +412,7 @@ quic_closed_cb (const GError *error, gpointer user_data)
 {
   RlxRemoteLink *self = user_data;
 
-  post_main (self, post_closed, NULL, g_error_copy (error));
+  rlx_link_mailbox_push_closed (self->mb, g_error_copy (error));
   io_finish (self);
 }
 
@@ -570,8 +444,7 @@ io_set_direct (RlxRemoteLink *self, gboolean direct)
 {
   gint priority = direct ? IO_PRIORITY : G_PRIORITY_DEFAULT;
 
-  if (self->io_wake)
-    g_source_set_priority (self->io_wake, priority);
+  rlx_link_mailbox_set_io_priority (self->mb, priority);
   if (self->quic)
     rlx_quic_set_priority (self->quic, priority);
   g_mutex_lock (&self->lock);
@@ -584,10 +457,7 @@ io_direct_datagrams (const RlxDatagram *d, guint n, gsize bytes, gpointer user_d
 {
   RlxRemoteLink *self = user_data;
 
-  g_mutex_lock (&self->lock);
-  self->dgram_rx += bytes;
-  self->last_rx_at = g_get_monotonic_time ();
-  g_mutex_unlock (&self->lock);
+  rlx_link_mailbox_add_rx (self->mb, bytes, g_get_monotonic_time ());
   if (self->quic && !self->io_done)
     rlx_quic_receive_batch (self->quic, d, n);
 }
@@ -684,6 +554,25 @@ io_schedule_update (RlxRemoteLink *self)
   g_mutex_unlock (&self->lock);
 }
 
+/* The frames taken from the mailbox go to QUIC once it exists. */
+static void
+io_send_waiting (RlxRemoteLink *self)
+{
+  GBytes *frame;
+
+  if (self->quic == NULL)
+    return;
+  for (guint l = 0; l < RLX_LINK_N_LANES; l++)
+    while ((frame = g_queue_pop_head (&self->waiting[l])) != NULL)
+      {
+        g_autoptr(GError) error = NULL;
+
+        if (!rlx_quic_send (self->quic, stream_of_lane (l), frame, &error))
+          g_debug ("link to %s: frame not sent: %s", self->peer_id, error->message);
+        g_bytes_unref (frame);
+      }
+}
+
 static gboolean
 io_start_quic (RlxRemoteLink *self)
 {
@@ -705,60 +594,37 @@ io_start_quic (RlxRemoteLink *self)
   self->quic = rlx_quic_new (&c, &quic_callbacks, self, &error);
   if (self->quic == NULL)
     {
-      post_main (self, post_closed, NULL, g_steal_pointer (&error));
+      rlx_link_mailbox_push_closed (self->mb, g_steal_pointer (&error));
       io_finish (self);
       return FALSE;
     }
   rlx_quic_start (self->quic);
   /* Frames queued so far go to QUIC now (it holds them until the handshake). */
-  g_source_set_ready_time (self->io_wake, 0);
+  io_send_waiting (self);
   return TRUE;
 }
 
-/* Frames queued by the main thread, and a close request. */
-static gboolean
-io_wake_dispatch (GSource *source, GSourceFunc callback, gpointer user_data)
+/* Frames queued by the main thread, and a close request (the mailbox's
+ * io_func). Frames queued before a close still go out (QUIC lingers for
+ * them). */
+static void
+io_wake (gpointer data)
 {
-  RlxRemoteLink *self = user_data;
-  GQueue q;
-  gboolean close;
-  Item *it;
+  RlxRemoteLink *self = data;
 
-  g_source_set_ready_time (source, -1);
   if (self->io_done)
-    return G_SOURCE_CONTINUE;
-  /* Frames queued before a close still go out (QUIC lingers for them). */
-  g_mutex_lock (&self->lock);
-  close = self->close_requested;
-  if (self->quic)
+    return;
+  rlx_link_mailbox_take (self->mb, self->waiting);
+  io_send_waiting (self);
+  if (!self->closing && rlx_link_mailbox_get_close (self->mb) != RLX_LINK_MAILBOX_OPEN)
     {
-      q = self->out_q;
-      g_queue_init (&self->out_q);
-    }
-  else
-    g_queue_init (&q);
-  g_mutex_unlock (&self->lock);
-
-  while ((it = g_queue_pop_head (&q)) != NULL)
-    {
-      g_autoptr(GError) error = NULL;
-      if (!rlx_quic_send (self->quic, it->stream, it->frame, &error))
-        g_debug ("link to %s: frame not sent: %s", self->peer_id, error->message);
-      item_free (it);
-    }
-  if (close)
-    {
+      self->closing = TRUE;
       if (self->quic && rlx_quic_is_established (self->quic))
         rlx_quic_close (self->quic, LINGER_MS);   /* quic_closed_cb finishes */
       else
         io_finish (self);
     }
-  return G_SOURCE_CONTINUE;
 }
-
-static GSourceFuncs io_wake_funcs = {
-  .dispatch = io_wake_dispatch,
-};
 
 static void
 on_recv (NiceAgent *agent, guint stream_id, guint component_id, guint len, gchar *buf,
@@ -766,10 +632,7 @@ on_recv (NiceAgent *agent, guint stream_id, guint component_id, guint len, gchar
 {
   RlxRemoteLink *self = user_data;
 
-  g_mutex_lock (&self->lock);
-  self->dgram_rx += len;
-  self->last_rx_at = g_get_monotonic_time ();
-  g_mutex_unlock (&self->lock);
+  rlx_link_mailbox_add_rx (self->mb, len, g_get_monotonic_time ());
   if (self->io_done)
     return;
   /* The controlled side's QUIC server starts with the first datagram; it
@@ -822,7 +685,7 @@ io_state_changed (gpointer data)
         rlx_quic_abort (self->quic, error);     /* reports through quic_closed_cb */
       else
         {
-          post_main (self, post_closed, NULL, g_error_copy (error));
+          rlx_link_mailbox_push_closed (self->mb, g_error_copy (error));
           io_finish (self);
         }
       g_error_free (error);
@@ -854,8 +717,9 @@ io_thread (gpointer data)
     rlx_udp_path_stop_receive (self->direct, FALSE);
   g_clear_pointer (&self->direct, rlx_udp_path_free);
   g_clear_pointer (&self->quic, rlx_quic_free);
-  if (self->io_wake)
-    g_source_destroy (self->io_wake);
+  rlx_link_mailbox_io_done (self->mb);
+  for (guint l = 0; l < RLX_LINK_N_LANES; l++)
+    g_queue_clear_full (&self->waiting[l], (GDestroyNotify) g_bytes_unref);
   /* Stop the agent's timers and sockets here, on the thread that runs them. */
   nice_agent_attach_recv (self->agent, self->stream_id, 1, self->io_ctx, NULL, NULL);
   nice_agent_remove_stream (self->agent, self->stream_id);
@@ -959,9 +823,8 @@ on_selected_pair (NiceAgent *agent, guint stream_id, guint component_id,
 /* ── RlxLink ─────────────────────────────────────────────────────────────── */
 
 static gboolean
-queue_frame (RlxRemoteLink *self, GBytes *frame, RlxQuicStream stream, GError **error)
+queue_frame (RlxRemoteLink *self, GBytes *frame, RlxLinkLane lane, GError **error)
 {
-  Item *it;
   gsize len = g_bytes_get_size (frame);
 
   if (len > self->max_frame)
@@ -971,43 +834,25 @@ queue_frame (RlxRemoteLink *self, GBytes *frame, RlxQuicStream stream, GError **
                    " bytes of the link to %s", len, self->max_frame, peer_name (self));
       return FALSE;
     }
-  it = g_new0 (Item, 1);
-  it->frame = g_bytes_ref (frame);
-  it->stream = stream;
-  g_mutex_lock (&self->lock);
-  g_queue_push_tail (&self->out_q, it);
-  g_mutex_unlock (&self->lock);
-  self->handed[stream] += len;
-  g_source_set_ready_time (self->io_wake, 0);
-  return TRUE;
+  return rlx_link_mailbox_send (self->mb, lane, frame, error);
 }
 
 static gboolean
 rlx_remote_link_send (RlxLink *link, GBytes *frame, GError **error)
 {
-  return queue_frame (RLX_REMOTE_LINK (link), frame, RLX_QUIC_STREAM_BULK, error);
-}
-
-/* Lanes are QUIC streams: CONTROL overtakes queued BULK data. */
-static RlxQuicStream
-stream_of_lane (RlxLinkLane lane)
-{
-  return lane == RLX_LINK_LANE_CONTROL ? RLX_QUIC_STREAM_CONTROL : RLX_QUIC_STREAM_BULK;
+  return queue_frame (RLX_REMOTE_LINK (link), frame, RLX_LINK_LANE_BULK, error);
 }
 
 static gboolean
 rlx_remote_link_send_lane (RlxLink *link, RlxLinkLane lane, GBytes *frame, GError **error)
 {
-  return queue_frame (RLX_REMOTE_LINK (link), frame, stream_of_lane (lane), error);
+  return queue_frame (RLX_REMOTE_LINK (link), frame, lane, error);
 }
 
 static gsize
 rlx_remote_link_pending_bytes_lane (RlxLink *link, RlxLinkLane lane)
 {
-  RlxRemoteLink *self = RLX_REMOTE_LINK (link);
-  RlxQuicStream s = stream_of_lane (lane);
-
-  return (gsize) (self->handed[s] - MIN (self->handed[s], self->written_seen[s]));
+  return rlx_link_mailbox_pending (RLX_REMOTE_LINK (link)->mb, lane);
 }
 
 static void
@@ -1060,7 +905,16 @@ rlx_remote_link_dispose (GObject *object)
   RlxRemoteLink *self = RLX_REMOTE_LINK (object);
 
   stop_main_timers (self);
+  if (self->mb != NULL)
+    rlx_link_mailbox_detach (self->mb);
   G_OBJECT_CLASS (rlx_remote_link_parent_class)->dispose (object);
+}
+
+/* However the link ends (closed here, or reported by the I/O thread). */
+static void
+on_closed (RlxLink *link, const GError *error, gpointer user_data)
+{
+  stop_main_timers (RLX_REMOTE_LINK (link));
 }
 
 static void
@@ -1070,8 +924,9 @@ rlx_remote_link_finalize (GObject *object)
 
   /* The I/O thread held a reference until it ended. */
   g_assert (self->thread == NULL);
-  if (self->io_wake)
-    g_source_unref (self->io_wake);
+  g_clear_pointer (&self->mb, rlx_link_mailbox_unref);
+  for (guint l = 0; l < RLX_LINK_N_LANES; l++)
+    g_queue_clear_full (&self->waiting[l], (GDestroyNotify) g_bytes_unref);
   if (self->agent)
     {
       g_signal_handlers_disconnect_by_data (self->agent, self);
@@ -1080,8 +935,6 @@ rlx_remote_link_finalize (GObject *object)
   g_clear_pointer (&self->io_loop, g_main_loop_unref);
   g_clear_pointer (&self->io_ctx, g_main_context_unref);
   g_clear_pointer (&self->main_ctx, g_main_context_unref);
-  g_queue_clear_full (&self->out_q, item_free);
-  g_queue_clear_full (&self->in_q, item_free);
   g_clear_pointer (&self->local_addrs, g_ptr_array_unref);
   g_clear_object (&self->identity);
   g_free (self->peer_id);
@@ -1120,8 +973,9 @@ static void
 rlx_remote_link_init (RlxRemoteLink *self)
 {
   g_mutex_init (&self->lock);
-  g_queue_init (&self->out_q);
-  g_queue_init (&self->in_q);
+  for (guint l = 0; l < RLX_LINK_N_LANES; l++)
+    g_queue_init (&self->waiting[l]);
+  g_signal_connect (self, "closed", G_CALLBACK (on_closed), NULL);
   self->local_addrs = g_ptr_array_new_with_free_func (g_free);
   self->ice_state = NICE_COMPONENT_STATE_DISCONNECTED;
   self->direct_rx_off = g_strcmp0 (g_getenv ("RLX_REMOTE_DIRECT_RX"), "0") == 0;
@@ -1177,6 +1031,9 @@ rlx_remote_link_new (const RlxRemoteLinkConfig *config, GError **error)
   self->io_loop = g_main_loop_new (self->io_ctx, FALSE);
   name = g_strdup_printf ("%s (remote, connecting)", self->peer_id);
   rlx_link_set_peer (RLX_LINK (self), name);
+  self->mb = rlx_link_mailbox_new (RLX_LINK (self), self->io_ctx, io_wake, self, error);
+  if (self->mb == NULL)
+    return NULL;
 
   self->agent = nice_agent_new_full (self->io_ctx, NICE_COMPATIBILITY_RFC5245, options);
   g_object_set (self->agent,
@@ -1213,11 +1070,6 @@ rlx_remote_link_new (const RlxRemoteLinkConfig *config, GError **error)
   /* A read pending on the component before anything is gathered. */
   nice_agent_attach_recv (self->agent, self->stream_id, 1, self->io_ctx, on_recv, self);
 
-  self->io_wake = g_source_new (&io_wake_funcs, sizeof (GSource));
-  g_source_set_callback (self->io_wake, NULL, self, NULL);
-  g_source_set_static_name (self->io_wake, "rlx-remote-link wake");
-  g_source_set_ready_time (self->io_wake, -1);
-  g_source_attach (self->io_wake, self->io_ctx);
 
   self->thread = g_thread_new ("rlx-remote-io", io_thread, g_object_ref (self));
   return g_steal_pointer (&self);
@@ -1337,9 +1189,6 @@ rlx_remote_link_start (RlxRemoteLink *self)
   self->connect_timeout = g_timeout_source_new (self->connect_timeout_ms);
   g_source_set_callback (self->connect_timeout, on_connect_timeout, self, NULL);
   g_source_attach (self->connect_timeout, self->main_ctx);
-  self->sync = g_timeout_source_new (SYNC_MS);
-  g_source_set_callback (self->sync, on_sync, self, NULL);
-  g_source_attach (self->sync, self->main_ctx);
   if (!nice_agent_gather_candidates (self->agent, self->stream_id))
     fail_main (self, g_error_new (RLX_REMOTE_ERROR, RLX_REMOTE_ERROR_ICE_FAILED,
                                   "libnice could not gather any local candidate (no network "
@@ -1364,7 +1213,7 @@ rlx_remote_link_send_control (RlxRemoteLink *self, GBytes *frame, GError **error
                    peer_name (self));
       return FALSE;
     }
-  return queue_frame (self, frame, RLX_QUIC_STREAM_CONTROL, error);
+  return queue_frame (self, frame, RLX_LINK_LANE_CONTROL, error);
 }
 
 char *

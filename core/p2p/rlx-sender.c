@@ -378,6 +378,10 @@ guint
 rlx_sender_get_depth (RlxSender *self)
 {
   g_return_val_if_fail (RLX_IS_SENDER (self), 0);
+  /* exact even between the link's bytes-tx notifications */
+  if (!self->closed)
+    for (guint l = 0; l < RLX_LINK_N_LANES; l++)
+      check_drained (self, l);
   return depth (self);
 }
 
@@ -385,6 +389,9 @@ guint
 rlx_sender_get_in_flight (RlxSender *self)
 {
   g_return_val_if_fail (RLX_IS_SENDER (self), 0);
+  if (!self->closed)
+    for (guint l = 0; l < RLX_LINK_N_LANES; l++)
+      check_drained (self, l);
   return n_in_flight (self);
 }
 

@@ -5,8 +5,10 @@
  * sender sits between the coordinator and one RlxLink and keeps at most
  * @max_in_flight frames in flight on it. "In flight" = handed to
  * rlx_link_send but not yet written to the transport (the link's
- * pending_bytes has not drained past it; the sender watches the link's
- * notify::bytes-tx). Frames wait in the sender until a slot frees.
+ * pending_bytes has not drained past it; the sender looks again at every
+ * send and at the link's notify::bytes-tx, which a link with an I/O thread
+ * may send a little after the bytes left). Frames wait in the sender until
+ * a slot frees.
  *
  * Lanes. Every frame goes on a link lane (rlx-link.h): rlx_sender_send puts
  * all frames on the bulk lane (one order for everything, as before lanes);
@@ -52,7 +54,8 @@
  *
  * depth = queued frames (all classes, both lanes) + frames in flight; the
  * "depth" property notifies on every change, so a leader can pace itself on
- * it.
+ * it. The getters (depth, in-flight) are exact at every call: they retire
+ * frames the link has written before counting.
  *
  * When the link closes, every later send fails with RLX_LINK_ERROR_CLOSED.
  * The sender holds a reference on its link. Use one sender per link and send

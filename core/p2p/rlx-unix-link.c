@@ -1,24 +1,41 @@
 /* rlx-unix-link.c — RlxLink over a connected Unix stream socket
  *
+ * Two halves:
+ *
+ *   RlxUnixLink   the GObject, on the main context: the RlxLink API, the
+ *                 signals, the counters. It never touches the socket after
+ *                 rlx_unix_link_new; it hands frames to a mailbox
+ *                 (rlx-link-mailbox.h) and gets whole frames back from it.
+ *   UnixIo        everything the socket needs, on an I/O thread
+ *                 (rlx-io-thread.h): the read and write sources, the stream
+ *                 reader, the send queues, memfds, the linger after close.
+ *
  * The stream is records (rlx-link-stream.h): each lane's frames go out in
  * pieces of at most PIECE bytes, and whenever the next record is chosen the
  * control lane goes first, so a control frame queued behind a 7 MB bucket
  * waits for one piece, not for the bucket. Records go out with one sendmsg
  * per batch (headers and frame slices as separate iovecs: no copy); bodies of
  * large records are received straight into the frame's buffer, which grows
- * with what arrived (the reader never trusts an announced size).
+ * with what arrived (the reader never trusts an announced size), and the
+ * finished buffer crosses to the main context as it is.
  *
  * Large bulk frames may travel as a sealed memfd instead (SHM records, the fd
- * passed with SCM_RIGHTS, when RLX_LINK_SHM asks for it): the sender copies
+ * passed with SCM_RIGHTS, when RLX_LINK_SHM asks for it): the I/O side copies
  * the frame into the memfd once, the receiver maps it read-only. Measured, a
  * fresh memfd per frame costs more than the socket's two copies, so it is
- * off by default.
- * Every received fd is checked (a regular shmem file, sealed against writes
- * and shrinking, exactly the announced size) before it is mapped; anything
- * else closes the link.
+ * off by default. Every received fd is checked (a regular shmem file, sealed
+ * against writes and shrinking, exactly the announced size) before it is
+ * mapped; anything else closes the link.
+ *
+ * Lifetime: the link holds a reference on its UnixIo, and so does the I/O
+ * side while its socket is open. Closing lets the I/O side flush for up to
+ * LINGER_MS without the link (it may already be finalized); a link dropped
+ * unclosed stops its I/O side at once.
  */
 #include "rlx-config.h"
 #include "rlx-unix-link.h"
+#include "rlx-io-thread.h"
+#include "rlx-link-mailbox.h"
 #include "rlx-link-stream.h"
 
 #include <errno.h>
@@ -36,12 +53,18 @@
 #define PIECE             RLX_UNIX_LINK_PIECE
 /* Record bodies at least this long are received straight into the frame. */
 #define DIRECT_MIN        ((gsize) 16 * 1024)
-/* Stop reading/writing after this much in one dispatch so other sources on
- * the main context get their turn; the source fires again right away. */
-#define DISPATCH_BUDGET   ((gsize) 32 << 20)
+/* Stop reading/writing after this much in one dispatch so the other links
+ * of a shared I/O thread get their turn; the source fires again at once. */
+#define DISPATCH_BUDGET   ((gsize) 8 << 20)
 #define MAX_IOV           64
 #define SOCKET_BUFFER     (4 * 1024 * 1024)
 #define LINGER_MS         1000
+/* Buffers of released large frames kept for the next ones: as many bytes as
+ * the inbox and a frame in progress can hold (so a stream of frames runs on
+ * recycled buffers), and two of the largest model's buckets (7.45 MB) — a
+ * round's bucket held while the next one arrives. */
+#define POOL_BUFFERS      64
+#define POOL_BYTES        ((gsize) 16 << 20)
 /* fds a peer may have passed ahead of their SHM records */
 #define MAX_PENDING_FDS   8
 #define REQUIRED_SEALS    (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
@@ -66,42 +89,62 @@ typedef struct {
   gsize       done;      /* bytes of header + body written */
 } Rec;
 
-struct _RlxUnixLink
-{
-  RlxLink            parent_instance;
+/* The I/O side. After rlx_unix_link_new everything but the configuration
+ * block is touched on the I/O thread only. */
+typedef struct {
+  gatomicrefcount     ref;
+  RlxIoThread        *thread;
+  GMainContext       *context;
+  RlxLinkMailbox     *mb;
+  GSocketConnection  *connection;
+  GSocket            *socket;
+  int                 fd;
+  gsize               max_frame;
 
-  GSocketConnection *connection;
-  GSocket           *socket;
-  int                fd;
-  GMainContext      *context;
-  gsize              max_frame;
-  gsize              shm_min;         /* bulk frames ≥ this go as memfds; 0 never */
+  /* configuration the main side may change, under cfg_lock */
+  GMutex              cfg_lock;
+  char               *cfg_peer;
+  gboolean            cfg_peer_changed;
+  gsize               cfg_shm_min;
 
-  GSource           *read_source;
-  GSource           *write_source;
-  GSource           *fail_source;     /* deferred failure found while sending */
-  GSource           *linger_source;
-  GError            *deferred_error;
+  char               *peer;           /* for messages */
+  GSource            *read_source;
+  GSource            *write_source;
+  GSource            *linger_source;
+  gboolean            paused;         /* the mailbox's inbox is full */
+  gboolean            closing;        /* the main side closed the link */
+  gboolean            ended;          /* socket closed, nothing more happens */
 
   /* read state */
-  guint8            *stage;
+  guint8             *stage;
   RlxLinkStreamReader reader;
-  GQueue             rx_fds;          /* GINT_TO_POINTER (fd) */
+  RlxLinkStreamPool  *pool;
+  GQueue              rx_fds;          /* GINT_TO_POINTER (fd + 1) */
 
   /* write state */
-  GQueue             out[RLX_LINK_N_LANES];   /* OutFrame*, oldest first */
-  gsize              pending[RLX_LINK_N_LANES];
-  Rec                cur;             /* valid when cur_active */
-  gboolean           cur_active;
-  gboolean           flushing;
-  gboolean           lingering;       /* closed by us, flushing what was queued */
-  gboolean           shut;            /* socket closed */
+  GQueue              out[RLX_LINK_N_LANES];   /* OutFrame*, oldest first */
+  gsize               shm_min;
+  Rec                 cur;             /* valid when cur_active */
+  gboolean            cur_active;
+} UnixIo;
+
+struct _RlxUnixLink
+{
+  RlxLink         parent_instance;
+
+  UnixIo         *io;
+  RlxLinkMailbox *mb;
+  gsize           max_frame;
+  gsize           shm_min;
 };
 
 G_DEFINE_FINAL_TYPE (RlxUnixLink, rlx_unix_link, RLX_TYPE_LINK)
 
 static gboolean on_readable (GSocket *socket, GIOCondition condition, gpointer user_data);
 static gboolean on_writable (GSocket *socket, GIOCondition condition, gpointer user_data);
+static void     io_flush    (UnixIo *io);
+
+/* ── the I/O side's life ─────────────────────────────────────────────── */
 
 static void
 out_frame_free (gpointer data)
@@ -125,104 +168,101 @@ clear_source (GSource **source)
 }
 
 static void
-close_rx_fds (RlxUnixLink *self)
+close_rx_fds (UnixIo *io)
 {
   gpointer p;
 
-  while ((p = g_queue_pop_head (&self->rx_fds)) != NULL)
+  while ((p = g_queue_pop_head (&io->rx_fds)) != NULL)
     close (GPOINTER_TO_INT (p) - 1);
 }
 
-static void
-shutdown_socket (RlxUnixLink *self)
+static UnixIo *
+io_ref (UnixIo *io)
 {
-  clear_source (&self->read_source);
-  clear_source (&self->write_source);
-  clear_source (&self->linger_source);
-  clear_source (&self->fail_source);
+  g_atomic_ref_count_inc (&io->ref);
+  return io;
+}
+
+static void
+io_unref (UnixIo *io)
+{
+  if (!g_atomic_ref_count_dec (&io->ref))
+    return;
+  /* Both halves let go; the I/O side ended first (or never started). */
+  g_assert (io->read_source == NULL && io->write_source == NULL && io->linger_source == NULL);
   for (guint l = 0; l < RLX_LINK_N_LANES; l++)
-    {
-      g_queue_clear_full (&self->out[l], out_frame_free);
-      self->pending[l] = 0;
-    }
-  self->cur_active = FALSE;
-  rlx_link_stream_reader_clear (&self->reader);
-  close_rx_fds (self);
-  if (!self->shut && self->socket != NULL)
-    {
-      self->shut = TRUE;
-      g_socket_close (self->socket, NULL);
-    }
+    g_queue_clear_full (&io->out[l], out_frame_free);
+  close_rx_fds (io);
+  rlx_link_stream_reader_clear (&io->reader);
+  rlx_link_stream_reader_free_name (&io->reader);
+  g_clear_pointer (&io->pool, rlx_link_stream_pool_unref);
+  g_free (io->stage);
+  g_free (io->peer);
+  g_free (io->cfg_peer);
+  g_mutex_clear (&io->cfg_lock);
+  g_clear_object (&io->socket);
+  g_clear_object (&io->connection);
+  g_clear_pointer (&io->mb, rlx_link_mailbox_unref);
+  g_clear_pointer (&io->context, g_main_context_unref);
+  g_clear_pointer (&io->thread, rlx_io_thread_unref);
+  g_free (io);
 }
 
-/* The link failed or the peer went away: tear down and report, once. */
+/* What the main side changed (the peer's name, the memfd threshold). */
 static void
-link_fail (RlxUnixLink *self, GError *error)
+io_sync_config (UnixIo *io)
 {
-  g_object_ref (self);
-  if (self->lingering)
+  g_mutex_lock (&io->cfg_lock);
+  if (io->cfg_peer_changed)
     {
-      /* Already reported by close(); the background flush just ends. */
-      shutdown_socket (self);
-      self->lingering = FALSE;
-      g_error_free (error);
-      g_object_unref (self);   /* the linger reference */
-      g_object_unref (self);
-      return;
+      io->cfg_peer_changed = FALSE;
+      g_free (io->peer);
+      io->peer = g_strdup (io->cfg_peer);
+      rlx_link_stream_reader_set_peer (&io->reader, io->peer);
     }
-  shutdown_socket (self);
-  rlx_link_emit_closed (RLX_LINK (self), error);
-  g_error_free (error);
-  g_object_unref (self);
+  io->shm_min = io->cfg_shm_min;
+  g_mutex_unlock (&io->cfg_lock);
 }
 
-static gboolean
-on_deferred_fail (gpointer user_data)
-{
-  RlxUnixLink *self = user_data;
-  GError *error = g_steal_pointer (&self->deferred_error);
-
-  g_clear_pointer (&self->fail_source, g_source_unref);
-  if (error == NULL)
-    error = g_error_new (RLX_LINK_ERROR, RLX_LINK_ERROR_FAILED, "link failed");
-  link_fail (self, error);
-  return G_SOURCE_REMOVE;
-}
-
+/* Close the socket; nothing more happens on this side. The I/O side's own
+ * reference goes (the caller holds one for the rest of its callback). */
 static void
-link_fail_later (RlxUnixLink *self, GError *error)
+io_end (UnixIo *io)
 {
-  if (self->fail_source != NULL)
-    {
-      g_error_free (error);
-      return;
-    }
-  self->deferred_error = error;
-  clear_source (&self->read_source);
-  clear_source (&self->write_source);
-  self->fail_source = g_idle_source_new ();
-  g_source_set_priority (self->fail_source, G_PRIORITY_DEFAULT);
-  g_source_set_callback (self->fail_source, on_deferred_fail, self, NULL);
-  g_source_set_static_name (self->fail_source, "rlx-unix-link fail");
-  g_source_attach (self->fail_source, self->context);
+  if (io->ended)
+    return;
+  io->ended = TRUE;
+  clear_source (&io->read_source);
+  clear_source (&io->write_source);
+  clear_source (&io->linger_source);
+  for (guint l = 0; l < RLX_LINK_N_LANES; l++)
+    g_queue_clear_full (&io->out[l], out_frame_free);
+  io->cur_active = FALSE;
+  rlx_link_stream_reader_clear (&io->reader);
+  rlx_link_stream_pool_close (io->pool);
+  close_rx_fds (io);
+  g_socket_close (io->socket, NULL);
+  rlx_link_mailbox_io_done (io->mb);
+  io_unref (io);
 }
 
-static const char *
-peer_name (RlxUnixLink *self)
+/* The link failed or the peer went away: report (after the frames that came
+ * before) and end. */
+static void
+io_fail (UnixIo *io, GError *error)
 {
-  const char *peer = rlx_link_get_peer (RLX_LINK (self));
-
-  return peer ? peer : "peer";
+  rlx_link_mailbox_push_closed (io->mb, error);
+  io_end (io);
 }
 
 static GError *
-errno_to_link_error (RlxUnixLink *self, const char *what, int errsv)
+errno_to_link_error (UnixIo *io, const char *what, int errsv)
 {
   if (errsv == EPIPE || errsv == ECONNRESET)
     return g_error_new (RLX_LINK_ERROR, RLX_LINK_ERROR_CLOSED,
-                        "%s closed the connection", peer_name (self));
+                        "%s closed the connection", io->peer);
   return g_error_new (RLX_LINK_ERROR, RLX_LINK_ERROR_FAILED,
-                      "%s to %s failed: %s", what, peer_name (self), g_strerror (errsv));
+                      "%s to %s failed: %s", what, io->peer, g_strerror (errsv));
 }
 
 /* ── reading ─────────────────────────────────────────────────────────── */
@@ -230,10 +270,12 @@ errno_to_link_error (RlxUnixLink *self, const char *what, int errsv)
 static gboolean
 sink_frame (gpointer user_data, RlxLinkLane lane, GBytes *frame)
 {
-  RlxUnixLink *self = user_data;
+  UnixIo *io = user_data;
 
-  rlx_link_emit_frame_lane (RLX_LINK (self), lane, frame);
-  return self->read_source != NULL;
+  /* The bytes already read are still parsed; reading stops after them. */
+  if (!rlx_link_mailbox_push_frame (io->mb, lane, g_bytes_ref (frame)))
+    io->paused = TRUE;
+  return TRUE;
 }
 
 typedef struct {
@@ -252,7 +294,7 @@ shm_mapping_free (gpointer data)
 
 /* Check a passed fd before it is trusted with a single byte. */
 static GBytes *
-map_shm_frame (RlxUnixLink *self, int fd, gsize size, GError **error)
+map_shm_frame (UnixIo *io, int fd, gsize size, GError **error)
 {
   struct stat st;
   int seals;
@@ -263,7 +305,7 @@ map_shm_frame (RlxUnixLink *self, int fd, gsize size, GError **error)
     {
       g_set_error (error, RLX_LINK_ERROR, RLX_LINK_ERROR_PROTOCOL,
                    "%s passed a file descriptor that is not a memfd for a shared-memory frame; "
-                   "link closed", peer_name (self));
+                   "link closed", io->peer);
       return NULL;
     }
   seals = fcntl (fd, F_GET_SEALS);
@@ -271,14 +313,14 @@ map_shm_frame (RlxUnixLink *self, int fd, gsize size, GError **error)
     {
       g_set_error (error, RLX_LINK_ERROR, RLX_LINK_ERROR_PROTOCOL,
                    "%s passed a shared-memory frame that is not sealed against writing and "
-                   "resizing (seals 0x%x); link closed", peer_name (self), seals < 0 ? 0 : seals);
+                   "resizing (seals 0x%x); link closed", io->peer, seals < 0 ? 0 : seals);
       return NULL;
     }
   if (st.st_size < 0 || (guint64) st.st_size != size)
     {
       g_set_error (error, RLX_LINK_ERROR, RLX_LINK_ERROR_PROTOCOL,
                    "%s announced a shared-memory frame of %" G_GSIZE_FORMAT " bytes but passed "
-                   "%" G_GINT64_FORMAT " bytes; link closed", peer_name (self), size,
+                   "%" G_GINT64_FORMAT " bytes; link closed", io->peer, size,
                    (gint64) st.st_size);
       return NULL;
     }
@@ -290,7 +332,7 @@ map_shm_frame (RlxUnixLink *self, int fd, gsize size, GError **error)
       int errsv = errno;
       g_set_error (error, RLX_LINK_ERROR, RLX_LINK_ERROR_FAILED,
                    "cannot map a shared-memory frame of %" G_GSIZE_FORMAT " bytes from %s: %s",
-                   size, peer_name (self), g_strerror (errsv));
+                   size, io->peer, g_strerror (errsv));
       return NULL;
     }
   m = g_new (ShmMapping, 1);
@@ -302,39 +344,38 @@ map_shm_frame (RlxUnixLink *self, int fd, gsize size, GError **error)
 static gboolean
 sink_shm (gpointer user_data, gsize size)
 {
-  RlxUnixLink *self = user_data;
-  gpointer p = g_queue_pop_head (&self->rx_fds);
+  UnixIo *io = user_data;
+  gpointer p = g_queue_pop_head (&io->rx_fds);
   g_autoptr(GError) error = NULL;
-  g_autoptr(GBytes) frame = NULL;
+  GBytes *frame;
   int fd;
 
   if (p == NULL)
     {
-      link_fail (self, g_error_new (RLX_LINK_ERROR, RLX_LINK_ERROR_PROTOCOL,
-                                    "%s sent a shared-memory record without its file "
-                                    "descriptor; link closed", peer_name (self)));
+      io_fail (io, g_error_new (RLX_LINK_ERROR, RLX_LINK_ERROR_PROTOCOL,
+                                "%s sent a shared-memory record without its file "
+                                "descriptor; link closed", io->peer));
       return FALSE;
     }
   fd = GPOINTER_TO_INT (p) - 1;
-  frame = map_shm_frame (self, fd, size, &error);
+  frame = map_shm_frame (io, fd, size, &error);
   close (fd);
   if (frame == NULL)
     {
-      link_fail (self, g_steal_pointer (&error));
+      io_fail (io, g_steal_pointer (&error));
       return FALSE;
     }
-  rlx_link_add_bytes_rx (RLX_LINK (self), size);
-  if (self->read_source == NULL)
-    return FALSE;
-  rlx_link_emit_frame_lane (RLX_LINK (self), RLX_LINK_LANE_BULK, frame);
-  return self->read_source != NULL;
+  rlx_link_mailbox_add_rx (io->mb, size, g_get_monotonic_time ());
+  if (!rlx_link_mailbox_push_frame (io->mb, RLX_LINK_LANE_BULK, frame))
+    io->paused = TRUE;
+  return TRUE;
 }
 
 static const RlxLinkStreamSink stream_sink = { sink_frame, sink_shm };
 
 /* Keep the fds that came with the bytes, in order, for their SHM records. */
 static gboolean
-take_fds (RlxUnixLink *self, struct msghdr *msg)
+take_fds (UnixIo *io, struct msghdr *msg)
 {
   for (struct cmsghdr *c = CMSG_FIRSTHDR (msg); c != NULL; c = CMSG_NXTHDR (msg, c))
     {
@@ -345,25 +386,44 @@ take_fds (RlxUnixLink *self, struct msghdr *msg)
           int fd;
 
           memcpy (&fd, CMSG_DATA (c) + i * sizeof (int), sizeof (int));
-          g_queue_push_tail (&self->rx_fds, GINT_TO_POINTER (fd + 1));
+          g_queue_push_tail (&io->rx_fds, GINT_TO_POINTER (fd + 1));
         }
     }
-  if ((msg->msg_flags & MSG_CTRUNC) || g_queue_get_length (&self->rx_fds) > MAX_PENDING_FDS)
+  if ((msg->msg_flags & MSG_CTRUNC) || g_queue_get_length (&io->rx_fds) > MAX_PENDING_FDS)
     {
-      link_fail (self, g_error_new (RLX_LINK_ERROR, RLX_LINK_ERROR_PROTOCOL,
-                                    "%s passed more file descriptors than shared-memory "
-                                    "records; link closed", peer_name (self)));
+      io_fail (io, g_error_new (RLX_LINK_ERROR, RLX_LINK_ERROR_PROTOCOL,
+                                "%s passed more file descriptors than shared-memory "
+                                "records; link closed", io->peer));
       return FALSE;
     }
   return TRUE;
 }
 
+static void
+stop_reading (UnixIo *io)
+{
+  clear_source (&io->read_source);
+}
+
+static void
+start_reading (UnixIo *io)
+{
+  if (io->read_source != NULL || io->ended || io->closing)
+    return;
+  io->read_source = g_socket_create_source (io->socket, G_IO_IN, NULL);
+  g_source_set_callback (io->read_source, G_SOURCE_FUNC (on_readable), io, NULL);
+  g_source_set_static_name (io->read_source, "rlx-unix-link read");
+  g_source_attach (io->read_source, io->context);
+}
+
+/* Read what the socket has (up to the budget). FALSE: stop this source
+ * (the link ended, or the inbox is full). */
 static gboolean
-read_some (RlxUnixLink *self)
+read_some (UnixIo *io)
 {
   gsize budget = 0;
 
-  while (budget < DISPATCH_BUDGET)
+  while (budget < DISPATCH_BUDGET && !io->paused)
     {
       g_autoptr(GError) error = NULL;
       struct iovec iov[2];
@@ -375,28 +435,28 @@ read_some (RlxUnixLink *self)
       guint8 *direct = NULL;
       gsize direct_len = 0;
       gssize n;
-      gint64 t0;
+      gint64 t0, t1;
 
-      if (rlx_link_stream_reader_body_space (&self->reader, &direct, &direct_len, &error) &&
+      if (rlx_link_stream_reader_body_space (&io->reader, &direct, &direct_len, &error) &&
           direct_len >= DIRECT_MIN)
         {
           /* The rest of this record's body straight into the frame, then
            * the next record's header. */
           iov[0].iov_base = direct;
           iov[0].iov_len = direct_len;
-          iov[1].iov_base = self->stage;
+          iov[1].iov_base = io->stage;
           iov[1].iov_len = 4;
           msg.msg_iovlen = 2;
         }
       else if (error != NULL)
         {
-          link_fail (self, g_steal_pointer (&error));
+          io_fail (io, g_steal_pointer (&error));
           return FALSE;
         }
       else
         {
           direct_len = 0;
-          iov[0].iov_base = self->stage;
+          iov[0].iov_base = io->stage;
           iov[0].iov_len = STAGE_SIZE;
           msg.msg_iovlen = 1;
         }
@@ -406,9 +466,10 @@ read_some (RlxUnixLink *self)
 
       t0 = g_get_monotonic_time ();
       do
-        n = recvmsg (self->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        n = recvmsg (io->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
       while (n < 0 && errno == EINTR);
-      rlx_link_add_io_us (RLX_LINK (self), g_get_monotonic_time () - t0);
+      t1 = g_get_monotonic_time ();
+      rlx_link_mailbox_add_io_us (io->mb, t1 - t0);
 
       if (n < 0)
         {
@@ -416,105 +477,106 @@ read_some (RlxUnixLink *self)
 
           if (errsv == EAGAIN || errsv == EWOULDBLOCK)
             return TRUE;
-          link_fail (self, errno_to_link_error (self, "reading", errsv));
+          io_fail (io, errno_to_link_error (io, "reading", errsv));
           return FALSE;
         }
-      if (msg.msg_controllen > 0 && !take_fds (self, &msg))
+      if (msg.msg_controllen > 0 && !take_fds (io, &msg))
         return FALSE;
       if (n == 0)
         {
-          if (!rlx_link_stream_reader_at_boundary (&self->reader))
-            link_fail (self, g_error_new (RLX_LINK_ERROR, RLX_LINK_ERROR_PROTOCOL,
-                                          "%s closed the connection in the middle of a frame",
-                                          peer_name (self)));
+          if (!rlx_link_stream_reader_at_boundary (&io->reader))
+            io_fail (io, g_error_new (RLX_LINK_ERROR, RLX_LINK_ERROR_PROTOCOL,
+                                      "%s closed the connection in the middle of a frame",
+                                      io->peer));
           else
-            link_fail (self, g_error_new (RLX_LINK_ERROR, RLX_LINK_ERROR_CLOSED,
-                                          "%s closed the connection", peer_name (self)));
+            io_fail (io, g_error_new (RLX_LINK_ERROR, RLX_LINK_ERROR_CLOSED,
+                                      "%s closed the connection", io->peer));
           return FALSE;
         }
 
       budget += n;
-      rlx_link_add_bytes_rx (RLX_LINK (self), n);
-      if (self->read_source == NULL)
-        return FALSE;
+      /* counted before the frames they complete are pushed */
+      rlx_link_mailbox_add_rx (io->mb, n, t1);
 
       if (direct_len > 0)
         {
           gsize body = MIN ((gsize) n, direct_len);
 
-          if (!rlx_link_stream_reader_body_got (&self->reader, body, &stream_sink, self, &error) ||
+          if (!rlx_link_stream_reader_body_got (&io->reader, body, &stream_sink, io, &error) ||
               ((gsize) n > body &&
-               !rlx_link_stream_reader_feed (&self->reader, self->stage, n - body, &stream_sink,
-                                             self, &error)))
+               !rlx_link_stream_reader_feed (&io->reader, io->stage, n - body, &stream_sink,
+                                             io, &error)))
             {
               if (error != NULL)
-                link_fail (self, g_steal_pointer (&error));
+                io_fail (io, g_steal_pointer (&error));
               return FALSE;
             }
         }
-      else if (!rlx_link_stream_reader_feed (&self->reader, self->stage, n, &stream_sink, self,
+      else if (!rlx_link_stream_reader_feed (&io->reader, io->stage, n, &stream_sink, io,
                                              &error))
         {
           if (error != NULL)
-            link_fail (self, g_steal_pointer (&error));
+            io_fail (io, g_steal_pointer (&error));
           return FALSE;
         }
-      if (self->read_source == NULL)
+      if (io->ended)
         return FALSE;
+      /* A short read drained the socket (as far as one can tell): back to
+       * poll, which wakes us for anything that came since, instead of one
+       * more recvmsg that would only say EAGAIN. */
+      if ((gsize) n < (direct_len > 0 ? direct_len + 4 : STAGE_SIZE))
+        break;
     }
-  return TRUE;
+  return !io->paused;
 }
 
 static gboolean
 on_readable (GSocket *socket, GIOCondition condition, gpointer user_data)
 {
-  RlxUnixLink *self = user_data;
-  gboolean alive;
+  UnixIo *io = io_ref (user_data);
+  gboolean go_on;
 
-  g_object_ref (self);
-  alive = read_some (self);
-  g_object_unref (self);
-  return alive ? G_SOURCE_CONTINUE : G_SOURCE_REMOVE;
+  io_sync_config (io);
+  /* the frames of this burst reach the main context with one wake-up */
+  rlx_link_mailbox_hold (io->mb);
+  go_on = read_some (io);
+  rlx_link_mailbox_release (io->mb);
+  if (!go_on)
+    g_clear_pointer (&io->read_source, g_source_unref);
+  io_unref (io);
+  return go_on ? G_SOURCE_CONTINUE : G_SOURCE_REMOVE;
 }
 
 /* ── writing ─────────────────────────────────────────────────────────── */
 
 static void
-finish_linger (RlxUnixLink *self)
+ensure_write_source (UnixIo *io)
 {
-  shutdown_socket (self);
-  self->lingering = FALSE;
-  g_object_unref (self);   /* the linger reference */
-}
-
-static void
-ensure_write_source (RlxUnixLink *self)
-{
-  if (self->write_source != NULL || self->shut)
+  if (io->write_source != NULL || io->ended)
     return;
-  self->write_source = g_socket_create_source (self->socket, G_IO_OUT, NULL);
-  g_source_set_callback (self->write_source, G_SOURCE_FUNC (on_writable), self, NULL);
-  g_source_set_static_name (self->write_source, "rlx-unix-link write");
-  g_source_attach (self->write_source, self->context);
+  io->write_source = g_socket_create_source (io->socket, G_IO_OUT, NULL);
+  g_source_set_callback (io->write_source, G_SOURCE_FUNC (on_writable), io, NULL);
+  g_source_set_static_name (io->write_source, "rlx-unix-link write");
+  g_source_attach (io->write_source, io->context);
 }
 
 static gboolean
-queues_empty (RlxUnixLink *self)
+queues_empty (UnixIo *io)
 {
-  return !self->cur_active && g_queue_is_empty (&self->out[0]) && g_queue_is_empty (&self->out[1]);
+  return !io->cur_active && g_queue_is_empty (&io->out[0]) && g_queue_is_empty (&io->out[1]);
 }
 
 /* The first frame of @lane not yet wholly in records, from the head. */
 static GList *
-first_unassigned (RlxUnixLink *self, RlxLinkLane lane)
+first_unassigned (UnixIo *io, RlxLinkLane lane)
 {
-  for (GList *l = self->out[lane].head; l != NULL; l = l->next)
+  for (GList *l = io->out[lane].head; l != NULL; l = l->next)
     if (!((OutFrame *) l->data)->all_assigned)
       return l;
   return NULL;
 }
 
-/* The next record of @lane starting at frame node @l (not wholly assigned). */
+/* The next record of @lane from frame @f (not wholly assigned). */
 static void
 plan_record (Rec *r, RlxLinkLane lane, OutFrame *f)
 {
@@ -544,30 +606,52 @@ assign (Rec *r)
 
 /* The record @r has been written in full. */
 static void
-record_done (RlxUnixLink *self, Rec *r)
+record_done (UnixIo *io, Rec *r)
 {
   if (r->last)
     {
-      OutFrame *head = g_queue_pop_head (&self->out[r->lane]);
+      OutFrame *head = g_queue_pop_head (&io->out[r->lane]);
 
       g_assert (head == r->f);
       out_frame_free (head);
     }
 }
 
-/* Write as much as the socket takes. Never emits ::closed synchronously
- * (send() may be the caller): failures are reported from an idle. */
+/* Progress of one sendmsg. */
+typedef struct {
+  guint64 frame_bytes[RLX_LINK_N_LANES];
+  guint   frames_done[RLX_LINK_N_LANES];
+  guint64 wire;
+} Progress;
+
 static void
-flush (RlxUnixLink *self)
+report_progress (UnixIo *io, Progress *p)
+{
+  /* the wire bytes go with the first lane that moved (they are one total) */
+  gboolean wire_sent = FALSE;
+
+  for (guint l = 0; l < RLX_LINK_N_LANES; l++)
+    if (p->frame_bytes[l] > 0 || p->frames_done[l] > 0)
+      {
+        rlx_link_mailbox_add_tx (io->mb, l, p->frame_bytes[l], wire_sent ? 0 : p->wire,
+                                 p->frames_done[l]);
+        wire_sent = TRUE;
+      }
+  if (!wire_sent && p->wire > 0)
+    rlx_link_mailbox_add_tx (io->mb, RLX_LINK_LANE_BULK, 0, p->wire, 0);
+}
+
+/* Write as much as the socket takes (up to the budget). */
+static void
+io_flush (UnixIo *io)
 {
   gsize budget = 0;
-  guint64 written = 0;
+  Progress progress;
 
-  if (self->flushing || self->shut || self->fail_source != NULL)
+  if (io->ended)
     return;
-  self->flushing = TRUE;
 
-  while (!queues_empty (self) && budget < DISPATCH_BUDGET)
+  while (!queues_empty (io) && budget < DISPATCH_BUDGET)
     {
       Rec recs[MAX_IOV / 2];
       struct iovec iov[MAX_IOV];
@@ -583,13 +667,13 @@ flush (RlxUnixLink *self)
       gint64 t0;
 
       /* The record already on the wire goes on first. */
-      if (self->cur_active)
-        recs[n_rec++] = self->cur;
+      if (io->cur_active)
+        recs[n_rec++] = io->cur;
       /* Then new records, control lane first at every record. Planning
        * assigns body bytes; what the kernel does not take is handed back
        * below. */
-      next[0] = first_unassigned (self, RLX_LINK_LANE_CONTROL);
-      next[1] = first_unassigned (self, RLX_LINK_LANE_BULK);
+      next[0] = first_unassigned (io, RLX_LINK_LANE_CONTROL);
+      next[1] = first_unassigned (io, RLX_LINK_LANE_BULK);
       while (n_rec < G_N_ELEMENTS (recs) && planned < DISPATCH_BUDGET)
         {
           RlxLinkLane lane = next[0] ? RLX_LINK_LANE_CONTROL : RLX_LINK_LANE_BULK;
@@ -649,9 +733,9 @@ flush (RlxUnixLink *self)
 
       t0 = g_get_monotonic_time ();
       do
-        n = sendmsg (self->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+        n = sendmsg (io->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
       while (n < 0 && errno == EINTR);
-      rlx_link_add_io_us (RLX_LINK (self), g_get_monotonic_time () - t0);
+      rlx_link_mailbox_add_io_us (io->mb, g_get_monotonic_time () - t0);
       if (n < 0)
         {
           int errsv = errno;
@@ -659,15 +743,16 @@ flush (RlxUnixLink *self)
           n = 0;
           if (errsv != EAGAIN && errsv != EWOULDBLOCK)
             {
-              link_fail_later (self, errno_to_link_error (self, "writing", errsv));
-              self->flushing = FALSE;
+              io_fail (io, errno_to_link_error (io, "writing", errsv));
               return;
             }
         }
 
       budget += n;
-      written += n;
-      self->cur_active = FALSE;
+      progress.wire = n;
+      memset (progress.frame_bytes, 0, sizeof progress.frame_bytes);
+      memset (progress.frames_done, 0, sizeof progress.frames_done);
+      io->cur_active = FALSE;
       {
         guint unstarted = n_rec;
 
@@ -682,29 +767,33 @@ flush (RlxUnixLink *self)
             r->done += take;
             n -= take;
             after = r->done > 4 ? r->done - 4 : 0;
-            self->pending[r->lane] -= after - before;
+            progress.frame_bytes[r->lane] += after - before;
             if (r->done == size)
               {
                 if (r->shm)
                   {
                     /* the frame's bytes did move: count them */
-                    self->pending[r->lane] -= r->f->len;
-                    written += r->f->len;
+                    progress.frame_bytes[r->lane] += r->f->len;
+                    progress.wire += r->f->len;
                   }
-                record_done (self, r);
+                if (r->last)
+                  progress.frames_done[r->lane]++;
+                record_done (io, r);
                 continue;
               }
             if (r->done > 0)
               {
                 /* on the wire in part: it is finished first next time */
-                self->cur = *r;
-                self->cur_active = TRUE;
+                io->cur = *r;
+                io->cur_active = TRUE;
                 unstarted = i + 1;
               }
             else
               unstarted = i;
             break;
           }
+        /* at once, so pending_bytes follows every write */
+        report_progress (io, &progress);
         /* Records the kernel did not start give their bytes back to their
          * frames (latest first, so each frame ends at its earliest one); the
          * next batch plans afresh, a control frame queued meanwhile first. */
@@ -716,52 +805,46 @@ flush (RlxUnixLink *self)
             r->f->all_assigned = FALSE;
           }
         /* the socket took less than offered: wait until it drains */
-        if (unstarted < n_rec || self->cur_active)
+        if (unstarted < n_rec || io->cur_active)
           break;
       }
     }
-  self->flushing = FALSE;
 
-  if (queues_empty (self))
-    clear_source (&self->write_source);
+  if (queues_empty (io))
+    clear_source (&io->write_source);
   else
-    ensure_write_source (self);
+    ensure_write_source (io);
 
-  /* Report last: a ::notify handler may send() again (the sender does). */
-  if (written > 0)
-    rlx_link_add_bytes_tx (RLX_LINK (self), written);
+  /* closed by this node: everything queued went out */
+  if (io->closing && queues_empty (io))
+    io_end (io);
 }
 
 static gboolean
 on_writable (GSocket *socket, GIOCondition condition, gpointer user_data)
 {
-  RlxUnixLink *self = user_data;
+  UnixIo *io = io_ref (user_data);
+  gboolean go_on;
 
-  g_object_ref (self);
-  flush (self);
-  if (self->lingering && queues_empty (self) && self->fail_source == NULL)
+  io_flush (io);
+  go_on = io->write_source != NULL;
+  if (!go_on)
     {
-      g_clear_pointer (&self->write_source, g_source_unref);
-      finish_linger (self);
-      g_object_unref (self);
+      io_unref (io);
       return G_SOURCE_REMOVE;
     }
-  if (self->write_source == NULL || queues_empty (self))
-    {
-      g_object_unref (self);
-      return G_SOURCE_REMOVE;
-    }
-  g_object_unref (self);
+  io_unref (io);
   return G_SOURCE_CONTINUE;
 }
 
 static gboolean
 on_linger_timeout (gpointer user_data)
 {
-  RlxUnixLink *self = user_data;
+  UnixIo *io = io_ref (user_data);
 
-  g_clear_pointer (&self->linger_source, g_source_unref);
-  finish_linger (self);
+  g_clear_pointer (&io->linger_source, g_source_unref);
+  io_end (io);
+  io_unref (io);
   return G_SOURCE_REMOVE;
 }
 
@@ -770,7 +853,7 @@ on_linger_timeout (gpointer user_data)
 /* A sealed memfd holding @frame; -1 (and the socket carries it) when the
  * kernel refuses. */
 static int
-frame_to_memfd (RlxUnixLink *self, GBytes *frame)
+frame_to_memfd (GBytes *frame)
 {
   gsize len;
   const guint8 *data = g_bytes_get_data (frame, &len);
@@ -800,13 +883,94 @@ frame_to_memfd (RlxUnixLink *self, GBytes *frame)
   return fd;
 }
 
+/* ── the I/O side's wake-up: frames to send, a close, room in the inbox ─ */
+
+static void
+take_frames (UnixIo *io)
+{
+  GQueue in[RLX_LINK_N_LANES] = { G_QUEUE_INIT, G_QUEUE_INIT };
+
+  rlx_link_mailbox_take (io->mb, in);
+  for (guint l = 0; l < RLX_LINK_N_LANES; l++)
+    {
+      GBytes *frame;
+
+      while ((frame = g_queue_pop_head (&in[l])) != NULL)
+        {
+          OutFrame *f = g_new0 (OutFrame, 1);
+
+          f->len = g_bytes_get_size (frame);
+          f->fd = -1;
+          if (l == RLX_LINK_LANE_BULK && io->shm_min > 0 && f->len >= io->shm_min &&
+              f->len <= RLX_LINK_STREAM_LEN_MASK)
+            f->fd = frame_to_memfd (frame);
+          if (f->fd < 0)
+            f->bytes = frame;
+          else
+            g_bytes_unref (frame);
+          g_queue_push_tail (&io->out[l], f);
+        }
+    }
+}
+
+static void
+on_io_wake (gpointer data)
+{
+  UnixIo *io = io_ref (data);
+  RlxLinkMailboxClose how;
+
+  io_sync_config (io);
+  /* Frames queued before a close still go out: take them first. */
+  take_frames (io);
+  how = rlx_link_mailbox_get_close (io->mb);
+  if (how == RLX_LINK_MAILBOX_CLOSE_ABORT || (how != RLX_LINK_MAILBOX_OPEN && !io->closing))
+    {
+      /* Stop reading at once; flush what was queued in the background for
+       * up to LINGER_MS (a bye), then close. */
+      io->closing = TRUE;
+      stop_reading (io);
+      rlx_link_stream_reader_clear (&io->reader);
+      close_rx_fds (io);
+      if (how == RLX_LINK_MAILBOX_CLOSE_ABORT || queues_empty (io))
+        {
+          io_end (io);
+          io_unref (io);
+          return;
+        }
+      if (io->linger_source == NULL)
+        {
+          io->linger_source = g_timeout_source_new (LINGER_MS);
+          g_source_set_callback (io->linger_source, on_linger_timeout, io, NULL);
+          g_source_set_static_name (io->linger_source, "rlx-unix-link linger");
+          g_source_attach (io->linger_source, io->context);
+        }
+    }
+  if (io->paused && !rlx_link_mailbox_inbox_full (io->mb))
+    {
+      io->paused = FALSE;
+      start_reading (io);
+    }
+  /* Only write straight away when nothing is waiting for the socket to
+   * drain: otherwise the write source will pick the new frames up. */
+  if (io->write_source == NULL)
+    io_flush (io);
+  io_unref (io);
+}
+
 /* ── RlxLink ─────────────────────────────────────────────────────────── */
+
+static const char *
+peer_name (RlxUnixLink *self)
+{
+  const char *peer = rlx_link_get_peer (RLX_LINK (self));
+
+  return peer ? peer : "peer";
+}
 
 static gboolean
 rlx_unix_link_send_lane (RlxLink *link, RlxLinkLane lane, GBytes *frame, GError **error)
 {
   RlxUnixLink *self = RLX_UNIX_LINK (link);
-  OutFrame *f;
   gsize len = g_bytes_get_size (frame);
 
   if (len > self->max_frame)
@@ -816,29 +980,7 @@ rlx_unix_link_send_lane (RlxLink *link, RlxLinkLane lane, GBytes *frame, GError 
                    " bytes of the link to %s; not sent", len, self->max_frame, peer_name (self));
       return FALSE;
     }
-  if (self->shut || self->fail_source != NULL)
-    {
-      g_set_error (error, RLX_LINK_ERROR, RLX_LINK_ERROR_CLOSED,
-                   "link to %s is closed", peer_name (self));
-      return FALSE;
-    }
-
-  f = g_new0 (OutFrame, 1);
-  f->len = len;
-  f->fd = -1;
-  if (lane == RLX_LINK_LANE_BULK && self->shm_min > 0 && len >= self->shm_min &&
-      len <= RLX_LINK_STREAM_LEN_MASK)
-    f->fd = frame_to_memfd (self, frame);
-  if (f->fd < 0)
-    f->bytes = g_bytes_ref (frame);
-  g_queue_push_tail (&self->out[lane], f);
-  self->pending[lane] += len;
-
-  /* Only write straight away when nothing is waiting for the socket to drain:
-   * otherwise the write source is armed and will pick this frame up. */
-  if (self->write_source == NULL)
-    flush (self);
-  return TRUE;
+  return rlx_link_mailbox_send (self->mb, lane, frame, error);
 }
 
 static gboolean
@@ -853,24 +995,7 @@ rlx_unix_link_close (RlxLink *link)
   RlxUnixLink *self = RLX_UNIX_LINK (link);
   g_autoptr(GError) error = NULL;
 
-  clear_source (&self->read_source);
-  rlx_link_stream_reader_clear (&self->reader);
-  close_rx_fds (self);
-
-  if (!self->shut && self->fail_source == NULL && !queues_empty (self))
-    {
-      /* Flush what was queued (a bye) in the background, then close. */
-      self->lingering = TRUE;
-      g_object_ref (self);
-      ensure_write_source (self);
-      self->linger_source = g_timeout_source_new (LINGER_MS);
-      g_source_set_callback (self->linger_source, on_linger_timeout, self, NULL);
-      g_source_set_static_name (self->linger_source, "rlx-unix-link linger");
-      g_source_attach (self->linger_source, self->context);
-    }
-  else
-    shutdown_socket (self);
-
+  rlx_link_mailbox_close (self->mb, RLX_LINK_MAILBOX_CLOSE_FLUSH);
   error = g_error_new (RLX_LINK_ERROR, RLX_LINK_ERROR_CLOSED, "link to %s closed by this node",
                        peer_name (self));
   rlx_link_emit_closed (link, error);
@@ -881,13 +1006,14 @@ rlx_unix_link_pending_bytes (RlxLink *link)
 {
   RlxUnixLink *self = RLX_UNIX_LINK (link);
 
-  return self->pending[0] + self->pending[1];
+  return rlx_link_mailbox_pending (self->mb, RLX_LINK_LANE_CONTROL) +
+         rlx_link_mailbox_pending (self->mb, RLX_LINK_LANE_BULK);
 }
 
 static gsize
 rlx_unix_link_pending_bytes_lane (RlxLink *link, RlxLinkLane lane)
 {
-  return RLX_UNIX_LINK (link)->pending[lane];
+  return rlx_link_mailbox_pending (RLX_UNIX_LINK (link)->mb, lane);
 }
 
 static void
@@ -895,23 +1021,17 @@ rlx_unix_link_dispose (GObject *object)
 {
   RlxUnixLink *self = RLX_UNIX_LINK (object);
 
-  shutdown_socket (self);
+  if (self->mb != NULL)
+    {
+      /* Dropped without a close: stop at once (a closed link goes on
+       * flushing what it had queued, without us). */
+      if (!rlx_link_is_closed (RLX_LINK (self)))
+        rlx_link_mailbox_close (self->mb, RLX_LINK_MAILBOX_CLOSE_ABORT);
+      rlx_link_mailbox_detach (self->mb);
+      g_clear_pointer (&self->mb, rlx_link_mailbox_unref);
+    }
+  g_clear_pointer (&self->io, io_unref);
   G_OBJECT_CLASS (rlx_unix_link_parent_class)->dispose (object);
-}
-
-static void
-rlx_unix_link_finalize (GObject *object)
-{
-  RlxUnixLink *self = RLX_UNIX_LINK (object);
-
-  g_clear_error (&self->deferred_error);
-  g_clear_pointer (&self->stage, g_free);
-  rlx_link_stream_reader_clear (&self->reader);
-  rlx_link_stream_reader_free_name (&self->reader);
-  g_clear_object (&self->socket);
-  g_clear_object (&self->connection);
-  g_clear_pointer (&self->context, g_main_context_unref);
-  G_OBJECT_CLASS (rlx_unix_link_parent_class)->finalize (object);
 }
 
 static void
@@ -921,7 +1041,6 @@ rlx_unix_link_class_init (RlxUnixLinkClass *klass)
   RlxLinkClass *link_class = RLX_LINK_CLASS (klass);
 
   object_class->dispose = rlx_unix_link_dispose;
-  object_class->finalize = rlx_unix_link_finalize;
   link_class->send = rlx_unix_link_send;
   link_class->send_lane = rlx_unix_link_send_lane;
   link_class->close = rlx_unix_link_close;
@@ -932,10 +1051,6 @@ rlx_unix_link_class_init (RlxUnixLinkClass *klass)
 static void
 rlx_unix_link_init (RlxUnixLink *self)
 {
-  for (guint l = 0; l < RLX_LINK_N_LANES; l++)
-    g_queue_init (&self->out[l]);
-  g_queue_init (&self->rx_fds);
-  self->fd = -1;
 }
 
 /* RLX_LINK_SHM: a size in bytes for the smallest frame that goes as a memfd,
@@ -953,6 +1068,24 @@ shm_min_from_env (void)
   g_warning ("RLX_LINK_SHM=%s is not a byte count (0 turns shared memory off); using the "
              "default of %" G_GSIZE_FORMAT " bytes", env, RLX_UNIX_LINK_DEFAULT_SHM_MIN);
   return RLX_UNIX_LINK_DEFAULT_SHM_MIN;
+}
+
+/* RLX_LINK_IO: "shared" (one I/O thread for every link of the process) or
+ * "link" (a thread per link); unset: the measured default. */
+static RlxIoThread *
+io_thread_from_env (void)
+{
+  const char *env = g_getenv ("RLX_LINK_IO");
+  gboolean shared = RLX_UNIX_LINK_DEFAULT_IO_SHARED;
+
+  if (g_strcmp0 (env, "shared") == 0)
+    shared = TRUE;
+  else if (g_strcmp0 (env, "link") == 0)
+    shared = FALSE;
+  else if (env != NULL && *env != '\0')
+    g_warning ("RLX_LINK_IO=%s is neither \"shared\" nor \"link\"; using the default (%s)", env,
+               shared ? "shared" : "link");
+  return shared ? rlx_io_thread_get_shared () : rlx_io_thread_new ("rlx-link-io");
 }
 
 static gboolean
@@ -990,7 +1123,13 @@ on_peer_renamed (GObject *object, GParamSpec *pspec, gpointer user_data)
 {
   RlxUnixLink *self = RLX_UNIX_LINK (object);
 
-  rlx_link_stream_reader_set_peer (&self->reader, rlx_link_get_peer (RLX_LINK (self)));
+  if (self->io == NULL)
+    return;
+  g_mutex_lock (&self->io->cfg_lock);
+  g_free (self->io->cfg_peer);
+  self->io->cfg_peer = g_strdup (peer_name (self));
+  self->io->cfg_peer_changed = TRUE;
+  g_mutex_unlock (&self->io->cfg_lock);
 }
 
 RlxLink *
@@ -999,6 +1138,7 @@ rlx_unix_link_new (GSocketConnection *connection, const char *peer,
 {
   RlxUnixLink *self;
   GSocket *socket;
+  UnixIo *io;
 
   g_return_val_if_fail (G_IS_SOCKET_CONNECTION (connection), NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
@@ -1022,16 +1162,9 @@ rlx_unix_link_new (GSocketConnection *connection, const char *peer,
     return NULL;
 
   self = g_object_new (RLX_TYPE_UNIX_LINK, NULL);
-  self->connection = g_object_ref (connection);
-  self->socket = g_object_ref (socket);
-  self->context = g_main_context_ref_thread_default ();
   self->max_frame = max_frame;
-  self->stage = g_malloc (STAGE_SIZE);
-  self->fd = g_socket_get_fd (socket);
   self->shm_min = shm_min_from_env ();
   rlx_link_set_peer (RLX_LINK (self), peer);
-  rlx_link_stream_reader_init (&self->reader, max_frame, peer);
-  g_signal_connect (self, "notify::peer", G_CALLBACK (on_peer_renamed), NULL);
 
   g_socket_set_blocking (socket, FALSE);
   /* Bigger buffers mean fewer wakeups per MB; the kernel caps them
@@ -1039,10 +1172,47 @@ rlx_unix_link_new (GSocketConnection *connection, const char *peer,
   g_socket_set_option (socket, SOL_SOCKET, SO_SNDBUF, SOCKET_BUFFER, NULL);
   g_socket_set_option (socket, SOL_SOCKET, SO_RCVBUF, SOCKET_BUFFER, NULL);
 
-  self->read_source = g_socket_create_source (socket, G_IO_IN, NULL);
-  g_source_set_callback (self->read_source, G_SOURCE_FUNC (on_readable), self, NULL);
-  g_source_set_static_name (self->read_source, "rlx-unix-link read");
-  g_source_attach (self->read_source, self->context);
+  /* Two references: ours, and the I/O side's own until its socket closes.
+   * The mailbox first: it is what can fail (no fd for its eventfds), and
+   * nothing wakes the I/O side before this returns. */
+  io = g_new0 (UnixIo, 1);
+  io->thread = io_thread_from_env ();
+  io->context = g_main_context_ref (rlx_io_thread_get_context (io->thread));
+  self->mb = rlx_link_mailbox_new (RLX_LINK (self), io->context, on_io_wake, io, error);
+  if (self->mb == NULL)
+    {
+      g_main_context_unref (io->context);
+      rlx_io_thread_unref (io->thread);
+      g_free (io);
+      g_object_unref (self);
+      return NULL;
+    }
+  g_atomic_ref_count_init (&io->ref);
+  g_atomic_ref_count_inc (&io->ref);
+  g_mutex_init (&io->cfg_lock);
+  io->connection = g_object_ref (connection);
+  io->socket = g_object_ref (socket);
+  io->fd = g_socket_get_fd (socket);
+  io->max_frame = max_frame;
+  io->peer = g_strdup (peer);
+  io->cfg_peer = g_strdup (peer);
+  io->cfg_shm_min = io->shm_min = self->shm_min;
+  io->stage = g_malloc (STAGE_SIZE);
+  g_queue_init (&io->rx_fds);
+  for (guint l = 0; l < RLX_LINK_N_LANES; l++)
+    g_queue_init (&io->out[l]);
+  rlx_link_stream_reader_init (&io->reader, max_frame, peer);
+  io->pool = rlx_link_stream_pool_new (POOL_BUFFERS, POOL_BYTES);
+  rlx_link_stream_reader_set_pool (&io->reader, io->pool);
+  self->io = io;
+  io->mb = rlx_link_mailbox_ref (self->mb);
+  g_signal_connect (self, "notify::peer", G_CALLBACK (on_peer_renamed), NULL);
+
+  /* Last: from here on the I/O thread may run. */
+  io->read_source = g_socket_create_source (socket, G_IO_IN, NULL);
+  g_source_set_callback (io->read_source, G_SOURCE_FUNC (on_readable), io, NULL);
+  g_source_set_static_name (io->read_source, "rlx-unix-link read");
+  g_source_attach (io->read_source, io->context);
 
   return RLX_LINK (self);
 }
@@ -1104,6 +1274,11 @@ rlx_unix_link_set_shm_min (RlxUnixLink *self, gsize min_bytes)
 {
   g_return_if_fail (RLX_IS_UNIX_LINK (self));
   self->shm_min = min_bytes;
+  /* for frames handed over from now on (the I/O side reads it before it
+   * takes them) */
+  g_mutex_lock (&self->io->cfg_lock);
+  self->io->cfg_shm_min = min_bytes;
+  g_mutex_unlock (&self->io->cfg_lock);
 }
 
 gsize

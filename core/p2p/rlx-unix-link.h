@@ -20,13 +20,33 @@
  * fds are validated (sealed memfd of the announced size) and refused
  * otherwise, closing the link.
  *
- * All I/O is non-blocking on the link's main context (pollable sources): the
- * main loop never waits on the peer. pending_bytes is the frame bytes
- * (framing excluded) not yet written, per lane or together.
+ * I/O off the main loop: every system call on the socket (sendmsg, recvmsg,
+ * the memfd copy and mapping) runs on an I/O thread (rlx-io-thread.h) — one
+ * shared by all links of the process, or one per link with RLX_LINK_IO=link
+ * (BENCHMARKS.md, "Local bus: I/O off the main loop", has the measurement
+ * behind the default). The main context only hands frames over and gets
+ * whole frames back, through a mailbox (rlx-link-mailbox.h): a received
+ * frame's buffer crosses as it is, never copied. What the main context sees:
+ *   - ::frame and ::closed on the link's main context, frames in order per
+ *     lane, every frame read before the end before ::closed;
+ *   - pending_bytes: frame bytes (framing excluded) handed to send and not
+ *     yet written by the I/O thread, per lane or together — exact at every
+ *     call;
+ *   - bytes-tx, bytes-rx, last-rx and the µs in system calls: brought over
+ *     with every whole frame received, and otherwise at most
+ *     RLX_LINK_MAILBOX_PROGRESS_US after the bytes moved (last-rx holds the
+ *     time they were read, so a slow bucket shows as liveness); a written
+ *     frame does not wake the main context by itself, so a peer may hold a
+ *     frame up to that long before bytes-tx counts it.
+ * Received frames the main context has not taken yet are bounded
+ * (RLX_LINK_MAILBOX_INBOX_BYTES): past that the link stops reading and the
+ * peer waits on the socket.
  *
  * rlx_link_close() stops reading at once and emits ::closed; frames already
  * queued are still flushed in the background for up to one second (so a `bye`
- * sent just before close reaches the peer), then the socket is closed.
+ * sent just before close reaches the peer), then the socket is closed. This
+ * goes on after the link's last reference is dropped. A link dropped without
+ * rlx_link_close() stops at once.
  *
  * Threads: create and use on one thread whose thread-default main context
  * runs; signals are emitted there.
@@ -49,6 +69,9 @@ G_BEGIN_DECLS
  * the socket at every size from 64 KiB to 8 MiB). */
 #define RLX_UNIX_LINK_DEFAULT_SHM_MIN ((gsize) 0)
 
+/* TRUE: all links share one I/O thread; FALSE: a thread per link. */
+#define RLX_UNIX_LINK_DEFAULT_IO_SHARED TRUE
+
 #define RLX_TYPE_UNIX_LINK (rlx_unix_link_get_type ())
 G_DECLARE_FINAL_TYPE (RlxUnixLink, rlx_unix_link, RLX, UNIX_LINK, RlxLink)
 
@@ -68,7 +91,8 @@ gboolean rlx_unix_link_new_pair  (gsize max_frame, RlxLink **a, RlxLink **b,
                                   GError **error);
 
 gsize    rlx_unix_link_get_max_frame (RlxUnixLink *self);
-/* Smallest bulk frame sent as a memfd; 0: never. */
+/* Smallest bulk frame sent as a memfd; 0: never. Applies to the frames the
+ * I/O thread takes from the queue from now on. */
 void     rlx_unix_link_set_shm_min   (RlxUnixLink *self, gsize min_bytes);
 gsize    rlx_unix_link_get_shm_min   (RlxUnixLink *self);
 

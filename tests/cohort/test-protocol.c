@@ -460,6 +460,14 @@ test_drops_reported (void)
   conn = g_socket_connection_factory_create_connection (mine);
   link = rlx_unix_link_new (conn, "stalled peer", 0, &error);
   g_assert_no_error (error);
+  /* A small socket: the first snapshot fills it. (The link writes on its own
+   * thread, and a sender with one frame in flight refuses the rest of a burst
+   * of snapshots while that one is being written — so with the link's large
+   * buffers the socket would never fill and nothing control would wait.) */
+  {
+    int small = 64 * 1024;
+    g_assert_cmpint (setsockopt (fds[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small), ==, 0);
+  }
   rlx_coordinator_add_link (l.coord, link);
   rlx_coordinator_start (l.coord);
 

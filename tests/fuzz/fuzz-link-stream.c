@@ -9,6 +9,10 @@
  *     lanes and bytes, the same SHM records, the same error or none;
  *   - no lane buffer ever holds more than twice what arrived plus 64 KiB
  *     (a peer's announced sizes are never allocated up front);
+ *   - fed through a receive-buffer pool (frames released as they come, as
+ *     the link's consumers do), the events are the same again, a buffer
+ *     taken from the pool is never larger than one a released frame had,
+ *     and the pool never holds more than its limit;
  *   - no frame is over the cap.
  * Built with clang -fsanitize=fuzzer,address,undefined under -Dfuzzing=true;
  * fuzz-replay.c replays the corpus under gcc in CI. */
@@ -23,6 +27,10 @@
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 
 #define MAX_FRAME (256 * 1024)
+#define POOL_MAX  2
+
+/* Largest frame released so far (a pooled buffer is never larger). */
+static gsize pool_cap_seen;
 
 static void
 check (gboolean ok, const char *what)
@@ -51,6 +59,9 @@ on_frame (gpointer user_data, RlxLinkLane lane, GBytes *frame)
   check (len <= MAX_FRAME, "frame over the cap");
   for (gsize i = 0; i < len; i++)
     h = (h ^ p[i]) * 16777619u;
+  /* the frame is released when this returns; with a pool its buffer goes
+   * back there (its capacity is at least its length) */
+  pool_cap_seen = MAX (pool_cap_seen, len);
   g_string_append_printf (e->log, "F%d:%zu:%08x ", (int) lane, len, h);
   return TRUE;
 }
@@ -71,12 +82,30 @@ static void
 check_buffers (RlxLinkStreamReader *r, gsize received)
 {
   for (guint i = 0; i < RLX_LINK_N_LANES; i++)
-    check (r->lanes[i].cap <= 2 * received + 64 * 1024, "buffer larger than what arrived");
+    {
+      RlxLinkStreamLane *l = &r->lanes[i];
+
+      /* a pooled buffer is memory a frame that did arrive had; it grows
+       * from there like any other */
+      if (l->pooled)
+        check (l->cap <= MAX (pool_cap_seen, 2 * received + 64 * 1024),
+               "pooled buffer larger than any released frame's");
+      else
+        check (l->cap <= 2 * received + 64 * 1024, "buffer larger than what arrived");
+    }
+  if (r->pool != NULL)
+    {
+      gsize bytes;
+
+      check (rlx_link_stream_pool_count (r->pool, &bytes) <= POOL_MAX, "pool over its limit");
+      check (bytes <= POOL_MAX * MAX (pool_cap_seen, 1), "pool holds more than it was given");
+    }
 }
 
-/* Feed @data in pieces of sizes drawn from @seed (all at once when 0). */
+/* Feed @data in pieces of sizes drawn from @seed (all at once when 0);
+ * with @pool, through a receive-buffer pool. */
 static char *
-run (const guint8 *data, gsize size, guint seed, gboolean zero_copy)
+run (const guint8 *data, gsize size, guint seed, gboolean zero_copy, gboolean pool)
 {
   RlxLinkStreamReader r;
   Events e = { g_string_new (NULL), 0 };
@@ -86,6 +115,14 @@ run (const guint8 *data, gsize size, guint seed, gboolean zero_copy)
   gboolean ok = TRUE;
 
   rlx_link_stream_reader_init (&r, MAX_FRAME, "fuzz");
+  pool_cap_seen = 0;
+  if (pool)
+    {
+      RlxLinkStreamPool *p = rlx_link_stream_pool_new (POOL_MAX, 4 * MAX_FRAME);
+
+      rlx_link_stream_reader_set_pool (&r, p);
+      rlx_link_stream_pool_unref (p);
+    }
   while (ok && pos < size)
     {
       gsize piece = size - pos;
@@ -124,6 +161,8 @@ run (const guint8 *data, gsize size, guint seed, gboolean zero_copy)
     }
   else
     g_string_append_printf (e.log, "end%s", rlx_link_stream_reader_at_boundary (&r) ? "" : "-mid");
+  if (r.pool != NULL)
+    rlx_link_stream_pool_close (r.pool);
   rlx_link_stream_reader_clear (&r);
   rlx_link_stream_reader_free_name (&r);
   return g_string_free (e.log, FALSE);
@@ -135,6 +174,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   g_autofree char *whole = NULL;
   g_autofree char *pieces = NULL;
   g_autofree char *zero_copy = NULL;
+  g_autofree char *pooled = NULL;
   guint seed;
 
   if (size < 1)
@@ -143,10 +183,12 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   data++;
   size--;
 
-  whole = run (data, size, 0, FALSE);
-  pieces = run (data, size, seed, FALSE);
-  zero_copy = run (data, size, seed, TRUE);
+  whole = run (data, size, 0, FALSE, FALSE);
+  pieces = run (data, size, seed, FALSE, FALSE);
+  zero_copy = run (data, size, seed, TRUE, FALSE);
+  pooled = run (data, size, seed, TRUE, TRUE);
   check (strcmp (whole, pieces) == 0, "pieces differ from the whole");
   check (strcmp (whole, zero_copy) == 0, "zero-copy path differs from the whole");
+  check (strcmp (whole, pooled) == 0, "the pooled path differs from the whole");
   return 0;
 }

@@ -18,6 +18,12 @@
  *                              sink-read through the socket and as memfds,
  *                              alternating in one run: MB/s and µs per frame
  *                              streaming, and one frame's round trip.
+ *   p2p-helper bus-bench [RUNS [--json] [--size BYTES]]
+ *                              bulk frames of 64 KiB … 8 MiB through the
+ *                              socket to a spawned sink-read: MB/s, one
+ *                              frame's round trip, and CPU µs per frame of
+ *                              each process and of its main thread (what
+ *                              the main loop pays for the link's I/O).
  */
 #include "rlx-config.h"
 #include "core/p2p/rlx-local-bus.h"
@@ -134,11 +140,17 @@ on_sink_frame (RlxLink *link, GBytes *frame, gpointer user_data)
       struct timespec ts;
       g_autofree char *reply = NULL;
 
-      /* and this process's CPU time so far, for the benches' CPU figures */
+      struct timespec main_ts;
+
+      /* and this process's CPU time so far, and its main thread's (this
+       * handler runs there), for the benches' CPU figures */
       clock_gettime (CLOCK_PROCESS_CPUTIME_ID, &ts);
-      reply = g_strdup_printf ("got %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " cpu %" G_GINT64_FORMAT,
+      clock_gettime (CLOCK_THREAD_CPUTIME_ID, &main_ts);
+      reply = g_strdup_printf ("got %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " cpu %" G_GINT64_FORMAT
+                               " main %" G_GINT64_FORMAT,
                                count->frames, count->bytes,
-                               (gint64) ts.tv_sec * 1000000000 + ts.tv_nsec);
+                               (gint64) ts.tv_sec * 1000000000 + ts.tv_nsec,
+                               (gint64) main_ts.tv_sec * 1000000000 + main_ts.tv_nsec);
       g_autoptr(GBytes) b = g_bytes_new (reply, strlen (reply));
 
       rlx_link_send (link, b, NULL);
@@ -320,6 +332,7 @@ typedef struct {
   gboolean got_reply;
   char    *reply;
   gint64   peer_cpu_ns;   /* the sink's CPU time at its last count */
+  gint64   peer_main_ns;  /* and its main thread's */
 } BenchState;
 
 static gint64
@@ -328,6 +341,15 @@ cpu_ns (void)
   struct timespec ts;
 
   clock_gettime (CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (gint64) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static gint64
+thread_cpu_ns (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_THREAD_CPUTIME_ID, &ts);
   return (gint64) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
@@ -396,6 +418,17 @@ bench_connect (const char *mode, BenchState *st, char **dir_out, RlxLocalBus **b
   return g_get_monotonic_time () - setup_t0;
 }
 
+/* Stop the sink bench_connect spawned and leave the bus. */
+static void
+bench_disconnect (BenchState *st, const char *dir, RlxLocalBus *bus, GPid child, gint child_stdin)
+{
+  close (child_stdin);
+  waitpid (child, NULL, 0);
+  g_clear_object (&st->link);
+  rlx_local_bus_stop (bus);
+  rmdir (dir);
+}
+
 /* Send @frames × @frame then "end"; wait for the sink's count. µs. The
  * sink's CPU time lands in st->peer_cpu_ns. */
 static gint64
@@ -414,7 +447,14 @@ bench_burst (BenchState *st, GBytes *frame, guint frames)
     g_main_context_iteration (NULL, TRUE);
   if (!g_str_has_prefix (st->reply, want) || strstr (st->reply, " cpu ") != st->reply + strlen (want))
     g_error ("sink answered '%s', expected '%s cpu …'", st->reply, want);
-  st->peer_cpu_ns = g_ascii_strtoll (st->reply + strlen (want) + 5, NULL, 10);
+  {
+    char *rest = NULL;
+    const char *main_ns;
+
+    st->peer_cpu_ns = g_ascii_strtoll (st->reply + strlen (want) + 5, &rest, 10);
+    main_ns = strstr (rest, " main ");
+    st->peer_main_ns = main_ns ? g_ascii_strtoll (main_ns + 6, NULL, 10) : 0;
+  }
   return g_get_monotonic_time () - t0;
 }
 
@@ -471,11 +511,7 @@ run_bench (guint frames, gsize mib, guint runs)
     ping_us = rtt[PING_COUNT / 2];
   }
 
-  close (child_stdin);
-  waitpid (child, NULL, 0);
-  g_clear_object (&st.link);
-  rlx_local_bus_stop (bus);
-  rmdir (dir);
+  bench_disconnect (&st, dir, bus, child, child_stdin);
   (void) end;
 
   printf ("local-bus bench: %u frames of %" G_GSIZE_FORMAT " MiB per run, %u runs, %u CPUs\n",
@@ -578,11 +614,87 @@ run_shm_bench (guint runs, gboolean json)
                   rtt[1][m], cpu[0][m], cpu[1][m]);
       }
     }
-  close (child_stdin);
-  waitpid (child, NULL, 0);
-  g_clear_object (&st.link);
-  rlx_local_bus_stop (bus);
-  rmdir (dir);
+  bench_disconnect (&st, dir, bus, child, child_stdin);
+  g_free (st.reply);
+  return 0;
+}
+
+/* The socket path at each frame size: rate, one frame's round trip, and
+ * the CPU both processes and their main threads spend per frame. */
+static int
+run_bus_bench (guint runs, gboolean json, gsize only)
+{
+  static const gsize sizes[] = { 64 << 10, 256 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20 };
+  g_autofree char *dir = NULL;
+  g_autoptr(RlxLocalBus) bus = NULL;
+  BenchState st = { 0 };
+  GPid child;
+  gint child_stdin;
+
+  bench_connect ("sink-read", &st, &dir, &bus, &child, &child_stdin);
+  rlx_unix_link_set_shm_min (RLX_UNIX_LINK (st.link), 0);
+  if (!json)
+    {
+      printf ("local bus (socket): bulk frames to a process that reads every byte; median of %u "
+              "runs, %u CPUs\n\n", runs, g_get_num_processors ());
+      printf ("| frame | MB/s | round trip µs | sender CPU µs/frame | sender main thread | "
+              "receiver CPU µs/frame | receiver main thread |\n|---|---|---|---|---|---|---|\n");
+    }
+  for (guint s = 0; s < G_N_ELEMENTS (sizes); s++)
+    {
+      gsize size = only ? only : sizes[s];
+      /* ≥ 128 MiB a run, ≥ 16 frames */
+      guint frames = MAX (16, (guint) ((128u << 20) / size));
+      guint pings = MAX (20, (guint) ((32u << 20) / size));
+      guint n = MIN (runs, 16), m = n / 2;
+
+      if (only && s > 0)
+        break;
+      g_autoptr(GBytes) frame = NULL;
+      double rate[16], rtt[16], cpu[16], main_cpu[16], peer_cpu[16], peer_main[16];
+
+      {
+        guint8 *data = g_malloc (size);
+        for (gsize i = 0; i < size; i++)
+          data[i] = (guint8) (i * 13);
+        frame = g_bytes_new_take (data, size);
+      }
+      for (guint r = 0; r < n; r++)
+        {
+          g_autofree double *one = g_new (double, pings);
+          gint64 cpu0, main0, peer0, peer_main0;
+
+          bench_burst (&st, frame, 2);   /* warm */
+          cpu0 = cpu_ns ();
+          main0 = thread_cpu_ns ();
+          peer0 = st.peer_cpu_ns;
+          peer_main0 = st.peer_main_ns;
+          rate[r] = (double) frames * size / (double) bench_burst (&st, frame, frames);
+          cpu[r] = (cpu_ns () - cpu0) / 1e3 / frames;
+          main_cpu[r] = (thread_cpu_ns () - main0) / 1e3 / frames;
+          peer_cpu[r] = (st.peer_cpu_ns - peer0) / 1e3 / frames;
+          peer_main[r] = (st.peer_main_ns - peer_main0) / 1e3 / frames;
+          for (guint i = 0; i < pings; i++)
+            one[i] = (double) bench_burst (&st, frame, 1);
+          qsort (one, pings, sizeof (double), compare_doubles);
+          rtt[r] = one[pings / 2];
+        }
+      qsort (rate, n, sizeof (double), compare_doubles);
+      qsort (rtt, n, sizeof (double), compare_doubles);
+      qsort (cpu, n, sizeof (double), compare_doubles);
+      qsort (main_cpu, n, sizeof (double), compare_doubles);
+      qsort (peer_cpu, n, sizeof (double), compare_doubles);
+      qsort (peer_main, n, sizeof (double), compare_doubles);
+      if (json)
+        printf ("{\"size\":%" G_GSIZE_FORMAT ",\"mbs\":%.1f,\"rtt_us\":%.1f,\"tx_cpu_us\":%.1f,"
+                "\"tx_main_us\":%.1f,\"rx_cpu_us\":%.1f,\"rx_main_us\":%.1f}\n",
+                size, rate[m], rtt[m], cpu[m], main_cpu[m], peer_cpu[m], peer_main[m]);
+      else
+        printf ("| %" G_GSIZE_FORMAT " KiB | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f |\n",
+                size >> 10, rate[m], rtt[m], cpu[m], main_cpu[m], peer_cpu[m], peer_main[m]);
+      fflush (stdout);
+    }
+  bench_disconnect (&st, dir, bus, child, child_stdin);
   g_free (st.reply);
   return 0;
 }
@@ -609,6 +721,27 @@ main (int argc, char **argv)
         }
       return run_shm_bench (runs, argc > 3 && strcmp (argv[3], "--json") == 0);
     }
+  if (argc >= 2 && strcmp (argv[1], "bus-bench") == 0)
+    {
+      guint runs = argc > 2 ? atoi (argv[2]) : 5;
+      gboolean json = FALSE;
+      guint64 only = 0;
+
+      for (int i = 3; i < argc; i++)
+        if (strcmp (argv[i], "--json") == 0)
+          json = TRUE;
+        else if (strcmp (argv[i], "--size") == 0 && i + 1 < argc &&
+                 g_ascii_string_to_unsigned (argv[i + 1], 10, 1, 60u << 20, &only, NULL))
+          i++;
+        else
+          runs = 0;
+      if (runs == 0 || runs > 16)
+        {
+          fprintf (stderr, "usage: p2p-helper bus-bench [RUNS (1-16) [--json] [--size BYTES]]\n");
+          return 2;
+        }
+      return run_bus_bench (runs, json, (gsize) only);
+    }
   if (argc >= 2 && strcmp (argv[1], "bench") == 0)
     {
       guint frames = argc > 2 ? atoi (argv[2]) : 64;
@@ -623,6 +756,6 @@ main (int argc, char **argv)
       return run_bench (frames, mib, runs);
     }
   fprintf (stderr, "usage: p2p-helper node|sink|sink-read DIR ID | bench [FRAMES [MIB [RUNS]]] | "
-                   "shm-bench [RUNS [--json]]\n");
+                   "shm-bench [RUNS [--json]] | bus-bench [RUNS [--json]]\n");
   return 2;
 }

@@ -5,13 +5,16 @@
 #include "core/p2p/rlx-link.h"
 #include "core/p2p/rlx-unix-link.h"
 #include "core/p2p/rlx-link-stream.h"
+#include "core/p2p/rlx-link-mailbox.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -92,6 +95,21 @@ spin (guint ms)
     g_main_context_iteration (NULL, TRUE);
 }
 
+/* A link's counters follow its I/O thread (the peer may hold a frame before
+ * bytes-tx counts it): wait until @link has written @tx bytes in all and has
+ * nothing pending. */
+static void
+wait_for_written (RlxLink *link, guint64 tx)
+{
+  gboolean expired = FALSE;
+  guint id = g_timeout_add (10000, on_timeout, &expired);
+
+  while ((rlx_link_get_bytes_tx (link) < tx || rlx_link_pending_bytes (link) > 0) && !expired)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_false (expired);
+  g_source_remove (id);
+}
+
 static GBytes *
 pattern_frame (gsize len, guint seed)
 {
@@ -153,6 +171,7 @@ order_and_large (gsize shm_min)
     g_assert_true (g_bytes_equal (sent->pdata[i], sb.frames->pdata[i]));
 
   /* Counters include the 4-byte header of every record. */
+  wait_for_written (a, payload);
   g_assert_cmpuint (rlx_link_get_bytes_tx (a), ==, payload);
   g_assert_cmpuint (rlx_link_get_bytes_rx (b), ==, payload);
   g_assert_cmpuint (rlx_link_get_bytes_rx (a), ==, stream_bytes (4 << 20, shm_min));
@@ -218,27 +237,68 @@ test_close_once (void)
   sink_clear (&sb);
 }
 
-/* Frames queued just before close still reach the peer (a bye). */
+/* One end is a raw socket we write arbitrary bytes to. */
+static RlxLink *
+link_with_raw_peer (gsize max_frame, int *raw_fd)
+{
+  int fds[2];
+  g_autoptr(GSocket) socket = NULL;
+  g_autoptr(GSocketConnection) connection = NULL;
+  g_autoptr(GError) error = NULL;
+  RlxLink *link;
+
+  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), ==, 0);
+  socket = g_socket_new_from_fd (fds[0], &error);
+  g_assert_no_error (error);
+  connection = g_socket_connection_factory_create_connection (socket);
+  link = rlx_unix_link_new (connection, "raw peer", max_frame, &error);
+  g_assert_no_error (error);
+  *raw_fd = fds[1];
+  return link;
+}
+
+/* The raw end of link_with_raw_peer made a link in its turn (it starts
+ * reading only now). */
+static RlxLink *
+link_from_raw (int raw_fd, const char *name)
+{
+  g_autoptr(GSocket) socket = NULL;
+  g_autoptr(GSocketConnection) connection = NULL;
+  g_autoptr(GError) error = NULL;
+  RlxLink *link;
+
+  socket = g_socket_new_from_fd (raw_fd, &error);
+  g_assert_no_error (error);
+  connection = g_socket_connection_factory_create_connection (socket);
+  link = rlx_unix_link_new (connection, name, 0, &error);
+  g_assert_no_error (error);
+  return link;
+}
+
+/* Frames queued just before close still reach the peer (a bye), also after
+ * the link's last reference is gone. The peer starts reading only after the
+ * close, so the frames are still queued then (deterministic). */
 static void
 test_flush_on_close (void)
 {
-  g_autoptr(RlxLink) a = NULL;
+  int raw;
+  g_autoptr(RlxLink) a = link_with_raw_peer (0, &raw);
   g_autoptr(RlxLink) b = NULL;
   g_autoptr(GError) error = NULL;
-  g_autoptr(GBytes) big = pattern_frame (8 << 20, 5);
+  g_autoptr(GBytes) big = pattern_frame (16 << 20, 5);
   g_autoptr(GBytes) bye = g_bytes_new_static ("bye", 3);
   Sink sb;
 
-  g_assert_true (rlx_unix_link_new_pair (0, &a, &b, &error));
   /* through the socket (a memfd would leave at once) */
   rlx_unix_link_set_shm_min (RLX_UNIX_LINK (a), 0);
-  sink_init (&sb, b);
   g_assert_true (rlx_link_send (a, big, &error));
   g_assert_true (rlx_link_send (a, bye, &error));
-  g_assert_cmpuint (rlx_link_pending_bytes (a), >, 0);  /* 8 MB cannot go at once */
+  g_assert_cmpuint (rlx_link_pending_bytes (a), >, 0);  /* 16 MB cannot go at once */
   rlx_link_close (a);
-  g_clear_object (&a);     /* the link keeps itself alive while flushing */
+  g_clear_object (&a);     /* the I/O side flushes on without the link */
 
+  b = link_from_raw (raw, "late reader");
+  sink_init (&sb, b);
   wait_for (&sb.closed, 1);
   g_assert_cmpuint (sb.frames->len, ==, 2);
   g_assert_true (g_bytes_equal (sb.frames->pdata[0], big));
@@ -271,26 +331,6 @@ test_send_too_large (void)
   rlx_link_close (a);
   rlx_link_close (b);
   sink_clear (&sb);
-}
-
-/* One end is a raw socket we write arbitrary bytes to. */
-static RlxLink *
-link_with_raw_peer (gsize max_frame, int *raw_fd)
-{
-  int fds[2];
-  g_autoptr(GSocket) socket = NULL;
-  g_autoptr(GSocketConnection) connection = NULL;
-  g_autoptr(GError) error = NULL;
-  RlxLink *link;
-
-  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), ==, 0);
-  socket = g_socket_new_from_fd (fds[0], &error);
-  g_assert_no_error (error);
-  connection = g_socket_connection_factory_create_connection (socket);
-  link = rlx_unix_link_new (connection, "raw peer", max_frame, &error);
-  g_assert_no_error (error);
-  *raw_fd = fds[1];
-  return link;
 }
 
 static void
@@ -403,8 +443,10 @@ memory_now (gsize *heap, gsize *vsize)
   *vsize = pages * (gsize) sysconf (_SC_PAGESIZE);
 }
 
-static void
-write_all (int fd, const void *data, gsize len)
+/* FALSE if the link hung up first (it reads on its own thread, so it may cut
+ * a hostile writer off before the writer is done). */
+static gboolean
+try_write_all (int fd, const void *data, gsize len)
 {
   const guint8 *p = data;
 
@@ -414,21 +456,34 @@ write_all (int fd, const void *data, gsize len)
 
       if (n < 0 && errno == EINTR)
         continue;
+      if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
+        return FALSE;
       g_assert_cmpint (n, >, 0);
       p += n;
       len -= n;
     }
+  return TRUE;
+}
+
+static void
+write_all (int fd, const void *data, gsize len)
+{
+  g_assert_true (try_write_all (fd, data, len));
+}
+
+static gboolean
+try_write_record (int fd, RlxLinkLane lane, const void *body, gsize len, gboolean more)
+{
+  guint8 hdr[4];
+
+  rlx_link_stream_put_word (hdr, lane, len, more, FALSE);
+  return try_write_all (fd, hdr, 4) && (len == 0 || try_write_all (fd, body, len));
 }
 
 static void
 write_record (int fd, RlxLinkLane lane, const void *body, gsize len, gboolean more)
 {
-  guint8 hdr[4];
-
-  rlx_link_stream_put_word (hdr, lane, len, more, FALSE);
-  write_all (fd, hdr, 4);
-  if (len)
-    write_all (fd, body, len);
+  g_assert_true (try_write_record (fd, lane, body, len, more));
 }
 
 /* A peer announcing 64 MiB then sending 10 bytes costs a 64 KiB buffer, not
@@ -443,19 +498,23 @@ test_announced_size_not_allocated (void)
   Sink sink;
 
   sink_init (&sink, link);
+  /* One small frame first: the link's I/O thread has allocated from its
+   * malloc arena before (a new arena reserves 64 MiB of address space). */
+  write_record (raw, RLX_LINK_LANE_BULK, "warm", 4, FALSE);
+  wait_for (&sink.frames->len, 1);
   memory_now (&heap0, &vsize0);
   rlx_link_stream_put_word (hdr, RLX_LINK_LANE_BULK, 64u << 20, FALSE, FALSE);
   write_all (raw, hdr, 4);
   write_all (raw, "0123456789", 10);
   /* wait until the link has read them */
-  while (rlx_link_get_bytes_rx (link) < 14)
+  while (rlx_link_get_bytes_rx (link) < 8 + 14)
     g_main_context_iteration (NULL, TRUE);
   memory_now (&heap1, &vsize1);
   g_test_message ("heap +%" G_GSIZE_FORMAT " B, virtual +%" G_GSIZE_FORMAT " B",
                   heap1 - MIN (heap0, heap1), vsize1 - MIN (vsize0, vsize1));
   g_assert_cmpuint (heap1, <, heap0 + (1u << 20));
   g_assert_cmpuint (vsize1, <, vsize0 + (32u << 20));
-  g_assert_cmpuint (sink.frames->len, ==, 0);
+  g_assert_cmpuint (sink.frames->len, ==, 1);
   g_assert_cmpuint (sink.closed, ==, 0);
   close (raw);
   wait_for (&sink.closed, 1);
@@ -475,7 +534,8 @@ test_chunked_over_cap (void)
 
   sink_init (&sink, link);
   write_record (raw, RLX_LINK_LANE_BULK, piece, 60000, TRUE);
-  write_record (raw, RLX_LINK_LANE_BULK, piece, 60000, FALSE);
+  /* the link may hang up while this one is still being written */
+  (void) try_write_record (raw, RLX_LINK_LANE_BULK, piece, 60000, FALSE);
   wait_for (&sink.closed, 1);
   g_assert_error (sink.close_error, RLX_LINK_ERROR, RLX_LINK_ERROR_TOO_LARGE);
   g_assert_nonnull (strstr (sink.close_error->message, "120000"));
@@ -529,11 +589,13 @@ test_lanes_interleaved_from_peer (void)
 
 /* On a real link: a control frame sent after a 32 MB bulk frame (more than
  * the socket buffers hold) arrives before the bulk frame is complete, and
- * each lane keeps its order. Deterministic: an order, not a time. */
+ * each lane keeps its order. Deterministic: an order, not a time (the
+ * receiving end starts reading only once all four frames are queued). */
 static void
 test_control_overtakes_bulk (void)
 {
-  g_autoptr(RlxLink) a = NULL;
+  int raw;
+  g_autoptr(RlxLink) a = link_with_raw_peer (0, &raw);
   g_autoptr(RlxLink) b = NULL;
   g_autoptr(GBytes) bulk1 = pattern_frame (32u << 20, 1);
   g_autoptr(GBytes) bulk2 = pattern_frame (1000, 2);
@@ -542,20 +604,23 @@ test_control_overtakes_bulk (void)
   LaneSink ls = { g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref),
                   g_array_new (FALSE, FALSE, sizeof (RlxLinkLane)) };
 
-  g_assert_true (rlx_unix_link_new_pair (0, &a, &b, NULL));
   rlx_unix_link_set_shm_min (RLX_UNIX_LINK (a), 0);
-  g_signal_connect (b, "frame", G_CALLBACK (on_lane_frame), &ls);
   g_assert_true (rlx_link_send_lane (a, RLX_LINK_LANE_BULK, bulk1, NULL));
   g_assert_true (rlx_link_send_lane (a, RLX_LINK_LANE_BULK, bulk2, NULL));
   g_assert_cmpuint (rlx_link_pending_bytes_lane (a, RLX_LINK_LANE_BULK), >, 0);
   g_assert_true (rlx_link_send_lane (a, RLX_LINK_LANE_CONTROL, c1, NULL));
   g_assert_true (rlx_link_send_lane (a, RLX_LINK_LANE_CONTROL, c2, NULL));
+  b = link_from_raw (raw, "late reader");
+  g_signal_connect (b, "frame", G_CALLBACK (on_lane_frame), &ls);
   wait_for (&ls.frames->len, 4);
   g_assert_true (g_bytes_equal (ls.frames->pdata[0], c1));
   g_assert_true (g_bytes_equal (ls.frames->pdata[1], c2));
   g_assert_true (g_bytes_equal (ls.frames->pdata[2], bulk1));
   g_assert_true (g_bytes_equal (ls.frames->pdata[3], bulk2));
+  wait_for_written (a, 0);
   g_assert_cmpuint (rlx_link_pending_bytes (a), ==, 0);
+  rlx_link_close (a);
+  rlx_link_close (b);
   g_ptr_array_unref (ls.frames);
   g_array_unref (ls.lanes);
 }
@@ -584,6 +649,208 @@ test_last_rx_counts_partial_frames (void)
   t2 = rlx_link_get_last_rx (link);
   g_assert_cmpint (t2, >, t1);
   close (raw);
+}
+
+/* ── I/O off the main loop ────────────────────────────────────────────── */
+
+typedef struct {
+  GPtrArray *frames;
+} RawSink;
+
+static gboolean
+raw_sink_frame (gpointer user_data, RlxLinkLane lane, GBytes *frame)
+{
+  RawSink *rs = user_data;
+
+  g_ptr_array_add (rs->frames, g_bytes_ref (frame));
+  return TRUE;
+}
+
+static gboolean
+raw_sink_shm (gpointer user_data, gsize size)
+{
+  g_assert_not_reached ();
+  return FALSE;
+}
+
+static const RlxLinkStreamSink raw_stream_sink = { raw_sink_frame, raw_sink_shm };
+
+static void
+wait_fd (int fd, short events)
+{
+  struct pollfd p = { .fd = fd, .events = events };
+  int r;
+
+  do
+    r = poll (&p, 1, 10000);
+  while (r < 0 && errno == EINTR);
+  g_assert_cmpint (r, ==, 1);   /* 0: nothing moved for 10 s */
+}
+
+/* The link moves a 32 MB frame each way — far more than the socket buffers
+ * hold — while this thread never runs the main context: the socket I/O is
+ * the I/O thread's, and the main loop only hands the frame over and gets
+ * the other one back whole. (With I/O on the main loop this waits for
+ * ever: nobody would write the rest or read.) */
+static void
+test_io_without_main_loop (void)
+{
+  int raw;
+  g_autoptr(RlxLink) link = link_with_raw_peer (0, &raw);
+  g_autoptr(GBytes) out = pattern_frame (32u << 20, 7);
+  g_autoptr(GBytes) in = pattern_frame (32u << 20, 8);
+  g_autofree guint8 *buf = g_malloc (1 << 20);
+  RawSink rs = { g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref) };
+  RlxLinkStreamReader reader;
+  const guint8 *p;
+  guint8 hdr[4];
+  gsize left;
+  Sink sink;
+
+  rlx_unix_link_set_shm_min (RLX_UNIX_LINK (link), 0);
+  sink_init (&sink, link);
+  g_assert_cmpint (fcntl (raw, F_SETFL, fcntl (raw, F_GETFL) | O_NONBLOCK), ==, 0);
+
+  /* out: the raw end reads it all, parsed by the link's own stream reader */
+  g_assert_true (rlx_link_send (link, out, NULL));
+  rlx_link_stream_reader_init (&reader, 64u << 20, "raw end");
+  while (rs.frames->len == 0)
+    {
+      gssize n = read (raw, buf, 1 << 20);
+
+      if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        {
+          wait_fd (raw, POLLIN);
+          continue;
+        }
+      g_assert_cmpint (n, >, 0);
+      g_assert_true (rlx_link_stream_reader_feed (&reader, buf, n, &raw_stream_sink, &rs, NULL));
+    }
+  g_assert_true (g_bytes_equal (rs.frames->pdata[0], out));
+  rlx_link_stream_reader_clear (&reader);
+  rlx_link_stream_reader_free_name (&reader);
+
+  /* in: one record of 32 MB, written as fast as the link reads it */
+  rlx_link_stream_put_word (hdr, RLX_LINK_LANE_BULK, 32u << 20, FALSE, FALSE);
+  write_all (raw, hdr, 4);   /* 4 bytes always fit into an empty socket */
+  p = g_bytes_get_data (in, &left);
+  while (left > 0)
+    {
+      gssize n = write (raw, p, left);
+
+      if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        {
+          wait_fd (raw, POLLOUT);
+          continue;
+        }
+      g_assert_cmpint (n, >, 0);
+      p += n;
+      left -= n;
+    }
+  /* now the main loop: the frame is there, whole */
+  g_assert_cmpuint (sink.frames->len, ==, 0);
+  wait_for (&sink.frames->len, 1);
+  g_assert_true (g_bytes_equal (sink.frames->pdata[0], in));
+  g_assert_cmpuint (sink.closed, ==, 0);
+
+  close (raw);
+  wait_for (&sink.closed, 1);
+  g_ptr_array_unref (rs.frames);
+  sink_clear (&sink);
+}
+
+/* A peer that sends faster than the main loop takes frames fills the
+ * socket, not this process: the link stops reading once
+ * RLX_LINK_MAILBOX_INBOX_BYTES wait for the main context, and goes on when
+ * they are taken. The main context does not run while the peer writes. */
+static void
+test_inbox_bounded (void)
+{
+  const gsize frame_len = 8u << 20;
+  /* the inbox, a frame being parsed, one more that completed in the same
+   * read, and generous socket buffers */
+  const guint64 bound = RLX_LINK_MAILBOX_INBOX_BYTES + 2 * frame_len + (16u << 20);
+  int raw;
+  g_autoptr(RlxLink) link = link_with_raw_peer (0, &raw);
+  g_autofree guint8 *body = g_malloc (frame_len);
+  guint64 written = 0;
+  guint frames_done;
+  Sink sink;
+
+  sink_init (&sink, link);
+  memset (body, 0x5a, frame_len);
+  g_assert_cmpint (fcntl (raw, F_SETFL, fcntl (raw, F_GETFL) | O_NONBLOCK), ==, 0);
+
+  /* Write frames until the link stops taking bytes for 500 ms (or until far
+   * more than the bound went in: a link that never stops). */
+  while (written < 4 * bound)
+    {
+      guint8 hdr[4];
+      gsize off = 0;
+      gboolean stalled = FALSE;
+
+      rlx_link_stream_put_word (hdr, RLX_LINK_LANE_BULK, frame_len, FALSE, FALSE);
+      while (off < 4 + frame_len)
+        {
+          const guint8 *p = off < 4 ? hdr + off : body + (off - 4);
+          gsize len = off < 4 ? 4 - off : frame_len - (off - 4);
+          gssize n = write (raw, p, len);
+
+          if (n < 0 && errno == EAGAIN)
+            {
+              struct pollfd pfd = { .fd = raw, .events = POLLOUT };
+
+              if (poll (&pfd, 1, 500) == 0)
+                {
+                  stalled = TRUE;
+                  break;
+                }
+              continue;
+            }
+          if (n < 0 && errno == EINTR)
+            continue;
+          g_assert_cmpint (n, >, 0);
+          off += n;
+          written += n;
+        }
+      if (stalled)
+        break;
+    }
+  g_test_message ("the peer got %" G_GUINT64_FORMAT " MiB in before the link stopped reading",
+                  written >> 20);
+  g_assert_cmpuint (written, <=, bound);
+  g_assert_cmpuint (sink.frames->len, ==, 0);   /* the main loop did not run */
+
+  /* Now it runs: the frames come, the link reads again, and the rest of a
+   * frame cut off above follows once written. */
+  frames_done = written / (4 + frame_len);
+  wait_for (&sink.frames->len, frames_done);
+  {
+    gsize off = written % (4 + frame_len);
+
+    g_assert_cmpint (fcntl (raw, F_SETFL, fcntl (raw, F_GETFL) & ~O_NONBLOCK), ==, 0);
+    if (off > 0)
+      {
+        if (off < 4)
+          {
+            guint8 hdr[4];
+
+            rlx_link_stream_put_word (hdr, RLX_LINK_LANE_BULK, frame_len, FALSE, FALSE);
+            write_all (raw, hdr + off, 4 - off);
+            off = 4;
+          }
+        write_all (raw, body + (off - 4), frame_len - (off - 4));
+        frames_done++;
+      }
+    write_record (raw, RLX_LINK_LANE_BULK, "last", 4, FALSE);
+  }
+  wait_for (&sink.frames->len, frames_done + 1);
+  for (guint i = 0; i < frames_done; i++)
+    g_assert_cmpuint (g_bytes_get_size (sink.frames->pdata[i]), ==, frame_len);
+  g_assert_cmpmem (g_bytes_get_data (sink.frames->pdata[frames_done], NULL), 4, "last", 4);
+  g_assert_cmpuint (sink.closed, ==, 0);
+  close (raw);
+  sink_clear (&sink);
 }
 
 /* Send an SHM record for @size bytes with @fd (or none) from the raw end. */
@@ -737,6 +1004,50 @@ test_shm_hostile (void)
     }
 }
 
+/* Out of file descriptors: a link that cannot get the eventfds it needs is
+ * refused with an error that says so, not a crash. (With RLX_LINK_IO=link
+ * every link also starts a thread whose GMainContext needs an fd, and GLib
+ * aborts when it cannot get one: skipped there.) */
+static void
+test_no_fds (void)
+{
+  if (g_strcmp0 (g_getenv ("RLX_LINK_IO"), "link") == 0)
+    {
+      g_test_skip ("a thread per link: GLib aborts when a new GMainContext gets no fd");
+      return;
+    }
+  if (g_test_subprocess ())
+    {
+      g_autoptr(RlxLink) a = NULL;
+      g_autoptr(RlxLink) b = NULL;
+      g_autoptr(GError) error = NULL;
+      struct rlimit lim;
+      GArray *held = g_array_new (FALSE, FALSE, sizeof (int));
+      int fd;
+
+      /* the shared I/O thread exists before the fds run out */
+      g_assert_true (rlx_unix_link_new_pair (0, &a, &b, &error));
+      g_clear_object (&a);
+      g_clear_object (&b);
+      g_assert_cmpint (getrlimit (RLIMIT_NOFILE, &lim), ==, 0);
+      lim.rlim_cur = MIN (lim.rlim_cur, 256);
+      g_assert_cmpint (setrlimit (RLIMIT_NOFILE, &lim), ==, 0);
+      while ((fd = dup (0)) >= 0)
+        g_array_append_val (held, fd);
+      /* room for the socketpair, none for the eventfds */
+      close (g_array_index (held, int, held->len - 1));
+      close (g_array_index (held, int, held->len - 2));
+      g_assert_false (rlx_unix_link_new_pair (0, &a, &b, &error));
+      g_assert_error (error, RLX_LINK_ERROR, RLX_LINK_ERROR_FAILED);
+      g_assert_nonnull (strstr (error->message, "file descriptors"));
+      g_printerr ("%s\n", error->message);
+      return;
+    }
+  g_test_trap_subprocess (NULL, 20 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed ();
+  g_test_trap_assert_stderr ("*no eventfd*ulimit -n*");
+}
+
 /* A process of another uid connecting is refused. Needs root to switch uid. */
 static void
 test_peer_uid (void)
@@ -818,8 +1129,11 @@ main (int argc, char **argv)
   g_test_add_func ("/p2p/link/lanes-interleaved-from-peer", test_lanes_interleaved_from_peer);
   g_test_add_func ("/p2p/link/control-overtakes-bulk", test_control_overtakes_bulk);
   g_test_add_func ("/p2p/link/last-rx-partial", test_last_rx_counts_partial_frames);
+  g_test_add_func ("/p2p/link/io-without-main-loop", test_io_without_main_loop);
+  g_test_add_func ("/p2p/link/inbox-bounded", test_inbox_bounded);
   g_test_add_func ("/p2p/link/shm-good", test_shm_good);
   g_test_add_func ("/p2p/link/shm-hostile", test_shm_hostile);
+  g_test_add_func ("/p2p/link/no-fds", test_no_fds);
   g_test_add_func ("/p2p/link/peer-uid", test_peer_uid);
 
   return g_test_run ();

@@ -200,10 +200,10 @@ rlx_event_log_add (RlxEventLog *self, RlxEventKind kind, gboolean urgent, const 
     {
       removed = self->items->len - RLX_EVENT_LOG_MAX + 1;
       g_ptr_array_remove_range (self->items, 0, removed);
+      g_list_model_items_changed (G_LIST_MODEL (self), 0, removed, 0);
     }
   g_ptr_array_add (self->items, item);
-  g_list_model_items_changed (G_LIST_MODEL (self), removed ? 0 : self->items->len - 1,
-                              removed, removed ? self->items->len : 1);
+  g_list_model_items_changed (G_LIST_MODEL (self), self->items->len - 1, 0, 1);
   return item;
 }
 

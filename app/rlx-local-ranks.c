@@ -3,6 +3,7 @@
 #include "rlx-local-ranks.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +30,10 @@ struct _RlxLocalRanks
   GPtrArray    *children;       /* Child*, until both exit and stderr EOF are in */
   GPtrArray    *stop_tasks;     /* GTask* */
   guint         kill_id;
-  guint         counter;
 };
+
+/* node ids stay unique across instances in one app */
+static guint spawn_counter;
 
 G_DEFINE_FINAL_TYPE (RlxLocalRanks, rlx_local_ranks, G_TYPE_OBJECT)
 
@@ -180,6 +183,7 @@ rlx_local_ranks_spawn (RlxLocalRanks *self, const char *cohort, const char *cons
   g_autofree char *log_path = NULL;
   GSubprocess *proc;
   Child *c;
+  int log_fd;
 
   g_return_val_if_fail (RLX_IS_LOCAL_RANKS (self), NULL);
   g_return_val_if_fail (cohort != NULL, NULL);
@@ -192,7 +196,7 @@ rlx_local_ranks_spawn (RlxLocalRanks *self, const char *cohort, const char *cons
                    g_strerror (saved));
       return NULL;
     }
-  node_id = g_strdup_printf ("r%d-%u", (int) getpid (), ++self->counter);
+  node_id = g_strdup_printf ("r%d-%u", (int) getpid (), ++spawn_counter);
   log_path = g_build_filename (self->log_dir, node_id, NULL);
   {
     g_autofree char *with_ext = g_strconcat (log_path, ".jsonl", NULL);
@@ -212,9 +216,18 @@ rlx_local_ranks_spawn (RlxLocalRanks *self, const char *cohort, const char *cons
     g_ptr_array_add (argv, g_strdup (options[i]));
   g_ptr_array_add (argv, NULL);
 
+  /* a fresh log, readable by this user only */
+  log_fd = open (log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (log_fd < 0)
+    {
+      int saved = errno;
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved),
+                   "Cannot write the rank’s log %s: %s", log_path, g_strerror (saved));
+      return NULL;
+    }
   launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDERR_PIPE |
                                         G_SUBPROCESS_FLAGS_STDIN_INHERIT);
-  g_subprocess_launcher_set_stdout_file_path (launcher, log_path);
+  g_subprocess_launcher_take_stdout_fd (launcher, log_fd);
   g_subprocess_launcher_set_child_setup (launcher, child_setup,
                                          GINT_TO_POINTER ((int) getpid ()), NULL);
   proc = g_subprocess_launcher_spawnv (launcher, (const char *const *) argv->pdata, error);

@@ -783,6 +783,13 @@ rlx_loss_chart_get_stats (RlxLossChart *self, RlxLossChartStats *stats)
   *stats = self->stats;
 }
 
+void
+rlx_loss_chart_get_plot_area (RlxLossChart *self, graphene_rect_t *area)
+{
+  g_return_if_fail (RLX_IS_LOSS_CHART (self));
+  *area = self->area;
+}
+
 /* ── GObject ───────────────────────────────────────────────────────────── */
 
 static void

@@ -54,6 +54,8 @@ typedef struct {
   gint64  plot_us;         /* time the last plot took to build */
 } RlxLossChartStats;
 void            rlx_loss_chart_get_stats      (RlxLossChart *self, RlxLossChartStats *stats);
+/* Where the last plot put its data area, in widget coordinates. */
+void            rlx_loss_chart_get_plot_area  (RlxLossChart *self, graphene_rect_t *area);
 /* Draw into @snapshot at @width × @height as a frame would (benchmarks and
  * tests; the widget need not be shown). */
 void            rlx_loss_chart_draw           (RlxLossChart *self, GtkSnapshot *snapshot,

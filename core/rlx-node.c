@@ -527,7 +527,7 @@ on_link_added (RlxLocalBus *bus, RlxLink *link, const char *peer_id, gpointer us
   RlxNode *self = user_data;
 
   rlx_coordinator_add_link (self->coord, link);
-  g_signal_emit (self, signals[SIG_LINK_ADDED], 0, link);
+  g_signal_emit (self, signals[SIG_LINK_ADDED], 0, link, peer_id);
 }
 
 /* Every link has flushed its bye (or a second passed). */
@@ -764,7 +764,7 @@ rlx_node_class_init (RlxNodeClass *klass)
                                      0, NULL, NULL, NULL, G_TYPE_NONE, 1, JSON_TYPE_OBJECT);
   signals[SIG_LINK_ADDED] = g_signal_new ("link-added", G_TYPE_FROM_CLASS (klass),
                                           G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
-                                          G_TYPE_NONE, 1, RLX_TYPE_LINK);
+                                          G_TYPE_NONE, 2, RLX_TYPE_LINK, G_TYPE_STRING);
   signals[SIG_FINISHED] = g_signal_new ("finished", G_TYPE_FROM_CLASS (klass),
                                         G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                                         G_TYPE_NONE, 2, G_TYPE_BOOLEAN, G_TYPE_STRING);

@@ -73,8 +73,9 @@ G_DECLARE_FINAL_TYPE (RlxNode, rlx_node, RLX, NODE, GObject)
  *         evaluated  step, accuracy, test_loss   test accuracy measured on
  *                    the dataset's test split every evaluate_every committed
  *                    steps, on a worker thread from a copy of the parameters
- *   ::link-added (RlxLink *link)   a link to a peer, already handed to the
- *       coordinator (tests watch frames with it; emitted on the main context)
+ *   ::link-added (RlxLink *link, const char *peer_id)   a link to node
+ *       @peer_id, already handed to the coordinator (tests watch frames with
+ *       it; emitted on the main context)
  *   ::finished (gboolean success, const char *message)
  *       the node stopped: once, after its links closed. @success is FALSE
  *       when it could not go on (refused, unusable checkpoint, worker

@@ -15,6 +15,8 @@ struct _RlxEventItem
   char        *title;
   char        *detail;
   char        *event;
+  char        *node;       /* for coalescing repeats */
+  guint        repeats;
 };
 
 G_DEFINE_FINAL_TYPE (RlxEventItem, rlx_event_item, G_TYPE_OBJECT)
@@ -53,6 +55,7 @@ rlx_event_item_finalize (GObject *object)
   g_free (self->title);
   g_free (self->detail);
   g_free (self->event);
+  g_free (self->node);
   G_OBJECT_CLASS (rlx_event_item_parent_class)->finalize (object);
 }
 
@@ -392,11 +395,32 @@ rlx_event_log_add_event (RlxEventLog *self, JsonObject *e, const char *self_id, 
     }
   else if (g_str_equal (name, "late"))
     {
+      RlxEventItem *last = self->items->len
+                             ? g_ptr_array_index (self->items, self->items->len - 1) : NULL;
+
+      /* a slow rank misses many steps in a row: one line that counts them */
+      if (last && g_str_equal (last->event, "late") && g_strcmp0 (last->node, str (e, "node")) == 0)
+        {
+          last->repeats++;
+          g_free (last->title);
+          /* Translators: %s is a node id; the steps its gradient came too late for */
+          last->title = g_strdup_printf (ngettext ("Gradient of %s missed %u step, the last %lld",
+                                                   "Gradient of %s missed %u steps, the last %lld",
+                                                   last->repeats),
+                                         str (e, "node"), last->repeats, num (e, "step"));
+          g_object_notify_by_pspec (G_OBJECT (last), item_props[ITEM_PROP_TITLE]);
+          goto done;
+        }
       kind = RLX_EVENT_KIND_INFO;
       /* Translators: %s is a node id */
       title = g_strdup_printf (_("Gradient of %s missed step %lld"),
                                str (e, "node"), num (e, "step"));
       detail = g_strdup (str (e, "reason"));
+      item = rlx_event_log_add (self, kind, urgent, name, title, detail);
+      item->node = g_strdup (str (e, "node"));
+      item->repeats = 1;
+      g_ptr_array_add (items, item);
+      goto done;
     }
   else if (g_str_equal (name, "dropped") || g_str_equal (name, "send-failed"))
     {

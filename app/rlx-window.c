@@ -16,6 +16,7 @@
 #include "core/wire/rlx-wire.h"
 
 #include <glib/gi18n.h>
+#include <stdio.h>
 
 #define STATUS_INTERVAL_MS 250
 #define RANK_STOP_GRACE_MS 5000
@@ -73,7 +74,9 @@ struct _RlxWindow
   guint64               step;
   double                loss;
   AdwToast             *toasts[N_TOAST_KINDS];   /* shown now, per kind */
+  FILE                 *event_log;               /* $RLX_CLUSTER_EVENT_LOG (debugging) */
   guint                 unseen;                  /* events since the list was seen */
+  GHashTable           *toasted_fallbacks;       /* reasons already shown in a toast */
 };
 
 G_DEFINE_FINAL_TYPE (RlxWindow, rlx_window, ADW_TYPE_APPLICATION_WINDOW)
@@ -274,6 +277,14 @@ on_node_event (RlxNode *node, JsonObject *event, RlxWindow *self)
   const char *name = json_object_get_string_member_with_default (event, "event", "");
   g_autoptr(GPtrArray) added = NULL;
 
+  if (self->event_log)
+    {
+      /* a debugging switch: this node's events as rlx-rank join --json prints them */
+      g_autoptr(JsonNode) n = json_node_init_object (json_node_alloc (), event);
+      g_autofree char *line = json_to_string (n, FALSE);
+      fprintf (self->event_log, "%s\n", line);
+    }
+
   if (g_str_equal (name, "step"))
     {
       self->step = (guint64) event_number (event, "step");
@@ -297,9 +308,15 @@ on_node_event (RlxNode *node, JsonObject *event, RlxWindow *self)
   for (guint i = 0; i < added->len; i++)
     {
       RlxEventItem *item = g_ptr_array_index (added, i);
-      if (rlx_event_item_get_urgent (item))
-        show_toast (self, rlx_event_item_get_kind (item), rlx_event_item_get_title (item),
-                    rlx_event_item_get_detail (item));
+      if (!rlx_event_item_get_urgent (item))
+        continue;
+      /* every rank of one machine tends to fall back for the same reason:
+       * say it once, the event list keeps the rest */
+      if (rlx_event_item_get_kind (item) == RLX_EVENT_KIND_FALLBACK &&
+          !g_hash_table_add (self->toasted_fallbacks, g_strdup (rlx_event_item_get_detail (item))))
+        continue;
+      show_toast (self, rlx_event_item_get_kind (item), rlx_event_item_get_title (item),
+                  rlx_event_item_get_detail (item));
     }
   events_added (self, added->len);
 }
@@ -774,6 +791,8 @@ rlx_window_finalize (GObject *object)
   g_clear_object (&self->settings);
   g_clear_object (&self->log);
   g_clear_object (&self->cancellable);
+  g_clear_pointer (&self->event_log, fclose);
+  g_clear_pointer (&self->toasted_fallbacks, g_hash_table_unref);
   g_free (self->cohort);
   G_OBJECT_CLASS (rlx_window_parent_class)->finalize (object);
 }
@@ -883,7 +902,14 @@ rlx_window_init (RlxWindow *self)
 {
   self->settings = g_settings_new (RLX_APP_ID);
   self->log = rlx_event_log_new ();
+  self->toasted_fallbacks = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->cancellable = g_cancellable_new ();
+  if (g_getenv ("RLX_CLUSTER_EVENT_LOG"))
+    {
+      self->event_log = fopen (g_getenv ("RLX_CLUSTER_EVENT_LOG"), "a");
+      if (self->event_log)
+        setvbuf (self->event_log, NULL, _IOLBF, 0);
+    }
   gtk_widget_init_template (GTK_WIDGET (self));
   g_signal_connect (self->view_stack, "notify::visible-child-name",
                     G_CALLBACK (on_visible_page), self);

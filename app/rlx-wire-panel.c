@@ -194,8 +194,6 @@ rlx_wire_panel_init (RlxWirePanel *self)
   gtk_widget_init_template (GTK_WIDGET (self));
   gtk_box_layout_set_spacing (GTK_BOX_LAYOUT (gtk_widget_get_layout_manager (GTK_WIDGET (self))),
                               12);
-  gtk_box_layout_set_homogeneous (GTK_BOX_LAYOUT (gtk_widget_get_layout_manager (GTK_WIDGET (self))),
-                                  TRUE);
   gtk_accessible_update_property (GTK_ACCESSIBLE (self), GTK_ACCESSIBLE_PROPERTY_LABEL,
                                   _("Wire counters"), -1);
 }

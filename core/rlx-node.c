@@ -502,7 +502,12 @@ rlx_node_start_async (RlxNode *self, GCancellable *cancellable, GAsyncReadyCallb
   job->dataset = g_strdup (self->dataset);
   job->backend = g_strdup (self->backend);
   job->seed = self->seed;
-  job->threads = self->threads;
+  /* Test accuracy is measured on another thread while the rank computes.
+   * OpenBLAS 0.3.21 (pthreads) livelocks when two threads call it at once
+   * with its thread pool in use (both spin in exec_blas, seen in the app),
+   * so a node that evaluates keeps BLAS single-threaded, where concurrent
+   * calls are safe. A process-wide BLAS lock in core/vision would lift this. */
+  job->threads = self->threads ? self->threads : self->evaluate_every > 0 ? 1 : 0;
   /* Room for the share of a larger batch when others are slower. */
   job->max_batch = MIN (65536, MAX (self->batch * 8, 256));
   resolve = g_task_new (self, cancellable, on_resolved, NULL);

@@ -57,7 +57,8 @@ typedef struct {
   double       lr;               /* 0: 0.05 */
   guint64      seed;
   guint64      steps;            /* 0: run until left */
-  guint        threads;          /* BLAS threads of a CPU backend; 0: its default */
+  guint        threads;          /* BLAS threads of a CPU backend; 0: its default, or 1
+                                  * when evaluate_every is set (see rlx-node.c) */
   guint        wait_members;     /* 0: 1 */
   guint        checkpoint_every; /* the leader checkpoints every K steps; 0: only at the end */
   guint        evaluate_every;   /* test accuracy every K committed steps; 0: never */

@@ -152,6 +152,30 @@ test_routine_and_broken (void)
   g_assert_nonnull (rlx_event_item_get_title (g_ptr_array_index (d, 0)));
 }
 
+/* A slow rank's missed steps make one line that counts them. */
+static void
+test_late_coalesces (void)
+{
+  g_autoptr(RlxEventLog) log = rlx_event_log_new ();
+  g_autoptr(GPtrArray) a = NULL, b = NULL, c = NULL, d = NULL;
+  g_autoptr(RlxEventItem) first = NULL;
+
+  a = add (log, "{\"event\":\"late\",\"node\":\"n2\",\"step\":10,\"reason\":\"missed the collect deadline\"}");
+  g_assert_cmpuint (a->len, ==, 1);
+  b = add (log, "{\"event\":\"late\",\"node\":\"n2\",\"step\":11,\"reason\":\"missed the collect deadline\"}");
+  c = add (log, "{\"event\":\"late\",\"node\":\"n2\",\"step\":12,\"reason\":\"missed the collect deadline\"}");
+  g_assert_cmpuint (b->len, ==, 0);
+  g_assert_cmpuint (c->len, ==, 0);
+  g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (log)), ==, 1);
+  first = g_list_model_get_item (G_LIST_MODEL (log), 0);
+  assert_contains (rlx_event_item_get_title (first), "missed 3 steps");
+  assert_contains (rlx_event_item_get_title (first), "12");
+  /* another node, or something in between, starts a new line */
+  d = add (log, "{\"event\":\"late\",\"node\":\"n3\",\"step\":12,\"reason\":\"x\"}");
+  g_assert_cmpuint (d->len, ==, 1);
+  g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (log)), ==, 2);
+}
+
 typedef struct { int n; } Count;
 
 static void
@@ -193,6 +217,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/event-log/left-refused-merged", test_left_refused_merged);
   g_test_add_func ("/app/event-log/leader-changes", test_leader_changes);
   g_test_add_func ("/app/event-log/routine-and-broken", test_routine_and_broken);
+  g_test_add_func ("/app/event-log/late-coalesces", test_late_coalesces);
   g_test_add_func ("/app/event-log/cap", test_cap);
   status = g_test_run ();
   app_test_cleanup ();

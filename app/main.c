@@ -2,6 +2,7 @@
 #include "rlx-config.h"
 #include "rlx-application.h"
 #include "rlx-benchmark.h"
+#include "rlx-local-ranks.h"
 
 #include <glib/gi18n.h>
 #include <locale.h>
@@ -40,6 +41,30 @@ find_schema (void)
   return FALSE;
 }
 
+static gboolean
+wants_no_window (int argc, char **argv)
+{
+  for (int i = 1; i < argc; i++)
+    if (g_str_has_prefix (argv[i], "--help") || g_str_equal (argv[i], "-h") ||
+        g_str_equal (argv[i], "--version"))
+      return TRUE;
+  return FALSE;
+}
+
+/* No display: say so, and what does the same job without one. */
+static int
+no_display (void)
+{
+  g_autofree char *rlx_rank = rlx_local_ranks_find_rlx_rank ();
+
+  g_printerr ("rlx-cluster: there is no display to open a window on (WAYLAND_DISPLAY and DISPLAY\n"
+              "do not lead to one). The same job without a window, one rank of the local cohort:\n"
+              "\n  %s join --local --cohort default --dataset fashion-mnist --evaluate\n\n"
+              "(rlx-rank join --help lists its options; run it in more terminals to add ranks.)\n",
+              rlx_rank);
+  return 3;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -57,8 +82,13 @@ main (int argc, char **argv)
   bind_textdomain_codeset (RLX_GETTEXT_PACKAGE, "UTF-8");
   textdomain (RLX_GETTEXT_PACKAGE);
 
-  if (!find_schema ())
-    return 1;
+  if (!wants_no_window (argc, argv))
+    {
+      if (!find_schema ())
+        return 1;
+      if (!gtk_init_check ())
+        return no_display ();
+    }
   app = rlx_application_new ();
   status = g_application_run (G_APPLICATION (app), argc, argv);
   return status == 0 && rlx_benchmark_failed () ? 1 : status;

@@ -78,15 +78,19 @@ print_json (JsonBuilder *b)
 /* ── frame timings ─────────────────────────────────────────────────────── */
 
 typedef struct {
-  GArray  *work_us;       /* frame start → end of paint */
+  GArray  *work_us;       /* before-paint → end of after-paint, wall clock */
+  GArray  *cpu_us;        /* the same span in this thread's CPU time */
   GArray  *interval_us;   /* frame start → next frame start */
   gint64   last_frame;
+  gint64   started;       /* this frame's before-paint, 0 outside a frame */
+  double   started_cpu;
 } Frames;
 
 static void
 frames_init (Frames *f)
 {
   f->work_us = g_array_new (FALSE, FALSE, sizeof (gint64));
+  f->cpu_us = g_array_new (FALSE, FALSE, sizeof (gint64));
   f->interval_us = g_array_new (FALSE, FALSE, sizeof (gint64));
   f->last_frame = 0;
 }
@@ -95,22 +99,38 @@ static void
 frames_clear (Frames *f)
 {
   g_clear_pointer (&f->work_us, g_array_unref);
+  g_clear_pointer (&f->cpu_us, g_array_unref);
   g_clear_pointer (&f->interval_us, g_array_unref);
+}
+
+/* The frame clock's own frame time is smoothed to the refresh cycle (it can
+ * lie a whole interval before the frame really began), so the frame's work
+ * is timed from its before-paint signal to its after-paint signal. */
+static void
+frames_before_paint (Frames *f, GdkFrameClock *clock)
+{
+  f->started = g_get_monotonic_time ();
+  f->started_cpu = thread_cpu_s ();
 }
 
 static void
 frames_after_paint (Frames *f, GdkFrameClock *clock)
 {
-  gint64 start = gdk_frame_clock_get_frame_time (clock);
-  gint64 work = g_get_monotonic_time () - start;
+  gint64 work;
 
+  if (f->started == 0)
+    return;
+  work = g_get_monotonic_time () - f->started;
   g_array_append_val (f->work_us, work);
+  work = (gint64) ((thread_cpu_s () - f->started_cpu) * 1e6);
+  g_array_append_val (f->cpu_us, work);
   if (f->last_frame)
     {
-      gint64 interval = start - f->last_frame;
+      gint64 interval = f->started - f->last_frame;
       g_array_append_val (f->interval_us, interval);
     }
-  f->last_frame = start;
+  f->last_frame = f->started;
+  f->started = 0;
 }
 
 static void
@@ -122,6 +142,13 @@ frames_add_json (Frames *f, JsonBuilder *b, const char *prefix)
   g_autofree char *k_max = g_strdup_printf ("%s_frame_ms_max", prefix);
   g_autofree char *k_i50 = g_strdup_printf ("%s_interval_ms_p50", prefix);
   g_autofree char *k_i99 = g_strdup_printf ("%s_interval_ms_p99", prefix);
+  g_autofree char *k_c50 = g_strdup_printf ("%s_frame_cpu_ms_p50", prefix);
+  g_autofree char *k_c99 = g_strdup_printf ("%s_frame_cpu_ms_p99", prefix);
+  g_autofree char *k_sum = g_strdup_printf ("%s_frames_cpu_ms_total", prefix);
+  gint64 total = 0;
+
+  for (guint i = 0; i < f->cpu_us->len; i++)
+    total += g_array_index (f->cpu_us, gint64, i);
 
   json_builder_set_member_name (b, k_n);
   json_builder_add_int_value (b, f->work_us->len);
@@ -135,9 +162,17 @@ frames_add_json (Frames *f, JsonBuilder *b, const char *prefix)
   json_builder_add_double_value (b, quantile_ms (f->interval_us, 0.50));
   json_builder_set_member_name (b, k_i99);
   json_builder_add_double_value (b, quantile_ms (f->interval_us, 0.99));
+  json_builder_set_member_name (b, k_sum);
+  json_builder_add_double_value (b, total / 1000.0);
+  json_builder_set_member_name (b, k_c50);
+  json_builder_add_double_value (b, quantile_ms (f->cpu_us, 0.50));
+  json_builder_set_member_name (b, k_c99);
+  json_builder_add_double_value (b, quantile_ms (f->cpu_us, 0.99));
 }
 
 /* ── UI under load ─────────────────────────────────────────────────────── */
+
+typedef enum { PHASE_SETUP, PHASE_WATCH, PHASE_HOVER } Phase;
 
 typedef struct {
   RlxWindow     *window;
@@ -147,67 +182,103 @@ typedef struct {
   gint64         setup_start;
   guint64        ready_step;       /* step when every rank was in */
   guint          poll_id;
+  guint          timer_id;
   guint          tick_id;
   GdkFrameClock *clock;
-  gulong         paint_id;
+  gulong         paint_id, before_id;
+  Phase          phase;
   Frames         frames;
   gint64         t0;
   double         thread0, proc0;
   guint64        step0;
   int            readout;
+  JsonBuilder   *json;
 } UiBench;
+
+/* Start measuring a phase. */
+static void
+phase_begin (UiBench *ub, Phase phase)
+{
+  RlxCoordinator *coord = rlx_node_get_coordinator (rlx_window_get_node (ub->window));
+
+  ub->phase = phase;
+  frames_clear (&ub->frames);
+  frames_init (&ub->frames);
+  ub->t0 = g_get_monotonic_time ();
+  ub->thread0 = thread_cpu_s ();
+  ub->proc0 = process_cpu_s ();
+  ub->step0 = coord ? rlx_coordinator_get_step (coord) : 0;
+}
+
+/* Write the phase's figures, prefixed "watch_" or "hover_". */
+static void
+phase_end (UiBench *ub)
+{
+  RlxNode *node = rlx_window_get_node (ub->window);
+  RlxCoordinator *coord = node ? rlx_node_get_coordinator (node) : NULL;
+  const char *prefix = ub->phase == PHASE_WATCH ? "watch" : "hover";
+  double wall = (g_get_monotonic_time () - ub->t0) / 1e6;
+  double thread = thread_cpu_s () - ub->thread0;
+  double proc = process_cpu_s () - ub->proc0;
+  guint64 steps = coord ? rlx_coordinator_get_step (coord) - ub->step0 : 0;
+  g_autofree char *k_cpu = g_strdup_printf ("%s_ui_thread_cpu_percent", prefix);
+  g_autofree char *k_proc = g_strdup_printf ("%s_process_cpu_percent", prefix);
+  g_autofree char *k_steps = g_strdup_printf ("%s_steps_per_s", prefix);
+  g_autofree char *k_fps = g_strdup_printf ("%s_frames_per_s", prefix);
+
+  frames_add_json (&ub->frames, ub->json, prefix);
+  json_builder_set_member_name (ub->json, k_fps);
+  json_builder_add_double_value (ub->json, ub->frames.work_us->len / wall);
+  json_builder_set_member_name (ub->json, k_cpu);
+  json_builder_add_double_value (ub->json, 100.0 * thread / wall);
+  json_builder_set_member_name (ub->json, k_proc);
+  json_builder_add_double_value (ub->json, 100.0 * proc / wall);
+  json_builder_set_member_name (ub->json, k_steps);
+  json_builder_add_double_value (ub->json, steps / wall);
+}
 
 static void
 ui_bench_finish (UiBench *ub, const char *error)
 {
-  g_autoptr(JsonBuilder) b = json_builder_new ();
-  RlxNode *node = rlx_window_get_node (ub->window);
-  RlxCoordinator *coord = node ? rlx_node_get_coordinator (node) : NULL;
+  g_autoptr(JsonBuilder) b = g_steal_pointer (&ub->json);
+  RlxLossChart *chart = rlx_window_get_chart (ub->window);
 
   g_clear_handle_id (&ub->poll_id, g_source_remove);
+  g_clear_handle_id (&ub->timer_id, g_source_remove);
   if (ub->tick_id)
     gtk_widget_remove_tick_callback (GTK_WIDGET (ub->window), ub->tick_id);
   if (ub->clock && ub->paint_id)
     g_signal_handler_disconnect (ub->clock, ub->paint_id);
+  if (ub->clock && ub->before_id)
+    g_signal_handler_disconnect (ub->clock, ub->before_id);
 
-  json_builder_begin_object (b);
-  json_builder_set_member_name (b, "benchmark");
-  json_builder_add_string_value (b, "ui");
   if (error)
     {
       json_builder_set_member_name (b, "error");
       json_builder_add_string_value (b, error);
+      failed = TRUE;
     }
   else
     {
-      double wall = (g_get_monotonic_time () - ub->t0) / 1e6;
-      double thread = thread_cpu_s () - ub->thread0;
-      double proc = process_cpu_s () - ub->proc0;
-      guint64 steps = coord ? rlx_coordinator_get_step (coord) - ub->step0 : 0;
-      RlxChartSeries *loss = rlx_loss_chart_get_loss (rlx_window_get_chart (ub->window));
-
       json_builder_set_member_name (b, "seconds");
-      json_builder_add_double_value (b, wall);
+      json_builder_add_double_value (b, ub->seconds);
       json_builder_set_member_name (b, "ranks");
       json_builder_add_int_value (b, ub->ranks + 1);
-      frames_add_json (&ub->frames, b, "ui");
-      json_builder_set_member_name (b, "ui_thread_cpu_percent");
-      json_builder_add_double_value (b, 100.0 * thread / wall);
-      json_builder_set_member_name (b, "process_cpu_percent");
-      json_builder_add_double_value (b, 100.0 * proc / wall);
-      json_builder_set_member_name (b, "steps_per_s");
-      json_builder_add_double_value (b, steps / wall);
       json_builder_set_member_name (b, "chart_points");
-      json_builder_add_int_value (b, rlx_chart_series_get_n_points (loss));
+      json_builder_add_int_value (b, rlx_chart_series_get_n_points (rlx_loss_chart_get_loss (chart)));
     }
   json_builder_end_object (b);
   print_json (b);
   frames_clear (&ub->frames);
-  if (error)
-    failed = TRUE;
   gtk_window_close (GTK_WINDOW (ub->window));
   g_object_unref (ub->window);
   g_free (ub);
+}
+
+static void
+on_ui_before_paint (GdkFrameClock *clock, UiBench *ub)
+{
+  frames_before_paint (&ub->frames, clock);
 }
 
 static void
@@ -216,7 +287,7 @@ on_ui_after_paint (GdkFrameClock *clock, UiBench *ub)
   frames_after_paint (&ub->frames, clock);
 }
 
-/* every frame: move the readout, as a hovering pointer would */
+/* hover: every frame moves the readout, as a pointer over the chart would */
 static gboolean
 on_ui_tick (GtkWidget *widget, GdkFrameClock *clock, gpointer user_data)
 {
@@ -229,13 +300,28 @@ on_ui_tick (GtkWidget *widget, GdkFrameClock *clock, gpointer user_data)
       ub->readout = (ub->readout + 7) % n;
       rlx_loss_chart_set_readout (chart, ub->readout);
     }
-  if (g_get_monotonic_time () - ub->t0 >= (gint64) ub->seconds * G_USEC_PER_SEC)
+  return G_SOURCE_CONTINUE;
+}
+
+static gboolean
+on_phase_over (gpointer user_data)
+{
+  UiBench *ub = user_data;
+
+  ub->timer_id = 0;
+  phase_end (ub);
+  if (ub->phase == PHASE_WATCH)
     {
-      ub->tick_id = 0;
-      ui_bench_finish (ub, NULL);
+      phase_begin (ub, PHASE_HOVER);
+      ub->tick_id = gtk_widget_add_tick_callback (GTK_WIDGET (ub->window), on_ui_tick, ub, NULL);
+      ub->timer_id = g_timeout_add_seconds (ub->seconds, on_phase_over, ub);
       return G_SOURCE_REMOVE;
     }
-  return G_SOURCE_CONTINUE;
+  gtk_widget_remove_tick_callback (GTK_WIDGET (ub->window), ub->tick_id);
+  ub->tick_id = 0;
+  rlx_loss_chart_set_readout (rlx_window_get_chart (ub->window), -1);
+  ui_bench_finish (ub, NULL);
+  return G_SOURCE_REMOVE;
 }
 
 static gboolean
@@ -276,15 +362,13 @@ on_ui_poll (gpointer user_data)
   if (rlx_coordinator_get_step (coord) < ub->ready_step + WARMUP_STEPS)
     return G_SOURCE_CONTINUE;
 
-  /* everyone trains: measure */
+  /* everyone trains: measure, first watching, then hovering */
   ub->poll_id = 0;
   ub->clock = gtk_widget_get_frame_clock (GTK_WIDGET (ub->window));
+  ub->before_id = g_signal_connect (ub->clock, "before-paint", G_CALLBACK (on_ui_before_paint), ub);
   ub->paint_id = g_signal_connect (ub->clock, "after-paint", G_CALLBACK (on_ui_after_paint), ub);
-  ub->t0 = g_get_monotonic_time ();
-  ub->thread0 = thread_cpu_s ();
-  ub->proc0 = process_cpu_s ();
-  ub->step0 = rlx_coordinator_get_step (coord);
-  ub->tick_id = gtk_widget_add_tick_callback (GTK_WIDGET (ub->window), on_ui_tick, ub, NULL);
+  phase_begin (ub, PHASE_WATCH);
+  ub->timer_id = g_timeout_add_seconds (ub->seconds, on_phase_over, ub);
   return G_SOURCE_REMOVE;
 }
 
@@ -297,6 +381,10 @@ rlx_benchmark_ui (RlxWindow *window, guint seconds, guint ranks)
   ub->seconds = MAX (1u, seconds);
   ub->ranks = ranks;
   ub->setup_start = g_get_monotonic_time ();
+  ub->json = json_builder_new ();
+  json_builder_begin_object (ub->json);
+  json_builder_set_member_name (ub->json, "benchmark");
+  json_builder_add_string_value (ub->json, "ui");
   frames_init (&ub->frames);
   ub->poll_id = g_timeout_add (100, on_ui_poll, ub);
 }
@@ -310,7 +398,7 @@ typedef struct {
   guint          next_x;
   Frames         frames;
   GdkFrameClock *clock;
-  gulong         paint_id;
+  gulong         paint_id, before_id;
   GArray        *snapshot_us;
   guint          frames_left;
   RlxWindow     *app_window;
@@ -358,6 +446,7 @@ chart_bench_finish (ChartBench *cb)
   print_json (b);
 
   g_signal_handler_disconnect (cb->clock, cb->paint_id);
+  g_signal_handler_disconnect (cb->clock, cb->before_id);
   frames_clear (&cb->frames);
   g_array_unref (cb->snapshot_us);
   g_rand_free (cb->rand);
@@ -365,6 +454,12 @@ chart_bench_finish (ChartBench *cb)
   gtk_window_close (GTK_WINDOW (cb->app_window));
   g_object_unref (cb->app_window);
   g_free (cb);
+}
+
+static void
+on_chart_before_paint (GdkFrameClock *clock, ChartBench *cb)
+{
+  frames_before_paint (&cb->frames, clock);
 }
 
 static void
@@ -411,6 +506,7 @@ on_chart_tick (GtkWidget *widget, GdkFrameClock *clock, gpointer user_data)
       time_snapshots (cb, w, h);
       cb->frames_left = CHART_REDRAWS;
       cb->clock = clock;
+      cb->before_id = g_signal_connect (clock, "before-paint", G_CALLBACK (on_chart_before_paint), cb);
       cb->paint_id = g_signal_connect (clock, "after-paint", G_CALLBACK (on_chart_after_paint), cb);
     }
   if (cb->frames_left == 0)

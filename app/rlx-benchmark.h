@@ -1,10 +1,12 @@
 /* rlx-benchmark.h — the app measuring itself (rlx-cluster --benchmark…)
  *
- * UI: once the window has joined and its local ranks train, for SECONDS:
- *   - frame time: from the start of each frame (the frame clock's frame
- *     time) to the end of its paint phase, for every frame drawn, while a
- *     tick callback keeps the frame clock running and moves the chart's
- *     readout every frame (a person hovering over the chart);
+ * UI: once the window has joined and its local ranks train, SECONDS of
+ * "watch" (nobody touches the window) and then SECONDS of "hover":
+ *   - frame time: the frame clock's before-paint to after-paint signals
+ *     (update, layout, paint and the render), for every frame drawn;
+ *     "hover": a tick callback keeps the frame clock running and moves the
+ *     chart's readout every frame (a person moving the pointer over the
+ *     chart); without it ("watch") frames come only when something changed;
  *   - the interval between consecutive frames;
  *   - CPU time of the UI (main) thread, from CLOCK_THREAD_CPUTIME_ID: the
  *     GTK work and the coordinator's protocol work; the rank's compute and

@@ -32,6 +32,8 @@ struct _RlxLocalRanks
   guint         kill_id;
 };
 
+#define RANK_NICENESS 5
+
 /* node ids stay unique across instances in one app */
 static guint spawn_counter;
 
@@ -171,6 +173,10 @@ child_setup (gpointer user_data)
   /* the app may have died before prctl */
   if (getppid () != parent)
     _exit (1);
+  /* background work: the desktop (and the app's own node, which leads the
+   * rounds it founded) gets the CPU first when both want it */
+  if (nice (RANK_NICENESS) == -1 && errno != 0)
+    errno = 0;
 }
 
 char *

@@ -5,6 +5,9 @@
  * LOG_DIR/ID.jsonl, so a person (or a test) can read what the rank itself
  * reported; its stderr is read to explain an exit.
  *
+ * Children run at a lower CPU priority (nice 5): the desktop and the app's
+ * own node come first when both want a core.
+ *
  * Children never outlive the app: stop sends SIGTERM (the rank says bye and
  * leaves cleanly) and SIGKILL after a grace period; each child also asks the
  * kernel for SIGTERM when the app dies (PR_SET_PDEATHSIG), so a killed app

@@ -176,14 +176,40 @@ append_text (GtkSnapshot *snapshot, PangoLayout *layout, const char *text, doubl
   gtk_snapshot_restore (snapshot);
 }
 
+/* ── the plot ──────────────────────────────────────────────────────────── */
+/*
+ * The plot is rasterised once into an image (cairo), then shown as a texture:
+ * a frame that only moves the readout blits it instead of re-stroking a few
+ * thousand path segments (a GskCairoNode replays its recording at every
+ * render, which cost 10–30 ms a frame here).
+ */
+
 static void
-append_hline (GtkSnapshot *snapshot, const graphene_rect_t *area, double y, const GdkRGBA *c)
+cr_text (cairo_t *cr, PangoLayout *layout, const char *text, double x, double y,
+         double x_align, double y_align, const GdkRGBA *color)
 {
-  gtk_snapshot_append_color (snapshot, c,
-                             &GRAPHENE_RECT_INIT (area->origin.x, floor (y), area->size.width, 1));
+  int w, h;
+
+  pango_layout_set_text (layout, text, -1);
+  pango_layout_get_pixel_size (layout, &w, &h);
+  cairo_move_to (cr, floor (x - x_align * w), floor (y - y_align * h));
+  cairo_set_rgba (cr, color);
+  pango_cairo_show_layout (cr, layout);
 }
 
-/* ── the plot ──────────────────────────────────────────────────────────── */
+static void
+cr_rect (cairo_t *cr, double x, double y, double w, double h, const GdkRGBA *color)
+{
+  cairo_set_rgba (cr, color);
+  cairo_rectangle (cr, x, y, w, h);
+  cairo_fill (cr);
+}
+
+static void
+cr_hline (cairo_t *cr, const graphene_rect_t *area, double y, const GdkRGBA *c)
+{
+  cr_rect (cr, area->origin.x, floor (y), area->size.width, 1, c);
+}
 
 /* Axis ranges from the data (called with the plot area set). */
 static void
@@ -228,8 +254,8 @@ compute_ranges (RlxLossChart *self, guint n_cols)
 }
 
 static void
-draw_grid_and_labels (RlxLossChart *self, GtkSnapshot *snapshot, PangoLayout *layout,
-                      const Palette *pal, gboolean have_accuracy)
+draw_grid_and_labels (RlxLossChart *self, cairo_t *cr, PangoLayout *layout, const Palette *pal,
+                      gboolean have_accuracy)
 {
   const graphene_rect_t *a = &self->area;
   double step, v;
@@ -251,10 +277,9 @@ draw_grid_and_labels (RlxLossChart *self, GtkSnapshot *snapshot, PangoLayout *la
             val = m * pow (10, d);
             if (log10 (val) < self->y_lo || log10 (val) > self->y_hi)
               continue;
-            append_hline (snapshot, a, map_y (self, val), &pal->grid);
+            cr_hline (cr, a, map_y (self, val), &pal->grid);
             label = format_value (val);
-            append_text (snapshot, layout, label, a->origin.x - 6, map_y (self, val), 1, 0.5,
-                         &pal->dim);
+            cr_text (cr, layout, label, a->origin.x - 6, map_y (self, val), 1, 0.5, &pal->dim);
           }
     }
   else
@@ -263,9 +288,8 @@ draw_grid_and_labels (RlxLossChart *self, GtkSnapshot *snapshot, PangoLayout *la
       for (v = ceil (self->y_lo / step) * step; v <= self->y_hi + 1e-9 * step; v += step)
         {
           g_autofree char *label = format_value (fabs (v) < 1e-12 ? 0 : v);
-          append_hline (snapshot, a, map_y (self, v), &pal->grid);
-          append_text (snapshot, layout, label, a->origin.x - 6, map_y (self, v), 1, 0.5,
-                       &pal->dim);
+          cr_hline (cr, a, map_y (self, v), &pal->grid);
+          cr_text (cr, layout, label, a->origin.x - 6, map_y (self, v), 1, 0.5, &pal->dim);
         }
     }
 
@@ -275,10 +299,8 @@ draw_grid_and_labels (RlxLossChart *self, GtkSnapshot *snapshot, PangoLayout *la
     {
       g_autofree char *label = format_step (v);
       double x = map_x (self, v);
-      gtk_snapshot_append_color (snapshot, &pal->grid,
-                                 &GRAPHENE_RECT_INIT (floor (x), a->origin.y, 1, a->size.height));
-      append_text (snapshot, layout, label, x, a->origin.y + a->size.height + 4, 0.5, 0,
-                   &pal->dim);
+      cr_rect (cr, floor (x), a->origin.y, 1, a->size.height, &pal->grid);
+      cr_text (cr, layout, label, x, a->origin.y + a->size.height + 4, 0.5, 0, &pal->dim);
     }
 
   /* accuracy: 0–100 % on the right */
@@ -286,13 +308,13 @@ draw_grid_and_labels (RlxLossChart *self, GtkSnapshot *snapshot, PangoLayout *la
     for (int pct = 0; pct <= 100; pct += 25)
       {
         g_autofree char *label = g_strdup_printf ("%d%%", pct);
-        append_text (snapshot, layout, label, a->origin.x + a->size.width + 6,
-                     map_accuracy (self, pct / 100.0), 0, 0.5, &pal->accuracy);
+        cr_text (cr, layout, label, a->origin.x + a->size.width + 6,
+                 map_accuracy (self, pct / 100.0), 0, 0.5, &pal->accuracy);
       }
 }
 
 static void
-draw_legend (RlxLossChart *self, GtkSnapshot *snapshot, PangoLayout *layout, const Palette *pal,
+draw_legend (RlxLossChart *self, cairo_t *cr, PangoLayout *layout, const Palette *pal,
              gboolean have_accuracy)
 {
   struct { const char *label; const GdkRGBA *color; } items[] = {
@@ -311,54 +333,41 @@ draw_legend (RlxLossChart *self, GtkSnapshot *snapshot, PangoLayout *layout, con
       pango_layout_set_text (layout, items[i].label, -1);
       pango_layout_get_pixel_size (layout, &w, &h);
       x -= w;
-      append_text (snapshot, layout, items[i].label, x, 6, 0, 0, &pal->dim);
+      cr_text (cr, layout, items[i].label, x, 6, 0, 0, &pal->dim);
       c.alpha = MAX (c.alpha, 0.6f);
-      gtk_snapshot_append_color (snapshot, &c, &GRAPHENE_RECT_INIT (x - 20, 6 + h / 2.0 - 1.5, 14, 3));
+      cr_rect (cr, x - 20, floor (6 + h / 2.0 - 1.5), 14, 3, &c);
       x -= 20 + 14;
     }
 }
 
 static void
-draw_curves (RlxLossChart *self, GtkSnapshot *snapshot, const Palette *pal, guint n_cols)
+draw_curves (RlxLossChart *self, cairo_t *cr, const Palette *pal, guint n_cols)
 {
   const graphene_rect_t *a = &self->area;
-  cairo_t *cr;
-  gboolean started;
+  gboolean started = FALSE;
   guint n_acc;
 
-  /* a little outside the area so the line width is not clipped */
-  cr = gtk_snapshot_append_cairo (snapshot,
-                                  &GRAPHENE_RECT_INIT (a->origin.x - 2, a->origin.y - 2,
-                                                       a->size.width + 4, a->size.height + 4));
-  cairo_set_line_join (cr, CAIRO_LINE_JOIN_ROUND);
-  cairo_set_line_cap (cr, CAIRO_LINE_CAP_ROUND);
-
-  /* raw loss: each column's first → min → max → last */
-  started = FALSE;
+  /* raw loss: per pixel column, a bar from its lowest to its highest value
+   * (filled pixel rectangles: no path to stroke) */
+  cairo_set_rgba (cr, &pal->raw);
   for (guint c = 0; c < n_cols; c++)
     {
       const RlxChartColumn *col = &self->cols[c];
-      double px = a->origin.x + c + 0.5;
+      double top, bottom;
       if (col->n == 0)
         continue;
-      if (!started)
-        cairo_move_to (cr, px, map_y (self, col->y_first));
-      else
-        cairo_line_to (cr, px, map_y (self, col->y_first));
-      started = TRUE;
-      if (col->n > 1)
-        {
-          cairo_line_to (cr, px, map_y (self, col->y_min));
-          cairo_line_to (cr, px, map_y (self, col->y_max));
-          cairo_line_to (cr, px, map_y (self, col->y_last));
-        }
+      top = floor (map_y (self, col->y_max));
+      bottom = ceil (map_y (self, col->y_min));
+      cairo_rectangle (cr, a->origin.x + c, top, 1, MAX (1, bottom - top));
     }
-  cairo_set_rgba (cr, &pal->raw);
-  cairo_set_line_width (cr, 1.0);
-  cairo_stroke (cr);
+  cairo_fill (cr);
 
   /* smoothed loss */
-  started = FALSE;
+  cairo_save (cr);
+  cairo_rectangle (cr, a->origin.x - 2, a->origin.y - 2, a->size.width + 4, a->size.height + 4);
+  cairo_clip (cr);
+  /* bevel joins: a round join per column costs more than the rest of the plot */
+  cairo_set_line_join (cr, CAIRO_LINE_JOIN_BEVEL);
   for (guint c = 0; c < n_cols; c++)
     {
       const RlxChartColumn *col = &self->cols[c];
@@ -400,7 +409,7 @@ draw_curves (RlxLossChart *self, GtkSnapshot *snapshot, const Palette *pal, guin
             cairo_fill (cr);
           }
     }
-  cairo_destroy (cr);
+  cairo_restore (cr);
 }
 
 static GskRenderNode *
@@ -408,8 +417,13 @@ build_plot (RlxLossChart *self, int width, int height)
 {
   g_autoptr(GtkSnapshot) snapshot = gtk_snapshot_new ();
   g_autoptr(PangoLayout) layout = gtk_widget_create_pango_layout (GTK_WIDGET (self), NULL);
+  g_autoptr(GBytes) bytes = NULL;
+  g_autoptr(GdkTexture) texture = NULL;
   gboolean have_accuracy = rlx_chart_series_get_n_points (self->accuracy) > 0;
+  int scale = MAX (1, gtk_widget_get_scale_factor (GTK_WIDGET (self)));
   gint64 t0 = g_get_monotonic_time ();
+  cairo_surface_t *surface;
+  cairo_t *cr;
   Palette pal;
   guint n_cols;
 
@@ -419,27 +433,39 @@ build_plot (RlxLossChart *self, int width, int height)
                                    MAX (1, height - MARGIN_TOP - MARGIN_BOTTOM));
   n_cols = MIN (MAX_COLUMNS, (guint) self->area.size.width);
 
+  surface = cairo_image_surface_create (CAIRO_FORMAT_ARGB32, width * scale, height * scale);
+  cairo_surface_set_device_scale (surface, scale, scale);
+  cr = cairo_create (surface);
   if (rlx_chart_series_get_n_points (self->loss) == 0)
     {
-      append_text (snapshot, layout,
-                   _("The loss appears here once the cohort commits its first step"),
-                   width / 2.0, height / 2.0, 0.5, 0.5, &pal.dim);
+      cr_text (cr, layout, _("The loss appears here once the cohort commits its first step"),
+               width / 2.0, height / 2.0, 0.5, 0.5, &pal.dim);
       self->stats.n_columns = 0;
       self->stats.n_visited = 0;
-      self->stats.plot_us = g_get_monotonic_time () - t0;
-      return gtk_snapshot_free_to_node (g_steal_pointer (&snapshot));
     }
+  else
+    {
+      compute_ranges (self, n_cols);
+      self->stats.n_visited = rlx_chart_series_decimate (self->loss, self->x_lo, self->x_hi,
+                                                         n_cols, self->cols);
+      self->stats.n_columns = n_cols;
+      self->stats.y_lo = self->log_scale ? pow (10, self->y_lo) : self->y_lo;
+      self->stats.y_hi = self->log_scale ? pow (10, self->y_hi) : self->y_hi;
+      draw_grid_and_labels (self, cr, layout, &pal, have_accuracy);
+      draw_curves (self, cr, &pal, n_cols);
+      draw_legend (self, cr, layout, &pal, have_accuracy);
+    }
+  cairo_destroy (cr);
+  cairo_surface_flush (surface);
 
-  compute_ranges (self, n_cols);
-  self->stats.n_visited = rlx_chart_series_decimate (self->loss, self->x_lo, self->x_hi,
-                                                     n_cols, self->cols);
-  self->stats.n_columns = n_cols;
-  self->stats.y_lo = self->log_scale ? pow (10, self->y_lo) : self->y_lo;
-  self->stats.y_hi = self->log_scale ? pow (10, self->y_hi) : self->y_hi;
-
-  draw_grid_and_labels (self, snapshot, layout, &pal, have_accuracy);
-  draw_curves (self, snapshot, &pal, n_cols);
-  draw_legend (self, snapshot, layout, &pal, have_accuracy);
+  /* cairo's ARGB32 is premultiplied BGRA on little-endian machines, which is
+   * GDK_MEMORY_DEFAULT; the texture keeps the surface alive */
+  bytes = g_bytes_new_with_free_func (cairo_image_surface_get_data (surface),
+                                      (gsize) cairo_image_surface_get_stride (surface) * height * scale,
+                                      (GDestroyNotify) cairo_surface_destroy, surface);
+  texture = gdk_memory_texture_new (width * scale, height * scale, GDK_MEMORY_DEFAULT, bytes,
+                                    cairo_image_surface_get_stride (surface));
+  gtk_snapshot_append_texture (snapshot, texture, &GRAPHENE_RECT_INIT (0, 0, width, height));
   self->stats.plot_us = g_get_monotonic_time () - t0;
   return gtk_snapshot_free_to_node (g_steal_pointer (&snapshot));
 }

@@ -4,12 +4,14 @@
 #include "core/rlx-coordinator.h"
 
 #include <glib/gi18n.h>
+#include <math.h>
 
 struct _RlxRosterView
 {
   GtkWidget      parent_instance;
 
   GtkColumnView *column_view;
+  GtkColumnViewColumn *speed_column;
   GtkLabel      *summary;
   GListModel    *model;
 };
@@ -46,17 +48,36 @@ rlx_roster_format_precision (const char *precision)
   return g_strdup (precision ? precision : "");
 }
 
+/* @v to two significant digits, without an exponent: 123456 → "120000" */
+static char *
+two_digits (double v)
+{
+  double e = floor (log10 (v));
+  double unit = pow (10, e - 1);
+  double r = round (v / unit) * unit;
+
+  return g_strdup_printf ("%.*f", e >= 1 ? 0 : (int) (1 - e), r);
+}
+
 char *
 rlx_roster_format_speed (double samples_per_s)
 {
   if (!(samples_per_s > 0))
     /* Translators: samples/s not measured yet */
     return g_strdup (_("—"));
+  /* two significant digits: the speed is remeasured every few steps, and a
+   * label that changes less often redraws less often */
   if (samples_per_s >= 1e6)
-    return g_strdup_printf ("%.2f M", samples_per_s / 1e6);
-  if (samples_per_s >= 1e4)
-    return g_strdup_printf ("%.0f k", samples_per_s / 1e3);
-  return g_strdup_printf ("%.0f", samples_per_s);
+    {
+      g_autofree char *m = two_digits (samples_per_s / 1e6);
+      return g_strdup_printf ("%s M", m);
+    }
+  if (samples_per_s >= 1e3)
+    {
+      g_autofree char *k = two_digits (samples_per_s / 1e3);
+      return g_strdup_printf ("%s k", k);
+    }
+  return two_digits (samples_per_s);
 }
 
 char *
@@ -87,10 +108,54 @@ format_precision_cb (GObject *item, const char *precision)
   return rlx_roster_format_precision (precision);
 }
 
-static char *
-format_speed_cb (GObject *item, double speed)
+/* The speed is remeasured every few steps (20 times a second in a fast
+ * cohort) and is noisy. A bound label would be set, laid out and redrawn at
+ * every measurement, so this column shows a new figure at most once a second
+ * and only when its text changes. */
+#define SPEED_EVERY_US G_USEC_PER_SEC
+
+static void
+update_speed_label (RlxRosterEntry *entry, GParamSpec *pspec, GtkLabel *label)
 {
-  return rlx_roster_format_speed (speed);
+  gint64 now = g_get_monotonic_time ();
+  gint64 last = GPOINTER_TO_SIZE (g_object_get_data (G_OBJECT (label), "rlx-shown-at"));
+  g_autofree char *text = NULL;
+
+  if (pspec != NULL && now - last < SPEED_EVERY_US)
+    return;
+  g_object_set_data (G_OBJECT (label), "rlx-shown-at", GSIZE_TO_POINTER ((gsize) now));
+  text = rlx_roster_format_speed (rlx_roster_entry_get_speed (entry));
+  if (g_strcmp0 (gtk_label_get_label (label), text) != 0)
+    gtk_label_set_label (label, text);
+}
+
+static void
+speed_setup (GtkSignalListItemFactory *factory, GtkListItem *item, gpointer user_data)
+{
+  GtkWidget *label = gtk_label_new (NULL);
+
+  gtk_label_set_xalign (GTK_LABEL (label), 0);
+  gtk_widget_add_css_class (label, "numeric");
+  gtk_list_item_set_child (item, label);
+}
+
+static void
+speed_bind (GtkSignalListItemFactory *factory, GtkListItem *item, gpointer user_data)
+{
+  RlxRosterEntry *entry = gtk_list_item_get_item (item);
+  GtkWidget *label = gtk_list_item_get_child (item);
+
+  update_speed_label (entry, NULL, GTK_LABEL (label));
+  g_signal_connect_object (entry, "notify::speed", G_CALLBACK (update_speed_label), label, 0);
+}
+
+static void
+speed_unbind (GtkSignalListItemFactory *factory, GtkListItem *item, gpointer user_data)
+{
+  RlxRosterEntry *entry = gtk_list_item_get_item (item);
+
+  if (entry)
+    g_signal_handlers_disconnect_by_func (entry, update_speed_label, gtk_list_item_get_child (item));
 }
 
 static char *
@@ -236,7 +301,7 @@ rlx_roster_view_class_init (RlxRosterViewClass *klass)
   gtk_widget_class_bind_template_child (widget_class, RlxRosterView, summary);
   gtk_widget_class_bind_template_callback (widget_class, format_rank_cb);
   gtk_widget_class_bind_template_callback (widget_class, format_precision_cb);
-  gtk_widget_class_bind_template_callback (widget_class, format_speed_cb);
+  gtk_widget_class_bind_template_child (widget_class, RlxRosterView, speed_column);
   gtk_widget_class_bind_template_callback (widget_class, format_bytes_cb);
   gtk_widget_class_bind_template_callback (widget_class, format_fallback_cb);
   gtk_widget_class_set_layout_manager_type (widget_class, GTK_TYPE_BOX_LAYOUT);
@@ -246,7 +311,13 @@ rlx_roster_view_class_init (RlxRosterViewClass *klass)
 static void
 rlx_roster_view_init (RlxRosterView *self)
 {
+  g_autoptr(GtkListItemFactory) speed = gtk_signal_list_item_factory_new ();
+
   gtk_widget_init_template (GTK_WIDGET (self));
+  g_signal_connect (speed, "setup", G_CALLBACK (speed_setup), NULL);
+  g_signal_connect (speed, "bind", G_CALLBACK (speed_bind), NULL);
+  g_signal_connect (speed, "unbind", G_CALLBACK (speed_unbind), NULL);
+  gtk_column_view_column_set_factory (self->speed_column, speed);
   gtk_orientable_set_orientation (GTK_ORIENTABLE (gtk_widget_get_layout_manager (GTK_WIDGET (self))),
                                   GTK_ORIENTATION_VERTICAL);
   update_summary (self);

@@ -5,10 +5,11 @@
  * every local rank this window started, in parallel, and only then goes back
  * to idle (or closes the window, when that is why it left).
  *
- * Per step the window does little: it appends one point to the chart's
- * series (the chart redraws at most every 50 ms) and marks the header's
- * status as stale (rewritten 4 times a second). The wire counters sample on
- * their own timer; the roster's cells follow their entries' properties.
+ * Per step the window does little: it keeps the point and marks the
+ * header's status stale. A 100 ms UI tick then moves the points into the
+ * chart's series and rewrites the labels (and, every half second, the wire
+ * figures), so all of it lands in one frame. The roster's cells follow
+ * their entries' properties.
  */
 #include "rlx-config.h"
 #include "rlx-window-private.h"
@@ -18,7 +19,10 @@
 #include <glib/gi18n.h>
 #include <stdio.h>
 
-#define STATUS_INTERVAL_MS 250
+/* One UI tick: points, labels and the wire figures change together, in one
+ * frame, ten times a second however fast the cohort steps. */
+#define UI_TICK_MS         100
+#define WIRE_EVERY_TICKS   5
 #define RANK_STOP_GRACE_MS 5000
 
 typedef enum {
@@ -69,8 +73,10 @@ struct _RlxWindow
   guint                 pending_leave;     /* parts of a leave still running */
   gboolean              close_after_leave;
 
-  guint                 status_id;
+  guint                 tick_id;
+  guint                 ticks;
   gboolean              status_dirty;
+  GArray               *pending;                 /* Point: steps not yet in the chart */
   guint64               step;
   double                loss;
   AdwToast             *toasts[N_TOAST_KINDS];   /* shown now, per kind */
@@ -225,13 +231,27 @@ update_status (RlxWindow *self)
     gtk_label_set_label (self->loss_summary, loss);
 }
 
+typedef struct {
+  double x, y;
+  gint64 t;
+} Point;
+
 static gboolean
-on_status_timeout (gpointer user_data)
+on_ui_tick (gpointer user_data)
 {
   RlxWindow *self = user_data;
+  RlxChartSeries *loss = rlx_loss_chart_get_loss (self->chart);
 
+  for (guint i = 0; i < self->pending->len; i++)
+    {
+      Point *p = &g_array_index (self->pending, Point, i);
+      rlx_chart_series_append (loss, p->x, p->y, p->t);
+    }
+  g_array_set_size (self->pending, 0);
   if (self->status_dirty)
     update_status (self);
+  if (++self->ticks % WIRE_EVERY_TICKS == 0)
+    rlx_wire_panel_refresh (self->counters);
   return G_SOURCE_CONTINUE;
 }
 
@@ -287,12 +307,14 @@ on_node_event (RlxNode *node, JsonObject *event, RlxWindow *self)
 
   if (g_str_equal (name, "step"))
     {
+      Point p;
       self->step = (guint64) event_number (event, "step");
       self->loss = event_number (event, "loss");
-      rlx_chart_series_append (rlx_loss_chart_get_loss (self->chart), (double) self->step,
-                               self->loss, json_object_has_member (event, "time_us")
-                                             ? (gint64) event_number (event, "time_us")
-                                             : g_get_monotonic_time ());
+      p.x = (double) self->step;
+      p.y = self->loss;
+      p.t = json_object_has_member (event, "time_us") ? (gint64) event_number (event, "time_us")
+                                                      : g_get_monotonic_time ();
+      g_array_append_val (self->pending, p);
       self->status_dirty = TRUE;
       return;
     }
@@ -471,6 +493,7 @@ rlx_window_join (RlxWindow *self)
     }
 
   rlx_loss_chart_clear (self->chart);
+  g_array_set_size (self->pending, 0);
   rlx_wire_panel_reset (self->counters);
   self->step = 0;
   self->loss = 0;
@@ -760,7 +783,7 @@ rlx_window_constructed (GObject *object)
 
   selection = gtk_no_selection_new (g_object_ref (G_LIST_MODEL (self->log)));
   gtk_list_view_set_model (self->events_list, GTK_SELECTION_MODEL (selection));
-  self->status_id = g_timeout_add (STATUS_INTERVAL_MS, on_status_timeout, self);
+  self->tick_id = g_timeout_add (UI_TICK_MS, on_ui_tick, self);
   update_actions (self);
 }
 
@@ -770,7 +793,7 @@ rlx_window_dispose (GObject *object)
   RlxWindow *self = RLX_WINDOW (object);
 
   g_cancellable_cancel (self->cancellable);
-  g_clear_handle_id (&self->status_id, g_source_remove);
+  g_clear_handle_id (&self->tick_id, g_source_remove);
   if (self->node)
     g_signal_handlers_disconnect_by_data (self->node, self);
   g_clear_object (&self->node);
@@ -793,6 +816,7 @@ rlx_window_finalize (GObject *object)
   g_clear_object (&self->cancellable);
   g_clear_pointer (&self->event_log, fclose);
   g_clear_pointer (&self->toasted_fallbacks, g_hash_table_unref);
+  g_clear_pointer (&self->pending, g_array_unref);
   g_free (self->cohort);
   G_OBJECT_CLASS (rlx_window_parent_class)->finalize (object);
 }
@@ -902,6 +926,7 @@ rlx_window_init (RlxWindow *self)
 {
   self->settings = g_settings_new (RLX_APP_ID);
   self->log = rlx_event_log_new ();
+  self->pending = g_array_new (FALSE, FALSE, sizeof (Point));
   self->toasted_fallbacks = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->cancellable = g_cancellable_new ();
   if (g_getenv ("RLX_CLUSTER_EVENT_LOG"))

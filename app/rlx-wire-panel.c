@@ -4,7 +4,6 @@
 
 #include <glib/gi18n.h>
 
-#define SAMPLE_MS   500
 #define WINDOW_US   (3 * G_USEC_PER_SEC)
 #define MAX_SAMPLES 16
 
@@ -24,7 +23,6 @@ struct _RlxWirePanel
   GtkLabel       *f32;
 
   RlxCoordinator *coord;
-  guint           sample_id;
   Sample          samples[MAX_SAMPLES];   /* a ring, newest at head - 1 */
   guint           head, count;
 };
@@ -110,16 +108,16 @@ rlx_wire_panel_reset (RlxWirePanel *self)
   self->head = self->count = 0;
 }
 
-static gboolean
-on_sample (gpointer user_data)
+void
+rlx_wire_panel_refresh (RlxWirePanel *self)
 {
-  RlxWirePanel *self = user_data;
+  g_return_if_fail (RLX_IS_WIRE_PANEL (self));
 
-  rlx_wire_panel_sample (self, rlx_coordinator_get_bytes_tx (self->coord),
-                            rlx_coordinator_get_bytes_rx (self->coord),
-                            rlx_coordinator_get_bytes_f32 (self->coord),
-                            g_get_monotonic_time ());
-  return G_SOURCE_CONTINUE;
+  if (self->coord)
+    rlx_wire_panel_sample (self, rlx_coordinator_get_bytes_tx (self->coord),
+                           rlx_coordinator_get_bytes_rx (self->coord),
+                           rlx_coordinator_get_bytes_f32 (self->coord),
+                           g_get_monotonic_time ());
 }
 
 void
@@ -130,15 +128,12 @@ rlx_wire_panel_set_coordinator (RlxWirePanel *self, RlxCoordinator *coord)
 
   if (self->coord == coord)
     return;
-  if (self->coord)
-    on_sample (self);   /* the last figures stay */
-  g_clear_handle_id (&self->sample_id, g_source_remove);
+  rlx_wire_panel_refresh (self);   /* the last figures stay */
   g_set_object (&self->coord, coord);
   if (coord)
     {
       rlx_wire_panel_reset (self);
-      on_sample (self);
-      self->sample_id = g_timeout_add (SAMPLE_MS, on_sample, self);
+      rlx_wire_panel_refresh (self);
     }
 }
 
@@ -159,7 +154,6 @@ rlx_wire_panel_dispose (GObject *object)
 {
   RlxWirePanel *self = RLX_WIRE_PANEL (object);
 
-  g_clear_handle_id (&self->sample_id, g_source_remove);
   g_clear_object (&self->coord);
   gtk_widget_dispose_template (GTK_WIDGET (self), RLX_TYPE_WIRE_PANEL);
   {

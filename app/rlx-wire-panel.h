@@ -19,8 +19,10 @@ G_DECLARE_FINAL_TYPE (RlxWirePanel, rlx_wire_panel, RLX, WIRE_PANEL, GtkWidget)
 GtkWidget  *rlx_wire_panel_new        (void);
 /* Follow @coord's counters (NULL: stop; the figures stay). */
 void        rlx_wire_panel_set_coordinator (RlxWirePanel *self, RlxCoordinator *coord);
-/* Take one sample: totals so far (bytes) at @now_us (monotonic). The
- * coordinator's sampler calls this; tests call it directly. */
+/* Sample the coordinator's counters now. */
+void        rlx_wire_panel_refresh       (RlxWirePanel *self);
+/* Take one sample: totals so far (bytes) at @now_us (monotonic).
+ * rlx_wire_panel_refresh calls this; tests call it directly. */
 void        rlx_wire_panel_sample     (RlxWirePanel *self, guint64 tx, guint64 rx,
                                           guint64 f32, gint64 now_us);
 /* Forget every sample (a new cohort). */

@@ -340,13 +340,19 @@ test_formats (void)
   g_autofree char *d = rlx_roster_format_speed (0);
   g_autofree char *e = rlx_roster_format_speed (123456);
   g_autofree char *g = rlx_roster_format_fallback ("");
+  g_autofree char *h = rlx_roster_format_speed (1234567);
+  g_autofree char *i = rlx_roster_format_speed (1240);
+  g_autofree char *j = rlx_roster_format_speed (57.4);
 
   g_assert_nonnull (strstr (a, "leader"));
   g_assert_nonnull (strstr (a, "you"));
   g_assert_cmpstr (b, ==, "2");
   g_assert_cmpstr (c, ==, "f8 E4M3");
   g_assert_cmpstr (d, ==, "—");
-  g_assert_cmpstr (e, ==, "123 k");
+  g_assert_cmpstr (e, ==, "120 k");
+  g_assert_cmpstr (h, ==, "1.2 M");
+  g_assert_cmpstr (i, ==, "1.2 k");
+  g_assert_cmpstr (j, ==, "57");
   g_assert_cmpstr (g, ==, "none");
 }
 

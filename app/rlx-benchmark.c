@@ -400,6 +400,7 @@ typedef struct {
   GdkFrameClock *clock;
   gulong         paint_id, before_id;
   GArray        *snapshot_us;
+  GArray        *snapshot_cpu_us;
   guint          frames_left;
   RlxWindow     *app_window;
 } ChartBench;
@@ -441,6 +442,10 @@ chart_bench_finish (ChartBench *cb)
   json_builder_add_double_value (b, quantile_ms (cb->snapshot_us, 0.5));
   json_builder_set_member_name (b, "snapshot_ms_p99");
   json_builder_add_double_value (b, quantile_ms (cb->snapshot_us, 0.99));
+  json_builder_set_member_name (b, "snapshot_cpu_ms_p50");
+  json_builder_add_double_value (b, quantile_ms (cb->snapshot_cpu_us, 0.5));
+  json_builder_set_member_name (b, "snapshot_cpu_ms_p99");
+  json_builder_add_double_value (b, quantile_ms (cb->snapshot_cpu_us, 0.99));
   frames_add_json (&cb->frames, b, "redraw");
   json_builder_end_object (b);
   print_json (b);
@@ -449,6 +454,7 @@ chart_bench_finish (ChartBench *cb)
   g_signal_handler_disconnect (cb->clock, cb->before_id);
   frames_clear (&cb->frames);
   g_array_unref (cb->snapshot_us);
+  g_array_unref (cb->snapshot_cpu_us);
   g_rand_free (cb->rand);
   gtk_window_destroy (cb->window);
   gtk_window_close (GTK_WINDOW (cb->app_window));
@@ -481,13 +487,17 @@ time_snapshots (ChartBench *cb, int w, int h)
       g_autoptr(GtkSnapshot) snapshot = gtk_snapshot_new ();
       g_autoptr(GskRenderNode) node = NULL;
       gint64 t0, dt;
+      double c0;
 
       chart_append (cb);
       t0 = g_get_monotonic_time ();
+      c0 = thread_cpu_s ();
       rlx_loss_chart_draw (cb->chart, snapshot, w, h);
       node = gtk_snapshot_free_to_node (g_steal_pointer (&snapshot));
       dt = g_get_monotonic_time () - t0;
       g_array_append_val (cb->snapshot_us, dt);
+      dt = (gint64) ((thread_cpu_s () - c0) * 1e6);
+      g_array_append_val (cb->snapshot_cpu_us, dt);
     }
 }
 
@@ -524,6 +534,7 @@ rlx_benchmark_chart (RlxWindow *window)
   cb->app_window = g_object_ref (window);
   cb->rand = g_rand_new_with_seed (42);
   cb->snapshot_us = g_array_new (FALSE, FALSE, sizeof (gint64));
+  cb->snapshot_cpu_us = g_array_new (FALSE, FALSE, sizeof (gint64));
   frames_init (&cb->frames);
   cb->window = GTK_WINDOW (gtk_window_new ());
   gtk_window_set_title (cb->window, "RLX Cluster chart benchmark");

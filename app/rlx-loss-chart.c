@@ -33,6 +33,7 @@ struct _RlxLossChart
   int             plot_width, plot_height;
   guint64         plot_loss_gen, plot_acc_gen;
   gboolean        plot_log, plot_dark;
+  GdkRGBA         plot_fg;                  /* the style's colour it was drawn with */
   double          x_lo, x_hi, y_lo, y_hi;   /* axis ranges (y in log10 when log) */
   graphene_rect_t area;                     /* the plot area inside the widget */
   RlxChartColumn *cols;
@@ -544,8 +545,12 @@ void
 rlx_loss_chart_draw (RlxLossChart *self, GtkSnapshot *snapshot, int width, int height)
 {
   gboolean dark = adw_style_manager_get_dark (adw_style_manager_get_default ());
+  Palette pal;
 
   g_return_if_fail (RLX_IS_LOSS_CHART (self));
+
+  /* only a change of colour matters (not of focus or backdrop) */
+  get_palette (self, &pal);
 
   self->stats.n_draws++;
   self->last_draw_us = g_get_monotonic_time ();
@@ -554,7 +559,8 @@ rlx_loss_chart_draw (RlxLossChart *self, GtkSnapshot *snapshot, int width, int h
   if (self->plot == NULL || self->plot_width != width || self->plot_height != height ||
       self->plot_loss_gen != rlx_chart_series_get_generation (self->loss) ||
       self->plot_acc_gen != rlx_chart_series_get_generation (self->accuracy) ||
-      self->plot_log != self->log_scale || self->plot_dark != dark)
+      self->plot_log != self->log_scale || self->plot_dark != dark ||
+      !gdk_rgba_equal (&self->plot_fg, &pal.fg))
     {
       g_clear_pointer (&self->plot, gsk_render_node_unref);
       self->plot = build_plot (self, width, height);
@@ -564,6 +570,7 @@ rlx_loss_chart_draw (RlxLossChart *self, GtkSnapshot *snapshot, int width, int h
       self->plot_acc_gen = rlx_chart_series_get_generation (self->accuracy);
       self->plot_log = self->log_scale;
       self->plot_dark = dark;
+      self->plot_fg = pal.fg;
       self->stats.n_plots++;
     }
   if (self->plot)
@@ -825,13 +832,6 @@ on_dark_changed (AdwStyleManager *manager, GParamSpec *pspec, RlxLossChart *self
 }
 
 static void
-rlx_loss_chart_css_changed (GtkWidget *widget, GtkCssStyleChange *change)
-{
-  GTK_WIDGET_CLASS (rlx_loss_chart_parent_class)->css_changed (widget, change);
-  invalidate_plot (RLX_LOSS_CHART (widget));
-}
-
-static void
 rlx_loss_chart_dispose (GObject *object)
 {
   RlxLossChart *self = RLX_LOSS_CHART (object);
@@ -896,7 +896,6 @@ rlx_loss_chart_class_init (RlxLossChartClass *klass)
   object_class->get_property = rlx_loss_chart_get_property;
   object_class->set_property = rlx_loss_chart_set_property;
   widget_class->snapshot = rlx_loss_chart_snapshot;
-  widget_class->css_changed = rlx_loss_chart_css_changed;
 
   props[PROP_LOG_SCALE] = g_param_spec_boolean ("log-scale", NULL, NULL, FALSE, f);
   props[PROP_MIN_REDRAW_MS] = g_param_spec_uint ("min-redraw-ms", NULL, NULL, 0, 10000, 50, f);

@@ -32,7 +32,9 @@ grep -q "<launchable type=\"desktop-id\">$APP_ID.desktop</launchable>" \
   "$ROOT/share/metainfo/$APP_ID.metainfo.xml" || fail "the metainfo does not launch $APP_ID.desktop"
 glib-compile-schemas --strict --targetdir "$DEST" "$ROOT/share/glib-2.0/schemas" \
   || fail "the installed schema does not compile"
-GSETTINGS_SCHEMA_DIR="$DEST" GSETTINGS_BACKEND=memory gsettings list-keys "$APP_ID" \
-  | grep -qx precision || fail "the installed schema does not define $APP_ID with its keys"
-"$ROOT/bin/rlx-cluster" --version | grep -q '^rlx-cluster ' || fail "the installed rlx-cluster does not run"
+keys=$(GSETTINGS_SCHEMA_DIR="$DEST" GSETTINGS_BACKEND=memory gsettings list-keys "$APP_ID") \
+  || fail "the installed schema does not define $APP_ID"
+grep -qx precision <<<"$keys" || fail "the installed schema of $APP_ID has no precision key"
+version=$("$ROOT/bin/rlx-cluster" --version) || fail "the installed rlx-cluster does not run"
+[[ "$version" == "rlx-cluster "* ]] || fail "the installed rlx-cluster printed '$version' for --version"
 echo "check-install: ok ($(find "$ROOT" -type f | wc -l) files under $PREFIX)"

@@ -78,7 +78,8 @@ def load(kind):
     out = []
     for r in range(1, reps + 1):
         text = open(os.path.join(d, f"{kind}.{r}.json")).read()
-        out.append(json.loads(text[text.index("{"):]))
+        # the object the app printed (GTK may add lines of its own after it)
+        out.append(json.JSONDecoder().raw_decode(text[text.index("{"):])[0])
     return out
 ui, ref, chart = load("ui"), load("ref"), load("chart")
 for u in ui:

@@ -1,4 +1,5 @@
-/* test-precision.c — the wire precision dropdown, seen from a second node
+/* test-window.c — the window with a real node: the wire precision dropdown
+ * seen from a second node, and Leave stopping the local ranks
  *
  * The app's window joins a local cohort; a second node (in this process, on
  * the same real local bus) watches every frame the window's node sends it.
@@ -81,6 +82,12 @@ static gboolean
 window_joined (gpointer data)
 {
   return g_str_equal (rlx_window_get_state (((Fixture *) data)->window), "joined");
+}
+
+static gboolean
+window_joined_cb (gpointer data)
+{
+  return g_str_equal (rlx_window_get_state (data), "joined");
 }
 
 static gboolean
@@ -201,6 +208,67 @@ test_dropdown_changes_wire (void)
   g_free (f.watched_id);
 }
 
+static gboolean
+two_members (gpointer data)
+{
+  RlxWindow *window = data;
+  RlxNode *node = rlx_window_get_node (window);
+  RlxCoordinator *coord = node ? rlx_node_get_coordinator (node) : NULL;
+
+  return coord && g_list_model_get_n_items (rlx_coordinator_get_roster (coord)) == 2;
+}
+
+static gboolean
+state_idle (gpointer data)
+{
+  return g_str_equal (rlx_window_get_state (data), "idle");
+}
+
+static gboolean
+pid_gone (gpointer data)
+{
+  g_autofree char *path = g_strdup_printf ("/proc/%d", GPOINTER_TO_INT (data));
+  return !g_file_test (path, G_FILE_TEST_EXISTS);
+}
+
+/* Leave stops the local ranks the window started, and the window can join
+ * again afterwards. */
+static void
+test_leave_stops_ranks (void)
+{
+  g_autoptr(GSettings) settings = g_settings_new (RLX_APP_ID);
+  g_autoptr(GArray) pids = NULL;
+  RlxWindow *window;
+  int pid;
+
+  g_settings_set_string (settings, "dataset", "synthetic");
+  g_settings_set_string (settings, "backend", "cpu");
+  g_settings_set_uint (settings, "batch", 8);
+  window = rlx_window_new (NULL, "leave-test");
+  gtk_window_present (GTK_WINDOW (window));
+  rlx_window_join (window);
+  g_assert_true (app_test_wait ((AppTestPred) window_joined_cb, window, TIMEOUT_MS));
+  rlx_window_add_local_rank (window);
+  g_assert_true (app_test_wait (two_members, window, TIMEOUT_MS));
+  pids = rlx_local_ranks_dup_pids (rlx_window_get_local_ranks (window));
+  g_assert_cmpuint (pids->len, ==, 1);
+  pid = g_array_index (pids, int, 0);
+
+  rlx_window_leave (window);
+  g_assert_cmpstr (rlx_window_get_state (window), ==, "leaving");
+  g_assert_true (app_test_wait (state_idle, window, TIMEOUT_MS));
+  g_assert_cmpuint (rlx_local_ranks_get_n_running (rlx_window_get_local_ranks (window)), ==, 0);
+  g_assert_true (app_test_wait (pid_gone, GINT_TO_POINTER (pid), TIMEOUT_MS));
+  g_assert_null (rlx_window_get_node (window));
+
+  /* and joins again */
+  rlx_window_join (window);
+  g_assert_true (app_test_wait ((AppTestPred) window_joined_cb, window, TIMEOUT_MS));
+  rlx_window_leave (window);
+  g_assert_true (app_test_wait (state_idle, window, TIMEOUT_MS));
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -210,6 +278,7 @@ main (int argc, char **argv)
   gtk_test_init (&argc, &argv, NULL);
   adw_init ();
   g_test_add_func ("/app/precision/dropdown-changes-wire", test_dropdown_changes_wire);
+  g_test_add_func ("/app/window/leave-stops-ranks", test_leave_stops_ranks);
   status = g_test_run ();
   app_test_cleanup ();
   return status;

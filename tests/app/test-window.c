@@ -10,6 +10,7 @@
 #include "rlx-config.h"
 #include "app-test-utils.h"
 #include "rlx-window-private.h"
+#include "rlx-preferences-window.h"
 #include "core/rlx-node.h"
 #include "core/wire/rlx-wire.h"
 
@@ -269,6 +270,57 @@ test_leave_stops_ranks (void)
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
+/* The preferences show and write the settings, and lock while joined. */
+static void
+test_preferences (void)
+{
+  g_autoptr(GSettings) settings = g_settings_new (RLX_APP_ID);
+  GtkWidget *prefs;
+  AdwComboRow *model_row, *dataset_row, *backend_row;
+  GtkSpinButton *batch;
+  g_autofree char *model = NULL, *backend = NULL, *summary = NULL;
+
+  g_settings_set_string (settings, "model", "mnist-cnn");
+  g_settings_set_string (settings, "dataset", "synthetic");
+  g_settings_set_string (settings, "backend", "vulkan:llvmpipe");
+  g_settings_set_uint (settings, "batch", 48);
+  prefs = rlx_preferences_window_new (settings, FALSE);
+  model_row = ADW_COMBO_ROW (gtk_widget_get_template_child (prefs, RLX_TYPE_PREFERENCES_WINDOW, "model_row"));
+  dataset_row = ADW_COMBO_ROW (gtk_widget_get_template_child (prefs, RLX_TYPE_PREFERENCES_WINDOW, "dataset_row"));
+  backend_row = ADW_COMBO_ROW (gtk_widget_get_template_child (prefs, RLX_TYPE_PREFERENCES_WINDOW, "backend_row"));
+  batch = GTK_SPIN_BUTTON (gtk_widget_get_template_child (prefs, RLX_TYPE_PREFERENCES_WINDOW, "batch_spin"));
+
+  /* settings → widgets */
+  g_assert_cmpuint (adw_combo_row_get_selected (model_row), ==, 2);
+  g_assert_cmpuint (adw_combo_row_get_selected (dataset_row), ==, 1);
+  g_assert_cmpuint (adw_combo_row_get_selected (backend_row), ==, 3);   /* its own entry */
+  g_assert_cmpint (gtk_spin_button_get_value_as_int (batch), ==, 48);
+  summary = rlx_preferences_describe_setup (settings);
+  g_assert_nonnull (strstr (summary, "CNN"));
+  g_assert_nonnull (strstr (summary, "batch 48"));
+  g_assert_nonnull (strstr (summary, "vulkan:llvmpipe"));
+
+  /* widgets → settings */
+  adw_combo_row_set_selected (model_row, 1);
+  adw_combo_row_set_selected (backend_row, 1);
+  model = g_settings_get_string (settings, "model");
+  backend = g_settings_get_string (settings, "backend");
+  g_assert_cmpstr (model, ==, "mnist-mlp-xl");
+  g_assert_cmpstr (backend, ==, "cpu");
+
+  /* joined: what every rank must agree on is locked */
+  g_assert_true (gtk_widget_get_sensitive (GTK_WIDGET (model_row)));
+  rlx_preferences_window_set_locked (RLX_PREFERENCES_WINDOW (prefs), TRUE);
+  g_assert_false (gtk_widget_get_sensitive (GTK_WIDGET (model_row)));
+  g_assert_false (gtk_widget_is_sensitive (GTK_WIDGET (batch)));
+  rlx_preferences_window_set_locked (RLX_PREFERENCES_WINDOW (prefs), FALSE);
+  g_assert_true (gtk_widget_is_sensitive (GTK_WIDGET (batch)));
+  gtk_window_destroy (GTK_WINDOW (prefs));
+  g_settings_reset (settings, "model");
+  g_settings_reset (settings, "backend");
+  g_settings_reset (settings, "batch");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -279,6 +331,7 @@ main (int argc, char **argv)
   adw_init ();
   g_test_add_func ("/app/precision/dropdown-changes-wire", test_dropdown_changes_wire);
   g_test_add_func ("/app/window/leave-stops-ranks", test_leave_stops_ranks);
+  g_test_add_func ("/app/preferences/binds-settings", test_preferences);
   status = g_test_run ();
   app_test_cleanup ();
   return status;

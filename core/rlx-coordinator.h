@@ -1,12 +1,16 @@
 /* rlx-coordinator.h — one node of an elastic data-parallel cohort
  *
- * The coordinator is the protocol of DESIGN.md ("The cohort protocol") for
- * one node: membership (hello/refuse/join), the leader and its term, rounds
- * (step → grad → commit), snapshots, failover, heartbeats and checkpoints.
- * It talks to its peers through RlxLinks handed to it (rlx_coordinator_add_link;
- * the local bus's ::link-added, later remote links) and does not know what is
- * underneath. Gradients come from the rank's compute worker (RlxWorker); the
- * coordinator itself never blocks the main loop.
+ * The coordinator is the protocol of docs/PROTOCOL.md for one node:
+ * membership (hello/refuse/join), the leader and its term, rounds (step →
+ * grad → ack), snapshots, failover, rejoining after being cut off, merging
+ * two groups that split, heartbeats and checkpoints. It talks to its peers
+ * through RlxLinks handed to it (rlx_coordinator_add_link; the local bus's
+ * ::link-added, remote links) and does not know what is underneath.
+ * Gradients come from the rank's compute worker (RlxWorker). It is a thin
+ * façade over core/cohort/ (the peer set, the typed messages, the
+ * leadership state, the leader's round, the replica, the checkpointer, the
+ * roster); every pass over parameter-sized data runs on a worker thread, so
+ * the main loop only routes frames and decides.
  *
  * Everything that happens is reported twice: as an ::event signal carrying a
  * JSON object with an "event" member (what `rlx-rank join --json` prints, one
@@ -27,7 +31,9 @@
 
 G_BEGIN_DECLS
 
-#define RLX_PROTOCOL_VERSION 1
+/* What hello's "v" says (docs/PROTOCOL.md); nodes of other versions are
+ * refused with the reason. */
+#define RLX_PROTOCOL_VERSION 2
 
 #define RLX_COORDINATOR_ERROR (rlx_coordinator_error_quark ())
 GQuark rlx_coordinator_error_quark (void);
@@ -55,6 +61,17 @@ typedef struct {
   guint64      fault_nan_from;   /* test switch: NaN gradients from this step; 0: off */
   guint        evaluate_every;   /* measure test accuracy every K committed steps, off
                                   * the main loop ("evaluated" event); 0: never */
+  gboolean     join_only;        /* a node given peers to join: it never founds a cohort
+                                  * of its own, it waits until it reaches one ("waiting") */
+  guint64      fault_inf_from;   /* test switch: ±Inf in the gradient from this step; 0: off */
+  guint64      fault_hash_at;    /* test switch: after committing this step, this node's
+                                  * parameters differ from the cohort's (one bit); 0: off */
+  guint64      fault_stall_step; /* test switch: the gradient of this step takes
+                                  * fault_stall_ms longer (on the compute thread); 0: off */
+  guint        fault_stall_ms;
+  guint64      fault_die_at;     /* test switch: as the leader, send the commit of this
+                                  * step to every member but the next in seniority, wait
+                                  * until it is written, and die (SIGKILL); 0: off */
 } RlxCoordinatorConfig;
 
 /* ── roster entries ─────────────────────────────────────────────────────── */
@@ -122,11 +139,18 @@ G_DECLARE_FINAL_TYPE (RlxCoordinator, rlx_coordinator, RLX, COORDINATOR, GObject
  *       merged         node (the leader kept), discarded (steps this side
  *                      threw away), from_step, to_step, rule
  *       precision      node, precision      (a rank's wire precision changed)
+ *       waiting        reason        (a join-only node found no cohort yet)
+ *       ack-timeout    node, step    (a member that did not acknowledge a commit
+ *                      in time; the step is reported committed without it)
  *       checkpoint     step, path;  resumed  step, hash, path
  *       evaluated      step, accuracy, test_loss   (config evaluate_every)
  *       error          node, reason
  *       done           success, message, step, hash, loss, late, rejected,
  *                      byte counters (and the leader's per-round timings)
+ *   ::discover ()
+ *       the node is looking for peers (it is alone, or was cut off and
+ *       rejoins): connect what links you can (RlxLocalBus: rescan). Emitted
+ *       again every few hundred ms while it looks.
  *   ::finished (gboolean success, const char *message)
  *       the node stopped: --steps reached (TRUE), a clean leave (TRUE), or it
  *       cannot go on (FALSE: refused by the cohort, unusable checkpoint,
@@ -187,7 +211,12 @@ guint64         rlx_coordinator_get_term    (RlxCoordinator *self);
 guint64         rlx_coordinator_get_step    (RlxCoordinator *self);
 double          rlx_coordinator_get_loss    (RlxCoordinator *self);
 GListModel     *rlx_coordinator_get_roster  (RlxCoordinator *self);
-/* The current parameters (n_params floats; valid until the next commit). */
+/* The parameters as this node last read them from its rank's backend,
+ * where they live (in device memory on a GPU rank): for a snapshot or a
+ * checkpoint it made, an evaluation, and always when it finishes — so after
+ * ::finished they are the final ones. n_params floats, valid until the next
+ * read; NULL if it never read them (the backend failed). Reading costs a
+ * pass over the parameters, so a running node does not do it every step. */
 const float    *rlx_coordinator_get_params  (RlxCoordinator *self, gsize *n_params);
 /* Where this cohort's checkpoint lives. */
 const char     *rlx_coordinator_get_checkpoint_path (RlxCoordinator *self);

@@ -1,16 +1,18 @@
 /* rlx-node.c — one node of a cohort, assembled (see rlx-node.h)
  *
- * Start runs in three hops so the main loop never waits on a disk or a GPU:
+ * Start runs in two hops so the main loop never waits on a disk or a GPU:
  *
  *   worker thread   model, dataset (files on disk), backend resolution
  *                   (may create a Vulkan device)
- *   main thread     the compute worker (its results come back to the
- *                   creating thread's context, so it is made here)
- *   worker thread   the coordinator (reads the cohort's checkpoint)
- *   main thread     the local bus, the links it already made, start
+ *   main thread     the compute worker and the coordinator (the worker
+ *                   belongs to the thread that makes it: its results come
+ *                   back to that thread's context, and only that thread may
+ *                   queue work on it — the coordinator does, from its
+ *                   constructor on), then the local bus, the links it
+ *                   already made, and start
  *
- * A leave that arrives while starting is remembered; the next hop sees it
- * and tears down what exists instead of going on.
+ * A leave that arrives while resolving is remembered; the second hop sees
+ * it and drops what exists instead of going on.
  */
 #include "rlx-config.h"
 #include "rlx-node.h"
@@ -70,11 +72,6 @@ struct _RlxNode
   RlxCoordinator *coord;
   RlxLocalBus    *bus;
 
-  /* test accuracy, measured off the main loop */
-  const RlxModel *model_info;
-  RlxDataset     *data;
-  guint64         evaluated_step;
-  gboolean        evaluating;
   GCancellable   *cancellable;
 };
 
@@ -253,37 +250,6 @@ resolve_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *
   g_task_return_pointer (task, backend, backend_free);
 }
 
-/* Worker thread: the coordinator reads the cohort's checkpoint. */
-static void
-coordinator_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *cancellable)
-{
-  RlxNode *self = source;
-  RlxWorker *worker = task_data;
-  RlxCoordinatorConfig cfg = { 0 };
-  RlxCoordinator *coord;
-  GError *error = NULL;
-
-  cfg.cohort = self->cohort;
-  cfg.node_id = self->node_id;
-  cfg.precision = self->precision;
-  cfg.error_feedback = self->error_feedback;
-  cfg.batch = self->batch;
-  cfg.lr = self->lr;
-  cfg.seed = self->seed;
-  cfg.steps = self->steps;
-  cfg.checkpoint_every = self->checkpoint_every;
-  cfg.checkpoint_dir = self->checkpoint_dir;
-  cfg.wait_members = self->wait_members;
-  /* The node measures test accuracy itself (maybe_evaluate). */
-  cfg.evaluate_every = 0;
-  /* Takes the worker, also on failure. */
-  coord = rlx_coordinator_new (&cfg, worker, &error);
-  if (coord == NULL)
-    g_task_return_error (task, error);
-  else
-    g_task_return_pointer (task, coord, g_object_unref);
-}
-
 /* The start was abandoned (leave, cancel) or failed: report it, stop. */
 static void
 start_fail (RlxNode *self, GError *error)
@@ -319,110 +285,49 @@ on_coordinator_finished (RlxCoordinator *coord, gboolean success, const char *me
 static void
 on_link_added (RlxLocalBus *bus, RlxLink *link, const char *peer_id, gpointer user_data);
 
-/* ── test accuracy ──────────────────────────────────────────────────────── */
-
-typedef struct {
-  const RlxModel *model;
-  RlxDataset     *dataset;
-  float          *params;
-  guint64         step;
-  double          accuracy;
-  double          loss;
-} EvalJob;
-
-static void
-eval_job_free (EvalJob *job)
-{
-  rlx_dataset_unref (job->dataset);
-  g_free (job->params);
-  g_free (job);
-}
-
-static void
-eval_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *cancellable)
-{
-  EvalJob *job = task_data;
-  g_autoptr(RlxCpuTrainer) trainer = rlx_cpu_trainer_new (job->model, 1000);
-
-  job->accuracy = rlx_cpu_evaluate (trainer, job->params, job->dataset, RLX_SPLIT_TEST,
-                                    &job->loss);
-  g_task_return_boolean (task, TRUE);
-}
-
-static void
-on_evaluated (GObject *source, GAsyncResult *result, gpointer user_data)
-{
-  RlxNode *self = RLX_NODE (source);
-  EvalJob *job = g_task_get_task_data (G_TASK (result));
-  g_autoptr(JsonObject) o = NULL;
-
-  if (!g_task_propagate_boolean (G_TASK (result), NULL))
-    return;   /* cancelled: the node is gone */
-  self->evaluating = FALSE;
-  o = json_object_new ();
-  json_object_set_string_member (o, "event", "evaluated");
-  json_object_set_int_member (o, "step", (gint64) job->step);
-  json_object_set_double_member (o, "accuracy", job->accuracy);
-  json_object_set_double_member (o, "test_loss", isfinite (job->loss) ? job->loss : -1);
-  g_signal_emit (self, signals[SIG_EVENT], 0, o);
-}
-
-/* Every evaluate_every committed steps, one at a time, from a copy. */
-static void
-maybe_evaluate (RlxNode *self, guint64 step)
-{
-  g_autoptr(GTask) task = NULL;
-  const float *params;
-  EvalJob *job;
-  gsize n;
-
-  if (self->evaluate_every == 0 || self->evaluating || self->data == NULL ||
-      step < self->evaluated_step + self->evaluate_every)
-    return;
-  params = rlx_coordinator_get_params (self->coord, &n);
-  g_assert (n == self->model_info->n_params);
-  job = g_new0 (EvalJob, 1);
-  job->model = self->model_info;
-  job->dataset = rlx_dataset_ref (self->data);
-  job->params = g_memdup2 (params, n * sizeof (float));
-  job->step = step;
-  self->evaluating = TRUE;
-  self->evaluated_step = step;
-  task = g_task_new (self, self->cancellable, on_evaluated, NULL);
-  g_task_set_source_tag (task, maybe_evaluate);
-  g_task_set_task_data (task, job, (GDestroyNotify) eval_job_free);
-  g_task_run_in_thread (task, eval_thread);
-}
-
 static void
 on_coordinator_event (RlxCoordinator *coord, JsonObject *event, gpointer user_data)
 {
-  RlxNode *self = user_data;
-  const char *name = json_object_get_string_member_with_default (event, "event", "");
-
-  g_signal_emit (self, signals[SIG_EVENT], 0, event);
-  if (g_str_equal (name, "step"))
-    maybe_evaluate (self, (guint64) json_object_get_int_member_with_default (event, "step", 0));
+  g_signal_emit (RLX_NODE (user_data), signals[SIG_EVENT], 0, event);
 }
 
+/* The coordinator looks for peers (alone, or cut off and rejoining). */
 static void
-on_coordinator_made (GObject *source, GAsyncResult *result, gpointer user_data)
+on_discover (RlxCoordinator *coord, gpointer user_data)
 {
-  RlxNode *self = RLX_NODE (source);
-  g_autoptr(RlxCoordinator) coord = NULL;
+  RlxNode *self = user_data;
+
+  if (self->bus)
+    rlx_local_bus_rescan (self->bus);
+}
+
+/* Main thread: the worker, the coordinator, the bus; then start. */
+static void
+start_node (RlxNode *self, RlxBackend *backend)
+{
   g_autoptr(GError) error = NULL;
   g_auto(GStrv) peers = NULL;
+  RlxCoordinatorConfig cfg = { 0 };
 
-  coord = g_task_propagate_pointer (G_TASK (result), &error);
-  if (coord == NULL)
+  cfg.cohort = self->cohort;
+  cfg.node_id = self->node_id;
+  cfg.precision = self->precision;
+  cfg.error_feedback = self->error_feedback;
+  cfg.batch = self->batch;
+  cfg.lr = self->lr;
+  cfg.seed = self->seed;
+  cfg.steps = self->steps;
+  cfg.checkpoint_every = self->checkpoint_every;
+  cfg.checkpoint_dir = self->checkpoint_dir;
+  cfg.wait_members = self->wait_members;
+  cfg.evaluate_every = self->evaluate_every;
+  /* Takes the worker (and with it the backend), also on failure. */
+  self->coord = rlx_coordinator_new (&cfg, rlx_worker_new (backend), &error);
+  if (self->coord == NULL)
     {
       start_fail (self, g_steal_pointer (&error));
       return;
     }
-  if (start_abandoned (self))
-    return;
-
-  self->coord = g_steal_pointer (&coord);
   self->bus = rlx_local_bus_new (self->cohort, self->node_id, &error);
   if (self->bus == NULL || !rlx_local_bus_start (self->bus, &error))
     {
@@ -430,6 +335,7 @@ on_coordinator_made (GObject *source, GAsyncResult *result, gpointer user_data)
       return;
     }
   g_signal_connect_object (self->coord, "event", G_CALLBACK (on_coordinator_event), self, 0);
+  g_signal_connect_object (self->coord, "discover", G_CALLBACK (on_discover), self, 0);
   g_signal_connect_object (self->coord, "finished", G_CALLBACK (on_coordinator_finished),
                            self, 0);
   g_signal_connect_object (self->bus, "link-added", G_CALLBACK (on_link_added), self, 0);
@@ -452,7 +358,6 @@ on_resolved (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   RlxNode *self = RLX_NODE (source);
   g_autoptr(GError) error = NULL;
-  g_autoptr(GTask) next = NULL;
   RlxBackend *backend;
 
   backend = g_task_propagate_pointer (G_TASK (result), &error);
@@ -466,14 +371,7 @@ on_resolved (GObject *source, GAsyncResult *result, gpointer user_data)
       rlx_backend_free (backend);
       return;
     }
-  self->model_info = rlx_backend_model (backend);
-  self->data = rlx_dataset_ref (rlx_backend_dataset (backend));
-  /* The worker sends results to the context of the thread that makes it. */
-  next = g_task_new (self, g_task_get_cancellable (self->start_task), on_coordinator_made, NULL);
-  g_task_set_source_tag (next, on_resolved);
-  g_task_set_check_cancellable (next, FALSE);
-  g_task_set_task_data (next, rlx_worker_new (backend), NULL);
-  g_task_run_in_thread (next, coordinator_thread);
+  start_node (self, backend);
 }
 
 void
@@ -502,11 +400,12 @@ rlx_node_start_async (RlxNode *self, GCancellable *cancellable, GAsyncReadyCallb
   job->dataset = g_strdup (self->dataset);
   job->backend = g_strdup (self->backend);
   job->seed = self->seed;
-  /* Test accuracy is measured on another thread while the rank computes.
-   * OpenBLAS 0.3.21 (pthreads) livelocks when two threads call it at once
-   * with its thread pool in use (both spin in exec_blas, seen in the app),
-   * so a node that evaluates keeps BLAS single-threaded, where concurrent
-   * calls are safe. A process-wide BLAS lock in core/vision would lift this. */
+  /* The coordinator measures test accuracy on another thread while the rank
+   * computes. OpenBLAS 0.3.21 (pthreads) livelocks when two threads call it
+   * at once with its thread pool in use (both spin in exec_blas; seen in the
+   * app), so a node that evaluates keeps BLAS single-threaded, where
+   * concurrent calls are safe. A process-wide BLAS lock in core/vision would
+   * lift this. */
   job->threads = self->threads ? self->threads : self->evaluate_every > 0 ? 1 : 0;
   /* Room for the share of a larger batch when others are slower. */
   job->max_batch = MIN (65536, MAX (self->batch * 8, 256));
@@ -720,7 +619,6 @@ rlx_node_finalize (GObject *object)
 
   g_assert (self->start_task == NULL);
   g_clear_pointer (&self->leave_tasks, g_ptr_array_unref);
-  g_clear_pointer (&self->data, rlx_dataset_unref);
   g_clear_object (&self->cancellable);
   g_free (self->leave_reason);
   g_free (self->finish_message);

@@ -70,10 +70,7 @@ G_DECLARE_FINAL_TYPE (RlxNode, rlx_node, RLX, NODE, GObject)
 
 /* Signals:
  *   ::event (JsonObject *event)   every event of the coordinator (see
- *       rlx-coordinator.h), plus the node's own:
- *         evaluated  step, accuracy, test_loss   test accuracy measured on
- *                    the dataset's test split every evaluate_every committed
- *                    steps, on a worker thread from a copy of the parameters
+ *       rlx-coordinator.h; "evaluated" every evaluate_every committed steps)
  *   ::link-added (RlxLink *link, const char *peer_id)   a link to node
  *       @peer_id, already handed to the coordinator (tests watch frames with
  *       it; emitted on the main context)

@@ -1,10 +1,11 @@
 /* rlx-worker.c — the compute worker thread of one rank (see rlx-worker.h)
  *
- * One GThread owns the backend. Jobs (inputs copied) go in through a
- * GAsyncQueue; each result goes back to the creating thread's main context
- * with g_main_context_invoke_full. A small refcounted "shared" block outlives
- * the worker so a result still queued on the main context when the worker is
- * freed finds it marked dead and is dropped without calling back.
+ * One GThread owns the backend. Work goes in through a GAsyncQueue and runs
+ * in order. Results go into one queue that a single source on the
+ * creating thread's main context drains, so they are delivered in the order
+ * the work ran, however many are waiting. A small refcounted "shared" block
+ * outlives the worker so a drain still queued on the main context when the
+ * worker is freed finds it marked dead and calls nobody.
  */
 #include "rlx-config.h"
 #include "rlx-worker.h"
@@ -15,7 +16,11 @@ G_DEFINE_QUARK (rlx-worker-error-quark, rlx_worker_error)
 
 typedef struct {
   gatomicrefcount refcount;
-  gboolean        dead;        /* main thread only */
+  RlxWorker      *worker;      /* valid while !dead */
+  gboolean        dead;        /* owner thread only */
+  GMutex          lock;        /* results, drain_queued */
+  GQueue          results;     /* Delivery* */
+  gboolean        drain_queued;
 } Shared;
 
 struct _RlxWorker {
@@ -26,27 +31,32 @@ struct _RlxWorker {
   GMainContext *context;
   Shared       *shared;
   guint64       next_id;
-  gboolean      busy;          /* a job submitted and its result not yet delivered */
+  guint         in_flight;     /* handed over, not yet delivered (owner thread) */
   gint          extra_delay_us; /* test switch; atomic (set by the owner, read by the thread) */
 };
 
+typedef enum { JOB_PLAIN, JOB_OP, JOB_STOP } JobKind;
+
 typedef struct {
+  JobKind            kind;
   guint64            id;
-  gboolean           stop;     /* the sentinel that ends the thread */
+  /* plain */
   float             *params;
   guint32           *indices;
   guint              n;
   RlxWorkerDoneFunc  done;
+  /* op */
+  RlxWorkerOpFunc    run;
+  RlxWorkerOpDone    op_done;
+  gpointer           data;
+  GDestroyNotify     free_data;
   gpointer           user_data;
 } Job;
 
 typedef struct {
-  RlxWorker         *worker;   /* valid only while !shared->dead */
-  Shared            *shared;
-  RlxWorkerDoneFunc  done;
-  gpointer           user_data;
-  RlxGradResult      result;
-  GError            *error;
+  Job           *job;
+  RlxGradResult  result;
+  GError        *error;
 } Delivery;
 
 static Shared *
@@ -57,54 +67,125 @@ shared_ref (Shared *shared)
 }
 
 static void
-shared_unref (Shared *shared)
-{
-  if (g_atomic_ref_count_dec (&shared->refcount))
-    g_free (shared);
-}
-
-static void
 job_free (Job *job)
 {
   g_free (job->params);
   g_free (job->indices);
+  if (job->free_data)
+    job->free_data (job->data);
   g_free (job);
 }
 
 static void
-delivery_free (gpointer data)
+delivery_free (Delivery *d)
 {
-  Delivery *d = data;
-
   g_free (d->result.grads);
   g_clear_error (&d->error);
-  shared_unref (d->shared);
+  job_free (d->job);
   g_free (d);
 }
 
-/* Main context of the creating thread. */
-static gboolean
-deliver_cb (gpointer data)
+static void
+shared_unref (Shared *shared)
 {
-  Delivery *d = data;
-  RlxWorker *worker = d->worker;
+  if (!g_atomic_ref_count_dec (&shared->refcount))
+    return;
+  g_queue_clear_full (&shared->results, (GDestroyNotify) delivery_free);
+  g_mutex_clear (&shared->lock);
+  g_free (shared);
+}
 
-  if (d->shared->dead)
-    return G_SOURCE_REMOVE;
-  g_assert (g_thread_self () == worker->owner);
+static void
+deliver (RlxWorker *worker, Delivery *d)
+{
+  Job *job = d->job;
 
-  worker->busy = FALSE;
-  /* The callback may submit the next job or free the worker: touch nothing
-   * of the worker after it. */
-  d->done (worker, d->error ? NULL : &d->result, d->error, d->user_data);
+  worker->in_flight--;
+  /* The callback may queue more work or free the worker. */
+  if (job->kind == JOB_PLAIN)
+    job->done (worker, d->error ? NULL : &d->result, d->error, job->user_data);
+  else if (job->op_done)
+    job->op_done (worker, job->data, d->error, job->user_data);
+}
+
+/* Main context of the creating thread: every result waiting, in order. */
+static gboolean
+drain_cb (gpointer data)
+{
+  Shared *shared = data;
+  GQueue batch;
+  Delivery *d;
+
+  g_mutex_lock (&shared->lock);
+  batch = shared->results;
+  g_queue_init (&shared->results);
+  shared->drain_queued = FALSE;
+  g_mutex_unlock (&shared->lock);
+
+  while ((d = g_queue_pop_head (&batch)))
+    {
+      if (!shared->dead)
+        {
+          g_assert (g_thread_self () == shared->worker->owner);
+          deliver (shared->worker, d);
+        }
+      delivery_free (d);
+    }
   return G_SOURCE_REMOVE;
+}
+
+/* Worker thread: hand @d to the owner's main context. */
+static void
+post (RlxWorker *self, Delivery *d)
+{
+  gboolean schedule;
+
+  g_mutex_lock (&self->shared->lock);
+  g_queue_push_tail (&self->shared->results, d);
+  schedule = !self->shared->drain_queued;
+  self->shared->drain_queued = TRUE;
+  g_mutex_unlock (&self->shared->lock);
+  if (schedule)
+    g_main_context_invoke_full (self->context, G_PRIORITY_DEFAULT, drain_cb,
+                                shared_ref (self->shared), (GDestroyNotify) shared_unref);
+}
+
+void
+rlx_worker_extra_delay (RlxWorker *self)
+{
+  /* The slow-rank test switch: on this thread, never the main loop. */
+  gint extra = g_atomic_int_get (&self->extra_delay_us);
+
+  if (extra > 0)
+    g_usleep ((gulong) extra);
+}
+
+/* A plain job: the gradient at the job's own parameters, in a new buffer. */
+static void
+run_plain (RlxWorker *self, Job *job, Delivery *d)
+{
+  const RlxModel *model = rlx_backend_model (self->backend);
+  gint64 t0 = g_get_monotonic_time ();
+
+  d->result.job_id = job->id;
+  d->result.n_samples = job->n;
+  d->result.n_grads = model->n_params;
+  d->result.grads = g_try_new (float, model->n_params);
+  if (d->result.grads == NULL)
+    g_set_error (&d->error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_OUT_OF_MEMORY,
+                 "out of memory for a gradient of %" G_GSIZE_FORMAT " floats", model->n_params);
+  else if (!rlx_backend_grads (self->backend, job->params, job->indices, job->n,
+                               &d->result.loss, d->result.grads, &d->error))
+    g_clear_pointer (&d->result.grads, g_free);
+  if (d->error == NULL)
+    rlx_worker_extra_delay (self);
+  d->result.compute_us = g_get_monotonic_time () - t0;
 }
 
 static gpointer
 worker_thread (gpointer data)
 {
   RlxWorker *self = data;
-  const RlxModel *model = rlx_backend_model (self->backend);
   /* A thread-default context of our own: g_main_context_invoke_full would
    * otherwise run the callback right here on this thread whenever the
    * creator's context is the global default one and happens to be free. */
@@ -115,43 +196,20 @@ worker_thread (gpointer data)
     {
       Job *job = g_async_queue_pop (self->jobs);
       Delivery *d;
-      gint64 t0;
 
-      if (job->stop)
+      if (job->kind == JOB_STOP)
         {
           job_free (job);
           break;
         }
-
       d = g_new0 (Delivery, 1);
-      d->worker = self;
-      d->shared = shared_ref (self->shared);
-      d->done = job->done;
-      d->user_data = job->user_data;
-      d->result.job_id = job->id;
-      d->result.n_samples = job->n;
-      d->result.n_grads = model->n_params;
-      d->result.grads = g_try_new (float, model->n_params);
-
-      t0 = g_get_monotonic_time ();
-      if (d->result.grads == NULL)
-        g_set_error (&d->error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_OUT_OF_MEMORY,
-                     "out of memory for a gradient of %" G_GSIZE_FORMAT " floats",
-                     model->n_params);
-      else if (!rlx_backend_grads (self->backend, job->params, job->indices, job->n,
-                                   &d->result.loss, d->result.grads, &d->error))
-        g_clear_pointer (&d->result.grads, g_free);
-      {
-        /* The slow-rank test switch: on this thread, never the main loop. */
-        gint extra = g_atomic_int_get (&self->extra_delay_us);
-        if (extra > 0 && d->error == NULL)
-          g_usleep ((gulong) extra);
-      }
-      d->result.compute_us = g_get_monotonic_time () - t0;
-      job_free (job);
-
-      g_main_context_invoke_full (self->context, G_PRIORITY_DEFAULT,
-                                  deliver_cb, d, delivery_free);
+      d->job = job;
+      if (job->kind == JOB_PLAIN)
+        run_plain (self, job, d);
+      else if (!job->run (self->backend, job->data, &d->error) && d->error == NULL)
+        g_set_error (&d->error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED,
+                     "an operation on the backend failed without saying why");
+      post (self, d);
     }
   g_main_context_pop_thread_default (own);
   g_main_context_unref (own);
@@ -172,6 +230,9 @@ rlx_worker_new (RlxBackend *backend)
   self->jobs = g_async_queue_new ();
   self->shared = g_new0 (Shared, 1);
   g_atomic_ref_count_init (&self->shared->refcount);
+  g_mutex_init (&self->shared->lock);
+  g_queue_init (&self->shared->results);
+  self->shared->worker = self;
   self->next_id = 1;
   self->thread = g_thread_new ("rlx-worker", worker_thread, self);
   return self;
@@ -180,20 +241,25 @@ rlx_worker_new (RlxBackend *backend)
 void
 rlx_worker_free (RlxWorker *self)
 {
-  Job *stop;
+  Job *stop, *job;
 
   if (self == NULL)
     return;
   g_return_if_fail (g_thread_self () == self->owner);
 
-  /* From here on no callback runs: deliveries check this flag on this very
+  /* From here on no callback runs: the drain checks this flag on this very
    * thread before calling back. */
   self->shared->dead = TRUE;
+  self->shared->worker = NULL;
 
+  /* Work not started is dropped (its data freed), then the thread stops
+   * after the job in flight. */
+  while ((job = g_async_queue_try_pop (self->jobs)))
+    job_free (job);
   stop = g_new0 (Job, 1);
-  stop->stop = TRUE;
+  stop->kind = JOB_STOP;
   g_async_queue_push (self->jobs, stop);
-  g_thread_join (self->thread);   /* after the job in flight, if any */
+  g_thread_join (self->thread);
 
   g_async_queue_unref (self->jobs);
   g_main_context_unref (self->context);
@@ -213,7 +279,14 @@ gboolean
 rlx_worker_busy (RlxWorker *self)
 {
   g_return_val_if_fail (self != NULL, FALSE);
-  return self->busy;
+  return self->in_flight > 0;
+}
+
+guint
+rlx_worker_pending (RlxWorker *self)
+{
+  g_return_val_if_fail (self != NULL, 0);
+  return self->in_flight;
 }
 
 void
@@ -223,6 +296,14 @@ rlx_worker_set_extra_delay_us (RlxWorker *self, guint64 us)
   g_atomic_int_set (&self->extra_delay_us, (gint) MIN (us, (guint64) G_MAXINT));
 }
 
+static void
+push (RlxWorker *self, Job *job)
+{
+  self->in_flight++;
+  /* The worker thread owns (and frees) the job from the moment it is queued. */
+  g_async_queue_push (self->jobs, job);
+}
+
 guint64
 rlx_worker_submit (RlxWorker *self, const float *params,
                    const guint32 *indices, guint n,
@@ -230,8 +311,8 @@ rlx_worker_submit (RlxWorker *self, const float *params,
                    GError **error)
 {
   const RlxModel *model;
-  Job *job;
   guint64 id;
+  Job *job;
 
   g_return_val_if_fail (self != NULL, 0);
   g_return_val_if_fail (params != NULL, 0);
@@ -246,16 +327,16 @@ rlx_worker_submit (RlxWorker *self, const float *params,
                    "the compute worker is shutting down");
       return 0;
     }
-  if (self->busy)
+  if (self->in_flight > 0)
     {
       g_set_error (error, RLX_WORKER_ERROR, RLX_WORKER_ERROR_BUSY,
                    "the compute worker is still busy with job %" G_GUINT64_FORMAT
                    "; wait for its result before submitting another", self->next_id - 1);
       return 0;
     }
-
   model = rlx_backend_model (self->backend);
   job = g_new0 (Job, 1);
+  job->kind = JOB_PLAIN;
   job->id = self->next_id++;
   job->params = g_memdup2 (params, model->n_params * sizeof (float));
   job->indices = g_new0 (guint32, MAX (n, 1));
@@ -264,9 +345,27 @@ rlx_worker_submit (RlxWorker *self, const float *params,
   job->n = n;
   job->done = done;
   job->user_data = user_data;
-  self->busy = TRUE;
   id = job->id;
-  /* The worker thread owns (and frees) the job from the moment it is queued. */
-  g_async_queue_push (self->jobs, job);
+  push (self, job);
   return id;
+}
+
+void
+rlx_worker_queue (RlxWorker *self, RlxWorkerOpFunc run, RlxWorkerOpDone done, gpointer data,
+                  GDestroyNotify free_data, gpointer user_data)
+{
+  Job *job;
+
+  g_return_if_fail (self != NULL && run != NULL);
+  g_return_if_fail (g_thread_self () == self->owner);
+
+  job = g_new0 (Job, 1);
+  job->kind = JOB_OP;
+  job->id = self->next_id++;
+  job->run = run;
+  job->op_done = done;
+  job->data = data;
+  job->free_data = free_data;
+  job->user_data = user_data;
+  push (self, job);
 }

@@ -24,6 +24,7 @@ G_BEGIN_DECLS
   X (DestroyInstance) \
   X (EnumeratePhysicalDevices) \
   X (GetPhysicalDeviceProperties) \
+  X (GetPhysicalDeviceFeatures) \
   X (GetPhysicalDeviceMemoryProperties) \
   X (GetPhysicalDeviceQueueFamilyProperties) \
   X (CreateDevice) \
@@ -74,7 +75,10 @@ gboolean   rlx_vk_loader_open (GError **error);
 gboolean   rlx_vk_load_device (VkDevice dev, RlxVkDeviceTable *table, GError **error);
 
 /* The process's VkInstance, created on first use (with the validation layer
- * when RLX_VK_VALIDATE is set) and destroyed when the last user releases it. */
+ * when RLX_VK_VALIDATE is set) and kept until the process ends (rlx-vk.c
+ * says why); release only counts users. When it cannot be made the error
+ * carries the loader's own messages, the open-file count and how many
+ * instances were made before. */
 VkInstance rlx_vk_instance_acquire (GError **error);
 void       rlx_vk_instance_release (void);
 

@@ -44,3 +44,30 @@ static const guint32 rlx_spv_cnn1w[] =
 static const guint32 rlx_spv_gemm2[] =
 #include "gemm2.spv.inc"
 ;
+static const guint32 rlx_spv_wire_sum[] =
+#include "wire_sum.spv.inc"
+;
+static const guint32 rlx_spv_wire_max[] =
+#include "wire_max.spv.inc"
+;
+static const guint32 rlx_spv_wire_quant[] =
+#include "wire_quant.spv.inc"
+;
+static const guint32 rlx_spv_wire_apply[] =
+#include "wire_apply.spv.inc"
+;
+static const guint32 rlx_spv_codes_check[] =
+#include "codes_check.spv.inc"
+;
+static const guint32 rlx_spv_round_acc[] =
+#include "round_acc.spv.inc"
+;
+static const guint32 rlx_spv_round_u[] =
+#include "round_u.spv.inc"
+;
+static const guint32 rlx_spv_round_quant[] =
+#include "round_quant.spv.inc"
+;
+static const guint32 rlx_spv_params_hash[] =
+#include "params_hash.spv.inc"
+;

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "gpu/rlx-vk-spirv.h"
+#include "gpu/shaders/wire-layout.h"
 
 /* ------------------------------------------------------------- buffers */
 
@@ -36,7 +37,7 @@ static const char *const buf_names[N_BUFS] = {
   "split-K partials", "column-sum partials",
 };
 
-#define N_BINDINGS    5u       /* storage buffers per dispatch */
+#define N_BINDINGS    6u       /* storage buffers per dispatch */
 #define SPLIT_MIN_BYTES (4u << 20)   /* parameters large enough to split a step's submission */
 #define PART_FLOATS   (8u * 1024u * 1024u)
 #define RPART_FLOATS  (2u * 1024u * 1024u)
@@ -138,6 +139,8 @@ typedef struct {
 typedef enum {
   SH_GEMM, SH_REDUCE, SH_GATHER, SH_SOFTMAX, SH_CONV1, SH_MAXPOOL, SH_IM2COL, SH_POOLGRAD,
   SH_CNN1, SH_CNN2, SH_CNN2W, SH_CNN1W, SH_GEMM2,
+  SH_WIRE_SUM, SH_WIRE_MAX, SH_WIRE_QUANT, SH_WIRE_APPLY,
+  SH_CODES_CHECK, SH_ROUND_ACC, SH_ROUND_U, SH_ROUND_QUANT, SH_PARAMS_HASH,
   N_SHADERS
 } ShaderId;
 
@@ -179,6 +182,17 @@ cfg_shared (const GemmCfg *c)
 }
 
 #define PROF_MAX 128
+
+/* Timestamps (the query pool): a step's four (start, inputs in, computed,
+ * out), then pairs around an update's apply, a round's finish and a hash. */
+enum { Q_STEP = 0, Q_APPLY = 4, Q_ROUND = 6, Q_HASH = 8, N_QUERIES = 10 };
+
+/* A command buffer recorded once and replayed, with the descriptor sets it
+ * binds (the wire and apply passes of the resident parameters). */
+typedef struct {
+  VkCommandBuffer  cb;
+  VkDescriptorPool pool;
+} Recorded;
 
 typedef struct {
   guint           n;
@@ -248,6 +262,60 @@ struct _RlxVkTrainer {
   GemmCfg           fwd2;         /* RLX_VK_CNN_FWD_TILE; bm = 0: choose_cfg */
   GemmCfg           wgrad2;       /* RLX_VK_CNN_WGRAD_TILE; bm = 0: choose_cfg */
   const GemmCfg    *force_cfg;    /* set while recording one GEMM */
+  /* resident parameters (rlx_vk_trainer_resident_init) */
+  gboolean          resident_ready;
+  gboolean          has_f64;      /* shaderFloat64 and shaderInt64, enabled */
+  Buf               replica;      /* the parameters, device-local */
+  Buf               residual;     /* the gradient's error-feedback residual: two halves, the
+                                   * accepted one (res_half) and the last pass's new one */
+  Buf               wire_s;       /* s = g + r, then wire_sum's partials, then the summary */
+  Buf               codes_dev;    /* the gradient's codes */
+  Buf               tables;       /* f16 → f8 bridges, f8 values (wire-layout.h TAB_*) */
+  Buf               control;      /* host-written: CTL_* */
+  Buf               codes_in;     /* host-written: the pending update's codes */
+  Buf               readback;     /* codes, then the summaries (N_REGIONS) at readback_meta */
+  gsize             part_off, meta_off;   /* in wire_s, words: partials, summaries */
+  gsize             readback_meta;        /* bytes */
+  gsize             code_words;           /* n_params rounded up to 4, the codes' room */
+  guint64           replica_gen;  /* changes with every change of the replica */
+  gboolean          pending_checked;   /* the queued update's codes are checked on the device */
+  Buf               hash_part;    /* the hash's chunk hashes, two words each */
+  Recorded          hash_rec;     /* the replica's hash → readback (REG_HASH) */
+  gboolean          hash_each_step;    /* grads_wire hashes the replica (asked for once) */
+  gboolean          hash_valid;        /* @hash is the replica's as it is now */
+  guint64           hash;
+  /* the leader's round (rlx_vk_trainer_round_*) */
+  Buf               sum;          /* the weighted sum, from the second contribution on */
+  Buf               ures;         /* the update's error-feedback residual */
+  gboolean          ures_zero;    /* ...reads as zeros (reset, or never written) */
+  Buf               round_rb;     /* the update's codes, then its summary (REG_ROUND) */
+  GArray           *slots;        /* Buf: members' buckets, host-written, reused each round */
+  guint             n_slots_used;
+  guint             n_contrib;    /* contributions in the round */
+  int               first;        /* the first one (while alone): -1 own gradient, k slot k */
+  gboolean          own_in;
+  guint64           total_weight;
+  GHashTable       *acc_recs;     /* acc_key () → Recorded* */
+  Recorded          own_rec;      /* the own gradient's check and loss → readback (REG_OWN) */
+  Recorded          finish_rec[3][4][2];   /* [x: sum, own, slot 0][precision][codes wanted] */
+  /* the next round's own gradient, submitted right behind a finish */
+  VkFence           fence2;
+  gboolean          ahead;        /* in flight, on fence2 */
+  guint32          *ahead_idx;
+  guint             ahead_n;
+  guint64           ahead_gen;
+  gboolean          round_times_due;  /* the finish's timestamps, read once the queue is idle */
+  guint64           host_bytes;   /* parameter-sized bytes the host moved, since made */
+  guint64           ahead_taken;  /* own gradients taken from ahead, since made */
+  gint64            wait_acc;     /* µs waited for the GPU in this call */
+  guint32           target[4];    /* the wire's scale targets, by precision */
+  Recorded          wire_rec[4][2][2];   /* [precision][feedback][the replica's hash too] */
+  Recorded          apply_rec[4][2];  /* [precision][codes checked on the device] */
+  int               pending;      /* precision of the update in codes_in, or -1 */
+  gboolean          residual_zero;    /* the accepted residual is zero (a reset) */
+  guint             res_half;         /* which half holds the accepted residual */
+  gboolean          res_pending;      /* the other half holds a new one, not yet accepted */
+  guint32           poison_index, poison_bits;
   GThreadPool      *copiers;      /* large host copies in parallel */
   GMutex            copy_lock;
   GCond             copy_cond;
@@ -262,6 +330,9 @@ typedef struct {
 } CopyJob;
 
 static void copy_job_run (gpointer data, gpointer user_data);
+static void recorded_clear (RlxVkTrainer *self, Recorded *rec);
+static void resident_free (RlxVkTrainer *self);
+static gboolean drain_ahead (RlxVkTrainer *self, GError **error);
 
 /* Records one step into a command buffer. */
 typedef struct {
@@ -271,10 +342,14 @@ typedef struct {
   GError         **error;
   gboolean         failed;
   Step            *step;
+  Buf             *params;    /* what the step reads: the host-written parameters or the replica */
   char             label[96];
   guint64          dirty_w;   /* buffers written since the last barrier */
   guint64          dirty_r;   /* and read */
 } Rec;
+
+static gboolean rec_begin (RlxVkTrainer *self, Rec *r, Recorded *out, guint max_sets,
+                           GError **error);
 
 /* Where a buffer's memory lives. */
 typedef enum {
@@ -413,6 +488,15 @@ shader_code (ShaderId id, gsize *size)
       S (SH_CNN2W, rlx_spv_cnn2w)
       S (SH_CNN1W, rlx_spv_cnn1w)
       S (SH_GEMM2, rlx_spv_gemm2)
+      S (SH_WIRE_SUM, rlx_spv_wire_sum)
+      S (SH_WIRE_MAX, rlx_spv_wire_max)
+      S (SH_WIRE_QUANT, rlx_spv_wire_quant)
+      S (SH_WIRE_APPLY, rlx_spv_wire_apply)
+      S (SH_CODES_CHECK, rlx_spv_codes_check)
+      S (SH_ROUND_ACC, rlx_spv_round_acc)
+      S (SH_ROUND_U, rlx_spv_round_u)
+      S (SH_ROUND_QUANT, rlx_spv_round_quant)
+      S (SH_PARAMS_HASH, rlx_spv_params_hash)
 #undef S
     case N_SHADERS:
     default:
@@ -558,7 +642,11 @@ rec_dispatch_v (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec, Buf 
    * need no ordering among themselves). With RLX_VK_PROFILE every dispatch
    * gets one, so each is timed alone. */
   {
-    static const guint writes[N_SHADERS] = { 2, 1, 2, 3, 2, 1, 1, 2, 2, 2, 3, 4, 2 };
+    /* the binding each shader writes (wire_quant also writes the residual
+     * at 2; the wire passes are ordered by barriers of their own) */
+    static const guint writes[N_SHADERS] = {
+      2, 1, 2, 3, 2, 1, 1, 2, 2, 2, 3, 4, 2, 3, 0, 3, 3, 1, 3, 3, 4, 1
+    };
     guint64 rd = 0, wr = 0;
 
     for (guint i = 0; i < N_BINDINGS; i++)
@@ -583,13 +671,14 @@ rec_dispatch_v (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec, Buf 
   t->vk.CmdBindDescriptorSets (r->cb, VK_PIPELINE_BIND_POINT_COMPUTE, t->layout, 0, 1, &set, 0, NULL);
   t->vk.CmdPushConstants (r->cb, t->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);
   t->vk.CmdDispatch (r->cb, gx, gy, gz);
-  if (t->prof != VK_NULL_HANDLE && r->step->labels->len + 1 < PROF_MAX)
+  if (t->prof != VK_NULL_HANDLE && r->step != NULL && r->step->labels->len + 1 < PROF_MAX)
     {
       rec_barrier (r);
       r->dirty_w = r->dirty_r = 0;
       static const char *const names[N_SHADERS] = {
         "gemm", "reduce", "gather", "softmax", "conv1", "maxpool", "im2col", "poolgrad",
-        "cnn1", "cnn2", "cnn2w", "cnn1w", "gemm2"
+        "cnn1", "cnn2", "cnn2w", "cnn1w", "gemm2", "wiresum", "wiremax", "wirequan", "wireappl",
+        "codechk", "roundacc", "roundu", "roundqua", "hash"
       };
       g_ptr_array_add (r->step->labels,
                        g_strdup_printf ("%-8s %s grid %u×%u×%u", names[shader], r->label, gx, gy, gz));
@@ -604,7 +693,7 @@ rec_dispatch (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec,
               Buf *b0, Buf *b1, Buf *b2, Buf *b3,
               const void *push, gsize push_size, guint gx, guint gy, guint gz)
 {
-  Buf *bs[N_BINDINGS] = { b0, b1, b2, b3, NULL };
+  Buf *bs[N_BINDINGS] = { b0, b1, b2, b3, NULL, NULL };
 
   rec_dispatch_v (r, shader, spec, n_spec, bs, push, push_size, gx, gy, gz);
 }
@@ -913,12 +1002,12 @@ record_dense (Rec *r, guint n)
     {
       const RlxTensorInfo *wt = &m->tensors[2 * (l - 1)], *bt = &m->tensors[2 * (l - 1) + 1];
       rec_gemm (r, TRUE, TRUE, n, w[l], w[l - 1],
-                act[l - 1], w[l - 1], 0, &t->params, w[l - 1], (guint) wt->offset,
-                act[l], w[l], 0, &t->params, (guint) bt->offset, 0,
+                act[l - 1], w[l - 1], 0, r->params, w[l - 1], (guint) wt->offset,
+                act[l], w[l], 0, r->params, (guint) bt->offset, 0,
                 EPI_BIAS_COL | (l < L ? EPI_RELU : 0));
       /* with the parameters written by the host, large models submit the
        * first layer's forward before the host writes the other layers */
-      if (l == 1 && L > 1 && t->split_submit && t->upload == UPLOAD_BAR &&
+      if (l == 1 && L > 1 && t->split_submit && t->upload == UPLOAD_BAR && r->params == &t->params &&
           m->n_params * sizeof (float) >= SPLIT_MIN_BYTES)
         rec_split (r, (bt->offset + bt->numel) * sizeof (float));
     }
@@ -933,7 +1022,7 @@ record_dense (Rec *r, guint n)
       rec_colsum (r, dact[l], 0, n, w[l], w[l], &t->grads, (guint) bt->offset, 1.0f, 0);
       if (l > 1)
         rec_gemm (r, TRUE, FALSE, n, w[l - 1], w[l],
-                  dact[l], w[l], 0, &t->params, w[l - 1], (guint) wt->offset,
+                  dact[l], w[l], 0, r->params, w[l - 1], (guint) wt->offset,
                   dact[l - 1], w[l - 1], 0, act[l - 1], 0, w[l - 1], EPI_MASK);
     }
 }
@@ -974,7 +1063,7 @@ rec_cnn_dense (Rec *r, guint n)
   RlxVkTrainer *t = r->t;
   guint w3 = (guint) t->model->tensors[4].offset, b3 = (guint) t->model->tensors[5].offset;
   Buf *P2 = &t->bufs[B_P2], *LOG = &t->bufs[B_LOGITS], *DL = &t->bufs[B_DLOGITS];
-  Buf *DP2 = &t->bufs[B_DP2], *PR = &t->params, *G = &t->grads;
+  Buf *DP2 = &t->bufs[B_DP2], *PR = r->params, *G = &t->grads;
 
   rec_gemm (r, TRUE, TRUE, n, 10, 1568, P2, 1568, 0, PR, 1568, w3,
             LOG, 10, 0, PR, b3, 0, EPI_BIAS_COL);
@@ -996,7 +1085,7 @@ record_cnn_gemm (Rec *r, guint n)
   Buf *COL1 = &t->bufs[B_COL1], *COL2 = &t->bufs[B_COL2], *A2 = &t->bufs[B_A2];
   Buf *P2 = &t->bufs[B_P2], *DP2 = &t->bufs[B_DP2], *DZ2 = &t->bufs[B_DZ2];
   Buf *DZ1 = &t->bufs[B_DZ1];
-  Buf *PR = &t->params, *G = &t->grads;
+  Buf *PR = r->params, *G = &t->grads;
   struct { guint32 n, w_off, b_off, x_off, out_off; } c1 = { n, w1, b1, 0, 0 };
   guint rows2 = n * 196, rows1 = n * 784;
 
@@ -1069,7 +1158,7 @@ record_cnn_direct (Rec *r, guint n)
   guint w1 = (guint) m->tensors[0].offset, b1 = (guint) m->tensors[1].offset;
   guint w2 = (guint) m->tensors[2].offset, b2 = (guint) m->tensors[3].offset;
   Buf *X = &t->bufs[B_X], *P1 = &t->bufs[B_P1], *P2 = &t->bufs[B_P2];
-  Buf *DP2 = &t->bufs[B_DP2], *PR = &t->params, *G = &t->grads;
+  Buf *DP2 = &t->bufs[B_DP2], *PR = r->params, *G = &t->grads;
   Buf *W2P = &t->bufs[B_PART], *W1P = &t->bufs[B_DZ1];
   guint groups = MIN (n, 65535u);
   guint code_off = n * 1568;
@@ -1098,7 +1187,7 @@ record_cnn_direct (Rec *r, guint n)
   /* conv2's and conv1's gradients, independent of each other */
   rec_dispatch (r, SH_CNN2W, NULL, 0, P1, DP2, P2, W2P, &k3, sizeof k3, wgs2, 1, 1);
   {
-    Buf *bs[N_BINDINGS] = { X, PR, DP2, P2, W1P };
+    Buf *bs[N_BINDINGS] = { X, PR, DP2, P2, W1P, NULL };
     rec_dispatch_v (r, SH_CNN1W, &t->cnn1w_scatter, 1, bs, &k4, sizeof k4, groups, 1, 1);
   }
   rec_colsum (r, W2P, 0, wgs2, 4640, 4640, G, w2, 1.0f, 0);
@@ -1140,23 +1229,13 @@ print_profile (RlxVkTrainer *self, Step *s)
                 (char *) g_ptr_array_index (s->labels, i));
 }
 
+/* The step at batch @n; @resident: on the replica (the parameters stay
+ * on the device, no parameter upload, the gradient is left for the wire
+ * pass), else on the parameters the host writes, with the gradient copied
+ * out. */
 static Step *
-record_step (RlxVkTrainer *self, guint n, GError **error)
+record_step (RlxVkTrainer *self, guint n, gboolean resident, GError **error)
 {
-  VkDescriptorPoolSize ps = { VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, N_BINDINGS * 96 };
-  VkDescriptorPoolCreateInfo dpci = {
-    .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-    .maxSets = 96,
-    .poolSizeCount = 1,
-    .pPoolSizes = &ps,
-  };
-  VkCommandBufferAllocateInfo cai = {
-    .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-    .commandPool = self->cmdpool,
-    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-    .commandBufferCount = 1,
-  };
-  VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO };
   gsize pbytes = self->model->n_params * sizeof (float);
   VkBufferCopy up_params = { 0, 0, pbytes };
   VkBufferCopy up_idx = { pbytes, 0, n * sizeof (guint32) };
@@ -1177,38 +1256,30 @@ record_step (RlxVkTrainer *self, guint n, GError **error)
     .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
   };
   Step *step = g_new0 (Step, 1);
-  Rec rec = { .t = self, .error = error, .step = step };
+  Recorded first;
+  Rec rec;
   VkResult res;
 
   step->n = n;
   step->labels = g_ptr_array_new_with_free_func (g_free);
-  res = self->vk.CreateDescriptorPool (self->dev, &dpci, NULL, &step->pool);
-  if (res != VK_SUCCESS)
+  if (!rec_begin (self, &rec, &first, 96, error))
     {
-      rlx_vk_set_error (error, res, "creating a descriptor pool");
+      recorded_clear (self, &first);
       step_free (step);
       return NULL;
     }
-  res = self->vk.AllocateCommandBuffers (self->dev, &cai, &step->cb[0]);
-  if (res == VK_SUCCESS)
-    res = self->vk.BeginCommandBuffer (step->cb[0], &bi);
-  if (res != VK_SUCCESS)
-    {
-      self->vk.DestroyDescriptorPool (self->dev, step->pool, NULL);
-      rlx_vk_set_error (error, res, "allocating a command buffer");
-      step_free (step);
-      return NULL;
-    }
+  step->pool = first.pool;
+  step->cb[0] = first.cb;
   step->n_cb = 1;
-  rec.cb = step->cb[0];
-  rec.pool = step->pool;
+  rec.step = step;
+  rec.params = resident ? &self->replica : &self->params;
 
   if (self->queries != VK_NULL_HANDLE)
     {
       self->vk.CmdResetQueryPool (step->cb[0], self->queries, 0, 4);
       self->vk.CmdWriteTimestamp (step->cb[0], VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, self->queries, 0);
     }
-  if (self->upload != UPLOAD_BAR)
+  if (self->upload != UPLOAD_BAR && !resident)
     self->vk.CmdCopyBuffer (step->cb[0], self->staging_in.buf, self->params.buf, 1, &up_params);
   self->vk.CmdCopyBuffer (step->cb[0], self->staging_in.buf, self->indices.buf, 1, &up_idx);
   self->vk.CmdPipelineBarrier (step->cb[0], VK_PIPELINE_STAGE_TRANSFER_BIT,
@@ -1228,13 +1299,18 @@ record_step (RlxVkTrainer *self, guint n, GError **error)
 
   if (self->queries != VK_NULL_HANDLE)
     self->vk.CmdWriteTimestamp (rec.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->queries, 2);
-  self->vk.CmdPipelineBarrier (rec.cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                        VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &to_transfer, 0, NULL, 0, NULL);
-  self->vk.CmdCopyBuffer (rec.cb, self->grads.buf, self->staging_out.buf, 1, &down);
-  self->vk.CmdPipelineBarrier (rec.cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                        VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0, NULL, 0, NULL);
-  if (self->queries != VK_NULL_HANDLE)
-    self->vk.CmdWriteTimestamp (rec.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->queries, 3);
+  /* resident: the wire pass, submitted right after, reads the gradient and
+   * writes timestamp 3 */
+  if (!resident)
+    {
+      self->vk.CmdPipelineBarrier (rec.cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                   VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &to_transfer, 0, NULL, 0, NULL);
+      self->vk.CmdCopyBuffer (rec.cb, self->grads.buf, self->staging_out.buf, 1, &down);
+      self->vk.CmdPipelineBarrier (rec.cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                                   VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0, NULL, 0, NULL);
+      if (self->queries != VK_NULL_HANDLE)
+        self->vk.CmdWriteTimestamp (rec.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self->queries, 3);
+    }
 
   res = self->vk.EndCommandBuffer (rec.cb);
   if (!rec.failed && res != VK_SUCCESS)
@@ -1477,6 +1553,7 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
     .queueCreateInfoCount = 1,
     .pQueueCreateInfos = &qci,
   };
+  VkPhysicalDeviceFeatures have, want = { 0 };
   VkDescriptorSetLayoutBinding bindings[N_BINDINGS];
   VkDescriptorSetLayoutCreateInfo dslci = {
     .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
@@ -1498,7 +1575,7 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   VkQueryPoolCreateInfo qpci = {
     .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
     .queryType = VK_QUERY_TYPE_TIMESTAMP,
-    .queryCount = 4,
+    .queryCount = N_QUERIES,
   };
   const VkBufferUsageFlags storage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
                                      VK_BUFFER_USAGE_TRANSFER_DST_BIT |
@@ -1608,6 +1685,16 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
       self->qfam = i;
   g_assert (self->qfam != G_MAXUINT32);   /* device_check asked for one */
   qci.queueFamilyIndex = self->qfam;
+  /* 64-bit shader arithmetic, where the device has it, for the wire passes
+   * of the resident parameters (shaders/wire.glsl) */
+  rlx_vki.GetPhysicalDeviceFeatures (self->phys, &have);
+  if (have.shaderFloat64 && have.shaderInt64)
+    {
+      want.shaderFloat64 = VK_TRUE;
+      want.shaderInt64 = VK_TRUE;
+      dci.pEnabledFeatures = &want;
+      self->has_f64 = TRUE;
+    }
 
   r = rlx_vki.CreateDevice (self->phys, &dci, NULL, &self->dev);
   if (r != VK_SUCCESS)
@@ -1642,6 +1729,8 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
     r = self->vk.CreateCommandPool (self->dev, &cpci, NULL, &self->cmdpool);
   if (r == VK_SUCCESS)
     r = self->vk.CreateFence (self->dev, &fci, NULL, &self->fence);
+  if (r == VK_SUCCESS)
+    r = self->vk.CreateFence (self->dev, &fci, NULL, &self->fence2);
   if (r == VK_SUCCESS && qf[self->qfam].timestampValidBits > 0 && self->info->timestamp_period > 0)
     {
       r = self->vk.CreateQueryPool (self->dev, &qpci, NULL, &self->queries);
@@ -1737,12 +1826,15 @@ rlx_vk_trainer_free (RlxVkTrainer *self)
       buf_destroy (self, &self->staging_in);
       buf_destroy (self, &self->staging_out);
       buf_destroy (self, &self->dummy);
+      resident_free (self);
       if (self->queries != VK_NULL_HANDLE)
         self->vk.DestroyQueryPool (self->dev, self->queries, NULL);
       if (self->prof != VK_NULL_HANDLE)
         self->vk.DestroyQueryPool (self->dev, self->prof, NULL);
       if (self->fence != VK_NULL_HANDLE)
         self->vk.DestroyFence (self->dev, self->fence, NULL);
+      if (self->fence2 != VK_NULL_HANDLE)
+        self->vk.DestroyFence (self->dev, self->fence2, NULL);
       if (self->cmdpool != VK_NULL_HANDLE)
         self->vk.DestroyCommandPool (self->dev, self->cmdpool, NULL);
       if (self->layout != VK_NULL_HANDLE)
@@ -1756,6 +1848,9 @@ rlx_vk_trainer_free (RlxVkTrainer *self)
   g_mutex_clear (&self->copy_lock);
   g_cond_clear (&self->copy_cond);
   g_clear_pointer (&self->steps, g_hash_table_unref);
+  g_clear_pointer (&self->acc_recs, g_hash_table_unref);
+  g_clear_pointer (&self->slots, g_array_unref);
+  g_free (self->ahead_idx);
   g_clear_pointer (&self->pipes, g_array_unref);
   g_clear_pointer (&self->info, rlx_vk_device_info_free);
   g_clear_pointer (&self->dataset, rlx_dataset_unref);
@@ -1828,20 +1923,22 @@ par_memcpy (RlxVkTrainer *self, void *dst, const void *src, gsize n)
  * microseconds to wake up: poll first, then sleep. (Not on a software
  * device, whose worker threads need the cores.) */
 static VkResult
-wait_fence (RlxVkTrainer *self, guint64 timeout_ns)
+wait_fence (RlxVkTrainer *self, VkFence fence, guint64 timeout_ns)
 {
+  gint64 t0 = g_get_monotonic_time ();
+  VkResult r = VK_NOT_READY;
+
   if (!rlx_vk_device_is_software (self->info))
     {
-      gint64 until = g_get_monotonic_time () + 20000;
+      gint64 until = t0 + 20000;
       do
-        {
-          VkResult r = self->vk.GetFenceStatus (self->dev, self->fence);
-          if (r != VK_NOT_READY)
-            return r;
-        }
-      while (g_get_monotonic_time () < until);
+        r = self->vk.GetFenceStatus (self->dev, fence);
+      while (r == VK_NOT_READY && g_get_monotonic_time () < until);
     }
-  return self->vk.WaitForFences (self->dev, 1, &self->fence, VK_TRUE, timeout_ns);
+  if (r == VK_NOT_READY)
+    r = self->vk.WaitForFences (self->dev, 1, &fence, VK_TRUE, timeout_ns);
+  self->wait_acc += g_get_monotonic_time () - t0;
+  return r;
 }
 
 /* RLX_VK_SIMULATE_DEVICE_LOST=N (read when the trainer is made): the Nth
@@ -1855,112 +1952,138 @@ simulate_lost (RlxVkTrainer *self)
   return self->lose_at != 0 && self->n_submits == self->lose_at;
 }
 
-gboolean
-rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *indices,
-                      guint n, float *loss, float *grads, GError **error)
+static gboolean
+check_lost (RlxVkTrainer *self, GError **error)
 {
-  gsize pbytes = self->model->n_params * sizeof (float), head;
-  VkSubmitInfo si = { .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1 };
-  gint64 t0 = g_get_monotonic_time ();
-  Step *step;
-  VkResult r;
+  if (!self->lost)
+    return TRUE;
+  g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_DEVICE_LOST, "%s", self->lost_reason);
+  return FALSE;
+}
 
-  g_return_val_if_fail (self != NULL && params != NULL && indices != NULL && loss != NULL, FALSE);
-  g_return_val_if_fail (n >= 1 && n <= self->max_batch, FALSE);
+/* The recorded step at batch @n (see record_step), recorded on first use. */
+static Step *
+get_step (RlxVkTrainer *self, guint n, gboolean resident, GError **error)
+{
+  gpointer key = GUINT_TO_POINTER (n | (resident ? 1u << 31 : 0));
+  Step *step = g_hash_table_lookup (self->steps, key);
 
-  if (self->lost)
+  if (step != NULL)
+    return step;
+  /* a rank uses a few batch sizes; keep the recordings bounded */
+  if (g_hash_table_size (self->steps) >= 16)
     {
-      g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_DEVICE_LOST, "%s", self->lost_reason);
-      return FALSE;
-    }
-
-  step = g_hash_table_lookup (self->steps, GUINT_TO_POINTER (n));
-  if (step == NULL)
-    {
-      /* a rank uses a few batch sizes; keep the recordings bounded */
-      if (g_hash_table_size (self->steps) >= 16)
+      GHashTableIter it;
+      gpointer v;
+      g_hash_table_iter_init (&it, self->steps);
+      while (g_hash_table_iter_next (&it, NULL, &v))
         {
-          GHashTableIter it;
-          gpointer v;
-          g_hash_table_iter_init (&it, self->steps);
-          while (g_hash_table_iter_next (&it, NULL, &v))
-            {
-              Step *s = v;
-              self->vk.FreeCommandBuffers (self->dev, self->cmdpool, s->n_cb, s->cb);
-              self->vk.DestroyDescriptorPool (self->dev, s->pool, NULL);
-              g_hash_table_iter_remove (&it);
-            }
-        }
-      step = record_step (self, n, error);
-      if (step == NULL)
-        return FALSE;
-      g_hash_table_insert (self->steps, GUINT_TO_POINTER (n), step);
-    }
-
-  /* split (rec_split): the first layer's parameters, submit its part, then
-   * the rest of the parameters while the GPU computes */
-  head = step->n_cb == 2 ? step->head_bytes : pbytes;
-  par_memcpy (self, self->upload == UPLOAD_BAR ? self->params.map : self->staging_in.map,
-              params, head);
-  memcpy ((char *) self->staging_in.map + pbytes, indices, n * sizeof (guint32));
-
-  si.pCommandBuffers = &step->cb[0];
-  r = self->vk.ResetFences (self->dev, 1, &self->fence);
-  if (r == VK_SUCCESS && simulate_lost (self))
-    r = VK_ERROR_DEVICE_LOST;
-  else if (r == VK_SUCCESS && step->n_cb == 2)
-    {
-      r = self->vk.QueueSubmit (self->queue, 1, &si, VK_NULL_HANDLE);
-      if (r == VK_SUCCESS)
-        {
-          par_memcpy (self, (char *) self->params.map + head, (const char *) params + head,
-                      pbytes - head);
-          si.pCommandBuffers = &step->cb[1];
-          r = self->vk.QueueSubmit (self->queue, 1, &si, self->fence);
-          if (r != VK_SUCCESS)
-            self->vk.QueueWaitIdle (self->queue);   /* the first part may be running */
+          Step *s = v;
+          self->vk.FreeCommandBuffers (self->dev, self->cmdpool, s->n_cb, s->cb);
+          self->vk.DestroyDescriptorPool (self->dev, s->pool, NULL);
+          g_hash_table_iter_remove (&it);
         }
     }
-  else if (r == VK_SUCCESS)
-    r = self->vk.QueueSubmit (self->queue, 1, &si, self->fence);
+  step = record_step (self, n, resident, error);
+  if (step != NULL)
+    g_hash_table_insert (self->steps, key, step);
+  return step;
+}
+
+/* @r: what submitting (with the fence) returned. Waits for the fence and
+ * turns a failure into an error naming @what; a lost device, or work that
+ * never finishes, is lost for good (every later call fails the same way). */
+static gboolean
+wait_submission (RlxVkTrainer *self, VkFence fence, VkResult r, const char *what, GError **error)
+{
+  g_autoptr(GError) local = NULL;
+
   if (r == VK_SUCCESS)
     {
-      r = wait_fence (self, 120ull * 1000000000ull);
+      r = wait_fence (self, fence, 120ull * 1000000000ull);
       if (r == VK_TIMEOUT)
         {
           self->lost = TRUE;
-          self->lost_reason = g_strdup_printf ("%s did not finish a training step in 120 s; "
-                                               "this rank cannot compute on it any more — "
-                                               "restart it, or use --backend cpu",
-                                               self->info->name);
+          self->lost_reason = g_strdup_printf ("%s did not finish %s in 120 s; this rank cannot "
+                                               "compute on it any more — restart it, or use "
+                                               "--backend cpu", self->info->name, what);
           g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_DEVICE_LOST, "%s", self->lost_reason);
           return FALSE;
         }
     }
-  if (r != VK_SUCCESS)
+  if (r == VK_SUCCESS)
+    return TRUE;
+  rlx_vk_set_error (&local, r, "%s on %s", what, self->info->name);
+  if (r == VK_ERROR_DEVICE_LOST)
     {
-      g_autoptr(GError) local = NULL;
-
-      rlx_vk_set_error (&local, r, "a %s step of %u samples on %s", self->model->slug, n,
-                        self->info->name);
-      if (r == VK_ERROR_DEVICE_LOST)
-        {
-          self->lost = TRUE;
-          self->lost_reason = g_strdup (local->message);
-        }
-      g_propagate_error (error, g_steal_pointer (&local));
-      return FALSE;
+      self->lost = TRUE;
+      self->lost_reason = g_strdup (local->message);
     }
+  g_propagate_error (error, g_steal_pointer (&local));
+  return FALSE;
+}
 
-  *loss = ((const float *) self->staging_out.map)[self->model->n_params];
-  if (grads != NULL)
-    par_memcpy (self, grads, self->staging_out.map, pbytes);
+/* Submits @cbs[0..n) as one batch with @fence (VK_NULL_HANDLE: none). */
+static VkResult
+submit (RlxVkTrainer *self, const VkCommandBuffer *cbs, guint n, VkFence fence,
+        gboolean count_step)
+{
+  VkSubmitInfo si = {
+    .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+    .commandBufferCount = n,
+    .pCommandBuffers = cbs,
+  };
+  VkResult r = fence != VK_NULL_HANDLE ? self->vk.ResetFences (self->dev, 1, &fence) : VK_SUCCESS;
+  gint64 t0 = g_get_monotonic_time ();
 
+  if (r == VK_SUCCESS && count_step && simulate_lost (self))
+    return VK_ERROR_DEVICE_LOST;
+  if (r == VK_SUCCESS)
+    r = self->vk.QueueSubmit (self->queue, 1, &si, fence);
+  /* a software device (lavapipe) runs the work inside vkQueueSubmit */
+  self->wait_acc += g_get_monotonic_time () - t0;
+  return r;
+}
+
+/* Submits @cbs[0..n) as one batch with the fence and waits. */
+static gboolean
+submit_wait (RlxVkTrainer *self, const VkCommandBuffer *cbs, guint n, gboolean count_step,
+             const char *what, GError **error)
+{
+  if (!check_lost (self, error))
+    return FALSE;
+  return wait_submission (self, self->fence, submit (self, cbs, n, self->fence, count_step),
+                          what, error);
+}
+
+/* µs between timestamps @q and @q + 1 (0 without timestamps). Timestamps
+ * are read after the fence of the submission that wrote them, and not while
+ * another submission runs: lavapipe waits for the whole queue then, an own
+ * gradient computed ahead included (round_times_due). */
+static double
+query_span (RlxVkTrainer *self, guint q)
+{
+  guint64 ts[2];
+
+  if (self->queries == VK_NULL_HANDLE ||
+      self->vk.GetQueryPoolResults (self->dev, self->queries, q, 2, sizeof ts, ts, sizeof (guint64),
+                                    VK_QUERY_RESULT_64_BIT) != VK_SUCCESS)
+    return 0;
+  return (double) (ts[1] - ts[0]) * self->info->timestamp_period / 1000.0;
+}
+
+/* The last step's timestamps (and, with RLX_VK_PROFILE, its dispatches'). */
+static void
+read_timings (RlxVkTrainer *self, Step *step, gboolean applied)
+{
+  VkResult r;
+
+  self->timings.apply_us = applied ? query_span (self, Q_APPLY) : 0;
   if (self->queries != VK_NULL_HANDLE)
     {
       guint64 ts[4];
       r = self->vk.GetQueryPoolResults (self->dev, self->queries, 0, 4, sizeof ts, ts, sizeof (guint64),
-                                 VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+                                 VK_QUERY_RESULT_64_BIT);
       if (r == VK_SUCCESS)
         {
           double p = self->info->timestamp_period / 1000.0;
@@ -1975,13 +2098,1517 @@ rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *in
       g_autofree guint64 *ts = g_new0 (guint64, nq);
       if (self->vk.GetQueryPoolResults (self->dev, self->prof, 0, nq, nq * sizeof (guint64), ts,
                                  sizeof (guint64),
-                                 VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) == VK_SUCCESS)
+                                 VK_QUERY_RESULT_64_BIT) == VK_SUCCESS)
         {
           for (guint i = 1; i < nq; i++)
             step->prof_us[i - 1] += (double) (ts[i] - ts[i - 1]) * self->info->timestamp_period / 1000.0;
           step->prof_steps++;
         }
     }
+}
+
+gboolean
+rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *indices,
+                      guint n, float *loss, float *grads, GError **error)
+{
+  gsize pbytes = self->model->n_params * sizeof (float), head;
+  gint64 t0 = g_get_monotonic_time ();
+  g_autofree char *what = NULL;
+  Step *step;
+  VkResult r;
+
+  g_return_val_if_fail (self != NULL && params != NULL && indices != NULL && loss != NULL, FALSE);
+  g_return_val_if_fail (n >= 1 && n <= self->max_batch, FALSE);
+
+  self->wait_acc = 0;
+  if (!check_lost (self, error) || !drain_ahead (self, error))
+    return FALSE;
+  step = get_step (self, n, FALSE, error);
+  if (step == NULL)
+    return FALSE;
+
+  /* split (rec_split): the first layer's parameters, submit its part, then
+   * the rest of the parameters while the GPU computes */
+  head = step->n_cb == 2 ? step->head_bytes : pbytes;
+  par_memcpy (self, self->upload == UPLOAD_BAR ? self->params.map : self->staging_in.map,
+              params, head);
+  memcpy ((char *) self->staging_in.map + pbytes, indices, n * sizeof (guint32));
+
+  if (step->n_cb == 2)
+    {
+      r = submit (self, &step->cb[0], 1, VK_NULL_HANDLE, TRUE);
+      if (r == VK_SUCCESS)
+        {
+          par_memcpy (self, (char *) self->params.map + head, (const char *) params + head,
+                      pbytes - head);
+          r = submit (self, &step->cb[1], 1, self->fence, FALSE);
+          if (r != VK_SUCCESS)
+            self->vk.QueueWaitIdle (self->queue);   /* the first part may be running */
+        }
+    }
+  else
+    r = submit (self, &step->cb[0], 1, self->fence, TRUE);
+  self->host_bytes += 2 * pbytes;
+  what = g_strdup_printf ("a %s step of %u samples", self->model->slug, n);
+  if (!wait_submission (self, self->fence, r, what, error))
+    return FALSE;
+
+  *loss = ((const float *) self->staging_out.map)[self->model->n_params];
+  if (grads != NULL)
+    par_memcpy (self, grads, self->staging_out.map, pbytes);
+  read_timings (self, step, FALSE);
   self->timings.wall_us = (double) (g_get_monotonic_time () - t0);
+  self->timings.wait_us = (double) self->wait_acc;
+  self->timings.host_bytes = self->host_bytes;
+  return TRUE;
+}
+
+/* ------------------------------------------------------ resident parameters
+ *
+ * The replica lives in device-local memory across steps. An update's codes
+ * (1, 2 or 4 bytes a parameter) wait in codes_in — written by the host
+ * straight into memory the GPU reads — until the next submission, whose
+ * first command buffer applies them (wire_apply.comp; for codes the host did
+ * not check, codes_check.comp + wire_max.comp first, and the apply refuses
+ * them when one decodes to NaN or ±Inf). A member's step is then [apply] +
+ * [hash] + [forward/backward on the replica] + [wire pass], one submission
+ * and one fence. The wire pass (wire_sum, wire_max, wire_quant) turns the
+ * gradient into codes with error feedback on the device and copies out only
+ * the codes and a summary; the host reads them where the GPU put them.
+ *
+ * The leader's round: its own gradient stays in the gradient buffer; a
+ * member's bucket goes, as received, into a slot (host-written device
+ * memory) and is added to the sum by a submission of its own that nobody
+ * waits for (round_acc.comp); the finish is one submission: u (round_u),
+ * its scale (wire_max), codes + residual + apply (round_quant), the hash
+ * (params_hash), the codes and the summary out. The next round's own
+ * gradient can follow it on the queue at once (fence2).
+ *
+ * The arithmetic is the wire's, bit for bit (shaders/wire.glsl says how).
+ * Summaries live at meta_off + region · META_WORDS in wire_s and, for the
+ * host, at readback_meta + region · META_WORDS · 4 in readback (the round's
+ * in round_rb, after its codes).
+ */
+
+#define WIRE_ELEMS_PER_GROUP 4096u
+
+enum { REG_WIRE, REG_OWN, REG_ROUND, REG_APPLY, REG_HASH, N_REGIONS };
+
+static const guint code_size[4] = { 4, 2, 1, 1 };
+
+static void
+rec_full_barrier (Rec *r)
+{
+  VkMemoryBarrier mb = {
+    .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+    .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+    .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                     VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+  };
+  const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
+                                      VK_PIPELINE_STAGE_TRANSFER_BIT;
+
+  r->t->vk.CmdPipelineBarrier (r->cb, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
+  r->dirty_w = r->dirty_r = 0;
+}
+
+static void
+rec_to_host (Rec *r)
+{
+  VkMemoryBarrier to_host = {
+    .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+    .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+    .dstAccessMask = VK_ACCESS_HOST_READ_BIT,
+  };
+  r->t->vk.CmdPipelineBarrier (r->cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+                               0, 1, &to_host, 0, NULL, 0, NULL);
+}
+
+static void
+rec_timestamp (Rec *r, guint q, gboolean start)
+{
+  RlxVkTrainer *t = r->t;
+
+  if (t->queries == VK_NULL_HANDLE)
+    return;
+  if (start)
+    {
+      t->vk.CmdResetQueryPool (r->cb, t->queries, q, 2);
+      t->vk.CmdWriteTimestamp (r->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, t->queries, q);
+    }
+  else
+    t->vk.CmdWriteTimestamp (r->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, t->queries, q + 1);
+}
+
+/* Starts recording a command buffer with a descriptor pool of its own
+ * (@max_sets sets). */
+static gboolean
+rec_begin (RlxVkTrainer *self, Rec *r, Recorded *out, guint max_sets, GError **error)
+{
+  VkDescriptorPoolSize ps = { VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, N_BINDINGS * max_sets };
+  VkDescriptorPoolCreateInfo dpci = {
+    .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+    .maxSets = max_sets,
+    .poolSizeCount = 1,
+    .pPoolSizes = &ps,
+  };
+  VkCommandBufferAllocateInfo cai = {
+    .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+    .commandPool = self->cmdpool,
+    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+    .commandBufferCount = 1,
+  };
+  VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO };
+  VkResult res;
+
+  memset (out, 0, sizeof *out);
+  res = self->vk.CreateDescriptorPool (self->dev, &dpci, NULL, &out->pool);
+  if (res == VK_SUCCESS)
+    res = self->vk.AllocateCommandBuffers (self->dev, &cai, &out->cb);
+  if (res == VK_SUCCESS)
+    res = self->vk.BeginCommandBuffer (out->cb, &bi);
+  if (res != VK_SUCCESS)
+    {
+      rlx_vk_set_error (error, res, "recording a command buffer");
+      return FALSE;
+    }
+  *r = (Rec) { .t = self, .cb = out->cb, .pool = out->pool, .error = error };
+  return TRUE;
+}
+
+static void
+recorded_clear (RlxVkTrainer *self, Recorded *rec)
+{
+  if (rec->cb != VK_NULL_HANDLE)
+    self->vk.FreeCommandBuffers (self->dev, self->cmdpool, 1, &rec->cb);
+  if (rec->pool != VK_NULL_HANDLE)
+    self->vk.DestroyDescriptorPool (self->dev, rec->pool, NULL);
+  memset (rec, 0, sizeof *rec);
+}
+
+static gboolean
+rec_end (RlxVkTrainer *self, Rec *r, Recorded *out)
+{
+  VkResult res = self->vk.EndCommandBuffer (r->cb);
+
+  if (!r->failed && res != VK_SUCCESS)
+    {
+      rlx_vk_set_error (r->error, res, "recording a command buffer");
+      r->failed = TRUE;
+    }
+  if (r->failed)
+    recorded_clear (self, out);
+  return !r->failed;
+}
+
+typedef void (*FillFunc) (Rec *r, gpointer data);
+
+/* @out recorded by @fill on first use (@max_sets descriptor sets), then
+ * replayed. */
+static const Recorded *
+get_recorded (RlxVkTrainer *self, Recorded *out, guint max_sets, FillFunc fill, gpointer data,
+              GError **error)
+{
+  Rec r;
+
+  if (out->cb != VK_NULL_HANDLE)
+    return out;
+  if (!rec_begin (self, &r, out, max_sets, error))
+    {
+      recorded_clear (self, out);
+      return NULL;
+    }
+  fill (&r, data);
+  return rec_end (self, &r, out) ? out : NULL;
+}
+
+/* Records, submits and waits for a command buffer made by @fill; for the
+ * rare work (load, read, tests). */
+static gboolean
+run_once (RlxVkTrainer *self, FillFunc fill, gpointer data, const char *what, GError **error)
+{
+  Recorded once = { 0 };
+  gboolean ok;
+
+  if (get_recorded (self, &once, 4, fill, data, error) == NULL)
+    return FALSE;
+  ok = submit_wait (self, &once.cb, 1, FALSE, what, error);
+  recorded_clear (self, &once);
+  return ok;
+}
+
+static gsize
+region_off (RlxVkTrainer *self, guint region)
+{
+  return self->meta_off + region * META_WORDS;
+}
+
+/* Summary @region of wire_s → @dst at byte @dst_off, for the host. */
+static void
+rec_copy_region (Rec *r, guint region, Buf *dst, gsize dst_off)
+{
+  VkBufferCopy meta = { region_off (r->t, region) * 4, dst_off, META_WORDS * 4 };
+
+  r->t->vk.CmdCopyBuffer (r->cb, r->t->wire_s.buf, dst->buf, 1, &meta);
+}
+
+/* The host's copy of summary @region (in readback). */
+static const guint32 *
+readback_region (RlxVkTrainer *self, guint region)
+{
+  return (const guint32 *) ((const char *) self->readback.map + self->readback_meta +
+                            region * META_WORDS * 4);
+}
+
+/* wire_max over the partials of @groups workgroups into summary @region:
+ * the largest |s| and |g|, the first non-finite, the loss (@loss_index,
+ * ~0: none), the scale at @prec (~0: the round's, from the control buffer). */
+static void
+rec_fold (Rec *r, guint groups, guint region, guint32 loss_index, guint32 prec)
+{
+  RlxVkTrainer *t = r->t;
+  struct { guint32 n_groups, part_off, meta_off, loss_index, prec, target; } b = {
+    groups, (guint32) t->part_off, (guint32) region_off (t, region), loss_index, prec,
+    prec < 4 ? t->target[prec] : 0
+  };
+
+  rec_dispatch (r, SH_WIRE_MAX, NULL, 0, &t->wire_s, &t->grads, &t->control, NULL, &b, sizeof b,
+                1, 1, 1);
+}
+
+/* How a pass over @n elements spreads over workgroups that each write one
+ * set of partials (at most WIRE_MAX_GROUPS). */
+static guint
+wire_groups (guint n, guint *per_group)
+{
+  guint groups = CLAMP ((n + WIRE_ELEMS_PER_GROUP - 1) / WIRE_ELEMS_PER_GROUP, 1, WIRE_MAX_GROUPS);
+
+  *per_group = (n + groups - 1) / groups;
+  return groups;
+}
+
+/* The hash of replica[0, @n) into summary @region (rlx_params_hash's tree):
+ * first the chunk hashes — a chain of 2048 rounds a lane, whatever the
+ * model's size, so the caller records what can run beside it (a download)
+ * right after — then, behind a barrier, one invocation combines them. */
+static void
+rec_hash_chunks (Rec *r, guint n)
+{
+  RlxVkTrainer *t = r->t;
+  guint chunks = (n + HASH_CHUNK - 1) / HASH_CHUNK;
+  struct { guint32 n, mode, meta_off; } pc = { n, 0, 0 };
+
+  rec_dispatch (r, SH_PARAMS_HASH, NULL, 0, &t->replica, &t->hash_part, &t->wire_s, NULL,
+                &pc, sizeof pc, (chunks + HASH_CHUNKS_PER_GROUP - 1) / HASH_CHUNKS_PER_GROUP, 1, 1);
+}
+
+static void
+rec_hash_combine (Rec *r, guint n, guint region)
+{
+  RlxVkTrainer *t = r->t;
+  struct { guint32 n, mode, meta_off; } pc = { n, 1, (guint32) region_off (t, region) };
+
+  rec_full_barrier (r);
+  rec_dispatch (r, SH_PARAMS_HASH, NULL, 0, &t->replica, &t->hash_part, &t->wire_s, NULL,
+                &pc, sizeof pc, 1, 1, 1);
+  rec_full_barrier (r);
+}
+
+static void
+rec_hash (Rec *r, guint n, guint region)
+{
+  rec_full_barrier (r);
+  rec_hash_chunks (r, n);
+  rec_hash_combine (r, n, region);
+}
+
+/* The wire pass over gradient elements [0, @n): codes at @prec into the
+ * readback buffer, the summary after them (REG_WIRE); with @hash the
+ * replica's hash too (REG_HASH), its chunks beside the codes' download. */
+static void
+rec_wire_pass (Rec *r, guint n, guint prec, gboolean feedback, guint32 loss_index, gboolean hash)
+{
+  RlxVkTrainer *t = r->t;
+  guint per_group, groups = wire_groups (n, &per_group);
+  struct { guint32 n, per_group, part_off, flags; } a = {
+    n, per_group, (guint32) t->part_off, feedback ? 1 : 0
+  };
+  struct { guint32 n, prec, feedback, meta_off; } c = {
+    n, prec, feedback, (guint32) region_off (t, REG_WIRE)
+  };
+  VkBufferCopy codes = { 0, 0, ((gsize) n * code_size[prec] + 3) / 4 * 4 };
+
+  rec_full_barrier (r);
+  rec_dispatch (r, SH_WIRE_SUM, NULL, 0, &t->grads, &t->residual, &t->control, &t->wire_s,
+                &a, sizeof a, groups, 1, 1);
+  rec_fold (r, groups, REG_WIRE, loss_index, prec);
+  {
+    Buf *bs[N_BINDINGS] = { &t->wire_s, &t->tables, &t->residual, &t->codes_dev, &t->control, NULL };
+    rec_dispatch_v (r, SH_WIRE_QUANT, NULL, 0, bs, &c, sizeof c, groups_for ((n + 3) / 4, 256), 1, 1);
+  }
+  rec_full_barrier (r);
+  if (hash)
+    {
+      rec_timestamp (r, Q_HASH, TRUE);
+      rec_hash_chunks (r, (guint) t->model->n_params);
+    }
+  t->vk.CmdCopyBuffer (r->cb, t->codes_dev.buf, t->readback.buf, 1, &codes);
+  rec_copy_region (r, REG_WIRE, &t->readback, t->readback_meta);
+  if (hash)
+    {
+      rec_hash_combine (r, (guint) t->model->n_params, REG_HASH);
+      rec_copy_region (r, REG_HASH, &t->readback, t->readback_meta + REG_HASH * META_WORDS * 4);
+      rec_timestamp (r, Q_HASH, FALSE);
+    }
+  rec_to_host (r);
+  if (t->queries != VK_NULL_HANDLE && loss_index != G_MAXUINT32)
+    t->vk.CmdWriteTimestamp (r->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, t->queries, Q_STEP + 3);
+}
+
+/* replica[0, @n) -= decode (codes_in) at @prec; @checked: codes_check and a
+ * fold first (REG_APPLY, copied out), and nothing is applied when a code
+ * decodes to NaN or ±Inf */
+static void
+rec_apply (Rec *r, guint n, guint prec, gboolean checked)
+{
+  RlxVkTrainer *t = r->t;
+  struct { guint32 n, prec, check_off; } pc = { n, prec, G_MAXUINT32 };
+  gboolean timed = r->step == NULL && n == t->model->n_params;
+
+  if (timed)
+    rec_timestamp (r, Q_APPLY, TRUE);
+  rec_full_barrier (r);
+  if (checked)
+    {
+      guint per_group, groups = wire_groups (n, &per_group);
+      struct { guint32 n, per_group, part_off, prec; } c = {
+        n, per_group, (guint32) t->part_off, prec
+      };
+
+      rec_dispatch (r, SH_CODES_CHECK, NULL, 0, &t->codes_in, &t->wire_s, NULL, NULL, &c, sizeof c,
+                    groups, 1, 1);
+      rec_full_barrier (r);
+      rec_fold (r, groups, REG_APPLY, G_MAXUINT32, WIRE_F32);
+      rec_full_barrier (r);
+      pc.check_off = (guint32) region_off (t, REG_APPLY) + META_BAD;
+    }
+  {
+    Buf *bs[N_BINDINGS] = { &t->codes_in, &t->tables, &t->control, &t->replica, &t->wire_s, NULL };
+    rec_dispatch_v (r, SH_WIRE_APPLY, NULL, 0, bs, &pc, sizeof pc, groups_for ((n + 3) / 4, 256), 1, 1);
+  }
+  rec_full_barrier (r);
+  if (checked)
+    {
+      rec_copy_region (r, REG_APPLY, &t->readback, t->readback_meta + REG_APPLY * META_WORDS * 4);
+      rec_to_host (r);
+    }
+  if (timed)
+    rec_timestamp (r, Q_APPLY, FALSE);
+}
+
+static void
+fill_hash (Rec *r, gpointer data)
+{
+  RlxVkTrainer *t = r->t;
+
+  rec_timestamp (r, Q_HASH, TRUE);
+  rec_hash (r, GPOINTER_TO_UINT (data), REG_HASH);
+  rec_copy_region (r, REG_HASH, &t->readback, t->readback_meta + REG_HASH * META_WORDS * 4);
+  rec_to_host (r);
+  rec_timestamp (r, Q_HASH, FALSE);
+}
+
+static const Recorded *
+get_hash_rec (RlxVkTrainer *self, GError **error)
+{
+  return get_recorded (self, &self->hash_rec, 2, fill_hash,
+                       GUINT_TO_POINTER ((guint) self->model->n_params), error);
+}
+
+/* The own gradient's check (wire_sum without writing s, then a fold: the
+ * largest |g|, the first non-finite, the loss) into REG_OWN, copied out. */
+static void
+fill_own (Rec *r, gpointer data)
+{
+  RlxVkTrainer *t = r->t;
+  guint n = (guint) t->model->n_params;
+  guint per_group, groups = wire_groups (n, &per_group);
+  struct { guint32 n, per_group, part_off, flags; } a = { n, per_group, (guint32) t->part_off, 2 };
+
+  rec_full_barrier (r);
+  rec_dispatch (r, SH_WIRE_SUM, NULL, 0, &t->grads, &t->residual, &t->control, &t->wire_s,
+                &a, sizeof a, groups, 1, 1);
+  rec_full_barrier (r);
+  rec_fold (r, groups, REG_OWN, n, WIRE_F32);
+  rec_full_barrier (r);
+  rec_copy_region (r, REG_OWN, &t->readback, t->readback_meta + REG_OWN * META_WORDS * 4);
+  rec_to_host (r);
+  if (t->queries != VK_NULL_HANDLE)
+    t->vk.CmdWriteTimestamp (r->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, t->queries, Q_STEP + 3);
+}
+
+typedef struct {
+  guint prec;
+  gboolean feedback, hash;
+} WireKey;
+
+static void
+fill_wire (Rec *r, gpointer data)
+{
+  WireKey *k = data;
+
+  rec_wire_pass (r, (guint) r->t->model->n_params, k->prec, k->feedback,
+                 (guint32) r->t->model->n_params, k->hash);
+}
+
+static const Recorded *
+get_wire_rec (RlxVkTrainer *self, guint prec, gboolean feedback, gboolean hash, GError **error)
+{
+  WireKey k = { prec, feedback, hash };
+
+  return get_recorded (self, &self->wire_rec[prec][feedback ? 1 : 0][hash ? 1 : 0], 6, fill_wire,
+                       &k, error);
+}
+
+typedef struct {
+  guint n, prec;
+  gboolean checked;
+} ApplyKey;
+
+static void
+fill_apply (Rec *r, gpointer data)
+{
+  ApplyKey *k = data;
+  rec_apply (r, k->n, k->prec, k->checked);
+}
+
+static const Recorded *
+get_apply_rec (RlxVkTrainer *self, guint prec, gboolean checked, GError **error)
+{
+  ApplyKey k = { (guint) self->model->n_params, prec, checked };
+
+  return get_recorded (self, &self->apply_rec[prec][checked ? 1 : 0], 4, fill_apply, &k, error);
+}
+
+static gboolean
+need_resident (RlxVkTrainer *self, GError **error)
+{
+  if (self->resident_ready)
+    return check_lost (self, error);
+  g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_FAILED,
+               "the parameters are not resident on %s (rlx_vk_trainer_resident_init)",
+               self->info->name);
+  return FALSE;
+}
+
+/* A call begins: no time waited yet. */
+static gint64
+call_begin (RlxVkTrainer *self)
+{
+  self->wait_acc = 0;
+  return g_get_monotonic_time ();
+}
+
+static void
+call_end (RlxVkTrainer *self, gint64 t0)
+{
+  self->timings.wall_us = (double) (g_get_monotonic_time () - t0);
+  self->timings.wait_us = (double) self->wait_acc;
+  self->timings.host_bytes = self->host_bytes;
+  self->timings.ahead_taken = self->ahead_taken;
+}
+
+/* The own gradient computed ahead (behind a finish) is waited for and
+ * forgotten: whoever calls this is about to write what it reads (the
+ * sample indices in staging_in, the gradient buffer) or to submit with
+ * fence2. */
+static gboolean
+wait_ahead (RlxVkTrainer *self, const char *what, GError **error)
+{
+  self->ahead = FALSE;
+  if (!wait_submission (self, self->fence2, VK_SUCCESS, what, error))
+    return FALSE;
+  if (self->round_times_due)
+    {
+      self->timings.round_us = query_span (self, Q_ROUND);
+      self->timings.hash_us = query_span (self, Q_HASH);
+      self->round_times_due = FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+drain_ahead (RlxVkTrainer *self, GError **error)
+{
+  return !self->ahead || wait_ahead (self, "the next round's own gradient", error);
+}
+
+/* After a submission that applied a queued update checked on the device:
+ * FALSE with RLX_VK_ERROR_NOT_FINITE when that update was refused. */
+static gboolean
+apply_outcome (RlxVkTrainer *self, gboolean checked, GError **error)
+{
+  guint32 bad;
+
+  if (!checked)
+    return TRUE;
+  bad = readback_region (self, REG_APPLY)[META_BAD];
+  if (bad == G_MAXUINT32)
+    return TRUE;
+  g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_NOT_FINITE,
+               "the update committed before this call holds NaN or ±Inf at element %u; it "
+               "was not applied — the replica is as it was before it", bad);
+  return FALSE;
+}
+
+/* The queued update's command buffer, appended to @cbs (none queued:
+ * nothing); *@checked says whether the device checks its codes. The update
+ * counts as applied from here on. */
+static gboolean
+take_update (RlxVkTrainer *self, VkCommandBuffer *cbs, guint *n_cbs, gboolean *checked,
+             GError **error)
+{
+  const Recorded *rec;
+  int prec = self->pending;
+
+  *checked = FALSE;
+  if (prec < 0)
+    return TRUE;
+  rec = get_apply_rec (self, (guint) prec, self->pending_checked, error);
+  if (rec == NULL)
+    return FALSE;
+  cbs[(*n_cbs)++] = rec->cb;
+  *checked = self->pending_checked;
+  self->pending = -1;
+  return TRUE;
+}
+
+/* Applies the update waiting in codes_in on its own (with the hash when
+ * @hash). An own gradient computed ahead may still be running: it reads the
+ * replica, which the update (after it on the queue) only writes behind a
+ * barrier, and nothing here touches what it writes. */
+static gboolean
+flush_update (RlxVkTrainer *self, gboolean hash, GError **error)
+{
+  VkCommandBuffer cbs[2];
+  guint n_cbs = 0;
+  gboolean checked;
+
+  if (!take_update (self, cbs, &n_cbs, &checked, error))
+    return FALSE;
+  if (hash && !self->hash_valid)
+    {
+      const Recorded *h = get_hash_rec (self, error);
+      if (h == NULL)
+        return FALSE;
+      cbs[n_cbs++] = h->cb;
+    }
+  if (n_cbs == 0)
+    return TRUE;
+  if (!submit_wait (self, cbs, n_cbs, FALSE, "applying an update", error))
+    return FALSE;
+  if (hash && !self->hash_valid)
+    {
+      const guint32 *m = readback_region (self, REG_HASH);
+      self->hash = (guint64) m[META_HASH_HI] << 32 | m[META_HASH_LO];
+      self->hash_valid = TRUE;
+    }
+  return apply_outcome (self, checked, error);
+}
+
+static Buf *
+slot_buf (RlxVkTrainer *self, guint k)
+{
+  return &g_array_index (self->slots, Buf, k);
+}
+
+static void
+resident_free (RlxVkTrainer *self)
+{
+  for (guint p = 0; p < 4; p++)
+    {
+      recorded_clear (self, &self->apply_rec[p][0]);
+      recorded_clear (self, &self->apply_rec[p][1]);
+      for (guint f = 0; f < 4; f++)
+        recorded_clear (self, &self->wire_rec[p][f / 2][f % 2]);
+      for (guint x = 0; x < 3; x++)
+        for (guint w = 0; w < 2; w++)
+          recorded_clear (self, &self->finish_rec[x][p][w]);
+    }
+  recorded_clear (self, &self->hash_rec);
+  recorded_clear (self, &self->own_rec);
+  if (self->acc_recs != NULL)
+    {
+      GHashTableIter it;
+      gpointer v;
+
+      g_hash_table_iter_init (&it, self->acc_recs);
+      while (g_hash_table_iter_next (&it, NULL, &v))
+        recorded_clear (self, v);
+    }
+  for (guint k = 0; self->slots != NULL && k < self->slots->len; k++)
+    buf_destroy (self, slot_buf (self, k));
+  buf_destroy (self, &self->replica);
+  buf_destroy (self, &self->residual);
+  buf_destroy (self, &self->wire_s);
+  buf_destroy (self, &self->codes_dev);
+  buf_destroy (self, &self->tables);
+  buf_destroy (self, &self->control);
+  buf_destroy (self, &self->codes_in);
+  buf_destroy (self, &self->readback);
+  buf_destroy (self, &self->hash_part);
+  buf_destroy (self, &self->sum);
+  buf_destroy (self, &self->ures);
+  buf_destroy (self, &self->round_rb);
+}
+
+/* Host-written memory the GPU reads: device-local where the host can map it
+ * (RLX_VK_UPLOAD=bar, the default), else host memory. */
+static gboolean
+buf_create_upload (RlxVkTrainer *self, Buf *b, gsize size, const char *what, GError **error)
+{
+  const VkBufferUsageFlags storage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                     VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+                                     VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
+
+  if (self->upload == UPLOAD_BAR && buf_create (self, b, size, storage, MEM_DEVICE_MAPPED, what, NULL))
+    return TRUE;
+  buf_destroy (self, b);
+  return buf_create (self, b, size, storage, MEM_UPLOAD, what, error);
+}
+
+gboolean
+rlx_vk_trainer_resident_init (RlxVkTrainer *self, const RlxVkWireTables *tables, GError **error)
+{
+  const VkBufferUsageFlags storage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                     VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+                                     VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
+  gsize n = self->model->n_params, words = (n + 3) / 4 * 4;
+  gsize chunks = (n + HASH_CHUNK - 1) / HASH_CHUNK;
+  g_autofree guint32 *tab = NULL;
+  guint32 *ctl;
+
+  g_return_val_if_fail (self != NULL && tables != NULL, FALSE);
+
+  if (self->resident_ready)
+    return TRUE;
+  if (!self->has_f64)
+    {
+      g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_UNSUPPORTED,
+                   "%s lacks 64-bit shader arithmetic (shaderFloat64 and shaderInt64), which "
+                   "applying updates bit-identically to the CPU needs", self->info->name);
+      return FALSE;
+    }
+  self->code_words = words;
+  self->part_off = words;
+  self->meta_off = words + 3 * WIRE_MAX_GROUPS;
+  self->readback_meta = words * 4;
+  memcpy (self->target, tables->target, sizeof self->target);
+  if (!buf_create (self, &self->replica, n * 4, storage, MEM_DEVICE, "parameter replica", error) ||
+      !buf_create (self, &self->residual, 2 * n * 4, storage, MEM_DEVICE, "gradient residual",
+                   error) ||
+      !buf_create (self, &self->wire_s, (self->meta_off + N_REGIONS * META_WORDS) * 4, storage,
+                   MEM_DEVICE, "wire scratch", error) ||
+      !buf_create (self, &self->codes_dev, words * 4, storage, MEM_DEVICE, "gradient codes", error) ||
+      !buf_create (self, &self->tables, TAB_WORDS * 4, storage, MEM_DEVICE, "wire tables", error) ||
+      !buf_create (self, &self->control, CTL_WORDS * 4, storage, MEM_UPLOAD, "wire control", error) ||
+      !buf_create (self, &self->readback, (words + N_REGIONS * META_WORDS) * 4, storage,
+                   MEM_READBACK, "codes download", error) ||
+      !buf_create (self, &self->hash_part, chunks * 8, storage, MEM_DEVICE, "hash chunks", error) ||
+      !buf_create_upload (self, &self->codes_in, words * 4, "update codes", error))
+    return FALSE;
+
+  tab = g_new0 (guint32, TAB_WORDS);
+  memcpy (tab + TAB_BRIDGE_E4M3, tables->bridge[0], 65536);
+  memcpy (tab + TAB_BRIDGE_E5M2, tables->bridge[1], 65536);
+  memcpy (tab + TAB_F8_E4M3, tables->f8_bits[0], 256 * 4);
+  memcpy (tab + TAB_F8_E5M2, tables->f8_bits[1], 256 * 4);
+  if (!upload (self, &self->tables, tab, TAB_WORDS * 4, error))
+    return FALSE;
+  ctl = self->control.map;
+  memset (ctl, 0, CTL_WORDS * 4);
+  ctl[CTL_POISON_INDEX] = G_MAXUINT32;
+  for (guint p = 0; p < 4; p++)
+    ctl[CTL_TARGET + p] = tables->target[p];
+  self->pending = -1;
+  self->residual_zero = TRUE;
+  self->ures_zero = TRUE;
+  self->poison_index = G_MAXUINT32;
+  self->slots = g_array_new (FALSE, TRUE, sizeof (Buf));
+  self->acc_recs = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+  self->resident_ready = TRUE;
+  return TRUE;
+}
+
+static void
+fill_load (Rec *r, gpointer data)
+{
+  VkBufferCopy region = { 0, 0, r->t->model->n_params * 4 };
+
+  rec_full_barrier (r);
+  r->t->vk.CmdCopyBuffer (r->cb, r->t->codes_in.buf, r->t->replica.buf, 1, &region);
+  rec_hash (r, (guint) r->t->model->n_params, REG_HASH);
+  rec_copy_region (r, REG_HASH, &r->t->readback, r->t->readback_meta + REG_HASH * META_WORDS * 4);
+  rec_to_host (r);
+}
+
+/* the replica changed: what was computed from the old one is stale */
+static void
+replica_changed (RlxVkTrainer *self)
+{
+  self->replica_gen++;
+  self->hash_valid = FALSE;
+}
+
+gboolean
+rlx_vk_trainer_load_params (RlxVkTrainer *self, const float *params, GError **error)
+{
+  gint64 t0 = call_begin (self);
+  const guint32 *m;
+
+  g_return_val_if_fail (self != NULL && params != NULL, FALSE);
+
+  if (!need_resident (self, error) || !drain_ahead (self, error))
+    return FALSE;
+  /* an update still waiting was for the replica this replaces, and so was
+   * a round in progress */
+  self->pending = -1;
+  rlx_vk_trainer_round_cancel (self);
+  replica_changed (self);
+  par_memcpy (self, self->codes_in.map, params, self->model->n_params * 4);
+  self->host_bytes += self->model->n_params * 4;
+  if (!run_once (self, fill_load, NULL, "loading the parameters", error))
+    return FALSE;
+  m = readback_region (self, REG_HASH);
+  self->hash = (guint64) m[META_HASH_HI] << 32 | m[META_HASH_LO];
+  self->hash_valid = TRUE;
+  call_end (self, t0);
+  return TRUE;
+}
+
+static void
+fill_read (Rec *r, gpointer data)
+{
+  VkBufferCopy region = { 0, 0, GPOINTER_TO_SIZE (data) * 4 };
+
+  rec_full_barrier (r);
+  r->t->vk.CmdCopyBuffer (r->cb, r->t->replica.buf, r->t->readback.buf, 1, &region);
+  rec_full_barrier (r);
+  rec_to_host (r);
+}
+
+static gboolean
+read_replica (RlxVkTrainer *self, float *params, gsize n, GError **error)
+{
+  if (!flush_update (self, FALSE, error) ||
+      !run_once (self, fill_read, GSIZE_TO_POINTER (n), "reading the parameters", error))
+    return FALSE;
+  par_memcpy (self, params, self->readback.map, n * 4);
+  self->host_bytes += n * 4;
+  return TRUE;
+}
+
+gboolean
+rlx_vk_trainer_read_params (RlxVkTrainer *self, float *params, GError **error)
+{
+  g_return_val_if_fail (self != NULL && params != NULL, FALSE);
+
+  return need_resident (self, error) && read_replica (self, params, self->model->n_params, error);
+}
+
+gboolean
+rlx_vk_trainer_params_hash (RlxVkTrainer *self, guint64 *hash, GError **error)
+{
+  gint64 t0 = call_begin (self);
+
+  g_return_val_if_fail (self != NULL && hash != NULL, FALSE);
+
+  if (!need_resident (self, error))
+    return FALSE;
+  /* asked for once: from now on every step hashes the replica too */
+  self->hash_each_step = TRUE;
+  if (!self->hash_valid && !flush_update (self, TRUE, error))
+    return FALSE;
+  *hash = self->hash;
+  call_end (self, t0);
+  return TRUE;
+}
+
+void *
+rlx_vk_trainer_update_map (RlxVkTrainer *self, GError **error)
+{
+  g_return_val_if_fail (self != NULL, NULL);
+
+  if (!need_resident (self, error))
+    return NULL;
+  /* codes_in holds one update: an earlier one goes first, on its own */
+  if (!flush_update (self, FALSE, error))
+    return NULL;
+  return self->codes_in.map;
+}
+
+void
+rlx_vk_trainer_update_commit (RlxVkTrainer *self, guint prec, double inv, gboolean checked)
+{
+  guint32 *ctl;
+
+  g_return_if_fail (self != NULL && self->resident_ready && prec < 4);
+
+  ctl = self->control.map;
+  memcpy (&ctl[CTL_INV_LO], &inv, sizeof inv);
+  self->pending = (int) prec;
+  self->pending_checked = checked;
+  replica_changed (self);
+}
+
+gboolean
+rlx_vk_trainer_queue_update (RlxVkTrainer *self, const void *codes, guint prec, double inv,
+                             GError **error)
+{
+  void *dst;
+
+  g_return_val_if_fail (self != NULL && codes != NULL && prec < 4, FALSE);
+
+  dst = rlx_vk_trainer_update_map (self, error);
+  if (dst == NULL)
+    return FALSE;
+  par_memcpy (self, dst, codes, self->model->n_params * code_size[prec]);
+  self->host_bytes += self->model->n_params * code_size[prec];
+  rlx_vk_trainer_update_commit (self, prec, inv, FALSE);
+  return TRUE;
+}
+
+void
+rlx_vk_trainer_reset_feedback (RlxVkTrainer *self)
+{
+  g_return_if_fail (self != NULL);
+  self->residual_zero = TRUE;
+  self->res_pending = FALSE;
+  self->ures_zero = TRUE;
+}
+
+void
+rlx_vk_trainer_accept_feedback (RlxVkTrainer *self)
+{
+  g_return_if_fail (self != NULL);
+  if (!self->res_pending)
+    return;
+  self->res_half ^= 1;
+  self->residual_zero = FALSE;
+  self->res_pending = FALSE;
+}
+
+void
+rlx_vk_trainer_set_div_nudge (RlxVkTrainer *self, int ulps)
+{
+  g_return_if_fail (self != NULL && self->resident_ready);
+  ((gint32 *) self->control.map)[CTL_DIV_NUDGE] = ulps;
+}
+
+void
+rlx_vk_trainer_poison_gradient (RlxVkTrainer *self, guint32 index, guint32 bits)
+{
+  g_return_if_fail (self != NULL);
+  self->poison_index = index;
+  self->poison_bits = bits;
+}
+
+/* The poison (a test hook) for the next pass that reads the gradient. */
+static void
+poison_control (RlxVkTrainer *self)
+{
+  guint32 *ctl = self->control.map;
+
+  ctl[CTL_POISON_INDEX] = self->poison_index;
+  ctl[CTL_POISON_BITS] = self->poison_bits;
+  self->poison_index = G_MAXUINT32;
+}
+
+/* Sets the control words of a wire pass: it reads the accepted residual
+ * and writes the new one into the other half. */
+static void
+wire_control (RlxVkTrainer *self)
+{
+  guint32 *ctl = self->control.map;
+  guint32 n = (guint32) self->model->n_params;
+
+  ctl[CTL_USE_RESIDUAL] = self->residual_zero ? 0 : 1;
+  ctl[CTL_RES_IN] = self->res_half * n;
+  ctl[CTL_RES_OUT] = (self->res_half ^ 1) * n;
+  self->res_pending = FALSE;
+  poison_control (self);
+}
+
+static void
+summary_of (const guint32 *m, RlxVkWireSummary *out)
+{
+  guint64 scale = (guint64) m[META_SCALE_HI] << 32 | m[META_SCALE_LO];
+  guint64 inv = (guint64) m[META_INV_HI] << 32 | m[META_INV_LO];
+
+  out->smax_bits = m[META_SMAX];
+  out->gmax_bits = m[META_GMAX];
+  out->first_bad = m[META_BAD];
+  out->bad_bits = m[META_BAD_BITS];
+  memcpy (&out->loss, &m[META_LOSS], 4);
+  memcpy (&out->scale, &scale, 8);
+  memcpy (&out->inv, &inv, 8);
+}
+
+/* After a submission that hashed the replica (REG_HASH). */
+static void
+take_hash (RlxVkTrainer *self)
+{
+  const guint32 *m = readback_region (self, REG_HASH);
+
+  self->hash = (guint64) m[META_HASH_HI] << 32 | m[META_HASH_LO];
+  self->hash_valid = TRUE;
+}
+
+gboolean
+rlx_vk_trainer_grads_wire (RlxVkTrainer *self, const guint32 *indices, guint n, guint prec,
+                           gboolean feedback, const void **codes, RlxVkWireSummary *summary,
+                           GError **error)
+{
+  gsize pbytes = self->model->n_params * sizeof (float);
+  gint64 t0 = call_begin (self);
+  g_autofree char *what = NULL;
+  VkCommandBuffer cbs[3];
+  const Recorded *wire;
+  guint n_cbs = 0;
+  gboolean checked = FALSE, applied, hash;
+  Step *step;
+
+  g_return_val_if_fail (self != NULL && indices != NULL && codes != NULL && summary != NULL, FALSE);
+  g_return_val_if_fail (n >= 1 && n <= self->max_batch && prec < 4, FALSE);
+
+  if (!need_resident (self, error) || !drain_ahead (self, error))
+    return FALSE;
+  /* the replica's hash rides along once hashes were asked for; the step
+   * does not change the replica, so it is taken beside the codes' download */
+  hash = self->hash_each_step && !self->hash_valid;
+  step = get_step (self, n, TRUE, error);
+  wire = step != NULL ? get_wire_rec (self, prec, feedback, hash, error) : NULL;
+  if (wire == NULL)
+    return FALSE;
+  applied = self->pending >= 0;
+  if (!take_update (self, cbs, &n_cbs, &checked, error))
+    return FALSE;
+  g_assert (step->n_cb == 1);
+  cbs[n_cbs++] = step->cb[0];
+  cbs[n_cbs++] = wire->cb;
+
+  memcpy ((char *) self->staging_in.map + pbytes, indices, n * sizeof (guint32));
+  wire_control (self);
+  what = g_strdup_printf ("a %s step of %u samples", self->model->slug, n);
+  if (!submit_wait (self, cbs, n_cbs, TRUE, what, error))
+    return FALSE;
+  if (hash)
+    take_hash (self);
+  if (!apply_outcome (self, checked, error))
+    return FALSE;
+  summary_of (readback_region (self, REG_WIRE), summary);
+  /* a new residual waits for rlx_vk_trainer_accept_feedback */
+  self->res_pending = feedback && summary->smax_bits < 0x7f800000u;
+  *codes = self->readback.map;
+  read_timings (self, step, applied);
+  self->timings.hash_us = hash ? query_span (self, Q_HASH) : 0;
+  call_end (self, t0);
+  return TRUE;
+}
+
+/* ── the leader's round ── */
+
+/* Which source an accumulation or the finish reads: the own gradient, or
+ * slot k. */
+#define SRC_OWN (-1)
+
+static guint
+acc_key (guint mode, int a, int b)
+{
+  return (mode << 30) | ((guint) (a + 1) << 15) | (guint) (b + 1);
+}
+
+static Buf *
+src_buf (RlxVkTrainer *self, int src)
+{
+  return src == SRC_OWN ? &self->grads : slot_buf (self, (guint) src);
+}
+
+typedef struct {
+  guint mode;
+  int a, b;
+} AccKey;
+
+static void
+fill_acc (Rec *r, gpointer data)
+{
+  AccKey *k = data;
+  RlxVkTrainer *t = r->t;
+  guint n = (guint) t->model->n_params;
+  struct { guint32 n, mode, a_own, b_own, param_off; } pc = {
+    n, k->mode, k->a == SRC_OWN, k->b == SRC_OWN, (guint32) t->code_words
+  };
+  Buf *a = k->mode == 1 ? src_buf (t, k->a) : NULL;
+
+  Buf *bs[N_BINDINGS] = { a, src_buf (t, k->b), &t->tables, &t->sum, &t->control, NULL };
+
+  rec_full_barrier (r);
+  rec_dispatch_v (r, SH_ROUND_ACC, NULL, 0, bs, &pc, sizeof pc, groups_for (n, 256), 1, 1);
+}
+
+/* The contribution @src joins the round: the second starts the sum (the
+ * first waited alone), later ones add to it; the accumulation is submitted
+ * now and nobody waits for it (the queue runs it before the finish). */
+static gboolean
+round_join (RlxVkTrainer *self, int src, guint weight, GError **error)
+{
+  AccKey k = { self->n_contrib == 1 ? 1 : 0, self->first, src };
+  Recorded *rec;
+  VkResult r;
+
+  self->total_weight += weight;
+  if (self->n_contrib++ == 0)
+    {
+      self->first = src;
+      return TRUE;
+    }
+  rec = g_hash_table_lookup (self->acc_recs, GUINT_TO_POINTER (acc_key (k.mode, k.a, k.b)));
+  if (rec == NULL)
+    {
+      rec = g_new0 (Recorded, 1);
+      if (get_recorded (self, rec, 1, fill_acc, &k, error) == NULL)
+        {
+          g_free (rec);
+          return FALSE;
+        }
+      g_hash_table_insert (self->acc_recs, GUINT_TO_POINTER (acc_key (k.mode, k.a, k.b)), rec);
+    }
+  r = submit (self, &rec->cb, 1, VK_NULL_HANDLE, FALSE);
+  if (r != VK_SUCCESS)
+    return wait_submission (self, VK_NULL_HANDLE, r, "adding to the round's sum", error);
+  return TRUE;
+}
+
+static gboolean
+round_buffers (RlxVkTrainer *self, GError **error)
+{
+  const VkBufferUsageFlags storage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                     VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+                                     VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
+  gsize n = self->model->n_params;
+
+  if (self->sum.buf != VK_NULL_HANDLE)
+    return TRUE;
+  if (buf_create (self, &self->sum, n * 4, storage, MEM_DEVICE, "round sum", error) &&
+      buf_create (self, &self->ures, n * 4, storage, MEM_DEVICE, "update residual", error) &&
+      buf_create (self, &self->round_rb, (self->code_words + META_WORDS) * 4, storage,
+                  MEM_READBACK, "update download", error))
+    return TRUE;
+  buf_destroy (self, &self->sum);
+  buf_destroy (self, &self->ures);
+  buf_destroy (self, &self->round_rb);
+  return FALSE;
+}
+
+/* The own step's submission: [queued update] [hash?] [step] [check]. */
+static gboolean
+own_cbs (RlxVkTrainer *self, const guint32 *indices, guint n, VkCommandBuffer *cbs, guint *n_cbs,
+         gboolean *checked, Step **step_out, GError **error)
+{
+  gsize pbytes = self->model->n_params * sizeof (float);
+  const Recorded *own;
+  Step *step = get_step (self, n, TRUE, error);
+
+  own = step != NULL ? get_recorded (self, &self->own_rec, 4, fill_own, NULL, error) : NULL;
+  if (own == NULL || !take_update (self, cbs, n_cbs, checked, error))
+    return FALSE;
+  g_assert (step->n_cb == 1);
+  cbs[(*n_cbs)++] = step->cb[0];
+  cbs[(*n_cbs)++] = own->cb;
+  memcpy ((char *) self->staging_in.map + pbytes, indices, n * sizeof (guint32));
+  poison_control (self);
+  *step_out = step;
+  return TRUE;
+}
+
+gboolean
+rlx_vk_trainer_round_own (RlxVkTrainer *self, const guint32 *indices, guint n,
+                          RlxVkWireSummary *summary, GError **error)
+{
+  gint64 t0 = call_begin (self);
+  g_autofree char *what = NULL;
+  gboolean ready = FALSE, checked = FALSE;
+  guint32 *ctl;
+  float w = (float) n;
+
+  g_return_val_if_fail (self != NULL && indices != NULL && summary != NULL, FALSE);
+  g_return_val_if_fail (n >= 1 && n <= self->max_batch, FALSE);
+
+  if (!need_resident (self, error) || !round_buffers (self, error))
+    return FALSE;
+  if (self->own_in)
+    {
+      g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_FAILED,
+                   "this round already holds the own gradient; finish or cancel it first");
+      return FALSE;
+    }
+  what = g_strdup_printf ("a %s step of %u samples", self->model->slug, n);
+  /* computed ahead, behind the last finish, for these samples at this replica */
+  if (self->ahead)
+    {
+      ready = self->ahead_gen == self->replica_gen && self->pending < 0 && self->ahead_n == n &&
+              memcmp (self->ahead_idx, indices, n * sizeof (guint32)) == 0;
+      if (!wait_ahead (self, what, error))
+        return FALSE;
+      if (ready)
+        self->ahead_taken++;
+      else
+        g_debug ("rlx-vk: the own gradient computed ahead was for other samples or another "
+                 "replica; computing it again");
+    }
+  if (!ready)
+    {
+      VkCommandBuffer cbs[4];
+      guint n_cbs = 0;
+      gboolean applied = self->pending >= 0;
+      Step *step;
+
+      if (!own_cbs (self, indices, n, cbs, &n_cbs, &checked, &step, error) ||
+          !submit_wait (self, cbs, n_cbs, TRUE, what, error))
+        return FALSE;
+      if (!apply_outcome (self, checked, error))
+        return FALSE;
+      read_timings (self, step, applied);
+    }
+  else
+    {
+      Step *step = get_step (self, n, TRUE, NULL);
+      if (step != NULL)
+        read_timings (self, step, FALSE);
+    }
+  summary_of (readback_region (self, REG_OWN), summary);
+  if (summary->smax_bits < 0x7f800000u)
+    {
+      ctl = self->control.map;
+      memcpy (&ctl[CTL_OWN_WEIGHT], &w, 4);
+      self->own_in = TRUE;
+      if (!round_join (self, SRC_OWN, n, error))
+        return FALSE;
+    }
+  call_end (self, t0);
+  return TRUE;
+}
+
+void *
+rlx_vk_trainer_round_slot (RlxVkTrainer *self, GError **error)
+{
+  guint k;
+
+  g_return_val_if_fail (self != NULL, NULL);
+
+  if (!need_resident (self, error) || !round_buffers (self, error))
+    return NULL;
+  k = self->n_slots_used;
+  if (k == self->slots->len)
+    {
+      g_autofree char *what = g_strdup_printf ("member bucket %u", k + 1);
+      Buf b = { 0 };
+
+      if (!buf_create_upload (self, &b, (self->code_words + SLOT_WORDS) * 4, what, error))
+        {
+          buf_destroy (self, &b);
+          return NULL;
+        }
+      g_array_append_val (self->slots, b);
+    }
+  return slot_buf (self, k)->map;
+}
+
+gboolean
+rlx_vk_trainer_round_add (RlxVkTrainer *self, guint prec, double inv, guint weight,
+                          GError **error)
+{
+  gint64 t0 = call_begin (self);
+  guint k = self->n_slots_used;
+  guint32 *params;
+  float w = (float) weight;
+
+  g_return_val_if_fail (self != NULL && prec < 4, FALSE);
+  g_return_val_if_fail (k < self->slots->len, FALSE);   /* round_slot gave it */
+
+  params = (guint32 *) slot_buf (self, k)->map + self->code_words;
+  params[SLOT_PREC] = prec;
+  memcpy (&params[SLOT_INV_LO], &inv, 8);
+  memcpy (&params[SLOT_WEIGHT], &w, 4);
+  self->n_slots_used++;
+  if (!round_join (self, (int) k, weight, error))
+    return FALSE;
+  call_end (self, t0);
+  return TRUE;
+}
+
+void
+rlx_vk_trainer_round_cancel (RlxVkTrainer *self)
+{
+  g_return_if_fail (self != NULL);
+  self->n_contrib = 0;
+  self->n_slots_used = 0;
+  self->own_in = FALSE;
+  self->total_weight = 0;
+}
+
+guint
+rlx_vk_trainer_round_size (RlxVkTrainer *self)
+{
+  g_return_val_if_fail (self != NULL, 0);
+  return self->n_contrib;
+}
+
+typedef struct {
+  guint x, prec;
+  gboolean codes;
+} FinishKey;
+
+enum { X_SUM, X_OWN, X_SLOT0 };
+
+static void
+fill_finish (Rec *r, gpointer data)
+{
+  FinishKey *k = data;
+  RlxVkTrainer *t = r->t;
+  guint n = (guint) t->model->n_params;
+  guint per_group, groups = wire_groups (n, &per_group);
+  Buf *x = k->x == X_SUM ? &t->sum : k->x == X_OWN ? &t->grads : slot_buf (t, 0);
+  struct { guint32 n, per_group, part_off, x_kind, param_off; } u = {
+    n, per_group, (guint32) t->part_off, k->x == X_SLOT0, (guint32) t->code_words
+  };
+  struct { guint32 n, meta_off; } q = { n, (guint32) region_off (t, REG_ROUND) };
+  VkBufferCopy codes = { 0, 0, ((gsize) n * code_size[k->prec] + 3) / 4 * 4 };
+
+  rec_timestamp (r, Q_ROUND, TRUE);
+  rec_full_barrier (r);
+  {
+    Buf *bs[N_BINDINGS] = { x, &t->ures, &t->control, &t->wire_s, &t->tables, NULL };
+    rec_dispatch_v (r, SH_ROUND_U, NULL, 0, bs, &u, sizeof u, groups, 1, 1);
+  }
+  rec_full_barrier (r);
+  rec_fold (r, groups, REG_ROUND, G_MAXUINT32, G_MAXUINT32);
+  rec_full_barrier (r);
+  {
+    Buf *bs[N_BINDINGS] = { &t->wire_s, &t->tables, &t->ures, &t->codes_dev, &t->replica,
+                            &t->control };
+    rec_dispatch_v (r, SH_ROUND_QUANT, NULL, 0, bs, &q, sizeof q, groups_for ((n + 3) / 4, 256),
+                    1, 1);
+  }
+  /* the hash's chunks beside the codes' download */
+  rec_full_barrier (r);
+  rec_timestamp (r, Q_HASH, TRUE);
+  rec_hash_chunks (r, n);
+  if (k->codes)
+    t->vk.CmdCopyBuffer (r->cb, t->codes_dev.buf, t->round_rb.buf, 1, &codes);
+  rec_hash_combine (r, n, REG_ROUND);
+  rec_timestamp (r, Q_HASH, FALSE);
+  rec_copy_region (r, REG_ROUND, &t->round_rb, t->code_words * 4);
+  rec_to_host (r);
+  rec_timestamp (r, Q_ROUND, FALSE);
+}
+
+gboolean
+rlx_vk_trainer_round_finish (RlxVkTrainer *self, double lr, guint prec, gboolean feedback,
+                             const guint32 *next, guint next_n, const void **codes,
+                             RlxVkWireSummary *summary, guint64 *hash, GError **error)
+{
+  gint64 t0 = call_begin (self);
+  g_autofree char *what = NULL;
+  FinishKey k = { X_SUM, prec, codes != NULL };
+  const Recorded *fin;
+  VkCommandBuffer cbs[3], ahead_cbs[4];
+  guint n_cbs = 0, n_ahead = 0;
+  gboolean checked = FALSE, ahead_checked = FALSE, fb = feedback && prec != WIRE_F32;
+  guint32 *ctl;
+  float coef;
+  VkResult r;
+  Step *ahead_step = NULL;
+
+  g_return_val_if_fail (self != NULL && prec < 4 && summary != NULL && hash != NULL, FALSE);
+  g_return_val_if_fail (next == NULL || (next_n >= 1 && next_n <= self->max_batch), FALSE);
+
+  if (!need_resident (self, error) || !round_buffers (self, error) || !drain_ahead (self, error))
+    return FALSE;
+  if (self->n_contrib == 0)
+    {
+      g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_FAILED,
+                   "the round holds no gradient to finish (neither the own one nor a "
+                   "member's bucket)");
+      return FALSE;
+    }
+  if (self->n_contrib == 1)
+    {
+      k.x = self->first == SRC_OWN ? X_OWN : X_SLOT0;
+      coef = (float) lr;
+    }
+  else
+    coef = (float) (lr / (double) self->total_weight);
+  g_assert (k.x != X_SLOT0 || self->first == 0);
+  fin = get_recorded (self, &self->finish_rec[k.x][prec][k.codes], 6, fill_finish, &k, error);
+  if (fin == NULL || !take_update (self, cbs, &n_cbs, &checked, error))
+    return FALSE;
+  cbs[n_cbs++] = fin->cb;
+  ctl = self->control.map;
+  ctl[CTL_ROUND_PREC] = prec;
+  ctl[CTL_ROUND_FEEDBACK] = !fb ? 0 : self->ures_zero ? 2 : 1;
+  memcpy (&ctl[CTL_COEF], &coef, 4);
+
+  what = g_strdup_printf ("finishing a %s round", self->model->slug);
+  if (!check_lost (self, error))
+    return FALSE;
+  r = submit (self, cbs, n_cbs, self->fence, FALSE);
+  /* the next round's own gradient, right behind on the queue: the GPU does
+   * not wait for the host between the rounds */
+  if (r == VK_SUCCESS && next != NULL &&
+      own_cbs (self, next, next_n, ahead_cbs, &n_ahead, &ahead_checked, &ahead_step, NULL))
+    {
+      g_assert (!ahead_checked);
+      if (submit (self, ahead_cbs, n_ahead, self->fence2, TRUE) == VK_SUCCESS)
+        {
+          self->ahead = TRUE;
+          g_free (self->ahead_idx);
+          self->ahead_idx = g_memdup2 (next, next_n * sizeof (guint32));
+          self->ahead_n = next_n;
+        }
+    }
+  if (!wait_submission (self, self->fence, r, what, error))
+    return FALSE;
+  rlx_vk_trainer_round_cancel (self);   /* the round is over, whatever came of it */
+  if (!apply_outcome (self, checked, error))
+    return FALSE;
+  summary_of ((const guint32 *) ((const char *) self->round_rb.map + self->code_words * 4),
+              summary);
+  if (summary->smax_bits < 0x7f800000u)
+    {
+      const guint32 *m = (const guint32 *) ((const char *) self->round_rb.map +
+                                            self->code_words * 4);
+      replica_changed (self);
+      self->hash = (guint64) m[META_HASH_HI] << 32 | m[META_HASH_LO];
+      self->hash_valid = TRUE;
+      if (fb)
+        self->ures_zero = FALSE;
+    }
+  *hash = self->hash;
+  self->ahead_gen = self->replica_gen;
+  if (codes != NULL)
+    *codes = self->round_rb.map;
+  /* with the next own gradient running, its timestamps come with it */
+  self->round_times_due = self->ahead;
+  if (!self->ahead)
+    {
+      self->timings.round_us = query_span (self, Q_ROUND);
+      self->timings.hash_us = query_span (self, Q_HASH);
+    }
+  call_end (self, t0);
+  return TRUE;
+}
+
+/* ── test hooks ── */
+
+typedef struct {
+  guint n, prec;
+  gboolean feedback;
+} WireTest;
+
+static void
+fill_wire_test (Rec *r, gpointer data)
+{
+  WireTest *w = data;
+  VkBufferCopy up = { 0, 0, (gsize) w->n * 4 };
+
+  r->t->vk.CmdCopyBuffer (r->cb, r->t->staging_in.buf, r->t->grads.buf, 1, &up);
+  rec_wire_pass (r, w->n, w->prec, w->feedback, G_MAXUINT32, FALSE);
+}
+
+gboolean
+rlx_vk_trainer_wire_test (RlxVkTrainer *self, const float *g, gsize n, guint prec,
+                          gboolean feedback, void *codes, RlxVkWireSummary *summary,
+                          GError **error)
+{
+  WireTest w = { (guint) n, prec, feedback };
+
+  g_return_val_if_fail (self != NULL && g != NULL && codes != NULL && summary != NULL, FALSE);
+  g_return_val_if_fail (n >= 1 && n <= self->model->n_params && prec < 4, FALSE);
+
+  if (!need_resident (self, error) || !drain_ahead (self, error))
+    return FALSE;
+  memcpy (self->staging_in.map, g, n * 4);
+  wire_control (self);
+  if (!run_once (self, fill_wire_test, &w, "a wire pass", error))
+    return FALSE;
+  summary_of (readback_region (self, REG_WIRE), summary);
+  self->res_pending = feedback && summary->smax_bits < 0x7f800000u;
+  memcpy (codes, self->readback.map, n * code_size[prec]);
+  return TRUE;
+}
+
+static void
+fill_apply_test (Rec *r, gpointer data)
+{
+  ApplyKey *k = data;
+  VkBufferCopy up = { 0, 0, (gsize) k->n * 4 };
+
+  r->t->vk.CmdCopyBuffer (r->cb, r->t->staging_in.buf, r->t->replica.buf, 1, &up);
+  rec_apply (r, k->n, k->prec, k->checked);
+}
+
+gboolean
+rlx_vk_trainer_apply_test (RlxVkTrainer *self, float *params, gsize n, const void *codes,
+                           guint prec, double inv, GError **error)
+{
+  ApplyKey k = { (guint) n, prec, FALSE };
+  guint32 *ctl;
+
+  g_return_val_if_fail (self != NULL && params != NULL && codes != NULL, FALSE);
+  g_return_val_if_fail (n >= 1 && n <= self->model->n_params && prec < 4, FALSE);
+
+  if (!need_resident (self, error) || !drain_ahead (self, error) ||
+      !flush_update (self, FALSE, error))
+    return FALSE;
+  replica_changed (self);
+  memcpy (self->staging_in.map, params, n * 4);
+  memcpy (self->codes_in.map, codes, n * code_size[prec]);
+  ctl = self->control.map;
+  memcpy (&ctl[CTL_INV_LO], &inv, sizeof inv);
+  return run_once (self, fill_apply_test, &k, "applying an update", error) &&
+         read_replica (self, params, n, error);
+}
+
+static void
+fill_hash_test (Rec *r, gpointer data)
+{
+  guint n = GPOINTER_TO_UINT (data);
+  VkBufferCopy up = { 0, 0, (gsize) n * 4 };
+
+  r->t->vk.CmdCopyBuffer (r->cb, r->t->staging_in.buf, r->t->replica.buf, 1, &up);
+  rec_hash (r, n, REG_HASH);
+  rec_copy_region (r, REG_HASH, &r->t->readback, r->t->readback_meta + REG_HASH * META_WORDS * 4);
+  rec_to_host (r);
+}
+
+gboolean
+rlx_vk_trainer_hash_test (RlxVkTrainer *self, const float *params, gsize n, guint64 *hash,
+                          GError **error)
+{
+  const guint32 *m;
+
+  g_return_val_if_fail (self != NULL && params != NULL && hash != NULL, FALSE);
+  g_return_val_if_fail (n >= 1 && n <= self->model->n_params, FALSE);
+
+  if (!need_resident (self, error) || !drain_ahead (self, error) ||
+      !flush_update (self, FALSE, error))
+    return FALSE;
+  replica_changed (self);
+  memcpy (self->staging_in.map, params, n * 4);
+  if (!run_once (self, fill_hash_test, GUINT_TO_POINTER ((guint) n), "hashing", error))
+    return FALSE;
+  m = readback_region (self, REG_HASH);
+  *hash = (guint64) m[META_HASH_HI] << 32 | m[META_HASH_LO];
   return TRUE;
 }

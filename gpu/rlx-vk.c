@@ -3,6 +3,7 @@
 #include "rlx-vk-private.h"
 
 #include <dlfcn.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -101,12 +102,27 @@ rlx_vk_load_device (VkDevice dev, RlxVkDeviceTable *table, GError **error)
   return TRUE;
 }
 
+/* The process's VkInstance is made on first use and kept until the process
+ * ends: backends come and go (the app and the tests open and close them one
+ * after another), the instance stays. Destroying and re-creating it is what
+ * failed on the H200 (device run 1: NVIDIA 580.159.04 with the validation
+ * layer refused a process's ~25th vkCreateInstance with
+ * VK_ERROR_INCOMPATIBLE_DRIVER after a dozen backends had been opened and
+ * closed; others report the same driver corrupting its state after ~11
+ * create/destroy cycles), and it saves every backend after the first the
+ * time of loading the driver and the layers again. */
 static GMutex   instance_lock;
-static guint    instance_refs;
+static guint    instance_users;
+static guint    instances_made;
 static VkInstance instance;
 static VkDebugUtilsMessengerEXT messenger;
 static gboolean validation_on;
 static gint     n_messages;
+/* the loader's own errors and warnings while an instance is being made
+ * (under instance_lock), for the error when it cannot be */
+static GPtrArray *loader_said;
+
+#define LOADER_SAID_MAX 12
 
 guint
 rlx_vk_validation_messages (void)
@@ -120,20 +136,42 @@ rlx_vk_validation_enabled (void)
   return validation_on;
 }
 
+guint
+rlx_vk_instances_made (void)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&instance_lock);
+
+  return instances_made;
+}
+
 static VKAPI_ATTR VkBool32 VKAPI_CALL
 on_debug_message (VkDebugUtilsMessageSeverityFlagBitsEXT      severity,
                   VkDebugUtilsMessageTypeFlagsEXT             types,
                   const VkDebugUtilsMessengerCallbackDataEXT *data,
                   void                                       *user_data)
 {
+  const char *msg = data->pMessage ? data->pMessage : "(no message)";
+
+  /* while the instance is being made: keep what the loader says */
+  if (user_data == &loader_said && loader_said != NULL &&
+      (types & VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT) != 0)
+    {
+      if (loader_said->len == LOADER_SAID_MAX)
+        g_ptr_array_remove_index (loader_said, 0);
+      g_ptr_array_add (loader_said, g_strdup_printf ("%s: %.300s",
+                                                     (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)
+                                                     ? "error" : "warning", msg));
+    }
   if ((types & (VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
-                VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT)) == 0)
+                VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT)) == 0 ||
+      (severity & (VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                   VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)) == 0)
     return VK_FALSE;
   g_atomic_int_inc (&n_messages);
   fprintf (stderr, "rlx-vk: %s: %s\n",
            (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) ? "validation error"
                                                                       : "validation warning",
-           data->pMessage ? data->pMessage : "(no message)");
+           msg);
   return VK_FALSE;
 }
 
@@ -178,6 +216,35 @@ has_instance_extension (const char *name)
   return FALSE;
 }
 
+/* What the loader said when vkCreateInstance failed (its errors and
+ * warnings) and, when the failure is odd — this process made an instance
+ * before, or is near its open-file limit (a driver that cannot open its
+ * device files fails this way) — the open-file count and the instances made
+ * before. */
+static char *
+instance_failure_details (void)
+{
+  g_autoptr(GString) s = g_string_new (NULL);
+  g_autoptr(GDir) fds = g_dir_open ("/proc/self/fd", 0, NULL);
+  struct rlimit lim;
+  guint n_fds = 0, said = 0;
+
+  for (guint i = 0; loader_said != NULL && i < loader_said->len; i++)
+    g_string_append_printf (s, "%s%s", said++ ? " | " : "; the loader said: ",
+                            (char *) g_ptr_array_index (loader_said, i));
+  if (said == 0)
+    g_string_append (s, "; VK_LOADER_DEBUG=all in the environment makes the loader list "
+                        "what it tried");
+  while (fds != NULL && g_dir_read_name (fds) != NULL)
+    n_fds++;
+  if (fds != NULL && getrlimit (RLIMIT_NOFILE, &lim) == 0 &&
+      (instances_made > 0 || (guint64) n_fds * 5 >= (guint64) lim.rlim_cur * 4))
+    g_string_append_printf (s, "; this process has %u files open (limit %llu) and made %u "
+                            "Vulkan instance%s before", n_fds, (unsigned long long) lim.rlim_cur,
+                            instances_made, instances_made == 1 ? "" : "s");
+  return g_string_free (g_steal_pointer (&s), FALSE);
+}
+
 VkInstance
 rlx_vk_instance_acquire (GError **error)
 {
@@ -193,6 +260,7 @@ rlx_vk_instance_acquire (GError **error)
   const char *exts[1];
   guint n_layers = 0, n_exts = 0;
   gboolean debug_utils;
+  /* for the life of the instance: validation and performance messages */
   VkDebugUtilsMessengerCreateInfoEXT dbg = {
     .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
     .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
@@ -201,15 +269,26 @@ rlx_vk_instance_acquire (GError **error)
                    VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
     .pfnUserCallback = on_debug_message,
   };
+  /* while it is made: the loader's messages too, kept for the error */
+  VkDebugUtilsMessengerCreateInfoEXT during = {
+    .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+    .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                       VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+    .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                   VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                   VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+    .pfnUserCallback = on_debug_message,
+    .pUserData = &loader_said,
+  };
   VkInstanceCreateInfo ci = {
     .sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
     .pApplicationInfo = &app,
   };
   VkResult r;
 
-  if (instance_refs > 0)
+  if (instance != VK_NULL_HANDLE)
     {
-      instance_refs++;
+      instance_users++;
       return instance;
     }
   if (!rlx_vk_loader_open (error))
@@ -237,20 +316,26 @@ rlx_vk_instance_acquire (GError **error)
   ci.enabledExtensionCount = n_exts;
   ci.ppEnabledExtensionNames = exts;
   if (debug_utils)
-    ci.pNext = &dbg;
+    ci.pNext = &during;
 
+  loader_said = g_ptr_array_new_with_free_func (g_free);
   r = rlx_vki.CreateInstance (&ci, NULL, &instance);
   if (r != VK_SUCCESS)
     {
+      g_autofree char *details = instance_failure_details ();
+
       instance = VK_NULL_HANDLE;
+      g_clear_pointer (&loader_said, g_ptr_array_unref);
       g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_NO_DRIVER,
                    r == VK_ERROR_INCOMPATIBLE_DRIVER
                    ? "no Vulkan driver is installed (the loader found no usable ICD: %s); "
-                     "install the GPU's Vulkan driver (mesa-vulkan-drivers, nvidia-driver)"
-                   : "the Vulkan loader could not create an instance (%s)",
-                   rlx_vk_result_name (r));
+                     "install the GPU's Vulkan driver (mesa-vulkan-drivers, nvidia-driver)%s"
+                   : "the Vulkan loader could not create an instance (%s)%s",
+                   rlx_vk_result_name (r), details);
       return VK_NULL_HANDLE;
     }
+  g_clear_pointer (&loader_said, g_ptr_array_unref);
+  instances_made++;
   if (!load_instance (instance, error))
     {
       PFN_vkDestroyInstance destroy =
@@ -269,7 +354,7 @@ rlx_vk_instance_acquire (GError **error)
       if (create != NULL)
         create (instance, &dbg, NULL, &messenger);
     }
-  instance_refs = 1;
+  instance_users = 1;
   return instance;
 }
 
@@ -278,19 +363,9 @@ rlx_vk_instance_release (void)
 {
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&instance_lock);
 
-  g_return_if_fail (instance_refs > 0);
-  if (--instance_refs > 0)
-    return;
-  if (messenger != VK_NULL_HANDLE)
-    {
-      PFN_vkDestroyDebugUtilsMessengerEXT destroy =
-        (PFN_vkDestroyDebugUtilsMessengerEXT) rlx_vki.GetInstanceProcAddr (instance, "vkDestroyDebugUtilsMessengerEXT");
-      if (destroy != NULL)
-        destroy (instance, messenger, NULL);
-      messenger = VK_NULL_HANDLE;
-    }
-  rlx_vki.DestroyInstance (instance, NULL);
-  instance = VK_NULL_HANDLE;
+  /* the instance itself stays (see instance_lock) */
+  g_return_if_fail (instance_users > 0);
+  instance_users--;
 }
 
 const char *
@@ -405,8 +480,12 @@ rlx_vk_device_is_software (const RlxVkDeviceInfo *info)
 void
 rlx_vk_fill_info (VkPhysicalDevice phys, guint index, RlxVkDeviceInfo *info)
 {
+  VkPhysicalDeviceIDProperties id = {
+    .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES,
+  };
   VkPhysicalDeviceDriverProperties driver = {
     .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES,
+    .pNext = &id,
   };
   VkPhysicalDeviceSubgroupProperties subgroup = {
     .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
@@ -454,6 +533,8 @@ rlx_vk_fill_info (VkPhysicalDevice phys, guint index, RlxVkDeviceInfo *info)
       info->driver = g_strdup_printf ("%s %s", driver.driverName, driver.driverInfo);
       info->subgroup_size = subgroup.subgroupSize;
       info->max_allocation = maint3.maxMemoryAllocationSize;
+      for (guint i = 0; i < VK_UUID_SIZE; i++)
+        g_snprintf (info->uuid + 2 * i, 3, "%02x", id.deviceUUID[i]);
     }
   else
     info->driver = g_strdup_printf ("driver version %u", props.driverVersion);

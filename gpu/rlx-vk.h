@@ -9,7 +9,8 @@
  *
  * A trainer owns one VkDevice. The training set (u8 images and labels) is
  * uploaded once; a step moves only the sample indices and parameters in and
- * the gradient and loss out. One command buffer per batch size, recorded on
+ * the gradient and loss out — or, with the parameters resident (below),
+ * only the indices and an update's codes in and the gradient's codes out. One command buffer per batch size, recorded on
  * first use and replayed, does the whole step (upload, forward, loss,
  * backward, download) with one submission and one fence wait.
  *
@@ -56,6 +57,7 @@ typedef enum {
   RLX_VK_ERROR_DEVICE_LOST,     /* VK_ERROR_DEVICE_LOST or a step that never finished */
   RLX_VK_ERROR_OUT_OF_MEMORY,   /* host or device memory */
   RLX_VK_ERROR_FAILED,
+  RLX_VK_ERROR_NOT_FINITE,      /* an update checked on the device held NaN or ±Inf */
 } RlxVkError;
 
 typedef enum {
@@ -85,6 +87,7 @@ typedef struct {
   guint64         max_allocation;        /* maxMemoryAllocationSize, 0 when unknown */
   guint32         subgroup_size;         /* 0 when unknown */
   guint64         device_local_bytes;    /* largest DEVICE_LOCAL heap */
+  char            uuid[33];              /* deviceUUID in hex; "" when unknown */
 } RlxVkDeviceInfo;
 
 RlxVkDeviceInfo *rlx_vk_device_info_copy (const RlxVkDeviceInfo *info);
@@ -107,14 +110,26 @@ char            *rlx_vk_device_check (const RlxVkDeviceInfo *info,
  * process started, and whether the validation layer is on. */
 guint            rlx_vk_validation_messages (void);
 gboolean         rlx_vk_validation_enabled (void);
+/* How many VkInstances this process has made: 1 once Vulkan was used, however
+ * many trainers were opened and freed since (the instance is kept). */
+guint            rlx_vk_instances_made (void);
 
 typedef struct _RlxVkTrainer RlxVkTrainer;
 
 typedef struct {
   double upload_us;    /* indices and parameters to the device */
   double compute_us;   /* forward, loss, backward */
-  double download_us;  /* gradient and loss to host memory */
+  double download_us;  /* gradient and loss to host memory (resident: the wire
+                        * pass, scale + codes + residual, and the codes' download;
+                        * the leader's own step: its check) */
+  double apply_us;     /* resident: the queued update applied (0: none) */
+  double round_us;     /* the last round's finish on the device, its hash included */
+  double hash_us;      /* the replica's hash in the last call that made one (0: none) */
   double wall_us;      /* the whole call, host copies included */
+  double wait_us;      /* ... of which in the driver: waiting for the GPU, and in
+                        * vkQueueSubmit (where lavapipe does the work itself) */
+  guint64 host_bytes;  /* parameter-sized bytes the trainer's host code moved, since made */
+  guint64 ahead_taken; /* own gradients a round took from behind the last finish, since made */
 } RlxVkTimings;
 
 /* Opens device @index (as enumerated), uploads the training split of
@@ -133,6 +148,134 @@ gboolean         rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params,
                                        float *loss, float *grads, GError **error);
 /* GPU timestamps of the last step (zeros when the queue has none). */
 void             rlx_vk_trainer_timings (const RlxVkTrainer *self, RlxVkTimings *out);
+
+/* ── resident parameters ─────────────────────────────────────────────────
+ *
+ * The device side of rlx-backend.h's resident parameters: a replica in
+ * device-local memory, updates applied on the device, gradients turned into
+ * wire codes with error feedback on the device. The arithmetic reproduces
+ * core/wire's bit for bit (shaders/wire.glsl); core/rlx-backend.c checks
+ * that on each device before it relies on it. Precisions are numbered as
+ * RlxPrecision (0 f32, 1 f16, 2 f8e4m3, 3 f8e5m2).
+ */
+
+/* What the device needs from core/wire, which gpu/ does not link. */
+typedef struct {
+  guint8  bridge[2][65536];   /* f16 code → f8 code: [0] E4M3, [1] E5M2 */
+  guint32 f8_bits[2][256];    /* f8 code → its value as f32 bits */
+  guint32 target[4];          /* the scale's target by precision (0 for f32) */
+} RlxVkWireTables;
+
+/* What a wire pass found, besides the codes. */
+typedef struct {
+  guint32 smax_bits;   /* largest |s| (s = g + residual) as f32 bits; ≥ 0x7f800000: NaN/Inf */
+  guint32 gmax_bits;   /* largest |g| likewise */
+  guint32 first_bad;   /* first element whose s is not finite (G_MAXUINT32: none) */
+  guint32 bad_bits;    /* and that s, as f32 bits */
+  float   loss;        /* the step's mean loss */
+  double  scale;       /* as the device computed it; 1.0 for f32 */
+  double  inv;         /* 1.0 / scale */
+} RlxVkWireSummary;
+
+/* Makes the buffers and tables; RLX_VK_ERROR_UNSUPPORTED with the reason
+ * when the device lacks 64-bit shader arithmetic. Idempotent. */
+gboolean rlx_vk_trainer_resident_init (RlxVkTrainer *self, const RlxVkWireTables *tables,
+                                       GError **error);
+/* Replaces the replica (an update still queued and a round in progress are
+ * dropped) and hashes it on the device. */
+gboolean rlx_vk_trainer_load_params   (RlxVkTrainer *self, const float *params, GError **error);
+/* Copies the replica out, after applying a queued update. */
+gboolean rlx_vk_trainer_read_params   (RlxVkTrainer *self, float *params, GError **error);
+/* rlx_params_hash of the replica as it is now (after a queued update),
+ * computed on the device (shaders/params_hash.comp): 8 bytes come back, not
+ * the parameters. The first call also makes every later grads_wire hash the
+ * replica in its submission (after its update), so a call after a step
+ * costs nothing; a round's finish always hashes. */
+gboolean rlx_vk_trainer_params_hash   (RlxVkTrainer *self, guint64 *hash, GError **error);
+
+/* An update, written by the host straight into the memory the GPU reads
+ * (device-local where the host can map it): update_map returns that memory
+ * (room for n_params codes of 4 bytes; an update queued before is applied
+ * first, on its own), valid until update_commit, which queues replica -=
+ * decode (codes) (n_params codes at @prec, @inv = 1.0 / scale) for the next
+ * submission. @checked: the device checks the codes first (codes_check) and
+ * applies nothing when one decodes to NaN or ±Inf; the call that waits for
+ * that submission then fails with RLX_VK_ERROR_NOT_FINITE (the replica as
+ * it was). Unchecked: the caller checked them. */
+void    *rlx_vk_trainer_update_map    (RlxVkTrainer *self, GError **error);
+void     rlx_vk_trainer_update_commit (RlxVkTrainer *self, guint prec, double inv,
+                                       gboolean checked);
+/* update_map + a copy of @codes + update_commit (unchecked). */
+gboolean rlx_vk_trainer_queue_update  (RlxVkTrainer *self, const void *codes, guint prec,
+                                       double inv, GError **error);
+/* One step on the replica (after the queued update): the gradient's codes
+ * at @prec and the summary. *@codes points at the codes where the GPU put
+ * them (n_params × element size bytes, host memory of the trainer's), valid
+ * until the next call on the trainer. When @summary->smax_bits says s is
+ * not finite the codes mean nothing and the residual is kept (the caller
+ * refuses the gradient). The scale is the device's; the caller checks it. */
+gboolean rlx_vk_trainer_grads_wire    (RlxVkTrainer *self, const guint32 *indices, guint n,
+                                       guint prec, gboolean feedback, const void **codes,
+                                       RlxVkWireSummary *summary, GError **error);
+/* A wire pass with feedback keeps its new residual aside: accept makes it
+ * the one the next pass carries (its bucket was taken); without it the next
+ * pass carries the one before. Reset: the next pass starts from zero, and
+ * so does the leader's update residual. */
+void     rlx_vk_trainer_accept_feedback (RlxVkTrainer *self);
+void     rlx_vk_trainer_reset_feedback (RlxVkTrainer *self);
+
+/* ── the leader's round (core/rlx-backend.h says what it computes) ──
+ *
+ * round_own: the own gradient at the replica (after a queued update) joins
+ * the round as its next contribution, weight n; it stays in the gradient
+ * buffer. @summary: its largest |g| and first non-finite element, and the
+ * loss; when g is not finite it does not join (the caller refuses it).
+ * When the last finish was given these @indices as its @next and the
+ * replica has not changed since, the gradient computed then is taken.
+ * round_slot: memory for the next member's bucket (n_params codes of 4
+ * bytes at most), host-written where the GPU reads it, valid until
+ * round_add, which makes it the next contribution (codes at @prec, @inv =
+ * 1.0 / scale, @weight samples): the caller checked the codes. From the
+ * second contribution on each is added to the sum by a submission nobody
+ * waits for. round_finish: u, its codes at @prec (with the update residual
+ * when @feedback and not f32), replica -= decode (codes) and the replica's
+ * hash, in one submission; *@codes (NULL: not wanted, not downloaded)
+ * points at the codes, valid until the next call; @summary: the largest |u|
+ * (≥ 0x7f800000: u not finite — nothing was applied or kept), the scale and
+ * its inverse. With @next, the own gradient of the next round over those
+ * samples is submitted right behind it. The round is over either way.
+ * round_cancel: forget the round (nothing to undo on the device). */
+gboolean rlx_vk_trainer_round_own     (RlxVkTrainer *self, const guint32 *indices, guint n,
+                                       RlxVkWireSummary *summary, GError **error);
+void    *rlx_vk_trainer_round_slot    (RlxVkTrainer *self, GError **error);
+gboolean rlx_vk_trainer_round_add     (RlxVkTrainer *self, guint prec, double inv, guint weight,
+                                       GError **error);
+gboolean rlx_vk_trainer_round_finish  (RlxVkTrainer *self, double lr, guint prec,
+                                       gboolean feedback, const guint32 *next, guint next_n,
+                                       const void **codes, RlxVkWireSummary *summary,
+                                       guint64 *hash, GError **error);
+void     rlx_vk_trainer_round_cancel  (RlxVkTrainer *self);
+/* contributions in the round so far */
+guint    rlx_vk_trainer_round_size    (RlxVkTrainer *self);
+
+/* Test hooks (and the backend's check of a device). poison: the next pass
+ * that reads the gradient (a wire pass, an own step's check) reads @bits
+ * for element @index. wire_test: a wire pass over @g[0..n) (n ≤ n_params)
+ * with the trainer's residual, as grads_wire does after a step. apply_test:
+ * @params[0..n) -= decode (@codes), through the replica's memory (which it
+ * overwrites). hash_test: the device's hash of @params[0..n), through the
+ * replica's memory (which it overwrites). */
+void     rlx_vk_trainer_poison_gradient (RlxVkTrainer *self, guint32 index, guint32 bits);
+/* Tests: every later wire pass starts its divisions @ulps away from the
+ * device's quotient (0: off), to exercise the correction. */
+void     rlx_vk_trainer_set_div_nudge   (RlxVkTrainer *self, int ulps);
+gboolean rlx_vk_trainer_wire_test     (RlxVkTrainer *self, const float *g, gsize n, guint prec,
+                                       gboolean feedback, void *codes, RlxVkWireSummary *summary,
+                                       GError **error);
+gboolean rlx_vk_trainer_apply_test    (RlxVkTrainer *self, float *params, gsize n,
+                                       const void *codes, guint prec, double inv, GError **error);
+gboolean rlx_vk_trainer_hash_test     (RlxVkTrainer *self, const float *params, gsize n,
+                                       guint64 *hash, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxVkTrainer, rlx_vk_trainer_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxVkDeviceInfo, rlx_vk_device_info_free)

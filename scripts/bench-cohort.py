@@ -12,14 +12,36 @@
   bench-cohort.py RLX_RANK join [--runs 5]
       From spawning `rlx-rank join` beside a running 2-rank cohort to its first
       contributed gradient (the first committed step it contributed to).
+  bench-cohort.py RLX_RANK speed [--runs 3] [--configs mnist-mlp:1024,mnist-mlp-xl:256]
+                  [--threads N] [--backend B]
+      A one-rank cohort against `rlx-rank bench` at the same model, batch,
+      backend and threads, interleaved (bench, cohort, bench, cohort, ...):
+      samples/s of each (the cohort's from its step events' times, the first
+      fifth of the steps left out) and their ratio; medians of --runs.
+  bench-cohort.py RLX_RANK precision [--runs 3] [--ranks 2] [--model mnist-mlp-xl]
+                  [--batch 256] [--threads N] [--backend B]
+      RANKS ranks of one cohort at f32, f16, f8e4m3 (interleaved): total
+      samples/s and each precision against f32 in the same run.
+  bench-cohort.py RLX_RANK mainloop [--runs 3] [--ranks 4] [--model mnist-mlp-xl]
+                  [--batch 64]
+      The leader's main-loop time per round (every handler of the coordinator,
+      socket sends included) with RANKS ranks, from its "done" event.
+  bench-cohort.py RLX_RANK scale [--runs 3] [--model M] [--batch B]
+                  [--backends vulkan:0,vulkan:1]
+      On a host with several GPUs: `rlx-rank bench` on the first backend, a
+      one-rank cohort on it, and a cohort of one rank per backend listed
+      (each rank its own GPU); samples/s of each and the ratios.
 
 Every run gets private XDG_RUNTIME_DIR / XDG_DATA_HOME folders; BLAS uses one
-thread per rank (OPENBLAS_NUM_THREADS=1).
+thread per rank (OPENBLAS_NUM_THREADS=1) unless --threads says otherwise.
 """
 import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, threading, time
 
 
 BACKEND = "cpu"
+
+
+THREADS = 1
 
 
 class Node:
@@ -28,8 +50,10 @@ class Node:
         self.events = []
         self.times = []
         self.t0 = time.monotonic()
-        self.proc = subprocess.Popen([rank, "join", "--local", "--json", "--threads", "1",
-                                      "--backend", BACKEND] + args,
+        if "--backend" not in args:
+            args = ["--backend", BACKEND] + args
+        self.proc = subprocess.Popen([rank, "join", "--local", "--json", "--threads", str(THREADS)]
+                                     + args,
                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, bufsize=1)
         self.cv = threading.Condition()
@@ -78,7 +102,7 @@ class Env:
         os.mkdir(run, 0o700)
         os.mkdir(os.path.join(self.dir, "data"), 0o700)
         self.env = dict(os.environ, XDG_RUNTIME_DIR=run, XDG_DATA_HOME=os.path.join(self.dir, "data"),
-                        OPENBLAS_NUM_THREADS="1")
+                        OPENBLAS_NUM_THREADS=str(THREADS))
         self.nodes = []
 
     def join(self, rank, args, label=""):
@@ -189,17 +213,166 @@ def join(a):
           f"spawn -> first contributed gradient {statistics.median(spans) * 1000:.0f} ms")
 
 
+def cohort_rate(nodes, batch_total=None):
+    """Samples/s of a finished cohort: committed samples over the time between
+    the step events of the leader, the first fifth of the steps left out."""
+    lead = [n for n in nodes if any(e.get("event") == "joined" and e.get("role") == "leader"
+                                    for e in n.events)][0]
+    st = [e for e in lead.find("step")]
+    k = max(1, len(st) // 5)
+    a, b = st[k], st[-1]
+    samples = sum(e["samples"] for e in st[k + 1:])
+    return samples / ((b["time_us"] - a["time_us"]) / 1e6), lead
+
+
+def bench_run(rank, model, batch, seconds, backend):
+    out = subprocess.run([rank, "bench", "--model", model, "--batch", str(batch), "--backend", backend,
+                          "--seconds", str(seconds), "--threads", str(THREADS), "--json"],
+                         capture_output=True, text=True, env=dict(os.environ, OPENBLAS_NUM_THREADS=str(THREADS)))
+    if out.returncode != 0:
+        sys.exit(f"rlx-rank bench failed: {out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def bench_rate(rank, model, batch, seconds, backend):
+    return bench_run(rank, model, batch, seconds, backend)["samples_per_second"]
+
+
+def steps_for(rate_guess, batch, seconds):
+    return max(40, int(rate_guess * seconds / batch))
+
+
+def speed(a):
+    print(f"# speed: one-rank cohort vs rlx-rank bench, backend {BACKEND}, {THREADS} thread(s), "
+          f"{a.runs} interleaved runs, medians. Wall: samples/s; CPU: samples per CPU-second of the "
+          f"whole process (all threads), which other load on the machine disturbs less")
+    print("| model | batch | bench samples/s | 1-rank cohort samples/s | cohort / bench (wall) "
+          "| cohort / bench (CPU) |")
+    print("|---|---|---|---|---|---|")
+    for cfg in a.configs.split(","):
+        model, batch = cfg.split(":")
+        batch = int(batch)
+        rows = []
+        for r in range(a.runs):
+            b = bench_run(a.rank, model, batch, a.seconds, BACKEND)
+            nodes = run_cohort(a.rank, 1, ["--model", model, "--batch", str(batch), "--precision", "f32",
+                                           "--steps", str(steps_for(b["samples_per_second"], batch,
+                                                                    a.seconds * 1.25)),
+                                           "--checkpoint-every", "0"], 1200)
+            c, lead = cohort_rate(nodes)
+            done = lead.find("done")[-1]
+            cpu = done.get("samples_per_cpu_second", float("nan")) / b["samples_per_cpu_second"]
+            rows.append((b["samples_per_second"], c, c / b["samples_per_second"], cpu))
+            print(f"  run {r + 1}: {model} {batch}: bench {rows[-1][0]:,.0f}, cohort {c:,.0f} "
+                  f"(wall {rows[-1][2]:.3f}, CPU {cpu:.3f})", flush=True)
+        med = lambda i: statistics.median(x[i] for x in rows)
+        print(f"| {model} | {batch} | {med(0):,.0f} | {med(1):,.0f} | **{med(2):.2f}** | **{med(3):.2f}** |",
+              flush=True)
+
+
+def precision(a):
+    precs = ["f32", "f16", "f8e4m3"]
+    rates = {p: [] for p in precs}
+    print(f"# precision: {a.ranks} ranks of {a.model}, batch {a.batch} per rank, backend {BACKEND}, "
+          f"{THREADS} thread(s) per rank; {a.runs} interleaved runs, medians")
+    guess = bench_rate(a.rank, a.model, a.batch, 1, BACKEND)
+    for r in range(a.runs):
+        for p in precs:
+            nodes = run_cohort(a.rank, a.ranks, ["--model", a.model, "--batch", str(a.batch), "--precision", p,
+                                                 "--steps", str(steps_for(guess, a.batch, a.seconds)),
+                                                 "--checkpoint-every", "0", "--deadline-floor-ms", "60000"], 1800)
+            c, _ = cohort_rate(nodes)
+            rates[p].append(c)
+            print(f"  run {r + 1}: {p}: {c:,.0f} samples/s", flush=True)
+    med = statistics.median
+    print("| precision | samples/s (all ranks) | vs f32 in the same runs |")
+    print("|---|---|---|")
+    for p in precs:
+        ratio = med([x / y for x, y in zip(rates[p], rates["f32"])])
+        print(f"| {p} | {med(rates[p]):,.0f} | {ratio:.2f} |", flush=True)
+
+
+def mainloop(a):
+    rows = []
+    print(f"# main loop: {a.ranks} ranks of {a.model}, batch {a.batch} per rank, f32, backend {BACKEND}")
+    for r in range(a.runs):
+        nodes = run_cohort(a.rank, a.ranks, ["--model", a.model, "--batch", str(a.batch), "--precision", "f32",
+                                             "--steps", str(a.steps), "--checkpoint-every", "0",
+                                             "--deadline-floor-ms", "60000"], 1800)
+        lead = [e for n in nodes for e in n.find("done") if "round_ms" in e][0]
+        rows.append(lead)
+        print(f"  run {r + 1}: round {lead['round_ms']:.3f} ms, compute {lead['compute_ms']:.3f} ms, "
+              f"main loop {lead['coordinator_ms']:.3f} ms (of which socket sends {lead['send_ms']:.3f} ms) "
+              f"over {lead['rounds_measured']} rounds", flush=True)
+    med = lambda k: statistics.median(x[k] for x in rows)
+    print(f"| ranks | model | round | compute | leader's main loop per round | of which sends |")
+    print("|---|---|---|---|---|---|")
+    print(f"| {a.ranks} | {a.model} | {med('round_ms'):.2f} ms | {med('compute_ms'):.2f} ms | "
+          f"**{med('coordinator_ms'):.3f} ms** | {med('send_ms'):.3f} ms |")
+
+
+def scale(a):
+    backends = a.backends.split(",")
+    print(f"# scale: {a.model} batch {a.batch} per rank; bench and a 1-rank cohort on {backends[0]}, "
+          f"a cohort of {len(backends)} ranks on {', '.join(backends)}; {a.runs} runs, medians")
+    res = {"bench": [], "one": [], "all": []}
+    for r in range(a.runs):
+        b = bench_rate(a.rank, a.model, a.batch, a.seconds, backends[0])
+        one = run_cohort(a.rank, 1, ["--model", a.model, "--batch", str(a.batch), "--backend", backends[0],
+                                     "--steps", str(steps_for(b, a.batch, a.seconds * 2)),
+                                     "--checkpoint-every", "0"], 1200)
+        env = Env()
+        try:
+            nodes = [env.join(a.rank, ["--model", a.model, "--batch", str(a.batch), "--backend", be,
+                                       "--precision", a.precision, "--wait-members", str(len(backends)),
+                                       "--steps", str(steps_for(b, a.batch, a.seconds * 2)),
+                                       "--checkpoint-every", "0", "--deadline-floor-ms", "60000"], f"r{i}")
+                     for i, be in enumerate(backends)]
+            for n in nodes:
+                n.proc.wait(1200)
+            for n in nodes:
+                n.reader.join(5)
+        finally:
+            env.close()
+        c1, _ = cohort_rate(one)
+        cn, _ = cohort_rate(nodes)
+        res["bench"].append(b)
+        res["one"].append(c1)
+        res["all"].append(cn)
+        print(f"  run {r + 1}: bench {b:,.0f}, 1 rank {c1:,.0f} ({c1 / b:.2f} of bench), "
+              f"{len(backends)} ranks {cn:,.0f} ({cn / c1:.2f} of 1 rank)", flush=True)
+    med = statistics.median
+    print(f"| setup | samples/s | ratio |")
+    print("|---|---|---|")
+    print(f"| bench, {backends[0]} | {med(res['bench']):,.0f} | |")
+    print(f"| 1-rank cohort | {med(res['one']):,.0f} | {med([o / b for o, b in zip(res['one'], res['bench'])]):.2f} of bench |")
+    print(f"| {len(backends)}-rank cohort ({a.precision}) | {med(res['all']):,.0f} | "
+          f"{med([x / o for x, o in zip(res['all'], res['one'])]):.2f} of 1 rank |")
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("rank")
-    ap.add_argument("what", choices=["fidelity", "overhead", "join"])
+    ap.add_argument("what", choices=["fidelity", "overhead", "join", "speed", "precision", "mainloop", "scale"])
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--ranks", type=int, default=4)
-    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=None)
     ap.add_argument("--lr", type=float, default=0.05)
-    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--backend", default="cpu")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seconds", type=float, default=4)
+    ap.add_argument("--configs", default="mnist-mlp:1024,mnist-mlp-xl:256")
+    ap.add_argument("--model", default="mnist-mlp-xl")
+    ap.add_argument("--backends", default="vulkan:0,vulkan:1")
+    ap.add_argument("--precision", default="f32")
     a = ap.parse_args()
     BACKEND = a.backend
-    {"fidelity": fidelity, "overhead": overhead, "join": join}[a.what](a)
+    THREADS = a.threads
+    defaults = {"precision": (256, None), "mainloop": (64, 60), "scale": (1024, None)}
+    batch, steps = defaults.get(a.what, (64, 1500))
+    a.batch = a.batch if a.batch is not None else batch
+    a.steps = a.steps if a.steps is not None else (steps or 1500)
+    {"fidelity": fidelity, "overhead": overhead, "join": join, "speed": speed,
+     "precision": precision, "mainloop": mainloop, "scale": scale}[a.what](a)

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Every figure in BENCHMARKS.md, measured side by side with its reference in
 # one run. Called by `./rlx bench [AREA…]` with the (release) build dir first.
-#   AREA: vision wire gpu p2p cohort app (default: all that run on this machine)
+#   AREA: vision wire kernels gpu p2p cohort remote app (default: all that run on this machine)
 set -euo pipefail
 BUILD=${1:?usage: scripts/bench.sh BUILD_DIR [AREA…]}
 shift
 RANK="$BUILD/tools/rlx-rank"
 SHARED=${RLX_SHARED_DIR:-$(cd "$(dirname "$0")/../.." && pwd)/shared}
 TORCH_REF="$SHARED/bench/torch_ref.py"
-AREAS=${*:-vision wire p2p cohort gpu app}
+AREAS=${*:-vision wire kernels p2p cohort remote gpu app}
 want () { [[ " $AREAS " == *" $1 "* ]]; }
 echo "# machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $(date -u +%F)"
 
@@ -72,6 +72,20 @@ PY
 fi
 # --- end wire ----------------------------------------------------------------
 
+# --- kernels -----------------------------------------------------------------
+if want kernels; then
+  echo "## kernels"
+  # core/rlx-kernels against the plain single-threaded path it replaces (the
+  # coordinator's loops over core/wire), GB/s of f32 parameters, median of 5,
+  # pools of 1 thread and of one per core, at mnist-mlp-xl's and mnist-mlp's
+  # sizes.
+  for n in 1863690 101770; do
+    "$BUILD/tests/kernels/bench-kernels" --size "$n" --reps 5
+    echo
+  done
+fi
+# --- end kernels -------------------------------------------------------------
+
 # --- p2p ---------------------------------------------------------------------
 if want p2p; then
   echo "## p2p"
@@ -80,6 +94,9 @@ if want p2p; then
   # raw blocking write/read over a socketpair between two processes, measured
   # in the same run. 64 frames (256 MiB) per run, 7 runs, medians.
   "$BUILD/tests/p2p/p2p-helper" bench 64 4 7
+  # Socket vs memfd for bulk frames of 64 KiB .. 8 MiB, alternating, to a
+  # process that reads every byte: MB/s, µs per frame, round trip, CPU.
+  "$BUILD/tests/p2p/p2p-helper" shm-bench 5
 fi
 # --- end p2p -----------------------------------------------------------------
 
@@ -88,6 +105,14 @@ if want cohort; then
   echo "## cohort"
   # Real `rlx-rank join` processes in private XDG dirs (scripts/bench-cohort.py).
   COHORT_PY="$(dirname "$0")/bench-cohort.py"
+  # A one-rank cohort against `rlx-rank bench` (same model, batch, threads),
+  # interleaved, medians of 3: mnist-mlp at 1024, mnist-mlp-xl at 256.
+  python3 "$COHORT_PY" "$RANK" speed --runs 3 --threads "$(nproc)" \
+    --configs mnist-mlp:1024,mnist-mlp-xl:256
+  # Two ranks of mnist-mlp-xl at f32, f16, f8e4m3 (interleaved, same runs).
+  python3 "$COHORT_PY" "$RANK" precision --runs 3 --ranks 2 --model mnist-mlp-xl --batch 256
+  # The leader's main-loop time per round with four ranks of mnist-mlp-xl.
+  python3 "$COHORT_PY" "$RANK" mainloop --runs 3 --ranks 4 --model mnist-mlp-xl --batch 64
   # Coordinator overhead per round: 4 local ranks, mnist-mlp, f32.
   python3 "$COHORT_PY" "$RANK" overhead --ranks 4 --runs 5 --steps 3000
   # Join: spawn beside a running 2-rank cohort -> first contributed gradient.
@@ -101,6 +126,23 @@ if want cohort; then
   fi
 fi
 # --- end cohort --------------------------------------------------------------
+
+# --- remote ------------------------------------------------------------------
+if want remote; then
+  echo "## remote"
+  # Network namespaces as hosts (needs root): one remote link's throughput
+  # against libnice's reliable mode, unshaped and at 200 Mbit/s with 50 ms
+  # RTT (tc tbf + a user-space delay relay), join time, and a two-host
+  # cohort against the same ranks on the local bus.
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "remote: skipped (network namespaces need root)"
+  else
+    for what in throughput shaped join cohort; do
+      python3 "$(dirname "$0")/bench-remote.py" "$BUILD" "$what"
+    done
+  fi
+fi
+# --- end remote --------------------------------------------------------------
 
 # --- gpu ---------------------------------------------------------------------
 if want gpu; then

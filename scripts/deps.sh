@@ -10,6 +10,9 @@ PACKAGES=(
   libglib2.0-dev libjson-glib-dev libopenblas-dev libopenblas0-pthread zlib1g-dev
   # networking
   libnice-dev libsoup-3.0-dev libgnutls28-dev glib-networking
+  # remote peers: QUIC (ngtcp2 0.12 + GnuTLS helper); TURN server, NAT and
+  # namespaces for the multi-host tests
+  libngtcp2-dev libngtcp2-crypto-gnutls-dev coturn nftables
   # GPU
   libvulkan-dev libvulkan1 mesa-vulkan-drivers glslc spirv-tools vulkan-validationlayers vulkan-tools
   # app
@@ -18,6 +21,8 @@ PACKAGES=(
   gir1.2-gtk-4.0 x11-apps imagemagick
   # data and tests
   dataset-fashion-mnist nodejs iproute2 python3-numpy
+  # tests: the reference xxHash that the parameter hash is checked against
+  libxxhash-dev
 )
 # The PyTorch reference for benchmarks is large; only `--bench` pulls it in.
 if [[ "${1:-}" == "--bench" ]]; then

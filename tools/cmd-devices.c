@@ -22,8 +22,9 @@ size_text (guint64 bytes)
 }
 
 static void
-print_device (const RlxVkDeviceInfo *info, guint batch)
+print_device (GPtrArray *devices, guint i, guint batch)
 {
+  const RlxVkDeviceInfo *info = g_ptr_array_index (devices, i);
   g_autofree char *mem = size_text (info->device_local_bytes);
   g_autofree char *range = size_text (info->max_storage_buffer_range);
 
@@ -38,6 +39,10 @@ print_device (const RlxVkDeviceInfo *info, guint batch)
           mem, info->max_shared_memory / 1024, info->max_push_constants, info->subgroup_size,
           info->max_workgroup_invocations, range, info->has_compute_queue ? "yes" : "no",
           info->has_timestamps ? "yes" : "no");
+  if (!rlx_vk_device_is_software (info))
+    printf ("      %s\n", rlx_backend_gpu_in_use (devices, i)
+                             ? "in use by a rank on this host (auto and vulkan take another, if free)"
+                             : "free (no rank on this host uses it)");
   for (guint m = 0; m < RLX_N_MODELS; m++)
     {
       const RlxModel *model = rlx_model_get (m);
@@ -68,10 +73,14 @@ rlx_cmd_devices (int argc, char **argv)
   g_option_context_set_description (ctx,
     "A device is skipped when it lacks what the shaders need (shared memory,\n"
     "push constants, workgroup size, buffer range, memory for the batch).\n"
-    "Software devices (llvmpipe) are used only when asked for by name.\n\n"
+    "Software devices (llvmpipe) are used only when asked for by name.\n"
+    "The [N] before a device is what --backend vulkan:N asks for (a device\n"
+    "whose name is a number is asked for as vulkan:name=NUMBER). Ranks on one\n"
+    "host asking for auto or vulkan take distinct GPUs while there are free ones.\n\n"
     "Examples:\n"
     "  rlx-rank devices\n"
-    "  rlx-rank devices --batch 8192 --backend vulkan");
+    "  rlx-rank devices --batch 8192 --backend vulkan\n"
+    "  rlx-rank devices --backend vulkan:1");
   if (!rlx_cli_parse (ctx, sub, &argc, &argv))
     return RLX_EXIT_USAGE;
   if (argc > 1)
@@ -96,7 +105,7 @@ rlx_cmd_devices (int argc, char **argv)
     {
       printf ("Vulkan devices:\n");
       for (guint i = 0; i < devices->len; i++)
-        print_device (g_ptr_array_index (devices, i), (guint) batch);
+        print_device (devices, i, (guint) batch);
     }
   printf ("CPU: %u threads\n\n", g_get_num_processors ());
 
@@ -126,9 +135,21 @@ rlx_cmd_devices (int argc, char **argv)
       if (first == RLX_BACKEND_CPU_CANDIDATE)
         printf ("  %-12s cpu%s%s\n", model->slug, *why ? " — passed over: " : "", why);
       else
-        printf ("  %-12s vulkan on %s%s%s\n", model->slug,
-                ((RlxVkDeviceInfo *) g_ptr_array_index (devices, first))->name,
-                *why ? " — passed over: " : "", why);
+        {
+          g_autoptr(GString) others = g_string_new (NULL);
+
+          for (guint k = 1; k < cand->len; k++)
+            {
+              guint c = g_array_index (cand, guint, k);
+              if (c != RLX_BACKEND_CPU_CANDIDATE)
+                g_string_append_printf (others, ", [%u]", c);
+            }
+          printf ("  %-12s vulkan on %s [%u]%s%s%s%s%s\n", model->slug,
+                  ((RlxVkDeviceInfo *) g_ptr_array_index (devices, first))->name, first,
+                  others->len ? " (further ranks on this host: " : "",
+                  others->len ? others->str + 2 : "", others->len ? ")" : "",
+                  *why ? " — passed over: " : "", why);
+        }
     }
   return status;
 }

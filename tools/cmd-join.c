@@ -29,6 +29,7 @@
  */
 #include "rlx-config.h"
 #include "rlx-cli.h"
+#include "cmd-remote.h"
 #include "core/rlx-backend.h"
 #include "core/rlx-coordinator.h"
 #include "core/rlx-safetensors.h"
@@ -51,12 +52,18 @@
 typedef struct {
   GMainLoop      *loop;
   RlxCoordinator *coord;
+  RlxLocalBus    *bus;
+  const char     *node_id;
   gboolean        json;
   gboolean        evaluate;
   int             status;
   gboolean        leaving;
   const RlxModel *model;
   RlxDataset     *dataset;
+  /* test switch --fault-partition FILE */
+  const char     *partition_file;
+  char          **partition_group;   /* our line of FILE while it exists, else NULL */
+  guint           partition_id;
 } JoinState;
 
 static gboolean
@@ -146,6 +153,9 @@ format_event (JsonObject *e)
     return g_strdup_printf ("test accuracy %.2f%% at step %.0f (test loss %.4f)",
                             100.0 * num_member (e, "accuracy"), num_member (e, "step"),
                             num_member (e, "test_loss"));
+  if (g_str_equal (ev, "invite"))
+    return g_strdup_printf ("invite: %s\n  on other machines: rlx-rank join '%s'",
+                            str_member (e, "invite"), str_member (e, "invite"));
   if (g_str_equal (ev, "done"))
     return g_strdup_printf ("done at step %.0f: %s; loss %.4f, hash %.8s",
                             num_member (e, "step"), str_member (e, "message"),
@@ -216,6 +226,12 @@ evaluate (JoinState *st)
   g_autoptr(JsonObject) o = json_object_new ();
   double loss = 0, acc;
 
+  if (params == NULL)
+    {
+      g_printerr ("rlx-rank join: the parameters could not be read back from the rank's backend; "
+                  "no test accuracy\n");
+      return;
+    }
   g_assert (n == st->model->n_params);
   acc = rlx_cpu_evaluate (trainer, params, st->dataset, RLX_SPLIT_TEST, &loss);
   json_object_set_string_member (o, "event", "evaluated");
@@ -255,10 +271,85 @@ on_signal (gpointer user_data)
   return G_SOURCE_CONTINUE;
 }
 
+/* Test switch --fault-partition FILE: while FILE exists, each of its lines
+ * is a group of node ids that can reach each other; links to a node of
+ * another group are closed (or refused as they come), as if the network
+ * between the groups were cut. When FILE goes away the node looks for its
+ * peers again. */
+static gboolean
+partitioned_from (JoinState *st, const char *peer_id)
+{
+  return st->partition_group != NULL && !g_strv_contains ((const char * const *) st->partition_group,
+                                                          peer_id);
+}
+
+static gboolean
+on_partition_check (gpointer user_data)
+{
+  JoinState *st = user_data;
+  g_autofree char *text = NULL;
+  gboolean was = st->partition_group != NULL;
+
+  g_clear_pointer (&st->partition_group, g_strfreev);
+  if (g_file_get_contents (st->partition_file, &text, NULL, NULL))
+    {
+      g_auto(GStrv) lines = g_strsplit (text, "\n", -1);
+      for (guint i = 0; lines[i] && st->partition_group == NULL; i++)
+        {
+          g_auto(GStrv) ids = g_strsplit_set (g_strstrip (lines[i]), " \t", -1);
+          if (g_strv_contains ((const char * const *) ids, st->node_id))
+            st->partition_group = g_steal_pointer (&ids);
+        }
+    }
+  if (st->partition_group)
+    {
+      g_auto(GStrv) peers = rlx_local_bus_dup_peer_ids (st->bus);
+      for (guint i = 0; peers && peers[i]; i++)
+        if (partitioned_from (st, peers[i]))
+          {
+            RlxLink *link = rlx_local_bus_get_link (st->bus, peers[i]);
+            if (link)
+              rlx_link_close (link);
+          }
+    }
+  else if (was)
+    rlx_local_bus_rescan (st->bus);
+  return G_SOURCE_CONTINUE;
+}
+
+static void
+remote_print (JsonObject *event, gpointer user_data)
+{
+  print_event (user_data, event);
+}
+
+/* The remote side cannot go on (a wrong key): leave like a refused node. */
+static void
+remote_fail (const char *message, gpointer user_data)
+{
+  JoinState *st = user_data;
+
+  on_finished (st->coord, FALSE, message, st);
+}
+
 static void
 on_link_added (RlxLocalBus *bus, RlxLink *link, const char *peer_id, gpointer user_data)
 {
-  rlx_coordinator_add_link (RLX_COORDINATOR (user_data), link);
+  JoinState *st = user_data;
+
+  if (partitioned_from (st, peer_id))
+    {
+      rlx_link_close (link);
+      return;
+    }
+  rlx_coordinator_add_link (st->coord, link);
+}
+
+/* The coordinator looks for peers (alone, or cut off and rejoining). */
+static void
+on_discover (RlxCoordinator *coord, gpointer user_data)
+{
+  rlx_local_bus_rescan (RLX_LOCAL_BUS (user_data));
 }
 
 int
@@ -270,7 +361,9 @@ rlx_cmd_join (int argc, char **argv)
   g_autofree char *precision_s = NULL, *batch_s = NULL, *lr_s = NULL, *steps_s = NULL;
   g_autofree char *node_s = NULL, *seed_s = NULL, *wait_s = NULL, *ckpt_s = NULL;
   g_autofree char *fault_s = NULL, *deadline_s = NULL, *hb_s = NULL, *threads_s = NULL;
-  g_autofree char *slow_s = NULL;
+  g_autofree char *slow_s = NULL, *inf_s = NULL, *hash_s = NULL, *eval_s = NULL;
+  g_autofree char *stall_s = NULL, *die_s = NULL, *partition_s = NULL;
+  gboolean join_only = FALSE;
   GOptionEntry entries[] = {
     { "local", 0, 0, G_OPTION_ARG_NONE, &local, "the cohort on this machine (the local bus; the default)", NULL },
     { "cohort", 0, 0, G_OPTION_ARG_STRING, &cohort, "cohort name (default: default)", "NAME" },
@@ -289,13 +382,21 @@ rlx_cmd_join (int argc, char **argv)
     { "checkpoint-every", 0, 0, G_OPTION_ARG_STRING, &ckpt_s, "the leader checkpoints every K steps (default 100; 0: only at the end)", "K" },
     { "threads", 0, 0, G_OPTION_ARG_STRING, &threads_s, "BLAS threads of this rank's CPU backend", "N" },
     { "evaluate", 0, 0, G_OPTION_ARG_NONE, &evaluate_flag, "print the test accuracy when done", NULL },
+    { "evaluate-every", 0, 0, G_OPTION_ARG_STRING, &eval_s, "measure the test accuracy every K committed steps (off the main loop)", "K" },
+    { "join-only", 0, 0, G_OPTION_ARG_NONE, &join_only, "never found a cohort: wait until one is reachable and join it", NULL },
     { "fault-nan", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &fault_s, "test switch: NaN gradients from step N", "N" },
+    { "fault-inf", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &inf_s, "test switch: +Inf and -Inf in every gradient from step N", "N" },
+    { "fault-hash", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &hash_s, "test switch: after committing step N this node's parameters differ by one bit", "N" },
+    { "fault-stall", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &stall_s, "test switch: the gradient of step N takes MS longer", "N:MS" },
+    { "fault-die-at", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &die_s, "test switch: as the leader, send step N's commit to all but the next leader, then die", "N" },
+    { "fault-partition", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &partition_s, "test switch: while FILE exists, only the node ids on our line of it are reachable", "FILE" },
     { "fault-slow-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &slow_s, "test switch: every gradient takes MS longer (on the compute thread)", "MS" },
     { "deadline-floor-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &deadline_s, "shortest collect deadline", "MS" },
     { "heartbeat-timeout-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &hb_s, "silence that removes a peer", "MS" },
     { NULL }
   };
-  g_autoptr(GOptionContext) ctx = g_option_context_new ("[--local] — run one node of a cohort");
+  g_autoptr(GOptionContext) ctx = g_option_context_new ("[--local | --host [ADDR:]PORT | INVITE] — run one node of a cohort");
+  g_autoptr(RlxJoinRemote) remote = rlx_join_remote_new ();
   g_autoptr(GError) error = NULL;
   g_autoptr(RlxDataset) dataset = NULL;
   g_autoptr(RlxLocalBus) bus = NULL;
@@ -308,7 +409,8 @@ rlx_cmd_join (int argc, char **argv)
   RlxCoordinator *coord;
   JoinState st = { 0 };
   guint64 batch = 32, steps = 0, seed = 0, wait = 1, ckpt = 100, fault = 0, deadline = 0, hb = 0;
-  guint64 slow_ms = 0;
+  guint64 slow_ms = 0, inf_from = 0, hash_at = 0, eval_every = 0, stall_step = 0, stall_ms = 0;
+  guint64 die_at = 0;
   guint64 threads = 0;
   double lr = 0.05;
   guint sigint_id, sigterm_id;
@@ -321,6 +423,7 @@ rlx_cmd_join (int argc, char **argv)
   mallopt (M_TRIM_THRESHOLD, 512 << 20);
 
   g_option_context_add_main_entries (ctx, entries, NULL);
+  g_option_context_add_group (ctx, rlx_join_remote_options (remote));
   g_option_context_set_summary (ctx,
     "Runs one node of the cohort NAME on this machine: it joins the cohort found\n"
     "under $XDG_RUNTIME_DIR/rlx-cluster/NAME (or founds it, resuming its\n"
@@ -330,10 +433,8 @@ rlx_cmd_join (int argc, char **argv)
     "  for i in 1 2 3; do rlx-rank join --local --cohort demo --steps 200 --json & done");
   if (!rlx_cli_parse (ctx, sub, &argc, &argv))
     return RLX_EXIT_USAGE;
-  if (argc > 1)
-    return rlx_cli_fail (sub, RLX_EXIT_USAGE,
-                         "unexpected argument '%s'; remote invites are not supported yet, use --local "
-                         "(see rlx-rank join --help)", argv[1]);
+  if (!rlx_join_remote_configure (remote, argc, argv, &cohort, &error))
+    return rlx_cli_fail (sub, RLX_EXIT_USAGE, "%s (see rlx-rank join --help)", error->message);
   (void) local;
 
   if (!parse_u64 (sub, "--batch", batch_s, 1, 65536, &batch) ||
@@ -344,9 +445,23 @@ rlx_cmd_join (int argc, char **argv)
       !parse_u64 (sub, "--threads", threads_s, 1, 1024, &threads) ||
       !parse_u64 (sub, "--fault-nan", fault_s, 1, G_MAXINT64, &fault) ||
       !parse_u64 (sub, "--fault-slow-ms", slow_s, 0, 600000, &slow_ms) ||
+      !parse_u64 (sub, "--fault-inf", inf_s, 1, G_MAXINT64, &inf_from) ||
+      !parse_u64 (sub, "--fault-hash", hash_s, 1, G_MAXINT64, &hash_at) ||
+      !parse_u64 (sub, "--evaluate-every", eval_s, 1, G_MAXUINT32, &eval_every) ||
+      !parse_u64 (sub, "--fault-die-at", die_s, 1, G_MAXINT64, &die_at) ||
       !parse_u64 (sub, "--deadline-floor-ms", deadline_s, 1, 600000, &deadline) ||
       !parse_u64 (sub, "--heartbeat-timeout-ms", hb_s, 100, 600000, &hb))
     return RLX_EXIT_USAGE;
+  if (stall_s)
+    {
+      g_auto(GStrv) parts = g_strsplit (stall_s, ":", 2);
+      if (parts[1] == NULL ||
+          !parse_u64 (sub, "--fault-stall (step)", parts[0], 1, G_MAXINT64, &stall_step) ||
+          !parse_u64 (sub, "--fault-stall (ms)", parts[1], 1, 600000, &stall_ms))
+        return parts[1] == NULL ? rlx_cli_fail (sub, RLX_EXIT_USAGE,
+                                                "--fault-stall: '%s' is not STEP:MS", stall_s)
+                                : RLX_EXIT_USAGE;
+    }
   if (lr_s)
     {
       char *end = NULL;
@@ -396,6 +511,14 @@ rlx_cmd_join (int argc, char **argv)
   cfg.deadline_floor_ms = (guint) deadline;
   cfg.heartbeat_timeout_ms = (guint) hb;
   cfg.fault_nan_from = fault;
+  cfg.fault_inf_from = inf_from;
+  cfg.fault_hash_at = hash_at;
+  /* A node given an invite joins that cohort; it never founds one of its own. */
+  cfg.join_only = join_only || rlx_join_remote_holds_start (remote);
+  cfg.evaluate_every = (guint) eval_every;
+  cfg.fault_stall_step = stall_step;
+  cfg.fault_stall_ms = (guint) stall_ms;
+  cfg.fault_die_at = die_at;
   coord = rlx_coordinator_new (&cfg, worker, &error);
   if (coord == NULL)
     {
@@ -420,7 +543,24 @@ rlx_cmd_join (int argc, char **argv)
   st.status = RLX_EXIT_OK;
   g_signal_connect (coord, "event", G_CALLBACK (on_event), &st);
   g_signal_connect (coord, "finished", G_CALLBACK (on_finished), &st);
-  g_signal_connect (bus, "link-added", G_CALLBACK (on_link_added), coord);
+  st.bus = bus;
+  st.node_id = node_id;
+  st.partition_file = partition_s;
+  if (partition_s)
+    {
+      on_partition_check (&st);
+      st.partition_id = g_timeout_add (100, on_partition_check, &st);
+    }
+  /* Remote peers (before the bus's handler below: a local link wins). */
+  if (!rlx_join_remote_start (remote, coord, bus, node_id, remote_print, remote_fail, &st, &error))
+    {
+      g_clear_handle_id (&st.partition_id, g_source_remove);
+      rlx_local_bus_stop (bus);
+      g_object_unref (coord);
+      return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "%s", error->message);
+    }
+  g_signal_connect (bus, "link-added", G_CALLBACK (on_link_added), &st);
+  g_signal_connect (coord, "discover", G_CALLBACK (on_discover), bus);
   sigint_id = g_unix_signal_add (SIGINT, on_signal, &st);
   sigterm_id = g_unix_signal_add (SIGTERM, on_signal, &st);
   signal (SIGPIPE, SIG_IGN);
@@ -432,15 +572,22 @@ rlx_cmd_join (int argc, char **argv)
       {
         RlxLink *link = rlx_local_bus_get_link (bus, peers[i]);
         if (link)
-          rlx_coordinator_add_link (coord, link);
+          on_link_added (bus, link, peers[i], &st);
       }
   }
-  rlx_coordinator_start (coord);
+  /* A node joining by invite starts its coordinator once a member is
+   * reachable (the remote side starts it), not after the local discovery. */
+  if (!rlx_join_remote_holds_start (remote))
+    rlx_coordinator_start (coord);
   g_main_loop_run (loop);
 
   g_source_remove (sigint_id);
   g_source_remove (sigterm_id);
-  g_signal_handlers_disconnect_by_data (bus, coord);
+  g_signal_handlers_disconnect_by_data (bus, &st);
+  g_signal_handlers_disconnect_by_data (coord, bus);
+  rlx_join_remote_stop (remote);
+  g_clear_handle_id (&st.partition_id, g_source_remove);
+  g_clear_pointer (&st.partition_group, g_strfreev);
   rlx_local_bus_stop (bus);
   g_object_unref (coord);
   return st.status;
@@ -517,7 +664,14 @@ rlx_cmd_export (int argc, char **argv)
   params = rlx_safetensors_read (path, model, NULL, &error);
   if (params == NULL)
     return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "%s", error->message);
-  if (!rlx_safetensors_write (out, model, params, md, &error))
+  if (rlx_cli_out_is_special (out))
+    {
+      g_autoptr(GBytes) bytes = rlx_safetensors_build (model, params, md);
+
+      if (!rlx_cli_write_special (out, g_bytes_get_data (bytes, NULL), g_bytes_get_size (bytes), &error))
+        return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "--out: %s", error->message);
+    }
+  else if (!rlx_safetensors_write (out, model, params, md, &error))
     return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "%s", error->message);
 
   if (json)

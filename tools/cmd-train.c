@@ -344,6 +344,8 @@ rlx_cmd_grads (int argc, char **argv)
   g_autoptr(GError) error = NULL;
   g_autofree float *params = NULL, *bucket = NULL;
   g_autofree guint32 *indices = NULL;
+  gsize out_len;
+  gboolean written;
   const RlxModel *model = NULL;
   guint64 start = 0, batch = 0, seed = 0, data_seed = 0;
   guint train_size;
@@ -432,8 +434,12 @@ rlx_cmd_grads (int argc, char **argv)
       bits = GUINT32_TO_LE (bits);
       memcpy (&bucket[i], &bits, 4);
     }
-  if (!g_file_set_contents (out_path, (const char *) bucket,
-                            (gssize) ((1 + model->n_params) * sizeof (float)), &error))
+  out_len = (1 + model->n_params) * sizeof (float);
+  if (rlx_cli_out_is_special (out_path))
+    written = rlx_cli_write_special (out_path, bucket, out_len, &error);
+  else
+    written = g_file_set_contents (out_path, (const char *) bucket, (gssize) out_len, &error);
+  if (!written)
     return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "--out: %s", error->message);
   return RLX_EXIT_OK;
 }

@@ -2,7 +2,14 @@
 #include "rlx-config.h"
 #include "rlx-cli.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gio/gio.h>
+#include <glib/gstdio.h>
 
 const RlxCommand rlx_commands[] = {
   { "train",   rlx_cmd_train,   "train one rank and report test accuracy" },
@@ -12,6 +19,7 @@ const RlxCommand rlx_commands[] = {
   { "wire",    rlx_cmd_wire,    "encode, decode and benchmark wire frames" },
   { "join",    rlx_cmd_join,    "run one node of a cohort" },
   { "export",  rlx_cmd_export,  "export a checkpoint as .safetensors" },
+  { "signal",  rlx_cmd_signal,  "serve signalling for cohorts across machines" },
   { NULL, NULL, NULL },
 };
 
@@ -39,4 +47,51 @@ rlx_cli_fail (const char *sub, int status, const char *fmt, ...)
   va_end (ap);
   g_printerr ("rlx-rank %s: %s\n", sub, msg);
   return status;
+}
+
+gboolean
+rlx_cli_out_is_special (const char *path)
+{
+  GStatBuf st;
+
+  return g_stat (path, &st) == 0 && !S_ISREG (st.st_mode);
+}
+
+gboolean
+rlx_cli_write_special (const char *path, const void *data, gsize len, GError **error)
+{
+  const guint8 *p = data;
+  int fd = g_open (path, O_WRONLY | O_CLOEXEC, 0);
+
+  if (fd < 0)
+    {
+      int e = errno;
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (e), "cannot open %s for writing: %s",
+                   path, g_strerror (e));
+      return FALSE;
+    }
+  while (len > 0)
+    {
+      gssize n = write (fd, p, len);
+
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        {
+          int e = n < 0 ? errno : EIO;
+          g_set_error (error, G_IO_ERROR, g_io_error_from_errno (e), "writing %s: %s",
+                       path, g_strerror (e));
+          close (fd);
+          return FALSE;
+        }
+      p += n;
+      len -= (gsize) n;
+    }
+  if (close (fd) != 0)
+    {
+      int e = errno;
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (e), "writing %s: %s", path, g_strerror (e));
+      return FALSE;
+    }
+  return TRUE;
 }

@@ -32,6 +32,14 @@ gboolean rlx_cli_parse (GOptionContext *ctx, const char *sub, int *argc, char **
 /* Print "rlx-rank SUB: MESSAGE" to stderr and return @status. */
 int      rlx_cli_fail  (const char *sub, int status, const char *fmt, ...) G_GNUC_PRINTF (3, 4);
 
+/* TRUE when @path exists and is not a regular file (/dev/null, /dev/stdout,
+ * a FIFO). An --out like that must be written into with
+ * rlx_cli_write_special(): the atomic write used for regular files renames a
+ * temporary file over the target, which would replace the device node itself
+ * (as root, /dev/null for the whole machine). */
+gboolean rlx_cli_out_is_special (const char *path);
+gboolean rlx_cli_write_special  (const char *path, const void *data, gsize len, GError **error);
+
 int rlx_cmd_train   (int argc, char **argv);
 int rlx_cmd_grads   (int argc, char **argv);
 int rlx_cmd_bench   (int argc, char **argv);
@@ -39,5 +47,6 @@ int rlx_cmd_wire    (int argc, char **argv);
 int rlx_cmd_devices (int argc, char **argv);
 int rlx_cmd_join    (int argc, char **argv);
 int rlx_cmd_export  (int argc, char **argv);
+int rlx_cmd_signal  (int argc, char **argv);
 
 G_END_DECLS

@@ -1,9 +1,11 @@
-/* rlx-link.c — the RlxLink base class: signals, properties, byte counters
+/* rlx-link.c — the RlxLink base class: signals, properties, byte counters,
+ * lanes, liveness
  *
- * Subclasses (rlx-unix-link.c, later the ICE link) implement send, close and
- * pending_bytes and report through rlx_link_emit_frame / _emit_closed /
- * _add_bytes_tx / _add_bytes_rx. The base class guarantees ::closed is
- * emitted once and that nothing is sent on a closed link.
+ * Subclasses (rlx-unix-link.c, rlx-shaped-link.c, the ICE link) implement
+ * send, close and pending_bytes (and send_lane / pending_bytes_lane when they
+ * keep the lanes apart) and report through rlx_link_emit_frame[_lane] /
+ * _emit_closed / _add_bytes_tx / _add_bytes_rx. The base class guarantees
+ * ::closed is emitted once and that nothing is sent on a closed link.
  */
 #include "rlx-config.h"
 #include "rlx-link.h"
@@ -15,6 +17,9 @@ typedef struct {
   guint64  bytes_tx;
   guint64  bytes_rx;
   guint64  io_us;
+  gint64   last_rx;
+  gint64   last_rx_notified;
+  RlxLinkLane rx_lane;
   gboolean closed;
 } RlxLinkPrivate;
 
@@ -25,6 +30,7 @@ enum {
   PROP_PEER,
   PROP_BYTES_TX,
   PROP_BYTES_RX,
+  PROP_LAST_RX,
   PROP_CLOSED,
   N_PROPS
 };
@@ -64,6 +70,9 @@ rlx_link_get_property (GObject *object, guint prop_id, GValue *value,
     case PROP_BYTES_RX:
       g_value_set_uint64 (value, priv->bytes_rx);
       break;
+    case PROP_LAST_RX:
+      g_value_set_int64 (value, priv->last_rx);
+      break;
     case PROP_CLOSED:
       g_value_set_boolean (value, priv->closed);
       break;
@@ -96,6 +105,9 @@ rlx_link_class_init (RlxLinkClass *klass)
   properties[PROP_BYTES_RX] =
     g_param_spec_uint64 ("bytes-rx", NULL, NULL, 0, G_MAXUINT64, 0,
                          G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
+  properties[PROP_LAST_RX] =
+    g_param_spec_int64 ("last-rx", NULL, NULL, 0, G_MAXINT64, 0,
+                        G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
   properties[PROP_CLOSED] =
     g_param_spec_boolean ("closed", NULL, NULL, FALSE,
                           G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
@@ -113,14 +125,25 @@ rlx_link_class_init (RlxLinkClass *klass)
 static void
 rlx_link_init (RlxLink *self)
 {
+  RlxLinkPrivate *priv = rlx_link_get_instance_private (self);
+
+  priv->rx_lane = RLX_LINK_LANE_BULK;
 }
 
 gboolean
 rlx_link_send (RlxLink *self, GBytes *frame, GError **error)
 {
+  return rlx_link_send_lane (self, RLX_LINK_LANE_BULK, frame, error);
+}
+
+gboolean
+rlx_link_send_lane (RlxLink *self, RlxLinkLane lane, GBytes *frame, GError **error)
+{
   RlxLinkPrivate *priv;
+  RlxLinkClass *klass;
 
   g_return_val_if_fail (RLX_IS_LINK (self), FALSE);
+  g_return_val_if_fail (lane == RLX_LINK_LANE_CONTROL || lane == RLX_LINK_LANE_BULK, FALSE);
   g_return_val_if_fail (frame != NULL, FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
@@ -131,8 +154,18 @@ rlx_link_send (RlxLink *self, GBytes *frame, GError **error)
                    "link to %s is closed", priv->peer ? priv->peer : "peer");
       return FALSE;
     }
-  g_return_val_if_fail (RLX_LINK_GET_CLASS (self)->send != NULL, FALSE);
-  return RLX_LINK_GET_CLASS (self)->send (self, frame, error);
+  klass = RLX_LINK_GET_CLASS (self);
+  if (klass->send_lane != NULL)
+    return klass->send_lane (self, lane, frame, error);
+  g_return_val_if_fail (klass->send != NULL, FALSE);
+  return klass->send (self, frame, error);
+}
+
+gboolean
+rlx_link_has_lanes (RlxLink *self)
+{
+  g_return_val_if_fail (RLX_IS_LINK (self), FALSE);
+  return RLX_LINK_GET_CLASS (self)->send_lane != NULL;
 }
 
 void
@@ -164,6 +197,20 @@ rlx_link_pending_bytes (RlxLink *self)
 {
   g_return_val_if_fail (RLX_IS_LINK (self), 0);
   return RLX_LINK_GET_CLASS (self)->pending_bytes (self);
+}
+
+gsize
+rlx_link_pending_bytes_lane (RlxLink *self, RlxLinkLane lane)
+{
+  RlxLinkClass *klass;
+
+  g_return_val_if_fail (RLX_IS_LINK (self), 0);
+  g_return_val_if_fail (lane == RLX_LINK_LANE_CONTROL || lane == RLX_LINK_LANE_BULK, 0);
+  klass = RLX_LINK_GET_CLASS (self);
+  /* One order for all: a lane has drained only when everything has. */
+  if (klass->pending_bytes_lane == NULL)
+    return klass->pending_bytes (self);
+  return klass->pending_bytes_lane (self, lane);
 }
 
 const char *
@@ -223,14 +270,36 @@ rlx_link_set_peer (RlxLink *self, const char *peer)
 void
 rlx_link_emit_frame (RlxLink *self, GBytes *frame)
 {
+  rlx_link_emit_frame_lane (self, RLX_LINK_LANE_BULK, frame);
+}
+
+void
+rlx_link_emit_frame_lane (RlxLink *self, RlxLinkLane lane, GBytes *frame)
+{
   RlxLinkPrivate *priv;
+  RlxLinkLane outer;
 
   g_return_if_fail (RLX_IS_LINK (self));
   g_return_if_fail (frame != NULL);
   priv = rlx_link_get_instance_private (self);
   if (priv->closed)
     return;
+  /* A handler may run the main loop's other sources, which deliver frames
+   * of their own: restore the lane of the outer delivery afterwards. */
+  outer = priv->rx_lane;
+  priv->rx_lane = lane;
   g_signal_emit (self, signals[SIGNAL_FRAME], 0, frame);
+  priv->rx_lane = outer;
+}
+
+RlxLinkLane
+rlx_link_get_rx_lane (RlxLink *self)
+{
+  RlxLinkPrivate *priv;
+
+  g_return_val_if_fail (RLX_IS_LINK (self), RLX_LINK_LANE_BULK);
+  priv = rlx_link_get_instance_private (self);
+  return priv->rx_lane;
 }
 
 void
@@ -269,6 +338,12 @@ rlx_link_add_bytes_tx (RlxLink *self, guint64 n)
 void
 rlx_link_add_bytes_rx (RlxLink *self, guint64 n)
 {
+  rlx_link_add_bytes_rx_at (self, n, g_get_monotonic_time ());
+}
+
+void
+rlx_link_add_bytes_rx_at (RlxLink *self, guint64 n, gint64 when)
+{
   RlxLinkPrivate *priv;
 
   g_return_if_fail (RLX_IS_LINK (self));
@@ -276,7 +351,25 @@ rlx_link_add_bytes_rx (RlxLink *self, guint64 n)
     return;
   priv = rlx_link_get_instance_private (self);
   priv->bytes_rx += n;
+  priv->last_rx = MAX (priv->last_rx, when);
+  g_object_freeze_notify (G_OBJECT (self));
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_BYTES_RX]);
+  if (priv->last_rx - priv->last_rx_notified >= RLX_LINK_LAST_RX_NOTIFY_US)
+    {
+      priv->last_rx_notified = priv->last_rx;
+      g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_LAST_RX]);
+    }
+  g_object_thaw_notify (G_OBJECT (self));
+}
+
+gint64
+rlx_link_get_last_rx (RlxLink *self)
+{
+  RlxLinkPrivate *priv;
+
+  g_return_val_if_fail (RLX_IS_LINK (self), 0);
+  priv = rlx_link_get_instance_private (self);
+  return priv->last_rx;
 }
 
 guint64

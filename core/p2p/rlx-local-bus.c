@@ -29,6 +29,8 @@
 #include <unistd.h>
 #include <gio/gunixsocketaddress.h>
 
+#include "core/p2p/rlx-shaped-link.h"
+
 #define HANDSHAKE_PREFIX     "rlx-bus/1 "
 #define HANDSHAKE_TIMEOUT_MS 5000
 #define RETRY_MIN_MS         100
@@ -48,6 +50,8 @@ struct _RlxLocalBus
   char         *cohort;          /* NULL with new_for_dir */
   char         *sock_path;
   gsize         max_frame;
+  gboolean      shaped;          /* wrap every link (RLX_LINK_SHAPE, set_link_shape) */
+  RlxLinkShape  shape;
   GMainContext *context;
 
   GSocket      *listener;
@@ -294,6 +298,18 @@ adopt (RlxLocalBus *self, Conn *conn)
   g_hash_table_insert (self->linked, g_strdup (conn->peer_id), conn);
   rlx_link_set_peer (conn->link, path);
   self->retry_ms = 0;
+  if (self->shaped)
+    {
+      /* The handshake ran unshaped; from here on the coordinator sees the
+       * slow network. The wrapper owns the inner link's signals now. */
+      RlxLink *shaped = rlx_shaped_link_new (conn->link, &self->shape);
+
+      g_clear_signal_handler (&conn->closed_id, conn->link);
+      g_object_unref (conn->link);     /* the wrapper holds the inner link */
+      conn->link = shaped;             /* conn owns the wrapper */
+      g_set_object (&link, shaped);    /* what ::link-added hands out */
+      conn->closed_id = g_signal_connect_after (link, "closed", G_CALLBACK (on_link_closed), conn);
+    }
 
   g_debug ("local bus %s: linked to %s (%s)", self->node_id, peer_id,
            conn->is_outgoing ? "we connected" : "it connected");
@@ -874,6 +890,7 @@ rlx_local_bus_init (RlxLocalBus *self)
   self->outgoing = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->incoming = g_ptr_array_new ();
   self->max_frame = RLX_UNIX_LINK_DEFAULT_MAX_FRAME;
+  self->shaped = rlx_link_shape_from_env (&self->shape);
   self->context = g_main_context_ref_thread_default ();
 }
 
@@ -926,6 +943,15 @@ rlx_local_bus_set_max_frame (RlxLocalBus *self, gsize max_frame)
 {
   g_return_if_fail (RLX_IS_LOCAL_BUS (self));
   self->max_frame = max_frame > 0 ? max_frame : RLX_UNIX_LINK_DEFAULT_MAX_FRAME;
+}
+
+void
+rlx_local_bus_set_link_shape (RlxLocalBus *self, const RlxLinkShape *shape)
+{
+  g_return_if_fail (RLX_IS_LOCAL_BUS (self));
+  self->shaped = shape != NULL;
+  if (shape != NULL)
+    self->shape = *shape;
 }
 
 const char *

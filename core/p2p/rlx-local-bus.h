@@ -53,6 +53,7 @@
 
 #include <glib-object.h>
 #include "core/p2p/rlx-link.h"
+#include "core/p2p/rlx-shaped-link.h"
 
 G_BEGIN_DECLS
 
@@ -91,6 +92,12 @@ RlxLocalBus *rlx_local_bus_new_for_dir  (const char *dir, const char *node_id,
 /* Largest frame accepted and sent on this bus's links; call before start.
  * 0 restores the default (RLX_UNIX_LINK_DEFAULT_MAX_FRAME). */
 void         rlx_local_bus_set_max_frame (RlxLocalBus *self, gsize max_frame);
+
+/* Make every link of this bus a slow network (rlx-shaped-link.h): links
+ * added from now on are wrapped in an RlxShapedLink with @shape (copied);
+ * NULL stops wrapping. The bus reads RLX_LINK_SHAPE from the environment
+ * when it is made, so a multi-process test can shape a whole cohort. */
+void         rlx_local_bus_set_link_shape (RlxLocalBus *self, const RlxLinkShape *shape);
 
 /* Check/create the directory, remove stale sockets, listen, connect to the
  * nodes already there. Returns at once (connections complete on the main

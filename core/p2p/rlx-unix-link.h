@@ -1,14 +1,28 @@
 /* rlx-unix-link.h — an RlxLink over a connected Unix stream socket
  *
- * Framing on the stream: [u32 LE length][length bytes], one per frame. A frame
- * longer than the link's max_frame is refused both ways: send() fails with
- * RLX_LINK_ERROR_TOO_LARGE (the link stays open), and a length prefix over
- * the cap from the peer closes the link with RLX_LINK_ERROR_TOO_LARGE before
- * anything is allocated. Zero-length frames are legal.
+ * Framing on the stream: records (rlx-link-stream.h). Frames of each lane go
+ * out in pieces, the control lane first at every piece, so a control frame
+ * never waits behind more than one piece of a bulk frame (plus what the
+ * kernel's socket buffer already holds, which a local peer drains at memory
+ * speed). A frame longer than the link's max_frame is refused both ways:
+ * send() fails with RLX_LINK_ERROR_TOO_LARGE (the link stays open), and a
+ * peer whose records add up to more than the cap is cut off with
+ * RLX_LINK_ERROR_TOO_LARGE. Receive buffers grow with the bytes that actually
+ * arrive, never with what a peer announces. Zero-length frames are legal.
+ *
+ * Shared memory: bulk frames of at least shm_min bytes go as a sealed memfd
+ * passed with SCM_RIGHTS instead of through the socket (the receiver maps it
+ * read-only; rlx-link-stream.h). Measured against the socket (BENCHMARKS.md,
+ * "Local bus: socket or memfd") it lost at every size, so it is off unless
+ * RLX_LINK_SHM=BYTES in the environment (or rlx_unix_link_set_shm_min) turns
+ * it on for frames of at least BYTES. Receiving one is always possible. A memfd
+ * frame counts its full size in bytes-tx / bytes-rx. Received
+ * fds are validated (sealed memfd of the announced size) and refused
+ * otherwise, closing the link.
  *
  * All I/O is non-blocking on the link's main context (pollable sources): the
- * main loop never waits on the peer. Frames queued with send() are written in
- * order; pending_bytes is the frame bytes (prefix excluded) not yet written.
+ * main loop never waits on the peer. pending_bytes is the frame bytes
+ * (framing excluded) not yet written, per lane or together.
  *
  * rlx_link_close() stops reading at once and emits ::closed; frames already
  * queued are still flushed in the background for up to one second (so a `bye`
@@ -26,6 +40,14 @@ G_BEGIN_DECLS
 
 /* 64 MiB: far above a full f32 snapshot of the largest model (7.5 MB). */
 #define RLX_UNIX_LINK_DEFAULT_MAX_FRAME ((gsize) 64 << 20)
+
+/* Largest record body: frames go out in pieces of this size. */
+#define RLX_UNIX_LINK_PIECE ((gsize) 256 * 1024)
+
+/* Bulk frames from this size on go as memfds (see above); 0: never, which
+ * is what measured best here (a memfd per frame cost 2–3× the CPU time of
+ * the socket at every size from 64 KiB to 8 MiB). */
+#define RLX_UNIX_LINK_DEFAULT_SHM_MIN ((gsize) 0)
 
 #define RLX_TYPE_UNIX_LINK (rlx_unix_link_get_type ())
 G_DECLARE_FINAL_TYPE (RlxUnixLink, rlx_unix_link, RLX, UNIX_LINK, RlxLink)
@@ -46,5 +68,8 @@ gboolean rlx_unix_link_new_pair  (gsize max_frame, RlxLink **a, RlxLink **b,
                                   GError **error);
 
 gsize    rlx_unix_link_get_max_frame (RlxUnixLink *self);
+/* Smallest bulk frame sent as a memfd; 0: never. */
+void     rlx_unix_link_set_shm_min   (RlxUnixLink *self, gsize min_bytes);
+gsize    rlx_unix_link_get_shm_min   (RlxUnixLink *self);
 
 G_END_DECLS

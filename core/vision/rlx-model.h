@@ -56,10 +56,26 @@ const char     *rlx_model_slugs  (void);
  * biases) drawn from Philox keyed by @seed: bit-identical for equal seeds. */
 void rlx_model_init_params (const RlxModel *model, guint64 seed, float *params);
 
-/* 64-bit hash of a parameter vector's bits (xxHash64-style lanes over the
- * f32 bits, little-endian): equal hashes <=> (overwhelmingly) bit-identical
- * replicas. Every step, snapshot and checkpoint of a cohort carries it, and
- * rlx-rank train prints it, so one rank and a cohort can be compared. */
-guint64 rlx_params_hash (const float *params, gsize n);
+/* 64-bit hash of a parameter vector's bits: equal hashes <=> (overwhelmingly)
+ * bit-identical replicas. Every step, snapshot and checkpoint of a cohort
+ * carries it, and rlx-rank train prints it, so one rank and a cohort can be
+ * compared. Defined as a tree so it can be computed in parallel with the
+ * same result for any thread count (core/rlx-kernels.h hashes on all cores):
+ *
+ *   h_k  = XXH64 (elements [k·C, (k+1)·C) as little-endian f32, seed k)
+ *   hash = XXH64 (h_0 … h_{m-1} as little-endian u64, seed n)
+ *
+ * with C = RLX_PARAMS_HASH_CHUNK elements and m = ceil (n / C). */
+#define RLX_PARAMS_HASH_CHUNK ((gsize) 16384)
+
+guint64 rlx_params_hash          (const float *params, gsize n);
+/* The pieces, for parallel hashing: chunk @index of the @n-element vector
+ * (index < rlx_params_hash_n_chunks (n)), and the combination of all m chunk
+ * hashes (in order) into the vector's hash. */
+guint64 rlx_params_hash_chunk    (const float *params, gsize n, gsize index);
+guint64 rlx_params_hash_combine  (const guint64 *chunk_hashes, gsize n);
+gsize   rlx_params_hash_n_chunks (gsize n);
+/* XXH64 of @len bytes with @seed (the reference algorithm). */
+guint64 rlx_xxh64                (const void *data, gsize len, guint64 seed);
 
 G_END_DECLS

@@ -273,28 +273,28 @@ encode_header (JsonObject *header, const char *field, RlxPrecision fmt, gboolean
   return g_steal_pointer (&json);
 }
 
-/* Frame = header + payload; the payload is written by @fill into the frame's
- * own buffer so nothing is copied twice. */
-static GBytes *
-encode_frame (JsonObject *header, const float *values, gsize n, RlxPrecision p,
-              const char *field, double scale_in, gboolean use_scale,
-              float *residual, float *dequantised, GError **error)
+/* Validates the arguments, writes the header and allocates the frame with
+ * room for the payload: returns the buffer (of *@total bytes, payload at
+ * *@payload_off) or NULL with @error. @field may be NULL only without an
+ * array; @has_values says whether there is one. */
+static guint8 *
+frame_alloc (JsonObject *header, gboolean has_values, gsize n, RlxPrecision p,
+             const char *field, double scale, gsize *total, gsize *payload_off,
+             GError **error)
 {
   g_autoptr(GString) json = NULL;
-  gboolean quantised = values != NULL && n > 0 && p != RLX_PRECISION_F32;
+  gboolean quantised = has_values && n > 0 && p != RLX_PRECISION_F32;
   gsize esize = quantised ? rlx_precision_element_size (p) : 4;
-  double scale = 1.0;
-  gsize total;
   guint8 *buf;
   guint32 hlen;
 
-  if (values == NULL && n != 0)
+  if (!has_values && n != 0)
     {
       g_set_error (error, RLX_WIRE_ERROR, RLX_WIRE_ERROR_INVALID_ARGUMENT,
                    "%" G_GSIZE_FORMAT " elements but no values", n);
       return NULL;
     }
-  if (values != NULL)
+  if (has_values)
     {
       if (field == NULL)
         field = "g";
@@ -315,8 +315,6 @@ encode_frame (JsonObject *header, const float *values, gsize n, RlxPrecision p,
       return NULL;
     }
 
-  if (quantised)
-    scale = use_scale ? scale_in : rlx_wire_scale_for (values, n, p);
   json = encode_header (header, field, p, quantised, scale, error);
   if (json == NULL)
     return NULL;
@@ -328,14 +326,35 @@ encode_frame (JsonObject *header, const float *values, gsize n, RlxPrecision p,
       return NULL;
     }
 
-  total = 4 + json->len + n * esize;
-  buf = g_malloc (total);
+  *total = 4 + json->len + n * esize;
+  *payload_off = 4 + json->len;
+  buf = g_malloc (*total);
   hlen = GUINT32_TO_LE ((guint32) json->len);
   memcpy (buf, &hlen, 4);
   memcpy (buf + 4, json->str, json->len);
+  return buf;
+}
+
+/* Frame = header + payload; the payload is written into the frame's own
+ * buffer so nothing is copied twice. */
+static GBytes *
+encode_frame (JsonObject *header, const float *values, gsize n, RlxPrecision p,
+              const char *field, double scale_in, gboolean use_scale,
+              float *residual, float *dequantised, GError **error)
+{
+  gboolean quantised = values != NULL && n > 0 && p != RLX_PRECISION_F32;
+  double scale = 1.0;
+  gsize total, off;
+  guint8 *buf;
+
+  if (quantised)
+    scale = use_scale ? scale_in : rlx_wire_scale_for (values, n, p);
+  buf = frame_alloc (header, values != NULL, n, p, field, scale, &total, &off, error);
+  if (buf == NULL)
+    return NULL;
   if (values != NULL && n > 0)
     {
-      guint8 *payload = buf + 4 + json->len;
+      guint8 *payload = buf + off;
 
       if (!quantised)
         {
@@ -381,6 +400,25 @@ rlx_wire_encode (JsonObject *header, const float *values, gsize n, RlxPrecision 
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
   return encode_frame (header, values, n, p, field, 1.0, FALSE, NULL, NULL, error);
+}
+
+guint8 *
+rlx_wire_frame_alloc (JsonObject *header, const char *field, gsize n, RlxPrecision p,
+                      double scale, gsize *frame_len, gsize *payload_offset, GError **error)
+{
+  g_return_val_if_fail (precision_valid (p), NULL);
+  g_return_val_if_fail (frame_len != NULL && payload_offset != NULL, NULL);
+  g_return_val_if_fail (field != NULL || n == 0, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  if (field != NULL && n > 0 && p != RLX_PRECISION_F32 &&
+      !(isfinite (scale) && scale > 0 && isfinite (1.0 / scale)))
+    {
+      g_set_error (error, RLX_WIRE_ERROR, RLX_WIRE_ERROR_INVALID_ARGUMENT,
+                   "scale %g is not a finite positive number", scale);
+      return NULL;
+    }
+  return frame_alloc (header, field != NULL, n, p, field, scale, frame_len, payload_offset, error);
 }
 
 /* ── frames: decode ─────────────────────────────────────────────────────── */

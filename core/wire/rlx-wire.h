@@ -113,6 +113,25 @@ GBytes  *rlx_wire_encode (JsonObject   *header,
                           const char   *field,
                           GError      **error);
 
+/* A frame whose payload the caller writes (kernels that quantise straight
+ * into it, core/rlx-kernels.c): the header is written as rlx_wire_encode
+ * would write it for an array @field of @n elements at @p with scale @scale
+ * (ignored for f32 and n == 0; @field NULL means no array, then @n must be
+ * 0). Returns a g_malloc'd buffer of *@frame_len bytes whose payload starts
+ * at *@payload_offset and holds n × element size bytes, uninitialised; wrap
+ * it with g_bytes_new_take once written. Filled with rlx_wire_quantize of
+ * the same values at rlx_wire_scale_for's scale, the frame is byte-identical
+ * to rlx_wire_encode's. NULL with RLX_WIRE_ERROR_INVALID_ARGUMENT as
+ * rlx_wire_encode, or for a scale that is not finite and positive. */
+guint8  *rlx_wire_frame_alloc (JsonObject   *header,
+                               const char   *field,
+                               gsize         n,
+                               RlxPrecision  p,
+                               double        scale,
+                               gsize        *frame_len,
+                               gsize        *payload_offset,
+                               GError      **error);
+
 /* What a decoded frame said about its array. */
 typedef struct {
   gboolean     has_values;                    /* `_f32` present              */

@@ -3,8 +3,11 @@
 #include "cohort-harness.h"
 
 #include <glib/gstdio.h>
+#include <math.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 static void
 rm_rf (const char *path)
@@ -39,7 +42,17 @@ harness_new (void)
   g_assert_cmpint (g_mkdir (h->run_dir, 0700), ==, 0);
   g_assert_cmpint (g_mkdir (h->data_dir, 0700), ==, 0);
   h->nodes = g_ptr_array_new ();
+  h->env = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   return h;
+}
+
+void
+harness_setenv (Harness *h, const char *key, const char *value)
+{
+  if (value)
+    g_hash_table_replace (h->env, g_strdup (key), g_strdup (value));
+  else
+    g_hash_table_remove (h->env, key);
 }
 
 static void
@@ -70,6 +83,7 @@ harness_free (Harness *h)
   for (guint i = 0; i < h->nodes->len; i++)
     node_free (g_ptr_array_index (h->nodes, i));
   g_ptr_array_unref (h->nodes);
+  g_hash_table_unref (h->env);
   rm_rf (h->dir);
   g_free (h->dir);
   g_free (h->run_dir);
@@ -130,6 +144,18 @@ on_node_exit (GObject *source, GAsyncResult *result, gpointer user_data)
     }
 }
 
+/* In the child, before exec: it dies with the test. A test that fails an
+ * assertion aborts without harness_free(); its nodes must not live on (a
+ * running one trains for LONG_RUN steps, a stopped one never exits), as they
+ * hold meson's output pipe open and hang the whole run until its timeout. */
+static void
+die_with_test (gpointer user_data)
+{
+  prctl (PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid () != (pid_t) GPOINTER_TO_INT (user_data))
+    _exit (127);   /* the test is already gone */
+}
+
 static Node *
 spawn_argv (Harness *h, const char *label, GPtrArray *argv)
 {
@@ -140,6 +166,14 @@ spawn_argv (Harness *h, const char *label, GPtrArray *argv)
   g_subprocess_launcher_setenv (l, "XDG_RUNTIME_DIR", h->run_dir, TRUE);
   g_subprocess_launcher_setenv (l, "XDG_DATA_HOME", h->data_dir, TRUE);
   g_subprocess_launcher_setenv (l, "OPENBLAS_NUM_THREADS", "1", TRUE);
+  g_subprocess_launcher_set_child_setup (l, die_with_test, GINT_TO_POINTER (getpid ()), NULL);
+  {
+    GHashTableIter it;
+    gpointer k, v;
+    g_hash_table_iter_init (&it, h->env);
+    while (g_hash_table_iter_next (&it, &k, &v))
+      g_subprocess_launcher_setenv (l, k, v, TRUE);
+  }
   g_ptr_array_add (argv, NULL);
   n->label = g_strdup (label);
   n->events = g_ptr_array_new_with_free_func ((GDestroyNotify) json_object_unref);
@@ -388,4 +422,91 @@ node_dump (Node *n)
       g_string_append_printf (s, "  %s\n", line);
     }
   return g_string_free (s, FALSE);
+}
+
+void
+harness_dump (Harness *h)
+{
+  for (guint i = 0; i < h->nodes->len; i++)
+    {
+      g_autofree char *d = node_dump (g_ptr_array_index (h->nodes, i));
+      g_test_message ("%s", d);
+    }
+}
+
+int
+harness_wait_event (Harness *h, Node *n, const char *event, const char *key, gint64 min,
+                    guint timeout_ms)
+{
+  int i = node_wait_event (n, event, key, min, 0, timeout_ms);
+
+  if (i < 0)
+    {
+      harness_dump (h);
+      g_error ("%s: no '%s' event%s%s within %u ms", n->label, event, key ? " with " : "",
+               key ? key : "", timeout_ms);
+    }
+  return i;
+}
+
+void
+harness_assert_exit_ok (Harness *h, Node *n, guint timeout_ms)
+{
+  if (!node_wait_exit (n, timeout_ms) || !node_exited_ok (n))
+    {
+      harness_dump (h);
+      g_error ("%s did not exit cleanly within %u ms (exited %d, code %d, signal %d)",
+               n->label, timeout_ms, n->exited, n->exit_code, n->term_sig);
+    }
+}
+
+JsonObject *
+node_ev (Node *n, int i)
+{
+  return g_ptr_array_index (n->events, i);
+}
+
+int
+node_step (Node *n, gint64 step)
+{
+  for (guint i = 0; i < n->events->len; i++)
+    if (g_strcmp0 (ev_str (node_ev (n, i), "event"), "step") == 0 &&
+        ev_int (node_ev (n, i), "step") == step)
+      return (int) i;
+  return -1;
+}
+
+Node *
+harness_leader (Harness *h, Node **nodes, guint k)
+{
+  for (guint i = 0; i < k; i++)
+    {
+      int j = node_find_event (nodes[i], "joined", 0);
+      if (j >= 0 && g_strcmp0 (ev_str (node_ev (nodes[i], j), "role"), "leader") == 0)
+        return nodes[i];
+    }
+  harness_dump (h);
+  g_error ("no node reported joining as the leader");
+  return NULL;
+}
+
+void
+harness_assert_checkpoint_finite (Harness *h, const char *cohort, gsize n_params)
+{
+  g_autofree char *ckpt = g_build_filename (h->data_dir, "rlx-cluster", cohort,
+                                            "checkpoint.safetensors", NULL);
+  g_autofree char *data = NULL;
+  gsize len;
+  guint64 hlen;
+  const float *p;
+
+  g_assert_true (g_file_get_contents (ckpt, &data, &len, NULL));
+  g_assert_cmpuint (len, >=, 8);
+  memcpy (&hlen, data, 8);
+  hlen = GUINT64_FROM_LE (hlen);
+  g_assert_cmpuint (len, ==, 8 + hlen + n_params * 4);
+  p = (const float *) (data + 8 + hlen);
+  for (gsize j = 0; j < n_params; j++)
+    if (!isfinite (p[j]))
+      g_error ("%s: parameter %" G_GSIZE_FORMAT " is not finite", ckpt, j);
 }

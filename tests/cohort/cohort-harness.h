@@ -27,14 +27,19 @@ typedef struct {
 } Node;
 
 typedef struct {
-  char      *dir;
-  char      *run_dir;
-  char      *data_dir;
-  GPtrArray *nodes;              /* Node* */
+  char       *dir;
+  char       *run_dir;
+  char       *data_dir;
+  GPtrArray  *nodes;             /* Node* */
+  GHashTable *env;               /* extra environment of later spawns */
 } Harness;
 
 Harness    *harness_new        (void);
 void        harness_free       (Harness *h);
+
+/* Extra environment for the nodes spawned from now on (NULL value: back to
+ * the harness's default for @key). */
+void        harness_setenv     (Harness *h, const char *key, const char *value);
 
 /* Spawn `rlx-rank ARGS…` (NULL-terminated) in the harness's environment. */
 Node       *harness_spawn      (Harness *h, const char *label, ...) G_GNUC_NULL_TERMINATED;
@@ -60,6 +65,24 @@ gint64      node_max_step      (Node *n);
 gboolean    node_exited_ok     (Node *n);
 /* Events of @n as text, for failure messages. */
 char       *node_dump          (Node *n);
+
+/* Every node's events into the test log (for a failure). */
+void        harness_dump       (Harness *h);
+/* node_wait_event from the start, or fail the test (with harness_dump). */
+int         harness_wait_event (Harness *h, Node *n, const char *event, const char *key,
+                                gint64 min, guint timeout_ms);
+/* Wait until @n exited with status 0, or fail the test. */
+void        harness_assert_exit_ok (Harness *h, Node *n, guint timeout_ms);
+/* The node among @nodes that joined as the leader, or fail the test. */
+Node       *harness_leader     (Harness *h, Node **nodes, guint k);
+/* Event @i of @n. */
+JsonObject *node_ev            (Node *n, int i);
+/* The index of @n's "step" event of @step, or -1. */
+int         node_step          (Node *n, gint64 step);
+
+/* The cohort's checkpoint (in the harness's data folder) holds @n_params
+ * finite floats, or fail the test. */
+void        harness_assert_checkpoint_finite (Harness *h, const char *cohort, gsize n_params);
 
 gint64      ev_int             (JsonObject *o, const char *key);
 const char *ev_str             (JsonObject *o, const char *key);

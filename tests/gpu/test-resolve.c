@@ -8,10 +8,13 @@
  */
 #include "rlx-config.h"
 #include "core/rlx-backend.h"
+#include "core/rlx-backend-private.h"
 #include "gpu/rlx-vk.h"
 
 #include <gio/gio.h>
+#include <glib/gstdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static RlxVkDeviceInfo *
 fake (const char *name, RlxVkDeviceType type)
@@ -284,7 +287,14 @@ test_order_and_names (void)
   g_assert_cmpuint (g_array_index (c, guint, 3), ==, RLX_BACKEND_CPU_CANDIDATE);
   g_assert_cmpuint (why->len, ==, 0);
 
-  assert_picks ("vulkan", devs, 3);
+  /* vulkan: every hardware device, best first (no CPU, no software) */
+  g_clear_pointer (&c, g_array_unref);
+  c = rlx_backend_candidates ("vulkan", mlp (), 64, devs, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (c->len, ==, 3);
+  g_assert_cmpuint (g_array_index (c, guint, 0), ==, 3);
+  g_assert_cmpuint (g_array_index (c, guint, 1), ==, 1);
+  g_assert_cmpuint (g_array_index (c, guint, 2), ==, 2);
   assert_picks ("vulkan:intel", devs, 1);
   assert_picks ("cpu", devs, RLX_BACKEND_CPU_CANDIDATE);
 
@@ -517,6 +527,159 @@ test_no_driver_cli (void)
   g_assert_nonnull (strstr (out2, "no Vulkan driver"));
 }
 
+/* @devs gets a device numbered as vkEnumeratePhysicalDevices would */
+static RlxVkDeviceInfo *
+add_dev (GPtrArray *devs, const char *name, RlxVkDeviceType type, const char *uuid)
+{
+  RlxVkDeviceInfo *d = fake (name, type);
+
+  d->index = devs->len;
+  g_strlcpy (d->uuid, uuid ? uuid : "", sizeof d->uuid);
+  g_ptr_array_add (devs, d);
+  return d;
+}
+
+/* vulkan:N takes device N as `rlx-rank devices` numbers them; a name that is
+ * a number is vulkan:name=N */
+static void
+test_index (void)
+{
+  g_autoptr(GPtrArray) devs = devices_new ();
+  g_autofree char *msg = NULL, *msg2 = NULL, *msg3 = NULL;
+  RlxVkDeviceInfo *small;
+
+  add_dev (devs, "NVIDIA H200", RLX_VK_DEVICE_DISCRETE, NULL);
+  add_dev (devs, "llvmpipe (LLVM 15.0.6, 256 bits)", RLX_VK_DEVICE_CPU, NULL);
+  add_dev (devs, "NVIDIA H200", RLX_VK_DEVICE_DISCRETE, NULL);
+  add_dev (devs, "4090", RLX_VK_DEVICE_DISCRETE, NULL);
+  small = add_dev (devs, "Tiny GPU", RLX_VK_DEVICE_INTEGRATED, NULL);
+  small->max_shared_memory = 4 * 1024;
+
+  assert_picks ("vulkan:0", devs, 0);
+  assert_picks ("vulkan:2", devs, 2);
+  assert_picks ("vulkan:1", devs, 1);           /* software, but asked for */
+  assert_picks ("vulkan:name=4090", devs, 3);
+  assert_picks ("vulkan:h200", devs, 0);        /* by name: the first */
+
+  msg = refusal ("vulkan:7", mlp (), 64, devs, RLX_BACKEND_ERROR_UNAVAILABLE);
+  assert_has (msg, "there is no device 7");
+  assert_has (msg, "[2] NVIDIA H200");
+  assert_has (msg, "vulkan:name=7");
+  msg2 = refusal ("vulkan:4", mlp (), 64, devs, RLX_BACKEND_ERROR_UNAVAILABLE);
+  assert_has (msg2, "shared memory");
+  msg3 = refusal ("vulkan:99999999999999999999", mlp (), 64, devs, RLX_BACKEND_ERROR_UNAVAILABLE);
+  assert_has (msg3, "there is no device");
+}
+
+/* Local ranks take distinct GPUs: each claim takes the best device no other
+ * holds; with all held, the best is shared and the note says so; a claim
+ * ends with its holder (here: its fd). */
+static void
+test_distinct_gpus (void)
+{
+  g_autoptr(GPtrArray) devs = devices_new ();
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GArray) cand = NULL, vcand = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("rlx-gpus-XXXXXX", &error);
+  g_autofree char *locks = NULL;
+  int fd[4];
+  char *note = NULL;
+  GArray *o;
+
+  g_assert_no_error (error);
+  locks = g_build_filename (dir, "rlx-cluster", "@gpus", NULL);
+  add_dev (devs, "llvmpipe (LLVM 15.0.6, 256 bits)", RLX_VK_DEVICE_CPU, "00");
+  add_dev (devs, "NVIDIA H200", RLX_VK_DEVICE_DISCRETE, "aa01");
+  add_dev (devs, "NVIDIA H200", RLX_VK_DEVICE_DISCRETE, "aa02");
+  cand = rlx_backend_candidates ("auto", mlp (), 64, devs, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (cand->len, ==, 3);   /* 1, 2, cpu */
+
+  /* first rank: device 1 */
+  o = rlx_backend_claim_order (cand, devs, locks, &fd[0], &note);
+  g_assert_cmpuint (g_array_index (o, guint, 0), ==, 1);
+  g_assert_cmpint (fd[0], >=, 0);
+  g_assert_null (note);
+  g_array_unref (o);
+  /* second: device 2, then 1, then the CPU */
+  o = rlx_backend_claim_order (cand, devs, locks, &fd[1], &note);
+  g_assert_cmpuint (o->len, ==, 3);
+  g_assert_cmpuint (g_array_index (o, guint, 0), ==, 2);
+  g_assert_cmpuint (g_array_index (o, guint, 1), ==, 1);
+  g_assert_cmpuint (g_array_index (o, guint, 2), ==, RLX_BACKEND_CPU_CANDIDATE);
+  g_assert_cmpint (fd[1], >=, 0);
+  g_assert_null (note);
+  g_array_unref (o);
+  /* third: all held — shares the best (a GPU, not the CPU) and says so */
+  o = rlx_backend_claim_order (cand, devs, locks, &fd[2], &note);
+  g_assert_cmpuint (g_array_index (o, guint, 0), ==, 1);
+  g_assert_cmpint (fd[2], ==, -1);
+  g_assert_nonnull (note);
+  g_test_message ("%s", note);
+  assert_has (note, "every GPU on this host is in use by another rank");
+  assert_has (note, "sharing the best, NVIDIA H200 [1]");
+  g_clear_pointer (&note, g_free);
+  g_array_unref (o);
+  /* vulkan (no CPU) behaves the same */
+  vcand = rlx_backend_candidates ("vulkan", mlp (), 64, devs, NULL, NULL, &error);
+  g_assert_no_error (error);
+  o = rlx_backend_claim_order (vcand, devs, locks, &fd[3], &note);
+  g_assert_cmpuint (o->len, ==, 2);
+  g_assert_cmpint (fd[3], ==, -1);
+  g_assert_nonnull (note);
+  g_clear_pointer (&note, g_free);
+  g_array_unref (o);
+
+  /* the first rank ends: its device is free for the next */
+  close (fd[0]);
+  o = rlx_backend_claim_order (cand, devs, locks, &fd[0], &note);
+  g_assert_cmpuint (g_array_index (o, guint, 0), ==, 1);
+  g_assert_cmpint (fd[0], >=, 0);
+  g_assert_null (note);
+  g_array_unref (o);
+
+  /* an explicit device is taken even when held, with a note */
+  {
+    g_autoptr(GArray) one = rlx_backend_candidates ("vulkan:2", mlp (), 64, devs, NULL, NULL,
+                                                    &error);
+    g_assert_no_error (error);
+    o = rlx_backend_claim_order (one, devs, locks, &fd[3], &note);
+    g_assert_cmpuint (o->len, ==, 1);
+    g_assert_cmpuint (g_array_index (o, guint, 0), ==, 2);
+    g_assert_cmpint (fd[3], ==, -1);
+    assert_has (note, "NVIDIA H200 [2] is in use by another rank on this host; sharing it");
+    g_clear_pointer (&note, g_free);
+    g_array_unref (o);
+  }
+  /* a software device asked for by name is never claimed */
+  {
+    g_autoptr(GArray) sw = rlx_backend_candidates ("vulkan:llvmpipe", mlp (), 64, devs, NULL,
+                                                   NULL, &error);
+    g_assert_no_error (error);
+    o = rlx_backend_claim_order (sw, devs, locks, &fd[3], &note);
+    g_assert_cmpint (fd[3], ==, -1);
+    g_assert_null (note);
+    g_array_unref (o);
+  }
+
+  close (fd[0]);
+  close (fd[1]);
+  /* the lock files stay (harmless, reused); the folder is the test's */
+  {
+    g_autoptr(GDir) d = g_dir_open (locks, 0, NULL);
+    const char *name;
+    while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+      {
+        g_autofree char *path = g_build_filename (locks, name, NULL);
+        g_unlink (path);
+      }
+    g_rmdir (locks);
+    locks[strlen (locks) - strlen ("/@gpus")] = '\0';
+    g_rmdir (locks);
+    g_rmdir (dir);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -530,5 +693,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gpu/resolve/lavapipe-cli", test_lavapipe_cli);
   g_test_add_func ("/gpu/resolve/no-loader-cli", test_no_loader_cli);
   g_test_add_func ("/gpu/resolve/no-loader-resolve", test_no_loader_resolve);
+  g_test_add_func ("/gpu/resolve/index", test_index);
+  g_test_add_func ("/gpu/resolve/distinct-gpus", test_distinct_gpus);
   return g_test_run ();
 }

@@ -3,6 +3,7 @@
  */
 #include "rlx-config.h"
 #include "core/p2p/rlx-local-bus.h"
+#include "core/p2p/rlx-link-stream.h"
 #include "core/p2p/rlx-unix-link.h"
 
 #include <errno.h>
@@ -620,7 +621,9 @@ test_handshake_wire (void)
     g_autoptr(GByteArray) got = raw_read_until_eof_or (fd, 4 + strlen (expect));
 
     g_assert_cmpuint (got->len, ==, 4 + strlen (expect));
-    g_assert_cmpuint (GUINT32_FROM_LE (*(guint32 *) got->data), ==, strlen (expect));
+    /* one record (rlx-link-stream.h): its length, no MORE, no SHM */
+    g_assert_cmpuint (GUINT32_FROM_LE (*(guint32 *) got->data) &
+                      ~(guint32) RLX_LINK_STREAM_BULK, ==, strlen (expect));
     g_assert_cmpmem (got->data + 4, got->len - 4, expect, strlen (expect));
   }
   wait_len (a->added, 1);
@@ -664,8 +667,9 @@ on_line (GObject *source, GAsyncResult *result, gpointer user_data)
   g_data_input_stream_read_line_async (h->out, G_PRIORITY_DEFAULT, h->cancel, on_line, h);
 }
 
+/* @shape: RLX_LINK_SHAPE for the helper (NULL: unset). */
 static Helper *
-helper_spawn (const char *dir, const char *id)
+helper_spawn_shaped (const char *dir, const char *id, const char *shape)
 {
   /* Built beside this test. */
   g_autofree char *self_exe = g_file_read_link ("/proc/self/exe", NULL);
@@ -676,12 +680,26 @@ helper_spawn (const char *dir, const char *id)
 
   h->lines = g_ptr_array_new_with_free_func (g_free);
   h->cancel = g_cancellable_new ();
-  h->proc = g_subprocess_new (G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE,
-                              &error, exe, "node", dir, id, NULL);
+  {
+    g_autoptr(GSubprocessLauncher) launcher =
+      g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE);
+
+    if (shape != NULL)
+      g_subprocess_launcher_setenv (launcher, "RLX_LINK_SHAPE", shape, TRUE);
+    else
+      g_subprocess_launcher_unsetenv (launcher, "RLX_LINK_SHAPE");
+    h->proc = g_subprocess_launcher_spawn (launcher, &error, exe, "node", dir, id, NULL);
+  }
   g_assert_no_error (error);
   h->out = g_data_input_stream_new (g_subprocess_get_stdout_pipe (h->proc));
   g_data_input_stream_read_line_async (h->out, G_PRIORITY_DEFAULT, h->cancel, on_line, h);
   return h;
+}
+
+static Helper *
+helper_spawn (const char *dir, const char *id)
+{
+  return helper_spawn_shaped (dir, id, NULL);
 }
 
 static guint
@@ -816,6 +834,71 @@ test_processes (void)
   remove_dir (dir);
 }
 
+/* RLX_LINK_SHAPE in another process's environment shapes what it receives:
+ * a frame echoed by a helper that has "delay=60ms" comes back no sooner
+ * than 60 ms (a lower bound: never flaky), and still whole. */
+static void
+test_shape_from_env (void)
+{
+  g_autofree char *dir = make_dir ();
+  Helper *h = helper_spawn_shaped (dir, "slow", "delay=60ms");
+  Node *m = node_new (dir, "m");
+  g_autoptr(GBytes) f = pattern_frame (300000, 4);
+  gint64 t0;
+
+  node_start (m);
+  wait_len (m->added, 1);
+  helper_wait_line (h, "added m", 1);
+  t0 = g_get_monotonic_time ();
+  g_assert_true (rlx_link_send (rlx_local_bus_get_link (m->bus, "slow"), f, NULL));
+  wait_len (m->frames, 1);
+  g_assert_cmpint (g_get_monotonic_time () - t0, >=, 60000);
+  g_assert_true (g_bytes_equal (m->frames->pdata[0], f));
+  helper_quit (h);
+  helper_free (h);
+  node_free (m);
+  remove_dir (dir);
+}
+
+/* A shaped bus: links come out wrapped, and what arrives is delayed; the
+ * other side, unshaped, is not. Leaving still reaches the shaped side. */
+static void
+test_shaped (void)
+{
+  g_autofree char *dir = make_dir ();
+  Node *a = node_new (dir, "a");
+  Node *b = node_new (dir, "b");
+  g_autoptr(GBytes) f = pattern_frame (1000, 3);
+  RlxLinkShape shape;
+  RlxLink *to_a;
+  gint64 arrived, visible;
+
+  g_assert_true (rlx_link_shape_parse ("delay=30ms,rate=10MB/s", &shape, NULL));
+  rlx_local_bus_set_link_shape (b->bus, &shape);
+  node_start (a);
+  node_start (b);
+  wait_len (a->added, 1);
+  wait_len (b->added, 1);
+  to_a = rlx_local_bus_get_link (b->bus, "a");
+  g_assert_true (RLX_IS_SHAPED_LINK (to_a));
+  g_assert_false (RLX_IS_SHAPED_LINK (rlx_local_bus_get_link (a->bus, "b")));
+
+  g_assert_true (rlx_link_send (rlx_local_bus_get_link (a->bus, "b"), f, NULL));
+  wait_len (b->frames, 1);
+  g_assert_true (g_bytes_equal (b->frames->pdata[0], f));
+  rlx_shaped_link_get_rx_times (RLX_SHAPED_LINK (to_a), &arrived, &visible);
+  g_assert_cmpint (visible - arrived, ==, 30000 + 100);   /* delay + 1000 B at 10 MB/s */
+
+  g_assert_true (rlx_link_send (to_a, f, NULL));
+  wait_len (a->frames, 1);
+
+  node_free (a);
+  wait_len (b->removed, 1);
+  g_assert_cmpstr (b->removed->pdata[0], ==, "a");
+  node_free (b);
+  remove_dir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -831,6 +914,8 @@ main (int argc, char **argv)
   g_test_add_func ("/p2p/bus/default-dir", test_default_dir);
   g_test_add_func ("/p2p/bus/handshake-wire", test_handshake_wire);
   g_test_add_func ("/p2p/bus/processes", test_processes);
+  g_test_add_func ("/p2p/bus/shaped", test_shaped);
+  g_test_add_func ("/p2p/bus/shape-from-env", test_shape_from_env);
 
   return g_test_run ();
 }

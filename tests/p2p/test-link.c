@@ -4,9 +4,14 @@
 #include "rlx-config.h"
 #include "core/p2p/rlx-link.h"
 #include "core/p2p/rlx-unix-link.h"
+#include "core/p2p/rlx-link-stream.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -97,8 +102,19 @@ pattern_frame (gsize len, guint seed)
   return g_bytes_new_take (data, len);
 }
 
+/* Bytes a frame of @len takes on the stream: record headers included; a
+ * memfd frame is one header plus its size. */
+static guint64
+stream_bytes (gsize len, gsize shm_min)
+{
+  gsize records = (shm_min > 0 && len >= shm_min) ? 1
+                  : MAX ((len + RLX_UNIX_LINK_PIECE - 1) / RLX_UNIX_LINK_PIECE, 1);
+
+  return len + 4 * records;
+}
+
 static void
-test_order_and_large (void)
+order_and_large (gsize shm_min)
 {
   g_autoptr(RlxLink) a = NULL;
   g_autoptr(RlxLink) b = NULL;
@@ -110,6 +126,8 @@ test_order_and_large (void)
 
   g_assert_true (rlx_unix_link_new_pair (0, &a, &b, &error));
   g_assert_no_error (error);
+  rlx_unix_link_set_shm_min (RLX_UNIX_LINK (a), shm_min);
+  rlx_unix_link_set_shm_min (RLX_UNIX_LINK (b), shm_min);
   sink_init (&sa, a);
   sink_init (&sb, b);
 
@@ -120,7 +138,7 @@ test_order_and_large (void)
       g_assert_true (rlx_link_send (a, f, &error));
       g_assert_no_error (error);
       g_ptr_array_add (sent, f);
-      payload += sizes[i];
+      payload += stream_bytes (sizes[i], shm_min);
     }
   /* and one the other way, interleaved */
   {
@@ -134,10 +152,10 @@ test_order_and_large (void)
   for (guint i = 0; i < sent->len; i++)
     g_assert_true (g_bytes_equal (sent->pdata[i], sb.frames->pdata[i]));
 
-  /* Counters include the 4-byte prefix of every frame. */
-  g_assert_cmpuint (rlx_link_get_bytes_tx (a), ==, payload + 4 * sent->len);
-  g_assert_cmpuint (rlx_link_get_bytes_rx (b), ==, payload + 4 * sent->len);
-  g_assert_cmpuint (rlx_link_get_bytes_rx (a), ==, (4 << 20) + 4);
+  /* Counters include the 4-byte header of every record. */
+  g_assert_cmpuint (rlx_link_get_bytes_tx (a), ==, payload);
+  g_assert_cmpuint (rlx_link_get_bytes_rx (b), ==, payload);
+  g_assert_cmpuint (rlx_link_get_bytes_rx (a), ==, stream_bytes (4 << 20, shm_min));
   g_assert_cmpuint (rlx_link_pending_bytes (a), ==, 0);
   g_assert_cmpuint (sa.closed + sb.closed, ==, 0);
   /* Moving 8+ MB through the kernel takes measurable time on both ends. */
@@ -148,6 +166,18 @@ test_order_and_large (void)
   rlx_link_close (b);
   sink_clear (&sa);
   sink_clear (&sb);
+}
+
+static void
+test_order_and_large (void)
+{
+  order_and_large (0);
+}
+
+static void
+test_order_and_large_shm (void)
+{
+  order_and_large (1 << 20);
 }
 
 static void
@@ -200,6 +230,8 @@ test_flush_on_close (void)
   Sink sb;
 
   g_assert_true (rlx_unix_link_new_pair (0, &a, &b, &error));
+  /* through the socket (a memfd would leave at once) */
+  rlx_unix_link_set_shm_min (RLX_UNIX_LINK (a), 0);
   sink_init (&sb, b);
   g_assert_true (rlx_link_send (a, big, &error));
   g_assert_true (rlx_link_send (a, bye, &error));
@@ -287,7 +319,8 @@ test_huge_prefix_default_cap (void)
 {
   int raw;
   g_autoptr(RlxLink) link = link_with_raw_peer (0, &raw);
-  guint8 bytes[] = { 0xff, 0xff, 0xff, 0xff };   /* 4 GiB - 1: never allocated */
+  /* bulk lane, 512 MiB - 1 announced: over the 64 MiB cap, never allocated */
+  guint8 bytes[] = { 0xff, 0xff, 0xff, 0x5f };
   Sink sink;
 
   sink_init (&sink, link);
@@ -350,6 +383,358 @@ test_close_in_handler (void)
   g_assert_cmpuint (sb.closed, ==, 1);
   rlx_link_close (a);
   sink_clear (&sb);
+}
+
+/* ── growth, lanes, shared memory ─────────────────────────────────────── */
+
+/* Heap bytes in use (malloc'ed and mmap'ed by malloc) and the process's
+ * virtual size: what a 64 MiB allocation would show, touched or not. */
+static void
+memory_now (gsize *heap, gsize *vsize)
+{
+  struct mallinfo2 mi = mallinfo2 ();
+  FILE *f = fopen ("/proc/self/statm", "r");
+  unsigned long pages = 0;
+
+  *heap = mi.uordblks + mi.hblkhd;
+  g_assert_nonnull (f);
+  g_assert_cmpint (fscanf (f, "%lu", &pages), ==, 1);
+  fclose (f);
+  *vsize = pages * (gsize) sysconf (_SC_PAGESIZE);
+}
+
+static void
+write_all (int fd, const void *data, gsize len)
+{
+  const guint8 *p = data;
+
+  while (len > 0)
+    {
+      gssize n = write (fd, p, len);
+
+      if (n < 0 && errno == EINTR)
+        continue;
+      g_assert_cmpint (n, >, 0);
+      p += n;
+      len -= n;
+    }
+}
+
+static void
+write_record (int fd, RlxLinkLane lane, const void *body, gsize len, gboolean more)
+{
+  guint8 hdr[4];
+
+  rlx_link_stream_put_word (hdr, lane, len, more, FALSE);
+  write_all (fd, hdr, 4);
+  if (len)
+    write_all (fd, body, len);
+}
+
+/* A peer announcing 64 MiB then sending 10 bytes costs a 64 KiB buffer, not
+ * 64 MiB: measured as heap in use and virtual size before and after. */
+static void
+test_announced_size_not_allocated (void)
+{
+  int raw;
+  g_autoptr(RlxLink) link = link_with_raw_peer (0, &raw);
+  guint8 hdr[4];
+  gsize heap0, vsize0, heap1, vsize1;
+  Sink sink;
+
+  sink_init (&sink, link);
+  memory_now (&heap0, &vsize0);
+  rlx_link_stream_put_word (hdr, RLX_LINK_LANE_BULK, 64u << 20, FALSE, FALSE);
+  write_all (raw, hdr, 4);
+  write_all (raw, "0123456789", 10);
+  /* wait until the link has read them */
+  while (rlx_link_get_bytes_rx (link) < 14)
+    g_main_context_iteration (NULL, TRUE);
+  memory_now (&heap1, &vsize1);
+  g_test_message ("heap +%" G_GSIZE_FORMAT " B, virtual +%" G_GSIZE_FORMAT " B",
+                  heap1 - MIN (heap0, heap1), vsize1 - MIN (vsize0, vsize1));
+  g_assert_cmpuint (heap1, <, heap0 + (1u << 20));
+  g_assert_cmpuint (vsize1, <, vsize0 + (32u << 20));
+  g_assert_cmpuint (sink.frames->len, ==, 0);
+  g_assert_cmpuint (sink.closed, ==, 0);
+  close (raw);
+  wait_for (&sink.closed, 1);
+  g_assert_error (sink.close_error, RLX_LINK_ERROR, RLX_LINK_ERROR_PROTOCOL);
+  sink_clear (&sink);
+}
+
+/* Records of one frame that add up past the cap are cut off, although each
+ * is under it. */
+static void
+test_chunked_over_cap (void)
+{
+  int raw;
+  g_autoptr(RlxLink) link = link_with_raw_peer (100000, &raw);
+  g_autofree guint8 *piece = g_malloc0 (60000);
+  Sink sink;
+
+  sink_init (&sink, link);
+  write_record (raw, RLX_LINK_LANE_BULK, piece, 60000, TRUE);
+  write_record (raw, RLX_LINK_LANE_BULK, piece, 60000, FALSE);
+  wait_for (&sink.closed, 1);
+  g_assert_error (sink.close_error, RLX_LINK_ERROR, RLX_LINK_ERROR_TOO_LARGE);
+  g_assert_nonnull (strstr (sink.close_error->message, "120000"));
+  g_assert_cmpuint (sink.frames->len, ==, 0);
+  close (raw);
+  sink_clear (&sink);
+}
+
+typedef struct {
+  GPtrArray *frames;
+  GArray    *lanes;
+} LaneSink;
+
+static void
+on_lane_frame (RlxLink *link, GBytes *frame, gpointer user_data)
+{
+  LaneSink *ls = user_data;
+  RlxLinkLane lane = rlx_link_get_rx_lane (link);
+
+  g_ptr_array_add (ls->frames, g_bytes_ref (frame));
+  g_array_append_val (ls->lanes, lane);
+}
+
+/* The reader reassembles a chunked bulk frame around a control frame that
+ * came between its pieces, and hands the control frame out first. */
+static void
+test_lanes_interleaved_from_peer (void)
+{
+  int raw;
+  g_autoptr(RlxLink) link = link_with_raw_peer (0, &raw);
+  LaneSink ls = { g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref),
+                  g_array_new (FALSE, FALSE, sizeof (RlxLinkLane)) };
+
+  g_signal_connect (link, "frame", G_CALLBACK (on_lane_frame), &ls);
+  write_record (raw, RLX_LINK_LANE_BULK, "hello ", 6, TRUE);
+  write_record (raw, RLX_LINK_LANE_CONTROL, "ping", 4, FALSE);
+  write_record (raw, RLX_LINK_LANE_BULK, "big ", 4, TRUE);
+  write_record (raw, RLX_LINK_LANE_CONTROL, "", 0, FALSE);
+  write_record (raw, RLX_LINK_LANE_BULK, "world", 5, FALSE);
+  wait_for (&ls.frames->len, 3);
+  g_assert_cmpuint (g_array_index (ls.lanes, RlxLinkLane, 0), ==, RLX_LINK_LANE_CONTROL);
+  g_assert_cmpmem (g_bytes_get_data (ls.frames->pdata[0], NULL), 4, "ping", 4);
+  g_assert_cmpuint (g_array_index (ls.lanes, RlxLinkLane, 1), ==, RLX_LINK_LANE_CONTROL);
+  g_assert_cmpuint (g_bytes_get_size (ls.frames->pdata[1]), ==, 0);
+  g_assert_cmpuint (g_array_index (ls.lanes, RlxLinkLane, 2), ==, RLX_LINK_LANE_BULK);
+  g_assert_cmpmem (g_bytes_get_data (ls.frames->pdata[2], NULL), 15, "hello big world", 15);
+  close (raw);
+  g_ptr_array_unref (ls.frames);
+  g_array_unref (ls.lanes);
+}
+
+/* On a real link: a control frame sent after a 32 MB bulk frame (more than
+ * the socket buffers hold) arrives before the bulk frame is complete, and
+ * each lane keeps its order. Deterministic: an order, not a time. */
+static void
+test_control_overtakes_bulk (void)
+{
+  g_autoptr(RlxLink) a = NULL;
+  g_autoptr(RlxLink) b = NULL;
+  g_autoptr(GBytes) bulk1 = pattern_frame (32u << 20, 1);
+  g_autoptr(GBytes) bulk2 = pattern_frame (1000, 2);
+  g_autoptr(GBytes) c1 = pattern_frame (40, 3);
+  g_autoptr(GBytes) c2 = pattern_frame (50, 4);
+  LaneSink ls = { g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref),
+                  g_array_new (FALSE, FALSE, sizeof (RlxLinkLane)) };
+
+  g_assert_true (rlx_unix_link_new_pair (0, &a, &b, NULL));
+  rlx_unix_link_set_shm_min (RLX_UNIX_LINK (a), 0);
+  g_signal_connect (b, "frame", G_CALLBACK (on_lane_frame), &ls);
+  g_assert_true (rlx_link_send_lane (a, RLX_LINK_LANE_BULK, bulk1, NULL));
+  g_assert_true (rlx_link_send_lane (a, RLX_LINK_LANE_BULK, bulk2, NULL));
+  g_assert_cmpuint (rlx_link_pending_bytes_lane (a, RLX_LINK_LANE_BULK), >, 0);
+  g_assert_true (rlx_link_send_lane (a, RLX_LINK_LANE_CONTROL, c1, NULL));
+  g_assert_true (rlx_link_send_lane (a, RLX_LINK_LANE_CONTROL, c2, NULL));
+  wait_for (&ls.frames->len, 4);
+  g_assert_true (g_bytes_equal (ls.frames->pdata[0], c1));
+  g_assert_true (g_bytes_equal (ls.frames->pdata[1], c2));
+  g_assert_true (g_bytes_equal (ls.frames->pdata[2], bulk1));
+  g_assert_true (g_bytes_equal (ls.frames->pdata[3], bulk2));
+  g_assert_cmpuint (rlx_link_pending_bytes (a), ==, 0);
+  g_ptr_array_unref (ls.frames);
+  g_array_unref (ls.lanes);
+}
+
+/* Liveness: bytes of a frame still on its way move last-rx. */
+static void
+test_last_rx_counts_partial_frames (void)
+{
+  int raw;
+  g_autoptr(RlxLink) link = link_with_raw_peer (0, &raw);
+  guint8 hdr[4];
+  gint64 t1, t2;
+
+  g_assert_cmpint (rlx_link_get_last_rx (link), ==, 0);
+  rlx_link_stream_put_word (hdr, RLX_LINK_LANE_BULK, 1000, FALSE, FALSE);
+  write_all (raw, hdr, 4);
+  write_all (raw, "abc", 3);
+  while (rlx_link_get_bytes_rx (link) < 7)
+    g_main_context_iteration (NULL, TRUE);
+  t1 = rlx_link_get_last_rx (link);
+  g_assert_cmpint (t1, >, 0);
+  spin (5);
+  write_all (raw, "def", 3);
+  while (rlx_link_get_bytes_rx (link) < 10)
+    g_main_context_iteration (NULL, TRUE);
+  t2 = rlx_link_get_last_rx (link);
+  g_assert_cmpint (t2, >, t1);
+  close (raw);
+}
+
+/* Send an SHM record for @size bytes with @fd (or none) from the raw end. */
+static void
+send_shm_record (int raw, gsize size, int fd, RlxLinkLane lane, gboolean more)
+{
+  guint8 hdr[4];
+  struct iovec iov = { hdr, 4 };
+  union { struct cmsghdr align; char buf[CMSG_SPACE (sizeof (int))]; } control;
+  struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+  rlx_link_stream_put_word (hdr, lane, size, more, TRUE);
+  if (fd >= 0)
+    {
+      struct cmsghdr *c;
+
+      msg.msg_control = control.buf;
+      msg.msg_controllen = sizeof control.buf;
+      c = CMSG_FIRSTHDR (&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN (sizeof (int));
+      memcpy (CMSG_DATA (c), &fd, sizeof (int));
+    }
+  g_assert_cmpint (sendmsg (raw, &msg, MSG_NOSIGNAL), ==, 4);
+}
+
+static int
+memfd_with (gsize size, guint seals)
+{
+  int fd = memfd_create ("test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  g_autofree guint8 *data = g_malloc0 (size + 1);
+
+  g_assert_cmpint (fd, >=, 0);
+  for (gsize i = 0; i < size; i++)
+    data[i] = (guint8) i;
+  write_all (fd, data, size);
+  if (seals)
+    g_assert_cmpint (fcntl (fd, F_ADD_SEALS, seals), ==, 0);
+  return fd;
+}
+
+/* A well-formed memfd frame from a raw peer is mapped and delivered. */
+static void
+test_shm_good (void)
+{
+  int raw;
+  g_autoptr(RlxLink) link = link_with_raw_peer (0, &raw);
+  int fd = memfd_with (5000, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE);
+  Sink sink;
+
+  sink_init (&sink, link);
+  send_shm_record (raw, 5000, fd, RLX_LINK_LANE_BULK, FALSE);
+  close (fd);
+  write_record (raw, RLX_LINK_LANE_BULK, "after", 5, FALSE);
+  wait_for (&sink.frames->len, 2);
+  g_assert_cmpuint (g_bytes_get_size (sink.frames->pdata[0]), ==, 5000);
+  g_assert_cmpuint (((const guint8 *) g_bytes_get_data (sink.frames->pdata[0], NULL))[4999], ==,
+                    (guint8) 4999);
+  g_assert_cmpmem (g_bytes_get_data (sink.frames->pdata[1], NULL), 5, "after", 5);
+  g_assert_cmpuint (sink.closed, ==, 0);
+  close (raw);
+  sink_clear (&sink);
+}
+
+/* Hostile memfd frames: each closes the link with a message, never a crash
+ * or a mapping that could fault later. */
+static void
+test_shm_hostile (void)
+{
+  enum { NO_FD, PIPE_FD, UNSEALED, WRITABLE, WRONG_SIZE, ON_CONTROL, WITH_MORE, FD_FLOOD, N_CASES };
+  const char *want[N_CASES] = {
+    "without its file descriptor", "not a memfd", "not sealed", "not sealed",
+    "announced a shared-memory frame of 6000", "on the control lane", "marked as continued",
+    "more file descriptors",
+  };
+
+  for (guint c = 0; c < N_CASES; c++)
+    {
+      int raw;
+      g_autoptr(RlxLink) link = link_with_raw_peer (0, &raw);
+      Sink sink;
+      int fd = -1, pipefd[2] = { -1, -1 };
+
+      sink_init (&sink, link);
+      switch (c)
+        {
+        case NO_FD:
+          send_shm_record (raw, 100, -1, RLX_LINK_LANE_BULK, FALSE);
+          break;
+        case PIPE_FD:
+          g_assert_cmpint (pipe (pipefd), ==, 0);
+          send_shm_record (raw, 100, pipefd[0], RLX_LINK_LANE_BULK, FALSE);
+          break;
+        case UNSEALED:
+          fd = memfd_with (100, 0);
+          send_shm_record (raw, 100, fd, RLX_LINK_LANE_BULK, FALSE);
+          break;
+        case WRITABLE:
+          fd = memfd_with (100, F_SEAL_SHRINK | F_SEAL_GROW);
+          send_shm_record (raw, 100, fd, RLX_LINK_LANE_BULK, FALSE);
+          break;
+        case WRONG_SIZE:
+          fd = memfd_with (100, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE);
+          send_shm_record (raw, 6000, fd, RLX_LINK_LANE_BULK, FALSE);
+          break;
+        case ON_CONTROL:
+          fd = memfd_with (100, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE);
+          send_shm_record (raw, 100, fd, RLX_LINK_LANE_CONTROL, FALSE);
+          break;
+        case WITH_MORE:
+          fd = memfd_with (100, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE);
+          send_shm_record (raw, 100, fd, RLX_LINK_LANE_BULK, TRUE);
+          break;
+        case FD_FLOOD:
+          /* fds on ordinary control records: more than any SHM record needs */
+          fd = memfd_with (100, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE);
+          for (guint i = 0; i < 20; i++)
+            {
+              guint8 hdr[4];
+              struct iovec iov = { hdr, 4 };
+              union { struct cmsghdr align; char buf[CMSG_SPACE (sizeof (int))]; } control;
+              struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+                                    .msg_control = control.buf,
+                                    .msg_controllen = sizeof control.buf };
+              struct cmsghdr *cm = CMSG_FIRSTHDR (&msg);
+
+              rlx_link_stream_put_word (hdr, RLX_LINK_LANE_CONTROL, 0, FALSE, FALSE);
+              cm->cmsg_level = SOL_SOCKET;
+              cm->cmsg_type = SCM_RIGHTS;
+              cm->cmsg_len = CMSG_LEN (sizeof (int));
+              memcpy (CMSG_DATA (cm), &fd, sizeof (int));
+              if (sendmsg (raw, &msg, MSG_NOSIGNAL) != 4)
+                break;   /* the link may already have closed */
+            }
+          break;
+        }
+      wait_for (&sink.closed, 1);
+      if (strstr (sink.close_error->message, want[c]) == NULL)
+        g_error ("case %u: \"%s\" lacks \"%s\"", c, sink.close_error->message, want[c]);
+      g_assert_true (g_error_matches (sink.close_error, RLX_LINK_ERROR, RLX_LINK_ERROR_PROTOCOL));
+      if (fd >= 0)
+        close (fd);
+      if (pipefd[0] >= 0)
+        {
+          close (pipefd[0]);
+          close (pipefd[1]);
+        }
+      close (raw);
+      sink_clear (&sink);
+    }
 }
 
 /* A process of another uid connecting is refused. Needs root to switch uid. */
@@ -420,6 +805,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
 
   g_test_add_func ("/p2p/link/order-and-large", test_order_and_large);
+  g_test_add_func ("/p2p/link/order-and-large-shm", test_order_and_large_shm);
   g_test_add_func ("/p2p/link/close-once", test_close_once);
   g_test_add_func ("/p2p/link/flush-on-close", test_flush_on_close);
   g_test_add_func ("/p2p/link/send-too-large", test_send_too_large);
@@ -427,6 +813,13 @@ main (int argc, char **argv)
   g_test_add_func ("/p2p/link/huge-prefix", test_huge_prefix_default_cap);
   g_test_add_func ("/p2p/link/truncated-frame", test_truncated_frame);
   g_test_add_func ("/p2p/link/close-in-handler", test_close_in_handler);
+  g_test_add_func ("/p2p/link/announced-size-not-allocated", test_announced_size_not_allocated);
+  g_test_add_func ("/p2p/link/chunked-over-cap", test_chunked_over_cap);
+  g_test_add_func ("/p2p/link/lanes-interleaved-from-peer", test_lanes_interleaved_from_peer);
+  g_test_add_func ("/p2p/link/control-overtakes-bulk", test_control_overtakes_bulk);
+  g_test_add_func ("/p2p/link/last-rx-partial", test_last_rx_counts_partial_frames);
+  g_test_add_func ("/p2p/link/shm-good", test_shm_good);
+  g_test_add_func ("/p2p/link/shm-hostile", test_shm_hostile);
   g_test_add_func ("/p2p/link/peer-uid", test_peer_uid);
 
   return g_test_run ();

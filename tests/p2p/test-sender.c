@@ -1,6 +1,8 @@
-/* test-sender.c — the backpressure sender over a mock link whose transport
+/* test-sender.c — the backpressure sender over mock links whose transport
  * the test drains by hand: in-flight cap, step coalescing, control order and
- * drop-oldest with a report, bulk never dropped (FULL instead), depth.
+ * drop-oldest with a report, bulk never dropped (FULL instead), depth, every
+ * loss reported with the peer and a reason, lanes that do not wait on each
+ * other; and over a real socket.
  */
 #include "rlx-config.h"
 #include "core/p2p/rlx-link.h"
@@ -139,20 +141,33 @@ drain_all (MockLink *link)
 typedef struct {
   guint   calls;
   guint   klass;
+  guint   why;
   guint64 total;
+  char   *peer;
   char   *reason;
 } Drops;
 
 static void
-on_dropped (RlxSender *sender, guint klass, guint64 total, const char *reason, gpointer user_data)
+on_dropped (RlxSender *sender, guint klass, guint why, const char *peer, const char *reason,
+            guint64 total, gpointer user_data)
 {
   Drops *d = user_data;
 
   d->calls++;
   d->klass = klass;
+  d->why = why;
   d->total = total;
+  g_free (d->peer);
+  d->peer = g_strdup (peer);
   g_free (d->reason);
   d->reason = g_strdup (reason);
+}
+
+static void
+drops_clear (Drops *d)
+{
+  g_free (d->peer);
+  g_free (d->reason);
 }
 
 static void
@@ -216,6 +231,8 @@ test_step_coalesce (void)
   g_assert_cmpuint (rlx_sender_get_dropped (sender, RLX_SEND_STEP), ==, 2);
   g_assert_cmpuint (drops.calls, ==, 2);
   g_assert_cmpuint (drops.klass, ==, RLX_SEND_STEP);
+  g_assert_cmpuint (drops.why, ==, RLX_SEND_DROP_SUPERSEDED);
+  g_assert_cmpstr (drops.peer, ==, "mock");
   g_assert_cmpuint (drops.total, ==, 2);
   g_assert_nonnull (strstr (drops.reason, "superseded"));
   g_assert_cmpuint (rlx_sender_get_depth (sender), ==, 3);   /* step1 + hb + step4 */
@@ -226,7 +243,7 @@ test_step_coalesce (void)
     g_assert_cmpstr (w, ==, "step1,hb,step4");
   }
   g_assert_cmpuint (rlx_sender_get_depth (sender), ==, 0);
-  g_free (drops.reason);
+  drops_clear (&drops);
 }
 
 static void
@@ -247,6 +264,8 @@ test_control_drop_oldest (void)
   send_ok (sender, RLX_SEND_CONTROL, "c4");      /* drops c1, the oldest queued */
   g_assert_cmpuint (drops.calls, ==, 1);
   g_assert_cmpuint (drops.klass, ==, RLX_SEND_CONTROL);
+  g_assert_cmpuint (drops.why, ==, RLX_SEND_DROP_QUEUE_FULL);
+  g_assert_cmpstr (drops.peer, ==, "mock");
   g_assert_cmpuint (drops.total, ==, 1);
   g_assert_nonnull (strstr (drops.reason, "oldest"));
   send_ok (sender, RLX_SEND_CONTROL, "c5");      /* drops c2 */
@@ -262,7 +281,7 @@ test_control_drop_oldest (void)
     /* order kept among what was sent; the bulk frame never dropped */
     g_assert_cmpstr (w, ==, "c0,g1,c3,c4,c5");
   }
-  g_free (drops.reason);
+  drops_clear (&drops);
 }
 
 static void
@@ -314,9 +333,10 @@ test_bulk_backpressure (void)
     g_assert_cmpstr (w, ==, "g0,g1,g2,hb,g3");
   }
   g_assert_cmpuint (rlx_sender_get_depth (sender), ==, 0);
-  g_free (drops.reason);
+  drops_clear (&drops);
 }
 
+/* Frames still queued when the link closes are reported, oldest first. */
 static void
 test_closed_link (void)
 {
@@ -324,16 +344,175 @@ test_closed_link (void)
   g_autoptr(RlxSender) sender = rlx_sender_new (RLX_LINK (link), 1, 0, 0);
   g_autoptr(GBytes) f = text ("late");
   g_autoptr(GError) error = NULL;
+  Drops drops = { 0 };
 
-  send_ok (sender, RLX_SEND_CONTROL, "a");
+  g_signal_connect (sender, "dropped", G_CALLBACK (on_dropped), &drops);
+  send_ok (sender, RLX_SEND_CONTROL, "a");       /* in flight: the link's now */
   send_ok (sender, RLX_SEND_STEP, "s");
   send_ok (sender, RLX_SEND_BULK, "g");
   g_assert_cmpuint (rlx_sender_get_depth (sender), ==, 3);
   rlx_link_close (RLX_LINK (link));
   g_assert_cmpuint (rlx_sender_get_depth (sender), ==, 0);
+  g_assert_cmpuint (drops.calls, ==, 2);
+  g_assert_cmpuint (drops.klass, ==, RLX_SEND_BULK);     /* the last reported: g */
+  g_assert_cmpuint (drops.why, ==, RLX_SEND_DROP_LINK_CLOSED);
+  g_assert_cmpuint (rlx_sender_get_dropped (sender, RLX_SEND_STEP), ==, 1);
+  g_assert_cmpuint (rlx_sender_get_dropped (sender, RLX_SEND_BULK), ==, 1);
+  g_assert_cmpstr (drops.peer, ==, "mock");
+  g_assert_nonnull (strstr (drops.reason, "closed"));
   g_assert_false (rlx_sender_send (sender, RLX_SEND_CONTROL, f, &error));
   g_assert_error (error, RLX_LINK_ERROR, RLX_LINK_ERROR_CLOSED);
   g_assert_false (rlx_sender_can_send_bulk (sender));
+  drops_clear (&drops);
+}
+
+/* A frame the link refuses (over its cap) is a reported drop, bulk too. */
+static void
+test_link_refuses (void)
+{
+  g_autoptr(RlxLink) a = NULL;
+  g_autoptr(RlxLink) b = NULL;
+  g_autoptr(RlxSender) sender = NULL;
+  g_autoptr(GBytes) big = g_bytes_new_take (g_malloc0 (2000), 2000);
+  Drops drops = { 0 };
+
+  g_assert_true (rlx_unix_link_new_pair (1000, &a, &b, NULL));
+  sender = rlx_sender_new (a, 1, 0, 0);
+  g_signal_connect (sender, "dropped", G_CALLBACK (on_dropped), &drops);
+  g_assert_true (rlx_sender_send (sender, RLX_SEND_BULK, big, NULL));
+  g_assert_cmpuint (drops.calls, ==, 1);
+  g_assert_cmpuint (drops.klass, ==, RLX_SEND_BULK);
+  g_assert_cmpuint (drops.why, ==, RLX_SEND_DROP_LINK_REFUSED);
+  g_assert_cmpstr (drops.peer, ==, "socketpair end a");
+  g_assert_nonnull (strstr (drops.reason, "2000"));
+  g_assert_cmpuint (rlx_sender_get_depth (sender), ==, 0);
+  rlx_link_close (a);
+  rlx_link_close (b);
+  drops_clear (&drops);
+}
+
+/* ── lanes ──────────────────────────────────────────────────────────── */
+
+/* A mock link with lanes: two wires the test drains by hand. */
+#define MOCK_TYPE_LANE_LINK (mock_lane_link_get_type ())
+G_DECLARE_FINAL_TYPE (MockLaneLink, mock_lane_link, MOCK, LANE_LINK, RlxLink)
+
+struct _MockLaneLink
+{
+  RlxLink    parent_instance;
+  GQueue     wire[RLX_LINK_N_LANES];
+  gsize      pending[RLX_LINK_N_LANES];
+  GPtrArray *written;
+};
+
+G_DEFINE_FINAL_TYPE (MockLaneLink, mock_lane_link, RLX_TYPE_LINK)
+
+static gboolean
+mock_lane_send_lane (RlxLink *link, RlxLinkLane lane, GBytes *frame, GError **error)
+{
+  MockLaneLink *self = MOCK_LANE_LINK (link);
+
+  g_queue_push_tail (&self->wire[lane], g_bytes_ref (frame));
+  self->pending[lane] += g_bytes_get_size (frame);
+  return TRUE;
+}
+
+static gboolean
+mock_lane_send (RlxLink *link, GBytes *frame, GError **error)
+{
+  return mock_lane_send_lane (link, RLX_LINK_LANE_BULK, frame, error);
+}
+
+static gsize
+mock_lane_pending_lane (RlxLink *link, RlxLinkLane lane)
+{
+  return MOCK_LANE_LINK (link)->pending[lane];
+}
+
+static gsize
+mock_lane_pending (RlxLink *link)
+{
+  return MOCK_LANE_LINK (link)->pending[0] + MOCK_LANE_LINK (link)->pending[1];
+}
+
+static void
+mock_lane_finalize (GObject *object)
+{
+  MockLaneLink *self = MOCK_LANE_LINK (object);
+
+  for (guint i = 0; i < RLX_LINK_N_LANES; i++)
+    g_queue_clear_full (&self->wire[i], (GDestroyNotify) g_bytes_unref);
+  g_ptr_array_unref (self->written);
+  G_OBJECT_CLASS (mock_lane_link_parent_class)->finalize (object);
+}
+
+static void
+mock_lane_link_class_init (MockLaneLinkClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = mock_lane_finalize;
+  RLX_LINK_CLASS (klass)->send = mock_lane_send;
+  RLX_LINK_CLASS (klass)->send_lane = mock_lane_send_lane;
+  RLX_LINK_CLASS (klass)->close = mock_close;
+  RLX_LINK_CLASS (klass)->pending_bytes = mock_lane_pending;
+  RLX_LINK_CLASS (klass)->pending_bytes_lane = mock_lane_pending_lane;
+}
+
+static void
+mock_lane_link_init (MockLaneLink *self)
+{
+  for (guint i = 0; i < RLX_LINK_N_LANES; i++)
+    g_queue_init (&self->wire[i]);
+  self->written = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  rlx_link_set_peer (RLX_LINK (self), "lanes");
+}
+
+static gboolean
+mock_lane_drain_one (MockLaneLink *self, RlxLinkLane lane)
+{
+  GBytes *f = g_queue_pop_head (&self->wire[lane]);
+
+  if (f == NULL)
+    return FALSE;
+  self->pending[lane] -= g_bytes_get_size (f);
+  g_ptr_array_add (self->written, f);
+  rlx_link_add_bytes_tx (RLX_LINK (self), g_bytes_get_size (f));
+  return TRUE;
+}
+
+/* A control-lane frame is not held behind a bulk frame in flight, in the
+ * sender; each lane keeps its order and its own in-flight cap. */
+static void
+test_lanes (void)
+{
+  g_autoptr(MockLaneLink) link = g_object_new (MOCK_TYPE_LANE_LINK, NULL);
+  g_autoptr(RlxSender) sender = rlx_sender_new (RLX_LINK (link), 1, 0, 0);
+  g_autoptr(GBytes) g0 = text ("g0");
+  g_autoptr(GBytes) g1 = text ("g1");
+  g_autoptr(GBytes) hb0 = text ("hb0");
+  g_autoptr(GBytes) hb1 = text ("hb1");
+
+  g_assert_true (rlx_sender_send_lane (sender, RLX_SEND_BULK, RLX_LINK_LANE_BULK, g0, NULL));
+  g_assert_true (rlx_sender_send_lane (sender, RLX_SEND_BULK, RLX_LINK_LANE_BULK, g1, NULL));
+  g_assert_true (rlx_sender_send_lane (sender, RLX_SEND_CONTROL, RLX_LINK_LANE_CONTROL, hb0, NULL));
+  g_assert_true (rlx_sender_send_lane (sender, RLX_SEND_CONTROL, RLX_LINK_LANE_CONTROL, hb1, NULL));
+  /* one in flight per lane: g0 and hb0 are with the link */
+  g_assert_cmpuint (g_queue_get_length (&link->wire[RLX_LINK_LANE_BULK]), ==, 1);
+  g_assert_cmpuint (g_queue_get_length (&link->wire[RLX_LINK_LANE_CONTROL]), ==, 1);
+  g_assert_cmpuint (rlx_sender_get_in_flight (sender), ==, 2);
+  g_assert_cmpuint (rlx_sender_get_depth (sender), ==, 4);
+
+  /* the control lane drains while the bulk frame is still in flight */
+  g_assert_true (mock_lane_drain_one (link, RLX_LINK_LANE_CONTROL));
+  g_assert_true (mock_lane_drain_one (link, RLX_LINK_LANE_CONTROL));
+  g_assert_cmpuint (rlx_sender_get_depth (sender), ==, 2);
+  g_assert_true (mock_lane_drain_one (link, RLX_LINK_LANE_BULK));
+  g_assert_true (mock_lane_drain_one (link, RLX_LINK_LANE_BULK));
+  g_assert_cmpuint (rlx_sender_get_depth (sender), ==, 0);
+  g_assert_cmpuint (link->written->len, ==, 4);
+  g_assert_true (g_bytes_equal (link->written->pdata[0], hb0));
+  g_assert_true (g_bytes_equal (link->written->pdata[1], hb1));
+  g_assert_true (g_bytes_equal (link->written->pdata[2], g0));
+  g_assert_true (g_bytes_equal (link->written->pdata[3], g1));
 }
 
 /* Over a real socket: frames drain by themselves and all arrive in order. */
@@ -395,6 +574,8 @@ main (int argc, char **argv)
   g_test_add_func ("/p2p/sender/bulk-backpressure", test_bulk_backpressure);
   g_test_add_func ("/p2p/sender/closed-link", test_closed_link);
   g_test_add_func ("/p2p/sender/real-link", test_real_link);
+  g_test_add_func ("/p2p/sender/link-refuses", test_link_refuses);
+  g_test_add_func ("/p2p/sender/lanes", test_lanes);
 
   return g_test_run ();
 }

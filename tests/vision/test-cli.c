@@ -1,10 +1,15 @@
 /* test-cli.c — rlx-rank train, grads and bench as a person runs them */
 #include "rlx-config.h"
+#include "core/rlx-safetensors.h"
 #include "core/vision/rlx-cpu.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char *rank_path;
 static char *tmpdir;
@@ -39,7 +44,7 @@ run (Run *r, const char *first, ...)
   va_end (ap);
   g_ptr_array_add (argv, NULL);
 
-  g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+  g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_STDIN_FROM_DEV_NULL, NULL, NULL,
                 &r->out, &r->err, &wait_status, &error);
   g_assert_no_error (error);
   g_assert_true (WIFEXITED (wait_status));
@@ -116,7 +121,7 @@ test_bad_options (void)
       for (guint k = 0; cases[i].args[k]; k++)
         g_ptr_array_add (argv, (char *) cases[i].args[k]);
       g_ptr_array_add (argv, NULL);
-      g_spawn_sync (tmpdir, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+      g_spawn_sync (tmpdir, (char **) argv->pdata, NULL, G_SPAWN_STDIN_FROM_DEV_NULL, NULL, NULL,
                     &r.out, &r.err, &wait_status, &error);
       g_assert_no_error (error);
       g_assert_true (WIFEXITED (wait_status));
@@ -188,6 +193,105 @@ test_grads (void)
       g_unlink (out2);
       g_unlink (pfile);
     }
+}
+
+/* A FIFO at @path, opened for reading without blocking, its buffer made
+ * large enough for @len bytes so that the writer never waits for a reader. */
+static int
+fifo_open (const char *path, gsize len)
+{
+  int fd;
+
+  g_assert_cmpint (mkfifo (path, 0600), ==, 0);
+  fd = g_open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC, 0);
+  g_assert_cmpint (fd, >=, 0);
+  if (fcntl (fd, F_SETPIPE_SZ, (int) len) < 0)
+    g_error ("F_SETPIPE_SZ %" G_GSIZE_FORMAT ": %s", len, g_strerror (errno));
+  return fd;
+}
+
+/* Everything its writer (now exited) left in the FIFO; closes @fd. */
+static GBytes *
+fifo_drain (int fd)
+{
+  g_autoptr(GByteArray) got = g_byte_array_new ();
+  guint8 buf[65536];
+  gssize n;
+
+  while ((n = read (fd, buf, sizeof buf)) > 0)
+    g_byte_array_append (got, buf, (guint) n);
+  g_assert_cmpint (n, ==, 0);
+  close (fd);
+  return g_byte_array_free_to_bytes (g_steal_pointer (&got));
+}
+
+/* @to_file wrote @file and @to_fifo the FIFO @fifo (read end @fd): both
+ * succeeded, the FIFO is still a FIFO, and it carried the file's bytes. */
+static void
+assert_same_through_fifo (Run *to_file, Run *to_fifo, const char *file, const char *fifo, int fd)
+{
+  g_autofree char *want = NULL;
+  g_autoptr(GBytes) got = NULL;
+  gsize want_len = 0;
+  GStatBuf st;
+
+  g_test_message ("stderr: %s", to_fifo->err);
+  g_assert_cmpint (to_file->status, ==, 0);
+  g_assert_cmpint (to_fifo->status, ==, 0);
+  g_assert_cmpint (lstat (fifo, &st), ==, 0);
+  if (!S_ISFIFO (st.st_mode))
+    g_error ("%s was replaced (mode %o): --out must write into a file that is not regular, "
+             "never rename over it (think /dev/null as root)", fifo, st.st_mode);
+  got = fifo_drain (fd);
+  g_assert_true (g_file_get_contents (file, &want, &want_len, NULL));
+  g_assert_cmpmem (g_bytes_get_data (got, NULL), g_bytes_get_size (got), want, want_len);
+  g_unlink (fifo);
+  g_unlink (file);
+}
+
+/* --out naming something that is not a regular file (/dev/null, a FIFO) is
+ * written into, not replaced by an atomic rename: grads and export put the
+ * same bytes into a FIFO as into a regular file, and the FIFO stays. */
+static void
+test_out_special (void)
+{
+  const RlxModel *m = rlx_model_get (RLX_MODEL_MNIST_CNN);
+  g_autofree char *fifo = g_build_filename (tmpdir, "out.fifo", NULL);
+  g_autofree char *file = g_build_filename (tmpdir, "out.bin", NULL);
+  g_autofree char *ckpt = g_build_filename (tmpdir, "ckpt.safetensors", NULL);
+  g_autofree float *params = g_new (float, m->n_params);
+  g_autoptr(GHashTable) md = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr(GError) error = NULL;
+
+  /* grads */
+  {
+    g_auto(Run) r1 = { 0 };
+    g_auto(Run) r2 = { 0 };
+    int fd = fifo_open (fifo, 4 * (1 + m->n_params));
+
+    run (&r1, "grads", "--model", m->slug, "--dataset", "synthetic", "--start", "0", "--batch", "2",
+         "--seed", "1", "--backend", "cpu", "--out", file, NULL);
+    run (&r2, "grads", "--model", m->slug, "--dataset", "synthetic", "--start", "0", "--batch", "2",
+         "--seed", "1", "--backend", "cpu", "--out", fifo, NULL);
+    assert_same_through_fifo (&r1, &r2, file, fifo, fd);
+  }
+
+  /* export --checkpoint */
+  {
+    g_auto(Run) r1 = { 0 };
+    g_auto(Run) r2 = { 0 };
+    int fd;
+
+    rlx_model_init_params (m, 3, params);
+    g_hash_table_insert (md, "model", (gpointer) m->slug);
+    g_assert_true (rlx_safetensors_write (ckpt, m, params, md, &error));
+    g_assert_no_error (error);
+    fd = fifo_open (fifo, 4 * m->n_params + 4096);
+    run (&r1, "export", "--checkpoint", ckpt, "--format", "safetensors", "--out", file, NULL);
+    run (&r2, "export", "--checkpoint", ckpt, "--format", "safetensors", "--out", fifo, NULL);
+    assert_same_through_fifo (&r1, &r2, file, fifo, fd);
+    g_unlink (ckpt);
+  }
 }
 
 /* train --json: a start line, one step line per step with a finite loss,
@@ -280,6 +384,7 @@ main (int argc, char **argv)
   g_test_add_func ("/vision/cli/help", test_help);
   g_test_add_func ("/vision/cli/bad-options", test_bad_options);
   g_test_add_func ("/vision/cli/grads", test_grads);
+  g_test_add_func ("/vision/cli/out-special", test_out_special);
   g_test_add_func ("/vision/cli/train-json", test_train_json);
   g_test_add_func ("/vision/cli/bench", test_bench);
   status = g_test_run ();

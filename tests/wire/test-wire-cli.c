@@ -3,6 +3,7 @@
 #include "rlx-config.h"
 
 #include <math.h>
+#include <signal.h>
 #include <string.h>
 
 #include "core/wire/rlx-wire.h"
@@ -20,10 +21,14 @@ run_clear (Run *r)
   g_clear_pointer (&r->err, g_free);
 }
 
-/* Runs rlx-rank with @args, feeding @in on stdin. */
+/* Runs rlx-rank with @args, feeding @in on stdin; with @in NULL the child's
+ * stdin is /dev/null. Give input only to commands that read all of it: one
+ * that exits first (a usage error) would close the pipe while it is being
+ * written, and whether that write fails is a race. */
 static Run
 run_rank (const char *const *args, GBytes *in)
 {
+  GSubprocessFlags flags = G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE;
   g_autoptr(GPtrArray) argv = g_ptr_array_new ();
   g_autoptr(GSubprocess) proc = NULL;
   g_autoptr(GError) error = NULL;
@@ -36,9 +41,9 @@ run_rank (const char *const *args, GBytes *in)
   for (guint i = 0; args[i]; i++)
     g_ptr_array_add (argv, (gpointer) args[i]);
   g_ptr_array_add (argv, NULL);
-  proc = g_subprocess_newv ((const char *const *) argv->pdata,
-                            G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE |
-                            G_SUBPROCESS_FLAGS_STDERR_PIPE, &error);
+  if (in != NULL)
+    flags |= G_SUBPROCESS_FLAGS_STDIN_PIPE;
+  proc = g_subprocess_newv ((const char *const *) argv->pdata, flags, &error);
   g_assert_no_error (error);
   g_assert_true (g_subprocess_communicate (proc, in, NULL, &r.out, &err, &error));
   g_assert_no_error (error);
@@ -139,11 +144,11 @@ test_cli_bad_input (void)
     const char *a5[] = { "wire", "encode", "-p", "f16", "--header", "{\"_scale\":1}", NULL };
     const char *const *cases[] = { a1, a2, a3, a4, a5 };
     const char *says[] = { "f12", "--precision", "--header", "frobnicate", "_scale" };
-    g_autoptr(GBytes) in = g_bytes_new ("\0\0\0\0", 4);
 
+    /* No stdin: they exit before reading any. */
     for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
       {
-        Run r = run_rank (cases[i], in);
+        Run r = run_rank (cases[i], NULL);
         g_assert_cmpint (r.status, ==, 2);
         g_assert_nonnull (strstr (r.err, says[i]));
         run_clear (&r);
@@ -155,8 +160,7 @@ static void
 test_cli_bench (void)
 {
   const char *args[] = { "wire", "bench", "--size", "1000", "--reps", "1", "--json", NULL };
-  g_autoptr(GBytes) in = g_bytes_new ("", 0);
-  Run r = run_rank (args, in);
+  Run r = run_rank (args, NULL);
   g_autoptr(JsonParser) parser = json_parser_new ();
   JsonObject *o;
 
@@ -180,6 +184,9 @@ test_cli_bench (void)
 int
 main (int argc, char **argv)
 {
+  /* A child that stops reading its input early must fail an assertion with
+   * "Broken pipe", not kill this process with SIGPIPE. */
+  signal (SIGPIPE, SIG_IGN);
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/wire/cli/encode-decode", test_cli_encode_decode);
   g_test_add_func ("/wire/cli/bad-input", test_cli_bad_input);

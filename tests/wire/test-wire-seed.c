@@ -35,8 +35,8 @@ run_node (const char *cmd, const char *dir)
   int status = 0;
   const char *argv[] = { node_path, harness, cmd, dir, NULL };
 
-  if (!g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
-                     &status, &error))
+  if (!g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_STDIN_FROM_DEV_NULL, NULL, NULL,
+                     &out, &err, &status, &error))
     g_error ("could not run %s: %s", node_path, error->message);
   if (!g_spawn_check_wait_status (status, &error))
     g_error ("node %s %s %s failed: %s\n%s", harness, cmd, dir, error->message, err);

@@ -1,0 +1,125 @@
+/* rlx-peer-set.h — the links of one node: hello, liveness, heartbeats
+ *
+ * One RlxPeer per link handed to the set. Each link opens with a hello each
+ * way; the set checks the peer's against ours (protocol version, cohort,
+ * model, dataset, seed, a usable and unused node id) and refuses a mismatch
+ * with a reason both sides report. From then on every frame is parsed once
+ * into an RlxMsg (rlx-msg.h) and handed to ::message; heartbeats, byes and
+ * refusals are handled here. Control messages go on the link's control lane
+ * and never wait behind a bulk frame (a bucket, an update, a snapshot).
+ *
+ * Liveness counts any byte received (the link's "last-rx"), not whole
+ * frames, so a peer busy sending a multi-megabyte bucket over a slow link is
+ * alive. The heartbeat timeout adapts to each link: it is the largest of the
+ * configured timeout, 4 × the longest recent silence on that link (decaying)
+ * and 8 × its round-trip time (measured by echoing the peer's heartbeat
+ * clock, never by comparing clocks of two hosts). A node whose own main loop
+ * stood still longer than the timeout (stopped, starved) does not time its
+ * peers out for it: it notes that it stalled (rlx_peer_set_stalled_recently).
+ *
+ * Threads: the main context only.
+ */
+#pragma once
+
+#include <glib-object.h>
+#include "core/cohort/rlx-msg.h"
+#include "core/p2p/rlx-link.h"
+#include "core/p2p/rlx-sender.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  RlxLink        *link;
+  RlxSender      *sender;
+  char           *id;           /* from its hello (NULL before) */
+  gboolean        ready;        /* a valid hello arrived */
+  gboolean        refused;      /* either side refused: nothing more is read */
+  /* what its hello said (kept up to date by the coordinator as it learns) */
+  char           *host, *backend, *device, *fallback;
+  RlxPrecision    precision;
+  guint           batch, max_batch;
+  RlxRole         role;
+  char           *leader;
+  guint64         term, step, checkpoint;
+  guint           members;
+  gboolean        join_only;
+  /* measured */
+  double          speed;        /* samples/s of compute (by the leader) */
+  gint64          last_rx;      /* monotonic µs of the last byte received */
+  double          gap_peak_us;  /* longest recent silence, decaying */
+  double          rtt_us;       /* heartbeat round trip, smoothed; 0 unknown */
+  gint64          their_t;      /* the last heartbeat clock it sent (to echo) */
+  gint64          their_t_at;   /* monotonic µs when it arrived */
+  RlxWireCounters counters;
+  /* private */
+  char           *close_reason;
+  gulong          frame_id, closed_id, dropped_id;
+} RlxPeer;
+
+/* What must match for two nodes to be in one cohort. */
+typedef struct {
+  const char *node_id;
+  const char *cohort;
+  const char *seed;       /* decimal */
+  const char *model;
+  const char *dataset;
+} RlxPeerSetIdentity;
+
+/* Fills the dynamic members of our hello (everything but node and the
+ * identity) and of heartbeats (term, step). */
+typedef void (*RlxPeerSetHelloFunc) (RlxMsgHello *hello, gpointer user_data);
+
+#define RLX_TYPE_PEER_SET (rlx_peer_set_get_type ())
+G_DECLARE_FINAL_TYPE (RlxPeerSet, rlx_peer_set, RLX, PEER_SET, GObject)
+
+/* Signals (RlxPeer* and RlxMsg* arguments are valid for the emission):
+ *   ::peer-ready   (RlxPeer *peer, RlxMsg *hello)   a valid hello arrived
+ *                  (also when a peer says hello again)
+ *   ::message      (RlxPeer *peer, RlxMsg *msg)     any other message of a
+ *                  ready peer, except heartbeat and bye
+ *   ::peer-lost    (RlxPeer *peer, const char *reason)  a ready peer's link
+ *                  closed (bye, EOF, error, heartbeat timeout); the peer is
+ *                  removed right after
+ *   ::refused      (const char *node, const char *reason, const char *by,
+ *                   RlxMsg *hello)     a hello refused, by us (by = our id,
+ *                  @hello theirs) or by them (@hello NULL)
+ *   ::dropped      (RlxPeer *peer, const char *klass, guint64 total,
+ *                   const char *reason)   the sender discarded a queued frame
+ *   ::send-failed  (RlxPeer *peer, const char *reason)
+ *   ::bad-frame    (RlxPeer *peer, const char *message)  undecodable bytes */
+RlxPeerSet *rlx_peer_set_new          (const RlxPeerSetIdentity *me,
+                                       RlxPeerSetHelloFunc hello_func, gpointer user_data);
+/* The configured heartbeat timeout (the floor of the adaptive one). */
+void        rlx_peer_set_set_timeout  (RlxPeerSet *self, guint timeout_ms);
+guint       rlx_peer_set_get_timeout  (RlxPeerSet *self);
+/* Heartbeats every 500 ms and timeouts from now on. */
+void        rlx_peer_set_start        (RlxPeerSet *self);
+/* No more heartbeats (leaving). */
+void        rlx_peer_set_stop         (RlxPeerSet *self);
+void        rlx_peer_set_add_link     (RlxPeerSet *self, RlxLink *link);
+
+/* A ready, not refused peer by node id, or NULL. */
+RlxPeer    *rlx_peer_set_lookup       (RlxPeerSet *self, const char *id);
+guint       rlx_peer_set_size         (RlxPeerSet *self);
+RlxPeer    *rlx_peer_set_nth          (RlxPeerSet *self, guint i);
+
+/* Send a message (its array, if any, from @values at @precision). */
+gboolean    rlx_peer_set_send_msg     (RlxPeerSet *self, RlxPeer *peer, RlxSendClass klass,
+                                       const RlxMsg *msg);
+/* Send a ready frame carrying @n_values array elements at @precision. */
+gboolean    rlx_peer_set_send_frame   (RlxPeerSet *self, RlxPeer *peer, RlxSendClass klass,
+                                       GBytes *frame, gsize n_values, RlxPrecision precision);
+/* A control message to every ready peer. */
+void        rlx_peer_set_broadcast    (RlxPeerSet *self, const RlxMsg *msg);
+void        rlx_peer_set_say_hello    (RlxPeerSet *self, RlxPeer *peer);
+/* Close @peer's link; ::peer-lost reports @reason. */
+void        rlx_peer_set_close        (RlxPeerSet *self, RlxPeer *peer, const char *reason);
+/* Nothing queued or unwritten towards @peer. */
+gboolean    rlx_peer_set_is_flushed   (RlxPeerSet *self, RlxPeer *peer);
+/* Our own loop stood still past the timeout within the last 2 timeouts. */
+gboolean    rlx_peer_set_stalled_recently (RlxPeerSet *self);
+/* The current timeout for @peer, ms (see the header comment). */
+guint       rlx_peer_set_timeout_for  (RlxPeerSet *self, RlxPeer *peer);
+const RlxWireCounters *rlx_peer_set_get_totals (RlxPeerSet *self);
+
+G_END_DECLS

@@ -1,0 +1,442 @@
+/* rlx-replica.c — see rlx-replica.h */
+#include "rlx-config.h"
+#include "rlx-replica.h"
+#include "core/rlx-kernels.h"
+
+#include <string.h>
+
+#define HISTORY RLX_MSG_MAX_HASHES
+
+struct _RlxReplica {
+  GObject         parent_instance;
+  RlxWorker      *worker;       /* not owned */
+  const RlxModel *model;
+  gsize           n;
+  guint           n_train;
+  guint64         seed;
+
+  float          *params;       /* the host copy of the last read, or NULL */
+  guint64         params_step;
+  float          *spare;        /* a buffer for the next read */
+  guint64         step, hash;
+  double          loss;
+  guint           epoch, pos;
+
+  /* hashes of steps history_from … history_from + history_len - 1, a ring */
+  guint64         ring[HISTORY];
+  guint64         history_from;
+  guint           history_len;
+
+  guint32        *perm;
+  guint           perm_epoch;
+  gboolean        perm_valid;
+
+  guint           pending;      /* operations queued and not completed */
+  guint64         generation;   /* bumped by cancel */
+};
+
+G_DEFINE_FINAL_TYPE (RlxReplica, rlx_replica, G_TYPE_OBJECT)
+
+typedef enum { OP_LOAD, OP_LOAD_FLOATS, OP_READ, OP_CORRUPT } OpKind;
+
+typedef struct {
+  RlxReplica        *self;      /* a reference: the worker may deliver late */
+  OpKind             kind;
+  guint64            generation;
+  guint64            step;
+  RlxMsgArray        array;     /* snapshot parameters */
+  float             *floats;    /* OP_LOAD_FLOATS: taken; OP_READ, OP_CORRUPT: the buffer */
+  gsize              n;
+  guint64            hash;      /* OP_LOAD: expected; out: the new hash */
+  guint              epoch, pos;
+  gboolean           ok;
+  RlxReplicaReadFunc read;
+  gpointer           data;
+  GDestroyNotify     free_data;
+  RlxReplicaDone     done;
+  gpointer           user_data;
+} Op;
+
+static void
+op_free (gpointer p)
+{
+  Op *op = p;
+
+  rlx_msg_array_clear (&op->array);
+  g_free (op->floats);
+  if (op->free_data)
+    op->free_data (op->data);
+  g_object_unref (op->self);
+  g_free (op);
+}
+
+static void
+rlx_replica_finalize (GObject *object)
+{
+  RlxReplica *self = RLX_REPLICA (object);
+
+  g_free (self->params);
+  g_free (self->spare);
+  g_free (self->perm);
+  G_OBJECT_CLASS (rlx_replica_parent_class)->finalize (object);
+}
+
+static void
+rlx_replica_class_init (RlxReplicaClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = rlx_replica_finalize;
+}
+
+static void
+rlx_replica_init (RlxReplica *self)
+{
+}
+
+static void
+history_reset (RlxReplica *self)
+{
+  self->history_from = self->step;
+  self->history_len = 1;
+  self->ring[self->step % HISTORY] = self->hash;
+}
+
+/* The state moved to (step, hash): remember it. A step that does not follow
+ * the history starts a new one. */
+static void
+history_note (RlxReplica *self)
+{
+  if (self->history_len > 0 && self->step == self->history_from + self->history_len)
+    {
+      self->ring[self->step % HISTORY] = self->hash;
+      if (self->history_len < HISTORY)
+        self->history_len++;
+      else
+        self->history_from++;
+    }
+  else if (self->history_len > 0 && self->step + 1 == self->history_from + self->history_len)
+    self->ring[self->step % HISTORY] = self->hash;   /* the same step, hashed again */
+  else
+    history_reset (self);
+}
+
+/* ── operations (worker thread) ─────────────────────────────────────────── */
+
+static gboolean
+op_run (RlxBackend *backend, gpointer data, GError **error)
+{
+  Op *op = data;
+  gsize n = op->n;
+
+  switch (op->kind)
+    {
+    case OP_LOAD:
+      {
+        const float *in_place = rlx_msg_array_f32 (&op->array);
+        g_autofree float *decoded = NULL;
+
+        /* The hash reads bytes (little-endian): the payload is hashed as it
+         * came, before anything is replaced. */
+        if (rlx_kernels_hash (rlx_kernels_get_default (), (const float *) op->array.codes, n)
+            != op->hash)
+          return TRUE;   /* not ok, no error: the caller asks again */
+        if (in_place == NULL)
+          {
+            decoded = g_new (float, n);
+            rlx_msg_array_decode (&op->array, decoded);
+            in_place = decoded;
+          }
+        if (!rlx_backend_load_params (backend, in_place, error))
+          return FALSE;
+        rlx_backend_reset_feedback (backend);
+        op->ok = TRUE;
+        return TRUE;
+      }
+    case OP_LOAD_FLOATS:
+      if (!rlx_backend_load_params (backend, op->floats, error) ||
+          !rlx_backend_params_hash (backend, &op->hash, error))
+        return FALSE;
+      rlx_backend_reset_feedback (backend);
+      op->ok = TRUE;
+      return TRUE;
+    case OP_READ:
+      if (!rlx_backend_read_params (backend, op->floats, error))
+        return FALSE;
+      if (op->read)
+        op->read (op->floats, n, op->data);
+      op->ok = TRUE;
+      return TRUE;
+    case OP_CORRUPT:
+      {
+        guint32 bits;
+
+        if (!rlx_backend_read_params (backend, op->floats, error))
+          return FALSE;
+        memcpy (&bits, op->floats, 4);
+        bits ^= 1;
+        memcpy (op->floats, &bits, 4);
+        /* a load drops a round in progress: this is a member's switch */
+        if (!rlx_backend_load_params (backend, op->floats, error) ||
+            !rlx_backend_params_hash (backend, &op->hash, error))
+          return FALSE;
+        op->ok = TRUE;
+        return TRUE;
+      }
+    default:
+      g_assert_not_reached ();
+    }
+}
+
+static void
+op_done (RlxWorker *worker, gpointer data, const GError *error, gpointer user_data)
+{
+  Op *op = data;
+  RlxReplica *self = op->self;
+
+  self->pending--;
+  if (op->generation != self->generation)
+    return;
+  if (error != NULL)
+    g_warning ("the replica's %s failed: %s",
+               op->kind == OP_READ ? "read" : op->kind == OP_CORRUPT ? "corruption" : "load",
+               error->message);
+  if (op->ok)
+    switch (op->kind)
+      {
+      case OP_LOAD:
+      case OP_LOAD_FLOATS:
+        self->step = op->step;
+        self->epoch = op->epoch;
+        self->pos = op->pos < self->n_train ? op->pos : 0;
+        self->hash = op->hash;
+        history_reset (self);
+        break;
+      case OP_READ:
+        /* the copy becomes the host copy; the old one the next buffer */
+        g_free (self->spare);
+        self->spare = self->params;
+        self->params = g_steal_pointer (&op->floats);
+        self->params_step = self->step;
+        break;
+      case OP_CORRUPT:
+        self->hash = op->hash;
+        history_note (self);
+        break;
+      default:
+        g_assert_not_reached ();
+      }
+  if (op->done)
+    op->done (self, op->ok, op->user_data);
+}
+
+static Op *
+op_new (RlxReplica *self, OpKind kind, RlxReplicaDone done, gpointer user_data)
+{
+  Op *op = g_new0 (Op, 1);
+
+  op->self = g_object_ref (self);
+  op->kind = kind;
+  op->generation = self->generation;
+  op->n = self->n;
+  op->done = done;
+  op->user_data = user_data;
+  if (kind == OP_READ || kind == OP_CORRUPT)
+    op->floats = self->spare ? g_steal_pointer (&self->spare) : g_new (float, self->n);
+  return op;
+}
+
+static void
+op_push (RlxReplica *self, Op *op)
+{
+  self->pending++;
+  rlx_worker_queue (self->worker, op_run, op_done, op, op_free, NULL);
+}
+
+/* ── the object ─────────────────────────────────────────────────────────── */
+
+RlxReplica *
+rlx_replica_new (RlxWorker *worker, guint64 seed)
+{
+  RlxBackend *backend;
+  RlxReplica *self;
+  float *init;
+
+  g_return_val_if_fail (worker != NULL, NULL);
+
+  backend = rlx_worker_backend (worker);
+  self = g_object_new (RLX_TYPE_REPLICA, NULL);
+  self->worker = worker;
+  self->model = rlx_backend_model (backend);
+  self->n = self->model->n_params;
+  self->n_train = rlx_dataset_size (rlx_backend_dataset (backend), RLX_SPLIT_TRAIN);
+  self->seed = seed;
+  self->perm = g_new (guint32, MAX (self->n_train, 1));
+  init = g_new (float, self->n);
+  rlx_model_init_params (self->model, seed, init);
+  self->hash = rlx_params_hash (init, self->n);
+  history_reset (self);
+  /* the backend starts from them (a founder trains on them; a member's
+   * snapshot replaces them) */
+  rlx_replica_load_floats (self, 0, init, 0, 0, NULL, NULL);
+  return self;
+}
+
+gsize rlx_replica_get_n (RlxReplica *self) { return self->n; }
+guint64 rlx_replica_get_step (RlxReplica *self) { return self->step; }
+guint64 rlx_replica_get_hash (RlxReplica *self) { return self->hash; }
+double rlx_replica_get_loss (RlxReplica *self) { return self->loss; }
+void rlx_replica_set_loss (RlxReplica *self, double loss) { self->loss = loss; }
+guint64 rlx_replica_get_seed (RlxReplica *self) { return self->seed; }
+guint rlx_replica_get_epoch (RlxReplica *self) { return self->epoch; }
+guint rlx_replica_get_pos (RlxReplica *self) { return self->pos; }
+guint rlx_replica_get_n_train (RlxReplica *self) { return self->n_train; }
+const float *rlx_replica_get_params (RlxReplica *self) { return self->params; }
+guint64 rlx_replica_get_params_step (RlxReplica *self) { return self->params_step; }
+gboolean rlx_replica_busy (RlxReplica *self) { return self->pending > 0; }
+
+void
+rlx_replica_set_seed (RlxReplica *self, guint64 seed)
+{
+  if (seed != self->seed)
+    {
+      self->seed = seed;
+      self->perm_valid = FALSE;
+    }
+}
+
+void
+rlx_replica_advance (RlxReplica *self, guint *epoch, guint *pos, guint count)
+{
+  *pos += count;
+  if (*pos >= self->n_train)
+    {
+      *pos = 0;
+      *epoch += 1;
+    }
+}
+
+const guint32 *
+rlx_replica_permutation (RlxReplica *self, guint epoch)
+{
+  if (!self->perm_valid || self->perm_epoch != epoch)
+    {
+      rlx_dataset_permutation (self->n_train, self->seed, epoch, self->perm);
+      self->perm_epoch = epoch;
+      self->perm_valid = TRUE;
+    }
+  return self->perm;
+}
+
+void
+rlx_replica_commit (RlxReplica *self, guint64 step, guint64 hash, guint epoch, guint pos)
+{
+  g_return_if_fail (RLX_IS_REPLICA (self));
+
+  self->step = step;
+  self->hash = hash;
+  self->epoch = epoch;
+  self->pos = pos < self->n_train ? pos : 0;
+  history_note (self);
+}
+
+void
+rlx_replica_load (RlxReplica *self, guint64 step, const RlxMsgArray *params, guint64 hash,
+                  guint epoch, guint pos, RlxReplicaDone done, gpointer user_data)
+{
+  Op *op;
+
+  g_return_if_fail (RLX_IS_REPLICA (self));
+  g_return_if_fail (params != NULL && params->n == self->n &&
+                    params->precision == RLX_PRECISION_F32);
+
+  op = op_new (self, OP_LOAD, done, user_data);
+  op->step = step;
+  op->epoch = epoch;
+  op->pos = pos;
+  op->hash = hash;
+  rlx_msg_array_copy (&op->array, params);
+  op_push (self, op);
+}
+
+void
+rlx_replica_load_floats (RlxReplica *self, guint64 step, float *params, guint epoch, guint pos,
+                         RlxReplicaDone done, gpointer user_data)
+{
+  Op *op;
+
+  g_return_if_fail (RLX_IS_REPLICA (self));
+  g_return_if_fail (params != NULL);
+
+  op = op_new (self, OP_LOAD_FLOATS, done, user_data);
+  op->step = step;
+  op->epoch = epoch;
+  op->pos = pos;
+  op->floats = params;
+  op_push (self, op);
+}
+
+void
+rlx_replica_read (RlxReplica *self, RlxReplicaReadFunc read, gpointer data,
+                  GDestroyNotify free_data, RlxReplicaDone done, gpointer user_data)
+{
+  Op *op;
+
+  g_return_if_fail (RLX_IS_REPLICA (self));
+
+  op = op_new (self, OP_READ, done, user_data);
+  op->read = read;
+  op->data = data;
+  op->free_data = free_data;
+  op_push (self, op);
+}
+
+void
+rlx_replica_corrupt (RlxReplica *self, RlxReplicaDone done, gpointer user_data)
+{
+  g_return_if_fail (RLX_IS_REPLICA (self));
+  op_push (self, op_new (self, OP_CORRUPT, done, user_data));
+}
+
+void
+rlx_replica_cancel (RlxReplica *self)
+{
+  g_return_if_fail (RLX_IS_REPLICA (self));
+  self->generation++;
+}
+
+/* ── history ────────────────────────────────────────────────────────────── */
+
+gboolean
+rlx_replica_hash_at (RlxReplica *self, guint64 step, guint64 *hash)
+{
+  if (self->history_len == 0 || step < self->history_from ||
+      step >= self->history_from + self->history_len)
+    return FALSE;
+  *hash = self->ring[step % HISTORY];
+  return TRUE;
+}
+
+GArray *
+rlx_replica_history (RlxReplica *self, guint64 *from)
+{
+  GArray *a = g_array_sized_new (FALSE, FALSE, sizeof (guint64), self->history_len);
+
+  for (guint i = 0; i < self->history_len; i++)
+    g_array_append_val (a, self->ring[(self->history_from + i) % HISTORY]);
+  *from = self->history_from;
+  return a;
+}
+
+gint64
+rlx_replica_common_step (RlxReplica *self, guint64 from, GArray *hashes)
+{
+  for (guint64 s = MIN (from + hashes->len, self->history_from + self->history_len); s > 0; s--)
+    {
+      guint64 step = s - 1, mine;
+      if (step < from || step < self->history_from)
+        break;
+      if (rlx_replica_hash_at (self, step, &mine) &&
+          mine == g_array_index (hashes, guint64, step - from))
+        return (gint64) step;
+    }
+  return -1;
+}

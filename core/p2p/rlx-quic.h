@@ -1,0 +1,116 @@
+/* rlx-quic.h — one QUIC connection (ngtcp2 + GnuTLS) over a datagram path
+ *
+ * The remote link feeds it the datagrams of a non-reliable libnice
+ * component and gives it a function that sends datagrams back on that
+ * component; the connection does everything else: TLS 1.3 with mutual
+ * authentication, congestion control (CUBIC unless configured), pacing,
+ * flow control, loss recovery. No home-made reliability or crypto.
+ *
+ * Identity: both sides present their self-signed certificate (RlxIdentity)
+ * and accept exactly one certificate from the peer: the one whose SHA-256
+ * fingerprint came through the authenticated signalling (pinning). Anything
+ * else fails the handshake with RLX_REMOTE_ERROR_PIN_MISMATCH.
+ *
+ * Streams: each side opens two unidirectional streams once the handshake is
+ * done — CONTROL first, then BULK. Frames ([u32 LE length][body], at most
+ * max_frame) go whole and in order on the stream they are sent on; when
+ * both have data, CONTROL goes first at packet granularity, so a heartbeat
+ * or a commit never waits behind a multi-megabyte bucket. Order between the
+ * two streams is not kept.
+ *
+ * Closing: rlx_quic_close lets queued frames reach the peer (until acked, at
+ * most the linger time) and then closes the connection; the peer sees a
+ * clean close (RLX_REMOTE_ERROR_CLOSED). Every other end reports why:
+ * handshake/idle timeout (TIMEOUT), pin mismatch on either side
+ * (PIN_MISMATCH), a TLS failure (TLS), a peer that breaks the rules
+ * (PROTOCOL).
+ *
+ * Threads: create it on the thread that will use it, with that thread's
+ * thread-default main context running; callbacks run there. Not
+ * thread-safe.
+ */
+#pragma once
+
+#include <glib.h>
+#include "core/p2p/rlx-identity.h"
+#include "core/p2p/rlx-remote-error.h"
+
+G_BEGIN_DECLS
+
+typedef enum {
+  RLX_QUIC_STREAM_CONTROL = 0,
+  RLX_QUIC_STREAM_BULK    = 1,
+  RLX_QUIC_N_STREAMS      = 2,
+} RlxQuicStream;
+
+typedef enum {
+  RLX_QUIC_CC_CUBIC,
+  RLX_QUIC_CC_BBR,
+  RLX_QUIC_CC_BBR2,
+  RLX_QUIC_CC_RENO,
+} RlxQuicCc;
+
+typedef struct {
+  const guint8 *data;
+  gsize         len;
+} RlxDatagram;
+
+typedef struct {
+  /* Send @n datagrams on the path; return how many were taken (the rest are
+   * offered again shortly). Required. */
+  guint    (*send)        (const RlxDatagram *datagrams, guint n, gpointer user_data);
+  /* The handshake finished and the peer's certificate matched the pin. */
+  void     (*established) (gpointer user_data);
+  /* A whole frame arrived on @stream. */
+  void     (*frame)       (RlxQuicStream stream, GBytes *frame, gpointer user_data);
+  /* Frames were written into packets: @written[stream] is the total of
+   * their lengths (prefixes excluded) since the start, per stream. */
+  void     (*progress)    (const guint64 written[RLX_QUIC_N_STREAMS], gpointer user_data);
+  /* The connection is gone, once; @error says why. The connection must not
+   * be used afterwards except to free it. */
+  void     (*closed)      (const GError *error, gpointer user_data);
+} RlxQuicCallbacks;
+
+typedef struct {
+  gboolean     is_client;          /* the ICE-controlling side is the client */
+  RlxIdentity *identity;           /* our certificate and key */
+  const char  *peer_fingerprint;   /* the pin: 64 hex digits */
+  gsize        max_frame;          /* 0: 64 MiB */
+  gsize        max_udp_payload;    /* 0: 1452 (PMTU-probed from 1200) */
+  RlxQuicCc    cc;
+  guint        handshake_timeout_ms;  /* 0: 10000 */
+  guint        idle_timeout_ms;       /* 0: 10000 */
+  guint        keepalive_ms;          /* 0: 1000 */
+  const char  *peer_name;          /* for messages */
+} RlxQuicConfig;
+
+typedef struct _RlxQuic RlxQuic;
+
+RlxQuic  *rlx_quic_new      (const RlxQuicConfig *config, const RlxQuicCallbacks *callbacks,
+                             gpointer user_data, GError **error);
+/* Begin: the client sends its first flight; the server waits for it. */
+void      rlx_quic_start    (RlxQuic *self);
+/* One datagram from the path. Anything that is not QUIC for this connection
+ * is dropped without an answer. */
+void      rlx_quic_receive  (RlxQuic *self, const guint8 *data, gsize len);
+/* Queue @frame on @stream. FALSE with RLX_REMOTE_ERROR_CLOSED once closing,
+ * or G_IO_ERROR_MESSAGE_TOO_LARGE over max_frame (the connection stays). */
+gboolean  rlx_quic_send     (RlxQuic *self, RlxQuicStream stream, GBytes *frame,
+                             GError **error);
+/* Close cleanly after the queued frames are acknowledged (at most
+ * @linger_ms); ::closed follows with RLX_REMOTE_ERROR_CLOSED. */
+void      rlx_quic_close    (RlxQuic *self, guint linger_ms);
+/* Close at once with @error (reported through ::closed). */
+void      rlx_quic_abort    (RlxQuic *self, const GError *error);
+/* The send queue was refused by the path earlier: try again now. */
+void      rlx_quic_resume   (RlxQuic *self);
+gboolean  rlx_quic_is_established (RlxQuic *self);
+/* Frame bytes queued on both streams and not yet written into packets. */
+guint64   rlx_quic_get_unsent (RlxQuic *self);
+/* Smoothed RTT in microseconds (0 before the first sample). */
+guint64   rlx_quic_get_rtt_us (RlxQuic *self);
+void      rlx_quic_free     (RlxQuic *self);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxQuic, rlx_quic_free)
+
+G_END_DECLS

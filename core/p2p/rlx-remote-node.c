@@ -1,0 +1,1096 @@
+/* rlx-remote-node.c — signalling + pairing + RlxRemoteLinks for one node
+ *
+ * See rlx-remote-node.h for the protocol. One Peer per node id heard of;
+ * a peer has at most one RlxRemoteLink at a time (an attempt, or live once
+ * ::ready). Every message from signalling is opened by RlxSignalAuth before
+ * any field of it is used; what fails is reported as a "rejected" event and
+ * otherwise ignored.
+ */
+#define G_LOG_DOMAIN "rlx-remote"
+#include "rlx-config.h"
+#include "rlx-remote-node.h"
+#include "rlx-remote-link.h"
+#include "rlx-signal-msg.h"
+#include "rlx-signal-server.h"
+#include "rlx-signal-client.h"
+
+#include <string.h>
+#include <gio/gio.h>
+
+#define RETRY_MIN_MS        1000
+#define RETRY_MAX_MS        10000
+#define REFUSE_GRACE_MS     3000
+#define NOTICE_INTERVAL_US  (10 * G_USEC_PER_SEC)
+#define MAX_PEERS           256
+
+typedef struct {
+  RlxRemoteNode *node;
+  char          *id;
+  char          *fp;
+  char          *sid;
+  char          *host;
+  gboolean       known;
+  gboolean       forgotten;
+  RlxRemoteLink *link;
+  char          *att;
+  gboolean       live;
+  gboolean       dropping;      /* we are closing the link on purpose */
+  guint          retry_ms;
+  GSource       *retry;
+} Peer;
+
+struct _RlxRemoteNode
+{
+  GObject           parent_instance;
+
+  RlxInvite        *invite;
+  char             *node_id;
+  char             *host_name;
+  RlxIdentity      *identity;
+  gboolean          serve;
+  char             *listen_address;
+  char             *stun_spec;
+  char             *turn_spec;
+  char             *turn_user;
+  char             *turn_password;
+  gboolean          relay_only;
+  char             *stun_ip;
+  guint16           stun_port;
+  char             *turn_ip;
+  guint16           turn_port;
+  gsize             max_udp_payload;
+  RlxQuicCc         cc;
+  guint             connect_timeout_ms;
+  guint             idle_timeout_ms;
+
+  RlxSignalServer  *server;
+  RlxSignalClient  *client;
+  RlxSignalAuth    *auth;
+  GHashTable       *peers;        /* id → Peer*: authenticated senders only */
+  GHashTable       *complaints;   /* sender → gint64*: last notice/report about it */
+  RlxRemoteSkipFunc skip;
+  gpointer          skip_data;
+  GCancellable     *cancel;
+  guint             pending_resolves;
+  gboolean          started;
+  gboolean          stopped;
+  gboolean          refused;
+  guint64           n_authentic;
+  gboolean          auth_failed_notice;
+  GSource          *refuse_check;
+};
+
+G_DEFINE_FINAL_TYPE (RlxRemoteNode, rlx_remote_node, G_TYPE_OBJECT)
+
+enum {
+  SIGNAL_LINK_ADDED,
+  SIGNAL_LINK_REMOVED,
+  SIGNAL_EVENT,
+  SIGNAL_REFUSED,
+  N_SIGNALS
+};
+static guint signals[N_SIGNALS];
+
+static void start_attempt (RlxRemoteNode *self, Peer *p);
+
+/* ── events ─────────────────────────────────────────────────────────────── */
+
+static void
+emit_event (RlxRemoteNode *self, const char *name, ...) G_GNUC_NULL_TERMINATED;
+
+/* emit_event (self, "link-up", "node", "a", "path", "host/host", NULL):
+ * string members in pairs; "rtt_us" style numbers go through emit_event_obj. */
+static void
+emit_event (RlxRemoteNode *self, const char *name, ...)
+{
+  g_autoptr(JsonObject) o = json_object_new ();
+  va_list ap;
+  const char *k;
+
+  json_object_set_string_member (o, "event", name);
+  va_start (ap, name);
+  while ((k = va_arg (ap, const char *)) != NULL)
+    {
+      const char *v = va_arg (ap, const char *);
+      json_object_set_string_member (o, k, v ? v : "");
+    }
+  va_end (ap);
+  g_signal_emit (self, signals[SIGNAL_EVENT], 0, o);
+}
+
+/* ── peers ───────────────────────────────────────────────────────────────── */
+
+static void
+clear_retry (Peer *p)
+{
+  if (p->retry)
+    {
+      g_source_destroy (p->retry);
+      g_clear_pointer (&p->retry, g_source_unref);
+    }
+}
+
+static void
+peer_free (gpointer data)
+{
+  Peer *p = data;
+
+  clear_retry (p);
+  if (p->link)
+    {
+      g_signal_handlers_disconnect_by_data (p->link, p->node);
+      if (!rlx_link_is_closed (RLX_LINK (p->link)))
+        rlx_link_close (RLX_LINK (p->link));
+      g_clear_object (&p->link);
+    }
+  g_free (p->id);
+  g_free (p->fp);
+  g_free (p->sid);
+  g_free (p->host);
+  g_free (p->att);
+  g_free (p);
+}
+
+static Peer *
+get_peer (RlxRemoteNode *self, const char *id, gboolean create)
+{
+  Peer *p = g_hash_table_lookup (self->peers, id);
+
+  if (p == NULL && create && g_hash_table_size (self->peers) < MAX_PEERS)
+    {
+      p = g_new0 (Peer, 1);
+      p->node = self;
+      p->id = g_strdup (id);
+      p->retry_ms = RETRY_MIN_MS;
+      g_hash_table_insert (self->peers, p->id, p);
+    }
+  return p;
+}
+
+static gboolean
+controlling (RlxRemoteNode *self, Peer *p)
+{
+  return strcmp (self->node_id, p->id) < 0;
+}
+
+static gboolean
+skipped (RlxRemoteNode *self, Peer *p)
+{
+  return p->forgotten || (self->skip && self->skip (p->id, self->skip_data));
+}
+
+static void
+send_sealed (RlxRemoteNode *self, const char *to, const char *type, JsonObject *fields)
+{
+  g_autoptr(JsonNode) sealed = NULL;
+
+  if (self->client == NULL || !rlx_signal_client_is_joined (self->client))
+    return;
+  sealed = rlx_signal_auth_seal (self->auth, to, type, fields);
+  rlx_signal_client_send (self->client, to, sealed);
+}
+
+static void
+send_hello (RlxRemoteNode *self, const char *to)
+{
+  g_autoptr(JsonObject) f = json_object_new ();
+
+  json_object_set_string_member (f, "fp", rlx_identity_get_fingerprint (self->identity));
+  json_object_set_string_member (f, "host", self->host_name);
+  send_sealed (self, to, "hello", f);
+}
+
+/* Close whatever link the peer has (attempt or live), without a retry. */
+static void
+drop_link (RlxRemoteNode *self, Peer *p)
+{
+  RlxRemoteLink *link = p->link;
+
+  if (link == NULL)
+    return;
+  /* The ::closed handler sees p->link == link: it emits ::link-removed for
+   * a live link, but neither a failure nor a retry. */
+  p->dropping = TRUE;
+  if (!rlx_link_is_closed (RLX_LINK (link)))
+    rlx_link_close (RLX_LINK (link));
+  p->dropping = FALSE;
+}
+
+static gboolean
+on_retry (gpointer user_data)
+{
+  Peer *p = user_data;
+
+  g_clear_pointer (&p->retry, g_source_unref);
+  g_debug ("pairing with %s: retry now (link %p, known %d)", p->id, (void *) p->link, p->known);
+  if (p->link == NULL && p->known && !p->node->stopped)
+    start_attempt (p->node, p);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+schedule_retry (RlxRemoteNode *self, Peer *p)
+{
+  g_debug ("pairing with %s: retry? stopped %d known %d skipped %d controlling %d pending %d",
+           p->id, self->stopped, p->known, skipped (self, p), controlling (self, p),
+           p->retry != NULL);
+  if (self->stopped || !p->known || skipped (self, p) || !controlling (self, p) || p->retry)
+    return;
+  p->retry = g_timeout_source_new (p->retry_ms);
+  g_source_set_callback (p->retry, on_retry, p, NULL);
+  g_source_attach (p->retry, g_main_context_get_thread_default ());
+  p->retry_ms = MIN (p->retry_ms * 2, RETRY_MAX_MS);
+}
+
+/* ── link signals ───────────────────────────────────────────────────────── */
+
+static Peer *
+peer_of_link (RlxRemoteNode *self, RlxRemoteLink *link)
+{
+  Peer *p = g_hash_table_lookup (self->peers, rlx_remote_link_get_peer_id (link));
+
+  return p && p->link == link ? p : NULL;
+}
+
+/* A trickled candidate (@cand) or the end of them (NULL), to the link's peer. */
+static void
+send_trickle (RlxRemoteNode *self, RlxRemoteLink *link, const char *cand)
+{
+  Peer *p = peer_of_link (self, link);
+  g_autoptr(JsonObject) f = NULL;
+
+  if (p == NULL)
+    return;
+  f = json_object_new ();
+  json_object_set_string_member (f, "att", p->att);
+  if (cand)
+    json_object_set_string_member (f, "c", cand);
+  send_sealed (self, p->id, cand ? "cand" : "eoc", f);
+}
+
+static void
+on_link_candidate (RlxRemoteLink *link, const char *cand, gpointer user_data)
+{
+  send_trickle (user_data, link, cand);
+}
+
+static void
+on_link_gathered (RlxRemoteLink *link, gpointer user_data)
+{
+  send_trickle (user_data, link, NULL);
+}
+
+static void
+on_link_ready (RlxRemoteLink *link, gpointer user_data)
+{
+  RlxRemoteNode *self = user_data;
+  Peer *p = peer_of_link (self, link);
+  g_autofree char *path = NULL;
+  g_autoptr(JsonObject) o = NULL;
+
+  if (p == NULL)
+    return;
+  if (skipped (self, p))
+    {
+      drop_link (self, p);
+      return;
+    }
+  p->live = TRUE;
+  p->retry_ms = RETRY_MIN_MS;
+  clear_retry (p);
+  path = rlx_remote_link_dup_path (link);
+  o = json_object_new ();
+  json_object_set_string_member (o, "event", "link-up");
+  json_object_set_string_member (o, "node", p->id);
+  json_object_set_string_member (o, "host", p->host ? p->host : "");
+  json_object_set_string_member (o, "path", path ? path : "");
+  json_object_set_int_member (o, "rtt_us", (gint64) rlx_remote_link_get_rtt_us (link));
+  g_signal_emit (self, signals[SIGNAL_EVENT], 0, o);
+  g_signal_emit (self, signals[SIGNAL_LINK_ADDED], 0, RLX_LINK (link), p->id);
+}
+
+static void
+on_link_closed (RlxLink *link, const GError *error, gpointer user_data)
+{
+  RlxRemoteNode *self = user_data;
+  Peer *p = peer_of_link (self, RLX_REMOTE_LINK (link));
+  gboolean was_live;
+  const char *code;
+
+  g_signal_handlers_disconnect_by_data (link, self);
+  if (p == NULL)
+    {
+      g_object_unref (link);
+      return;
+    }
+  was_live = p->live;
+  p->live = FALSE;
+  p->link = NULL;
+  g_clear_pointer (&p->att, g_free);
+  code = error->domain == RLX_REMOTE_ERROR ? rlx_remote_error_code_name (error->code) : "closed";
+  if (was_live)
+    {
+      g_signal_emit (self, signals[SIGNAL_LINK_REMOVED], 0, link, p->id);
+      emit_event (self, "link-down", "node", p->id, "reason", error->message, "code", code, NULL);
+    }
+  else if (!self->stopped && !p->dropping)
+    emit_event (self, "link-failed", "node", p->id, "reason", error->message, "code", code, NULL);
+  g_object_unref (link);   /* the node's reference */
+  if (!p->dropping)
+    schedule_retry (self, p);
+}
+
+static RlxRemoteLink *
+new_link (RlxRemoteNode *self, Peer *p, gboolean is_controlling, const char *pin)
+{
+  g_autoptr(GError) error = NULL;
+  RlxRemoteLinkConfig c = { 0 };
+  RlxRemoteLink *link;
+
+  c.controlling = is_controlling;
+  c.identity = self->identity;
+  c.peer_id = p->id;
+  c.peer_fingerprint = pin;
+  c.stun_ip = self->stun_ip;
+  c.stun_port = self->stun_port;
+  c.turn_ip = self->turn_ip;
+  c.turn_port = self->turn_port;
+  c.turn_user = self->turn_user;
+  c.turn_password = self->turn_password;
+  c.relay_only = self->relay_only;
+  c.max_udp_payload = self->max_udp_payload;
+  c.cc = self->cc;
+  c.connect_timeout_ms = self->connect_timeout_ms;
+  c.idle_timeout_ms = self->idle_timeout_ms;
+  link = rlx_remote_link_new (&c, &error);
+  if (link == NULL)
+    {
+      emit_event (self, "link-failed", "node", p->id, "reason", error->message, "code",
+                  rlx_remote_error_code_name (error->code), NULL);
+      return NULL;
+    }
+  g_signal_connect (link, "local-candidate", G_CALLBACK (on_link_candidate), self);
+  g_signal_connect (link, "gathering-done", G_CALLBACK (on_link_gathered), self);
+  g_signal_connect (link, "ready", G_CALLBACK (on_link_ready), self);
+  g_signal_connect (link, "closed", G_CALLBACK (on_link_closed), self);
+  return link;
+}
+
+static char *
+new_attempt_id (void)
+{
+  return g_strdup_printf ("%08x%08x", g_random_int (), g_random_int ());
+}
+
+static JsonObject *
+creds_fields (RlxRemoteNode *self, RlxRemoteLink *link, const char *att)
+{
+  g_autofree char *ufrag = NULL, *pwd = NULL;
+  JsonObject *f = json_object_new ();
+
+  rlx_remote_link_get_local_credentials (link, &ufrag, &pwd);
+  json_object_set_string_member (f, "att", att);
+  json_object_set_string_member (f, "ufrag", ufrag ? ufrag : "");
+  json_object_set_string_member (f, "pwd", pwd ? pwd : "");
+  json_object_set_string_member (f, "fp", rlx_identity_get_fingerprint (self->identity));
+  return f;
+}
+
+static void
+start_attempt (RlxRemoteNode *self, Peer *p)
+{
+  g_autoptr(JsonObject) f = NULL;
+
+  if (self->stopped || p->link || p->fp == NULL || skipped (self, p))
+    {
+      g_debug ("pairing with %s: no attempt (link %p, fingerprint %s, skipped %d)", p->id,
+               (void *) p->link, p->fp ? "known" : "unknown", skipped (self, p));
+      return;
+    }
+  clear_retry (p);
+  p->link = new_link (self, p, TRUE, p->fp);
+  if (p->link == NULL)
+    {
+      schedule_retry (self, p);
+      return;
+    }
+  p->att = new_attempt_id ();
+  f = creds_fields (self, p->link, p->att);
+  send_sealed (self, p->id, "offer", f);
+  rlx_remote_link_start (p->link);
+}
+
+/* ── signalling messages ────────────────────────────────────────────────── */
+
+static const char *
+member_str (JsonObject *o, const char *key, gsize max)
+{
+  JsonNode *n = json_object_get_member (o, key);
+  const char *s;
+
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING)
+    return NULL;
+  s = json_node_get_string (n);
+  return strlen (s) <= max ? s : NULL;
+}
+
+/* TRUE at most once per NOTICE_INTERVAL_US per sender: what anyone can send
+ * through the server must not turn into a flood of events or notices. The
+ * table is bounded (cleared when full), so it is no way to fill memory. */
+static gboolean
+complaint_due (RlxRemoteNode *self, const char *from, const char *what)
+{
+  g_autofree char *key = g_strconcat (what, ":", from, NULL);
+  gint64 *last = g_hash_table_lookup (self->complaints, key);
+  gint64 now = g_get_monotonic_time ();
+
+  if (last && now - *last < NOTICE_INTERVAL_US)
+    return FALSE;
+  if (last == NULL)
+    {
+      if (g_hash_table_size (self->complaints) >= 4 * MAX_PEERS)
+        g_hash_table_remove_all (self->complaints);
+      last = g_new (gint64, 1);
+      g_hash_table_insert (self->complaints, g_steal_pointer (&key), last);
+    }
+  *last = now;
+  return TRUE;
+}
+
+static void
+reject (RlxRemoteNode *self, const char *from, const char *reason)
+{
+  /* Keyed by the reason without its numbers: a replay and a forgery from
+   * the same sender are both reported, a thousand replays once. */
+  g_autoptr(GString) kind = g_string_new ("event ");
+
+  for (const char *c = reason; *c && kind->len < 48; c++)
+    if (!g_ascii_isdigit (*c))
+      g_string_append_c (kind, *c);
+  if (complaint_due (self, from, kind->str))
+    emit_event (self, "rejected", "node", from, "reason", reason, NULL);
+}
+
+static void
+handle_hello (RlxRemoteNode *self, Peer *p, JsonObject *body)
+{
+  const char *fp = member_str (body, "fp", 64);
+  const char *host = member_str (body, "host", 255);
+  const char *sid = member_str (body, "sid", 64);
+  gboolean broadcast = g_strcmp0 (member_str (body, "to", 64), "*") == 0;
+
+  if (!rlx_fingerprint_is_valid (fp))
+    {
+      reject (self, p->id, "a hello without a certificate fingerprint");
+      return;
+    }
+  if (p->sid && g_strcmp0 (p->sid, sid) != 0)
+    {
+      /* The peer restarted: whatever we had with it is dead. */
+      drop_link (self, p);
+    }
+  g_free (p->sid);
+  p->sid = g_strdup (sid);
+  g_free (p->host);
+  p->host = g_strdup (host);
+  g_free (p->fp);
+  p->fp = g_ascii_strdown (fp, -1);
+  p->known = TRUE;
+  p->forgotten = FALSE;
+  if (broadcast)
+    send_hello (self, p->id);
+  if (!controlling (self, p) || p->live)
+    return;
+  if (p->link && broadcast)
+    drop_link (self, p);   /* it (re)joined signalling: our attempt is stale */
+  p->retry_ms = RETRY_MIN_MS;
+  start_attempt (self, p);
+}
+
+static void
+handle_offer (RlxRemoteNode *self, Peer *p, JsonObject *body)
+{
+  const char *att = member_str (body, "att", 64);
+  const char *ufrag = member_str (body, "ufrag", 256);
+  const char *pwd = member_str (body, "pwd", 256);
+  const char *fp = member_str (body, "fp", 64);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonObject) f = NULL;
+
+  if (controlling (self, p))
+    {
+      reject (self, p->id, "an offer from a node that should answer");
+      return;
+    }
+  if (att == NULL || ufrag == NULL || pwd == NULL || !rlx_fingerprint_is_valid (fp))
+    {
+      reject (self, p->id, "an offer without attempt, ICE credentials or fingerprint");
+      return;
+    }
+  if (p->link && g_strcmp0 (p->att, att) == 0)
+    return;
+  if (skipped (self, p))
+    return;
+  drop_link (self, p);
+  g_free (p->fp);
+  p->fp = g_ascii_strdown (fp, -1);
+  p->known = TRUE;
+  p->link = new_link (self, p, FALSE, p->fp);
+  if (p->link == NULL)
+    return;
+  p->att = g_strdup (att);
+  if (!rlx_remote_link_set_remote_credentials (p->link, ufrag, pwd, &error))
+    {
+      reject (self, p->id, error->message);
+      drop_link (self, p);
+      return;
+    }
+  f = creds_fields (self, p->link, att);
+  send_sealed (self, p->id, "answer", f);
+  rlx_remote_link_start (p->link);
+}
+
+static void
+handle_answer (RlxRemoteNode *self, Peer *p, JsonObject *body)
+{
+  const char *att = member_str (body, "att", 64);
+  const char *ufrag = member_str (body, "ufrag", 256);
+  const char *pwd = member_str (body, "pwd", 256);
+  const char *fp = member_str (body, "fp", 64);
+  g_autoptr(GError) error = NULL;
+
+  if (p->link == NULL || g_strcmp0 (p->att, att) != 0)
+    return;   /* an answer to an attempt given up */
+  if (!rlx_fingerprint_equal (fp, p->fp))
+    {
+      reject (self, p->id, "an answer whose fingerprint is not the one its hello announced");
+      drop_link (self, p);
+      return;
+    }
+  if (ufrag == NULL || pwd == NULL ||
+      !rlx_remote_link_set_remote_credentials (p->link, ufrag, pwd, &error))
+    {
+      reject (self, p->id, error ? error->message : "an answer without ICE credentials");
+      drop_link (self, p);
+    }
+}
+
+static void
+handle_candidate (RlxRemoteNode *self, Peer *p, JsonObject *body, gboolean done)
+{
+  const char *att = member_str (body, "att", 64);
+  const char *c = member_str (body, "c", 512);
+  g_autoptr(GError) error = NULL;
+
+  if (p->link == NULL || g_strcmp0 (p->att, att) != 0)
+    return;
+  if (done)
+    rlx_remote_link_remote_gathering_done (p->link);
+  else if (c == NULL || !rlx_remote_link_add_remote_candidate (p->link, c, &error))
+    reject (self, p->id, error ? error->message : "a candidate message without a candidate");
+}
+
+static void
+on_client_message (RlxSignalClient *client, const char *from, JsonNode *sealed, gpointer user_data)
+{
+  RlxRemoteNode *self = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonObject) body = rlx_signal_auth_open (self->auth, sealed, &error);
+  const char *type, *sender;
+  Peer *p;
+
+  if (body == NULL)
+    {
+      if (g_error_matches (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_BAD_MAC) &&
+          complaint_due (self, from, "notice"))
+        rlx_signal_client_send_notice (self->client, from, "auth-failed");
+      if (!g_error_matches (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_NOT_FOR_US))
+        reject (self, from, error->message);
+      return;
+    }
+  self->n_authentic++;
+  sender = member_str (body, "from", 64);
+  type = member_str (body, "type", 64);
+  p = get_peer (self, sender, TRUE);
+  if (p == NULL)
+    {
+      reject (self, sender, "too many peers");
+      return;
+    }
+  if (g_strcmp0 (type, "hello") == 0)
+    handle_hello (self, p, body);
+  else if (g_strcmp0 (type, "offer") == 0)
+    handle_offer (self, p, body);
+  else if (g_strcmp0 (type, "answer") == 0)
+    handle_answer (self, p, body);
+  else if (g_strcmp0 (type, "cand") == 0)
+    handle_candidate (self, p, body, FALSE);
+  else if (g_strcmp0 (type, "eoc") == 0)
+    handle_candidate (self, p, body, TRUE);
+  else if (g_strcmp0 (type, "bye") == 0)
+    {
+      p->known = FALSE;
+      clear_retry (p);
+      if (!p->live)
+        drop_link (self, p);
+    }
+  else
+    reject (self, sender, "a signalling message of an unknown type");
+}
+
+/* ── the key refusal ────────────────────────────────────────────────────── */
+
+static void
+refuse (RlxRemoteNode *self, const char *by)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (self->refused)
+    return;
+  self->refused = TRUE;
+  error = g_error_new (RLX_REMOTE_ERROR, RLX_REMOTE_ERROR_KEY_REFUSED,
+                       "key refused: %s could not authenticate this node's messages and this "
+                       "node has read no authentic message from the cohort '%s' — the key in "
+                       "the invite is not the cohort's (copy the whole invite, including the "
+                       "part after '#')", by, self->invite->cohort);
+  emit_event (self, "signalling", "state", "refused", "reason", error->message, NULL);
+  g_signal_emit (self, signals[SIGNAL_REFUSED], 0, error);
+}
+
+static gboolean
+on_refuse_check (gpointer user_data)
+{
+  RlxRemoteNode *self = user_data;
+
+  g_clear_pointer (&self->refuse_check, g_source_unref);
+  if (self->auth_failed_notice && self->n_authentic == 0 && !self->serve)
+    refuse (self, "the cohort");
+  return G_SOURCE_REMOVE;
+}
+
+static void
+on_client_notice (RlxSignalClient *client, const char *from, const char *notice, gpointer user_data)
+{
+  RlxRemoteNode *self = user_data;
+
+  if (g_strcmp0 (notice, "auth-failed") != 0)
+    return;
+  self->auth_failed_notice = TRUE;
+  if (self->n_authentic == 0 && !self->serve && self->refuse_check == NULL)
+    refuse (self, from);
+  else if (self->n_authentic > 0 || self->serve)
+    reject (self, from, "it could not authenticate our messages (its key differs from ours)");
+}
+
+/* ── signalling connection ──────────────────────────────────────────────── */
+
+static void
+on_client_joined (RlxSignalClient *client, GStrv peers, gpointer user_data)
+{
+  RlxRemoteNode *self = user_data;
+  g_autofree char *server = g_strdup_printf ("%s:%u", self->invite->host, self->invite->port);
+  g_autoptr(JsonObject) o = json_object_new ();
+
+  json_object_set_string_member (o, "event", "signalling");
+  json_object_set_string_member (o, "state", "joined");
+  json_object_set_string_member (o, "server", server);
+  json_object_set_int_member (o, "peers", peers ? g_strv_length (peers) : 0);
+  g_signal_emit (self, signals[SIGNAL_EVENT], 0, o);
+  if (self->refuse_check == NULL && self->n_authentic == 0)
+    {
+      self->refuse_check = g_timeout_source_new (REFUSE_GRACE_MS);
+      g_source_set_callback (self->refuse_check, on_refuse_check, self, NULL);
+      g_source_attach (self->refuse_check, g_main_context_get_thread_default ());
+    }
+  send_hello (self, "*");
+}
+
+static void
+on_client_lost (RlxSignalClient *client, const GError *error, gpointer user_data)
+{
+  emit_event (user_data, "signalling", "state", "lost", "reason", error->message, NULL);
+}
+
+static void
+on_client_refused (RlxSignalClient *client, const char *reason, gpointer user_data)
+{
+  emit_event (user_data, "signalling", "state", "refused", "reason", reason, NULL);
+}
+
+static void
+on_client_peer_left (RlxSignalClient *client, const char *node, gpointer user_data)
+{
+  RlxRemoteNode *self = user_data;
+  Peer *p = g_hash_table_lookup (self->peers, node);
+
+  if (p == NULL)
+    return;
+  /* A hint: a live link carries on (the data path does not need signalling);
+   * an attempt is hopeless without it. */
+  g_debug ("signalling says %s left the room", node);
+  p->known = FALSE;
+  clear_retry (p);
+  if (!p->live)
+    drop_link (self, p);
+}
+
+static void
+connect_signalling (RlxRemoteNode *self)
+{
+  const char *host = self->invite->host;
+
+  if (self->stopped)
+    return;
+  if (self->serve)
+    {
+      /* Our own server: reach it over loopback unless bound to one address. */
+      if (self->listen_address == NULL || g_str_equal (self->listen_address, "0.0.0.0"))
+        host = "127.0.0.1";
+      else if (g_str_equal (self->listen_address, "::"))
+        host = "::1";
+      else
+        host = self->listen_address;
+    }
+  self->client = rlx_signal_client_new (host, self->invite->port, self->invite->cohort,
+                                        self->node_id);
+  g_signal_connect (self->client, "joined", G_CALLBACK (on_client_joined), self);
+  g_signal_connect (self->client, "message", G_CALLBACK (on_client_message), self);
+  g_signal_connect (self->client, "notice", G_CALLBACK (on_client_notice), self);
+  g_signal_connect (self->client, "lost", G_CALLBACK (on_client_lost), self);
+  g_signal_connect (self->client, "refused", G_CALLBACK (on_client_refused), self);
+  g_signal_connect (self->client, "peer-left", G_CALLBACK (on_client_peer_left), self);
+  rlx_signal_client_start (self->client);
+}
+
+/* ── STUN/TURN resolution ───────────────────────────────────────────────── */
+
+typedef struct {
+  RlxRemoteNode *self;
+  gboolean       is_turn;
+  guint16        port;
+  char          *spec;
+} Resolve;
+
+static void
+set_server (RlxRemoteNode *self, gboolean is_turn, const char *ip, guint16 port)
+{
+  if (is_turn)
+    {
+      g_free (self->turn_ip);
+      self->turn_ip = g_strdup (ip);
+      self->turn_port = port;
+    }
+  else
+    {
+      g_free (self->stun_ip);
+      self->stun_ip = g_strdup (ip);
+      self->stun_port = port;
+    }
+}
+
+static void
+resolve_done (RlxRemoteNode *self)
+{
+  if (--self->pending_resolves == 0)
+    connect_signalling (self);
+}
+
+static void
+on_resolved (GObject *source, GAsyncResult *res, gpointer user_data)
+{
+  Resolve *r = user_data;
+  g_autoptr(GError) error = NULL;
+  GList *addrs = g_resolver_lookup_by_name_finish (G_RESOLVER (source), res, &error);
+
+  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+    goto out;
+  if (addrs == NULL)
+    emit_event (r->self, "error", "reason", error ? error->message : "no address",
+                "server", r->spec, NULL);
+  else
+    {
+      /* libnice wants a numeric address; prefer IPv4. */
+      GInetAddress *pick = addrs->data;
+      for (GList *l = addrs; l; l = l->next)
+        if (g_inet_address_get_family (l->data) == G_SOCKET_FAMILY_IPV4)
+          {
+            pick = l->data;
+            break;
+          }
+      {
+        g_autofree char *ip = g_inet_address_to_string (pick);
+        set_server (r->self, r->is_turn, ip, r->port);
+      }
+    }
+  g_resolver_free_addresses (addrs);
+  resolve_done (r->self);
+out:
+  g_object_unref (r->self);
+  g_free (r->spec);
+  g_free (r);
+}
+
+static gboolean
+resolve_server (RlxRemoteNode *self, const char *spec, gboolean is_turn, GError **error)
+{
+  g_autoptr(GSocketConnectable) c = NULL;
+  const char *host;
+  guint16 port;
+
+  c = g_network_address_parse (spec, 3478, error);
+  if (c == NULL)
+    {
+      g_prefix_error (error, "%s server '%s': ", is_turn ? "TURN" : "STUN", spec);
+      return FALSE;
+    }
+  host = g_network_address_get_hostname (G_NETWORK_ADDRESS (c));
+  port = g_network_address_get_port (G_NETWORK_ADDRESS (c));
+  if (g_hostname_is_ip_address (host))
+    {
+      set_server (self, is_turn, host, port);
+      return TRUE;
+    }
+  {
+    Resolve *r = g_new0 (Resolve, 1);
+    r->self = g_object_ref (self);
+    r->is_turn = is_turn;
+    r->port = port;
+    r->spec = g_strdup (spec);
+    self->pending_resolves++;
+    g_resolver_lookup_by_name_async (g_resolver_get_default (), host, self->cancel,
+                                     on_resolved, r);
+  }
+  return TRUE;
+}
+
+/* G_MESSAGES_DEBUG=rlx-remote: what the signalling server we serve did. */
+static void
+on_server_event (RlxSignalServer *server, const char *what, const char *room, const char *node,
+                 const char *detail, gpointer user_data)
+{
+  g_debug ("signalling server: %s %s in %s%s%s", what, node, room, *detail ? ": " : "", detail);
+}
+
+/* ── GObject ────────────────────────────────────────────────────────────── */
+
+static void
+rlx_remote_node_dispose (GObject *object)
+{
+  rlx_remote_node_stop (RLX_REMOTE_NODE (object));
+  G_OBJECT_CLASS (rlx_remote_node_parent_class)->dispose (object);
+}
+
+static void
+rlx_remote_node_finalize (GObject *object)
+{
+  RlxRemoteNode *self = RLX_REMOTE_NODE (object);
+
+  g_hash_table_unref (self->peers);
+  g_hash_table_unref (self->complaints);
+  g_clear_pointer (&self->invite, rlx_invite_free);
+  g_clear_pointer (&self->auth, rlx_signal_auth_free);
+  g_clear_object (&self->identity);
+  g_clear_object (&self->cancel);
+  g_free (self->node_id);
+  g_free (self->host_name);
+  g_free (self->listen_address);
+  g_free (self->stun_spec);
+  g_free (self->turn_spec);
+  g_free (self->turn_user);
+  g_free (self->turn_password);
+  g_free (self->stun_ip);
+  g_free (self->turn_ip);
+  G_OBJECT_CLASS (rlx_remote_node_parent_class)->finalize (object);
+}
+
+static void
+rlx_remote_node_class_init (RlxRemoteNodeClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+  GType t = G_TYPE_FROM_CLASS (klass);
+
+  object_class->dispose = rlx_remote_node_dispose;
+  object_class->finalize = rlx_remote_node_finalize;
+  signals[SIGNAL_LINK_ADDED] = g_signal_new ("link-added", t, G_SIGNAL_RUN_LAST, 0, NULL, NULL,
+                                             NULL, G_TYPE_NONE, 2, RLX_TYPE_LINK, G_TYPE_STRING);
+  signals[SIGNAL_LINK_REMOVED] = g_signal_new ("link-removed", t, G_SIGNAL_RUN_LAST, 0, NULL,
+                                               NULL, NULL, G_TYPE_NONE, 2, RLX_TYPE_LINK,
+                                               G_TYPE_STRING);
+  signals[SIGNAL_EVENT] = g_signal_new ("event", t, G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                                        G_TYPE_NONE, 1, JSON_TYPE_OBJECT);
+  signals[SIGNAL_REFUSED] = g_signal_new ("refused", t, G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                                          G_TYPE_NONE, 1,
+                                          G_TYPE_ERROR | G_SIGNAL_TYPE_STATIC_SCOPE);
+}
+
+static void
+rlx_remote_node_init (RlxRemoteNode *self)
+{
+  self->peers = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, peer_free);
+  self->complaints = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  self->cancel = g_cancellable_new ();
+}
+
+RlxRemoteNode *
+rlx_remote_node_new (const RlxRemoteNodeConfig *config, GError **error)
+{
+  RlxRemoteNode *self;
+
+  g_return_val_if_fail (config != NULL && config->invite != NULL, NULL);
+  g_return_val_if_fail (RLX_IS_IDENTITY (config->identity), NULL);
+
+  if (!rlx_signal_name_is_valid (config->node_id))
+    {
+      g_set_error (error, RLX_REMOTE_ERROR, RLX_REMOTE_ERROR_INVALID,
+                   "'%s' is not a usable node id (1 to 64 of A-Z a-z 0-9 . _ -)",
+                   config->node_id ? config->node_id : "(none)");
+      return NULL;
+    }
+  if (config->relay_only && config->turn == NULL)
+    {
+      g_set_error (error, RLX_REMOTE_ERROR, RLX_REMOTE_ERROR_INVALID,
+                   "relay-only needs a TURN server (--turn HOST:PORT)");
+      return NULL;
+    }
+  self = g_object_new (RLX_TYPE_REMOTE_NODE, NULL);
+  self->invite = rlx_invite_copy (config->invite);
+  self->node_id = g_strdup (config->node_id);
+  self->host_name = g_strdup (config->host_name ? config->host_name : g_get_host_name ());
+  self->identity = g_object_ref (config->identity);
+  self->serve = config->serve;
+  self->listen_address = g_strdup (config->listen_address);
+  self->stun_spec = g_strdup (config->stun);
+  self->turn_spec = g_strdup (config->turn);
+  self->turn_user = g_strdup (config->turn_user);
+  self->turn_password = g_strdup (config->turn_password);
+  self->relay_only = config->relay_only;
+  self->max_udp_payload = config->max_udp_payload;
+  self->cc = config->cc;
+  self->connect_timeout_ms = config->connect_timeout_ms;
+  self->idle_timeout_ms = config->idle_timeout_ms;
+  self->auth = rlx_signal_auth_new (self->invite->key, self->invite->cohort, self->node_id);
+  return self;
+}
+
+void
+rlx_remote_node_set_skip_func (RlxRemoteNode *self, RlxRemoteSkipFunc func, gpointer user_data)
+{
+  g_return_if_fail (RLX_IS_REMOTE_NODE (self));
+  self->skip = func;
+  self->skip_data = user_data;
+}
+
+gboolean
+rlx_remote_node_start (RlxRemoteNode *self, GError **error)
+{
+  g_return_val_if_fail (RLX_IS_REMOTE_NODE (self), FALSE);
+  g_return_val_if_fail (!self->started, FALSE);
+
+  self->started = TRUE;
+  if (self->serve)
+    {
+      self->server = rlx_signal_server_new (NULL);
+      g_signal_connect (self->server, "event", G_CALLBACK (on_server_event), self);
+      if (!rlx_signal_server_listen (self->server, self->listen_address, self->invite->port, error))
+        {
+          g_clear_object (&self->server);
+          return FALSE;
+        }
+      if (self->invite->port == 0)
+        self->invite->port = rlx_signal_server_get_port (self->server);
+    }
+  self->pending_resolves = 1;
+  if ((self->stun_spec && !resolve_server (self, self->stun_spec, FALSE, error)) ||
+      (self->turn_spec && !resolve_server (self, self->turn_spec, TRUE, error)))
+    {
+      g_clear_object (&self->server);
+      return FALSE;
+    }
+  resolve_done (self);
+  return TRUE;
+}
+
+void
+rlx_remote_node_stop (RlxRemoteNode *self)
+{
+  GHashTableIter it;
+  gpointer v;
+
+  g_return_if_fail (RLX_IS_REMOTE_NODE (self));
+  if (self->stopped)
+    return;
+  self->stopped = TRUE;
+  g_cancellable_cancel (self->cancel);
+  if (self->refuse_check)
+    {
+      g_source_destroy (self->refuse_check);
+      g_clear_pointer (&self->refuse_check, g_source_unref);
+    }
+  if (self->client)
+    send_sealed (self, "*", "bye", NULL);
+  g_hash_table_iter_init (&it, self->peers);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    {
+      Peer *p = v;
+      clear_retry (p);
+      drop_link (self, p);
+    }
+  g_hash_table_remove_all (self->peers);
+  if (self->client)
+    {
+      rlx_signal_client_stop (self->client);
+      g_signal_handlers_disconnect_by_data (self->client, self);
+      g_clear_object (&self->client);
+    }
+  if (self->server)
+    {
+      rlx_signal_server_stop (self->server);
+      g_clear_object (&self->server);
+    }
+}
+
+guint16
+rlx_remote_node_get_port (RlxRemoteNode *self)
+{
+  g_return_val_if_fail (RLX_IS_REMOTE_NODE (self), 0);
+  return self->server ? rlx_signal_server_get_port (self->server) : 0;
+}
+
+char **
+rlx_remote_node_dup_peer_ids (RlxRemoteNode *self)
+{
+  GStrvBuilder *b = g_strv_builder_new ();
+  g_autoptr(GList) keys = g_hash_table_get_keys (self->peers);
+  char **out;
+
+  keys = g_list_sort (keys, (GCompareFunc) strcmp);
+  for (GList *l = keys; l; l = l->next)
+    {
+      Peer *p = g_hash_table_lookup (self->peers, l->data);
+      if (p->live)
+        g_strv_builder_add (b, p->id);
+    }
+  out = g_strv_builder_end (b);
+  g_strv_builder_unref (b);
+  return out;
+}
+
+RlxLink *
+rlx_remote_node_get_link (RlxRemoteNode *self, const char *peer_id)
+{
+  Peer *p = g_hash_table_lookup (self->peers, peer_id);
+
+  return p && p->live ? RLX_LINK (p->link) : NULL;
+}
+
+void
+rlx_remote_node_forget_peer (RlxRemoteNode *self, const char *peer_id)
+{
+  Peer *p = g_hash_table_lookup (self->peers, peer_id);
+
+  if (p == NULL)
+    return;
+  p->forgotten = TRUE;
+  clear_retry (p);
+  drop_link (self, p);
+}

@@ -1,0 +1,104 @@
+/* rlx-remote-node.h — the remote side of one node: signalling, pairing, links
+ *
+ * The counterpart of RlxLocalBus for other machines. It joins the cohort's
+ * room on the signalling server named by the invite (and, for the node that
+ * founds the cohort, serves that signalling itself), announces itself, and
+ * pairs up with every other node in the room:
+ *
+ *   hello   {fp, host}                 broadcast on every (re)join; a node
+ *                                      that hears a broadcast hello answers
+ *                                      with a hello addressed to the sender
+ *   offer   {att, ufrag, pwd, fp}      from the node with the lower id (ICE
+ *                                      controlling, QUIC client) to the other
+ *   answer  {att, ufrag, pwd, fp}      back
+ *   cand    {att, c}  /  eoc {att}     trickled ICE candidates, both ways
+ *   bye     {}                         leaving for good
+ *
+ * all sealed with the cohort key (rlx-signal-msg.h); the fingerprints in
+ * them are what each link's TLS handshake pins. A link that comes up is
+ * reported by ::link-added — exactly like the local bus, so the caller hands
+ * it to the coordinator — and its end by ::link-removed. A pairing that
+ * fails says why in an "link-failed" event, and the controlling side tries
+ * again with a growing delay (1 s doubling to 10 s) while the peer is in
+ * the room; a node that drops off (link down, signalling lost) and comes
+ * back pairs again by itself.
+ *
+ * A node whose messages the others cannot authenticate (the invite's key is
+ * wrong) is told so by notices; a joining node that gets such a notice and
+ * has never read an authentic message within three seconds of joining is
+ * refused (::refused with RLX_REMOTE_ERROR_KEY_REFUSED).
+ *
+ * Events (::event, a JsonObject with "event"), for the JSON-lines stream:
+ *   signalling   state ("joined" | "lost" | "refused"), reason, server,
+ *                peers (how many other nodes were in the room when it joined)
+ *   link-up      node, path (e.g. "host/host 10.0.0.2:41234"), rtt_us
+ *   link-down    node, reason, code
+ *   link-failed  node, reason, code  (code: ice-failed, pin-mismatch,
+ *                                      timeout, tls, protocol, …)
+ *   rejected     node, reason        (a signalling message refused)
+ *
+ * Threads: create and use on one thread whose thread-default main context
+ * runs; signals are emitted there.
+ */
+#pragma once
+
+#include <glib-object.h>
+#include <json-glib/json-glib.h>
+#include "core/p2p/rlx-link.h"
+#include "core/p2p/rlx-identity.h"
+#include "core/p2p/rlx-invite.h"
+#include "core/p2p/rlx-quic.h"
+#include "core/p2p/rlx-remote-error.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  const RlxInvite *invite;            /* where signalling is, the cohort, the key */
+  const char      *node_id;           /* a valid name; unique in the cohort */
+  const char      *host_name;         /* announced; NULL: g_get_host_name () */
+  RlxIdentity     *identity;
+  gboolean         serve;             /* found the cohort: serve signalling */
+  const char      *listen_address;    /* serve on this numeric address; NULL: all */
+  const char      *stun;              /* "HOST[:PORT]" or NULL */
+  const char      *turn;              /* "HOST[:PORT]" or NULL */
+  const char      *turn_user;
+  const char      *turn_password;
+  gboolean         relay_only;        /* TURN-relayed candidates only */
+  gsize            max_udp_payload;   /* 0: RlxQuic's default */
+  RlxQuicCc        cc;
+  guint            connect_timeout_ms;   /* per pairing; 0: 20000 */
+  guint            idle_timeout_ms;      /* QUIC idle timeout; 0: 10000 */
+} RlxRemoteNodeConfig;
+
+/* TRUE if the node should not pair with @peer_id (e.g. it is already
+ * linked over the local bus). */
+typedef gboolean (*RlxRemoteSkipFunc) (const char *peer_id, gpointer user_data);
+
+#define RLX_TYPE_REMOTE_NODE (rlx_remote_node_get_type ())
+G_DECLARE_FINAL_TYPE (RlxRemoteNode, rlx_remote_node, RLX, REMOTE_NODE, GObject)
+
+/* Signals:
+ *   ::link-added   (RlxLink *link, const char *peer_id)
+ *   ::link-removed (RlxLink *link, const char *peer_id)
+ *   ::event        (JsonObject *event)
+ *   ::refused      (const GError *error)   fatal: this node cannot join */
+
+RlxRemoteNode *rlx_remote_node_new   (const RlxRemoteNodeConfig *config, GError **error);
+void           rlx_remote_node_set_skip_func (RlxRemoteNode *self, RlxRemoteSkipFunc func,
+                                              gpointer user_data);
+/* Serve signalling (if asked; fails at once if the port is taken), resolve
+ * the STUN/TURN servers, then join the room (asynchronously). */
+gboolean       rlx_remote_node_start (RlxRemoteNode *self, GError **error);
+/* Say bye, close every link (each emits ::link-removed), leave the room,
+ * stop serving. Idempotent. */
+void           rlx_remote_node_stop  (RlxRemoteNode *self);
+/* The port signalling is served on (0 when not serving). */
+guint16        rlx_remote_node_get_port (RlxRemoteNode *self);
+/* Node ids of the peers with a live link, sorted; free with g_strfreev. */
+char         **rlx_remote_node_dup_peer_ids (RlxRemoteNode *self);
+RlxLink       *rlx_remote_node_get_link (RlxRemoteNode *self, const char *peer_id);
+/* Drop the link or pairing with @peer_id (if any) without retrying until
+ * the peer says hello again; used when a local link to it appears. */
+void           rlx_remote_node_forget_peer (RlxRemoteNode *self, const char *peer_id);
+
+G_END_DECLS

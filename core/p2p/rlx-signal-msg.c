@@ -1,0 +1,685 @@
+/* rlx-signal-msg.c — signalling envelopes and sealed messages
+ *
+ * See rlx-signal-msg.h. Every string read from the network is checked for
+ * size, depth and type before anything uses it; json-glib only ever sees
+ * text of bounded size and nesting.
+ */
+#include "rlx-config.h"
+#include "rlx-signal-msg.h"
+
+#include <string.h>
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
+
+G_DEFINE_QUARK (rlx-signal-error-quark, rlx_signal_error)
+
+#define MAX_DEPTH        8
+#define MAX_NAME         64
+#define MAX_TEXT         1024
+#define MAX_PEERS        256
+#define MAX_SENDERS      1024
+#define MAX_RETIRED      8
+#define MAC_HEX_LEN      64
+#define SID_HEX_LEN      16
+
+gboolean
+rlx_signal_name_is_valid (const char *name)
+{
+  gsize n;
+
+  if (name == NULL)
+    return FALSE;
+  n = strlen (name);
+  if (n == 0 || n > MAX_NAME || strcmp (name, ".") == 0 || strcmp (name, "..") == 0)
+    return FALSE;
+  for (gsize i = 0; i < n; i++)
+    if (!g_ascii_isalnum (name[i]) && name[i] != '.' && name[i] != '_' && name[i] != '-')
+      return FALSE;
+  return TRUE;
+}
+
+/* Nesting depth of JSON text, strings skipped; -1 if a string is not closed
+ * or a NUL byte is inside. */
+static int
+json_depth (const char *text, gsize len)
+{
+  int depth = 0, max = 0;
+  gboolean in_string = FALSE, escaped = FALSE;
+
+  for (gsize i = 0; i < len; i++)
+    {
+      char c = text[i];
+      if (c == '\0')
+        return -1;
+      if (in_string)
+        {
+          if (escaped)
+            escaped = FALSE;
+          else if (c == '\\')
+            escaped = TRUE;
+          else if (c == '"')
+            in_string = FALSE;
+          continue;
+        }
+      if (c == '"')
+        in_string = TRUE;
+      else if (c == '{' || c == '[')
+        max = MAX (max, ++depth);
+      else if (c == '}' || c == ']')
+        depth--;
+    }
+  return in_string ? -1 : max;
+}
+
+static JsonObject *
+parse_object (const char *text, gsize len, const char *what, GError **error)
+{
+  g_autoptr(JsonParser) parser = NULL;
+  g_autoptr(GError) local = NULL;
+  JsonNode *root;
+  int depth;
+
+  if (len > RLX_SIGNAL_MAX_MESSAGE)
+    {
+      g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_MALFORMED,
+                   "%s of %" G_GSIZE_FORMAT " bytes is over the cap of %d", what, len,
+                   RLX_SIGNAL_MAX_MESSAGE);
+      return NULL;
+    }
+  depth = json_depth (text, len);
+  if (depth < 0 || depth > MAX_DEPTH)
+    {
+      g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_MALFORMED,
+                   "%s is not JSON of this protocol (%s)", what,
+                   depth < 0 ? "unterminated string or NUL byte" : "nested too deep");
+      return NULL;
+    }
+  if (!g_utf8_validate (text, (gssize) len, NULL))
+    {
+      g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_MALFORMED,
+                   "%s is not UTF-8 text", what);
+      return NULL;
+    }
+  parser = json_parser_new_immutable ();
+  if (!json_parser_load_from_data (parser, text, (gssize) len, &local))
+    {
+      g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_MALFORMED,
+                   "%s is not JSON: %s", what, local->message);
+      return NULL;
+    }
+  root = json_parser_get_root (parser);
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
+    {
+      g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_MALFORMED,
+                   "%s is not a JSON object", what);
+      return NULL;
+    }
+  return json_object_ref (json_node_get_object (root));
+}
+
+/* A string member, or NULL (absent or another type). */
+static const char *
+get_str (JsonObject *o, const char *key)
+{
+  JsonNode *n = json_object_get_member (o, key);
+
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING)
+    return NULL;
+  return json_node_get_string (n);
+}
+
+static gboolean
+get_int (JsonObject *o, const char *key, gint64 *out)
+{
+  JsonNode *n = json_object_get_member (o, key);
+
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_INT64)
+    return FALSE;
+  *out = json_node_get_int (n);
+  return TRUE;
+}
+
+static gboolean
+want_name (JsonObject *o, const char *key, gboolean star_ok, char **out, GError **error)
+{
+  const char *s = get_str (o, key);
+
+  if (s == NULL || !(rlx_signal_name_is_valid (s) || (star_ok && strcmp (s, "*") == 0)))
+    {
+      g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_MALFORMED,
+                   "signalling message: \"%s\" must be a name of 1 to 64 of A-Z a-z 0-9 . _ -%s",
+                   key, star_ok ? " or \"*\"" : "");
+      return FALSE;
+    }
+  *out = g_strdup (s);
+  return TRUE;
+}
+
+static gboolean
+want_text (JsonObject *o, const char *key, char **out, GError **error)
+{
+  const char *s = get_str (o, key);
+
+  if (s == NULL || strlen (s) > MAX_TEXT)
+    {
+      g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_MALFORMED,
+                   "signalling message: \"%s\" must be a string of at most %d bytes", key,
+                   MAX_TEXT);
+      return FALSE;
+    }
+  *out = g_strdup (s);
+  return TRUE;
+}
+
+static gboolean
+want_sealed (JsonObject *o, JsonNode **out, GError **error)
+{
+  JsonNode *n = json_object_get_member (o, "data");
+
+  if (n == NULL || !JSON_NODE_HOLDS_OBJECT (n))
+    {
+      g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_MALFORMED,
+                   "signalling message: \"data\" must be an object");
+      return FALSE;
+    }
+  *out = json_node_copy (n);
+  return TRUE;
+}
+
+static const struct {
+  const char     *name;
+  RlxSignalOpKind kind;
+  gboolean        client;   /* legal from a client */
+  gboolean        server;   /* legal from a server */
+} ops[] = {
+  { "join",        RLX_SIGNAL_OP_JOIN,        TRUE,  FALSE },
+  { "send",        RLX_SIGNAL_OP_SEND,        TRUE,  FALSE },
+  { "notice",      RLX_SIGNAL_OP_NOTICE,      TRUE,  TRUE  },
+  { "ping",        RLX_SIGNAL_OP_PING,        TRUE,  TRUE  },
+  { "pong",        RLX_SIGNAL_OP_PONG,        TRUE,  TRUE  },
+  { "welcome",     RLX_SIGNAL_OP_WELCOME,     FALSE, TRUE  },
+  { "msg",         RLX_SIGNAL_OP_MSG,         FALSE, TRUE  },
+  { "peer-joined", RLX_SIGNAL_OP_PEER_JOINED, FALSE, TRUE  },
+  { "peer-left",   RLX_SIGNAL_OP_PEER_LEFT,   FALSE, TRUE  },
+  { "error",       RLX_SIGNAL_OP_ERROR,       FALSE, TRUE  },
+};
+
+void
+rlx_signal_op_free (RlxSignalOp *op)
+{
+  if (op == NULL)
+    return;
+  g_free (op->room);
+  g_free (op->node);
+  g_free (op->to);
+  g_free (op->from);
+  g_free (op->notice);
+  g_free (op->reason);
+  g_strfreev (op->peers);
+  g_clear_pointer (&op->data, json_node_unref);
+  g_free (op);
+}
+
+RlxSignalOp *
+rlx_signal_op_parse (const char *text, gsize len, gboolean from_server, GError **error)
+{
+  g_autoptr(JsonObject) o = NULL;
+  g_autoptr(RlxSignalOp) op = NULL;
+  const char *name;
+  guint i;
+
+  g_return_val_if_fail (text != NULL || len == 0, NULL);
+  o = parse_object (text ? text : "", len, "signalling message", error);
+  if (o == NULL)
+    return NULL;
+  name = get_str (o, "op");
+  for (i = 0; name && i < G_N_ELEMENTS (ops); i++)
+    if (strcmp (ops[i].name, name) == 0)
+      break;
+  if (name == NULL || i == G_N_ELEMENTS (ops) || !(from_server ? ops[i].server : ops[i].client))
+    {
+      g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_MALFORMED,
+                   "signalling message: \"op\" is missing or not one a %s may send",
+                   from_server ? "server" : "client");
+      return NULL;
+    }
+  op = g_new0 (RlxSignalOp, 1);
+  op->kind = ops[i].kind;
+  switch (op->kind)
+    {
+    case RLX_SIGNAL_OP_JOIN:
+      {
+        gint64 v = 0;
+        if (!get_int (o, "v", &v) || v != RLX_SIGNAL_VERSION)
+          {
+            g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_MALFORMED,
+                         "signalling protocol version %" G_GINT64_FORMAT " is not %d: "
+                         "update rlx-cluster on one side", v, RLX_SIGNAL_VERSION);
+            return NULL;
+          }
+        if (!want_name (o, "room", FALSE, &op->room, error) ||
+            !want_name (o, "node", FALSE, &op->node, error))
+          return NULL;
+        break;
+      }
+    case RLX_SIGNAL_OP_SEND:
+      if (!want_name (o, "to", TRUE, &op->to, error) || !want_sealed (o, &op->data, error))
+        return NULL;
+      break;
+    case RLX_SIGNAL_OP_MSG:
+      if (!want_name (o, "from", FALSE, &op->from, error) || !want_sealed (o, &op->data, error))
+        return NULL;
+      break;
+    case RLX_SIGNAL_OP_NOTICE:
+      if (!want_name (o, from_server ? "from" : "to", FALSE, from_server ? &op->from : &op->to,
+                      error) ||
+          !want_name (o, "notice", FALSE, &op->notice, error))
+        return NULL;
+      break;
+    case RLX_SIGNAL_OP_PING:
+    case RLX_SIGNAL_OP_PONG:
+      if (!get_int (o, "n", &op->n))
+        {
+          g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_MALFORMED,
+                       "signalling message: \"n\" must be an integer");
+          return NULL;
+        }
+      break;
+    case RLX_SIGNAL_OP_WELCOME:
+      {
+        JsonNode *pn = json_object_get_member (o, "peers");
+        JsonArray *a;
+        GStrvBuilder *b;
+
+        if (!want_name (o, "room", FALSE, &op->room, error))
+          return NULL;
+        if (pn == NULL || !JSON_NODE_HOLDS_ARRAY (pn) ||
+            json_array_get_length ((a = json_node_get_array (pn))) > MAX_PEERS)
+          {
+            g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_MALFORMED,
+                         "signalling message: \"peers\" must be an array of at most %d names",
+                         MAX_PEERS);
+            return NULL;
+          }
+        b = g_strv_builder_new ();
+        for (guint k = 0; k < json_array_get_length (a); k++)
+          {
+            JsonNode *e = json_array_get_element (a, k);
+            if (!JSON_NODE_HOLDS_VALUE (e) || json_node_get_value_type (e) != G_TYPE_STRING ||
+                !rlx_signal_name_is_valid (json_node_get_string (e)))
+              {
+                g_strv_builder_unref (b);
+                g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_MALFORMED,
+                             "signalling message: a peer in \"peers\" is not a node name");
+                return NULL;
+              }
+            g_strv_builder_add (b, json_node_get_string (e));
+          }
+        op->peers = g_strv_builder_end (b);
+        g_strv_builder_unref (b);
+        break;
+      }
+    case RLX_SIGNAL_OP_PEER_JOINED:
+    case RLX_SIGNAL_OP_PEER_LEFT:
+      if (!want_name (o, "node", FALSE, &op->node, error))
+        return NULL;
+      break;
+    case RLX_SIGNAL_OP_ERROR:
+      {
+        JsonNode *f = json_object_get_member (o, "fatal");
+        if (!want_text (o, "reason", &op->reason, error))
+          return NULL;
+        op->fatal = f && JSON_NODE_HOLDS_VALUE (f) &&
+                    json_node_get_value_type (f) == G_TYPE_BOOLEAN && json_node_get_boolean (f);
+        break;
+      }
+    default:
+      g_assert_not_reached ();
+    }
+  return g_steal_pointer (&op);
+}
+
+char *
+rlx_signal_op_to_string (const RlxSignalOp *op)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new_immutable ();
+  g_autoptr(JsonNode) root = NULL;
+  const char *name = NULL;
+
+  g_return_val_if_fail (op != NULL, NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (ops); i++)
+    if (ops[i].kind == op->kind)
+      name = ops[i].name;
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "op");
+  json_builder_add_string_value (b, name);
+#define STR(field, key) \
+  if (op->field) { json_builder_set_member_name (b, key); json_builder_add_string_value (b, op->field); }
+  STR (room, "room");
+  STR (node, "node");
+  STR (to, "to");
+  STR (from, "from");
+  STR (notice, "notice");
+  STR (reason, "reason");
+#undef STR
+  if (op->kind == RLX_SIGNAL_OP_JOIN)
+    {
+      json_builder_set_member_name (b, "v");
+      json_builder_add_int_value (b, RLX_SIGNAL_VERSION);
+    }
+  if (op->kind == RLX_SIGNAL_OP_ERROR)
+    {
+      json_builder_set_member_name (b, "fatal");
+      json_builder_add_boolean_value (b, op->fatal);
+    }
+  if (op->kind == RLX_SIGNAL_OP_PING || op->kind == RLX_SIGNAL_OP_PONG)
+    {
+      json_builder_set_member_name (b, "n");
+      json_builder_add_int_value (b, op->n);
+    }
+  if (op->kind == RLX_SIGNAL_OP_WELCOME)
+    {
+      json_builder_set_member_name (b, "peers");
+      json_builder_begin_array (b);
+      for (guint i = 0; op->peers && op->peers[i]; i++)
+        json_builder_add_string_value (b, op->peers[i]);
+      json_builder_end_array (b);
+    }
+  if (op->data)
+    {
+      json_builder_set_member_name (b, "data");
+      json_builder_add_value (b, json_node_copy (op->data));
+    }
+  json_builder_end_object (b);
+  root = json_builder_get_root (b);
+  return json_to_string (root, FALSE);
+}
+
+/* ── sealed messages ────────────────────────────────────────────────────── */
+
+typedef struct {
+  char    *sid;
+  guint64  last_seq;
+  gint64   first_ts;
+  GQueue   retired;     /* char* sids of older sessions */
+} Sender;
+
+struct _RlxSignalAuth
+{
+  guint8          key[32];
+  char           *room;
+  char           *node;
+  char            sid[SID_HEX_LEN + 1];
+  guint64         seq;
+  GHashTable     *senders;    /* node id → Sender* */
+  RlxSignalClock  clock;
+  gpointer        clock_data;
+  gint64          window_ms;
+};
+
+static void
+sender_free (gpointer data)
+{
+  Sender *s = data;
+
+  g_free (s->sid);
+  g_queue_clear_full (&s->retired, g_free);
+  g_free (s);
+}
+
+static gint64
+real_clock (gpointer user_data)
+{
+  return g_get_real_time () / 1000;
+}
+
+RlxSignalAuth *
+rlx_signal_auth_new (const guint8 key[16], const char *room, const char *node_id)
+{
+  static const char label[] = "rlx-signal/1 key";
+  RlxSignalAuth *self;
+  guint8 r[SID_HEX_LEN / 2];
+
+  g_return_val_if_fail (key != NULL, NULL);
+  g_return_val_if_fail (rlx_signal_name_is_valid (room), NULL);
+  g_return_val_if_fail (rlx_signal_name_is_valid (node_id), NULL);
+
+  self = g_new0 (RlxSignalAuth, 1);
+  gnutls_hmac_fast (GNUTLS_MAC_SHA256, key, 16, label, sizeof label - 1, self->key);
+  self->room = g_strdup (room);
+  self->node = g_strdup (node_id);
+  (void) gnutls_rnd (GNUTLS_RND_NONCE, r, sizeof r);
+  for (guint i = 0; i < sizeof r; i++)
+    g_snprintf (self->sid + 2 * i, 3, "%02x", r[i]);
+  self->senders = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, sender_free);
+  self->clock = real_clock;
+  self->window_ms = RLX_SIGNAL_WINDOW_MS;
+  return self;
+}
+
+void
+rlx_signal_auth_free (RlxSignalAuth *self)
+{
+  if (self == NULL)
+    return;
+  gnutls_memset (self->key, 0, sizeof self->key);
+  g_free (self->room);
+  g_free (self->node);
+  g_hash_table_unref (self->senders);
+  g_free (self);
+}
+
+void
+rlx_signal_auth_set_clock (RlxSignalAuth *self, RlxSignalClock clock, gpointer user_data)
+{
+  self->clock = clock ? clock : real_clock;
+  self->clock_data = user_data;
+}
+
+void
+rlx_signal_auth_set_window (RlxSignalAuth *self, gint64 window_ms)
+{
+  self->window_ms = window_ms;
+}
+
+const char *
+rlx_signal_auth_get_session (RlxSignalAuth *self)
+{
+  return self->sid;
+}
+
+static void
+compute_mac (RlxSignalAuth *self, const char *body, gsize len, char out[MAC_HEX_LEN + 1])
+{
+  gnutls_hmac_hd_t h;
+  guint8 digest[32];
+  static const char prefix[] = "rlx-signal/1\n";
+
+  g_assert (gnutls_hmac_init (&h, GNUTLS_MAC_SHA256, self->key, sizeof self->key) == 0);
+  gnutls_hmac (h, prefix, sizeof prefix - 1);
+  gnutls_hmac (h, self->room, strlen (self->room));
+  gnutls_hmac (h, "\n", 1);
+  gnutls_hmac (h, body, len);
+  gnutls_hmac_deinit (h, digest);
+  for (guint i = 0; i < sizeof digest; i++)
+    g_snprintf (out + 2 * i, 3, "%02x", digest[i]);
+}
+
+static const char *reserved[] = { "from", "to", "type", "sid", "seq", "ts" };
+
+JsonNode *
+rlx_signal_auth_seal (RlxSignalAuth *self, const char *to, const char *type, JsonObject *fields)
+{
+  g_autoptr(JsonObject) body = json_object_new ();
+  g_autoptr(JsonNode) bn = NULL;
+  g_autofree char *text = NULL;
+  char mac[MAC_HEX_LEN + 1];
+  JsonObject *sealed;
+  JsonNode *out;
+
+  g_return_val_if_fail (self != NULL, NULL);
+  g_return_val_if_fail (to != NULL && (strcmp (to, "*") == 0 || rlx_signal_name_is_valid (to)), NULL);
+  g_return_val_if_fail (rlx_signal_name_is_valid (type), NULL);
+
+  json_object_set_string_member (body, "from", self->node);
+  json_object_set_string_member (body, "to", to);
+  json_object_set_string_member (body, "type", type);
+  json_object_set_string_member (body, "sid", self->sid);
+  json_object_set_int_member (body, "seq", (gint64) ++self->seq);
+  json_object_set_int_member (body, "ts", self->clock (self->clock_data));
+  if (fields)
+    {
+      JsonObjectIter it;
+      const char *k;
+      JsonNode *v;
+
+      json_object_iter_init (&it, fields);
+      while (json_object_iter_next (&it, &k, &v))
+        {
+          for (guint i = 0; i < G_N_ELEMENTS (reserved); i++)
+            g_return_val_if_fail (strcmp (k, reserved[i]) != 0, NULL);
+          json_object_set_member (body, k, json_node_copy (v));
+        }
+    }
+  bn = json_node_init_object (json_node_alloc (), body);
+  text = json_to_string (bn, FALSE);
+  compute_mac (self, text, strlen (text), mac);
+  sealed = json_object_new ();
+  json_object_set_string_member (sealed, "b", text);
+  json_object_set_string_member (sealed, "m", mac);
+  out = json_node_init_object (json_node_alloc (), sealed);
+  json_object_unref (sealed);
+  return out;
+}
+
+static gboolean
+hex_equal_ct (const char *a, const char *b, gsize n)
+{
+  guint diff = 0;
+
+  for (gsize i = 0; i < n; i++)
+    diff |= (guint) (g_ascii_tolower (a[i]) ^ g_ascii_tolower (b[i]));
+  return diff == 0;
+}
+
+static gboolean
+is_hex (const char *s, gsize n)
+{
+  if (s == NULL || strlen (s) != n)
+    return FALSE;
+  for (gsize i = 0; i < n; i++)
+    if (!g_ascii_isxdigit (s[i]))
+      return FALSE;
+  return TRUE;
+}
+
+JsonObject *
+rlx_signal_auth_open (RlxSignalAuth *self, JsonNode *sealed, GError **error)
+{
+  JsonObject *so;
+  const char *b, *m, *from, *to, *type, *sid;
+  char mac[MAC_HEX_LEN + 1];
+  g_autoptr(JsonObject) body = NULL;
+  gint64 seq, ts, now;
+  Sender *s;
+
+  g_return_val_if_fail (self != NULL, NULL);
+  if (sealed == NULL || !JSON_NODE_HOLDS_OBJECT (sealed))
+    {
+      g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_MALFORMED,
+                   "a sealed signalling message must be an object");
+      return NULL;
+    }
+  so = json_node_get_object (sealed);
+  b = get_str (so, "b");
+  m = get_str (so, "m");
+  if (b == NULL || strlen (b) > RLX_SIGNAL_MAX_MESSAGE || !is_hex (m, MAC_HEX_LEN))
+    {
+      g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_MALFORMED,
+                   "a sealed signalling message needs \"b\" (the body) and \"m\" (its MAC)");
+      return NULL;
+    }
+  compute_mac (self, b, strlen (b), mac);
+  if (!hex_equal_ct (mac, m, MAC_HEX_LEN))
+    {
+      g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_BAD_MAC,
+                   "a signalling message failed authentication: it was sealed with another "
+                   "cohort key (a wrong invite) or altered on the way");
+      return NULL;
+    }
+  /* Authentic: the sender holds the key. Still check everything. */
+  body = parse_object (b, strlen (b), "a sealed message's body", error);
+  if (body == NULL)
+    return NULL;
+  from = get_str (body, "from");
+  to = get_str (body, "to");
+  type = get_str (body, "type");
+  sid = get_str (body, "sid");
+  if (!rlx_signal_name_is_valid (from) || to == NULL ||
+      !(strcmp (to, "*") == 0 || rlx_signal_name_is_valid (to)) ||
+      !rlx_signal_name_is_valid (type) || !is_hex (sid, SID_HEX_LEN) ||
+      !get_int (body, "seq", &seq) || seq <= 0 || !get_int (body, "ts", &ts))
+    {
+      g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_MALFORMED,
+                   "a sealed signalling message lacks from/to/type/sid/seq/ts");
+      return NULL;
+    }
+  if (strcmp (from, self->node) == 0 || (strcmp (to, "*") != 0 && strcmp (to, self->node) != 0))
+    {
+      g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_NOT_FOR_US,
+                   "a signalling message from %s to %s is not for %s", from, to, self->node);
+      return NULL;
+    }
+  now = self->clock (self->clock_data);
+  if (ts < now - self->window_ms || ts > now + self->window_ms)
+    {
+      g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_STALE,
+                   "a signalling message from %s is %" G_GINT64_FORMAT " s %s our clock, "
+                   "outside the %" G_GINT64_FORMAT " s window: a replay, or the two "
+                   "machines' clocks disagree (set them right, e.g. with NTP)", from,
+                   ABS (now - ts) / 1000, ts < now ? "behind" : "ahead of",
+                   self->window_ms / 1000);
+      return NULL;
+    }
+  s = g_hash_table_lookup (self->senders, from);
+  if (s == NULL)
+    {
+      if (g_hash_table_size (self->senders) >= MAX_SENDERS)
+        {
+          g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_REPLAY,
+                       "more than %d senders in this room; %s is not taken in", MAX_SENDERS, from);
+          return NULL;
+        }
+      s = g_new0 (Sender, 1);
+      g_queue_init (&s->retired);
+      s->sid = g_strdup (sid);
+      s->first_ts = ts;
+      g_hash_table_insert (self->senders, g_strdup (from), s);
+    }
+  else if (strcmp (s->sid, sid) != 0)
+    {
+      if (g_queue_find_custom (&s->retired, sid, (GCompareFunc) strcmp) != NULL ||
+          ts < s->first_ts)
+        {
+          g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_REPLAY,
+                       "a signalling message from an older session of %s was replayed", from);
+          return NULL;
+        }
+      /* A new process of the same node: the old session is retired. */
+      g_queue_push_tail (&s->retired, s->sid);
+      while (g_queue_get_length (&s->retired) > MAX_RETIRED)
+        g_free (g_queue_pop_head (&s->retired));
+      s->sid = g_strdup (sid);
+      s->last_seq = 0;
+      s->first_ts = ts;
+    }
+  if ((guint64) seq <= s->last_seq)
+    {
+      g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_REPLAY,
+                   "signalling message %" G_GINT64_FORMAT " from %s was already seen "
+                   "(last %" G_GUINT64_FORMAT "): a replay", seq, from, s->last_seq);
+      return NULL;
+    }
+  s->last_seq = (guint64) seq;
+  return g_steal_pointer (&body);
+}

@@ -1,0 +1,435 @@
+/* rlx-coordinator-events.c — what the coordinator tells: events, the
+ * messages it sends, the roster, checkpoints and evaluation
+ * (see rlx-coordinator-private.h) */
+#include "rlx-config.h"
+#include "rlx-coordinator-private.h"
+#include "core/vision/rlx-cpu.h"
+
+#include <math.h>
+
+static void maybe_evaluate (RlxCoordinator *self, guint64 step);
+
+typedef struct {
+  RlxCoordinator *self;
+  float          *params;
+  guint64         step;
+  double          accuracy, loss;
+} Eval;
+
+void
+rlx_coordinator_set_hash_member (JsonObject *o, const char *name, guint64 hash)
+{
+  g_autofree char *h = rlx_msg_hash_to_string (hash);
+  json_object_set_string_member (o, name, h);
+}
+
+void
+rlx_coordinator_emit_simple (RlxCoordinator *self, const char *name, const char *node,
+                             const char *reason)
+{
+  JsonObject *o = event_new (name);
+
+  if (node)
+    json_object_set_string_member (o, "node", node);
+  if (reason)
+    json_object_set_string_member (o, "reason", reason);
+  rlx_coordinator_event_emit (self, o);
+}
+
+void
+rlx_coordinator_emit_error (RlxCoordinator *self, const char *message)
+{
+  rlx_coordinator_emit_simple (self, "error", self->node_id, message);
+}
+
+void
+rlx_coordinator_emit_joined (RlxCoordinator *self)
+{
+  RlxBackend *b = rlx_worker_backend (self->worker);
+  JsonObject *o;
+
+  if (self->joined_reported)
+    return;
+  self->joined_reported = TRUE;
+  o = event_new ("joined");
+  json_object_set_string_member (o, "node", self->node_id);
+  json_object_set_string_member (o, "cohort", self->cohort);
+  json_object_set_string_member (o, "role", rlx_role_name (role (self)));
+  json_object_set_int_member (o, "step", (gint64) applied (self));
+  rlx_coordinator_set_hash_member (o, "hash", rlx_replica_get_hash (self->replica));
+  json_object_set_string_member (o, "backend", rlx_backend_name (b));
+  json_object_set_string_member (o, "device", rlx_backend_device (b));
+  json_object_set_string_member (o, "fallback", rlx_backend_fallback (b));
+  json_object_set_string_member (o, "precision", rlx_precision_to_string (self->precision));
+  rlx_coordinator_event_emit (self, o);
+}
+
+void
+rlx_coordinator_emit_leader (RlxCoordinator *self)
+{
+  JsonObject *o = event_new ("leader");
+
+  json_object_set_string_member (o, "node", rlx_leadership_get_leader (self->lead));
+  json_object_set_int_member (o, "term", (gint64) rlx_leadership_get_term (self->lead));
+  json_object_set_int_member (o, "step", (gint64) applied (self));
+  rlx_coordinator_event_emit (self, o);
+}
+
+void
+rlx_coordinator_emit_member (RlxCoordinator *self, const char *name, const char *id,
+                             const char *reason)
+{
+  JsonObject *o = event_new (name);
+  RlxPeer *p = rlx_peer_set_lookup (self->peers, id);
+
+  json_object_set_string_member (o, "node", id);
+  if (reason)
+    json_object_set_string_member (o, "reason", reason);
+  else if (p)
+    {
+      json_object_set_string_member (o, "host", p->host);
+      json_object_set_string_member (o, "backend", p->backend);
+      json_object_set_string_member (o, "device", p->device);
+      json_object_set_string_member (o, "fallback", p->fallback);
+      json_object_set_string_member (o, "precision", rlx_precision_to_string (p->precision));
+    }
+  json_object_set_int_member (o, "step", (gint64) applied (self));
+  rlx_coordinator_event_emit (self, o);
+}
+
+static void
+notify_bytes (RlxCoordinator *self)
+{
+  rlx_coordinator_notify (self, PROP_BYTES_TX);
+  rlx_coordinator_notify (self, PROP_BYTES_RX);
+  rlx_coordinator_notify (self, PROP_BYTES_F32);
+}
+
+void
+rlx_coordinator_note_assigned (RlxCoordinator *self, guint64 step, guint count)
+{
+  self->assigned_step[step % 4] = step;
+  self->assigned_count[step % 4] = count;
+}
+
+void
+rlx_coordinator_emit_step (RlxCoordinator *self, guint64 step, guint64 hash, double loss,
+                           guint64 samples, GPtrArray *contributors, guint late, guint rejected,
+                           guint n_members)
+{
+  const RlxWireCounters *t = rlx_peer_set_get_totals (self->peers);
+  JsonObject *o = event_new ("step");
+
+  json_object_set_int_member (o, "step", (gint64) step);
+  json_object_set_double_member (o, "loss", loss);
+  json_object_set_string_member (o, "leader", rlx_leadership_get_leader (self->lead));
+  json_object_set_int_member (o, "term", (gint64) rlx_leadership_get_term (self->lead));
+  json_object_set_int_member (o, "members", n_members);
+  json_object_set_int_member (o, "samples", (gint64) samples);
+  json_object_set_int_member (
+      o, "assigned", self->assigned_step[step % 4] == step ? self->assigned_count[step % 4] : 0);
+  rlx_coordinator_set_hash_member (o, "hash", hash);
+  json_object_set_int_member (o, "bytes_tx", (gint64) t->tx_bytes);
+  json_object_set_int_member (o, "bytes_rx", (gint64) t->rx_bytes);
+  json_object_set_int_member (o, "bytes_f32", (gint64) (t->tx_f32_bytes + t->rx_f32_bytes));
+  json_object_set_boolean_member (o, "contributed",
+                                  str_array_contains (contributors, self->node_id));
+  json_object_set_int_member (o, "contributors", contributors ? contributors->len : 0);
+  json_object_set_int_member (o, "late", late);
+  json_object_set_int_member (o, "rejected", rejected);
+  json_object_set_int_member (o, "time_us", g_get_monotonic_time ());
+  rlx_coordinator_event_emit (self, o);
+  rlx_coordinator_notify (self, PROP_STEP);
+  rlx_coordinator_notify (self, PROP_LOSS);
+  notify_bytes (self);
+  if (step % 16 == 0)
+    rlx_coordinator_roster_sync (self);
+  maybe_evaluate (self, step);
+}
+
+gboolean
+rlx_coordinator_send_msg (RlxCoordinator *self, RlxPeer *p, const RlxMsg *m)
+{
+  gint64 t0 = thread_cpu_us ();
+  gboolean ok = rlx_peer_set_send_msg (self->peers, p, RLX_SEND_CONTROL, m);
+
+  self->send_us += thread_cpu_us () - t0;
+  return ok;
+}
+
+gboolean
+rlx_coordinator_send_frame (RlxCoordinator *self, RlxPeer *p, RlxSendClass klass, GBytes *frame,
+                            gsize n, RlxPrecision precision)
+{
+  gint64 t0 = thread_cpu_us ();
+  gboolean ok = rlx_peer_set_send_frame (self->peers, p, klass, frame, n, precision);
+
+  self->send_us += thread_cpu_us () - t0;
+  return ok;
+}
+
+void
+rlx_coordinator_send_leader_msg (RlxCoordinator *self, RlxPeer *p)
+{
+  RlxMsg m;
+
+  rlx_msg_init (&m, RLX_MSG_LEADER, self->node_id);
+  m.u.leader.leader = g_strdup (rlx_leadership_get_leader (self->lead));
+  m.u.leader.term = rlx_leadership_get_term (self->lead);
+  m.u.leader.step = applied (self);
+  if (p)
+    rlx_coordinator_send_msg (self, p, &m);
+  else
+    rlx_peer_set_broadcast (self->peers, &m);
+  rlx_msg_clear (&m);
+}
+
+void
+rlx_coordinator_send_join (RlxCoordinator *self, const char *reason)
+{
+  RlxPeer *lp = rlx_peer_set_lookup (self->peers, rlx_leadership_get_leader (self->lead));
+  RlxMsg m;
+
+  if (lp == NULL)
+    return;
+  rlx_msg_init (&m, RLX_MSG_JOIN, self->node_id);
+  m.u.join.reason = g_strdup (reason);
+  m.u.join.step = applied (self);
+  m.u.join.hash = rlx_replica_get_hash (self->replica);
+  m.u.join.merge = self->lineage_change;
+  rlx_coordinator_send_msg (self, lp, &m);
+  rlx_msg_clear (&m);
+}
+
+/* Tell the leader where this node is (after a commit, a snapshot, or when
+ * it starts following a new leader). */
+void
+rlx_coordinator_send_ack (RlxCoordinator *self)
+{
+  RlxPeer *lp = rlx_peer_set_lookup (self->peers, rlx_leadership_get_leader (self->lead));
+  RlxMsg m;
+
+  if (lp == NULL || role (self) != RLX_ROLE_MEMBER)
+    return;
+  rlx_msg_init (&m, RLX_MSG_ACK, self->node_id);
+  m.u.ack.term = rlx_leadership_get_term (self->lead);
+  m.u.ack.step = applied (self);
+  m.u.ack.hash = rlx_replica_get_hash (self->replica);
+  rlx_coordinator_send_msg (self, lp, &m);
+  rlx_msg_clear (&m);
+}
+
+/* A peer's frames now come at another precision. */
+void
+rlx_coordinator_note_precision (RlxCoordinator *self, RlxPeer *p, RlxPrecision precision)
+{
+  JsonObject *o;
+
+  if (p->precision == precision)
+    return;
+  p->precision = precision;
+  o = event_new ("precision");
+  json_object_set_string_member (o, "node", p->id);
+  json_object_set_string_member (o, "precision", rlx_precision_to_string (precision));
+  rlx_coordinator_event_emit (self, o);
+  rlx_coordinator_roster_sync (self);
+}
+
+void
+rlx_coordinator_roster_sync (RlxCoordinator *self)
+{
+  GPtrArray *ids = members (self);
+  g_autofree RlxRosterRow *rows = g_new0 (RlxRosterRow, MAX (ids->len, 1));
+  RlxBackend *b = rlx_worker_backend (self->worker);
+  const RlxWireCounters *t = rlx_peer_set_get_totals (self->peers);
+  const char *leader = rlx_leadership_get_leader (self->lead);
+  RlxRole r = role (self);
+
+  for (guint i = 0; i < ids->len; i++)
+    {
+      const char *id = g_ptr_array_index (ids, i);
+      RlxRosterRow *row = &rows[i];
+      RlxPeer *p = rlx_peer_set_lookup (self->peers, id);
+
+      row->node_id = id;
+      row->is_self = is_self (self, id);
+      row->is_leader = g_strcmp0 (id, leader) == 0;
+      row->state = "computing";
+      if (row->is_self)
+        {
+          row->host = self->host;
+          row->backend = rlx_backend_name (b);
+          row->device = rlx_backend_device (b);
+          row->fallback = rlx_backend_fallback (b);
+          row->precision = rlx_precision_to_string (self->precision);
+          row->speed = self->self_speed;
+          row->bytes_tx = t->tx_bytes;
+          row->bytes_rx = t->rx_bytes;
+          if (r == RLX_ROLE_JOINING || r == RLX_ROLE_ALONE)
+            row->state = "rejoining";
+          else if (r == RLX_ROLE_STOPPED)
+            row->state = "leaving";
+          else if (rlx_worker_pending (self->worker) == 0)
+            row->state = "waiting";
+        }
+      else if (p)
+        {
+          gint64 silent = g_get_monotonic_time () - p->last_rx;
+          row->host = p->host;
+          row->backend = p->backend;
+          row->device = p->device;
+          row->fallback = p->fallback;
+          row->precision = rlx_precision_to_string (p->precision);
+          row->speed = p->speed;
+          /* what the rank sent and received on its link with this node */
+          row->bytes_tx = p->counters.rx_bytes;
+          row->bytes_rx = p->counters.tx_bytes;
+          if (silent > (gint64) rlx_peer_set_timeout_for (self->peers, p) * 500)
+            row->state = "stalled";
+          else if (p->role == RLX_ROLE_JOINING)
+            row->state = "rejoining";
+        }
+      else
+        row->state = "stalled";
+    }
+  rlx_roster_sync (self->roster, rows, ids->len);
+  rlx_coordinator_notify (self, PROP_MEMBERS);
+}
+
+/* Replace the member list with @next (taken), reporting the difference. */
+void
+rlx_coordinator_members_replace (RlxCoordinator *self, GPtrArray *next)
+{
+  GPtrArray *cur = members (self);
+
+  for (guint i = 0; i < cur->len; i++)
+    {
+      const char *id = g_ptr_array_index (cur, i);
+      if (!str_array_contains (next, id) && !is_self (self, id))
+        rlx_coordinator_emit_member (self, "member-left", id, "removed by the leader");
+    }
+  for (guint i = 0; i < next->len; i++)
+    {
+      const char *id = g_ptr_array_index (next, i);
+      if (!str_array_contains (cur, id) && !is_self (self, id))
+        rlx_coordinator_emit_member (self, "member-joined", id, NULL);
+    }
+  rlx_leadership_set_members (self->lead, next);
+  rlx_coordinator_roster_sync (self);
+}
+
+char *
+rlx_checkpoint_path_for_cohort (const char *cohort)
+{
+  g_return_val_if_fail (cohort != NULL, NULL);
+  return g_build_filename (g_get_user_data_dir (), "rlx-cluster", cohort,
+                           "checkpoint.safetensors", NULL);
+}
+
+void
+rlx_coordinator_maybe_checkpoint (RlxCoordinator *self, gboolean force)
+{
+  guint64 step = applied (self);
+
+  if (!rlx_leadership_is_leader (self->lead))
+    return;
+  if (force || (self->checkpoint_every > 0 && step > 0 && step % self->checkpoint_every == 0))
+    rlx_checkpointer_save (self->ckpt, self->replica, self->lr);
+}
+
+void
+rlx_coordinator_on_checkpoint_written (RlxCheckpointer *ckpt, guint64 step, const char *path,
+                                       gpointer user_data)
+{
+  RlxCoordinator *self = user_data;
+  JsonObject *o = event_new ("checkpoint");
+
+  json_object_set_int_member (o, "step", (gint64) step);
+  json_object_set_string_member (o, "path", path);
+  rlx_coordinator_event_emit (self, o);
+  if (self->finish_after_checkpoint && !self->finished && !rlx_checkpointer_busy (ckpt))
+    rlx_coordinator_finish (self, TRUE, "all steps committed");
+  if (self->leave_id != 0)
+    self->leave_deadline = MIN (self->leave_deadline, g_get_monotonic_time () + 1000000);
+}
+
+void
+rlx_coordinator_on_checkpoint_failed (RlxCheckpointer *ckpt, const char *message,
+                                      gpointer user_data)
+{
+  RlxCoordinator *self = user_data;
+
+  rlx_coordinator_emit_error (self, message);
+  if (self->finish_after_checkpoint && !self->finished && !rlx_checkpointer_busy (ckpt))
+    rlx_coordinator_finish (self, TRUE, "all steps committed");
+}
+
+static void
+eval_free (gpointer p)
+{
+  Eval *e = p;
+
+  g_object_unref (e->self);
+  g_free (e->params);
+  g_free (e);
+}
+
+static void
+eval_copy (const float *params, gsize n, gpointer data)
+{
+  ((Eval *) data)->params = g_memdup2 (params, n * sizeof (float));
+}
+
+static void
+eval_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+{
+  Eval *e = data;
+  g_autoptr(RlxCpuTrainer) trainer = rlx_cpu_trainer_new (e->self->model, 1000);
+
+  e->accuracy = rlx_cpu_evaluate (trainer, e->params, e->self->dataset, RLX_SPLIT_TEST, &e->loss);
+  g_task_return_boolean (task, TRUE);
+}
+
+static void
+on_evaluated (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  Eval *e = g_task_get_task_data (G_TASK (result));
+  RlxCoordinator *self = e->self;
+  JsonObject *o;
+
+  if (g_cancellable_is_cancelled (self->cancellable))
+    return;
+  o = event_new ("evaluated");
+  json_object_set_int_member (o, "step", (gint64) e->step);
+  json_object_set_double_member (o, "accuracy", e->accuracy);
+  json_object_set_double_member (o, "test_loss", isfinite (e->loss) ? e->loss : -1);
+  rlx_coordinator_event_emit (self, o);
+}
+
+static void
+on_eval_copied (RlxReplica *replica, gboolean ok, gpointer user_data)
+{
+  Eval *e = user_data;
+  g_autoptr(GTask) task = g_task_new (NULL, e->self->cancellable, on_evaluated, NULL);
+  Eval *mine = g_new0 (Eval, 1);
+
+  /* The replica frees @e after this: the task gets its own. */
+  *mine = *e;
+  g_object_ref (mine->self);
+  e->params = NULL;
+  mine->step = rlx_replica_get_step (replica);
+  g_task_set_task_data (task, mine, eval_free);
+  g_task_run_in_thread (task, eval_thread);
+}
+
+static void
+maybe_evaluate (RlxCoordinator *self, guint64 step)
+{
+  Eval *e;
+
+  if (self->evaluate_every == 0 || step == 0 || step % self->evaluate_every != 0)
+    return;
+  e = g_new0 (Eval, 1);
+  e->self = g_object_ref (self);
+  rlx_replica_read (self->replica, eval_copy, e, eval_free, on_eval_copied, e);
+}

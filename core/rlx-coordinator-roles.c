@@ -1,0 +1,452 @@
+/* rlx-coordinator-roles.c — the node's role: the one transition function,
+ * founding, joining, failover, cutting off, merging two groups
+ * (see rlx-coordinator-private.h) */
+#include "rlx-config.h"
+#include "rlx-coordinator-private.h"
+
+#include <string.h>
+
+static gboolean on_found_timer (gpointer user_data);
+static gboolean on_join_retry (gpointer user_data);
+
+void
+rlx_coordinator_start_found_timer (RlxCoordinator *self, guint ms)
+{
+  if (self->found_id == 0 && !self->finished)
+    self->found_id = g_timeout_add (ms, on_found_timer, self);
+}
+
+/* The one place where this node's role changes. */
+void
+rlx_coordinator_transition (RlxCoordinator *self, RlxRole to, const char *leader, guint64 term,
+                            const char *reason)
+{
+  RlxRole from = role (self);
+  g_autofree char *old_leader = g_strdup (rlx_leadership_get_leader (self->lead));
+  guint64 old_term = rlx_leadership_get_term (self->lead);
+  guint changed;
+
+  if (from == RLX_ROLE_STOPPED)
+    return;
+  changed = rlx_leadership_set (self->lead, to, leader, term);
+  if (changed & 4)
+    self->term_base = applied (self);
+
+  /* Leaving the lead: the round in flight and the commits not reported are
+   * abandoned (none was acknowledged by everyone, so none is lost). */
+  if (from == RLX_ROLE_LEADER && to != RLX_ROLE_LEADER)
+    {
+      rlx_coordinator_round_abandon (self);
+      self->publish_waiting = FALSE;
+      g_queue_clear_full (&self->commits, (GDestroyNotify) rlx_coordinator_commit_free);
+      g_queue_init (&self->commits);
+      g_hash_table_remove_all (self->members_state);
+    }
+  /* Not computing for that leader any more: drop queued assignments
+   * (updates still run). */
+  if ((to != RLX_ROLE_MEMBER && to != RLX_ROLE_LEADER) || (changed & 6) || from != to)
+    rlx_coordinator_drop_assignments (self);
+
+  switch (to)
+    {
+    case RLX_ROLE_ALONE:
+      g_clear_handle_id (&self->join_id, g_source_remove);
+      self->joined_reported = FALSE;
+      g_queue_clear_full (&self->inbox, msg_free);
+      g_queue_init (&self->inbox);
+      self->inbox_early = 0;
+      if (reason)
+        rlx_coordinator_emit_simple (self, "rejoining", self->node_id, reason);
+      /* Look for peers from the main loop's next turn (the link that just
+       * closed is still being torn down under us). */
+      rlx_coordinator_start_found_timer (self, 50);
+      break;
+    case RLX_ROLE_JOINING:
+      g_clear_handle_id (&self->found_id, g_source_remove);
+      /* Once per leader and reason; the retry timer repeats it. */
+      if (from != RLX_ROLE_JOINING || (changed & 2) || reason)
+        rlx_coordinator_send_join (self, reason ? reason : "join");
+      if (self->join_id == 0)
+        self->join_id = g_timeout_add (JOIN_RETRY_MS, on_join_retry, self);
+      break;
+    case RLX_ROLE_MEMBER:
+    case RLX_ROLE_LEADER:
+      g_clear_handle_id (&self->found_id, g_source_remove);
+      g_clear_handle_id (&self->join_id, g_source_remove);
+      self->waiting_reported = FALSE;
+      break;
+    case RLX_ROLE_STOPPED:
+    case RLX_ROLE_N:
+    default:
+      g_clear_handle_id (&self->found_id, g_source_remove);
+      g_clear_handle_id (&self->join_id, g_source_remove);
+      break;
+    }
+
+  if (changed & 1)
+    rlx_coordinator_notify (self, PROP_ROLE);
+  if (changed & 2)
+    rlx_coordinator_notify (self, PROP_LEADER);
+  if (changed & 4)
+    rlx_coordinator_notify (self, PROP_TERM);
+  if ((to == RLX_ROLE_MEMBER || to == RLX_ROLE_LEADER) &&
+      (g_strcmp0 (old_leader, leader) != 0 || old_term != term ||
+       (from != RLX_ROLE_MEMBER && from != RLX_ROLE_LEADER)) && self->joined_reported)
+    rlx_coordinator_emit_leader (self);
+  if (changed)
+    rlx_coordinator_roster_sync (self);
+}
+
+static void
+become_leader (RlxCoordinator *self, guint64 term, gboolean founding)
+{
+  if (founding)
+    {
+      GPtrArray *only = g_ptr_array_new_with_free_func (g_free);
+      g_ptr_array_add (only, g_strdup (self->node_id));
+      rlx_leadership_set_members (self->lead, only);
+    }
+  else
+    {
+      /* Failover or merge: keep the members we can still reach. */
+      GPtrArray *cur = members (self);
+      for (guint i = cur->len; i > 0; i--)
+        if (!is_alive (g_ptr_array_index (cur, i - 1), self))
+          g_ptr_array_remove_index (cur, i - 1);
+      if (!rlx_leadership_has_member (self->lead, self->node_id))
+        g_ptr_array_insert (cur, 0, g_strdup (self->node_id));
+      self->rounds_started = TRUE;
+    }
+  rlx_coordinator_transition (self, RLX_ROLE_LEADER, self->node_id, term, NULL);
+  /* the update stream's residual starts from zero with a new leader */
+  rlx_coordinator_queue_reset_feedback (self);
+  self->rounds_measured = 0;
+  /* A commit our replica is still applying (we were a member a moment
+   * ago) is the one the first round builds on. */
+  self->last_commit = MAX (applied (self), self->expect_commit);
+  self->publish_waiting = FALSE;
+  self->round_epoch = rlx_replica_get_epoch (self->replica);
+  self->round_pos = rlx_replica_get_pos (self->replica);
+  if (!self->joined_reported)
+    {
+      rlx_coordinator_emit_leader (self);
+      rlx_coordinator_emit_joined (self);
+    }
+
+  rlx_coordinator_send_leader_msg (self, NULL);
+
+  if (self->steps > 0 && applied (self) >= self->steps)
+    {
+      rlx_coordinator_finish (self, TRUE, "all steps committed");
+      return;
+    }
+  /* A new leader after a failover checkpoints what it holds. */
+  if (!founding && applied (self) > 0)
+    rlx_coordinator_maybe_checkpoint (self, TRUE);
+  rlx_coordinator_leader_publish (self, FALSE);
+}
+
+static void
+on_resume_loaded (RlxReplica *replica, gboolean ok, gpointer user_data)
+{
+  RlxCoordinator *self = user_data;
+  JsonObject *o = event_new ("resumed");
+
+  json_object_set_int_member (o, "step", (gint64) rlx_replica_get_step (replica));
+  rlx_coordinator_set_hash_member (o, "hash", rlx_replica_get_hash (replica));
+  json_object_set_string_member (o, "path", rlx_checkpointer_get_path (self->ckpt));
+  rlx_coordinator_event_emit (self, o);
+  become_leader (self, 1, TRUE);
+}
+
+void
+rlx_coordinator_found (RlxCoordinator *self)
+{
+  if (self->checkpoint_error)
+    {
+      rlx_coordinator_finish (self, FALSE, self->checkpoint_error->message);
+      return;
+    }
+  if (self->resume.params)
+    {
+      rlx_replica_set_seed (self->replica, self->resume.seed);
+      rlx_replica_load_floats (self->replica, self->resume.step,
+                               g_steal_pointer (&self->resume.params), self->resume.epoch,
+                               self->resume.pos, on_resume_loaded, self);
+      return;
+    }
+  become_leader (self, 1, TRUE);
+}
+
+static gboolean
+on_found_timer (gpointer user_data)
+{
+  RlxCoordinator *self = user_data;
+  g_autofree RlxFounderCandidate *c = NULL;
+  guint k = 0;
+  int pick;
+
+  self->found_id = 0;
+  if (role (self) != RLX_ROLE_ALONE || self->finished)
+    return G_SOURCE_REMOVE;
+  rlx_coordinator_emit_discover (self);
+  c = g_new0 (RlxFounderCandidate, rlx_peer_set_size (self->peers) + 1);
+  c[k].id = self->node_id;
+  c[k].checkpoint = self->resume.params ? self->resume.step : 0;
+  /* A node that was cut off looks for its cohort for a while before it
+   * would carry on alone (it may be the only one left). */
+  c[k++].join_only = self->join_only || self->checkpoint_error != NULL ||
+                     g_get_monotonic_time () < self->rejoin_until;
+  for (guint i = 0; i < rlx_peer_set_size (self->peers); i++)
+    {
+      RlxPeer *p = rlx_peer_set_nth (self->peers, i);
+      if (!p->ready || p->refused)
+        continue;
+      if (peer_leader (p) && rlx_peer_set_lookup (self->peers, peer_leader (p)))
+        {
+          rlx_coordinator_transition (self, RLX_ROLE_JOINING, peer_leader (p), p->term, NULL);
+          return G_SOURCE_REMOVE;
+        }
+      if (p->role == RLX_ROLE_ALONE)
+        {
+          c[k].id = p->id;
+          c[k].checkpoint = p->checkpoint;
+          c[k++].join_only = p->join_only;
+        }
+    }
+  pick = rlx_leadership_pick_founder (c, k);
+  if (pick == 0)
+    {
+      rlx_coordinator_found (self);
+      return G_SOURCE_REMOVE;
+    }
+  if (pick < 0 && self->checkpoint_error && !self->join_only &&
+      g_get_monotonic_time () >= self->rejoin_until)
+    {
+      rlx_coordinator_finish (self, FALSE, self->checkpoint_error->message);
+      return G_SOURCE_REMOVE;
+    }
+  if (pick < 0 && !self->waiting_reported && self->join_only)
+    {
+      self->waiting_reported = TRUE;
+      rlx_coordinator_emit_simple (
+          self, "waiting", self->node_id,
+          "no cohort reachable yet; this node only joins one (it was given peers to "
+          "join), so it waits and keeps looking");
+    }
+  /* Someone else founds (or a stale view of it): say hello again now and
+   * then (the answers refresh what we know), and look for more peers. */
+  if (++self->found_waits % 4 == 0)
+    for (guint i = 0; i < rlx_peer_set_size (self->peers); i++)
+      {
+        RlxPeer *p = rlx_peer_set_nth (self->peers, i);
+        if (p->ready && !p->refused)
+          rlx_peer_set_say_hello (self->peers, p);
+      }
+  rlx_coordinator_start_found_timer (
+      self, g_get_monotonic_time () < self->rejoin_until ? 200 : FOUND_RETRY_MS);
+  return G_SOURCE_REMOVE;
+}
+
+static gboolean
+on_join_retry (gpointer user_data)
+{
+  RlxCoordinator *self = user_data;
+  RlxPeer *lp;
+
+  if (role (self) != RLX_ROLE_JOINING)
+    {
+      self->join_id = 0;
+      return G_SOURCE_REMOVE;
+    }
+  lp = rlx_peer_set_lookup (self->peers, rlx_leadership_get_leader (self->lead));
+  if (lp == NULL || (lp->role != RLX_ROLE_LEADER && lp->role != RLX_ROLE_MEMBER))
+    {
+      /* The leader we were joining is gone (or no longer leads): look again. */
+      self->join_id = 0;
+      rlx_coordinator_transition (self, RLX_ROLE_ALONE, NULL, rlx_leadership_get_term (self->lead),
+                                  NULL);
+      return G_SOURCE_REMOVE;
+    }
+  if (!self->loading)
+    rlx_coordinator_send_join (self,
+                               applied (self) > 0 || self->joined_reported ? "resync" : "join");
+  return G_SOURCE_CONTINUE;
+}
+
+void
+rlx_coordinator_request_snapshot (RlxCoordinator *self, const char *reason)
+{
+  g_queue_clear_full (&self->inbox, msg_free);
+  g_queue_init (&self->inbox);
+  self->inbox_early = 0;
+  rlx_coordinator_transition (self, RLX_ROLE_JOINING, rlx_leadership_get_leader (self->lead),
+                              rlx_leadership_get_term (self->lead), reason);
+}
+
+/* This node was cut off (its loop stood still and the cohort went on
+ * without it): it rejoins through a snapshot, never founds over it. */
+void
+rlx_coordinator_cut_off (RlxCoordinator *self, const char *why)
+{
+  g_autofree char *reason = g_strdup_printf ("%s; this node stood still longer than the heartbeat "
+                                             "timeout (%u ms) and rejoins the cohort",
+                                             why, rlx_peer_set_get_timeout (self->peers));
+  self->rejoin_until = g_get_monotonic_time () +
+                       MAX (3 * (gint64) rlx_peer_set_get_timeout (self->peers), 3000) * 1000;
+  rlx_coordinator_transition (self, RLX_ROLE_ALONE, NULL, rlx_leadership_get_term (self->lead),
+                              reason);
+}
+
+/* The leader is gone: the most senior reachable member takes over. */
+void
+rlx_coordinator_leader_lost (RlxCoordinator *self, const char *old, const char *reason)
+{
+  const char *next;
+
+  if (role (self) == RLX_ROLE_JOINING || role (self) == RLX_ROLE_ALONE)
+    {
+      rlx_coordinator_transition (self, RLX_ROLE_ALONE, NULL, rlx_leadership_get_term (self->lead),
+                                  NULL);
+      return;
+    }
+  if (role (self) != RLX_ROLE_MEMBER)
+    return;
+  if (rlx_leadership_remove_member (self->lead, old))
+    rlx_coordinator_emit_member (self, "member-left", old, reason);
+  next = rlx_leadership_successor (self->lead, is_alive, self);
+  if (next == NULL || is_self (self, next))
+    become_leader (self, rlx_leadership_get_term (self->lead) + 1, FALSE);
+  else
+    {
+      /* Wait for it to announce itself (term + 1); its silence is caught
+       * by the heartbeat like anyone's. */
+      g_autofree char *n = g_strdup (next);
+      rlx_coordinator_transition (self, RLX_ROLE_MEMBER, n, rlx_leadership_get_term (self->lead),
+                                  NULL);
+    }
+}
+
+void
+rlx_coordinator_merge_with (RlxCoordinator *self, RlxPeer *p, guint sent_members, guint64 sent_step)
+{
+  RlxGroupInfo mine = { self->node_id, sent_members, sent_step };
+  RlxGroupInfo theirs = { p->id, p->members, p->step };
+  const char *why = rlx_leadership_merge_reason (&mine, &theirs);
+
+  if (rlx_leadership_merge_compare (&mine, &theirs) > 0)
+    {
+      /* We are kept: a new term above both, so every node of the other
+       * group follows us. */
+      guint64 term = MAX (rlx_leadership_get_term (self->lead), p->term) + 1;
+      rlx_coordinator_transition (self, RLX_ROLE_LEADER, self->node_id, term, NULL);
+      rlx_coordinator_send_leader_msg (self, NULL);
+      /* The round in flight goes on under the new term. */
+      rlx_coordinator_round_abandon (self);
+      rlx_coordinator_leader_publish (self, FALSE);
+    }
+  else
+    {
+      g_free (self->merge_rule);
+      self->merge_rule = g_strdup_printf ("two groups of cohort %s met; the one with %s "
+                                          "(led by %s) is kept", self->cohort, why, p->id);
+      self->lineage_change = TRUE;
+      self->merge_from_step = applied (self);
+      g_clear_pointer (&self->former_members, g_ptr_array_unref);
+      self->former_members = str_array_copy (members (self));
+      str_array_remove (self->former_members, self->node_id);
+      rlx_coordinator_transition (self, RLX_ROLE_JOINING, p->id,
+                                  MAX (p->term, rlx_leadership_get_term (self->lead)), "merge");
+    }
+}
+
+/* Tell @ids (who followed us) that @lm's leader leads now. */
+static void
+relay_leader (RlxCoordinator *self, GPtrArray *ids, RlxMsgLeader *lm, RlxPeer *skip)
+{
+  for (guint i = 0; ids && i < ids->len; i++)
+    {
+      RlxPeer *mp = rlx_peer_set_lookup (self->peers, g_ptr_array_index (ids, i));
+      RlxMsg m;
+
+      if (mp == NULL || mp == skip)
+        continue;
+      rlx_msg_init (&m, RLX_MSG_LEADER, self->node_id);
+      m.u.leader.leader = g_strdup (lm->leader);
+      m.u.leader.term = lm->term;
+      m.u.leader.step = lm->step;
+      rlx_coordinator_send_msg (self, mp, &m);
+      rlx_msg_clear (&m);
+    }
+}
+
+void
+rlx_coordinator_on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *lm)
+{
+  const char *lid = lm->leader;
+  guint64 term = rlx_leadership_get_term (self->lead);
+  RlxPeer *lp;
+
+  if (is_self (self, lid))
+    return;
+  lp = rlx_peer_set_lookup (self->peers, lid);
+  if (lp)
+    {
+      lp->role = RLX_ROLE_LEADER;
+      g_free (lp->leader);
+      lp->leader = g_strdup (lid);
+      lp->term = MAX (lp->term, lm->term);
+    }
+  if (lm->term < term)
+    return;
+  /* We yielded in a merge: the nodes that followed us follow the new
+   * leader too, once it has announced its term. */
+  if (self->former_members && lm->term > term)
+    {
+      relay_leader (self, self->former_members, lm, lp);
+      g_clear_pointer (&self->former_members, g_ptr_array_unref);
+    }
+  switch (role (self))
+    {
+    case RLX_ROLE_ALONE:
+    case RLX_ROLE_JOINING:
+      if (lp && (role (self) == RLX_ROLE_ALONE ||
+                 g_strcmp0 (rlx_leadership_get_leader (self->lead), lid) != 0 || lm->term > term))
+        rlx_coordinator_transition (self, RLX_ROLE_JOINING, lid, lm->term, NULL);
+      break;
+    case RLX_ROLE_MEMBER:
+      if (lm->term > term || g_strcmp0 (rlx_leadership_get_leader (self->lead), lid) != 0)
+        {
+          /* A leader from outside our cohort (a merge): its state is not
+           * ours, join it through a snapshot (we may not even have a link
+           * to it yet: joining looks for it). Else: a failover. */
+          if (!rlx_leadership_has_member (self->lead, lid))
+            {
+              self->lineage_change = TRUE;
+              rlx_coordinator_transition (self, RLX_ROLE_JOINING, lid, lm->term, "merge");
+            }
+          else if (lp)
+            {
+              rlx_coordinator_transition (self, RLX_ROLE_MEMBER, lid, lm->term, NULL);
+              rlx_coordinator_send_ack (self);
+            }
+        }
+      break;
+    case RLX_ROLE_LEADER:
+      /* A newer term always wins; two leaders of one term: the smaller id
+       * keeps it. */
+      if (lp && (lm->term > term || strcmp (lid, self->node_id) < 0))
+        {
+          g_autoptr(GPtrArray) mine = str_array_copy (members (self));
+          rlx_coordinator_transition (self, RLX_ROLE_JOINING, lid, lm->term,
+                                      "another leader took over");
+          /* Our members follow the new leader too: tell them. */
+          relay_leader (self, mine, lm, lp);
+        }
+      break;
+    case RLX_ROLE_STOPPED:
+    case RLX_ROLE_N:
+    default:
+      break;
+    }
+}

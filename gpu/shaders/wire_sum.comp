@@ -1,0 +1,69 @@
+#version 450
+/* wire_sum.comp — first pass of a gradient's trip to the wire: s = g + r
+ * (with error feedback, flags bit 0: r the residual, or 0 after a reset;
+ * without, s = g) for elements [start, end) of this workgroup, written to
+ * s[] (not with flags bit 1: a check of the gradient alone, the leader's own
+ * in its round); the workgroup's largest |s| and |g| (as f32 bits) and its
+ * first non-finite s go to the partials. Max and min are exact, so the order
+ * of the reduction does not matter. */
+#include "wire.glsl"
+#include "wire-layout.h"
+
+layout(local_size_x = 256) in;
+
+layout(std430, set = 0, binding = 0) readonly buffer BufG { uint g[]; };
+layout(std430, set = 0, binding = 1) readonly buffer BufR { uint res[]; };
+layout(std430, set = 0, binding = 2) readonly buffer BufCtl { uint ctl[]; };
+layout(std430, set = 0, binding = 3) buffer BufS { uint s[]; };
+
+layout(push_constant) uniform Push {
+  uint n, per_group, part_off, flags;
+} p;
+
+shared uint sh_s[256], sh_g[256], sh_bad[256];
+
+void main ()
+{
+  const uint lid = gl_LocalInvocationID.x;
+  const uint start = gl_WorkGroupID.x * p.per_group;
+  const uint end = min (p.n, start + p.per_group);
+  const bool use_r = ctl[CTL_USE_RESIDUAL] != 0u;
+  const uint poison_i = ctl[CTL_POISON_INDEX], poison_b = ctl[CTL_POISON_BITS];
+  const bool feedback = (p.flags & 1u) != 0u, write_s = (p.flags & 2u) == 0u;
+  uint sm = 0u, gm = 0u, bad = 0xffffffffu;
+
+  for (uint i = start + lid; i < end; i += 256u)
+    {
+      uint gb = i == poison_i ? poison_b : g[i];
+      /* with feedback s = g + r even when r was reset: g + 0 turns −0 into
+       * +0, as the CPU's add does */
+      uint sb = feedback ? f32_add (gb, use_r ? res[ctl[CTL_RES_IN] + i] : 0u) : gb;
+      uint a = sb & 0x7fffffffu;
+      if (write_s)
+        s[i] = sb;
+      gm = max (gm, gb & 0x7fffffffu);
+      sm = max (sm, a);
+      if (a >= F32_ABS_INF)
+        bad = min (bad, i);
+    }
+  sh_s[lid] = sm;
+  sh_g[lid] = gm;
+  sh_bad[lid] = bad;
+  barrier ();
+  for (uint k = 128u; k > 0u; k >>= 1)
+    {
+      if (lid < k)
+        {
+          sh_s[lid] = max (sh_s[lid], sh_s[lid + k]);
+          sh_g[lid] = max (sh_g[lid], sh_g[lid + k]);
+          sh_bad[lid] = min (sh_bad[lid], sh_bad[lid + k]);
+        }
+      barrier ();
+    }
+  if (lid == 0u)
+    {
+      s[p.part_off + 3u * gl_WorkGroupID.x] = sh_s[0];
+      s[p.part_off + 3u * gl_WorkGroupID.x + 1u] = sh_g[0];
+      s[p.part_off + 3u * gl_WorkGroupID.x + 2u] = sh_bad[0];
+    }
+}

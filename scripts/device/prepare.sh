@@ -1,0 +1,132 @@
+#!/bin/bash
+# scripts/device/prepare.sh — run HERE, in the checkout whose tree the device
+# tool sends (the lead's), before a device call: builds a release rlx-rank and
+# bench-gpu and gathers, in .devcarry/ (git-ignored through .git/info/exclude),
+# everything scripts/device/gpu-cohort.sh needs on the device machine, whose
+# image (Ubuntu-like, CUDA, python3 + torch) has no GLib, json-glib, OpenBLAS
+# or Vulkan loader of its own:
+#
+#   .devcarry/bin/       rlx-rank, bench-gpu, test-resident, test-round (release build)
+#   .devcarry/lib/       every shared library they load that is not glibc's
+#                        (ldd), and OpenBLAS as libopenblas.so.0.xz (dlopen'ed
+#                        by the CPU path only; 36 MB unpacked, 8 MB packed)
+#   .devcarry/gl/        the Vulkan loader and glvnd .debs (amd64; the device
+#                        README's list) and the Khronos validation layer
+#   .devcarry/rlx-rank   a wrapper that runs bin/rlx-rank with the carried
+#                        libraries the machine lacks (the same for bench-gpu):
+#                        only our programs see them, and a library the machine
+#                        has (newer) is never shadowed by ours
+#   .devcarry/torch_ref.py   ../shared/bench/torch_ref.py (../shared does not travel)
+#   .devcarry/MANIFEST   commit, build, sizes
+#
+# Then the lead calls the device tool with
+#   command: bash scripts/device/gpu-cohort.sh     carry: [".devcarry"]
+#   kind: nvidia-h200-x2 (or nvidia-h200: the two-GPU runs are skipped)
+#   timeout_s: 600
+#
+# Usage: scripts/device/prepare.sh [--no-debs]   (--no-debs: keep the .debs
+# already in .devcarry/gl, for a machine without apt access)
+# Idempotent; exits non-zero with a message when a piece is missing.
+set -euo pipefail
+
+die () { echo "prepare.sh: $*" >&2; exit 1; }
+
+root=$(git rev-parse --show-toplevel 2>/dev/null) || die "run it inside the rlx-cluster checkout"
+cd "$root"
+carry=.devcarry
+build=build-release
+fetch_debs=1
+[ "${1:-}" = "--no-debs" ] && fetch_debs=0
+
+# 1. ignored by git, so it travels only when carried
+exclude=$(git rev-parse --git-path info/exclude)
+mkdir -p "$(dirname "$exclude")"
+grep -qxF "/$carry/" "$exclude" 2>/dev/null || echo "/$carry/" >> "$exclude"
+
+# 2. a release build of the two programs
+if [ ! -f "$build/build.ninja" ]; then
+  meson setup "$build" --buildtype=release >/dev/null || die "meson setup $build failed"
+fi
+ninja -C "$build" tools/rlx-rank tests/gpu/bench-gpu tests/gpu/test-resident \
+  tests/gpu/test-round >/dev/null || die "building in $build failed"
+
+rm -rf "$carry/bin" "$carry/lib" "$carry/use"
+mkdir -p "$carry/bin" "$carry/lib" "$carry/gl"
+cp "$build/tools/rlx-rank" "$build/tests/gpu/bench-gpu" "$build/tests/gpu/test-resident" \
+   "$build/tests/gpu/test-round" "$carry/bin/"
+strip "$carry/bin/"* 2>/dev/null || true
+
+# 3. their libraries, less glibc's own (the device has a newer glibc; a
+#    library built against Debian 12's 2.36 runs on it)
+glibc='^(linux-vdso|ld-linux-x86-64|libc|libm|libpthread|libdl|librt|libresolv|libutil)\.so'
+copy_deps () {
+  ldd "$1" | awk '/=> \// { print $1, $3 }' | while read -r name path; do
+    if ! [[ $name =~ $glibc ]] && [ ! -e "$carry/lib/$name" ]; then
+      cp -L "$path" "$carry/lib/$name"
+    fi
+  done
+}
+for f in "$carry/bin/"*; do copy_deps "$f"; done
+# OpenBLAS is dlopen'ed (core/vision/rlx-blas.c), so ldd does not see it
+blas=$(ldconfig -p | awk '/libopenblas\.so\.0 .*x86-64/ { print $NF; exit }')
+[ -n "$blas" ] || die "libopenblas.so.0 not found (scripts/deps.sh installs libopenblas0-pthread)"
+copy_deps "$blas"
+xz -T0 -6 -c "$(readlink -f "$blas")" > "$carry/lib/libopenblas.so.0.xz"
+
+# 4. the Vulkan loader, glvnd and the validation layer, as amd64 .debs
+debs="libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 vulkan-validationlayers"
+if [ "$fetch_debs" = 1 ]; then
+  o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
+  mkdir -p /tmp/amd64/partial
+  # shellcheck disable=SC2086
+  apt-get $o update >/dev/null || die "apt-get update failed (no network? use --no-debs)"
+  rm -f "$carry/gl/"*.deb
+  # shellcheck disable=SC2086
+  (cd "$carry/gl" && apt-get $o download $debs >/dev/null) || die "apt-get download failed"
+fi
+for d in $debs; do
+  ls "$carry/gl/${d}_"*.deb >/dev/null 2>&1 || die "$carry/gl has no $d .deb"
+done
+
+# 5. the wrappers: only our programs get our libraries
+for p in rlx-rank bench-gpu test-resident test-round; do
+  cat > "$carry/$p" <<EOF
+#!/bin/sh
+# runs bin/$p with the carried libraries (written by scripts/device/prepare.sh)
+# (use/: the carried libraries the machine lacks, made by gpu-cohort.sh;
+# without it, all of lib/)
+here=\$(cd "\$(dirname "\$0")" && pwd)
+libs=\$here/lib
+[ -d "\$here/use" ] && libs=\$here/use
+LD_LIBRARY_PATH="\$libs" exec "\$here/bin/$p" "\$@"
+EOF
+  chmod +x "$carry/$p"
+done
+
+# 6. the PyTorch reference (../shared does not travel)
+ref=${RLX_SHARED_DIR:-$root/../shared}/bench/torch_ref.py
+[ -f "$ref" ] || ref=/work/shared/bench/torch_ref.py
+[ -f "$ref" ] || die "torch_ref.py not found (set RLX_SHARED_DIR to the shared folder)"
+cp "$ref" "$carry/torch_ref.py"
+
+# 7. check: the programs resolve every library from the carry folder
+missing=$(LD_LIBRARY_PATH="$carry/lib" ldd "$carry/bin/"* |
+          awk '/not found/' || true)
+[ -z "$missing" ] || die "unresolved libraries: $missing"
+"$carry/rlx-rank" --help >/dev/null 2>&1 || "$carry/rlx-rank" bench --help >/dev/null ||
+  die "$carry/rlx-rank does not run"
+
+{
+  echo "commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!.devcarry' || echo ' (with local changes)')"
+  echo "built $(date -u +%FT%TZ) on $(. /etc/os-release; echo "$PRETTY_NAME"), $build (release)"
+  echo "libraries: $(ls "$carry/lib" | tr '\n' ' ')"
+  echo "debs: $(ls "$carry/gl" | tr '\n' ' ')"
+} > "$carry/MANIFEST"
+
+carry_kib=$(du -sk "$carry" | cut -f1)
+tree_kib=$(git ls-files -z --cached --others --exclude-standard | du -ck --files0-from=- 2>/dev/null |
+           tail -1 | cut -f1)
+total_mib=$(( (carry_kib + tree_kib) / 1024 ))
+echo "prepare.sh: $carry is $(( carry_kib / 1024 )) MiB, the tree $(( tree_kib / 1024 )) MiB: ${total_mib} MiB of the 64 MiB a call may send"
+[ "$total_mib" -lt 62 ] || die "over the device tool's 64 MiB limit"
+echo "prepare.sh: ready. Device call: command 'bash scripts/device/gpu-cohort.sh', carry [\"$carry\"], kind nvidia-h200-x2, timeout_s 600"

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Medians and ratios of a gpu-cohort.sh run, as Markdown for BENCHMARKS.md.
+
+  summarize.py results.jsonl [ddp.txt]
+
+Ratios are taken per round (the same round's reference) and their median is
+shown; rates are medians over rounds with the range in brackets. Goals are the
+issue's: one-rank cohort ≥ 0.9× bench, f16/f8 ≥ f32, two GPUs ≥ 1.8× one,
+two GPUs ≥ DDP (mnist-mlp, mnist-cnn) or ≥ 0.9× DDP (mnist-mlp-xl).
+"""
+import json, re, statistics, sys
+from collections import defaultdict
+
+
+def rate(d):
+    return d.get("samples_per_s") or d.get("samples_per_second")
+
+
+def fmt(v):
+    return "—" if v is None else f"{v / 1e6:.3f} M" if v >= 1e5 else f"{v:,.0f}"
+
+
+def main():
+    rows = []
+    with open(sys.argv[1]) as f:
+        for line in f:
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                pass
+    ddp = {}
+    if len(sys.argv) > 2:
+        try:
+            for line in open(sys.argv[2]):
+                m = re.match(r"(\S+) ddp \S+ ranks (\d+) batch/rank (\d+): ([\d,]+) samples/s", line)
+                if m:
+                    ddp[(m[1], int(m[2]))] = float(m[4].replace(",", ""))
+        except OSError:
+            pass
+
+    by = defaultdict(dict)          # (model, label) -> round -> rate
+    errors = []
+    for d in rows:
+        if "skipped" in d:
+            errors.append(f"skipped: {d['skipped']}")
+            continue
+        label, model = d.get("label"), d.get("model")
+        if label is None or model is None:
+            continue
+        if d.get("error") or (label != "bench" and not d.get("ok", True)):
+            errors.append(f"{label} {model} round {d.get('round')}: {d.get('error', 'failed')}"[:300])
+        r = rate(d)
+        if r and "round" in d:
+            by[(model, label)][d["round"]] = r
+        if label != "bench" and d.get("hashes_agree") is False:
+            errors.append(f"{label} {model}: ranks printed different hashes")
+
+    def med(model, label):
+        v = list(by[(model, label)].values())
+        return (statistics.median(v), min(v), max(v)) if v else (None, None, None)
+
+    def ratio(model, num, den):
+        a, b = by[(model, num)], by[(model, den)]
+        rs = [a[k] / b[k] for k in a if k in b and b[k]]
+        return (statistics.median(rs), rs) if rs else (None, [])
+
+    models = []
+    for (m, _l) in by:
+        if m not in models:
+            models.append(m)
+    print("| model | batch/rank | rlx-rank bench | one-rank cohort f32 | cohort/bench (goal ≥ 0.9) "
+          "| f16 | f16/f32 | f8e4m3 | f8/f32 (goal ≥ 1) | two GPUs f32 | two/one (goal ≥ 1.8) "
+          "| two GPUs f16 | DDP 1 GPU | DDP 2 GPUs | two/DDP |")
+    print("|" + "---|" * 15)
+    for m in models:
+        batch = next((d.get("batch_per_rank") or d.get("batch") for d in rows
+                      if d.get("model") == m and (d.get("batch_per_rank") or d.get("batch"))), "?")
+        cells = [m, str(batch)]
+        for label in ("bench", "one-f32"):
+            v, lo, hi = med(m, label)
+            cells.append(f"{fmt(v)} ({fmt(lo)}–{fmt(hi)})" if v else "—")
+        r, rs = ratio(m, "one-f32", "bench")
+        cells.append(f"{r:.2f} ({', '.join(f'{x:.2f}' for x in rs)})" if r else "—")
+        for label in ("one-f16", "one-f8e4m3"):
+            v, _, _ = med(m, label)
+            r, rs = ratio(m, label, "one-f32")
+            cells += [fmt(v), f"{r:.2f}" if r else "—"]
+        v, _, _ = med(m, "two-f32")
+        r, _ = ratio(m, "two-f32", "one-f32")
+        cells += [fmt(v), f"{r:.2f}" if r else "—"]
+        v16, _, _ = med(m, "two-f16")
+        cells.append(fmt(v16))
+        d1, d2 = ddp.get((m, 1)), ddp.get((m, 2))
+        cells += [fmt(d1), fmt(d2), f"{v / d2:.2f}" if v and d2 else "—"]
+        print("| " + " | ".join(cells) + " |")
+    mixed = [d for d in rows if d.get("label") == "mixed-cpu-gpu"]
+    for d in mixed:
+        print(f"\nMixed CPU + GPU cohort ({d.get('model')}, {d.get('precision')}, "
+              f"{d.get('steps')} steps): hashes agree: {d.get('hashes_agree')}, last hashes "
+              f"{d.get('last_hash')}, ok: {d.get('ok')}; fallbacks: "
+              f"{[j.get('fallback') for j in d.get('joined', [])]}")
+    one = [d for d in rows if d.get("label") == "one-f32" and d.get("joined")]
+    if one:
+        print(f"\nGPU rank's fallback text (where the parameters live): "
+              f"{one[0]['joined'][0].get('fallback')!r}")
+    if errors:
+        print("\nProblems:")
+        for e in errors:
+            print(f"- {e}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+/* test-mixed-cohort.c — a CPU rank and a lavapipe rank in one cohort keep
+ * one hash
+ *
+ * Two real `rlx-rank join --local` processes (tests/cohort's harness), one
+ * `--backend cpu`, one `--backend vulkan:llvmpipe`, each at its own wire
+ * precision: every committed step's parameter hash is the same on both, for
+ * 60 steps, with both gradients in every step (the collect deadline is
+ * raised so that a slow lavapipe step is never dropped on a loaded machine).
+ * The cohorts: the CPU leading at f16 with the GPU at f8e4m3 (mnist-mlp), and
+ * the GPU leading — its round summed, its update made, applied and hashed
+ * on the device (rlx_backend_round_*) — at f8e5m2 with the CPU at f32
+ * (mnist-cnn), at f8e4m3 with the CPU at f16 and at f16 with the CPU at
+ * f32 (mnist-mlp; there the hashes must agree at every one of the steps).
+ * The GPU rank must hold its parameters on the device (nothing in its
+ * fallback text says they stay on the host), so the replicas compared are
+ * the device's.
+ */
+#include "rlx-config.h"
+#include "../cohort/cohort-harness.h"
+
+#include <string.h>
+
+#define STEPS 60
+#define STEPS_S "60"
+
+static const char *
+str_of (JsonObject *o, const char *key)
+{
+  return json_object_has_member (o, key) ? json_object_get_string_member (o, key) : "";
+}
+
+static JsonObject *
+event (Node *n, const char *name)
+{
+  int i = node_find_event (n, name, 0);
+
+  g_assert_cmpint (i, >=, 0);
+  return g_ptr_array_index (n->events, i);
+}
+
+static void
+check_mixed (const char *model, const char *lead_backend, const char *lead_prec,
+             const char *member_backend, const char *member_prec, guint min_common)
+{
+  Harness *h = harness_new ();
+  Node *lead, *member, *gpu;
+  g_autoptr(GHashTable) hl = NULL, hm = NULL;
+  GHashTableIter it;
+  gpointer k, v;
+  guint common = 0, both = 0;
+
+  lead = harness_spawn (h, "lead", "join", "--local", "--json", "--cohort", "mixed",
+                        "--model", model, "--batch", "16", "--steps", STEPS_S,
+                        "--wait-members", "2", "--checkpoint-every", "0", "--threads", "1",
+                        "--deadline-floor-ms", "120000",
+                        "--backend", lead_backend, "--precision", lead_prec, NULL);
+  /* the founder first, so that the second joins it */
+  g_assert_cmpint (node_wait_event (lead, "joined", NULL, 0, 0, 60000), >=, 0);
+  member = harness_spawn (h, "member", "join", "--local", "--json", "--cohort", "mixed",
+                          "--model", model, "--batch", "16", "--steps", STEPS_S,
+                          "--checkpoint-every", "0", "--threads", "1",
+                          "--deadline-floor-ms", "120000",
+                          "--backend", member_backend, "--precision", member_prec, NULL);
+  g_assert_true (node_wait_exit (lead, 240000));
+  g_assert_true (node_wait_exit (member, 240000));
+  g_assert_true (node_exited_ok (lead));
+  g_assert_true (node_exited_ok (member));
+
+  /* who computed where */
+  gpu = g_str_has_prefix (lead_backend, "vulkan") ? lead : member;
+  g_assert_cmpstr (str_of (event (gpu, "joined"), "backend"), ==, "vulkan");
+  g_assert_cmpstr (str_of (event (gpu == lead ? member : lead, "joined"), "backend"), ==, "cpu");
+  g_test_message ("GPU rank's fallback: '%s'", str_of (event (gpu, "joined"), "fallback"));
+  g_assert_null (strstr (str_of (event (gpu, "joined"), "fallback"), "kept on the host"));
+
+  /* one hash at every step both committed, each with both gradients */
+  hl = node_step_hashes (lead);
+  hm = node_step_hashes (member);
+  g_hash_table_iter_init (&it, hm);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    {
+      const char *other = g_hash_table_lookup (hl, k);
+      if (other == NULL)
+        continue;
+      common++;
+      if (g_strcmp0 (other, v) != 0)
+        g_error ("%s, %s at %s + %s at %s: step %" G_GINT64_FORMAT ": hash %s on the leader, "
+                 "%s on the member", model, lead_backend, lead_prec, member_backend, member_prec,
+                 *(gint64 *) k, other, (const char *) v);
+    }
+  for (guint i = 0; i < lead->events->len; i++)
+    {
+      JsonObject *e = g_ptr_array_index (lead->events, i);
+      if (g_str_equal (str_of (e, "event"), "step") &&
+          json_object_get_int_member (e, "contributors") == 2)
+        both++;
+    }
+  g_test_message ("%s: %u steps compared, %u with both gradients", model, common, both);
+  g_assert_cmpuint (common, >=, min_common);
+  g_assert_cmpuint (both, >=, 50);
+  g_assert_cmpint (node_max_step (lead), ==, STEPS);
+  g_assert_cmpstr (str_of (event (lead, "done"), "hash"), ==, str_of (event (member, "done"), "hash"));
+  harness_free (h);
+}
+
+static gboolean
+have_lavapipe (void)
+{
+  /* the test's environment decides: RLX_RANK devices lists it or not */
+  const char *argv[] = { g_getenv ("RLX_RANK"), "devices", "--backend", "vulkan:llvmpipe", NULL };
+  g_autofree char *out = NULL;
+  int status = 0;
+
+  if (argv[0] == NULL)
+    return FALSE;
+  if (!g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &out,
+                     NULL, &status, NULL))
+    return FALSE;
+  return strstr (out, "vulkan on llvmpipe") != NULL;
+}
+
+static void
+test_cpu_leads (void)
+{
+  if (!have_lavapipe ())
+    {
+      g_test_skip ("no lavapipe device (install mesa-vulkan-drivers) or RLX_RANK unset");
+      return;
+    }
+  check_mixed ("mnist-mlp", "cpu", "f16", "vulkan:llvmpipe", "f8e4m3", 50);
+}
+
+static void
+test_gpu_leads (void)
+{
+  if (!have_lavapipe ())
+    {
+      g_test_skip ("no lavapipe device (install mesa-vulkan-drivers) or RLX_RANK unset");
+      return;
+    }
+  check_mixed ("mnist-cnn", "vulkan:llvmpipe", "f8e5m2", "cpu", "f32", 50);
+}
+
+/* the GPU's round at f8 and at f16: one hash at every step */
+static void
+test_gpu_leads_f8 (void)
+{
+  if (!have_lavapipe ())
+    {
+      g_test_skip ("no lavapipe device (install mesa-vulkan-drivers) or RLX_RANK unset");
+      return;
+    }
+  check_mixed ("mnist-mlp", "vulkan:llvmpipe", "f8e4m3", "cpu", "f16", STEPS);
+}
+
+static void
+test_gpu_leads_f16 (void)
+{
+  if (!have_lavapipe ())
+    {
+      g_test_skip ("no lavapipe device (install mesa-vulkan-drivers) or RLX_RANK unset");
+      return;
+    }
+  check_mixed ("mnist-mlp", "vulkan:llvmpipe", "f16", "cpu", "f32", STEPS);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  /* the validation layer stays off: a cohort test, not a driver test */
+  g_unsetenv ("RLX_VK_VALIDATE");
+  if (g_getenv ("CI") != NULL && g_getenv ("RLX_RANK") != NULL && !have_lavapipe ())
+    g_error ("CI is set but rlx-rank sees no lavapipe device: install mesa-vulkan-drivers "
+             "(scripts/deps.sh does)");
+  g_test_add_func ("/gpu/mixed-cohort/cpu-leads-f16-gpu-f8e4m3", test_cpu_leads);
+  g_test_add_func ("/gpu/mixed-cohort/gpu-leads-f8e5m2-cpu-f32", test_gpu_leads);
+  g_test_add_func ("/gpu/mixed-cohort/gpu-leads-f8e4m3-cpu-f16", test_gpu_leads_f8);
+  g_test_add_func ("/gpu/mixed-cohort/gpu-leads-f16-cpu-f32", test_gpu_leads_f16);
+  return g_test_run ();
+}

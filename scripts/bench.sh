@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Every figure in BENCHMARKS.md, measured side by side with its reference in
 # one run. Called by `./rlx bench [AREA…]` with the (release) build dir first.
-#   AREA: vision wire kernels gpu p2p cohort remote (default: all that run on this machine)
+#   AREA: vision wire kernels gpu p2p cohort remote app (default: all that run on this machine)
 set -euo pipefail
 BUILD=${1:?usage: scripts/bench.sh BUILD_DIR [AREA…]}
 shift
 RANK="$BUILD/tools/rlx-rank"
 SHARED=${RLX_SHARED_DIR:-$(cd "$(dirname "$0")/../.." && pwd)/shared}
 TORCH_REF="$SHARED/bench/torch_ref.py"
-AREAS=${*:-vision wire kernels p2p cohort remote gpu}
+AREAS=${*:-vision wire kernels p2p cohort remote gpu app}
 want () { [[ " $AREAS " == *" $1 "* ]]; }
 echo "# machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, $(date -u +%F)"
 
@@ -181,3 +181,18 @@ if want gpu; then
   fi
 fi
 # --- end gpu -----------------------------------------------------------------
+
+# --- app ---------------------------------------------------------------------
+if want app; then
+  echo "## app"
+  # The desktop app under Xvfb: frame time and UI-thread CPU with four ranks
+  # training at full speed (watching, then hovering over the chart), the
+  # cohort's steps/s against a headless rank in the app's place (same run),
+  # and the chart with 100,000 points. Medians of 3.
+  if [[ -x "$BUILD/app/rlx-cluster" ]]; then
+    bash "$(dirname "$0")/bench-app.sh" "$BUILD" 3 20
+  else
+    echo "app: $BUILD/app/rlx-cluster was not built (GTK 4 / libadwaita missing)"
+  fi
+fi
+# --- end app -----------------------------------------------------------------

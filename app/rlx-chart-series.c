@@ -1,0 +1,286 @@
+/* rlx-chart-series.c — points, smoothing and decimation (see the header) */
+#include "rlx-config.h"
+#include "rlx-chart-series.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+  double x;
+  gint64 time_us;
+  double ema;      /* biased moving average after this point */
+  float  y;
+  float  smooth;   /* ema with the start-up bias removed */
+} Point;
+
+struct _RlxChartSeries
+{
+  GObject  parent_instance;
+
+  GArray  *points;        /* Point */
+  double   smoothing;
+  double   y_min, y_max, y_min_positive;
+  guint64  generation;
+  guint    n_rejected;
+};
+
+G_DEFINE_FINAL_TYPE (RlxChartSeries, rlx_chart_series, G_TYPE_OBJECT)
+
+enum { SIG_CHANGED, N_SIGNALS };
+static guint signals[N_SIGNALS];
+
+static void
+rlx_chart_series_finalize (GObject *object)
+{
+  RlxChartSeries *self = RLX_CHART_SERIES (object);
+
+  g_array_unref (self->points);
+  G_OBJECT_CLASS (rlx_chart_series_parent_class)->finalize (object);
+}
+
+static void
+rlx_chart_series_class_init (RlxChartSeriesClass *klass)
+{
+  G_OBJECT_CLASS (klass)->finalize = rlx_chart_series_finalize;
+  signals[SIG_CHANGED] = g_signal_new ("changed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                       0, NULL, NULL, NULL, G_TYPE_NONE, 0);
+}
+
+static void
+reset_bounds (RlxChartSeries *self)
+{
+  self->y_min = INFINITY;
+  self->y_max = -INFINITY;
+  self->y_min_positive = INFINITY;
+}
+
+static void
+rlx_chart_series_init (RlxChartSeries *self)
+{
+  self->points = g_array_new (FALSE, FALSE, sizeof (Point));
+  reset_bounds (self);
+}
+
+RlxChartSeries *
+rlx_chart_series_new (double smoothing)
+{
+  RlxChartSeries *self = g_object_new (RLX_TYPE_CHART_SERIES, NULL);
+
+  self->smoothing = CLAMP (smoothing, 0.0, 0.999);
+  return self;
+}
+
+static void
+include_bounds (RlxChartSeries *self, double y)
+{
+  self->y_min = MIN (self->y_min, y);
+  self->y_max = MAX (self->y_max, y);
+  if (y > 0)
+    self->y_min_positive = MIN (self->y_min_positive, y);
+}
+
+/* Drop every point with x >= @x (history rewritten). */
+static void
+truncate_from (RlxChartSeries *self, double x)
+{
+  guint lo = 0, hi = self->points->len;
+
+  while (lo < hi)
+    {
+      guint mid = lo + (hi - lo) / 2;
+      if (g_array_index (self->points, Point, mid).x < x)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+  g_array_set_size (self->points, lo);
+  reset_bounds (self);
+  for (guint i = 0; i < self->points->len; i++)
+    include_bounds (self, g_array_index (self->points, Point, i).y);
+}
+
+void
+rlx_chart_series_append (RlxChartSeries *self, double x, double y, gint64 time_us)
+{
+  Point p = { 0 };
+  double prev_ema = 0, bias;
+  guint k;
+
+  g_return_if_fail (RLX_IS_CHART_SERIES (self));
+
+  if (!isfinite (x) || !isfinite (y))
+    {
+      self->n_rejected++;
+      return;
+    }
+  if (self->points->len > 0 && x < g_array_index (self->points, Point, self->points->len - 1).x)
+    truncate_from (self, x);
+  k = self->points->len;
+  if (k > 0)
+    prev_ema = g_array_index (self->points, Point, k - 1).ema;
+  p.x = x;
+  p.y = (float) y;
+  p.time_us = time_us;
+  p.ema = self->smoothing * prev_ema + (1.0 - self->smoothing) * y;
+  bias = 1.0 - pow (self->smoothing, (double) (k + 1));
+  p.smooth = (float) (bias > 0 ? p.ema / bias : y);
+  g_array_append_val (self->points, p);
+  include_bounds (self, y);
+  self->generation++;
+  g_signal_emit (self, signals[SIG_CHANGED], 0);
+}
+
+void
+rlx_chart_series_clear (RlxChartSeries *self)
+{
+  g_return_if_fail (RLX_IS_CHART_SERIES (self));
+
+  g_array_set_size (self->points, 0);
+  reset_bounds (self);
+  self->n_rejected = 0;
+  self->generation++;
+  g_signal_emit (self, signals[SIG_CHANGED], 0);
+}
+
+guint
+rlx_chart_series_get_n_points (RlxChartSeries *self)
+{
+  g_return_val_if_fail (RLX_IS_CHART_SERIES (self), 0);
+  return self->points->len;
+}
+
+guint64
+rlx_chart_series_get_generation (RlxChartSeries *self)
+{
+  g_return_val_if_fail (RLX_IS_CHART_SERIES (self), 0);
+  return self->generation;
+}
+
+guint
+rlx_chart_series_get_n_rejected (RlxChartSeries *self)
+{
+  g_return_val_if_fail (RLX_IS_CHART_SERIES (self), 0);
+  return self->n_rejected;
+}
+
+gboolean
+rlx_chart_series_get_point (RlxChartSeries *self, guint i, double *x, double *y, double *smooth,
+                            gint64 *time_us)
+{
+  const Point *p;
+
+  g_return_val_if_fail (RLX_IS_CHART_SERIES (self), FALSE);
+  if (i >= self->points->len)
+    return FALSE;
+  p = &g_array_index (self->points, Point, i);
+  if (x)
+    *x = p->x;
+  if (y)
+    *y = p->y;
+  if (smooth)
+    *smooth = p->smooth;
+  if (time_us)
+    *time_us = p->time_us;
+  return TRUE;
+}
+
+gboolean
+rlx_chart_series_get_bounds (RlxChartSeries *self, double *x_min, double *x_max, double *y_min,
+                             double *y_max, double *y_min_positive)
+{
+  guint n;
+
+  g_return_val_if_fail (RLX_IS_CHART_SERIES (self), FALSE);
+  n = self->points->len;
+  if (n == 0)
+    return FALSE;
+  if (x_min)
+    *x_min = g_array_index (self->points, Point, 0).x;
+  if (x_max)
+    *x_max = g_array_index (self->points, Point, n - 1).x;
+  if (y_min)
+    *y_min = self->y_min;
+  if (y_max)
+    *y_max = self->y_max;
+  if (y_min_positive)
+    *y_min_positive = isfinite (self->y_min_positive) ? self->y_min_positive : 0;
+  return TRUE;
+}
+
+/* First index with x >= @x. */
+static guint
+lower_bound (RlxChartSeries *self, double x)
+{
+  guint lo = 0, hi = self->points->len;
+
+  while (lo < hi)
+    {
+      guint mid = lo + (hi - lo) / 2;
+      if (g_array_index (self->points, Point, mid).x < x)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+  return lo;
+}
+
+int
+rlx_chart_series_find_nearest (RlxChartSeries *self, double x)
+{
+  guint n, i;
+
+  g_return_val_if_fail (RLX_IS_CHART_SERIES (self), -1);
+  n = self->points->len;
+  if (n == 0)
+    return -1;
+  i = lower_bound (self, x);
+  if (i >= n)
+    return (int) n - 1;
+  if (i > 0 && x - g_array_index (self->points, Point, i - 1).x
+                 <= g_array_index (self->points, Point, i).x - x)
+    return (int) i - 1;
+  return (int) i;
+}
+
+guint
+rlx_chart_series_decimate (RlxChartSeries *self, double x0, double x1, guint n_cols,
+                           RlxChartColumn *cols)
+{
+  const Point *pts;
+  double per_col;
+  guint i, n, visited = 0;
+
+  g_return_val_if_fail (RLX_IS_CHART_SERIES (self), 0);
+  g_return_val_if_fail (n_cols == 0 || cols != NULL, 0);
+
+  memset (cols, 0, sizeof (RlxChartColumn) * n_cols);
+  if (n_cols == 0 || !(x1 >= x0))
+    return 0;
+  per_col = (x1 - x0) / n_cols;
+  pts = (const Point *) (gpointer) self->points->data;
+  n = self->points->len;
+  for (i = lower_bound (self, x0); i < n && pts[i].x <= x1; i++)
+    {
+      const Point *p = &pts[i];
+      guint c = per_col > 0 ? (guint) ((p->x - x0) / per_col) : 0;
+      RlxChartColumn *col;
+
+      if (c >= n_cols)
+        c = n_cols - 1;
+      col = &cols[c];
+      if (col->n == 0)
+        {
+          col->y_min = col->y_max = col->y_first = p->y;
+        }
+      else
+        {
+          col->y_min = MIN (col->y_min, p->y);
+          col->y_max = MAX (col->y_max, p->y);
+        }
+      col->y_last = p->y;
+      col->smooth = p->smooth;
+      col->n++;
+      visited++;
+    }
+  return visited;
+}

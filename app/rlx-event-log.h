@@ -1,0 +1,62 @@
+/* rlx-event-log.h — the events of a cohort, in words a person reads
+ *
+ * RlxEventLog is a GListModel of RlxEventItem, oldest first. It turns the
+ * node's JSON events (rlx-coordinator.h, rlx-node.h) into sentences: who
+ * joined or left and why, refusals, leader changes, a rank that fell back to
+ * the CPU and why, steps discarded by a merge, test accuracy, errors. Step
+ * events and other routine traffic are not logged. Items that a person
+ * should see at once are marked "urgent" (the window shows them as toasts).
+ * The log keeps the newest RLX_EVENT_LOG_MAX items.
+ */
+#pragma once
+
+#include <gio/gio.h>
+#include <json-glib/json-glib.h>
+
+G_BEGIN_DECLS
+
+#define RLX_EVENT_LOG_MAX 2000
+
+typedef enum {
+  RLX_EVENT_KIND_INFO,
+  RLX_EVENT_KIND_JOINED,
+  RLX_EVENT_KIND_LEFT,
+  RLX_EVENT_KIND_LEADER,
+  RLX_EVENT_KIND_FALLBACK,
+  RLX_EVENT_KIND_REFUSED,
+  RLX_EVENT_KIND_MERGED,
+  RLX_EVENT_KIND_ACCURACY,
+  RLX_EVENT_KIND_WARNING,
+  RLX_EVENT_KIND_ERROR,
+} RlxEventKind;
+
+#define RLX_TYPE_EVENT_ITEM (rlx_event_item_get_type ())
+G_DECLARE_FINAL_TYPE (RlxEventItem, rlx_event_item, RLX, EVENT_ITEM, GObject)
+
+/* Properties (read-only): "kind" (int, RlxEventKind), "time" (string,
+ * local HH:MM:SS), "title", "detail" (string, "" if none), "icon-name",
+ * "urgent" (boolean), "event" (string, the JSON event's name). */
+RlxEventKind rlx_event_item_get_kind      (RlxEventItem *self);
+const char  *rlx_event_item_get_time      (RlxEventItem *self);
+const char  *rlx_event_item_get_title     (RlxEventItem *self);
+const char  *rlx_event_item_get_detail    (RlxEventItem *self);
+const char  *rlx_event_item_get_icon_name (RlxEventItem *self);
+const char  *rlx_event_item_get_event     (RlxEventItem *self);
+gboolean     rlx_event_item_get_urgent    (RlxEventItem *self);
+
+#define RLX_TYPE_EVENT_LOG (rlx_event_log_get_type ())
+G_DECLARE_FINAL_TYPE (RlxEventLog, rlx_event_log, RLX, EVENT_LOG, GObject)
+
+RlxEventLog  *rlx_event_log_new       (void);
+/* Log @event as seen by node @self_id (NULL: unknown). Returns the items it
+ * added (0, 1 or 2), newest last, in @added if not NULL (transfer container:
+ * free the array, not the items). */
+guint         rlx_event_log_add_event (RlxEventLog *self, JsonObject *event, const char *self_id,
+                                       GPtrArray **added);
+/* Something the app itself has to say (a join that failed, a local rank that
+ * exited). */
+RlxEventItem *rlx_event_log_add       (RlxEventLog *self, RlxEventKind kind, gboolean urgent,
+                                       const char *event, const char *title, const char *detail);
+void          rlx_event_log_clear     (RlxEventLog *self);
+
+G_END_DECLS

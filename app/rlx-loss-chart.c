@@ -1,0 +1,938 @@
+/* rlx-loss-chart.c — the loss chart widget (see the header)
+ *
+ * A frame is two layers: the plot (grid, tick labels, curves, legend),
+ * rebuilt only when the data, the size, the scale or the style changed and
+ * kept as a GskRenderNode otherwise; and the readout (a line, a dot and a
+ * label), drawn on top every frame it is shown.
+ */
+#include "rlx-config.h"
+#include "rlx-loss-chart.h"
+
+#include <adwaita.h>
+#include <glib/gi18n.h>
+#include <math.h>
+
+#define MAX_COLUMNS     4096
+#define MARGIN_TOP      28.0    /* room for the legend */
+#define MARGIN_BOTTOM   26.0
+#define MARGIN_LEFT     58.0
+#define MARGIN_RIGHT    46.0
+#define A11Y_INTERVAL_US G_USEC_PER_SEC
+
+struct _RlxLossChart
+{
+  GtkWidget       parent_instance;
+
+  RlxChartSeries *loss;
+  RlxChartSeries *accuracy;
+  gboolean        log_scale;
+  guint           min_redraw_ms;
+
+  /* the plot, kept between frames */
+  GskRenderNode  *plot;
+  int             plot_width, plot_height;
+  guint64         plot_loss_gen, plot_acc_gen;
+  gboolean        plot_log, plot_dark;
+  GdkRGBA         plot_fg;                  /* the style's colour it was drawn with */
+  double          x_lo, x_hi, y_lo, y_hi;   /* axis ranges (y in log10 when log) */
+  graphene_rect_t area;                     /* the plot area inside the widget */
+  RlxChartColumn *cols;
+
+  /* redraw throttling */
+  gint64          last_draw_us;
+  guint           redraw_id;
+  guint           a11y_id;
+  gint64          last_a11y_us;
+
+  int             readout;                  /* loss point index, -1: none */
+
+  RlxLossChartStats stats;
+};
+
+G_DEFINE_FINAL_TYPE (RlxLossChart, rlx_loss_chart, GTK_TYPE_WIDGET)
+
+enum { PROP_0, PROP_LOG_SCALE, PROP_MIN_REDRAW_MS, N_PROPS };
+static GParamSpec *props[N_PROPS];
+
+/* ── colours ───────────────────────────────────────────────────────────── */
+
+typedef struct {
+  GdkRGBA fg, grid, raw, smooth, accuracy, dim, readout_bg;
+} Palette;
+
+static void
+get_palette (RlxLossChart *self, Palette *p)
+{
+  gboolean dark = adw_style_manager_get_dark (adw_style_manager_get_default ());
+  GdkRGBA fg;
+
+  G_GNUC_BEGIN_IGNORE_DEPRECATIONS
+  gtk_style_context_get_color (gtk_widget_get_style_context (GTK_WIDGET (self)), &fg);
+  G_GNUC_END_IGNORE_DEPRECATIONS
+  p->fg = fg;
+  p->grid = fg;
+  p->grid.alpha = 0.12f;
+  p->dim = fg;
+  p->dim.alpha = 0.6f;
+  p->raw = fg;
+  p->raw.alpha = 0.28f;
+  gdk_rgba_parse (&p->smooth, dark ? "#78aeed" : "#1c71d8");
+  gdk_rgba_parse (&p->accuracy, dark ? "#8ff0a4" : "#26a269");
+  gdk_rgba_parse (&p->readout_bg, dark ? "rgba(36,36,36,0.94)" : "rgba(255,255,255,0.95)");
+}
+
+static void
+cairo_set_rgba (cairo_t *cr, const GdkRGBA *c)
+{
+  cairo_set_source_rgba (cr, c->red, c->green, c->blue, c->alpha);
+}
+
+/* ── axes ──────────────────────────────────────────────────────────────── */
+
+static double
+nice_step (double range, int max_ticks)
+{
+  double raw = range / MAX (1, max_ticks);
+  double e = pow (10, floor (log10 (raw)));
+  double f = raw / e;
+
+  if (f <= 1)
+    return e;
+  if (f <= 2)
+    return 2 * e;
+  if (f <= 5)
+    return 5 * e;
+  return 10 * e;
+}
+
+static char *
+format_step (double v)
+{
+  if (fabs (v) >= 100000)
+    return g_strdup_printf ("%.0fk", v / 1000);
+  if (fabs (v) >= 10000)
+    return g_strdup_printf ("%.1fk", v / 1000);
+  return g_strdup_printf ("%.0f", v);
+}
+
+static char *
+format_value (double v)
+{
+  if (v == 0)
+    return g_strdup ("0");
+  if (fabs (v) >= 1000 || fabs (v) < 0.001)
+    return g_strdup_printf ("%.0e", v);
+  return g_strdup_printf ("%.3g", v);
+}
+
+static char *
+format_elapsed (double seconds)
+{
+  if (seconds < 60)
+    /* Translators: elapsed time in seconds, e.g. "12.5 s" */
+    return g_strdup_printf (_("%.1f s"), seconds);
+  if (seconds < 3600)
+    /* Translators: elapsed time, e.g. "3 min 05 s" */
+    return g_strdup_printf (_("%d min %02d s"), (int) seconds / 60, (int) seconds % 60);
+  /* Translators: elapsed time, e.g. "2 h 05 min" */
+  return g_strdup_printf (_("%d h %02d min"), (int) seconds / 3600, ((int) seconds / 60) % 60);
+}
+
+static double
+map_x (RlxLossChart *self, double x)
+{
+  double span = self->x_hi - self->x_lo;
+  return self->area.origin.x + (span > 0 ? (x - self->x_lo) / span : 0.5) * self->area.size.width;
+}
+
+static double
+map_y (RlxLossChart *self, double y)
+{
+  double span = self->y_hi - self->y_lo, v;
+
+  if (self->log_scale)
+    y = y > 0 ? log10 (y) : self->y_lo;
+  v = span > 0 ? (y - self->y_lo) / span : 0.5;
+  return self->area.origin.y + (1 - v) * self->area.size.height;
+}
+
+static double
+map_accuracy (RlxLossChart *self, double a)
+{
+  return self->area.origin.y + (1 - CLAMP (a, 0, 1)) * self->area.size.height;
+}
+
+static void
+append_text (GtkSnapshot *snapshot, PangoLayout *layout, const char *text, double x, double y,
+             double x_align, double y_align, const GdkRGBA *color)
+{
+  int w, h;
+
+  pango_layout_set_text (layout, text, -1);
+  pango_layout_get_pixel_size (layout, &w, &h);
+  gtk_snapshot_save (snapshot);
+  gtk_snapshot_translate (snapshot, &GRAPHENE_POINT_INIT (floor (x - x_align * w),
+                                                          floor (y - y_align * h)));
+  gtk_snapshot_append_layout (snapshot, layout, color);
+  gtk_snapshot_restore (snapshot);
+}
+
+/* ── the plot ──────────────────────────────────────────────────────────── */
+/*
+ * The plot is rasterised once into an image (cairo), then shown as a texture:
+ * a frame that only moves the readout blits it instead of re-stroking a few
+ * thousand path segments (a GskCairoNode replays its recording at every
+ * render, which cost 10–30 ms a frame here).
+ */
+
+static void
+cr_text (cairo_t *cr, PangoLayout *layout, const char *text, double x, double y,
+         double x_align, double y_align, const GdkRGBA *color)
+{
+  int w, h;
+
+  pango_layout_set_text (layout, text, -1);
+  pango_layout_get_pixel_size (layout, &w, &h);
+  cairo_move_to (cr, floor (x - x_align * w), floor (y - y_align * h));
+  cairo_set_rgba (cr, color);
+  pango_cairo_show_layout (cr, layout);
+}
+
+static void
+cr_rect (cairo_t *cr, double x, double y, double w, double h, const GdkRGBA *color)
+{
+  cairo_set_rgba (cr, color);
+  cairo_rectangle (cr, x, y, w, h);
+  cairo_fill (cr);
+}
+
+static void
+cr_hline (cairo_t *cr, const graphene_rect_t *area, double y, const GdkRGBA *c)
+{
+  cr_rect (cr, area->origin.x, floor (y), area->size.width, 1, c);
+}
+
+/* Axis ranges from the data (called with the plot area set). */
+static void
+compute_ranges (RlxLossChart *self, guint n_cols)
+{
+  double x0, x1, y0, y1, y_pos;
+
+  if (!rlx_chart_series_get_bounds (self->loss, &x0, &x1, &y0, &y1, &y_pos))
+    {
+      x0 = 0, x1 = 1, y0 = 0, y1 = 1, y_pos = 0.1;
+    }
+  if (x1 - x0 < 1)
+    x1 = x0 + 1;
+  self->x_lo = x0;
+  self->x_hi = x1;
+
+  if (self->log_scale)
+    {
+      double lo = y_pos > 0 ? log10 (y_pos) : -1, hi = y1 > 0 ? log10 (y1) : lo + 1;
+      double pad;
+      if (hi - lo < 0.1)
+        {
+          lo -= 0.05;
+          hi += 0.05;
+        }
+      pad = 0.04 * (hi - lo);
+      self->y_lo = lo - pad;
+      self->y_hi = hi + pad;
+    }
+  else
+    {
+      double pad;
+      if (y1 - y0 < 1e-6)
+        {
+          y0 -= 0.5 * MAX (fabs (y0) * 0.1, 1e-3);
+          y1 += 0.5 * MAX (fabs (y1) * 0.1, 1e-3);
+        }
+      pad = 0.05 * (y1 - y0);
+      self->y_lo = y0 >= 0 ? MAX (0, y0 - pad) : y0 - pad;
+      self->y_hi = y1 + pad;
+    }
+}
+
+static void
+draw_grid_and_labels (RlxLossChart *self, cairo_t *cr, PangoLayout *layout, const Palette *pal,
+                      gboolean have_accuracy)
+{
+  const graphene_rect_t *a = &self->area;
+  double step, v;
+  int max_y_ticks = MAX (2, (int) (a->size.height / 40));
+  int max_x_ticks = MAX (2, (int) (a->size.width / 90));
+
+  /* y: decades on a log axis (with 2 and 5 when few), nice steps otherwise */
+  if (self->log_scale)
+    {
+      int d0 = (int) floor (self->y_lo), d1 = (int) ceil (self->y_hi);
+      gboolean fine = d1 - d0 <= 2;
+      for (int d = d0; d <= d1; d++)
+        for (int m = 1; m <= 5; m++)
+          {
+            double val;
+            g_autofree char *label = NULL;
+            if (m != 1 && !(fine && (m == 2 || m == 5)))
+              continue;
+            val = m * pow (10, d);
+            if (log10 (val) < self->y_lo || log10 (val) > self->y_hi)
+              continue;
+            cr_hline (cr, a, map_y (self, val), &pal->grid);
+            label = format_value (val);
+            cr_text (cr, layout, label, a->origin.x - 6, map_y (self, val), 1, 0.5, &pal->dim);
+          }
+    }
+  else
+    {
+      step = nice_step (self->y_hi - self->y_lo, max_y_ticks);
+      for (v = ceil (self->y_lo / step) * step; v <= self->y_hi + 1e-9 * step; v += step)
+        {
+          g_autofree char *label = format_value (fabs (v) < 1e-12 ? 0 : v);
+          cr_hline (cr, a, map_y (self, v), &pal->grid);
+          cr_text (cr, layout, label, a->origin.x - 6, map_y (self, v), 1, 0.5, &pal->dim);
+        }
+    }
+
+  /* x: steps */
+  step = MAX (1, nice_step (self->x_hi - self->x_lo, max_x_ticks));
+  for (v = ceil (self->x_lo / step) * step; v <= self->x_hi + 1e-9; v += step)
+    {
+      g_autofree char *label = format_step (v);
+      double x = map_x (self, v);
+      cr_rect (cr, floor (x), a->origin.y, 1, a->size.height, &pal->grid);
+      cr_text (cr, layout, label, x, a->origin.y + a->size.height + 4, 0.5, 0, &pal->dim);
+    }
+
+  /* accuracy: 0–100 % on the right */
+  if (have_accuracy)
+    for (int pct = 0; pct <= 100; pct += 25)
+      {
+        g_autofree char *label = g_strdup_printf ("%d%%", pct);
+        cr_text (cr, layout, label, a->origin.x + a->size.width + 6,
+                 map_accuracy (self, pct / 100.0), 0, 0.5, &pal->accuracy);
+      }
+}
+
+static void
+draw_legend (RlxLossChart *self, cairo_t *cr, PangoLayout *layout, const Palette *pal,
+             gboolean have_accuracy)
+{
+  struct { const char *label; const GdkRGBA *color; } items[] = {
+    { _("Loss"), &pal->raw },
+    { _("Smoothed"), &pal->smooth },
+    { _("Test accuracy"), &pal->accuracy },
+  };
+  double x = self->area.origin.x + self->area.size.width;
+  guint n = have_accuracy ? 3 : 2;
+
+  /* right to left */
+  for (int i = (int) n - 1; i >= 0; i--)
+    {
+      int w, h;
+      GdkRGBA c = *items[i].color;
+      pango_layout_set_text (layout, items[i].label, -1);
+      pango_layout_get_pixel_size (layout, &w, &h);
+      x -= w;
+      cr_text (cr, layout, items[i].label, x, 6, 0, 0, &pal->dim);
+      c.alpha = MAX (c.alpha, 0.6f);
+      cr_rect (cr, x - 20, floor (6 + h / 2.0 - 1.5), 14, 3, &c);
+      x -= 20 + 14;
+    }
+}
+
+static void
+draw_curves (RlxLossChart *self, cairo_t *cr, const Palette *pal, guint n_cols)
+{
+  const graphene_rect_t *a = &self->area;
+  gboolean started = FALSE;
+  guint n_acc;
+
+  /* raw loss: per pixel column, a bar from its lowest to its highest value
+   * (filled pixel rectangles: no path to stroke) */
+  cairo_set_rgba (cr, &pal->raw);
+  for (guint c = 0; c < n_cols; c++)
+    {
+      const RlxChartColumn *col = &self->cols[c];
+      double top, bottom;
+      if (col->n == 0)
+        continue;
+      top = floor (map_y (self, col->y_max));
+      bottom = ceil (map_y (self, col->y_min));
+      cairo_rectangle (cr, a->origin.x + c, top, 1, MAX (1, bottom - top));
+    }
+  cairo_fill (cr);
+
+  /* smoothed loss */
+  cairo_save (cr);
+  cairo_rectangle (cr, a->origin.x - 2, a->origin.y - 2, a->size.width + 4, a->size.height + 4);
+  cairo_clip (cr);
+  /* bevel joins: a round join per column costs more than the rest of the plot */
+  cairo_set_line_join (cr, CAIRO_LINE_JOIN_BEVEL);
+  for (guint c = 0; c < n_cols; c++)
+    {
+      const RlxChartColumn *col = &self->cols[c];
+      double px = a->origin.x + c + 0.5;
+      if (col->n == 0)
+        continue;
+      if (!started)
+        cairo_move_to (cr, px, map_y (self, col->smooth));
+      else
+        cairo_line_to (cr, px, map_y (self, col->smooth));
+      started = TRUE;
+    }
+  cairo_set_rgba (cr, &pal->smooth);
+  cairo_set_line_width (cr, 2.0);
+  cairo_stroke (cr);
+
+  /* test accuracy: few points, each marked */
+  n_acc = rlx_chart_series_get_n_points (self->accuracy);
+  if (n_acc > 0)
+    {
+      double x, y;
+      guint stride = MAX (1, n_acc / MAX (1, (guint) a->size.width / 4));
+      for (guint i = 0; i < n_acc; i += stride)
+        {
+          rlx_chart_series_get_point (self->accuracy, i, &x, &y, NULL, NULL);
+          if (i == 0)
+            cairo_move_to (cr, map_x (self, x), map_accuracy (self, y));
+          else
+            cairo_line_to (cr, map_x (self, x), map_accuracy (self, y));
+        }
+      cairo_set_rgba (cr, &pal->accuracy);
+      cairo_set_line_width (cr, 1.5);
+      cairo_stroke (cr);
+      if (n_acc <= 200)
+        for (guint i = 0; i < n_acc; i++)
+          {
+            rlx_chart_series_get_point (self->accuracy, i, &x, &y, NULL, NULL);
+            cairo_arc (cr, map_x (self, x), map_accuracy (self, y), 2.5, 0, 2 * G_PI);
+            cairo_fill (cr);
+          }
+    }
+  cairo_restore (cr);
+}
+
+static GskRenderNode *
+build_plot (RlxLossChart *self, int width, int height)
+{
+  g_autoptr(GtkSnapshot) snapshot = gtk_snapshot_new ();
+  g_autoptr(PangoLayout) layout = gtk_widget_create_pango_layout (GTK_WIDGET (self), NULL);
+  g_autoptr(GBytes) bytes = NULL;
+  g_autoptr(GdkTexture) texture = NULL;
+  gboolean have_accuracy = rlx_chart_series_get_n_points (self->accuracy) > 0;
+  int scale = MAX (1, gtk_widget_get_scale_factor (GTK_WIDGET (self)));
+  gint64 t0 = g_get_monotonic_time ();
+  cairo_surface_t *surface;
+  cairo_t *cr;
+  Palette pal;
+  guint n_cols;
+
+  get_palette (self, &pal);
+  self->area = GRAPHENE_RECT_INIT (MARGIN_LEFT, MARGIN_TOP,
+                                   MAX (1, width - MARGIN_LEFT - MARGIN_RIGHT),
+                                   MAX (1, height - MARGIN_TOP - MARGIN_BOTTOM));
+  n_cols = MIN (MAX_COLUMNS, (guint) self->area.size.width);
+
+  surface = cairo_image_surface_create (CAIRO_FORMAT_ARGB32, width * scale, height * scale);
+  cairo_surface_set_device_scale (surface, scale, scale);
+  cr = cairo_create (surface);
+  if (rlx_chart_series_get_n_points (self->loss) == 0)
+    {
+      cr_text (cr, layout, _("The loss appears here once the cohort commits its first step"),
+               width / 2.0, height / 2.0, 0.5, 0.5, &pal.dim);
+      self->stats.n_columns = 0;
+      self->stats.n_visited = 0;
+    }
+  else
+    {
+      compute_ranges (self, n_cols);
+      self->stats.n_visited = rlx_chart_series_decimate (self->loss, self->x_lo, self->x_hi,
+                                                         n_cols, self->cols);
+      self->stats.n_columns = n_cols;
+      self->stats.y_lo = self->log_scale ? pow (10, self->y_lo) : self->y_lo;
+      self->stats.y_hi = self->log_scale ? pow (10, self->y_hi) : self->y_hi;
+      draw_grid_and_labels (self, cr, layout, &pal, have_accuracy);
+      draw_curves (self, cr, &pal, n_cols);
+      draw_legend (self, cr, layout, &pal, have_accuracy);
+    }
+  cairo_destroy (cr);
+  cairo_surface_flush (surface);
+
+  /* cairo's ARGB32 is premultiplied BGRA on little-endian machines, which is
+   * GDK_MEMORY_DEFAULT; the texture keeps the surface alive */
+  bytes = g_bytes_new_with_free_func (cairo_image_surface_get_data (surface),
+                                      (gsize) cairo_image_surface_get_stride (surface) * height * scale,
+                                      (GDestroyNotify) cairo_surface_destroy, surface);
+  texture = gdk_memory_texture_new (width * scale, height * scale, GDK_MEMORY_DEFAULT, bytes,
+                                    cairo_image_surface_get_stride (surface));
+  gtk_snapshot_append_texture (snapshot, texture, &GRAPHENE_RECT_INIT (0, 0, width, height));
+  self->stats.plot_us = g_get_monotonic_time () - t0;
+  return gtk_snapshot_free_to_node (g_steal_pointer (&snapshot));
+}
+
+/* ── the readout ───────────────────────────────────────────────────────── */
+
+char *
+rlx_loss_chart_dup_readout_text (RlxLossChart *self)
+{
+  double x, y, smooth;
+  gint64 t, t0;
+
+  g_return_val_if_fail (RLX_IS_LOSS_CHART (self), NULL);
+  if (self->readout < 0 ||
+      !rlx_chart_series_get_point (self->loss, (guint) self->readout, &x, &y, &smooth, &t) ||
+      !rlx_chart_series_get_point (self->loss, 0, NULL, NULL, NULL, &t0))
+    return NULL;
+  {
+    g_autofree char *elapsed = format_elapsed ((t - t0) / 1e6);
+    /* Translators: the chart's readout: step, loss, smoothed loss, time since the first step */
+    return g_strdup_printf (_("Step %.0f · loss %.4f · smoothed %.4f · %s"), x, y, smooth,
+                            elapsed);
+  }
+}
+
+static void
+draw_readout (RlxLossChart *self, GtkSnapshot *snapshot, int width, int height)
+{
+  g_autoptr(PangoLayout) layout = NULL;
+  g_autofree char *text = rlx_loss_chart_dup_readout_text (self);
+  double x, y, smooth, px, py, bx, by;
+  int w, h;
+  Palette pal;
+
+  if (text == NULL || self->plot == NULL)
+    return;
+  rlx_chart_series_get_point (self->loss, (guint) self->readout, &x, &y, &smooth, NULL);
+  get_palette (self, &pal);
+  px = map_x (self, x);
+  py = map_y (self, smooth);
+  gtk_snapshot_append_color (snapshot, &pal.dim,
+                             &GRAPHENE_RECT_INIT (floor (px), self->area.origin.y, 1,
+                                                  self->area.size.height));
+  {
+    GskRoundedRect dot;
+    gsk_rounded_rect_init_from_rect (&dot, &GRAPHENE_RECT_INIT (px - 4, py - 4, 8, 8), 4);
+    gtk_snapshot_push_rounded_clip (snapshot, &dot);
+    gtk_snapshot_append_color (snapshot, &pal.smooth, &dot.bounds);
+    gtk_snapshot_pop (snapshot);
+  }
+
+  layout = gtk_widget_create_pango_layout (GTK_WIDGET (self), text);
+  pango_layout_get_pixel_size (layout, &w, &h);
+  bx = px + 10;
+  if (bx + w + 12 > width)
+    bx = px - 10 - w - 12;
+  bx = MAX (0, bx);
+  by = CLAMP (py - h - 18, 0, MAX (0, height - h - 8));
+  {
+    GskRoundedRect box;
+    GdkRGBA border = pal.fg;
+    border.alpha = 0.15f;
+    gsk_rounded_rect_init_from_rect (&box, &GRAPHENE_RECT_INIT (bx, by, w + 12, h + 8), 6);
+    gtk_snapshot_push_rounded_clip (snapshot, &box);
+    gtk_snapshot_append_color (snapshot, &pal.readout_bg, &box.bounds);
+    gtk_snapshot_pop (snapshot);
+    gtk_snapshot_append_border (snapshot, &box, (float[4]) { 1, 1, 1, 1 },
+                                (GdkRGBA[4]) { border, border, border, border });
+  }
+  append_text (snapshot, layout, text, bx + 6, by + 4, 0, 0, &pal.fg);
+}
+
+/* ── drawing ───────────────────────────────────────────────────────────── */
+
+void
+rlx_loss_chart_draw (RlxLossChart *self, GtkSnapshot *snapshot, int width, int height)
+{
+  gboolean dark = adw_style_manager_get_dark (adw_style_manager_get_default ());
+  Palette pal;
+
+  g_return_if_fail (RLX_IS_LOSS_CHART (self));
+
+  /* only a change of colour matters (not of focus or backdrop) */
+  get_palette (self, &pal);
+
+  self->stats.n_draws++;
+  self->last_draw_us = g_get_monotonic_time ();
+  if (width <= 0 || height <= 0)
+    return;
+  if (self->plot == NULL || self->plot_width != width || self->plot_height != height ||
+      self->plot_loss_gen != rlx_chart_series_get_generation (self->loss) ||
+      self->plot_acc_gen != rlx_chart_series_get_generation (self->accuracy) ||
+      self->plot_log != self->log_scale || self->plot_dark != dark ||
+      !gdk_rgba_equal (&self->plot_fg, &pal.fg))
+    {
+      g_clear_pointer (&self->plot, gsk_render_node_unref);
+      self->plot = build_plot (self, width, height);
+      self->plot_width = width;
+      self->plot_height = height;
+      self->plot_loss_gen = rlx_chart_series_get_generation (self->loss);
+      self->plot_acc_gen = rlx_chart_series_get_generation (self->accuracy);
+      self->plot_log = self->log_scale;
+      self->plot_dark = dark;
+      self->plot_fg = pal.fg;
+      self->stats.n_plots++;
+    }
+  if (self->plot)
+    gtk_snapshot_append_node (snapshot, self->plot);
+  draw_readout (self, snapshot, width, height);
+}
+
+static void
+rlx_loss_chart_snapshot (GtkWidget *widget, GtkSnapshot *snapshot)
+{
+  rlx_loss_chart_draw (RLX_LOSS_CHART (widget), snapshot, gtk_widget_get_width (widget),
+                       gtk_widget_get_height (widget));
+}
+
+static void
+invalidate_plot (RlxLossChart *self)
+{
+  g_clear_pointer (&self->plot, gsk_render_node_unref);
+  gtk_widget_queue_draw (GTK_WIDGET (self));
+}
+
+/* ── accessibility ─────────────────────────────────────────────────────── */
+
+static void
+update_description (RlxLossChart *self)
+{
+  g_autoptr(GString) s = g_string_new (NULL);
+  g_autofree char *readout = rlx_loss_chart_dup_readout_text (self);
+  guint n = rlx_chart_series_get_n_points (self->loss);
+  double x, y, smooth, ax, ay;
+
+  self->last_a11y_us = g_get_monotonic_time ();
+  if (n == 0)
+    g_string_append (s, _("No steps yet"));
+  else
+    {
+      rlx_chart_series_get_point (self->loss, n - 1, &x, &y, &smooth, NULL);
+      /* Translators: the loss chart described to a screen reader */
+      g_string_append_printf (s, _("%u steps; at step %.0f the loss is %.4f, smoothed %.4f"),
+                              n, x, y, smooth);
+      n = rlx_chart_series_get_n_points (self->accuracy);
+      if (n > 0 && rlx_chart_series_get_point (self->accuracy, n - 1, &ax, &ay, NULL, NULL))
+        g_string_append_printf (s, _("; test accuracy %.1f%% at step %.0f"), 100 * ay, ax);
+    }
+  if (readout)
+    g_string_append_printf (s, ". %s", readout);
+  gtk_accessible_update_property (GTK_ACCESSIBLE (self), GTK_ACCESSIBLE_PROPERTY_DESCRIPTION,
+                                  s->str, -1);
+}
+
+static gboolean
+on_a11y_timeout (gpointer user_data)
+{
+  RlxLossChart *self = user_data;
+
+  self->a11y_id = 0;
+  update_description (self);
+  return G_SOURCE_REMOVE;
+}
+
+static gboolean
+on_redraw_timeout (gpointer user_data)
+{
+  RlxLossChart *self = user_data;
+
+  self->redraw_id = 0;
+  gtk_widget_queue_draw (GTK_WIDGET (self));
+  return G_SOURCE_REMOVE;
+}
+
+/* New data: redraw now if the last frame is old enough, else once later;
+ * the description follows at most once a second. */
+static void
+on_series_changed (RlxChartSeries *series, RlxLossChart *self)
+{
+  gint64 now = g_get_monotonic_time ();
+  gint64 wait_us = (gint64) self->min_redraw_ms * 1000 - (now - self->last_draw_us);
+
+  if (self->readout >= (int) rlx_chart_series_get_n_points (self->loss))
+    self->readout = -1;
+  if (self->redraw_id == 0)
+    {
+      if (wait_us <= 0)
+        gtk_widget_queue_draw (GTK_WIDGET (self));
+      else
+        self->redraw_id = g_timeout_add ((guint) ((wait_us + 999) / 1000), on_redraw_timeout, self);
+    }
+  if (self->a11y_id == 0)
+    {
+      gint64 a11y_wait = A11Y_INTERVAL_US - (now - self->last_a11y_us);
+      self->a11y_id = g_timeout_add (a11y_wait > 0 ? (guint) (a11y_wait / 1000) : 0,
+                                     on_a11y_timeout, self);
+    }
+}
+
+/* ── input ─────────────────────────────────────────────────────────────── */
+
+void
+rlx_loss_chart_set_readout (RlxLossChart *self, int index)
+{
+  int n;
+
+  g_return_if_fail (RLX_IS_LOSS_CHART (self));
+  n = (int) rlx_chart_series_get_n_points (self->loss);
+  if (index >= n)
+    index = n - 1;
+  if (index < -1)
+    index = -1;
+  if (index == self->readout)
+    return;
+  self->readout = index;
+  gtk_widget_queue_draw (GTK_WIDGET (self));
+  update_description (self);
+}
+
+int
+rlx_loss_chart_get_readout (RlxLossChart *self)
+{
+  g_return_val_if_fail (RLX_IS_LOSS_CHART (self), -1);
+  return self->readout;
+}
+
+static void
+on_motion (GtkEventControllerMotion *motion, double x, double y, RlxLossChart *self)
+{
+  double step;
+
+  if (self->plot == NULL || rlx_chart_series_get_n_points (self->loss) == 0 ||
+      x < self->area.origin.x || x > self->area.origin.x + self->area.size.width)
+    {
+      rlx_loss_chart_set_readout (self, -1);
+      return;
+    }
+  step = self->x_lo + (x - self->area.origin.x) / self->area.size.width * (self->x_hi - self->x_lo);
+  rlx_loss_chart_set_readout (self, rlx_chart_series_find_nearest (self->loss, step));
+}
+
+static void
+on_leave (GtkEventControllerMotion *motion, RlxLossChart *self)
+{
+  rlx_loss_chart_set_readout (self, -1);
+}
+
+static gboolean
+on_key_pressed (GtkEventControllerKey *key, guint keyval, guint keycode, GdkModifierType state,
+                RlxLossChart *self)
+{
+  int n = (int) rlx_chart_series_get_n_points (self->loss);
+  int big = MAX (1, n / 20);
+  int i = self->readout < 0 ? n - 1 : self->readout;
+
+  if (n == 0)
+    return FALSE;
+  switch (keyval)
+    {
+    case GDK_KEY_Left: case GDK_KEY_KP_Left:
+      i -= (state & GDK_SHIFT_MASK) ? big : 1;
+      break;
+    case GDK_KEY_Right: case GDK_KEY_KP_Right:
+      i += (state & GDK_SHIFT_MASK) ? big : 1;
+      break;
+    case GDK_KEY_Home: case GDK_KEY_KP_Home:
+      i = 0;
+      break;
+    case GDK_KEY_End: case GDK_KEY_KP_End:
+      i = n - 1;
+      break;
+    case GDK_KEY_Escape:
+      i = -1;
+      break;
+    default:
+      return FALSE;
+    }
+  rlx_loss_chart_set_readout (self, i < 0 && keyval != GDK_KEY_Escape ? 0 : MIN (i, n - 1));
+  return TRUE;
+}
+
+/* ── public ────────────────────────────────────────────────────────────── */
+
+GtkWidget *
+rlx_loss_chart_new (void)
+{
+  return g_object_new (RLX_TYPE_LOSS_CHART, NULL);
+}
+
+RlxChartSeries *
+rlx_loss_chart_get_loss (RlxLossChart *self)
+{
+  g_return_val_if_fail (RLX_IS_LOSS_CHART (self), NULL);
+  return self->loss;
+}
+
+RlxChartSeries *
+rlx_loss_chart_get_accuracy (RlxLossChart *self)
+{
+  g_return_val_if_fail (RLX_IS_LOSS_CHART (self), NULL);
+  return self->accuracy;
+}
+
+void
+rlx_loss_chart_set_log_scale (RlxLossChart *self, gboolean log_scale)
+{
+  g_return_if_fail (RLX_IS_LOSS_CHART (self));
+
+  log_scale = !!log_scale;
+  if (self->log_scale == log_scale)
+    return;
+  self->log_scale = log_scale;
+  invalidate_plot (self);
+  g_object_notify_by_pspec (G_OBJECT (self), props[PROP_LOG_SCALE]);
+}
+
+gboolean
+rlx_loss_chart_get_log_scale (RlxLossChart *self)
+{
+  g_return_val_if_fail (RLX_IS_LOSS_CHART (self), FALSE);
+  return self->log_scale;
+}
+
+void
+rlx_loss_chart_set_min_redraw_ms (RlxLossChart *self, guint ms)
+{
+  g_return_if_fail (RLX_IS_LOSS_CHART (self));
+  if (self->min_redraw_ms == ms)
+    return;
+  self->min_redraw_ms = ms;
+  g_object_notify_by_pspec (G_OBJECT (self), props[PROP_MIN_REDRAW_MS]);
+}
+
+void
+rlx_loss_chart_clear (RlxLossChart *self)
+{
+  g_return_if_fail (RLX_IS_LOSS_CHART (self));
+  self->readout = -1;
+  rlx_chart_series_clear (self->loss);
+  rlx_chart_series_clear (self->accuracy);
+}
+
+void
+rlx_loss_chart_get_stats (RlxLossChart *self, RlxLossChartStats *stats)
+{
+  g_return_if_fail (RLX_IS_LOSS_CHART (self));
+  *stats = self->stats;
+}
+
+void
+rlx_loss_chart_get_plot_area (RlxLossChart *self, graphene_rect_t *area)
+{
+  g_return_if_fail (RLX_IS_LOSS_CHART (self));
+  *area = self->area;
+}
+
+/* ── GObject ───────────────────────────────────────────────────────────── */
+
+static void
+on_dark_changed (AdwStyleManager *manager, GParamSpec *pspec, RlxLossChart *self)
+{
+  invalidate_plot (self);
+}
+
+static void
+rlx_loss_chart_dispose (GObject *object)
+{
+  RlxLossChart *self = RLX_LOSS_CHART (object);
+
+  g_clear_handle_id (&self->redraw_id, g_source_remove);
+  g_clear_handle_id (&self->a11y_id, g_source_remove);
+  if (self->loss)
+    g_signal_handlers_disconnect_by_data (self->loss, self);
+  if (self->accuracy)
+    g_signal_handlers_disconnect_by_data (self->accuracy, self);
+  g_signal_handlers_disconnect_by_data (adw_style_manager_get_default (), self);
+  g_clear_object (&self->loss);
+  g_clear_object (&self->accuracy);
+  g_clear_pointer (&self->plot, gsk_render_node_unref);
+  G_OBJECT_CLASS (rlx_loss_chart_parent_class)->dispose (object);
+}
+
+static void
+rlx_loss_chart_finalize (GObject *object)
+{
+  RlxLossChart *self = RLX_LOSS_CHART (object);
+
+  g_free (self->cols);
+  G_OBJECT_CLASS (rlx_loss_chart_parent_class)->finalize (object);
+}
+
+static void
+rlx_loss_chart_get_property (GObject *object, guint id, GValue *value, GParamSpec *pspec)
+{
+  RlxLossChart *self = RLX_LOSS_CHART (object);
+
+  switch (id)
+    {
+    case PROP_LOG_SCALE: g_value_set_boolean (value, self->log_scale); break;
+    case PROP_MIN_REDRAW_MS: g_value_set_uint (value, self->min_redraw_ms); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, id, pspec);
+    }
+}
+
+static void
+rlx_loss_chart_set_property (GObject *object, guint id, const GValue *value, GParamSpec *pspec)
+{
+  RlxLossChart *self = RLX_LOSS_CHART (object);
+
+  switch (id)
+    {
+    case PROP_LOG_SCALE: rlx_loss_chart_set_log_scale (self, g_value_get_boolean (value)); break;
+    case PROP_MIN_REDRAW_MS: rlx_loss_chart_set_min_redraw_ms (self, g_value_get_uint (value)); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, id, pspec);
+    }
+}
+
+static void
+rlx_loss_chart_class_init (RlxLossChartClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+  GtkWidgetClass *widget_class = GTK_WIDGET_CLASS (klass);
+  const GParamFlags f = G_PARAM_READWRITE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS;
+
+  object_class->dispose = rlx_loss_chart_dispose;
+  object_class->finalize = rlx_loss_chart_finalize;
+  object_class->get_property = rlx_loss_chart_get_property;
+  object_class->set_property = rlx_loss_chart_set_property;
+  widget_class->snapshot = rlx_loss_chart_snapshot;
+
+  props[PROP_LOG_SCALE] = g_param_spec_boolean ("log-scale", NULL, NULL, FALSE, f);
+  props[PROP_MIN_REDRAW_MS] = g_param_spec_uint ("min-redraw-ms", NULL, NULL, 0, 10000, 50, f);
+  g_object_class_install_properties (object_class, N_PROPS, props);
+
+  gtk_widget_class_set_css_name (widget_class, "losschart");
+  gtk_widget_class_set_accessible_role (widget_class, GTK_ACCESSIBLE_ROLE_IMG);
+}
+
+static void
+rlx_loss_chart_init (RlxLossChart *self)
+{
+  GtkEventController *motion = gtk_event_controller_motion_new ();
+  GtkEventController *key = gtk_event_controller_key_new ();
+
+  self->loss = rlx_chart_series_new (0.95);
+  self->accuracy = rlx_chart_series_new (0);
+  self->min_redraw_ms = 50;
+  self->readout = -1;
+  self->cols = g_new0 (RlxChartColumn, MAX_COLUMNS);
+  g_signal_connect (self->loss, "changed", G_CALLBACK (on_series_changed), self);
+  g_signal_connect (self->accuracy, "changed", G_CALLBACK (on_series_changed), self);
+  g_signal_connect (adw_style_manager_get_default (), "notify::dark",
+                    G_CALLBACK (on_dark_changed), self);
+
+  g_signal_connect (motion, "motion", G_CALLBACK (on_motion), self);
+  g_signal_connect (motion, "leave", G_CALLBACK (on_leave), self);
+  gtk_widget_add_controller (GTK_WIDGET (self), motion);
+  g_signal_connect (key, "key-pressed", G_CALLBACK (on_key_pressed), self);
+  gtk_widget_add_controller (GTK_WIDGET (self), key);
+
+  gtk_widget_set_focusable (GTK_WIDGET (self), TRUE);
+  gtk_widget_set_hexpand (GTK_WIDGET (self), TRUE);
+  gtk_widget_set_vexpand (GTK_WIDGET (self), TRUE);
+  gtk_widget_set_size_request (GTK_WIDGET (self), 320, 200);
+  gtk_accessible_update_property (GTK_ACCESSIBLE (self),
+                                  GTK_ACCESSIBLE_PROPERTY_LABEL, _("Loss chart"),
+                                  GTK_ACCESSIBLE_PROPERTY_DESCRIPTION, _("No steps yet"),
+                                  -1);
+}

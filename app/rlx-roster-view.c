@@ -1,0 +1,324 @@
+/* rlx-roster-view.c — the roster as a GtkColumnView (see the header) */
+#include "rlx-config.h"
+#include "rlx-roster-view.h"
+#include "core/rlx-coordinator.h"
+
+#include <glib/gi18n.h>
+#include <math.h>
+
+struct _RlxRosterView
+{
+  GtkWidget      parent_instance;
+
+  GtkColumnView *column_view;
+  GtkColumnViewColumn *speed_column;
+  GtkLabel      *summary;
+  GListModel    *model;
+};
+
+G_DEFINE_FINAL_TYPE (RlxRosterView, rlx_roster_view, GTK_TYPE_WIDGET)
+
+enum { PROP_0, PROP_MODEL, N_PROPS };
+static GParamSpec *props[N_PROPS];
+
+/* ── cell text ─────────────────────────────────────────────────────────── */
+
+char *
+rlx_roster_format_rank (guint rank, gboolean is_leader, gboolean is_self)
+{
+  if (is_leader && is_self)
+    /* Translators: a rank number, marked as the leader and as this node */
+    return g_strdup_printf (_("%u ★ leader · you"), rank);
+  if (is_leader)
+    /* Translators: a rank number, marked as the leader */
+    return g_strdup_printf (_("%u ★ leader"), rank);
+  if (is_self)
+    /* Translators: a rank number, marked as this node */
+    return g_strdup_printf (_("%u · you"), rank);
+  return g_strdup_printf ("%u", rank);
+}
+
+char *
+rlx_roster_format_precision (const char *precision)
+{
+  if (g_strcmp0 (precision, "f8e4m3") == 0)
+    return g_strdup ("f8 E4M3");
+  if (g_strcmp0 (precision, "f8e5m2") == 0)
+    return g_strdup ("f8 E5M2");
+  return g_strdup (precision ? precision : "");
+}
+
+/* @v to two significant digits, without an exponent: 123456 → "120000" */
+static char *
+two_digits (double v)
+{
+  double e = floor (log10 (v));
+  double unit = pow (10, e - 1);
+  double r = round (v / unit) * unit;
+
+  return g_strdup_printf ("%.*f", e >= 1 ? 0 : (int) (1 - e), r);
+}
+
+char *
+rlx_roster_format_speed (double samples_per_s)
+{
+  if (!(samples_per_s > 0))
+    /* Translators: samples/s not measured yet */
+    return g_strdup (_("—"));
+  /* two significant digits: the speed is remeasured every few steps, and a
+   * label that changes less often redraws less often */
+  if (samples_per_s >= 1e6)
+    {
+      g_autofree char *m = two_digits (samples_per_s / 1e6);
+      return g_strdup_printf ("%s M", m);
+    }
+  if (samples_per_s >= 1e3)
+    {
+      g_autofree char *k = two_digits (samples_per_s / 1e3);
+      return g_strdup_printf ("%s k", k);
+    }
+  return two_digits (samples_per_s);
+}
+
+char *
+rlx_roster_format_bytes (guint64 bytes)
+{
+  return g_format_size (bytes);
+}
+
+char *
+rlx_roster_format_fallback (const char *fallback)
+{
+  if (fallback == NULL || *fallback == '\0')
+    /* Translators: no faster backend was passed over */
+    return g_strdup (_("none"));
+  return g_strdup (fallback);
+}
+
+/* closures of the cell templates */
+static char *
+format_rank_cb (GObject *item, guint rank, gboolean is_leader, gboolean is_self)
+{
+  return rlx_roster_format_rank (rank, is_leader, is_self);
+}
+
+static char *
+format_precision_cb (GObject *item, const char *precision)
+{
+  return rlx_roster_format_precision (precision);
+}
+
+/* The speed is remeasured every few steps (20 times a second in a fast
+ * cohort) and is noisy. A bound label would be set, laid out and redrawn at
+ * every measurement, so this column shows a new figure at most once a second
+ * and only when its text changes. */
+#define SPEED_EVERY_US G_USEC_PER_SEC
+
+static void
+update_speed_label (RlxRosterEntry *entry, GParamSpec *pspec, GtkLabel *label)
+{
+  gint64 now = g_get_monotonic_time ();
+  gint64 last = GPOINTER_TO_SIZE (g_object_get_data (G_OBJECT (label), "rlx-shown-at"));
+  g_autofree char *text = NULL;
+
+  if (pspec != NULL && now - last < SPEED_EVERY_US)
+    return;
+  g_object_set_data (G_OBJECT (label), "rlx-shown-at", GSIZE_TO_POINTER ((gsize) now));
+  text = rlx_roster_format_speed (rlx_roster_entry_get_speed (entry));
+  if (g_strcmp0 (gtk_label_get_label (label), text) != 0)
+    gtk_label_set_label (label, text);
+}
+
+static void
+speed_setup (GtkSignalListItemFactory *factory, GtkListItem *item, gpointer user_data)
+{
+  GtkWidget *label = gtk_label_new (NULL);
+
+  gtk_label_set_xalign (GTK_LABEL (label), 0);
+  gtk_widget_add_css_class (label, "numeric");
+  gtk_list_item_set_child (item, label);
+}
+
+static void
+speed_bind (GtkSignalListItemFactory *factory, GtkListItem *item, gpointer user_data)
+{
+  RlxRosterEntry *entry = gtk_list_item_get_item (item);
+  GtkWidget *label = gtk_list_item_get_child (item);
+
+  update_speed_label (entry, NULL, GTK_LABEL (label));
+  g_signal_connect_object (entry, "notify::speed", G_CALLBACK (update_speed_label), label, 0);
+}
+
+static void
+speed_unbind (GtkSignalListItemFactory *factory, GtkListItem *item, gpointer user_data)
+{
+  RlxRosterEntry *entry = gtk_list_item_get_item (item);
+
+  if (entry)
+    g_signal_handlers_disconnect_by_func (entry, update_speed_label, gtk_list_item_get_child (item));
+}
+
+static char *
+format_bytes_cb (GObject *item, guint64 bytes)
+{
+  return rlx_roster_format_bytes (bytes);
+}
+
+static char *
+format_fallback_cb (GObject *item, const char *fallback)
+{
+  return rlx_roster_format_fallback (fallback);
+}
+
+/* ── model ─────────────────────────────────────────────────────────────── */
+
+static void
+update_summary (RlxRosterView *self)
+{
+  guint n = self->model ? g_list_model_get_n_items (self->model) : 0;
+  g_autofree char *text = NULL;
+
+  if (self->model == NULL)
+    text = g_strdup (_("not in a cohort"));
+  else
+    text = g_strdup_printf (ngettext ("%u rank", "%u ranks", n), n);
+  gtk_label_set_label (self->summary, text);
+}
+
+static void
+on_items_changed (GListModel *model, guint position, guint removed, guint added,
+                  RlxRosterView *self)
+{
+  update_summary (self);
+}
+
+void
+rlx_roster_view_set_model (RlxRosterView *self, GListModel *model)
+{
+  g_autoptr(GtkNoSelection) selection = NULL;
+
+  g_return_if_fail (RLX_IS_ROSTER_VIEW (self));
+  g_return_if_fail (model == NULL || G_IS_LIST_MODEL (model));
+
+  if (self->model == model)
+    return;
+  if (self->model)
+    g_signal_handlers_disconnect_by_func (self->model, on_items_changed, self);
+  g_set_object (&self->model, model);
+  if (model)
+    {
+      g_signal_connect (model, "items-changed", G_CALLBACK (on_items_changed), self);
+      selection = gtk_no_selection_new (g_object_ref (model));
+    }
+  gtk_column_view_set_model (self->column_view, GTK_SELECTION_MODEL (selection));
+  update_summary (self);
+  g_object_notify_by_pspec (G_OBJECT (self), props[PROP_MODEL]);
+}
+
+GListModel *
+rlx_roster_view_get_model (RlxRosterView *self)
+{
+  g_return_val_if_fail (RLX_IS_ROSTER_VIEW (self), NULL);
+  return self->model;
+}
+
+const char *
+rlx_roster_view_get_summary (RlxRosterView *self)
+{
+  g_return_val_if_fail (RLX_IS_ROSTER_VIEW (self), NULL);
+  return gtk_label_get_label (self->summary);
+}
+
+GtkWidget *
+rlx_roster_view_new (void)
+{
+  return g_object_new (RLX_TYPE_ROSTER_VIEW, NULL);
+}
+
+/* ── GObject ───────────────────────────────────────────────────────────── */
+
+static void
+rlx_roster_view_dispose (GObject *object)
+{
+  RlxRosterView *self = RLX_ROSTER_VIEW (object);
+
+  if (self->model)
+    g_signal_handlers_disconnect_by_func (self->model, on_items_changed, self);
+  g_clear_object (&self->model);
+  gtk_widget_dispose_template (GTK_WIDGET (self), RLX_TYPE_ROSTER_VIEW);
+  {
+    GtkWidget *child;
+    while ((child = gtk_widget_get_first_child (GTK_WIDGET (self))))
+      gtk_widget_unparent (child);
+  }
+  G_OBJECT_CLASS (rlx_roster_view_parent_class)->dispose (object);
+}
+
+static void
+rlx_roster_view_get_property (GObject *object, guint id, GValue *value, GParamSpec *pspec)
+{
+  RlxRosterView *self = RLX_ROSTER_VIEW (object);
+
+  switch (id)
+    {
+    case PROP_MODEL: g_value_set_object (value, self->model); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, id, pspec);
+    }
+}
+
+static void
+rlx_roster_view_set_property (GObject *object, guint id, const GValue *value, GParamSpec *pspec)
+{
+  RlxRosterView *self = RLX_ROSTER_VIEW (object);
+
+  switch (id)
+    {
+    case PROP_MODEL: rlx_roster_view_set_model (self, g_value_get_object (value)); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, id, pspec);
+    }
+}
+
+static void
+rlx_roster_view_class_init (RlxRosterViewClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+  GtkWidgetClass *widget_class = GTK_WIDGET_CLASS (klass);
+
+  object_class->dispose = rlx_roster_view_dispose;
+  object_class->get_property = rlx_roster_view_get_property;
+  object_class->set_property = rlx_roster_view_set_property;
+
+  props[PROP_MODEL] = g_param_spec_object ("model", NULL, NULL, G_TYPE_LIST_MODEL,
+                                           G_PARAM_READWRITE | G_PARAM_EXPLICIT_NOTIFY |
+                                           G_PARAM_STATIC_STRINGS);
+  g_object_class_install_properties (object_class, N_PROPS, props);
+
+  /* the cells look up these types by name */
+  g_type_ensure (RLX_TYPE_ROSTER_ENTRY);
+  gtk_widget_class_set_template_from_resource (widget_class,
+                                               "/io/github/rlx/Cluster/ui/rlx-roster-view.ui");
+  gtk_widget_class_bind_template_child (widget_class, RlxRosterView, column_view);
+  gtk_widget_class_bind_template_child (widget_class, RlxRosterView, summary);
+  gtk_widget_class_bind_template_callback (widget_class, format_rank_cb);
+  gtk_widget_class_bind_template_callback (widget_class, format_precision_cb);
+  gtk_widget_class_bind_template_child (widget_class, RlxRosterView, speed_column);
+  gtk_widget_class_bind_template_callback (widget_class, format_bytes_cb);
+  gtk_widget_class_bind_template_callback (widget_class, format_fallback_cb);
+  gtk_widget_class_set_layout_manager_type (widget_class, GTK_TYPE_BOX_LAYOUT);
+  gtk_widget_class_set_css_name (widget_class, "rosterview");
+}
+
+static void
+rlx_roster_view_init (RlxRosterView *self)
+{
+  g_autoptr(GtkListItemFactory) speed = gtk_signal_list_item_factory_new ();
+
+  gtk_widget_init_template (GTK_WIDGET (self));
+  g_signal_connect (speed, "setup", G_CALLBACK (speed_setup), NULL);
+  g_signal_connect (speed, "bind", G_CALLBACK (speed_bind), NULL);
+  g_signal_connect (speed, "unbind", G_CALLBACK (speed_unbind), NULL);
+  gtk_column_view_column_set_factory (self->speed_column, speed);
+  gtk_orientable_set_orientation (GTK_ORIENTABLE (gtk_widget_get_layout_manager (GTK_WIDGET (self))),
+                                  GTK_ORIENTATION_VERTICAL);
+  update_summary (self);
+}

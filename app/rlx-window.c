@@ -1,0 +1,943 @@
+/* rlx-window.c — the main window (see the header)
+ *
+ * States: idle → joining → joined → leaving → idle. Joining starts the
+ * node (its backend resolves on a worker thread); leaving stops the node and
+ * every local rank this window started, in parallel, and only then goes back
+ * to idle (or closes the window, when that is why it left).
+ *
+ * Per step the window does little: it keeps the point and marks the
+ * header's status stale. A 100 ms UI tick then moves the points into the
+ * chart's series and rewrites the labels (and, every half second, the wire
+ * figures), so all of it lands in one frame. The roster's cells follow
+ * their entries' properties.
+ */
+#include "rlx-config.h"
+#include "rlx-window-private.h"
+#include "rlx-preferences-window.h"
+#include "core/wire/rlx-wire.h"
+
+#include <glib/gi18n.h>
+#include <stdio.h>
+
+/* One UI tick: points, labels and the wire figures change together, in one
+ * frame, ten times a second however fast the cohort steps. */
+#define UI_TICK_MS         100
+#define WIRE_EVERY_TICKS   5
+#define RANK_STOP_GRACE_MS 5000
+
+typedef enum {
+  STATE_IDLE,
+  STATE_JOINING,
+  STATE_JOINED,
+  STATE_LEAVING,
+} WindowState;
+
+static const char *const state_names[] = { "idle", "joining", "joined", "leaving" };
+
+#define N_TOAST_KINDS (RLX_EVENT_KIND_ERROR + 2)
+#define TOAST_APP     (RLX_EVENT_KIND_ERROR + 1)
+
+struct _RlxWindow
+{
+  AdwApplicationWindow  parent_instance;
+
+  /* template */
+  AdwToastOverlay      *toast_overlay;
+  AdwViewSwitcherTitle *switcher_title;
+  AdwViewStack         *view_stack;
+  AdwViewStackPage     *events_page;
+  GtkStack             *training_stack;
+  GtkStack             *events_stack;
+  GtkListView          *events_list;
+  GtkButton            *join_button;
+  GtkButton            *leave_button;
+  GtkButton            *add_rank_button;
+  GtkButton            *copy_invite_button;
+  GtkDropDown          *precision_dropdown;
+  AdwEntryRow          *invite_row;
+  AdwActionRow         *setup_row;
+  RlxWirePanel      *counters;
+  RlxLossChart         *chart;
+  RlxRosterView        *roster_view;
+  GtkLabel             *loss_summary;
+
+  GSettings            *settings;
+  char                 *cohort;
+  gboolean              log_scale;
+
+  WindowState           state;
+  RlxNode              *node;
+  RlxLocalRanks        *ranks;
+  RlxEventLog          *log;
+  GCancellable         *cancellable;
+  guint                 pending_leave;     /* parts of a leave still running */
+  gboolean              close_after_leave;
+
+  guint                 tick_id;
+  guint                 ticks;
+  gboolean              status_dirty;
+  GArray               *pending;                 /* Point: steps not yet in the chart */
+  guint64               step;
+  double                loss;
+  AdwToast             *toasts[N_TOAST_KINDS];   /* shown now, per kind */
+  FILE                 *event_log;               /* $RLX_CLUSTER_EVENT_LOG (debugging) */
+  guint                 unseen;                  /* events since the list was seen */
+  GHashTable           *toasted_fallbacks;       /* reasons already shown in a toast */
+};
+
+G_DEFINE_FINAL_TYPE (RlxWindow, rlx_window, ADW_TYPE_APPLICATION_WINDOW)
+
+enum { PROP_0, PROP_COHORT, PROP_STATE, PROP_LOG_SCALE, N_PROPS };
+static GParamSpec *props[N_PROPS];
+
+static void update_actions (RlxWindow *self);
+
+/* ── small helpers ─────────────────────────────────────────────────────── */
+
+static void
+set_state (RlxWindow *self, WindowState state)
+{
+  if (self->state == state)
+    return;
+  self->state = state;
+  update_actions (self);
+  g_object_notify_by_pspec (G_OBJECT (self), props[PROP_STATE]);
+}
+
+static RlxCoordinator *
+coordinator (RlxWindow *self)
+{
+  return self->node ? rlx_node_get_coordinator (self->node) : NULL;
+}
+
+static void
+on_toast_dismissed (AdwToast *toast, RlxWindow *self)
+{
+  for (guint i = 0; i < N_TOAST_KINDS; i++)
+    if (self->toasts[i] == toast)
+      self->toasts[i] = NULL;
+}
+
+/* One toast per kind at a time: a burst of the same kind updates the one
+ * shown instead of queueing more. */
+static void
+show_toast (RlxWindow *self, guint kind, const char *title, const char *detail)
+{
+  g_autofree char *text = NULL;
+  AdwToast *toast;
+
+  if (detail && *detail)
+    {
+      g_autofree char *short_detail = g_utf8_strlen (detail, -1) > 160
+                                        ? g_strdup_printf ("%.*s…", (int) (g_utf8_offset_to_pointer (detail, 159) - detail), detail)
+                                        : g_strdup (detail);
+      text = g_strdup_printf ("%s: %s", title, short_detail);
+    }
+  else
+    text = g_strdup (title);
+  /* toasts take Pango markup */
+  {
+    g_autofree char *escaped = g_markup_escape_text (text, -1);
+    g_free (text);
+    text = g_steal_pointer (&escaped);
+  }
+  if (self->toasts[kind])
+    {
+      adw_toast_set_title (self->toasts[kind], text);
+      return;
+    }
+  toast = adw_toast_new (text);
+  adw_toast_set_timeout (toast, 6);
+  if (kind != TOAST_APP)
+    {
+      adw_toast_set_button_label (toast, _("_Details"));
+      adw_toast_set_action_name (toast, "win.show-events");
+    }
+  g_signal_connect_object (toast, "dismissed", G_CALLBACK (on_toast_dismissed), self, 0);
+  self->toasts[kind] = toast;
+  adw_toast_overlay_add_toast (self->toast_overlay, toast);
+}
+
+static void
+events_added (RlxWindow *self, guint n)
+{
+  if (n == 0)
+    return;
+  gtk_stack_set_visible_child_name (self->events_stack, "list");
+  if (g_strcmp0 (adw_view_stack_get_visible_child_name (self->view_stack), "events") != 0)
+    {
+      self->unseen += n;
+      adw_view_stack_page_set_needs_attention (self->events_page, TRUE);
+      adw_view_stack_page_set_badge_number (self->events_page, self->unseen);
+    }
+}
+
+/* Something the app itself has to say: logged, and toasted if urgent. */
+static void
+report (RlxWindow *self, RlxEventKind kind, gboolean urgent, const char *title,
+        const char *detail)
+{
+  rlx_event_log_add (self->log, kind, urgent, "app", title, detail);
+  events_added (self, 1);
+  if (urgent)
+    show_toast (self, TOAST_APP, title, detail);
+}
+
+/* ── the header's status ───────────────────────────────────────────────── */
+
+static void
+update_status (RlxWindow *self)
+{
+  RlxCoordinator *coord = coordinator (self);
+  g_autofree char *subtitle = NULL;
+  g_autofree char *loss = NULL;
+
+  self->status_dirty = FALSE;
+  switch (self->state)
+    {
+    case STATE_IDLE:
+      subtitle = g_strdup_printf (_("Not in a cohort"));
+      break;
+    case STATE_JOINING:
+      /* Translators: %s is a cohort name */
+      subtitle = g_strdup_printf (_("Joining “%s”…"), self->cohort);
+      break;
+    case STATE_LEAVING:
+      subtitle = g_strdup (_("Leaving…"));
+      break;
+    case STATE_JOINED:
+      if (coord)
+        {
+          guint members = 0;
+          g_autofree char *role = NULL;
+          g_object_get (coord, "members", &members, "role", &role, NULL);
+          /* Translators: cohort name · the node's role · how many ranks */
+          subtitle = g_strdup_printf (ngettext ("“%s” · %s · %u rank", "“%s” · %s · %u ranks",
+                                                members),
+                                      self->cohort, role, members);
+        }
+      break;
+    default:
+      g_assert_not_reached ();
+    }
+  if (subtitle)
+    adw_view_switcher_title_set_subtitle (self->switcher_title, subtitle);
+  if (self->step > 0)
+    /* Translators: the latest committed step and its loss */
+    loss = g_strdup_printf (_("step %lu · loss %.4f"), (gulong) self->step, self->loss);
+  else
+    loss = g_strdup ("");
+  if (g_strcmp0 (gtk_label_get_label (self->loss_summary), loss) != 0)
+    gtk_label_set_label (self->loss_summary, loss);
+}
+
+typedef struct {
+  double x, y;
+  gint64 t;
+} Point;
+
+static gboolean
+on_ui_tick (gpointer user_data)
+{
+  RlxWindow *self = user_data;
+  RlxChartSeries *loss = rlx_loss_chart_get_loss (self->chart);
+
+  for (guint i = 0; i < self->pending->len; i++)
+    {
+      Point *p = &g_array_index (self->pending, Point, i);
+      rlx_chart_series_append (loss, p->x, p->y, p->t);
+    }
+  g_array_set_size (self->pending, 0);
+  if (self->status_dirty)
+    update_status (self);
+  if (++self->ticks % WIRE_EVERY_TICKS == 0)
+    rlx_wire_panel_refresh (self->counters);
+  return G_SOURCE_CONTINUE;
+}
+
+static void
+update_actions (RlxWindow *self)
+{
+  gboolean on_empty = g_strcmp0 (gtk_stack_get_visible_child_name (self->training_stack),
+                                 "empty") == 0;
+  g_autofree char *invite = self->node ? rlx_node_dup_invite (self->node) : NULL;
+  GtkWidget *widget = GTK_WIDGET (self);
+
+  gtk_widget_action_set_enabled (widget, "win.join", self->state == STATE_IDLE &&
+                                                     !self->close_after_leave);
+  gtk_widget_action_set_enabled (widget, "win.leave", self->state == STATE_JOINING ||
+                                                      self->state == STATE_JOINED);
+  gtk_widget_action_set_enabled (widget, "win.add-local-rank", self->state == STATE_JOINED);
+  gtk_widget_action_set_enabled (widget, "win.copy-invite",
+                                 self->state == STATE_JOINED && invite != NULL);
+  gtk_widget_set_visible (GTK_WIDGET (self->join_button),
+                          self->state == STATE_IDLE && !on_empty);
+  gtk_widget_set_visible (GTK_WIDGET (self->leave_button), self->state != STATE_IDLE);
+  gtk_widget_set_visible (GTK_WIDGET (self->copy_invite_button),
+                          self->state == STATE_JOINED && invite != NULL);
+  update_status (self);
+}
+
+/* ── node events ───────────────────────────────────────────────────────── */
+
+static double
+event_number (JsonObject *e, const char *key)
+{
+  JsonNode *n = json_object_get_member (e, key);
+
+  if (n && JSON_NODE_HOLDS_VALUE (n) &&
+      (json_node_get_value_type (n) == G_TYPE_INT64 || json_node_get_value_type (n) == G_TYPE_DOUBLE))
+    return json_node_get_double (n);
+  return 0;
+}
+
+static void
+on_node_event (RlxNode *node, JsonObject *event, RlxWindow *self)
+{
+  const char *name = json_object_get_string_member_with_default (event, "event", "");
+  g_autoptr(GPtrArray) added = NULL;
+
+  if (self->event_log)
+    {
+      /* a debugging switch: this node's events as rlx-rank join --json prints them */
+      g_autoptr(JsonNode) n = json_node_init_object (json_node_alloc (), event);
+      g_autofree char *line = json_to_string (n, FALSE);
+      fprintf (self->event_log, "%s\n", line);
+    }
+
+  if (g_str_equal (name, "step"))
+    {
+      Point p;
+      self->step = (guint64) event_number (event, "step");
+      self->loss = event_number (event, "loss");
+      p.x = (double) self->step;
+      p.y = self->loss;
+      p.t = json_object_has_member (event, "time_us") ? (gint64) event_number (event, "time_us")
+                                                      : g_get_monotonic_time ();
+      g_array_append_val (self->pending, p);
+      self->status_dirty = TRUE;
+      return;
+    }
+  if (g_str_equal (name, "evaluated"))
+    rlx_chart_series_append (rlx_loss_chart_get_accuracy (self->chart),
+                             event_number (event, "step"), event_number (event, "accuracy"),
+                             g_get_monotonic_time ());
+  if (g_str_equal (name, "member-joined") || g_str_equal (name, "member-left") ||
+      g_str_equal (name, "leader") || g_str_equal (name, "joined"))
+    self->status_dirty = TRUE;
+
+  rlx_event_log_add_event (self->log, event, rlx_node_get_node_id (node), &added);
+  for (guint i = 0; i < added->len; i++)
+    {
+      RlxEventItem *item = g_ptr_array_index (added, i);
+      if (!rlx_event_item_get_urgent (item))
+        continue;
+      /* every rank of one machine tends to fall back for the same reason:
+       * say it once, the event list keeps the rest */
+      if (rlx_event_item_get_kind (item) == RLX_EVENT_KIND_FALLBACK &&
+          !g_hash_table_add (self->toasted_fallbacks, g_strdup (rlx_event_item_get_detail (item))))
+        continue;
+      show_toast (self, rlx_event_item_get_kind (item), rlx_event_item_get_title (item),
+                  rlx_event_item_get_detail (item));
+    }
+  events_added (self, added->len);
+}
+
+/* ── leave ─────────────────────────────────────────────────────────────── */
+
+static void
+leave_part_done (RlxWindow *self)
+{
+  g_assert (self->pending_leave > 0);
+  if (--self->pending_leave > 0)
+    return;
+  if (self->node)
+    g_signal_handlers_disconnect_by_data (self->node, self);
+  g_clear_object (&self->node);
+  set_state (self, STATE_IDLE);
+  if (self->close_after_leave)
+    gtk_window_destroy (GTK_WINDOW (self));
+}
+
+static void
+on_node_left (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(RlxWindow) self = user_data;
+
+  rlx_node_leave_finish (RLX_NODE (source), result, NULL);
+  leave_part_done (self);
+}
+
+static void
+on_ranks_stopped (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(RlxWindow) self = user_data;
+
+  rlx_local_ranks_stop_finish (RLX_LOCAL_RANKS (source), result, NULL);
+  leave_part_done (self);
+}
+
+static void
+begin_leave (RlxWindow *self, const char *reason)
+{
+  if (self->state != STATE_JOINING && self->state != STATE_JOINED)
+    return;
+  set_state (self, STATE_LEAVING);
+  self->pending_leave = 1;
+  if (self->ranks)
+    {
+      self->pending_leave++;
+      rlx_local_ranks_stop_async (self->ranks, RANK_STOP_GRACE_MS, on_ranks_stopped,
+                                  g_object_ref (self));
+    }
+  rlx_node_leave_async (self->node, reason, on_node_left, g_object_ref (self));
+}
+
+void
+rlx_window_leave (RlxWindow *self)
+{
+  g_return_if_fail (RLX_IS_WINDOW (self));
+  begin_leave (self, "left");
+}
+
+/* The node stopped: after a leave, or by itself (refused, failure). */
+static void
+on_node_finished (RlxNode *node, gboolean success, const char *message, RlxWindow *self)
+{
+  rlx_roster_view_set_model (self->roster_view, NULL);
+  rlx_wire_panel_set_coordinator (self->counters, NULL);
+  if (!success)
+    report (self, RLX_EVENT_KIND_ERROR, TRUE, _("This node left the cohort"), message);
+  /* stopped by itself: stop the local ranks too */
+  if (self->state == STATE_JOINED)
+    begin_leave (self, message);
+  else
+    update_status (self);
+}
+
+/* ── join ──────────────────────────────────────────────────────────────── */
+
+static RlxPrecision
+selected_precision (RlxWindow *self)
+{
+  guint i = gtk_drop_down_get_selected (self->precision_dropdown);
+
+  return i < RLX_PRECISION_COUNT ? (RlxPrecision) i : RLX_PRECISION_F32;
+}
+
+static void
+on_node_started (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(RlxWindow) self = user_data;
+  g_autoptr(GError) error = NULL;
+  RlxCoordinator *coord;
+
+  if (!rlx_node_start_finish (RLX_NODE (source), result, &error))
+    {
+      /* a leave during joining finishes through on_node_left */
+      if (self->state == STATE_JOINING)
+        {
+          report (self, RLX_EVENT_KIND_ERROR, TRUE, _("Could not join the cohort"),
+                  error->message);
+          g_signal_handlers_disconnect_by_data (self->node, self);
+          g_clear_object (&self->node);
+          set_state (self, STATE_IDLE);
+        }
+      return;
+    }
+  if (self->state != STATE_JOINING)
+    return;
+  coord = rlx_node_get_coordinator (self->node);
+  rlx_roster_view_set_model (self->roster_view, rlx_coordinator_get_roster (coord));
+  rlx_wire_panel_set_coordinator (self->counters, coord);
+  /* the dropdown may have moved while the backend resolved */
+  rlx_coordinator_set_precision (coord, selected_precision (self));
+  set_state (self, STATE_JOINED);
+}
+
+void
+rlx_window_join (RlxWindow *self)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *model = NULL, *dataset = NULL, *backend = NULL;
+  const char *invite;
+  RlxNodeConfig cfg = { 0 };
+
+  g_return_if_fail (RLX_IS_WINDOW (self));
+  if (self->state != STATE_IDLE || self->close_after_leave)
+    return;
+
+  invite = gtk_editable_get_text (GTK_EDITABLE (self->invite_row));
+  model = g_settings_get_string (self->settings, "model");
+  dataset = g_settings_get_string (self->settings, "dataset");
+  backend = g_settings_get_string (self->settings, "backend");
+  cfg.invite = invite;
+  cfg.cohort = self->cohort;
+  cfg.model = model;
+  cfg.dataset = dataset;
+  cfg.backend = backend;
+  cfg.precision = selected_precision (self);
+  cfg.batch = g_settings_get_uint (self->settings, "batch");
+  cfg.lr = g_settings_get_double (self->settings, "learning-rate");
+  cfg.seed = g_settings_get_uint64 (self->settings, "seed");
+  cfg.evaluate_every = g_settings_get_uint (self->settings, "evaluate-every");
+  cfg.checkpoint_every = 100;
+
+  self->node = rlx_node_new (&cfg, &error);
+  if (self->node == NULL)
+    {
+      if (g_error_matches (error, RLX_NODE_ERROR, RLX_NODE_ERROR_UNSUPPORTED))
+        gtk_widget_add_css_class (GTK_WIDGET (self->invite_row), "error");
+      report (self, RLX_EVENT_KIND_ERROR, TRUE, _("Could not join the cohort"), error->message);
+      return;
+    }
+
+  rlx_loss_chart_clear (self->chart);
+  g_array_set_size (self->pending, 0);
+  rlx_wire_panel_reset (self->counters);
+  self->step = 0;
+  self->loss = 0;
+  gtk_stack_set_visible_child_name (self->training_stack, "cohort");
+  g_signal_connect (self->node, "event", G_CALLBACK (on_node_event), self);
+  g_signal_connect (self->node, "finished", G_CALLBACK (on_node_finished), self);
+  set_state (self, STATE_JOINING);
+  rlx_node_start_async (self->node, self->cancellable, on_node_started, g_object_ref (self));
+}
+
+/* ── local ranks ───────────────────────────────────────────────────────── */
+
+static void
+on_rank_exited (RlxLocalRanks *ranks, const char *node_id, gboolean expected,
+                const char *message, RlxWindow *self)
+{
+  g_autofree char *title = NULL;
+
+  if (expected)
+    return;
+  /* Translators: %s is a node id */
+  title = g_strdup_printf (_("Local rank %s stopped"), node_id);
+  report (self, RLX_EVENT_KIND_ERROR, TRUE, title, message);
+}
+
+static RlxLocalRanks *
+local_ranks (RlxWindow *self)
+{
+  if (self->ranks == NULL)
+    {
+      g_autofree char *rlx_rank = rlx_local_ranks_find_rlx_rank ();
+      g_autofree char *log_dir = g_build_filename (g_get_user_state_dir (), "rlx-cluster",
+                                                   self->cohort, "ranks", NULL);
+      self->ranks = rlx_local_ranks_new (rlx_rank, log_dir);
+      g_signal_connect (self->ranks, "exited", G_CALLBACK (on_rank_exited), self);
+    }
+  return self->ranks;
+}
+
+void
+rlx_window_add_local_rank (RlxWindow *self)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *model = NULL, *dataset = NULL, *backend = NULL, *batch = NULL;
+  g_autofree char *seed = NULL, *node_id = NULL;
+  char lr[G_ASCII_DTOSTR_BUF_SIZE];
+  const char *options[32];
+  guint n = 0;
+
+  g_return_if_fail (RLX_IS_WINDOW (self));
+  if (self->state != STATE_JOINED)
+    return;
+
+  model = g_settings_get_string (self->settings, "model");
+  dataset = g_settings_get_string (self->settings, "dataset");
+  backend = g_settings_get_string (self->settings, "backend");
+  batch = g_strdup_printf ("%u", g_settings_get_uint (self->settings, "batch"));
+  seed = g_strdup_printf ("%" G_GUINT64_FORMAT, g_settings_get_uint64 (self->settings, "seed"));
+  g_ascii_formatd (lr, sizeof lr, "%.9g", g_settings_get_double (self->settings, "learning-rate"));
+  options[n++] = "--model";
+  options[n++] = model;
+  options[n++] = "--dataset";
+  options[n++] = dataset;
+  options[n++] = "--backend";
+  options[n++] = backend;
+  options[n++] = "--batch";
+  options[n++] = batch;
+  options[n++] = "--lr";
+  options[n++] = lr;
+  options[n++] = "--seed";
+  options[n++] = seed;
+  options[n++] = "--precision";
+  options[n++] = rlx_precision_to_string (selected_precision (self));
+  /* several ranks share this machine's cores: one BLAS thread each */
+  options[n++] = "--threads";
+  options[n++] = "1";
+  options[n] = NULL;
+
+  node_id = rlx_local_ranks_spawn (local_ranks (self), self->cohort, options, &error);
+  if (node_id == NULL)
+    {
+      report (self, RLX_EVENT_KIND_ERROR, TRUE, _("Could not add a local rank"), error->message);
+      return;
+    }
+  {
+    /* Translators: %s is a node id */
+    g_autofree char *title = g_strdup_printf (_("Started local rank %s"), node_id);
+    g_autofree char *log = g_build_filename (rlx_local_ranks_get_log_dir (self->ranks), node_id,
+                                             NULL);
+    /* Translators: %s is a file path */
+    g_autofree char *detail = g_strdup_printf (_("Its events go to %s.jsonl"), log);
+    report (self, RLX_EVENT_KIND_INFO, FALSE, title, detail);
+  }
+}
+
+/* ── actions ───────────────────────────────────────────────────────────── */
+
+static void
+join_action (GtkWidget *widget, const char *name, GVariant *param)
+{
+  rlx_window_join (RLX_WINDOW (widget));
+}
+
+static void
+leave_action (GtkWidget *widget, const char *name, GVariant *param)
+{
+  rlx_window_leave (RLX_WINDOW (widget));
+}
+
+static void
+add_local_rank_action (GtkWidget *widget, const char *name, GVariant *param)
+{
+  rlx_window_add_local_rank (RLX_WINDOW (widget));
+}
+
+static void
+copy_invite_action (GtkWidget *widget, const char *name, GVariant *param)
+{
+  RlxWindow *self = RLX_WINDOW (widget);
+  g_autofree char *invite = self->node ? rlx_node_dup_invite (self->node) : NULL;
+
+  if (invite == NULL)
+    return;
+  gdk_clipboard_set_text (gtk_widget_get_clipboard (widget), invite);
+  show_toast (self, TOAST_APP, _("Invite copied"), NULL);
+}
+
+static void
+show_events_action (GtkWidget *widget, const char *name, GVariant *param)
+{
+  adw_view_stack_set_visible_child_name (RLX_WINDOW (widget)->view_stack, "events");
+}
+
+static void
+show_training_action (GtkWidget *widget, const char *name, GVariant *param)
+{
+  adw_view_stack_set_visible_child_name (RLX_WINDOW (widget)->view_stack, "training");
+}
+
+/* ── template callbacks and signals ────────────────────────────────────── */
+
+static void
+on_invite_changed (AdwEntryRow *row, RlxWindow *self)
+{
+  gtk_widget_remove_css_class (GTK_WIDGET (row), "error");
+}
+
+static void
+on_invite_activated (AdwEntryRow *row, RlxWindow *self)
+{
+  rlx_window_join (self);
+}
+
+static void
+on_visible_page (AdwViewStack *stack, GParamSpec *pspec, RlxWindow *self)
+{
+  if (g_strcmp0 (adw_view_stack_get_visible_child_name (stack), "events") == 0)
+    {
+      self->unseen = 0;
+      adw_view_stack_page_set_needs_attention (self->events_page, FALSE);
+      adw_view_stack_page_set_badge_number (self->events_page, 0);
+    }
+}
+
+static void
+on_training_page (GtkStack *stack, GParamSpec *pspec, RlxWindow *self)
+{
+  update_actions (self);
+}
+
+static void
+on_precision_selected (GtkDropDown *dropdown, GParamSpec *pspec, RlxWindow *self)
+{
+  RlxCoordinator *coord = coordinator (self);
+
+  if (coord && self->state == STATE_JOINED)
+    rlx_coordinator_set_precision (coord, selected_precision (self));
+}
+
+static gboolean
+get_precision_index (GValue *value, GVariant *variant, gpointer user_data)
+{
+  RlxPrecision p;
+
+  if (!rlx_precision_from_string (g_variant_get_string (variant, NULL), &p, NULL))
+    p = RLX_PRECISION_F32;
+  g_value_set_uint (value, (guint) p);
+  return TRUE;
+}
+
+static GVariant *
+set_precision_index (const GValue *value, const GVariantType *type, gpointer user_data)
+{
+  guint i = g_value_get_uint (value);
+
+  if (i >= RLX_PRECISION_COUNT)
+    return NULL;
+  return g_variant_new_string (rlx_precision_to_string ((RlxPrecision) i));
+}
+
+static void
+on_settings_changed (GSettings *settings, const char *key, RlxWindow *self)
+{
+  g_autofree char *setup = rlx_preferences_describe_setup (settings);
+
+  adw_action_row_set_subtitle (self->setup_row, setup);
+}
+
+static gboolean
+rlx_window_close_request (GtkWindow *window)
+{
+  RlxWindow *self = RLX_WINDOW (window);
+  int width, height;
+
+  gtk_window_get_default_size (window, &width, &height);
+  g_settings_set_int (self->settings, "window-width", width);
+  g_settings_set_int (self->settings, "window-height", height);
+  g_settings_set_boolean (self->settings, "window-maximized", gtk_window_is_maximized (window));
+
+  /* Leave first (bye to the cohort, local ranks stopped), then close. */
+  if (self->state != STATE_IDLE)
+    {
+      self->close_after_leave = TRUE;
+      update_actions (self);
+      begin_leave (self, "the app was closed");
+      return TRUE;
+    }
+  return GTK_WINDOW_CLASS (rlx_window_parent_class)->close_request (window);
+}
+
+/* ── accessors ─────────────────────────────────────────────────────────── */
+
+const char *
+rlx_window_get_state (RlxWindow *self)
+{
+  g_return_val_if_fail (RLX_IS_WINDOW (self), NULL);
+  return state_names[self->state];
+}
+
+const char *
+rlx_window_get_cohort (RlxWindow *self)
+{
+  g_return_val_if_fail (RLX_IS_WINDOW (self), NULL);
+  return self->cohort;
+}
+
+RlxNode *rlx_window_get_node (RlxWindow *self) { return self->node; }
+RlxLocalRanks *rlx_window_get_local_ranks (RlxWindow *self) { return local_ranks (self); }
+RlxLossChart *rlx_window_get_chart (RlxWindow *self) { return self->chart; }
+RlxRosterView *rlx_window_get_roster_view (RlxWindow *self) { return self->roster_view; }
+RlxWirePanel *rlx_window_get_wire_panel (RlxWindow *self) { return self->counters; }
+RlxEventLog *rlx_window_get_event_log (RlxWindow *self) { return self->log; }
+GtkDropDown *rlx_window_get_precision_dropdown (RlxWindow *self) { return self->precision_dropdown; }
+
+RlxWindow *
+rlx_window_new (AdwApplication *application, const char *cohort)
+{
+  return g_object_new (RLX_TYPE_WINDOW, "application", application, "cohort", cohort, NULL);
+}
+
+/* ── GObject ───────────────────────────────────────────────────────────── */
+
+static void
+rlx_window_constructed (GObject *object)
+{
+  RlxWindow *self = RLX_WINDOW (object);
+  g_autoptr(GtkNoSelection) selection = NULL;
+
+  G_OBJECT_CLASS (rlx_window_parent_class)->constructed (object);
+
+  if (self->cohort == NULL)
+    self->cohort = g_strdup ("default");
+  gtk_window_set_default_size (GTK_WINDOW (self),
+                               g_settings_get_int (self->settings, "window-width"),
+                               g_settings_get_int (self->settings, "window-height"));
+  if (g_settings_get_boolean (self->settings, "window-maximized"))
+    gtk_window_maximize (GTK_WINDOW (self));
+  g_settings_bind_with_mapping (self->settings, "precision", self->precision_dropdown, "selected",
+                                G_SETTINGS_BIND_DEFAULT, get_precision_index,
+                                set_precision_index, NULL, NULL);
+  g_signal_connect (self->precision_dropdown, "notify::selected",
+                    G_CALLBACK (on_precision_selected), self);
+  g_settings_bind (self->settings, "log-scale", self, "log-scale", G_SETTINGS_BIND_DEFAULT);
+  g_object_bind_property (self, "log-scale", self->chart, "log-scale", G_BINDING_SYNC_CREATE);
+  g_signal_connect (self->settings, "changed", G_CALLBACK (on_settings_changed), self);
+  on_settings_changed (self->settings, NULL, self);
+
+  selection = gtk_no_selection_new (g_object_ref (G_LIST_MODEL (self->log)));
+  gtk_list_view_set_model (self->events_list, GTK_SELECTION_MODEL (selection));
+  self->tick_id = g_timeout_add (UI_TICK_MS, on_ui_tick, self);
+  update_actions (self);
+}
+
+static void
+rlx_window_dispose (GObject *object)
+{
+  RlxWindow *self = RLX_WINDOW (object);
+
+  g_cancellable_cancel (self->cancellable);
+  g_clear_handle_id (&self->tick_id, g_source_remove);
+  if (self->node)
+    g_signal_handlers_disconnect_by_data (self->node, self);
+  g_clear_object (&self->node);
+  if (self->ranks)
+    g_signal_handlers_disconnect_by_data (self->ranks, self);
+  g_clear_object (&self->ranks);   /* SIGTERM to any rank still running */
+  if (self->settings)
+    g_signal_handlers_disconnect_by_data (self->settings, self);
+  gtk_widget_dispose_template (GTK_WIDGET (self), RLX_TYPE_WINDOW);
+  G_OBJECT_CLASS (rlx_window_parent_class)->dispose (object);
+}
+
+static void
+rlx_window_finalize (GObject *object)
+{
+  RlxWindow *self = RLX_WINDOW (object);
+
+  g_clear_object (&self->settings);
+  g_clear_object (&self->log);
+  g_clear_object (&self->cancellable);
+  g_clear_pointer (&self->event_log, fclose);
+  g_clear_pointer (&self->toasted_fallbacks, g_hash_table_unref);
+  g_clear_pointer (&self->pending, g_array_unref);
+  g_free (self->cohort);
+  G_OBJECT_CLASS (rlx_window_parent_class)->finalize (object);
+}
+
+static void
+rlx_window_get_property (GObject *object, guint id, GValue *value, GParamSpec *pspec)
+{
+  RlxWindow *self = RLX_WINDOW (object);
+
+  switch (id)
+    {
+    case PROP_COHORT: g_value_set_string (value, self->cohort); break;
+    case PROP_STATE: g_value_set_string (value, state_names[self->state]); break;
+    case PROP_LOG_SCALE: g_value_set_boolean (value, self->log_scale); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, id, pspec);
+    }
+}
+
+static void
+rlx_window_set_property (GObject *object, guint id, const GValue *value, GParamSpec *pspec)
+{
+  RlxWindow *self = RLX_WINDOW (object);
+
+  switch (id)
+    {
+    case PROP_COHORT:
+      g_free (self->cohort);
+      self->cohort = g_value_dup_string (value);
+      break;
+    case PROP_LOG_SCALE:
+      if (self->log_scale != g_value_get_boolean (value))
+        {
+          self->log_scale = g_value_get_boolean (value);
+          g_object_notify_by_pspec (object, pspec);
+        }
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, id, pspec);
+    }
+}
+
+static void
+rlx_window_class_init (RlxWindowClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+  GtkWidgetClass *widget_class = GTK_WIDGET_CLASS (klass);
+  GtkWindowClass *window_class = GTK_WINDOW_CLASS (klass);
+
+  object_class->constructed = rlx_window_constructed;
+  object_class->dispose = rlx_window_dispose;
+  object_class->finalize = rlx_window_finalize;
+  object_class->get_property = rlx_window_get_property;
+  object_class->set_property = rlx_window_set_property;
+  window_class->close_request = rlx_window_close_request;
+
+  props[PROP_COHORT] = g_param_spec_string ("cohort", NULL, NULL, NULL,
+                                            G_PARAM_READWRITE | G_PARAM_CONSTRUCT_ONLY |
+                                            G_PARAM_STATIC_STRINGS);
+  props[PROP_STATE] = g_param_spec_string ("state", NULL, NULL, "idle",
+                                           G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY |
+                                           G_PARAM_STATIC_STRINGS);
+  props[PROP_LOG_SCALE] = g_param_spec_boolean ("log-scale", NULL, NULL, FALSE,
+                                                G_PARAM_READWRITE | G_PARAM_EXPLICIT_NOTIFY |
+                                                G_PARAM_STATIC_STRINGS);
+  g_object_class_install_properties (object_class, N_PROPS, props);
+
+  g_type_ensure (RLX_TYPE_LOSS_CHART);
+  g_type_ensure (RLX_TYPE_ROSTER_VIEW);
+  g_type_ensure (RLX_TYPE_WIRE_PANEL);
+  g_type_ensure (RLX_TYPE_EVENT_ITEM);
+  gtk_widget_class_set_template_from_resource (widget_class,
+                                               "/io/github/rlx/Cluster/ui/rlx-window.ui");
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, toast_overlay);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, switcher_title);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, view_stack);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, events_page);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, training_stack);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, events_stack);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, events_list);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, join_button);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, leave_button);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, add_rank_button);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, copy_invite_button);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, precision_dropdown);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, invite_row);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, setup_row);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, counters);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, chart);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, roster_view);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, loss_summary);
+  gtk_widget_class_bind_template_callback (widget_class, on_invite_changed);
+  gtk_widget_class_bind_template_callback (widget_class, on_invite_activated);
+
+  gtk_widget_class_install_action (widget_class, "win.join", NULL, join_action);
+  gtk_widget_class_install_action (widget_class, "win.leave", NULL, leave_action);
+  gtk_widget_class_install_action (widget_class, "win.add-local-rank", NULL,
+                                   add_local_rank_action);
+  gtk_widget_class_install_action (widget_class, "win.copy-invite", NULL, copy_invite_action);
+  gtk_widget_class_install_action (widget_class, "win.show-events", NULL, show_events_action);
+  gtk_widget_class_install_action (widget_class, "win.show-training", NULL,
+                                   show_training_action);
+  gtk_widget_class_install_property_action (widget_class, "win.log-scale", "log-scale");
+}
+
+static void
+rlx_window_init (RlxWindow *self)
+{
+  self->settings = g_settings_new (RLX_APP_ID);
+  self->log = rlx_event_log_new ();
+  self->pending = g_array_new (FALSE, FALSE, sizeof (Point));
+  self->toasted_fallbacks = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  self->cancellable = g_cancellable_new ();
+  if (g_getenv ("RLX_CLUSTER_EVENT_LOG"))
+    {
+      self->event_log = fopen (g_getenv ("RLX_CLUSTER_EVENT_LOG"), "a");
+      if (self->event_log)
+        setvbuf (self->event_log, NULL, _IOLBF, 0);
+    }
+  gtk_widget_init_template (GTK_WIDGET (self));
+  g_signal_connect (self->view_stack, "notify::visible-child-name",
+                    G_CALLBACK (on_visible_page), self);
+  g_signal_connect (self->training_stack, "notify::visible-child-name",
+                    G_CALLBACK (on_training_page), self);
+}

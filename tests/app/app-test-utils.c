@@ -1,0 +1,111 @@
+/* app-test-utils.c — see app-test-utils.h */
+#include "app-test-utils.h"
+
+#include <gio/gio.h>
+#include <unistd.h>
+
+static char *tmp_dir;
+
+const char *
+app_test_init (void)
+{
+  g_autofree char *run = NULL, *data = NULL, *state = NULL, *config = NULL;
+  g_autoptr(GError) error = NULL;
+
+  tmp_dir = g_dir_make_tmp ("rlx-app-test-XXXXXX", &error);
+  g_assert_no_error (error);
+  run = g_build_filename (tmp_dir, "run", NULL);
+  data = g_build_filename (tmp_dir, "data", NULL);
+  state = g_build_filename (tmp_dir, "state", NULL);
+  config = g_build_filename (tmp_dir, "config", NULL);
+  g_assert_cmpint (g_mkdir_with_parents (run, 0700), ==, 0);
+  g_assert_cmpint (g_mkdir_with_parents (data, 0700), ==, 0);
+  g_assert_cmpint (g_mkdir_with_parents (state, 0700), ==, 0);
+  g_assert_cmpint (g_mkdir_with_parents (config, 0700), ==, 0);
+  g_setenv ("XDG_RUNTIME_DIR", run, TRUE);
+  g_setenv ("XDG_DATA_HOME", data, TRUE);
+  g_setenv ("XDG_STATE_HOME", state, TRUE);
+  g_setenv ("XDG_CONFIG_HOME", config, TRUE);
+  g_setenv ("GSETTINGS_BACKEND", "memory", TRUE);
+  return tmp_dir;
+}
+
+static void
+rm_rf (GFile *file)
+{
+  g_autoptr(GFileEnumerator) e = g_file_enumerate_children (file, G_FILE_ATTRIBUTE_STANDARD_NAME,
+                                                            G_FILE_QUERY_INFO_NOFOLLOW_SYMLINKS,
+                                                            NULL, NULL);
+  GFileInfo *info;
+  GFile *child;
+
+  while (e && g_file_enumerator_iterate (e, &info, &child, NULL, NULL) && info)
+    {
+      if (g_file_info_get_file_type (info) == G_FILE_TYPE_DIRECTORY)
+        rm_rf (child);
+      else
+        g_file_delete (child, NULL, NULL);
+    }
+  g_file_delete (file, NULL, NULL);
+}
+
+void
+app_test_cleanup (void)
+{
+  g_autoptr(GFile) dir = NULL;
+
+  if (tmp_dir == NULL)
+    return;
+  dir = g_file_new_for_path (tmp_dir);
+  rm_rf (dir);
+  g_clear_pointer (&tmp_dir, g_free);
+}
+
+static gboolean
+on_timeout (gpointer user_data)
+{
+  *(gboolean *) user_data = TRUE;
+  return G_SOURCE_REMOVE;
+}
+
+static gboolean
+on_recheck (gpointer user_data)
+{
+  return G_SOURCE_CONTINUE;
+}
+
+gboolean
+app_test_wait (AppTestPred pred, gpointer data, guint timeout_ms)
+{
+  gboolean timed_out = FALSE;
+  guint id = g_timeout_add (timeout_ms, on_timeout, &timed_out);
+  /* some conditions change outside the main context (a file grows, a
+   * process dies): look again every 20 ms as well as on every event */
+  guint recheck = g_timeout_add (20, on_recheck, NULL);
+  gboolean ok;
+
+  while (!(ok = pred (data)) && !timed_out)
+    g_main_context_iteration (NULL, TRUE);
+  if (!timed_out)
+    g_source_remove (id);
+  g_source_remove (recheck);
+  return ok;
+}
+
+static gboolean
+never (gpointer data)
+{
+  return FALSE;
+}
+
+void
+app_test_spin (guint ms)
+{
+  app_test_wait (never, NULL, ms);
+}
+
+char *
+app_test_cohort_name (const char *tag)
+{
+  return g_strdup_printf ("t%d-%s", (int) getpid (), tag);
+}

@@ -1,0 +1,29 @@
+/* app-test-utils.h — helpers for the app's tests
+ *
+ * Every test program gets its own temporary XDG_RUNTIME_DIR, XDG_DATA_HOME
+ * and XDG_STATE_HOME (app_test_init, before anything reads them), so its
+ * cohorts never meet another test's. Waits spin the default main context
+ * until a condition holds, with a timeout: never a sleep.
+ */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* Call first in main (before g_test_init and gtk_init). Returns the temp dir. */
+const char *app_test_init        (void);
+/* Remove the temp dir (call at the end of main). */
+void        app_test_cleanup     (void);
+
+typedef gboolean (*AppTestPred) (gpointer data);
+/* Iterate the default main context until @pred (data) or @timeout_ms;
+ * @pred is also looked at every 20 ms (for files and processes). */
+gboolean    app_test_wait        (AppTestPred pred, gpointer data, guint timeout_ms);
+/* Iterate for about @ms of wall time (lets events in; never an assertion). */
+void        app_test_spin        (guint ms);
+
+/* A cohort name unique to this process and @tag. */
+char       *app_test_cohort_name (const char *tag);
+
+G_END_DECLS

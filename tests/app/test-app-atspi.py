@@ -1,0 +1,510 @@
+#!/usr/bin/python3
+"""The whole app, driven through AT-SPI the way assistive technology and a
+person drive it (run under Xvfb with a private session bus; see
+tests/app/meson.build and shared/GUI-TESTING.md).
+
+train:  start rlx-cluster; press Join Cohort, then Add Local Rank twice; let
+        the three ranks train; switch the wire precision dropdown to f8 E4M3
+        with the keyboard; read the roster's three rows and check each one
+        against the ranks' own event streams (the local ranks' JSON logs);
+        check the chart describes itself; save a screenshot; press Ctrl+Q
+        while the ranks train and check that no process is left behind.
+killed: start rlx-cluster with two local ranks, SIGKILL the app, and check
+        that its ranks die with it.
+
+Environment: RLX_CLUSTER (the app), RLX_RANK (rlx-rank), RLX_SCREENSHOT
+(where the screenshot goes; default: beside this test in the build tree,
+RLX_SCREENSHOT_DEFAULT).
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import gi
+
+gi.require_version("Atspi", "2.0")
+from gi.repository import GLib  # noqa: E402
+import pyatspi  # noqa: E402
+
+TIMEOUT = 120.0          # seconds; every wait has one
+STEPS_WITH_THREE = 30    # steps trained by the three ranks before reading the roster
+
+
+class Failure(Exception):
+    pass
+
+
+T0 = time.monotonic()
+
+
+def log(*args):
+    print(f"# {time.monotonic() - T0:6.1f}s", *args, flush=True)
+
+
+def spin(seconds):
+    """Let GLib (and so AT-SPI) events in for about @seconds."""
+    end = time.monotonic() + seconds
+    ctx = GLib.MainContext.default()
+    while time.monotonic() < end:
+        while ctx.iteration(False):
+            pass
+        time.sleep(0.01)
+
+
+def wait_for(what, pred, timeout=TIMEOUT, interval=0.05):
+    end = time.monotonic() + timeout
+    last_error = None
+    while time.monotonic() < end:
+        try:
+            value = pred()
+            if value:
+                return value
+        except Exception as e:  # the tree changes under us; look again
+            last_error = e
+        spin(interval)
+    raise Failure(f"timed out after {timeout:.0f} s waiting for {what}"
+                  + (f" (last error: {last_error})" if last_error else ""))
+
+
+# ── the accessibility tree ────────────────────────────────────────────────
+
+def children(acc):
+    try:
+        return [c for c in acc if c is not None]
+    except Exception:
+        return []
+
+
+def walk(acc):
+    yield acc
+    for c in children(acc):
+        yield from walk(c)
+
+
+def showing(acc):
+    # GTK 4.8 sets no "showing" state; hidden widgets leave the tree and the
+    # rest are "visible" (the pages of a stack that are not shown included)
+    try:
+        return acc.getState().contains(pyatspi.STATE_VISIBLE)
+    except Exception:
+        return False
+
+
+def find_all(root, role=None, name=None, only_showing=True):
+    out = []
+    for a in walk(root):
+        try:
+            if role and a.getRoleName() != role:
+                continue
+            if name is not None and a.name != name:
+                continue
+            if only_showing and not showing(a):
+                continue
+            out.append(a)
+        except Exception:
+            continue
+    return out
+
+
+def find(root, role=None, name=None):
+    found = find_all(root, role, name)
+    return found[0] if found else None
+
+
+def labels(acc):
+    return [a.name for a in walk(acc) if a.getRoleName() == "label"]
+
+
+def click(acc):
+    action = acc.queryAction()
+    for i in range(action.nActions):
+        if action.getName(i) == "click":
+            action.doAction(i)
+            return
+    raise Failure(f"{acc.getRoleName()} '{acc.name}' has no click action")
+
+
+def press(keysym_name):
+    keyval = Gdk_keyval(keysym_name)
+    pyatspi.Registry.generateKeyboardEvent(keyval, None, pyatspi.KEY_SYM)
+
+
+def Gdk_keyval(name):
+    gi.require_version("Gdk", "4.0")
+    from gi.repository import Gdk
+    v = Gdk.keyval_from_name(name)
+    if v == 0:
+        raise Failure(f"no key named {name}")
+    return v
+
+
+def ctrl(keysym_name):
+    """Hold Control, press the key, let go (by keycode: Control_L is 37 in
+    Xvfb's evdev keymap)."""
+    pyatspi.Registry.generateKeyboardEvent(37, None, pyatspi.KEY_PRESS)
+    spin(0.05)
+    press(keysym_name)
+    spin(0.05)
+    pyatspi.Registry.generateKeyboardEvent(37, None, pyatspi.KEY_RELEASE)
+
+
+def find_app(pid):
+    def look():
+        desktop = pyatspi.Registry.getDesktop(0)
+        for a in children(desktop):
+            if a.get_process_id() == pid:
+                return a
+        return None
+    return wait_for(f"the app (pid {pid}) on the accessibility bus", look)
+
+
+# ── the app ───────────────────────────────────────────────────────────────
+
+class App:
+    def __init__(self, args, tmp, settings):
+        self.env = dict(os.environ)
+        for k in ("XDG_RUNTIME_DIR", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME"):
+            self.env[k] = os.path.join(tmp, k.lower())
+            os.makedirs(self.env[k], mode=0o700, exist_ok=True)
+        keyfile_dir = os.path.join(self.env["XDG_CONFIG_HOME"], "glib-2.0", "settings")
+        os.makedirs(keyfile_dir, exist_ok=True)
+        with open(os.path.join(keyfile_dir, "keyfile"), "w") as f:
+            f.write("[io/github/rlx/Cluster]\n")
+            for k, v in settings.items():
+                f.write(f"{k}={v}\n")
+        self.env["GSETTINGS_BACKEND"] = "keyfile"
+        self.cohort = args[args.index("--cohort") + 1]
+        self.proc = subprocess.Popen([os.environ["RLX_CLUSTER"]] + args, env=self.env)
+        self.acc = find_app(self.proc.pid)
+
+    @property
+    def log_dir(self):
+        return os.path.join(self.env["XDG_STATE_HOME"], "rlx-cluster", self.cohort, "ranks")
+
+    def rank_logs(self):
+        """node id → list of its JSON events"""
+        out = {}
+        if not os.path.isdir(self.log_dir):
+            return out
+        for name in sorted(os.listdir(self.log_dir)):
+            if not name.endswith(".jsonl"):
+                continue
+            events = []
+            with open(os.path.join(self.log_dir, name)) as f:
+                for line in f:
+                    line = line.strip()
+                    if line:
+                        try:
+                            events.append(json.loads(line))
+                        except ValueError:
+                            pass   # a line being written
+            out[name[:-len(".jsonl")]] = events
+        return out
+
+    def child_pids(self):
+        pids = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            if int(fields[1]) == self.proc.pid:
+                pids.append(int(entry))
+        return pids
+
+    def window(self):
+        return find(self.acc, "frame", "RLX Cluster")
+
+    def button(self, name):
+        """Found once (a walk of the tree costs a D-Bus call per node, slow
+        while the ranks keep both cores busy), then reused while it stays
+        valid (GTK 4.8 sometimes replaces a widget's accessible object)."""
+        cache = self.__dict__.setdefault("_buttons", {})
+        acc = cache.get(name)
+        if acc is not None:
+            try:
+                if acc.name == name and acc.queryAction().nActions > 0:
+                    return acc
+            except Exception:
+                pass
+        cache[name] = wait_for(f"the '{name}' button",
+                               lambda: find(self.acc, "push button", name))
+        return cache[name]
+
+    def find_once(self, role, name):
+        cache = self.__dict__.setdefault("_found", {})
+        if (role, name) not in cache:
+            cache[(role, name)] = wait_for(f"the {role} '{name}'", lambda: find(self.acc, role, name))
+        return cache[(role, name)]
+
+    def label_after(self, heading):
+        """The label right after the label @heading (its value): found once,
+        then read (walking the whole tree costs a D-Bus call per node)."""
+        key = "_after_" + heading
+        if getattr(self, key, None) is None:
+            def look():
+                for a in walk(self.acc):
+                    if a.getRoleName() == "label" and a.name == heading:
+                        sibs = children(a.parent)
+                        i = [s.name for s in sibs].index(heading)
+                        if i + 1 < len(sibs):
+                            return sibs[i + 1]
+                return None
+            setattr(self, key, wait_for(f"the label after '{heading}'", look))
+        return getattr(self, key)
+
+    def ranks_text(self):
+        return self.label_after("Ranks").name
+
+    def step(self):
+        return step_of(self.label_after("Loss").name)
+
+    def roster_rows(self):
+        table = self.find_once("tree table", "Roster")
+        rows = []
+        for lst in children(table):
+            if lst.getRoleName() != "list":
+                continue
+            for row in children(lst):
+                if row.getRoleName() == "table row":
+                    rows.append([labels(cell) for cell in children(row)])
+        return rows
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def step_of(label):
+    # "step 123 · loss 0.4567"
+    try:
+        return int(label.split()[1])
+    except (IndexError, ValueError, AttributeError):
+        return -1
+
+
+def fallback_text(fallback):
+    return fallback if fallback else "none"
+
+
+# ── train: the scenario of the issue ──────────────────────────────────────
+
+def test_train(tmp):
+    settings = {
+        "dataset": "'fashion-mnist'",
+        "backend": "'auto'",
+        "batch": "uint32 16",
+        "evaluate-every": "uint32 100",
+        "precision": "'f32'",
+        "window-width": "1280",
+        "window-height": "800",
+    }
+    app = App(["--cohort", f"atspi-{os.getpid()}"], tmp, settings)
+    try:
+        # everything the test touches, found while the app is idle (a walk of
+        # the tree costs a D-Bus round trip per node, slow once it trains)
+        for role, name in (("combo box", "Wire precision"), ("tree table", "Roster"),
+                           ("image", "Loss chart")):
+            app.find_once(role, name)
+        app.button("Add Local Rank")
+        app.label_after("Loss")
+        app.label_after("Ranks")
+        log("app up; joining")
+        click(app.button("Join Cohort"))
+        wait_for("the roster to show this node", lambda: app.ranks_text() == "1 rank")
+        joined_at = time.monotonic()
+        log("adding two local ranks")
+        click(app.button("Add Local Rank"))
+        wait_for("the first local rank's log", lambda: len(app.rank_logs()) == 1)
+        spin(0.4)   # two clicks closer than ~300 ms merge into one
+        click(app.button("Add Local Rank"))
+        wait_for("the second local rank's log", lambda: len(app.rank_logs()) == 2)
+        wait_for("three rows in the roster", lambda: app.ranks_text() == "3 ranks")
+
+        start = wait_for("a step", lambda: app.step() > 0)
+        wait_for(f"{STEPS_WITH_THREE} steps with three ranks",
+                 lambda: app.step() >= start + STEPS_WITH_THREE)
+
+        log("switching the wire precision to f8 E4M3 with the keyboard")
+        combo = app.find_once("combo box", "Wire precision")
+        toggle = [c for c in walk(combo) if c.getRoleName() == "push button"][0]
+        click(toggle)
+        spin(0.5)
+        for key in ("Down", "Down", "Return"):
+            press(key)
+            spin(0.2)
+        wait_for("the dropdown to show f8 E4M3",
+                 lambda: "f8 E4M3" in [a.name for a in walk(combo) if a.getRoleName() == "label"
+                                       and showing(a)])
+
+        def self_row():
+            for row in app.roster_rows():
+                if row and row[0] and "you" in row[0][0]:
+                    return row
+            return None
+        wait_for("this node's row to say f8 E4M3", lambda: (self_row() or [[], [], [], [], [""]])[4] == ["f8 E4M3"])
+
+        # let every rank log a few more steps
+        now = app.step()
+        wait_for("ten more steps", lambda: app.step() >= now + 10)
+
+        log("reading the roster against the ranks' own events")
+        rows = app.roster_rows()
+        if len(rows) != 3:
+            raise Failure(f"the roster shows {len(rows)} rows, not 3: {rows}")
+        logs = app.rank_logs()
+        by_node = {}
+        for row in rows:
+            # rank | host, node | backend, device | fallback | precision | samples/s | state | sent | received
+            by_node[row[1][1]] = row
+        children_ids = sorted(logs)
+        app_ids = [n for n in by_node if n not in children_ids]
+        if len(app_ids) != 1 or sorted(n for n in by_node if n in children_ids) != children_ids:
+            raise Failure(f"roster nodes {sorted(by_node)} are not this node plus the local ranks {children_ids}")
+        app_id = app_ids[0]
+        for node in children_ids:
+            joined = [e for e in logs[node] if e.get("event") == "joined"]
+            if not joined:
+                raise Failure(f"{node} logged no 'joined' event")
+            j = joined[0]
+            row = by_node[node]
+            if j.get("node") != node:
+                raise Failure(f"{node}'s log says it is {j.get('node')}")
+            if row[2][0] != j["backend"]:
+                raise Failure(f"row of {node} says backend {row[2][0]}, the rank says {j['backend']}")
+            if row[3] != [fallback_text(j.get("fallback", ""))]:
+                raise Failure(f"row of {node} says fallback {row[3]}, the rank says {j.get('fallback')!r}")
+            if row[4] != ["f32"]:
+                raise Failure(f"row of {node} says precision {row[4]}, the rank joined at f32")
+            # and the rank saw this node as the others do
+            seen = [e for e in logs[node] if e.get("event") == "member-joined" and e.get("node") == app_id]
+            if seen:
+                s = seen[0]
+                app_row = by_node[app_id]
+                if app_row[2][0] != s["backend"] or app_row[3] != [fallback_text(s.get("fallback", ""))]:
+                    raise Failure(f"this node's row {app_row} disagrees with what {node} saw: {s}")
+            steps = [e for e in logs[node] if e.get("event") == "step" and e.get("members") == 3]
+            if len(steps) < 5:
+                raise Failure(f"{node} logged only {len(steps)} steps with three members")
+        # one model: the ranks report the same hash for the same step
+        hashes = {}
+        for node in children_ids:
+            for e in logs[node]:
+                if e.get("event") == "step":
+                    hashes.setdefault(e["step"], set()).add(e["hash"])
+        common = [s for s, hs in hashes.items()
+                  if all(any(e.get("event") == "step" and e["step"] == s for e in logs[n]) for n in children_ids)]
+        bad = sorted(s for s in common if len(hashes[s]) != 1)
+        if not common or bad:
+            for node in children_ids:
+                log(node, [json.dumps(e)[:160] for e in logs[node] if e.get("event") != "step"])
+            raise Failure(f"the local ranks disagree on the parameter hash at steps {bad[:10]}"
+                          f" ({len(bad)} of {len(common)})")
+        app_row = by_node[app_id]
+        if "you" not in app_row[0][0] or app_row[4] != ["f8 E4M3"]:
+            raise Failure(f"this node's row is {app_row}")
+        log("roster ok:", [(n, r[2][0], r[4][0]) for n, r in by_node.items()])
+
+        chart = app.find_once("image", "Loss chart")
+        wait_for("the chart to describe the loss", lambda: "the loss is" in chart.description)
+        wait_for("the chart to describe the test accuracy", lambda: "test accuracy" in chart.description)
+        log("chart says:", chart.description)
+
+        # the screenshot the README uses, once the join's toast (6 s) has gone
+        # from over the roster (a picture's nicety, not a condition the test
+        # checks, so a plain wait)
+        spin(max(0.0, 7.0 - (time.monotonic() - joined_at)))
+        # the screenshot the README uses
+        shot = os.environ.get("RLX_SCREENSHOT") or os.environ["RLX_SCREENSHOT_DEFAULT"]
+        raw = os.path.join(tmp, "shot.xwd")
+        with open(raw, "wb") as f:
+            subprocess.run(["xwd", "-root", "-silent"], stdout=f, check=True)
+        subprocess.run(["convert", f"xwd:{raw}", "-crop", "1280x800+0+0", "+repage",
+                        "-strip", shot], check=True)
+        log("screenshot:", shot)
+
+        log("quitting with Ctrl+Q while the ranks train")
+        pids = app.child_pids()
+        if len(pids) != 2:
+            raise Failure(f"the app has {len(pids)} child processes, not 2: {pids}")
+        ctrl("q")
+        try:
+            app.proc.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise Failure("the app did not quit within the timeout after Ctrl+Q")
+        if app.proc.returncode != 0:
+            raise Failure(f"the app exited with status {app.proc.returncode}")
+        wait_for("every local rank to be gone", lambda: not any(alive(p) for p in pids), timeout=30)
+        for node, events in app.rank_logs().items():
+            if not any(e.get("event") == "done" for e in events):
+                raise Failure(f"{node} did not leave cleanly (no 'done' event)")
+        log("quit ok: no process left, every rank left cleanly")
+    finally:
+        for p in app.child_pids():
+            os.kill(p, signal.SIGKILL)
+        app.kill()
+
+
+# ── killed: the ranks die with the app ────────────────────────────────────
+
+def test_killed(tmp):
+    settings = {"dataset": "'synthetic'", "backend": "'cpu'", "batch": "uint32 8"}
+    app = App(["--cohort", f"atspi-kill-{os.getpid()}", "--add-ranks", "2"], tmp, settings)
+    try:
+        wait_for("three rows in the roster", lambda: app.ranks_text() == "3 ranks")
+        pids = app.child_pids()
+        if len(pids) != 2:
+            raise Failure(f"the app has {len(pids)} child processes, not 2: {pids}")
+        os.kill(app.proc.pid, signal.SIGKILL)
+        app.proc.wait()
+        wait_for("the local ranks to die with the app", lambda: not any(alive(p) for p in pids), timeout=30)
+        log("killed ok: no orphan")
+    finally:
+        for p in app.child_pids():
+            os.kill(p, signal.SIGKILL)
+        app.kill()
+
+
+def main():
+    tests = {"train": test_train, "killed": test_killed}
+    which = sys.argv[1:] or list(tests)
+    failed = 0
+    print(f"1..{len(which)}")
+    for i, name in enumerate(which, 1):
+        tmp = tempfile.mkdtemp(prefix="rlx-atspi-")
+        t0 = time.monotonic()
+        try:
+            tests[name](tmp)
+            print(f"ok {i} /app/atspi/{name} # {time.monotonic() - t0:.1f} s", flush=True)
+        except Exception as e:
+            failed += 1
+            print(f"not ok {i} /app/atspi/{name}: {e}", flush=True)
+            if not isinstance(e, Failure):
+                traceback.print_exc(file=sys.stdout)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

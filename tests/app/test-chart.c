@@ -1,0 +1,364 @@
+/* test-chart.c — the loss chart: its data (series, smoothing, decimation)
+ * and its widget (redraws on new points, reuses the plot for the readout,
+ * draws the line where the values say) */
+#include "app-test-utils.h"
+#include "rlx-loss-chart.h"
+
+#include <adwaita.h>
+#include <math.h>
+
+#define TIMEOUT_MS 20000
+
+/* ── the series ────────────────────────────────────────────────────────── */
+
+static void
+test_decimate_100k (void)
+{
+  g_autoptr(RlxChartSeries) s = rlx_chart_series_new (0.9);
+  g_autoptr(GRand) rand = g_rand_new_with_seed (7);
+  RlxChartColumn cols[500];
+  guint visited, total = 0, spike_col, dip_col;
+
+  for (guint i = 0; i < 100000; i++)
+    {
+      double y = 1.0 + 0.1 * g_rand_double (rand);
+      if (i == 54321)
+        y = 50;
+      if (i == 77777)
+        y = -3;
+      rlx_chart_series_append (s, i, y, i);
+    }
+  g_assert_cmpuint (rlx_chart_series_get_n_points (s), ==, 100000);
+  visited = rlx_chart_series_decimate (s, 0, 99999, 500, cols);
+  g_assert_cmpuint (visited, ==, 100000);
+  for (guint c = 0; c < 500; c++)
+    {
+      g_assert_cmpuint (cols[c].n, >, 0);
+      g_assert_cmpfloat (cols[c].y_min, <=, cols[c].y_first);
+      g_assert_cmpfloat (cols[c].y_max, >=, cols[c].y_last);
+      g_assert_true (isfinite (cols[c].smooth));
+      total += cols[c].n;
+    }
+  g_assert_cmpuint (total, ==, 100000);
+  /* one point in 100,000 still shows in its column */
+  spike_col = (guint) (54321 / (99999.0 / 500));
+  dip_col = (guint) (77777 / (99999.0 / 500));
+  g_assert_cmpfloat (cols[spike_col].y_max, ==, 50.0f);
+  g_assert_cmpfloat (cols[dip_col].y_min, ==, -3.0f);
+  for (guint c = 0; c < 500; c++)
+    if (c != spike_col && c != dip_col)
+      {
+        g_assert_cmpfloat (cols[c].y_max, <=, 1.1f);
+        g_assert_cmpfloat (cols[c].y_min, >=, 1.0f);
+      }
+
+  /* a window into the middle visits only the points inside it */
+  visited = rlx_chart_series_decimate (s, 1000, 1999, 100, cols);
+  g_assert_cmpuint (visited, ==, 1000);
+}
+
+static void
+test_rewind (void)
+{
+  g_autoptr(RlxChartSeries) s = rlx_chart_series_new (0.5);
+  double x_max, y_max, y;
+
+  for (guint i = 0; i < 100; i++)
+    rlx_chart_series_append (s, i, i == 70 ? 9.0 : 1.0, i);
+  g_assert_true (rlx_chart_series_get_bounds (s, NULL, &x_max, NULL, &y_max, NULL));
+  g_assert_cmpfloat (y_max, ==, 9.0);
+  /* a merge threw steps 50.. away: history is rewritten from there */
+  rlx_chart_series_append (s, 50, 2.0, 1000);
+  g_assert_cmpuint (rlx_chart_series_get_n_points (s), ==, 51);
+  g_assert_true (rlx_chart_series_get_bounds (s, NULL, &x_max, NULL, &y_max, NULL));
+  g_assert_cmpfloat (x_max, ==, 50);
+  g_assert_cmpfloat (y_max, ==, 2.0);
+  g_assert_true (rlx_chart_series_get_point (s, 50, NULL, &y, NULL, NULL));
+  g_assert_cmpfloat (y, ==, 2.0);
+  g_assert_cmpint (rlx_chart_series_find_nearest (s, 49.4), ==, 49);
+  g_assert_cmpint (rlx_chart_series_find_nearest (s, 1e9), ==, 50);
+}
+
+static void
+test_nonfinite_and_smoothing (void)
+{
+  g_autoptr(RlxChartSeries) s = rlx_chart_series_new (0.95);
+  double smooth, y_min, y_max;
+
+  rlx_chart_series_append (s, 0, NAN, 0);
+  rlx_chart_series_append (s, 1, INFINITY, 0);
+  g_assert_cmpuint (rlx_chart_series_get_n_points (s), ==, 0);
+  g_assert_cmpuint (rlx_chart_series_get_n_rejected (s), ==, 2);
+  g_assert_false (rlx_chart_series_get_bounds (s, NULL, NULL, NULL, NULL, NULL));
+
+  /* a constant is its own smoothed value from the first point on */
+  for (guint i = 0; i < 10; i++)
+    {
+      rlx_chart_series_append (s, i, 2.5, i);
+      g_assert_true (rlx_chart_series_get_point (s, i, NULL, NULL, &smooth, NULL));
+      g_assert_cmpfloat_with_epsilon (smooth, 2.5, 1e-6);
+    }
+  /* and it follows a step down, lagging */
+  for (guint i = 10; i < 200; i++)
+    rlx_chart_series_append (s, i, 0.5, i);
+  g_assert_true (rlx_chart_series_get_point (s, 11, NULL, NULL, &smooth, NULL));
+  g_assert_cmpfloat (smooth, >, 1.5);
+  g_assert_true (rlx_chart_series_get_point (s, 199, NULL, NULL, &smooth, NULL));
+  g_assert_cmpfloat_with_epsilon (smooth, 0.5, 1e-3);
+  g_assert_true (rlx_chart_series_get_bounds (s, NULL, NULL, &y_min, &y_max, NULL));
+  g_assert_cmpfloat (y_min, ==, 0.5);
+  g_assert_cmpfloat (y_max, ==, 2.5);
+}
+
+/* ── the widget ────────────────────────────────────────────────────────── */
+
+typedef struct {
+  RlxLossChart *chart;
+  guint         draws;
+  guint         plots;
+} DrawWait;
+
+static gboolean
+drawn_more (gpointer data)
+{
+  DrawWait *w = data;
+  RlxLossChartStats st;
+
+  rlx_loss_chart_get_stats (w->chart, &st);
+  return st.n_draws > w->draws;
+}
+
+static GtkWindow *
+show_chart (RlxLossChart **chart_out)
+{
+  GtkWindow *window = GTK_WINDOW (gtk_window_new ());
+  GtkWidget *chart = rlx_loss_chart_new ();
+
+  gtk_window_set_default_size (window, 640, 360);
+  gtk_window_set_child (window, chart);
+  gtk_window_present (window);
+  *chart_out = RLX_LOSS_CHART (chart);
+  return window;
+}
+
+static void
+test_redraws (void)
+{
+  RlxLossChart *chart;
+  GtkWindow *window = show_chart (&chart);
+  RlxLossChartStats st;
+  DrawWait w = { chart, 0, 0 };
+
+  g_assert_true (app_test_wait (drawn_more, &w, TIMEOUT_MS));   /* first frame */
+  rlx_loss_chart_get_stats (chart, &st);
+  g_assert_cmpuint (st.n_columns, ==, 0);                       /* nothing to plot yet */
+
+  /* new points: a new frame rebuilds the plot */
+  for (guint i = 0; i < 1000; i++)
+    rlx_chart_series_append (rlx_loss_chart_get_loss (chart), i, 2.0 / (1 + i * 0.01), i * 1000);
+  w.draws = st.n_draws;
+  g_assert_true (app_test_wait (drawn_more, &w, TIMEOUT_MS));
+  rlx_loss_chart_get_stats (chart, &st);
+  g_assert_cmpuint (st.n_visited, ==, 1000);
+  g_assert_cmpuint (st.n_columns, >, 100);
+  w.plots = st.n_plots;
+
+  /* moving the readout redraws */
+  w.draws = st.n_draws;
+  rlx_loss_chart_set_readout (chart, 500);
+  g_assert_true (app_test_wait (drawn_more, &w, TIMEOUT_MS));
+  {
+    g_autofree char *text = rlx_loss_chart_dup_readout_text (chart);
+    g_assert_nonnull (text);
+    g_assert_nonnull (strstr (text, "Step 500"));
+    g_assert_nonnull (strstr (text, "loss 0.3333"));   /* 2 / (1 + 5) */
+    g_assert_nonnull (strstr (text, "0.5 s"));    /* 500 ms after the first point */
+  }
+  rlx_loss_chart_get_stats (chart, &st);
+  w.plots = st.n_plots;
+
+  /* one more point: the plot is rebuilt */
+  w.draws = st.n_draws;
+  rlx_chart_series_append (rlx_loss_chart_get_loss (chart), 1000, 0.1, 1000000);
+  g_assert_true (app_test_wait (drawn_more, &w, TIMEOUT_MS));
+  rlx_loss_chart_get_stats (chart, &st);
+  g_assert_cmpuint (st.n_plots, >, w.plots);
+  g_assert_cmpuint (st.n_visited, ==, 1001);
+
+  gtk_window_destroy (window);
+}
+
+/* A frame that only moves the readout reuses the plot; new data, another
+ * size or the log scale rebuild it. (Drawn directly: a shown window may
+ * also be resized or restyled by the display server at any time.) */
+static void
+test_plot_cache (void)
+{
+  RlxLossChart *chart = RLX_LOSS_CHART (g_object_ref_sink (rlx_loss_chart_new ()));
+  RlxLossChartStats st;
+
+  for (guint i = 0; i < 5000; i++)
+    rlx_chart_series_append (rlx_loss_chart_get_loss (chart), i, 1.0 + (i % 7) * 0.1, i);
+
+#define DRAW(w, h) G_STMT_START {                                         \
+    g_autoptr(GtkSnapshot) s_ = gtk_snapshot_new ();                      \
+    g_autoptr(GskRenderNode) n_ = NULL;                                   \
+    rlx_loss_chart_draw (chart, s_, (w), (h));                            \
+    n_ = gtk_snapshot_free_to_node (g_steal_pointer (&s_));               \
+    g_assert_nonnull (n_);                                                \
+  } G_STMT_END
+
+  DRAW (600, 300);
+  rlx_loss_chart_get_stats (chart, &st);
+  g_assert_cmpuint (st.n_plots, ==, 1);
+  rlx_loss_chart_set_readout (chart, 1234);
+  DRAW (600, 300);
+  rlx_loss_chart_set_readout (chart, 4321);
+  DRAW (600, 300);
+  rlx_loss_chart_get_stats (chart, &st);
+  g_assert_cmpuint (st.n_draws, ==, 3);
+  g_assert_cmpuint (st.n_plots, ==, 1);
+  rlx_chart_series_append (rlx_loss_chart_get_loss (chart), 5000, 0.5, 5000);
+  DRAW (600, 300);
+  rlx_loss_chart_get_stats (chart, &st);
+  g_assert_cmpuint (st.n_plots, ==, 2);
+  DRAW (700, 300);
+  rlx_loss_chart_get_stats (chart, &st);
+  g_assert_cmpuint (st.n_plots, ==, 3);
+  rlx_loss_chart_set_log_scale (chart, TRUE);
+  DRAW (700, 300);
+  rlx_loss_chart_get_stats (chart, &st);
+  g_assert_cmpuint (st.n_plots, ==, 4);
+#undef DRAW
+  g_object_unref (chart);
+}
+
+/* Render @chart at @w × @h into an image. */
+static cairo_surface_t *
+render (RlxLossChart *chart, int w, int h)
+{
+  g_autoptr(GtkSnapshot) snapshot = gtk_snapshot_new ();
+  g_autoptr(GskRenderNode) node = NULL;
+  cairo_surface_t *surface = cairo_image_surface_create (CAIRO_FORMAT_ARGB32, w, h);
+  cairo_t *cr = cairo_create (surface);
+
+  cairo_set_source_rgb (cr, 1, 1, 1);
+  cairo_paint (cr);
+  rlx_loss_chart_draw (chart, snapshot, w, h);
+  node = gtk_snapshot_free_to_node (g_steal_pointer (&snapshot));
+  g_assert_nonnull (node);
+  gsk_render_node_draw (node, cr);
+  cairo_destroy (cr);
+  cairo_surface_flush (surface);
+  return surface;
+}
+
+/* Is there a clearly blue pixel (the smoothed line) within ±@tol rows of
+ * (@x, @y)? */
+static gboolean
+blue_near (cairo_surface_t *s, int x, double y, int tol)
+{
+  const guint8 *data = cairo_image_surface_get_data (s);
+  int stride = cairo_image_surface_get_stride (s);
+  int h = cairo_image_surface_get_height (s);
+
+  for (int yy = (int) y - tol; yy <= (int) y + tol; yy++)
+    {
+      const guint8 *p;
+      if (yy < 0 || yy >= h)
+        continue;
+      p = data + yy * stride + x * 4;       /* BGRA, premultiplied */
+      if (p[0] > p[2] + 80 && p[0] > 120)
+        return TRUE;
+    }
+  return FALSE;
+}
+
+static double
+value_to_row (const graphene_rect_t *a, const RlxLossChartStats *st, double v)
+{
+  return a->origin.y + (1 - (v - st->y_lo) / (st->y_hi - st->y_lo)) * a->size.height;
+}
+
+/* 100,000 points, a level 2 then a level 1: the smoothed line is drawn at
+ * those heights, from one column per pixel. */
+static void
+test_pixels (void)
+{
+  RlxLossChart *chart = RLX_LOSS_CHART (g_object_ref_sink (rlx_loss_chart_new ()));
+  cairo_surface_t *surface;
+  RlxLossChartStats st;
+  graphene_rect_t a;
+  int x_left, x_right;
+
+  adw_style_manager_set_color_scheme (adw_style_manager_get_default (),
+                                      ADW_COLOR_SCHEME_FORCE_LIGHT);
+  for (guint i = 0; i < 100000; i++)
+    rlx_chart_series_append (rlx_loss_chart_get_loss (chart), i, i < 50000 ? 2.0 : 1.0, i);
+  surface = render (chart, 800, 400);
+  rlx_loss_chart_get_stats (chart, &st);
+  rlx_loss_chart_get_plot_area (chart, &a);
+  g_assert_cmpuint (st.n_visited, ==, 100000);
+  g_assert_cmpuint (st.n_columns, ==, (guint) a.size.width);
+  g_assert_cmpfloat (st.y_lo, <=, 1.0);
+  g_assert_cmpfloat (st.y_hi, >=, 2.0);
+
+  x_left = (int) (a.origin.x + a.size.width * 0.25);
+  x_right = (int) (a.origin.x + a.size.width * 0.90);
+  g_assert_true (blue_near (surface, x_left, value_to_row (&a, &st, 2.0), 3));
+  g_assert_false (blue_near (surface, x_left, value_to_row (&a, &st, 1.0), 3));
+  g_assert_true (blue_near (surface, x_right, value_to_row (&a, &st, 1.0), 3));
+  g_assert_false (blue_near (surface, x_right, value_to_row (&a, &st, 2.0), 3));
+  cairo_surface_destroy (surface);
+
+  /* log scale: the axis spans the data in decades */
+  rlx_loss_chart_set_log_scale (chart, TRUE);
+  rlx_chart_series_append (rlx_loss_chart_get_loss (chart), 100000, 0.01, 100000);
+  surface = render (chart, 800, 400);
+  rlx_loss_chart_get_stats (chart, &st);
+  g_assert_cmpfloat (st.y_lo, <=, 0.01);
+  g_assert_cmpfloat (st.y_lo, >, 0.001);
+  g_assert_cmpfloat (st.y_hi, >=, 2.0);
+  g_assert_cmpfloat (st.y_hi, <, 20.0);
+  cairo_surface_destroy (surface);
+  g_object_unref (chart);
+}
+
+/* Accuracy goes on its own 0–100 % axis without moving the loss axis. */
+static void
+test_accuracy_axis (void)
+{
+  RlxLossChart *chart = RLX_LOSS_CHART (g_object_ref_sink (rlx_loss_chart_new ()));
+  cairo_surface_t *surface;
+  RlxLossChartStats st;
+
+  for (guint i = 0; i < 100; i++)
+    rlx_chart_series_append (rlx_loss_chart_get_loss (chart), i, 3.0 - i * 0.01, i);
+  rlx_chart_series_append (rlx_loss_chart_get_accuracy (chart), 50, 0.97, 50);
+  surface = render (chart, 600, 300);
+  rlx_loss_chart_get_stats (chart, &st);
+  g_assert_cmpfloat (st.y_hi, <, 3.5);
+  g_assert_cmpfloat (st.y_lo, >, 1.5);
+  cairo_surface_destroy (surface);
+  g_object_unref (chart);
+}
+
+int
+main (int argc, char **argv)
+{
+  int status;
+
+  app_test_init ();
+  gtk_test_init (&argc, &argv, NULL);
+  adw_init ();
+  g_test_add_func ("/app/chart/decimate-100k", test_decimate_100k);
+  g_test_add_func ("/app/chart/rewind", test_rewind);
+  g_test_add_func ("/app/chart/nonfinite-and-smoothing", test_nonfinite_and_smoothing);
+  g_test_add_func ("/app/chart/redraws", test_redraws);
+  g_test_add_func ("/app/chart/plot-cache", test_plot_cache);
+  g_test_add_func ("/app/chart/pixels", test_pixels);
+  g_test_add_func ("/app/chart/accuracy-axis", test_accuracy_axis);
+  status = g_test_run ();
+  app_test_cleanup ();
+  return status;
+}

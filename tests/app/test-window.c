@@ -1,0 +1,338 @@
+/* test-window.c — the window with a real node: the wire precision dropdown
+ * seen from a second node, and Leave stopping the local ranks
+ *
+ * The app's window joins a local cohort; a second node (in this process, on
+ * the same real local bus) watches every frame the window's node sends it.
+ * Choosing "f8 E4M3" in the dropdown must change the format of the frames
+ * that node encodes from then on: every bulk frame about a step that began
+ * after the change carries f8e4m3, and one arrives.
+ */
+#include "rlx-config.h"
+#include "app-test-utils.h"
+#include "rlx-window-private.h"
+#include "rlx-preferences-window.h"
+#include "core/rlx-node.h"
+#include "core/wire/rlx-wire.h"
+
+#include <adwaita.h>
+
+#define TIMEOUT_MS 90000
+
+typedef struct {
+  gint64       step;
+  RlxPrecision precision;
+} Seen;
+
+typedef struct {
+  RlxWindow *window;
+  RlxNode   *watcher;
+  char      *watched_id;     /* the window's node */
+  GArray    *seen;           /* Seen: bulk frames from the window's node */
+  guint      bad_frames;
+  gboolean   started;
+} Fixture;
+
+static void
+on_frame (RlxLink *link, GBytes *frame, Fixture *f)
+{
+  const char *peer = g_object_get_data (G_OBJECT (link), "test-peer-id");
+
+  g_autoptr(JsonObject) header = NULL;
+  g_autoptr(GError) error = NULL;
+  RlxWireInfo info;
+  Seen s;
+
+  if (f->watched_id == NULL || g_strcmp0 (peer, f->watched_id) != 0)
+    return;
+  if (!rlx_wire_decode_full (frame, NULL, &info, &header, NULL, &error))
+    {
+      f->bad_frames++;
+      return;
+    }
+  if (!info.has_values || info.n == 0)
+    return;   /* control messages carry no array */
+  s.step = json_object_get_int_member_with_default (header, "step", -1);
+  s.precision = info.precision;
+  g_array_append_val (f->seen, s);
+}
+
+static void
+on_link_added (RlxNode *node, RlxLink *link, const char *peer_id, Fixture *f)
+{
+  g_object_set_data_full (G_OBJECT (link), "test-peer-id", g_strdup (peer_id), g_free);
+  g_signal_connect (link, "frame", G_CALLBACK (on_frame), f);
+}
+
+static void
+on_started (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  Fixture *f = user_data;
+  g_autoptr(GError) error = NULL;
+
+  f->started = rlx_node_start_finish (RLX_NODE (source), result, &error);
+  g_assert_no_error (error);
+}
+
+static gboolean
+watcher_started (gpointer data)
+{
+  return ((Fixture *) data)->started;
+}
+
+static gboolean
+window_joined (gpointer data)
+{
+  return g_str_equal (rlx_window_get_state (((Fixture *) data)->window), "joined");
+}
+
+static gboolean
+window_joined_cb (gpointer data)
+{
+  return g_str_equal (rlx_window_get_state (data), "joined");
+}
+
+static gboolean
+window_idle (gpointer data)
+{
+  return g_str_equal (rlx_window_get_state (((Fixture *) data)->window), "idle");
+}
+
+typedef struct { Fixture *f; RlxPrecision p; gint64 min_step; guint count; } SeenWait;
+
+static guint
+count_seen (Fixture *f, RlxPrecision p, gint64 min_step)
+{
+  guint n = 0;
+
+  for (guint i = 0; i < f->seen->len; i++)
+    {
+      Seen *s = &g_array_index (f->seen, Seen, i);
+      if (s->precision == p && s->step >= min_step)
+        n++;
+    }
+  return n;
+}
+
+static gboolean
+seen_enough (gpointer data)
+{
+  SeenWait *w = data;
+  return count_seen (w->f, w->p, w->min_step) >= w->count;
+}
+
+static void
+test_dropdown_changes_wire (void)
+{
+  g_autoptr(GSettings) settings = g_settings_new (RLX_APP_ID);
+  g_autoptr(GError) error = NULL;
+  RlxNodeConfig cfg = { 0 };
+  RlxCoordinator *coord;
+  gint64 switch_step;
+  SeenWait w;
+  Fixture f = { 0 };
+
+  g_settings_set_string (settings, "dataset", "synthetic");
+  g_settings_set_string (settings, "backend", "cpu");
+  g_settings_set_uint (settings, "batch", 8);
+  g_settings_set_uint (settings, "evaluate-every", 0);
+  g_settings_set_string (settings, "precision", "f32");
+  f.seen = g_array_new (FALSE, FALSE, sizeof (Seen));
+
+  f.window = rlx_window_new (NULL, "precision-test");
+  gtk_window_present (GTK_WINDOW (f.window));
+  g_assert_cmpuint (gtk_drop_down_get_selected (rlx_window_get_precision_dropdown (f.window)), ==, 0);
+  rlx_window_join (f.window);
+  g_assert_true (app_test_wait (window_joined, &f, TIMEOUT_MS));
+  f.watched_id = g_strdup (rlx_node_get_node_id (rlx_window_get_node (f.window)));
+  coord = rlx_node_get_coordinator (rlx_window_get_node (f.window));
+
+  /* the second node */
+  cfg.cohort = rlx_window_get_cohort (f.window);
+  cfg.dataset = "synthetic";
+  cfg.backend = "cpu";
+  cfg.batch = 8;
+  cfg.threads = 1;
+  f.watcher = rlx_node_new (&cfg, &error);
+  g_assert_no_error (error);
+  g_signal_connect (f.watcher, "link-added", G_CALLBACK (on_link_added), &f);
+  rlx_node_start_async (f.watcher, NULL, on_started, &f);
+  g_assert_true (app_test_wait (watcher_started, &f, TIMEOUT_MS));
+
+  /* f32 frames flow first */
+  w = (SeenWait) { &f, RLX_PRECISION_F32, 0, 3 };
+  g_assert_true (app_test_wait (seen_enough, &w, TIMEOUT_MS));
+  g_assert_cmpuint (count_seen (&f, RLX_PRECISION_F8E4M3, 0), ==, 0);
+
+  /* a person picks "f8 E4M3" */
+  switch_step = (gint64) rlx_coordinator_get_step (coord);
+  gtk_drop_down_set_selected (rlx_window_get_precision_dropdown (f.window), 2);
+  g_assert_cmpint (rlx_coordinator_get_precision (coord), ==, RLX_PRECISION_F8E4M3);
+  {
+    g_autofree char *saved = g_settings_get_string (settings, "precision");
+    g_assert_cmpstr (saved, ==, "f8e4m3");
+  }
+
+  /* frames about steps begun after the change: f8e4m3, all of them */
+  w = (SeenWait) { &f, RLX_PRECISION_F8E4M3, switch_step + 2, 3 };
+  g_assert_true (app_test_wait (seen_enough, &w, TIMEOUT_MS));
+  g_assert_cmpuint (count_seen (&f, RLX_PRECISION_F32, switch_step + 2), ==, 0);
+  g_assert_cmpuint (f.bad_frames, ==, 0);
+
+  /* and the window's own roster row says so */
+  {
+    GListModel *roster = rlx_coordinator_get_roster (coord);
+    gboolean found = FALSE;
+    for (guint i = 0; i < g_list_model_get_n_items (roster); i++)
+      {
+        g_autoptr(RlxRosterEntry) e = g_list_model_get_item (roster, i);
+        if (rlx_roster_entry_get_is_self (e))
+          {
+            g_assert_cmpstr (rlx_roster_entry_get_precision (e), ==, "f8e4m3");
+            found = TRUE;
+          }
+      }
+    g_assert_true (found);
+  }
+
+  /* back to f16 mid-run works the same way */
+  switch_step = (gint64) rlx_coordinator_get_step (coord);
+  gtk_drop_down_set_selected (rlx_window_get_precision_dropdown (f.window), 1);
+  w = (SeenWait) { &f, RLX_PRECISION_F16, switch_step + 2, 2 };
+  g_assert_true (app_test_wait (seen_enough, &w, TIMEOUT_MS));
+  g_assert_cmpuint (count_seen (&f, RLX_PRECISION_F8E4M3, switch_step + 2), ==, 0);
+
+  rlx_window_leave (f.window);
+  g_assert_true (app_test_wait (window_idle, &f, TIMEOUT_MS));
+  gtk_window_destroy (GTK_WINDOW (f.window));
+  g_clear_object (&f.watcher);
+  g_array_unref (f.seen);
+  g_free (f.watched_id);
+}
+
+static gboolean
+two_members (gpointer data)
+{
+  RlxWindow *window = data;
+  RlxNode *node = rlx_window_get_node (window);
+  RlxCoordinator *coord = node ? rlx_node_get_coordinator (node) : NULL;
+
+  return coord && g_list_model_get_n_items (rlx_coordinator_get_roster (coord)) == 2;
+}
+
+static gboolean
+state_idle (gpointer data)
+{
+  return g_str_equal (rlx_window_get_state (data), "idle");
+}
+
+static gboolean
+pid_gone (gpointer data)
+{
+  g_autofree char *path = g_strdup_printf ("/proc/%d", GPOINTER_TO_INT (data));
+  return !g_file_test (path, G_FILE_TEST_EXISTS);
+}
+
+/* Leave stops the local ranks the window started, and the window can join
+ * again afterwards. */
+static void
+test_leave_stops_ranks (void)
+{
+  g_autoptr(GSettings) settings = g_settings_new (RLX_APP_ID);
+  g_autoptr(GArray) pids = NULL;
+  RlxWindow *window;
+  int pid;
+
+  g_settings_set_string (settings, "dataset", "synthetic");
+  g_settings_set_string (settings, "backend", "cpu");
+  g_settings_set_uint (settings, "batch", 8);
+  window = rlx_window_new (NULL, "leave-test");
+  gtk_window_present (GTK_WINDOW (window));
+  rlx_window_join (window);
+  g_assert_true (app_test_wait ((AppTestPred) window_joined_cb, window, TIMEOUT_MS));
+  rlx_window_add_local_rank (window);
+  g_assert_true (app_test_wait (two_members, window, TIMEOUT_MS));
+  pids = rlx_local_ranks_dup_pids (rlx_window_get_local_ranks (window));
+  g_assert_cmpuint (pids->len, ==, 1);
+  pid = g_array_index (pids, int, 0);
+
+  rlx_window_leave (window);
+  g_assert_cmpstr (rlx_window_get_state (window), ==, "leaving");
+  g_assert_true (app_test_wait (state_idle, window, TIMEOUT_MS));
+  g_assert_cmpuint (rlx_local_ranks_get_n_running (rlx_window_get_local_ranks (window)), ==, 0);
+  g_assert_true (app_test_wait (pid_gone, GINT_TO_POINTER (pid), TIMEOUT_MS));
+  g_assert_null (rlx_window_get_node (window));
+
+  /* and joins again */
+  rlx_window_join (window);
+  g_assert_true (app_test_wait ((AppTestPred) window_joined_cb, window, TIMEOUT_MS));
+  rlx_window_leave (window);
+  g_assert_true (app_test_wait (state_idle, window, TIMEOUT_MS));
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
+/* The preferences show and write the settings, and lock while joined. */
+static void
+test_preferences (void)
+{
+  g_autoptr(GSettings) settings = g_settings_new (RLX_APP_ID);
+  GtkWidget *prefs;
+  AdwComboRow *model_row, *dataset_row, *backend_row;
+  GtkSpinButton *batch;
+  g_autofree char *model = NULL, *backend = NULL, *summary = NULL;
+
+  g_settings_set_string (settings, "model", "mnist-cnn");
+  g_settings_set_string (settings, "dataset", "synthetic");
+  g_settings_set_string (settings, "backend", "vulkan:llvmpipe");
+  g_settings_set_uint (settings, "batch", 48);
+  prefs = rlx_preferences_window_new (settings, FALSE);
+  model_row = ADW_COMBO_ROW (gtk_widget_get_template_child (prefs, RLX_TYPE_PREFERENCES_WINDOW, "model_row"));
+  dataset_row = ADW_COMBO_ROW (gtk_widget_get_template_child (prefs, RLX_TYPE_PREFERENCES_WINDOW, "dataset_row"));
+  backend_row = ADW_COMBO_ROW (gtk_widget_get_template_child (prefs, RLX_TYPE_PREFERENCES_WINDOW, "backend_row"));
+  batch = GTK_SPIN_BUTTON (gtk_widget_get_template_child (prefs, RLX_TYPE_PREFERENCES_WINDOW, "batch_spin"));
+
+  /* settings → widgets */
+  g_assert_cmpuint (adw_combo_row_get_selected (model_row), ==, 2);
+  g_assert_cmpuint (adw_combo_row_get_selected (dataset_row), ==, 1);
+  g_assert_cmpuint (adw_combo_row_get_selected (backend_row), ==, 3);   /* its own entry */
+  g_assert_cmpint (gtk_spin_button_get_value_as_int (batch), ==, 48);
+  summary = rlx_preferences_describe_setup (settings);
+  g_assert_nonnull (strstr (summary, "CNN"));
+  g_assert_nonnull (strstr (summary, "batch 48"));
+  g_assert_nonnull (strstr (summary, "vulkan:llvmpipe"));
+
+  /* widgets → settings */
+  adw_combo_row_set_selected (model_row, 1);
+  adw_combo_row_set_selected (backend_row, 1);
+  model = g_settings_get_string (settings, "model");
+  backend = g_settings_get_string (settings, "backend");
+  g_assert_cmpstr (model, ==, "mnist-mlp-xl");
+  g_assert_cmpstr (backend, ==, "cpu");
+
+  /* joined: what every rank must agree on is locked */
+  g_assert_true (gtk_widget_get_sensitive (GTK_WIDGET (model_row)));
+  rlx_preferences_window_set_locked (RLX_PREFERENCES_WINDOW (prefs), TRUE);
+  g_assert_false (gtk_widget_get_sensitive (GTK_WIDGET (model_row)));
+  g_assert_false (gtk_widget_is_sensitive (GTK_WIDGET (batch)));
+  rlx_preferences_window_set_locked (RLX_PREFERENCES_WINDOW (prefs), FALSE);
+  g_assert_true (gtk_widget_is_sensitive (GTK_WIDGET (batch)));
+  gtk_window_destroy (GTK_WINDOW (prefs));
+  g_settings_reset (settings, "model");
+  g_settings_reset (settings, "backend");
+  g_settings_reset (settings, "batch");
+}
+
+int
+main (int argc, char **argv)
+{
+  int status;
+
+  app_test_init ();
+  gtk_test_init (&argc, &argv, NULL);
+  adw_init ();
+  g_test_add_func ("/app/precision/dropdown-changes-wire", test_dropdown_changes_wire);
+  g_test_add_func ("/app/window/leave-stops-ranks", test_leave_stops_ranks);
+  g_test_add_func ("/app/preferences/binds-settings", test_preferences);
+  status = g_test_run ();
+  app_test_cleanup ();
+  return status;
+}

@@ -61,6 +61,7 @@ struct _RlxLinkMailbox
   gint64          last_rx_at;
   guint64         written[RLX_LINK_N_LANES];
   gint64          main_wake_at;    /* -1: not woken */
+  gboolean        main_held;       /* main only: deliver nothing but ::closed yet */
 };
 
 static void
@@ -146,6 +147,18 @@ main_dispatch (GSource *source, GSourceFunc callback, gpointer user_data)
   drain_source (source);
   g_mutex_lock (&self->lock);
   self->main_signalled = FALSE;
+  /* Held (rlx_link_mailbox_hold_main): frames and counters wait for
+   * _release_main; only the end is delivered, with what came before it. */
+  if (self->main_held && !self->closed_queued)
+    {
+      if (self->main_wake_at >= 0)
+        {
+          g_source_set_ready_time (source, -1);
+          self->main_wake_at = -1;
+        }
+      g_mutex_unlock (&self->lock);
+      return G_SOURCE_CONTINUE;
+    }
   if (self->main_wake_at >= 0)
     {
       g_source_set_ready_time (source, -1);
@@ -296,6 +309,27 @@ rlx_link_mailbox_new (RlxLink *link, GMainContext *io_context, RlxLinkMailboxIoF
                                      efd[0]);
   self->io_source = mb_source_new (self, &io_funcs, "rlx-link-mailbox io", io_context, efd[1]);
   return self;
+}
+
+void
+rlx_link_mailbox_hold_main (RlxLinkMailbox *self)
+{
+  g_mutex_lock (&self->lock);
+  self->main_held = TRUE;
+  g_mutex_unlock (&self->lock);
+}
+
+void
+rlx_link_mailbox_release_main (RlxLinkMailbox *self)
+{
+  g_mutex_lock (&self->lock);
+  if (self->main_held)
+    {
+      self->main_held = FALSE;
+      self->main_signalled = FALSE;
+      wake_main_locked (self, TRUE);
+    }
+  g_mutex_unlock (&self->lock);
 }
 
 RlxLinkMailbox *

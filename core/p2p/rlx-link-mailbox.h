@@ -75,6 +75,13 @@ gboolean rlx_link_mailbox_send          (RlxLinkMailbox *self, RlxLinkLane lane,
 /* Frame bytes of @lane handed to send and not written yet (0 once the I/O
  * side has ended: nothing more will be). */
 gsize    rlx_link_mailbox_pending       (RlxLinkMailbox *self, RlxLinkLane lane);
+/* Hold every delivery but the end (frames, counters) until
+ * _release_main: a link that announces itself on the main context through
+ * another source (the remote link's ::ready) holds its frames until its
+ * owner had the chance to connect to ::frame — a peer's first frame, sent
+ * as soon as the peer saw the link up, is not emitted to nobody. */
+void     rlx_link_mailbox_hold_main     (RlxLinkMailbox *self);
+void     rlx_link_mailbox_release_main  (RlxLinkMailbox *self);
 /* Ask the I/O side to stop (the stronger request wins). */
 void     rlx_link_mailbox_close         (RlxLinkMailbox *self, RlxLinkMailboxClose how);
 /* The link is going away: nothing more is delivered to it. */

@@ -236,6 +236,10 @@ post_ready (gpointer data)
     }
   rlx_link_set_peer (RLX_LINK (self), name);
   g_signal_emit (self, signals[SIGNAL_READY], 0);
+  /* ::ready's handlers connected to ::frame: what arrived meanwhile
+   * (the peer's hello) goes to them now, in order. */
+  if (self->mb)
+    rlx_link_mailbox_release_main (self->mb);
   return G_SOURCE_REMOVE;
 }
 
@@ -1034,6 +1038,8 @@ rlx_remote_link_new (const RlxRemoteLinkConfig *config, GError **error)
   self->mb = rlx_link_mailbox_new (RLX_LINK (self), self->io_ctx, io_wake, self, error);
   if (self->mb == NULL)
     return NULL;
+  /* Frames wait for ::ready (post_ready releases them). */
+  rlx_link_mailbox_hold_main (self->mb);
 
   self->agent = nice_agent_new_full (self->io_ctx, NICE_COMPATIBILITY_RFC5245, options);
   g_object_set (self->agent,

@@ -33,7 +33,7 @@ G_BEGIN_DECLS
 
 /* What hello's "v" says (docs/PROTOCOL.md); nodes of other versions are
  * refused with the reason. */
-#define RLX_PROTOCOL_VERSION 2
+#define RLX_PROTOCOL_VERSION 3
 
 #define RLX_COORDINATOR_ERROR (rlx_coordinator_error_quark ())
 GQuark rlx_coordinator_error_quark (void);

@@ -1,9 +1,10 @@
 /* rlx-kernels.c — the round arithmetic on a persistent thread pool (see
  * rlx-kernels.h)
  *
- * Work is split into chunks of RLX_PARAMS_HASH_CHUNK elements (64 KiB of
- * f32: a chunk of the parameters, its update and its codes sit in L2 while
- * it is worked on, and apply can hash it there). The threads of the pool and
+ * Work is split into chunks of CHUNK elements (64 KiB of f32: a chunk of
+ * the parameters, its update and its codes sit in L2 while it is worked on,
+ * and apply can hash it there: a work chunk holds HCHUNKS whole chunks of
+ * rlx_params_hash's tree). The threads of the pool and
  * the calling thread take chunks from one atomic counter; results that
  * combine across chunks (max |u|, the first non-finite element, the chunk
  * hashes) are kept per chunk and combined in chunk order, so the answer is
@@ -24,9 +25,29 @@
 
 G_DEFINE_QUARK (rlx-kernels-error-quark, rlx_kernels_error)
 
-#define CHUNK  RLX_PARAMS_HASH_CHUNK
+#define CHUNK  RLX_KERNELS_CHUNK
 #define BLOCK  RLX_WIRE_BLOCK
+#define HCHUNKS (CHUNK / RLX_PARAMS_HASH_CHUNK)
 G_STATIC_ASSERT (CHUNK % BLOCK == 0);
+G_STATIC_ASSERT (CHUNK % RLX_PARAMS_HASH_CHUNK == 0);
+
+/* Work chunks of an @n-element job. */
+static inline gsize
+n_chunks_of (gsize n)
+{
+  return (n + CHUNK - 1) / CHUNK;
+}
+
+/* The hash tree's chunks inside work chunk @c, into @slots (indexed by the
+ * tree's chunk index). */
+static void
+hash_work_chunk (const float *params, gsize n, gsize c, guint64 *slots)
+{
+  gsize end = MIN ((c + 1) * HCHUNKS, rlx_params_hash_n_chunks (n));
+
+  for (gsize k = c * HCHUNKS; k < end; k++)
+    slots[k] = rlx_params_hash_chunk (params, n, k);
+}
 /* Below this many elements a job runs on the caller alone: waking a sleeping
  * thread costs more than it saves (on the 2-core dev VM, 2 threads only pay
  * from ~1M elements: BENCHMARKS.md, "Round kernels"). */
@@ -538,7 +559,8 @@ typedef struct {
 static guint64 *
 chunk_slots_init (ChunkSlots *s, gsize n)
 {
-  gsize m = MAX (rlx_params_hash_n_chunks (n), 1);
+  /* the tree's chunks: never fewer than the work chunks */
+  gsize m = MAX (MAX (rlx_params_hash_n_chunks (n), n_chunks_of (n)), 1);
 
   s->v = m <= G_N_ELEMENTS (s->stack) ? s->stack : g_new (guint64, m);
   memset (s->v, 0, m * sizeof (guint64));
@@ -655,7 +677,7 @@ rlx_kernels_accumulate_weighted (RlxKernels *self, float *dst, const float *src,
   j.sw = src_w;
   j.bad = chunk_slots_init (&slots, n);
   parallel_for (self, n, acc_chunk, &j);
-  bad = first_bad (j.bad, rlx_params_hash_n_chunks (n));
+  bad = first_bad (j.bad, n_chunks_of (n));
   chunk_slots_clear (&slots);
 
   if (bad != G_MAXSIZE)
@@ -835,7 +857,7 @@ upd_pass2 (gpointer data, gsize c)
                     j->update ? j->update + i : NULL, b);
     }
   if (j->hash)
-    j->slot[c] = rlx_params_hash_chunk (j->params, j->n, c);
+    hash_work_chunk (j->params, j->n, c, j->slot);
 }
 
 static void
@@ -861,7 +883,7 @@ upd_scale (RlxKernels *self, UpdJob *j, RlxPrecision p, guint32 known_max, doubl
            gsize *bad_index, GError **error)
 {
   ChunkSlots s1, s2;
-  gsize n = j->n, n_chunks = rlx_params_hash_n_chunks (n), bad;
+  gsize n = j->n, n_chunks = n_chunks_of (n), bad;
   float maxabs = 0;
   double scale = 1.0;
 
@@ -1009,7 +1031,7 @@ apply_chunk (gpointer data, gsize c)
       j->l->sub (j->params + i, codec_block (&j->codec, j->codes, i, m, tmp), m);
     }
   if (j->hash)
-    j->hash[c] = rlx_params_hash_chunk (j->params, j->n, c);
+    hash_work_chunk (j->params, j->n, c, j->hash);
 }
 
 void
@@ -1134,7 +1156,7 @@ rlx_kernels_codes_check (RlxKernels *self, const void *codes, gsize n, RlxPrecis
   j.bad = chunk_slots_init (&slots, n);
   if (n > 0)
     parallel_for (self, n, check_chunk, &j);
-  bad = first_bad (j.bad, rlx_params_hash_n_chunks (n));
+  bad = first_bad (j.bad, n_chunks_of (n));
   chunk_slots_clear (&slots);
   return bad == G_MAXSIZE ? -1 : (gssize) bad;
 }
@@ -1168,7 +1190,7 @@ rlx_kernels_max_abs_bits (RlxKernels *self, const float *x, gsize n)
   j.slot = chunk_slots_init (&slots, n);
   if (n > 0)
     parallel_for (self, n, max_chunk, &j);
-  for (gsize c = 0; c < rlx_params_hash_n_chunks (n); c++)
+  for (gsize c = 0; c < n_chunks_of (n); c++)
     m = MAX (m, (guint32) j.slot[c]);
   chunk_slots_clear (&slots);
   return m;
@@ -1185,7 +1207,7 @@ hash_chunk (gpointer data, gsize c)
 {
   HashJob *j = data;
 
-  j->hash[c] = rlx_params_hash_chunk (j->params, j->n, c);
+  hash_work_chunk (j->params, j->n, c, j->hash);
 }
 
 guint64

@@ -32,6 +32,10 @@
 
 G_BEGIN_DECLS
 
+/* Elements a thread takes at a time (64 KiB of f32); a whole number of
+ * rlx_params_hash's chunks. */
+#define RLX_KERNELS_CHUNK ((gsize) 16384)
+
 #define RLX_KERNELS_ERROR (rlx_kernels_error_quark ())
 GQuark rlx_kernels_error_quark (void);
 typedef enum {

@@ -2396,6 +2396,8 @@ rec_hash_chunks (Rec *r, guint n)
 {
   RlxVkTrainer *t = r->t;
   guint chunks = (n + HASH_CHUNK - 1) / HASH_CHUNK;
+
+  G_STATIC_ASSERT (HASH_CHUNK == RLX_PARAMS_HASH_CHUNK);
   struct { guint32 n, mode, meta_off; } pc = { n, 0, 0 };
 
   rec_dispatch (r, SH_PARAMS_HASH, NULL, 0, &t->replica, &t->hash_part, &t->wire_s, NULL,

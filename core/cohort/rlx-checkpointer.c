@@ -146,7 +146,7 @@ rlx_checkpointer_load (RlxCheckpointer *self, RlxCheckpoint *out, GError **error
   g_autoptr(GHashTable) md = NULL;
   g_autoptr(GError) local = NULL;
   g_autofree float *params = NULL;
-  guint64 step, epoch, pos, hash, seed;
+  guint64 step, epoch, pos, hash, seed, chunk;
   guint n_train = rlx_dataset_size (self->dataset, RLX_SPLIT_TRAIN);
 
   memset (out, 0, sizeof *out);
@@ -170,18 +170,25 @@ rlx_checkpointer_load (RlxCheckpointer *self, RlxCheckpoint *out, GError **error
                    self->model->slug, rlx_dataset_slug (self->dataset));
       return FALSE;
     }
+  /* The hash's chunk size: files from before it was recorded used
+   * RLX_PARAMS_HASH_CHUNK_V1. */
+  chunk = RLX_PARAMS_HASH_CHUNK_V1;
   if (!md_uint (md, "step", G_MAXINT64, &step) ||
       !md_uint (md, "epoch", G_MAXINT32, &epoch) ||
       !md_uint (md, "pos", n_train, &pos) ||
       !md_uint (md, "seed", G_MAXUINT64, &seed) ||
+      (g_hash_table_contains (md, "hash_chunk") &&
+       (!md_uint (md, "hash_chunk", 1 << 30, &chunk) || chunk == 0)) ||
       !rlx_msg_hash_parse (g_hash_table_lookup (md, "hash"), &hash) ||
-      rlx_params_hash (params, self->model->n_params) != hash)
+      rlx_params_hash_with_chunk (params, self->model->n_params, chunk) != hash)
     {
       g_set_error (error, RLX_COORDINATOR_ERROR, RLX_COORDINATOR_ERROR_CHECKPOINT,
                    "the checkpoint %s has missing or inconsistent metadata (step, epoch, pos, "
                    "seed, hash); remove it or use another --cohort name", self->path);
       return FALSE;
     }
+  if (chunk != RLX_PARAMS_HASH_CHUNK)
+    hash = rlx_params_hash (params, self->model->n_params);
   out->params = g_steal_pointer (&params);
   out->step = step;
   out->hash = hash;
@@ -266,6 +273,8 @@ on_copied (RlxReplica *replica, gboolean ok, gpointer user_data)
   g_hash_table_insert (s->metadata, "epoch", g_strdup_printf ("%u", rlx_replica_get_epoch (replica)));
   g_hash_table_insert (s->metadata, "pos", g_strdup_printf ("%u", rlx_replica_get_pos (replica)));
   g_hash_table_insert (s->metadata, "hash", rlx_msg_hash_to_string (rlx_replica_get_hash (replica)));
+  g_hash_table_insert (s->metadata, "hash_chunk",
+                       g_strdup_printf ("%" G_GSIZE_FORMAT, RLX_PARAMS_HASH_CHUNK));
   g_hash_table_insert (s->metadata, "seed",
                        g_strdup_printf ("%" G_GUINT64_FORMAT, rlx_replica_get_seed (replica)));
   s->handed = TRUE;

@@ -24,7 +24,7 @@
 G_BEGIN_DECLS
 
 /* Version 2: acknowledged commits, seniority by admission, merges. */
-#define RLX_MSG_PROTOCOL_VERSION 2
+#define RLX_MSG_PROTOCOL_VERSION 3
 
 /* Longest node id, cohort name, model or dataset slug (bytes). */
 #define RLX_MSG_MAX_ID      64

@@ -239,10 +239,28 @@ rlx_params_hash_n_chunks (gsize n)
 }
 
 guint64
+rlx_params_hash_with_chunk (const float *params, gsize n, gsize chunk)
+{
+  gsize m;
+  g_autofree guint64 *h = NULL;
+
+  g_return_val_if_fail (params != NULL || n == 0, 0);
+  g_return_val_if_fail (chunk >= 1, 0);
+
+  if (chunk == RLX_PARAMS_HASH_CHUNK)
+    return rlx_params_hash (params, n);
+  m = (n + chunk - 1) / chunk;
+  h = g_new (guint64, MAX (m, 1));
+  for (gsize k = 0; k < m; k++)
+    h[k] = GUINT64_TO_LE (rlx_xxh64 (params + k * chunk, MIN (chunk, n - k * chunk) * 4, k));
+  return rlx_xxh64 (h, m * 8, n);
+}
+
+guint64
 rlx_params_hash (const float *params, gsize n)
 {
   gsize m = rlx_params_hash_n_chunks (n);
-  guint64 stack[128];
+  guint64 stack[256];
   g_autofree guint64 *heap = NULL;
   guint64 *h = m <= G_N_ELEMENTS (stack) ? stack : (heap = g_new (guint64, m));
 

@@ -50,7 +50,7 @@
 
 /* the parameter hash (core/vision/rlx-model.h): elements a chunk
  * (RLX_PARAMS_HASH_CHUNK), chunks a workgroup of params_hash */
-#define HASH_CHUNK            16384u
+#define HASH_CHUNK            1024u
 #define HASH_CHUNKS_PER_GROUP 64u
 
 /* the tables buffer, in uints: the f16 → f8 bridges (4 codes a word) and

@@ -112,25 +112,32 @@ test_xxh64_reference (void)
                        XXH64 (data, len, seed * 0x9E3779B97F4A7C15u));
 }
 
-/* The tree, written out independently with libxxhash. */
+/* The tree with chunks of @c elements, written out independently with
+ * libxxhash. */
 static guint64
-tree_hash (const float *x, gsize n)
+tree_hash_c (const float *x, gsize n, gsize c)
 {
-  gsize m = (n + RLX_PARAMS_HASH_CHUNK - 1) / RLX_PARAMS_HASH_CHUNK;
+  gsize m = (n + c - 1) / c;
   g_autofree guint64 *h = g_new (guint64, m + 1);
 
   for (gsize k = 0; k < m; k++)
     {
-      gsize len = MIN (RLX_PARAMS_HASH_CHUNK, n - k * RLX_PARAMS_HASH_CHUNK);
-      h[k] = GUINT64_TO_LE (XXH64 (x + k * RLX_PARAMS_HASH_CHUNK, len * 4, k));
+      gsize len = MIN (c, n - k * c);
+      h[k] = GUINT64_TO_LE (XXH64 (x + k * c, len * 4, k));
     }
   return XXH64 (h, m * 8, n);
+}
+
+static guint64
+tree_hash (const float *x, gsize n)
+{
+  return tree_hash_c (x, n, RLX_PARAMS_HASH_CHUNK);
 }
 
 static void
 test_hash (void)
 {
-  gsize n_max = 7 * RLX_PARAMS_HASH_CHUNK + 77;   /* over every size in sizes[] */
+  gsize n_max = 7 * RLX_KERNELS_CHUNK + 77;   /* over every size in sizes[] */
   g_autofree float *x = g_new (float, n_max);
 
   fill (x, n_max, 1, 1.0f);
@@ -145,15 +152,19 @@ test_hash (void)
 
           g_assert_cmphex (rlx_params_hash (x, n), ==, ref);
           g_assert_cmphex (rlx_kernels_hash (k, x, n), ==, ref);
+          /* checkpoints written before the chunk size changed */
+          g_assert_cmphex (rlx_params_hash_with_chunk (x, n, RLX_PARAMS_HASH_CHUNK_V1), ==,
+                           tree_hash_c (x, n, RLX_PARAMS_HASH_CHUNK_V1));
+          g_assert_cmphex (rlx_params_hash_with_chunk (x, n, RLX_PARAMS_HASH_CHUNK), ==, ref);
         }
       g_assert_cmphex (rlx_kernels_hash (k, x, n_max), ==, tree_hash (x, n_max));
     }
 
   /* It sees every bit: one flipped bit anywhere changes it. */
   {
-    gsize n = 2 * RLX_PARAMS_HASH_CHUNK + 3;
+    gsize n = 2 * RLX_KERNELS_CHUNK + 3;
     guint64 h0 = rlx_params_hash (x, n);
-    gsize where[] = { 0, 1, RLX_PARAMS_HASH_CHUNK - 1, RLX_PARAMS_HASH_CHUNK, n - 1 };
+    gsize where[] = { 0, 1, RLX_KERNELS_CHUNK - 1, RLX_KERNELS_CHUNK, n - 1 };
 
     for (guint i = 0; i < G_N_ELEMENTS (where); i++)
       {
@@ -244,7 +255,7 @@ test_accumulate_definition (void)
 static void
 check_nonfinite (gconstpointer unused)
 {
-  gsize n = 3 * RLX_PARAMS_HASH_CHUNK + 11;
+  gsize n = 3 * RLX_KERNELS_CHUNK + 11;
   g_autofree float *x = g_new (float, n);
   g_autofree float *dst = g_new (float, n);
   /* f8 saturates ±Inf to a finite code, so only NaN survives there; f32 and
@@ -299,7 +310,7 @@ test_nonfinite (void)
 static void
 test_sum_refuses_cleanly (void)
 {
-  gsize n = 2 * RLX_PARAMS_HASH_CHUNK + 100;
+  gsize n = 2 * RLX_KERNELS_CHUNK + 100;
   g_autoptr(RlxKernels) k = pool_new (2);
   g_autoptr(RlxKernelsSum) sum = rlx_kernels_sum_new (n);
   g_autofree float *a = g_new (float, n);
@@ -459,7 +470,7 @@ test_encode_feedback_bucket (void)
 static void
 test_make_update (void)
 {
-  gsize n = 3 * RLX_PARAMS_HASH_CHUNK + 101;
+  gsize n = 3 * RLX_KERNELS_CHUNK + 101;
   g_autoptr(RlxKernels) k = pool_new (2);
   g_autofree float *sum = g_new (float, n);
   g_autofree float *r0 = g_new (float, n), *r1 = g_new (float, n), *r2 = g_new (float, n);
@@ -543,7 +554,7 @@ test_make_update (void)
 static void
 test_accumulate_weighted (void)
 {
-  gsize n = 2 * RLX_PARAMS_HASH_CHUNK + 5;
+  gsize n = 2 * RLX_KERNELS_CHUNK + 5;
   g_autofree float *src = g_new (float, n), *x = g_new (float, n);
   g_autofree float *want = g_new (float, n), *got = g_new (float, n);
 
@@ -575,7 +586,7 @@ test_accumulate_weighted (void)
 static void
 test_encode_update_refuses_nonfinite (void)
 {
-  gsize n = 2 * RLX_PARAMS_HASH_CHUNK + 9;
+  gsize n = 2 * RLX_KERNELS_CHUNK + 9;
   g_autoptr(RlxKernels) k = pool_new (2);
   g_autofree float *sum = g_new (float, n);
   g_autofree float *residual = g_new (float, n);
@@ -705,7 +716,7 @@ test_concurrent_callers (void)
       g_autofree float *x = NULL;
 
       r[i].k = k;
-      r[i].n = (3 + i) * RLX_PARAMS_HASH_CHUNK + i;
+      r[i].n = (3 + i) * RLX_KERNELS_CHUNK + i;
       r[i].rounds = 200;
       x = g_new (float, r[i].n);
       fill (x, r[i].n, 50, 1.0f);
@@ -753,7 +764,7 @@ on_timeout (gpointer data)
 static void
 test_apply_async (void)
 {
-  gsize n = 3 * RLX_PARAMS_HASH_CHUNK + 5;
+  gsize n = 3 * RLX_KERNELS_CHUNK + 5;
   g_autoptr(RlxKernels) k = pool_new (2);
   g_autofree float *x = g_new (float, n);
   g_autofree float *params = g_new (float, n);
@@ -828,7 +839,7 @@ test_run_async_error (void)
 static void
 test_max_abs_bits (void)
 {
-  gsize n_max = 7 * RLX_PARAMS_HASH_CHUNK + 77;
+  gsize n_max = 7 * RLX_KERNELS_CHUNK + 77;
   g_autofree float *x = g_new (float, n_max);
   const float bad[] = { NAN, INFINITY, -INFINITY };
 
@@ -869,7 +880,7 @@ test_max_abs_bits (void)
 static void
 test_codes_check (void)
 {
-  gsize n_max = 7 * RLX_PARAMS_HASH_CHUNK + 37;   /* over every size in sizes[] */
+  gsize n_max = 7 * RLX_KERNELS_CHUNK + 37;   /* over every size in sizes[] */
   g_autofree float *x = g_new (float, n_max);
   g_autofree float *d = g_new (float, n_max);
 
@@ -886,7 +897,7 @@ test_codes_check (void)
           double scale;
           g_autofree guint8 *buf = codes_for (x, n_max, p, mis, &codes, &scale);
           guint8 *c = (guint8 *) codes;
-          gsize where[] = { 0, 5, RLX_PARAMS_HASH_CHUNK - 1, 3 * RLX_PARAMS_HASH_CHUNK + 1,
+          gsize where[] = { 0, 5, RLX_KERNELS_CHUNK - 1, 3 * RLX_KERNELS_CHUNK + 1,
                             n_max - 1 };
 
           for (guint s = 0; s < G_N_ELEMENTS (sizes); s++)

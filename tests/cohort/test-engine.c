@@ -3,12 +3,18 @@
  * the messages' parse/build, the replica's hash history.
  */
 #include "rlx-config.h"
+#include "core/cohort/rlx-checkpointer.h"
 #include "core/cohort/rlx-leadership.h"
 #include "core/cohort/rlx-msg.h"
 #include "core/cohort/rlx-replica.h"
 #include "core/cohort/rlx-roster.h"
 #include "core/rlx-worker.h"
 
+#include "core/rlx-safetensors.h"
+#include "core/vision/rlx-dataset.h"
+#include "core/vision/rlx-model.h"
+
+#include <glib/gstdio.h>
 #include <string.h>
 
 static gboolean
@@ -438,6 +444,65 @@ test_replica_history (void)
   g_object_unref (r);
 }
 
+/* A checkpoint from before the hash's chunk size was recorded (hash of
+ * 16384-element chunks, no "hash_chunk"): resumed, its hash checked the old
+ * way and replaced by the current one; the same file claiming the current
+ * chunk size with the old hash is refused as inconsistent. */
+static void
+write_checkpoint (const char *path, const RlxModel *m, const float *p, guint64 hash,
+                  const char *chunk)
+{
+  g_autoptr(GHashTable) md = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, g_free);
+  g_autoptr(GError) error = NULL;
+
+  g_hash_table_insert (md, "model", g_strdup (m->slug));
+  g_hash_table_insert (md, "dataset", g_strdup ("synthetic"));
+  g_hash_table_insert (md, "step", g_strdup ("7"));
+  g_hash_table_insert (md, "epoch", g_strdup ("0"));
+  g_hash_table_insert (md, "pos", g_strdup ("224"));
+  g_hash_table_insert (md, "seed", g_strdup ("0"));
+  g_hash_table_insert (md, "hash", g_strdup_printf ("%016" G_GINT64_MODIFIER "x", hash));
+  if (chunk)
+    g_hash_table_insert (md, "hash_chunk", g_strdup (chunk));
+  g_assert_true (rlx_safetensors_write (path, m, p, md, &error));
+  g_assert_no_error (error);
+}
+
+static void
+test_checkpoint_hash_chunk (void)
+{
+  const RlxModel *m = rlx_model_lookup ("mnist-mlp", NULL);
+  g_autoptr(RlxDataset) ds = rlx_dataset_open ("synthetic", 0, NULL);
+  g_autofree char *dir = g_dir_make_tmp ("rlx-ckpt-XXXXXX", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(RlxCheckpointer) ck = NULL;
+  g_autofree float *p = g_new (float, m->n_params);
+  guint64 old_hash;
+  RlxCheckpoint out;
+
+  for (gsize i = 0; i < m->n_params; i++)
+    p[i] = (float) ((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+  old_hash = rlx_params_hash_with_chunk (p, m->n_params, RLX_PARAMS_HASH_CHUNK_V1);
+  g_assert_cmphex (old_hash, !=, rlx_params_hash (p, m->n_params));
+  ck = rlx_checkpointer_new (dir, "old", m, ds, &error);
+  g_assert_no_error (error);
+
+  write_checkpoint (rlx_checkpointer_get_path (ck), m, p, old_hash, NULL);
+  g_assert_true (rlx_checkpointer_load (ck, &out, &error));
+  g_assert_no_error (error);
+  g_assert_nonnull (out.params);
+  g_assert_cmpuint (out.step, ==, 7);
+  g_assert_cmphex (out.hash, ==, rlx_params_hash (p, m->n_params));
+  g_free (out.params);
+
+  write_checkpoint (rlx_checkpointer_get_path (ck), m, p, old_hash, "1024");
+  g_assert_false (rlx_checkpointer_load (ck, &out, &error));
+  g_assert_error (error, RLX_COORDINATOR_ERROR, RLX_COORDINATOR_ERROR_CHECKPOINT);
+
+  g_unlink (rlx_checkpointer_get_path (ck));
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -449,5 +514,6 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/engine/msg-round-trip", test_msg_round_trip);
   g_test_add_func ("/cohort/engine/msg-refusals", test_msg_refusals);
   g_test_add_func ("/cohort/engine/replica-history", test_replica_history);
+  g_test_add_func ("/cohort/engine/checkpoint-hash-chunk", test_checkpoint_hash_chunk);
   return g_test_run ();
 }

@@ -105,6 +105,8 @@ typedef struct {
   guint64         round_gen;      /* round_gen when queued */
   gint            abandon_gen;    /* FINISH: abandon_gen when queued */
   gboolean        prequeued;      /* FINISH: queued before its round was complete */
+  gboolean        chained;        /* FINISH: queued before the previous round's finish ran
+                                   * (it runs only if that one applied its update) */
   guint64         step;
   /* OWN: the slice; FINISH: the next own slice (NULL: unknown) */
   guint32        *indices;
@@ -200,11 +202,13 @@ struct _RlxCoordinator {
   gint             abandon_gen;     /* atomic: bumped when a round is abandoned (its finish
                                      * must not run) */
   guint            finishes;        /* round finishes queued, not yet done */
-  gboolean         finish_prequeued; /* the round's finish was queued with its own gradient */
+  guint64          finish_prequeued; /* the step whose finish is queued already, before its
+                                      * round was complete (0: none) */
   guint64          own_prequeued;   /* the step whose own gradient is queued already (0: none) */
   gboolean         params_dirty;    /* the backend took an update the replica does not know */
   guint64          w_round_gen;     /* worker thread: the round the backend's sum belongs to */
   gint64           w_ahead_since;   /* worker thread: the next own gradient began then */
+  gboolean         w_chain_broken;  /* worker thread: the last finish did not apply its update */
   guint64          assigned_step[4];  /* this node's share of recent steps (step % 4) */
   guint            assigned_count[4];
 

@@ -276,7 +276,7 @@ finish_run (RlxCoordinator *self, RlxBackend *backend, LeaderOp *op, GError **er
 /* Worker thread. A refused contribution is no failure: the round goes on
  * without it (op->refused says why). */
 static gboolean
-leader_op_run (RlxBackend *backend, gpointer data, GError **error)
+leader_op_run_timed (RlxBackend *backend, gpointer data, GError **error)
 {
   LeaderOp *op = data;
   RlxCoordinator *self = op->self;
@@ -335,6 +335,21 @@ leader_op_run (RlxBackend *backend, gpointer data, GError **error)
     default:
       g_assert_not_reached ();
     }
+}
+
+/* Worker thread: the run, timed for the leader's path in "done". */
+static gboolean
+leader_op_run (RlxBackend *backend, gpointer data, GError **error)
+{
+  LeaderOp *op = data;
+  gint64 t0 = g_get_monotonic_time ();
+  gboolean ok = leader_op_run_timed (backend, data, error);
+
+  op->ran_at = g_get_monotonic_time ();
+  op->run_us = op->ran_at - t0;
+  if (op->kind == LEADER_FINISH)
+    rlx_backend_device_round_us (backend, &op->dev_finish_us, &op->dev_grad_us);
+  return ok;
 }
 
 static void

@@ -394,6 +394,13 @@ on_finished (RlxCoordinator *self, LeaderOp *op)
       return;
     }
   rlx_coordinator_note_backend (self, op->host_bytes, op->ahead_taken);
+  if (self->backend_seen > 5)
+    {
+      self->path_finish_us += op->run_us;
+      self->path_hop_us += g_get_monotonic_time () - op->ran_at;
+      self->path_dev_finish_us += op->dev_finish_us;
+      self->path_dev_grad_us += op->dev_grad_us;
+    }
   /* To every member (they apply exactly these codes, as the backend did). */
   for (guint i = 0; op->frame != NULL && i < ids->len; i++)
     {
@@ -497,6 +504,8 @@ rlx_coordinator_leader_done (RlxCoordinator *self, LeaderOp *op, const GError *e
 
         if (!current || !rlx_leadership_is_leader (self->lead))
           break;
+        if (self->backend_seen >= 5)
+          self->path_own_us += op->run_us;
         if (op->compute_us > 0)
           {
             double sp = op->n * 1e6 / op->compute_us;

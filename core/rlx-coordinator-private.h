@@ -130,6 +130,10 @@ typedef struct {
   gint64          compute_us;
   char           *refused;        /* OWN/ADD: not added; FINISH: not finished */
   gboolean        ok;             /* FINISH: the update was made and applied */
+  gint64          run_us;         /* the run's wall time on the worker */
+  gint64          ran_at;         /* when the run ended (monotonic) */
+  double          dev_finish_us;  /* FINISH: rlx_backend_device_round_us after it */
+  double          dev_grad_us;
   GBytes         *frame;          /* FINISH: the step frame */
   double          scale;
   guint64         hash;
@@ -250,6 +254,12 @@ struct _RlxCoordinator {
   guint64          backend_seen;      /* steps whose backend counters were noted; and */
   guint64          host_bytes0, ahead0; /* those counters after the 5th, */
   guint64          host_bytes1, ahead1; /* and after the last */
+  guint64          worker_wait0, worker_wait1; /* rlx_worker_wait_us at those times */
+  /* the leader's path per step, summed from the 5th finish on (backend_seen):
+   * its operations' time on the worker, the hop from the worker's end of a
+   * finish to its handling here, the device's own times */
+  double           path_own_us, path_finish_us, path_hop_us, path_dev_finish_us,
+                   path_dev_grad_us;
   gint64           stat_cpu0_us;     /* process CPU time when measuring began */
   gint64           busy_us, send_us;   /* of the round in progress */
 

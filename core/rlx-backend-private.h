@@ -21,6 +21,9 @@ guint64 rlx_backend_host_bytes (RlxBackend *self);
 /* Own gradients a round took from behind the last finish (computed while
  * the host handled that finish), since the backend was made. */
 guint64 rlx_backend_ahead_taken (RlxBackend *self);
+/* On a GPU, the device's own time (timestamps) for the last round's finish
+ * (its hash included) and the last gradient: FALSE (both 0) elsewhere. */
+gboolean rlx_backend_device_round_us (RlxBackend *self, double *finish_us, double *grad_us);
 
 /* One GPU per local rank (rlx_backend_resolve does this with the real
  * folder, rlx_backend_gpu_lock_dir): the candidates of rlx_backend_candidates

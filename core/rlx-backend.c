@@ -1969,6 +1969,19 @@ rlx_backend_ahead_taken (RlxBackend *self)
   return t.ahead_taken;
 }
 
+gboolean
+rlx_backend_device_round_us (RlxBackend *self, double *finish_us, double *grad_us)
+{
+  RlxVkTimings t = { 0 };
+
+  g_return_val_if_fail (self != NULL && finish_us != NULL && grad_us != NULL, FALSE);
+  if (self->vk != NULL)
+    rlx_vk_trainer_timings (self->vk, &t);
+  *finish_us = t.round_us;
+  *grad_us = t.compute_us;
+  return self->vk != NULL;
+}
+
 void
 rlx_backend_poison_gradient (RlxBackend *self, gsize index, float value)
 {

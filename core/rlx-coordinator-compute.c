@@ -210,10 +210,73 @@ round_of (RlxCoordinator *self, RlxBackend *backend, guint64 gen)
     }
 }
 
+/* Worker thread: the round's update, made and applied (op->ok), or why not
+ * (op->refused). */
+static gboolean
+finish_run (RlxCoordinator *self, RlxBackend *backend, LeaderOp *op, GError **error)
+{
+  g_autoptr(GError) local = NULL;
+  gsize n = rlx_backend_model (backend)->n_params;
+  gsize room = 0, bytes = n * rlx_precision_element_size (op->precision);
+  g_autofree guint8 *buf = NULL;
+  gboolean ok;
+
+  if (op->chained && self->w_chain_broken)
+    {
+      /* queued behind a finish that applied nothing: its own gradient was
+       * computed at parameters no commit holds */
+      op->refused = g_strdup ("the round before it was not committed");
+      return TRUE;
+    }
+  if (self->w_round_gen != op->round_gen ||
+      op->abandon_gen != g_atomic_int_get (&self->abandon_gen))
+    {
+      /* nothing of this round reached the backend, or it was given up */
+      op->refused = g_strdup ("the round was abandoned");
+      return TRUE;
+    }
+  if (op->has_header)
+    {
+      /* the update's codes, once, where the frame carries them */
+      room = STEP_HEADROOM (op->header.u.step.members->len);
+      buf = g_malloc (room + bytes);
+      ok = rlx_backend_round_finish_into (backend, op->lr, op->precision, op->feedback,
+                                          op->indices, op->n, buf + room, &op->scale,
+                                          &op->hash, &local);
+    }
+  else
+    ok = rlx_backend_round_finish (backend, op->lr, op->precision, op->feedback,
+                                   op->indices, op->n, NULL, &op->scale, &op->hash,
+                                   &local);
+  if (!ok)
+    {
+      if (!g_error_matches (local, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE) &&
+          !g_error_matches (local, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED))
+        {
+          g_propagate_error (error, g_steal_pointer (&local));
+          return FALSE;
+        }
+      op->refused = g_strdup (local->message);
+      return TRUE;
+    }
+  op->ok = TRUE;
+  op->host_bytes = rlx_backend_host_bytes (backend);
+  op->ahead_taken = rlx_backend_ahead_taken (backend);
+  self->w_ahead_since = op->indices != NULL ? g_get_monotonic_time () : 0;
+  if (op->has_header)
+    {
+      op->frame = rlx_msg_frame_wrap (&op->header, n, op->precision, op->scale,
+                                      g_steal_pointer (&buf), room, error);
+      if (op->frame == NULL)
+        return FALSE;
+    }
+  return TRUE;
+}
+
 /* Worker thread. A refused contribution is no failure: the round goes on
  * without it (op->refused says why). */
 static gboolean
-leader_op_run (RlxBackend *backend, gpointer data, GError **error)
+leader_op_run_timed (RlxBackend *backend, gpointer data, GError **error)
 {
   LeaderOp *op = data;
   RlxCoordinator *self = op->self;
@@ -261,54 +324,10 @@ leader_op_run (RlxBackend *backend, gpointer data, GError **error)
       return TRUE;
     case LEADER_FINISH:
       {
-        gsize n = rlx_backend_model (backend)->n_params;
-        gsize room = 0, bytes = n * rlx_precision_element_size (op->precision);
-        g_autofree guint8 *buf = NULL;
-        gboolean ok;
+        gboolean ok = finish_run (self, backend, op, error);
 
-        if (self->w_round_gen != op->round_gen ||
-            op->abandon_gen != g_atomic_int_get (&self->abandon_gen))
-          {
-            /* nothing of this round reached the backend, or it was given up */
-            op->refused = g_strdup ("the round was abandoned");
-            return TRUE;
-          }
-        if (op->has_header)
-          {
-            /* the update's codes, once, where the frame carries them */
-            room = STEP_HEADROOM (op->header.u.step.members->len);
-            buf = g_malloc (room + bytes);
-            ok = rlx_backend_round_finish_into (backend, op->lr, op->precision, op->feedback,
-                                                op->indices, op->n, buf + room, &op->scale,
-                                                &op->hash, &local);
-          }
-        else
-          ok = rlx_backend_round_finish (backend, op->lr, op->precision, op->feedback,
-                                         op->indices, op->n, NULL, &op->scale, &op->hash,
-                                         &local);
-        if (!ok)
-          {
-            if (!g_error_matches (local, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE) &&
-                !g_error_matches (local, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED))
-              {
-                g_propagate_error (error, g_steal_pointer (&local));
-                return FALSE;
-              }
-            op->refused = g_strdup (local->message);
-            return TRUE;
-          }
-        op->ok = TRUE;
-        op->host_bytes = rlx_backend_host_bytes (backend);
-        op->ahead_taken = rlx_backend_ahead_taken (backend);
-        self->w_ahead_since = op->indices != NULL ? g_get_monotonic_time () : 0;
-        if (op->has_header)
-          {
-            op->frame = rlx_msg_frame_wrap (&op->header, n, op->precision, op->scale,
-                                            g_steal_pointer (&buf), room, error);
-            if (op->frame == NULL)
-              return FALSE;
-          }
-        return TRUE;
+        self->w_chain_broken = !ok || !op->ok;
+        return ok;
       }
     case LEADER_RESET:
       rlx_backend_reset_feedback (backend);
@@ -316,6 +335,21 @@ leader_op_run (RlxBackend *backend, gpointer data, GError **error)
     default:
       g_assert_not_reached ();
     }
+}
+
+/* Worker thread: the run, timed for the leader's path in "done". */
+static gboolean
+leader_op_run (RlxBackend *backend, gpointer data, GError **error)
+{
+  LeaderOp *op = data;
+  gint64 t0 = g_get_monotonic_time ();
+  gboolean ok = leader_op_run_timed (backend, data, error);
+
+  op->ran_at = g_get_monotonic_time ();
+  op->run_us = op->ran_at - t0;
+  if (op->kind == LEADER_FINISH)
+    rlx_backend_device_round_us (backend, &op->dev_finish_us, &op->dev_grad_us);
+  return ok;
 }
 
 static void
@@ -392,7 +426,9 @@ rlx_coordinator_queue_finish (RlxCoordinator *self, guint64 step, RlxMsg *header
   op->lr = self->lr;
   op->precision = self->precision;
   op->feedback = self->error_feedback;
-  op->prequeued = self->finish_prequeued;
+  op->prequeued = self->finish_prequeued == step;
+  /* behind a finish still to come: it runs only if that one commits */
+  op->chained = self->finishes > 0;
   self->finishes++;
   leader_op_push (self, op);
 }

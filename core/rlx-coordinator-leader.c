@@ -148,7 +148,7 @@ rlx_coordinator_round_abandon (RlxCoordinator *self)
   self->round_gen++;
   g_atomic_int_inc (&self->abandon_gen);
   self->finishing_round = FALSE;
-  self->finish_prequeued = FALSE;
+  self->finish_prequeued = 0;
   self->own_prequeued = 0;
   self->round_waiting = FALSE;
   g_object_set_data (G_OBJECT (self->round), "next-slots", NULL);
@@ -333,8 +333,9 @@ predicted_next_own (RlxCoordinator *self, guint *n)
 /* Begin collecting round_step with @slots (the members were told by the
  * frame that carried them) and queue our own slice, unless it is queued
  * already. A round that is ours alone, with nobody else in the cohort,
- * queues its finish right behind the own gradient: nothing else can join
- * it, so the worker goes on without waiting for the main loop. */
+ * queues its finish right behind the own gradient (unless the last round's
+ * publish queued both already): nothing else can join it, so the worker
+ * goes on without waiting for the main loop. */
 static void
 leader_start_round (RlxCoordinator *self, GArray *slots)
 {
@@ -360,8 +361,10 @@ leader_start_round (RlxCoordinator *self, GArray *slots)
     rlx_coordinator_note_assigned (self, step, own->count);
   if (slots->len == 0)
     return;
-  rlx_round_begin (self->round, step, slots, alone ? 0 : deadline_ms (self));
-  if (alone)
+  /* (a round whose finish is queued was planned for us alone) */
+  rlx_round_begin (self->round, step, slots,
+                   alone || self->finish_prequeued == step ? 0 : deadline_ms (self));
+  if (alone && self->finish_prequeued != step)
     {
       gboolean final = self->steps > 0 && step >= self->steps;
       const guint32 *next = NULL;
@@ -369,7 +372,7 @@ leader_start_round (RlxCoordinator *self, GArray *slots)
 
       if (!final)
         next = predicted_next_own (self, &next_n);
-      self->finish_prequeued = TRUE;
+      self->finish_prequeued = step;
       rlx_coordinator_queue_finish (self, step, NULL, next, next_n);
     }
 }
@@ -391,6 +394,13 @@ on_finished (RlxCoordinator *self, LeaderOp *op)
       return;
     }
   rlx_coordinator_note_backend (self, op->host_bytes, op->ahead_taken);
+  if (self->backend_seen > 5)
+    {
+      self->path_finish_us += op->run_us;
+      self->path_hop_us += g_get_monotonic_time () - op->ran_at;
+      self->path_dev_finish_us += op->dev_finish_us;
+      self->path_dev_grad_us += op->dev_grad_us;
+    }
   /* To every member (they apply exactly these codes, as the backend did). */
   for (guint i = 0; op->frame != NULL && i < ids->len; i++)
     {
@@ -426,9 +436,12 @@ on_finished (RlxCoordinator *self, LeaderOp *op)
   /* The next round first (the worker is already computing our slice of
    * it), then the reporting. A round planned for us alone is not started
    * when someone joined meanwhile (they got no frame): it restarts with
-   * them once their snapshot is out (on_snapshot_built). */
+   * them once their snapshot is out (on_snapshot_built) — unless its finish
+   * is queued already (a member admitted since gets its snapshot after that
+   * finish, as one admitted during this round did after this one). */
   slots = g_object_steal_data (G_OBJECT (self->round), "next-slots");
-  if (slots != NULL && !final && (op->frame != NULL || members (self)->len == 1))
+  if (slots != NULL && !final &&
+      (op->frame != NULL || members (self)->len == 1 || self->finish_prequeued == commit + 1))
     leader_start_round (self, slots);
   else if (slots != NULL && !final)
     rlx_coordinator_round_abandon (self);   /* and the own slice queued for it */
@@ -491,6 +504,8 @@ rlx_coordinator_leader_done (RlxCoordinator *self, LeaderOp *op, const GError *e
 
         if (!current || !rlx_leadership_is_leader (self->lead))
           break;
+        if (self->backend_seen >= 5)
+          self->path_own_us += op->run_us;
         if (op->compute_us > 0)
           {
             double sp = op->n * 1e6 / op->compute_us;
@@ -624,8 +639,8 @@ rlx_coordinator_leader_publish (RlxCoordinator *self, gboolean commit)
       self->finishing_round = TRUE;
       g_object_set_data_full (G_OBJECT (self->round), "next-slots", slots,
                               (GDestroyNotify) g_array_unref);
-      if (self->finish_prequeued)
-        self->finish_prequeued = FALSE;   /* on its way, without a frame: nobody to send it to */
+      if (self->finish_prequeued == c)
+        self->finish_prequeued = 0;   /* on its way, without a frame: nobody to send it to */
       else
         {
           const guint32 *perm = own ? rlx_replica_permutation (self->replica, self->round_epoch)
@@ -646,6 +661,19 @@ rlx_coordinator_leader_publish (RlxCoordinator *self, gboolean commit)
           rlx_coordinator_queue_own (self, c + 1,
                                      rlx_replica_permutation (self->replica, self->round_epoch)
                                          + own->start, own->count);
+        }
+      /* A next round that is ours alone gets its finish queued now too (it
+       * runs only if this round's commits): two rounds on the worker, so
+       * it never waits for this main loop between them. */
+      if (own != NULL && slots->len == 1 && !others)
+        {
+          const guint32 *next = NULL;
+          guint next_n = 0;
+
+          if (!(self->steps > 0 && c + 1 >= self->steps))
+            next = predicted_next_own (self, &next_n);
+          self->finish_prequeued = c + 1;
+          rlx_coordinator_queue_finish (self, c + 1, NULL, next, next_n);
         }
       return;
     }

@@ -105,6 +105,8 @@ typedef struct {
   guint64         round_gen;      /* round_gen when queued */
   gint            abandon_gen;    /* FINISH: abandon_gen when queued */
   gboolean        prequeued;      /* FINISH: queued before its round was complete */
+  gboolean        chained;        /* FINISH: queued before the previous round's finish ran
+                                   * (it runs only if that one applied its update) */
   guint64         step;
   /* OWN: the slice; FINISH: the next own slice (NULL: unknown) */
   guint32        *indices;
@@ -128,6 +130,10 @@ typedef struct {
   gint64          compute_us;
   char           *refused;        /* OWN/ADD: not added; FINISH: not finished */
   gboolean        ok;             /* FINISH: the update was made and applied */
+  gint64          run_us;         /* the run's wall time on the worker */
+  gint64          ran_at;         /* when the run ended (monotonic) */
+  double          dev_finish_us;  /* FINISH: rlx_backend_device_round_us after it */
+  double          dev_grad_us;
   GBytes         *frame;          /* FINISH: the step frame */
   double          scale;
   guint64         hash;
@@ -200,11 +206,13 @@ struct _RlxCoordinator {
   gint             abandon_gen;     /* atomic: bumped when a round is abandoned (its finish
                                      * must not run) */
   guint            finishes;        /* round finishes queued, not yet done */
-  gboolean         finish_prequeued; /* the round's finish was queued with its own gradient */
+  guint64          finish_prequeued; /* the step whose finish is queued already, before its
+                                      * round was complete (0: none) */
   guint64          own_prequeued;   /* the step whose own gradient is queued already (0: none) */
   gboolean         params_dirty;    /* the backend took an update the replica does not know */
   guint64          w_round_gen;     /* worker thread: the round the backend's sum belongs to */
   gint64           w_ahead_since;   /* worker thread: the next own gradient began then */
+  gboolean         w_chain_broken;  /* worker thread: the last finish did not apply its update */
   guint64          assigned_step[4];  /* this node's share of recent steps (step % 4) */
   guint            assigned_count[4];
 
@@ -246,6 +254,12 @@ struct _RlxCoordinator {
   guint64          backend_seen;      /* steps whose backend counters were noted; and */
   guint64          host_bytes0, ahead0; /* those counters after the 5th, */
   guint64          host_bytes1, ahead1; /* and after the last */
+  guint64          worker_wait0, worker_wait1; /* rlx_worker_wait_us at those times */
+  /* the leader's path per step, summed from the 5th finish on (backend_seen):
+   * its operations' time on the worker, the hop from the worker's end of a
+   * finish to its handling here, the device's own times */
+  double           path_own_us, path_finish_us, path_hop_us, path_dev_finish_us,
+                   path_dev_grad_us;
   gint64           stat_cpu0_us;     /* process CPU time when measuring began */
   gint64           busy_us, send_us;   /* of the round in progress */
 

@@ -284,13 +284,17 @@ fill_hello (RlxMsgHello *h, gpointer user_data)
 void
 rlx_coordinator_note_backend (RlxCoordinator *self, guint64 host_bytes, guint64 ahead)
 {
+  guint64 wait = rlx_worker_wait_us (self->worker);
+
   if (++self->backend_seen == 5)
     {
       self->host_bytes0 = host_bytes;
       self->ahead0 = ahead;
+      self->worker_wait0 = wait;
     }
   self->host_bytes1 = host_bytes;
   self->ahead1 = ahead;
+  self->worker_wait1 = wait;
 }
 
 /* "done" and ::finished, once the parameters are read (rlx_coordinator_finish). */
@@ -342,6 +346,19 @@ finish_report (RlxCoordinator *self)
       json_object_set_double_member (o, "host_bytes_per_step",
                                      (double) (self->host_bytes1 - self->host_bytes0) / s);
       json_object_set_double_member (o, "own_ahead", (double) (self->ahead1 - self->ahead0) / s);
+      /* how long the compute worker waited for its next operation per step
+       * (the host turnaround that a device waited out too) */
+      json_object_set_double_member (o, "worker_wait_ms",
+                                     (double) (self->worker_wait1 - self->worker_wait0) / s / 1000.0);
+      /* the leader's path (0 on a member): its own gradient's and its
+       * finish's time on the worker, the hop from a finish's end there to
+       * its handling on the main loop, and on a GPU the device's own time
+       * for the finish and the gradient */
+      json_object_set_double_member (o, "own_run_ms", self->path_own_us / s / 1000.0);
+      json_object_set_double_member (o, "finish_run_ms", self->path_finish_us / s / 1000.0);
+      json_object_set_double_member (o, "finish_hop_ms", self->path_hop_us / s / 1000.0);
+      json_object_set_double_member (o, "device_finish_ms", self->path_dev_finish_us / s / 1000.0);
+      json_object_set_double_member (o, "device_grad_ms", self->path_dev_grad_us / s / 1000.0);
     }
   json_object_set_int_member (o, "bytes_tx", (gint64) t->tx_bytes);
   json_object_set_int_member (o, "bytes_rx", (gint64) t->rx_bytes);

@@ -33,6 +33,7 @@ struct _RlxWorker {
   guint64       next_id;
   guint         in_flight;     /* handed over, not yet delivered (owner thread) */
   gint          extra_delay_us; /* test switch; atomic (set by the owner, read by the thread) */
+  gsize         wait_us;       /* atomic: written by the thread, read by anyone */
 };
 
 typedef enum { JOB_PLAIN, JOB_OP, JOB_STOP } JobKind;
@@ -194,8 +195,16 @@ worker_thread (gpointer data)
   g_main_context_push_thread_default (own);
   for (;;)
     {
-      Job *job = g_async_queue_pop (self->jobs);
+      Job *job = g_async_queue_try_pop (self->jobs);
       Delivery *d;
+
+      if (job == NULL)
+        {
+          gint64 t0 = g_get_monotonic_time ();
+
+          job = g_async_queue_pop (self->jobs);
+          g_atomic_pointer_add (&self->wait_us, (gssize) (g_get_monotonic_time () - t0));
+        }
 
       if (job->kind == JOB_STOP)
         {
@@ -287,6 +296,13 @@ rlx_worker_pending (RlxWorker *self)
 {
   g_return_val_if_fail (self != NULL, 0);
   return self->in_flight;
+}
+
+guint64
+rlx_worker_wait_us (RlxWorker *self)
+{
+  g_return_val_if_fail (self != NULL, 0);
+  return (guint64) g_atomic_pointer_get (&self->wait_us);
 }
 
 void

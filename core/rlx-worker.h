@@ -97,6 +97,9 @@ void        rlx_worker_queue     (RlxWorker *self, RlxWorkerOpFunc run, RlxWorke
                                   gpointer data, GDestroyNotify free_data, gpointer user_data);
 /* Operations queued or running, or delivered late: not yet completed. */
 guint       rlx_worker_pending   (RlxWorker *self);
+/* µs the worker thread has spent with nothing to do, waiting for work to be
+ * queued (how long the device it drives waited for the owner). Any thread. */
+guint64     rlx_worker_wait_us   (RlxWorker *self);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxWorker, rlx_worker_free)
 

@@ -112,9 +112,13 @@ def main():
         # gradients the GPU computed behind the previous finish (1.0: it
         # never waited for the host between rounds), the parameter-sized
         # bytes its backend moved through the host per step, its main-loop
-        # CPU time per round
+        # CPU time per round; where a step's time went on its path (the
+        # worker's wait for work, its own gradient and finish, the hop of a
+        # finish to the main loop, the device's own times)
         done = ranks[0].of("done")[-1] if ranks[0].of("done") else {}
-        for k in ("own_ahead", "host_bytes_per_step", "coordinator_ms", "round_ms", "compute_ms"):
+        for k in ("own_ahead", "host_bytes_per_step", "coordinator_ms", "round_ms", "compute_ms",
+                  "worker_wait_ms", "own_run_ms", "finish_run_ms", "finish_hop_ms",
+                  "device_finish_ms", "device_grad_ms"):
             if k in done:
                 result[k] = done[k]
         ok = all(c == 0 for c in result["exit"]) and agree and "samples_per_s" in result

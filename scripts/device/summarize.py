@@ -114,6 +114,17 @@ def main():
             f = lambda v, spec, unit="": "—" if v is None else format(v, spec) + unit
             print(f"| {m} | {label} | {f(oa, '.2f')} | {f(hb, ',.0f')} | {f(cm, '.3f')} | "
                   f"{f(su, '.0f', ' µs')} |")
+        print("\nWhere a step went (ms per step, medians): the worker waiting for work · its own "
+              "gradient · its finish · finish → main loop · the device's finish · the device's gradient")
+        print("| model | run | worker wait | own | finish | hop | device finish | device grad |")
+        print("|---|---|---|---|---|---|---|---|")
+        for (m, label), ds in groups.items():
+            md = lambda k: statistics.median(x[k] for x in ds if x.get(k) is not None) \
+                if any(x.get(k) is not None for x in ds) else None
+            f = lambda v: "—" if v is None else format(v, '.3f')
+            print(f"| {m} | {label} | " + " | ".join(f(md(k)) for k in (
+                "worker_wait_ms", "own_run_ms", "finish_run_ms", "finish_hop_ms",
+                "device_finish_ms", "device_grad_ms")) + " |")
     mixed = [d for d in rows if d.get("label") == "mixed-cpu-gpu"]
     for d in mixed:
         print(f"\nMixed CPU + GPU cohort ({d.get('model')}, {d.get('precision')}, "

@@ -190,25 +190,52 @@ small_config (const char *cohort)
 
 /* ── cases ─────────────────────────────────────────────────────────────── */
 
+/* The invite's form and its agreement with the rest of the configuration
+ * are checked before anything is opened. */
 static void
-test_invite_refused (void)
+test_invite_config (void)
 {
-  RlxNodeConfig cfg = small_config ("invite");
+  RlxNodeConfig cfg = small_config (NULL);
   g_autoptr(GError) error = NULL;
   RlxNode *node;
 
-  cfg.invite = "rlx://example.org:7000/demo#0123456789abcdef";
+  /* malformed: the message shows the expected form */
+  cfg.invite = "rlx://example.org/demo";
+  g_assert_null (rlx_node_new (&cfg, &error));
+  g_assert_error (error, RLX_NODE_ERROR, RLX_NODE_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "rlx://HOST:PORT/COHORT#KEY"));
+  g_clear_error (&error);
+
+  /* a cohort other than the invite's */
+  cfg.invite = "rlx://example.org:7000/demo#0123456789abcdef0123456789abcdef";
+  cfg.cohort = "other";
+  g_assert_null (rlx_node_new (&cfg, &error));
+  g_assert_error (error, RLX_NODE_ERROR, RLX_NODE_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "other"));
+  g_assert_nonnull (strstr (error->message, "demo"));
+  g_clear_error (&error);
+
+  /* hosting and joining at once */
+  cfg.cohort = NULL;
+  cfg.host_port = 7000;
+  g_assert_null (rlx_node_new (&cfg, &error));
+  g_assert_error (error, RLX_NODE_ERROR, RLX_NODE_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "not both"));
+  g_clear_error (&error);
+
+  /* a good invite names the cohort; its invite is known once running */
+  cfg.host_port = 0;
   node = rlx_node_new (&cfg, &error);
-  g_assert_null (node);
-  g_assert_error (error, RLX_NODE_ERROR, RLX_NODE_ERROR_UNSUPPORTED);
-  g_assert_nonnull (strstr (error->message, "later version"));
-  g_assert_nonnull (strstr (error->message, "empty"));
+  g_assert_no_error (error);
+  g_assert_cmpstr (rlx_node_get_cohort (node), ==, "demo");
+  g_assert_null (rlx_node_dup_invite (node));
+  g_object_unref (node);
 
   /* an empty invite is the local cohort */
-  g_clear_error (&error);
   cfg.invite = "";
   node = rlx_node_new (&cfg, &error);
   g_assert_no_error (error);
+  g_assert_cmpstr (rlx_node_get_cohort (node), ==, "default");
   g_assert_null (rlx_node_dup_invite (node));
   g_object_unref (node);
 }
@@ -439,7 +466,7 @@ main (int argc, char **argv)
 
   app_test_init ();
   g_test_init (&argc, &argv, NULL);
-  g_test_add_func ("/app/node/invite-refused", test_invite_refused);
+  g_test_add_func ("/app/node/invite-config", test_invite_config);
   g_test_add_func ("/app/node/bad-config", test_bad_config);
   g_test_add_func ("/app/node/backend-refused", test_backend_refused);
   g_test_add_func ("/app/node/start-train-leave", test_start_train_leave);

@@ -582,7 +582,6 @@ begin_leave (RlxNode *self, gboolean success, const char *message, const char *r
 /* ── the test accuracy at the end (evaluate_at_end) ─────────────────────── */
 
 typedef struct {
-  RlxNode        *self;
   const RlxModel *model;
   RlxDataset     *dataset;
   float          *params;
@@ -597,7 +596,6 @@ final_eval_free (gpointer p)
 {
   FinalEval *e = p;
 
-  g_object_unref (e->self);
   rlx_dataset_unref (e->dataset);
   g_free (e->params);
   g_free (e->message);
@@ -617,7 +615,9 @@ final_eval_thread (GTask *task, gpointer source, gpointer data, GCancellable *ca
 static void
 on_final_evaluated (GObject *source, GAsyncResult *result, gpointer user_data)
 {
-  RlxNode *self = RLX_NODE (source);
+  /* the node's reference is dropped here, on its thread (the task may be
+   * freed last on the evaluation thread: it holds no node) */
+  g_autoptr(RlxNode) self = user_data;
   FinalEval *e = g_task_get_task_data (G_TASK (result));
   g_autoptr(JsonObject) o = json_object_new ();
 
@@ -655,7 +655,6 @@ evaluate_at_end (RlxNode *self, const char *message)
       return FALSE;
     }
   e = g_new0 (FinalEval, 1);
-  e->self = g_object_ref (self);
   e->model = rlx_model_lookup (self->model, NULL);
   g_assert (e->model != NULL && n == e->model->n_params);
   e->dataset = rlx_dataset_ref (self->test_data);
@@ -663,7 +662,7 @@ evaluate_at_end (RlxNode *self, const char *message)
   e->step = rlx_coordinator_get_step (self->coord);
   e->message = g_strdup (message);
   self->evaluating = TRUE;
-  task = g_task_new (self, NULL, on_final_evaluated, NULL);
+  task = g_task_new (NULL, NULL, on_final_evaluated, g_object_ref (self));
   g_task_set_task_data (task, e, final_eval_free);
   g_task_run_in_thread (task, final_eval_thread);
   return TRUE;

@@ -439,10 +439,17 @@ test_refused (void)
   fixture_clear (&b);
 }
 
+static gboolean
+object_gone (gpointer data)
+{
+  return *(gpointer *) data == NULL;
+}
+
 /* Test accuracy is measured every K steps, off the main loop. */
 static void
 test_evaluate (void)
 {
+  RlxCoordinator *coord;
   g_autofree char *cohort = app_test_cohort_name ("eval");
   RlxNodeConfig cfg = small_config (cohort);
   JsonObject *e;
@@ -455,7 +462,41 @@ test_evaluate (void)
   g_assert_cmpfloat (json_object_get_double_member (e, "accuracy"), >=, 0.0);
   g_assert_cmpfloat (json_object_get_double_member (e, "accuracy"), <=, 1.0);
   g_assert_cmpfloat (json_object_get_double_member (e, "test_loss"), >, 0.0);
+  /* an evaluation in flight holds the coordinator: wait until it let go, so
+   * the process never exits with the evaluation inside OpenBLAS */
+  coord = rlx_node_get_coordinator (f.node);
+  g_object_add_weak_pointer (G_OBJECT (coord), (gpointer *) &coord);
   leave (&f);
+  fixture_clear (&f);
+  g_assert_true (app_test_wait (object_gone, &coord, TIMEOUT_MS));
+}
+
+/* With evaluate_at_end, a node that finished its steps measures the test
+ * accuracy of the final parameters (off the main loop) before it leaves. */
+static void
+test_evaluate_at_end (void)
+{
+  g_autofree char *cohort = app_test_cohort_name ("eval-end");
+  RlxNodeConfig cfg = small_config (cohort);
+  int done, evaluated;
+  JsonObject *e;
+  Fixture f;
+
+  cfg.steps = 10;
+  cfg.evaluate_at_end = TRUE;
+  fixture_init (&f, &cfg);
+  start (&f);
+  g_assert_true (app_test_wait (finished, &f, TIMEOUT_MS));
+  g_assert_true (f.success);
+  done = find_event (&f, "done", NULL, 0);
+  evaluated = find_event (&f, "evaluated", NULL, 0);
+  g_assert_cmpint (done, >=, 0);
+  g_assert_cmpint (evaluated, >, done);
+  e = g_ptr_array_index (f.events, evaluated);
+  g_assert_cmpint (json_object_get_int_member (e, "step"), ==, 10);
+  g_assert_cmpfloat (json_object_get_double_member (e, "accuracy"), >=, 0.0);
+  g_assert_cmpfloat (json_object_get_double_member (e, "accuracy"), <=, 1.0);
+  g_assert_cmpstr (rlx_node_get_state (f.node), ==, "stopped");
   fixture_clear (&f);
 }
 
@@ -474,6 +515,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/node/two-nodes", test_two_nodes);
   g_test_add_func ("/app/node/refused", test_refused);
   g_test_add_func ("/app/node/evaluate", test_evaluate);
+  g_test_add_func ("/app/node/evaluate-at-end", test_evaluate_at_end);
   status = g_test_run ();
   app_test_cleanup ();
   return status;

@@ -429,6 +429,27 @@ rlx_event_log_add_event (RlxEventLog *self, JsonObject *e, const char *self_id, 
       title = g_strdup_printf (_("A message to %s was not sent"), str (e, "node"));
       detail = g_strdup (str (e, "reason"));
     }
+  else if (g_str_equal (name, "invite"))
+    {
+      /* Translators: %lld is a port number */
+      title = g_strdup_printf (_("Other machines can join on port %lld"), num (e, "port"));
+      detail = g_strdup (str (e, "invite"));
+    }
+  else if (g_str_equal (name, "link-failed"))
+    {
+      kind = RLX_EVENT_KIND_WARNING;
+      /* Translators: %s is a node id */
+      title = g_strdup_printf (_("No connection to %s"), str (e, "node"));
+      detail = g_strdup (str (e, "reason"));
+    }
+  else if (g_str_equal (name, "signalling") && !g_str_equal (str (e, "state"), "joined"))
+    {
+      kind = RLX_EVENT_KIND_WARNING;
+      urgent = TRUE;
+      /* Translators: %s is HOST:PORT */
+      title = g_strdup_printf (_("Lost the invite’s host %s"), str (e, "server"));
+      detail = g_strdup (str (e, "reason"));
+    }
   else if (g_str_equal (name, "snapshot"))
     {
       const char *from = str (e, "from");

@@ -22,6 +22,9 @@ struct _RlxPreferencesWindow
   GtkSpinButton        *seed_spin;
   GtkSpinButton        *evaluate_spin;
   GtkSwitch            *log_switch;
+  AdwPreferencesGroup  *network_group;
+  GtkSwitch            *host_switch;
+  GtkSpinButton        *port_spin;
 };
 
 G_DEFINE_FINAL_TYPE (RlxPreferencesWindow, rlx_preferences_window, ADW_TYPE_PREFERENCES_WINDOW)
@@ -128,6 +131,7 @@ rlx_preferences_window_set_locked (RlxPreferencesWindow *self, gboolean locked)
   gtk_widget_set_sensitive (GTK_WIDGET (self->dataset_row), !locked);
   gtk_widget_set_sensitive (GTK_WIDGET (self->backend_row), !locked);
   gtk_widget_set_sensitive (GTK_WIDGET (self->steps_group), !locked);
+  gtk_widget_set_sensitive (GTK_WIDGET (self->network_group), !locked);
   adw_preferences_group_set_description (self->training_group, why);
   g_object_notify_by_pspec (G_OBJECT (self), props[PROP_LOCKED]);
 }
@@ -155,6 +159,10 @@ rlx_preferences_window_new (GSettings *settings, gboolean locked)
   g_settings_bind (settings, "evaluate-every", self->evaluate_spin, "value",
                    G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (settings, "log-scale", self->log_switch, "active", G_SETTINGS_BIND_DEFAULT);
+  g_settings_bind (settings, "host", self->host_switch, "active", G_SETTINGS_BIND_DEFAULT);
+  g_settings_bind (settings, "host-port", self->port_spin, "value", G_SETTINGS_BIND_DEFAULT);
+  g_object_bind_property (self->host_switch, "active", self->port_spin, "sensitive",
+                          G_BINDING_SYNC_CREATE);
   rlx_preferences_window_set_locked (self, locked);
   return GTK_WIDGET (self);
 }
@@ -220,6 +228,9 @@ rlx_preferences_window_class_init (RlxPreferencesWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, seed_spin);
   gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, evaluate_spin);
   gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, log_switch);
+  gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, network_group);
+  gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, host_switch);
+  gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, port_spin);
 }
 
 static void

@@ -110,6 +110,13 @@ coordinator (RlxWindow *self)
   return self->node ? rlx_node_get_coordinator (self->node) : NULL;
 }
 
+/* The cohort joined (an invite names its own), else the window's. */
+static const char *
+cohort_name (RlxWindow *self)
+{
+  return self->node ? rlx_node_get_cohort (self->node) : self->cohort;
+}
+
 static void
 on_toast_dismissed (AdwToast *toast, RlxWindow *self)
 {
@@ -200,7 +207,7 @@ update_status (RlxWindow *self)
       break;
     case STATE_JOINING:
       /* Translators: %s is a cohort name */
-      subtitle = g_strdup_printf (_("Joining “%s”…"), self->cohort);
+      subtitle = g_strdup_printf (_("Joining “%s”…"), cohort_name (self));
       break;
     case STATE_LEAVING:
       subtitle = g_strdup (_("Leaving…"));
@@ -214,7 +221,7 @@ update_status (RlxWindow *self)
           /* Translators: cohort name · the node's role · how many ranks */
           subtitle = g_strdup_printf (ngettext ("“%s” · %s · %u rank", "“%s” · %s · %u ranks",
                                                 members),
-                                      self->cohort, role, members);
+                                      cohort_name (self), role, members);
         }
       break;
     default:
@@ -460,19 +467,27 @@ rlx_window_join (RlxWindow *self)
 {
   g_autoptr(GError) error = NULL;
   g_autofree char *model = NULL, *dataset = NULL, *backend = NULL;
-  const char *invite;
+  g_autofree char *invite = NULL;
   RlxNodeConfig cfg = { 0 };
 
   g_return_if_fail (RLX_IS_WINDOW (self));
   if (self->state != STATE_IDLE || self->close_after_leave)
     return;
 
-  invite = gtk_editable_get_text (GTK_EDITABLE (self->invite_row));
+  invite = g_strstrip (g_strdup (gtk_editable_get_text (GTK_EDITABLE (self->invite_row))));
   model = g_settings_get_string (self->settings, "model");
   dataset = g_settings_get_string (self->settings, "dataset");
   backend = g_settings_get_string (self->settings, "backend");
-  cfg.invite = invite;
-  cfg.cohort = self->cohort;
+  /* an invite names its cohort; an empty one is this machine's, which
+   * other machines may join when the settings say so */
+  if (*invite)
+    cfg.invite = invite;
+  else
+    {
+      cfg.cohort = self->cohort;
+      if (g_settings_get_boolean (self->settings, "host"))
+        cfg.host_port = (guint16) g_settings_get_uint (self->settings, "host-port");
+    }
   cfg.model = model;
   cfg.dataset = dataset;
   cfg.backend = backend;
@@ -486,7 +501,7 @@ rlx_window_join (RlxWindow *self)
   self->node = rlx_node_new (&cfg, &error);
   if (self->node == NULL)
     {
-      if (g_error_matches (error, RLX_NODE_ERROR, RLX_NODE_ERROR_UNSUPPORTED))
+      if (*invite)
         gtk_widget_add_css_class (GTK_WIDGET (self->invite_row), "error");
       report (self, RLX_EVENT_KIND_ERROR, TRUE, _("Could not join the cohort"), error->message);
       return;
@@ -572,7 +587,7 @@ rlx_window_add_local_rank (RlxWindow *self)
   options[n++] = "1";
   options[n] = NULL;
 
-  node_id = rlx_local_ranks_spawn (local_ranks (self), self->cohort, options, &error);
+  node_id = rlx_local_ranks_spawn (local_ranks (self), cohort_name (self), options, &error);
   if (node_id == NULL)
     {
       report (self, RLX_EVENT_KIND_ERROR, TRUE, _("Could not add a local rank"), error->message);

@@ -369,7 +369,7 @@ eval_free (gpointer p)
 {
   Eval *e = p;
 
-  g_object_unref (e->self);
+  g_clear_object (&e->self);
   g_free (e->params);
   g_free (e);
 }
@@ -394,7 +394,10 @@ static void
 on_evaluated (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   Eval *e = g_task_get_task_data (G_TASK (result));
-  RlxCoordinator *self = e->self;
+  /* Dropped here, on the coordinator's thread: the task (and its data) may
+   * be freed last on the evaluation thread, and a coordinator finalized
+   * there would free its worker on the wrong thread. */
+  g_autoptr(RlxCoordinator) self = g_steal_pointer (&e->self);
   JsonObject *o;
 
   if (g_cancellable_is_cancelled (self->cancellable))

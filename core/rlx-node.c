@@ -3,19 +3,23 @@
  * Start runs in two hops so the main loop never waits on a disk or a GPU:
  *
  *   worker thread   model, dataset (files on disk), backend resolution
- *                   (may create a Vulkan device)
+ *                   (may create a Vulkan device); for a remote cohort the
+ *                   identity and the cohort key (files, maybe a new key)
  *   main thread     the compute worker and the coordinator (the worker
  *                   belongs to the thread that makes it: its results come
  *                   back to that thread's context, and only that thread may
  *                   queue work on it — the coordinator does, from its
  *                   constructor on), then the local bus, the links it
- *                   already made, and start
+ *                   already made, the remote side, and start (a node
+ *                   joining by invite leaves the start to the remote side:
+ *                   see rlx-node-remote.h)
  *
  * A leave that arrives while resolving is remembered; the second hop sees
  * it and drops what exists instead of going on.
  */
 #include "rlx-config.h"
 #include "rlx-node.h"
+#include "rlx-node-private.h"
 #include "core/rlx-backend.h"
 #include "core/rlx-worker.h"
 #include "core/p2p/rlx-local-bus.h"
@@ -61,6 +65,12 @@ struct _RlxNode
   guint           checkpoint_every;
   guint           evaluate_every;
   char           *checkpoint_dir;
+  gboolean        evaluate_at_end;
+  gboolean        join_only;
+  RlxNodeTestSwitches switches;
+  RlxNodeRemote  *remote;         /* NULL: the local cohort only */
+  RlxNodeLinkFilter link_filter;
+  gpointer        link_filter_data;
 
   NodeState       state;
   GTask          *start_task;     /* while starting */
@@ -71,6 +81,8 @@ struct _RlxNode
 
   RlxCoordinator *coord;
   RlxLocalBus    *bus;
+  RlxDataset     *test_data;      /* for evaluate_at_end */
+  gboolean        evaluating;     /* the final evaluation runs */
 
   GCancellable   *cancellable;
 };
@@ -125,14 +137,27 @@ rlx_node_new (const RlxNodeConfig *config, GError **error)
   g_return_val_if_fail (config != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
-  if (config->invite != NULL && *config->invite != '\0')
+  g_autoptr(RlxNodeRemote) remote = NULL;
+
+  if ((config->invite != NULL && *config->invite != '\0') || config->host_port != 0)
     {
-      g_set_error (error, RLX_NODE_ERROR, RLX_NODE_ERROR_UNSUPPORTED,
-                   "Remote invites arrive with a later version of rlx-cluster. "
-                   "Leave the invite empty to join the cohort on this machine.");
-      return NULL;
+      RlxNodeRemoteConfig rc = { 0 };
+
+      rc.invite = config->invite;
+      rc.host_port = config->host_port;
+      rc.host_address = config->host_address;
+      rc.advertise = config->advertise;
+      rc.cohort = config->cohort;
+      rc.tuning = config->remote_tuning;
+      remote = rlx_node_remote_new (&rc, &local);
+      if (remote == NULL)
+        {
+          g_set_error (error, RLX_NODE_ERROR, RLX_NODE_ERROR_INVALID, "%s", local->message);
+          return NULL;
+        }
     }
-  cohort = config->cohort ? config->cohort : "default";
+  cohort = remote ? rlx_node_remote_get_cohort (remote)
+                  : config->cohort ? config->cohort : "default";
   if (!rlx_node_name_is_valid (cohort))
     {
       g_set_error (error, RLX_NODE_ERROR, RLX_NODE_ERROR_INVALID,
@@ -186,6 +211,11 @@ rlx_node_new (const RlxNodeConfig *config, GError **error)
   self->checkpoint_every = config->checkpoint_every;
   self->evaluate_every = config->evaluate_every;
   self->checkpoint_dir = g_strdup (config->checkpoint_dir);
+  self->evaluate_at_end = config->evaluate_at_end;
+  self->join_only = config->join_only;
+  if (config->test_switches)
+    self->switches = *config->test_switches;
+  self->remote = g_steal_pointer (&remote);
   return g_steal_pointer (&self);
 }
 
@@ -198,7 +228,13 @@ typedef struct {
   guint64  seed;
   guint    threads;
   guint    max_batch;
+  RlxNodeRemote *remote;   /* the node's: prepared here, untouched meanwhile */
 } ResolveJob;
+
+typedef struct {
+  RlxBackend *backend;
+  RlxDataset *dataset;
+} Resolved;
 
 static void
 resolve_job_free (ResolveJob *job)
@@ -210,9 +246,14 @@ resolve_job_free (ResolveJob *job)
 }
 
 static void
-backend_free (gpointer backend)
+resolved_free (gpointer p)
 {
-  rlx_backend_free (backend);
+  Resolved *r = p;
+
+  if (r->backend)
+    rlx_backend_free (r->backend);
+  g_clear_pointer (&r->dataset, rlx_dataset_unref);
+  g_free (r);
 }
 
 /* Worker thread: what may touch the disk or a GPU. */
@@ -223,6 +264,7 @@ resolve_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *
   g_autoptr(RlxDataset) dataset = NULL;
   const RlxModel *model;
   RlxBackend *backend;
+  Resolved *resolved;
   GError *error = NULL;
 
   model = rlx_model_lookup (job->model, &error);
@@ -247,7 +289,16 @@ resolve_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *
       g_task_return_error (task, error);
       return;
     }
-  g_task_return_pointer (task, backend, backend_free);
+  resolved = g_new0 (Resolved, 1);
+  resolved->backend = backend;
+  resolved->dataset = g_steal_pointer (&dataset);
+  if (job->remote && !rlx_node_remote_prepare (job->remote, &error))
+    {
+      resolved_free (resolved);
+      g_task_return_error (task, error);
+      return;
+    }
+  g_task_return_pointer (task, resolved, resolved_free);
 }
 
 /* The start was abandoned (leave, cancel) or failed: report it, stop. */
@@ -301,13 +352,47 @@ on_discover (RlxCoordinator *coord, gpointer user_data)
     rlx_local_bus_rescan (self->bus);
 }
 
-/* Main thread: the worker, the coordinator, the bus; then start. */
+static void
+on_remote_event (JsonObject *event, gpointer user_data)
+{
+  g_signal_emit (RLX_NODE (user_data), signals[SIG_EVENT], 0, event);
+}
+
+static void
+on_remote_link_added (RlxLink *link, const char *peer_id, gpointer user_data)
+{
+  g_signal_emit (RLX_NODE (user_data), signals[SIG_LINK_ADDED], 0, link, peer_id);
+}
+
+static void begin_leave (RlxNode *self, gboolean success, const char *message,
+                         const char *reason);
+
+/* The remote side cannot go on (the cohort key refused): leave like a
+ * refused node. */
+static void
+on_remote_fail (const char *message, gpointer user_data)
+{
+  RlxNode *self = user_data;
+
+  if (self->state == STATE_RUNNING && !self->evaluating)
+    begin_leave (self, FALSE, message, message);
+}
+
+static const RlxNodeRemoteHooks remote_hooks = {
+  .event = on_remote_event,
+  .link_added = on_remote_link_added,
+  .fail = on_remote_fail,
+};
+
+/* Main thread: the worker, the coordinator, the bus, the remote side; then
+ * start. */
 static void
 start_node (RlxNode *self, RlxBackend *backend)
 {
   g_autoptr(GError) error = NULL;
   g_auto(GStrv) peers = NULL;
   RlxCoordinatorConfig cfg = { 0 };
+  RlxWorker *worker;
 
   cfg.cohort = self->cohort;
   cfg.node_id = self->node_id;
@@ -321,8 +406,20 @@ start_node (RlxNode *self, RlxBackend *backend)
   cfg.checkpoint_dir = self->checkpoint_dir;
   cfg.wait_members = self->wait_members;
   cfg.evaluate_every = self->evaluate_every;
+  cfg.join_only = self->join_only;
+  cfg.deadline_floor_ms = self->switches.deadline_floor_ms;
+  cfg.heartbeat_timeout_ms = self->switches.heartbeat_timeout_ms;
+  cfg.fault_nan_from = self->switches.fault_nan_from;
+  cfg.fault_inf_from = self->switches.fault_inf_from;
+  cfg.fault_hash_at = self->switches.fault_hash_at;
+  cfg.fault_stall_step = self->switches.fault_stall_step;
+  cfg.fault_stall_ms = self->switches.fault_stall_ms;
+  cfg.fault_die_at = self->switches.fault_die_at;
+  worker = rlx_worker_new (backend);
+  if (self->switches.fault_slow_ms)
+    rlx_worker_set_extra_delay_us (worker, (guint64) self->switches.fault_slow_ms * 1000);
   /* Takes the worker (and with it the backend), also on failure. */
-  self->coord = rlx_coordinator_new (&cfg, rlx_worker_new (backend), &error);
+  self->coord = rlx_coordinator_new (&cfg, worker, &error);
   if (self->coord == NULL)
     {
       start_fail (self, g_steal_pointer (&error));
@@ -339,6 +436,13 @@ start_node (RlxNode *self, RlxBackend *backend)
   g_signal_connect_object (self->coord, "finished", G_CALLBACK (on_coordinator_finished),
                            self, 0);
   g_signal_connect_object (self->bus, "link-added", G_CALLBACK (on_link_added), self, 0);
+  if (self->remote &&
+      !rlx_node_remote_start (self->remote, self->coord, self->bus, self->node_id,
+                              &remote_hooks, self, &error))
+    {
+      start_fail (self, g_steal_pointer (&error));
+      return;
+    }
   /* Links the bus made while starting. */
   peers = rlx_local_bus_dup_peer_ids (self->bus);
   for (guint i = 0; peers && peers[i]; i++)
@@ -347,7 +451,10 @@ start_node (RlxNode *self, RlxBackend *backend)
       if (link)
         on_link_added (self->bus, link, peers[i], self);
     }
-  rlx_coordinator_start (self->coord);
+  /* A node joining by invite starts its coordinator once a member is
+   * reachable (the remote side starts it), not after the local discovery. */
+  if (self->remote == NULL || !rlx_node_remote_holds_start (self->remote))
+    rlx_coordinator_start (self->coord);
   set_state (self, STATE_RUNNING);
   g_object_notify_by_pspec (G_OBJECT (self), props[PROP_COORDINATOR]);
   g_task_return_boolean (g_steal_pointer (&self->start_task), TRUE);
@@ -358,19 +465,23 @@ on_resolved (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   RlxNode *self = RLX_NODE (source);
   g_autoptr(GError) error = NULL;
+  Resolved *resolved;
   RlxBackend *backend;
 
-  backend = g_task_propagate_pointer (G_TASK (result), &error);
-  if (backend == NULL)
+  resolved = g_task_propagate_pointer (G_TASK (result), &error);
+  if (resolved == NULL)
     {
       start_fail (self, g_steal_pointer (&error));
       return;
     }
   if (start_abandoned (self))
     {
-      rlx_backend_free (backend);
+      resolved_free (resolved);
       return;
     }
+  backend = g_steal_pointer (&resolved->backend);
+  self->test_data = g_steal_pointer (&resolved->dataset);
+  resolved_free (resolved);
   start_node (self, backend);
 }
 
@@ -409,6 +520,7 @@ rlx_node_start_async (RlxNode *self, GCancellable *cancellable, GAsyncReadyCallb
   job->threads = self->threads ? self->threads : self->evaluate_every > 0 ? 1 : 0;
   /* Room for the share of a larger batch when others are slower. */
   job->max_batch = MIN (65536, MAX (self->batch * 8, 256));
+  job->remote = self->remote;
   resolve = g_task_new (self, cancellable, on_resolved, NULL);
   g_task_set_source_tag (resolve, rlx_node_start_async);
   g_task_set_check_cancellable (resolve, FALSE);
@@ -430,8 +542,19 @@ on_link_added (RlxLocalBus *bus, RlxLink *link, const char *peer_id, gpointer us
 {
   RlxNode *self = user_data;
 
+  if (self->link_filter && !self->link_filter (peer_id, self->link_filter_data))
+    {
+      rlx_link_close (link);
+      return;
+    }
+  /* A local link to a peer wins over a remote one: drop the remote one
+   * before the coordinator gets this. */
+  if (self->remote)
+    rlx_node_remote_local_link_added (self->remote, peer_id);
   rlx_coordinator_add_link (self->coord, link);
   g_signal_emit (self, signals[SIG_LINK_ADDED], 0, link, peer_id);
+  if (self->remote)
+    rlx_node_remote_member_linked (self->remote);
 }
 
 /* Every link has flushed its bye (or a second passed). */
@@ -449,10 +572,100 @@ begin_leave (RlxNode *self, gboolean success, const char *message, const char *r
 {
   g_assert (self->state == STATE_RUNNING);
 
+  self->evaluating = FALSE;
   self->finish_success = success;
   self->finish_message = g_strdup (message);
   set_state (self, STATE_LEAVING);
   rlx_coordinator_leave (self->coord, reason, G_CALLBACK (on_left), g_object_ref (self));
+}
+
+/* ── the test accuracy at the end (evaluate_at_end) ─────────────────────── */
+
+typedef struct {
+  const RlxModel *model;
+  RlxDataset     *dataset;
+  float          *params;
+  guint64         step;
+  char           *message;
+  double          accuracy;
+  double          loss;
+} FinalEval;
+
+static void
+final_eval_free (gpointer p)
+{
+  FinalEval *e = p;
+
+  rlx_dataset_unref (e->dataset);
+  g_free (e->params);
+  g_free (e->message);
+  g_free (e);
+}
+
+static void
+final_eval_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+{
+  FinalEval *e = data;
+  g_autoptr(RlxCpuTrainer) trainer = rlx_cpu_trainer_new (e->model, 1000);
+
+  e->accuracy = rlx_cpu_evaluate (trainer, e->params, e->dataset, RLX_SPLIT_TEST, &e->loss);
+  g_task_return_boolean (task, TRUE);
+}
+
+static void
+on_final_evaluated (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  /* the node's reference is dropped here, on its thread (the task may be
+   * freed last on the evaluation thread: it holds no node) */
+  g_autoptr(RlxNode) self = user_data;
+  FinalEval *e = g_task_get_task_data (G_TASK (result));
+  g_autoptr(JsonObject) o = json_object_new ();
+
+  /* left meanwhile (interrupted): that leave stands */
+  if (self->state != STATE_RUNNING || !self->evaluating)
+    return;
+  json_object_set_string_member (o, "event", "evaluated");
+  json_object_set_double_member (o, "accuracy", e->accuracy);
+  json_object_set_double_member (o, "test_loss", isfinite (e->loss) ? e->loss : -1);
+  json_object_set_int_member (o, "step", (gint64) e->step);
+  g_signal_emit (self, signals[SIG_EVENT], 0, o);
+  begin_leave (self, TRUE, e->message, "done");
+}
+
+/* The final parameters (read back when the coordinator finished), copied
+ * and evaluated on a worker thread; FALSE if there are none to evaluate. */
+static gboolean
+evaluate_at_end (RlxNode *self, const char *message)
+{
+  g_autoptr(GTask) task = NULL;
+  const float *params;
+  FinalEval *e;
+  gsize n;
+
+  params = rlx_coordinator_get_params (self->coord, &n);
+  if (params == NULL || self->test_data == NULL)
+    {
+      g_autoptr(JsonObject) o = json_object_new ();
+      json_object_set_string_member (o, "event", "error");
+      json_object_set_string_member (o, "node", self->node_id);
+      json_object_set_string_member (o, "reason",
+                                     "the parameters could not be read back from the rank's "
+                                     "backend; no test accuracy");
+      g_signal_emit (self, signals[SIG_EVENT], 0, o);
+      return FALSE;
+    }
+  e = g_new0 (FinalEval, 1);
+  e->model = rlx_model_lookup (self->model, NULL);
+  g_assert (e->model != NULL && n == e->model->n_params);
+  e->dataset = rlx_dataset_ref (self->test_data);
+  e->params = g_memdup2 (params, n * sizeof (float));
+  e->step = rlx_coordinator_get_step (self->coord);
+  e->message = g_strdup (message);
+  self->evaluating = TRUE;
+  task = g_task_new (NULL, NULL, on_final_evaluated, g_object_ref (self));
+  g_task_set_task_data (task, e, final_eval_free);
+  g_task_run_in_thread (task, final_eval_thread);
+  return TRUE;
 }
 
 /* The coordinator stopped by itself: --steps reached, refused, failure. */
@@ -462,7 +675,9 @@ on_coordinator_finished (RlxCoordinator *coord, gboolean success, const char *me
 {
   RlxNode *self = user_data;
 
-  if (self->state != STATE_RUNNING)
+  if (self->state != STATE_RUNNING || self->evaluating)
+    return;
+  if (success && self->evaluate_at_end && evaluate_at_end (self, message))
     return;
   begin_leave (self, success, message, success ? "done" : message);
 }
@@ -477,6 +692,9 @@ node_stop (RlxNode *self)
   if (self->state == STATE_STOPPED)
     return;
   g_cancellable_cancel (self->cancellable);
+  self->evaluating = FALSE;
+  if (self->remote)
+    rlx_node_remote_stop (self->remote);
   if (self->bus)
     {
       g_signal_handlers_disconnect_by_data (self->bus, self);
@@ -488,6 +706,7 @@ node_stop (RlxNode *self)
       g_signal_handlers_disconnect_by_data (self->coord, self);
       g_clear_object (&self->coord);
     }
+  g_clear_pointer (&self->test_data, rlx_dataset_unref);
   set_state (self, STATE_STOPPED);
   if (had_coord)
     g_object_notify_by_pspec (G_OBJECT (self), props[PROP_COORDINATOR]);
@@ -580,8 +799,26 @@ char *
 rlx_node_dup_invite (RlxNode *self)
 {
   g_return_val_if_fail (RLX_IS_NODE (self), NULL);
-  /* A local cohort has no invite; remote links will return theirs here. */
-  return NULL;
+  /* A local cohort has none; a hosted one knows its key once running. */
+  if (self->remote == NULL || (self->state != STATE_RUNNING && self->state != STATE_LEAVING))
+    return NULL;
+  return rlx_node_remote_dup_invite (self->remote);
+}
+
+void
+rlx_node_set_link_filter (RlxNode *self, RlxNodeLinkFilter filter, gpointer user_data)
+{
+  g_return_if_fail (RLX_IS_NODE (self));
+  g_return_if_fail (self->state == STATE_IDLE);
+  self->link_filter = filter;
+  self->link_filter_data = user_data;
+}
+
+RlxLocalBus *
+rlx_node_get_local_bus (RlxNode *self)
+{
+  g_return_val_if_fail (RLX_IS_NODE (self), NULL);
+  return self->bus;
 }
 
 char *
@@ -599,6 +836,8 @@ rlx_node_dispose (GObject *object)
   RlxNode *self = RLX_NODE (object);
 
   /* Dropped while running (the process is going away): close links now. */
+  if (self->remote)
+    rlx_node_remote_stop (self->remote);
   if (self->bus)
     {
       g_signal_handlers_disconnect_by_data (self->bus, self);
@@ -619,6 +858,8 @@ rlx_node_finalize (GObject *object)
 
   g_assert (self->start_task == NULL);
   g_clear_pointer (&self->leave_tasks, g_ptr_array_unref);
+  g_clear_pointer (&self->remote, rlx_node_remote_free);
+  g_clear_pointer (&self->test_data, rlx_dataset_unref);
   g_clear_object (&self->cancellable);
   g_free (self->leave_reason);
   g_free (self->finish_message);

@@ -17,10 +17,14 @@
  * the outcome. A node is not restarted: make a new one to join again.
  *
  * Invites: an empty invite (NULL or "") means the local cohort of this
- * machine, on the Unix-socket bus. A remote invite (rlx://HOST:PORT/…) is
- * refused with RLX_NODE_ERROR_UNSUPPORTED until remote links exist; that is
- * the one place they plug in (rlx_node_dup_invite then returns the invite
- * others use to reach this node's cohort).
+ * machine, on the Unix-socket bus. A remote invite (rlx://HOST:PORT/COHORT#KEY)
+ * joins that cohort across machines (rlx-node-remote.h): the node links to
+ * the members on other machines over QUIC, and to those on this machine
+ * over the local bus as always (a local link to a peer wins). With
+ * host_port set instead, the node founds a cohort others can reach: it
+ * serves signalling on that port and emits an "invite" event (invite,
+ * cohort, port, fingerprint). Either way rlx_node_dup_invite returns the
+ * invite others join with once the node runs.
  *
  * No GTK here: the app and the headless node share this code.
  *
@@ -31,6 +35,7 @@
 
 #include <gio/gio.h>
 #include "core/rlx-coordinator.h"
+#include "core/rlx-node-remote.h"
 #include "core/p2p/rlx-link.h"
 #include "core/wire/rlx-wire.h"
 
@@ -40,13 +45,34 @@ G_BEGIN_DECLS
 GQuark rlx_node_error_quark (void);
 typedef enum {
   RLX_NODE_ERROR_INVALID,      /* a configuration value is unusable (message says which) */
-  RLX_NODE_ERROR_UNSUPPORTED,  /* a remote invite: not in this version */
+  RLX_NODE_ERROR_UNSUPPORTED,  /* unused (remote invites were, before they worked) */
   RLX_NODE_ERROR_STATE,        /* start twice, or leave before start */
 } RlxNodeError;
 
+/* Test switches and protocol timings (rlx-rank join's hidden options);
+ * zero: off / the defaults. See RlxCoordinatorConfig. */
 typedef struct {
-  const char  *invite;           /* NULL or "": the local cohort of this machine */
-  const char  *cohort;           /* NULL: "default" */
+  guint        deadline_floor_ms;
+  guint        heartbeat_timeout_ms;
+  guint64      fault_nan_from;
+  guint64      fault_inf_from;
+  guint64      fault_hash_at;
+  guint64      fault_stall_step;
+  guint        fault_stall_ms;
+  guint64      fault_die_at;
+  guint        fault_slow_ms;    /* every gradient takes this much longer */
+} RlxNodeTestSwitches;
+
+typedef struct {
+  const char  *invite;           /* NULL or "": the local cohort of this machine;
+                                  * rlx://…: join that cohort across machines */
+  guint16      host_port;        /* found a cohort other machines can join: serve
+                                  * signalling on this port; 0: not hosting */
+  const char  *host_address;     /* with host_port: numeric address to listen on; NULL: all */
+  const char  *advertise;        /* with host_port: the host put in the invite; NULL:
+                                  * this machine's first IPv4 address */
+  const RlxNodeRemoteTuning *remote_tuning; /* STUN/TURN, QUIC; NULL: defaults */
+  const char  *cohort;           /* NULL: "default", or the invite's (which must agree) */
   const char  *node_id;          /* NULL: a fresh id */
   const char  *model;            /* NULL: "mnist-mlp" */
   const char  *dataset;          /* NULL: "synthetic" */
@@ -63,6 +89,9 @@ typedef struct {
   guint        checkpoint_every; /* the leader checkpoints every K steps; 0: only at the end */
   guint        evaluate_every;   /* test accuracy every K committed steps; 0: never */
   const char  *checkpoint_dir;   /* NULL: $XDG_DATA_HOME/rlx-cluster/COHORT */
+  gboolean     evaluate_at_end;  /* once steps are done: test accuracy ("evaluated") */
+  gboolean     join_only;        /* never found a cohort: wait until one is reachable */
+  const RlxNodeTestSwitches *test_switches; /* NULL: none */
 } RlxNodeConfig;
 
 #define RLX_TYPE_NODE (rlx_node_get_type ())
@@ -72,12 +101,13 @@ G_DECLARE_FINAL_TYPE (RlxNode, rlx_node, RLX, NODE, GObject)
  *   ::event (JsonObject *event)   every event of the coordinator (see
  *       rlx-coordinator.h; "evaluated" every evaluate_every committed steps)
  *   ::link-added (RlxLink *link, const char *peer_id)   a link to node
- *       @peer_id, already handed to the coordinator (tests watch frames with
- *       it; emitted on the main context)
+ *       @peer_id (local or remote), already handed to the coordinator
+ *       (tests watch frames with it; emitted on the main context)
  *   ::finished (gboolean success, const char *message)
  *       the node stopped: once, after its links closed. @success is FALSE
  *       when it could not go on (refused, unusable checkpoint, worker
- *       failure); @message says why (or "left", the reason given to leave).
+ *       failure, the cohort key refused); @message says why (or "left",
+ *       the reason given to leave).
  * Properties (notify on change):
  *   "state"        string  "idle", "starting", "running", "leaving", "stopped"
  *   "coordinator"  RlxCoordinator, NULL until running
@@ -85,12 +115,16 @@ G_DECLARE_FINAL_TYPE (RlxNode, rlx_node, RLX, NODE, GObject)
  */
 
 /* Checks the names and numbers of @config (cheap, nothing opened). NULL with
- * RLX_NODE_ERROR_INVALID on a bad one. @config is copied. */
+ * RLX_NODE_ERROR_INVALID on a bad one (a malformed invite: the message
+ * shows the expected form). @config is copied. */
 RlxNode        *rlx_node_new            (const RlxNodeConfig *config, GError **error);
 
-/* Open the dataset and resolve the backend on a worker thread, then start
- * the worker, the coordinator and the bus on this thread. Completes once the
- * node runs (discovering its cohort). */
+/* Open the dataset and resolve the backend (and, for a remote cohort, load
+ * this machine's identity and the cohort key) on a worker thread, then
+ * start the worker, the coordinator, the bus and the remote side on this
+ * thread. Completes once the node runs (discovering its cohort). Errors
+ * keep their domain (RLX_DATASET_ERROR, RLX_BACKEND_ERROR,
+ * RLX_IDENTITY_ERROR, G_IO_ERROR for a port in use, …). */
 void            rlx_node_start_async    (RlxNode            *self,
                                          GCancellable       *cancellable,
                                          GAsyncReadyCallback callback,
@@ -116,8 +150,9 @@ const char     *rlx_node_get_cohort     (RlxNode *self);
 const char     *rlx_node_get_node_id    (RlxNode *self);
 /* NULL before the node runs and after it stopped. Transfer none. */
 RlxCoordinator *rlx_node_get_coordinator (RlxNode *self);
-/* The invite that lets another machine join this node's cohort; NULL for a
- * local cohort (remote cohorts arrive with remote links). */
+/* The invite that lets another machine join this node's cohort (the one it
+ * joined by, or the one it hosts); NULL for a local cohort, and before the
+ * node runs. */
 char           *rlx_node_dup_invite     (RlxNode *self);
 /* The local bus's directory ($XDG_RUNTIME_DIR/rlx-cluster/COHORT). */
 char           *rlx_node_dup_bus_dir    (RlxNode *self);

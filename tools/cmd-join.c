@@ -1,8 +1,10 @@
 /* cmd-join.c — rlx-rank join (one node of a cohort) and rlx-rank export
  *
- *   join    runs one node of the local cohort NAME: the local bus (Unix
- *           sockets under $XDG_RUNTIME_DIR/rlx-cluster/NAME), the compute
- *           worker and the coordinator. SIGINT/SIGTERM leave cleanly (bye).
+ *   join    runs one node (an RlxNode, as the app does) of the cohort NAME:
+ *           the local bus (Unix sockets under $XDG_RUNTIME_DIR/rlx-cluster/
+ *           NAME), the compute worker, the coordinator, and for a cohort
+ *           across machines the remote side (--host, INVITE; cmd-remote.h).
+ *           SIGINT/SIGTERM leave cleanly (bye).
  *           Exit status 0 once step N is committed (--steps N) or after a
  *           clean leave; 1 when the node cannot go on (refused, cut off,
  *           unusable checkpoint); 2 for a usage error.
@@ -32,10 +34,10 @@
 #include "cmd-remote.h"
 #include "core/rlx-backend.h"
 #include "core/rlx-coordinator.h"
+#include "core/rlx-node.h"
+#include "core/rlx-node-private.h"
 #include "core/rlx-safetensors.h"
-#include "core/rlx-worker.h"
 #include "core/p2p/rlx-local-bus.h"
-#include "core/vision/rlx-cpu.h"
 #include "core/vision/rlx-dataset.h"
 #include "core/vision/rlx-model.h"
 #include "core/wire/rlx-wire.h"
@@ -51,15 +53,12 @@
 
 typedef struct {
   GMainLoop      *loop;
-  RlxCoordinator *coord;
-  RlxLocalBus    *bus;
+  RlxNode        *node;
   const char     *node_id;
   gboolean        json;
-  gboolean        evaluate;
   int             status;
+  gboolean        running;      /* started; from then on ::finished ends it */
   gboolean        leaving;
-  const RlxModel *model;
-  RlxDataset     *dataset;
   /* test switch --fault-partition FILE */
   const char     *partition_file;
   char          **partition_group;   /* our line of FILE while it exists, else NULL */
@@ -204,57 +203,52 @@ print_event (JoinState *st, JsonObject *event)
 }
 
 static void
-on_event (RlxCoordinator *coord, JsonObject *event, gpointer user_data)
+on_event (RlxNode *node, JsonObject *event, gpointer user_data)
 {
   print_event (user_data, event);
 }
 
+/* The node stopped (after its links closed): steps done, refused, left. */
 static void
-on_left (gpointer user_data)
+on_finished (RlxNode *node, gboolean success, const char *message, gpointer user_data)
 {
   JoinState *st = user_data;
 
+  /* a start that failed is reported by on_started */
+  if (!st->running)
+    return;
+  st->status = success ? RLX_EXIT_OK : RLX_EXIT_FAILURE;
+  if (!success)
+    g_printerr ("rlx-rank join: %s\n", message);
   g_main_loop_quit (st->loop);
 }
 
 static void
-evaluate (JoinState *st)
-{
-  gsize n;
-  const float *params = rlx_coordinator_get_params (st->coord, &n);
-  g_autoptr(RlxCpuTrainer) trainer = rlx_cpu_trainer_new (st->model, 1000);
-  g_autoptr(JsonObject) o = json_object_new ();
-  double loss = 0, acc;
-
-  if (params == NULL)
-    {
-      g_printerr ("rlx-rank join: the parameters could not be read back from the rank's backend; "
-                  "no test accuracy\n");
-      return;
-    }
-  g_assert (n == st->model->n_params);
-  acc = rlx_cpu_evaluate (trainer, params, st->dataset, RLX_SPLIT_TEST, &loss);
-  json_object_set_string_member (o, "event", "evaluated");
-  json_object_set_double_member (o, "accuracy", acc);
-  json_object_set_double_member (o, "test_loss", isfinite (loss) ? loss : -1);
-  json_object_set_int_member (o, "step", (gint64) rlx_coordinator_get_step (st->coord));
-  print_event (st, o);
-}
-
-static void
-on_finished (RlxCoordinator *coord, gboolean success, const char *message, gpointer user_data)
+on_started (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   JoinState *st = user_data;
+  g_autoptr(GError) error = NULL;
 
-  if (st->leaving)
-    return;
-  st->leaving = TRUE;
-  st->status = success ? RLX_EXIT_OK : RLX_EXIT_FAILURE;
-  if (!success)
-    g_printerr ("rlx-rank join: %s\n", message);
-  if (success && st->evaluate)
-    evaluate (st);
-  rlx_coordinator_leave (coord, success ? "done" : message, G_CALLBACK (on_left), st);
+  if (rlx_node_start_finish (RLX_NODE (source), result, &error))
+    {
+      st->running = TRUE;
+      return;
+    }
+  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+    st->status = RLX_EXIT_OK;   /* interrupted while starting */
+  else if (error->domain == RLX_DATASET_ERROR)
+    st->status = rlx_cli_fail ("join", g_error_matches (error, RLX_DATASET_ERROR,
+                                                        RLX_DATASET_ERROR_UNKNOWN)
+                                       ? RLX_EXIT_USAGE : RLX_EXIT_FAILURE,
+                               "--dataset: %s", error->message);
+  else if (error->domain == RLX_BACKEND_ERROR)
+    st->status = rlx_cli_fail ("join", g_error_matches (error, RLX_BACKEND_ERROR,
+                                                        RLX_BACKEND_ERROR_UNKNOWN)
+                                       ? RLX_EXIT_USAGE : RLX_EXIT_FAILURE,
+                               "--backend: %s", error->message);
+  else
+    st->status = rlx_cli_fail ("join", RLX_EXIT_FAILURE, "%s", error->message);
+  g_main_loop_quit (st->loop);
 }
 
 static gboolean
@@ -265,8 +259,7 @@ on_signal (gpointer user_data)
   if (!st->leaving)
     {
       st->leaving = TRUE;
-      st->status = RLX_EXIT_OK;
-      rlx_coordinator_leave (st->coord, "interrupted", G_CALLBACK (on_left), st);
+      rlx_node_leave_async (st->node, "interrupted", NULL, NULL);
     }
   return G_SOURCE_CONTINUE;
 }
@@ -284,9 +277,16 @@ partitioned_from (JoinState *st, const char *peer_id)
 }
 
 static gboolean
+partition_admits (const char *peer_id, gpointer user_data)
+{
+  return !partitioned_from (user_data, peer_id);
+}
+
+static gboolean
 on_partition_check (gpointer user_data)
 {
   JoinState *st = user_data;
+  RlxLocalBus *bus = rlx_node_get_local_bus (st->node);
   g_autofree char *text = NULL;
   gboolean was = st->partition_group != NULL;
 
@@ -301,55 +301,22 @@ on_partition_check (gpointer user_data)
             st->partition_group = g_steal_pointer (&ids);
         }
     }
+  if (bus == NULL)
+    return G_SOURCE_CONTINUE;
   if (st->partition_group)
     {
-      g_auto(GStrv) peers = rlx_local_bus_dup_peer_ids (st->bus);
+      g_auto(GStrv) peers = rlx_local_bus_dup_peer_ids (bus);
       for (guint i = 0; peers && peers[i]; i++)
         if (partitioned_from (st, peers[i]))
           {
-            RlxLink *link = rlx_local_bus_get_link (st->bus, peers[i]);
+            RlxLink *link = rlx_local_bus_get_link (bus, peers[i]);
             if (link)
               rlx_link_close (link);
           }
     }
   else if (was)
-    rlx_local_bus_rescan (st->bus);
+    rlx_local_bus_rescan (bus);
   return G_SOURCE_CONTINUE;
-}
-
-static void
-remote_print (JsonObject *event, gpointer user_data)
-{
-  print_event (user_data, event);
-}
-
-/* The remote side cannot go on (a wrong key): leave like a refused node. */
-static void
-remote_fail (const char *message, gpointer user_data)
-{
-  JoinState *st = user_data;
-
-  on_finished (st->coord, FALSE, message, st);
-}
-
-static void
-on_link_added (RlxLocalBus *bus, RlxLink *link, const char *peer_id, gpointer user_data)
-{
-  JoinState *st = user_data;
-
-  if (partitioned_from (st, peer_id))
-    {
-      rlx_link_close (link);
-      return;
-    }
-  rlx_coordinator_add_link (st->coord, link);
-}
-
-/* The coordinator looks for peers (alone, or cut off and rejoining). */
-static void
-on_discover (RlxCoordinator *coord, gpointer user_data)
-{
-  rlx_local_bus_rescan (RLX_LOCAL_BUS (user_data));
 }
 
 int
@@ -398,15 +365,11 @@ rlx_cmd_join (int argc, char **argv)
   g_autoptr(GOptionContext) ctx = g_option_context_new ("[--local | --host [ADDR:]PORT | INVITE] — run one node of a cohort");
   g_autoptr(RlxJoinRemote) remote = rlx_join_remote_new ();
   g_autoptr(GError) error = NULL;
-  g_autoptr(RlxDataset) dataset = NULL;
-  g_autoptr(RlxLocalBus) bus = NULL;
+  g_autoptr(RlxNode) node = NULL;
   g_autoptr(GMainLoop) loop = NULL;
   g_autofree char *node_id = NULL;
-  RlxCoordinatorConfig cfg = { 0 };
-  const RlxModel *model;
-  RlxBackend *backend;
-  RlxWorker *worker;
-  RlxCoordinator *coord;
+  RlxNodeConfig cfg = { 0 };
+  RlxNodeTestSwitches switches = { 0 };
   JoinState st = { 0 };
   guint64 batch = 32, steps = 0, seed = 0, wait = 1, ckpt = 100, fault = 0, deadline = 0, hb = 0;
   guint64 slow_ms = 0, inf_from = 0, hash_at = 0, eval_every = 0, stall_step = 0, stall_ms = 0;
@@ -437,7 +400,7 @@ rlx_cmd_join (int argc, char **argv)
     "  for i in 1 2 3; do rlx-rank join --local --cohort demo --steps 200 --json & done");
   if (!rlx_cli_parse (ctx, sub, &argc, &argv))
     return RLX_EXIT_USAGE;
-  if (!rlx_join_remote_configure (remote, argc, argv, &cohort, &error))
+  if (!rlx_join_remote_configure (remote, argc, argv, &cohort, &cfg, &error))
     return rlx_cli_fail (sub, RLX_EXIT_USAGE, "%s (see rlx-rank join --help)", error->message);
   (void) local;
 
@@ -486,113 +449,66 @@ rlx_cmd_join (int argc, char **argv)
     return rlx_cli_fail (sub, RLX_EXIT_USAGE,
                          "--node: '%s' is not a usable id (1 to 64 of A-Z a-z 0-9 . _ -)", node_id);
 
-  model = rlx_model_lookup (model_s ? model_s : "mnist-mlp", &error);
-  if (model == NULL)
+  if (rlx_model_lookup (model_s ? model_s : "mnist-mlp", &error) == NULL)
     return rlx_cli_fail (sub, RLX_EXIT_USAGE, "--model: %s", error->message);
-  dataset = rlx_dataset_open (dataset_s ? dataset_s : "synthetic", seed, &error);
-  if (dataset == NULL)
-    return rlx_cli_fail (sub, g_error_matches (error, RLX_DATASET_ERROR, RLX_DATASET_ERROR_UNKNOWN)
-                              ? RLX_EXIT_USAGE : RLX_EXIT_FAILURE, "--dataset: %s", error->message);
-  if (threads)
-    rlx_cpu_set_threads ((guint) threads);
-  backend = rlx_backend_resolve (backend_s ? backend_s : "auto", model, dataset,
-                                 (guint) MIN (65536, MAX (batch * 8, 256)), &error);
-  if (backend == NULL)
-    return rlx_cli_fail (sub, g_error_matches (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNKNOWN)
-                              ? RLX_EXIT_USAGE : RLX_EXIT_FAILURE, "--backend: %s", error->message);
-  worker = rlx_worker_new (backend);
-  rlx_worker_set_extra_delay_us (worker, slow_ms * 1000);
 
   cfg.cohort = cohort;
   cfg.node_id = node_id;
-  cfg.error_feedback = !no_ef;
+  cfg.model = model_s ? model_s : "mnist-mlp";
+  cfg.dataset = dataset_s ? dataset_s : "synthetic";
+  cfg.backend = backend_s ? backend_s : "auto";
+  cfg.no_error_feedback = no_ef;
   cfg.batch = (guint) batch;
   cfg.lr = lr;
   cfg.seed = seed;
   cfg.steps = steps;
-  cfg.checkpoint_every = (guint) ckpt;
+  cfg.threads = (guint) threads;
   cfg.wait_members = (guint) wait;
-  cfg.deadline_floor_ms = (guint) deadline;
-  cfg.heartbeat_timeout_ms = (guint) hb;
-  cfg.fault_nan_from = fault;
-  cfg.fault_inf_from = inf_from;
-  cfg.fault_hash_at = hash_at;
-  cfg.join_only = join_only;
+  cfg.checkpoint_every = (guint) ckpt;
   cfg.evaluate_every = (guint) eval_every;
-  cfg.fault_stall_step = stall_step;
-  cfg.fault_stall_ms = (guint) stall_ms;
-  cfg.fault_die_at = die_at;
-  coord = rlx_coordinator_new (&cfg, worker, &error);
-  if (coord == NULL)
-    {
-      /* The coordinator took the worker, and freed it. */
-      return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "%s", error->message);
-    }
-
-  bus = rlx_local_bus_new (cohort, node_id, &error);
-  if (bus == NULL || !rlx_local_bus_start (bus, &error))
-    {
-      g_object_unref (coord);
-      return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "%s", error->message);
-    }
+  cfg.evaluate_at_end = evaluate_flag;
+  cfg.join_only = join_only;
+  switches.deadline_floor_ms = (guint) deadline;
+  switches.heartbeat_timeout_ms = (guint) hb;
+  switches.fault_nan_from = fault;
+  switches.fault_inf_from = inf_from;
+  switches.fault_hash_at = hash_at;
+  switches.fault_stall_step = stall_step;
+  switches.fault_stall_ms = (guint) stall_ms;
+  switches.fault_die_at = die_at;
+  switches.fault_slow_ms = (guint) slow_ms;
+  cfg.test_switches = &switches;
+  node = rlx_node_new (&cfg, &error);
+  if (node == NULL)
+    return rlx_cli_fail (sub, RLX_EXIT_USAGE, "%s (see rlx-rank join --help)", error->message);
 
   loop = g_main_loop_new (NULL, FALSE);
   st.loop = loop;
-  st.coord = coord;
-  st.json = json;
-  st.evaluate = evaluate_flag;
-  st.model = model;
-  st.dataset = dataset;
-  st.status = RLX_EXIT_OK;
-  g_signal_connect (coord, "event", G_CALLBACK (on_event), &st);
-  g_signal_connect (coord, "finished", G_CALLBACK (on_finished), &st);
-  st.bus = bus;
+  st.node = node;
   st.node_id = node_id;
+  st.json = json;
+  st.status = RLX_EXIT_OK;
+  g_signal_connect (node, "event", G_CALLBACK (on_event), &st);
+  g_signal_connect (node, "finished", G_CALLBACK (on_finished), &st);
   st.partition_file = partition_s;
   if (partition_s)
     {
       on_partition_check (&st);
       st.partition_id = g_timeout_add (100, on_partition_check, &st);
+      rlx_node_set_link_filter (node, partition_admits, &st);
     }
-  /* Remote peers (before the bus's handler below: a local link wins). */
-  if (!rlx_join_remote_start (remote, coord, bus, node_id, remote_print, remote_fail, &st, &error))
-    {
-      g_clear_handle_id (&st.partition_id, g_source_remove);
-      rlx_local_bus_stop (bus);
-      g_object_unref (coord);
-      return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "%s", error->message);
-    }
-  g_signal_connect (bus, "link-added", G_CALLBACK (on_link_added), &st);
-  g_signal_connect (coord, "discover", G_CALLBACK (on_discover), bus);
   sigint_id = g_unix_signal_add (SIGINT, on_signal, &st);
   sigterm_id = g_unix_signal_add (SIGTERM, on_signal, &st);
   signal (SIGPIPE, SIG_IGN);
 
-  /* Links the bus made while starting. */
-  {
-    g_auto(GStrv) peers = rlx_local_bus_dup_peer_ids (bus);
-    for (guint i = 0; peers && peers[i]; i++)
-      {
-        RlxLink *link = rlx_local_bus_get_link (bus, peers[i]);
-        if (link)
-          on_link_added (bus, link, peers[i], &st);
-      }
-  }
-  /* A node joining by invite starts its coordinator once a member is
-   * reachable (the remote side starts it), not after the local discovery. */
-  if (!rlx_join_remote_holds_start (remote))
-    rlx_coordinator_start (coord);
+  rlx_node_start_async (node, NULL, on_started, &st);
   g_main_loop_run (loop);
 
   g_source_remove (sigint_id);
   g_source_remove (sigterm_id);
-  g_signal_handlers_disconnect_by_data (bus, &st);
-  g_signal_handlers_disconnect_by_data (coord, bus);
-  rlx_join_remote_stop (remote);
+  g_signal_handlers_disconnect_by_data (node, &st);
   g_clear_handle_id (&st.partition_id, g_source_remove);
   g_clear_pointer (&st.partition_group, g_strfreev);
-  rlx_local_bus_stop (bus);
-  g_object_unref (coord);
   return st.status;
 }
 

@@ -5,31 +5,20 @@
  *           an invite for that cohort (a fresh key, kept in
  *           $XDG_DATA_HOME/rlx-cluster/NAME/invite-key), so every node can
  *           join with `rlx-rank join INVITE` and none has to serve.
- *   join    see cmd-remote.h: --host founds a reachable cohort, INVITE joins
- *           one; the links RlxRemoteNode makes go to the coordinator.
+ *   join    the options of cmd-remote.h: --host founds a reachable cohort,
+ *           INVITE joins one (the node's remote side is core/rlx-node-remote.c).
  */
 #include "rlx-config.h"
 #include "rlx-cli.h"
 #include "cmd-remote.h"
-#include "core/p2p/rlx-identity.h"
+#include "core/rlx-node-remote.h"
 #include "core/p2p/rlx-invite.h"
-#include "core/p2p/rlx-remote-node.h"
 #include "core/p2p/rlx-signal-server.h"
 
-#include <errno.h>
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <glib-unix.h>
-#include <gnutls/crypto.h>
-
-#define KEY_FILE        "invite-key"
-/* A joining node that reaches no member in this time starts anyway. */
-#define JOIN_TIMEOUT_MS 30000
 
 /* ── shared helpers ─────────────────────────────────────────────────────── */
 
@@ -69,76 +58,6 @@ bad:
   g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
                "'%s' is not [ADDR:]PORT (for example 7000, 0.0.0.0:7000 or [::]:7000)", text);
   return FALSE;
-}
-
-static gboolean
-is_wildcard (const char *addr)
-{
-  return addr == NULL || g_str_equal (addr, "0.0.0.0") || g_str_equal (addr, "::");
-}
-
-/* An address others can probably reach: the first IPv4 of an interface that
- * is up and not loopback; else the host name. */
-static char *
-guess_advertised_host (void)
-{
-  struct ifaddrs *ifa = NULL;
-  char *out = NULL;
-
-  if (getifaddrs (&ifa) == 0)
-    {
-      for (struct ifaddrs *i = ifa; i && out == NULL; i = i->ifa_next)
-        {
-          char buf[INET_ADDRSTRLEN];
-          if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET)
-            continue;
-          if (g_str_equal (i->ifa_name, "lo"))
-            continue;
-          if (inet_ntop (AF_INET, &((struct sockaddr_in *) i->ifa_addr)->sin_addr, buf, sizeof buf))
-            out = g_strdup (buf);
-        }
-      freeifaddrs (ifa);
-    }
-  return out ? out : g_strdup (g_get_host_name ());
-}
-
-/* The cohort's key: kept under $XDG_DATA_HOME/rlx-cluster/NAME so a founder
- * that restarts prints the same invite. */
-static gboolean
-cohort_key (const char *cohort, guint8 key[RLX_INVITE_KEY_LEN], GError **error)
-{
-  g_autofree char *dir = g_build_filename (g_get_user_data_dir (), "rlx-cluster", cohort, NULL);
-  g_autofree char *path = g_build_filename (dir, KEY_FILE, NULL);
-  g_autofree char *text = NULL;
-  g_autofree char *s = NULL;
-  g_autofree char *probe = NULL;
-  g_autoptr(RlxInvite) inv = NULL;
-
-  if (g_file_get_contents (path, &text, NULL, NULL))
-    {
-      probe = g_strdup_printf ("rlx://h:1/%s#%s", cohort, g_strstrip (text));
-      inv = rlx_invite_parse (probe, NULL);
-      if (inv)
-        {
-          memcpy (key, inv->key, RLX_INVITE_KEY_LEN);
-          return TRUE;
-        }
-      g_printerr ("rlx-rank: %s does not hold a key; a new one is drawn\n", path);
-    }
-  if (gnutls_rnd (GNUTLS_RND_KEY, key, RLX_INVITE_KEY_LEN) < 0)
-    {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "cannot draw a random cohort key");
-      return FALSE;
-    }
-  if (g_mkdir_with_parents (dir, 0700) != 0)
-    {
-      int e = errno;
-      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (e), "cannot create %s: %s", dir,
-                   g_strerror (e));
-      return FALSE;
-    }
-  s = rlx_invite_key_to_string (key);
-  return g_file_set_contents_full (path, s, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600, error);
 }
 
 /* ── rlx-rank signal ─────────────────────────────────────────────────────── */
@@ -241,10 +160,10 @@ rlx_cmd_signal (int argc, char **argv)
       {
         guint8 key[RLX_INVITE_KEY_LEN];
         g_autofree char *host = advertise ? g_strdup (advertise)
-                                          : !is_wildcard (address) ? g_strdup (address)
-                                                                    : guess_advertised_host ();
+                                          : !rlx_node_remote_is_wildcard (address) ? g_strdup (address)
+                                                                    : rlx_node_remote_guess_host ();
         g_autoptr(RlxInvite) inv = NULL;
-        if (!cohort_key (cohort, key, &error) ||
+        if (!rlx_node_remote_cohort_key (cohort, key, &error) ||
             (inv = rlx_invite_new_with_key (host, (guint16) port, cohort, key, &error)) == NULL)
           return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "%s", error->message);
         inv_s = rlx_invite_to_string (inv);
@@ -280,39 +199,27 @@ rlx_cmd_signal (int argc, char **argv)
   return RLX_EXIT_OK;
 }
 
-/* ── the join hook ──────────────────────────────────────────────────────── */
+/* ── rlx-rank join's options for cohorts across machines ────────────────── */
 
 struct _RlxJoinRemote
 {
   /* options */
-  char            *host_s;
-  char            *advertise;
-  char            *stun;
-  char            *turn;
-  char            *turn_user;
-  char            *turn_password;
-  gboolean         relay_only;
-  char            *payload_s;
-  char            *cc_s;
-  char            *connect_timeout_s;
+  char                *host_s;
+  char                *advertise;
+  char                *stun;
+  char                *turn;
+  char                *turn_user;
+  char                *turn_password;
+  gboolean             relay_only;
+  char                *payload_s;
+  char                *cc_s;
+  char                *connect_timeout_s;
 
   /* configured */
-  RlxInvite       *invite;
-  gboolean         serve;
-  char            *listen_address;
-  gsize            payload;
-  RlxQuicCc        cc;
-  guint            connect_timeout_ms;
-
-  /* running */
-  RlxRemoteNode   *node;
-  gboolean         coord_started;
-  guint            join_timeout_id;
-  RlxCoordinator  *coord;
-  RlxLocalBus     *bus;
-  RlxJoinPrintFunc print;
-  RlxJoinFailFunc  fail;
-  gpointer         user_data;
+  char                *invite;
+  char                *listen_address;
+  guint16              port;
+  RlxNodeRemoteTuning  tuning;
 };
 
 RlxJoinRemote *
@@ -326,7 +233,6 @@ rlx_join_remote_free (RlxJoinRemote *self)
 {
   if (self == NULL)
     return;
-  rlx_join_remote_stop (self);
   g_free (self->host_s);
   g_free (self->advertise);
   g_free (self->stun);
@@ -336,8 +242,8 @@ rlx_join_remote_free (RlxJoinRemote *self)
   g_free (self->payload_s);
   g_free (self->cc_s);
   g_free (self->connect_timeout_s);
+  g_free (self->invite);
   g_free (self->listen_address);
-  g_clear_pointer (&self->invite, rlx_invite_free);
   g_free (self);
 }
 
@@ -365,14 +271,8 @@ rlx_join_remote_options (RlxJoinRemote *self)
 }
 
 gboolean
-rlx_join_remote_is_remote (RlxJoinRemote *self)
-{
-  return self->invite != NULL;
-}
-
-gboolean
 rlx_join_remote_configure (RlxJoinRemote *self, int argc, char **argv, char **cohort,
-                           GError **error)
+                           RlxNodeConfig *config, GError **error)
 {
   guint64 n;
 
@@ -396,7 +296,7 @@ rlx_join_remote_configure (RlxJoinRemote *self, int argc, char **argv, char **co
                        "--quic-payload: '%s' is not a number from 1200 to 65527", self->payload_s);
           return FALSE;
         }
-      self->payload = (gsize) n;
+      self->tuning.quic_payload = (gsize) n;
     }
   if (self->connect_timeout_s)
     {
@@ -407,7 +307,7 @@ rlx_join_remote_configure (RlxJoinRemote *self, int argc, char **argv, char **co
                        self->connect_timeout_s);
           return FALSE;
         }
-      self->connect_timeout_ms = (guint) n;
+      self->tuning.connect_timeout_ms = (guint) n;
     }
   if (self->cc_s)
     {
@@ -423,7 +323,7 @@ rlx_join_remote_configure (RlxJoinRemote *self, int argc, char **argv, char **co
                        "--quic-cc: '%s' is not cubic, bbr, bbr2 or reno", self->cc_s);
           return FALSE;
         }
-      self->cc = values[i];
+      self->tuning.quic_cc = values[i];
     }
   if ((self->turn_user || self->turn_password || self->relay_only) && self->turn == NULL)
     {
@@ -431,29 +331,33 @@ rlx_join_remote_configure (RlxJoinRemote *self, int argc, char **argv, char **co
                    "--turn-user, --turn-password and --relay-only need --turn HOST[:PORT]");
       return FALSE;
     }
+  self->tuning.stun = self->stun;
+  self->tuning.turn = self->turn;
+  self->tuning.turn_user = self->turn_user;
+  self->tuning.turn_password = self->turn_password;
+  self->tuning.relay_only = self->relay_only;
   if (argc == 2)
     {
-      self->invite = rlx_invite_parse (argv[1], error);
-      if (self->invite == NULL)
+      g_autoptr(RlxInvite) invite = rlx_invite_parse (argv[1], error);
+      if (invite == NULL)
         return FALSE;
-      if (*cohort && !g_str_equal (*cohort, self->invite->cohort))
+      if (*cohort && !g_str_equal (*cohort, invite->cohort))
         {
           g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
                        "--cohort %s contradicts the invite's cohort %s (leave --cohort out)",
-                       *cohort, self->invite->cohort);
+                       *cohort, invite->cohort);
           return FALSE;
         }
       g_free (*cohort);
-      *cohort = g_strdup (self->invite->cohort);
+      *cohort = g_strdup (invite->cohort);
+      self->invite = g_strdup (argv[1]);
+      config->invite = self->invite;
+      config->remote_tuning = &self->tuning;
       return TRUE;
     }
   if (self->host_s)
     {
-      guint16 port;
-      guint8 key[RLX_INVITE_KEY_LEN];
-      g_autofree char *adv = NULL;
-
-      if (!parse_host_port (self->host_s, &self->listen_address, &port, error))
+      if (!parse_host_port (self->host_s, &self->listen_address, &self->port, error))
         {
           g_prefix_error (error, "--host: ");
           return FALSE;
@@ -466,18 +370,10 @@ rlx_join_remote_configure (RlxJoinRemote *self, int argc, char **argv, char **co
         }
       if (*cohort == NULL)
         *cohort = g_strdup ("default");
-      if (!rlx_invite_cohort_is_valid (*cohort))
-        return TRUE;   /* cmd-join refuses the name with its own message */
-      adv = self->advertise ? g_strdup (self->advertise)
-                            : !is_wildcard (self->listen_address) ? g_strdup (self->listen_address)
-                                                                   : guess_advertised_host ();
-      if (!cohort_key (*cohort, key, error))
-        return FALSE;
-      self->invite = rlx_invite_new_with_key (adv, port, *cohort, key, error);
-      gnutls_memset (key, 0, sizeof key);
-      if (self->invite == NULL)
-        return FALSE;
-      self->serve = TRUE;
+      config->host_port = self->port;
+      config->host_address = self->listen_address;
+      config->advertise = self->advertise;
+      config->remote_tuning = &self->tuning;
       return TRUE;
     }
   if (self->advertise || self->stun || self->turn)
@@ -488,189 +384,4 @@ rlx_join_remote_configure (RlxJoinRemote *self, int argc, char **argv, char **co
       return FALSE;
     }
   return TRUE;
-}
-
-gboolean
-rlx_join_remote_holds_start (RlxJoinRemote *self)
-{
-  return self->invite != NULL && !self->serve;
-}
-
-static void
-start_coordinator (RlxJoinRemote *self, const char *why)
-{
-  g_autoptr(JsonObject) o = NULL;
-
-  if (self->coord_started || !rlx_join_remote_holds_start (self))
-    return;
-  self->coord_started = TRUE;
-  g_clear_handle_id (&self->join_timeout_id, g_source_remove);
-  if (why)
-    {
-      o = json_object_new ();
-      json_object_set_string_member (o, "event", "error");
-      json_object_set_string_member (o, "node", "");
-      json_object_set_string_member (o, "reason", why);
-      self->print (o, self->user_data);
-    }
-  rlx_coordinator_start (self->coord);
-}
-
-static gboolean
-on_join_timeout (gpointer user_data)
-{
-  RlxJoinRemote *self = user_data;
-
-  self->join_timeout_id = 0;
-  start_coordinator (self, "no member of the cohort could be reached within 30 s "
-                           "(see the link-failed events); starting alone");
-  return G_SOURCE_REMOVE;
-}
-
-static gboolean
-on_local_start (gpointer user_data)
-{
-  start_coordinator (user_data, NULL);
-  return G_SOURCE_REMOVE;
-}
-
-static gboolean
-skip_local (const char *peer_id, gpointer user_data)
-{
-  RlxJoinRemote *self = user_data;
-
-  return self->bus && rlx_local_bus_get_link (self->bus, peer_id) != NULL;
-}
-
-static void
-on_remote_link_added (RlxRemoteNode *node, RlxLink *link, const char *peer_id, gpointer user_data)
-{
-  RlxJoinRemote *self = user_data;
-
-  if (skip_local (peer_id, self))
-    {
-      rlx_remote_node_forget_peer (node, peer_id);
-      return;
-    }
-  rlx_coordinator_add_link (self->coord, link);
-  start_coordinator (self, NULL);
-}
-
-/* A local link to a peer wins over a remote one: drop the remote one before
- * the coordinator gets the local one (this handler runs first). */
-static void
-on_local_link_added (RlxLocalBus *bus, RlxLink *link, const char *peer_id, gpointer user_data)
-{
-  RlxJoinRemote *self = user_data;
-
-  if (self->node)
-    rlx_remote_node_forget_peer (self->node, peer_id);
-  /* The link is handed to the coordinator by cmd-join's own handler, which
-   * runs after this one; start the coordinator once that happened. */
-  if (!self->coord_started)
-    g_idle_add_full (G_PRIORITY_DEFAULT, on_local_start, self, NULL);
-}
-
-static void
-on_remote_event (RlxRemoteNode *node, JsonObject *event, gpointer user_data)
-{
-  RlxJoinRemote *self = user_data;
-
-  self->print (event, self->user_data);
-  /* Alone in the room: nobody to wait for, this node founds the cohort. */
-  if (g_strcmp0 (json_object_get_string_member_with_default (event, "event", ""), "signalling") == 0 &&
-      g_strcmp0 (json_object_get_string_member_with_default (event, "state", ""), "joined") == 0 &&
-      json_object_get_int_member_with_default (event, "peers", 1) == 0)
-    start_coordinator (self, NULL);
-}
-
-static void
-on_remote_refused (RlxRemoteNode *node, const GError *error, gpointer user_data)
-{
-  RlxJoinRemote *self = user_data;
-
-  self->fail (error->message, self->user_data);
-}
-
-gboolean
-rlx_join_remote_start (RlxJoinRemote *self, RlxCoordinator *coord, RlxLocalBus *bus,
-                       const char *node_id, RlxJoinPrintFunc print, RlxJoinFailFunc fail,
-                       gpointer user_data, GError **error)
-{
-  g_autoptr(RlxIdentity) identity = NULL;
-  RlxRemoteNodeConfig c = { 0 };
-
-  if (self->invite == NULL)
-    return TRUE;
-  identity = rlx_identity_load_or_create (NULL, error);
-  if (identity == NULL)
-    return FALSE;
-  self->coord = coord;
-  self->bus = bus;
-  self->print = print;
-  self->fail = fail;
-  self->user_data = user_data;
-  c.invite = self->invite;
-  c.node_id = node_id;
-  c.identity = identity;
-  c.serve = self->serve;
-  c.listen_address = self->listen_address;
-  c.stun = self->stun;
-  c.turn = self->turn;
-  c.turn_user = self->turn_user;
-  c.turn_password = self->turn_password;
-  c.relay_only = self->relay_only;
-  c.max_udp_payload = self->payload;
-  c.cc = self->cc;
-  c.connect_timeout_ms = self->connect_timeout_ms;
-  self->node = rlx_remote_node_new (&c, error);
-  if (self->node == NULL)
-    return FALSE;
-  rlx_remote_node_set_skip_func (self->node, skip_local, self);
-  g_signal_connect (self->node, "link-added", G_CALLBACK (on_remote_link_added), self);
-  g_signal_connect (self->node, "event", G_CALLBACK (on_remote_event), self);
-  g_signal_connect (self->node, "refused", G_CALLBACK (on_remote_refused), self);
-  if (bus)
-    g_signal_connect (bus, "link-added", G_CALLBACK (on_local_link_added), self);
-  if (!rlx_remote_node_start (self->node, error))
-    {
-      rlx_join_remote_stop (self);
-      return FALSE;
-    }
-  if (rlx_join_remote_holds_start (self))
-    {
-      /* Links the local bus already made count as members. */
-      g_auto(GStrv) local = bus ? rlx_local_bus_dup_peer_ids (bus) : NULL;
-      if (local && local[0])
-        g_idle_add_full (G_PRIORITY_DEFAULT, on_local_start, self, NULL);
-      self->join_timeout_id = g_timeout_add (JOIN_TIMEOUT_MS, on_join_timeout, self);
-    }
-  if (self->serve)
-    {
-      g_autoptr(JsonObject) o = json_object_new ();
-      g_autofree char *inv = rlx_invite_to_string (self->invite);
-      json_object_set_string_member (o, "event", "invite");
-      json_object_set_string_member (o, "invite", inv);
-      json_object_set_string_member (o, "cohort", self->invite->cohort);
-      json_object_set_int_member (o, "port", rlx_remote_node_get_port (self->node));
-      json_object_set_string_member (o, "fingerprint", rlx_identity_get_fingerprint (identity));
-      print (o, user_data);
-    }
-  return TRUE;
-}
-
-void
-rlx_join_remote_stop (RlxJoinRemote *self)
-{
-  g_clear_handle_id (&self->join_timeout_id, g_source_remove);
-  g_idle_remove_by_data (self);
-  if (self->bus)
-    g_signal_handlers_disconnect_by_data (self->bus, self);
-  self->bus = NULL;
-  if (self->node)
-    {
-      g_signal_handlers_disconnect_by_data (self->node, self);
-      rlx_remote_node_stop (self->node);
-      g_clear_object (&self->node);
-    }
 }

@@ -155,7 +155,7 @@ post_dispatch (gpointer data)
 /* Always deferred (an idle source), also when called on the main thread:
  * libnice may call our handlers from inside a call we made. */
 static void
-post_main (RlxRemoteLink *self, GSourceFunc func, char *text, GError *error)
+post_main_full (RlxRemoteLink *self, GSourceFunc func, char *text, GError *error, gint priority)
 {
   Post *p = g_new0 (Post, 1);
   GSource *s = g_idle_source_new ();
@@ -164,11 +164,17 @@ post_main (RlxRemoteLink *self, GSourceFunc func, char *text, GError *error)
   p->func = func;
   p->text = text;
   p->error = error;
-  g_source_set_priority (s, G_PRIORITY_DEFAULT);
+  g_source_set_priority (s, priority);
   g_source_set_callback (s, post_dispatch, p, post_free);
   g_source_set_static_name (s, "rlx-remote-link post");
   g_source_attach (s, self->main_ctx);
   g_source_unref (s);
+}
+
+static void
+post_main (RlxRemoteLink *self, GSourceFunc func, char *text, GError *error)
+{
+  post_main_full (self, func, text, error, G_PRIORITY_DEFAULT);
 }
 
 /* ── main-thread handlers of posts ──────────────────────────────────────── */
@@ -367,7 +373,12 @@ quic_established_cb (gpointer user_data)
 {
   RlxRemoteLink *self = user_data;
 
-  post_main (self, post_ready, NULL, NULL);
+  /* "ready" must reach the main thread before the first frame: whoever
+   * takes the link connects its ::frame handler then, and the peer's first
+   * frame (the cohort's hello) may follow the handshake at once. The
+   * mailbox's source, attached earlier at the same priority, would be
+   * dispatched first and the frame lost; above it, this post always wins. */
+  post_main_full (self, post_ready, NULL, NULL, G_PRIORITY_HIGH);
   io_schedule_update (self);   /* not from inside QUIC */
 }
 

@@ -190,25 +190,52 @@ small_config (const char *cohort)
 
 /* ── cases ─────────────────────────────────────────────────────────────── */
 
+/* The invite's form and its agreement with the rest of the configuration
+ * are checked before anything is opened. */
 static void
-test_invite_refused (void)
+test_invite_config (void)
 {
-  RlxNodeConfig cfg = small_config ("invite");
+  RlxNodeConfig cfg = small_config (NULL);
   g_autoptr(GError) error = NULL;
   RlxNode *node;
 
-  cfg.invite = "rlx://example.org:7000/demo#0123456789abcdef";
+  /* malformed: the message shows the expected form */
+  cfg.invite = "rlx://example.org/demo";
+  g_assert_null (rlx_node_new (&cfg, &error));
+  g_assert_error (error, RLX_NODE_ERROR, RLX_NODE_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "rlx://HOST:PORT/COHORT#KEY"));
+  g_clear_error (&error);
+
+  /* a cohort other than the invite's */
+  cfg.invite = "rlx://example.org:7000/demo#0123456789abcdef0123456789abcdef";
+  cfg.cohort = "other";
+  g_assert_null (rlx_node_new (&cfg, &error));
+  g_assert_error (error, RLX_NODE_ERROR, RLX_NODE_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "other"));
+  g_assert_nonnull (strstr (error->message, "demo"));
+  g_clear_error (&error);
+
+  /* hosting and joining at once */
+  cfg.cohort = NULL;
+  cfg.host_port = 7000;
+  g_assert_null (rlx_node_new (&cfg, &error));
+  g_assert_error (error, RLX_NODE_ERROR, RLX_NODE_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "not both"));
+  g_clear_error (&error);
+
+  /* a good invite names the cohort; its invite is known once running */
+  cfg.host_port = 0;
   node = rlx_node_new (&cfg, &error);
-  g_assert_null (node);
-  g_assert_error (error, RLX_NODE_ERROR, RLX_NODE_ERROR_UNSUPPORTED);
-  g_assert_nonnull (strstr (error->message, "later version"));
-  g_assert_nonnull (strstr (error->message, "empty"));
+  g_assert_no_error (error);
+  g_assert_cmpstr (rlx_node_get_cohort (node), ==, "demo");
+  g_assert_null (rlx_node_dup_invite (node));
+  g_object_unref (node);
 
   /* an empty invite is the local cohort */
-  g_clear_error (&error);
   cfg.invite = "";
   node = rlx_node_new (&cfg, &error);
   g_assert_no_error (error);
+  g_assert_cmpstr (rlx_node_get_cohort (node), ==, "default");
   g_assert_null (rlx_node_dup_invite (node));
   g_object_unref (node);
 }
@@ -412,10 +439,17 @@ test_refused (void)
   fixture_clear (&b);
 }
 
+static gboolean
+object_gone (gpointer data)
+{
+  return *(gpointer *) data == NULL;
+}
+
 /* Test accuracy is measured every K steps, off the main loop. */
 static void
 test_evaluate (void)
 {
+  RlxCoordinator *coord;
   g_autofree char *cohort = app_test_cohort_name ("eval");
   RlxNodeConfig cfg = small_config (cohort);
   JsonObject *e;
@@ -428,7 +462,41 @@ test_evaluate (void)
   g_assert_cmpfloat (json_object_get_double_member (e, "accuracy"), >=, 0.0);
   g_assert_cmpfloat (json_object_get_double_member (e, "accuracy"), <=, 1.0);
   g_assert_cmpfloat (json_object_get_double_member (e, "test_loss"), >, 0.0);
+  /* an evaluation in flight holds the coordinator: wait until it let go, so
+   * the process never exits with the evaluation inside OpenBLAS */
+  coord = rlx_node_get_coordinator (f.node);
+  g_object_add_weak_pointer (G_OBJECT (coord), (gpointer *) &coord);
   leave (&f);
+  fixture_clear (&f);
+  g_assert_true (app_test_wait (object_gone, &coord, TIMEOUT_MS));
+}
+
+/* With evaluate_at_end, a node that finished its steps measures the test
+ * accuracy of the final parameters (off the main loop) before it leaves. */
+static void
+test_evaluate_at_end (void)
+{
+  g_autofree char *cohort = app_test_cohort_name ("eval-end");
+  RlxNodeConfig cfg = small_config (cohort);
+  int done, evaluated;
+  JsonObject *e;
+  Fixture f;
+
+  cfg.steps = 10;
+  cfg.evaluate_at_end = TRUE;
+  fixture_init (&f, &cfg);
+  start (&f);
+  g_assert_true (app_test_wait (finished, &f, TIMEOUT_MS));
+  g_assert_true (f.success);
+  done = find_event (&f, "done", NULL, 0);
+  evaluated = find_event (&f, "evaluated", NULL, 0);
+  g_assert_cmpint (done, >=, 0);
+  g_assert_cmpint (evaluated, >, done);
+  e = g_ptr_array_index (f.events, evaluated);
+  g_assert_cmpint (json_object_get_int_member (e, "step"), ==, 10);
+  g_assert_cmpfloat (json_object_get_double_member (e, "accuracy"), >=, 0.0);
+  g_assert_cmpfloat (json_object_get_double_member (e, "accuracy"), <=, 1.0);
+  g_assert_cmpstr (rlx_node_get_state (f.node), ==, "stopped");
   fixture_clear (&f);
 }
 
@@ -439,7 +507,7 @@ main (int argc, char **argv)
 
   app_test_init ();
   g_test_init (&argc, &argv, NULL);
-  g_test_add_func ("/app/node/invite-refused", test_invite_refused);
+  g_test_add_func ("/app/node/invite-config", test_invite_config);
   g_test_add_func ("/app/node/bad-config", test_bad_config);
   g_test_add_func ("/app/node/backend-refused", test_backend_refused);
   g_test_add_func ("/app/node/start-train-leave", test_start_train_leave);
@@ -447,6 +515,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/node/two-nodes", test_two_nodes);
   g_test_add_func ("/app/node/refused", test_refused);
   g_test_add_func ("/app/node/evaluate", test_evaluate);
+  g_test_add_func ("/app/node/evaluate-at-end", test_evaluate_at_end);
   status = g_test_run ();
   app_test_cleanup ();
   return status;

@@ -398,6 +398,14 @@ on_snapshot_loaded (RlxReplica *replica, gboolean ok, gpointer user_data)
            * split, for the side that had to elect a leader of its own). */
           guint64 common = l->common >= 0 ? (guint64) l->common
                                           : MIN (l->had, MIN (l->term_base, s->step));
+          /* No step matched although the snapshot's hashes cover the first
+           * step of ours: we parted before it (a node that followed the
+           * other side's leader from a snapshot of its lineage; its term
+           * base may be as late as the leader change that ended it). */
+          if (l->common < 0 && s->hashes && l->history_from > 0 &&
+              s->hashes_from <= l->history_from &&
+              l->history_from < s->hashes_from + s->hashes->len)
+            common = MIN (common, l->history_from - 1);
           JsonObject *o = event_new ("merged");
           json_object_set_string_member (o, "node", p->id);
           json_object_set_int_member (o, "discarded", (gint64) (l->had - MIN (common, l->had)));
@@ -462,6 +470,9 @@ rlx_coordinator_on_snapshot (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
   l->had = applied (self);
   l->term_base = self->term_base;
   l->common = s->hashes ? rlx_replica_common_step (self->replica, s->hashes_from, s->hashes) : -1;
+  {
+    g_autoptr(GArray) mine = rlx_replica_history (self->replica, &l->history_from);
+  }
   rlx_replica_set_loss (self->replica, s->loss);
   rlx_msg_steal (&l->msg, m);
   self->loading = TRUE;

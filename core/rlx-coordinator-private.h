@@ -297,6 +297,7 @@ typedef struct {
   gint64          common;
   guint64         had;
   guint64         term_base;
+  guint64         history_from; /* the first step our hash history holds */
 } Loading;
 
 /* Main-loop time of the coordinator's handlers (per round, for "done"). */

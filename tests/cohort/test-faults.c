@@ -386,6 +386,8 @@ test_split_and_merge (void)
       if (!yields)
         continue;
       i = harness_wait_event (h, x, "merged", NULL, 0, T);
+      if (ev_int (node_ev (x, i), "discarded") < 1)
+        harness_dump (h);
       g_assert_cmpint (ev_int (node_ev (x, i), "discarded"), >=, 1);
       g_assert_cmpint (ev_int (node_ev (x, i), "to_step"), >=, ev_int (node_ev (x, i), "from_step"));
       g_assert_nonnull (strstr (ev_str (node_ev (x, i), "rule"), "kept"));

@@ -91,21 +91,30 @@ rlx_dataset_labels (const RlxDataset *self, RlxSplit split)
   return self->labels[split];
 }
 
+/* pixel / 255 exactly as PyTorch's .float().div(255) computes it: IEEE
+ * division is correctly rounded in a vector lane as in a scalar one, so the
+ * vectorised loop gives the same bits as the table it replaces (tested in
+ * test-dataset), at a third of the time for a batch of 1024 (a shuffled
+ * batch is a cohort step's gather; bench reuses one). */
+__attribute__ ((optimize ("tree-vectorize")))
+static void
+convert_image (float *restrict dst, const guint8 *restrict src)
+{
+  for (guint p = 0; p < RLX_INPUT_LEN; p++)
+    dst[p] = (float) src[p] / 255.0f;
+}
+
 void
 rlx_dataset_gather (const RlxDataset *self, RlxSplit split,
                     const guint32 *indices, guint n,
                     float *x, guint8 *labels)
 {
   const guint8 *images;
-  float lut[256];
 
   g_return_if_fail (self != NULL);
   g_return_if_fail (split == RLX_SPLIT_TRAIN || split == RLX_SPLIT_TEST);
   g_return_if_fail (indices != NULL || n == 0);
 
-  /* pixel / 255 exactly as PyTorch's .float().div(255) computes it */
-  for (guint v = 0; v < 256; v++)
-    lut[v] = (float) v / 255.0f;
   images = self->images[split];
   for (guint k = 0; k < n; k++)
     {
@@ -114,9 +123,16 @@ rlx_dataset_gather (const RlxDataset *self, RlxSplit split,
 
       g_return_if_fail (i < self->size[split]);
       src = images + (gsize) i * RLX_INPUT_LEN;
+      /* the samples are scattered over the split: ask for a later one's
+       * lines while this one converts */
+      if (k + 4 < n && indices[k + 4] < self->size[split])
+        {
+          const guint8 *next = images + (gsize) indices[k + 4] * RLX_INPUT_LEN;
+          for (guint b = 0; b < RLX_INPUT_LEN; b += 64)
+            __builtin_prefetch (next + b);
+        }
       if (x != NULL)
-        for (guint p = 0; p < RLX_INPUT_LEN; p++)
-          x[(gsize) k * RLX_INPUT_LEN + p] = lut[src[p]];
+        convert_image (x + (gsize) k * RLX_INPUT_LEN, src);
       if (labels != NULL)
         labels[k] = self->labels[split][i];
     }

@@ -159,6 +159,34 @@ test_valid (void)
   remove_dir (dir);
 }
 
+/* Every pixel value of every gathered sample (several, so the prefetch of
+ * later ones runs) is the byte / 255 as PyTorch computes it, bit for bit. */
+static void
+test_gather_bits (void)
+{
+  g_autoptr(GError) error = NULL;
+  char *dir = make_valid_dir ();
+  g_autoptr(RlxDataset) ds = rlx_dataset_open_fashion_mnist (dir, &error);
+  const guint32 idx[9] = { 4, 1, 0, 2, 3, 3, 4, 2, 0 };
+  g_autofree float *x = g_new (float, G_N_ELEMENTS (idx) * RLX_INPUT_LEN);
+  const guint8 *images;
+  float table[256];
+  guint8 labels[G_N_ELEMENTS (idx)];
+
+  g_assert_no_error (error);
+  for (guint v = 0; v < 256; v++)
+    table[v] = (float) v / 255.0f;
+  images = rlx_dataset_images (ds, RLX_SPLIT_TRAIN);
+  rlx_dataset_gather (ds, RLX_SPLIT_TRAIN, idx, G_N_ELEMENTS (idx), x, labels);
+  for (guint k = 0; k < G_N_ELEMENTS (idx); k++)
+    for (guint p = 0; p < RLX_INPUT_LEN; p++)
+      {
+        float want = table[images[(gsize) idx[k] * RLX_INPUT_LEN + p]];
+        g_assert_cmpmem (&x[(gsize) k * RLX_INPUT_LEN + p], 4, &want, 4);
+      }
+  remove_dir (dir);
+}
+
 static void
 test_missing (void)
 {
@@ -290,6 +318,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/vision/idx/valid", test_valid);
+  g_test_add_func ("/vision/idx/gather-bits", test_gather_bits);
   g_test_add_func ("/vision/idx/missing", test_missing);
   g_test_add_func ("/vision/idx/truncated", test_truncated);
   g_test_add_func ("/vision/idx/wrong-magic", test_wrong_magic);

@@ -142,7 +142,12 @@ rlx_coordinator_emit_step (RlxCoordinator *self, guint64 step, guint64 hash, dou
   rlx_coordinator_notify (self, PROP_STEP);
   rlx_coordinator_notify (self, PROP_LOSS);
   notify_bytes (self);
-  if (step % 16 == 0)
+  /* The roster's counters and speeds follow the steps at most four times a
+   * second (membership and state changes sync at once, elsewhere): a view
+   * bound to them redraws for each change, and at hundreds of steps a
+   * second a sync every few steps kept a window drawing ~30 frames a
+   * second for figures nobody can read that fast. */
+  if (g_get_monotonic_time () - self->roster_synced_at >= G_USEC_PER_SEC / 4)
     rlx_coordinator_roster_sync (self);
   maybe_evaluate (self, step);
 }
@@ -245,6 +250,7 @@ rlx_coordinator_roster_sync (RlxCoordinator *self)
   const char *leader = rlx_leadership_get_leader (self->lead);
   RlxRole r = role (self);
 
+  self->roster_synced_at = g_get_monotonic_time ();
   for (guint i = 0; i < ids->len; i++)
     {
       const char *id = g_ptr_array_index (ids, i);

@@ -192,6 +192,7 @@ struct _RlxCoordinator {
   RlxRound        *round;
   RlxCheckpointer *ckpt;
   RlxRoster       *roster;
+  gint64           roster_synced_at; /* monotonic µs of the last sync */
 
   /* the checkpoint found at start, for founding */
   RlxCheckpoint    resume;

@@ -417,6 +417,8 @@ on_snapshot_loaded (RlxReplica *replica, gboolean ok, gpointer user_data)
           rlx_coordinator_event_emit (self, o);
         }
     }
+  if (self->lineage_change)
+    self->term_base = applied (self);   /* the adopted lineage's term from here */
   self->lineage_change = FALSE;
   g_clear_pointer (&self->merge_rule, g_free);
   rlx_coordinator_send_ack (self);

@@ -29,7 +29,10 @@ rlx_coordinator_transition (RlxCoordinator *self, RlxRole to, const char *leader
   if (from == RLX_ROLE_STOPPED)
     return;
   changed = rlx_leadership_set (self->lead, to, leader, term);
-  if (changed & 4)
+  /* A new term starts a new base — except the other side's term during a
+   * merge: the steps since our own term began are what the merge
+   * discards, so the base stays until the snapshot is adopted. */
+  if ((changed & 4) && !self->lineage_change)
     self->term_base = applied (self);
 
   /* Leaving the lead: the round in flight and the commits not reported are

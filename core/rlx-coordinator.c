@@ -457,8 +457,14 @@ rlx_coordinator_dispose (GObject *object)
   g_clear_handle_id (&self->found_id, g_source_remove);
   g_clear_handle_id (&self->join_id, g_source_remove);
   g_clear_handle_id (&self->leave_id, g_source_remove);
-  /* No worker callback after this. */
-  g_clear_pointer (&self->worker, rlx_worker_free);
+  /* No worker callback after this. The pointer stays set until the worker
+   * thread has been joined: the operation it may be running reads
+   * self->worker (g_clear_pointer would clear it first). */
+  if (self->worker)
+    {
+      rlx_worker_free (self->worker);
+      self->worker = NULL;
+    }
   if (self->peers)
     g_signal_handlers_disconnect_by_data (self->peers, self);
   if (self->round)

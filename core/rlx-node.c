@@ -683,6 +683,24 @@ on_coordinator_finished (RlxCoordinator *coord, gboolean success, const char *me
 }
 
 /* Tear down whatever exists, report ::finished, complete pending leaves. */
+/* Stop the remote side and the local bus and let go of the coordinator,
+ * with none of their signals reaching this node any more. */
+static void
+drop_links (RlxNode *self)
+{
+  if (self->remote)
+    rlx_node_remote_stop (self->remote);
+  if (self->bus)
+    {
+      g_signal_handlers_disconnect_by_data (self->bus, self);
+      rlx_local_bus_stop (self->bus);
+      g_clear_object (&self->bus);
+    }
+  if (self->coord)
+    g_signal_handlers_disconnect_by_data (self->coord, self);
+  g_clear_object (&self->coord);
+}
+
 static void
 node_stop (RlxNode *self)
 {
@@ -693,19 +711,7 @@ node_stop (RlxNode *self)
     return;
   g_cancellable_cancel (self->cancellable);
   self->evaluating = FALSE;
-  if (self->remote)
-    rlx_node_remote_stop (self->remote);
-  if (self->bus)
-    {
-      g_signal_handlers_disconnect_by_data (self->bus, self);
-      rlx_local_bus_stop (self->bus);
-      g_clear_object (&self->bus);
-    }
-  if (self->coord)
-    {
-      g_signal_handlers_disconnect_by_data (self->coord, self);
-      g_clear_object (&self->coord);
-    }
+  drop_links (self);
   g_clear_pointer (&self->test_data, rlx_dataset_unref);
   set_state (self, STATE_STOPPED);
   if (had_coord)
@@ -836,17 +842,7 @@ rlx_node_dispose (GObject *object)
   RlxNode *self = RLX_NODE (object);
 
   /* Dropped while running (the process is going away): close links now. */
-  if (self->remote)
-    rlx_node_remote_stop (self->remote);
-  if (self->bus)
-    {
-      g_signal_handlers_disconnect_by_data (self->bus, self);
-      rlx_local_bus_stop (self->bus);
-      g_clear_object (&self->bus);
-    }
-  if (self->coord)
-    g_signal_handlers_disconnect_by_data (self->coord, self);
-  g_clear_object (&self->coord);
+  drop_links (self);
   g_cancellable_cancel (self->cancellable);
   G_OBJECT_CLASS (rlx_node_parent_class)->dispose (object);
 }

@@ -97,6 +97,13 @@ struct _RlxRemoteLink
   int           ice_state;      /* NiceComponentState */
   guint64       rtt_us;
 
+  /* The agent's stream: the I/O thread removes it when it ends, while the
+   * main thread may still be handed the peer's late candidates. A call into
+   * the agent about the stream runs under stream_lock and only while
+   * stream_removed is FALSE (see stream_enter). */
+  GMutex        stream_lock;
+  gboolean      stream_removed;
+
   /* main thread only */
   gboolean      started;
   gboolean      ready;
@@ -735,7 +742,12 @@ io_thread (gpointer data)
   rlx_link_mailbox_io_done (self->mb);
   for (guint l = 0; l < RLX_LINK_N_LANES; l++)
     g_queue_clear_full (&self->waiting[l], (GDestroyNotify) g_bytes_unref);
-  /* Stop the agent's timers and sockets here, on the thread that runs them. */
+  /* Stop the agent's timers and sockets here, on the thread that runs them.
+   * No main-thread call about the stream is in progress or starts after
+   * this: libnice warns about a stream it no longer knows. */
+  g_mutex_lock (&self->stream_lock);
+  self->stream_removed = TRUE;
+  g_mutex_unlock (&self->stream_lock);
   nice_agent_attach_recv (self->agent, self->stream_id, 1, self->io_ctx, NULL, NULL);
   nice_agent_remove_stream (self->agent, self->stream_id);
   while (g_main_context_iteration (self->io_ctx, FALSE))
@@ -956,6 +968,7 @@ rlx_remote_link_finalize (GObject *object)
   g_free (self->pin);
   g_free (self->path);
   g_mutex_clear (&self->lock);
+  g_mutex_clear (&self->stream_lock);
   G_OBJECT_CLASS (rlx_remote_link_parent_class)->finalize (object);
 }
 
@@ -988,6 +1001,7 @@ static void
 rlx_remote_link_init (RlxRemoteLink *self)
 {
   g_mutex_init (&self->lock);
+  g_mutex_init (&self->stream_lock);
   for (guint l = 0; l < RLX_LINK_N_LANES; l++)
     g_queue_init (&self->waiting[l]);
   g_signal_connect (self, "closed", G_CALLBACK (on_closed), NULL);
@@ -1092,15 +1106,42 @@ rlx_remote_link_new (const RlxRemoteLinkConfig *config, GError **error)
   return g_steal_pointer (&self);
 }
 
+/* Main thread, around a call into the agent about the stream: FALSE (and
+ * nothing held) once the I/O thread has removed the stream, so that what
+ * the peer sends after the link ended (a late trickled candidate) is
+ * dropped instead of reaching libnice. Never held across anything but the
+ * one libnice call; the handlers libnice emits from inside it take only
+ * self->lock. */
+static gboolean
+stream_enter (RlxRemoteLink *self)
+{
+  g_mutex_lock (&self->stream_lock);
+  if (!self->stream_removed)
+    return TRUE;
+  g_mutex_unlock (&self->stream_lock);
+  return FALSE;
+}
+
+static void
+stream_leave (RlxRemoteLink *self)
+{
+  g_mutex_unlock (&self->stream_lock);
+}
+
 void
 rlx_remote_link_get_local_credentials (RlxRemoteLink *self, char **ufrag, char **pwd)
 {
   g_return_if_fail (RLX_IS_REMOTE_LINK (self));
+  *ufrag = NULL;
+  *pwd = NULL;
+  if (!stream_enter (self))
+    return;
   if (!nice_agent_get_local_credentials (self->agent, self->stream_id, ufrag, pwd))
     {
       *ufrag = NULL;
       *pwd = NULL;
     }
+  stream_leave (self);
 }
 
 static gboolean
@@ -1123,6 +1164,8 @@ gboolean
 rlx_remote_link_set_remote_credentials (RlxRemoteLink *self, const char *ufrag,
                                         const char *pwd, GError **error)
 {
+  gboolean ok;
+
   g_return_val_if_fail (RLX_IS_REMOTE_LINK (self), FALSE);
 
   if (!ice_chars_ok (ufrag, 4, 256) || !ice_chars_ok (pwd, 22, 256))
@@ -1137,7 +1180,11 @@ rlx_remote_link_set_remote_credentials (RlxRemoteLink *self, const char *ufrag,
                    "%s sent its ICE credentials twice", self->peer_id);
       return FALSE;
     }
-  if (!nice_agent_set_remote_credentials (self->agent, self->stream_id, ufrag, pwd))
+  if (!stream_enter (self))
+    return TRUE;    /* the link has ended: nothing left to set */
+  ok = nice_agent_set_remote_credentials (self->agent, self->stream_id, ufrag, pwd);
+  stream_leave (self);
+  if (!ok)
     {
       g_set_error (error, RLX_REMOTE_ERROR, RLX_REMOTE_ERROR_PROTOCOL,
                    "libnice refused %s's ICE credentials", self->peer_id);
@@ -1167,9 +1214,15 @@ rlx_remote_link_add_remote_candidate (RlxRemoteLink *self, const char *candidate
     }
   line = g_str_has_prefix (candidate, "a=") ? g_strdup (candidate)
                                             : g_strconcat ("a=", candidate, NULL);
+  if (!stream_enter (self))
+    {
+      g_debug ("link to %s: a candidate after the link ended, dropped", self->peer_id);
+      return TRUE;
+    }
   c = nice_agent_parse_remote_candidate_sdp (self->agent, self->stream_id, line);
   if (c == NULL || c->component_id != 1)
     {
+      stream_leave (self);
       if (c)
         nice_candidate_free (c);
       g_set_error (error, RLX_REMOTE_ERROR, RLX_REMOTE_ERROR_PROTOCOL,
@@ -1178,6 +1231,7 @@ rlx_remote_link_add_remote_candidate (RlxRemoteLink *self, const char *candidate
     }
   list = g_slist_append (NULL, c);
   added = nice_agent_set_remote_candidates (self->agent, self->stream_id, 1, list);
+  stream_leave (self);
   g_slist_free_full (list, (GDestroyNotify) nice_candidate_free);
   if (added < 0)
     {
@@ -1193,12 +1247,17 @@ void
 rlx_remote_link_remote_gathering_done (RlxRemoteLink *self)
 {
   g_return_if_fail (RLX_IS_REMOTE_LINK (self));
+  if (!stream_enter (self))
+    return;
   nice_agent_peer_candidate_gathering_done (self->agent, self->stream_id);
+  stream_leave (self);
 }
 
 void
 rlx_remote_link_start (RlxRemoteLink *self)
 {
+  gboolean gathered;
+
   g_return_if_fail (RLX_IS_REMOTE_LINK (self));
   if (self->started || rlx_link_is_closed (RLX_LINK (self)))
     return;
@@ -1206,7 +1265,11 @@ rlx_remote_link_start (RlxRemoteLink *self)
   self->connect_timeout = g_timeout_source_new (self->connect_timeout_ms);
   g_source_set_callback (self->connect_timeout, on_connect_timeout, self, NULL);
   g_source_attach (self->connect_timeout, self->main_ctx);
-  if (!nice_agent_gather_candidates (self->agent, self->stream_id))
+  if (!stream_enter (self))
+    return;
+  gathered = nice_agent_gather_candidates (self->agent, self->stream_id);
+  stream_leave (self);
+  if (!gathered)
     fail_main (self, g_error_new (RLX_REMOTE_ERROR, RLX_REMOTE_ERROR_ICE_FAILED,
                                   "libnice could not gather any local candidate (no network "
                                   "interface up?)"));
@@ -1260,6 +1323,13 @@ rlx_remote_link_dup_local_addresses (RlxRemoteLink *self)
   out = g_strv_builder_end (b);
   g_strv_builder_unref (b);
   return out;
+}
+
+gboolean
+rlx_remote_link_is_finished (RlxRemoteLink *self)
+{
+  g_return_val_if_fail (RLX_IS_REMOTE_LINK (self), FALSE);
+  return self->thread == NULL;
 }
 
 gboolean

@@ -111,5 +111,9 @@ guint64  rlx_remote_link_get_rtt_us (RlxRemoteLink *self);
  * traffic or a stranger's datagram showed up on that socket. */
 gboolean rlx_remote_link_reads_directly (RlxRemoteLink *self);
 const char *rlx_remote_link_get_peer_id (RlxRemoteLink *self);
+/* Whether the link's I/O thread has ended and been joined: some time after
+ * ::closed, once the ICE stream is gone and every socket is closed. What the
+ * peer still sends through signalling (a late candidate) is dropped then. */
+gboolean rlx_remote_link_is_finished (RlxRemoteLink *self);
 
 G_END_DECLS

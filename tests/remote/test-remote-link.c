@@ -417,6 +417,45 @@ test_silent_peer_times_out (void)
 }
 
 static gboolean
+a_finished (Pair *p)
+{
+  return rlx_remote_link_is_finished (p->a.link);
+}
+
+/* What the peer sends through signalling after a link ended — a trickled
+ * candidate that crossed the close, its ICE credentials, the end of its
+ * gathering — is dropped. It used to reach libnice after the I/O thread had
+ * removed the stream: "Could not find component 1 in stream 1", a warning
+ * that g_test makes fatal (a 1-in-25 flake of test-remote-node). */
+static void
+test_late_signalling_after_end (void)
+{
+  Pair p;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *ufrag = NULL, *pwd = NULL;
+  const char *cand;
+
+  pair_setup (&p, NULL, 20000, TRUE);
+  run_until (&p, both_ready, 20000, "both links ready");
+  g_assert_null (p.a.closed);
+  g_assert_cmpuint (p.b.my_candidates->len, >, 0);
+  cand = g_ptr_array_index (p.b.my_candidates, 0);
+
+  rlx_link_close (RLX_LINK (p.a.link));
+  g_assert_nonnull (p.a.closed);
+  run_until (&p, a_finished, 20000, "a's I/O thread to end");
+
+  g_assert_true (rlx_remote_link_add_remote_candidate (p.a.link, cand, &error));
+  g_assert_no_error (error);
+  rlx_remote_link_remote_gathering_done (p.a.link);
+  rlx_remote_link_get_local_credentials (p.a.link, &ufrag, &pwd);
+  g_assert_null (ufrag);
+  g_assert_null (pwd);
+  rlx_remote_link_start (p.a.link);
+  pair_teardown (&p);
+}
+
+static gboolean
 b_reads_directly (Pair *p)
 {
   return rlx_remote_link_reads_directly (p->b.link) || p->b.closed != NULL;
@@ -522,5 +561,6 @@ main (int argc, char **argv)
   g_test_add_func ("/remote/link/pin-mismatch", test_pin_mismatch);
   g_test_add_func ("/remote/link/silent-peer-times-out", test_silent_peer_times_out);
   g_test_add_func ("/remote/link/garbage-to-ports", test_garbage_to_ports);
+  g_test_add_func ("/remote/link/late-signalling-after-end", test_late_signalling_after_end);
   return g_test_run ();
 }

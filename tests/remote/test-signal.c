@@ -491,6 +491,8 @@ typedef struct {
   gboolean endless;     /* after the upgrade, send continuation frames forever */
   gboolean binary;      /* after the upgrade, send a binary frame */
   guint    repeat;      /* send the text message this many times */
+  gboolean mute;        /* never answer the server's close frame, like a dead
+                         * peer: the server gives up on us after its wait */
   char    *reply;       /* what came back (HTTP part or close reason) */
   gsize    reply_len;
   gboolean closed_by_server;
@@ -504,6 +506,37 @@ raw_write (GOutputStream *out, const void *data, gsize len, Raw *r)
   gboolean ok = g_output_stream_write_all (out, data, len, &written, NULL, NULL);
   r->sent_bytes += written;
   return ok;
+}
+
+/* Whether @buf (what the server sent after the upgrade) holds a whole close
+ * frame. Server frames are not masked. */
+static gboolean
+has_close_frame (const guint8 *buf, gsize len)
+{
+  gsize at = 0;
+
+  while (at + 2 <= len)
+    {
+      guint8 opcode = buf[at] & 0x0f;
+      guint64 n = buf[at + 1] & 0x7f;
+      gsize head = 2;
+
+      if (n == 126)
+        {
+          if (at + 4 > len)
+            return FALSE;
+          n = ((guint64) buf[at + 2] << 8) | buf[at + 3];
+          head = 4;
+        }
+      else if (n == 127)
+        return FALSE;    /* the server sends nothing that large here */
+      if (at + head + n > len)
+        return FALSE;
+      if (opcode == 0x8)
+        return TRUE;
+      at += head + n;
+    }
+  return FALSE;
 }
 
 /* A masked client frame. */
@@ -588,11 +621,23 @@ raw_thread (gpointer data)
     }
   else if (r->send)
     raw_write (out, g_bytes_get_data (r->send, NULL), g_bytes_get_size (r->send), r);
-  /* Read until the server closes (it must: every case here ends that way). */
+  /* Read until the server closes (it must: every case here ends that way).
+   * A live client answers the server's close frame, and the server closes
+   * at once; a mute one makes it wait (libsoup: 5 s) and close anyway. */
   g_string_truncate (got, 0);
+  gboolean answered = FALSE;
   while ((n = g_input_stream_read (in, buf, sizeof buf, NULL, NULL)) > 0)
-    if (got->len < 65536)
-      g_string_append_len (got, buf, n);
+    {
+      if (got->len < 65536)
+        g_string_append_len (got, buf, n);
+      if (r->upgrade && !r->mute && !answered &&
+          has_close_frame ((const guint8 *) got->str, got->len))
+        {
+          g_autoptr(GBytes) f = ws_frame (0x8, TRUE, "\x03\xe8", 2);
+          answered = TRUE;
+          raw_write (out, g_bytes_get_data (f, NULL), g_bytes_get_size (f), r);
+        }
+    }
   r->closed_by_server = TRUE;
   r->reply_len = got->len;
   r->reply = g_memdup2 (got->str, got->len + 1);
@@ -706,7 +751,7 @@ test_join_deadline_and_pings (void)
   g_autoptr(RlxSignalServer) server = start_server (&lim, 0);
   guint16 port = rlx_signal_server_get_port (server);
   Raw never_joins = { .port = port, .upgrade = TRUE };
-  Raw never_pongs = { .port = port, .upgrade = TRUE };
+  Raw never_pongs = { .port = port, .upgrade = TRUE, .mute = TRUE };
   Peer good;
 
   /* A well-behaved client answers pings and stays. */

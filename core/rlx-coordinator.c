@@ -31,6 +31,7 @@
  * every member has acknowledged it.
  */
 #include "rlx-config.h"
+#include "core/rlx-sources.h"
 #include "rlx-coordinator-private.h"
 
 #include <math.h>
@@ -384,8 +385,8 @@ rlx_coordinator_finish (RlxCoordinator *self, gboolean success, const char *mess
   self->finished = TRUE;
   self->finish_success = success;
   self->finish_message = g_strdup (message);
-  g_clear_handle_id (&self->found_id, g_source_remove);
-  g_clear_handle_id (&self->join_id, g_source_remove);
+  g_clear_handle_id (&self->found_id, rlx_source_remove);
+  g_clear_handle_id (&self->join_id, rlx_source_remove);
   rlx_coordinator_round_abandon (self);
   rlx_coordinator_drop_assignments (self);
   /* The parameters as they end, for rlx_coordinator_get_params (read after
@@ -445,7 +446,7 @@ rlx_coordinator_leave (RlxCoordinator *self, const char *reason, GCallback callb
   self->leave_deadline = g_get_monotonic_time () +
                          (rlx_checkpointer_busy (self->ckpt) || self->finish_reading ? 10000000 : 1000000);
   if (self->leave_id == 0)
-    self->leave_id = g_timeout_add (5, on_leave_poll, self);
+    self->leave_id = rlx_timeout_add (5, on_leave_poll, self);
 }
 
 static void
@@ -454,9 +455,9 @@ rlx_coordinator_dispose (GObject *object)
   RlxCoordinator *self = RLX_COORDINATOR (object);
 
   g_cancellable_cancel (self->cancellable);
-  g_clear_handle_id (&self->found_id, g_source_remove);
-  g_clear_handle_id (&self->join_id, g_source_remove);
-  g_clear_handle_id (&self->leave_id, g_source_remove);
+  g_clear_handle_id (&self->found_id, rlx_source_remove);
+  g_clear_handle_id (&self->join_id, rlx_source_remove);
+  g_clear_handle_id (&self->leave_id, rlx_source_remove);
   /* No worker callback after this. The pointer stays set until the worker
    * thread has been joined: the operation it may be running reads
    * self->worker (g_clear_pointer would clear it first). */

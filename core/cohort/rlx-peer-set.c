@@ -1,5 +1,6 @@
 /* rlx-peer-set.c — links, hello, liveness and heartbeats (see rlx-peer-set.h) */
 #include "rlx-config.h"
+#include "core/rlx-sources.h"
 #include "rlx-peer-set.h"
 
 #include <string.h>
@@ -60,7 +61,7 @@ rlx_peer_set_dispose (GObject *object)
 {
   RlxPeerSet *self = RLX_PEER_SET (object);
 
-  g_clear_handle_id (&self->heartbeat_id, g_source_remove);
+  g_clear_handle_id (&self->heartbeat_id, rlx_source_remove);
   if (self->peers)
     g_ptr_array_set_size (self->peers, 0);
   G_OBJECT_CLASS (rlx_peer_set_parent_class)->dispose (object);
@@ -599,7 +600,7 @@ rlx_peer_set_start (RlxPeerSet *self)
 {
   g_return_if_fail (RLX_IS_PEER_SET (self));
   if (self->heartbeat_id == 0)
-    self->heartbeat_id = g_timeout_add (HEARTBEAT_MS, on_heartbeat, self);
+    self->heartbeat_id = rlx_timeout_add (HEARTBEAT_MS, on_heartbeat, self);
   self->last_tick = g_get_monotonic_time ();
 }
 
@@ -607,5 +608,5 @@ void
 rlx_peer_set_stop (RlxPeerSet *self)
 {
   g_return_if_fail (RLX_IS_PEER_SET (self));
-  g_clear_handle_id (&self->heartbeat_id, g_source_remove);
+  g_clear_handle_id (&self->heartbeat_id, rlx_source_remove);
 }

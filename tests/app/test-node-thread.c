@@ -657,6 +657,11 @@ count_seen (Other *o, RlxPrecision p, gint64 min_step)
 
 typedef struct { Other *o; RlxPrecision p; gint64 min_step; guint count; } SeenWait;
 
+/* Frames about a step can be encoded before the step is reported (a
+ * member's next gradient, the leader's next finish and one chained behind
+ * it): they keep the precision they were queued with. */
+#define PIPELINE_STEPS 4
+
 static gboolean
 seen_enough (gpointer data)
 {
@@ -704,9 +709,20 @@ test_precision (void)
   g_assert_true (app_test_wait (row_precision_is, &pw, TIMEOUT_MS));
   switch_step = (gint64) rlx_node_thread_get_step (f.node);
 
-  sw = (SeenWait) { &o, RLX_PRECISION_F8E4M3, switch_step + 2, 3 };
+  sw = (SeenWait) { &o, RLX_PRECISION_F8E4M3, switch_step + PIPELINE_STEPS, 3 };
   g_assert_true (app_test_wait (seen_enough, &sw, TIMEOUT_MS));
-  g_assert_cmpuint (count_seen (&o, RLX_PRECISION_F32, switch_step + 2), ==, 0);
+  g_assert_cmpuint (count_seen (&o, RLX_PRECISION_F32, switch_step + PIPELINE_STEPS), ==, 0);
+  /* frames arrive in the order they were encoded: after the first f8e4m3
+   * one, no f32 one */
+  {
+    guint first = o.seen->len;
+    for (guint i = 0; i < o.seen->len && first == o.seen->len; i++)
+      if (g_array_index (o.seen, Seen, i).precision == RLX_PRECISION_F8E4M3)
+        first = i;
+    g_assert_cmpuint (first, <, o.seen->len);
+    for (guint i = first; i < o.seen->len; i++)
+      g_assert_cmpint (g_array_index (o.seen, Seen, i).precision, ==, RLX_PRECISION_F8E4M3);
+  }
   g_assert_cmpuint (o.bad_frames, ==, 0);
   /* the counters the node thread keeps: both ways, and f8 costs less than f32 */
   rlx_node_thread_get_bytes (f.node, &tx, &rx, &f32);

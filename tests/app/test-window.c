@@ -116,6 +116,31 @@ count_seen (Fixture *f, RlxPrecision p, gint64 min_step)
   return n;
 }
 
+/* Frames about a step can be encoded before the step is reported: a member
+ * computes the next gradient with the update it applies, and the leader
+ * queues the next round's finish (and a finish chained behind it) ahead.
+ * Those keep the precision they were queued with; anything encoded after a
+ * change has the new one. */
+#define PIPELINE_STEPS 4
+
+/* The window's node switched from @from to @to around @switch_step, as
+ * the watcher saw it: frames arrive in the order they were encoded, so
+ * after the first frame at @to none at @from may follow; and none at @from
+ * is about a step begun past what was already queued at the change. */
+static void
+assert_switched (Fixture *f, RlxPrecision from, RlxPrecision to, gint64 switch_step)
+{
+  guint first = f->seen->len;
+
+  for (guint i = 0; i < f->seen->len && first == f->seen->len; i++)
+    if (g_array_index (f->seen, Seen, i).precision == to)
+      first = i;
+  g_assert_cmpuint (first, <, f->seen->len);
+  for (guint i = first; i < f->seen->len; i++)
+    g_assert_cmpint (g_array_index (f->seen, Seen, i).precision, !=, from);
+  g_assert_cmpuint (count_seen (f, from, switch_step + PIPELINE_STEPS), ==, 0);
+}
+
 /* The precision the window node's own roster row shows (mirrored from its
  * thread), or NULL. */
 static const char *
@@ -206,9 +231,9 @@ test_dropdown_changes_wire (void)
   }
 
   /* frames about steps begun after the change: f8e4m3, all of them */
-  w = (SeenWait) { &f, RLX_PRECISION_F8E4M3, switch_step + 2, 3 };
+  w = (SeenWait) { &f, RLX_PRECISION_F8E4M3, switch_step + PIPELINE_STEPS, 3 };
   g_assert_true (app_test_wait (seen_enough, &w, TIMEOUT_MS));
-  g_assert_cmpuint (count_seen (&f, RLX_PRECISION_F32, switch_step + 2), ==, 0);
+  assert_switched (&f, RLX_PRECISION_F32, RLX_PRECISION_F8E4M3, switch_step);
   g_assert_cmpuint (f.bad_frames, ==, 0);
 
   /* and the window's own roster row still says so */
@@ -219,9 +244,9 @@ test_dropdown_changes_wire (void)
   row = (RowWait) { node, "f16" };
   g_assert_true (app_test_wait (self_row_says, &row, TIMEOUT_MS));
   switch_step = (gint64) rlx_node_thread_get_step (node);
-  w = (SeenWait) { &f, RLX_PRECISION_F16, switch_step + 2, 2 };
+  w = (SeenWait) { &f, RLX_PRECISION_F16, switch_step + PIPELINE_STEPS, 2 };
   g_assert_true (app_test_wait (seen_enough, &w, TIMEOUT_MS));
-  g_assert_cmpuint (count_seen (&f, RLX_PRECISION_F8E4M3, switch_step + 2), ==, 0);
+  assert_switched (&f, RLX_PRECISION_F8E4M3, RLX_PRECISION_F16, switch_step);
 
   rlx_window_leave (f.window);
   g_assert_true (app_test_wait (window_idle, &f, TIMEOUT_MS));

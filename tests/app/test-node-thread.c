@@ -11,6 +11,7 @@
 #include "core/wire/rlx-wire.h"
 
 #include <glib/gstdio.h>
+#include <unistd.h>
 
 #define TIMEOUT_MS 60000
 /* the owner is woken at most this often (rlx-node-thread.c) */
@@ -23,6 +24,7 @@ static GThread *main_thread;
 typedef struct {
   GMutex     lock;
   GThread   *thread;        /* the one thread node-side handlers ran on */
+  pid_t      tid;           /* its kernel thread id (from the hook) */
   guint      on_main;       /* node-side handler calls on the main thread */
   guint      off_thread;    /* … on a thread other than the first one seen */
   guint      no_context;    /* … without a thread-default context of its own */
@@ -91,6 +93,9 @@ node_hook (RlxNode *node, gpointer data)
   NodeSide *ns = data;
 
   node_side_saw (ns);
+  g_mutex_lock (&ns->lock);
+  ns->tid = gettid ();
+  g_mutex_unlock (&ns->lock);
   g_signal_connect (node, "event", G_CALLBACK (on_node_side_event), ns);
   g_signal_connect (node, "link-added", G_CALLBACK (on_node_side_link), ns);
   g_signal_connect (node, "notify::state", G_CALLBACK (on_node_side_coordinator), ns);
@@ -305,24 +310,31 @@ wait_event (Fixture *f, const char *name, const char *key, gint64 min)
   return g_ptr_array_index (f->events, find_event (f, name, key, min));
 }
 
-/* Threads of this process named "rlx-node" (the node thread's name). */
-static guint
-count_node_threads (void)
+/* The node thread (as its hook saw it) is a live thread of this process. */
+static gboolean
+node_thread_alive (Fixture *f)
 {
-  g_autoptr(GDir) dir = g_dir_open ("/proc/self/task", 0, NULL);
-  const char *tid;
-  guint n = 0;
+  g_autofree char *path = NULL;
+  g_autofree char *stat = NULL;
+  const char *state;
+  pid_t tid;
 
-  g_assert_nonnull (dir);
-  while ((tid = g_dir_read_name (dir)))
-    {
-      g_autofree char *path = g_strdup_printf ("/proc/self/task/%s/comm", tid);
-      g_autofree char *comm = NULL;
+  g_mutex_lock (&f->ns.lock);
+  tid = f->ns.tid;
+  g_mutex_unlock (&f->ns.lock);
+  g_assert_cmpint (tid, >, 0);
+  path = g_strdup_printf ("/proc/self/task/%d/stat", (int) tid);
+  if (!g_file_get_contents (path, &stat, NULL, NULL))
+    return FALSE;
+  /* "TID (comm) S …": an exiting task lingers a moment as Z or X */
+  state = strrchr (stat, ')');
+  return state && state[1] == ' ' && state[2] != 'Z' && state[2] != 'X';
+}
 
-      if (g_file_get_contents (path, &comm, NULL, NULL) && g_str_equal (g_strstrip (comm), "rlx-node"))
-        n++;
-    }
-  return n;
+static gboolean
+node_thread_gone (gpointer data)
+{
+  return !node_thread_alive (data);
 }
 
 /* Every node-side callback ran on one thread, not the main one, with a
@@ -373,7 +385,7 @@ test_config (void)
   g_assert_cmpstr (rlx_node_thread_get_state (node), ==, "idle");
   g_assert_null (rlx_node_thread_dup_invite (node));
   g_assert_cmpuint (g_list_model_get_n_items (rlx_node_thread_get_roster (node)), ==, 0);
-  g_assert_cmpuint (count_node_threads (), ==, 0);   /* nothing starts before start */
+  g_assert_cmpfloat (rlx_node_thread_get_cpu_seconds (node), ==, 0);   /* no thread yet */
 }
 
 /* A node that trains N steps by itself: the protocol runs on the node
@@ -395,7 +407,7 @@ test_steps_in_order (void)
   fixture_init (&f, &cfg);
   t0 = g_get_monotonic_time ();
   start (&f);
-  g_assert_cmpuint (count_node_threads (), ==, 1);
+  g_assert_true (node_thread_alive (&f));
   joined = wait_event (&f, "joined", NULL, 0);
   g_assert_cmpstr (json_object_get_string_member (joined, "node"), ==,
                    rlx_node_thread_get_node_id (f.node));
@@ -433,8 +445,9 @@ test_steps_in_order (void)
   g_assert_cmpstr (g_ptr_array_index (f.states, f.states->len - 1), ==, "stopped");
   assert_threads (&f);
 
-  /* the thread is gone; its figures stay */
-  g_assert_cmpuint (count_node_threads (), ==, 0);
+  /* the thread was joined (the kernel may take a moment to forget it); its
+   * figures stay */
+  g_assert_true (app_test_wait (node_thread_gone, &f, TIMEOUT_MS));
   g_assert_cmpfloat (rlx_node_thread_get_cpu_seconds (f.node), >, 0);
   /* leaving a stopped node completes at once */
   leave (&f);
@@ -634,7 +647,7 @@ test_roster_follows (void)
 
   leave (&f);
   assert_threads (&f);
-  g_assert_cmpuint (count_node_threads (), ==, 0);
+  g_assert_true (app_test_wait (node_thread_gone, &f, TIMEOUT_MS));
   g_signal_handlers_disconnect_by_data (roster, &changes);
   g_signal_handlers_disconnect_by_data (mine, &notifies);
   other_clear (&o);
@@ -755,7 +768,7 @@ test_leave_while_starting (void)
   g_assert_true (app_test_wait (left, &f, TIMEOUT_MS));
   g_assert_true (f.start_done);   /* the start's answer came first */
   g_assert_cmpstr (rlx_node_thread_get_state (f.node), ==, "stopped");
-  g_assert_cmpuint (count_node_threads (), ==, 0);
+  g_assert_true (app_test_wait (node_thread_gone, &f, TIMEOUT_MS));
   assert_threads (&f);
   fixture_clear (&f);
 }
@@ -775,10 +788,10 @@ test_dispose_while_training (void)
   start (&f);
   other_start (&o, cohort, rlx_node_thread_get_node_id (f.node));
   wait_event (&f, "step", "members", 2);
-  g_assert_cmpuint (count_node_threads (), ==, 1);
+  g_assert_true (node_thread_alive (&f));
 
   g_clear_object (&f.node);   /* joins the thread */
-  g_assert_cmpuint (count_node_threads (), ==, 0);
+  g_assert_true (app_test_wait (node_thread_gone, &f, TIMEOUT_MS));
   n_events = f.events->len;
   /* a flush already on its way (at most one interval off) finds no owner */
   app_test_spin (FLUSH_INTERVAL_MS * 4);

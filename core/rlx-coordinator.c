@@ -196,9 +196,41 @@ out:
   BUSY_END;
 }
 
+/* Two groups of one cohort that cannot merge (one refused the other's
+ * hello): whether ours is the one that gives way, by the merge rule with
+ * the numbers the two hellos carried, as both sides judge. Only a group
+ * led by the refused peer counts; our hello said members 0 unless we led
+ * when we sent it. */
+static gboolean
+refusal_yields (RlxCoordinator *self, RlxPeer *p, const RlxMsg *hello)
+{
+  RlxGroupInfo mine = { self->node_id, 0, 0 };
+  RlxGroupInfo theirs;
+  guint64 *sent_step;
+
+  if (p == NULL || p->link == NULL)
+    return FALSE;
+  if (hello != NULL)
+    {
+      if (hello->u.hello.role != RLX_ROLE_LEADER || hello->node == NULL)
+        return FALSE;
+      theirs = (RlxGroupInfo) { hello->node, hello->u.hello.members, hello->u.hello.step };
+    }
+  else
+    {
+      if (!p->ready || p->role != RLX_ROLE_LEADER || p->id == NULL)
+        return FALSE;
+      theirs = (RlxGroupInfo) { p->id, p->members, p->step };
+    }
+  mine.members = GPOINTER_TO_UINT (g_object_get_data (G_OBJECT (p->link), "rlx-sent-members"));
+  sent_step = g_object_get_data (G_OBJECT (p->link), "rlx-sent-step");
+  mine.step = sent_step ? *sent_step : 0;
+  return rlx_leadership_merge_compare (&mine, &theirs) < 0;
+}
+
 static void
 on_refused (RlxPeerSet *set, const char *node, const char *reason, const char *by, RlxMsg *hello,
-            gpointer user_data)
+            RlxPeer *peer, gpointer user_data)
 {
   RlxCoordinator *self = user_data;
   JsonObject *o = event_new ("refused");
@@ -227,6 +259,18 @@ on_refused (RlxPeerSet *set, const char *node, const char *reason, const char *b
               = g_strdup_printf ("cannot join cohort %s: %s", self->cohort, reason);
           rlx_coordinator_finish (self, FALSE, msg);
         }
+    }
+  else if (role (self) == RLX_ROLE_LEADER && refusal_yields (self, peer, hello))
+    {
+      /* We founded a group of our own (say the discovery window passed
+       * before the cohort's hello came) and met the cohort proper, which
+       * cannot take us: the group the merge rule would keep goes on, ours
+       * ends, as a joiner refused would. */
+      g_autofree char *msg
+          = g_strdup_printf ("cannot join cohort %s: %s (its group led by %s is kept over this "
+                             "node's)", self->cohort, reason,
+                             hello ? hello->node : peer->id);
+      rlx_coordinator_finish (self, FALSE, msg);
     }
 }
 

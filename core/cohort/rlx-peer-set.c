@@ -96,8 +96,8 @@ rlx_peer_set_class_init (RlxPeerSetClass *klass)
   signals[SIG_PEER_LOST] = g_signal_new ("peer-lost", t, G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                                          G_TYPE_NONE, 2, G_TYPE_POINTER, G_TYPE_STRING);
   signals[SIG_REFUSED] = g_signal_new ("refused", t, G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
-                                       G_TYPE_NONE, 4, G_TYPE_STRING, G_TYPE_STRING,
-                                       G_TYPE_STRING, G_TYPE_POINTER);
+                                       G_TYPE_NONE, 5, G_TYPE_STRING, G_TYPE_STRING,
+                                       G_TYPE_STRING, G_TYPE_POINTER, G_TYPE_POINTER);
   signals[SIG_DROPPED] = g_signal_new ("dropped", t, G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                                        G_TYPE_NONE, 4, G_TYPE_POINTER, G_TYPE_STRING,
                                        G_TYPE_UINT64, G_TYPE_STRING);
@@ -315,7 +315,7 @@ refuse (RlxPeerSet *self, RlxPeer *p, const char *reason, RlxMsg *hello)
   rlx_msg_clear (&m);
   p->refused = TRUE;
   g_signal_emit (self, signals[SIG_REFUSED], 0, hello && hello->node ? hello->node : "?",
-                 reason, self->node_id, hello);
+                 reason, self->node_id, hello, p);
 }
 
 static char *
@@ -437,7 +437,7 @@ on_frame (RlxLink *link, GBytes *frame, gpointer user_data)
   else if (m.kind == RLX_MSG_REFUSE)
     {
       p->refused = TRUE;
-      g_signal_emit (self, signals[SIG_REFUSED], 0, self->node_id, m.u.refuse.reason, p->id, NULL);
+      g_signal_emit (self, signals[SIG_REFUSED], 0, self->node_id, m.u.refuse.reason, p->id, NULL, p);
     }
   else
     g_signal_emit (self, signals[SIG_MESSAGE], 0, p, &m);

@@ -189,7 +189,7 @@ typedef struct {
   Phase          phase;
   Frames         frames;
   gint64         t0;
-  double         thread0, proc0;
+  double         thread0, proc0, node0;
   guint64        step0;
   int            readout;
   JsonBuilder   *json;
@@ -199,7 +199,7 @@ typedef struct {
 static void
 phase_begin (UiBench *ub, Phase phase)
 {
-  RlxCoordinator *coord = rlx_node_get_coordinator (rlx_window_get_node (ub->window));
+  RlxNodeThread *node = rlx_window_get_node (ub->window);
 
   ub->phase = phase;
   frames_clear (&ub->frames);
@@ -207,22 +207,24 @@ phase_begin (UiBench *ub, Phase phase)
   ub->t0 = g_get_monotonic_time ();
   ub->thread0 = thread_cpu_s ();
   ub->proc0 = process_cpu_s ();
-  ub->step0 = coord ? rlx_coordinator_get_step (coord) : 0;
+  ub->node0 = node ? rlx_node_thread_get_cpu_seconds (node) : 0;
+  ub->step0 = node ? rlx_node_thread_get_step (node) : 0;
 }
 
 /* Write the phase's figures, prefixed "watch_" or "hover_". */
 static void
 phase_end (UiBench *ub)
 {
-  RlxNode *node = rlx_window_get_node (ub->window);
-  RlxCoordinator *coord = node ? rlx_node_get_coordinator (node) : NULL;
+  RlxNodeThread *node = rlx_window_get_node (ub->window);
   const char *prefix = ub->phase == PHASE_WATCH ? "watch" : "hover";
   double wall = (g_get_monotonic_time () - ub->t0) / 1e6;
   double thread = thread_cpu_s () - ub->thread0;
   double proc = process_cpu_s () - ub->proc0;
-  guint64 steps = coord ? rlx_coordinator_get_step (coord) - ub->step0 : 0;
+  double node_cpu = node ? rlx_node_thread_get_cpu_seconds (node) - ub->node0 : 0;
+  guint64 steps = node ? rlx_node_thread_get_step (node) - ub->step0 : 0;
   g_autofree char *k_cpu = g_strdup_printf ("%s_ui_thread_cpu_percent", prefix);
   g_autofree char *k_proc = g_strdup_printf ("%s_process_cpu_percent", prefix);
+  g_autofree char *k_node = g_strdup_printf ("%s_node_thread_cpu_percent", prefix);
   g_autofree char *k_steps = g_strdup_printf ("%s_steps_per_s", prefix);
   g_autofree char *k_fps = g_strdup_printf ("%s_frames_per_s", prefix);
 
@@ -233,6 +235,9 @@ phase_end (UiBench *ub)
   json_builder_add_double_value (ub->json, 100.0 * thread / wall);
   json_builder_set_member_name (ub->json, k_proc);
   json_builder_add_double_value (ub->json, 100.0 * proc / wall);
+  /* the node's protocol, on its own thread (not in the UI thread's figure) */
+  json_builder_set_member_name (ub->json, k_node);
+  json_builder_add_double_value (ub->json, 100.0 * node_cpu / wall);
   json_builder_set_member_name (ub->json, k_steps);
   json_builder_add_double_value (ub->json, steps / wall);
 }
@@ -328,8 +333,7 @@ static gboolean
 on_ui_poll (gpointer user_data)
 {
   UiBench *ub = user_data;
-  RlxNode *node = rlx_window_get_node (ub->window);
-  RlxCoordinator *coord = node ? rlx_node_get_coordinator (node) : NULL;
+  RlxNodeThread *node = rlx_window_get_node (ub->window);
   const char *state = rlx_window_get_state (ub->window);
   guint members;
 
@@ -344,22 +348,22 @@ on_ui_poll (gpointer user_data)
       rlx_window_join (ub->window);
       return G_SOURCE_CONTINUE;
     }
-  if (!g_str_equal (state, "joined") || coord == NULL)
+  if (!g_str_equal (state, "joined") || node == NULL)
     return G_SOURCE_CONTINUE;
   while (ub->spawned < ub->ranks)
     {
       rlx_window_add_local_rank (ub->window);
       ub->spawned++;
     }
-  members = g_list_model_get_n_items (rlx_coordinator_get_roster (coord));
+  members = g_list_model_get_n_items (rlx_node_thread_get_roster (node));
   if (members < ub->ranks + 1)
     return G_SOURCE_CONTINUE;
   if (ub->ready_step == 0)
     {
-      ub->ready_step = rlx_coordinator_get_step (coord) + 1;
+      ub->ready_step = rlx_node_thread_get_step (node) + 1;
       return G_SOURCE_CONTINUE;
     }
-  if (rlx_coordinator_get_step (coord) < ub->ready_step + WARMUP_STEPS)
+  if (rlx_node_thread_get_step (node) < ub->ready_step + WARMUP_STEPS)
     return G_SOURCE_CONTINUE;
 
   /* everyone trains: measure, first watching, then hovering */

@@ -9,8 +9,10 @@
  *     chart); without it ("watch") frames come only when something changed;
  *   - the interval between consecutive frames;
  *   - CPU time of the UI (main) thread, from CLOCK_THREAD_CPUTIME_ID: the
- *     GTK work and the coordinator's protocol work; the rank's compute and
- *     the node's other worker threads are not in it;
+ *     GTK work and the window's handling of the node's batched results; the
+ *     node's protocol work runs on the node's own thread (rlx-node-thread.h)
+ *     and is reported apart ("node_thread_cpu_percent"); the rank's compute
+ *     and the links' I/O threads are in neither;
  *   - the process's CPU time and the cohort's steps per second, for context.
  * Chart: 100,000 points in the loss chart at 1200 × 400, then (a) the plot
  * rebuilt into a snapshot 200 times, each after one more point, and (b) 200

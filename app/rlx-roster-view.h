@@ -1,7 +1,8 @@
 /* rlx-roster-view.h — the roster: one row per rank of the cohort
  *
- * A GtkColumnView over the coordinator's roster (a GListModel of
- * RlxRosterEntry, rlx-coordinator.h): rank (leader and this node marked),
+ * A GtkColumnView over a roster (a GListModel of RlxRosterEntry,
+ * rlx-coordinator.h; in the app, the node thread's mirror of the
+ * coordinator's, rlx_node_thread_get_roster): rank (leader and this node marked),
  * host and node id, backend and device, the fallback reason in words, wire
  * precision, samples/s, state, and bytes sent and received. Cells bind to
  * the entries' properties, so they change in place; rows come and go with

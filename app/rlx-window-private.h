@@ -7,11 +7,12 @@
 #include "rlx-loss-chart.h"
 #include "rlx-roster-view.h"
 #include "rlx-wire-panel.h"
-#include "core/rlx-node.h"
+#include "core/rlx-node-thread.h"
 
 G_BEGIN_DECLS
 
-RlxNode         *rlx_window_get_node        (RlxWindow *self);
+/* The window's node (its own thread; see rlx-node-thread.h), NULL when idle. */
+RlxNodeThread   *rlx_window_get_node        (RlxWindow *self);
 RlxLocalRanks   *rlx_window_get_local_ranks (RlxWindow *self);
 RlxLossChart    *rlx_window_get_chart       (RlxWindow *self);
 RlxRosterView   *rlx_window_get_roster_view (RlxWindow *self);

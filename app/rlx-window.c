@@ -5,6 +5,11 @@
  * every local rank this window started, in parallel, and only then goes back
  * to idle (or closes the window, when that is why it left).
  *
+ * The node runs on a thread of its own (RlxNodeThread): the coordinator's
+ * handlers and the links' frames never run on the UI thread, which gets
+ * the node's events, roster and counters in batches, at most twenty times
+ * a second. Nothing here calls into the coordinator.
+ *
  * Per step the window does little: it keeps the point and marks the
  * header's status stale. A 100 ms UI tick then moves the points into the
  * chart's series and rewrites the labels (and, every half second, the wire
@@ -66,7 +71,7 @@ struct _RlxWindow
   gboolean              log_scale;
 
   WindowState           state;
-  RlxNode              *node;
+  RlxNodeThread        *node;
   RlxLocalRanks        *ranks;
   RlxEventLog          *log;
   GCancellable         *cancellable;
@@ -104,17 +109,11 @@ set_state (RlxWindow *self, WindowState state)
   g_object_notify_by_pspec (G_OBJECT (self), props[PROP_STATE]);
 }
 
-static RlxCoordinator *
-coordinator (RlxWindow *self)
-{
-  return self->node ? rlx_node_get_coordinator (self->node) : NULL;
-}
-
 /* The cohort joined (an invite names its own), else the window's. */
 static const char *
 cohort_name (RlxWindow *self)
 {
-  return self->node ? rlx_node_get_cohort (self->node) : self->cohort;
+  return self->node ? rlx_node_thread_get_cohort (self->node) : self->cohort;
 }
 
 static void
@@ -195,7 +194,6 @@ report (RlxWindow *self, RlxEventKind kind, gboolean urgent, const char *title,
 static void
 update_status (RlxWindow *self)
 {
-  RlxCoordinator *coord = coordinator (self);
   g_autofree char *subtitle = NULL;
   g_autofree char *loss = NULL;
 
@@ -213,11 +211,10 @@ update_status (RlxWindow *self)
       subtitle = g_strdup (_("Leaving…"));
       break;
     case STATE_JOINED:
-      if (coord)
+      if (self->node)
         {
-          guint members = 0;
-          g_autofree char *role = NULL;
-          g_object_get (coord, "members", &members, "role", &role, NULL);
+          guint members = rlx_node_thread_get_members (self->node);
+          const char *role = rlx_node_thread_get_role (self->node);
           /* Translators: cohort name · the node's role · how many ranks */
           subtitle = g_strdup_printf (ngettext ("“%s” · %s · %u rank", "“%s” · %s · %u ranks",
                                                 members),
@@ -267,7 +264,7 @@ update_actions (RlxWindow *self)
 {
   gboolean on_empty = g_strcmp0 (gtk_stack_get_visible_child_name (self->training_stack),
                                  "empty") == 0;
-  g_autofree char *invite = self->node ? rlx_node_dup_invite (self->node) : NULL;
+  g_autofree char *invite = self->node ? rlx_node_thread_dup_invite (self->node) : NULL;
   GtkWidget *widget = GTK_WIDGET (self);
 
   gtk_widget_action_set_enabled (widget, "win.join", self->state == STATE_IDLE &&
@@ -299,7 +296,7 @@ event_number (JsonObject *e, const char *key)
 }
 
 static void
-on_node_event (RlxNode *node, JsonObject *event, RlxWindow *self)
+on_node_event (RlxNodeThread *node, JsonObject *event, RlxWindow *self)
 {
   const char *name = json_object_get_string_member_with_default (event, "event", "");
   g_autoptr(GPtrArray) added = NULL;
@@ -333,7 +330,7 @@ on_node_event (RlxNode *node, JsonObject *event, RlxWindow *self)
       g_str_equal (name, "leader") || g_str_equal (name, "joined"))
     self->status_dirty = TRUE;
 
-  rlx_event_log_add_event (self->log, event, rlx_node_get_node_id (node), &added);
+  rlx_event_log_add_event (self->log, event, rlx_node_thread_get_node_id (node), &added);
   for (guint i = 0; i < added->len; i++)
     {
       RlxEventItem *item = g_ptr_array_index (added, i);
@@ -371,7 +368,7 @@ on_node_left (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   g_autoptr(RlxWindow) self = user_data;
 
-  rlx_node_leave_finish (RLX_NODE (source), result, NULL);
+  rlx_node_thread_leave_finish (RLX_NODE_THREAD (source), result, NULL);
   leave_part_done (self);
 }
 
@@ -397,7 +394,7 @@ begin_leave (RlxWindow *self, const char *reason)
       rlx_local_ranks_stop_async (self->ranks, RANK_STOP_GRACE_MS, on_ranks_stopped,
                                   g_object_ref (self));
     }
-  rlx_node_leave_async (self->node, reason, on_node_left, g_object_ref (self));
+  rlx_node_thread_leave_async (self->node, reason, on_node_left, g_object_ref (self));
 }
 
 void
@@ -409,10 +406,10 @@ rlx_window_leave (RlxWindow *self)
 
 /* The node stopped: after a leave, or by itself (refused, failure). */
 static void
-on_node_finished (RlxNode *node, gboolean success, const char *message, RlxWindow *self)
+on_node_finished (RlxNodeThread *node, gboolean success, const char *message, RlxWindow *self)
 {
   rlx_roster_view_set_model (self->roster_view, NULL);
-  rlx_wire_panel_set_coordinator (self->counters, NULL);
+  rlx_wire_panel_set_node (self->counters, NULL);
   if (!success)
     report (self, RLX_EVENT_KIND_ERROR, TRUE, _("This node left the cohort"), message);
   /* stopped by itself: stop the local ranks too */
@@ -437,9 +434,8 @@ on_node_started (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   g_autoptr(RlxWindow) self = user_data;
   g_autoptr(GError) error = NULL;
-  RlxCoordinator *coord;
 
-  if (!rlx_node_start_finish (RLX_NODE (source), result, &error))
+  if (!rlx_node_thread_start_finish (RLX_NODE_THREAD (source), result, &error))
     {
       /* a leave during joining finishes through on_node_left */
       if (self->state == STATE_JOINING)
@@ -454,11 +450,10 @@ on_node_started (GObject *source, GAsyncResult *result, gpointer user_data)
     }
   if (self->state != STATE_JOINING)
     return;
-  coord = rlx_node_get_coordinator (self->node);
-  rlx_roster_view_set_model (self->roster_view, rlx_coordinator_get_roster (coord));
-  rlx_wire_panel_set_coordinator (self->counters, coord);
+  rlx_roster_view_set_model (self->roster_view, rlx_node_thread_get_roster (self->node));
+  rlx_wire_panel_set_node (self->counters, self->node);
   /* the dropdown may have moved while the backend resolved */
-  rlx_coordinator_set_precision (coord, selected_precision (self));
+  rlx_node_thread_set_precision (self->node, selected_precision (self));
   set_state (self, STATE_JOINED);
 }
 
@@ -498,7 +493,7 @@ rlx_window_join (RlxWindow *self)
   cfg.evaluate_every = g_settings_get_uint (self->settings, "evaluate-every");
   cfg.checkpoint_every = 100;
 
-  self->node = rlx_node_new (&cfg, &error);
+  self->node = rlx_node_thread_new (&cfg, &error);
   if (self->node == NULL)
     {
       if (*invite)
@@ -516,7 +511,8 @@ rlx_window_join (RlxWindow *self)
   g_signal_connect (self->node, "event", G_CALLBACK (on_node_event), self);
   g_signal_connect (self->node, "finished", G_CALLBACK (on_node_finished), self);
   set_state (self, STATE_JOINING);
-  rlx_node_start_async (self->node, self->cancellable, on_node_started, g_object_ref (self));
+  rlx_node_thread_start_async (self->node, self->cancellable, on_node_started,
+                               g_object_ref (self));
 }
 
 /* ── local ranks ───────────────────────────────────────────────────────── */
@@ -628,7 +624,7 @@ static void
 copy_invite_action (GtkWidget *widget, const char *name, GVariant *param)
 {
   RlxWindow *self = RLX_WINDOW (widget);
-  g_autofree char *invite = self->node ? rlx_node_dup_invite (self->node) : NULL;
+  g_autofree char *invite = self->node ? rlx_node_thread_dup_invite (self->node) : NULL;
 
   if (invite == NULL)
     return;
@@ -682,10 +678,8 @@ on_training_page (GtkStack *stack, GParamSpec *pspec, RlxWindow *self)
 static void
 on_precision_selected (GtkDropDown *dropdown, GParamSpec *pspec, RlxWindow *self)
 {
-  RlxCoordinator *coord = coordinator (self);
-
-  if (coord && self->state == STATE_JOINED)
-    rlx_coordinator_set_precision (coord, selected_precision (self));
+  if (self->node && self->state == STATE_JOINED)
+    rlx_node_thread_set_precision (self->node, selected_precision (self));
 }
 
 static gboolean
@@ -755,7 +749,7 @@ rlx_window_get_cohort (RlxWindow *self)
   return self->cohort;
 }
 
-RlxNode *rlx_window_get_node (RlxWindow *self) { return self->node; }
+RlxNodeThread *rlx_window_get_node (RlxWindow *self) { return self->node; }
 RlxLocalRanks *rlx_window_get_local_ranks (RlxWindow *self) { return local_ranks (self); }
 RlxLossChart *rlx_window_get_chart (RlxWindow *self) { return self->chart; }
 RlxRosterView *rlx_window_get_roster_view (RlxWindow *self) { return self->roster_view; }

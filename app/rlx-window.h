@@ -2,9 +2,10 @@
  *
  * The window is the node's face: Join cohort / Leave, Add local rank, the
  * wire precision, and three views of the cohort — the wire counters, the
- * loss chart and the roster — plus an event list. It owns the node
- * (core/rlx-node.h) and the local ranks it started; closing it leaves the
- * cohort and stops those ranks first.
+ * loss chart and the roster — plus an event list. It owns the node, which
+ * runs on a thread of its own (core/rlx-node-thread.h: the UI thread only
+ * gets its results, batched), and the local ranks it started; closing it
+ * leaves the cohort and stops those ranks first.
  *
  * Actions: win.join, win.leave, win.add-local-rank, win.copy-invite,
  * win.show-training, win.show-events, win.log-scale.

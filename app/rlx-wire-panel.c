@@ -22,7 +22,7 @@ struct _RlxWirePanel
   GtkLabel       *saving;
   GtkLabel       *f32;
 
-  RlxCoordinator *coord;
+  RlxNodeThread  *node;
   Sample          samples[MAX_SAMPLES];   /* a ring, newest at head - 1 */
   guint           head, count;
 };
@@ -113,24 +113,26 @@ rlx_wire_panel_refresh (RlxWirePanel *self)
 {
   g_return_if_fail (RLX_IS_WIRE_PANEL (self));
 
-  if (self->coord)
-    rlx_wire_panel_sample (self, rlx_coordinator_get_bytes_tx (self->coord),
-                           rlx_coordinator_get_bytes_rx (self->coord),
-                           rlx_coordinator_get_bytes_f32 (self->coord),
-                           g_get_monotonic_time ());
+  if (self->node)
+    {
+      guint64 tx, rx, f32;
+
+      rlx_node_thread_get_bytes (self->node, &tx, &rx, &f32);
+      rlx_wire_panel_sample (self, tx, rx, f32, g_get_monotonic_time ());
+    }
 }
 
 void
-rlx_wire_panel_set_coordinator (RlxWirePanel *self, RlxCoordinator *coord)
+rlx_wire_panel_set_node (RlxWirePanel *self, RlxNodeThread *node)
 {
   g_return_if_fail (RLX_IS_WIRE_PANEL (self));
-  g_return_if_fail (coord == NULL || RLX_IS_COORDINATOR (coord));
+  g_return_if_fail (node == NULL || RLX_IS_NODE_THREAD (node));
 
-  if (self->coord == coord)
+  if (self->node == node)
     return;
   rlx_wire_panel_refresh (self);   /* the last figures stay */
-  g_set_object (&self->coord, coord);
-  if (coord)
+  g_set_object (&self->node, node);
+  if (node)
     {
       rlx_wire_panel_reset (self);
       rlx_wire_panel_refresh (self);
@@ -154,7 +156,7 @@ rlx_wire_panel_dispose (GObject *object)
 {
   RlxWirePanel *self = RLX_WIRE_PANEL (object);
 
-  g_clear_object (&self->coord);
+  g_clear_object (&self->node);
   gtk_widget_dispose_template (GTK_WIDGET (self), RLX_TYPE_WIRE_PANEL);
   {
     GtkWidget *child;

@@ -3,13 +3,15 @@
  * Four figures: bytes sent, bytes received, the current rate each way (over
  * the last few seconds), and the same traffic at f32 — what it would have
  * cost without a narrower wire precision, and the share saved. The widget
- * samples the coordinator's counters twice a second while one is set
- * (rather than on every frame), so a fast cohort costs it nothing more.
+ * samples the node's counters twice a second while one is set (rather than
+ * on every frame), so a fast cohort costs it nothing more. The counters are
+ * the ones the node's thread stores (rlx_node_thread_get_bytes): reading
+ * them never touches the coordinator from the UI thread.
  */
 #pragma once
 
 #include <gtk/gtk.h>
-#include "core/rlx-coordinator.h"
+#include "core/rlx-node-thread.h"
 
 G_BEGIN_DECLS
 
@@ -17,9 +19,9 @@ G_BEGIN_DECLS
 G_DECLARE_FINAL_TYPE (RlxWirePanel, rlx_wire_panel, RLX, WIRE_PANEL, GtkWidget)
 
 GtkWidget  *rlx_wire_panel_new        (void);
-/* Follow @coord's counters (NULL: stop; the figures stay). */
-void        rlx_wire_panel_set_coordinator (RlxWirePanel *self, RlxCoordinator *coord);
-/* Sample the coordinator's counters now. */
+/* Follow @node's counters (NULL: stop; the figures stay). */
+void        rlx_wire_panel_set_node      (RlxWirePanel *self, RlxNodeThread *node);
+/* Sample the node's counters now. */
 void        rlx_wire_panel_refresh       (RlxWirePanel *self);
 /* Take one sample: totals so far (bytes) at @now_us (monotonic).
  * rlx_wire_panel_refresh calls this; tests call it directly. */

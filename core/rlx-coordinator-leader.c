@@ -2,6 +2,7 @@
  * rounds, publishing commits and reporting them once acknowledged,
  * admitting members, sending snapshots (see rlx-coordinator-private.h) */
 #include "rlx-config.h"
+#include "core/rlx-sources.h"
 #include "rlx-coordinator-private.h"
 
 #include <math.h>
@@ -311,7 +312,7 @@ die_after_partial_commit (RlxCoordinator *self, GBytes *frame)
         rlx_coordinator_send_frame (self, p, RLX_SEND_STEP, frame, self->n, self->precision);
     }
   rlx_peer_set_stop (self->peers);
-  g_timeout_add (1, on_die_poll, self);
+  rlx_timeout_add (1, on_die_poll, self);
 }
 
 /* The own slice of the round after this one when it is ours alone, as

@@ -2,6 +2,7 @@
  * founding, joining, failover, cutting off, merging two groups
  * (see rlx-coordinator-private.h) */
 #include "rlx-config.h"
+#include "core/rlx-sources.h"
 #include "rlx-coordinator-private.h"
 
 #include <string.h>
@@ -13,7 +14,7 @@ void
 rlx_coordinator_start_found_timer (RlxCoordinator *self, guint ms)
 {
   if (self->found_id == 0 && !self->finished)
-    self->found_id = g_timeout_add (ms, on_found_timer, self);
+    self->found_id = rlx_timeout_add (ms, on_found_timer, self);
 }
 
 /* The one place where this node's role changes. */
@@ -53,7 +54,7 @@ rlx_coordinator_transition (RlxCoordinator *self, RlxRole to, const char *leader
   switch (to)
     {
     case RLX_ROLE_ALONE:
-      g_clear_handle_id (&self->join_id, g_source_remove);
+      g_clear_handle_id (&self->join_id, rlx_source_remove);
       self->joined_reported = FALSE;
       g_queue_clear_full (&self->inbox, msg_free);
       g_queue_init (&self->inbox);
@@ -65,24 +66,24 @@ rlx_coordinator_transition (RlxCoordinator *self, RlxRole to, const char *leader
       rlx_coordinator_start_found_timer (self, 50);
       break;
     case RLX_ROLE_JOINING:
-      g_clear_handle_id (&self->found_id, g_source_remove);
+      g_clear_handle_id (&self->found_id, rlx_source_remove);
       /* Once per leader and reason; the retry timer repeats it. */
       if (from != RLX_ROLE_JOINING || (changed & 2) || reason)
         rlx_coordinator_send_join (self, reason ? reason : "join");
       if (self->join_id == 0)
-        self->join_id = g_timeout_add (JOIN_RETRY_MS, on_join_retry, self);
+        self->join_id = rlx_timeout_add (JOIN_RETRY_MS, on_join_retry, self);
       break;
     case RLX_ROLE_MEMBER:
     case RLX_ROLE_LEADER:
-      g_clear_handle_id (&self->found_id, g_source_remove);
-      g_clear_handle_id (&self->join_id, g_source_remove);
+      g_clear_handle_id (&self->found_id, rlx_source_remove);
+      g_clear_handle_id (&self->join_id, rlx_source_remove);
       self->waiting_reported = FALSE;
       break;
     case RLX_ROLE_STOPPED:
     case RLX_ROLE_N:
     default:
-      g_clear_handle_id (&self->found_id, g_source_remove);
-      g_clear_handle_id (&self->join_id, g_source_remove);
+      g_clear_handle_id (&self->found_id, rlx_source_remove);
+      g_clear_handle_id (&self->join_id, rlx_source_remove);
       break;
     }
 

@@ -31,6 +31,7 @@
  * every member has acknowledged it.
  */
 #include "rlx-config.h"
+#include "core/rlx-sources.h"
 #include "rlx-coordinator-private.h"
 
 #include <math.h>
@@ -195,9 +196,41 @@ out:
   BUSY_END;
 }
 
+/* Two groups of one cohort that cannot merge (one refused the other's
+ * hello): whether ours is the one that gives way, by the merge rule with
+ * the numbers the two hellos carried, as both sides judge. Only a group
+ * led by the refused peer counts; our hello said members 0 unless we led
+ * when we sent it. */
+static gboolean
+refusal_yields (RlxCoordinator *self, RlxPeer *p, const RlxMsg *hello)
+{
+  RlxGroupInfo mine = { self->node_id, 0, 0 };
+  RlxGroupInfo theirs;
+  guint64 *sent_step;
+
+  if (p == NULL || p->link == NULL)
+    return FALSE;
+  if (hello != NULL)
+    {
+      if (hello->u.hello.role != RLX_ROLE_LEADER || hello->node == NULL)
+        return FALSE;
+      theirs = (RlxGroupInfo) { hello->node, hello->u.hello.members, hello->u.hello.step };
+    }
+  else
+    {
+      if (!p->ready || p->role != RLX_ROLE_LEADER || p->id == NULL)
+        return FALSE;
+      theirs = (RlxGroupInfo) { p->id, p->members, p->step };
+    }
+  mine.members = GPOINTER_TO_UINT (g_object_get_data (G_OBJECT (p->link), "rlx-sent-members"));
+  sent_step = g_object_get_data (G_OBJECT (p->link), "rlx-sent-step");
+  mine.step = sent_step ? *sent_step : 0;
+  return rlx_leadership_merge_compare (&mine, &theirs) < 0;
+}
+
 static void
 on_refused (RlxPeerSet *set, const char *node, const char *reason, const char *by, RlxMsg *hello,
-            gpointer user_data)
+            RlxPeer *peer, gpointer user_data)
 {
   RlxCoordinator *self = user_data;
   JsonObject *o = event_new ("refused");
@@ -226,6 +259,18 @@ on_refused (RlxPeerSet *set, const char *node, const char *reason, const char *b
               = g_strdup_printf ("cannot join cohort %s: %s", self->cohort, reason);
           rlx_coordinator_finish (self, FALSE, msg);
         }
+    }
+  else if (role (self) == RLX_ROLE_LEADER && refusal_yields (self, peer, hello))
+    {
+      /* We founded a group of our own (say the discovery window passed
+       * before the cohort's hello came) and met the cohort proper, which
+       * cannot take us: the group the merge rule would keep goes on, ours
+       * ends, as a joiner refused would. */
+      g_autofree char *msg
+          = g_strdup_printf ("cannot join cohort %s: %s (its group led by %s is kept over this "
+                             "node's)", self->cohort, reason,
+                             hello ? hello->node : peer->id);
+      rlx_coordinator_finish (self, FALSE, msg);
     }
 }
 
@@ -384,8 +429,8 @@ rlx_coordinator_finish (RlxCoordinator *self, gboolean success, const char *mess
   self->finished = TRUE;
   self->finish_success = success;
   self->finish_message = g_strdup (message);
-  g_clear_handle_id (&self->found_id, g_source_remove);
-  g_clear_handle_id (&self->join_id, g_source_remove);
+  g_clear_handle_id (&self->found_id, rlx_source_remove);
+  g_clear_handle_id (&self->join_id, rlx_source_remove);
   rlx_coordinator_round_abandon (self);
   rlx_coordinator_drop_assignments (self);
   /* The parameters as they end, for rlx_coordinator_get_params (read after
@@ -445,7 +490,7 @@ rlx_coordinator_leave (RlxCoordinator *self, const char *reason, GCallback callb
   self->leave_deadline = g_get_monotonic_time () +
                          (rlx_checkpointer_busy (self->ckpt) || self->finish_reading ? 10000000 : 1000000);
   if (self->leave_id == 0)
-    self->leave_id = g_timeout_add (5, on_leave_poll, self);
+    self->leave_id = rlx_timeout_add (5, on_leave_poll, self);
 }
 
 static void
@@ -454,9 +499,9 @@ rlx_coordinator_dispose (GObject *object)
   RlxCoordinator *self = RLX_COORDINATOR (object);
 
   g_cancellable_cancel (self->cancellable);
-  g_clear_handle_id (&self->found_id, g_source_remove);
-  g_clear_handle_id (&self->join_id, g_source_remove);
-  g_clear_handle_id (&self->leave_id, g_source_remove);
+  g_clear_handle_id (&self->found_id, rlx_source_remove);
+  g_clear_handle_id (&self->join_id, rlx_source_remove);
+  g_clear_handle_id (&self->leave_id, rlx_source_remove);
   /* No worker callback after this. The pointer stays set until the worker
    * thread has been joined: the operation it may be running reads
    * self->worker (g_clear_pointer would clear it first). */

@@ -4,6 +4,7 @@
  * share it; the option parsing stayed in tools/.
  */
 #include "rlx-config.h"
+#include "core/rlx-sources.h"
 #include "rlx-node-remote.h"
 #include "core/p2p/rlx-identity.h"
 #include "core/p2p/rlx-remote-node.h"
@@ -284,7 +285,7 @@ start_coordinator (RlxNodeRemote *self, const char *why)
   if (self->coord_started || self->coord == NULL || !rlx_node_remote_holds_start (self))
     return;
   self->coord_started = TRUE;
-  g_clear_handle_id (&self->join_timeout_id, g_source_remove);
+  g_clear_handle_id (&self->join_timeout_id, rlx_source_remove);
   if (why)
     {
       g_autoptr(JsonObject) o = json_object_new ();
@@ -406,7 +407,7 @@ rlx_node_remote_start (RlxNodeRemote *self, RlxCoordinator *coord, RlxLocalBus *
       return FALSE;
     }
   if (rlx_node_remote_holds_start (self))
-    self->join_timeout_id = g_timeout_add (JOIN_TIMEOUT_MS, on_join_timeout, self);
+    self->join_timeout_id = rlx_timeout_add (JOIN_TIMEOUT_MS, on_join_timeout, self);
   if (self->serve)
     {
       g_autoptr(JsonObject) o = json_object_new ();
@@ -425,7 +426,7 @@ rlx_node_remote_start (RlxNodeRemote *self, RlxCoordinator *coord, RlxLocalBus *
 void
 rlx_node_remote_stop (RlxNodeRemote *self)
 {
-  g_clear_handle_id (&self->join_timeout_id, g_source_remove);
+  g_clear_handle_id (&self->join_timeout_id, rlx_source_remove);
   self->bus = NULL;
   self->coord = NULL;
   if (self->node)

@@ -457,7 +457,11 @@ start_node (RlxNode *self, RlxBackend *backend)
     rlx_coordinator_start (self->coord);
   set_state (self, STATE_RUNNING);
   g_object_notify_by_pspec (G_OBJECT (self), props[PROP_COORDINATOR]);
-  g_task_return_boolean (g_steal_pointer (&self->start_task), TRUE);
+  {
+    /* the task holds the node: drop it once returned */
+    g_autoptr(GTask) task = g_steal_pointer (&self->start_task);
+    g_task_return_boolean (task, TRUE);
+  }
 }
 
 static void

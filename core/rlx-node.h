@@ -29,7 +29,10 @@
  * No GTK here: the app and the headless node share this code.
  *
  * Threads: create and use on one thread whose thread-default main context
- * runs; signals and callbacks come back there.
+ * runs; signals and callbacks come back there. That need not be the main
+ * thread: `rlx-rank join` runs its node on the main loop, the desktop app
+ * on a thread of its own (rlx-node-thread.h) so the node's protocol work
+ * stays off the UI thread.
  */
 #pragma once
 

@@ -1,5 +1,6 @@
 /* rlx-peer-set.c — links, hello, liveness and heartbeats (see rlx-peer-set.h) */
 #include "rlx-config.h"
+#include "core/rlx-sources.h"
 #include "rlx-peer-set.h"
 
 #include <string.h>
@@ -60,7 +61,7 @@ rlx_peer_set_dispose (GObject *object)
 {
   RlxPeerSet *self = RLX_PEER_SET (object);
 
-  g_clear_handle_id (&self->heartbeat_id, g_source_remove);
+  g_clear_handle_id (&self->heartbeat_id, rlx_source_remove);
   if (self->peers)
     g_ptr_array_set_size (self->peers, 0);
   G_OBJECT_CLASS (rlx_peer_set_parent_class)->dispose (object);
@@ -95,8 +96,8 @@ rlx_peer_set_class_init (RlxPeerSetClass *klass)
   signals[SIG_PEER_LOST] = g_signal_new ("peer-lost", t, G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                                          G_TYPE_NONE, 2, G_TYPE_POINTER, G_TYPE_STRING);
   signals[SIG_REFUSED] = g_signal_new ("refused", t, G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
-                                       G_TYPE_NONE, 4, G_TYPE_STRING, G_TYPE_STRING,
-                                       G_TYPE_STRING, G_TYPE_POINTER);
+                                       G_TYPE_NONE, 5, G_TYPE_STRING, G_TYPE_STRING,
+                                       G_TYPE_STRING, G_TYPE_POINTER, G_TYPE_POINTER);
   signals[SIG_DROPPED] = g_signal_new ("dropped", t, G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                                        G_TYPE_NONE, 4, G_TYPE_POINTER, G_TYPE_STRING,
                                        G_TYPE_UINT64, G_TYPE_STRING);
@@ -314,7 +315,7 @@ refuse (RlxPeerSet *self, RlxPeer *p, const char *reason, RlxMsg *hello)
   rlx_msg_clear (&m);
   p->refused = TRUE;
   g_signal_emit (self, signals[SIG_REFUSED], 0, hello && hello->node ? hello->node : "?",
-                 reason, self->node_id, hello);
+                 reason, self->node_id, hello, p);
 }
 
 static char *
@@ -436,7 +437,7 @@ on_frame (RlxLink *link, GBytes *frame, gpointer user_data)
   else if (m.kind == RLX_MSG_REFUSE)
     {
       p->refused = TRUE;
-      g_signal_emit (self, signals[SIG_REFUSED], 0, self->node_id, m.u.refuse.reason, p->id, NULL);
+      g_signal_emit (self, signals[SIG_REFUSED], 0, self->node_id, m.u.refuse.reason, p->id, NULL, p);
     }
   else
     g_signal_emit (self, signals[SIG_MESSAGE], 0, p, &m);
@@ -599,7 +600,7 @@ rlx_peer_set_start (RlxPeerSet *self)
 {
   g_return_if_fail (RLX_IS_PEER_SET (self));
   if (self->heartbeat_id == 0)
-    self->heartbeat_id = g_timeout_add (HEARTBEAT_MS, on_heartbeat, self);
+    self->heartbeat_id = rlx_timeout_add (HEARTBEAT_MS, on_heartbeat, self);
   self->last_tick = g_get_monotonic_time ();
 }
 
@@ -607,5 +608,5 @@ void
 rlx_peer_set_stop (RlxPeerSet *self)
 {
   g_return_if_fail (RLX_IS_PEER_SET (self));
-  g_clear_handle_id (&self->heartbeat_id, g_source_remove);
+  g_clear_handle_id (&self->heartbeat_id, rlx_source_remove);
 }

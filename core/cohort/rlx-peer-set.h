@@ -81,8 +81,9 @@ G_DECLARE_FINAL_TYPE (RlxPeerSet, rlx_peer_set, RLX, PEER_SET, GObject)
  *                  closed (bye, EOF, error, heartbeat timeout); the peer is
  *                  removed right after
  *   ::refused      (const char *node, const char *reason, const char *by,
- *                   RlxMsg *hello)     a hello refused, by us (by = our id,
- *                  @hello theirs) or by them (@hello NULL)
+ *                   RlxMsg *hello, RlxPeer *peer)   a hello refused, by us
+ *                  (by = our id, @hello theirs) or by them (@hello NULL);
+ *                  @peer is the peer it was about, closed right after
  *   ::dropped      (RlxPeer *peer, const char *klass, guint64 total,
  *                   const char *reason)   the sender discarded a queued frame
  *   ::send-failed  (RlxPeer *peer, const char *reason)

@@ -10,7 +10,9 @@
  * RlxRosterEntry's type and getters are public (core/rlx-coordinator.h);
  * this header is the cohort engine's side of it.
  *
- * Threads: the main context only.
+ * Threads: one thread, the one whose context runs its user: the
+ * coordinator's on the node's thread; the app's mirror of it
+ * (rlx-node-thread.h, synced from snapshots) on the UI thread.
  */
 #pragma once
 

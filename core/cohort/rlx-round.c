@@ -1,5 +1,6 @@
 /* rlx-round.c — see rlx-round.h */
 #include "rlx-config.h"
+#include "core/rlx-sources.h"
 #include "rlx-round.h"
 
 #include <math.h>
@@ -50,7 +51,7 @@ rlx_round_dispose (GObject *object)
 {
   RlxRound *self = RLX_ROUND (object);
 
-  g_clear_handle_id (&self->deadline_id, g_source_remove);
+  g_clear_handle_id (&self->deadline_id, rlx_source_remove);
   G_OBJECT_CLASS (rlx_round_parent_class)->dispose (object);
 }
 
@@ -119,7 +120,7 @@ rlx_round_cancel (RlxRound *self)
 {
   g_return_if_fail (RLX_IS_ROUND (self));
 
-  g_clear_handle_id (&self->deadline_id, g_source_remove);
+  g_clear_handle_id (&self->deadline_id, rlx_source_remove);
   self->active = FALSE;
   self->adding = 0;
   self->generation++;
@@ -145,7 +146,7 @@ check_complete (RlxRound *self)
   for (guint i = 0; i < self->slots->len; i++)
     if (g_array_index (self->slots, Slot, i).state == SLOT_PENDING)
       return;
-  g_clear_handle_id (&self->deadline_id, g_source_remove);
+  g_clear_handle_id (&self->deadline_id, rlx_source_remove);
   self->active = FALSE;
   g_signal_emit (self, signals[SIG_COMPLETE], 0);
 }
@@ -196,7 +197,7 @@ rlx_round_begin (RlxRound *self, guint64 step, GArray *slots, guint deadline_ms)
   self->late = self->rejected = 0;
   self->max_compute = 0;
   if (deadline_ms > 0)
-    self->deadline_id = g_timeout_add (deadline_ms, on_deadline, self);
+    self->deadline_id = rlx_timeout_add (deadline_ms, on_deadline, self);
 }
 
 RlxRoundVerdict

@@ -204,13 +204,13 @@ typedef struct {
 } Watch;
 
 static void
-on_node_event (RlxNode *node, JsonObject *event, Watch *w)
+on_node_event (RlxNodeThread *node, JsonObject *event, Watch *w)
 {
   g_ptr_array_add (w->events, json_object_ref (event));
 }
 
 static void
-on_link_added (RlxNode *node, RlxLink *link, const char *peer_id, Watch *w)
+on_link_added (RlxNodeThread *node, const char *peer_id, Watch *w)
 {
   g_ptr_array_add (w->peers, g_strdup (peer_id));
 }
@@ -274,7 +274,7 @@ join (RlxWindow *window, const char *invite, Watch *w)
 {
   GtkWidget *row = GTK_WIDGET (gtk_widget_get_template_child (GTK_WIDGET (window),
                                                               RLX_TYPE_WINDOW, "invite_row"));
-  RlxNode *node;
+  RlxNodeThread *node;
 
   gtk_editable_set_text (GTK_EDITABLE (row), invite);
   rlx_window_join (window);
@@ -358,7 +358,7 @@ has_peer (Watch *w, const char *peer)
 static gboolean
 roster_has (RlxWindow *window, const char *node_id)
 {
-  GListModel *roster = rlx_coordinator_get_roster (rlx_node_get_coordinator (rlx_window_get_node (window)));
+  GListModel *roster = rlx_node_thread_get_roster (rlx_window_get_node (window));
 
   for (guint i = 0; i < g_list_model_get_n_items (roster); i++)
     {
@@ -404,7 +404,7 @@ test_join_rlx_rank_host (void)
   window = new_window ("ignored-by-an-invite");
   join (window, invite, &w);
   /* the invite names the cohort */
-  g_assert_cmpstr (rlx_node_get_cohort (rlx_window_get_node (window)), ==, cohort);
+  g_assert_cmpstr (rlx_node_thread_get_cohort (rlx_window_get_node (window)), ==, cohort);
 
   /* trained together: steps with both, the rlx-rank leading, over a remote link */
   step = wait_event (w.events, "step", "step", 5);
@@ -417,7 +417,7 @@ test_join_rlx_rank_host (void)
   wait_event (rank->events, "step", "contributors", 2);
 
   /* Copy Invite gives out the invite that was pasted (it reaches this cohort) */
-  mine = rlx_node_dup_invite (rlx_window_get_node (window));
+  mine = rlx_node_thread_dup_invite (rlx_window_get_node (window));
   g_assert_cmpstr (mine, ==, invite);
   clip = copy_invite (window);
   g_assert_cmpstr (clip, ==, invite);
@@ -452,7 +452,7 @@ test_host_and_copy (void)
   watch_init (&w);
   window = new_window (cohort);
   join (window, "", &w);
-  window_id = rlx_node_get_node_id (rlx_window_get_node (window));
+  window_id = rlx_node_thread_get_node_id (rlx_window_get_node (window));
 
   /* hosting: an "invite" event, and Copy Invite copies that invite */
   invite_event = wait_event (w.events, "invite", NULL, 0);

@@ -5,13 +5,16 @@
  * the same real local bus) watches every frame the window's node sends it.
  * Choosing "f8 E4M3" in the dropdown must change the format of the frames
  * that node encodes from then on: every bulk frame about a step that began
- * after the change carries f8e4m3, and one arrives.
+ * after the change carries f8e4m3, and one arrives. The window's node runs
+ * on its own thread (RlxNodeThread); the test reads it only through what
+ * that thread mirrors to this one (its steps, its roster).
  */
 #include "rlx-config.h"
 #include "app-test-utils.h"
 #include "rlx-window-private.h"
 #include "rlx-preferences-window.h"
 #include "core/rlx-node.h"
+#include "core/rlx-node-thread.h"
 #include "core/wire/rlx-wire.h"
 
 #include <adwaita.h>
@@ -113,6 +116,56 @@ count_seen (Fixture *f, RlxPrecision p, gint64 min_step)
   return n;
 }
 
+/* Frames about a step can be encoded before the step is reported: a member
+ * computes the next gradient with the update it applies, and the leader
+ * queues the next round's finish (and a finish chained behind it) ahead.
+ * Those keep the precision they were queued with; anything encoded after a
+ * change has the new one. */
+#define PIPELINE_STEPS 4
+
+/* The window's node switched from @from to @to around @switch_step, as
+ * the watcher saw it: frames arrive in the order they were encoded, so
+ * after the first frame at @to none at @from may follow; and none at @from
+ * is about a step begun past what was already queued at the change. */
+static void
+assert_switched (Fixture *f, RlxPrecision from, RlxPrecision to, gint64 switch_step)
+{
+  guint first = f->seen->len;
+
+  for (guint i = 0; i < f->seen->len && first == f->seen->len; i++)
+    if (g_array_index (f->seen, Seen, i).precision == to)
+      first = i;
+  g_assert_cmpuint (first, <, f->seen->len);
+  for (guint i = first; i < f->seen->len; i++)
+    g_assert_cmpint (g_array_index (f->seen, Seen, i).precision, !=, from);
+  g_assert_cmpuint (count_seen (f, from, switch_step + PIPELINE_STEPS), ==, 0);
+}
+
+/* The precision the window node's own roster row shows (mirrored from its
+ * thread), or NULL. */
+static const char *
+self_precision (RlxNodeThread *node)
+{
+  GListModel *roster = rlx_node_thread_get_roster (node);
+
+  for (guint i = 0; i < g_list_model_get_n_items (roster); i++)
+    {
+      g_autoptr(RlxRosterEntry) e = g_list_model_get_item (roster, i);
+      if (rlx_roster_entry_get_is_self (e))
+        return rlx_roster_entry_get_precision (e);
+    }
+  return NULL;
+}
+
+typedef struct { RlxNodeThread *node; const char *precision; } RowWait;
+
+static gboolean
+self_row_says (gpointer data)
+{
+  RowWait *w = data;
+  return g_strcmp0 (self_precision (w->node), w->precision) == 0;
+}
+
 static gboolean
 seen_enough (gpointer data)
 {
@@ -126,9 +179,10 @@ test_dropdown_changes_wire (void)
   g_autoptr(GSettings) settings = g_settings_new (RLX_APP_ID);
   g_autoptr(GError) error = NULL;
   RlxNodeConfig cfg = { 0 };
-  RlxCoordinator *coord;
+  RlxNodeThread *node;
   gint64 switch_step;
   SeenWait w;
+  RowWait row;
   Fixture f = { 0 };
 
   g_settings_set_string (settings, "dataset", "synthetic");
@@ -143,8 +197,8 @@ test_dropdown_changes_wire (void)
   g_assert_cmpuint (gtk_drop_down_get_selected (rlx_window_get_precision_dropdown (f.window)), ==, 0);
   rlx_window_join (f.window);
   g_assert_true (app_test_wait (window_joined, &f, TIMEOUT_MS));
-  f.watched_id = g_strdup (rlx_node_get_node_id (rlx_window_get_node (f.window)));
-  coord = rlx_node_get_coordinator (rlx_window_get_node (f.window));
+  node = rlx_window_get_node (f.window);
+  f.watched_id = g_strdup (rlx_node_thread_get_node_id (node));
 
   /* the second node */
   cfg.cohort = rlx_window_get_cohort (f.window);
@@ -163,43 +217,36 @@ test_dropdown_changes_wire (void)
   g_assert_true (app_test_wait (seen_enough, &w, TIMEOUT_MS));
   g_assert_cmpuint (count_seen (&f, RLX_PRECISION_F8E4M3, 0), ==, 0);
 
-  /* a person picks "f8 E4M3" */
-  switch_step = (gint64) rlx_coordinator_get_step (coord);
+  /* a person picks "f8 E4M3"; the node's thread applies it, and its roster
+   * row says so: every step event from before that has arrived by then, so
+   * the step seen then is at least the node's step when the change landed */
   gtk_drop_down_set_selected (rlx_window_get_precision_dropdown (f.window), 2);
-  g_assert_cmpint (rlx_coordinator_get_precision (coord), ==, RLX_PRECISION_F8E4M3);
+  g_assert_cmpint (rlx_node_thread_get_precision (node), ==, RLX_PRECISION_F8E4M3);
+  row = (RowWait) { node, "f8e4m3" };
+  g_assert_true (app_test_wait (self_row_says, &row, TIMEOUT_MS));
+  switch_step = (gint64) rlx_node_thread_get_step (node);
   {
     g_autofree char *saved = g_settings_get_string (settings, "precision");
     g_assert_cmpstr (saved, ==, "f8e4m3");
   }
 
   /* frames about steps begun after the change: f8e4m3, all of them */
-  w = (SeenWait) { &f, RLX_PRECISION_F8E4M3, switch_step + 2, 3 };
+  w = (SeenWait) { &f, RLX_PRECISION_F8E4M3, switch_step + PIPELINE_STEPS, 3 };
   g_assert_true (app_test_wait (seen_enough, &w, TIMEOUT_MS));
-  g_assert_cmpuint (count_seen (&f, RLX_PRECISION_F32, switch_step + 2), ==, 0);
+  assert_switched (&f, RLX_PRECISION_F32, RLX_PRECISION_F8E4M3, switch_step);
   g_assert_cmpuint (f.bad_frames, ==, 0);
 
-  /* and the window's own roster row says so */
-  {
-    GListModel *roster = rlx_coordinator_get_roster (coord);
-    gboolean found = FALSE;
-    for (guint i = 0; i < g_list_model_get_n_items (roster); i++)
-      {
-        g_autoptr(RlxRosterEntry) e = g_list_model_get_item (roster, i);
-        if (rlx_roster_entry_get_is_self (e))
-          {
-            g_assert_cmpstr (rlx_roster_entry_get_precision (e), ==, "f8e4m3");
-            found = TRUE;
-          }
-      }
-    g_assert_true (found);
-  }
+  /* and the window's own roster row still says so */
+  g_assert_cmpstr (self_precision (node), ==, "f8e4m3");
 
   /* back to f16 mid-run works the same way */
-  switch_step = (gint64) rlx_coordinator_get_step (coord);
   gtk_drop_down_set_selected (rlx_window_get_precision_dropdown (f.window), 1);
-  w = (SeenWait) { &f, RLX_PRECISION_F16, switch_step + 2, 2 };
+  row = (RowWait) { node, "f16" };
+  g_assert_true (app_test_wait (self_row_says, &row, TIMEOUT_MS));
+  switch_step = (gint64) rlx_node_thread_get_step (node);
+  w = (SeenWait) { &f, RLX_PRECISION_F16, switch_step + PIPELINE_STEPS, 2 };
   g_assert_true (app_test_wait (seen_enough, &w, TIMEOUT_MS));
-  g_assert_cmpuint (count_seen (&f, RLX_PRECISION_F8E4M3, switch_step + 2), ==, 0);
+  assert_switched (&f, RLX_PRECISION_F8E4M3, RLX_PRECISION_F16, switch_step);
 
   rlx_window_leave (f.window);
   g_assert_true (app_test_wait (window_idle, &f, TIMEOUT_MS));
@@ -213,10 +260,9 @@ static gboolean
 two_members (gpointer data)
 {
   RlxWindow *window = data;
-  RlxNode *node = rlx_window_get_node (window);
-  RlxCoordinator *coord = node ? rlx_node_get_coordinator (node) : NULL;
+  RlxNodeThread *node = rlx_window_get_node (window);
 
-  return coord && g_list_model_get_n_items (rlx_coordinator_get_roster (coord)) == 2;
+  return node && g_list_model_get_n_items (rlx_node_thread_get_roster (node)) == 2;
 }
 
 static gboolean

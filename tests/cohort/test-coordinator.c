@@ -34,7 +34,8 @@ on_finished (RlxCoordinator *c, gboolean success, const char *message, Seen *see
 }
 
 static RlxCoordinator *
-make (const char *id, const char *dir, RlxDataset *dataset, guint wait)
+make_full (const char *id, const char *dir, RlxDataset *dataset, guint wait, guint64 seed,
+           guint64 steps)
 {
   g_autoptr(GError) error = NULL;
   const RlxModel *model = rlx_model_get (RLX_MODEL_MNIST_MLP);
@@ -49,13 +50,20 @@ make (const char *id, const char *dir, RlxDataset *dataset, guint wait)
   cfg.error_feedback = TRUE;
   cfg.batch = 8;
   cfg.lr = 0.05;
-  cfg.steps = 12;
+  cfg.steps = steps;
+  cfg.seed = seed;
   cfg.checkpoint_dir = dir;
   cfg.wait_members = wait;
   cfg.deadline_floor_ms = 5000;
   c = rlx_coordinator_new (&cfg, rlx_worker_new (backend), &error);
   g_assert_no_error (error);
   return c;
+}
+
+static RlxCoordinator *
+make (const char *id, const char *dir, RlxDataset *dataset, guint wait)
+{
+  return make_full (id, dir, dataset, wait, 0, 12);
 }
 
 static gboolean
@@ -160,10 +168,134 @@ test_two_in_process (void)
   }
 }
 
+typedef struct {
+  Seen       *seen;
+  guint       who;
+  guint64     steps;
+  const char *role;
+  RlxCoordinator *c;
+} Until;
+
+static gboolean
+until_met (Until *u)
+{
+  g_autofree char *role = NULL;
+
+  if (u->seen[u->who].steps < u->steps)
+    return FALSE;
+  if (u->role == NULL)
+    return TRUE;
+  g_object_get (u->c, "role", &role, NULL);
+  return g_strcmp0 (role, u->role) == 0;
+}
+
+static void
+run_until (Until *u, gboolean *flag, const char *what)
+{
+  gboolean timed_out = FALSE;
+  guint id = g_timeout_add (60000, on_timeout, &timed_out);
+
+  while (!(flag ? *flag : until_met (u)) && !timed_out)
+    g_main_context_iteration (NULL, TRUE);
+  if (timed_out)
+    g_error ("timed out waiting for %s", what);
+  g_source_remove (id);
+}
+
+static void
+on_finished_message (RlxCoordinator *c, gboolean success, const char *message, char **out)
+{
+  g_free (*out);
+  *out = g_strdup (message);
+}
+
+static void
+on_left (gpointer user_data)
+{
+  *(gboolean *) user_data = TRUE;
+}
+
+/* Two groups of one cohort that cannot merge (their seeds differ) meet
+ * after each founded: say a rank's discovery window passed before the
+ * cohort's hello came. The one the merge rule keeps goes on, the other ends
+ * as a refused joiner would — here the younger group (fewer committed steps),
+ * though its leader id is the smaller one. Before, both refused each other
+ * and both went on leading a cohort of the same name. */
+static void
+test_refused_groups (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir0 = g_dir_make_tmp ("rlx-coord-XXXXXX", &error);
+  g_autofree char *dir1 = g_dir_make_tmp ("rlx-coord-XXXXXX", &error);
+  g_autoptr(RlxDataset) dataset = rlx_dataset_open ("synthetic", 0, &error);
+  g_autofree char *why = NULL, *role0 = NULL;
+  RlxCoordinator *c[2];
+  RlxLink *a = NULL, *b = NULL;
+  Seen seen[2] = { { 0 } };
+  gboolean left = FALSE;
+  Until u = { seen, 0, 20, "leader", NULL };
+  guint64 steps0;
+
+  g_assert_no_error (error);
+  c[0] = make_full ("zeta", dir0, dataset, 1, 1, 0);
+  c[1] = make_full ("alpha", dir1, dataset, 1, 2, 0);
+  for (guint i = 0; i < 2; i++)
+    {
+      g_signal_connect (c[i], "event", G_CALLBACK (on_event), &seen[i]);
+      g_signal_connect (c[i], "finished", G_CALLBACK (on_finished), &seen[i]);
+    }
+  g_signal_connect (c[1], "finished", G_CALLBACK (on_finished_message), &why);
+
+  rlx_coordinator_start (c[0]);
+  u.c = c[0];
+  run_until (&u, NULL, "zeta to found and train 20 steps alone");
+  rlx_coordinator_start (c[1]);
+  u = (Until) { seen, 1, 1, "leader", c[1] };
+  run_until (&u, NULL, "alpha to found a group of its own");
+  g_assert_false (seen[0].finished || seen[1].finished);
+
+  g_assert_true (rlx_unix_link_new_pair (0, &a, &b, &error));
+  g_assert_no_error (error);
+  rlx_coordinator_add_link (c[0], a);
+  rlx_coordinator_add_link (c[1], b);
+  run_until (NULL, &seen[1].finished, "alpha's group to give way");
+  g_assert_false (seen[1].success);
+  g_test_message ("alpha: %s", why);
+  g_assert_nonnull (strstr (why, "cannot join cohort inproc"));
+  g_assert_nonnull (strstr (why, "seed"));
+  g_assert_nonnull (strstr (why, "zeta"));
+
+  /* zeta goes on leading, and training. */
+  g_assert_false (seen[0].finished);
+  steps0 = seen[0].steps;
+  u = (Until) { seen, 0, steps0 + 5, "leader", c[0] };
+  run_until (&u, NULL, "zeta to go on training");
+  g_assert_false (seen[0].finished);
+  g_object_get (c[0], "role", &role0, NULL);
+  g_assert_cmpstr (role0, ==, "leader");
+
+  rlx_coordinator_leave (c[0], "test over", G_CALLBACK (on_left), &left);
+  run_until (NULL, &left, "zeta to leave");
+  for (guint i = 0; i < 2; i++)
+    g_object_unref (c[i]);
+  g_object_unref (a);
+  g_object_unref (b);
+  {
+    const char *dirs[] = { dir0, dir1 };
+    for (guint i = 0; i < 2; i++)
+      {
+        g_autofree char *ck = g_build_filename (dirs[i], "checkpoint.safetensors", NULL);
+        g_unlink (ck);
+        g_rmdir (dirs[i]);
+      }
+  }
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/cohort/coordinator/two-in-process", test_two_in_process);
+  g_test_add_func ("/cohort/coordinator/refused-groups", test_refused_groups);
   return g_test_run ();
 }

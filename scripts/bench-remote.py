@@ -1,21 +1,21 @@
 #!/usr/bin/env python3
 """Remote-peer figures of BENCHMARKS.md, between network namespaces (root).
 
-  bench-remote.py BUILD throughput [--runs 3] [--ref-build OLD_BUILD]
+  bench-remote.py BUILD throughput [--runs 3] [--ref-build OLD_BUILD] [--quic-cc CC] [--no-nice]
       One remote link, one stream: RlxRemoteLink (ICE + QUIC + TLS) against
       libnice's reliable mode (pseudo-TCP over the same ICE), interleaved, two
       namespaces on a bridge with no shaping — at MTU 1500 (QUIC's default
       payload, PMTU-probed up to 1444 bytes) and at MTU 9000 (payload 8952).
       With the CPU time per MB each side spent, and with --ref-build a build
       of the code before a change runs interleaved beside this one.
-  bench-remote.py BUILD shaped [--runs 3]
+  bench-remote.py BUILD shaped [--runs 3] [--ccs cubic,bbr2] [--no-nice]
       The same over a 200 Mbit/s link (tc tbf on the sender's egress) with a
       50 ms round trip (udp-delay-relay, 25 ms each way, in a namespace
       between them): QUIC with CUBIC and with BBRv2, and libnice reliable.
   bench-remote.py BUILD join [--runs 5]
       From spawning `rlx-rank join INVITE` in a third namespace beside a
       running 2-host cohort to its first contributed gradient.
-  bench-remote.py BUILD cohort [--runs 3] [--steps 600]
+  bench-remote.py BUILD cohort [--runs 3] [--steps 600] [--quic-cc CC]
       samples/s of a cohort of two ranks (mnist-mlp, f8e4m3) in two
       namespaces against the same two ranks on the local bus, interleaved.
 
@@ -122,14 +122,17 @@ def throughput(a):
         q = {label: [] for label, _ in builds(a)}
         n = []
         for i in range(a.runs):
-            extra = ["--payload", str(payload)] if payload else []
+            extra = (["--payload", str(payload)] if payload else []) + \
+                (["--cc", a.quic_cc] if a.quic_cc else [])
             for label, build in builds(a):
                 q[label].append(link_bench(build, net, "quic", 512 if payload else 256, "h2", "h1",
                                            extra))
-            if mtu == 1500:
+            if mtu == 1500 and not a.no_nice:
                 n.append(link_bench(a.build, net, "nice", 128, "h2", "h1"))
         net.close()
         rows.append((mtu, payload or "PMTUD ≤ 1444", q, n))
+    if a.quic_cc:
+        print(f"QUIC congestion control: {a.quic_cc}\n")
     print("| MTU | QUIC payload | build | RlxRemoteLink (QUIC), MB/s | receiver CPU ms/MB | "
           "sender CPU ms/MB | libnice reliable, MB/s | QUIC / libnice | ping RTT QUIC / libnice |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -171,7 +174,9 @@ def shaped(a):
         net.hosts[name] = {"ns": ns, "ip": ip, "dir": net._host_dir(name)}
     rl = {"host": "relay", "a": "10.80.0.2:5000", "b": "10.81.0.2:5001", "to_ip": "10.81.0.1",
           "delay_ms": 25}
-    res = {"quic cubic": [], "quic bbr2": [], "nice": []}
+    ccs = a.ccs.split(",")
+    res = {f"quic {cc}": [] for cc in ccs}
+    res["nice"] = []
     if a.ref_build:
         res = {"quic cubic, before": [], **res}
     for i in range(a.runs):
@@ -179,11 +184,10 @@ def shaped(a):
             res["quic cubic, before"].append(
                 link_bench(os.path.abspath(a.ref_build), net, "quic", 64, "s", "r",
                            ["--cc", "cubic"], via=rl["a"], relay=rl))
-        res["quic cubic"].append(link_bench(a.build, net, "quic", 64, "s", "r", ["--cc", "cubic"],
-                                            via=rl["a"], relay=rl))
-        res["quic bbr2"].append(link_bench(a.build, net, "quic", 64, "s", "r", ["--cc", "bbr2"],
-                                           via=rl["a"], relay=rl))
-        if i == 0:
+        for cc in ccs:
+            res[f"quic {cc}"].append(link_bench(a.build, net, "quic", 64, "s", "r", ["--cc", cc],
+                                                via=rl["a"], relay=rl))
+        if i == 0 and not a.no_nice:
             res["nice"].append(link_bench(a.build, net, "nice", 8, "s", "r", [], via=rl["a"],
                                           relay=rl, timeout=600))
     net.close()
@@ -191,6 +195,8 @@ def shaped(a):
     print("| 200 Mbit/s (tbf), 50 ms RTT (relay) | MB/s | of the link (25 MB/s) | ping RTT |")
     print("|---|---|---|---|")
     for k, v in res.items():
+        if not v:
+            continue
         m = med([x["mbps"] for x in v])
         print(f"| {k} | **{m:.2f}** ({min(x['mbps'] for x in v):.2f}–{max(x['mbps'] for x in v):.2f}) "
               f"| {100 * m / link:.0f} % | {med([x['ping_us'] for x in v]) / 1000:.1f} ms |")
@@ -233,21 +239,39 @@ def samples_per_s(p, skip=20):
     return samples / (steps[-1][1] - steps[0][1])
 
 
+PATH_FIELDS = (("round_ms", "round"), ("compute_ms", "slowest compute"),
+               ("coordinator_ms", "leader's handlers"), ("cpu_ms", "leader's CPU, all threads"))
+
+
+def path_of(leader, member):
+    """Where a round went: the leader's "done" fields, ms a round, and the
+    member's time waiting for its next job, ms a step."""
+    d = leader.find("done")
+    d = d[-1] if d else {}
+    out = {k: d.get(k) for k, _ in PATH_FIELDS}
+    md = member.find("done")
+    out["member_wait_ms"] = md[-1].get("worker_wait_ms") if md else None
+    return out
+
+
 def cohort(a):
     remote, local = [], []
+    paths = {"remote": [], "local": []}
     steps = str(a.steps)
     common = ["--model", "mnist-mlp", "--precision", "f8e4m3", "--steps", steps]
+    cc = ["--quic-cc", a.quic_cc] if a.quic_cc else []
     for i in range(a.runs):
         net = rlxnet.Net("cohort")
         net.host("h1", 1)
         net.host("h2", 2)
         f = net.spawn("h1", "h1", rank_args("--host", "10.77.0.1:7400", "--cohort", "c",
-                                            "--wait-members", "2", *common))
+                                            "--wait-members", "2", *common, *cc))
         inv = f.wait_event("invite", 20)["invite"]
-        b = net.spawn("h2", "h2", rank_args(inv, *common))
+        b = net.spawn("h2", "h2", rank_args(inv, *common, *cc))
         f.wait_event("done", 600)
         b.wait_exit(60)
         remote.append(samples_per_s(f))
+        paths["remote"].append(path_of(f, b))
         # The same two ranks on the local bus, in one namespace.
         l1 = net.spawn("l1", "h1", rank_args("--local", "--cohort", "l", "--wait-members", "2",
                                              *common))
@@ -255,13 +279,26 @@ def cohort(a):
         l1.wait_event("done", 600)
         l2.wait_exit(60)
         local.append(samples_per_s(l1))
+        paths["local"].append(path_of(l1, l2))
         net.close()
     rm, lm = med(remote), med(local)
-    print("| 2 ranks, mnist-mlp, f8e4m3, batch 32 each | samples/s | vs local bus |")
+    print(f"| 2 ranks, mnist-mlp, f8e4m3, batch 32 each{', QUIC ' + a.quic_cc if a.quic_cc else ''}"
+          " | samples/s | vs local bus |")
     print("|---|---|---|")
     print(f"| two namespaces, RlxRemoteLink | **{rm:,.0f}** ({min(remote):,.0f}–{max(remote):,.0f}) "
           f"| **{rm / lm:.2f}×** |")
     print(f"| one namespace, local bus | {lm:,.0f} ({min(local):,.0f}–{max(local):,.0f}) | 1 |")
+    print()
+    fields = PATH_FIELDS + (("member_wait_ms", "member waiting for its next job"),)
+    print("| ms a round (medians; the leader's `done` event) | " +
+          " | ".join(t for _, t in fields) + " |")
+    print("|---|" + "---|" * len(fields))
+    for k, v in paths.items():
+        cells = []
+        for f, _ in fields:
+            xs = [x[f] for x in v if isinstance(x.get(f), (int, float))]
+            cells.append(f"{med(xs):.3f}" if xs else "—")
+        print(f"| {k} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
@@ -270,6 +307,12 @@ if __name__ == "__main__":
     ap.add_argument("what", choices=["throughput", "shaped", "join", "cohort"])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--quic-cc", default=None, choices=["cubic", "bbr", "bbr2", "reno"],
+                    help="cohort, throughput: the congestion controller (default: the link's)")
+    ap.add_argument("--ccs", default="cubic,bbr2",
+                    help="shaped: the congestion controllers to compare (comma-separated)")
+    ap.add_argument("--no-nice", action="store_true",
+                    help="shaped, throughput: leave out libnice's reliable mode")
     ap.add_argument("--ref-build", default=None,
                     help="a build of the code before (throughput, shaped): run side by side")
     a = ap.parse_args()

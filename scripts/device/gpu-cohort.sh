@@ -84,18 +84,7 @@ else
   for f in "$C"/gl/vulkan-validationlayers_*.deb; do dpkg -x "$f" /; done
 fi
 # our libraries, only those the machine lacks (a newer one of its own wins)
-rm -rf "$C/use"
-mkdir -p "$C/use"
-for f in "$C"/lib/*.so*; do
-  n=$(basename "$f")
-  case $n in
-    *.xz) n=${n%.xz}
-          ldconfig -p | grep -q " $n " || xz -dc "$f" > "$C/use/$n" ||
-            python3 -c "import lzma,sys; sys.stdout.buffer.write(lzma.open(sys.argv[1]).read())" \
-              "$f" > "$C/use/$n" ;;
-    *)    ldconfig -p | grep -q " $n " || ln -sf "../lib/$n" "$C/use/$n" ;;
-  esac
-done
+. "$(dirname "$0")/carry-libs.sh"
 say "carried libraries in use: $(ls "$C/use" | tr '\n' ' ')"
 
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv; } \

@@ -6,7 +6,8 @@
 # image (Ubuntu-like, CUDA, python3 + torch) has no GLib, json-glib, OpenBLAS
 # or Vulkan loader of its own:
 #
-#   .devcarry/bin/       rlx-rank, bench-gpu, test-resident, test-round (release build)
+#   .devcarry/bin/       rlx-rank, bench-gpu, test-resident, test-round, remote-bench,
+#                        udp-delay-relay (release build)
 #   .devcarry/lib/       every shared library they load that is not glibc's
 #                        (ldd), those over 1 MiB packed (NAME.xz), and OpenBLAS
 #                        as libopenblas.so.0.xz (dlopen'ed by the CPU path only;
@@ -17,6 +18,7 @@
 #                        libraries the machine lacks (the same for bench-gpu):
 #                        only our programs see them, and a library the machine
 #                        has (newer) is never shadowed by ours
+#   .devcarry/net/       iproute2's ip and tc and their libraries (remote-cohort.sh)
 #   .devcarry/torch_ref.py   ../shared/bench/torch_ref.py (../shared does not travel)
 #   .devcarry/MANIFEST   commit, build, sizes
 #
@@ -49,12 +51,14 @@ if [ ! -f "$build/build.ninja" ]; then
   meson setup "$build" --buildtype=release >/dev/null || die "meson setup $build failed"
 fi
 ninja -C "$build" tools/rlx-rank tests/gpu/bench-gpu tests/gpu/test-resident \
-  tests/gpu/test-round >/dev/null || die "building in $build failed"
+  tests/gpu/test-round tests/remote/remote-bench tests/remote/udp-delay-relay >/dev/null ||
+  die "building in $build failed"
 
 rm -rf "$carry/bin" "$carry/lib" "$carry/use"
 mkdir -p "$carry/bin" "$carry/lib" "$carry/gl"
 cp "$build/tools/rlx-rank" "$build/tests/gpu/bench-gpu" "$build/tests/gpu/test-resident" \
-   "$build/tests/gpu/test-round" "$carry/bin/"
+   "$build/tests/gpu/test-round" "$build/tests/remote/remote-bench" \
+   "$build/tests/remote/udp-delay-relay" "$carry/bin/"
 strip "$carry/bin/"* 2>/dev/null || true
 
 # 3. their libraries, less glibc's own (the device has a newer glibc; a
@@ -98,7 +102,7 @@ for d in $debs; do
 done
 
 # 5. the wrappers: only our programs get our libraries
-for p in rlx-rank bench-gpu test-resident test-round; do
+for p in rlx-rank bench-gpu test-resident test-round remote-bench udp-delay-relay; do
   cat > "$carry/$p" <<EOF
 #!/bin/sh
 # runs bin/$p with the carried libraries (written by scripts/device/prepare.sh)
@@ -111,6 +115,28 @@ LD_LIBRARY_PATH="\$libs" exec "\$here/bin/$p" "\$@"
 EOF
   chmod +x "$carry/$p"
 done
+
+# 5b. iproute2's ip and tc, for the network-namespace benchmarks
+#     (remote-cohort.sh): the device image has neither. Each runs through the
+#     dynamic loader with its own library path, so the processes ip starts
+#     (ip netns exec) do not inherit Debian's libraries.
+rm -rf "$carry/net"
+mkdir -p "$carry/net/lib"
+for tool in ip tc; do
+  bin=$(command -v $tool) || die "$tool (iproute2) not found: apt-get install iproute2"
+  cp -L "$bin" "$carry/net/$tool.bin"
+  ldd "$bin" | awk '/=> \// { print $1, $3 }' | while read -r name path; do
+    [[ $name =~ $glibc ]] || cp -L "$path" "$carry/net/lib/$name"
+  done
+  cat > "$carry/net/$tool" <<EOF2
+#!/bin/sh
+d=\$(dirname "\$(readlink -f "\$0")")
+exec /lib64/ld-linux-x86-64.so.2 --library-path "\$d/lib" "\$d/$tool.bin" "\$@"
+EOF2
+  chmod +x "$carry/net/$tool"
+done
+"$carry/net/ip" -V >/dev/null || die "$carry/net/ip does not run"
+"$carry/net/tc" -V >/dev/null || die "$carry/net/tc does not run"
 
 # 6. the PyTorch reference (../shared does not travel)
 ref=${RLX_SHARED_DIR:-$root/../shared}/bench/torch_ref.py

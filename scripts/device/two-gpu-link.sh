@@ -31,19 +31,7 @@ if [ -z "${RLX_TL_TWO-}" ] && ! ldconfig -p | grep -q 'libvulkan\.so\.1'; then
 fi
 # our libraries the machine lacks, as gpu-cohort.sh unpacks them (a fresh
 # machine, or one where gpu-cohort.sh has not run)
-if [ ! -d "$C/use" ]; then
-  mkdir -p "$C/use"
-  for f in "$C"/lib/*.so*; do
-    n=$(basename "$f")
-    case $n in
-      *.xz) n=${n%.xz}
-            ldconfig -p | grep -q " $n " || xz -dc "$f" > "$C/use/$n" ||
-              python3 -c "import lzma,sys; sys.stdout.buffer.write(lzma.open(sys.argv[1]).read())" \
-                "$f" > "$C/use/$n" ;;
-      *)    ldconfig -p | grep -q " $n " || ln -sf "../lib/$n" "$C/use/$n" ;;
-    esac
-  done
-fi
+[ -d "$C/use" ] || . "$(dirname "$0")/carry-libs.sh"
 
 for round in $(seq 1 "$ROUNDS"); do
   for m in $MODELS; do

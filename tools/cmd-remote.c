@@ -259,7 +259,7 @@ rlx_join_remote_options (RlxJoinRemote *self)
     { "turn-password", 0, 0, G_OPTION_ARG_STRING, &self->turn_password, "TURN password", "PASSWORD" },
     { "relay-only", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &self->relay_only, "use only TURN-relayed paths (tests)", NULL },
     { "quic-payload", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &self->payload_s, "largest UDP payload QUIC sends (default 1452)", "BYTES" },
-    { "quic-cc", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &self->cc_s, "congestion control: cubic (default), bbr, bbr2, reno", "CC" },
+    { "quic-cc", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &self->cc_s, "congestion control: bbr2 (default), cubic, bbr, reno", "CC" },
     { "connect-timeout-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &self->connect_timeout_s, "how long one pairing may take", "MS" },
     { NULL }
   };
@@ -311,8 +311,8 @@ rlx_join_remote_configure (RlxJoinRemote *self, int argc, char **argv, char **co
     }
   if (self->cc_s)
     {
-      static const char *names[] = { "cubic", "bbr", "bbr2", "reno" };
-      static const RlxQuicCc values[] = { RLX_QUIC_CC_CUBIC, RLX_QUIC_CC_BBR, RLX_QUIC_CC_BBR2,
+      static const char *names[] = { "bbr2", "cubic", "bbr", "reno" };
+      static const RlxQuicCc values[] = { RLX_QUIC_CC_BBR2, RLX_QUIC_CC_CUBIC, RLX_QUIC_CC_BBR,
                                           RLX_QUIC_CC_RENO };
       guint i;
       for (i = 0; i < G_N_ELEMENTS (names) && !g_str_equal (names[i], self->cc_s); i++)
@@ -320,7 +320,7 @@ rlx_join_remote_configure (RlxJoinRemote *self, int argc, char **argv, char **co
       if (i == G_N_ELEMENTS (names))
         {
           g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-                       "--quic-cc: '%s' is not cubic, bbr, bbr2 or reno", self->cc_s);
+                       "--quic-cc: '%s' is not bbr2, cubic, bbr or reno", self->cc_s);
           return FALSE;
         }
       self->tuning.quic_cc = values[i];

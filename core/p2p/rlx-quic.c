@@ -152,6 +152,8 @@ struct _RlxQuic
   ngtcp2_tstamp       last_log;
 };
 
+static ngtcp2_cc_algo cc_algo (RlxQuicCc cc);
+static const char *cc_algo_name (ngtcp2_cc_algo algo);
 static void schedule_now (RlxQuic *self);
 static void reschedule (RlxQuic *self);
 static void write_loop (RlxQuic *self);
@@ -306,8 +308,9 @@ became_established (RlxQuic *self)
   if (self->established || self->pending_error)
     return;
   self->established = TRUE;
-  g_debug ("QUIC to %s: established, %s", peer (self),
-           gnutls_cipher_get_name (gnutls_cipher_get (self->session)));
+  g_debug ("QUIC to %s: established, %s, congestion control %s", peer (self),
+           gnutls_cipher_get_name (gnutls_cipher_get (self->session)),
+           cc_algo_name (cc_algo (self->cc)));
   open_streams (self);
   schedule_now (self);
   if (self->cb.established)
@@ -523,16 +526,31 @@ log_cb (void *user_data, const char *format, ...)
   va_end (ap);
 }
 
+/* DEFAULT is BBRv2, for the window it keeps on a LAN (rlx-quic.h). */
 static ngtcp2_cc_algo
 cc_algo (RlxQuicCc cc)
 {
   switch (cc)
     {
-    case RLX_QUIC_CC_BBR:  return NGTCP2_CC_ALGO_BBR;
-    case RLX_QUIC_CC_BBR2: return NGTCP2_CC_ALGO_BBR2;
-    case RLX_QUIC_CC_RENO: return NGTCP2_CC_ALGO_RENO;
-    case RLX_QUIC_CC_CUBIC:
-    default:               return NGTCP2_CC_ALGO_CUBIC;
+    case RLX_QUIC_CC_CUBIC: return NGTCP2_CC_ALGO_CUBIC;
+    case RLX_QUIC_CC_BBR:   return NGTCP2_CC_ALGO_BBR;
+    case RLX_QUIC_CC_RENO:  return NGTCP2_CC_ALGO_RENO;
+    case RLX_QUIC_CC_BBR2:
+    case RLX_QUIC_CC_DEFAULT:
+    default:                return NGTCP2_CC_ALGO_BBR2;
+    }
+}
+
+static const char *
+cc_algo_name (ngtcp2_cc_algo algo)
+{
+  switch (algo)
+    {
+    case NGTCP2_CC_ALGO_CUBIC: return "cubic";
+    case NGTCP2_CC_ALGO_BBR:   return "bbr";
+    case NGTCP2_CC_ALGO_BBR2:  return "bbr2";
+    case NGTCP2_CC_ALGO_RENO:  return "reno";
+    default:                   return "unknown";
     }
 }
 
@@ -1401,6 +1419,25 @@ rlx_quic_get_unsent (RlxQuic *self)
 {
   g_return_val_if_fail (self != NULL, 0);
   return self->unsent;
+}
+
+const char *
+rlx_quic_get_cc_name (RlxQuic *self)
+{
+  g_return_val_if_fail (self != NULL, NULL);
+  return cc_algo_name (cc_algo (self->cc));
+}
+
+guint64
+rlx_quic_get_cwnd (RlxQuic *self)
+{
+  ngtcp2_conn_stat cstat;
+
+  g_return_val_if_fail (self != NULL, 0);
+  if (self->conn == NULL)
+    return 0;
+  ngtcp2_conn_get_conn_stat (self->conn, &cstat);
+  return cstat.cwnd;
 }
 
 guint64

@@ -3,7 +3,7 @@
  * The remote link feeds it the datagrams of a non-reliable libnice
  * component and gives it a function that sends datagrams back on that
  * component; the connection does everything else: TLS 1.3 with mutual
- * authentication, congestion control (CUBIC unless configured), pacing,
+ * authentication, congestion control (BBRv2 unless configured), pacing,
  * flow control, loss recovery. No home-made reliability or crypto.
  *
  * Identity: both sides present their self-signed certificate (RlxIdentity)
@@ -43,7 +43,15 @@ typedef enum {
   RLX_QUIC_N_STREAMS      = 2,
 } RlxQuicStream;
 
+/* The congestion controller. DEFAULT is BBRv2: ngtcp2 0.12's CUBIC and Reno
+ * stop growing the window at 2.89 × (the highest delivery rate × the lowest
+ * RTT), at least 2.89 initial windows: ~42 KB on a LAN, whose RTT is tens of
+ * microseconds. A cohort's buckets (100 KB and more) then took three round
+ * trips each way where BBRv2's window (its bandwidth-delay product plus a
+ * budget of three send quanta) takes one; over a 50 ms WAN the two are even
+ * (BENCHMARKS.md, "Remote peers"). */
 typedef enum {
+  RLX_QUIC_CC_DEFAULT,
   RLX_QUIC_CC_CUBIC,
   RLX_QUIC_CC_BBR,
   RLX_QUIC_CC_BBR2,
@@ -114,6 +122,10 @@ void      rlx_quic_set_priority (RlxQuic *self, gint priority);
 gboolean  rlx_quic_is_established (RlxQuic *self);
 /* Frame bytes queued on both streams and not yet written into packets. */
 guint64   rlx_quic_get_unsent (RlxQuic *self);
+/* The congestion controller's name ("bbr2", "cubic", …) and its window in
+ * bytes now (0 before the connection exists). */
+const char *rlx_quic_get_cc_name (RlxQuic *self);
+guint64   rlx_quic_get_cwnd (RlxQuic *self);
 /* Smoothed RTT in microseconds (0 before the first sample). */
 guint64   rlx_quic_get_rtt_us (RlxQuic *self);
 void      rlx_quic_free     (RlxQuic *self);

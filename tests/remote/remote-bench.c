@@ -2,7 +2,7 @@
  *
  *   remote-bench recv|send --dir D --name N --peer P [--mode quic|nice]
  *                [--mib M] [--frame-mib F] [--pings K] [--via IP:PORT]
- *                [--payload BYTES] [--cc cubic|bbr|bbr2] [--timeout S]
+ *                [--payload BYTES] [--cc bbr2|cubic|bbr|reno] [--timeout S]
  *
  * Two processes (in two network namespaces) exchange ICE credentials,
  * candidates and certificate fingerprints through files in the shared
@@ -642,7 +642,7 @@ main (int argc, char **argv)
     { "frame-mib", 0, 0, G_OPTION_ARG_INT, &frame_mib, "frame size in MiB", "F" },
     { "pings", 0, 0, G_OPTION_ARG_INT, &pings, "ping-pongs after the transfer", "K" },
     { "payload", 0, 0, G_OPTION_ARG_INT, &payload, "QUIC UDP payload", "BYTES" },
-    { "cc", 0, 0, G_OPTION_ARG_STRING, &cc, "cubic, bbr, bbr2", "CC" },
+    { "cc", 0, 0, G_OPTION_ARG_STRING, &cc, "bbr2 (default), cubic, bbr, reno", "CC" },
     { "timeout", 0, 0, G_OPTION_ARG_INT, &timeout_s, "give up after S seconds", "S" },
     { NULL }
   };
@@ -666,8 +666,16 @@ main (int argc, char **argv)
   b.frame = (gsize) frame_mib << 20;
   b.pings = (guint) pings;
   b.payload = (gsize) payload;
-  b.cc = cc && g_str_equal (cc, "bbr") ? RLX_QUIC_CC_BBR
-       : cc && g_str_equal (cc, "bbr2") ? RLX_QUIC_CC_BBR2 : RLX_QUIC_CC_CUBIC;
+  b.cc = cc == NULL ? RLX_QUIC_CC_DEFAULT
+       : g_str_equal (cc, "bbr") ? RLX_QUIC_CC_BBR
+       : g_str_equal (cc, "bbr2") ? RLX_QUIC_CC_BBR2
+       : g_str_equal (cc, "cubic") ? RLX_QUIC_CC_CUBIC
+       : g_str_equal (cc, "reno") ? RLX_QUIC_CC_RENO : (RlxQuicCc) -1;
+  if (b.cc == (RlxQuicCc) -1)
+    {
+      g_printerr ("remote-bench: --cc: '%s' is not bbr2, cubic, bbr or reno\n", cc);
+      return 2;
+    }
   b.loop = g_main_loop_new (NULL, FALSE);
   b.cands = g_ptr_array_new_with_free_func (g_free);
   b.rtts = g_array_new (FALSE, FALSE, sizeof (gint64));
@@ -703,7 +711,7 @@ main (int argc, char **argv)
       printf ("{\"mode\":\"%s\",\"bytes\":%" G_GUINT64_FORMAT ",\"seconds\":%.4f,\"mbps\":%.1f,"
               "\"ping_us\":%" G_GINT64_FORMAT ",\"pings\":%u,\"cc\":\"%s\",\"payload\":%d",
               b.mode, b.total, secs, b.total / secs / 1e6, med, b.rtts->len,
-              cc ? cc : "cubic", payload);
+              cc ? cc : "bbr2", payload);
       print_usage_fields ();
       printf ("}\n");
       if (b.link)

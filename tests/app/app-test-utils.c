@@ -109,3 +109,48 @@ app_test_cohort_name (const char *tag)
 {
   return g_strdup_printf ("t%d-%s", (int) getpid (), tag);
 }
+
+int
+app_test_event_index (GPtrArray *events, const char *name, const char *key, gint64 min)
+{
+  for (guint i = 0; i < events->len; i++)
+    {
+      JsonObject *e = g_ptr_array_index (events, i);
+      if (g_strcmp0 (json_object_get_string_member_with_default (e, "event", ""), name) != 0)
+        continue;
+      if (key == NULL || json_object_get_int_member_with_default (e, key, G_MININT64) >= min)
+        return (int) i;
+    }
+  return -1;
+}
+
+typedef struct { GPtrArray *events; const char *name; const char *key; gint64 min; } EventWait;
+
+static gboolean
+has_event (gpointer data)
+{
+  EventWait *w = data;
+  return app_test_event_index (w->events, w->name, w->key, w->min) >= 0;
+}
+
+JsonObject *
+app_test_wait_event (GPtrArray *events, const char *name, const char *key, gint64 min,
+                     guint timeout_ms, AppTestDescribe describe, gpointer data)
+{
+  EventWait w = { events, name, key, min };
+
+  if (!app_test_wait (has_event, &w, timeout_ms))
+    {
+      for (guint i = 0; i < events->len; i++)
+        {
+          g_autoptr(JsonNode) n = json_node_init_object (json_node_alloc (),
+                                                         g_ptr_array_index (events, i));
+          g_autofree char *line = json_to_string (n, FALSE);
+          g_printerr ("%s\n", line);
+        }
+      g_error ("no '%s' event (%s >= %" G_GINT64_FORMAT ") within %u ms (%u events)%s%s", name,
+               key ? key : "-", min, timeout_ms, events->len, describe ? "; " : "",
+               describe ? describe (data) : "");
+    }
+  return g_ptr_array_index (events, app_test_event_index (events, name, key, min));
+}

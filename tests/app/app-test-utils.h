@@ -8,6 +8,7 @@
 #pragma once
 
 #include <glib.h>
+#include <json-glib/json-glib.h>
 
 G_BEGIN_DECLS
 
@@ -22,6 +23,19 @@ typedef gboolean (*AppTestPred) (gpointer data);
 gboolean    app_test_wait        (AppTestPred pred, gpointer data, guint timeout_ms);
 /* Iterate for about @ms of wall time (lets events in; never an assertion). */
 void        app_test_spin        (guint ms);
+
+/* Events (JsonObject*, as a node or rank emitted them, in order): the index
+ * of the first named @name whose integer @key is at least @min (@key NULL:
+ * any), or -1. */
+int         app_test_event_index (GPtrArray *events, const char *name, const char *key,
+                                  gint64 min);
+typedef const char *(*AppTestDescribe) (gpointer data);
+/* Wait up to @timeout_ms for that event and return it. Otherwise print the
+ * events seen so far and abort, with @describe (data) (e.g. a node's state;
+ * NULL: nothing) in the message. */
+JsonObject *app_test_wait_event  (GPtrArray *events, const char *name, const char *key,
+                                  gint64 min, guint timeout_ms,
+                                  AppTestDescribe describe, gpointer data);
 
 /* A cohort name unique to this process and @tag. */
 char       *app_test_cohort_name (const char *tag);

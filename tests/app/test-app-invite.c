@@ -137,48 +137,10 @@ rank_stop (Rank *r)
   g_free (r);
 }
 
-typedef struct { GPtrArray *events; const char *name; const char *key; gint64 min; } EventWait;
-
-static JsonObject *
-find_event (GPtrArray *events, const char *name, const char *key, gint64 min)
-{
-  for (guint i = 0; i < events->len; i++)
-    {
-      JsonObject *e = g_ptr_array_index (events, i);
-      if (g_strcmp0 (json_object_get_string_member_with_default (e, "event", ""), name) != 0)
-        continue;
-      if (key == NULL || json_object_get_int_member_with_default (e, key, G_MININT64) >= min)
-        return e;
-    }
-  return NULL;
-}
-
-static gboolean
-has_event (gpointer data)
-{
-  EventWait *w = data;
-  return find_event (w->events, w->name, w->key, w->min) != NULL;
-}
-
 static JsonObject *
 wait_event (GPtrArray *events, const char *name, const char *key, gint64 min)
 {
-  EventWait w = { events, name, key, min };
-
-  if (!app_test_wait (has_event, &w, TIMEOUT_MS))
-    {
-      for (guint i = 0; i < events->len; i++)
-        {
-          g_autoptr(JsonNode) n = json_node_init_object (json_node_alloc (),
-                                                         g_ptr_array_index (events, i));
-          g_autofree char *line = json_to_string (n, FALSE);
-          g_printerr ("%s\n", line);
-        }
-    }
-  if (!has_event (&w))
-    g_error ("no '%s' event (%s >= %" G_GINT64_FORMAT ") within %d ms (%u events)", name,
-             key ? key : "-", min, TIMEOUT_MS, events->len);
-  return find_event (events, name, key, min);
+  return app_test_wait_event (events, name, key, min, TIMEOUT_MS, NULL, NULL);
 }
 
 /* A TCP port nothing listens on now. */

@@ -275,39 +275,16 @@ leave (Fixture *f)
   g_assert_cmpstr (rlx_node_thread_get_state (f->node), ==, "stopped");
 }
 
-static int
-find_event (Fixture *f, const char *name, const char *key, gint64 min)
+static const char *
+node_state (gpointer data)
 {
-  for (guint i = 0; i < f->events->len; i++)
-    {
-      JsonObject *e = g_ptr_array_index (f->events, i);
-      if (g_strcmp0 (json_object_get_string_member_with_default (e, "event", ""), name) != 0)
-        continue;
-      if (key == NULL || json_object_get_int_member_with_default (e, key, G_MININT64) >= min)
-        return (int) i;
-    }
-  return -1;
-}
-
-typedef struct { Fixture *f; const char *name; const char *key; gint64 min; } EventWait;
-
-static gboolean
-has_event (gpointer data)
-{
-  EventWait *w = data;
-  return find_event (w->f, w->name, w->key, w->min) >= 0;
+  return rlx_node_thread_get_state (((Fixture *) data)->node);
 }
 
 static JsonObject *
 wait_event (Fixture *f, const char *name, const char *key, gint64 min)
 {
-  EventWait w = { f, name, key, min };
-
-  if (!app_test_wait (has_event, &w, TIMEOUT_MS))
-    g_error ("no '%s' event (%s >= %" G_GINT64_FORMAT ") within %d ms; node state %s, "
-             "%u events", name, key ? key : "-", min, TIMEOUT_MS,
-             rlx_node_thread_get_state (f->node), f->events->len);
-  return g_ptr_array_index (f->events, find_event (f, name, key, min));
+  return app_test_wait_event (f->events, name, key, min, TIMEOUT_MS, node_state, f);
 }
 
 /* The node thread (as its hook saw it) is a live thread of this process. */

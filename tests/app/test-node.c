@@ -139,38 +139,19 @@ leave (Fixture *f)
 static int
 find_event (Fixture *f, const char *name, const char *key, gint64 min)
 {
-  for (guint i = 0; i < f->events->len; i++)
-    {
-      JsonObject *e = g_ptr_array_index (f->events, i);
-      if (g_strcmp0 (json_object_get_string_member_with_default (e, "event", ""), name) != 0)
-        continue;
-      if (key == NULL || json_object_get_int_member_with_default (e, key, G_MININT64) >= min)
-        return (int) i;
-    }
-  return -1;
+  return app_test_event_index (f->events, name, key, min);
 }
 
-typedef struct { Fixture *f; const char *name; const char *key; gint64 min; } EventWait;
-
-static gboolean
-has_event (gpointer data)
+static const char *
+node_state (gpointer data)
 {
-  EventWait *w = data;
-  return find_event (w->f, w->name, w->key, w->min) >= 0;
+  return rlx_node_get_state (((Fixture *) data)->node);
 }
 
 static JsonObject *
 wait_event (Fixture *f, const char *name, const char *key, gint64 min)
 {
-  EventWait w = { f, name, key, min };
-  int i;
-
-  if (!app_test_wait (has_event, &w, TIMEOUT_MS))
-    g_error ("no '%s' event (%s >= %" G_GINT64_FORMAT ") within %d ms; node state %s, "
-             "%u events", name, key ? key : "-", min, TIMEOUT_MS,
-             rlx_node_get_state (f->node), f->events->len);
-  i = find_event (f, name, key, min);
-  return g_ptr_array_index (f->events, i);
+  return app_test_wait_event (f->events, name, key, min, TIMEOUT_MS, node_state, f);
 }
 
 static RlxNodeConfig

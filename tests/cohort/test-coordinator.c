@@ -291,11 +291,82 @@ test_refused_groups (void)
   }
 }
 
+/* The same with nothing to tell the groups apart: both leaders wait for a
+ * member, so each hello says one member and step 0. The merge rule's last
+ * word, the smaller leader id, decides, and both sides read it the same way:
+ * the group that started first (the larger id) ends. */
+static void
+test_refused_groups_tie (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir0 = g_dir_make_tmp ("rlx-coord-XXXXXX", &error);
+  g_autofree char *dir1 = g_dir_make_tmp ("rlx-coord-XXXXXX", &error);
+  g_autoptr(RlxDataset) dataset = rlx_dataset_open ("synthetic", 0, &error);
+  g_autofree char *why = NULL, *role1 = NULL;
+  RlxCoordinator *c[2];
+  RlxLink *a = NULL, *b = NULL;
+  Seen seen[2] = { { 0 } };
+  gboolean left = FALSE;
+  Until u;
+  guint64 step1 = 0;
+
+  g_assert_no_error (error);
+  c[0] = make_full ("mu", dir0, dataset, 2, 1, 0);
+  c[1] = make_full ("kappa", dir1, dataset, 2, 2, 0);
+  for (guint i = 0; i < 2; i++)
+    {
+      g_signal_connect (c[i], "event", G_CALLBACK (on_event), &seen[i]);
+      g_signal_connect (c[i], "finished", G_CALLBACK (on_finished), &seen[i]);
+    }
+  g_signal_connect (c[0], "finished", G_CALLBACK (on_finished_message), &why);
+
+  rlx_coordinator_start (c[0]);
+  u = (Until) { seen, 0, 0, "leader", c[0] };
+  run_until (&u, NULL, "mu to found and wait for a member");
+  rlx_coordinator_start (c[1]);
+  u = (Until) { seen, 1, 0, "leader", c[1] };
+  run_until (&u, NULL, "kappa to found and wait for a member");
+
+  g_assert_true (rlx_unix_link_new_pair (0, &a, &b, &error));
+  g_assert_no_error (error);
+  rlx_coordinator_add_link (c[0], a);
+  rlx_coordinator_add_link (c[1], b);
+  run_until (NULL, &seen[0].finished, "mu's group to give way");
+  g_assert_false (seen[0].success);
+  g_test_message ("mu: %s", why);
+  g_assert_nonnull (strstr (why, "cannot join cohort inproc"));
+  g_assert_nonnull (strstr (why, "kappa"));
+
+  /* kappa goes on leading its own group, still waiting, nothing trained. */
+  g_assert_false (seen[1].finished);
+  g_object_get (c[1], "role", &role1, "step", &step1, NULL);
+  g_assert_cmpstr (role1, ==, "leader");
+  g_assert_cmpuint (step1, ==, 0);
+  g_assert_cmpuint (seen[0].steps + seen[1].steps, ==, 0);
+
+  rlx_coordinator_leave (c[1], "test over", G_CALLBACK (on_left), &left);
+  run_until (NULL, &left, "kappa to leave");
+  for (guint i = 0; i < 2; i++)
+    g_object_unref (c[i]);
+  g_object_unref (a);
+  g_object_unref (b);
+  {
+    const char *dirs[] = { dir0, dir1 };
+    for (guint i = 0; i < 2; i++)
+      {
+        g_autofree char *ck = g_build_filename (dirs[i], "checkpoint.safetensors", NULL);
+        g_unlink (ck);
+        g_rmdir (dirs[i]);
+      }
+  }
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/cohort/coordinator/two-in-process", test_two_in_process);
   g_test_add_func ("/cohort/coordinator/refused-groups", test_refused_groups);
+  g_test_add_func ("/cohort/coordinator/refused-groups-tie", test_refused_groups_tie);
   return g_test_run ();
 }

@@ -30,6 +30,7 @@ Needs root and `ip netns` (CI runs as root); otherwise it exits 77 (skip)
 saying why. Namespaces are removed on every exit path.
 """
 
+import json
 import os
 import random
 import signal
@@ -156,7 +157,17 @@ def test_cut():
 
     net.link("h3", True)
     t1 = time.monotonic()
-    a.wait_event("member-joined", 90, where=lambda e: e["node"] == cid and e["step"] > left["step"])
+    try:
+        a.wait_event("member-joined", 90,
+                     where=lambda e: e["node"] == cid and e["step"] > left["step"])
+    except TimeoutError as e:
+        # What the cut host itself saw (its events other than steps, and
+        # its last lines): the founder's view alone does not say why.
+        with c.cond:
+            seen = [x for x in c.events if x.get("event") != "step"]
+        raise TimeoutError(f"{e}\n--- h3's events other than steps:\n" +
+                           "\n".join(json.dumps(x) for x in seen[-40:]) +
+                           f"\n{c.tail(30)}") from None
     back = time.monotonic() - t1
     b.wait_event("member-joined", 60, where=lambda e: e["node"] == cid and e["step"] > left["step"])
     # And it contributes again, on the cohort's parameters.

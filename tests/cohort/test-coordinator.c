@@ -215,6 +215,24 @@ on_left (gpointer user_data)
   *(gboolean *) user_data = TRUE;
 }
 
+/* The two coordinators, their link and their checkpoint folders. */
+static void
+free_groups (RlxCoordinator **c, RlxLink *a, RlxLink *b, const char *dir0, const char *dir1)
+{
+  const char *dirs[] = { dir0, dir1 };
+
+  for (guint i = 0; i < 2; i++)
+    g_object_unref (c[i]);
+  g_object_unref (a);
+  g_object_unref (b);
+  for (guint i = 0; i < 2; i++)
+    {
+      g_autofree char *ck = g_build_filename (dirs[i], "checkpoint.safetensors", NULL);
+      g_unlink (ck);
+      g_rmdir (dirs[i]);
+    }
+}
+
 /* Two groups of one cohort that cannot merge (their seeds differ) meet
  * after each founded: say a rank's discovery window passed before the
  * cohort's hello came. The one the merge rule keeps goes on, the other ends
@@ -276,19 +294,7 @@ test_refused_groups (void)
 
   rlx_coordinator_leave (c[0], "test over", G_CALLBACK (on_left), &left);
   run_until (NULL, &left, "zeta to leave");
-  for (guint i = 0; i < 2; i++)
-    g_object_unref (c[i]);
-  g_object_unref (a);
-  g_object_unref (b);
-  {
-    const char *dirs[] = { dir0, dir1 };
-    for (guint i = 0; i < 2; i++)
-      {
-        g_autofree char *ck = g_build_filename (dirs[i], "checkpoint.safetensors", NULL);
-        g_unlink (ck);
-        g_rmdir (dirs[i]);
-      }
-  }
+  free_groups (c, a, b, dir0, dir1);
 }
 
 /* The same with nothing to tell the groups apart: both leaders wait for a
@@ -346,19 +352,7 @@ test_refused_groups_tie (void)
 
   rlx_coordinator_leave (c[1], "test over", G_CALLBACK (on_left), &left);
   run_until (NULL, &left, "kappa to leave");
-  for (guint i = 0; i < 2; i++)
-    g_object_unref (c[i]);
-  g_object_unref (a);
-  g_object_unref (b);
-  {
-    const char *dirs[] = { dir0, dir1 };
-    for (guint i = 0; i < 2; i++)
-      {
-        g_autofree char *ck = g_build_filename (dirs[i], "checkpoint.safetensors", NULL);
-        g_unlink (ck);
-        g_rmdir (dirs[i]);
-      }
-  }
+  free_groups (c, a, b, dir0, dir1);
 }
 
 int

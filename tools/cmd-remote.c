@@ -259,7 +259,7 @@ rlx_join_remote_options (RlxJoinRemote *self)
     { "turn-password", 0, 0, G_OPTION_ARG_STRING, &self->turn_password, "TURN password", "PASSWORD" },
     { "relay-only", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &self->relay_only, "use only TURN-relayed paths (tests)", NULL },
     { "quic-payload", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &self->payload_s, "largest UDP payload QUIC sends (default 1452)", "BYTES" },
-    { "quic-cc", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &self->cc_s, "congestion control: bbr2 (default), cubic, bbr, reno", "CC" },
+    { "quic-cc", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &self->cc_s, "congestion control: " RLX_QUIC_CC_NAMES, "CC" },
     { "connect-timeout-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &self->connect_timeout_s, "how long one pairing may take", "MS" },
     { NULL }
   };
@@ -309,21 +309,11 @@ rlx_join_remote_configure (RlxJoinRemote *self, int argc, char **argv, char **co
         }
       self->tuning.connect_timeout_ms = (guint) n;
     }
-  if (self->cc_s)
+  if (self->cc_s && !rlx_quic_cc_from_name (self->cc_s, &self->tuning.quic_cc))
     {
-      static const char *names[] = { "bbr2", "cubic", "bbr", "reno" };
-      static const RlxQuicCc values[] = { RLX_QUIC_CC_BBR2, RLX_QUIC_CC_CUBIC, RLX_QUIC_CC_BBR,
-                                          RLX_QUIC_CC_RENO };
-      guint i;
-      for (i = 0; i < G_N_ELEMENTS (names) && !g_str_equal (names[i], self->cc_s); i++)
-        ;
-      if (i == G_N_ELEMENTS (names))
-        {
-          g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-                       "--quic-cc: '%s' is not bbr2, cubic, bbr or reno", self->cc_s);
-          return FALSE;
-        }
-      self->tuning.quic_cc = values[i];
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                   "--quic-cc: '%s' is not " RLX_QUIC_CC_NAMES, self->cc_s);
+      return FALSE;
     }
   if ((self->turn_user || self->turn_password || self->relay_only) && self->turn == NULL)
     {

@@ -152,8 +152,29 @@ struct _RlxQuic
   ngtcp2_tstamp       last_log;
 };
 
-static ngtcp2_cc_algo cc_algo (RlxQuicCc cc);
-static const char *cc_algo_name (ngtcp2_cc_algo algo);
+/* The controllers by name; DEFAULT is BBRv2, for the window it keeps on a
+ * LAN (rlx-quic.h). */
+static const struct {
+  const char     *name;
+  RlxQuicCc       cc;
+  ngtcp2_cc_algo  algo;
+} cc_table[] = {
+  { "bbr2",  RLX_QUIC_CC_BBR2,  NGTCP2_CC_ALGO_BBR2 },
+  { "cubic", RLX_QUIC_CC_CUBIC, NGTCP2_CC_ALGO_CUBIC },
+  { "bbr",   RLX_QUIC_CC_BBR,   NGTCP2_CC_ALGO_BBR },
+  { "reno",  RLX_QUIC_CC_RENO,  NGTCP2_CC_ALGO_RENO },
+};
+
+/* The row of @cc (DEFAULT and anything unknown: BBRv2's). */
+static guint
+cc_row (RlxQuicCc cc)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (cc_table); i++)
+    if (cc_table[i].cc == cc)
+      return i;
+  return 0;
+}
+
 static void schedule_now (RlxQuic *self);
 static void reschedule (RlxQuic *self);
 static void write_loop (RlxQuic *self);
@@ -310,7 +331,7 @@ became_established (RlxQuic *self)
   self->established = TRUE;
   g_debug ("QUIC to %s: established, %s, congestion control %s", peer (self),
            gnutls_cipher_get_name (gnutls_cipher_get (self->session)),
-           cc_algo_name (cc_algo (self->cc)));
+           cc_table[cc_row (self->cc)].name);
   open_streams (self);
   schedule_now (self);
   if (self->cb.established)
@@ -526,32 +547,17 @@ log_cb (void *user_data, const char *format, ...)
   va_end (ap);
 }
 
-/* DEFAULT is BBRv2, for the window it keeps on a LAN (rlx-quic.h). */
-static ngtcp2_cc_algo
-cc_algo (RlxQuicCc cc)
+gboolean
+rlx_quic_cc_from_name (const char *name, RlxQuicCc *cc)
 {
-  switch (cc)
-    {
-    case RLX_QUIC_CC_CUBIC: return NGTCP2_CC_ALGO_CUBIC;
-    case RLX_QUIC_CC_BBR:   return NGTCP2_CC_ALGO_BBR;
-    case RLX_QUIC_CC_RENO:  return NGTCP2_CC_ALGO_RENO;
-    case RLX_QUIC_CC_BBR2:
-    case RLX_QUIC_CC_DEFAULT:
-    default:                return NGTCP2_CC_ALGO_BBR2;
-    }
-}
-
-static const char *
-cc_algo_name (ngtcp2_cc_algo algo)
-{
-  switch (algo)
-    {
-    case NGTCP2_CC_ALGO_CUBIC: return "cubic";
-    case NGTCP2_CC_ALGO_BBR:   return "bbr";
-    case NGTCP2_CC_ALGO_BBR2:  return "bbr2";
-    case NGTCP2_CC_ALGO_RENO:  return "reno";
-    default:                   return "unknown";
-    }
+  g_return_val_if_fail (cc != NULL, FALSE);
+  for (guint i = 0; name != NULL && i < G_N_ELEMENTS (cc_table); i++)
+    if (g_str_equal (cc_table[i].name, name))
+      {
+        *cc = cc_table[i].cc;
+        return TRUE;
+      }
+  return FALSE;
 }
 
 static void
@@ -559,7 +565,7 @@ fill_settings (RlxQuic *self, ngtcp2_settings *settings, ngtcp2_transport_params
 {
   ngtcp2_settings_default (settings);
   settings->initial_ts = now_ns ();
-  settings->cc_algo = cc_algo (self->cc);
+  settings->cc_algo = cc_table[cc_row (self->cc)].algo;
   settings->max_window = MAX_WINDOW;
   settings->max_stream_window = MAX_STREAM_WINDOW;
   settings->handshake_timeout = (ngtcp2_duration) self->handshake_timeout_ms * NGTCP2_MILLISECONDS;
@@ -1425,7 +1431,7 @@ const char *
 rlx_quic_get_cc_name (RlxQuic *self)
 {
   g_return_val_if_fail (self != NULL, NULL);
-  return cc_algo_name (cc_algo (self->cc));
+  return cc_table[cc_row (self->cc)].name;
 }
 
 guint64

@@ -122,6 +122,10 @@ void      rlx_quic_set_priority (RlxQuic *self, gint priority);
 gboolean  rlx_quic_is_established (RlxQuic *self);
 /* Frame bytes queued on both streams and not yet written into packets. */
 guint64   rlx_quic_get_unsent (RlxQuic *self);
+/* A controller by its name (bbr2, cubic, bbr, reno: RLX_QUIC_CC_NAMES, for
+ * messages); FALSE for any other name. */
+#define RLX_QUIC_CC_NAMES "bbr2 (the default), cubic, bbr or reno"
+gboolean  rlx_quic_cc_from_name (const char *name, RlxQuicCc *cc);
 /* The congestion controller's name ("bbr2", "cubic", …) and its window in
  * bytes now (0 before the connection exists). */
 const char *rlx_quic_get_cc_name (RlxQuic *self);

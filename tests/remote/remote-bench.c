@@ -642,7 +642,7 @@ main (int argc, char **argv)
     { "frame-mib", 0, 0, G_OPTION_ARG_INT, &frame_mib, "frame size in MiB", "F" },
     { "pings", 0, 0, G_OPTION_ARG_INT, &pings, "ping-pongs after the transfer", "K" },
     { "payload", 0, 0, G_OPTION_ARG_INT, &payload, "QUIC UDP payload", "BYTES" },
-    { "cc", 0, 0, G_OPTION_ARG_STRING, &cc, "bbr2 (default), cubic, bbr, reno", "CC" },
+    { "cc", 0, 0, G_OPTION_ARG_STRING, &cc, RLX_QUIC_CC_NAMES, "CC" },
     { "timeout", 0, 0, G_OPTION_ARG_INT, &timeout_s, "give up after S seconds", "S" },
     { NULL }
   };
@@ -666,14 +666,10 @@ main (int argc, char **argv)
   b.frame = (gsize) frame_mib << 20;
   b.pings = (guint) pings;
   b.payload = (gsize) payload;
-  b.cc = cc == NULL ? RLX_QUIC_CC_DEFAULT
-       : g_str_equal (cc, "bbr") ? RLX_QUIC_CC_BBR
-       : g_str_equal (cc, "bbr2") ? RLX_QUIC_CC_BBR2
-       : g_str_equal (cc, "cubic") ? RLX_QUIC_CC_CUBIC
-       : g_str_equal (cc, "reno") ? RLX_QUIC_CC_RENO : (RlxQuicCc) -1;
-  if (b.cc == (RlxQuicCc) -1)
+  b.cc = RLX_QUIC_CC_DEFAULT;
+  if (cc != NULL && !rlx_quic_cc_from_name (cc, &b.cc))
     {
-      g_printerr ("remote-bench: --cc: '%s' is not bbr2, cubic, bbr or reno\n", cc);
+      g_printerr ("remote-bench: --cc: '%s' is not " RLX_QUIC_CC_NAMES "\n", cc);
       return 2;
     }
   b.loop = g_main_loop_new (NULL, FALSE);

@@ -269,6 +269,10 @@ struct _RlxCoordinator {
   guint            found_waits;
   gboolean         waiting_reported;
   gint64           rejoin_until;    /* cut off: no founding before (monotonic µs) */
+  /* a member whose leader was lost waits for the successor to announce
+   * itself (rlx_coordinator_leader_lost); bounded by successor_id */
+  gboolean         awaiting_successor;
+  guint            successor_id;
   GCancellable    *cancellable;
   gboolean         joined_reported;
   gboolean         finish_after_checkpoint;
@@ -516,6 +520,7 @@ void rlx_coordinator_found (RlxCoordinator *self);
 void rlx_coordinator_request_snapshot (RlxCoordinator *self, const char *reason);
 void rlx_coordinator_cut_off (RlxCoordinator *self, const char *why);
 void rlx_coordinator_leader_lost (RlxCoordinator *self, const char *old, const char *reason);
+gboolean rlx_coordinator_successor_check (RlxCoordinator *self, RlxPeer *p);
 void rlx_coordinator_merge_with (RlxCoordinator *self, RlxPeer *p, guint sent_members,
                                  guint64 sent_step);
 void rlx_coordinator_on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *lm);

@@ -30,6 +30,13 @@ rlx_coordinator_transition (RlxCoordinator *self, RlxRole to, const char *leader
   if (from == RLX_ROLE_STOPPED)
     return;
   changed = rlx_leadership_set (self->lead, to, leader, term);
+  /* Whatever changed, this node no longer waits for a successor (leader_lost
+   * starts the wait after its own transition). */
+  if (changed)
+    {
+      self->awaiting_successor = FALSE;
+      g_clear_handle_id (&self->successor_id, rlx_source_remove);
+    }
   /* A new term starts a new base — except the other side's term during a
    * merge: the steps since our own term began are what the merge
    * discards, so the base stays until the snapshot is adopted. */
@@ -288,6 +295,17 @@ rlx_coordinator_request_snapshot (RlxCoordinator *self, const char *reason)
                               rlx_leadership_get_term (self->lead), reason);
 }
 
+/* Look for the cohort again, as a node that only rejoins it for a while
+ * (through a snapshot), and never founds over it meanwhile. */
+static void
+rejoin (RlxCoordinator *self, const char *reason)
+{
+  self->rejoin_until = g_get_monotonic_time () +
+                       MAX (3 * (gint64) rlx_peer_set_get_timeout (self->peers), 3000) * 1000;
+  rlx_coordinator_transition (self, RLX_ROLE_ALONE, NULL, rlx_leadership_get_term (self->lead),
+                              reason);
+}
+
 /* This node was cut off (its loop stood still and the cohort went on
  * without it): it rejoins through a snapshot, never founds over it. */
 void
@@ -296,10 +314,68 @@ rlx_coordinator_cut_off (RlxCoordinator *self, const char *why)
   g_autofree char *reason = g_strdup_printf ("%s; this node stood still longer than the heartbeat "
                                              "timeout (%u ms) and rejoins the cohort",
                                              why, rlx_peer_set_get_timeout (self->peers));
-  self->rejoin_until = g_get_monotonic_time () +
-                       MAX (3 * (gint64) rlx_peer_set_get_timeout (self->peers), 3000) * 1000;
-  rlx_coordinator_transition (self, RLX_ROLE_ALONE, NULL, rlx_leadership_get_term (self->lead),
-                              reason);
+  rejoin (self, reason);
+}
+
+/* A member waits for the successor to take over after its leader was lost
+ * (leader_lost). Meeting a leader of the cohort that it can reach instead
+ * (told by @p's hello: @p leads, or follows a peer of ours that leads, at
+ * our term or later) means the leader was lost to this node alone: its link
+ * or the path was cut, and the successor still follows that leader. It
+ * rejoins that leader through a snapshot. TRUE when it did. */
+gboolean
+rlx_coordinator_successor_check (RlxCoordinator *self, RlxPeer *p)
+{
+  guint64 term = rlx_leadership_get_term (self->lead);
+  const char *lid = peer_leader (p);
+  g_autofree char *leader = NULL, *why = NULL;
+  guint64 their_term;
+  RlxPeer *lp;
+
+  if (!self->awaiting_successor || role (self) != RLX_ROLE_MEMBER || lid == NULL ||
+      is_self (self, lid))
+    return FALSE;
+  /* The successor itself leads: its leader message follows. */
+  if (g_strcmp0 (lid, rlx_leadership_get_leader (self->lead)) == 0)
+    return FALSE;
+  lp = rlx_peer_set_lookup (self->peers, lid);
+  if (lp == NULL || lp->role != RLX_ROLE_LEADER || lp->term < term)
+    return FALSE;
+  leader = g_strdup (lid);
+  their_term = lp->term;
+  why = g_strdup_printf ("%s, next in line after the leader was lost, has not taken over: %s "
+                         "leads the cohort (term %" G_GUINT64_FORMAT ") and this node rejoins it",
+                         rlx_leadership_get_leader (self->lead), leader, their_term);
+  rlx_coordinator_emit_simple (self, "rejoining", self->node_id, why);
+  rlx_coordinator_transition (self, RLX_ROLE_JOINING, leader, MAX (term, their_term), "resync");
+  return TRUE;
+}
+
+/* The successor did not announce itself in time (twice the heartbeat
+ * timeout: it may see the old leader's silence up to a timeout later than
+ * this node did). A leader in reach is rejoined; else this node looks for
+ * its cohort again, as a node that was cut off does. */
+static gboolean
+on_successor_timeout (gpointer user_data)
+{
+  RlxCoordinator *self = user_data;
+  g_autofree char *reason = NULL;
+
+  self->successor_id = 0;
+  if (!self->awaiting_successor || role (self) != RLX_ROLE_MEMBER)
+    return G_SOURCE_REMOVE;
+  for (guint i = 0; i < rlx_peer_set_size (self->peers); i++)
+    {
+      RlxPeer *p = rlx_peer_set_nth (self->peers, i);
+      if (p->ready && !p->refused && rlx_coordinator_successor_check (self, p))
+        return G_SOURCE_REMOVE;
+    }
+  reason = g_strdup_printf ("%s, next in line after the leader was lost, did not take over "
+                            "within %u ms; this node looks for its cohort again",
+                            rlx_leadership_get_leader (self->lead),
+                            2 * rlx_peer_set_get_timeout (self->peers));
+  rejoin (self, reason);
+  return G_SOURCE_REMOVE;
 }
 
 /* The leader is gone: the most senior reachable member takes over. */
@@ -328,6 +404,12 @@ rlx_coordinator_leader_lost (RlxCoordinator *self, const char *old, const char *
       g_autofree char *n = g_strdup (next);
       rlx_coordinator_transition (self, RLX_ROLE_MEMBER, n, rlx_leadership_get_term (self->lead),
                                   NULL);
+      /* Unless the old leader was lost to this node alone: then the
+       * successor never takes over (see successor_check). */
+      self->awaiting_successor = TRUE;
+      g_clear_handle_id (&self->successor_id, rlx_source_remove);
+      self->successor_id = rlx_timeout_add (2 * rlx_peer_set_get_timeout (self->peers),
+                                            on_successor_timeout, self);
     }
 }
 

@@ -78,6 +78,9 @@ on_peer_ready (RlxPeerSet *set, RlxPeer *p, RlxMsg *hello, gpointer user_data)
   RlxRole r = role (self);
   BUSY_BEGIN;
 
+  /* The leader we lost is back, or someone tells who leads now. */
+  if (r == RLX_ROLE_MEMBER && rlx_coordinator_successor_check (self, p))
+    goto out;
   if ((r == RLX_ROLE_LEADER || r == RLX_ROLE_MEMBER) &&
       (p->role == RLX_ROLE_ALONE || p->role == RLX_ROLE_JOINING))
     /* It may have said hello before we founded or joined: tell it who
@@ -100,6 +103,7 @@ on_peer_ready (RlxPeerSet *set, RlxPeer *p, RlxMsg *hello, gpointer user_data)
     rlx_coordinator_send_join (self, "join");
   if (rlx_leadership_has_member (self->lead, p->id))
     rlx_coordinator_roster_sync (self);
+out:
   BUSY_END;
 }
 
@@ -431,6 +435,7 @@ rlx_coordinator_finish (RlxCoordinator *self, gboolean success, const char *mess
   self->finish_message = g_strdup (message);
   g_clear_handle_id (&self->found_id, rlx_source_remove);
   g_clear_handle_id (&self->join_id, rlx_source_remove);
+  g_clear_handle_id (&self->successor_id, rlx_source_remove);
   rlx_coordinator_round_abandon (self);
   rlx_coordinator_drop_assignments (self);
   /* The parameters as they end, for rlx_coordinator_get_params (read after
@@ -501,6 +506,7 @@ rlx_coordinator_dispose (GObject *object)
   g_cancellable_cancel (self->cancellable);
   g_clear_handle_id (&self->found_id, rlx_source_remove);
   g_clear_handle_id (&self->join_id, rlx_source_remove);
+  g_clear_handle_id (&self->successor_id, rlx_source_remove);
   g_clear_handle_id (&self->leave_id, rlx_source_remove);
   /* No worker callback after this. The pointer stays set until the worker
    * thread has been joined: the operation it may be running reads

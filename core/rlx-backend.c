@@ -1579,6 +1579,13 @@ rlx_backend_params_on_device (const RlxBackend *self)
   return self->resident_vk;
 }
 
+gboolean
+rlx_backend_is_hardware_gpu (const RlxBackend *self)
+{
+  g_return_val_if_fail (self != NULL, FALSE);
+  return self->vk != NULL && !rlx_vk_device_is_software (rlx_vk_trainer_device (self->vk));
+}
+
 /* ------------------------------------------------------------ the round
  *
  * The host path keeps the round in round_sum: the first contribution alone

@@ -199,6 +199,9 @@ void        rlx_backend_reset_feedback (RlxBackend *self);
  * backend is made); FALSE for the host replica (cpu, or vulkan with the
  * reason in rlx_backend_fallback). */
 gboolean    rlx_backend_params_on_device (const RlxBackend *self);
+/* TRUE for vulkan on a hardware device (not llvmpipe or another software
+ * rasterizer, whose "device" time is the host's own). */
+gboolean    rlx_backend_is_hardware_gpu (const RlxBackend *self);
 
 /* ── the leader's round ──────────────────────────────────────────────────
  *

@@ -24,6 +24,7 @@
  */
 #include "rlx-config.h"
 #include "rlx-coordinator-private.h"
+#include "core/p2p/rlx-trace.h"
 #include "rlx-backend-private.h"
 
 #include <math.h>
@@ -72,7 +73,7 @@ rlx_coordinator_member_step_free (MemberStep *ms)
 
 /* Worker thread. */
 static gboolean
-member_step_run (RlxBackend *backend, gpointer data, GError **error)
+member_step_run_untraced (RlxBackend *backend, gpointer data, GError **error)
 {
   MemberStep *ms = data;
   RlxCoordinator *self = ms->self;
@@ -137,6 +138,19 @@ member_step_run (RlxBackend *backend, gpointer data, GError **error)
     return FALSE;
   ms->host_bytes = rlx_backend_host_bytes (backend);
   return TRUE;
+}
+
+static gboolean
+member_step_run (RlxBackend *backend, gpointer data, GError **error)
+{
+  MemberStep *ms = data;
+  guint64 step = ms->n > 0 ? ms->step : ms->commit;
+  gboolean ok;
+
+  rlx_trace ("M.run", step);
+  ok = member_step_run_untraced (backend, data, error);
+  rlx_trace ("M.run.end", step);
+  return ok;
 }
 
 static void
@@ -343,7 +357,16 @@ leader_op_run (RlxBackend *backend, gpointer data, GError **error)
 {
   LeaderOp *op = data;
   gint64 t0 = g_get_monotonic_time ();
-  gboolean ok = leader_op_run_timed (backend, data, error);
+  static const char *const start[] = { [LEADER_OWN] = "L.own", [LEADER_ADD] = "L.add",
+                                       [LEADER_FINISH] = "L.finish", [LEADER_RESET] = "L.reset" };
+  static const char *const end[] = { [LEADER_OWN] = "L.own.end", [LEADER_ADD] = "L.add.end",
+                                     [LEADER_FINISH] = "L.finish.end",
+                                     [LEADER_RESET] = "L.reset.end" };
+  gboolean ok;
+
+  rlx_trace (start[op->kind], op->step);
+  ok = leader_op_run_timed (backend, data, error);
+  rlx_trace (end[op->kind], op->step);
 
   op->ran_at = g_get_monotonic_time ();
   op->run_us = op->ran_at - t0;

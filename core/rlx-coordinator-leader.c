@@ -4,6 +4,7 @@
 #include "rlx-config.h"
 #include "core/rlx-sources.h"
 #include "rlx-coordinator-private.h"
+#include "core/p2p/rlx-trace.h"
 
 #include <math.h>
 #include <signal.h>
@@ -389,6 +390,8 @@ on_finished (RlxCoordinator *self, LeaderOp *op)
   GArray *slots;
   Commit *c;
 
+  rlx_trace ("L.fin", commit);
+  rlx_coordinator_busy_poll_begin (self);
   if (self->fault_die_at > 0 && commit == self->fault_die_at && op->frame != NULL)
     {
       die_after_partial_commit (self, op->frame);
@@ -409,6 +412,7 @@ on_finished (RlxCoordinator *self, LeaderOp *op)
       if (p)
         rlx_coordinator_send_frame (self, p, RLX_SEND_STEP, op->frame, self->n, op->precision);
     }
+  rlx_trace ("L.sent", commit);
   /* (round_epoch, round_pos) already are where the next step starts. */
   rlx_replica_commit (self->replica, commit, op->hash, self->round_epoch, self->round_pos);
   rlx_replica_set_loss (self->replica, rlx_round_get_loss (self->round));
@@ -814,6 +818,7 @@ rlx_coordinator_leader_on_grad (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
   g_autofree char *reason = NULL;
   guint64 mine;
 
+  rlx_trace ("L.rx", g->step);
   if (g->term != rlx_leadership_get_term (self->lead))
     return;
   if (!rlx_round_slot_pending (self->round, p->id) || g->step != rlx_round_get_step (self->round))

@@ -2,24 +2,32 @@
  * assignment), snapshots received (see rlx-coordinator-private.h) */
 #include "rlx-config.h"
 #include "rlx-coordinator-private.h"
+#include "core/p2p/rlx-trace.h"
 
 #include <string.h>
 
 static void inbox_drain (RlxCoordinator *self);
+
+/* The commit of @m is applied and acknowledged: report it. */
+static void
+report_step (RlxCoordinator *self, RlxMsg *m)
+{
+  RlxMsgStep *s = &m->u.step;
+
+  rlx_coordinator_emit_step (self, s->commit, rlx_replica_get_hash (self->replica), s->loss,
+                             s->samples, s->contributors, s->late, s->rejected,
+                             members (self)->len);
+  if (self->steps > 0 && s->commit >= self->steps)
+    rlx_coordinator_finish (self, TRUE, "all steps committed");
+}
 
 /* The commit of @m is applied (its hash is the replica's): tell the leader
  * and report it. */
 static void
 report_commit (RlxCoordinator *self, RlxMsg *m)
 {
-  RlxMsgStep *s = &m->u.step;
-
   rlx_coordinator_send_ack (self);
-  rlx_coordinator_emit_step (self, s->commit, rlx_replica_get_hash (self->replica), s->loss,
-                             s->samples, s->contributors, s->late, s->rejected,
-                             members (self)->len);
-  if (self->steps > 0 && s->commit >= self->steps)
-    rlx_coordinator_finish (self, TRUE, "all steps committed");
+  report_step (self, m);
 }
 
 static void
@@ -44,6 +52,7 @@ void
 rlx_coordinator_member_stepped (RlxCoordinator *self, MemberStep *ms, const GError *error)
 {
   gboolean current = ms->member_gen == self->member_gen;
+  gboolean report_after = FALSE;
   BUSY_BEGIN;
 
   self->member_steps--;
@@ -73,6 +82,7 @@ rlx_coordinator_member_stepped (RlxCoordinator *self, MemberStep *ms, const GErr
       RlxMsgStep *s = &ms->msg->u.step;
 
       self->expect_commit = 0;
+      rlx_coordinator_busy_poll_begin (self);
       rlx_coordinator_note_backend (self, ms->host_bytes, 0);
       rlx_replica_commit (self->replica, s->commit, ms->hash, s->epoch, s->pos);
       rlx_replica_set_loss (self->replica, s->loss);
@@ -89,7 +99,12 @@ rlx_coordinator_member_stepped (RlxCoordinator *self, MemberStep *ms, const GErr
               rlx_replica_corrupt (self->replica, on_corrupted, self);
             }
           else
-            report_commit (self, ms->msg);
+            {
+              /* the ack now, the report once the bucket is on its way:
+               * the leader waits for both, nobody for the report */
+              rlx_coordinator_send_ack (self);
+              report_after = TRUE;
+            }
         }
     }
   if (ms->computed && role (self) == RLX_ROLE_MEMBER &&
@@ -105,6 +120,7 @@ rlx_coordinator_member_stepped (RlxCoordinator *self, MemberStep *ms, const GErr
       if (lp)
         rlx_coordinator_send_frame (self, lp, ms->refused ? RLX_SEND_CONTROL : RLX_SEND_BULK,
                                     ms->frame, ms->refused ? 0 : self->n, ms->precision);
+      rlx_trace ("M.sent", ms->step);
       if (ms->refused)
         {
           g_autofree char *msg = g_strdup_printf ("step %" G_GUINT64_FORMAT ": %s", ms->step,
@@ -112,6 +128,8 @@ rlx_coordinator_member_stepped (RlxCoordinator *self, MemberStep *ms, const GErr
           rlx_coordinator_emit_error (self, msg);
         }
     }
+  if (report_after)
+    report_step (self, ms->msg);
 out:
   inbox_drain (self);
   /* Taken over while this commit was being applied: the first round
@@ -286,6 +304,7 @@ rlx_coordinator_on_step_msg (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
   guint64 term = rlx_leadership_get_term (self->lead);
   RlxMsg *keep;
 
+  rlx_trace ("M.rx", s->step);
   if (s->term < term)
     {
       /* A leader of an older term that missed the change (it was cut off):

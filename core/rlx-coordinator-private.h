@@ -277,6 +277,9 @@ struct _RlxCoordinator {
   gboolean         joined_reported;
   gboolean         finish_after_checkpoint;
   gboolean         finished;
+  int              busy_poll;      /* -1: never, 1: may (a hardware GPU, cores to spare) */
+  gboolean         busy_poll_held; /* rlx_busy_poll_hold is ours (training on such a GPU) */
+  gboolean         busy_poll_used; /* it was, at some time (the "done" event says so) */
   gboolean         finish_success;
   gboolean         finish_reading;  /* "done" waits for the parameters to be read */
   char            *finish_message;
@@ -480,6 +483,10 @@ void rlx_coordinator_on_checkpoint_written (RlxCheckpointer *ckpt, guint64 step,
 void rlx_coordinator_on_checkpoint_failed (RlxCheckpointer *ckpt, const char *message,
                                            gpointer user_data);
 
+/* Busy polling (core/p2p/rlx-busy-poll.h) from the first committed step
+ * of a rank allowed to (RLX_BUSY_POLL) until it finishes. */
+void rlx_coordinator_busy_poll_begin (RlxCoordinator *self);
+void rlx_coordinator_busy_poll_end   (RlxCoordinator *self);
 void rlx_coordinator_finish (RlxCoordinator *self, gboolean success, const char *message);
 
 /* leader */

@@ -33,6 +33,7 @@
 #include "rlx-config.h"
 #include "core/rlx-sources.h"
 #include "rlx-coordinator-private.h"
+#include "core/p2p/rlx-busy-poll.h"
 
 #include <math.h>
 #include <signal.h>
@@ -363,6 +364,9 @@ finish_report (RlxCoordinator *self)
   json_object_set_double_member (o, "loss", rlx_replica_get_loss (self->replica));
   json_object_set_int_member (o, "late", (gint64) self->late_total);
   json_object_set_int_member (o, "rejected", (gint64) self->rejected_total);
+  /* whether its threads polled instead of sleeping while it trained
+   * (RLX_BUSY_POLL) */
+  json_object_set_boolean_member (o, "busy_poll", self->busy_poll_used);
   if (self->stat_rounds > 0)
     {
       double r = (double) self->stat_rounds;
@@ -425,11 +429,51 @@ on_final_read (RlxReplica *replica, gboolean ok, gpointer user_data)
   finish_report (self);
 }
 
+/* RLX_BUSY_POLL: "0" never, "1" always, unset or "auto" for a rank on a
+ * hardware GPU with at least 8 cores on the host (a rank's main loop, link
+ * I/O thread and worker each keep a core busy while it trains). */
+static int
+busy_poll_policy (RlxBackend *backend)
+{
+  const char *v = g_getenv ("RLX_BUSY_POLL");
+
+  if (v != NULL && (g_str_equal (v, "0") || g_ascii_strcasecmp (v, "off") == 0))
+    return -1;
+  if (v != NULL && (g_str_equal (v, "1") || g_ascii_strcasecmp (v, "on") == 0))
+    return 1;
+  if (v != NULL && *v != '\0' && g_ascii_strcasecmp (v, "auto") != 0)
+    g_warning ("RLX_BUSY_POLL=%s is not 0, 1 or auto; using auto", v);
+  return rlx_backend_is_hardware_gpu (backend) && g_get_num_processors () >= 8 ? 1 : -1;
+}
+
+void
+rlx_coordinator_busy_poll_begin (RlxCoordinator *self)
+{
+  if (self->busy_poll_held || self->busy_poll < 0 || self->finished)
+    return;
+  self->busy_poll_held = TRUE;
+  self->busy_poll_used = TRUE;
+  rlx_busy_poll_attach (g_main_context_get_thread_default ()
+                            ? g_main_context_get_thread_default ()
+                            : g_main_context_default ());
+  rlx_busy_poll_hold ();
+}
+
+void
+rlx_coordinator_busy_poll_end (RlxCoordinator *self)
+{
+  if (!self->busy_poll_held)
+    return;
+  self->busy_poll_held = FALSE;
+  rlx_busy_poll_release ();
+}
+
 void
 rlx_coordinator_finish (RlxCoordinator *self, gboolean success, const char *message)
 {
   if (self->finished)
     return;
+  rlx_coordinator_busy_poll_end (self);
   self->finished = TRUE;
   self->finish_success = success;
   self->finish_message = g_strdup (message);
@@ -504,6 +548,7 @@ rlx_coordinator_dispose (GObject *object)
   RlxCoordinator *self = RLX_COORDINATOR (object);
 
   g_cancellable_cancel (self->cancellable);
+  rlx_coordinator_busy_poll_end (self);
   g_clear_handle_id (&self->found_id, rlx_source_remove);
   g_clear_handle_id (&self->join_id, rlx_source_remove);
   g_clear_handle_id (&self->successor_id, rlx_source_remove);
@@ -672,6 +717,7 @@ rlx_coordinator_new (const RlxCoordinatorConfig *config, RlxWorker *worker, GErr
   self->model = rlx_backend_model (backend);
   self->dataset = rlx_dataset_ref (rlx_backend_dataset (backend));
   self->n = self->model->n_params;
+  self->busy_poll = busy_poll_policy (backend);
 
   if (config->cohort == NULL || *config->cohort == '\0')
     {

@@ -9,6 +9,7 @@
  */
 #include "rlx-config.h"
 #include "rlx-worker.h"
+#include "core/p2p/rlx-busy-poll.h"
 
 #include <string.h>
 
@@ -201,8 +202,17 @@ worker_thread (gpointer data)
       if (job == NULL)
         {
           gint64 t0 = g_get_monotonic_time ();
+          gint64 spin = rlx_busy_poll_spin_us ();
 
-          job = g_async_queue_pop (self->jobs);
+          /* a GPU cohort's next operation comes within a round: poll for
+           * it rather than sleep (rlx-busy-poll.h) */
+          while (spin > 0 && job == NULL && g_get_monotonic_time () - t0 < spin)
+            {
+              g_thread_yield ();
+              job = g_async_queue_try_pop (self->jobs);
+            }
+          if (job == NULL)
+            job = g_async_queue_pop (self->jobs);
           g_atomic_pointer_add (&self->wait_us, (gssize) (g_get_monotonic_time () - t0));
         }
 

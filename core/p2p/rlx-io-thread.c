@@ -1,6 +1,7 @@
 /* rlx-io-thread.c — a thread running its own GMainContext (see rlx-io-thread.h) */
 #include "rlx-config.h"
 #include "rlx-io-thread.h"
+#include "rlx-busy-poll.h"
 
 struct _RlxIoThread
 {
@@ -35,6 +36,7 @@ rlx_io_thread_new (const char *name)
   g_atomic_ref_count_init (&self->ref);
   self->context = g_main_context_new ();
   self->loop = g_main_loop_new (self->context, FALSE);
+  rlx_busy_poll_attach (self->context);
   self->thread = g_thread_new (name, io_thread_main, self);
   return self;
 }

@@ -37,6 +37,7 @@
 #include "rlx-io-thread.h"
 #include "rlx-link-mailbox.h"
 #include "rlx-link-stream.h"
+#include "rlx-trace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -273,6 +274,7 @@ sink_frame (gpointer user_data, RlxLinkLane lane, GBytes *frame)
   UnixIo *io = user_data;
 
   /* The bytes already read are still parsed; reading stops after them. */
+  rlx_trace ("IO.rx", g_bytes_get_size (frame));
   if (!rlx_link_mailbox_push_frame (io->mb, lane, g_bytes_ref (frame)))
     io->paused = TRUE;
   return TRUE;
@@ -613,6 +615,7 @@ record_done (UnixIo *io, Rec *r)
       OutFrame *head = g_queue_pop_head (&io->out[r->lane]);
 
       g_assert (head == r->f);
+      rlx_trace ("IO.tx", head->len);
       out_frame_free (head);
     }
 }

@@ -79,6 +79,132 @@ test_three_nodes_same_hash (void)
   harness_free (h);
 }
 
+/* The trace of one process (RLX_TRACE): what → step → first time (ns). */
+static GHashTable *
+read_trace (const char *path)
+{
+  g_autofree char *text = NULL;
+  g_auto(GStrv) lines = NULL;
+  GHashTable *t = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      g_auto(GStrv) f = g_strsplit (lines[i], "\t", 4);
+      if (g_strv_length (f) != 4)
+        continue;
+      {
+        char *key = g_strdup_printf ("%s %s", f[2], f[3]);
+        if (!g_hash_table_contains (t, key))
+          {
+            gint64 *ns = g_new (gint64, 1);
+            *ns = g_ascii_strtoll (f[0], NULL, 10);
+            g_hash_table_insert (t, key, ns);
+          }
+        else
+          g_free (key);
+      }
+    }
+  return t;
+}
+
+static gint64
+trace_at (GHashTable *t, const char *what, gint64 step)
+{
+  g_autofree char *key = g_strdup_printf ("%s %" G_GINT64_FORMAT, what, step);
+  gint64 *ns = g_hash_table_lookup (t, key);
+
+  if (ns == NULL)
+    g_error ("the trace has no %s", key);
+  return *ns;
+}
+
+/* RLX_BUSY_POLL=1 on two CPU ranks (the switch that a GPU host turns on by
+ * itself): they train to the same hashes, and each says in its "done"
+ * event that it polled. RLX_TRACE writes each process's timeline, and the
+ * two line up: for every round, the leader sends the step frame before the
+ * member receives it, the member computes after that and sends its bucket,
+ * and the leader receives that bucket after it was sent and adds it before
+ * its finish. Without the switch (auto, on the CPU) nobody polls. */
+static void
+test_busy_poll_and_trace (void)
+{
+  Harness *h = harness_new ();
+  g_autofree char *dir = g_build_filename (h->dir, "trace", NULL);
+  g_autoptr(GDir) d = NULL;
+  GHashTable *tr[2] = { NULL };
+  Node *n[2], *q[2], *leader, *member;
+  const char *name;
+  guint k = 0;
+
+  g_assert_cmpint (g_mkdir_with_parents (dir, 0700), ==, 0);
+  harness_setenv (h, "RLX_BUSY_POLL", "1");
+  harness_setenv (h, "RLX_TRACE", dir);
+  n[0] = harness_join (h, "a", "--cohort", "busy", "--batch", "8", "--steps", "30",
+                       "--wait-members", "2", "--deadline-floor-ms", SLOW_OK, NULL);
+  n[1] = harness_join (h, "b", "--cohort", "busy", "--batch", "8", "--steps", "30",
+                       "--deadline-floor-ms", SLOW_OK, NULL);
+  for (guint i = 0; i < 2; i++)
+    harness_assert_exit_ok (h, n[i], 60000);
+  for (guint i = 0; i < 2; i++)
+    {
+      JsonObject *done = node_ev (n[i], harness_wait_event (h, n[i], "done", NULL, 0, 1000));
+      g_assert_true (json_object_get_boolean_member (done, "busy_poll"));
+      g_assert_cmpstr (ev_str (done, "hash"), ==,
+                       ev_str (node_ev (n[0], node_find_event (n[0], "done", 0)), "hash"));
+    }
+  leader = harness_leader (h, n, 2);
+  member = leader == n[0] ? n[1] : n[0];
+
+  /* one trace file per process */
+  d = g_dir_open (dir, 0, NULL);
+  g_assert_nonnull (d);
+  while ((name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *path = g_build_filename (dir, name, NULL);
+      GHashTable *t = read_trace (path);
+      g_assert_cmpuint (k, <, 2);
+      tr[k++] = t;
+    }
+  g_assert_cmpuint (k, ==, 2);
+  {
+    GHashTable *lt = g_hash_table_contains (tr[0], "L.finish 10") ? tr[0] : tr[1];
+    GHashTable *mt = lt == tr[0] ? tr[1] : tr[0];
+
+    g_assert_true (g_hash_table_contains (lt, "L.finish 10"));
+    for (gint64 s = 5; s < 29; s++)
+      {
+        g_assert_cmpint (trace_at (lt, "L.finish", s), <, trace_at (lt, "L.finish.end", s));
+        g_assert_cmpint (trace_at (lt, "L.finish.end", s), <, trace_at (lt, "L.sent", s));
+        g_assert_cmpint (trace_at (lt, "L.sent", s), <, trace_at (mt, "M.rx", s + 1));
+        g_assert_cmpint (trace_at (mt, "M.rx", s + 1), <, trace_at (mt, "M.run", s + 1));
+        g_assert_cmpint (trace_at (mt, "M.run", s + 1), <, trace_at (mt, "M.run.end", s + 1));
+        g_assert_cmpint (trace_at (mt, "M.run.end", s + 1), <, trace_at (mt, "M.sent", s + 1));
+        g_assert_cmpint (trace_at (mt, "M.sent", s + 1), <, trace_at (lt, "L.rx", s + 1));
+        g_assert_cmpint (trace_at (lt, "L.rx", s + 1), <, trace_at (lt, "L.add", s + 1));
+        g_assert_cmpint (trace_at (lt, "L.add.end", s + 1), <, trace_at (lt, "L.finish", s + 1));
+      }
+  }
+  (void) member;
+  for (guint i = 0; i < 2; i++)
+    g_hash_table_unref (tr[i]);
+
+  /* auto, on the CPU: nobody polls */
+  harness_setenv (h, "RLX_BUSY_POLL", NULL);
+  harness_setenv (h, "RLX_TRACE", NULL);
+  q[0] = harness_join (h, "c", "--cohort", "quiet", "--batch", "8", "--steps", "5",
+                       "--wait-members", "2", NULL);
+  q[1] = harness_join (h, "d", "--cohort", "quiet", "--batch", "8", "--steps", "5", NULL);
+  for (guint i = 0; i < 2; i++)
+    {
+      harness_assert_exit_ok (h, q[i], 60000);
+      g_assert_false (json_object_get_boolean_member (
+          node_ev (q[i], harness_wait_event (h, q[i], "done", NULL, 0, 1000)), "busy_poll"));
+    }
+  harness_free (h);
+}
+
 /* At f32, two ranks at batch 32 follow the loss trajectory of one rank at
  * batch 64 (relative difference <= 1e-4 per step over 20 steps). */
 static void
@@ -790,5 +916,6 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/nan-rejected", test_nan_rejected);
   g_test_add_func ("/cohort/split-by-speed", test_split_by_speed);
   g_test_add_func ("/cohort/checkpoint-restart-export", test_checkpoint_restart_and_export);
+  g_test_add_func ("/cohort/busy-poll-and-trace", test_busy_poll_and_trace);
   return g_test_run ();
 }

@@ -5,6 +5,7 @@
  */
 #include "rlx-config.h"
 #include "core/rlx-worker.h"
+#include "core/p2p/rlx-busy-poll.h"
 #include "core/rlx-backend.h"
 #include "core/vision/rlx-model.h"
 #include "core/vision/rlx-dataset.h"
@@ -411,6 +412,64 @@ test_ops_free (void)
   g_array_unref (log.delivered);
 }
 
+static gboolean
+count_tick (gpointer data)
+{
+  (*(guint *) data)++;
+  return G_SOURCE_CONTINUE;
+}
+
+/* Busy polling: while held, a main context with the busy source iterates
+ * without blocking (many iterations in 60 ms with nothing to do); released,
+ * an iteration blocks until its next timeout (about three 20 ms ticks in 60
+ * ms). Holds nest; the worker's spin is 0 unless held. */
+static void
+test_busy_poll (void)
+{
+  GMainContext *ctx = g_main_context_new ();
+  GSource *tick = g_timeout_source_new (20);
+  guint ticks = 0, iterations;
+  gint64 until;
+
+  g_assert_false (rlx_busy_poll_active ());
+  g_assert_cmpint (rlx_busy_poll_spin_us (), ==, 0);
+  rlx_busy_poll_attach (ctx);
+  rlx_busy_poll_attach (ctx);
+  g_source_set_callback (tick, count_tick, &ticks, NULL);
+  g_source_attach (tick, ctx);
+
+  iterations = 0;
+  until = g_get_monotonic_time () + 60000;
+  while (g_get_monotonic_time () < until)
+    {
+      g_main_context_iteration (ctx, TRUE);
+      iterations++;
+    }
+  g_assert_cmpuint (iterations, <=, ticks + 2);
+
+  rlx_busy_poll_hold ();
+  rlx_busy_poll_hold ();
+  rlx_busy_poll_release ();
+  g_assert_true (rlx_busy_poll_active ());
+  g_assert_cmpint (rlx_busy_poll_spin_us (), >, 0);
+  iterations = 0;
+  ticks = 0;
+  until = g_get_monotonic_time () + 60000;
+  while (g_get_monotonic_time () < until)
+    {
+      g_main_context_iteration (ctx, TRUE);
+      iterations++;
+    }
+  g_assert_cmpuint (iterations, >, 10 * (ticks + 1));
+  rlx_busy_poll_release ();
+  g_assert_false (rlx_busy_poll_active ());
+  g_assert_cmpint (rlx_busy_poll_spin_us (), ==, 0);
+
+  g_source_destroy (tick);
+  g_source_unref (tick);
+  g_main_context_unref (ctx);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -431,6 +490,7 @@ main (int argc, char **argv)
   g_test_add_func ("/p2p/worker/free-in-callback", test_free_in_callback);
   g_test_add_func ("/p2p/worker/ops-in-order", test_ops_in_order);
   g_test_add_func ("/p2p/worker/ops-free", test_ops_free);
+  g_test_add_func ("/p2p/worker/busy-poll", test_busy_poll);
 
   ret = g_test_run ();
   rlx_dataset_unref (dataset);

@@ -1579,6 +1579,14 @@ rlx_backend_params_on_device (const RlxBackend *self)
   return self->resident_vk;
 }
 
+void
+rlx_backend_round_expect_alone (RlxBackend *self, gboolean alone)
+{
+  g_return_if_fail (self != NULL);
+  if (self->vk != NULL && self->resident_vk)
+    rlx_vk_trainer_round_expect_alone (self->vk, alone);
+}
+
 gboolean
 rlx_backend_is_hardware_gpu (const RlxBackend *self)
 {
@@ -1974,6 +1982,17 @@ rlx_backend_ahead_taken (RlxBackend *self)
   if (self->vk != NULL)
     rlx_vk_trainer_timings (self->vk, &t);
   return t.ahead_taken;
+}
+
+guint64
+rlx_backend_updates_ahead (RlxBackend *self)
+{
+  RlxVkTimings t = { 0 };
+
+  g_return_val_if_fail (self != NULL, 0);
+  if (self->vk != NULL)
+    rlx_vk_trainer_timings (self->vk, &t);
+  return t.presub_taken;
 }
 
 gboolean

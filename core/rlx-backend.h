@@ -275,6 +275,17 @@ gboolean    rlx_backend_round_finish_into (RlxBackend *self, double lr, RlxPreci
                                            gboolean feedback, const guint32 *next_indices,
                                            guint next_n, void *codes, double *scale_out,
                                            guint64 *hash_out, GError **error);
+/* The leader's next round is expected to be its own gradient alone, finished
+ * with the same lr, precision and feedback, whose slice the next
+ * round_finish names (@alone): a vulkan backend then makes and applies that
+ * round's update on the device right behind its own gradient, and undoes it
+ * if the next calls turn out otherwise (a member's bucket, other samples, a
+ * cancel, a snapshot read): the results are those of the plain calls. The
+ * cpu backend ignores it. */
+void        rlx_backend_round_expect_alone (RlxBackend *self, gboolean alone);
+/* Rounds whose update was made ahead (round_expect_alone) and claimed,
+ * since the backend was made (0 on the cpu). */
+guint64     rlx_backend_updates_ahead (RlxBackend *self);
 /* Drops the round in progress (the leader stepped down, the round was
  * abandoned); nothing to undo. */
 void        rlx_backend_round_cancel (RlxBackend *self);

@@ -249,6 +249,7 @@ finish_run (RlxCoordinator *self, RlxBackend *backend, LeaderOp *op, GError **er
       op->refused = g_strdup ("the round was abandoned");
       return TRUE;
     }
+  rlx_backend_round_expect_alone (backend, op->next_alone);
   if (op->has_header)
     {
       /* the update's codes, once, where the frame carries them */
@@ -276,6 +277,7 @@ finish_run (RlxCoordinator *self, RlxBackend *backend, LeaderOp *op, GError **er
   op->ok = TRUE;
   op->host_bytes = rlx_backend_host_bytes (backend);
   op->ahead_taken = rlx_backend_ahead_taken (backend);
+  op->update_ahead = rlx_backend_updates_ahead (backend);
   self->w_ahead_since = op->indices != NULL ? g_get_monotonic_time () : 0;
   if (op->has_header)
     {
@@ -450,6 +452,9 @@ rlx_coordinator_queue_finish (RlxCoordinator *self, guint64 step, RlxMsg *header
   op->precision = self->precision;
   op->feedback = self->error_feedback;
   op->prequeued = self->finish_prequeued == step;
+  /* no frame (nobody else in the cohort) and a next slice of ours: the
+   * next round is most likely ours alone too */
+  op->next_alone = header == NULL && op->indices != NULL && members (self)->len == 1;
   /* behind a finish still to come: it runs only if that one commits */
   op->chained = self->finishes > 0;
   self->finishes++;

@@ -397,7 +397,7 @@ on_finished (RlxCoordinator *self, LeaderOp *op)
       die_after_partial_commit (self, op->frame);
       return;
     }
-  rlx_coordinator_note_backend (self, op->host_bytes, op->ahead_taken);
+  rlx_coordinator_note_backend (self, op->host_bytes, op->ahead_taken, op->update_ahead);
   if (self->backend_seen > 5)
     {
       self->path_finish_us += op->run_us;

@@ -83,7 +83,7 @@ rlx_coordinator_member_stepped (RlxCoordinator *self, MemberStep *ms, const GErr
 
       self->expect_commit = 0;
       rlx_coordinator_busy_poll_begin (self);
-      rlx_coordinator_note_backend (self, ms->host_bytes, 0);
+      rlx_coordinator_note_backend (self, ms->host_bytes, 0, 0);
       rlx_replica_commit (self->replica, s->commit, ms->hash, s->epoch, s->pos);
       rlx_replica_set_loss (self->replica, s->loss);
       if (role (self) == RLX_ROLE_MEMBER || role (self) == RLX_ROLE_LEADER)

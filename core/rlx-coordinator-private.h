@@ -105,6 +105,8 @@ typedef struct {
   guint64         round_gen;      /* round_gen when queued */
   gint            abandon_gen;    /* FINISH: abandon_gen when queued */
   gboolean        prequeued;      /* FINISH: queued before its round was complete */
+  gboolean        next_alone;     /* FINISH: the next round is expected to be ours alone
+                                   * (rlx_backend_round_expect_alone) */
   gboolean        chained;        /* FINISH: queued before the previous round's finish ran
                                    * (it runs only if that one applied its update) */
   guint64         step;
@@ -126,6 +128,7 @@ typedef struct {
   /* out */
   guint64         host_bytes;     /* rlx_backend_host_bytes after it */
   guint64         ahead_taken;    /* rlx_backend_ahead_taken after it */
+  guint64         update_ahead;   /* rlx_backend_updates_ahead after it */
   float           loss;
   gint64          compute_us;
   char           *refused;        /* OWN/ADD: not added; FINISH: not finished */
@@ -253,8 +256,8 @@ struct _RlxCoordinator {
   double           stat_round_us, stat_compute_us, stat_busy_us, stat_send_us;
   guint64          stat_samples;
   guint64          backend_seen;      /* steps whose backend counters were noted; and */
-  guint64          host_bytes0, ahead0; /* those counters after the 5th, */
-  guint64          host_bytes1, ahead1; /* and after the last */
+  guint64          host_bytes0, ahead0, upd_ahead0; /* those counters after the 5th, */
+  guint64          host_bytes1, ahead1, upd_ahead1; /* and after the last */
   guint64          worker_wait0, worker_wait1; /* rlx_worker_wait_us at those times */
   /* the leader's path per step, summed from the 5th finish on (backend_seen):
    * its operations' time on the worker, the hop from the worker's end of a
@@ -433,7 +436,8 @@ peer_leader (RlxPeer *p)
 /* facade */
 void rlx_coordinator_notify (RlxCoordinator *self, guint prop);
 /* the backend's counters after a step (for "done") */
-void rlx_coordinator_note_backend (RlxCoordinator *self, guint64 host_bytes, guint64 ahead);
+void rlx_coordinator_note_backend (RlxCoordinator *self, guint64 host_bytes, guint64 ahead,
+                                   guint64 update_ahead);
 void rlx_coordinator_emit_discover (RlxCoordinator *self);
 void rlx_coordinator_event_emit (RlxCoordinator *self, JsonObject *o);
 

@@ -332,7 +332,8 @@ fill_hello (RlxMsgHello *h, gpointer user_data)
 }
 
 void
-rlx_coordinator_note_backend (RlxCoordinator *self, guint64 host_bytes, guint64 ahead)
+rlx_coordinator_note_backend (RlxCoordinator *self, guint64 host_bytes, guint64 ahead,
+                              guint64 update_ahead)
 {
   guint64 wait = rlx_worker_wait_us (self->worker);
 
@@ -340,10 +341,12 @@ rlx_coordinator_note_backend (RlxCoordinator *self, guint64 host_bytes, guint64 
     {
       self->host_bytes0 = host_bytes;
       self->ahead0 = ahead;
+      self->upd_ahead0 = update_ahead;
       self->worker_wait0 = wait;
     }
   self->host_bytes1 = host_bytes;
   self->ahead1 = ahead;
+  self->upd_ahead1 = update_ahead;
   self->worker_wait1 = wait;
 }
 
@@ -399,6 +402,10 @@ finish_report (RlxCoordinator *self)
       json_object_set_double_member (o, "host_bytes_per_step",
                                      (double) (self->host_bytes1 - self->host_bytes0) / s);
       json_object_set_double_member (o, "own_ahead", (double) (self->ahead1 - self->ahead0) / s);
+      /* ... and how many of its updates were made right behind that
+       * gradient, before the host asked (a lone leader on a GPU) */
+      json_object_set_double_member (o, "update_ahead",
+                                     (double) (self->upd_ahead1 - self->upd_ahead0) / s);
       /* how long the compute worker waited for its next operation per step
        * (the host turnaround that a device waited out too) */
       json_object_set_double_member (o, "worker_wait_ms",

@@ -130,6 +130,7 @@ typedef struct {
                         * vkQueueSubmit (where lavapipe does the work itself) */
   guint64 host_bytes;  /* parameter-sized bytes the trainer's host code moved, since made */
   guint64 ahead_taken; /* own gradients a round took from behind the last finish, since made */
+  guint64 presub_taken; /* rounds whose finish was made ahead and claimed, since made */
 } RlxVkTimings;
 
 /* Opens device @index (as enumerated), uploads the training split of
@@ -254,6 +255,18 @@ gboolean rlx_vk_trainer_round_finish  (RlxVkTrainer *self, double lr, guint prec
                                        gboolean feedback, const guint32 *next, guint next_n,
                                        const void **codes, RlxVkWireSummary *summary,
                                        guint64 *hash, GError **error);
+/* The leader's next round is expected to be its own gradient alone,
+ * finished with the same lr, precision and feedback (@alone): round_finish
+ * given the next slice then also submits that round's finish behind its own
+ * gradient — the update is made and applied on the device with nothing
+ * between them for the host. The round_finish that matches it (own gradient
+ * alone, computed ahead, after a finish that applied, same control words)
+ * claims it; anything else undoes it first (the replica and update
+ * residual come back from a backup taken on the device), so the calls'
+ * results are those of the plain path. Only for models of at most 4 MiB
+ * of parameters (larger ones lose more to the backup than they gain);
+ * RLX_VK_PRESUBMIT=0 turns it off. */
+void     rlx_vk_trainer_round_expect_alone (RlxVkTrainer *self, gboolean alone);
 void     rlx_vk_trainer_round_cancel  (RlxVkTrainer *self);
 /* contributions in the round so far */
 guint    rlx_vk_trainer_round_size    (RlxVkTrainer *self);

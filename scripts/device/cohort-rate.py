@@ -116,7 +116,7 @@ def main():
         # worker's wait for work, its own gradient and finish, the hop of a
         # finish to the main loop, the device's own times)
         done = ranks[0].of("done")[-1] if ranks[0].of("done") else {}
-        for k in ("own_ahead", "host_bytes_per_step", "coordinator_ms", "round_ms", "compute_ms",
+        for k in ("own_ahead", "update_ahead", "busy_poll", "host_bytes_per_step", "coordinator_ms", "round_ms", "compute_ms",
                   "worker_wait_ms", "own_run_ms", "finish_run_ms", "finish_hop_ms",
                   "device_finish_ms", "device_grad_ms"):
             if k in done:

@@ -18,8 +18,9 @@
 # 1024 and mnist-mlp-xl at 4096 per rank, in RLX_DC_ROUNDS (3) interleaved
 # rounds: `rlx-rank bench` against a one-rank cohort (`rlx-rank join --local
 # --backend vulkan`, samples/s from its event stream: cohort-rate.py), the
-# one-rank cohort at f16 and f8e4m3 against f32, and two ranks on two GPUs
-# (vulkan:0 + vulkan:1) at f32 and f16 against one; then PyTorch DDP on the
+# one-rank cohort at f16 and f8e4m3 against f32 (and at f32 with
+# RLX_VK_PRESUBMIT=0, "one-f32-plain": without its next update made ahead),
+# and two ranks on two GPUs (vulkan:0 + vulkan:1) at f32 and f16 against one; then PyTorch DDP on the
 # same models and batches (`torch_ref.py ddp --device cuda --ranks 1,2`).
 # Before that, once: the resident-parameter and round tests on the GPU, a
 # mixed CPU + GPU cohort's hashes, bench-gpu's step breakdown for each path a
@@ -170,6 +171,7 @@ for round in $(seq 1 "$ROUNDS"); do
     say "round $round: $model batch $batch ($steps cohort steps)"
     bench_one "$model" "$batch" "$round"
     cohort_one one-f32 "$model" "$batch" "$steps" f32 "$round" "$BACKEND"
+    RLX_VK_PRESUBMIT=0 cohort_one one-f32-plain "$model" "$batch" "$steps" f32 "$round" "$BACKEND"
     cohort_one one-f16 "$model" "$batch" "$steps" f16 "$round" "$BACKEND"
     cohort_one one-f8e4m3 "$model" "$batch" "$steps" f8e4m3 "$round" "$BACKEND"
     if [ -n "$TWO" ]; then

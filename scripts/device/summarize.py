@@ -94,6 +94,15 @@ def main():
         d1, d2 = ddp.get((m, 1)), ddp.get((m, 2))
         cells += [fmt(d1), fmt(d2), f"{v / d2:.2f}" if v and d2 else "—"]
         print("| " + " | ".join(cells) + " |")
+    # a one-rank cohort with and without its next update made ahead
+    # (RLX_VK_PRESUBMIT=0: "one-f32-plain"), in the same rounds
+    for m in models:
+        r, rs = ratio(m, "one-f32", "one-f32-plain")
+        p, ps = ratio(m, "one-f32-plain", "bench")
+        if r:
+            print(f"\n{m}: one-rank cohort with the next update made ahead / without: {r:.2f} "
+                  f"({', '.join(f'{x:.2f}' for x in rs)}); without, cohort/bench: "
+                  f"{p:.2f}" if p else "")
     # the path the cohort took: a leader whose GPU computes its next own
     # gradient behind the finish (own_ahead 1.0) and moves nothing
     # parameter-sized through the host but what the wire needs
@@ -101,18 +110,20 @@ def main():
     if path:
         print("\nThe leader's path (medians over rounds): own gradient computed behind the finish "
               "(fraction of steps) · parameter-sized host bytes per step · main-loop CPU per round")
-        print("| model | run | own ahead | host bytes/step | main loop ms/round | step (wall) |")
-        print("|---|---|---|---|---|---|")
+        print("| model | run | own ahead | update ahead | host bytes/step | main loop ms/round | "
+              "step (wall) |")
+        print("|---|---|---|---|---|---|---|")
         groups = defaultdict(list)
         for d in path:
             groups[(d["model"], d["label"])].append(d)
         for (m, label), ds in groups.items():
             md = lambda k: statistics.median(x[k] for x in ds if x.get(k) is not None) \
                 if any(x.get(k) is not None for x in ds) else None
-            oa, hb, cm, su = md("own_ahead"), md("host_bytes_per_step"), md("coordinator_ms"), \
-                md("step_us")
+            oa, ua, hb, cm, su = md("own_ahead"), md("update_ahead"), md("host_bytes_per_step"), \
+                md("coordinator_ms"), md("step_us")
             f = lambda v, spec, unit="": "—" if v is None else format(v, spec) + unit
-            print(f"| {m} | {label} | {f(oa, '.2f')} | {f(hb, ',.0f')} | {f(cm, '.3f')} | "
+            print(f"| {m} | {label} | {f(oa, '.2f')} | {f(ua, '.2f')} | {f(hb, ',.0f')} | "
+                  f"{f(cm, '.3f')} | "
                   f"{f(su, '.0f', ' µs')} |")
         print("\nWhere a step went (ms per step, medians): the worker waiting for work · its own "
               "gradient · its finish · finish → main loop · the device's finish · the device's gradient")

@@ -161,6 +161,80 @@ test_gpu_leads_f16 (void)
   check_mixed ("mnist-mlp", "vulkan:llvmpipe", "f16", "cpu", "f32", STEPS);
 }
 
+/* A lavapipe leader alone makes each next update ahead, right behind its own
+ * gradient (rlx_backend_round_expect_alone): its step hashes are those of
+ * the same leader with that off (RLX_VK_PRESUBMIT=0, another cohort of the
+ * same name and seed), and its done event says most updates were made
+ * ahead. Then a CPU rank joins while it runs alone — the update made ahead
+ * for a round that now has a member is undone — and from the joiner's first
+ * step on both hold one hash at every step. */
+static void
+test_gpu_alone_then_joined (void)
+{
+  Harness *a, *b;
+  Node *lead, *plain, *member;
+  g_autoptr(GHashTable) ha = NULL, hb = NULL, hm = NULL;
+  GHashTableIter it;
+  gpointer k, v;
+  guint same = 0, common = 0;
+
+  if (!need_lavapipe ())
+    return;
+  a = harness_new ();
+  b = harness_new ();
+  harness_setenv (b, "RLX_VK_PRESUBMIT", "0");
+  lead = harness_spawn (a, "lead", "join", "--local", "--json", "--cohort", "alone",
+                        "--model", "mnist-mlp", "--batch", "16", "--steps", "70",
+                        "--checkpoint-every", "0", "--threads", "1",
+                        "--deadline-floor-ms", "120000", "--backend", "vulkan:llvmpipe",
+                        "--precision", "f16", NULL);
+  plain = harness_spawn (b, "plain", "join", "--local", "--json", "--cohort", "alone",
+                         "--model", "mnist-mlp", "--batch", "16", "--steps", "20",
+                         "--checkpoint-every", "0", "--threads", "1",
+                         "--backend", "vulkan:llvmpipe", "--precision", "f16", NULL);
+  harness_wait_event (a, lead, "step", "step", 20, 120000);
+  member = harness_spawn (a, "member", "join", "--local", "--json", "--cohort", "alone",
+                          "--model", "mnist-mlp", "--batch", "16", "--steps", "70",
+                          "--checkpoint-every", "0", "--threads", "1",
+                          "--deadline-floor-ms", "120000", "--backend", "cpu",
+                          "--precision", "f32", NULL);
+  harness_assert_exit_ok (b, plain, 240000);
+  harness_assert_exit_ok (a, lead, 240000);
+  harness_assert_exit_ok (a, member, 240000);
+
+  /* alone: the same steps with and without updates made ahead */
+  ha = node_step_hashes (lead);
+  hb = node_step_hashes (plain);
+  for (gint64 s = 1; s <= 20; s++)
+    {
+      const char *x = g_hash_table_lookup (ha, &s), *y = g_hash_table_lookup (hb, &s);
+      if (x == NULL || g_strcmp0 (x, y) != 0)
+        g_error ("step %" G_GINT64_FORMAT ": hash %s with updates made ahead, %s without",
+                 s, x, y);
+      same++;
+    }
+  g_assert_cmpfloat (json_object_get_double_member (event (lead, "done"), "update_ahead"), >, 0.2);
+  g_assert_cmpfloat (json_object_get_double_member (event (plain, "done"), "update_ahead"), ==, 0);
+  /* joined: one hash */
+  hm = node_step_hashes (member);
+  g_hash_table_iter_init (&it, hm);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    {
+      const char *other = g_hash_table_lookup (ha, k);
+      if (other == NULL)
+        continue;
+      common++;
+      if (g_strcmp0 (other, v) != 0)
+        g_error ("step %" G_GINT64_FORMAT ": hash %s on the GPU leader, %s on the member that "
+                 "joined it", *(gint64 *) k, other, (const char *) v);
+    }
+  g_test_message ("%u steps alike alone, %u compared after the join", same, common);
+  g_assert_cmpuint (common, >=, 20);
+  g_assert_cmpstr (str_of (event (lead, "done"), "hash"), ==, str_of (event (member, "done"), "hash"));
+  harness_free (a);
+  harness_free (b);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -174,5 +248,6 @@ main (int argc, char **argv)
   g_test_add_func ("/gpu/mixed-cohort/gpu-leads-f8e5m2-cpu-f32", test_gpu_leads);
   g_test_add_func ("/gpu/mixed-cohort/gpu-leads-f8e4m3-cpu-f16", test_gpu_leads_f8);
   g_test_add_func ("/gpu/mixed-cohort/gpu-leads-f16-cpu-f32", test_gpu_leads_f16);
+  g_test_add_func ("/gpu/mixed-cohort/gpu-alone-then-joined", test_gpu_alone_then_joined);
   return g_test_run ();
 }

@@ -459,6 +459,203 @@ test_vk_ahead (void)
   g_assert_cmpuint (rlx_vk_validation_messages (), ==, 0);
 }
 
+/* ── a lone leader's next update made ahead ──────────────────────────────── */
+
+static guint64
+presub_taken (RlxBackend *be)
+{
+  RlxVkTimings t = { 0 };
+
+  if (rlx_backend_vk_trainer (be) != NULL)
+    rlx_vk_trainer_timings (rlx_backend_vk_trainer (be), &t);
+  return t.presub_taken;
+}
+
+/* finish_round as a lone leader's: no codes wanted, the next round
+ * expected to be its own alone (@alone), the replica not read (reading it
+ * undoes an update made ahead); scale and hash against the reference. */
+static void
+finish_lone (Leader *l, RlxPrecision p, gboolean alone, guint next_step, const char *what)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree float *u = g_new (float, l->n);
+  g_autofree float *d = g_new (float, l->n);
+  g_autofree guint8 *ref_codes = g_malloc (l->n * rlx_precision_element_size (p));
+  gboolean fb = p != RLX_PRECISION_F32;
+  float coef = l->k == 1 ? (float) LR : (float) (LR / (double) l->total);
+  guint32 idx[BATCH];
+  guint64 hash = 0;
+  double scale = -1, ref_scale;
+
+  for (gsize i = 0; i < l->n; i++)
+    {
+      float t = coef * l->sum[i];
+      u[i] = fb ? t + l->ures[i] : t;
+    }
+  ref_scale = rlx_wire_scale_for (u, l->n, p);
+  rlx_wire_quantize (u, l->n, p, ref_scale, ref_codes);
+  rlx_wire_dequantize (ref_codes, l->n, p, ref_scale, d);
+  for (gsize i = 0; i < l->n; i++)
+    {
+      float r = u[i] - d[i];
+      if (fb)
+        l->ures[i] = isfinite (r) ? r : 0.0f;
+      l->params[i] -= d[i];
+    }
+  l->k = 0;
+  l->total = 0;
+  indices_for (idx, next_step);
+  g_test_message ("%s: %s at %s", l->spec, what, rlx_precision_to_string (p));
+  rlx_backend_round_expect_alone (l->be, alone);
+  g_assert_true (rlx_backend_round_finish (l->be, LR, p, TRUE, idx, BATCH, NULL, &scale, &hash,
+                                           &error));
+  g_assert_no_error (error);
+  g_assert_cmpfloat (scale, ==, ref_scale);
+  if (hash != rlx_params_hash (l->params, l->n))
+    g_error ("%s (%s): hash %016" G_GINT64_MODIFIER "x, the reference's %016" G_GINT64_MODIFIER
+             "x", what, l->spec, hash, rlx_params_hash (l->params, l->n));
+}
+
+static void
+assert_replica (Leader *l, const char *what)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree float *got = g_new (float, l->n);
+
+  g_assert_true (rlx_backend_read_params (l->be, got, &error));
+  g_assert_no_error (error);
+  assert_same_bits (got, l->params, l->n, what);
+}
+
+/* A one-rank leader tells each finish that the next round is its own
+ * alone: on a device each finish also makes that round's update, right
+ * behind its own gradient, and the next finish claims it — every claimed
+ * round gives the reference's scale and hash. Then every way the next round
+ * can turn out otherwise, each right after a finish that made the next
+ * update ahead: a member's bucket joins it; it is cancelled; its samples
+ * change; its precision changes; the replica is read; its own gradient is
+ * not finite; the round before it is refused (the update made ahead must
+ * not apply). Each time the results are the reference's (which never made
+ * anything ahead), and the replica is the reference's, bit for bit. */
+static void
+check_presub (const char *spec)
+{
+  g_autoptr(GError) error = NULL;
+  gboolean device;
+  guint64 taken0, taken;
+  guint32 idx[BATCH];
+  float loss;
+  Leader l;
+
+  if (!leader_init (&l, spec, rlx_model_get (RLX_MODEL_MNIST_MLP), 31))
+    {
+      leader_clear (&l);
+      return;
+    }
+  device = rlx_backend_params_on_device (l.be);
+  taken0 = presub_taken (l.be);
+  /* rounds 0..5: the first at f16 resets into the residual (mode 2), so
+   * round 1's is not made ahead; rounds 2..5 are claimed */
+  for (guint s = 0; s < 6; s++)
+    {
+      add_own (&l, s);
+      finish_lone (&l, RLX_PRECISION_F16, TRUE, s + 1, "lone chain");
+    }
+  taken = presub_taken (l.be);
+  g_assert_cmpuint (taken, ==, taken0 + (device ? 4 : 0));
+  assert_replica (&l, "after the chain (the update made ahead undone by the read)");
+
+  /* a member's bucket joins the round made ahead */
+  add_own (&l, 6);
+  finish_lone (&l, RLX_PRECISION_F16, TRUE, 7, "lone again");
+  add_own (&l, 7);
+  add_member (&l, RLX_PRECISION_F8E4M3, 70, 3);
+  finish_lone (&l, RLX_PRECISION_F16, TRUE, 8, "a member joined");
+  /* cancelled (a round abandoned), then the same samples again */
+  rlx_backend_round_cancel (l.be);
+  add_own (&l, 8);
+  finish_lone (&l, RLX_PRECISION_F16, TRUE, 9, "after a cancel");
+  /* other samples than named */
+  add_own (&l, 20);
+  finish_lone (&l, RLX_PRECISION_F16, TRUE, 21, "other samples");
+  /* the precision changes */
+  add_own (&l, 21);
+  finish_lone (&l, RLX_PRECISION_F8E4M3, TRUE, 22, "precision changed");
+  /* none of these rounds was the one made ahead */
+  g_assert_cmpuint (presub_taken (l.be), ==, taken);
+  /* the replica read while an update made ahead waits */
+  assert_replica (&l, "read with an update made ahead");
+  add_own (&l, 22);
+  finish_lone (&l, RLX_PRECISION_F8E4M3, TRUE, 23, "after the read");
+  /* the own gradient computed ahead is not finite: it does not join, its
+   * update made ahead is refused on the device */
+  add_own (&l, 23);
+  if (device)
+    {
+      float inf = INFINITY;
+      guint32 bits;
+
+      /* the gradient the finish queues ahead is poisoned */
+      memcpy (&bits, &inf, 4);
+      rlx_vk_trainer_poison_gradient (rlx_backend_vk_trainer (l.be), (guint32) (l.n / 3), bits);
+    }
+  finish_lone (&l, RLX_PRECISION_F8E4M3, TRUE, 24, "ahead of a poisoned gradient");
+  if (!device)
+    rlx_backend_poison_gradient (l.be, l.n / 3, INFINITY);
+  indices_for (idx, 24);
+  g_assert_false (rlx_backend_round_own (l.be, idx, BATCH, &loss, &error));
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE);
+  g_clear_error (&error);
+  add_member (&l, RLX_PRECISION_F16, 71, 4);
+  finish_lone (&l, RLX_PRECISION_F8E4M3, TRUE, 25, "a member alone after the poison");
+  assert_replica (&l, "after the poisoned round");
+  /* a refused round (finite buckets that overflow, lr chosen so that its
+   * coefficient is the next round's) with the next update made ahead
+   * behind it: the refused one changed nothing, so that update is right as
+   * it is and is claimed */
+  add_own (&l, 25);
+  finish_lone (&l, RLX_PRECISION_F8E4M3, TRUE, 26, "before the overflow");
+  {
+    double scale;
+    guint64 hash;
+
+    for (gsize i = 0; i < l.n; i++)
+      ((float *) l.bucket)[i] = i == 9 ? 3e38f : 1e-3f;
+    g_assert_true (rlx_backend_round_add (l.be, l.bucket, l.n, RLX_PRECISION_F32, 1.0, 1, &error));
+    g_assert_true (rlx_backend_round_add (l.be, l.bucket, l.n, RLX_PRECISION_F32, 1.0, 1, &error));
+    g_assert_no_error (error);
+    indices_for (idx, 26);
+    rlx_backend_round_expect_alone (l.be, TRUE);
+    g_assert_false (rlx_backend_round_finish (l.be, 2 * LR, RLX_PRECISION_F8E4M3, TRUE, idx,
+                                              BATCH, NULL, &scale, &hash, &error));
+    g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE);
+    g_clear_error (&error);
+  }
+  taken = presub_taken (l.be);
+  add_own (&l, 26);
+  finish_lone (&l, RLX_PRECISION_F8E4M3, TRUE, 27, "after the refused round");
+  g_assert_cmpuint (presub_taken (l.be), ==, taken + (device ? 1 : 0));
+  add_own (&l, 27);
+  finish_lone (&l, RLX_PRECISION_F8E4M3, FALSE, 28, "the last, nothing ahead");
+  assert_replica (&l, "at the end");
+  leader_clear (&l);
+}
+
+static void
+test_cpu_presub (void)
+{
+  check_presub ("cpu");
+}
+
+static void
+test_vk_presub (void)
+{
+  if (!need_device ())
+    return;
+  check_presub (VK_SPEC);
+  g_assert_cmpuint (rlx_vk_validation_messages (), ==, 0);
+}
+
 /* ── refusals ─────────────────────────────────────────────────────────── */
 
 static void
@@ -862,11 +1059,13 @@ main (int argc, char **argv)
   g_test_add_func ("/backend/round/cpu/bits", test_cpu_round_bits);
   g_test_add_func ("/backend/round/cpu/ahead", test_cpu_ahead);
   g_test_add_func ("/backend/round/cpu/refusals", test_cpu_round_refusals);
+  g_test_add_func ("/backend/round/cpu/ahead-update", test_cpu_presub);
   g_test_add_func ("/backend/zero-copy/cpu", test_cpu_zero_copy);
   g_test_add_func ("/backend/round/vulkan/bits", test_vk_round_bits);
   g_test_add_func ("/backend/round/vulkan/mnist-mlp", test_vk_round_mlp);
   g_test_add_func ("/backend/round/vulkan/ahead", test_vk_ahead);
   g_test_add_func ("/backend/round/vulkan/refusals", test_vk_round_refusals);
+  g_test_add_func ("/backend/round/vulkan/ahead-update", test_vk_presub);
   g_test_add_func ("/backend/zero-copy/vulkan", test_vk_zero_copy);
   g_test_add_func ("/backend/hash/vulkan/bits", test_vk_hash_bits);
   g_test_add_func ("/backend/hash/vulkan/params-hash", test_vk_params_hash);

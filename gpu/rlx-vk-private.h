@@ -35,7 +35,7 @@ G_BEGIN_DECLS
 #define RLX_VK_DEVICE_FUNCS(X) \
   X (AllocateCommandBuffers) X (AllocateDescriptorSets) X (AllocateMemory) \
   X (BeginCommandBuffer) X (BindBufferMemory) X (CmdBindDescriptorSets) \
-  X (CmdBindPipeline) X (CmdCopyBuffer) X (CmdDispatch) X (CmdPipelineBarrier) \
+  X (CmdBindPipeline) X (CmdCopyBuffer) X (CmdFillBuffer) X (CmdDispatch) X (CmdPipelineBarrier) \
   X (CmdPushConstants) X (CmdResetQueryPool) X (CmdWriteTimestamp) \
   X (CreateBuffer) X (CreateCommandPool) X (CreateComputePipelines) \
   X (CreateDescriptorPool) X (CreateDescriptorSetLayout) X (CreateFence) \

@@ -280,6 +280,8 @@ struct _RlxVkTrainer {
   Buf               codes_in;     /* host-written: the pending update's codes */
   Buf               readback;     /* codes, then the summaries (N_REGIONS) at readback_meta */
   gsize             part_off, meta_off;   /* in wire_s, words: partials, summaries */
+  gsize             count_off;    /* in wire_s: the workgroups of a pass that folds by its
+                                   * last one (wire-fold.glsl), 0 between passes */
   gsize             readback_meta;        /* bytes */
   gsize             code_words;           /* n_params rounded up to 4, the codes' room */
   guint64           replica_gen;  /* changes with every change of the replica */
@@ -316,6 +318,8 @@ struct _RlxVkTrainer {
    * the round_finish that matches it, undone from the backup otherwise. */
   gboolean          expect_alone;
   gboolean          presub_env;      /* RLX_VK_PRESUBMIT=0: never */
+  gboolean          fold_last;       /* passes fold by their last workgroup (RLX_VK_FOLD_LAST=0:
+                                      * by a wire_max dispatch behind a barrier, as before) */
   gboolean          presub;          /* one is on the queue (or done), unclaimed */
   guint             presub_slot;     /* its fence3 and rb_presub */
   guint32           presub_ctl[3];   /* CTL_ROUND_PREC, CTL_ROUND_FEEDBACK, CTL_COEF it reads */
@@ -1650,6 +1654,7 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
     self->split_submit = env_choice ("RLX_VK_SPLIT_SUBMIT", off_on, 2, 1, TRUE) == 1;
     /* a lone leader's next finish submitted ahead (rlx_vk_trainer_round_expect_alone) */
     self->presub_env = env_choice ("RLX_VK_PRESUBMIT", off_on, 2, 1, TRUE) == 1;
+    self->fold_last = env_choice ("RLX_VK_FOLD_LAST", off_on, 2, 1, TRUE) == 1;
     /* set below from the device; RLX_VK_TEST_MAX_GROUPS_X lowers it so
      * that the tests reach the reduce's z blocks at small sizes */
     self->max_groups_x = (guint) env_uint ("RLX_VK_TEST_MAX_GROUPS_X", 1, G_MAXUINT, G_MAXUINT);
@@ -2404,6 +2409,23 @@ rec_fold (Rec *r, guint groups, guint region, guint32 loss_index, guint32 prec)
                 1, 1, 1);
 }
 
+/* The summary @region of a pass of @groups workgroups: folded by its last
+ * workgroup already (fold_last), or by wire_max now, behind a barrier. */
+static guint32
+fold_meta (RlxVkTrainer *t, guint region)
+{
+  return t->fold_last ? (guint32) region_off (t, region) : G_MAXUINT32;
+}
+
+static void
+rec_fold_unless_done (Rec *r, guint groups, guint region, guint32 loss_index, guint32 prec)
+{
+  if (r->t->fold_last)
+    return;
+  rec_full_barrier (r);
+  rec_fold (r, groups, region, loss_index, prec);
+}
+
 /* How a pass over @n elements spreads over workgroups that each write one
  * set of partials (at most WIRE_MAX_GROUPS). */
 static guint
@@ -2460,8 +2482,10 @@ rec_wire_pass (Rec *r, guint n, guint prec, gboolean feedback, guint32 loss_inde
 {
   RlxVkTrainer *t = r->t;
   guint per_group, groups = wire_groups (n, &per_group);
-  struct { guint32 n, per_group, part_off, flags; } a = {
-    n, per_group, (guint32) t->part_off, feedback ? 1 : 0
+  struct { guint32 n, per_group, part_off, flags, fold_meta, count_off, loss_index, prec,
+           target; } a = {
+    n, per_group, (guint32) t->part_off, feedback ? 1 : 0, fold_meta (t, REG_WIRE),
+    (guint32) t->count_off, loss_index, prec, t->target[prec]
   };
   struct { guint32 n, prec, feedback, meta_off; } c = {
     n, prec, feedback, (guint32) region_off (t, REG_WIRE)
@@ -2471,7 +2495,7 @@ rec_wire_pass (Rec *r, guint n, guint prec, gboolean feedback, guint32 loss_inde
   rec_full_barrier (r);
   rec_dispatch (r, SH_WIRE_SUM, NULL, 0, &t->grads, &t->residual, &t->control, &t->wire_s,
                 &a, sizeof a, groups, 1, 1);
-  rec_fold (r, groups, REG_WIRE, loss_index, prec);
+  rec_fold_unless_done (r, groups, REG_WIRE, loss_index, prec);
   {
     Buf *bs[N_BINDINGS] = { &t->wire_s, &t->tables, &t->residual, &t->codes_dev, &t->control, NULL };
     rec_dispatch_v (r, SH_WIRE_QUANT, NULL, 0, bs, &c, sizeof c, groups_for ((n + 3) / 4, 256), 1, 1);
@@ -2563,13 +2587,17 @@ fill_own (Rec *r, gpointer data)
   RlxVkTrainer *t = r->t;
   guint n = (guint) t->model->n_params;
   guint per_group, groups = wire_groups (n, &per_group);
-  struct { guint32 n, per_group, part_off, flags; } a = { n, per_group, (guint32) t->part_off, 2 };
+  /* the check alone (flags 2), folded by its last workgroup */
+  struct { guint32 n, per_group, part_off, flags, fold_meta, count_off, loss_index, prec,
+           target; } a = {
+    n, per_group, (guint32) t->part_off, 2, fold_meta (t, REG_OWN),
+    (guint32) t->count_off, n, WIRE_F32, t->target[WIRE_F32]
+  };
 
   rec_full_barrier (r);
   rec_dispatch (r, SH_WIRE_SUM, NULL, 0, &t->grads, &t->residual, &t->control, &t->wire_s,
                 &a, sizeof a, groups, 1, 1);
-  rec_full_barrier (r);
-  rec_fold (r, groups, REG_OWN, n, WIRE_F32);
+  rec_fold_unless_done (r, groups, REG_OWN, n, WIRE_F32);
   rec_full_barrier (r);
   rec_copy_region (r, REG_OWN, &t->readback, t->readback_meta + REG_OWN * META_WORDS * 4);
   rec_to_host (r);
@@ -2817,6 +2845,14 @@ buf_create_upload (RlxVkTrainer *self, Buf *b, gsize size, const char *what, GEr
   return buf_create (self, b, size, storage, MEM_UPLOAD, what, error);
 }
 
+/* The workgroup counter of the passes that fold by their last workgroup
+ * starts at 0 (each such pass leaves it at 0). */
+static void
+fill_count_zero (Rec *r, gpointer data)
+{
+  r->t->vk.CmdFillBuffer (r->cb, r->t->wire_s.buf, r->t->count_off * 4, 4, 0);
+}
+
 gboolean
 rlx_vk_trainer_resident_init (RlxVkTrainer *self, const RlxVkWireTables *tables, GError **error)
 {
@@ -2842,13 +2878,14 @@ rlx_vk_trainer_resident_init (RlxVkTrainer *self, const RlxVkWireTables *tables,
   self->code_words = words;
   self->part_off = words;
   self->meta_off = words + 3 * WIRE_MAX_GROUPS;
+  self->count_off = self->meta_off + N_REGIONS * META_WORDS;
   self->readback_meta = words * 4;
   memcpy (self->target, tables->target, sizeof self->target);
   if (!buf_create (self, &self->replica, n * 4, storage, MEM_DEVICE, "parameter replica", error) ||
       !buf_create (self, &self->residual, 2 * n * 4, storage, MEM_DEVICE, "gradient residual",
                    error) ||
-      !buf_create (self, &self->wire_s, (self->meta_off + N_REGIONS * META_WORDS) * 4, storage,
-                   MEM_DEVICE, "wire scratch", error) ||
+      !buf_create (self, &self->wire_s, (self->meta_off + N_REGIONS * META_WORDS + 1) * 4,
+                   storage, MEM_DEVICE, "wire scratch", error) ||
       !buf_create (self, &self->codes_dev, words * 4, storage, MEM_DEVICE, "gradient codes", error) ||
       !buf_create (self, &self->tables, TAB_WORDS * 4, storage, MEM_DEVICE, "wire tables", error) ||
       !buf_create (self, &self->control, CTL_WORDS * 4, storage, MEM_UPLOAD, "wire control", error) ||
@@ -2863,7 +2900,8 @@ rlx_vk_trainer_resident_init (RlxVkTrainer *self, const RlxVkWireTables *tables,
   memcpy (tab + TAB_BRIDGE_E5M2, tables->bridge[1], 65536);
   memcpy (tab + TAB_F8_E4M3, tables->f8_bits[0], 256 * 4);
   memcpy (tab + TAB_F8_E5M2, tables->f8_bits[1], 256 * 4);
-  if (!upload (self, &self->tables, tab, TAB_WORDS * 4, error))
+  if (!upload (self, &self->tables, tab, TAB_WORDS * 4, error) ||
+      !run_once (self, fill_count_zero, NULL, "clearing the wire scratch", error))
     return FALSE;
   ctl = self->control.map;
   memset (ctl, 0, CTL_WORDS * 4);
@@ -3449,8 +3487,9 @@ fill_finish (Rec *r, gpointer data)
   guint n = (guint) t->model->n_params;
   guint per_group, groups = wire_groups (n, &per_group);
   Buf *x = k->x == X_SUM ? &t->sum : k->x == X_OWN ? &t->grads : slot_buf (t, 0);
-  struct { guint32 n, per_group, part_off, x_kind, param_off; } u = {
-    n, per_group, (guint32) t->part_off, k->x == X_SLOT0, (guint32) t->code_words
+  struct { guint32 n, per_group, part_off, x_kind, param_off, fold_meta, count_off; } u = {
+    n, per_group, (guint32) t->part_off, k->x == X_SLOT0, (guint32) t->code_words,
+    fold_meta (t, REG_ROUND), (guint32) t->count_off
   };
   struct { guint32 n, meta_off; } q = { n, (guint32) region_off (t, REG_ROUND) };
   VkBufferCopy codes = { 0, 0, ((gsize) n * code_size[k->prec] + 3) / 4 * 4 };
@@ -3470,8 +3509,7 @@ fill_finish (Rec *r, gpointer data)
     Buf *bs[N_BINDINGS] = { x, &t->ures, &t->control, &t->wire_s, &t->tables, NULL };
     rec_dispatch_v (r, SH_ROUND_U, NULL, 0, bs, &u, sizeof u, groups, 1, 1);
   }
-  rec_full_barrier (r);
-  rec_fold (r, groups, REG_ROUND, G_MAXUINT32, G_MAXUINT32);
+  rec_fold_unless_done (r, groups, REG_ROUND, G_MAXUINT32, G_MAXUINT32);
   rec_full_barrier (r);
   {
     Buf *bs[N_BINDINGS] = { &t->wire_s, &t->tables, &t->ures, &t->codes_dev, &t->replica,

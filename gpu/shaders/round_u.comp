@@ -15,7 +15,8 @@ layout(local_size_x = 256) in;
 layout(std430, set = 0, binding = 0) readonly buffer BufX { uint x[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufR { uint res[]; };
 layout(std430, set = 0, binding = 2) readonly buffer BufCtl { uint ctl[]; };
-layout(std430, set = 0, binding = 3) buffer BufS { uint s[]; };
+/* coherent: the last workgroup reads what the others wrote (wire-fold.glsl) */
+layout(std430, set = 0, binding = 3) coherent buffer BufS { uint s[]; };
 layout(std430, set = 0, binding = 4) readonly buffer BufTab { uint tab[]; };
 
 #define WIRE_TAB(i) tab[i]
@@ -23,9 +24,15 @@ layout(std430, set = 0, binding = 4) readonly buffer BufTab { uint tab[]; };
 
 layout(push_constant) uniform Push {
   uint n, per_group, part_off, x_kind, param_off;
+  /* fold_meta ~0: the partials are left for wire_max; else the last
+   * workgroup folds them into the summary there, at the round's precision
+   * (wire-fold.glsl) */
+  uint fold_meta, count_off;
 } p;
 
 shared uint sh_s[256], sh_g[256], sh_bad[256];
+
+#include "wire-fold.glsl"
 
 void main ()
 {
@@ -79,4 +86,6 @@ void main ()
       s[p.part_off + 3u * gl_WorkGroupID.x + 1u] = sh_g[0];
       s[p.part_off + 3u * gl_WorkGroupID.x + 2u] = sh_bad[0];
     }
+  if (p.fold_meta != 0xffffffffu)
+    wire_fold_last (lid, p.part_off, p.fold_meta, p.count_off, 0u, 0xffffffffu, 0u);
 }

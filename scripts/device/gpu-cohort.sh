@@ -172,6 +172,12 @@ for round in $(seq 1 "$ROUNDS"); do
     bench_one "$model" "$batch" "$round"
     cohort_one one-f32 "$model" "$batch" "$steps" f32 "$round" "$BACKEND"
     RLX_VK_PRESUBMIT=0 cohort_one one-f32-plain "$model" "$batch" "$steps" f32 "$round" "$BACKEND"
+    # RLX_DC_AB="VAR=VALUE": the one-rank f32 cohort again with that setting
+    # ("one-f32-ab"), for a same-round comparison of a switch
+    if [ -n "${RLX_DC_AB-}" ]; then
+      env "$RLX_DC_AB" bash -c true && \
+        eval "$RLX_DC_AB cohort_one one-f32-ab \"\$model\" \"\$batch\" \"\$steps\" f32 \"\$round\" \"\$BACKEND\""
+    fi
     cohort_one one-f16 "$model" "$batch" "$steps" f16 "$round" "$BACKEND"
     cohort_one one-f8e4m3 "$model" "$batch" "$steps" f8e4m3 "$round" "$BACKEND"
     if [ -n "$TWO" ]; then

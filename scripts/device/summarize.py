@@ -103,6 +103,11 @@ def main():
             print(f"\n{m}: one-rank cohort with the next update made ahead / without: {r:.2f} "
                   f"({', '.join(f'{x:.2f}' for x in rs)}); without, cohort/bench: "
                   f"{p:.2f}" if p else "")
+    for m in models:
+        r, rs = ratio(m, "one-f32", "one-f32-ab")
+        if r:
+            print(f"\n{m}: one-rank cohort / the same with RLX_DC_AB's setting: {r:.2f} "
+                  f"({', '.join(f'{x:.2f}' for x in rs)})")
     # the path the cohort took: a leader whose GPU computes its next own
     # gradient behind the finish (own_ahead 1.0) and moves nothing
     # parameter-sized through the host but what the wire needs

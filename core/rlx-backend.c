@@ -1962,47 +1962,45 @@ rlx_backend_vk_trainer (RlxBackend *self)
   return self->vk;
 }
 
-guint64
-rlx_backend_host_bytes (RlxBackend *self)
+/* The vulkan trainer's counters (all 0 without one). */
+static RlxVkTimings
+vk_timings (RlxBackend *self)
 {
   RlxVkTimings t = { 0 };
 
-  g_return_val_if_fail (self != NULL, 0);
   if (self->vk != NULL)
     rlx_vk_trainer_timings (self->vk, &t);
-  return self->host_bytes + t.host_bytes;
+  return t;
+}
+
+guint64
+rlx_backend_host_bytes (RlxBackend *self)
+{
+  g_return_val_if_fail (self != NULL, 0);
+  return self->host_bytes + vk_timings (self).host_bytes;
 }
 
 guint64
 rlx_backend_ahead_taken (RlxBackend *self)
 {
-  RlxVkTimings t = { 0 };
-
   g_return_val_if_fail (self != NULL, 0);
-  if (self->vk != NULL)
-    rlx_vk_trainer_timings (self->vk, &t);
-  return t.ahead_taken;
+  return vk_timings (self).ahead_taken;
 }
 
 guint64
 rlx_backend_updates_ahead (RlxBackend *self)
 {
-  RlxVkTimings t = { 0 };
-
   g_return_val_if_fail (self != NULL, 0);
-  if (self->vk != NULL)
-    rlx_vk_trainer_timings (self->vk, &t);
-  return t.presub_taken;
+  return vk_timings (self).presub_taken;
 }
 
 gboolean
 rlx_backend_device_round_us (RlxBackend *self, double *finish_us, double *grad_us)
 {
-  RlxVkTimings t = { 0 };
+  RlxVkTimings t;
 
   g_return_val_if_fail (self != NULL && finish_us != NULL && grad_us != NULL, FALSE);
-  if (self->vk != NULL)
-    rlx_vk_trainer_timings (self->vk, &t);
+  t = vk_timings (self);
   *finish_us = t.round_us;
   *grad_us = t.compute_us;
   return self->vk != NULL;

@@ -456,13 +456,14 @@ busy_poll_policy (RlxBackend *backend)
 void
 rlx_coordinator_busy_poll_begin (RlxCoordinator *self)
 {
+  g_autoptr(GMainContext) context = NULL;
+
   if (self->busy_poll_held || self->busy_poll < 0 || self->finished)
     return;
   self->busy_poll_held = TRUE;
   self->busy_poll_used = TRUE;
-  rlx_busy_poll_attach (g_main_context_get_thread_default ()
-                            ? g_main_context_get_thread_default ()
-                            : g_main_context_default ());
+  context = g_main_context_ref_thread_default ();
+  rlx_busy_poll_attach (context);
   rlx_busy_poll_hold ();
 }
 

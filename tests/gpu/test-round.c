@@ -223,35 +223,25 @@ add_member (Leader *l, RlxPrecision p, guint32 seed, guint w)
   ref_join (l, w);
 }
 
-/* Finishes both rounds and checks codes, scale, hash, the replica and a
- * member's apply. @next: the next round's samples (step @next_step). */
-static void
-finish_round (Leader *l, RlxPrecision p, gboolean feedback, gboolean next, guint next_step,
-              const char *what)
+/* The reference round's finish at @p (@fb: with the update residual):
+ * its codes into @ref_codes (n elements at @p), its scale returned; the
+ * reference replica and residual take the update, the round is emptied. */
+static double
+ref_finish (Leader *l, RlxPrecision p, gboolean fb, guint8 *ref_codes)
 {
-  g_autoptr(GError) error = NULL;
-  gsize es = rlx_precision_element_size (p);
   g_autofree float *u = g_new (float, l->n);
   g_autofree float *d = g_new (float, l->n);
-  g_autofree guint8 *ref_codes = g_malloc (l->n * es);
-  g_autofree float *got = g_new (float, l->n);
-  gboolean fb = feedback && p != RLX_PRECISION_F32;
   float coef = l->k == 1 ? (float) LR : (float) (LR / (double) l->total);
-  const void *codes = NULL;
-  guint32 idx[BATCH];
-  guint64 hash = 0, member_hash = 1;
-  double scale = -1, ref_scale;
-  gboolean ok;
+  double scale;
 
-  /* the reference */
   for (gsize i = 0; i < l->n; i++)
     {
       float t = coef * l->sum[i];
       u[i] = fb ? t + l->ures[i] : t;
     }
-  ref_scale = rlx_wire_scale_for (u, l->n, p);
-  rlx_wire_quantize (u, l->n, p, ref_scale, ref_codes);
-  rlx_wire_dequantize (ref_codes, l->n, p, ref_scale, d);
+  scale = rlx_wire_scale_for (u, l->n, p);
+  rlx_wire_quantize (u, l->n, p, scale, ref_codes);
+  rlx_wire_dequantize (ref_codes, l->n, p, scale, d);
   for (gsize i = 0; i < l->n; i++)
     {
       float r = u[i] - d[i];
@@ -261,7 +251,26 @@ finish_round (Leader *l, RlxPrecision p, gboolean feedback, gboolean next, guint
     }
   l->k = 0;
   l->total = 0;
+  return scale;
+}
 
+/* Finishes both rounds and checks codes, scale, hash, the replica and a
+ * member's apply. @next: the next round's samples (step @next_step). */
+static void
+finish_round (Leader *l, RlxPrecision p, gboolean feedback, gboolean next, guint next_step,
+              const char *what)
+{
+  g_autoptr(GError) error = NULL;
+  gsize es = rlx_precision_element_size (p);
+  g_autofree guint8 *ref_codes = g_malloc (l->n * es);
+  g_autofree float *got = g_new (float, l->n);
+  const void *codes = NULL;
+  guint32 idx[BATCH];
+  guint64 hash = 0, member_hash = 1;
+  double scale = -1, ref_scale;
+  gboolean ok;
+
+  ref_scale = ref_finish (l, p, feedback && p != RLX_PRECISION_F32, ref_codes);
   indices_for (idx, next_step);
   g_test_message ("%s: %s at %s, %u contributions", l->spec, what, rlx_precision_to_string (p),
                   rlx_backend_round_size (l->be));
@@ -478,32 +487,12 @@ static void
 finish_lone (Leader *l, RlxPrecision p, gboolean alone, guint next_step, const char *what)
 {
   g_autoptr(GError) error = NULL;
-  g_autofree float *u = g_new (float, l->n);
-  g_autofree float *d = g_new (float, l->n);
   g_autofree guint8 *ref_codes = g_malloc (l->n * rlx_precision_element_size (p));
-  gboolean fb = p != RLX_PRECISION_F32;
-  float coef = l->k == 1 ? (float) LR : (float) (LR / (double) l->total);
   guint32 idx[BATCH];
   guint64 hash = 0;
   double scale = -1, ref_scale;
 
-  for (gsize i = 0; i < l->n; i++)
-    {
-      float t = coef * l->sum[i];
-      u[i] = fb ? t + l->ures[i] : t;
-    }
-  ref_scale = rlx_wire_scale_for (u, l->n, p);
-  rlx_wire_quantize (u, l->n, p, ref_scale, ref_codes);
-  rlx_wire_dequantize (ref_codes, l->n, p, ref_scale, d);
-  for (gsize i = 0; i < l->n; i++)
-    {
-      float r = u[i] - d[i];
-      if (fb)
-        l->ures[i] = isfinite (r) ? r : 0.0f;
-      l->params[i] -= d[i];
-    }
-  l->k = 0;
-  l->total = 0;
+  ref_scale = ref_finish (l, p, p != RLX_PRECISION_F32, ref_codes);
   indices_for (idx, next_step);
   g_test_message ("%s: %s at %s", l->spec, what, rlx_precision_to_string (p));
   rlx_backend_round_expect_alone (l->be, alone);

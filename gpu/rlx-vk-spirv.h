@@ -71,3 +71,6 @@ static const guint32 rlx_spv_round_quant[] =
 static const guint32 rlx_spv_params_hash[] =
 #include "params_hash.spv.inc"
 ;
+static const guint32 rlx_spv_round_lone[] =
+#include "round_lone.spv.inc"
+;

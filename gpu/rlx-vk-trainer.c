@@ -16,6 +16,7 @@
 #include "rlx-vk-private.h"
 
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 
 #include "gpu/rlx-vk-spirv.h"
@@ -146,6 +147,7 @@ typedef enum {
   SH_CNN1, SH_CNN2, SH_CNN2W, SH_CNN1W, SH_GEMM2,
   SH_WIRE_SUM, SH_WIRE_MAX, SH_WIRE_QUANT, SH_WIRE_APPLY,
   SH_CODES_CHECK, SH_ROUND_ACC, SH_ROUND_U, SH_ROUND_QUANT, SH_PARAMS_HASH,
+  SH_ROUND_LONE,
   N_SHADERS
 } ShaderId;
 
@@ -329,6 +331,13 @@ struct _RlxVkTrainer {
   Recorded          presub_rec[4][2];        /* [precision][slot] */
   Recorded          rollback_rec;
   guint64           presub_taken;    /* presubmitted finishes claimed, since made */
+  gboolean          presub_lone;     /* it is a one-pass finish (round_lone.comp) */
+  /* a lone leader's f32 round in one pass (round_lone.comp; RLX_VK_LONE=0:
+   * never) */
+  gboolean          lone_env;
+  Recorded          finish_lone_rec, presub_lone_rec[2];
+  guint32           own_gmax;        /* max |g| of the own gradient in the round, f32 bits */
+  guint64           lone_taken;      /* rounds finished in one pass, since made */
   guint64           host_bytes;   /* parameter-sized bytes the host moved, since made */
   guint64           ahead_taken;  /* own gradients taken from ahead, since made */
   gint64            wait_acc;     /* µs waited for the GPU in this call */
@@ -522,6 +531,7 @@ shader_code (ShaderId id, gsize *size)
       S (SH_ROUND_U, rlx_spv_round_u)
       S (SH_ROUND_QUANT, rlx_spv_round_quant)
       S (SH_PARAMS_HASH, rlx_spv_params_hash)
+      S (SH_ROUND_LONE, rlx_spv_round_lone)
 #undef S
     case N_SHADERS:
     default:
@@ -703,7 +713,7 @@ rec_dispatch_v (Rec *r, ShaderId shader, const guint32 *spec, guint n_spec, Buf 
       static const char *const names[N_SHADERS] = {
         "gemm", "reduce", "gather", "softmax", "conv1", "maxpool", "im2col", "poolgrad",
         "cnn1", "cnn2", "cnn2w", "cnn1w", "gemm2", "wiresum", "wiremax", "wirequan", "wireappl",
-        "codechk", "roundacc", "roundu", "roundqua", "hash"
+        "codechk", "roundacc", "roundu", "roundqua", "hash", "roundlon"
       };
       g_ptr_array_add (r->step->labels,
                        g_strdup_printf ("%-8s %s grid %u×%u×%u", names[shader], r->label, gx, gy, gz));
@@ -1655,6 +1665,7 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
     /* a lone leader's next finish submitted ahead (rlx_vk_trainer_round_expect_alone) */
     self->presub_env = env_choice ("RLX_VK_PRESUBMIT", off_on, 2, 1, TRUE) == 1;
     self->fold_last = env_choice ("RLX_VK_FOLD_LAST", off_on, 2, 1, TRUE) == 1;
+    self->lone_env = env_choice ("RLX_VK_LONE", off_on, 2, 1, TRUE) == 1;
     /* set below from the device; RLX_VK_TEST_MAX_GROUPS_X lowers it so
      * that the tests reach the reduce's z blocks at small sizes */
     self->max_groups_x = (guint) env_uint ("RLX_VK_TEST_MAX_GROUPS_X", 1, G_MAXUINT, G_MAXUINT);
@@ -2675,6 +2686,7 @@ call_end (RlxVkTrainer *self, gint64 t0)
   self->timings.host_bytes = self->host_bytes;
   self->timings.ahead_taken = self->ahead_taken;
   self->timings.presub_taken = self->presub_taken;
+  self->timings.lone_taken = self->lone_taken;
 }
 
 /* The own gradient computed ahead (behind a finish) is waited for and
@@ -2798,6 +2810,9 @@ resident_free (RlxVkTrainer *self)
         recorded_clear (self, &self->presub_rec[p][i]);
     }
   recorded_clear (self, &self->rollback_rec);
+  recorded_clear (self, &self->finish_lone_rec);
+  recorded_clear (self, &self->presub_lone_rec[0]);
+  recorded_clear (self, &self->presub_lone_rec[1]);
   recorded_clear (self, &self->hash_rec);
   recorded_clear (self, &self->own_rec);
   if (self->acc_recs != NULL)
@@ -3370,6 +3385,7 @@ rlx_vk_trainer_round_own (RlxVkTrainer *self, const guint32 *indices, guint n,
         read_timings (self, step, FALSE);
     }
   summary_of (readback_region (self, REG_OWN), summary);
+  self->own_gmax = summary->gmax_bits;
   if (summary->smax_bits < 0x7f800000u)
     {
       ctl = self->control.map;
@@ -3475,6 +3491,8 @@ typedef struct {
    * never idle to read them) */
   gboolean presub;
   guint slot;
+  /* in one pass (round_lone.comp): x is X_OWN, prec f32, no codes */
+  gboolean lone;
 } FinishKey;
 
 enum { X_SUM, X_OWN, X_SLOT0 };
@@ -3504,6 +3522,32 @@ fill_finish (Rec *r, gpointer data)
       t->vk.CmdCopyBuffer (r->cb, t->replica.buf, t->replica_bak.buf, 1, &all);
       t->vk.CmdCopyBuffer (r->cb, t->ures.buf, t->ures_bak.buf, 1, &all);
       rec_full_barrier (r);
+    }
+  if (k->lone)
+    {
+      struct { guint32 n, part_off, meta_off, count_off; } l = {
+        n, (guint32) t->part_off, (guint32) region_off (t, REG_ROUND), (guint32) t->count_off
+      };
+      Buf *bs[N_BINDINGS] = { &t->grads, &t->replica, &t->control, &t->wire_s, &t->hash_part,
+                              NULL };
+
+      /* the hash is inside the pass: its span is empty */
+      if (!k->presub)
+        {
+          rec_timestamp (r, Q_HASH, TRUE);
+          rec_timestamp (r, Q_HASH, FALSE);
+        }
+      rec_dispatch_v (r, SH_ROUND_LONE, NULL, 0, bs, &l, sizeof l,
+                      (n + HASH_CHUNK - 1) / HASH_CHUNK, 1, 1);
+      rec_full_barrier (r);
+      if (k->presub)
+        rec_copy_region (r, REG_ROUND, &t->rb_presub[k->slot], 0);
+      else
+        rec_copy_region (r, REG_ROUND, &t->round_rb, t->code_words * 4);
+      rec_to_host (r);
+      if (!k->presub)
+        rec_timestamp (r, Q_ROUND, FALSE);
+      return;
     }
   {
     Buf *bs[N_BINDINGS] = { x, &t->ures, &t->control, &t->wire_s, &t->tables, NULL };
@@ -3551,6 +3595,31 @@ fill_rollback (Rec *r, gpointer data)
   rec_full_barrier (r);
 }
 
+/* Whether a round can finish in one pass (round_lone.comp): the own
+ * gradient alone at f32 with no codes wanted, on a model whose partials
+ * (one per hash chunk) fit. */
+static gboolean
+lone_fits (RlxVkTrainer *self, guint x, guint prec, gboolean codes)
+{
+  return self->lone_env && x == X_OWN && prec == WIRE_F32 && !codes &&
+         self->model->n_params <= (gsize) WIRE_MAX_GROUPS * HASH_CHUNK;
+}
+
+/* ... and whether its update u = coef · x is finite everywhere, as that
+ * pass must know before it writes the replica: it is when coef · max |x|
+ * is, f32 rounding being monotonic (the own gradient's check gave max |x|
+ * and found it finite). */
+static gboolean
+lone_finite (RlxVkTrainer *self, guint32 coef_bits)
+{
+  float coef, gmax, u;
+
+  memcpy (&coef, &coef_bits, 4);
+  memcpy (&gmax, &self->own_gmax, 4);
+  u = coef * gmax;
+  return isfinite (coef) && isfinite (u);
+}
+
 static gboolean
 presub_buffers (RlxVkTrainer *self, GError **error)
 {
@@ -3583,16 +3652,18 @@ presub_buffers (RlxVkTrainer *self, GError **error)
 static void
 presubmit (RlxVkTrainer *self, guint prec, guint slot)
 {
-  FinishKey k = { X_OWN, prec, FALSE, TRUE, slot };
+  FinishKey k = { X_OWN, prec, FALSE, TRUE, slot, lone_fits (self, X_OWN, prec, FALSE) };
   const Recorded *rec;
   const guint32 *ctl = self->control.map;
 
   if (!presub_buffers (self, NULL))
     return;
-  rec = get_recorded (self, &self->presub_rec[prec][slot], 6, fill_finish, &k, NULL);
+  rec = get_recorded (self, k.lone ? &self->presub_lone_rec[slot] : &self->presub_rec[prec][slot],
+                      6, fill_finish, &k, NULL);
   if (rec == NULL || submit (self, &rec->cb, 1, self->fence3[slot], FALSE) != VK_SUCCESS)
     return;
   self->presub = TRUE;
+  self->presub_lone = k.lone;
   self->presub_slot = slot;
   self->presub_ctl[0] = ctl[CTL_ROUND_PREC];
   self->presub_ctl[1] = ctl[CTL_ROUND_FEEDBACK];
@@ -3706,12 +3777,14 @@ rlx_vk_trainer_round_finish (RlxVkTrainer *self, double lr, guint prec, gboolean
    * changed since), no update queued, the same control words. Claim it. */
   if (self->presub && k.x == X_OWN && codes == NULL && !self->ahead && self->pending < 0 &&
       self->presub_ctl[0] == prec && self->presub_ctl[1] == mode &&
-      self->presub_ctl[2] == coef_bits)
+      self->presub_ctl[2] == coef_bits && (!self->presub_lone || lone_finite (self, coef_bits)))
     {
       guint slot = self->presub_slot;
 
       self->presub = FALSE;
       self->presub_taken++;
+      if (self->presub_lone)
+        self->lone_taken++;
       /* the round after it goes on the queue before we wait for this one */
       queue_next (self, next, next_n, prec, fb, TRUE, 1 - slot);
       if (!wait_submission (self, self->fence3[slot], VK_SUCCESS, what, error))
@@ -3729,7 +3802,9 @@ rlx_vk_trainer_round_finish (RlxVkTrainer *self, double lr, guint prec, gboolean
   if (!drain_ahead (self, error))
     return FALSE;
   g_assert (k.x != X_SLOT0 || self->first == 0);
-  fin = get_recorded (self, &self->finish_rec[k.x][prec][k.codes], 6, fill_finish, &k, error);
+  k.lone = lone_fits (self, k.x, prec, k.codes) && lone_finite (self, coef_bits);
+  fin = get_recorded (self, k.lone ? &self->finish_lone_rec : &self->finish_rec[k.x][prec][k.codes],
+                      6, fill_finish, &k, error);
   if (fin == NULL || !take_update (self, cbs, &n_cbs, &checked, error))
     return FALSE;
   cbs[n_cbs++] = fin->cb;
@@ -3741,6 +3816,8 @@ rlx_vk_trainer_round_finish (RlxVkTrainer *self, double lr, guint prec, gboolean
   if (!check_lost (self, error))
     return FALSE;
   r = submit (self, cbs, n_cbs, self->fence, FALSE);
+  if (r == VK_SUCCESS && k.lone)
+    self->lone_taken++;
   /* the next round's own gradient (and, ours alone, its update) right
    * behind on the queue */
   if (r == VK_SUCCESS)

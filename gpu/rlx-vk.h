@@ -131,6 +131,7 @@ typedef struct {
   guint64 host_bytes;  /* parameter-sized bytes the trainer's host code moved, since made */
   guint64 ahead_taken; /* own gradients a round took from behind the last finish, since made */
   guint64 presub_taken; /* rounds whose finish was made ahead and claimed, since made */
+  guint64 lone_taken;   /* rounds finished in one pass (a lone leader at f32), since made */
 } RlxVkTimings;
 
 /* Opens device @index (as enumerated), uploads the training split of

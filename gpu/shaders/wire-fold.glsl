@@ -12,20 +12,12 @@
  * The includer declares s[] (partials and summaries), ctl[] and the shared
  * arrays sh_s, sh_g, sh_bad of 256. */
 
+/* The workgroup's largest |s| (@sm), largest |g| (@gm) and first
+ * non-finite index (@bad) over its 256 invocations, into sh_s[0], sh_g[0]
+ * and sh_bad[0]. */
 void
-wire_fold (uint lid, uint n_groups, uint part_off, uint meta_off, uint loss_bits, uint prec_in,
-           uint target_in)
+wire_reduce3 (uint lid, uint sm, uint gm, uint bad)
 {
-  const uint prec = prec_in != 0xffffffffu ? prec_in : ctl[CTL_ROUND_PREC];
-  const uint target = prec_in != 0xffffffffu ? target_in : ctl[CTL_TARGET + prec];
-  uint sm = 0u, gm = 0u, bad = 0xffffffffu;
-
-  for (uint w = lid; w < n_groups; w += 256u)
-    {
-      sm = max (sm, s[part_off + 3u * w]);
-      gm = max (gm, s[part_off + 3u * w + 1u]);
-      bad = min (bad, s[part_off + 3u * w + 2u]);
-    }
   sh_s[lid] = sm;
   sh_g[lid] = gm;
   sh_bad[lid] = bad;
@@ -40,6 +32,36 @@ wire_fold (uint lid, uint n_groups, uint part_off, uint meta_off, uint loss_bits
         }
       barrier ();
     }
+}
+
+/* ... and written by its invocation 0 as workgroup @w's partials. */
+void
+wire_partials (uint lid, uint part_off, uint w, uint sm, uint gm, uint bad)
+{
+  wire_reduce3 (lid, sm, gm, bad);
+  if (lid == 0u)
+    {
+      s[part_off + 3u * w] = sh_s[0];
+      s[part_off + 3u * w + 1u] = sh_g[0];
+      s[part_off + 3u * w + 2u] = sh_bad[0];
+    }
+}
+
+void
+wire_fold (uint lid, uint n_groups, uint part_off, uint meta_off, uint loss_bits, uint prec_in,
+           uint target_in)
+{
+  const uint prec = prec_in != 0xffffffffu ? prec_in : ctl[CTL_ROUND_PREC];
+  const uint target = prec_in != 0xffffffffu ? target_in : ctl[CTL_TARGET + prec];
+  uint sm = 0u, gm = 0u, bad = 0xffffffffu;
+
+  for (uint w = lid; w < n_groups; w += 256u)
+    {
+      sm = max (sm, s[part_off + 3u * w]);
+      gm = max (gm, s[part_off + 3u * w + 1u]);
+      bad = min (bad, s[part_off + 3u * w + 2u]);
+    }
+  wire_reduce3 (lid, sm, gm, bad);
   if (lid == 0u)
     {
       uint m = sh_s[0];

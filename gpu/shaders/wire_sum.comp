@@ -52,26 +52,7 @@ void main ()
       if (a >= F32_ABS_INF)
         bad = min (bad, i);
     }
-  sh_s[lid] = sm;
-  sh_g[lid] = gm;
-  sh_bad[lid] = bad;
-  barrier ();
-  for (uint k = 128u; k > 0u; k >>= 1)
-    {
-      if (lid < k)
-        {
-          sh_s[lid] = max (sh_s[lid], sh_s[lid + k]);
-          sh_g[lid] = max (sh_g[lid], sh_g[lid + k]);
-          sh_bad[lid] = min (sh_bad[lid], sh_bad[lid + k]);
-        }
-      barrier ();
-    }
-  if (lid == 0u)
-    {
-      s[p.part_off + 3u * gl_WorkGroupID.x] = sh_s[0];
-      s[p.part_off + 3u * gl_WorkGroupID.x + 1u] = sh_g[0];
-      s[p.part_off + 3u * gl_WorkGroupID.x + 2u] = sh_bad[0];
-    }
+  wire_partials (lid, p.part_off, gl_WorkGroupID.x, sm, gm, bad);
   if (p.fold_meta != 0xffffffffu)
     wire_fold_last (lid, p.part_off, p.fold_meta, p.count_off,
                     p.loss_index != 0xffffffffu ? g[p.loss_index] : 0u, p.prec, p.target);

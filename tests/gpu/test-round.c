@@ -645,6 +645,100 @@ test_vk_presub (void)
   g_assert_cmpuint (rlx_vk_validation_messages (), ==, 0);
 }
 
+/* ── a lone leader's f32 round in one pass ────────────────────────────── */
+
+static guint64
+lone_taken (RlxBackend *be)
+{
+  RlxVkTimings t = { 0 };
+
+  if (rlx_backend_vk_trainer (be) != NULL)
+    rlx_vk_trainer_timings (rlx_backend_vk_trainer (be), &t);
+  return t.lone_taken;
+}
+
+/* A finish whose update overflows (lr so large that its coefficient is
+ * +Inf): refused, and the reference round given up with it. */
+static void
+finish_overflow (Leader *l, guint next_step, const char *what)
+{
+  g_autoptr(GError) error = NULL;
+  guint32 idx[BATCH];
+  double scale;
+  guint64 hash;
+
+  indices_for (idx, next_step);
+  g_test_message ("%s: %s", l->spec, what);
+  rlx_backend_round_expect_alone (l->be, TRUE);
+  g_assert_false (rlx_backend_round_finish (l->be, 1e39, RLX_PRECISION_F32, TRUE, idx, BATCH,
+                                            NULL, &scale, &hash, &error));
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE);
+  g_assert_cmpuint (rlx_backend_round_size (l->be), ==, 0);
+  l->k = 0;
+  l->total = 0;
+}
+
+/* A lone leader at f32 with no codes wanted: on a device each round
+ * finishes in one pass (round_lone.comp: the update, its apply and the
+ * hash), plain and made ahead, with the reference's scale, hash and
+ * replica bit for bit. Then updates that overflow, which that pass must
+ * never write: one finished plainly, and one made ahead behind it (on the
+ * device that one was written ahead and must be undone). Both are refused,
+ * and the replica and the rounds after them are the reference's. */
+static void
+check_lone (const char *spec)
+{
+  gboolean device;
+  guint64 lone0;
+  Leader l;
+
+  if (!leader_init (&l, spec, rlx_model_get (RLX_MODEL_MNIST_MLP), 41))
+    {
+      leader_clear (&l);
+      return;
+    }
+  device = rlx_backend_params_on_device (l.be);
+  lone0 = lone_taken (l.be);
+  for (guint s = 0; s < 4; s++)
+    {
+      add_own (&l, s);
+      finish_lone (&l, RLX_PRECISION_F32, FALSE, s + 1, "alone, nothing made ahead");
+    }
+  /* rounds 4..8: 4 plain (it makes 5 ahead), 5..8 claimed */
+  for (guint s = 4; s < 9; s++)
+    {
+      add_own (&l, s);
+      finish_lone (&l, RLX_PRECISION_F32, TRUE, s + 1, "alone, made ahead");
+    }
+  g_assert_cmpuint (lone_taken (l.be), ==, lone0 + (device ? 9 : 0));
+  assert_replica (&l, "after the lone rounds");
+
+  add_own (&l, 9);
+  finish_overflow (&l, 10, "an update that overflows");
+  add_own (&l, 10);
+  finish_overflow (&l, 11, "an update that overflows, made ahead behind the first");
+  assert_replica (&l, "after the overflowing rounds");
+  add_own (&l, 11);
+  finish_lone (&l, RLX_PRECISION_F32, FALSE, 12, "after them");
+  assert_replica (&l, "at the end");
+  leader_clear (&l);
+}
+
+static void
+test_cpu_lone (void)
+{
+  check_lone ("cpu");
+}
+
+static void
+test_vk_lone (void)
+{
+  if (!need_device ())
+    return;
+  check_lone (VK_SPEC);
+  g_assert_cmpuint (rlx_vk_validation_messages (), ==, 0);
+}
+
 /* ── refusals ─────────────────────────────────────────────────────────── */
 
 static void
@@ -1049,12 +1143,14 @@ main (int argc, char **argv)
   g_test_add_func ("/backend/round/cpu/ahead", test_cpu_ahead);
   g_test_add_func ("/backend/round/cpu/refusals", test_cpu_round_refusals);
   g_test_add_func ("/backend/round/cpu/ahead-update", test_cpu_presub);
+  g_test_add_func ("/backend/round/cpu/lone-f32", test_cpu_lone);
   g_test_add_func ("/backend/zero-copy/cpu", test_cpu_zero_copy);
   g_test_add_func ("/backend/round/vulkan/bits", test_vk_round_bits);
   g_test_add_func ("/backend/round/vulkan/mnist-mlp", test_vk_round_mlp);
   g_test_add_func ("/backend/round/vulkan/ahead", test_vk_ahead);
   g_test_add_func ("/backend/round/vulkan/refusals", test_vk_round_refusals);
   g_test_add_func ("/backend/round/vulkan/ahead-update", test_vk_presub);
+  g_test_add_func ("/backend/round/vulkan/lone-f32", test_vk_lone);
   g_test_add_func ("/backend/zero-copy/vulkan", test_vk_zero_copy);
   g_test_add_func ("/backend/hash/vulkan/bits", test_vk_hash_bits);
   g_test_add_func ("/backend/hash/vulkan/params-hash", test_vk_params_hash);

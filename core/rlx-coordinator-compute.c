@@ -449,7 +449,11 @@ rlx_coordinator_queue_finish (RlxCoordinator *self, guint64 step, RlxMsg *header
       op->n = next_n;
     }
   op->lr = self->lr;
-  op->precision = self->precision;
+  /* The wire precision is the wire's: an update nobody receives (no frame:
+   * nobody else in the cohort) is applied as it is, at f32, with nothing
+   * quantised and the update residual left for when there is a wire again
+   * (a rank that joins gets a snapshot, not this update) */
+  op->precision = header != NULL ? self->precision : RLX_PRECISION_F32;
   op->feedback = self->error_feedback;
   op->prequeued = self->finish_prequeued == step;
   /* no frame (nobody else in the cohort) and a next slice of ours: the

@@ -250,6 +250,37 @@ test_equivalence (void)
   harness_free (h);
 }
 
+/* The wire precision is the wire's: a rank alone, with nobody to send its
+ * updates to, applies them unquantised, so one at f8e4m3 follows one at f32
+ * bit for bit (its hash at every step) and sends nothing. */
+static void
+test_lone_precision (void)
+{
+  Harness *h = harness_new ();
+  Node *f8 = harness_join (h, "solo-f8", "--cohort", "solo-f8", "--batch", "16", "--steps", "15",
+                           "--precision", "f8e4m3", NULL);
+  Node *f32 = harness_join (h, "solo-f32", "--cohort", "solo-f32", "--batch", "16", "--steps",
+                            "15", "--precision", "f32", NULL);
+  g_autoptr(GHashTable) h8 = NULL, h32 = NULL;
+
+  harness_assert_exit_ok (h, f8, 60000);
+  harness_assert_exit_ok (h, f32, 60000);
+  h8 = node_step_hashes (f8);
+  h32 = node_step_hashes (f32);
+  for (gint64 s = 1; s <= 15; s++)
+    {
+      const char *a = g_hash_table_lookup (h8, &s), *b = g_hash_table_lookup (h32, &s);
+
+      if (a == NULL || g_strcmp0 (a, b) != 0)
+        {
+          harness_dump (h);
+          g_error ("step %" G_GINT64_FORMAT ": alone at f8e4m3 hash %s, at f32 %s", s, a, b);
+        }
+    }
+  g_assert_cmpint (ev_int (node_ev (f8, node_step (f8, 15)), "bytes_tx"), ==, 0);
+  harness_free (h);
+}
+
 /* A node joining at step 10 contributes from its next step, with the
  * cohort's hash. */
 static void
@@ -909,6 +940,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/three-nodes-same-hash", test_three_nodes_same_hash);
   g_test_add_func ("/cohort/equivalence-2x32-1x64", test_equivalence);
   g_test_add_func ("/cohort/join-late", test_join_late);
+  g_test_add_func ("/cohort/lone-precision", test_lone_precision);
   g_test_add_func ("/cohort/kill-member", test_kill_member);
   g_test_add_func ("/cohort/kill-leader", test_kill_leader);
   g_test_add_func ("/cohort/frozen-member-rejoins", test_frozen_member_rejoins);

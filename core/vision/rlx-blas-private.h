@@ -9,6 +9,10 @@
  * process has one thread, so setenv is safe) has set OPENBLAS_CORETYPE to
  * RLX_BLAS_CORETYPE when that is set (e.g. SkylakeX on an AVX-512 CPU you
  * have checked it on). A coretype the environment sets is otherwise kept.
+ *
+ * sgemm and set_num_threads are wrappers: a fork() waits until the calls in
+ * flight have returned (OpenBLAS 0.3.21's own fork handler stops its thread
+ * pool under a running threaded call and hangs; see rlx-blas.c).
  */
 #pragma once
 

@@ -9,7 +9,10 @@
 #include "core/vision/rlx-cpu.h"
 
 #include <math.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static RlxDataset *synthetic;
 
@@ -295,6 +298,73 @@ test_cnn_threads_agree (void)
   g_assert_cmpmem (g1, m->n_params * 4, g3, m->n_params * 4);
 }
 
+/* A process that trains may fork (the app spawns local ranks): OpenBLAS's
+ * fork handler stops its thread pool, and in 0.3.21 a threaded call in
+ * flight on another thread then hung the fork or itself. Forks while an
+ * MLP trains on two BLAS threads must all return, and training go on. */
+typedef struct {
+  RlxCpuTrainer *tr;
+  const float   *params;
+  float         *grads;
+  gint           stop;
+  guint          steps;
+} Trainer;
+
+static gpointer
+train_until_stopped (gpointer data)
+{
+  Trainer *t = data;
+
+  while (!g_atomic_int_get (&t->stop))
+    {
+      grads_at (t->tr, t->params, 64 * (t->steps % 100), 64, t->grads);
+      g_atomic_int_inc (&t->steps);
+    }
+  return NULL;
+}
+
+static void
+test_fork_while_training (void)
+{
+  const RlxModel *m = rlx_model_get (RLX_MODEL_MNIST_MLP);
+  g_autofree float *params = g_new (float, m->n_params);
+  g_autofree float *grads = g_new (float, m->n_params);
+  Trainer t = { 0 };
+  GThread *thread;
+  guint steps_before;
+
+  rlx_model_init_params (m, 5, params);
+  rlx_cpu_set_threads (2);
+  t.tr = rlx_cpu_trainer_new (m, 64);
+  t.params = params;
+  t.grads = grads;
+  thread = g_thread_new ("trainer", train_until_stopped, &t);
+  /* a hang is the failure: the alarm ends the test */
+  alarm (60);
+  for (guint i = 0; i < 200; i++)
+    {
+      int status;
+      pid_t pid = fork ();
+
+      g_assert_cmpint (pid, >=, 0);
+      if (pid == 0)
+        _exit (0);
+      g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
+      g_assert_true (WIFEXITED (status));
+      g_usleep (1000);
+    }
+  /* the trainer was not stranded in BLAS by the last fork */
+  steps_before = (guint) g_atomic_int_get (&t.steps);
+  while ((guint) g_atomic_int_get (&t.steps) < steps_before + 3)
+    g_usleep (1000);
+  g_atomic_int_set (&t.stop, TRUE);
+  g_thread_join (thread);
+  alarm (0);
+  g_assert_cmpuint (t.steps, >, 0);
+  rlx_cpu_trainer_free (t.tr);
+  rlx_cpu_set_threads (0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -313,6 +383,7 @@ main (int argc, char **argv)
   g_test_add_func ("/vision/train/loss-falls", test_loss_falls);
   g_test_add_func ("/vision/train/cnn-threads-agree", test_cnn_threads_agree);
   g_test_add_func ("/vision/train/synthetic-is-learnable", test_learnable);
+  g_test_add_func ("/vision/train/fork-while-training", test_fork_while_training);
   status = g_test_run ();
   rlx_dataset_unref (synthetic);
   return status;

@@ -29,6 +29,11 @@
 # member's bucket — at f32 and f8e4m3), and each model's per-dispatch profile
 # (for the overlap of gradient sending with the backward pass).
 #
+# Knobs for a shorter call: RLX_DC_ONCE=0 skips the once-only part (tests,
+# mixed cohort, breakdown, profile); RLX_DC_ONE_EXTRA=0 skips the one-rank
+# runs beside one-f32 (plain, f16, f8e4m3). Two ranks run at f32, f16 and
+# f8e4m3.
+#
 # One failure never loses the rest: no `set -e`, every command has its own
 # timeout and its outcome is logged, files are appended as results come.
 #
@@ -80,6 +85,7 @@ TEST_SPEC=$BACKEND
 say "NVIDIA Vulkan devices: $NGPU; two-rank runs on: ${TWO:-none}"
 
 # ── once: correctness on this GPU ────────────────────────────────────────
+if [ "${RLX_DC_ONCE:-1}" = 1 ]; then
 for t in test-resident test-round; do
   if have 120 "$t on the GPU" && [ -x "$C/bin/$t" ]; then
     say "$t on $TEST_SPEC (validation layer on)"
@@ -121,6 +127,7 @@ if have 40 "per-dispatch profile"; then
       --backend "$BACKEND" --seconds 1 2>&1 | grep -v '^{'
   done
 fi
+fi  # RLX_DC_ONCE
 
 # ── rounds ───────────────────────────────────────────────────────────────
 bench_one () {   # model batch round
@@ -171,20 +178,24 @@ for round in $(seq 1 "$ROUNDS"); do
     say "round $round: $model batch $batch ($steps cohort steps)"
     bench_one "$model" "$batch" "$round"
     cohort_one one-f32 "$model" "$batch" "$steps" f32 "$round" "$BACKEND"
-    RLX_VK_PRESUBMIT=0 cohort_one one-f32-plain "$model" "$batch" "$steps" f32 "$round" "$BACKEND"
+    [ "${RLX_DC_ONE_EXTRA:-1}" = 1 ] && RLX_VK_PRESUBMIT=0 cohort_one one-f32-plain "$model" "$batch" "$steps" f32 "$round" "$BACKEND"
     # RLX_DC_AB="VAR=VALUE": the one-rank f32 cohort again with that setting
     # ("one-f32-ab"), for a same-round comparison of a switch
     if [ -n "${RLX_DC_AB-}" ]; then
       env "$RLX_DC_AB" bash -c true && \
         eval "$RLX_DC_AB cohort_one one-f32-ab \"\$model\" \"\$batch\" \"\$steps\" f32 \"\$round\" \"\$BACKEND\""
     fi
-    cohort_one one-f16 "$model" "$batch" "$steps" f16 "$round" "$BACKEND"
-    cohort_one one-f8e4m3 "$model" "$batch" "$steps" f8e4m3 "$round" "$BACKEND"
+    if [ "${RLX_DC_ONE_EXTRA:-1}" = 1 ]; then
+      cohort_one one-f16 "$model" "$batch" "$steps" f16 "$round" "$BACKEND"
+      cohort_one one-f8e4m3 "$model" "$batch" "$steps" f8e4m3 "$round" "$BACKEND"
+    fi
     if [ -n "$TWO" ]; then
       # shellcheck disable=SC2086
       cohort_one two-f32 "$model" "$batch" "$steps" f32 "$round" $TWO
       # shellcheck disable=SC2086
       cohort_one two-f16 "$model" "$batch" "$steps" f16 "$round" $TWO
+      # shellcheck disable=SC2086
+      cohort_one two-f8e4m3 "$model" "$batch" "$steps" f8e4m3 "$round" $TWO
     fi
   done
   # the PyTorch anchor after the first round, so that it is there even when

@@ -14,6 +14,7 @@
 #      it on: samples/s from the leader's step events (cohort-rate.py), and
 #      for the two-rank runs the round's path from both ranks' RLX_TRACE
 #      files (round-trace.py): results.jsonl, summary in log.txt.
+# RLX_HOPS_BUSY: the busy-polling settings to run (default "0 1").
 # RLX_HOPS_MODELS: "model:batch per rank:steps ..." (default below).
 set -u -o pipefail
 
@@ -69,7 +70,7 @@ print(json.dumps(d))' "$out" "$round" "$busy" "$path" >> "$RESULTS" ||
 for round in $(seq 1 "$ROUNDS"); do
   for m in $MODELS; do
     IFS=: read -r model batch steps <<< "$m"
-    for busy in 0 1; do
+    for busy in ${RLX_HOPS_BUSY:-0 1}; do
       say "round $round $model busy=$busy"
       run one-f32 "$model" "$batch" "$steps" f32 "$busy" "$round" "$ONE"
       # shellcheck disable=SC2086

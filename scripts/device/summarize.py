@@ -70,8 +70,8 @@ def main():
             models.append(m)
     print("| model | batch/rank | rlx-rank bench | one-rank cohort f32 | cohort/bench (goal ≥ 0.9) "
           "| f16 | f16/f32 | f8e4m3 | f8/f32 (goal ≥ 1) | two GPUs f32 | two/one (goal ≥ 1.8) "
-          "| two GPUs f16 | DDP 1 GPU | DDP 2 GPUs | two/DDP |")
-    print("|" + "---|" * 15)
+          "| two GPUs f16 | two GPUs f8e4m3 | DDP 1 GPU | DDP 2 GPUs | two/DDP |")
+    print("|" + "---|" * 16)
     for m in models:
         batch = next((d.get("batch_per_rank") or d.get("batch") for d in rows
                       if d.get("model") == m and d.get("label") != "mixed-cpu-gpu" and
@@ -89,8 +89,10 @@ def main():
         v, _, _ = med(m, "two-f32")
         r, _ = ratio(m, "two-f32", "one-f32")
         cells += [fmt(v), f"{r:.2f}" if r else "—"]
-        v16, _, _ = med(m, "two-f16")
-        cells.append(fmt(v16))
+        for label in ("two-f16", "two-f8e4m3"):
+            vp, _, _ = med(m, label)
+            r, _ = ratio(m, label, "two-f32")
+            cells.append(f"{fmt(vp)} ({r:.2f}× f32)" if vp and r else fmt(vp))
         d1, d2 = ddp.get((m, 1)), ddp.get((m, 2))
         cells += [fmt(d1), fmt(d2), f"{v / d2:.2f}" if v and d2 else "—"]
         print("| " + " | ".join(cells) + " |")

@@ -196,6 +196,10 @@ for round in $(seq 1 "$ROUNDS"); do
       cohort_one two-f16 "$model" "$batch" "$steps" f16 "$round" $TWO
       # shellcheck disable=SC2086
       cohort_one two-f8e4m3 "$model" "$batch" "$steps" f8e4m3 "$round" $TWO
+      # and the two-rank f32 cohort with RLX_DC_AB's setting ("two-f32-ab")
+      if [ -n "${RLX_DC_AB-}" ]; then
+        eval "$RLX_DC_AB cohort_one two-f32-ab \"\$model\" \"\$batch\" \"\$steps\" f32 \"\$round\" $TWO"
+      fi
     fi
   done
   # the PyTorch anchor after the first round, so that it is there even when

@@ -106,6 +106,11 @@ def main():
                   f"({', '.join(f'{x:.2f}' for x in rs)}); without, cohort/bench: "
                   f"{p:.2f}" if p else "")
     for m in models:
+        r, rs = ratio(m, "two-f32", "two-f32-ab")
+        if r:
+            print(f"\n{m}: two-rank cohort / the same with RLX_DC_AB's setting: {r:.2f} "
+                  f"({', '.join(f'{x:.2f}' for x in rs)})")
+    for m in models:
         r, rs = ratio(m, "one-f32", "one-f32-ab")
         if r:
             print(f"\n{m}: one-rank cohort / the same with RLX_DC_AB's setting: {r:.2f} "

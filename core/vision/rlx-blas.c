@@ -30,6 +30,15 @@ choose_coretype (void)
     coretype_before = strdup (before);
   if (want != NULL && *want != '\0')
     setenv ("OPENBLAS_CORETYPE", want, 1);
+  /* OpenBLAS's pool threads spin (sched_yield) for 2^28 cycles after each
+   * call before they sleep. A cohort rank runs its own passes between the
+   * gradients' calls (the update, its apply and hash: ~1.4 ms a step for
+   * mnist-mlp-xl on 2 cores), and those spinning threads took the cores
+   * from them. 2^18 cycles (~0.1 ms) still spans the gaps between one
+   * gradient's calls: on the dev machine a one-rank cohort of mnist-mlp-xl
+   * at 256 went from 0.90 to 0.94× `rlx-rank bench` (BENCHMARKS.md), whose
+   * own speed did not move. A value the environment sets is kept. */
+  setenv ("OPENBLAS_THREAD_TIMEOUT", "18", 0);
 }
 
 /* ── fork while a BLAS call runs ──────────────────────────────────────────

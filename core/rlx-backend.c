@@ -1587,6 +1587,18 @@ rlx_backend_round_expect_alone (RlxBackend *self, gboolean alone)
     rlx_vk_trainer_round_expect_alone (self->vk, alone);
 }
 
+void
+rlx_backend_round_after (RlxBackend *self, const guint32 *after, guint n)
+{
+  g_return_if_fail (self != NULL);
+  if (self->vk == NULL || !self->resident_vk)
+    return;
+  /* (a hint: samples that would not pass as a batch are not used) */
+  if (after != NULL && !check_batch (self, after, n, NULL))
+    after = NULL;
+  rlx_vk_trainer_round_after (self->vk, after, after != NULL ? n : 0);
+}
+
 gboolean
 rlx_backend_is_hardware_gpu (const RlxBackend *self)
 {

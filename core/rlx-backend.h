@@ -283,6 +283,14 @@ gboolean    rlx_backend_round_finish_into (RlxBackend *self, double lr, RlxPreci
  * cancel, a snapshot read): the results are those of the plain calls. The
  * cpu backend ignores it. */
 void        rlx_backend_round_expect_alone (RlxBackend *self, gboolean alone);
+/* With round_expect_alone: the slice of the round after the one the next
+ * round_finish names (@after, @n samples; NULL: not known), expected to be
+ * the own gradient alone too. A vulkan backend then queues that round's
+ * gradient as well, so that the device always has the next gradient to
+ * compute whatever the host is doing; a round that turns out otherwise
+ * makes its own gradient again (the same bits). Samples that would not
+ * pass as a batch are ignored. The cpu backend ignores it. */
+void        rlx_backend_round_after  (RlxBackend *self, const guint32 *after, guint n);
 /* Rounds whose update was made ahead (round_expect_alone) and claimed,
  * since the backend was made (0 on the cpu). */
 guint64     rlx_backend_updates_ahead (RlxBackend *self);

@@ -202,6 +202,7 @@ leader_op_free (gpointer p)
   LeaderOp *op = p;
 
   g_free (op->indices);
+  g_free (op->after);
   g_free (op->node);
   rlx_msg_array_clear (&op->bucket);
   if (op->has_header)
@@ -250,6 +251,7 @@ finish_run (RlxCoordinator *self, RlxBackend *backend, LeaderOp *op, GError **er
       return TRUE;
     }
   rlx_backend_round_expect_alone (backend, op->next_alone);
+  rlx_backend_round_after (backend, op->next_alone ? op->after : NULL, op->after_n);
   if (op->has_header)
     {
       /* the update's codes, once, where the frame carries them */
@@ -435,6 +437,14 @@ void
 rlx_coordinator_queue_finish (RlxCoordinator *self, guint64 step, RlxMsg *header,
                               const guint32 *next, guint next_n)
 {
+  rlx_coordinator_queue_finish_after (self, step, header, next, next_n, NULL, 0);
+}
+
+void
+rlx_coordinator_queue_finish_after (RlxCoordinator *self, guint64 step, RlxMsg *header,
+                                    const guint32 *next, guint next_n, const guint32 *after,
+                                    guint after_n)
+{
   LeaderOp *op = leader_op_new (self, LEADER_FINISH);
 
   op->step = step;
@@ -447,6 +457,11 @@ rlx_coordinator_queue_finish (RlxCoordinator *self, guint64 step, RlxMsg *header
     {
       op->indices = g_memdup2 (next, next_n * sizeof (guint32));
       op->n = next_n;
+    }
+  if (after != NULL && after_n > 0)
+    {
+      op->after = g_memdup2 (after, after_n * sizeof (guint32));
+      op->after_n = after_n;
     }
   op->lr = self->lr;
   /* The wire precision is the wire's: an update nobody receives (no frame:

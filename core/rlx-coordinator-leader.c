@@ -316,20 +316,27 @@ die_after_partial_commit (RlxCoordinator *self, GBytes *frame)
   rlx_timeout_add (1, on_die_poll, self);
 }
 
-/* The own slice of the round after this one when it is ours alone, as
- * leader_assign will make it: (epoch, start) moved on by this round's count,
- * the global batch (ours) from there. */
-static const guint32 *
-predicted_next_own (RlxCoordinator *self, guint *n)
+/* The own slice of the round @ahead rounds after this one (1: the next)
+ * when they are ours alone, as leader_assign will make them: (epoch, start)
+ * moved on by each round's count, the global batch (ours) from there. A
+ * copy (the permutation it comes from is the replica's, for one epoch at a
+ * time), or NULL. */
+static guint32 *
+predicted_own (RlxCoordinator *self, guint ahead, guint *n)
 {
-  guint epoch = self->round_epoch, pos = self->round_pos, count;
+  guint epoch = self->round_epoch, pos = self->round_pos, count = self->round_count;
   guint n_train = rlx_replica_get_n_train (self->replica);
 
-  rlx_replica_advance (self->replica, &epoch, &pos, self->round_count);
-  count = MIN (self->batch, n_train - pos);
-  count = MIN (count, rlx_backend_max_batch (rlx_worker_backend (self->worker)));
+  for (guint i = 0; i < ahead; i++)
+    {
+      rlx_replica_advance (self->replica, &epoch, &pos, count);
+      count = MIN (self->batch, n_train - pos);
+      count = MIN (count, rlx_backend_max_batch (rlx_worker_backend (self->worker)));
+    }
   *n = count;
-  return count > 0 ? rlx_replica_permutation (self->replica, epoch) + pos : NULL;
+  return count > 0 ? g_memdup2 (rlx_replica_permutation (self->replica, epoch) + pos,
+                                count * sizeof (guint32))
+                   : NULL;
 }
 
 /* Begin collecting round_step with @slots (the members were told by the
@@ -368,14 +375,15 @@ leader_start_round (RlxCoordinator *self, GArray *slots)
                    alone || self->finish_prequeued == step ? 0 : deadline_ms (self));
   if (alone && self->finish_prequeued != step)
     {
-      gboolean final = self->steps > 0 && step >= self->steps;
-      const guint32 *next = NULL;
-      guint next_n = 0;
+      g_autofree guint32 *next = NULL, *after = NULL;
+      guint next_n = 0, after_n = 0;
 
-      if (!final)
-        next = predicted_next_own (self, &next_n);
+      if (!(self->steps > 0 && step >= self->steps))
+        next = predicted_own (self, 1, &next_n);
+      if (!(self->steps > 0 && step + 1 >= self->steps))
+        after = predicted_own (self, 2, &after_n);
       self->finish_prequeued = step;
-      rlx_coordinator_queue_finish (self, step, NULL, next, next_n);
+      rlx_coordinator_queue_finish_after (self, step, NULL, next, next_n, after, after_n);
     }
 }
 
@@ -648,14 +656,21 @@ rlx_coordinator_leader_publish (RlxCoordinator *self, gboolean commit)
         self->finish_prequeued = 0;   /* on its way, without a frame: nobody to send it to */
       else
         {
-          const guint32 *perm = own ? rlx_replica_permutation (self->replica, self->round_epoch)
-                                    : NULL;
+          g_autofree guint32 *after = NULL;
+          guint after_n = 0;
+          const guint32 *perm;
 
-          /* a frame only when someone is there to receive it */
+          /* a frame only when someone is there to receive it; with nobody,
+           * the round after the next is named too (before the permutation
+           * of this one is taken: the replica keeps one epoch's) */
           if (others)
             step_header (self, &m, c, slots, final);
-          rlx_coordinator_queue_finish (self, c, others ? &m : NULL,
-                                        own ? perm + own->start : NULL, own ? own->count : 0);
+          else if (own != NULL && slots->len == 1 && !(self->steps > 0 && c + 1 >= self->steps))
+            after = predicted_own (self, 1, &after_n);
+          perm = own ? rlx_replica_permutation (self->replica, self->round_epoch) : NULL;
+          rlx_coordinator_queue_finish_after (self, c, others ? &m : NULL,
+                                              own ? perm + own->start : NULL,
+                                              own ? own->count : 0, after, after_n);
         }
       /* Our slice of the next round right behind the finish: the worker
        * goes on with it without waiting for us. */
@@ -672,13 +687,15 @@ rlx_coordinator_leader_publish (RlxCoordinator *self, gboolean commit)
        * it never waits for this main loop between them. */
       if (own != NULL && slots->len == 1 && !others)
         {
-          const guint32 *next = NULL;
-          guint next_n = 0;
+          g_autofree guint32 *next = NULL, *after = NULL;
+          guint next_n = 0, after_n = 0;
 
           if (!(self->steps > 0 && c + 1 >= self->steps))
-            next = predicted_next_own (self, &next_n);
+            next = predicted_own (self, 1, &next_n);
+          if (!(self->steps > 0 && c + 2 >= self->steps))
+            after = predicted_own (self, 2, &after_n);
           self->finish_prequeued = c + 1;
-          rlx_coordinator_queue_finish (self, c + 1, NULL, next, next_n);
+          rlx_coordinator_queue_finish_after (self, c + 1, NULL, next, next_n, after, after_n);
         }
       return;
     }

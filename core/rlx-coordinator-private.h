@@ -113,6 +113,10 @@ typedef struct {
   /* OWN: the slice; FINISH: the next own slice (NULL: unknown) */
   guint32        *indices;
   guint           n;
+  /* FINISH: the own slice of the round after the next, when both are
+   * expected to be ours alone (rlx_backend_round_after; NULL: unknown) */
+  guint32        *after;
+  guint           after_n;
   RlxFault        fault;
   guint64         stall_us;
   /* ADD */
@@ -452,7 +456,12 @@ void rlx_coordinator_queue_own (RlxCoordinator *self, guint64 step, const guint3
                                 guint n);
 void rlx_coordinator_queue_add (RlxCoordinator *self, const char *node, guint64 step,
                                 guint samples, const RlxMsgArray *bucket);
-/* @header (nullable: no frame, nobody to send it to) is taken */
+/* @header (nullable: no frame, nobody to send it to) is taken; @next: our
+ * slice of the next round; rlx_coordinator_queue_finish_after: and of the
+ * round after it (both expected to be ours alone) */
+void rlx_coordinator_queue_finish_after (RlxCoordinator *self, guint64 step, RlxMsg *header,
+                                         const guint32 *next, guint next_n,
+                                         const guint32 *after, guint after_n);
 void rlx_coordinator_queue_finish (RlxCoordinator *self, guint64 step, RlxMsg *header,
                                    const guint32 *next, guint next_n);
 /* forget the gradient's and the update's quantisation residuals */

@@ -305,11 +305,12 @@ struct _RlxVkTrainer {
   gboolean          own_in;
   guint64           total_weight;
   GHashTable       *acc_recs;     /* acc_key () → Recorded* */
-  Recorded          own_rec;      /* the own gradient's check and loss → readback (REG_OWN) */
+  Recorded          own_rec[2];   /* the own gradient's check and loss → readback (own_region) */
   Recorded          finish_rec[3][4][2];   /* [x: sum, own, slot 0][precision][codes wanted] */
   /* the next round's own gradient, submitted right behind a finish */
-  VkFence           fence2;
-  gboolean          ahead;        /* in flight, on fence2 */
+  VkFence           fence2[2];    /* by slot: the own gradients on the queue */
+  gboolean          ahead;        /* in flight, on fence2[ahead_slot] */
+  guint             ahead_slot;   /* its sample indices in staging_in, fence, summary */
   guint32          *ahead_idx;
   guint             ahead_n;
   guint64           ahead_gen;
@@ -336,6 +337,28 @@ struct _RlxVkTrainer {
    * never) */
   gboolean          lone_env;
   Recorded          finish_lone_rec, presub_lone_rec[2];
+  /* Two rounds ahead (a lone leader that names the samples of the round
+   * after next, rlx_vk_trainer_round_after; RLX_VK_EARLY=0: never): when a
+   * finish queues the next round's gradient and its update made ahead, the
+   * round after that's gradient goes behind them too ("after", in the
+   * other slot), so the GPU always has a gradient queued and never waits
+   * for the host between rounds. round_own then makes it the one ahead,
+   * "early": it ran at parameters only this round's update gives and it
+   * overwrote this round's own gradient, so when this round does not claim
+   * its update made ahead it is dropped and the own gradient made again
+   * from own_idx (presub_settle). */
+  gboolean          early_env;
+  guint32          *after_hint;      /* the samples of the round after next, for the next finish */
+  guint             after_hint_n;
+  gboolean          after_q;         /* on the queue, on fence2[after_slot] */
+  guint             after_slot;
+  guint32          *after_idx;
+  guint             after_n;
+  gboolean          early;           /* the one ahead was queued "after" */
+  guint32          *own_idx;         /* this round's own samples */
+  guint             own_n;
+  guint32           own_loss_bits;   /* its loss, to check the gradient made again */
+  guint64           early_taken;     /* rounds claimed with the next gradient queued after */
   guint32           own_gmax;        /* max |g| of the own gradient in the round, f32 bits */
   guint64           lone_taken;      /* rounds finished in one pass, since made */
   guint64           host_bytes;   /* parameter-sized bytes the host moved, since made */
@@ -1269,11 +1292,12 @@ print_profile (RlxVkTrainer *self, Step *s)
  * pass), else on the parameters the host writes, with the gradient copied
  * out. */
 static Step *
-record_step (RlxVkTrainer *self, guint n, gboolean resident, GError **error)
+record_step (RlxVkTrainer *self, guint n, gboolean resident, guint slot, GError **error)
 {
   gsize pbytes = self->model->n_params * sizeof (float);
   VkBufferCopy up_params = { 0, 0, pbytes };
-  VkBufferCopy up_idx = { pbytes, 0, n * sizeof (guint32) };
+  VkBufferCopy up_idx = { pbytes + (gsize) slot * self->max_batch * sizeof (guint32), 0,
+                          n * sizeof (guint32) };
   VkBufferCopy down = { 0, 0, pbytes + sizeof (float) };
   VkMemoryBarrier to_compute = {
     .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
@@ -1666,6 +1690,7 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
     self->presub_env = env_choice ("RLX_VK_PRESUBMIT", off_on, 2, 1, TRUE) == 1;
     self->fold_last = env_choice ("RLX_VK_FOLD_LAST", off_on, 2, 1, TRUE) == 1;
     self->lone_env = env_choice ("RLX_VK_LONE", off_on, 2, 1, TRUE) == 1;
+    self->early_env = env_choice ("RLX_VK_EARLY", off_on, 2, 1, TRUE) == 1;
     /* set below from the device; RLX_VK_TEST_MAX_GROUPS_X lowers it so
      * that the tests reach the reduce's z blocks at small sizes */
     self->max_groups_x = (guint) env_uint ("RLX_VK_TEST_MAX_GROUPS_X", 1, G_MAXUINT, G_MAXUINT);
@@ -1769,7 +1794,9 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   if (r == VK_SUCCESS)
     r = self->vk.CreateFence (self->dev, &fci, NULL, &self->fence);
   if (r == VK_SUCCESS)
-    r = self->vk.CreateFence (self->dev, &fci, NULL, &self->fence2);
+    r = self->vk.CreateFence (self->dev, &fci, NULL, &self->fence2[0]);
+  if (r == VK_SUCCESS)
+    r = self->vk.CreateFence (self->dev, &fci, NULL, &self->fence2[1]);
   for (guint i = 0; i < 2 && r == VK_SUCCESS; i++)
     r = self->vk.CreateFence (self->dev, &fci, NULL, &self->fence3[i]);
   if (r == VK_SUCCESS && qf[self->qfam].timestampValidBits > 0 && self->info->timestamp_period > 0)
@@ -1815,7 +1842,7 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
       !buf_create (self, &self->grads, pbytes + sizeof (float), storage, MEM_DEVICE, "gradient", error) ||
       !buf_create (self, &self->indices, max_batch * sizeof (guint32), storage, MEM_DEVICE,
                    "sample indices", error) ||
-      !buf_create (self, &self->staging_in, pbytes + max_batch * sizeof (guint32),
+      !buf_create (self, &self->staging_in, pbytes + 2 * max_batch * sizeof (guint32),
                    VK_BUFFER_USAGE_TRANSFER_SRC_BIT,
                    self->upload == UPLOAD_CACHED ? MEM_READBACK : MEM_UPLOAD, "upload staging", error) ||
       !buf_create (self, &self->staging_out, pbytes + sizeof (float),
@@ -1874,8 +1901,9 @@ rlx_vk_trainer_free (RlxVkTrainer *self)
         self->vk.DestroyQueryPool (self->dev, self->prof, NULL);
       if (self->fence != VK_NULL_HANDLE)
         self->vk.DestroyFence (self->dev, self->fence, NULL);
-      if (self->fence2 != VK_NULL_HANDLE)
-        self->vk.DestroyFence (self->dev, self->fence2, NULL);
+      for (guint i = 0; i < 2; i++)
+        if (self->fence2[i] != VK_NULL_HANDLE)
+          self->vk.DestroyFence (self->dev, self->fence2[i], NULL);
       for (guint i = 0; i < 2; i++)
         if (self->fence3[i] != VK_NULL_HANDLE)
           self->vk.DestroyFence (self->dev, self->fence3[i], NULL);
@@ -1895,6 +1923,9 @@ rlx_vk_trainer_free (RlxVkTrainer *self)
   g_clear_pointer (&self->acc_recs, g_hash_table_unref);
   g_clear_pointer (&self->slots, g_array_unref);
   g_free (self->ahead_idx);
+  g_free (self->own_idx);
+  g_free (self->after_idx);
+  g_free (self->after_hint);
   g_clear_pointer (&self->pipes, g_array_unref);
   g_clear_pointer (&self->info, rlx_vk_device_info_free);
   g_clear_pointer (&self->dataset, rlx_dataset_unref);
@@ -2007,9 +2038,9 @@ check_lost (RlxVkTrainer *self, GError **error)
 
 /* The recorded step at batch @n (see record_step), recorded on first use. */
 static Step *
-get_step (RlxVkTrainer *self, guint n, gboolean resident, GError **error)
+get_step_slot (RlxVkTrainer *self, guint n, gboolean resident, guint slot, GError **error)
 {
-  gpointer key = GUINT_TO_POINTER (n | (resident ? 1u << 31 : 0));
+  gpointer key = GUINT_TO_POINTER (n | (resident ? 1u << 31 : 0) | (slot ? 1u << 30 : 0));
   Step *step = g_hash_table_lookup (self->steps, key);
 
   if (step != NULL)
@@ -2028,10 +2059,18 @@ get_step (RlxVkTrainer *self, guint n, gboolean resident, GError **error)
           g_hash_table_iter_remove (&it);
         }
     }
-  step = record_step (self, n, resident, error);
+  step = record_step (self, n, resident, slot, error);
   if (step != NULL)
     g_hash_table_insert (self->steps, key, step);
   return step;
+}
+
+/* The recorded step at batch @n reading its sample indices from slot 0 of
+ * staging_in. */
+static Step *
+get_step (RlxVkTrainer *self, guint n, gboolean resident, GError **error)
+{
+  return get_step_slot (self, n, resident, 0, error);
 }
 
 /* @r: what submitting (with the fence) returned. Waits for the fence and
@@ -2592,10 +2631,19 @@ get_hash_rec (RlxVkTrainer *self, GError **error)
 
 /* The own gradient's check (wire_sum without writing s, then a fold: the
  * largest |g|, the first non-finite, the loss) into REG_OWN, copied out. */
+/* Where the host finds the summary of an own gradient of @slot: two, so
+ * that one can be read while the next own gradient is on the queue. */
+static guint
+own_region (guint slot)
+{
+  return slot == 0 ? REG_OWN : N_REGIONS;
+}
+
 static void
 fill_own (Rec *r, gpointer data)
 {
   RlxVkTrainer *t = r->t;
+  guint slot = GPOINTER_TO_UINT (data);
   guint n = (guint) t->model->n_params;
   guint per_group, groups = wire_groups (n, &per_group);
   /* the check alone (flags 2), folded by its last workgroup */
@@ -2610,7 +2658,8 @@ fill_own (Rec *r, gpointer data)
                 &a, sizeof a, groups, 1, 1);
   rec_fold_unless_done (r, groups, REG_OWN, n, WIRE_F32);
   rec_full_barrier (r);
-  rec_copy_region (r, REG_OWN, &t->readback, t->readback_meta + REG_OWN * META_WORDS * 4);
+  rec_copy_region (r, REG_OWN, &t->readback,
+                   t->readback_meta + own_region (slot) * META_WORDS * 4);
   rec_to_host (r);
   if (t->queries != VK_NULL_HANDLE)
     t->vk.CmdWriteTimestamp (r->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, t->queries, Q_STEP + 3);
@@ -2687,6 +2736,7 @@ call_end (RlxVkTrainer *self, gint64 t0)
   self->timings.ahead_taken = self->ahead_taken;
   self->timings.presub_taken = self->presub_taken;
   self->timings.lone_taken = self->lone_taken;
+  self->timings.early_taken = self->early_taken;
 }
 
 /* The own gradient computed ahead (behind a finish) is waited for and
@@ -2697,7 +2747,7 @@ static gboolean
 wait_ahead (RlxVkTrainer *self, const char *what, GError **error)
 {
   self->ahead = FALSE;
-  if (!wait_submission (self, self->fence2, VK_SUCCESS, what, error))
+  if (!wait_submission (self, self->fence2[self->ahead_slot], VK_SUCCESS, what, error))
     return FALSE;
   if (self->round_times_due)
     {
@@ -2814,7 +2864,8 @@ resident_free (RlxVkTrainer *self)
   recorded_clear (self, &self->presub_lone_rec[0]);
   recorded_clear (self, &self->presub_lone_rec[1]);
   recorded_clear (self, &self->hash_rec);
-  recorded_clear (self, &self->own_rec);
+  recorded_clear (self, &self->own_rec[0]);
+  recorded_clear (self, &self->own_rec[1]);
   if (self->acc_recs != NULL)
     {
       GHashTableIter it;
@@ -2904,7 +2955,7 @@ rlx_vk_trainer_resident_init (RlxVkTrainer *self, const RlxVkWireTables *tables,
       !buf_create (self, &self->codes_dev, words * 4, storage, MEM_DEVICE, "gradient codes", error) ||
       !buf_create (self, &self->tables, TAB_WORDS * 4, storage, MEM_DEVICE, "wire tables", error) ||
       !buf_create (self, &self->control, CTL_WORDS * 4, storage, MEM_UPLOAD, "wire control", error) ||
-      !buf_create (self, &self->readback, (words + N_REGIONS * META_WORDS) * 4, storage,
+      !buf_create (self, &self->readback, (words + (N_REGIONS + 1) * META_WORDS) * 4, storage,
                    MEM_READBACK, "codes download", error) ||
       !buf_create (self, &self->hash_part, chunks * 8, storage, MEM_DEVICE, "hash chunks", error) ||
       !buf_create_upload (self, &self->codes_in, words * 4, "update codes", error))
@@ -3305,22 +3356,26 @@ round_buffers (RlxVkTrainer *self, GError **error)
   return FALSE;
 }
 
-/* The own step's submission: [queued update] [hash?] [step] [check]. */
+/* The own step's submission: [queued update] [hash?] [step] [check], its
+ * sample indices in @slot of staging_in, its summary at own_region (@slot). */
 static gboolean
-own_cbs (RlxVkTrainer *self, const guint32 *indices, guint n, VkCommandBuffer *cbs, guint *n_cbs,
-         gboolean *checked, Step **step_out, GError **error)
+own_cbs (RlxVkTrainer *self, const guint32 *indices, guint n, guint slot, VkCommandBuffer *cbs,
+         guint *n_cbs, gboolean *checked, Step **step_out, GError **error)
 {
   gsize pbytes = self->model->n_params * sizeof (float);
   const Recorded *own;
-  Step *step = get_step (self, n, TRUE, error);
+  Step *step = get_step_slot (self, n, TRUE, slot, error);
 
-  own = step != NULL ? get_recorded (self, &self->own_rec, 4, fill_own, NULL, error) : NULL;
+  own = step != NULL ? get_recorded (self, &self->own_rec[slot], 4, fill_own,
+                                     GUINT_TO_POINTER (slot), error)
+                     : NULL;
   if (own == NULL || !take_update (self, cbs, n_cbs, checked, error))
     return FALSE;
   g_assert (step->n_cb == 1);
   cbs[(*n_cbs)++] = step->cb[0];
   cbs[(*n_cbs)++] = own->cb;
-  memcpy ((char *) self->staging_in.map + pbytes, indices, n * sizeof (guint32));
+  memcpy ((char *) self->staging_in.map + pbytes + (gsize) slot * self->max_batch * 4, indices,
+          n * sizeof (guint32));
   poison_control (self);
   *step_out = step;
   return TRUE;
@@ -3333,6 +3388,7 @@ rlx_vk_trainer_round_own (RlxVkTrainer *self, const guint32 *indices, guint n,
   gint64 t0 = call_begin (self);
   g_autofree char *what = NULL;
   gboolean ready = FALSE, checked = FALSE;
+  guint slot = 0;
   guint32 *ctl;
   float w = (float) n;
 
@@ -3348,11 +3404,16 @@ rlx_vk_trainer_round_own (RlxVkTrainer *self, const guint32 *indices, guint n,
       return FALSE;
     }
   what = g_strdup_printf ("a %s step of %u samples", self->model->slug, n);
+  /* A member's bucket is in the round already: round_join adds the own
+   * gradient to it at once, and the one queued after overwrote it. */
+  if (self->after_q && self->n_contrib > 0 && !presub_settle (self, error))
+    return FALSE;
   /* computed ahead, behind the last finish, for these samples at this replica */
   if (self->ahead)
     {
       ready = self->ahead_gen == self->replica_gen && self->pending < 0 && self->ahead_n == n &&
               memcmp (self->ahead_idx, indices, n * sizeof (guint32)) == 0;
+      slot = self->ahead_slot;
       if (!wait_ahead (self, what, error))
         return FALSE;
       if (ready)
@@ -3371,7 +3432,8 @@ rlx_vk_trainer_round_own (RlxVkTrainer *self, const guint32 *indices, guint n,
       /* an update made ahead for the samples computed ahead: not this round's */
       if (!presub_settle (self, error))
         return FALSE;
-      if (!own_cbs (self, indices, n, cbs, &n_cbs, &checked, &step, error) ||
+      slot = 0;
+      if (!own_cbs (self, indices, n, slot, cbs, &n_cbs, &checked, &step, error) ||
           !submit_wait (self, cbs, n_cbs, TRUE, what, error))
         return FALSE;
       if (!apply_outcome (self, checked, error))
@@ -3380,11 +3442,11 @@ rlx_vk_trainer_round_own (RlxVkTrainer *self, const guint32 *indices, guint n,
     }
   else
     {
-      Step *step = get_step (self, n, TRUE, NULL);
+      Step *step = get_step_slot (self, n, TRUE, slot, NULL);
       if (step != NULL)
         read_timings (self, step, FALSE);
     }
-  summary_of (readback_region (self, REG_OWN), summary);
+  summary_of (readback_region (self, own_region (slot)), summary);
   self->own_gmax = summary->gmax_bits;
   if (summary->smax_bits < 0x7f800000u)
     {
@@ -3393,6 +3455,22 @@ rlx_vk_trainer_round_own (RlxVkTrainer *self, const guint32 *indices, guint n,
       self->own_in = TRUE;
       if (!round_join (self, SRC_OWN, n, error))
         return FALSE;
+      /* the next round's gradient, queued behind this round's update made
+       * ahead, is the one ahead now */
+      if (ready && self->after_q)
+        {
+          self->after_q = FALSE;
+          self->ahead = TRUE;
+          self->early = TRUE;
+          self->ahead_slot = self->after_slot;
+          g_free (self->ahead_idx);
+          self->ahead_idx = g_steal_pointer (&self->after_idx);
+          self->ahead_n = self->after_n;
+          g_free (self->own_idx);
+          self->own_idx = g_memdup2 (indices, n * sizeof (guint32));
+          self->own_n = n;
+          memcpy (&self->own_loss_bits, &summary->loss, 4);
+        }
     }
   call_end (self, t0);
   return TRUE;
@@ -3435,6 +3513,10 @@ rlx_vk_trainer_round_add (RlxVkTrainer *self, guint prec, double inv, guint weig
   g_return_val_if_fail (self != NULL && prec < 4, FALSE);
   g_return_val_if_fail (k < self->slots->len, FALSE);   /* round_slot gave it */
 
+  /* the sum reads the own gradient, which the one queued after overwrote */
+  if (self->early && !presub_settle (self, error))
+    return FALSE;
+
   params = (guint32 *) slot_buf (self, k)->map + self->code_words;
   params[SLOT_PREC] = prec;
   memcpy (&params[SLOT_INV_LO], &inv, 8);
@@ -3474,6 +3556,21 @@ rlx_vk_trainer_round_expect_alone (RlxVkTrainer *self, gboolean alone)
 {
   g_return_if_fail (self != NULL);
   self->expect_alone = alone;
+}
+
+void
+rlx_vk_trainer_round_after (RlxVkTrainer *self, const guint32 *after, guint n)
+{
+  g_return_if_fail (self != NULL);
+  g_return_if_fail (after == NULL || (n >= 1 && n <= self->max_batch));
+
+  g_clear_pointer (&self->after_hint, g_free);
+  self->after_hint_n = 0;
+  if (after != NULL)
+    {
+      self->after_hint = g_memdup2 (after, n * sizeof (guint32));
+      self->after_hint_n = n;
+    }
 }
 
 guint
@@ -3672,20 +3769,99 @@ presubmit (RlxVkTrainer *self, guint prec, guint slot)
 
 /* An update made ahead and not claimed is undone. (One made behind a
  * finish that was refused is right as it is: that finish changed nothing,
- * so it was made from the state its round starts from.) */
+ * so it was made from the state its round starts from.) What was queued
+ * behind it (after, or early once round_own took it) ran at parameters
+ * that update gives, and overwrote the gradient buffer: dropped, with the
+ * one ahead of it, and the round's own gradient, when the round holds it,
+ * made again — the same bits, the step being deterministic (checked). */
 static gboolean
 presub_settle (RlxVkTrainer *self, GError **error)
 {
+  gboolean redo = self->early && self->own_in;
   const Recorded *rec;
+  VkCommandBuffer cbs[4];
+  guint n = 0;
+  gboolean checked = FALSE;
+  Step *step = NULL;
+  RlxVkWireSummary again;
+  guint32 loss_bits;
 
   if (!self->presub)
     return TRUE;
+  if (self->after_q || self->early)
+    {
+      if (self->after_q &&
+          !wait_submission (self, self->fence2[self->after_slot], VK_SUCCESS,
+                            "the round after next's own gradient", error))
+        return FALSE;
+      if (self->ahead && !wait_ahead (self, "the next round's own gradient", error))
+        return FALSE;
+      self->after_q = self->early = self->ahead = FALSE;
+    }
   self->presub = FALSE;
   rec = get_recorded (self, &self->rollback_rec, 1, fill_rollback, NULL, error);
-  return rec != NULL &&
-         submit_wait (self, &rec->cb, 1, FALSE, "undoing an update made ahead", error) &&
-         wait_submission (self, self->fence3[self->presub_slot], VK_SUCCESS,
-                          "an update made ahead", error);
+  if (rec == NULL ||
+      !submit_wait (self, &rec->cb, 1, FALSE, "undoing an update made ahead", error) ||
+      !wait_submission (self, self->fence3[self->presub_slot], VK_SUCCESS,
+                        "an update made ahead", error))
+    return FALSE;
+  if (!redo)
+    return TRUE;
+  g_return_val_if_fail (self->pending < 0, FALSE);
+  if (!own_cbs (self, self->own_idx, self->own_n, 0, cbs, &n, &checked, &step, error) ||
+      !submit_wait (self, cbs, n, FALSE, "the own gradient, made again", error))
+    return FALSE;
+  summary_of (readback_region (self, own_region (0)), &again);
+  memcpy (&loss_bits, &again.loss, 4);
+  if (again.gmax_bits != self->own_gmax || loss_bits != self->own_loss_bits)
+    {
+      g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_FAILED,
+                   "the own gradient made again on %s differs from the first (largest |g| "
+                   "%08x against %08x): the device's step is not deterministic — set "
+                   "RLX_VK_EARLY=0", self->info->name, again.gmax_bits, self->own_gmax);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* The round's update made ahead behind its own gradient (in @slot), when
+ * that round is expected to be ours alone and the update residual is read
+ * the same way (mode 1) by it as by the finish just made. */
+static void
+presubmit_if_alone (RlxVkTrainer *self, guint prec, gboolean fb, guint slot)
+{
+  if (self->expect_alone && self->presub_env && self->pending < 0 && !self->presub &&
+      (!fb || !self->ures_zero) && self->model->n_params * 4 <= PRESUB_MAX_BYTES)
+    presubmit (self, prec, slot);
+}
+
+/* Behind the next round's gradient (ahead) and its update made ahead in
+ * one pass, the gradient of the round after it, over the samples
+ * rlx_vk_trainer_round_after named, in the other slot: the GPU has it when
+ * it is done with those, whenever the host comes back. Not fatal when it
+ * cannot be queued. */
+static void
+queue_after (RlxVkTrainer *self)
+{
+  VkCommandBuffer cbs[4];
+  guint n = 0, slot;
+  gboolean checked = FALSE;
+  Step *step = NULL;
+
+  if (!self->early_env || self->after_hint == NULL || !self->ahead || !self->presub ||
+      !self->presub_lone || self->after_q || self->pending >= 0)
+    return;
+  slot = 1 - self->ahead_slot;
+  if (!own_cbs (self, self->after_hint, self->after_hint_n, slot, cbs, &n, &checked, &step, NULL))
+    return;
+  g_assert (!checked);
+  if (submit (self, cbs, n, self->fence2[slot], TRUE) != VK_SUCCESS)
+    return;
+  self->after_q = TRUE;
+  self->after_slot = slot;
+  g_free (self->after_idx);
+  self->after_idx = g_memdup2 (self->after_hint, self->after_hint_n * sizeof (guint32));
+  self->after_n = self->after_hint_n;
 }
 
 /* The next round's own gradient (@next, fence2) right behind what is on
@@ -3701,20 +3877,18 @@ queue_next (RlxVkTrainer *self, const guint32 *next, guint next_n, guint prec, g
   gboolean checked = FALSE;
   Step *step = NULL;
 
-  if (next == NULL || !own_cbs (self, next, next_n, cbs, &n, &checked, &step, NULL))
+  if (next == NULL || !own_cbs (self, next, next_n, 0, cbs, &n, &checked, &step, NULL))
     return;
   g_assert (!checked);
-  if (submit (self, cbs, n, self->fence2, TRUE) != VK_SUCCESS)
+  if (submit (self, cbs, n, self->fence2[0], TRUE) != VK_SUCCESS)
     return;
   self->ahead = TRUE;
+  self->ahead_slot = 0;
   g_free (self->ahead_idx);
   self->ahead_idx = g_memdup2 (next, next_n * sizeof (guint32));
   self->ahead_n = next_n;
-  /* the update residual must be read as it is (mode 1) by that finish, as
-   * by this one */
-  if (may_presub && self->expect_alone && self->presub_env && self->pending < 0 && !self->presub &&
-      (!fb || !self->ures_zero) && self->model->n_params * 4 <= PRESUB_MAX_BYTES)
-    presubmit (self, prec, slot);
+  if (may_presub)
+    presubmit_if_alone (self, prec, fb, slot);
 }
 
 /* The round's outcome, from the summary @m of its finish (the replica
@@ -3775,7 +3949,8 @@ rlx_vk_trainer_round_finish (RlxVkTrainer *self, double lr, guint prec, gboolean
   /* Made ahead already, for exactly this round: our own gradient alone,
    * the one computed ahead (round_own checked that the replica has not
    * changed since), no update queued, the same control words. Claim it. */
-  if (self->presub && k.x == X_OWN && codes == NULL && !self->ahead && self->pending < 0 &&
+  if (self->presub && k.x == X_OWN && codes == NULL && (!self->ahead || self->early) &&
+      self->pending < 0 &&
       self->presub_ctl[0] == prec && self->presub_ctl[1] == mode &&
       self->presub_ctl[2] == coef_bits && (!self->presub_lone || lone_finite (self, coef_bits)))
     {
@@ -3785,8 +3960,21 @@ rlx_vk_trainer_round_finish (RlxVkTrainer *self, double lr, guint prec, gboolean
       self->presub_taken++;
       if (self->presub_lone)
         self->lone_taken++;
-      /* the round after it goes on the queue before we wait for this one */
-      queue_next (self, next, next_n, prec, fb, TRUE, 1 - slot);
+      /* the round after it goes on the queue before we wait for this one
+       * (its own gradient is there already when round_own queued it early:
+       * then only its update made ahead, when those were its samples) */
+      if (self->early)
+        {
+          self->early = FALSE;
+          self->early_taken++;
+          if (next != NULL && next_n == self->ahead_n &&
+              memcmp (next, self->ahead_idx, next_n * sizeof (guint32)) == 0)
+            presubmit_if_alone (self, prec, fb, 1 - slot);
+        }
+      else
+        queue_next (self, next, next_n, prec, fb, TRUE, 1 - slot);
+      /* and the round after that's gradient behind them */
+      queue_after (self);
       if (!wait_submission (self, self->fence3[slot], VK_SUCCESS, what, error))
         return FALSE;
       round_reset (self);
@@ -3821,7 +4009,10 @@ rlx_vk_trainer_round_finish (RlxVkTrainer *self, double lr, guint prec, gboolean
   /* the next round's own gradient (and, ours alone, its update) right
    * behind on the queue */
   if (r == VK_SUCCESS)
-    queue_next (self, next, next_n, prec, fb, codes == NULL, 0);
+    {
+      queue_next (self, next, next_n, prec, fb, codes == NULL, 0);
+      queue_after (self);
+    }
   if (!wait_submission (self, self->fence, r, what, error))
     return FALSE;
   round_reset (self);   /* the round is over, whatever came of it */

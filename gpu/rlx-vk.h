@@ -132,6 +132,7 @@ typedef struct {
   guint64 ahead_taken; /* own gradients a round took from behind the last finish, since made */
   guint64 presub_taken; /* rounds whose finish was made ahead and claimed, since made */
   guint64 lone_taken;   /* rounds finished in one pass (a lone leader at f32), since made */
+  guint64 early_taken;  /* rounds claimed whose next own gradient round_own had queued, since made */
 } RlxVkTimings;
 
 /* Opens device @index (as enumerated), uploads the training split of
@@ -234,6 +235,12 @@ void     rlx_vk_trainer_reset_feedback (RlxVkTrainer *self);
  * loss; when g is not finite it does not join (the caller refuses it).
  * When the last finish was given these @indices as its @next and the
  * replica has not changed since, the gradient computed then is taken.
+ * round_after: the samples of the round after the next finish's @next,
+ * when both are expected to be the own gradient alone (NULL: not known),
+ * for the finishes to come: behind the next round's gradient and its
+ * update made ahead goes that round's gradient too, so the device never
+ * waits for the host between rounds. A round that then does not claim its
+ * update made ahead makes its own gradient again (the same bits).
  * round_slot: memory for the next member's bucket (n_params codes of 4
  * bytes at most), host-written where the GPU reads it, valid until
  * round_add, which makes it the next contribution (codes at @prec, @inv =
@@ -268,6 +275,7 @@ gboolean rlx_vk_trainer_round_finish  (RlxVkTrainer *self, double lr, guint prec
  * of parameters (larger ones lose more to the backup than they gain);
  * RLX_VK_PRESUBMIT=0 turns it off. */
 void     rlx_vk_trainer_round_expect_alone (RlxVkTrainer *self, gboolean alone);
+void     rlx_vk_trainer_round_after   (RlxVkTrainer *self, const guint32 *after, guint n);
 void     rlx_vk_trainer_round_cancel  (RlxVkTrainer *self);
 /* contributions in the round so far */
 guint    rlx_vk_trainer_round_size    (RlxVkTrainer *self);

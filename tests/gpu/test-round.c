@@ -730,6 +730,132 @@ test_cpu_lone (void)
   check_lone ("cpu");
 }
 
+/* ── a lone leader's next gradient queued early ───────────────────────── */
+
+static guint64
+early_taken (RlxBackend *be)
+{
+  RlxVkTimings t = { 0 };
+
+  if (rlx_backend_vk_trainer (be) != NULL)
+    rlx_vk_trainer_timings (rlx_backend_vk_trainer (be), &t);
+  return t.early_taken;
+}
+
+/* finish_lone, naming the samples of the round after the next one too
+ * (step @after_step), as a lone leader does. */
+static void
+finish_after (Leader *l, guint next_step, guint after_step, const char *what)
+{
+  guint32 after[BATCH];
+
+  indices_for (after, after_step);
+  rlx_backend_round_after (l->be, after, BATCH);
+  finish_lone (l, RLX_PRECISION_F32, TRUE, next_step, what);
+}
+
+/* A lone leader at f32 that names the round after next's samples: on a
+ * device, behind the next round's gradient and its update made ahead goes
+ * the gradient of the round after it, so two rounds are always on the
+ * queue, and every claimed round gives the reference's scale and hash.
+ * Then every way a round can turn out otherwise with that gradient queued
+ * (it overwrote the round's own gradient): a member's bucket joins it,
+ * before its own gradient and after; it is cancelled; the rounds have
+ * other samples than named; the replica is read; its update overflows.
+ * Each time the own gradient must be made again, bit for bit, and the
+ * results are the reference's. */
+static void
+check_early (const char *spec)
+{
+  gboolean device;
+  guint64 early0, early;
+  Leader l;
+
+  if (!leader_init (&l, spec, rlx_model_get (RLX_MODEL_MNIST_MLP), 43))
+    {
+      leader_clear (&l);
+      return;
+    }
+  device = rlx_backend_params_on_device (l.be);
+  early0 = early_taken (l.be);
+  /* round 0 queues round 1's gradient and update and round 2's gradient;
+   * rounds 1..7 are claimed with the next one's gradient queued after */
+  for (guint s = 0; s < 8; s++)
+    {
+      add_own (&l, s);
+      finish_after (&l, s + 1, s + 2, "lone, two rounds queued");
+    }
+  early = early_taken (l.be);
+  g_assert_cmpuint (early, ==, early0 + (device ? 7 : 0));
+
+  /* a member's bucket joins a round whose next gradient is queued */
+  add_own (&l, 8);
+  add_member (&l, RLX_PRECISION_F16, 80, 5);
+  finish_after (&l, 9, 10, "a member joined after the own gradient");
+  /* ... and before the own gradient (added to it at once) */
+  add_own (&l, 9);
+  finish_after (&l, 10, 11, "lone again");
+  add_member (&l, RLX_PRECISION_F8E4M3, 81, 6);
+  add_own (&l, 10);
+  finish_after (&l, 11, 12, "a member joined before the own gradient");
+  /* cancelled with the next gradient queued, then the round again */
+  add_own (&l, 11);
+  finish_after (&l, 12, 13, "lone again");
+  add_own (&l, 12);
+  rlx_backend_round_cancel (l.be);
+  l.k = 0;
+  l.total = 0;
+  add_own (&l, 12);
+  finish_after (&l, 13, 14, "after a cancel");
+  /* the rounds are not the ones named */
+  add_own (&l, 13);
+  finish_after (&l, 14, 40, "the round after next named wrongly");
+  add_own (&l, 14);
+  finish_after (&l, 15, 16, "its own gradient as named");
+  add_own (&l, 15);
+  finish_after (&l, 16, 17, "the next round not as named");
+  add_own (&l, 20);
+  finish_after (&l, 21, 22, "other samples");
+  /* the replica read with the next gradient queued */
+  add_own (&l, 21);
+  finish_after (&l, 22, 23, "lone again");
+  add_own (&l, 22);
+  assert_replica (&l, "read with the next gradient queued");
+  finish_after (&l, 23, 24, "after the read");
+  /* an update that overflows, with the next gradient queued behind it */
+  add_own (&l, 23);
+  finish_after (&l, 24, 25, "lone again");
+  add_own (&l, 24);
+  finish_overflow (&l, 25, "an update that overflows, the next gradient queued");
+  assert_replica (&l, "after the overflowing round");
+  for (guint s = 25; s < 28; s++)
+    {
+      add_own (&l, s);
+      finish_after (&l, s + 1, s + 2, "lone again");
+    }
+  add_own (&l, 28);
+  finish_lone (&l, RLX_PRECISION_F32, FALSE, 29, "the last, nothing ahead");
+  assert_replica (&l, "at the end");
+  if (device)
+    g_assert_cmpuint (early_taken (l.be), >, early + 5);
+  leader_clear (&l);
+}
+
+static void
+test_cpu_early (void)
+{
+  check_early ("cpu");
+}
+
+static void
+test_vk_early (void)
+{
+  if (!need_device ())
+    return;
+  check_early (VK_SPEC);
+  g_assert_cmpuint (rlx_vk_validation_messages (), ==, 0);
+}
+
 static void
 test_vk_lone (void)
 {
@@ -1144,6 +1270,7 @@ main (int argc, char **argv)
   g_test_add_func ("/backend/round/cpu/refusals", test_cpu_round_refusals);
   g_test_add_func ("/backend/round/cpu/ahead-update", test_cpu_presub);
   g_test_add_func ("/backend/round/cpu/lone-f32", test_cpu_lone);
+  g_test_add_func ("/backend/round/cpu/early-next", test_cpu_early);
   g_test_add_func ("/backend/zero-copy/cpu", test_cpu_zero_copy);
   g_test_add_func ("/backend/round/vulkan/bits", test_vk_round_bits);
   g_test_add_func ("/backend/round/vulkan/mnist-mlp", test_vk_round_mlp);
@@ -1151,6 +1278,7 @@ main (int argc, char **argv)
   g_test_add_func ("/backend/round/vulkan/refusals", test_vk_round_refusals);
   g_test_add_func ("/backend/round/vulkan/ahead-update", test_vk_presub);
   g_test_add_func ("/backend/round/vulkan/lone-f32", test_vk_lone);
+  g_test_add_func ("/backend/round/vulkan/early-next", test_vk_early);
   g_test_add_func ("/backend/zero-copy/vulkan", test_vk_zero_copy);
   g_test_add_func ("/backend/hash/vulkan/bits", test_vk_hash_bits);
   g_test_add_func ("/backend/hash/vulkan/params-hash", test_vk_params_hash);

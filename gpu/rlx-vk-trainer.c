@@ -45,6 +45,7 @@ static const char *const buf_names[N_BUFS] = {
  * for mnist-cnn, and lost 2% for mnist-mlp-xl (7.5 MB), whose finish already
  * overlapped the host and whose backups cost more than the gap they close. */
 #define PRESUB_MAX_BYTES (4u << 20)
+#define TL_RING       64u      /* RLX_VK_TIMELINE: submissions timed at once */
 #define PART_FLOATS   (8u * 1024u * 1024u)
 #define RPART_FLOATS  (2u * 1024u * 1024u)
 #define FILL_TARGET   256u     /* workgroups a GEMM should spread over */
@@ -348,6 +349,17 @@ struct _RlxVkTrainer {
    * its update made ahead it is dropped and the own gradient made again
    * from own_idx (presub_settle). */
   gboolean          early_env;
+  /* RLX_VK_TIMELINE=1: every submission bracketed by two timestamps (mark
+   * command buffers around it, TL_RING of them in turn), read as they
+   * complete; at exit, per kind of submission, how long the device worked
+   * on it and how long it sat idle before it (timeline_print) */
+  VkQueryPool       tl_pool;
+  VkCommandBuffer   tl_cb[2 * TL_RING];
+  const char       *tl_label[TL_RING];   /* what each ring entry holds, NULL: free */
+  guint             tl_next, tl_read;
+  guint64           tl_prev_end;
+  const char       *tl_kind;        /* the label of the next submission */
+  GHashTable       *tl_stats;       /* label → GArray of (busy, idle) µs pairs */
   guint32          *after_hint;      /* the samples of the round after next, for the next finish */
   guint             after_hint_n;
   gboolean          after_q;         /* on the queue, on fence2[after_slot] */
@@ -390,6 +402,9 @@ static void recorded_clear (RlxVkTrainer *self, Recorded *rec);
 static void resident_free (RlxVkTrainer *self);
 static gboolean drain_ahead (RlxVkTrainer *self, GError **error);
 static gboolean presub_settle (RlxVkTrainer *self, GError **error);
+static void timeline_init (RlxVkTrainer *self);
+static void timeline_collect (RlxVkTrainer *self);
+static void timeline_print (RlxVkTrainer *self);
 
 /* Records one step into a command buffer. */
 typedef struct {
@@ -1813,6 +1828,7 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
       rlx_vk_set_error (error, r, "setting up %s", self->info->name);
       return NULL;
     }
+  timeline_init (self);
 
   /* the training split, once */
   n_train = rlx_dataset_size (dataset, RLX_SPLIT_TRAIN);
@@ -1871,6 +1887,13 @@ rlx_vk_trainer_free (RlxVkTrainer *self)
       gpointer v;
 
       self->vk.DeviceWaitIdle (self->dev);
+      timeline_print (self);
+      if (self->tl_pool != VK_NULL_HANDLE)
+        {
+          self->vk.FreeCommandBuffers (self->dev, self->cmdpool, 2 * TL_RING, self->tl_cb);
+          self->vk.DestroyQueryPool (self->dev, self->tl_pool, NULL);
+        }
+      g_clear_pointer (&self->tl_stats, g_hash_table_unref);
       g_hash_table_iter_init (&it, self->steps);
       while (g_hash_table_iter_next (&it, NULL, &v))
         {
@@ -2095,7 +2118,10 @@ wait_submission (RlxVkTrainer *self, VkFence fence, VkResult r, const char *what
         }
     }
   if (r == VK_SUCCESS)
-    return TRUE;
+    {
+      timeline_collect (self);
+      return TRUE;
+    }
   rlx_vk_set_error (&local, r, "%s on %s", what, self->info->name);
   if (r == VK_ERROR_DEVICE_LOST)
     {
@@ -2106,11 +2132,140 @@ wait_submission (RlxVkTrainer *self, VkFence fence, VkResult r, const char *what
   return FALSE;
 }
 
+/* ── RLX_VK_TIMELINE ─────────────────────────────────────────────────────
+ *
+ * Each submission is bracketed by two timestamps written at the bottom of
+ * the pipe: the first when all work before it is done, or when it reached
+ * the device if that was later; the second when its own work is done. So
+ * "busy" is the device's time on it, and "idle" the time the device had
+ * nothing to do before it (the host was late with it). */
+
+static void
+timeline_init (RlxVkTrainer *self)
+{
+  VkQueryPoolCreateInfo qpci = {
+    .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+    .queryType = VK_QUERY_TYPE_TIMESTAMP,
+    .queryCount = 2 * TL_RING,
+  };
+  VkCommandBufferAllocateInfo cai = {
+    .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+    .commandPool = self->cmdpool,
+    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+    .commandBufferCount = 2 * TL_RING,
+  };
+  VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO };
+
+  if (g_getenv ("RLX_VK_TIMELINE") == NULL || self->queries == VK_NULL_HANDLE)
+    return;
+  if (self->vk.CreateQueryPool (self->dev, &qpci, NULL, &self->tl_pool) != VK_SUCCESS)
+    {
+      self->tl_pool = VK_NULL_HANDLE;
+      return;
+    }
+  if (self->vk.AllocateCommandBuffers (self->dev, &cai, self->tl_cb) != VK_SUCCESS)
+    {
+      self->vk.DestroyQueryPool (self->dev, self->tl_pool, NULL);
+      self->tl_pool = VK_NULL_HANDLE;
+      return;
+    }
+  for (guint j = 0; j < 2 * TL_RING; j++)
+    {
+      self->vk.BeginCommandBuffer (self->tl_cb[j], &bi);
+      self->vk.CmdResetQueryPool (self->tl_cb[j], self->tl_pool, j, 1);
+      self->vk.CmdWriteTimestamp (self->tl_cb[j], VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
+                                  self->tl_pool, j);
+      self->vk.EndCommandBuffer (self->tl_cb[j]);
+    }
+  self->tl_stats = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
+                                          (GDestroyNotify) g_array_unref);
+}
+
+/* Reads the ring's completed entries, in submission order. */
+static void
+timeline_collect (RlxVkTrainer *self)
+{
+  if (self->tl_pool == VK_NULL_HANDLE)
+    return;
+  while (self->tl_label[self->tl_read] != NULL)
+    {
+      guint e = self->tl_read;
+      guint64 ts[4];
+      double tick = self->info->timestamp_period / 1000.0, pair[2];
+      GArray *a;
+      VkResult r = self->vk.GetQueryPoolResults (self->dev, self->tl_pool, 2 * e, 2, sizeof ts, ts,
+                                                 2 * sizeof (guint64),
+                                                 VK_QUERY_RESULT_64_BIT |
+                                                 VK_QUERY_RESULT_WITH_AVAILABILITY_BIT);
+
+      if ((r != VK_SUCCESS && r != VK_NOT_READY) || ts[1] == 0 || ts[3] == 0)
+        return;
+      pair[0] = ts[2] > ts[0] ? (double) (ts[2] - ts[0]) * tick : 0;
+      pair[1] = self->tl_prev_end != 0 && ts[0] > self->tl_prev_end
+                ? (double) (ts[0] - self->tl_prev_end) * tick : 0;
+      self->tl_prev_end = ts[2];
+      a = g_hash_table_lookup (self->tl_stats, self->tl_label[e]);
+      if (a == NULL)
+        {
+          a = g_array_new (FALSE, FALSE, sizeof (double));
+          g_hash_table_insert (self->tl_stats, (gpointer) self->tl_label[e], a);
+        }
+      if (a->len < 2 * 200000)
+        g_array_append_vals (a, pair, 2);
+      self->tl_label[e] = NULL;
+      self->tl_read = (e + 1) % TL_RING;
+    }
+}
+
+static int
+cmp_double (gconstpointer a, gconstpointer b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+  return x < y ? -1 : x > y;
+}
+
+static void
+timeline_print (RlxVkTrainer *self)
+{
+  GHashTableIter it;
+  gpointer k, v;
+
+  if (self->tl_pool == VK_NULL_HANDLE)
+    return;
+  timeline_collect (self);
+  g_printerr ("rlx-vk timeline: %s on %s, per kind of submission: count, the device's time "
+              "on it and its idle time before it (median; mean), us\n", self->model->slug,
+              self->info->name);
+  g_hash_table_iter_init (&it, self->tl_stats);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    {
+      GArray *a = v;
+      guint m = a->len / 2;
+      g_autofree double *busy = g_new (double, m), *idle = g_new (double, m);
+      double sb = 0, si = 0;
+
+      if (m == 0)
+        continue;
+      for (guint i = 0; i < m; i++)
+        {
+          busy[i] = g_array_index (a, double, 2 * i);
+          idle[i] = g_array_index (a, double, 2 * i + 1);
+          sb += busy[i];
+          si += idle[i];
+        }
+      qsort (busy, m, sizeof (double), cmp_double);
+      qsort (idle, m, sizeof (double), cmp_double);
+      g_printerr ("  %-28s %7u  busy %8.1f (%8.1f)  idle before %7.1f (%7.1f)\n", (char *) k, m,
+                  busy[m / 2], sb / m, idle[m / 2], si / m);
+    }
+}
+
 /* Submits @cbs[0..n) as one batch with @fence (VK_NULL_HANDLE: none). */
 static VkResult
 submit (RlxVkTrainer *self, const VkCommandBuffer *cbs, guint n, VkFence fence,
         gboolean count_step)
 {
+  VkCommandBuffer marked[16];
   VkSubmitInfo si = {
     .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
     .commandBufferCount = n,
@@ -2118,6 +2273,24 @@ submit (RlxVkTrainer *self, const VkCommandBuffer *cbs, guint n, VkFence fence,
   };
   VkResult r = fence != VK_NULL_HANDLE ? self->vk.ResetFences (self->dev, 1, &fence) : VK_SUCCESS;
   gint64 t0 = g_get_monotonic_time ();
+
+  if (self->tl_pool != VK_NULL_HANDLE && n + 2 <= G_N_ELEMENTS (marked))
+    {
+      guint e = self->tl_next;
+
+      timeline_collect (self);
+      if (self->tl_label[e] == NULL)
+        {
+          marked[0] = self->tl_cb[2 * e];
+          memcpy (marked + 1, cbs, n * sizeof (VkCommandBuffer));
+          marked[n + 1] = self->tl_cb[2 * e + 1];
+          si.pCommandBuffers = marked;
+          si.commandBufferCount = n + 2;
+          self->tl_label[e] = self->tl_kind != NULL ? self->tl_kind : "other";
+          self->tl_next = (e + 1) % TL_RING;
+        }
+    }
+  self->tl_kind = NULL;
 
   if (r == VK_SUCCESS && count_step && simulate_lost (self))
     return VK_ERROR_DEVICE_LOST;
@@ -2230,7 +2403,10 @@ rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *in
         }
     }
   else
-    r = submit (self, &step->cb[0], 1, self->fence, TRUE);
+    {
+      self->tl_kind = "plain step";
+      r = submit (self, &step->cb[0], 1, self->fence, TRUE);
+    }
   self->host_bytes += 2 * pbytes;
   what = g_strdup_printf ("a %s step of %u samples", self->model->slug, n);
   if (!wait_submission (self, self->fence, r, what, error))
@@ -3329,6 +3505,7 @@ round_join (RlxVkTrainer *self, int src, guint weight, GError **error)
         }
       g_hash_table_insert (self->acc_recs, GUINT_TO_POINTER (acc_key (k.mode, k.a, k.b)), rec);
     }
+  self->tl_kind = "add to the sum";
   r = submit (self, &rec->cb, 1, VK_NULL_HANDLE, FALSE);
   if (r != VK_SUCCESS)
     return wait_submission (self, VK_NULL_HANDLE, r, "adding to the round's sum", error);
@@ -3433,6 +3610,7 @@ rlx_vk_trainer_round_own (RlxVkTrainer *self, const guint32 *indices, guint n,
       if (!presub_settle (self, error))
         return FALSE;
       slot = 0;
+      self->tl_kind = "own gradient, waited for";
       if (!own_cbs (self, indices, n, slot, cbs, &n_cbs, &checked, &step, error) ||
           !submit_wait (self, cbs, n_cbs, TRUE, what, error))
         return FALSE;
@@ -3757,6 +3935,7 @@ presubmit (RlxVkTrainer *self, guint prec, guint slot)
     return;
   rec = get_recorded (self, k.lone ? &self->presub_lone_rec[slot] : &self->presub_rec[prec][slot],
                       6, fill_finish, &k, NULL);
+  self->tl_kind = k.lone ? "update made ahead, one pass" : "update made ahead";
   if (rec == NULL || submit (self, &rec->cb, 1, self->fence3[slot], FALSE) != VK_SUCCESS)
     return;
   self->presub = TRUE;
@@ -3855,6 +4034,7 @@ queue_after (RlxVkTrainer *self)
   if (!own_cbs (self, self->after_hint, self->after_hint_n, slot, cbs, &n, &checked, &step, NULL))
     return;
   g_assert (!checked);
+  self->tl_kind = "gradient after next";
   if (submit (self, cbs, n, self->fence2[slot], TRUE) != VK_SUCCESS)
     return;
   self->after_q = TRUE;
@@ -3880,6 +4060,7 @@ queue_next (RlxVkTrainer *self, const guint32 *next, guint next_n, guint prec, g
   if (next == NULL || !own_cbs (self, next, next_n, 0, cbs, &n, &checked, &step, NULL))
     return;
   g_assert (!checked);
+  self->tl_kind = "next gradient";
   if (submit (self, cbs, n, self->fence2[0], TRUE) != VK_SUCCESS)
     return;
   self->ahead = TRUE;
@@ -4003,6 +4184,7 @@ rlx_vk_trainer_round_finish (RlxVkTrainer *self, double lr, guint prec, gboolean
 
   if (!check_lost (self, error))
     return FALSE;
+  self->tl_kind = k.lone ? "finish, one pass" : "finish";
   r = submit (self, cbs, n_cbs, self->fence, FALSE);
   if (r == VK_SUCCESS && k.lone)
     self->lone_taken++;

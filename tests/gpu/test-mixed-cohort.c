@@ -13,12 +13,15 @@
  * f32 (mnist-mlp; there the hashes must agree at every one of the steps).
  * The GPU rank must hold its parameters on the device (nothing in its
  * fallback text says they stay on the host), so the replicas compared are
- * the device's.
+ * the device's. And a GPU leader alone keeps two rounds queued on the
+ * device (RLX_VK_TIMELINE shows it), with the same training as without.
  */
 #include "rlx-config.h"
 #include "../cohort/cohort-harness.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #define STEPS 60
 #define STEPS_S "60"
@@ -245,6 +248,66 @@ test_gpu_alone_then_joined (void)
   harness_free (b);
 }
 
+/* The count on RLX_VK_TIMELINE's line for submissions of kind @kind (0:
+ * no such line). */
+static guint
+timeline_count (const char *err, const char *kind)
+{
+  const char *line = strstr (err, kind);
+  guint count = 0;
+
+  if (line == NULL || sscanf (line + strlen (kind), " %u", &count) != 1)
+    return 0;
+  return count;
+}
+
+/* A GPU leader alone, as a user runs it: with RLX_VK_TIMELINE=1 its rank
+ * prints, per kind of submission, the device's time and idle time, and
+ * its rounds went through the path that keeps two of them queued (the
+ * gradient of the round after next behind each update made in one pass),
+ * which RLX_VK_EARLY=0 turns off. */
+static void
+test_gpu_alone_timeline (void)
+{
+  g_autofree char *cohort = g_strdup_printf ("timeline-%d", (int) getpid ());
+  const char *argv[] = { g_getenv ("RLX_RANK"), "join", "--local", "--cohort", cohort,
+                         "--backend", "vulkan:llvmpipe", "--model", "mnist-mlp", "--batch", "64",
+                         "--steps", "24", "--checkpoint-every", "0", "--json", NULL };
+  g_autofree char *out = NULL, *err = NULL, *out0 = NULL, *err0 = NULL;
+  g_auto(GStrv) env = NULL;
+  int status = -1;
+
+  if (!need_lavapipe ())
+    return;
+  env = g_environ_setenv (g_get_environ (), "RLX_VK_TIMELINE", "1", TRUE);
+  g_assert_true (g_spawn_sync (NULL, (char **) argv, env, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
+                               &status, NULL));
+  g_assert_true (g_spawn_check_wait_status (status, NULL));
+  g_test_message ("%s", err);
+  g_assert_nonnull (strstr (err, "rlx-vk timeline: mnist-mlp on llvmpipe"));
+  g_assert_cmpuint (timeline_count (err, "update made ahead, one pass"), >=, 20);
+  g_assert_cmpuint (timeline_count (err, "gradient after next"), >=, 20);
+  /* and without it, the same training without those */
+  env = g_environ_setenv (env, "RLX_VK_EARLY", "0", TRUE);
+  g_free (cohort);
+  cohort = g_strdup_printf ("timeline0-%d", (int) getpid ());
+  argv[4] = cohort;
+  g_assert_true (g_spawn_sync (NULL, (char **) argv, env, G_SPAWN_DEFAULT, NULL, NULL, &out0,
+                               &err0, &status, NULL));
+  g_assert_true (g_spawn_check_wait_status (status, NULL));
+  g_assert_cmpuint (timeline_count (err0, "gradient after next"), ==, 0);
+  g_assert_cmpuint (timeline_count (err0, "update made ahead, one pass"), >=, 20);
+  {
+    /* each run's done event: the same hash */
+    const char *da = strstr (out, "\"event\":\"done\""), *db = strstr (out0, "\"event\":\"done\"");
+    const char *a = da ? strstr (da, "\"hash\":\"") : NULL, *b = db ? strstr (db, "\"hash\":\"") : NULL;
+
+    g_assert_nonnull (a);
+    g_assert_nonnull (b);
+    g_assert_cmpint (strncmp (a, b, 8 + 16), ==, 0);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -259,5 +322,6 @@ main (int argc, char **argv)
   g_test_add_func ("/gpu/mixed-cohort/gpu-leads-f8e4m3-cpu-f16", test_gpu_leads_f8);
   g_test_add_func ("/gpu/mixed-cohort/gpu-leads-f16-cpu-f32", test_gpu_leads_f16);
   g_test_add_func ("/gpu/mixed-cohort/gpu-alone-then-joined", test_gpu_alone_then_joined);
+  g_test_add_func ("/gpu/mixed-cohort/gpu-alone-timeline", test_gpu_alone_timeline);
   return g_test_run ();
 }

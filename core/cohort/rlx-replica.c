@@ -7,6 +7,13 @@
 
 #define HISTORY RLX_MSG_MAX_HASHES
 
+typedef struct {
+  guint32  *buf;
+  guint     epoch;
+  guint64   seed;
+  gboolean  valid;   /* buf holds the permutation of (seed, epoch) */
+} PermSlot;
+
 struct _RlxReplica {
   GObject         parent_instance;
   RlxWorker      *worker;       /* not owned */
@@ -27,15 +34,24 @@ struct _RlxReplica {
   guint64         history_from;
   guint           history_len;
 
-  guint32        *perm;
-  guint           perm_epoch;
-  gboolean        perm_valid;
+  /* The epochs' permutations: the one in use and, made ahead on a thread
+   * of its own, the next epoch's. Making one takes ~1.5 ms for 60,000
+   * samples; made on the main loop at each epoch's first step, it held the
+   * leader's next rounds back (a GPU ran dry every epoch). */
+  PermSlot        perm[2];
+  guint           perm_last;    /* the slot returned last */
+  gint            perm_busy;    /* the slot being made ahead, -1: none */
+  GThreadPool    *perm_pool;
+  GMutex          perm_lock;
+  GCond           perm_cond;
 
   guint           pending;      /* operations queued and not completed */
   guint64         generation;   /* bumped by cancel */
 };
 
 G_DEFINE_FINAL_TYPE (RlxReplica, rlx_replica, G_TYPE_OBJECT)
+
+static void perm_wait (RlxReplica *self);
 
 typedef enum { OP_LOAD, OP_LOAD_FLOATS, OP_READ, OP_CORRUPT } OpKind;
 
@@ -75,9 +91,15 @@ rlx_replica_finalize (GObject *object)
 {
   RlxReplica *self = RLX_REPLICA (object);
 
+  perm_wait (self);
+  if (self->perm_pool != NULL)
+    g_thread_pool_free (self->perm_pool, FALSE, TRUE);
+  g_mutex_clear (&self->perm_lock);
+  g_cond_clear (&self->perm_cond);
   g_free (self->params);
   g_free (self->spare);
-  g_free (self->perm);
+  g_free (self->perm[0].buf);
+  g_free (self->perm[1].buf);
   G_OBJECT_CLASS (rlx_replica_parent_class)->finalize (object);
 }
 
@@ -90,6 +112,9 @@ rlx_replica_class_init (RlxReplicaClass *klass)
 static void
 rlx_replica_init (RlxReplica *self)
 {
+  g_mutex_init (&self->perm_lock);
+  g_cond_init (&self->perm_cond);
+  self->perm_busy = -1;
 }
 
 static void
@@ -269,7 +294,8 @@ rlx_replica_new (RlxWorker *worker, guint64 seed)
   self->n = self->model->n_params;
   self->n_train = rlx_dataset_size (rlx_backend_dataset (backend), RLX_SPLIT_TRAIN);
   self->seed = seed;
-  self->perm = g_new (guint32, MAX (self->n_train, 1));
+  self->perm[0].buf = g_new (guint32, MAX (self->n_train, 1));
+  self->perm[1].buf = g_new (guint32, MAX (self->n_train, 1));
   init = g_new (float, self->n);
   rlx_model_init_params (self->model, seed, init);
   self->hash = rlx_params_hash (init, self->n);
@@ -298,8 +324,9 @@ rlx_replica_set_seed (RlxReplica *self, guint64 seed)
 {
   if (seed != self->seed)
     {
+      /* (the slots record their seed; one made ahead for the old seed is
+       * left alone) */
       self->seed = seed;
-      self->perm_valid = FALSE;
     }
 }
 
@@ -314,16 +341,91 @@ rlx_replica_advance (RlxReplica *self, guint *epoch, guint *pos, guint count)
     }
 }
 
+/* The pool's thread: the slot perm_busy names, made. */
+static void
+perm_make (gpointer data, gpointer user_data)
+{
+  RlxReplica *self = user_data;
+  PermSlot *slot;
+
+  g_mutex_lock (&self->perm_lock);
+  slot = &self->perm[self->perm_busy];
+  g_mutex_unlock (&self->perm_lock);
+  rlx_dataset_permutation (self->n_train, slot->seed, slot->epoch, slot->buf);
+  g_mutex_lock (&self->perm_lock);
+  slot->valid = TRUE;
+  self->perm_busy = -1;
+  g_cond_broadcast (&self->perm_cond);
+  g_mutex_unlock (&self->perm_lock);
+}
+
+/* Until no slot is being made. */
+static void
+perm_wait (RlxReplica *self)
+{
+  g_mutex_lock (&self->perm_lock);
+  while (self->perm_busy >= 0)
+    g_cond_wait (&self->perm_cond, &self->perm_lock);
+  g_mutex_unlock (&self->perm_lock);
+}
+
+static gboolean
+perm_holds (RlxReplica *self, guint s, guint64 seed, guint epoch)
+{
+  return self->perm[s].valid && self->perm[s].seed == seed && self->perm[s].epoch == epoch;
+}
+
 const guint32 *
 rlx_replica_permutation (RlxReplica *self, guint epoch)
 {
-  if (!self->perm_valid || self->perm_epoch != epoch)
+  gint hit = -1, busy;
+  guint other;
+
+  g_mutex_lock (&self->perm_lock);
+  busy = self->perm_busy;
+  for (guint s = 0; s < 2 && hit < 0; s++)
+    if ((gint) s != busy && perm_holds (self, s, self->seed, epoch))
+      hit = (gint) s;
+  g_mutex_unlock (&self->perm_lock);
+  if (hit < 0)
     {
-      rlx_dataset_permutation (self->n_train, self->seed, epoch, self->perm);
-      self->perm_epoch = epoch;
-      self->perm_valid = TRUE;
+      /* being made ahead (then it is nearly done), or made here */
+      perm_wait (self);
+      for (guint s = 0; s < 2 && hit < 0; s++)
+        if (perm_holds (self, s, self->seed, epoch))
+          hit = (gint) s;
+      if (hit < 0)
+        {
+          /* in place of one of another seed, or of an epoch other than
+           * the last commit's, or the one returned before last */
+          hit = (gint) (1 - self->perm_last);
+          for (guint s = 0; s < 2; s++)
+            if (!self->perm[s].valid || self->perm[s].seed != self->seed)
+              hit = (gint) s;
+          if (perm_holds (self, (guint) hit, self->seed, self->epoch))
+            hit = 1 - hit;
+          rlx_dataset_permutation (self->n_train, self->seed, epoch, self->perm[hit].buf);
+          self->perm[hit] = (PermSlot) { self->perm[hit].buf, epoch, self->seed, TRUE };
+        }
     }
-  return self->perm;
+  self->perm_last = (guint) hit;
+  /* the next epoch's, made ahead in the other slot (whose pointers nobody
+   * keeps: callers copy what they take) — when this is the epoch of the
+   * last commit: later ones are asked for ahead of time, and the last
+   * commit's must stay */
+  other = 1 - (guint) hit;
+  g_mutex_lock (&self->perm_lock);
+  if (self->perm_busy < 0 && self->n_train > 1 && epoch == self->epoch &&
+      !perm_holds (self, other, self->seed, epoch + 1))
+    {
+      if (self->perm_pool == NULL)
+        self->perm_pool = g_thread_pool_new (perm_make, self, 1, FALSE, NULL);
+      self->perm[other] = (PermSlot) { self->perm[other].buf, epoch + 1, self->seed, FALSE };
+      self->perm_busy = (gint) other;
+      g_thread_pool_push (self->perm_pool, self, NULL);
+    }
+  g_mutex_unlock (&self->perm_lock);
+  return self->perm[hit].buf;
 }
 
 void

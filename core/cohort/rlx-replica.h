@@ -61,7 +61,9 @@ guint         rlx_replica_get_pos      (RlxReplica *self);
 guint         rlx_replica_get_n_train  (RlxReplica *self);
 /* (@epoch, @pos) moved on by @count samples (to the next epoch at its end). */
 void          rlx_replica_advance      (RlxReplica *self, guint *epoch, guint *pos, guint count);
-/* The seeded permutation of @epoch (n_train indices; cached). */
+/* The seeded permutation of @epoch (n_train indices): valid until the next
+ * call (copy what you keep). The next epoch's is made ahead on a thread of
+ * its own, so that the main loop does not make one at an epoch's start. */
 const guint32 *rlx_replica_permutation (RlxReplica *self, guint epoch);
 
 /* The host copy of the parameters from the last read (NULL before any),

@@ -503,6 +503,47 @@ test_checkpoint_hash_chunk (void)
   g_rmdir (dir);
 }
 
+/* The replica's permutations are the dataset's, whatever order the epochs
+ * are asked for in, with the next epoch's made ahead on another thread
+ * while the last commit's is in use, and after the seed changes. */
+static void
+test_replica_permutation (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(RlxDataset) dataset = rlx_dataset_open ("synthetic", 0, &error);
+  const RlxModel *model = rlx_model_get (RLX_MODEL_MNIST_MLP);
+  RlxBackend *backend = rlx_backend_resolve ("cpu", model, dataset, 8, &error);
+  RlxWorker *w = rlx_worker_new (backend);
+  RlxReplica *r = rlx_replica_new (w, 5);
+  guint n = rlx_replica_get_n_train (r);
+  g_autofree guint32 *want = g_new (guint32, n);
+  /* (committed epoch, asked epoch): in use, ahead, back, two ahead */
+  static const guint asks[][2] = {
+    { 0, 0 }, { 0, 1 }, { 0, 0 }, { 0, 1 }, { 1, 1 }, { 1, 2 }, { 1, 1 }, { 1, 3 }, { 1, 1 },
+    { 2, 2 }, { 2, 0 }, { 2, 2 }, { 3, 3 }, { 3, 4 }, { 4, 4 }, { 4, 5 }, { 4, 4 },
+  };
+
+  g_assert_no_error (error);
+  g_assert_cmpuint (n, >, 1);
+  for (guint i = 0; i < G_N_ELEMENTS (asks); i++)
+    {
+      for (guint seed = 5; seed <= (i == G_N_ELEMENTS (asks) - 1 ? 6u : 5u); seed++)
+        {
+          const guint32 *got;
+
+          rlx_replica_set_seed (r, seed);
+          rlx_replica_commit (r, i + 1, 0, asks[i][0], 0);
+          got = rlx_replica_permutation (r, asks[i][1]);
+          rlx_dataset_permutation (n, seed, asks[i][1], want);
+          if (memcmp (got, want, n * sizeof (guint32)) != 0)
+            g_error ("ask %u (seed %u, committed epoch %u): the permutation of epoch %u differs",
+                     i, seed, asks[i][0], asks[i][1]);
+        }
+    }
+  g_object_unref (r);
+  rlx_worker_free (w);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -514,6 +555,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/engine/msg-round-trip", test_msg_round_trip);
   g_test_add_func ("/cohort/engine/msg-refusals", test_msg_refusals);
   g_test_add_func ("/cohort/engine/replica-history", test_replica_history);
+  g_test_add_func ("/cohort/engine/replica-permutation", test_replica_permutation);
   g_test_add_func ("/cohort/engine/checkpoint-hash-chunk", test_checkpoint_hash_chunk);
   return g_test_run ();
 }

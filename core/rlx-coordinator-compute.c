@@ -403,6 +403,11 @@ leader_op_new (RlxCoordinator *self, LeaderOpKind kind)
 static void
 leader_op_push (RlxCoordinator *self, LeaderOp *op)
 {
+  static const char *const queued[] = { [LEADER_OWN] = "L.q.own", [LEADER_ADD] = "L.q.add",
+                                        [LEADER_FINISH] = "L.q.finish",
+                                        [LEADER_RESET] = "L.q.reset" };
+
+  rlx_trace (queued[op->kind], op->step);
   rlx_worker_queue (self->worker, leader_op_run, leader_op_done, op, leader_op_free, NULL);
 }
 

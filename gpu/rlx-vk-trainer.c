@@ -2224,6 +2224,9 @@ cmp_double (gconstpointer a, gconstpointer b)
   return x < y ? -1 : x > y;
 }
 
+/* Per kind: the count, then the device's time on it and its idle time
+ * before it — median, 90th and 99th percentile, and the mean without the
+ * first 50 of the kind (the start-up: datasets uploaded, pipelines made). */
 static void
 timeline_print (RlxVkTrainer *self)
 {
@@ -2233,14 +2236,14 @@ timeline_print (RlxVkTrainer *self)
   if (self->tl_pool == VK_NULL_HANDLE)
     return;
   timeline_collect (self);
-  g_printerr ("rlx-vk timeline: %s on %s, per kind of submission: count, the device's time "
-              "on it and its idle time before it (median; mean), us\n", self->model->slug,
-              self->info->name);
+  g_printerr ("rlx-vk timeline: %s on %s, per kind of submission: count; the device's time "
+              "on it and its idle time before it, us: median / p90 / p99 / mean after the "
+              "first 50\n", self->model->slug, self->info->name);
   g_hash_table_iter_init (&it, self->tl_stats);
   while (g_hash_table_iter_next (&it, &k, &v))
     {
       GArray *a = v;
-      guint m = a->len / 2;
+      guint m = a->len / 2, skip = m > 100 ? 50 : 0;
       g_autofree double *busy = g_new (double, m), *idle = g_new (double, m);
       double sb = 0, si = 0;
 
@@ -2250,13 +2253,18 @@ timeline_print (RlxVkTrainer *self)
         {
           busy[i] = g_array_index (a, double, 2 * i);
           idle[i] = g_array_index (a, double, 2 * i + 1);
-          sb += busy[i];
-          si += idle[i];
+          if (i >= skip)
+            {
+              sb += busy[i];
+              si += idle[i];
+            }
         }
       qsort (busy, m, sizeof (double), cmp_double);
       qsort (idle, m, sizeof (double), cmp_double);
-      g_printerr ("  %-28s %7u  busy %8.1f (%8.1f)  idle before %7.1f (%7.1f)\n", (char *) k, m,
-                  busy[m / 2], sb / m, idle[m / 2], si / m);
+      g_printerr ("  %-28s %7u  busy %7.1f / %7.1f / %7.1f / %7.1f  idle before %7.1f / %7.1f / "
+                  "%7.1f / %7.1f\n", (char *) k, m, busy[m / 2], busy[m * 9 / 10],
+                  busy[m * 99 / 100], sb / (m - skip), idle[m / 2], idle[m * 9 / 10],
+                  idle[m * 99 / 100], si / (m - skip));
     }
 }
 

@@ -9,6 +9,7 @@
 # submission, the device's time on it and the time the device sat idle
 # before it (rlx-vk-trainer.c, "RLX_VK_TIMELINE"). For each model of
 # RLX_TL_MODELS ("model:batch:steps ..."): `rlx-rank bench` (plain steps),
+# the one-rank cohort's samples/s without the timestamps (cohort-rate.py),
 # then one-rank cohorts with two rounds queued and without
 # (RLX_VK_EARLY=0). Everything to $OUT/timeline.txt.
 set -u -o pipefail
@@ -25,6 +26,10 @@ for m in $MODELS; do
   echo "=== $model $batch: rlx-rank bench"
   RLX_VK_TIMELINE=1 timeout 60 "$C/rlx-rank" bench --model "$model" --batch "$batch" \
     --backend vulkan --seconds 2 --json 2>&1 | grep -v DEBUG
+  echo "=== $model $batch: one-rank cohort's samples/s (cohort-rate.py, no timeline)"
+  timeout 120 python3 "$PWD/scripts/device/cohort-rate.py" "$RANK" --label one-f32 \
+    --model "$model" --batch "$batch" --steps "$steps" --precision f32 --timeout 100 \
+    --backend vulkan | cut -c1-300
   for early in 1 0; do
     echo "=== $model $batch: one-rank cohort, RLX_VK_EARLY=$early"
     RLX_VK_EARLY=$early RLX_VK_TIMELINE=1 timeout 120 "$C/rlx-rank" join --local \

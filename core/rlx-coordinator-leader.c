@@ -316,6 +316,13 @@ die_after_partial_commit (RlxCoordinator *self, GBytes *frame)
   rlx_timeout_add (1, on_die_poll, self);
 }
 
+/* Step @step is the last the cohort was asked for, or past it. */
+static gboolean
+at_last_step (RlxCoordinator *self, guint64 step)
+{
+  return self->steps > 0 && step >= self->steps;
+}
+
 /* The own slice of the round @ahead rounds after this one (1: the next)
  * when they are ours alone, as leader_assign will make them: (epoch, start)
  * moved on by each round's count, the global batch (ours) from there. A
@@ -378,9 +385,9 @@ leader_start_round (RlxCoordinator *self, GArray *slots)
       g_autofree guint32 *next = NULL, *after = NULL;
       guint next_n = 0, after_n = 0;
 
-      if (!(self->steps > 0 && step >= self->steps))
+      if (!at_last_step (self, step))
         next = predicted_own (self, 1, &next_n);
-      if (!(self->steps > 0 && step + 1 >= self->steps))
+      if (!at_last_step (self, step + 1))
         after = predicted_own (self, 2, &after_n);
       self->finish_prequeued = step;
       rlx_coordinator_queue_finish_after (self, step, NULL, next, next_n, after, after_n);
@@ -394,7 +401,7 @@ on_finished (RlxCoordinator *self, LeaderOp *op)
 {
   guint64 commit = op->step;
   GPtrArray *ids = members (self);
-  gboolean final = self->steps > 0 && commit >= self->steps;
+  gboolean final = at_last_step (self, commit);
   GArray *slots;
   Commit *c;
 
@@ -622,7 +629,7 @@ rlx_coordinator_leader_publish (RlxCoordinator *self, gboolean commit)
        * also assigns the next step. */
       gint64 round_us = g_get_monotonic_time () - rlx_round_get_started (self->round);
       guint64 c = rlx_round_get_step (self->round);
-      gboolean final = self->steps > 0 && c >= self->steps;
+      gboolean final = at_last_step (self, c);
       gboolean others = members (self)->len > 1 || self->fault_die_at > 0;
       const RlxMsgSlot *own = NULL;
 
@@ -665,7 +672,7 @@ rlx_coordinator_leader_publish (RlxCoordinator *self, gboolean commit)
            * of this one is taken: the replica keeps one epoch's) */
           if (others)
             step_header (self, &m, c, slots, final);
-          else if (own != NULL && slots->len == 1 && !(self->steps > 0 && c + 1 >= self->steps))
+          else if (own != NULL && slots->len == 1 && !at_last_step (self, c + 1))
             after = predicted_own (self, 1, &after_n);
           perm = own ? rlx_replica_permutation (self->replica, self->round_epoch) : NULL;
           rlx_coordinator_queue_finish_after (self, c, others ? &m : NULL,
@@ -690,9 +697,9 @@ rlx_coordinator_leader_publish (RlxCoordinator *self, gboolean commit)
           g_autofree guint32 *next = NULL, *after = NULL;
           guint next_n = 0, after_n = 0;
 
-          if (!(self->steps > 0 && c + 1 >= self->steps))
+          if (!at_last_step (self, c + 1))
             next = predicted_own (self, 1, &next_n);
-          if (!(self->steps > 0 && c + 2 >= self->steps))
+          if (!at_last_step (self, c + 2))
             after = predicted_own (self, 2, &after_n);
           self->finish_prequeued = c + 1;
           rlx_coordinator_queue_finish_after (self, c + 1, NULL, next, next_n, after, after_n);
@@ -1081,7 +1088,7 @@ rlx_coordinator_on_adopted (RlxReplica *replica, gboolean ok, gpointer user_data
                                           rlx_replica_get_hash (replica),
                                           "a member was ahead of the new leader");
       rlx_coordinator_notify (self, PROP_STEP);
-      if (self->steps > 0 && applied (self) >= self->steps)
+      if (at_last_step (self, applied (self)))
         rlx_coordinator_finish (self, TRUE, "all steps committed");
       else
         rlx_coordinator_leader_publish (self, FALSE);

@@ -3994,7 +3994,14 @@ presub_settle (RlxVkTrainer *self, GError **error)
     return FALSE;
   if (!redo)
     return TRUE;
-  g_return_val_if_fail (self->pending < 0, FALSE);
+  if (self->pending >= 0)
+    {
+      /* (never: a gradient is queued early only with no update waiting) */
+      g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_FAILED,
+                   "the own gradient cannot be made again with an update waiting on %s",
+                   self->info->name);
+      return FALSE;
+    }
   if (!own_cbs (self, self->own_idx, self->own_n, 0, cbs, &n, &checked, &step, error) ||
       !submit_wait (self, cbs, n, FALSE, "the own gradient, made again", error))
     return FALSE;

@@ -331,7 +331,7 @@ struct _RlxVkTrainer {
   Buf               rb_presub[2];    /* its summary */
   Buf               replica_bak, ures_bak;   /* the replica and update residual before it */
   Recorded          presub_rec[4][2];        /* [precision][slot] */
-  Recorded          rollback_rec;
+  Recorded          rollback_rec, rollback_lone_rec;
   guint64           presub_taken;    /* presubmitted finishes claimed, since made */
   gboolean          presub_lone;     /* it is a one-pass finish (round_lone.comp) */
   /* a lone leader's f32 round in one pass (round_lone.comp; RLX_VK_LONE=0:
@@ -349,6 +349,19 @@ struct _RlxVkTrainer {
    * its update made ahead it is dropped and the own gradient made again
    * from own_idx (presub_settle). */
   gboolean          early_env;
+  /* The gradient after next goes on the queue without its check (own_bare
+   * for its step slot, the test hook's poison kept in own_poison): the
+   * one-pass update made ahead behind it folds that check in
+   * (round_lone.comp flags 2; presub_fold, for the gradient in step slot
+   * presub_fold_grad), and round_own reads it from there; when no such
+   * update follows it, round_own runs the check then. RLX_VK_FOLD_CHECK=0:
+   * never. */
+  gboolean          fold_env;
+  gboolean          own_bare[2];
+  guint32           own_poison[2][2];
+  gboolean          presub_fold;
+  guint             presub_fold_grad;
+  guint64           fold_taken;
   /* RLX_VK_TIMELINE=1: every submission bracketed by two timestamps (mark
    * command buffers around it, TL_RING of them in turn), read as they
    * complete; at exit, per kind of submission, how long the device worked
@@ -1706,6 +1719,7 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
     self->fold_last = env_choice ("RLX_VK_FOLD_LAST", off_on, 2, 1, TRUE) == 1;
     self->lone_env = env_choice ("RLX_VK_LONE", off_on, 2, 1, TRUE) == 1;
     self->early_env = env_choice ("RLX_VK_EARLY", off_on, 2, 1, TRUE) == 1;
+    self->fold_env = env_choice ("RLX_VK_FOLD_CHECK", off_on, 2, 1, TRUE) == 1;
     /* set below from the device; RLX_VK_TEST_MAX_GROUPS_X lowers it so
      * that the tests reach the reduce's z blocks at small sizes */
     self->max_groups_x = (guint) env_uint ("RLX_VK_TEST_MAX_GROUPS_X", 1, G_MAXUINT, G_MAXUINT);
@@ -2921,6 +2935,7 @@ call_end (RlxVkTrainer *self, gint64 t0)
   self->timings.presub_taken = self->presub_taken;
   self->timings.lone_taken = self->lone_taken;
   self->timings.early_taken = self->early_taken;
+  self->timings.fold_taken = self->fold_taken;
 }
 
 /* The own gradient computed ahead (behind a finish) is waited for and
@@ -3044,6 +3059,7 @@ resident_free (RlxVkTrainer *self)
         recorded_clear (self, &self->presub_rec[p][i]);
     }
   recorded_clear (self, &self->rollback_rec);
+  recorded_clear (self, &self->rollback_lone_rec);
   recorded_clear (self, &self->finish_lone_rec);
   recorded_clear (self, &self->presub_lone_rec[0]);
   recorded_clear (self, &self->presub_lone_rec[1]);
@@ -3156,6 +3172,7 @@ rlx_vk_trainer_resident_init (RlxVkTrainer *self, const RlxVkWireTables *tables,
   ctl = self->control.map;
   memset (ctl, 0, CTL_WORDS * 4);
   ctl[CTL_POISON_INDEX] = G_MAXUINT32;
+  ctl[CTL_POISON_AHEAD] = ctl[CTL_POISON_AHEAD + 2] = G_MAXUINT32;
   for (guint p = 0; p < 4; p++)
     ctl[CTL_TARGET + p] = tables->target[p];
   self->pending = -1;
@@ -3542,10 +3559,12 @@ round_buffers (RlxVkTrainer *self, GError **error)
 }
 
 /* The own step's submission: [queued update] [hash?] [step] [check], its
- * sample indices in @slot of staging_in, its summary at own_region (@slot). */
+ * sample indices in @slot of staging_in, its summary at own_region (@slot).
+ * @bare: without the check (fold_env), the poison kept for whoever checks
+ * it (own_bare). */
 static gboolean
-own_cbs (RlxVkTrainer *self, const guint32 *indices, guint n, guint slot, VkCommandBuffer *cbs,
-         guint *n_cbs, gboolean *checked, Step **step_out, GError **error)
+own_cbs (RlxVkTrainer *self, const guint32 *indices, guint n, guint slot, gboolean bare,
+         VkCommandBuffer *cbs, guint *n_cbs, gboolean *checked, Step **step_out, GError **error)
 {
   gsize pbytes = self->model->n_params * sizeof (float);
   const Recorded *own;
@@ -3558,12 +3577,72 @@ own_cbs (RlxVkTrainer *self, const guint32 *indices, guint n, guint slot, VkComm
     return FALSE;
   g_assert (step->n_cb == 1);
   cbs[(*n_cbs)++] = step->cb[0];
-  cbs[(*n_cbs)++] = own->cb;
+  if (!bare)
+    cbs[(*n_cbs)++] = own->cb;
   memcpy ((char *) self->staging_in.map + pbytes + (gsize) slot * self->max_batch * 4, indices,
           n * sizeof (guint32));
-  poison_control (self);
+  self->own_bare[slot] = bare;
+  if (bare)
+    {
+      self->own_poison[slot][0] = self->poison_index;
+      self->own_poison[slot][1] = self->poison_bits;
+      self->poison_index = G_MAXUINT32;
+    }
+  else
+    poison_control (self);
   *step_out = step;
   return TRUE;
+}
+
+/* The check of the own gradient in step @slot, queued without it (the
+ * one ahead, just waited for): from the one-pass update made ahead behind
+ * it, which folded it in (@folded: @summary made here, as the check would
+ * have made it). When that says the gradient is not finite, the update is
+ * undone and @ready cleared, so that round_own makes the gradient again with
+ * its check (and the poison it had), whose summary names the first element
+ * that is not finite as before. With no such update behind it, its check
+ * runs now: nothing queued behind the gradient overwrote it (queue_after
+ * queues a gradient only behind a one-pass update made ahead). */
+static gboolean
+ahead_check (RlxVkTrainer *self, guint slot, RlxVkWireSummary *summary, gboolean *ready,
+             gboolean *folded, GError **error)
+{
+  guint32 *ctl = self->control.map;
+  const Recorded *rec;
+
+  self->own_bare[slot] = FALSE;
+  if (self->presub && self->presub_fold && self->presub_fold_grad == slot)
+    {
+      const guint32 *m;
+      double one = 1.0;
+
+      if (!wait_submission (self, self->fence3[self->presub_slot], VK_SUCCESS,
+                            "an update made ahead (the own gradient's check)", error))
+        return FALSE;
+      m = self->rb_presub[self->presub_slot].map;
+      if (m[META_GMAX] >= 0x7f800000u)
+        {
+          self->poison_index = self->own_poison[slot][0];
+          self->poison_bits = self->own_poison[slot][1];
+          *ready = FALSE;
+          return presub_settle (self, error);
+        }
+      memset (summary, 0, sizeof *summary);
+      summary->smax_bits = summary->gmax_bits = m[META_GMAX];
+      summary->first_bad = G_MAXUINT32;
+      memcpy (&summary->loss, &m[META_LOSS], 4);
+      summary->scale = summary->inv = one;
+      self->fold_taken++;
+      *folded = TRUE;
+      return TRUE;
+    }
+  rec = get_recorded (self, &self->own_rec[slot], 4, fill_own, GUINT_TO_POINTER (slot), error);
+  if (rec == NULL)
+    return FALSE;
+  ctl[CTL_POISON_INDEX] = self->own_poison[slot][0];
+  ctl[CTL_POISON_BITS] = self->own_poison[slot][1];
+  self->tl_kind = "own gradient's check";
+  return submit_wait (self, &rec->cb, 1, FALSE, "the own gradient's check", error);
 }
 
 gboolean
@@ -3572,7 +3651,7 @@ rlx_vk_trainer_round_own (RlxVkTrainer *self, const guint32 *indices, guint n,
 {
   gint64 t0 = call_begin (self);
   g_autofree char *what = NULL;
-  gboolean ready = FALSE, checked = FALSE;
+  gboolean ready = FALSE, checked = FALSE, folded = FALSE;
   guint slot = 0;
   guint32 *ctl;
   float w = (float) n;
@@ -3601,6 +3680,9 @@ rlx_vk_trainer_round_own (RlxVkTrainer *self, const guint32 *indices, guint n,
       slot = self->ahead_slot;
       if (!wait_ahead (self, what, error))
         return FALSE;
+      if (ready && self->own_bare[slot] &&
+          !ahead_check (self, slot, summary, &ready, &folded, error))
+        return FALSE;
       if (ready)
         self->ahead_taken++;
       else
@@ -3619,7 +3701,7 @@ rlx_vk_trainer_round_own (RlxVkTrainer *self, const guint32 *indices, guint n,
         return FALSE;
       slot = 0;
       self->tl_kind = "own gradient, waited for";
-      if (!own_cbs (self, indices, n, slot, cbs, &n_cbs, &checked, &step, error) ||
+      if (!own_cbs (self, indices, n, slot, FALSE, cbs, &n_cbs, &checked, &step, error) ||
           !submit_wait (self, cbs, n_cbs, TRUE, what, error))
         return FALSE;
       if (!apply_outcome (self, checked, error))
@@ -3632,7 +3714,8 @@ rlx_vk_trainer_round_own (RlxVkTrainer *self, const guint32 *indices, guint n,
       if (step != NULL)
         read_timings (self, step, FALSE);
     }
-  summary_of (readback_region (self, own_region (slot)), summary);
+  if (!folded)
+    summary_of (readback_region (self, own_region (slot)), summary);
   self->own_gmax = summary->gmax_bits;
   if (summary->smax_bits < 0x7f800000u)
     {
@@ -3798,7 +3881,9 @@ fill_finish (Rec *r, gpointer data)
   if (!k->presub)
     rec_timestamp (r, Q_ROUND, TRUE);
   rec_full_barrier (r);
-  if (k->presub)
+  /* (the one pass backs the replica up as it goes, and leaves the update
+   * residual alone) */
+  if (k->presub && !k->lone)
     {
       VkBufferCopy all = { 0, 0, (VkDeviceSize) n * 4 };
 
@@ -3808,11 +3893,13 @@ fill_finish (Rec *r, gpointer data)
     }
   if (k->lone)
     {
-      struct { guint32 n, part_off, meta_off, count_off; } l = {
-        n, (guint32) t->part_off, (guint32) region_off (t, REG_ROUND), (guint32) t->count_off
+      /* made ahead: backed up (bit 0), the gradient's check folded in (bit 1) */
+      struct { guint32 n, part_off, meta_off, count_off, flags, poison_off; } l = {
+        n, (guint32) t->part_off, (guint32) region_off (t, REG_ROUND), (guint32) t->count_off,
+        k->presub ? 3 : 0, CTL_POISON_AHEAD + 2 * k->slot
       };
       Buf *bs[N_BINDINGS] = { &t->grads, &t->replica, &t->control, &t->wire_s, &t->hash_part,
-                              NULL };
+                              k->presub ? &t->replica_bak : &t->replica };
 
       /* the hash is inside the pass: its span is empty */
       if (!k->presub)
@@ -3865,7 +3952,9 @@ fill_finish (Rec *r, gpointer data)
 }
 
 /* An update made ahead and not claimed, undone: the replica and update
- * residual back from their backups (on the queue behind that finish). */
+ * residual back from their backups (on the queue behind that finish); the
+ * replica alone after a one pass (@data non-NULL), which left the residual
+ * as it was. */
 static void
 fill_rollback (Rec *r, gpointer data)
 {
@@ -3874,7 +3963,8 @@ fill_rollback (Rec *r, gpointer data)
 
   rec_full_barrier (r);
   t->vk.CmdCopyBuffer (r->cb, t->replica_bak.buf, t->replica.buf, 1, &all);
-  t->vk.CmdCopyBuffer (r->cb, t->ures_bak.buf, t->ures.buf, 1, &all);
+  if (data == NULL)
+    t->vk.CmdCopyBuffer (r->cb, t->ures_bak.buf, t->ures.buf, 1, &all);
   rec_full_barrier (r);
 }
 
@@ -3937,18 +4027,28 @@ presubmit (RlxVkTrainer *self, guint prec, guint slot)
 {
   FinishKey k = { X_OWN, prec, FALSE, TRUE, slot, lone_fits (self, X_OWN, prec, FALSE) };
   const Recorded *rec;
-  const guint32 *ctl = self->control.map;
+  guint32 *ctl = self->control.map;
+  /* the gradient it follows was queued without its check: it folds it in */
+  gboolean fold = k.lone && self->ahead && self->own_bare[self->ahead_slot];
 
   if (!presub_buffers (self, NULL))
     return;
   rec = get_recorded (self, k.lone ? &self->presub_lone_rec[slot] : &self->presub_rec[prec][slot],
                       6, fill_finish, &k, NULL);
   self->tl_kind = k.lone ? "update made ahead, one pass" : "update made ahead";
-  if (rec == NULL || submit (self, &rec->cb, 1, self->fence3[slot], FALSE) != VK_SUCCESS)
+  if (rec == NULL)
+    return;
+  /* (the one made ahead in this slot before it was waited for: nothing
+   * reads these words now) */
+  ctl[CTL_POISON_AHEAD + 2 * slot] = fold ? self->own_poison[self->ahead_slot][0] : G_MAXUINT32;
+  ctl[CTL_POISON_AHEAD + 2 * slot + 1] = fold ? self->own_poison[self->ahead_slot][1] : 0;
+  if (submit (self, &rec->cb, 1, self->fence3[slot], FALSE) != VK_SUCCESS)
     return;
   self->presub = TRUE;
   self->presub_lone = k.lone;
   self->presub_slot = slot;
+  self->presub_fold = fold;
+  self->presub_fold_grad = self->ahead_slot;
   self->presub_ctl[0] = ctl[CTL_ROUND_PREC];
   self->presub_ctl[1] = ctl[CTL_ROUND_FEEDBACK];
   self->presub_ctl[2] = ctl[CTL_COEF];
@@ -3986,7 +4086,9 @@ presub_settle (RlxVkTrainer *self, GError **error)
       self->after_q = self->early = self->ahead = FALSE;
     }
   self->presub = FALSE;
-  rec = get_recorded (self, &self->rollback_rec, 1, fill_rollback, NULL, error);
+  rec = self->presub_lone ? get_recorded (self, &self->rollback_lone_rec, 1, fill_rollback,
+                                          GINT_TO_POINTER (1), error)
+                          : get_recorded (self, &self->rollback_rec, 1, fill_rollback, NULL, error);
   if (rec == NULL ||
       !submit_wait (self, &rec->cb, 1, FALSE, "undoing an update made ahead", error) ||
       !wait_submission (self, self->fence3[self->presub_slot], VK_SUCCESS,
@@ -4002,7 +4104,7 @@ presub_settle (RlxVkTrainer *self, GError **error)
                    self->info->name);
       return FALSE;
     }
-  if (!own_cbs (self, self->own_idx, self->own_n, 0, cbs, &n, &checked, &step, error) ||
+  if (!own_cbs (self, self->own_idx, self->own_n, 0, FALSE, cbs, &n, &checked, &step, error) ||
       !submit_wait (self, cbs, n, FALSE, "the own gradient, made again", error))
     return FALSE;
   summary_of (readback_region (self, own_region (0)), &again);
@@ -4046,7 +4148,8 @@ queue_after (RlxVkTrainer *self)
       !self->presub_lone || self->after_q || self->pending >= 0)
     return;
   slot = 1 - self->ahead_slot;
-  if (!own_cbs (self, self->after_hint, self->after_hint_n, slot, cbs, &n, &checked, &step, NULL))
+  if (!own_cbs (self, self->after_hint, self->after_hint_n, slot, self->fold_env, cbs, &n,
+                &checked, &step, NULL))
     return;
   g_assert (!checked);
   self->tl_kind = "gradient after next";
@@ -4072,7 +4175,7 @@ queue_next (RlxVkTrainer *self, const guint32 *next, guint next_n, guint prec, g
   gboolean checked = FALSE;
   Step *step = NULL;
 
-  if (next == NULL || !own_cbs (self, next, next_n, 0, cbs, &n, &checked, &step, NULL))
+  if (next == NULL || !own_cbs (self, next, next_n, 0, FALSE, cbs, &n, &checked, &step, NULL))
     return;
   g_assert (!checked);
   self->tl_kind = "next gradient";

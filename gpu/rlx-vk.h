@@ -133,6 +133,7 @@ typedef struct {
   guint64 presub_taken; /* rounds whose finish was made ahead and claimed, since made */
   guint64 lone_taken;   /* rounds finished in one pass (a lone leader at f32), since made */
   guint64 early_taken;  /* rounds claimed whose next own gradient round_own had queued, since made */
+  guint64 fold_taken;   /* own gradients whose check came from their update made ahead, since made */
 } RlxVkTimings;
 
 /* Opens device @index (as enumerated), uploads the training split of

@@ -14,8 +14,16 @@
  * It writes the replica before knowing whether every u is finite, so the
  * host dispatches it only when it knows that: the own gradient was checked
  * finite and coef · max |x| does not overflow (rounding is monotonic), or
- * for an update made ahead, whose replica is backed up and restored when
- * that does not hold. A non-finite u is still found and reported. */
+ * for an update made ahead, whose replica is backed up (flags bit 0: into
+ * bak[], element by element as it is read) and restored when that does not
+ * hold. A non-finite u is still found and reported.
+ *
+ * flags bit 1, the own gradient's check folded in: an update made ahead
+ * behind a gradient queued without its check (wire_sum's flags 2). The
+ * test hook's poison (ctl[poison_off], ctl[poison_off + 1]) replaces its
+ * element of x as wire_sum would replace it, and the summary's loss is the
+ * step's (x[n]), so the summary's largest |x| and loss are what that check
+ * would have given. */
 #extension GL_ARB_gpu_shader_int64 : require
 #include "wire.glsl"
 #include "wire-layout.h"
@@ -28,9 +36,10 @@ layout(std430, set = 0, binding = 2) readonly buffer BufCtl { uint ctl[]; };
 /* coherent: the last workgroup reads what the others wrote */
 layout(std430, set = 0, binding = 3) coherent buffer BufS { uint s[]; };
 layout(std430, set = 0, binding = 4) coherent buffer BufH { uint h[]; };
+layout(std430, set = 0, binding = 5) writeonly buffer BufB { uint bak[]; };
 
 layout(push_constant) uniform Push {
-  uint n, part_off, meta_off, count_off;
+  uint n, part_off, meta_off, count_off, flags, poison_off;
 } p;
 
 shared uint sh_s[256], sh_g[256], sh_bad[256];
@@ -52,16 +61,20 @@ void main ()
   const uint count = min (HASH_CHUNK, p.n - base);
   const uint stripes = count / 8u;
   const uint coef = ctl[CTL_COEF];
+  const bool backup = (p.flags & 1u) != 0u, check = (p.flags & 2u) != 0u;
+  const uint poison_i = check ? ctl[p.poison_off] : 0xffffffffu;
+  const uint poison_b = check ? ctl[p.poison_off + 1u] : 0u;
   uint um = 0u, xm = 0u, bad = 0xffffffffu;
 
   for (uint j = lid; j < count; j += 256u)
     {
       const uint i = base + j;
       /* an f32 code is its own value (wire_decode) */
-      const uint xb = x[i];
+      const uint xb = i == poison_i ? poison_b : x[i];
       const uint u = f32_mul (coef, xb);
       const uint a = u & 0x7fffffffu;
-      const uint np = f32_sub (params[i], u);
+      const uint op = params[i];
+      const uint np = f32_sub (op, u);
 
       xm = max (xm, xb & 0x7fffffffu);
       um = max (um, a);
@@ -70,6 +83,8 @@ void main ()
           bad = min (bad, i);
           s[i] = u;   /* the fold reports the first one's bits from here */
         }
+      if (backup)
+        bak[i] = op;
       params[i] = np;
       sh_p[j] = np;
     }
@@ -93,7 +108,7 @@ void main ()
     }
 
   wire_partials (lid, p.part_off, k, um, xm, bad);
-  wire_fold_last (lid, p.part_off, p.meta_off, p.count_off, 0u, WIRE_F32, 0u);
+  wire_fold_last (lid, p.part_off, p.meta_off, p.count_off, check ? x[p.n] : 0u, WIRE_F32, 0u);
   if (sh_last != 0u && lid == 0u)
     {
       uint64_t hash;

@@ -24,7 +24,9 @@
 #define CTL_COEF          10  /* u = coef · x (+ residual): f32 bits */
 #define CTL_OWN_WEIGHT    11  /* the own gradient's weight in the round's sum, f32 bits */
 #define CTL_TARGET        12  /* 12..15: the scale's target by precision */
-#define CTL_WORDS         16
+#define CTL_POISON_AHEAD  16  /* 16..19: tests: the poison (index, bits) of the gradient whose
+                               * check an update made ahead in slot 0, 1 folds in */
+#define CTL_WORDS         20
 
 /* the pass's summary, at meta_off in the wire scratch buffer, in uints */
 #define META_SMAX      0   /* largest |s| as f32 bits (≥ 0x7f800000: NaN/Inf) */

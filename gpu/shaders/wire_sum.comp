@@ -45,7 +45,9 @@ void main ()
        * +0, as the CPU's add does */
       uint sb = feedback ? f32_add (gb, use_r ? res[ctl[CTL_RES_IN] + i] : 0u) : gb;
       uint a = sb & 0x7fffffffu;
-      if (write_s)
+      /* (a check writes the non-finite ones alone: the fold reports the
+       * first one's bits from there) */
+      if (write_s || a >= F32_ABS_INF)
         s[i] = sb;
       gm = max (gm, gb & 0x7fffffffu);
       sm = max (sm, a);

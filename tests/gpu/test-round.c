@@ -742,6 +742,16 @@ early_taken (RlxBackend *be)
   return t.early_taken;
 }
 
+static guint64
+fold_taken (RlxBackend *be)
+{
+  RlxVkTimings t = { 0 };
+
+  if (rlx_backend_vk_trainer (be) != NULL)
+    rlx_vk_trainer_timings (rlx_backend_vk_trainer (be), &t);
+  return t.fold_taken;
+}
+
 /* finish_lone, naming the samples of the round after the next one too
  * (step @after_step), as a lone leader does. */
 static void
@@ -763,12 +773,21 @@ finish_after (Leader *l, guint next_step, guint after_step, const char *what)
  * before its own gradient and after; it is cancelled; the rounds have
  * other samples than named; the replica is read; its update overflows.
  * Each time the own gradient must be made again, bit for bit, and the
- * results are the reference's. */
+ * results are the reference's.
+ * The gradient queued after next goes without its check, which the
+ * update made ahead behind it folds in: the rounds' losses are the
+ * reference's when that update is there, when none follows it (the next
+ * round not expected alone: the check runs then), and a poisoned one is
+ * refused, naming its element, with the replica the reference's after. */
 static void
 check_early (const char *spec)
 {
   gboolean device;
-  guint64 early0, early;
+  guint64 early0, early, fold0, fold;
+  guint32 idx[BATCH];
+  float loss;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *element = NULL;
   Leader l;
 
   if (!leader_init (&l, spec, rlx_model_get (RLX_MODEL_MNIST_MLP), 43))
@@ -778,6 +797,7 @@ check_early (const char *spec)
     }
   device = rlx_backend_params_on_device (l.be);
   early0 = early_taken (l.be);
+  fold0 = fold_taken (l.be);
   /* round 0 queues round 1's gradient and update and round 2's gradient;
    * rounds 1..7 are claimed with the next one's gradient queued after */
   for (guint s = 0; s < 8; s++)
@@ -787,6 +807,8 @@ check_early (const char *spec)
     }
   early = early_taken (l.be);
   g_assert_cmpuint (early, ==, early0 + (device ? 7 : 0));
+  /* rounds 2..7's checks came with their updates made ahead */
+  g_assert_cmpuint (fold_taken (l.be), ==, fold0 + (device ? 6 : 0));
 
   /* a member's bucket joins a round whose next gradient is queued */
   add_own (&l, 8);
@@ -833,8 +855,55 @@ check_early (const char *spec)
       add_own (&l, s);
       finish_after (&l, s + 1, s + 2, "lone again");
     }
+  /* round 29's gradient, queued without its check, with no update made
+   * ahead behind it: the round after it is not expected to be ours alone */
   add_own (&l, 28);
-  finish_lone (&l, RLX_PRECISION_F32, FALSE, 29, "the last, nothing ahead");
+  indices_for (idx, 30);
+  rlx_backend_round_after (l.be, idx, BATCH);
+  finish_lone (&l, RLX_PRECISION_F32, FALSE, 29, "the next round not expected alone");
+  fold = fold_taken (l.be);
+  add_own (&l, 29);
+  g_assert_cmpuint (fold_taken (l.be), ==, fold);
+  finish_after (&l, 30, 31, "lone again");
+  for (guint s = 30; s < 33; s++)
+    {
+      add_own (&l, s);
+      finish_after (&l, s + 1, s + 2, "lone again");
+    }
+  g_assert_cmpuint (fold_taken (l.be), ==, fold + (device ? 2 : 0));
+  /* the gradient queued after next (35's) is poisoned: its update made
+   * ahead finds it, and it is refused as its check would refuse it */
+  add_own (&l, 33);
+  if (device)
+    {
+      float inf = INFINITY;
+      guint32 bits;
+
+      memcpy (&bits, &inf, 4);
+      rlx_vk_trainer_poison_gradient (rlx_backend_vk_trainer (l.be), (guint32) (l.n / 3), bits);
+    }
+  finish_after (&l, 34, 35, "the gradient after next poisoned");
+  add_own (&l, 34);
+  finish_after (&l, 35, 36, "before the poisoned round");
+  if (!device)
+    rlx_backend_poison_gradient (l.be, l.n / 3, INFINITY);
+  indices_for (idx, 35);
+  g_assert_false (rlx_backend_round_own (l.be, idx, BATCH, &loss, &error));
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE);
+  element = g_strdup_printf ("+Inf (element %u ", (guint) (l.n / 3));
+  if (strstr (error->message, element) == NULL)
+    g_error ("%s: the refusal does not name %s: %s", spec, element, error->message);
+  g_clear_error (&error);
+  add_member (&l, RLX_PRECISION_F16, 82, 4);
+  finish_after (&l, 36, 37, "a member alone after the poison");
+  assert_replica (&l, "after the poisoned round");
+  for (guint s = 36; s < 39; s++)
+    {
+      add_own (&l, s);
+      finish_after (&l, s + 1, s + 2, "lone again");
+    }
+  add_own (&l, 39);
+  finish_lone (&l, RLX_PRECISION_F32, FALSE, 40, "the last, nothing ahead");
   assert_replica (&l, "at the end");
   if (device)
     g_assert_cmpuint (early_taken (l.be), >, early + 5);

@@ -31,8 +31,9 @@
 #
 # Knobs for a shorter call: RLX_DC_ONCE=0 skips the once-only part (tests,
 # mixed cohort, breakdown, profile); RLX_DC_ONE_EXTRA=0 skips the one-rank
-# runs beside one-f32 (plain, f16, f8e4m3). Two ranks run at f32, f16 and
-# f8e4m3.
+# runs beside one-f32 (plain, f16, f8e4m3); RLX_DC_BREAKDOWN=0 keeps the
+# once-only tests and mixed cohort but skips the breakdown and profile. Two
+# ranks run at f32, f16 and f8e4m3.
 #
 # One failure never loses the rest: no `set -e`, every command has its own
 # timeout and its outcome is logged, files are appended as results come.
@@ -101,7 +102,7 @@ if have 60 "mixed CPU + GPU cohort"; then
         --steps $(( 300 / (SCALE > 10 ? 10 : SCALE) )) --backend cpu --backend "$BACKEND" --timeout 80)
   echo "$r"; record "$r"
 fi
-if have 90 "bench-gpu breakdown of each path"; then
+if [ "${RLX_DC_BREAKDOWN:-1}" = 1 ] && have 90 "bench-gpu breakdown of each path"; then
   for m in $MODELS; do
     IFS=: read -r model batch steps <<< "$m"
     for mode in "plain f32" "member f32" "member f8e4m3" "member-copy f32" "leader f32" \
@@ -119,7 +120,7 @@ fi
 # layers' backward runs): how long the backward runs after each layer's
 # gradient is complete, per dispatch (RLX_VK_PROFILE puts a timestamp after
 # every dispatch and prints them at exit)
-if have 40 "per-dispatch profile"; then
+if [ "${RLX_DC_BREAKDOWN:-1}" = 1 ] && have 40 "per-dispatch profile"; then
   for m in $MODELS; do
     IFS=: read -r model batch steps <<< "$m"
     say "RLX_VK_PROFILE=1 rlx-rank bench $model $batch"

@@ -3687,7 +3687,7 @@ rlx_vk_trainer_round_own (RlxVkTrainer *self, const guint32 *indices, guint n,
         self->ahead_taken++;
       else
         g_debug ("rlx-vk: the own gradient computed ahead was for other samples or another "
-                 "replica; computing it again");
+                 "replica, or not finite; computing it again");
     }
   if (!ready)
     {

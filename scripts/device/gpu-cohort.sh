@@ -32,8 +32,9 @@
 # Knobs for a shorter call: RLX_DC_ONCE=0 skips the once-only part (tests,
 # mixed cohort, breakdown, profile); RLX_DC_ONE_EXTRA=0 skips the one-rank
 # runs beside one-f32 (plain, f16, f8e4m3); RLX_DC_BREAKDOWN=0 keeps the
-# once-only tests and mixed cohort but skips the breakdown and profile. Two
-# ranks run at f32, f16 and f8e4m3.
+# once-only tests and mixed cohort but skips the breakdown and profile;
+# RLX_DC_DDP=0 skips PyTorch. Two ranks run at f32, f16 and f8e4m3
+# (RLX_DC_TWO="vulkan:0 vulkan:0": both on one GPU).
 #
 # One failure never loses the rest: no `set -e`, every command has its own
 # timeout and its outcome is logged, files are appended as results come.
@@ -205,7 +206,7 @@ for round in $(seq 1 "$ROUNDS"); do
   done
   # the PyTorch anchor after the first round, so that it is there even when
   # the later rounds run out of time
-  [ "$round" = 1 ] && ddp_all
+  [ "$round" = 1 ] && [ "${RLX_DC_DDP:-1}" = 1 ] && ddp_all
 done
 
 say "summary"

@@ -255,14 +255,18 @@ ref_finish (Leader *l, RlxPrecision p, gboolean fb, guint8 *ref_codes)
 }
 
 /* Finishes both rounds and checks codes, scale, hash, the replica and a
- * member's apply. @next: the next round's samples (step @next_step). */
+ * member's apply. @next: the next round's samples (step @next_step).
+ * Every other call takes the codes written into a buffer of its own
+ * (round_finish_into, as a step frame does) instead of where they are. */
 static void
 finish_round (Leader *l, RlxPrecision p, gboolean feedback, gboolean next, guint next_step,
               const char *what)
 {
+  static guint calls;
   g_autoptr(GError) error = NULL;
   gsize es = rlx_precision_element_size (p);
   g_autofree guint8 *ref_codes = g_malloc (l->n * es);
+  g_autofree guint8 *into = g_malloc (l->n * es);
   g_autofree float *got = g_new (float, l->n);
   const void *codes = NULL;
   guint32 idx[BATCH];
@@ -274,8 +278,16 @@ finish_round (Leader *l, RlxPrecision p, gboolean feedback, gboolean next, guint
   indices_for (idx, next_step);
   g_test_message ("%s: %s at %s, %u contributions", l->spec, what, rlx_precision_to_string (p),
                   rlx_backend_round_size (l->be));
-  ok = rlx_backend_round_finish (l->be, LR, p, feedback, next ? idx : NULL, next ? BATCH : 0,
-                                 &codes, &scale, &hash, &error);
+  if (calls++ % 2 == 1)
+    {
+      memset (into, 0xa5, l->n * es);
+      ok = rlx_backend_round_finish_into (l->be, LR, p, feedback, next ? idx : NULL,
+                                          next ? BATCH : 0, into, &scale, &hash, &error);
+      codes = into;
+    }
+  else
+    ok = rlx_backend_round_finish (l->be, LR, p, feedback, next ? idx : NULL, next ? BATCH : 0,
+                                   &codes, &scale, &hash, &error);
   g_assert_no_error (error);
   g_assert_true (ok);
   g_assert_cmpuint (rlx_backend_round_size (l->be), ==, 0);

@@ -1102,7 +1102,8 @@ copy_pieces (RlxBackend *self, void *dst, const void *src, gsize n, RlxPrecision
   if (self->pool == NULL)
     self->pool = g_thread_pool_new (copy_piece_run, NULL, PAR_PIECES - 1, FALSE, NULL);
   done = g_async_queue_new ();
-  per = (n / PAR_PIECES + 63) & ~(gsize) 63;   /* whole 64-byte lines at any precision */
+  /* whole 64-byte lines at any precision, and PAR_PIECES of them cover n */
+  per = ((n + PAR_PIECES - 1) / PAR_PIECES + 63) & ~(gsize) 63;
   for (k = 0; k < PAR_PIECES && k * per < n; k++)
     pieces[k] = (CopyPiece) { dst, src, k * per, MIN (n, (k + 1) * per), p, check, -1, done };
   n_pieces = k;

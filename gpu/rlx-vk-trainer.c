@@ -2011,7 +2011,7 @@ par_memcpy (RlxVkTrainer *self, void *dst, const void *src, gsize n)
       memcpy (dst, src, n);
       return;
     }
-  piece = (n / PIECES + 63) & ~(gsize) 63;
+  piece = ((n + PIECES - 1) / PIECES + 63) & ~(gsize) 63;   /* PIECES of them cover n */
   g_mutex_lock (&self->copy_lock);
   self->copies_left = 0;
   for (guint i = 1; i < PIECES && i * piece < n; i++)

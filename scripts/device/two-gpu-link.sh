@@ -20,12 +20,13 @@ ROUNDS=${RLX_TL_ROUNDS:-3}
 BUDGET=${RLX_TL_BUDGET:-300}
 SHM=${RLX_TL_SHM:-"0 262144"}
 MODELS=${RLX_TL_MODELS:-"mnist-mlp-xl:4096:300 mnist-mlp:1024:3000 mnist-cnn:1024:3000"}
-# the two ranks' backends (a dry run here: RLX_TL_TWO="cpu cpu")
+# the two ranks' backends (a dry run here: RLX_TL_TWO="cpu cpu"; both on one
+# GPU: RLX_TL_TWO="vulkan:0 vulkan:0")
 read -r -a TWO <<< "${RLX_TL_TWO:-vulkan:0 vulkan:1}"
 T0=$(date +%s)
 left () { echo $(( BUDGET - ($(date +%s) - T0) )); }
 
-if [ -z "${RLX_TL_TWO-}" ] && ! ldconfig -p | grep -q 'libvulkan\.so\.1'; then
+if [[ "${TWO[*]}" == *vulkan* ]] && ! ldconfig -p | grep -q 'libvulkan\.so\.1'; then
   for f in "$C"/gl/*.deb; do dpkg -x "$f" /; done
   ldconfig
 fi

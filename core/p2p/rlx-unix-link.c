@@ -21,15 +21,11 @@
  *
  * Large bulk frames may travel as a sealed memfd instead (SHM records, the fd
  * passed with SCM_RIGHTS, when RLX_LINK_SHM asks for it): the I/O side copies
- * the frame into the memfd once, the receiver maps it read-only. The memfd's
- * pages are allocated ahead, off the I/O thread (a spare memfd of the last
- * large frame's size, made on the copy pool), and large frames are copied
- * into it in pieces on that pool, so what is left on the frame's path is the
- * copy itself and the mappings. Whether that beats the socket's two copies
- * is measured (BENCHMARKS.md, "Socket or memfd"). Every received fd is
- * checked (a regular shmem file, sealed against writes and shrinking,
- * exactly the announced size) before it is mapped; anything else closes
- * the link.
+ * the frame into the memfd once, the receiver maps it read-only. Measured, a
+ * fresh memfd per frame costs more than the socket's two copies, so it is
+ * off by default. Every received fd is checked (a regular shmem file, sealed
+ * against writes and shrinking, exactly the announced size) before it is
+ * mapped; anything else closes the link.
  *
  * Lifetime: the link holds a reference on its UnixIo, and so does the I/O
  * side while its socket is open. Closing lets the I/O side flush for up to
@@ -45,7 +41,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/falloc.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -130,13 +125,6 @@ typedef struct {
   /* write state */
   GQueue              out[RLX_LINK_N_LANES];   /* OutFrame*, oldest first */
   gsize               shm_min;
-  /* a memfd with its pages allocated ahead for the next SHM frame, made on
-   * the copy pool (spare_making) and kept here under spare_lock */
-  GMutex              spare_lock;
-  int                 spare_fd;
-  gsize               spare_len;
-  gboolean            spare_making;
-  guint               spares_used;     /* atomic: SHM frames sent in a spare */
   Rec                 cur;             /* valid when cur_active */
   gboolean            cur_active;
 } UnixIo;
@@ -213,9 +201,6 @@ io_unref (UnixIo *io)
   g_free (io->peer);
   g_free (io->cfg_peer);
   g_mutex_clear (&io->cfg_lock);
-  if (io->spare_fd >= 0)
-    close (io->spare_fd);
-  g_mutex_clear (&io->spare_lock);
   g_clear_object (&io->socket);
   g_clear_object (&io->connection);
   g_clear_pointer (&io->mb, rlx_link_mailbox_unref);
@@ -868,207 +853,32 @@ on_linger_timeout (gpointer user_data)
 
 /* ── shared memory ───────────────────────────────────────────────────── */
 
-/* Frames at least this large are copied into their memfd in pieces. */
-#define SHM_PAR_MIN     ((gsize) 1 << 20)
-#define SHM_PIECES      8u
-
-typedef struct {
-  void        (*run) (gpointer job);
-} ShmJob;
-
-static void
-shm_job_run (gpointer data, gpointer user_data)
-{
-  ShmJob *j = data;
-
-  j->run (j);
-}
-
-/* The copy pool (a process's links share it): spare memfds are made and
- * large frames copied there, off the I/O thread's one core. */
-static GThreadPool *
-shm_pool (void)
-{
-  static GThreadPool *pool;
-
-  if (g_once_init_enter (&pool))
-    {
-      guint n = CLAMP (g_get_num_processors (), 2u, SHM_PIECES);
-      g_once_init_leave (&pool, g_thread_pool_new (shm_job_run, NULL, n, FALSE, NULL));
-    }
-  return pool;
-}
-
-/* A memfd of @len bytes with its pages allocated (zeroed by the kernel
- * now, not when the frame is copied in); -1 when the kernel refuses. */
+/* A sealed memfd holding @frame; -1 (and the socket carries it) when the
+ * kernel refuses. */
 static int
-memfd_ready (gsize len)
+frame_to_memfd (GBytes *frame)
 {
+  gsize len;
+  const guint8 *data = g_bytes_get_data (frame, &len);
+  gsize off = 0;
   int fd = memfd_create ("rlx-frame", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 
   if (fd < 0)
     return -1;
-  if (ftruncate (fd, (off_t) len) != 0 ||
-      (len > 0 && fallocate (fd, 0, 0, (off_t) len) != 0 && errno != EOPNOTSUPP))
-    {
-      close (fd);
-      return -1;
-    }
-  return fd;
-}
-
-typedef struct {
-  ShmJob   job;
-  UnixIo  *io;
-  gsize    len;
-} SpareJob;
-
-static void
-spare_job_run (gpointer data)
-{
-  SpareJob *j = data;
-  UnixIo *io = j->io;
-  int fd = memfd_ready (j->len);
-
-  g_mutex_lock (&io->spare_lock);
-  io->spare_making = FALSE;
-  if (io->spare_fd >= 0)
-    close (io->spare_fd);
-  io->spare_fd = fd;
-  io->spare_len = j->len;
-  g_mutex_unlock (&io->spare_lock);
-  io_unref (io);
-  g_free (j);
-}
-
-/* Have a memfd of @len made ahead for the next frame, unless one is being
- * made or is ready. */
-static void
-spare_ask (UnixIo *io, gsize len)
-{
-  SpareJob *j;
-
-  g_mutex_lock (&io->spare_lock);
-  if (io->spare_making || (io->spare_fd >= 0 && io->spare_len == len))
-    {
-      g_mutex_unlock (&io->spare_lock);
-      return;
-    }
-  io->spare_making = TRUE;
-  g_mutex_unlock (&io->spare_lock);
-  j = g_new0 (SpareJob, 1);
-  j->job.run = spare_job_run;
-  j->io = io_ref (io);
-  j->len = len;
-  g_thread_pool_push (shm_pool (), j, NULL);
-}
-
-/* The spare memfd if it is @len bytes, else -1. */
-static int
-spare_take (UnixIo *io, gsize len)
-{
-  int fd = -1;
-
-  g_mutex_lock (&io->spare_lock);
-  if (io->spare_fd >= 0 && io->spare_len == len)
-    {
-      fd = io->spare_fd;
-      io->spare_fd = -1;
-    }
-  g_mutex_unlock (&io->spare_lock);
-  return fd;
-}
-
-typedef struct {
-  ShmJob        job;
-  guint8       *dst;
-  const guint8 *src;
-  gsize         n;
-  GAsyncQueue  *done;
-} CopyJob;
-
-static void
-copy_job_run (gpointer data)
-{
-  CopyJob *c = data;
-
-  memcpy (c->dst, c->src, c->n);
-  g_async_queue_push (c->done, c);
-}
-
-/* memcpy, in pieces on the copy pool when it is large */
-static void
-shm_copy (guint8 *dst, const guint8 *src, gsize n)
-{
-  g_autoptr(GAsyncQueue) done = NULL;
-  CopyJob jobs[SHM_PIECES];
-  gsize per;
-  guint k, pieces;
-
-  if (n < SHM_PAR_MIN)
-    {
-      memcpy (dst, src, n);
-      return;
-    }
-  done = g_async_queue_new ();
-  per = ((n + SHM_PIECES - 1) / SHM_PIECES + 4095) & ~(gsize) 4095;   /* whole pages; they cover n */
-  for (k = 0; k < SHM_PIECES && k * per < n; k++)
-    jobs[k] = (CopyJob) { { copy_job_run }, dst + k * per, src + k * per,
-                          MIN (per, n - k * per), done };
-  pieces = k;
-  for (k = 1; k < pieces; k++)
-    g_thread_pool_push (shm_pool (), &jobs[k], NULL);
-  memcpy (jobs[0].dst, jobs[0].src, jobs[0].n);
-  for (k = 1; k < pieces; k++)
-    g_async_queue_pop (done);
-}
-
-/* @frame into @fd (@len bytes): mapped and copied (in pieces when large),
- * or written when it cannot be mapped. */
-static gboolean
-fill_memfd (int fd, const guint8 *data, gsize len)
-{
-  gsize off = 0;
-  void *addr = len > 0 ? mmap (NULL, len, PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0)
-                       : MAP_FAILED;
-
-  if (addr != MAP_FAILED)
-    {
-      shm_copy (addr, data, len);
-      /* no writable mapping may remain when F_SEAL_WRITE is added */
-      return munmap (addr, len) == 0;
-    }
   while (off < len)
     {
-      gssize n = pwrite (fd, data + off, len - off, (off_t) off);
+      gssize n = write (fd, data + off, len - off);
 
       if (n < 0 && errno == EINTR)
         continue;
       if (n <= 0)
-        return FALSE;
+        {
+          close (fd);
+          return -1;
+        }
       off += n;
     }
-  return TRUE;
-}
-
-/* A sealed memfd holding @frame; -1 (and the socket carries it) when the
- * kernel refuses. The next frame's memfd is asked for at once. */
-static int
-frame_to_memfd (UnixIo *io, GBytes *frame)
-{
-  gsize len;
-  const guint8 *data = g_bytes_get_data (frame, &len);
-  int fd = spare_take (io, len);
-
-  spare_ask (io, len);
-  if (fd >= 0)
-    g_atomic_int_inc (&io->spares_used);
-  else
-    fd = memfd_ready (len);
-  if (fd < 0)
-    return -1;
-  if (!fill_memfd (fd, data, len) ||
-      fcntl (fd, F_ADD_SEALS, REQUIRED_SEALS | F_SEAL_SEAL) != 0)
+  if (fcntl (fd, F_ADD_SEALS, REQUIRED_SEALS | F_SEAL_SEAL) != 0)
     {
       close (fd);
       return -1;
@@ -1096,7 +906,7 @@ take_frames (UnixIo *io)
           f->fd = -1;
           if (l == RLX_LINK_LANE_BULK && io->shm_min > 0 && f->len >= io->shm_min &&
               f->len <= RLX_LINK_STREAM_LEN_MASK)
-            f->fd = frame_to_memfd (io, frame);
+            f->fd = frame_to_memfd (frame);
           if (f->fd < 0)
             f->bytes = frame;
           else
@@ -1383,8 +1193,6 @@ rlx_unix_link_new (GSocketConnection *connection, const char *peer,
   g_atomic_ref_count_init (&io->ref);
   g_atomic_ref_count_inc (&io->ref);
   g_mutex_init (&io->cfg_lock);
-  g_mutex_init (&io->spare_lock);
-  io->spare_fd = -1;
   io->connection = g_object_ref (connection);
   io->socket = g_object_ref (socket);
   io->fd = g_socket_get_fd (socket);
@@ -1481,11 +1289,4 @@ rlx_unix_link_get_shm_min (RlxUnixLink *self)
 {
   g_return_val_if_fail (RLX_IS_UNIX_LINK (self), 0);
   return self->shm_min;
-}
-
-guint
-rlx_unix_link_get_shm_spares_used (RlxUnixLink *self)
-{
-  g_return_val_if_fail (RLX_IS_UNIX_LINK (self), 0);
-  return (guint) g_atomic_int_get (&self->io->spares_used);
 }

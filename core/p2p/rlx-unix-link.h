@@ -95,7 +95,5 @@ gsize    rlx_unix_link_get_max_frame (RlxUnixLink *self);
  * I/O thread takes from the queue from now on. */
 void     rlx_unix_link_set_shm_min   (RlxUnixLink *self, gsize min_bytes);
 gsize    rlx_unix_link_get_shm_min   (RlxUnixLink *self);
-/* Memfd frames sent in a memfd whose pages were allocated ahead (tests). */
-guint    rlx_unix_link_get_shm_spares_used (RlxUnixLink *self);
 
 G_END_DECLS

@@ -199,40 +199,6 @@ test_order_and_large_shm (void)
   order_and_large (1 << 20);
 }
 
-/* A stream of memfd frames of one size, each sent once the last arrived:
- * after the first, each goes in a memfd made ahead, copied in pieces (they
- * are over a MiB), and every byte arrives as sent. */
-static void
-test_shm_stream (void)
-{
-  g_autoptr(RlxLink) a = NULL;
-  g_autoptr(RlxLink) b = NULL;
-  g_autoptr(GError) error = NULL;
-  Sink sb;
-  enum { FRAMES = 8 };
-  gsize size = (3 << 20) + 13;
-
-  g_assert_true (rlx_unix_link_new_pair (0, &a, &b, &error));
-  g_assert_no_error (error);
-  rlx_unix_link_set_shm_min (RLX_UNIX_LINK (a), 1 << 20);
-  sink_init (&sb, b);
-  for (guint i = 0; i < FRAMES; i++)
-    {
-      g_autoptr(GBytes) f = pattern_frame (size, 40 + i);
-
-      g_assert_true (rlx_link_send (a, f, &error));
-      g_assert_no_error (error);
-      wait_for (&sb.frames->len, i + 1);
-      g_assert_true (g_bytes_equal (sb.frames->pdata[i], f));
-      spin (20);   /* room for the next memfd to be made */
-    }
-  g_assert_cmpuint (rlx_unix_link_get_shm_spares_used (RLX_UNIX_LINK (a)), >=, FRAMES / 2);
-  g_assert_cmpuint (sb.closed, ==, 0);
-  rlx_link_close (a);
-  rlx_link_close (b);
-  sink_clear (&sb);
-}
-
 static void
 test_close_once (void)
 {
@@ -1151,7 +1117,6 @@ main (int argc, char **argv)
 
   g_test_add_func ("/p2p/link/order-and-large", test_order_and_large);
   g_test_add_func ("/p2p/link/order-and-large-shm", test_order_and_large_shm);
-  g_test_add_func ("/p2p/link/shm-stream", test_shm_stream);
   g_test_add_func ("/p2p/link/close-once", test_close_once);
   g_test_add_func ("/p2p/link/flush-on-close", test_flush_on_close);
   g_test_add_func ("/p2p/link/send-too-large", test_send_too_large);

@@ -482,14 +482,15 @@ test_vk_ahead (void)
 
 /* ── a lone leader's next update made ahead ──────────────────────────────── */
 
-static guint64
-presub_taken (RlxBackend *be)
+/* The device trainer's counters (all 0 without one). */
+static RlxVkTimings
+vk_timings (RlxBackend *be)
 {
   RlxVkTimings t = { 0 };
 
   if (rlx_backend_vk_trainer (be) != NULL)
     rlx_vk_trainer_timings (rlx_backend_vk_trainer (be), &t);
-  return t.presub_taken;
+  return t;
 }
 
 /* finish_round as a lone leader's: no codes wanted, the next round
@@ -554,7 +555,7 @@ check_presub (const char *spec)
       return;
     }
   device = rlx_backend_params_on_device (l.be);
-  taken0 = presub_taken (l.be);
+  taken0 = vk_timings (l.be).presub_taken;
   /* rounds 0..5: the first at f16 resets into the residual (mode 2), so
    * round 1's is not made ahead; rounds 2..5 are claimed */
   for (guint s = 0; s < 6; s++)
@@ -562,7 +563,7 @@ check_presub (const char *spec)
       add_own (&l, s);
       finish_lone (&l, RLX_PRECISION_F16, TRUE, s + 1, "lone chain");
     }
-  taken = presub_taken (l.be);
+  taken = vk_timings (l.be).presub_taken;
   g_assert_cmpuint (taken, ==, taken0 + (device ? 4 : 0));
   assert_replica (&l, "after the chain (the update made ahead undone by the read)");
 
@@ -583,7 +584,7 @@ check_presub (const char *spec)
   add_own (&l, 21);
   finish_lone (&l, RLX_PRECISION_F8E4M3, TRUE, 22, "precision changed");
   /* none of these rounds was the one made ahead */
-  g_assert_cmpuint (presub_taken (l.be), ==, taken);
+  g_assert_cmpuint (vk_timings (l.be).presub_taken, ==, taken);
   /* the replica read while an update made ahead waits */
   assert_replica (&l, "read with an update made ahead");
   add_own (&l, 22);
@@ -632,10 +633,10 @@ check_presub (const char *spec)
     g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE);
     g_clear_error (&error);
   }
-  taken = presub_taken (l.be);
+  taken = vk_timings (l.be).presub_taken;
   add_own (&l, 26);
   finish_lone (&l, RLX_PRECISION_F8E4M3, TRUE, 27, "after the refused round");
-  g_assert_cmpuint (presub_taken (l.be), ==, taken + (device ? 1 : 0));
+  g_assert_cmpuint (vk_timings (l.be).presub_taken, ==, taken + (device ? 1 : 0));
   add_own (&l, 27);
   finish_lone (&l, RLX_PRECISION_F8E4M3, FALSE, 28, "the last, nothing ahead");
   assert_replica (&l, "at the end");
@@ -658,16 +659,6 @@ test_vk_presub (void)
 }
 
 /* ── a lone leader's f32 round in one pass ────────────────────────────── */
-
-static guint64
-lone_taken (RlxBackend *be)
-{
-  RlxVkTimings t = { 0 };
-
-  if (rlx_backend_vk_trainer (be) != NULL)
-    rlx_vk_trainer_timings (rlx_backend_vk_trainer (be), &t);
-  return t.lone_taken;
-}
 
 /* A finish whose update overflows (lr so large that its coefficient is
  * +Inf): refused, and the reference round given up with it. */
@@ -710,7 +701,7 @@ check_lone (const char *spec)
       return;
     }
   device = rlx_backend_params_on_device (l.be);
-  lone0 = lone_taken (l.be);
+  lone0 = vk_timings (l.be).lone_taken;
   for (guint s = 0; s < 4; s++)
     {
       add_own (&l, s);
@@ -722,7 +713,7 @@ check_lone (const char *spec)
       add_own (&l, s);
       finish_lone (&l, RLX_PRECISION_F32, TRUE, s + 1, "alone, made ahead");
     }
-  g_assert_cmpuint (lone_taken (l.be), ==, lone0 + (device ? 9 : 0));
+  g_assert_cmpuint (vk_timings (l.be).lone_taken, ==, lone0 + (device ? 9 : 0));
   assert_replica (&l, "after the lone rounds");
 
   add_own (&l, 9);
@@ -743,26 +734,6 @@ test_cpu_lone (void)
 }
 
 /* ── a lone leader's next gradient queued early ───────────────────────── */
-
-static guint64
-early_taken (RlxBackend *be)
-{
-  RlxVkTimings t = { 0 };
-
-  if (rlx_backend_vk_trainer (be) != NULL)
-    rlx_vk_trainer_timings (rlx_backend_vk_trainer (be), &t);
-  return t.early_taken;
-}
-
-static guint64
-fold_taken (RlxBackend *be)
-{
-  RlxVkTimings t = { 0 };
-
-  if (rlx_backend_vk_trainer (be) != NULL)
-    rlx_vk_trainer_timings (rlx_backend_vk_trainer (be), &t);
-  return t.fold_taken;
-}
 
 /* finish_lone, naming the samples of the round after the next one too
  * (step @after_step), as a lone leader does. */
@@ -808,8 +779,8 @@ check_early (const char *spec)
       return;
     }
   device = rlx_backend_params_on_device (l.be);
-  early0 = early_taken (l.be);
-  fold0 = fold_taken (l.be);
+  early0 = vk_timings (l.be).early_taken;
+  fold0 = vk_timings (l.be).fold_taken;
   /* round 0 queues round 1's gradient and update and round 2's gradient;
    * rounds 1..7 are claimed with the next one's gradient queued after */
   for (guint s = 0; s < 8; s++)
@@ -817,10 +788,10 @@ check_early (const char *spec)
       add_own (&l, s);
       finish_after (&l, s + 1, s + 2, "lone, two rounds queued");
     }
-  early = early_taken (l.be);
+  early = vk_timings (l.be).early_taken;
   g_assert_cmpuint (early, ==, early0 + (device ? 7 : 0));
   /* rounds 2..7's checks came with their updates made ahead */
-  g_assert_cmpuint (fold_taken (l.be), ==, fold0 + (device ? 6 : 0));
+  g_assert_cmpuint (vk_timings (l.be).fold_taken, ==, fold0 + (device ? 6 : 0));
 
   /* a member's bucket joins a round whose next gradient is queued */
   add_own (&l, 8);
@@ -873,16 +844,16 @@ check_early (const char *spec)
   indices_for (idx, 30);
   rlx_backend_round_after (l.be, idx, BATCH);
   finish_lone (&l, RLX_PRECISION_F32, FALSE, 29, "the next round not expected alone");
-  fold = fold_taken (l.be);
+  fold = vk_timings (l.be).fold_taken;
   add_own (&l, 29);
-  g_assert_cmpuint (fold_taken (l.be), ==, fold);
+  g_assert_cmpuint (vk_timings (l.be).fold_taken, ==, fold);
   finish_after (&l, 30, 31, "lone again");
   for (guint s = 30; s < 33; s++)
     {
       add_own (&l, s);
       finish_after (&l, s + 1, s + 2, "lone again");
     }
-  g_assert_cmpuint (fold_taken (l.be), ==, fold + (device ? 2 : 0));
+  g_assert_cmpuint (vk_timings (l.be).fold_taken, ==, fold + (device ? 2 : 0));
   /* the gradient queued after next (35's) is poisoned: its update made
    * ahead finds it, and it is refused as its check would refuse it */
   add_own (&l, 33);
@@ -918,7 +889,7 @@ check_early (const char *spec)
   finish_lone (&l, RLX_PRECISION_F32, FALSE, 40, "the last, nothing ahead");
   assert_replica (&l, "at the end");
   if (device)
-    g_assert_cmpuint (early_taken (l.be), >, early + 5);
+    g_assert_cmpuint (vk_timings (l.be).early_taken, >, early + 5);
   leader_clear (&l);
 }
 

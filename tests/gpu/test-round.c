@@ -493,6 +493,21 @@ vk_timings (RlxBackend *be)
   return t;
 }
 
+/* On a device, the next gradient the trainer queues gets +Inf at element
+ * n / 3 (the CPU backend is poisoned by the caller, right before the
+ * round_own that must refuse it). */
+static void
+poison_next_on_device (Leader *l)
+{
+  float inf = INFINITY;
+  guint32 bits;
+
+  if (rlx_backend_vk_trainer (l->be) == NULL)
+    return;
+  memcpy (&bits, &inf, 4);
+  rlx_vk_trainer_poison_gradient (rlx_backend_vk_trainer (l->be), (guint32) (l->n / 3), bits);
+}
+
 /* finish_round as a lone leader's: no codes wanted, the next round
  * expected to be its own alone (@alone), the replica not read (reading it
  * undoes an update made ahead); scale and hash against the reference. */
@@ -592,15 +607,8 @@ check_presub (const char *spec)
   /* the own gradient computed ahead is not finite: it does not join, its
    * update made ahead is refused on the device */
   add_own (&l, 23);
-  if (device)
-    {
-      float inf = INFINITY;
-      guint32 bits;
-
-      /* the gradient the finish queues ahead is poisoned */
-      memcpy (&bits, &inf, 4);
-      rlx_vk_trainer_poison_gradient (rlx_backend_vk_trainer (l.be), (guint32) (l.n / 3), bits);
-    }
+  /* the gradient the finish queues ahead is poisoned */
+  poison_next_on_device (&l);
   finish_lone (&l, RLX_PRECISION_F8E4M3, TRUE, 24, "ahead of a poisoned gradient");
   if (!device)
     rlx_backend_poison_gradient (l.be, l.n / 3, INFINITY);
@@ -857,14 +865,7 @@ check_early (const char *spec)
   /* the gradient queued after next (35's) is poisoned: its update made
    * ahead finds it, and it is refused as its check would refuse it */
   add_own (&l, 33);
-  if (device)
-    {
-      float inf = INFINITY;
-      guint32 bits;
-
-      memcpy (&bits, &inf, 4);
-      rlx_vk_trainer_poison_gradient (rlx_backend_vk_trainer (l.be), (guint32) (l.n / 3), bits);
-    }
+  poison_next_on_device (&l);
   finish_after (&l, 34, 35, "the gradient after next poisoned");
   add_own (&l, 34);
   finish_after (&l, 35, 36, "before the poisoned round");

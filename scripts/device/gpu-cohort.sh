@@ -96,6 +96,18 @@ for t in test-resident test-round; do
     echo "$t exit ${PIPESTATUS[0]}" >> "$OUT/tests.txt"
   fi
 done
+# the host copies of codes in pieces (as the -par-copy meson tests run them)
+if have 60 "the bit-identity tests with the copies split" && [ -x "$C/test-resident" ]; then
+  say "test-resident and test-round with RLX_COPY_PAR_MIN=4096"
+  RLX_COPY_PAR_MIN=4096 RLX_TEST_VULKAN=$TEST_SPEC RLX_VK_VALIDATE=1 timeout 120 "$C/test-resident" \
+    -p /backend/resident/vulkan/apply-bits -p /backend/resident/vulkan/grads-wire 2>&1 |
+    grep -v 'DEBUG: rlx-vk: .* buffer, ' >> "$OUT/tests.txt"
+  echo "test-resident (copies split) exit ${PIPESTATUS[0]}" >> "$OUT/tests.txt"
+  RLX_COPY_PAR_MIN=4096 RLX_TEST_VULKAN=$TEST_SPEC RLX_VK_VALIDATE=1 timeout 120 "$C/test-round" \
+    -p /backend/round/vulkan/bits -p /backend/round/vulkan/mnist-mlp -p /backend/zero-copy/vulkan 2>&1 |
+    grep -v 'DEBUG: rlx-vk: .* buffer, ' >> "$OUT/tests.txt"
+  echo "test-round (copies split) exit ${PIPESTATUS[0]}" >> "$OUT/tests.txt"
+fi
 grep -E '^(ok|not ok)|exit|fallback|Vulkan tests' "$OUT/tests.txt"
 if have 60 "mixed CPU + GPU cohort"; then
   say "mixed cohort: cpu + $BACKEND, f16, equal hashes"

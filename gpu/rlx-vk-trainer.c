@@ -38,7 +38,7 @@ static const char *const buf_names[N_BUFS] = {
   "split-K partials", "column-sum partials",
 };
 
-#define N_BINDINGS    6u       /* storage buffers per dispatch */
+#define N_BINDINGS    7u       /* storage buffers per dispatch */
 #define SPLIT_MIN_BYTES (4u << 20)   /* parameters large enough to split a step's submission */
 /* Parameters small enough for a lone leader's next update to be made ahead
  * (presubmit): on the H200 that won 12% a step for mnist-mlp (0.4 MB) and 6%
@@ -337,6 +337,8 @@ struct _RlxVkTrainer {
   /* a lone leader's f32 round in one pass (round_lone.comp; RLX_VK_LONE=0:
    * never) */
   gboolean          lone_env;
+  gboolean          lone_direct;     /* it writes its summary where the host reads it
+                                      * (RLX_VK_LONE_DIRECT=0: copied there after it) */
   Recorded          finish_lone_rec, presub_lone_rec[2];
   /* Two rounds ahead (a lone leader that names the samples of the round
    * after next, rlx_vk_trainer_round_after; RLX_VK_EARLY=0: never): when a
@@ -1718,6 +1720,7 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
     self->presub_env = env_choice ("RLX_VK_PRESUBMIT", off_on, 2, 1, TRUE) == 1;
     self->fold_last = env_choice ("RLX_VK_FOLD_LAST", off_on, 2, 1, TRUE) == 1;
     self->lone_env = env_choice ("RLX_VK_LONE", off_on, 2, 1, TRUE) == 1;
+    self->lone_direct = env_choice ("RLX_VK_LONE_DIRECT", off_on, 2, 1, TRUE) == 1;
     self->early_env = env_choice ("RLX_VK_EARLY", off_on, 2, 1, TRUE) == 1;
     self->fold_env = env_choice ("RLX_VK_FOLD_CHECK", off_on, 2, 1, TRUE) == 1;
     /* set below from the device; RLX_VK_TEST_MAX_GROUPS_X lowers it so
@@ -2490,6 +2493,27 @@ rec_full_barrier (Rec *r)
                                       VK_PIPELINE_STAGE_TRANSFER_BIT;
 
   r->t->vk.CmdPipelineBarrier (r->cb, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
+  r->dirty_w = r->dirty_r = 0;
+}
+
+/* Everything recorded before, compute or transfer, done and visible to
+ * what comes after on the device and to the host (a pass that wrote its
+ * results straight into host-visible memory). */
+static void
+rec_full_to_host (Rec *r)
+{
+  VkMemoryBarrier mb = {
+    .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+    .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+    .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                     VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
+                     VK_ACCESS_HOST_READ_BIT,
+  };
+  const VkPipelineStageFlags src = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
+                                   VK_PIPELINE_STAGE_TRANSFER_BIT;
+
+  r->t->vk.CmdPipelineBarrier (r->cb, src, src | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL,
+                               0, NULL);
   r->dirty_w = r->dirty_r = 0;
 }
 
@@ -3893,13 +3917,17 @@ fill_finish (Rec *r, gpointer data)
     }
   if (k->lone)
     {
-      /* made ahead: backed up (bit 0), the gradient's check folded in (bit 1) */
-      struct { guint32 n, part_off, meta_off, count_off, flags, poison_off; } l = {
+      /* made ahead: backed up (bit 0), the gradient's check folded in (bit
+       * 1); the summary written straight where the host reads it
+       * (lone_direct) */
+      Buf *out = k->presub ? &t->rb_presub[k->slot] : &t->round_rb;
+      struct { guint32 n, part_off, meta_off, count_off, flags, poison_off, out_off; } l = {
         n, (guint32) t->part_off, (guint32) region_off (t, REG_ROUND), (guint32) t->count_off,
-        k->presub ? 3 : 0, CTL_POISON_AHEAD + 2 * k->slot
+        k->presub ? 3 : 0, CTL_POISON_AHEAD + 2 * k->slot,
+        !t->lone_direct ? G_MAXUINT32 : k->presub ? 0 : (guint32) t->code_words
       };
       Buf *bs[N_BINDINGS] = { &t->grads, &t->replica, &t->control, &t->wire_s, &t->hash_part,
-                              k->presub ? &t->replica_bak : &t->replica };
+                              k->presub ? &t->replica_bak : &t->replica, out };
 
       /* the hash is inside the pass: its span is empty */
       if (!k->presub)
@@ -3909,12 +3937,14 @@ fill_finish (Rec *r, gpointer data)
         }
       rec_dispatch_v (r, SH_ROUND_LONE, NULL, 0, bs, &l, sizeof l,
                       (n + HASH_CHUNK - 1) / HASH_CHUNK, 1, 1);
-      rec_full_barrier (r);
-      if (k->presub)
-        rec_copy_region (r, REG_ROUND, &t->rb_presub[k->slot], 0);
+      if (t->lone_direct)
+        rec_full_to_host (r);
       else
-        rec_copy_region (r, REG_ROUND, &t->round_rb, t->code_words * 4);
-      rec_to_host (r);
+        {
+          rec_full_barrier (r);
+          rec_copy_region (r, REG_ROUND, out, k->presub ? 0 : t->code_words * 4);
+          rec_to_host (r);
+        }
       if (!k->presub)
         rec_timestamp (r, Q_ROUND, FALSE);
       return;

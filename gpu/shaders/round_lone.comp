@@ -37,9 +37,12 @@ layout(std430, set = 0, binding = 2) readonly buffer BufCtl { uint ctl[]; };
 layout(std430, set = 0, binding = 3) coherent buffer BufS { uint s[]; };
 layout(std430, set = 0, binding = 4) coherent buffer BufH { uint h[]; };
 layout(std430, set = 0, binding = 5) writeonly buffer BufB { uint bak[]; };
+/* the summary's host-visible copy, at out_off (~0: none; the host copies
+ * it from s[] then) */
+layout(std430, set = 0, binding = 6) writeonly buffer BufOut { uint out_[]; };
 
 layout(push_constant) uniform Push {
-  uint n, part_off, meta_off, count_off, flags, poison_off;
+  uint n, part_off, meta_off, count_off, flags, poison_off, out_off;
 } p;
 
 shared uint sh_s[256], sh_g[256], sh_bad[256];
@@ -115,5 +118,10 @@ void main ()
       XXH64_OF_CHUNKS (hash, gl_NumWorkGroups.x, p.n);
       s[p.meta_off + META_HASH_LO] = uint (hash);
       s[p.meta_off + META_HASH_HI] = uint (hash >> 32);
+      /* (this invocation wrote every word of the summary: the fold's and
+       * the hash) */
+      if (p.out_off != 0xffffffffu)
+        for (uint j = 0u; j < META_WORDS; j++)
+          out_[p.out_off + j] = s[p.meta_off + j];
     }
 }

@@ -2480,41 +2480,31 @@ enum { REG_WIRE, REG_OWN, REG_ROUND, REG_APPLY, REG_HASH, N_REGIONS };
 
 static const guint code_size[4] = { 4, 2, 1, 1 };
 
-static void
-rec_full_barrier (Rec *r)
-{
-  VkMemoryBarrier mb = {
-    .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-    .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-    .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                     VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-  };
-  const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
-                                      VK_PIPELINE_STAGE_TRANSFER_BIT;
-
-  r->t->vk.CmdPipelineBarrier (r->cb, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
-  r->dirty_w = r->dirty_r = 0;
-}
-
 /* Everything recorded before, compute or transfer, done and visible to
- * what comes after on the device and to the host (a pass that wrote its
- * results straight into host-visible memory). */
+ * what comes after on the device, and with @host to the host too (a pass
+ * that wrote its results straight into host-visible memory). */
 static void
-rec_full_to_host (Rec *r)
+rec_all_barrier (Rec *r, gboolean host)
 {
   VkMemoryBarrier mb = {
     .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
     .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
     .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
                      VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
-                     VK_ACCESS_HOST_READ_BIT,
+                     (host ? VK_ACCESS_HOST_READ_BIT : 0),
   };
-  const VkPipelineStageFlags src = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
-                                   VK_PIPELINE_STAGE_TRANSFER_BIT;
+  const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
+                                      VK_PIPELINE_STAGE_TRANSFER_BIT;
 
-  r->t->vk.CmdPipelineBarrier (r->cb, src, src | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL,
-                               0, NULL);
+  r->t->vk.CmdPipelineBarrier (r->cb, stages, stages | (host ? VK_PIPELINE_STAGE_HOST_BIT : 0),
+                               0, 1, &mb, 0, NULL, 0, NULL);
   r->dirty_w = r->dirty_r = 0;
+}
+
+static void
+rec_full_barrier (Rec *r)
+{
+  rec_all_barrier (r, FALSE);
 }
 
 static void
@@ -3938,7 +3928,7 @@ fill_finish (Rec *r, gpointer data)
       rec_dispatch_v (r, SH_ROUND_LONE, NULL, 0, bs, &l, sizeof l,
                       (n + HASH_CHUNK - 1) / HASH_CHUNK, 1, 1);
       if (t->lone_direct)
-        rec_full_to_host (r);
+        rec_all_barrier (r, TRUE);
       else
         {
           rec_full_barrier (r);

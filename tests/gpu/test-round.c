@@ -62,6 +62,16 @@ need_device (void)
   return have_device;
 }
 
+/* @check on the device, with no validation message (skipped without one) */
+static void
+on_device (void (*check) (const char *spec))
+{
+  if (!need_device ())
+    return;
+  check (VK_SPEC);
+  g_assert_cmpuint (rlx_vk_validation_messages (), ==, 0);
+}
+
 static void
 assert_same_bits (const float *a, const float *b, gsize n, const char *what)
 {
@@ -474,10 +484,7 @@ test_cpu_ahead (void)
 static void
 test_vk_ahead (void)
 {
-  if (!need_device ())
-    return;
-  check_ahead (VK_SPEC);
-  g_assert_cmpuint (rlx_vk_validation_messages (), ==, 0);
+  on_device (check_ahead);
 }
 
 /* ── a lone leader's next update made ahead ──────────────────────────────── */
@@ -660,10 +667,7 @@ test_cpu_presub (void)
 static void
 test_vk_presub (void)
 {
-  if (!need_device ())
-    return;
-  check_presub (VK_SPEC);
-  g_assert_cmpuint (rlx_vk_validation_messages (), ==, 0);
+  on_device (check_presub);
 }
 
 /* ── a lone leader's f32 round in one pass ────────────────────────────── */
@@ -903,19 +907,13 @@ test_cpu_early (void)
 static void
 test_vk_early (void)
 {
-  if (!need_device ())
-    return;
-  check_early (VK_SPEC);
-  g_assert_cmpuint (rlx_vk_validation_messages (), ==, 0);
+  on_device (check_early);
 }
 
 static void
 test_vk_lone (void)
 {
-  if (!need_device ())
-    return;
-  check_lone (VK_SPEC);
-  g_assert_cmpuint (rlx_vk_validation_messages (), ==, 0);
+  on_device (check_lone);
 }
 
 /* ── refusals ─────────────────────────────────────────────────────────── */
@@ -1043,10 +1041,7 @@ test_cpu_round_refusals (void)
 static void
 test_vk_round_refusals (void)
 {
-  if (!need_device ())
-    return;
-  check_round_refusals (VK_SPEC);
-  g_assert_cmpuint (rlx_vk_validation_messages (), ==, 0);
+  on_device (check_round_refusals);
 }
 
 /* ── the hash on the device ───────────────────────────────────────────── */
@@ -1259,10 +1254,7 @@ test_cpu_zero_copy (void)
 static void
 test_vk_zero_copy (void)
 {
-  if (!need_device ())
-    return;
-  check_zero_copy (VK_SPEC);
-  g_assert_cmpuint (rlx_vk_validation_messages (), ==, 0);
+  on_device (check_zero_copy);
 }
 
 /* ── one instance for many backends ───────────────────────────────────── */

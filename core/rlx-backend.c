@@ -8,6 +8,7 @@
 #include "rlx-config.h"
 #include "rlx-backend.h"
 #include "rlx-backend-private.h"
+#include "core/util/rlx-par-copy.h"
 #include "core/rlx-kernels.h"
 #include "core/vision/rlx-cpu.h"
 #include "gpu/rlx-vk.h"
@@ -909,9 +910,8 @@ rlx_backend_step_timings (const RlxBackend *self, double *upload_us, double *com
  * NaN or ±Inf is at or above this. */
 #define ABS_BITS_INF 0x7f800000u
 
-/* copies of at least this many bytes are spread over the pool's threads */
-#define PAR_MIN_BYTES (4u << 20)
-#define PAR_PIECES    8u
+/* checked copies are spread over this many pieces (rlx-par-copy.h) */
+#define PAR_PIECES    RLX_PAR_COPY_PIECES
 
 static gboolean
 require_replica (RlxBackend *self, const char *what, GError **error)
@@ -1055,25 +1055,12 @@ copy_piece_run (gpointer data, gpointer user_data)
   g_async_queue_push (c->done, c);
 }
 
-/* The smallest copy, in bytes, spread over the pool's threads:
- * PAR_MIN_BYTES, or never on two cores or fewer (the ranks have them all);
- * RLX_COPY_PAR_MIN sets it on any machine (a huge value: never, for
- * comparisons; a small one: the tests reach the parallel copies). */
+/* The smallest copy, in bytes, spread over the pool's threads (the same
+ * threshold as every large copy: rlx-par-copy.h, RLX_COPY_PAR_MIN). */
 static gsize
 par_min_bytes (void)
 {
-  static gsize min;
-
-  if (g_once_init_enter (&min))
-    {
-      const char *e = g_getenv ("RLX_COPY_PAR_MIN");
-      guint64 v = g_get_num_processors () <= 2 ? G_MAXSIZE : PAR_MIN_BYTES;
-
-      if (e != NULL && !g_ascii_string_to_unsigned (e, 10, 1, G_MAXSIZE, &v, NULL))
-        g_warning ("RLX_COPY_PAR_MIN=%s is not a byte count; using %" G_GUINT64_FORMAT, e, v);
-      g_once_init_leave (&min, (gsize) v);
-    }
-  return min;
+  return rlx_par_copy_min_bytes ();
 }
 
 /* The @n codes at @p of @src copied to @dst (NULL: only checked, never

@@ -14,6 +14,7 @@
  */
 #include "rlx-config.h"
 #include "rlx-vk-private.h"
+#include "core/util/rlx-par-copy.h"
 
 #include <stdio.h>
 #include <math.h>
@@ -399,20 +400,7 @@ struct _RlxVkTrainer {
   guint             res_half;         /* which half holds the accepted residual */
   gboolean          res_pending;      /* the other half holds a new one, not yet accepted */
   guint32           poison_index, poison_bits;
-  GThreadPool      *copiers;      /* large host copies in parallel */
-  GMutex            copy_lock;
-  GCond             copy_cond;
-  guint             copies_left;
 };
-
-typedef struct {
-  RlxVkTrainer *t;
-  void         *dst;
-  const void   *src;
-  gsize         n;
-} CopyJob;
-
-static void copy_job_run (gpointer data, gpointer user_data);
 static void recorded_clear (RlxVkTrainer *self, Recorded *rec);
 static void resident_free (RlxVkTrainer *self);
 static gboolean drain_ahead (RlxVkTrainer *self, GError **error);
@@ -1684,10 +1672,6 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   self->pipes = g_array_new (FALSE, TRUE, sizeof (PipeEntry));
   self->big = CFG_BIG;
   self->lose_at = env_uint ("RLX_VK_SIMULATE_DEVICE_LOST", 1, G_MAXUINT64, 0);
-  g_mutex_init (&self->copy_lock);
-  g_cond_init (&self->copy_cond);
-  if (model->n_params * sizeof (float) >= (4u << 20) && g_get_num_processors () > 2)
-    self->copiers = g_thread_pool_new (copy_job_run, NULL, 7, FALSE, NULL);
   tile_from_env ("RLX_VK_GEMM_BIG", &self->big);
   /* conv2's GEMMs at batch 1024 on the H200 (RLX_VK_CNN_*_TILE sweep, see
    * BENCHMARKS.md): the column gradient 200704×144×32 on 64×48×12 tiles
@@ -1955,10 +1939,6 @@ rlx_vk_trainer_free (RlxVkTrainer *self)
         self->vk.DestroyDescriptorSetLayout (self->dev, self->dsl, NULL);
       self->vk.DestroyDevice (self->dev, NULL);
     }
-  if (self->copiers != NULL)
-    g_thread_pool_free (self->copiers, FALSE, TRUE);
-  g_mutex_clear (&self->copy_lock);
-  g_cond_clear (&self->copy_cond);
   g_clear_pointer (&self->steps, g_hash_table_unref);
   g_clear_pointer (&self->acc_recs, g_hash_table_unref);
   g_clear_pointer (&self->slots, g_array_unref);
@@ -1985,52 +1965,6 @@ void
 rlx_vk_trainer_timings (const RlxVkTrainer *self, RlxVkTimings *out)
 {
   *out = self->timings;
-}
-
-static void
-copy_job_run (gpointer data, gpointer user_data)
-{
-  CopyJob *j = data;
-  RlxVkTrainer *t = j->t;
-
-  memcpy (j->dst, j->src, j->n);
-  g_mutex_lock (&t->copy_lock);
-  if (--t->copies_left == 0)
-    g_cond_signal (&t->copy_cond);
-  g_mutex_unlock (&t->copy_lock);
-}
-
-/* memcpy, spread over a few threads when it is large enough to matter
- * (mnist-mlp-xl moves 7.5 MB each way per step: one core copies ~10 GB/s) */
-static void
-par_memcpy (RlxVkTrainer *self, void *dst, const void *src, gsize n)
-{
-  enum { PIECES = 8 };
-  CopyJob jobs[PIECES];
-  gsize piece;
-
-  if (n < (4u << 20) || self->copiers == NULL)
-    {
-      memcpy (dst, src, n);
-      return;
-    }
-  piece = ((n + PIECES - 1) / PIECES + 63) & ~(gsize) 63;   /* PIECES of them cover n */
-  g_mutex_lock (&self->copy_lock);
-  self->copies_left = 0;
-  for (guint i = 1; i < PIECES && i * piece < n; i++)
-    {
-      jobs[i] = (CopyJob) { self, (char *) dst + i * piece, (const char *) src + i * piece,
-                            MIN (piece, n - i * piece) };
-      self->copies_left++;
-    }
-  g_mutex_unlock (&self->copy_lock);
-  for (guint i = 1; i < PIECES && i * piece < n; i++)
-    g_thread_pool_push (self->copiers, &jobs[i], NULL);
-  memcpy (dst, src, MIN (piece, n));
-  g_mutex_lock (&self->copy_lock);
-  while (self->copies_left > 0)
-    g_cond_wait (&self->copy_cond, &self->copy_lock);
-  g_mutex_unlock (&self->copy_lock);
 }
 
 /* Waits for the step's fence. A hardware GPU step takes well under a
@@ -2411,7 +2345,7 @@ rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *in
   /* split (rec_split): the first layer's parameters, submit its part, then
    * the rest of the parameters while the GPU computes */
   head = step->n_cb == 2 ? step->head_bytes : pbytes;
-  par_memcpy (self, self->upload == UPLOAD_BAR ? self->params.map : self->staging_in.map,
+  rlx_par_copy (self->upload == UPLOAD_BAR ? self->params.map : self->staging_in.map,
               params, head);
   memcpy ((char *) self->staging_in.map + pbytes, indices, n * sizeof (guint32));
 
@@ -2420,7 +2354,7 @@ rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *in
       r = submit (self, &step->cb[0], 1, VK_NULL_HANDLE, TRUE);
       if (r == VK_SUCCESS)
         {
-          par_memcpy (self, (char *) self->params.map + head, (const char *) params + head,
+          rlx_par_copy ((char *) self->params.map + head, (const char *) params + head,
                       pbytes - head);
           r = submit (self, &step->cb[1], 1, self->fence, FALSE);
           if (r != VK_SUCCESS)
@@ -2439,7 +2373,7 @@ rlx_vk_trainer_grads (RlxVkTrainer *self, const float *params, const guint32 *in
 
   *loss = ((const float *) self->staging_out.map)[self->model->n_params];
   if (grads != NULL)
-    par_memcpy (self, grads, self->staging_out.map, pbytes);
+    rlx_par_copy (grads, self->staging_out.map, pbytes);
   read_timings (self, step, FALSE);
   self->timings.wall_us = (double) (g_get_monotonic_time () - t0);
   self->timings.wait_us = (double) self->wait_acc;
@@ -3234,7 +3168,7 @@ rlx_vk_trainer_load_params (RlxVkTrainer *self, const float *params, GError **er
   self->pending = -1;
   rlx_vk_trainer_round_cancel (self);
   replica_changed (self);
-  par_memcpy (self, self->codes_in.map, params, self->model->n_params * 4);
+  rlx_par_copy (self->codes_in.map, params, self->model->n_params * 4);
   self->host_bytes += self->model->n_params * 4;
   if (!run_once (self, fill_load, NULL, "loading the parameters", error))
     return FALSE;
@@ -3262,7 +3196,7 @@ read_replica (RlxVkTrainer *self, float *params, gsize n, GError **error)
   if (!flush_update (self, FALSE, error) ||
       !run_once (self, fill_read, GSIZE_TO_POINTER (n), "reading the parameters", error))
     return FALSE;
-  par_memcpy (self, params, self->readback.map, n * 4);
+  rlx_par_copy (params, self->readback.map, n * 4);
   self->host_bytes += n * 4;
   return TRUE;
 }
@@ -3333,7 +3267,7 @@ rlx_vk_trainer_queue_update (RlxVkTrainer *self, const void *codes, guint prec, 
   dst = rlx_vk_trainer_update_map (self, error);
   if (dst == NULL)
     return FALSE;
-  par_memcpy (self, dst, codes, self->model->n_params * code_size[prec]);
+  rlx_par_copy (dst, codes, self->model->n_params * code_size[prec]);
   self->host_bytes += self->model->n_params * code_size[prec];
   rlx_vk_trainer_update_commit (self, prec, inv, FALSE);
   return TRUE;

@@ -6,6 +6,7 @@
 #include "core/p2p/rlx-unix-link.h"
 #include "core/p2p/rlx-link-stream.h"
 #include "core/p2p/rlx-link-mailbox.h"
+#include "core/util/rlx-par-copy.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1004,6 +1005,41 @@ test_shm_hostile (void)
     }
 }
 
+/* Copies in pieces cover every byte, whatever the size's remainder, and
+ * nothing past it; several threads may copy at once. */
+static gpointer
+par_copy_thread (gpointer data)
+{
+  gsize n = GPOINTER_TO_SIZE (data);
+  g_autofree guint8 *src = g_malloc (n);
+  g_autofree guint8 *dst = g_malloc (n + 64);
+
+  for (gsize i = 0; i < n; i++)
+    src[i] = (guint8) (i * 131 + (i >> 9));
+  for (guint r = 0; r < 20; r++)
+    {
+      memset (dst, 0xa5, n + 64);
+      rlx_par_copy_from (dst, src, n, 1);
+      g_assert_true (memcmp (dst, src, n) == 0);
+      for (guint i = 0; i < 64; i++)
+        g_assert_cmpuint (dst[n + i], ==, 0xa5);
+    }
+  return NULL;
+}
+
+static void
+test_par_copy (void)
+{
+  gsize sizes[] = { 0, 1, 127, 128, 129, 4095, (4 << 20) + 5, (8 << 20) - 3 };
+  GThread *threads[G_N_ELEMENTS (sizes)];
+
+  for (guint i = 0; i < G_N_ELEMENTS (sizes); i++)
+    threads[i] = g_thread_new ("par-copy", par_copy_thread, GSIZE_TO_POINTER (sizes[i]));
+  for (guint i = 0; i < G_N_ELEMENTS (sizes); i++)
+    g_thread_join (threads[i]);
+  g_assert_cmpuint (rlx_par_copy_min_bytes (), >, 0);
+}
+
 /* Out of file descriptors: a link that cannot get the eventfds it needs is
  * refused with an error that says so, not a crash. (With RLX_LINK_IO=link
  * every link also starts a thread whose GMainContext needs an fd, and GLib
@@ -1133,6 +1169,7 @@ main (int argc, char **argv)
   g_test_add_func ("/p2p/link/inbox-bounded", test_inbox_bounded);
   g_test_add_func ("/p2p/link/shm-good", test_shm_good);
   g_test_add_func ("/p2p/link/shm-hostile", test_shm_hostile);
+  g_test_add_func ("/p2p/link/par-copy", test_par_copy);
   g_test_add_func ("/p2p/link/no-fds", test_no_fds);
   g_test_add_func ("/p2p/link/peer-uid", test_peer_uid);
 

@@ -1,0 +1,34 @@
+/* rlx-par-copy.h — large host copies spread over a few threads
+ *
+ * One core copies about 10 GB/s; mnist-mlp-xl's buckets and updates are
+ * 7.45 MB at f32 and cross several copies on a round's serial path (out of
+ * a GPU's readback buffer, into the next GPU's upload buffer). rlx_par_copy splits a copy of at least rlx_par_copy_min_bytes()
+ * into RLX_PAR_COPY_PIECES pieces of whole 64-byte lines that together cover
+ * it, the caller's thread doing the first, a process-wide pool of threads
+ * the rest; smaller ones are one memcpy. Thread-safe: any number of threads
+ * may copy at once (their pieces queue on the same pool).
+ */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+#define RLX_PAR_COPY_PIECES 8u
+/* From this size on, on more than two cores (BENCHMARKS.md: 4 MiB split
+ * gained, 1 MiB and 256 KiB did not). */
+#define RLX_PAR_COPY_MIN_BYTES ((gsize) 4 << 20)
+
+/* RLX_COPY_PAR_MIN=BYTES when set (any machine: a small value makes tests
+ * reach the split copies, a huge one turns them off); otherwise
+ * RLX_PAR_COPY_MIN_BYTES, or never on two cores or fewer, where the ranks
+ * have every core already. Read once. */
+gsize rlx_par_copy_min_bytes (void);
+
+/* memcpy (@dst, @src, @n), in pieces when @n ≥ rlx_par_copy_min_bytes (). */
+void  rlx_par_copy (void *dst, const void *src, gsize n);
+
+/* The same with pieces from @min_bytes on (the caller's own threshold). */
+void  rlx_par_copy_from (void *dst, const void *src, gsize n, gsize min_bytes);
+
+G_END_DECLS

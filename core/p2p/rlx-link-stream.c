@@ -176,6 +176,87 @@ rlx_link_stream_put_word (guint8 out[4], RlxLinkLane lane, gsize len, gboolean m
 }
 
 static void
+put_u32 (guint8 *out, guint32 v)
+{
+  for (guint i = 0; i < 4; i++)
+    out[i] = (v >> (8 * i)) & 0xff;
+}
+
+static void
+put_u64 (guint8 *out, guint64 v)
+{
+  for (guint i = 0; i < 8; i++)
+    out[i] = (v >> (8 * i)) & 0xff;
+}
+
+static guint64
+get_le (const guint8 *p, guint n)
+{
+  guint64 v = 0;
+
+  for (guint i = 0; i < n; i++)
+    v |= (guint64) p[i] << (8 * i);
+  return v;
+}
+
+static RlxLinkLane
+ring_op_lane (RlxLinkRingKind kind)
+{
+  return kind == RLX_LINK_RING_FRAME ? RLX_LINK_LANE_BULK : RLX_LINK_LANE_CONTROL;
+}
+
+void
+rlx_link_stream_put_ring_op (guint8 out[4 + RLX_LINK_STREAM_RING_OP_LEN], const RlxLinkRingOp *op)
+{
+  rlx_link_stream_put_word (out, ring_op_lane (op->kind), RLX_LINK_STREAM_RING_OP_LEN, TRUE,
+                            TRUE);
+  put_u32 (out + 4, op->kind);
+  put_u32 (out + 8, op->ring);
+  put_u64 (out + 12, op->a);
+  put_u64 (out + 20, op->b);
+}
+
+/* A RING record's body is complete: check it and hand it out. */
+static gboolean
+end_ring (RlxLinkStreamReader *r, const RlxLinkStreamSink *sink, gpointer user_data,
+          GError **error)
+{
+  RlxLinkRingOp op;
+  guint32 kind = get_le (r->ring_body, 4);
+  const char *bad = NULL;
+
+  r->in_ring = FALSE;
+  r->ring_got = 0;
+  op.kind = kind;
+  op.ring = get_le (r->ring_body + 4, 4);
+  op.a = get_le (r->ring_body + 8, 8);
+  op.b = get_le (r->ring_body + 16, 8);
+  if (kind < RLX_LINK_RING_ATTACH || kind > RLX_LINK_RING_DETACH)
+    bad = "of an unknown kind";
+  else if (r->rec_lane != ring_op_lane (kind))
+    bad = "on the wrong lane";
+  else if ((kind != RLX_LINK_RING_FRAME && op.b != 0) ||
+           (kind == RLX_LINK_RING_DETACH && op.a != 0))
+    bad = "with nonzero reserved members";
+  else if (kind == RLX_LINK_RING_FRAME && r->lanes[RLX_LINK_LANE_BULK].open)
+    bad = "in the middle of a chunked frame";
+  if (bad != NULL)
+    {
+      g_set_error (error, RLX_LINK_ERROR, RLX_LINK_ERROR_PROTOCOL,
+                   "%s sent a shared-ring record %s (kind %u); link closed", r->peer, bad, kind);
+      return FALSE;
+    }
+  if (kind == RLX_LINK_RING_FRAME && op.b > r->max_frame)
+    {
+      g_set_error (error, RLX_LINK_ERROR, RLX_LINK_ERROR_TOO_LARGE,
+                   "%s sent a shared-ring frame of %" G_GUINT64_FORMAT " bytes, over this link's "
+                   "cap of %" G_GSIZE_FORMAT " bytes; link closed", r->peer, op.b, r->max_frame);
+      return FALSE;
+    }
+  return sink->ring (user_data, &op);
+}
+
+static void
 lane_reset (RlxLinkStreamLane *l)
 {
   g_free (l->buf);
@@ -232,13 +313,16 @@ rlx_link_stream_reader_clear (RlxLinkStreamReader *r)
   for (guint i = 0; i < RLX_LINK_N_LANES; i++)
     lane_reset (&r->lanes[i]);
   r->in_body = FALSE;
+  r->in_ring = FALSE;
+  r->ring_got = 0;
   r->hdr_got = 0;
 }
 
 gboolean
 rlx_link_stream_reader_at_boundary (RlxLinkStreamReader *r)
 {
-  return !r->in_body && r->hdr_got == 0 && !r->lanes[0].open && !r->lanes[1].open;
+  return !r->in_body && !r->in_ring && r->hdr_got == 0 && !r->lanes[0].open &&
+         !r->lanes[1].open;
 }
 
 /* Make room for @n more bytes in lane @l, where the current record still
@@ -326,13 +410,28 @@ start_record (RlxLinkStreamReader *r, const RlxLinkStreamSink *sink, gpointer us
   RlxLinkStreamLane *l = &r->lanes[lane];
 
   r->hdr_got = 0;
+  if ((w & RLX_LINK_STREAM_SHM) && more)
+    {
+      if (sink->ring == NULL || len != RLX_LINK_STREAM_RING_OP_LEN)
+        {
+          g_set_error (error, RLX_LINK_ERROR, RLX_LINK_ERROR_PROTOCOL,
+                       sink->ring == NULL ?
+                       "%s sent a shared-ring record, which this link does not take; link closed" :
+                       "%s sent a shared-ring record of %" G_GSIZE_FORMAT " bytes (not %d); "
+                       "link closed", r->peer, len, RLX_LINK_STREAM_RING_OP_LEN);
+          return FALSE;
+        }
+      r->rec_lane = lane;
+      r->in_ring = TRUE;
+      r->ring_got = 0;
+      return TRUE;
+    }
   if (w & RLX_LINK_STREAM_SHM)
     {
-      if (more || lane != RLX_LINK_LANE_BULK || l->open)
+      if (lane != RLX_LINK_LANE_BULK || l->open)
         {
           g_set_error (error, RLX_LINK_ERROR, RLX_LINK_ERROR_PROTOCOL,
                        "%s sent a shared-memory record %s; link closed", r->peer,
-                       more ? "marked as continued" :
                        lane != RLX_LINK_LANE_BULK ? "on the control lane" :
                        "in the middle of a chunked frame");
           return FALSE;
@@ -376,7 +475,18 @@ rlx_link_stream_reader_feed (RlxLinkStreamReader *r, const guint8 *data, gsize l
     {
       gsize avail = len - pos;
 
-      if (!r->in_body)
+      if (r->in_ring)
+        {
+          gsize take = MIN (avail, RLX_LINK_STREAM_RING_OP_LEN - r->ring_got);
+
+          memcpy (r->ring_body + r->ring_got, data + pos, take);
+          r->ring_got += take;
+          pos += take;
+          if (r->ring_got == RLX_LINK_STREAM_RING_OP_LEN &&
+              !end_ring (r, sink, user_data, error))
+            return FALSE;
+        }
+      else if (!r->in_body)
         {
           gsize take = MIN (avail, 4 - r->hdr_got);
 

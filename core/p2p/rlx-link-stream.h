@@ -10,6 +10,11 @@
  *            bit  31      SHM: no body follows; the frame (L bytes) is a sealed
  *                         memfd passed with SCM_RIGHTS on this record's first
  *                         byte (bulk lane only, never with MORE)
+ *            bits 31 + 29 RING: a ring operation, a body of exactly
+ *                         RLX_LINK_STREAM_RING_OP_LEN bytes (RlxLinkRingOp,
+ *                         below): the sender's shared ring (a memfd both sides
+ *                         keep mapped) is attached, a frame is in it, a frame
+ *                         the peer sent in it is released, a ring retired
  *
  * A frame is the concatenation of the bodies of consecutive records of one
  * lane, up to and including the first without MORE; records of the two lanes
@@ -31,9 +36,12 @@
  * for a stream of frames of one size. The pool keeps a few buffers.
  *
  * A frame over @max_frame, a lane bit
- * the reader does not know, SHM with MORE or on the control lane, all end the
- * stream with an error (RLX_LINK_ERROR_TOO_LARGE / _PROTOCOL) that says what
- * the peer sent.
+ * the reader does not know, SHM on the control lane, a RING record of another
+ * length, an unknown kind, nonzero reserved members or on the wrong lane, a
+ * frame (SHM or RING) in the middle of a chunked one, all end the stream with
+ * an error (RLX_LINK_ERROR_TOO_LARGE / _PROTOCOL) that says what the peer
+ * sent. Whether a ring operation makes sense (the ring exists, the frame lies
+ * inside it) is the link's to judge (rlx-unix-link.c).
  */
 #pragma once
 
@@ -50,6 +58,35 @@ G_BEGIN_DECLS
 void rlx_link_stream_put_word (guint8 out[4], RlxLinkLane lane, gsize len, gboolean more,
                                gboolean shm);
 
+/* A ring operation, the body of a RING record: u32 LE kind, u32 LE ring id,
+ * u64 LE a, u64 LE b. */
+#define RLX_LINK_STREAM_RING_OP_LEN 24
+
+typedef enum {
+  RLX_LINK_RING_ATTACH = 1,   /* control lane: ring @ring of a = size bytes; its
+                               * memfd passed with SCM_RIGHTS on the record's
+                               * first byte; b = 0 */
+  RLX_LINK_RING_FRAME,        /* bulk lane: the next bulk frame is bytes
+                               * [a, a + b) of ring @ring; the sender does not
+                               * touch them until they are released */
+  RLX_LINK_RING_RELEASE,      /* control lane: the frame at offset a of the
+                               * receiver's ring @ring is released; b = 0 */
+  RLX_LINK_RING_DETACH,       /* control lane: ring @ring holds no new frames
+                               * from now on; a = b = 0 */
+} RlxLinkRingKind;
+
+typedef struct {
+  RlxLinkRingKind kind;
+  guint32         ring;
+  guint64         a;
+  guint64         b;
+} RlxLinkRingOp;
+
+/* The record (word and body) of @op, in @out: 4 + RLX_LINK_STREAM_RING_OP_LEN
+ * bytes. The lane is the one @op's kind goes on. */
+void rlx_link_stream_put_ring_op (guint8 out[4 + RLX_LINK_STREAM_RING_OP_LEN],
+                                  const RlxLinkRingOp *op);
+
 typedef struct {
   /* A whole frame arrived on @lane. FALSE stops the reader (the link went
    * away inside the handler). */
@@ -57,6 +94,10 @@ typedef struct {
   /* An SHM record for a frame of @size bytes: the caller takes the next
    * passed fd. FALSE stops the reader (the caller failed the link). */
   gboolean (*shm)   (gpointer user_data, gsize size);
+  /* A well-formed ring operation (a FRAME's length is within the cap). FALSE
+   * stops the reader (the caller failed the link). NULL: RING records are a
+   * protocol error. */
+  gboolean (*ring)  (gpointer user_data, const RlxLinkRingOp *op);
 } RlxLinkStreamSink;
 
 #define RLX_LINK_STREAM_POOL_MIN ((gsize) 64 * 1024)
@@ -90,6 +131,9 @@ typedef struct {
   gboolean          rec_more;
   gsize             rec_left;
   RlxLinkStreamLane lanes[RLX_LINK_N_LANES];
+  gboolean          in_ring;  /* inside a RING record's body */
+  guint8            ring_body[RLX_LINK_STREAM_RING_OP_LEN];
+  gsize             ring_got;
   char             *peer;   /* for messages */
   RlxLinkStreamPool *pool;  /* NULL: none */
 } RlxLinkStreamReader;

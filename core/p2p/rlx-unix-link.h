@@ -10,6 +10,17 @@
  * RLX_LINK_ERROR_TOO_LARGE. Receive buffers grow with the bytes that actually
  * arrive, never with what a peer announces. Zero-length frames are legal.
  *
+ * The shared ring: bulk frames of at least ring_min bytes are copied once
+ * into a memfd this side shares with the peer for the link's life (both
+ * keep it mapped), and only {ring, offset, length} crosses the socket; the
+ * receiver's frame is its read-only mapping of those bytes, no copy, and
+ * freeing it releases them to the sender (rlx-unix-link.c, "the shared
+ * ring"). A frame finds no room while the peer holds the ring's earlier
+ * frames: it goes through the socket. RLX_LINK_RING=BYTES (0: off) or
+ * rlx_unix_link_set_ring_min sets the size; the default is
+ * RLX_UNIX_LINK_DEFAULT_RING_MIN. Receiving through a ring is always
+ * possible.
+ *
  * Shared memory: bulk frames of at least shm_min bytes go as a sealed memfd
  * passed with SCM_RIGHTS instead of through the socket (the receiver maps it
  * read-only; rlx-link-stream.h). Measured against the socket (BENCHMARKS.md,
@@ -69,6 +80,14 @@ G_BEGIN_DECLS
  * the socket at every size from 64 KiB to 8 MiB). */
 #define RLX_UNIX_LINK_DEFAULT_SHM_MIN ((gsize) 0)
 
+/* Bulk frames from this size on go through the shared ring (see above).
+ * Measured against the socket (BENCHMARKS.md, "The shared ring"): two ranks
+ * of mnist-mlp-xl at f32 1.18× on a two-core CPU and 1.18× on one H200
+ * (f16 1.09× and 1.13×); mnist-mlp's 407 KB frames about even. Smaller
+ * frames (mnist-cnn's 164 KB buckets, every control frame) stay on the
+ * socket. */
+#define RLX_UNIX_LINK_DEFAULT_RING_MIN ((gsize) 256 * 1024)
+
 /* TRUE: all links share one I/O thread; FALSE: a thread per link. */
 #define RLX_UNIX_LINK_DEFAULT_IO_SHARED TRUE
 
@@ -95,5 +114,12 @@ gsize    rlx_unix_link_get_max_frame (RlxUnixLink *self);
  * I/O thread takes from the queue from now on. */
 void     rlx_unix_link_set_shm_min   (RlxUnixLink *self, gsize min_bytes);
 gsize    rlx_unix_link_get_shm_min   (RlxUnixLink *self);
+/* Smallest bulk frame sent through the shared ring; 0: never. As above. */
+void     rlx_unix_link_set_ring_min  (RlxUnixLink *self, gsize min_bytes);
+gsize    rlx_unix_link_get_ring_min  (RlxUnixLink *self);
+/* Frames this link sent and received through shared rings, and bulk frames
+ * of at least ring_min that went another way because no ring had room. */
+void     rlx_unix_link_get_ring_stats (RlxUnixLink *self, guint *sent, guint *received,
+                                       guint *fallbacks);
 
 G_END_DECLS

@@ -6,7 +6,8 @@
  *   - fed the whole stream at once, fed in the cut pieces, and fed through
  *     the zero-copy path (body_space / body_got, as the link reads large
  *     bodies) it produces the same events: the same frames with the same
- *     lanes and bytes, the same SHM records, the same error or none;
+ *     lanes and bytes, the same SHM records and ring operations (each
+ *     of a known kind, a frame within the cap), the same error or none;
  *   - no lane buffer ever holds more than twice what arrived plus 64 KiB
  *     (a peer's announced sizes are never allocated up front);
  *   - fed through a receive-buffer pool (frames released as they come, as
@@ -42,7 +43,8 @@ check (gboolean ok, const char *what)
     }
 }
 
-/* Events as text: "F<lane>:<len>:<xxh>" per frame, "S<size>" per SHM. */
+/* Events as text: "F<lane>:<len>:<xxh>" per frame, "S<size>" per SHM,
+ * "R<kind>:<ring>:<a>:<b>" per ring operation. */
 typedef struct {
   GString *log;
   gsize    received;
@@ -76,7 +78,20 @@ on_shm (gpointer user_data, gsize size)
   return TRUE;
 }
 
-static const RlxLinkStreamSink sink = { on_frame, on_shm };
+static gboolean
+on_ring (gpointer user_data, const RlxLinkRingOp *op)
+{
+  Events *e = user_data;
+
+  check (op->kind >= RLX_LINK_RING_ATTACH && op->kind <= RLX_LINK_RING_DETACH,
+         "ring operation of an unknown kind");
+  check (op->kind != RLX_LINK_RING_FRAME || op->b <= MAX_FRAME, "ring frame over the cap");
+  g_string_append_printf (e->log, "R%d:%u:%" G_GUINT64_FORMAT ":%" G_GUINT64_FORMAT " ",
+                          (int) op->kind, op->ring, op->a, op->b);
+  return TRUE;
+}
+
+static const RlxLinkStreamSink sink = { on_frame, on_shm, on_ring };
 
 static void
 check_buffers (RlxLinkStreamReader *r, gsize received)

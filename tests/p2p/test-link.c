@@ -147,6 +147,9 @@ order_and_large (gsize shm_min)
   g_assert_no_error (error);
   rlx_unix_link_set_shm_min (RLX_UNIX_LINK (a), shm_min);
   rlx_unix_link_set_shm_min (RLX_UNIX_LINK (b), shm_min);
+  /* the socket and memfds only (ring-order covers the ring) */
+  rlx_unix_link_set_ring_min (RLX_UNIX_LINK (a), 0);
+  rlx_unix_link_set_ring_min (RLX_UNIX_LINK (b), 0);
   sink_init (&sa, a);
   sink_init (&sb, b);
 
@@ -292,6 +295,7 @@ test_flush_on_close (void)
 
   /* through the socket (a memfd would leave at once) */
   rlx_unix_link_set_shm_min (RLX_UNIX_LINK (a), 0);
+  rlx_unix_link_set_ring_min (RLX_UNIX_LINK (a), 0);
   g_assert_true (rlx_link_send (a, big, &error));
   g_assert_true (rlx_link_send (a, bye, &error));
   g_assert_cmpuint (rlx_link_pending_bytes (a), >, 0);  /* 16 MB cannot go at once */
@@ -606,6 +610,8 @@ test_control_overtakes_bulk (void)
                   g_array_new (FALSE, FALSE, sizeof (RlxLinkLane)) };
 
   rlx_unix_link_set_shm_min (RLX_UNIX_LINK (a), 0);
+
+  rlx_unix_link_set_ring_min (RLX_UNIX_LINK (a), 0);
   g_assert_true (rlx_link_send_lane (a, RLX_LINK_LANE_BULK, bulk1, NULL));
   g_assert_true (rlx_link_send_lane (a, RLX_LINK_LANE_BULK, bulk2, NULL));
   g_assert_cmpuint (rlx_link_pending_bytes_lane (a, RLX_LINK_LANE_BULK), >, 0);
@@ -709,6 +715,8 @@ test_io_without_main_loop (void)
   Sink sink;
 
   rlx_unix_link_set_shm_min (RLX_UNIX_LINK (link), 0);
+
+  rlx_unix_link_set_ring_min (RLX_UNIX_LINK (link), 0);
   sink_init (&sink, link);
   g_assert_cmpint (fcntl (raw, F_SETFL, fcntl (raw, F_GETFL) | O_NONBLOCK), ==, 0);
 
@@ -854,16 +862,15 @@ test_inbox_bounded (void)
   sink_clear (&sink);
 }
 
-/* Send an SHM record for @size bytes with @fd (or none) from the raw end. */
+/* Write @len bytes of @buf from the raw end in one sendmsg, passing @fd
+ * (when ≥ 0) on its first byte. */
 static void
-send_shm_record (int raw, gsize size, int fd, RlxLinkLane lane, gboolean more)
+send_with_fd (int raw, const void *buf, gsize len, int fd)
 {
-  guint8 hdr[4];
-  struct iovec iov = { hdr, 4 };
+  struct iovec iov = { (void *) buf, len };
   union { struct cmsghdr align; char buf[CMSG_SPACE (sizeof (int))]; } control;
   struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
 
-  rlx_link_stream_put_word (hdr, lane, size, more, TRUE);
   if (fd >= 0)
     {
       struct cmsghdr *c;
@@ -876,7 +883,17 @@ send_shm_record (int raw, gsize size, int fd, RlxLinkLane lane, gboolean more)
       c->cmsg_len = CMSG_LEN (sizeof (int));
       memcpy (CMSG_DATA (c), &fd, sizeof (int));
     }
-  g_assert_cmpint (sendmsg (raw, &msg, MSG_NOSIGNAL), ==, 4);
+  g_assert_cmpint (sendmsg (raw, &msg, MSG_NOSIGNAL), ==, (gssize) len);
+}
+
+/* Send an SHM record for @size bytes with @fd (or none) from the raw end. */
+static void
+send_shm_record (int raw, gsize size, int fd, RlxLinkLane lane, gboolean more)
+{
+  guint8 hdr[4];
+
+  rlx_link_stream_put_word (hdr, lane, size, more, TRUE);
+  send_with_fd (raw, hdr, 4, fd);
 }
 
 static int
@@ -925,7 +942,8 @@ test_shm_hostile (void)
   enum { NO_FD, PIPE_FD, UNSEALED, WRITABLE, WRONG_SIZE, ON_CONTROL, WITH_MORE, FD_FLOOD, N_CASES };
   const char *want[N_CASES] = {
     "without its file descriptor", "not a memfd", "not sealed", "not sealed",
-    "announced a shared-memory frame of 6000", "on the control lane", "marked as continued",
+    "announced a shared-memory frame of 6000", "on the control lane",
+    "shared-ring record of 100 bytes (not 24)",
     "more file descriptors",
   };
 
@@ -1005,6 +1023,201 @@ test_shm_hostile (void)
     }
 }
 
+/* ── the shared ring ──────────────────────────────────────────────────── */
+
+static GBytes *
+frame_at (Sink *sink, guint i)
+{
+  return sink->frames->pdata[i];
+}
+
+/* Wait until @link has read @rx bytes in all. */
+static void
+wait_for_read (RlxLink *link, guint64 rx)
+{
+  gboolean expired = FALSE;
+  guint id = g_timeout_add (10000, on_timeout, &expired);
+
+  while (rlx_link_get_bytes_rx (link) < rx && !expired)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_false (expired);
+  g_source_remove (id);
+}
+
+#define RING_REC (4 + RLX_LINK_STREAM_RING_OP_LEN)
+
+/* Frames of every size through a ring, in order with the socket's, and
+ * counted as frames: bytes-tx has each ring frame's length plus its record,
+ * and the ring's ATTACH record. */
+static void
+test_ring_order (void)
+{
+  g_autoptr(RlxLink) a = NULL;
+  g_autoptr(RlxLink) b = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) sent = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  gsize sizes[] = { 1, 0, 17, 4 << 20, 3, 65536, 65535, 200000, 4, (4 << 20) + 5, 9 };
+  guint64 payload = RING_REC;   /* the ATTACH */
+  guint ring_sent, ring_rx, fallbacks, want_ring = 0;
+  Sink sa, sb;
+
+  g_assert_true (rlx_unix_link_new_pair (0, &a, &b, &error));
+  rlx_unix_link_set_ring_min (RLX_UNIX_LINK (a), 65536);
+  rlx_unix_link_set_ring_min (RLX_UNIX_LINK (b), 0);
+  g_assert_cmpuint (rlx_unix_link_get_ring_min (RLX_UNIX_LINK (a)), ==, 65536);
+  sink_init (&sa, a);
+  sink_init (&sb, b);
+  for (guint i = 0; i < G_N_ELEMENTS (sizes); i++)
+    {
+      GBytes *f = pattern_frame (sizes[i], i);
+
+      g_assert_true (rlx_link_send (a, f, &error));
+      g_ptr_array_add (sent, f);
+      if (sizes[i] >= 65536)
+        {
+          payload += sizes[i] + RING_REC;
+          want_ring++;
+        }
+      else
+        payload += stream_bytes (sizes[i], 0);
+    }
+  wait_for (&sb.frames->len, sent->len);
+  for (guint i = 0; i < sent->len; i++)
+    g_assert_true (g_bytes_equal (sent->pdata[i], frame_at (&sb, i)));
+  rlx_unix_link_get_ring_stats (RLX_UNIX_LINK (a), &ring_sent, NULL, &fallbacks);
+  rlx_unix_link_get_ring_stats (RLX_UNIX_LINK (b), NULL, &ring_rx, NULL);
+  g_assert_cmpuint (ring_sent, ==, want_ring);
+  g_assert_cmpuint (ring_rx, ==, want_ring);
+  g_assert_cmpuint (fallbacks, ==, 0);
+  wait_for_written (a, payload);
+  g_assert_cmpuint (rlx_link_get_bytes_tx (a), ==, payload);
+  wait_for_read (b, payload);
+  g_assert_cmpuint (rlx_link_get_bytes_rx (b), ==, payload);
+  g_assert_cmpuint (sa.closed + sb.closed, ==, 0);
+  rlx_link_close (a);
+  rlx_link_close (b);
+  sink_clear (&sa);
+  sink_clear (&sb);
+}
+
+/* A ring holds what the receiver holds: once it is full the next frames go
+ * through the socket (intact, in order); frames freed on the receiver are
+ * released to the sender, whose ring takes frames again. A frame received in
+ * a ring outlives both links. */
+static void
+test_ring_full_and_release (void)
+{
+  g_autoptr(RlxLink) a = NULL;
+  g_autoptr(RlxLink) b = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) sent = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  g_autoptr(GBytes) kept = NULL;
+  guint ring_sent, fallbacks;
+  Sink sb;
+
+  g_assert_true (rlx_unix_link_new_pair (0, &a, &b, &error));
+  rlx_unix_link_set_ring_min (RLX_UNIX_LINK (a), 65536);
+  sink_init (&sb, b);
+  /* 1 MiB frames: a ring of 4 MiB, so four fit while the receiver holds them */
+  for (guint i = 0; i < 6; i++)
+    {
+      GBytes *f = pattern_frame (1 << 20, i);
+
+      g_assert_true (rlx_link_send (a, f, NULL));
+      g_ptr_array_add (sent, f);
+    }
+  wait_for (&sb.frames->len, 6);
+  for (guint i = 0; i < 6; i++)
+    g_assert_true (g_bytes_equal (sent->pdata[i], frame_at (&sb, i)));
+  rlx_unix_link_get_ring_stats (RLX_UNIX_LINK (a), &ring_sent, NULL, &fallbacks);
+  g_assert_cmpuint (ring_sent, ==, 4);
+  g_assert_cmpuint (fallbacks, ==, 2);
+
+  /* Free all but the first: three RELEASE records go back. The ring is
+   * first-in first-out and the first is its oldest block, so there is still
+   * no room (the fourth ends at the ring's end, and wrapping around needs
+   * the first's bytes): the next frame goes through the socket. */
+  kept = g_bytes_ref (frame_at (&sb, 0));
+  g_ptr_array_set_size (sb.frames, 0);
+  wait_for_written (b, 3 * RING_REC);
+  wait_for_read (a, 3 * RING_REC);
+  g_assert_true (rlx_link_send (a, sent->pdata[5], NULL));
+  wait_for (&sb.frames->len, 1);
+  rlx_unix_link_get_ring_stats (RLX_UNIX_LINK (a), &ring_sent, NULL, &fallbacks);
+  g_assert_cmpuint (ring_sent, ==, 4);
+  g_assert_cmpuint (fallbacks, ==, 3);
+
+  /* the oldest freed too: the ring takes four again */
+  g_clear_pointer (&kept, g_bytes_unref);
+  g_ptr_array_set_size (sb.frames, 0);
+  wait_for_written (b, 4 * RING_REC);
+  wait_for_read (a, 4 * RING_REC);
+  for (guint i = 0; i < 4; i++)
+    g_assert_true (rlx_link_send (a, sent->pdata[i], NULL));
+  wait_for (&sb.frames->len, 4);
+  for (guint i = 0; i < 4; i++)
+    g_assert_true (g_bytes_equal (sent->pdata[i], frame_at (&sb, i)));
+  rlx_unix_link_get_ring_stats (RLX_UNIX_LINK (a), &ring_sent, NULL, &fallbacks);
+  g_assert_cmpuint (ring_sent, ==, 8);
+  g_assert_cmpuint (fallbacks, ==, 3);
+
+  /* a frame held past the end of both links keeps its bytes */
+  kept = g_bytes_ref (frame_at (&sb, 3));
+  rlx_link_close (a);
+  rlx_link_close (b);
+  sink_clear (&sb);
+  g_clear_object (&a);
+  g_clear_object (&b);
+  spin (20);
+  g_assert_true (g_bytes_equal (sent->pdata[3], kept));
+}
+
+/* Larger frames than the ring was made for: a larger ring replaces it (the
+ * old one is retired, and still backs the frame the receiver holds from
+ * it), and the released frame of the retired ring is accepted. */
+static void
+test_ring_grows (void)
+{
+  g_autoptr(RlxLink) a = NULL;
+  g_autoptr(RlxLink) b = NULL;
+  g_autoptr(GBytes) small = pattern_frame (1 << 20, 1);
+  g_autoptr(GBytes) big = pattern_frame (3 << 20, 2);
+  g_autoptr(GBytes) held = NULL;
+  guint ring_sent, fallbacks;
+  Sink sa, sb;
+
+  g_assert_true (rlx_unix_link_new_pair (0, &a, &b, NULL));
+  rlx_unix_link_set_ring_min (RLX_UNIX_LINK (a), 65536);
+  sink_init (&sa, a);
+  sink_init (&sb, b);
+  g_assert_true (rlx_link_send (a, small, NULL));
+  wait_for (&sb.frames->len, 1);
+  held = g_bytes_ref (frame_at (&sb, 0));
+  g_assert_true (rlx_link_send (a, big, NULL));
+  g_assert_true (rlx_link_send (a, big, NULL));
+  wait_for (&sb.frames->len, 3);
+  g_assert_true (g_bytes_equal (big, frame_at (&sb, 1)));
+  g_assert_true (g_bytes_equal (big, frame_at (&sb, 2)));
+  /* the retired ring's frame is intact after its DETACH */
+  g_assert_true (g_bytes_equal (small, held));
+  rlx_unix_link_get_ring_stats (RLX_UNIX_LINK (a), &ring_sent, NULL, &fallbacks);
+  g_assert_cmpuint (ring_sent, ==, 3);
+  g_assert_cmpuint (fallbacks, ==, 0);
+  /* its release reaches the sender, which frees the old ring: no error */
+  g_clear_pointer (&held, g_bytes_unref);
+  g_ptr_array_set_size (sb.frames, 0);
+  wait_for_written (b, 3 * RING_REC);
+  wait_for_read (a, 3 * RING_REC);
+  g_assert_true (rlx_link_send (a, big, NULL));
+  wait_for (&sb.frames->len, 1);
+  g_assert_true (g_bytes_equal (big, frame_at (&sb, 0)));
+  g_assert_cmpuint (sa.closed + sb.closed, ==, 0);
+  rlx_link_close (a);
+  rlx_link_close (b);
+  sink_clear (&sa);
+  sink_clear (&sb);
+}
+
 /* Copies in pieces cover every byte, whatever the size's remainder, and
  * nothing past it; several threads may copy at once. */
 static gpointer
@@ -1038,6 +1251,193 @@ test_par_copy (void)
   for (guint i = 0; i < G_N_ELEMENTS (sizes); i++)
     g_thread_join (threads[i]);
   g_assert_cmpuint (rlx_par_copy_min_bytes (), >, 0);
+}
+
+/* Send ring operation @op from the raw end, with @fd (or none); @word_lane
+ * ≥ 0 overrides its lane, @len ≠ 24 its announced length. */
+static void
+send_ring_op (int raw, RlxLinkRingKind kind, guint32 ring, guint64 a, guint64 b, int fd,
+              int word_lane, gsize len)
+{
+  RlxLinkRingOp op = { kind, ring, a, b };
+  guint8 rec[RING_REC];
+
+  rlx_link_stream_put_ring_op (rec, &op);
+  if (word_lane >= 0 || len != RLX_LINK_STREAM_RING_OP_LEN)
+    rlx_link_stream_put_word (rec, word_lane >= 0 ? (RlxLinkLane) word_lane :
+                              (kind == RLX_LINK_RING_FRAME ? RLX_LINK_LANE_BULK :
+                               RLX_LINK_LANE_CONTROL), len, TRUE, TRUE);
+  send_with_fd (raw, rec, MIN ((gsize) RING_REC, 4 + len), fd);
+}
+
+typedef struct {
+  GArray *ops;   /* RlxLinkRingOp */
+} RawRingSink;
+
+static gboolean
+raw_ring_frame (gpointer user_data, RlxLinkLane lane, GBytes *frame)
+{
+  return TRUE;
+}
+
+static gboolean
+raw_ring_op (gpointer user_data, const RlxLinkRingOp *op)
+{
+  RawRingSink *rs = user_data;
+
+  g_array_append_val (rs->ops, *op);
+  return TRUE;
+}
+
+static const RlxLinkStreamSink raw_ring_sink = { raw_ring_frame, raw_sink_shm, raw_ring_op };
+
+/* A raw peer's ring: its frame is delivered from the mapping, and freeing it
+ * sends RELEASE with that ring and offset back. */
+static void
+test_ring_from_raw_peer (void)
+{
+  int raw;
+  g_autoptr(RlxLink) link = link_with_raw_peer (0, &raw);
+  int fd = memfd_with (65536, F_SEAL_SHRINK | F_SEAL_GROW);
+  RawRingSink rs = { g_array_new (FALSE, FALSE, sizeof (RlxLinkRingOp)) };
+  RlxLinkStreamReader reader;
+  guint8 buf[256];
+  Sink sink;
+
+  sink_init (&sink, link);
+  send_ring_op (raw, RLX_LINK_RING_ATTACH, 5, 65536, 0, fd, -1, RLX_LINK_STREAM_RING_OP_LEN);
+  close (fd);
+  send_ring_op (raw, RLX_LINK_RING_FRAME, 5, 1000, 3000, -1, -1, RLX_LINK_STREAM_RING_OP_LEN);
+  wait_for (&sink.frames->len, 1);
+  g_assert_cmpuint (g_bytes_get_size (frame_at (&sink, 0)), ==, 3000);
+  g_assert_cmpuint (((const guint8 *) g_bytes_get_data (frame_at (&sink, 0), NULL))[0], ==,
+                    (guint8) 1000);
+  g_ptr_array_set_size (sink.frames, 0);
+  rlx_link_stream_reader_init (&reader, 1 << 20, "link");
+  while (rs.ops->len == 0)
+    {
+      gssize n;
+
+      wait_fd (raw, POLLIN);
+      n = read (raw, buf, sizeof buf);
+      g_assert_cmpint (n, >, 0);
+      g_assert_true (rlx_link_stream_reader_feed (&reader, buf, n, &raw_ring_sink, &rs, NULL));
+    }
+  g_assert_cmpint (g_array_index (rs.ops, RlxLinkRingOp, 0).kind, ==, RLX_LINK_RING_RELEASE);
+  g_assert_cmpuint (g_array_index (rs.ops, RlxLinkRingOp, 0).ring, ==, 5);
+  g_assert_cmpuint (g_array_index (rs.ops, RlxLinkRingOp, 0).a, ==, 1000);
+  g_assert_cmpuint (sink.closed, ==, 0);
+  rlx_link_stream_reader_clear (&reader);
+  rlx_link_stream_reader_free_name (&reader);
+  g_array_unref (rs.ops);
+  close (raw);
+  sink_clear (&sink);
+}
+
+/* Hostile ring records: each closes the link with a message that says what
+ * was wrong, never a crash or a mapping that could fault later. */
+static void
+test_ring_hostile (void)
+{
+  enum { FRAME_UNKNOWN, NO_FD, PIPE_FD, UNSEALED, WRONG_SIZE, TOO_BIG, BEYOND, OVERFLOW,
+         RELEASE_UNSENT, DETACH_UNKNOWN, BAD_KIND, WRONG_LANE, RESERVED, BAD_LEN, TWICE,
+         TOO_MANY, N_CASES };
+  const char *want[N_CASES] = {
+    "which it never attached", "without its file descriptor", "not a memfd",
+    "not sealed against resizing", "not of the announced size", "outside 1 byte to 256 MiB",
+    "beyond the ring's end", "beyond the ring's end", "released a shared-ring frame it was not sent",
+    "retired shared ring 3, which it never attached", "of an unknown kind", "on the wrong lane",
+    "nonzero reserved", "of 10 bytes (not 24)", "already attached", "beyond the rings",
+  };
+
+  for (guint c = 0; c < N_CASES; c++)
+    {
+      int raw;
+      g_autoptr(RlxLink) link = link_with_raw_peer (0, &raw);
+      Sink sink;
+      int fd = -1, pipefd[2] = { -1, -1 };
+      const gsize L = RLX_LINK_STREAM_RING_OP_LEN;
+
+      sink_init (&sink, link);
+      if (c == BEYOND || c == OVERFLOW || c == TWICE || c == TOO_MANY)
+        {
+          for (guint i = 0; i < (c == TOO_MANY ? 5 : 1); i++)
+            {
+              fd = memfd_with (65536, F_SEAL_SHRINK | F_SEAL_GROW);
+              send_ring_op (raw, RLX_LINK_RING_ATTACH, 1 + i, 65536, 0, fd, -1, L);
+              close (fd);
+            }
+          fd = -1;
+        }
+      switch (c)
+        {
+        case FRAME_UNKNOWN:
+          send_ring_op (raw, RLX_LINK_RING_FRAME, 7, 0, 10, -1, -1, L);
+          break;
+        case NO_FD:
+          send_ring_op (raw, RLX_LINK_RING_ATTACH, 1, 4096, 0, -1, -1, L);
+          break;
+        case PIPE_FD:
+          g_assert_cmpint (pipe (pipefd), ==, 0);
+          send_ring_op (raw, RLX_LINK_RING_ATTACH, 1, 4096, 0, pipefd[0], -1, L);
+          break;
+        case UNSEALED:
+          fd = memfd_with (4096, F_SEAL_GROW);
+          send_ring_op (raw, RLX_LINK_RING_ATTACH, 1, 4096, 0, fd, -1, L);
+          break;
+        case WRONG_SIZE:
+          fd = memfd_with (4096, F_SEAL_SHRINK | F_SEAL_GROW);
+          send_ring_op (raw, RLX_LINK_RING_ATTACH, 1, 8192, 0, fd, -1, L);
+          break;
+        case TOO_BIG:
+          fd = memfd_with (4096, F_SEAL_SHRINK | F_SEAL_GROW);
+          send_ring_op (raw, RLX_LINK_RING_ATTACH, 1, (guint64) 1 << 30, 0, fd, -1, L);
+          break;
+        case BEYOND:
+          send_ring_op (raw, RLX_LINK_RING_FRAME, 1, 60000, 10000, -1, -1, L);
+          break;
+        case OVERFLOW:
+          send_ring_op (raw, RLX_LINK_RING_FRAME, 1, G_MAXUINT64 - 5, 10, -1, -1, L);
+          break;
+        case RELEASE_UNSENT:
+          send_ring_op (raw, RLX_LINK_RING_RELEASE, 1, 0, 0, -1, -1, L);
+          break;
+        case DETACH_UNKNOWN:
+          send_ring_op (raw, RLX_LINK_RING_DETACH, 3, 0, 0, -1, -1, L);
+          break;
+        case BAD_KIND:
+          send_ring_op (raw, 9, 1, 0, 0, -1, RLX_LINK_LANE_CONTROL, L);
+          break;
+        case WRONG_LANE:
+          send_ring_op (raw, RLX_LINK_RING_FRAME, 1, 0, 10, -1, RLX_LINK_LANE_CONTROL, L);
+          break;
+        case RESERVED:
+          send_ring_op (raw, RLX_LINK_RING_RELEASE, 1, 0, 1, -1, -1, L);
+          break;
+        case BAD_LEN:
+          send_ring_op (raw, RLX_LINK_RING_RELEASE, 1, 0, 0, -1, -1, 10);
+          break;
+        case TWICE:
+          fd = memfd_with (65536, F_SEAL_SHRINK | F_SEAL_GROW);
+          send_ring_op (raw, RLX_LINK_RING_ATTACH, 1, 65536, 0, fd, -1, L);
+          break;
+        case TOO_MANY:
+          break;   /* the fifth ATTACH above */
+        }
+      wait_for (&sink.closed, 1);
+      if (strstr (sink.close_error->message, want[c]) == NULL)
+        g_error ("case %u: \"%s\" lacks \"%s\"", c, sink.close_error->message, want[c]);
+      g_assert_true (g_error_matches (sink.close_error, RLX_LINK_ERROR, RLX_LINK_ERROR_PROTOCOL));
+      if (fd >= 0)
+        close (fd);
+      if (pipefd[0] >= 0)
+        {
+          close (pipefd[0]);
+          close (pipefd[1]);
+        }
+      close (raw);
+      sink_clear (&sink);
+    }
 }
 
 /* Out of file descriptors: a link that cannot get the eventfds it needs is
@@ -1170,6 +1570,11 @@ main (int argc, char **argv)
   g_test_add_func ("/p2p/link/shm-good", test_shm_good);
   g_test_add_func ("/p2p/link/shm-hostile", test_shm_hostile);
   g_test_add_func ("/p2p/link/par-copy", test_par_copy);
+  g_test_add_func ("/p2p/link/ring-order", test_ring_order);
+  g_test_add_func ("/p2p/link/ring-full-and-release", test_ring_full_and_release);
+  g_test_add_func ("/p2p/link/ring-grows", test_ring_grows);
+  g_test_add_func ("/p2p/link/ring-from-raw-peer", test_ring_from_raw_peer);
+  g_test_add_func ("/p2p/link/ring-hostile", test_ring_hostile);
   g_test_add_func ("/p2p/link/no-fds", test_no_fds);
   g_test_add_func ("/p2p/link/peer-uid", test_peer_uid);
 

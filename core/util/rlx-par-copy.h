@@ -2,7 +2,8 @@
  *
  * One core copies about 10 GB/s; mnist-mlp-xl's buckets and updates are
  * 7.45 MB at f32 and cross several copies on a round's serial path (out of
- * a GPU's readback buffer, into the next GPU's upload buffer). rlx_par_copy splits a copy of at least rlx_par_copy_min_bytes()
+ * a GPU's readback buffer, into a shared ring, into the next GPU's upload
+ * buffer). rlx_par_copy splits a copy of at least rlx_par_copy_min_bytes()
  * into RLX_PAR_COPY_PIECES pieces of whole 64-byte lines that together cover
  * it, the caller's thread doing the first, a process-wide pool of threads
  * the rest; smaller ones are one memcpy. Thread-safe: any number of threads
@@ -15,9 +16,11 @@
 G_BEGIN_DECLS
 
 #define RLX_PAR_COPY_PIECES 8u
-/* From this size on, on more than two cores (BENCHMARKS.md: 4 MiB split
- * gained, 1 MiB and 256 KiB did not). */
-#define RLX_PAR_COPY_MIN_BYTES ((gsize) 4 << 20)
+/* From this size on, on more than two cores. With the socket between ranks,
+ * splitting from 1 MiB gained nothing over 4 MiB; with the shared ring it
+ * did: two ranks of mnist-mlp-xl on one H200, f16 (3.7 MB codes) 1.12×,
+ * f8 1.09× (BENCHMARKS.md, "The shared ring"). */
+#define RLX_PAR_COPY_MIN_BYTES ((gsize) 1 << 20)
 
 /* RLX_COPY_PAR_MIN=BYTES when set (any machine: a small value makes tests
  * reach the split copies, a huge one turns them off); otherwise

@@ -19,6 +19,11 @@
  * with what arrived (the reader never trusts an announced size), and the
  * finished buffer crosses to the main context as it is.
  *
+ * Bulk frames of at least ring_min bytes go through the shared ring
+ * (rlx-link-ring.h; RING records): copied once into a memfd both sides keep
+ * mapped, only their place on the socket. Frames the ring has no room for
+ * go on as below.
+ *
  * Large bulk frames may travel as a sealed memfd instead (SHM records, the fd
  * passed with SCM_RIGHTS, when RLX_LINK_SHM asks for it): the I/O side copies
  * the frame into the memfd once, the receiver maps it read-only. Measured, a
@@ -38,7 +43,7 @@
 #include "rlx-link-mailbox.h"
 #include "rlx-link-stream.h"
 #include "rlx-trace.h"
-#include "core/util/rlx-par-copy.h"
+#include "rlx-link-ring.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -70,19 +75,6 @@
 /* fds a peer may have passed ahead of their SHM records */
 #define MAX_PENDING_FDS   8
 #define REQUIRED_SEALS    (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
-/* The shared ring: sized for RING_FRAMES frames of the size that made it
- * (a round's bucket or update held while the next arrives, one in the
- * inbox), a power of two within [RING_MIN_SIZE, RING_MAX_SIZE]; a frame
- * larger than the largest ring can hold that many of goes through the
- * socket. */
-#define RING_FRAMES       3
-#define RING_ALIGN        ((gsize) 64)
-#define RING_MIN_SIZE     ((gsize) 4 << 20)
-#define RING_MAX_SIZE     ((gsize) 256 << 20)
-/* Rings a side keeps: its current one plus retired ones whose frames the
- * peer still holds (sending), or mapped from the peer (receiving). */
-#define MAX_RINGS         4
-#define RING_SEALS        (F_SEAL_SHRINK | F_SEAL_GROW)
 
 typedef struct {
   GBytes  *bytes;       /* NULL once moved into a memfd or the ring */
@@ -95,52 +87,6 @@ typedef struct {
   gboolean is_frame;    /* a frame of the link's user (not ring bookkeeping) */
   guint8   ring_rec[4 + RLX_LINK_STREAM_RING_OP_LEN];
 } OutFrame;
-
-/* A block of a sending ring: a frame the peer may still be reading. */
-typedef struct {
-  gsize    off;
-  gsize    len;
-  gboolean released;
-} RingBlock;
-
-/* Our shared ring (I/O thread only): a memfd mapped here read-write and by
- * the peer read-only. Frames are placed first-in first-out; the peer
- * releases each when its frame is freed. */
-typedef struct {
-  guint32  id;
-  guint8  *addr;
-  gsize    size;
-  gsize    head;      /* where the next block starts */
-  GQueue   blocks;    /* RingBlock*, oldest first */
-  gboolean retired;   /* no new frames; freed once every block is released */
-} TxRing;
-
-/* A ring the peer shared with us, mapped read-only. Each frame received in
- * it holds a reference, so it outlives the link while anyone holds one. */
-typedef struct {
-  gatomicrefcount ref;
-  guint32         id;
-  guint8         *addr;
-  gsize           size;
-} RxRing;
-
-/* Releases of frames received in the peer's rings, from whichever thread
- * frees them, to the I/O thread. */
-typedef struct {
-  gatomicrefcount ref;
-  GMutex          lock;
-  gpointer        io;         /* UnixIo *, NULL once the I/O side ended */
-  GMainContext   *context;
-  GArray         *pending;    /* RlxLinkRingOp (RELEASE) */
-  gboolean        scheduled;  /* an idle source will take them */
-} RingReleases;
-
-/* What a frame received in a ring holds. */
-typedef struct {
-  RxRing       *ring;
-  RingReleases *rel;
-  guint64       off;
-} RingHold;
 
 /* A record being written: its header and body slice. */
 typedef struct {
@@ -187,16 +133,13 @@ typedef struct {
   RlxLinkStreamReader reader;
   RlxLinkStreamPool  *pool;
   GQueue              rx_fds;          /* GINT_TO_POINTER (fd + 1) */
-  RxRing             *rx_rings[MAX_RINGS];
-  RingReleases       *rel;
+  RlxRingRx          *ring_rx;         /* the peer's rings */
 
   /* write state */
   GQueue              out[RLX_LINK_N_LANES];   /* OutFrame*, oldest first */
   gsize               shm_min;
   gsize               ring_min;
-  gboolean            ring_broken;     /* the kernel refused a ring: socket only */
-  TxRing             *tx_rings[MAX_RINGS];   /* [0]: the current one, or NULL */
-  guint32             next_ring_id;
+  RlxRingTx          *ring_tx;         /* ours */
   Rec                 cur;             /* valid when cur_active */
   gboolean            cur_active;
 
@@ -456,79 +399,15 @@ sink_shm (gpointer user_data, gsize size)
 }
 
 
-/* ── the shared ring ─────────────────────────────────────────────────── *
- *
- * Bulk frames of at least ring_min bytes are copied once into a memfd this
- * side made, which both sides keep mapped for the link's life (so neither
- * pays a page fault per frame, which is what sank a memfd per frame), and
- * only a FRAME record {ring, offset, length} crosses the socket. The
- * receiver hands the frame out as GBytes over its read-only mapping, with no
- * copy; freeing them sends RELEASE, and only then may the sender reuse those
- * bytes. When the ring has no room (the peer holds its frames) a frame goes
- * through the socket as before: nothing ever waits for ring space. The
- * receiver trusts nothing: the fd must be a memfd sealed against shrinking
- * and growing (so its mapping never faults), of the announced size; a frame
- * must lie inside a ring it has; a release must name a block this side
- * sent. The ring is not sealed against writing (it is reused): both ends
- * are one user's (check_peer_uid), and what a sender could do by rewriting
- * a frame it has sent, it could do by sending other bytes — a replica that
- * diverged is caught by the cohort's hashes (docs/PROTOCOL.md). */
+/* ── the shared ring (rlx-link-ring.h) ───────────────────────────────── */
 
-static void
-tx_ring_free (TxRing *t)
-{
-  g_queue_clear_full (&t->blocks, g_free);
-  if (t->addr != NULL)
-    munmap (t->addr, t->size);
-  g_free (t);
-}
-
-static void
-rx_ring_unref (RxRing *r)
-{
-  if (!g_atomic_ref_count_dec (&r->ref))
-    return;
-  munmap (r->addr, r->size);
-  g_free (r);
-}
-
-static RingReleases *
-ring_releases_ref (RingReleases *rel)
-{
-  g_atomic_ref_count_inc (&rel->ref);
-  return rel;
-}
-
-static void
-ring_releases_unref (gpointer data)
-{
-  RingReleases *rel = data;
-
-  if (!g_atomic_ref_count_dec (&rel->ref))
-    return;
-  g_array_unref (rel->pending);
-  g_main_context_unref (rel->context);
-  g_mutex_clear (&rel->lock);
-  g_free (rel);
-}
-
-/* The I/O side ends: every ring goes (a frame received in one keeps its
- * mapping until it is freed); releases from now on are dropped. */
+/* The I/O side ends: our rings go, the peer's are unmapped as their frames
+ * are freed, and releases from now on are dropped. */
 static void
 rings_end (UnixIo *io)
 {
-  for (guint i = 0; i < MAX_RINGS; i++)
-    {
-      g_clear_pointer (&io->tx_rings[i], tx_ring_free);
-      g_clear_pointer (&io->rx_rings[i], rx_ring_unref);
-    }
-  if (io->rel != NULL)
-    {
-      g_mutex_lock (&io->rel->lock);
-      io->rel->io = NULL;
-      g_mutex_unlock (&io->rel->lock);
-      g_clear_pointer (&io->rel, ring_releases_unref);
-    }
+  g_clear_pointer (&io->ring_tx, rlx_ring_tx_free);
+  g_clear_pointer (&io->ring_rx, rlx_ring_rx_end);
 }
 
 /* Queue ring operation @op (its own record; @fd passed with it, or -1). */
@@ -546,140 +425,31 @@ queue_ring_op (UnixIo *io, const RlxLinkRingOp *op, int fd)
   return f;
 }
 
-/* A new sending ring of @size bytes, mapped here; its fd goes out with
- * ATTACH. NULL (and no ring on this link from now on) when the kernel
- * refuses. */
-static TxRing *
-tx_ring_new (UnixIo *io, gsize size)
-{
-  int fd = memfd_create ("rlx-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  RlxLinkRingOp op = { RLX_LINK_RING_ATTACH, 0, size, 0 };
-  TxRing *t;
-  void *addr;
-
-  if (fd < 0)
-    goto fail;
-  if (ftruncate (fd, size) != 0 || fcntl (fd, F_ADD_SEALS, RING_SEALS | F_SEAL_SEAL) != 0)
-    goto fail;
-  addr = mmap (NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  if (addr == MAP_FAILED)
-    goto fail;
-  t = g_new0 (TxRing, 1);
-  t->id = op.ring = ++io->next_ring_id;
-  t->addr = addr;
-  t->size = size;
-  g_queue_init (&t->blocks);
-  queue_ring_op (io, &op, fd);
-  return t;
-
-fail:
-  g_debug ("no shared ring of %" G_GSIZE_FORMAT " bytes for %s: %s; frames go through the "
-           "socket", size, io->peer, g_strerror (errno));
-  if (fd >= 0)
-    close (fd);
-  io->ring_broken = TRUE;
-  return NULL;
-}
-
-/* Room for @len bytes (aligned) in @t, first-in first-out: after the newest
- * block, or from the start when the end is too short and the oldest block
- * leaves enough before it. */
-static gboolean
-tx_ring_alloc (TxRing *t, gsize len, gsize *off)
-{
-  RingBlock *b;
-  gsize tail;
-
-  len = MAX (RING_ALIGN, (len + RING_ALIGN - 1) & ~(RING_ALIGN - 1));
-  if (g_queue_is_empty (&t->blocks))
-    t->head = 0;
-  tail = g_queue_is_empty (&t->blocks) ? 0 : ((RingBlock *) g_queue_peek_head (&t->blocks))->off;
-  if (g_queue_is_empty (&t->blocks) || t->head > tail)
-    {
-      if (t->size - t->head >= len)
-        *off = t->head;
-      else if (tail >= len)
-        *off = 0;
-      else
-        return FALSE;
-    }
-  else if (tail - t->head >= len)
-    *off = t->head;
-  else
-    return FALSE;
-  b = g_new (RingBlock, 1);
-  b->off = *off;
-  b->len = len;
-  b->released = FALSE;
-  g_queue_push_tail (&t->blocks, b);
-  t->head = *off + len;
-  return TRUE;
-}
-
-/* The current sending ring, made (or replaced by a larger one) for frames of
- * @len bytes; NULL when they go through the socket. */
-static TxRing *
-tx_ring_for (UnixIo *io, gsize len)
-{
-  gsize need = RING_FRAMES * ((len + RING_ALIGN - 1) & ~(RING_ALIGN - 1));
-  gsize want = RING_MIN_SIZE;
-  guint free_slot = MAX_RINGS;
-
-  /* a power of two: frames a little larger than the last do not make a
-   * new ring each time */
-  while (want < need && want <= RING_MAX_SIZE)
-    want *= 2;
-  if (io->ring_broken || want > RING_MAX_SIZE)
-    return NULL;
-  if (io->tx_rings[0] != NULL && io->tx_rings[0]->size >= want)
-    return io->tx_rings[0];
-  for (guint i = 1; i < MAX_RINGS; i++)
-    if (io->tx_rings[i] == NULL)
-      free_slot = i;
-  if (io->tx_rings[0] != NULL)
-    {
-      /* Retire the ring that is too small: the peer unmaps it once the
-       * frames it holds are freed; we keep it until they are released. */
-      RlxLinkRingOp op = { RLX_LINK_RING_DETACH, io->tx_rings[0]->id, 0, 0 };
-
-      if (free_slot == MAX_RINGS && !g_queue_is_empty (&io->tx_rings[0]->blocks))
-        return NULL;   /* too many retired rings still held: wait */
-      queue_ring_op (io, &op, -1);
-      if (g_queue_is_empty (&io->tx_rings[0]->blocks))
-        tx_ring_free (io->tx_rings[0]);
-      else
-        {
-          io->tx_rings[0]->retired = TRUE;
-          io->tx_rings[free_slot] = io->tx_rings[0];
-        }
-      io->tx_rings[0] = NULL;
-    }
-  io->tx_rings[0] = tx_ring_new (io, want);
-  return io->tx_rings[0];
-}
-
-/* Put bulk frame @frame into the ring and queue its FRAME record. FALSE:
- * it goes another way (no ring, or no room while the peer holds frames). */
+/* Put bulk frame @frame into our ring and queue its records. FALSE: it goes
+ * another way (no ring, or no room while the peer holds frames). */
 static gboolean
 frame_to_ring (UnixIo *io, GBytes *frame)
 {
+  g_autoptr(GArray) out = g_array_new (FALSE, FALSE, sizeof (RlxRingOut));
   gsize len;
   const guint8 *data = g_bytes_get_data (frame, &len);
-  TxRing *t = tx_ring_for (io, len);
-  RlxLinkRingOp op = { RLX_LINK_RING_FRAME, 0, 0, len };
-  OutFrame *f;
-  gsize off;
+  gboolean placed;
+  OutFrame *f = NULL;
 
-  if (t == NULL || !tx_ring_alloc (t, len, &off))
+  if (io->ring_tx == NULL)
+    return FALSE;   /* the I/O side ended: the frame goes nowhere anyway */
+  placed = rlx_ring_tx_place (io->ring_tx, data, len, io->peer, out);
+  for (guint i = 0; i < out->len; i++)
+    {
+      RlxRingOut *o = &g_array_index (out, RlxRingOut, i);
+
+      f = queue_ring_op (io, &o->op, o->fd);
+    }
+  if (!placed)
     {
       g_atomic_int_inc (&io->ring_fallbacks);
       return FALSE;
     }
-  /* the one copy of the frame: in pieces when it is large (rlx-par-copy.h) */
-  rlx_par_copy (t->addr + off, data, len);
-  op.ring = t->id;
-  op.a = off;
-  f = queue_ring_op (io, &op, -1);
   /* the FRAME record stands for the frame: counted as one when written */
   f->is_frame = TRUE;
   f->len = len;
@@ -687,165 +457,16 @@ frame_to_ring (UnixIo *io, GBytes *frame)
   return TRUE;
 }
 
-/* The peer released the frame at @off of our ring @id. */
-static gboolean
-tx_ring_release (UnixIo *io, guint32 id, guint64 off, GError **error)
+/* On the I/O thread: frames received in the peer's rings were freed. */
+static void
+on_ring_releases (gpointer data, const RlxLinkRingOp *ops, guint n_ops)
 {
-  for (guint i = 0; i < MAX_RINGS; i++)
-    {
-      TxRing *t = io->tx_rings[i];
+  UnixIo *io = data;
 
-      if (t == NULL || t->id != id)
-        continue;
-      for (GList *l = t->blocks.head; l != NULL; l = l->next)
-        {
-          RingBlock *b = l->data;
-
-          if (b->off != off || b->released)
-            continue;
-          b->released = TRUE;
-          while (!g_queue_is_empty (&t->blocks) &&
-                 ((RingBlock *) g_queue_peek_head (&t->blocks))->released)
-            g_free (g_queue_pop_head (&t->blocks));
-          if (t->retired && g_queue_is_empty (&t->blocks))
-            g_clear_pointer (&io->tx_rings[i], tx_ring_free);
-          return TRUE;
-        }
-      break;
-    }
-  g_set_error (error, RLX_LINK_ERROR, RLX_LINK_ERROR_PROTOCOL,
-               "%s released a shared-ring frame it was not sent (ring %u, offset %"
-               G_GUINT64_FORMAT "); link closed", io->peer, id, off);
-  return FALSE;
-}
-
-/* On the I/O thread: the releases other threads collected go out. */
-static gboolean
-on_ring_releases (gpointer data)
-{
-  RingReleases *rel = data;
-  g_autoptr(GArray) ops = NULL;
-  UnixIo *io;
-
-  g_mutex_lock (&rel->lock);
-  rel->scheduled = FALSE;
-  io = rel->io;
-  ops = rel->pending;
-  rel->pending = g_array_new (FALSE, FALSE, sizeof (RlxLinkRingOp));
-  g_mutex_unlock (&rel->lock);
-  /* io_end, on this thread, clears rel->io: a set one is alive */
-  if (io == NULL)
-    return G_SOURCE_REMOVE;
-  for (guint i = 0; i < ops->len; i++)
-    queue_ring_op (io, &g_array_index (ops, RlxLinkRingOp, i), -1);
+  for (guint i = 0; i < n_ops; i++)
+    queue_ring_op (io, &ops[i], -1);
   if (io->write_source == NULL)
     io_flush (io);
-  return G_SOURCE_REMOVE;
-}
-
-/* A frame received in a ring was freed (any thread). */
-static void
-ring_hold_free (gpointer data)
-{
-  RingHold *h = data;
-  RingReleases *rel = h->rel;
-  RlxLinkRingOp op = { RLX_LINK_RING_RELEASE, h->ring->id, h->off, 0 };
-
-  g_mutex_lock (&rel->lock);
-  if (rel->io != NULL)
-    {
-      g_array_append_val (rel->pending, op);
-      if (!rel->scheduled)
-        {
-          GSource *src = g_idle_source_new ();
-
-          rel->scheduled = TRUE;
-          g_source_set_priority (src, G_PRIORITY_HIGH);
-          g_source_set_callback (src, on_ring_releases, ring_releases_ref (rel),
-                                 ring_releases_unref);
-          g_source_set_static_name (src, "rlx-unix-link ring releases");
-          g_source_attach (src, rel->context);
-          g_source_unref (src);
-        }
-    }
-  g_mutex_unlock (&rel->lock);
-  rx_ring_unref (h->ring);
-  ring_releases_unref (rel);
-  g_free (h);
-}
-
-static RxRing **
-rx_ring_slot (UnixIo *io, guint32 id)
-{
-  for (guint i = 0; i < MAX_RINGS; i++)
-    if (io->rx_rings[i] != NULL && io->rx_rings[i]->id == id)
-      return &io->rx_rings[i];
-  return NULL;
-}
-
-/* ATTACH: map the peer's ring, after checking its fd. */
-static gboolean
-rx_ring_attach (UnixIo *io, const RlxLinkRingOp *op, GError **error)
-{
-  gpointer p = g_queue_pop_head (&io->rx_fds);
-  int fd = p ? GPOINTER_TO_INT (p) - 1 : -1;
-  RxRing **slot = NULL;
-  struct stat st;
-  int seals;
-  void *addr;
-  const char *bad = NULL;
-
-  for (guint i = 0; i < MAX_RINGS && slot == NULL; i++)
-    if (io->rx_rings[i] == NULL)
-      slot = &io->rx_rings[i];
-  if (fd < 0)
-    bad = "without its file descriptor";
-  else if (rx_ring_slot (io, op->ring) != NULL)
-    bad = "whose id is already attached";
-  else if (slot == NULL)
-    bad = "beyond the rings a link may hold";
-  else if (op->a == 0 || op->a > RING_MAX_SIZE)
-    bad = "of a size outside 1 byte to 256 MiB";
-  else if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode))
-    bad = "whose file descriptor is not a memfd";
-  else if ((seals = fcntl (fd, F_GET_SEALS)) < 0 || (seals & RING_SEALS) != RING_SEALS)
-    bad = "not sealed against resizing";
-  else if (st.st_size < 0 || (guint64) st.st_size != op->a)
-    bad = "whose memfd is not of the announced size";
-  if (bad != NULL)
-    {
-      if (fd >= 0)
-        close (fd);
-      g_set_error (error, RLX_LINK_ERROR, RLX_LINK_ERROR_PROTOCOL,
-                   "%s attached a shared ring %s (ring %u, %" G_GUINT64_FORMAT " bytes); link "
-                   "closed", io->peer, bad, op->ring, op->a);
-      return FALSE;
-    }
-  addr = mmap (NULL, op->a, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
-  close (fd);
-  if (addr == MAP_FAILED)
-    {
-      int errsv = errno;
-      g_set_error (error, RLX_LINK_ERROR, RLX_LINK_ERROR_FAILED,
-                   "cannot map the shared ring of %" G_GUINT64_FORMAT " bytes from %s: %s",
-                   op->a, io->peer, g_strerror (errsv));
-      return FALSE;
-    }
-  *slot = g_new0 (RxRing, 1);
-  g_atomic_ref_count_init (&(*slot)->ref);
-  (*slot)->id = op->ring;
-  (*slot)->addr = addr;
-  (*slot)->size = op->a;
-  if (io->rel == NULL)
-    {
-      io->rel = g_new0 (RingReleases, 1);
-      g_atomic_ref_count_init (&io->rel->ref);
-      g_mutex_init (&io->rel->lock);
-      io->rel->io = io;
-      io->rel->context = g_main_context_ref (io->context);
-      io->rel->pending = g_array_new (FALSE, FALSE, sizeof (RlxLinkRingOp));
-    }
-  return TRUE;
 }
 
 static gboolean
@@ -853,59 +474,42 @@ sink_ring (gpointer user_data, const RlxLinkRingOp *op)
 {
   UnixIo *io = user_data;
   g_autoptr(GError) error = NULL;
-  RxRing **slot;
+  gboolean ok = FALSE;
 
   switch (op->kind)
     {
     case RLX_LINK_RING_ATTACH:
-      if (!rx_ring_attach (io, op, &error))
-        break;
-      return TRUE;
-    case RLX_LINK_RING_RELEASE:
-      if (!tx_ring_release (io, op->ring, op->a, &error))
-        break;
-      return TRUE;
-    case RLX_LINK_RING_DETACH:
-      slot = rx_ring_slot (io, op->ring);
-      if (slot == NULL)
-        {
-          g_set_error (&error, RLX_LINK_ERROR, RLX_LINK_ERROR_PROTOCOL,
-                       "%s retired shared ring %u, which it never attached; link closed",
-                       io->peer, op->ring);
-          break;
-        }
-      g_clear_pointer (slot, rx_ring_unref);
-      return TRUE;
-    case RLX_LINK_RING_FRAME:
-      slot = rx_ring_slot (io, op->ring);
-      if (slot == NULL || op->a > (*slot)->size || op->b > (*slot)->size - op->a)
-        {
-          g_set_error (&error, RLX_LINK_ERROR, RLX_LINK_ERROR_PROTOCOL,
-                       "%s sent a frame of %" G_GUINT64_FORMAT " bytes at offset %"
-                       G_GUINT64_FORMAT " of shared ring %u, %s; link closed", io->peer, op->b,
-                       op->a, op->ring, slot == NULL ? "which it never attached" :
-                       "beyond the ring's end");
-          break;
-        }
       {
-        RingHold *h = g_new (RingHold, 1);
-        GBytes *frame;
+        gpointer p = g_queue_pop_head (&io->rx_fds);
 
-        g_atomic_ref_count_inc (&(*slot)->ref);
-        h->ring = *slot;
-        h->rel = ring_releases_ref (io->rel);
-        h->off = op->a;
-        frame = g_bytes_new_with_free_func ((*slot)->addr + op->a, op->b, ring_hold_free, h);
+        ok = rlx_ring_rx_attach (io->ring_rx, op, p ? GPOINTER_TO_INT (p) - 1 : -1, io->peer,
+                                 &error);
+      }
+      break;
+    case RLX_LINK_RING_RELEASE:
+      ok = rlx_ring_tx_release (io->ring_tx, op->ring, op->a, io->peer, &error);
+      break;
+    case RLX_LINK_RING_DETACH:
+      ok = rlx_ring_rx_detach (io->ring_rx, op, io->peer, &error);
+      break;
+    case RLX_LINK_RING_FRAME:
+      {
+        GBytes *frame = rlx_ring_rx_frame (io->ring_rx, op, io->peer, &error);
+
+        if (frame == NULL)
+          break;
         g_atomic_int_inc (&io->ring_frames_rx);
         rlx_trace ("IO.rx", op->b);
         rlx_link_mailbox_add_rx (io->mb, op->b, g_get_monotonic_time ());
         if (!rlx_link_mailbox_push_frame (io->mb, RLX_LINK_LANE_BULK, frame))
           io->paused = TRUE;
+        ok = TRUE;
       }
-      return TRUE;
+      break;
     }
-  io_fail (io, g_steal_pointer (&error));
-  return FALSE;
+  if (!ok)
+    io_fail (io, g_steal_pointer (&error));
+  return ok;
 }
 
 static const RlxLinkStreamSink stream_sink = { sink_frame, sink_shm, sink_ring };
@@ -1779,6 +1383,8 @@ rlx_unix_link_new (GSocketConnection *connection, const char *peer,
     g_queue_init (&io->out[l]);
   rlx_link_stream_reader_init (&io->reader, max_frame, peer);
   io->pool = rlx_link_stream_pool_new (POOL_BUFFERS, POOL_BYTES);
+  io->ring_tx = rlx_ring_tx_new ();
+  io->ring_rx = rlx_ring_rx_new (io->context, on_ring_releases, io);
   rlx_link_stream_reader_set_pool (&io->reader, io->pool);
   self->io = io;
   io->mb = rlx_link_mailbox_ref (self->mb);

@@ -70,7 +70,6 @@ struct _RlxBackend {
   gboolean        round_own_in;
   float          *ures;      /* the update stream's residual */
   gboolean        ures_live; /* it holds values (else all zero) */
-  GThreadPool    *pool;      /* large copies on several threads */
   guint64         host_bytes;   /* parameter-sized bytes copied on the host, since made */
   gboolean        poisoned;  /* rlx_backend_poison_gradient: one shot */
   gsize           poison_index;
@@ -762,8 +761,6 @@ rlx_backend_free (RlxBackend *self)
   g_free (self->round_buf[0]);
   g_free (self->round_buf[1]);
   g_free (self->ures);
-  if (self->pool != NULL)
-    g_thread_pool_free (self->pool, FALSE, TRUE);
   g_free (self->resident_note);
   if (self->gpu_lock >= 0)
     close (self->gpu_lock);
@@ -910,8 +907,6 @@ rlx_backend_step_timings (const RlxBackend *self, double *upload_us, double *com
  * NaN or ±Inf is at or above this. */
 #define ABS_BITS_INF 0x7f800000u
 
-/* checked copies are spread over this many pieces (rlx-par-copy.h) */
-#define PAR_PIECES    RLX_PAR_COPY_PIECES
 
 static gboolean
 require_replica (RlxBackend *self, const char *what, GError **error)
@@ -1032,7 +1027,6 @@ typedef struct {
   RlxPrecision  p;
   gboolean      check;
   gssize        bad;
-  GAsyncQueue  *done;
 } CopyPiece;
 
 static void
@@ -1047,20 +1041,9 @@ copy_piece (CopyPiece *c)
 }
 
 static void
-copy_piece_run (gpointer data, gpointer user_data)
+copy_piece_k (gpointer data, guint k)
 {
-  CopyPiece *c = data;
-
-  copy_piece (c);
-  g_async_queue_push (c->done, c);
-}
-
-/* The smallest copy, in bytes, spread over the pool's threads (the same
- * threshold as every large copy: rlx-par-copy.h, RLX_COPY_PAR_MIN). */
-static gsize
-par_min_bytes (void)
-{
-  return rlx_par_copy_min_bytes ();
+  copy_piece ((CopyPiece *) data + k);
 }
 
 /* The @n codes at @p of @src copied to @dst (NULL: only checked, never
@@ -1071,34 +1054,26 @@ copy_pieces (RlxBackend *self, void *dst, const void *src, gsize n, RlxPrecision
              gboolean check)
 {
   gsize es = rlx_precision_element_size (p);
-  g_autoptr(GAsyncQueue) done = NULL;
-  CopyPiece pieces[PAR_PIECES];
+  CopyPiece pieces[RLX_PAR_COPY_PIECES];
   gsize per;
   gssize bad = -1;
   guint k, n_pieces;
 
   if (dst != NULL)
     self->host_bytes += n * es;
-  if (n * es < par_min_bytes ())
+  /* the same threshold as every large copy (rlx-par-copy.h) */
+  if (n * es < rlx_par_copy_min_bytes ())
     {
-      CopyPiece all = { dst, src, 0, n, p, check, -1, NULL };
+      CopyPiece all = { dst, src, 0, n, p, check, -1 };
 
       copy_piece (&all);
       return all.bad;
     }
-  if (self->pool == NULL)
-    self->pool = g_thread_pool_new (copy_piece_run, NULL, PAR_PIECES - 1, FALSE, NULL);
-  done = g_async_queue_new ();
-  /* whole 64-byte lines at any precision, and PAR_PIECES of them cover n */
-  per = ((n + PAR_PIECES - 1) / PAR_PIECES + 63) & ~(gsize) 63;
-  for (k = 0; k < PAR_PIECES && k * per < n; k++)
-    pieces[k] = (CopyPiece) { dst, src, k * per, MIN (n, (k + 1) * per), p, check, -1, done };
-  n_pieces = k;
-  for (k = 1; k < n_pieces; k++)
-    g_thread_pool_push (self->pool, &pieces[k], NULL);
-  copy_piece (&pieces[0]);
-  for (k = 1; k < n_pieces; k++)
-    g_async_queue_pop (done);
+  /* whole 64-element lines (64-byte ones at any precision) */
+  n_pieces = rlx_par_pieces (n, &per);
+  for (k = 0; k < n_pieces; k++)
+    pieces[k] = (CopyPiece) { dst, src, k * per, MIN (n, (k + 1) * per), p, check, -1 };
+  rlx_par_run (n_pieces, copy_piece_k, pieces);
   for (k = 0; k < n_pieces; k++)
     if (pieces[k].bad >= 0 && (bad < 0 || pieces[k].bad < bad))
       bad = pieces[k].bad;

@@ -23,11 +23,12 @@ done_unref (Done *d)
   g_free (d);
 }
 
+/* One piece of a run on the pool. */
 typedef struct {
-  void       *dst;
-  const void *src;
-  gsize       n;
-  Done       *done;
+  RlxParPieceFunc func;
+  gpointer        data;
+  guint           k;
+  Done           *done;
 } Piece;
 
 static void
@@ -36,7 +37,7 @@ piece_run (gpointer data, gpointer user_data)
   Piece *p = data;
   Done *d = p->done;
 
-  memcpy (p->dst, p->src, p->n);
+  p->func (p->data, p->k);
   g_mutex_lock (&d->lock);
   if (--d->left == 0)
     g_cond_signal (&d->cond);
@@ -73,41 +74,71 @@ rlx_par_copy_min_bytes (void)
 }
 
 void
-rlx_par_copy_from (void *dst, const void *src, gsize n, gsize min_bytes)
+rlx_par_run (guint n, RlxParPieceFunc func, gpointer data)
 {
   Piece pieces[RLX_PAR_COPY_PIECES];
   Done *done;
-  gsize per;
-  guint k, n_pieces;
 
-  if (n < min_bytes || n < 2 * 64)
+  g_return_if_fail (n >= 1 && n <= RLX_PAR_COPY_PIECES);
+  if (n == 1)
     {
-      memcpy (dst, src, n);
+      func (data, 0);
       return;
     }
-  /* whole 64-byte lines, and RLX_PAR_COPY_PIECES of them cover n */
-  per = ((n + RLX_PAR_COPY_PIECES - 1) / RLX_PAR_COPY_PIECES + 63) & ~(gsize) 63;
   done = g_new0 (Done, 1);
   g_atomic_ref_count_init (&done->ref);
   g_mutex_init (&done->lock);
   g_cond_init (&done->cond);
-  for (k = 0; k < RLX_PAR_COPY_PIECES && k * per < n; k++)
-    pieces[k] = (Piece) { (char *) dst + k * per, (const char *) src + k * per,
-                          MIN (per, n - k * per), done };
-  n_pieces = k;
-  done->left = n_pieces - 1;
-  for (k = 1; k < n_pieces; k++)
+  done->left = n - 1;
+  for (guint k = 1; k < n; k++)
     {
+      pieces[k] = (Piece) { func, data, k, done };
       g_atomic_ref_count_inc (&done->ref);
       g_thread_pool_push (shared_pool (), &pieces[k], NULL);
     }
-  memcpy (pieces[0].dst, pieces[0].src, pieces[0].n);
+  func (data, 0);
   /* the pieces live in this frame: wait for every one */
   g_mutex_lock (&done->lock);
   while (done->left > 0)
     g_cond_wait (&done->cond, &done->lock);
   g_mutex_unlock (&done->lock);
   done_unref (done);
+}
+
+gsize
+rlx_par_pieces (gsize n, gsize *per)
+{
+  /* whole 64-byte lines, and RLX_PAR_COPY_PIECES of them cover n */
+  *per = ((n + RLX_PAR_COPY_PIECES - 1) / RLX_PAR_COPY_PIECES + 63) & ~(gsize) 63;
+  return (n + *per - 1) / *per;
+}
+
+typedef struct {
+  guint8       *dst;
+  const guint8 *src;
+  gsize         n, per;
+} Copy;
+
+static void
+copy_piece (gpointer data, guint k)
+{
+  Copy *c = data;
+  gsize from = k * c->per;
+
+  memcpy (c->dst + from, c->src + from, MIN (c->per, c->n - from));
+}
+
+void
+rlx_par_copy_from (void *dst, const void *src, gsize n, gsize min_bytes)
+{
+  Copy c = { dst, src, n, 0 };
+
+  if (n < min_bytes || n < 2 * 64)
+    {
+      memcpy (dst, src, n);
+      return;
+    }
+  rlx_par_run (rlx_par_pieces (n, &c.per), copy_piece, &c);
 }
 
 void

@@ -6,7 +6,8 @@
  * buffer). rlx_par_copy splits a copy of at least rlx_par_copy_min_bytes()
  * into RLX_PAR_COPY_PIECES pieces of whole 64-byte lines that together cover
  * it, the caller's thread doing the first, a process-wide pool of threads
- * the rest; smaller ones are one memcpy. Thread-safe: any number of threads
+ * the rest; smaller ones are one memcpy. rlx_par_run gives other work in
+ * pieces (the backend's checked copies) the same pool. Thread-safe: any number of threads
  * may copy at once (their pieces queue on the same pool).
  */
 #pragma once
@@ -27,6 +28,17 @@ G_BEGIN_DECLS
  * RLX_PAR_COPY_MIN_BYTES, or never on two cores or fewer, where the ranks
  * have every core already. Read once. */
 gsize rlx_par_copy_min_bytes (void);
+
+/* Runs @func (@data, k) for every k in [0, @n) (@n ≤ RLX_PAR_COPY_PIECES):
+ * k = 0 on the caller's thread, the others on the pool; returns when all
+ * are done. */
+typedef void (*RlxParPieceFunc) (gpointer data, guint k);
+void  rlx_par_run (guint n, RlxParPieceFunc func, gpointer data);
+
+/* How @n elements split into pieces of whole 64-element lines (@per each,
+ * the last shorter) that RLX_PAR_COPY_PIECES of cover them: the number of
+ * pieces. */
+gsize rlx_par_pieces (gsize n, gsize *per);
 
 /* memcpy (@dst, @src, @n), in pieces when @n ≥ rlx_par_copy_min_bytes (). */
 void  rlx_par_copy (void *dst, const void *src, gsize n);

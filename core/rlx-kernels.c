@@ -464,7 +464,7 @@ loops (void)
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   const char *name = rlx_wire_kernels ()->name;
 
-  if (strcmp (name, "avx512") == 0)
+  if (g_str_has_prefix (name, "avx512"))
     return &loops_avx512;
   if (strcmp (name, "avx2") == 0)
     return &loops_avx2;

@@ -15,7 +15,7 @@
  * maximum |x| is exact, and the parameter hash is rlx_params_hash's chunked
  * tree (core/vision/rlx-model.h), whose definition does not depend on how
  * the chunks are shared out. The vector code is core/wire's kernel set (the
- * one rlx_wire_simd_path names: avx512, avx2 or portable) plus loops of this
+ * one rlx_wire_simd_path names: avx512vbmi, avx512, avx2 or portable) plus loops of this
  * file compiled for the same instruction set.
  *
  * Threads: the synchronous functions may be called from any thread except a

@@ -311,7 +311,7 @@ cmd_bench (int argc, char **argv)
     { "reps", 'r', 0, G_OPTION_ARG_INT, &reps, "samples per figure, the median is reported (default 7)", "R" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "one JSON line per size", NULL },
     { "portable", 0, 0, G_OPTION_ARG_NONE, &portable, "use the portable kernels (no F16C/AVX-512)", NULL },
-    { "kernels", 0, 0, G_OPTION_ARG_STRING, &kernels, "kernel set: avx512, avx2 or portable (default: the best this CPU has)", "NAME" },
+    { "kernels", 0, 0, G_OPTION_ARG_STRING, &kernels, "kernel set: avx512vbmi, avx512, avx2 or portable (default: the best this CPU has)", "NAME" },
     { NULL },
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new ("");
@@ -327,7 +327,7 @@ cmd_bench (int argc, char **argv)
   rlx_wire_force_portable (portable);
   if (kernels != NULL && rlx_wire_force_kernels (kernels) == NULL)
     return rlx_cli_fail ("wire bench", RLX_EXIT_USAGE,
-                         "--kernels %s: not a kernel set this CPU can run (avx512, avx2, portable)", kernels);
+                         "--kernels %s: not a kernel set this CPU can run (avx512vbmi, avx512, avx2, portable)", kernels);
   list = sizes ? (const char *const *) sizes : default_sizes;
 
   for (guint k = 0; list[k]; k++)

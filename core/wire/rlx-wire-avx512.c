@@ -337,6 +337,87 @@ avx512_dequant_f8 (const void *in, gsize n, RlxPrecision p, double inv, const fl
     dequant_f8_loop (in, n, FALSE, inv, lut[0x7f], out);
 }
 
+/* ── AVX-512 VBMI: f8 codes decoded by table ─────────────────────────────
+ *
+ * A code has only 256 values, so its f32 is lut[code] exactly (the table
+ * rlx_wire_f8_lut fills with the same double multiply as above). VBMI's
+ * vpermi2b looks up 64 bytes at once in a 128-byte table: each of the
+ * lut's four byte planes is two such tables (codes below and above 0x80),
+ * and the four planes' bytes are then interleaved into 64 floats. The
+ * interleave (unpack) works within 128-bit lanes, so the codes are first
+ * put in the order that makes each of its four results 16 consecutive
+ * floats. */
+
+#define RLX_AVX512VBMI \
+  __attribute__ ((target ("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,f16c,fma,avx2")))
+
+/* Position q of a 64-code block holds code 16k + 4L + j, where the lane
+ * L = q / 16, k = q / 4 % 4 and j = q % 4: after the two unpacks, result k
+ * holds codes 16k … 16k + 15 in order. */
+RLX_AVX512VBMI static inline __m512i
+vbmi_code_order (void)
+{
+  guint8 idx[64];
+
+  for (guint q = 0; q < 64; q++)
+    idx[q] = (guint8) (16 * ((q >> 2) & 3) + 4 * (q >> 4) + (q & 3));
+  return _mm512_loadu_si512 (idx);
+}
+
+RLX_AVX512VBMI static void
+vbmi_dequant_f8 (const void *in, gsize n, RlxPrecision p, double inv, const float *lut,
+                 float *out)
+{
+  const guint8 *c = in;
+  __m512i plane[4][4];   /* byte b of lut[64 h … 64 h + 63], for plane[b][h] */
+  __m512i order;
+  gsize i = 0;
+
+  if (n < 64)
+    {
+      avx512_dequant_f8 (in, n, p, inv, lut, out);
+      return;
+    }
+  for (guint h = 0; h < 4; h++)
+    {
+      __m512i w[4];
+
+      for (guint v = 0; v < 4; v++)
+        w[v] = _mm512_loadu_si512 (lut + 64 * h + 16 * v);
+      for (guint b = 0; b < 4; b++)
+        {
+          __m128i q[4];
+
+          for (guint v = 0; v < 4; v++)
+            q[v] = _mm512_cvtepi32_epi8 (_mm512_srli_epi32 (w[v], 8 * b));
+          plane[b][h] = _mm512_inserti64x4 (
+            _mm512_castsi256_si512 (_mm256_inserti128_si256 (_mm256_castsi128_si256 (q[0]), q[1], 1)),
+            _mm256_inserti128_si256 (_mm256_castsi128_si256 (q[2]), q[3], 1), 1);
+        }
+    }
+  order = vbmi_code_order ();
+  for (; i + 64 <= n; i += 64)
+    {
+      __m512i x = _mm512_permutexvar_epi8 (order, _mm512_loadu_si512 (c + i));
+      __mmask64 high = _mm512_movepi8_mask (x);
+      __m512i b[4], l01, h01, l23, h23;
+
+      for (guint k = 0; k < 4; k++)
+        b[k] = _mm512_mask_mov_epi8 (_mm512_permutex2var_epi8 (plane[k][0], x, plane[k][1]), high,
+                                     _mm512_permutex2var_epi8 (plane[k][2], x, plane[k][3]));
+      l01 = _mm512_unpacklo_epi8 (b[0], b[1]);
+      h01 = _mm512_unpackhi_epi8 (b[0], b[1]);
+      l23 = _mm512_unpacklo_epi8 (b[2], b[3]);
+      h23 = _mm512_unpackhi_epi8 (b[2], b[3]);
+      _mm512_storeu_si512 (out + i, _mm512_unpacklo_epi16 (l01, l23));
+      _mm512_storeu_si512 (out + i + 16, _mm512_unpackhi_epi16 (l01, l23));
+      _mm512_storeu_si512 (out + i + 32, _mm512_unpacklo_epi16 (h01, h23));
+      _mm512_storeu_si512 (out + i + 48, _mm512_unpackhi_epi16 (h01, h23));
+    }
+  if (i < n)
+    avx512_dequant_f8 (c + i, n - i, p, inv, lut, out + i);
+}
+
 static const RlxWireKernels avx512_kernels = {
   .name = "avx512",
   .maxabs = avx512_maxabs,
@@ -345,6 +426,17 @@ static const RlxWireKernels avx512_kernels = {
   .quant_f8 = avx512_quant_f8,
   .dequant_f16 = avx512_dequant_f16,
   .dequant_f8 = avx512_dequant_f8,
+};
+
+/* The same, with VBMI's table lookup for f8 codes. */
+static const RlxWireKernels avx512vbmi_kernels = {
+  .name = "avx512vbmi",
+  .maxabs = avx512_maxabs,
+  .add_maxabs = avx512_add_maxabs,
+  .quant_f16 = avx512_quant_f16,
+  .quant_f8 = avx512_quant_f8,
+  .dequant_f16 = avx512_dequant_f16,
+  .dequant_f8 = vbmi_dequant_f8,
 };
 
 const RlxWireKernels *
@@ -365,10 +457,24 @@ rlx_wire_kernels_avx512 (void)
   return NULL;
 }
 
+const RlxWireKernels *
+rlx_wire_kernels_avx512vbmi (void)
+{
+  if (rlx_wire_kernels_avx512 () != NULL && __builtin_cpu_supports ("avx512vbmi"))
+    return &avx512vbmi_kernels;
+  return NULL;
+}
+
 #else
 
 const RlxWireKernels *
 rlx_wire_kernels_avx512 (void)
+{
+  return NULL;
+}
+
+const RlxWireKernels *
+rlx_wire_kernels_avx512vbmi (void)
 {
   return NULL;
 }

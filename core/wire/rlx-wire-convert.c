@@ -396,8 +396,10 @@ static const RlxWireKernels *chosen;
 static const RlxWireKernels *
 best_kernels (void)
 {
-  const RlxWireKernels *k = rlx_wire_kernels_avx512 ();
+  const RlxWireKernels *k = rlx_wire_kernels_avx512vbmi ();
 
+  if (k == NULL)
+    k = rlx_wire_kernels_avx512 ();
   if (k == NULL)
     k = rlx_wire_kernels_avx2 ();
   return k ? k : &portable_kernels;
@@ -412,6 +414,8 @@ kernels_by_name (const char *name)
     return rlx_wire_kernels_avx2 ();
   if (g_strcmp0 (name, "avx512") == 0)
     return rlx_wire_kernels_avx512 ();
+  if (g_strcmp0 (name, "avx512vbmi") == 0)
+    return rlx_wire_kernels_avx512vbmi ();
   return NULL;
 }
 
@@ -433,7 +437,7 @@ rlx_wire_kernels (void)
           if (k == NULL)
             {
               g_warning ("RLX_WIRE_KERNELS=%s is not available on this CPU or not a kernel set "
-                         "(portable, avx2, avx512); using the best one", named);
+                         "(portable, avx2, avx512, avx512vbmi); using the best one", named);
               k = best_kernels ();
             }
         }

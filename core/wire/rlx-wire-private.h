@@ -31,6 +31,8 @@ const RlxWireKernels *rlx_wire_kernels (void);
 const RlxWireKernels *rlx_wire_kernels_portable (void);
 /* NULL when the CPU or compiler lacks AVX-512/F16C (resp. AVX2/F16C). */
 const RlxWireKernels *rlx_wire_kernels_avx512 (void);
+/* The AVX-512 set with VBMI's f8 table lookup; NULL without VBMI. */
+const RlxWireKernels *rlx_wire_kernels_avx512vbmi (void);
 const RlxWireKernels *rlx_wire_kernels_avx2 (void);
 
 /* The seed's f16 → f8 bridge for E4M3 / E5M2 (65536 entries + 4 padding). */

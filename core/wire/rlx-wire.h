@@ -212,8 +212,9 @@ float    rlx_wire_f32_from_f16     (guint16 h);
 guint8   rlx_wire_f8_from_f16      (guint16 h, RlxPrecision p); /* the bridge  */
 float    rlx_wire_f32_from_f8      (guint8 code, RlxPrecision p);
 
-/* Kernel sets, best first: "avx512" (AVX-512 + F16C), "avx2" (AVX2 +
- * F16C), "portable" (plain C). All give identical bits. The best one the CPU
+/* Kernel sets, best first: "avx512vbmi" ("avx512" with f8 codes decoded
+ * by VBMI table lookup), "avx512" (AVX-512 + F16C), "avx2" (AVX2 + F16C),
+ * "portable" (plain C). All give identical bits. The best one the CPU
  * has is used unless RLX_WIRE_PORTABLE=1 or RLX_WIRE_KERNELS=NAME is set in
  * the environment at first use. For tests and benchmarks:
  *   rlx_wire_force_portable (TRUE) → "portable"; (FALSE) → the best set;

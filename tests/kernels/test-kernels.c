@@ -19,7 +19,7 @@ static const gsize sizes[] = {
   2 * 16384 - 1, 2 * 16384 + 5, 3 * 16384 + 4096 + 123, 101770,
 };
 static const guint threads[] = { 1, 2, 3, 5 };
-static const char *const kernel_sets[] = { "portable", "avx2", "avx512" };
+static const char *const kernel_sets[] = { "portable", "avx2", "avx512", "avx512vbmi" };
 
 /* A deterministic mix of magnitudes: zeros (both signs), subnormals, tiny,
  * ordinary and large values. */

@@ -108,7 +108,16 @@ if have 60 "the bit-identity tests with the copies split" && [ -x "$C/test-resid
     grep -v 'DEBUG: rlx-vk: .* buffer, ' >> "$OUT/tests.txt"
   echo "test-round (copies split) exit ${PIPESTATUS[0]}" >> "$OUT/tests.txt"
 fi
-grep -E '^(ok|not ok)|exit|fallback|Vulkan tests' "$OUT/tests.txt"
+# the wire codec's and round kernels' vector sets against the portable C on
+# this machine's CPU (a set the CPU lacks is skipped, and says so)
+if have 60 "the codec kernels on this CPU" && [ -x "$C/bin/test-wire-simd" ]; then
+  say "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+  for t in test-wire-simd test-kernels; do
+    timeout 60 "$C/$t" >> "$OUT/tests.txt" 2>&1
+    echo "$t exit $?" >> "$OUT/tests.txt"
+  done
+fi
+grep -E '^(ok|not ok)|exit|fallback|Vulkan tests|SKIP' "$OUT/tests.txt"
 if have 60 "mixed CPU + GPU cohort"; then
   say "mixed cohort: cpu + $BACKEND, f16, equal hashes"
   r=$(timeout 90 $RATE --label mixed-cpu-gpu --model mnist-mlp --batch 256 --precision f16 \

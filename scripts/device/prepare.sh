@@ -7,7 +7,8 @@
 # or Vulkan loader of its own:
 #
 #   .devcarry/bin/       rlx-rank, bench-gpu, test-resident, test-round, remote-bench,
-#                        udp-delay-relay, hop-probe (release build)
+#                        udp-delay-relay, hop-probe, test-wire-simd, test-kernels
+#                        (release build)
 #   .devcarry/lib/       every shared library they load that is not glibc's
 #                        (ldd), those over 1 MiB packed (NAME.xz), and OpenBLAS
 #                        as libopenblas.so.0.xz (dlopen'ed by the CPU path only;
@@ -52,14 +53,15 @@ if [ ! -f "$build/build.ninja" ]; then
 fi
 ninja -C "$build" tools/rlx-rank tests/gpu/bench-gpu tests/gpu/test-resident \
   tests/gpu/test-round tests/remote/remote-bench tests/remote/udp-delay-relay \
-  tests/p2p/hop-probe >/dev/null ||
+  tests/p2p/hop-probe tests/wire/test-wire-simd tests/kernels/test-kernels >/dev/null ||
   die "building in $build failed"
 
 rm -rf "$carry/bin" "$carry/lib" "$carry/use"
 mkdir -p "$carry/bin" "$carry/lib" "$carry/gl"
 cp "$build/tools/rlx-rank" "$build/tests/gpu/bench-gpu" "$build/tests/gpu/test-resident" \
    "$build/tests/gpu/test-round" "$build/tests/remote/remote-bench" \
-   "$build/tests/remote/udp-delay-relay" "$build/tests/p2p/hop-probe" "$carry/bin/"
+   "$build/tests/remote/udp-delay-relay" "$build/tests/p2p/hop-probe" \
+   "$build/tests/wire/test-wire-simd" "$build/tests/kernels/test-kernels" "$carry/bin/"
 strip "$carry/bin/"* 2>/dev/null || true
 
 # 3. their libraries, less glibc's own (the device has a newer glibc; a
@@ -103,7 +105,8 @@ for d in $debs; do
 done
 
 # 5. the wrappers: only our programs get our libraries
-for p in rlx-rank bench-gpu test-resident test-round remote-bench udp-delay-relay hop-probe; do
+for p in rlx-rank bench-gpu test-resident test-round remote-bench udp-delay-relay hop-probe \
+         test-wire-simd test-kernels; do
   cat > "$carry/$p" <<EOF
 #!/bin/sh
 # runs bin/$p with the carried libraries (written by scripts/device/prepare.sh)

@@ -3,6 +3,9 @@
 #include "rlx-blas-private.h"
 
 #include <dlfcn.h>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,14 +13,68 @@
 #define BLAS_SONAME  "libopenblas.so.0"
 #define BLAS_PACKAGE "libopenblas0-pthread"
 
-/* What OPENBLAS_CORETYPE was before the constructor, for rlx_blas ()->name. */
+/* What OPENBLAS_CORETYPE was before the constructor, and what the
+ * constructor set it to, for rlx_blas ()->name. */
 static char *coretype_before;
+static const char *coretype_set;
+static gboolean coretype_auto;
+
+RlxBlasAvx512
+rlx_blas_cpu_avx512 (void)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  unsigned int eax, ebx, ecx, edx, xlo, xhi;
+  const unsigned int need = (1u << 16) | (1u << 17) | (1u << 28) | (1u << 30) | (1u << 31);
+
+  /* OSXSAVE (leaf 1 ECX 27), then the OS saving the opmask and all 32 zmm
+   * registers (XCR0 bits 5–7) with SSE and AVX state (bits 1–2) */
+  if (!__get_cpuid (1, &eax, &ebx, &ecx, &edx) || (ecx & (1u << 27)) == 0)
+    return RLX_BLAS_AVX512_NONE;
+  __asm__ ("xgetbv" : "=a" (xlo), "=d" (xhi) : "c" (0));
+  if ((xlo & 0xe6) != 0xe6)
+    return RLX_BLAS_AVX512_NONE;
+  /* AVX-512 F, DQ, CD, BW and VL (leaf 7 EBX 16, 17, 28, 30, 31) */
+  if (__get_cpuid_max (0, NULL) < 7)
+    return RLX_BLAS_AVX512_NONE;
+  __cpuid_count (7, 0, eax, ebx, ecx, edx);
+  if ((ebx & need) != need)
+    return RLX_BLAS_AVX512_NONE;
+  /* AVX512_BF16: leaf 7 subleaf 1 EAX bit 5 */
+  __cpuid_count (7, 1, eax, ebx, ecx, edx);
+  return (eax & (1u << 5)) ? RLX_BLAS_AVX512_BF16 : RLX_BLAS_AVX512;
+#else
+  return RLX_BLAS_AVX512_NONE;
+#endif
+}
+
+const char *
+rlx_blas_pick_coretype (const char *rlx_env, const char *openblas_env, RlxBlasAvx512 cpu)
+{
+  if (rlx_env != NULL && *rlx_env != '\0')
+    return rlx_env;
+  if (openblas_env != NULL && *openblas_env != '\0')
+    return NULL;
+  switch (cpu)
+    {
+    case RLX_BLAS_AVX512_BF16:
+      return "Cooperlake";
+    case RLX_BLAS_AVX512:
+      return "SkylakeX";
+    case RLX_BLAS_AVX512_NONE:
+    default:
+      return NULL;
+    }
+}
 
 /* OpenBLAS reads OPENBLAS_CORETYPE when it is loaded, which is why it is
  * dlopen'ed here rather than linked. RLX_BLAS_CORETYPE (e.g. "SkylakeX")
  * picks its kernels for rlx-cluster alone. A coretype the environment already
  * sets is respected: machines set it because some OpenBLAS builds choose
- * kernels that compute wrong results or crash on their processor. */
+ * kernels that compute wrong results or crash on their processor. With
+ * neither, an AVX-512 CPU gets OpenBLAS's AVX-512 kernels by name
+ * (rlx_blas_pick_coretype): 0.3.21 (Debian 12) falls back to its slowest,
+ * Prescott's SSE3 kernels, on x86 models it does not know, as on the H200
+ * host's Xeon, where mnist-mlp-xl then trained 5× slower (BENCHMARKS.md). */
 __attribute__ ((constructor)) static void
 choose_coretype (void)
 {
@@ -28,8 +85,10 @@ choose_coretype (void)
    * environment. */
   if (before != NULL)
     coretype_before = strdup (before);
-  if (want != NULL && *want != '\0')
-    setenv ("OPENBLAS_CORETYPE", want, 1);
+  coretype_set = rlx_blas_pick_coretype (want, before, rlx_blas_cpu_avx512 ());
+  coretype_auto = coretype_set != NULL && (want == NULL || *want == '\0');
+  if (coretype_set != NULL)
+    setenv ("OPENBLAS_CORETYPE", coretype_set, 1);
   /* OpenBLAS's pool threads spin (sched_yield) for 2^28 cycles after each
    * call before they sleep. A cohort rank runs its own passes between the
    * gradients' calls (the update, its apply and hash: ~1.4 ms a step for
@@ -160,10 +219,16 @@ blas_load (gpointer data)
   blas->set_num_threads = guarded_set_num_threads;
   if (pthread_atfork (fork_prepare, fork_parent, fork_child) != 0)
     g_error ("pthread_atfork failed: OpenBLAS could not be made safe to fork around");
-  blas->name = g_strdup_printf ("%s, %s kernels%s%s%s", blas->get_config (), blas->get_corename (),
-                                coretype_before ? " (OPENBLAS_CORETYPE was " : "",
-                                coretype_before ? coretype_before : "",
-                                coretype_before ? ")" : "");
+  if (coretype_auto)
+    blas->name = g_strdup_printf ("%s, %s kernels (chosen for this AVX-512 CPU; "
+                                  "OPENBLAS_CORETYPE or RLX_BLAS_CORETYPE picks others)",
+                                  blas->get_config (), blas->get_corename ());
+  else
+    blas->name = g_strdup_printf ("%s, %s kernels%s%s%s", blas->get_config (),
+                                  blas->get_corename (),
+                                  coretype_before ? " (OPENBLAS_CORETYPE was " : "",
+                                  coretype_before ? coretype_before : "",
+                                  coretype_before ? ")" : "");
   return blas;
 }
 

@@ -19,9 +19,10 @@
       samples/s of each (the cohort's from its step events' times, the first
       fifth of the steps left out) and their ratio; medians of --runs.
   bench-cohort.py RLX_RANK precision [--runs 3] [--ranks 2] [--model mnist-mlp-xl]
-                  [--batch 256] [--threads N] [--backend B]
-      RANKS ranks of one cohort at f32, f16, f8e4m3 (interleaved): total
-      samples/s and each precision against f32 in the same run.
+                  [--batch 256] [--threads N] [--backend B] [--precisions f32,f16,f8e4m3]
+      RANKS ranks of one cohort at each of --precisions (interleaved; P+noef:
+      P with --no-error-feedback): total samples/s and each against the
+      first in the same run.
   bench-cohort.py RLX_RANK mainloop [--runs 3] [--ranks 4] [--model mnist-mlp-xl]
                   [--batch 64]
       The leader's main-thread CPU time per round with RANKS ranks, read from
@@ -349,7 +350,8 @@ def speed(a):
 
 
 def precision(a):
-    precs = ["f32", "f16", "f8e4m3"]
+    # "P" or "P+noef" (--no-error-feedback); the first is the reference
+    precs = a.precisions.split(",")
     rates = {p: [] for p in precs}
     cpus = {p: [] for p in precs}
     print(f"# precision: {a.ranks} ranks of {a.model}, batch {a.batch} per rank, backend {BACKEND}, "
@@ -359,7 +361,9 @@ def precision(a):
     guess = bench_rate(a.rank, a.model, a.batch, 1, BACKEND)
     for r in range(a.runs):
         for p in precs:
-            nodes = run_cohort(a.rank, a.ranks, ["--model", a.model, "--batch", str(a.batch), "--precision", p,
+            prec, _, opt = p.partition("+")
+            extra = ["--no-error-feedback"] if opt == "noef" else []
+            nodes = run_cohort(a.rank, a.ranks, extra + ["--model", a.model, "--batch", str(a.batch), "--precision", prec,
                                                  "--steps", str(steps_for(guess, a.batch, a.seconds)),
                                                  "--checkpoint-every", "0", "--deadline-floor-ms", "60000"], 1800)
             c, _ = cohort_rate(nodes)
@@ -369,11 +373,12 @@ def precision(a):
             print(f"  run {r + 1}: {p}: {c:,.0f} samples/s, {cpus[p][-1]:,.0f} samples per CPU-second",
                   flush=True)
     med = statistics.median
-    print("| precision | samples/s (all ranks) | vs f32 (wall) | samples per CPU-second | vs f32 (CPU) |")
+    print(f"| precision | samples/s (all ranks) | vs {precs[0]} (wall) | samples per CPU-second "
+          f"| vs {precs[0]} (CPU) |")
     print("|---|---|---|---|---|")
     for p in precs:
-        ratio = med([x / y for x, y in zip(rates[p], rates["f32"])])
-        cratio = med([x / y for x, y in zip(cpus[p], cpus["f32"])])
+        ratio = med([x / y for x, y in zip(rates[p], rates[precs[0]])])
+        cratio = med([x / y for x, y in zip(cpus[p], cpus[precs[0]])])
         print(f"| {p} | {med(rates[p]):,.0f} | **{ratio:.2f}** | {med(cpus[p]):,.0f} | **{cratio:.2f}** |",
               flush=True)
 
@@ -484,6 +489,9 @@ if __name__ == "__main__":
     ap.add_argument("--model", default="mnist-mlp-xl")
     ap.add_argument("--backends", default="vulkan:0,vulkan:1")
     ap.add_argument("--precision", default="f32")
+    ap.add_argument("--precisions", default="f32,f16,f8e4m3",
+                    help="precision: the ones to compare, the first the reference; P+noef runs P "
+                         "with --no-error-feedback")
     a = ap.parse_args()
     BACKEND = a.backend
     THREADS = a.threads

@@ -13,35 +13,33 @@
 #define BLAS_SONAME  "libopenblas.so.0"
 #define BLAS_PACKAGE "libopenblas0-pthread"
 
-/* What OPENBLAS_CORETYPE was before the constructor, and what the
- * constructor set it to, for rlx_blas ()->name. */
+/* What OPENBLAS_CORETYPE was before the constructor, and whether the
+ * constructor chose the kernels itself, for rlx_blas ()->name. */
 static char *coretype_before;
-static const char *coretype_set;
 static gboolean coretype_auto;
 
 RlxBlasAvx512
 rlx_blas_cpu_avx512 (void)
 {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  unsigned int eax, ebx, ecx, edx, xlo, xhi;
-  const unsigned int need = (1u << 16) | (1u << 17) | (1u << 28) | (1u << 30) | (1u << 31);
+  unsigned int eax, ebx, ecx, edx;
 
-  /* OSXSAVE (leaf 1 ECX 27), then the OS saving the opmask and all 32 zmm
-   * registers (XCR0 bits 5–7) with SSE and AVX state (bits 1–2) */
-  if (!__get_cpuid (1, &eax, &ebx, &ecx, &edx) || (ecx & (1u << 27)) == 0)
+  /* as core/wire chooses its AVX-512 kernels (the checks cover the OS
+   * saving the registers); AVX512_BF16, which clang 14's
+   * __builtin_cpu_supports does not know, from CPUID leaf 7 subleaf 1 EAX
+   * bit 5 */
+  __builtin_cpu_init ();
+  if (!__builtin_cpu_supports ("avx512f") || !__builtin_cpu_supports ("avx512cd") ||
+      !__builtin_cpu_supports ("avx512bw") || !__builtin_cpu_supports ("avx512dq") ||
+      !__builtin_cpu_supports ("avx512vl"))
     return RLX_BLAS_AVX512_NONE;
-  __asm__ ("xgetbv" : "=a" (xlo), "=d" (xhi) : "c" (0));
-  if ((xlo & 0xe6) != 0xe6)
-    return RLX_BLAS_AVX512_NONE;
-  /* AVX-512 F, DQ, CD, BW and VL (leaf 7 EBX 16, 17, 28, 30, 31) */
-  if (__get_cpuid_max (0, NULL) < 7)
-    return RLX_BLAS_AVX512_NONE;
-  __cpuid_count (7, 0, eax, ebx, ecx, edx);
-  if ((ebx & need) != need)
-    return RLX_BLAS_AVX512_NONE;
-  /* AVX512_BF16: leaf 7 subleaf 1 EAX bit 5 */
-  __cpuid_count (7, 1, eax, ebx, ecx, edx);
-  return (eax & (1u << 5)) ? RLX_BLAS_AVX512_BF16 : RLX_BLAS_AVX512;
+  if (__get_cpuid_max (0, NULL) >= 7)
+    {
+      __cpuid_count (7, 1, eax, ebx, ecx, edx);
+      if (eax & (1u << 5))
+        return RLX_BLAS_AVX512_BF16;
+    }
+  return RLX_BLAS_AVX512;
 #else
   return RLX_BLAS_AVX512_NONE;
 #endif
@@ -80,6 +78,7 @@ choose_coretype (void)
 {
   const char *want = getenv ("RLX_BLAS_CORETYPE");
   const char *before = getenv ("OPENBLAS_CORETYPE");
+  const char *coretype_set;
 
   /* Only at startup: setenv is not safe once other threads may read the
    * environment. */

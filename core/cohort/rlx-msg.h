@@ -23,7 +23,9 @@
 
 G_BEGIN_DECLS
 
-/* Version 2: acknowledged commits, seniority by admission, merges. */
+/* What hello's "v" says; docs/PROTOCOL.md names the same (the `protocol`
+ * test checks it). 3: parameter hash chunks of 1024 elements; 2: acknowledged
+ * commits, seniority by admission, merges. */
 #define RLX_MSG_PROTOCOL_VERSION 3
 
 /* Longest node id, cohort name, model or dataset slug (bytes). */

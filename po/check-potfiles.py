@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """POTFILES.in lists every source file with translatable strings, sorted.
 
+Scanned: app/, core/, data/, tools/ and the files at the top level (the
+desktop entry's source, rlx-cluster.desktop).
+
 Fails (exit 1) naming each file with strings that is missing, each listed
 file that does not exist or has no strings, and the first line out of order.
 """
@@ -21,7 +24,7 @@ def has_strings(path):
         return bool(C_MARK.search(text))
     if path.endswith(".ui"):
         return bool(UI_MARK.search(text))
-    if path.endswith((".desktop.in", ".metainfo.xml.in")):
+    if path.endswith((".desktop", ".desktop.in", ".metainfo.xml.in")):
         return True
     if path.endswith(".gschema.xml"):
         return "gettext-domain" in text
@@ -29,6 +32,10 @@ def has_strings(path):
 
 
 wanted = set()
+# the top level's own sources (the desktop entry, rlx-cluster.desktop)
+for name in os.listdir(root):
+    if os.path.isfile(os.path.join(root, name)) and has_strings(name):
+        wanted.add(name)
 for top in SCAN:
     for dirpath, dirnames, filenames in os.walk(os.path.join(root, top)):
         dirnames[:] = [d for d in dirnames if not d.startswith(("build", "."))]

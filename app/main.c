@@ -7,6 +7,7 @@
 #include <glib/gi18n.h>
 #include <locale.h>
 #include <malloc.h>
+#include <stdio.h>
 
 /* Run from a build tree, the settings schema is compiled beside the app
  * (BUILD/data); elsewhere it must be installed. Say so instead of letting
@@ -51,17 +52,61 @@ wants_no_window (int argc, char **argv)
   return FALSE;
 }
 
+/* Why no display opened, in words a person can act on: which of the
+ * variables GDK reads are set, and that none of them led to a display. */
+static char *
+describe_no_display (void)
+{
+  const char *names[] = { "WAYLAND_DISPLAY", "DISPLAY", "GDK_BACKEND" };
+  g_autoptr(GString) set = g_string_new (NULL);
+
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++)
+    {
+      const char *value = g_getenv (names[i]);
+      if (value && *value)
+        g_string_append_printf (set, "%s%s=%s", set->len ? ", " : "", names[i], value);
+    }
+  if (set->len == 0)
+    return g_strdup ("neither WAYLAND_DISPLAY nor DISPLAY is set");
+  return g_strdup_printf ("GTK could not open a display with %s (is the display server "
+                          "running, and may this user connect to it?)", set->str);
+}
+
 /* No display: say so, and what does the same job without one. */
 static int
 no_display (void)
 {
   g_autofree char *rlx_rank = rlx_local_ranks_find_rlx_rank ();
+  g_autofree char *why = describe_no_display ();
 
-  g_printerr ("rlx-cluster: there is no display to open a window on (WAYLAND_DISPLAY and DISPLAY\n"
-              "do not lead to one). The same job without a window, one rank of the local cohort:\n"
+  g_printerr ("rlx-cluster: there is no display to open a window on: %s.\n"
+              "The same job without a window, one rank of the local cohort:\n"
               "\n  %s join --local --cohort default --dataset fashion-mnist --evaluate\n\n"
               "(rlx-rank join --help lists its options; run it in more terminals to add ranks.)\n",
-              rlx_rank);
+              why, rlx_rank);
+  return 3;
+}
+
+/* --check-display: can a window open here? Exit 0 if so; else print why on
+ * stdout and exit 3 (./rlx run asks this before it starts the app). */
+static gboolean
+wants_check_display (int argc, char **argv)
+{
+  for (int i = 1; i < argc; i++)
+    if (g_str_equal (argv[i], "--check-display"))
+      return TRUE;
+  return FALSE;
+}
+
+static int
+check_display (void)
+{
+  g_autofree char *why = NULL;
+
+  if (gtk_init_check ())
+    return 0;
+  why = describe_no_display ();
+  printf ("%s\n", why);
   return 3;
 }
 
@@ -82,6 +127,8 @@ main (int argc, char **argv)
   bind_textdomain_codeset (RLX_GETTEXT_PACKAGE, "UTF-8");
   textdomain (RLX_GETTEXT_PACKAGE);
 
+  if (wants_check_display (argc, argv))
+    return check_display ();
   if (!wants_no_window (argc, argv))
     {
       if (!find_schema ())

@@ -264,6 +264,8 @@ rlx_application_init (RlxApplication *self)
          "print JSON and quit"), N_("SECONDS") },
     { "benchmark-chart", 0, 0, G_OPTION_ARG_NONE, NULL,
       N_("Time chart redraws with 100,000 points, print JSON and quit"), NULL },
+    { "check-display", 0, 0, G_OPTION_ARG_NONE, NULL,
+      N_("Exit 0 if a window can open here; else say why and exit 3"), NULL },
     { "version", 0, 0, G_OPTION_ARG_NONE, NULL, N_("Print the version and exit"), NULL },
     { NULL }
   };

@@ -76,7 +76,9 @@ copy_deps () {
 }
 for f in "$carry/bin/"*; do copy_deps "$f"; done
 # OpenBLAS is dlopen'ed (core/vision/rlx-blas.c), so ldd does not see it
-blas=$(ldconfig -p | awk '/libopenblas\.so\.0 .*x86-64/ { print $NF; exit }')
+# (awk reads to the end: an early exit would SIGPIPE ldconfig, which is fatal
+# under pipefail once ldconfig's list outgrows a pipe, as python3-torch makes it)
+blas=$(ldconfig -p | awk '/libopenblas\.so\.0 .*x86-64/ && !found { print $NF; found = 1 }')
 [ -n "$blas" ] || die "libopenblas.so.0 not found (scripts/deps.sh installs libopenblas0-pthread)"
 copy_deps "$blas"
 xz -T0 -6 -c "$(readlink -f "$blas")" > "$carry/lib/libopenblas.so.0.xz"

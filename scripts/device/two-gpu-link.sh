@@ -31,7 +31,7 @@ read -r -a TWO <<< "${RLX_TL_TWO:-vulkan:0 vulkan:1}"
 T0=$(date +%s)
 left () { echo $(( BUDGET - ($(date +%s) - T0) )); }
 
-if [[ "${TWO[*]}" == *vulkan* ]] && ! ldconfig -p | grep -q 'libvulkan\.so\.1'; then
+if [[ "${TWO[*]}" == *vulkan* ]] && ! ldconfig -p | grep 'libvulkan\.so\.1' >/dev/null; then
   for f in "$C"/gl/*.deb; do dpkg -x "$f" /; done
   ldconfig
 fi

@@ -10,7 +10,7 @@
 # (RLX_DC_DRY=1: a dry run on a machine of our own, which installs nothing)
 if [ -n "${RLX_DC_DRY-}" ]; then
   say "dry run: nothing installed"
-elif ! ldconfig -p | grep -q 'libvulkan\.so\.1'; then
+elif ! ldconfig -p | grep 'libvulkan\.so\.1' >/dev/null; then  # not -q: see carry-libs.sh
   for f in "$C"/gl/*.deb; do dpkg -x "$f" /; done
   ldconfig
 else

@@ -33,7 +33,7 @@ private_home app
 app_pid=$!
 found=
 for _ in $(seq 1 600); do
-  if xwininfo -root -tree 2>/dev/null | grep -q '"RLX Cluster"'; then found=1; break; fi
+  if xwininfo -root -tree 2>/dev/null | grep '"RLX Cluster"' >/dev/null; then found=1; break; fi
   kill -0 "$app_pid" 2>/dev/null || break
   sleep 0.1
 done

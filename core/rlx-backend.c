@@ -8,7 +8,6 @@
 #include "rlx-config.h"
 #include "rlx-backend.h"
 #include "rlx-backend-private.h"
-#include "core/util/rlx-par-copy.h"
 #include "core/rlx-kernels.h"
 #include "core/vision/rlx-cpu.h"
 #include "gpu/rlx-vk.h"
@@ -945,7 +944,6 @@ tensor_of (const RlxModel *model, gsize i)
  * leaves these loops scalar: 1 ms each for mnist-mlp-xl). */
 typedef guint32 V8u __attribute__ ((vector_size (32)));
 typedef float   V8f __attribute__ ((vector_size (32)));
-typedef guint64 V4q __attribute__ ((vector_size (32)));
 
 /* The largest |x| as f32 bits without the sign (ordered like |x| for finite
  * x; ≥ ABS_BITS_INF for NaN or ±Inf). */
@@ -974,118 +972,21 @@ max_abs_bits (const float *x, gsize n)
   return r;
 }
 
-/* Codes [@from, @to) of @src (whole elements): copied to @dst when non-NULL,
- * and checked in the same pass, 32 bytes at a time. The first code that
- * decodes to NaN or ±Inf, or -1. */
-static gssize
-copy_check_range (guint8 *dst, const guint8 *src, gsize from, gsize to, RlxPrecision p)
-{
-  gsize es = rlx_precision_element_size (p);
-  const guint64 *masks = rlx_kernels_code_masks (p);
-  const struct { guint64 field, one, top; } mm = { masks[0], masks[1], masks[2] }, *m = &mm;
-  V4q acc = { 0 };
-  guint64 tail = 0;
-  gsize i = from * es, end = to * es;
-
-  for (; i + 32 <= end; i += 32)
-    {
-      V4q w;
-      memcpy (&w, src + i, sizeof w);
-      if (dst != NULL)
-        memcpy (dst + i, &w, sizeof w);
-      acc |= ((w & m->field) + m->one) & m->top;
-    }
-  for (; i + 8 <= end; i += 8)
-    {
-      guint64 w;
-      memcpy (&w, src + i, 8);
-      if (dst != NULL)
-        memcpy (dst + i, &w, 8);
-      tail |= ((GUINT64_FROM_LE (w) & m->field) + m->one) & m->top;
-    }
-  if (i < end)
-    {
-      guint64 w = 0;
-      memcpy (&w, src + i, end - i);   /* zero padding is a finite code */
-      if (dst != NULL)
-        memcpy (dst + i, src + i, end - i);
-      tail |= ((GUINT64_FROM_LE (w) & m->field) + m->one) & m->top;
-    }
-  G_STATIC_ASSERT (G_BYTE_ORDER == G_LITTLE_ENDIAN);   /* the vector loop reads words as LE */
-  if ((acc[0] | acc[1] | acc[2] | acc[3] | tail) == 0)
-    return -1;
-  for (gsize k = from; k < to; k++)
-    if (rlx_kernels_code_bad (src, k, p))
-      return (gssize) k;
-  g_assert_not_reached ();
-}
-
-typedef struct {
-  guint8       *dst;
-  const guint8 *src;
-  gsize         from, to;
-  RlxPrecision  p;
-  gboolean      check;
-  gssize        bad;
-} CopyPiece;
-
-static void
-copy_piece (CopyPiece *c)
-{
-  gsize es = rlx_precision_element_size (c->p);
-
-  if (c->check)
-    c->bad = copy_check_range (c->dst, c->src, c->from, c->to, c->p);
-  else
-    memcpy (c->dst + c->from * es, c->src + c->from * es, (c->to - c->from) * es);
-}
-
-static void
-copy_piece_k (gpointer data, guint k)
-{
-  copy_piece ((CopyPiece *) data + k);
-}
-
-/* The @n codes at @p of @src copied to @dst (NULL: only checked, never
- * with !@check), on several threads when there are many; @check: returns
- * the first that decodes to NaN or ±Inf, or -1 (always -1 without). */
-static gssize
-copy_pieces (RlxBackend *self, void *dst, const void *src, gsize n, RlxPrecision p,
-             gboolean check)
-{
-  gsize es = rlx_precision_element_size (p);
-  CopyPiece pieces[RLX_PAR_COPY_PIECES];
-  gsize per;
-  gssize bad = -1;
-  guint k, n_pieces;
-
-  if (dst != NULL)
-    self->host_bytes += n * es;
-  /* the same threshold as every large copy (rlx-par-copy.h) */
-  if (n * es < rlx_par_copy_min_bytes ())
-    {
-      CopyPiece all = { dst, src, 0, n, p, check, -1 };
-
-      copy_piece (&all);
-      return all.bad;
-    }
-  /* whole 64-element lines (64-byte ones at any precision) */
-  n_pieces = rlx_par_pieces (n, &per);
-  for (k = 0; k < n_pieces; k++)
-    pieces[k] = (CopyPiece) { dst, src, k * per, MIN (n, (k + 1) * per), p, check, -1 };
-  rlx_par_run (n_pieces, copy_piece_k, pieces);
-  for (k = 0; k < n_pieces; k++)
-    if (pieces[k].bad >= 0 && (bad < 0 || pieces[k].bad < bad))
-      bad = pieces[k].bad;
-  return bad;
-}
-
-/* The @n codes at @p of @src copied to @dst (NULL: only checked): the
- * first that decodes to NaN or ±Inf, or -1. */
+/* The @n codes at @p of @src copied to @dst and checked on the way
+ * (core/wire): the first that decodes to NaN or ±Inf, or -1. */
 static gssize
 copy_check (RlxBackend *self, void *dst, const void *src, gsize n, RlxPrecision p)
 {
-  return copy_pieces (self, dst, src, n, p, TRUE);
+  self->host_bytes += n * rlx_precision_element_size (p);
+  return rlx_wire_codes_copy_check (dst, src, n, p);
+}
+
+/* The same for codes already checked (on the device that wrote them). */
+static void
+copy_codes (RlxBackend *self, void *dst, const void *src, gsize n, RlxPrecision p)
+{
+  self->host_bytes += n * rlx_precision_element_size (p);
+  rlx_wire_codes_copy (dst, src, n, p);
 }
 
 /* The arguments of an update or a bucket of @n codes at @precision with
@@ -1513,7 +1414,7 @@ grads_wire_to (RlxBackend *self, const guint32 *indices, guint n, RlxPrecision p
         return codes;
       /* (checked on the device; mnist-mlp-xl's 7.45 MB at f32 is ~0.5 ms
        * on one core, on the member's path every round) */
-      copy_pieces (self, out, codes, self->model->n_params, precision, FALSE);
+      copy_codes (self, out, codes, self->model->n_params, precision);
       return out;
     }
   {
@@ -1948,7 +1849,7 @@ round_finish (RlxBackend *self, double lr, RlxPrecision precision, gboolean feed
   if (codes_out != NULL)
     *codes_out = mapped;
   if (codes_into != NULL)
-    copy_pieces (self, codes_into, mapped, self->model->n_params, precision, FALSE);
+    copy_codes (self, codes_into, mapped, self->model->n_params, precision);
   return TRUE;
 }
 

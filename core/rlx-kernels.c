@@ -1061,38 +1061,6 @@ rlx_kernels_apply (RlxKernels *self, float *params, const void *codes, gsize n, 
     }
 }
 
-/* Per precision: the exponent fields, their lowest bits and the elements'
- * top bits of a little-endian 64-bit word (E4M3 has no infinities: only
- * S.1111.111, NaN, counts). */
-static const guint64 swar[RLX_PRECISION_COUNT][3] = {
-  { 0x7f8000007f800000u, 0x0080000000800000u, 0x8000000080000000u },   /* f32 */
-  { 0x7c007c007c007c00u, 0x0400040004000400u, 0x8000800080008000u },   /* f16 */
-  { 0x7f7f7f7f7f7f7f7fu, 0x0101010101010101u, 0x8080808080808080u },   /* E4M3 */
-  { 0x7c7c7c7c7c7c7c7cu, 0x0404040404040404u, 0x8080808080808080u },   /* E5M2 */
-};
-
-const guint64 *
-rlx_kernels_code_masks (RlxPrecision p)
-{
-  g_return_val_if_fail (precision_ok (p), swar[0]);
-  return swar[p];
-}
-
-gboolean
-rlx_kernels_code_bad (const void *codes, gsize i, RlxPrecision p)
-{
-  const guint8 *b = codes;
-
-  switch (p)
-    {
-    case RLX_PRECISION_F32: return (b[4 * i + 3] & 0x7f) == 0x7f && (b[4 * i + 2] & 0x80);
-    case RLX_PRECISION_F16: return (b[2 * i + 1] & 0x7c) == 0x7c;
-    case RLX_PRECISION_F8E4M3: return (b[i] & 0x7f) == 0x7f;
-    case RLX_PRECISION_F8E5M2:
-    default: return (b[i] & 0x7c) == 0x7c;
-    }
-}
-
 typedef struct {
   const Loops  *l;
   const guint8 *codes;
@@ -1109,24 +1077,25 @@ check_chunk (gpointer data, gsize c)
   gsize from = c * CHUNK, to = MIN ((c + 1) * CHUNK, j->n);
   gsize bytes = (to - from) * es, words = bytes / 8;
   const guint8 *b = j->codes + from * es;
+  const guint64 *swar = rlx_wire_code_masks (j->p);   /* core/wire's */
   guint64 acc = 0;
 
   j->bad[c] = NO_BAD;
   if (((guintptr) b % 8) == 0)
-    acc = j->l->codes_bad ((const guint64 *) b, words, swar[j->p][0], swar[j->p][1],
-                           swar[j->p][2]);
+    acc = j->l->codes_bad ((const guint64 *) b, words, swar[0], swar[1],
+                           swar[2]);
   else
     for (gsize w = 0; w < words; w++)
       {
         guint64 v;
         memcpy (&v, b + 8 * w, 8);
-        acc |= ((v & swar[j->p][0]) + swar[j->p][1]) & swar[j->p][2];
+        acc |= ((v & swar[0]) + swar[1]) & swar[2];
       }
   if (acc == 0)
     {
       /* the tail: whole elements of less than a word */
       for (gsize i = from + words * 8 / es; i < to; i++)
-        if (rlx_kernels_code_bad (j->codes, i, j->p))
+        if (rlx_wire_code_bad (j->codes, i, j->p))
           {
             j->bad[c] = i;
             return;
@@ -1134,7 +1103,7 @@ check_chunk (gpointer data, gsize c)
       return;
     }
   for (gsize i = from; i < to; i++)
-    if (rlx_kernels_code_bad (j->codes, i, j->p))
+    if (rlx_wire_code_bad (j->codes, i, j->p))
       {
         j->bad[c] = i;
         return;

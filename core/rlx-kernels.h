@@ -227,14 +227,6 @@ gssize   rlx_kernels_codes_check  (RlxKernels   *self,
                                    gsize         n,
                                    RlxPrecision  p);
 
-/* Whether code @i of @codes (at @p) decodes to NaN or ±Inf; and the masks
- * that find one eight bytes at a time, as three little-endian 64-bit words:
- * each element's exponent field, the field's lowest bit, the element's top
- * bit — ((word & field) + one) & top is non-zero exactly when some element
- * of the word has an all-ones field (E4M3: only S.1111.111, its NaN). */
-gboolean       rlx_kernels_code_bad   (const void *codes, gsize i, RlxPrecision p);
-const guint64 *rlx_kernels_code_masks (RlxPrecision p);
-
 /* rlx_params_hash (params, n), on all threads. */
 guint64  rlx_kernels_hash   (RlxKernels   *self,
                              const float  *params,

@@ -225,6 +225,32 @@ const char *rlx_wire_force_portable (gboolean portable);
 const char *rlx_wire_force_kernels  (const char *name);
 const char *rlx_wire_simd_path      (void);
 
+/* ── codes: are they finite ─────────────────────────────────────────────
+ *
+ * Codes are a payload's elements at a precision (little-endian, no
+ * alignment needed). One that decodes to NaN or ±Inf must never reach a
+ * replica: these find it. Any thread. */
+
+/* Whether code @i of @codes (at @p) decodes to NaN or ±Inf. */
+gboolean       rlx_wire_code_bad   (const void *codes, gsize i, RlxPrecision p);
+/* The masks that find such a code eight bytes at a time, as three
+ * little-endian 64-bit words: each element's exponent field, the field's
+ * lowest bit, the element's top bit — ((word & field) + one) & top is
+ * non-zero exactly when some element of the word has an all-ones field
+ * (E4M3: only S.1111.111, its NaN). */
+const guint64 *rlx_wire_code_masks (RlxPrecision p);
+/* The @n codes at @p of @src copied to @dst (NULL: only checked) and
+ * checked in the same pass: the index of the first that decodes to NaN or
+ * ±Inf, or -1. @dst holds all @n codes either way. From
+ * rlx_par_copy_min_bytes () on (core/util/rlx-par-copy.h) the work is split
+ * over that pool's threads; the result is the same. */
+gssize         rlx_wire_codes_copy_check (void *dst, const void *src, gsize n,
+                                          RlxPrecision p);
+/* The same copy without the check (codes checked elsewhere, e.g. on the
+ * device that wrote them). */
+void           rlx_wire_codes_copy       (void *dst, const void *src, gsize n,
+                                          RlxPrecision p);
+
 /* ── error feedback ─────────────────────────────────────────────────────── */
 
 /* Carries the quantisation residual of one stream (a rank's gradient, the

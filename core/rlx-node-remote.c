@@ -351,10 +351,13 @@ on_remote_event (RlxRemoteNode *node, JsonObject *event, gpointer user_data)
   RlxNodeRemote *self = user_data;
 
   emit_event (self, event);
-  /* Alone in the room: nobody to wait for, this node founds the cohort. */
+  /* Alone in the room of a standalone server: nobody to wait for, this
+   * node founds the cohort. (Alone on the founder's own server, the key is
+   * wrong: the remote node refuses it after its deadline.) */
   if (g_strcmp0 (json_object_get_string_member_with_default (event, "event", ""), "signalling") == 0 &&
       g_strcmp0 (json_object_get_string_member_with_default (event, "state", ""), "joined") == 0 &&
-      json_object_get_int_member_with_default (event, "peers", 1) == 0)
+      json_object_get_int_member_with_default (event, "peers", 1) == 0 &&
+      !json_object_get_boolean_member_with_default (event, "hosted", FALSE))
     start_coordinator (self, NULL);
 }
 

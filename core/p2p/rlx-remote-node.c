@@ -16,12 +16,16 @@
 
 #include <string.h>
 #include <gio/gio.h>
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
 
 #define RETRY_MIN_MS        1000
 #define RETRY_MAX_MS        10000
-#define REFUSE_GRACE_MS     3000
+#define AUTH_DEADLINE_MS    10000
 #define NOTICE_INTERVAL_US  (10 * G_USEC_PER_SEC)
+#define CHALLENGE_GAP_US    G_USEC_PER_SEC
 #define MAX_PEERS           256
+#define CHALLENGE_HEX_LEN   32
 
 typedef struct {
   RlxRemoteNode *node;
@@ -29,6 +33,9 @@ typedef struct {
   char          *fp;
   char          *sid;
   char          *host;
+  char          *verified_sid;  /* the session that answered our challenge */
+  char          *ch;            /* our challenge to this node, outstanding */
+  gint64         ch_sent_at;
   gboolean       known;
   gboolean       forgotten;
   RlxRemoteLink *link;
@@ -62,6 +69,7 @@ struct _RlxRemoteNode
   RlxQuicCc         cc;
   guint             connect_timeout_ms;
   guint             idle_timeout_ms;
+  guint             auth_deadline_ms;
 
   RlxSignalServer  *server;
   RlxSignalClient  *client;
@@ -76,7 +84,9 @@ struct _RlxRemoteNode
   gboolean          stopped;
   gboolean          refused;
   guint64           n_authentic;
-  gboolean          auth_failed_notice;
+  guint64           n_heard;        /* messages that reached us, authentic or not */
+  guint             room_peers;     /* others in the room at our first join */
+  char             *bcast_ch;       /* the challenge in our broadcast hello */
   GSource          *refuse_check;
 };
 
@@ -147,6 +157,8 @@ peer_free (gpointer data)
   g_free (p->fp);
   g_free (p->sid);
   g_free (p->host);
+  g_free (p->verified_sid);
+  g_free (p->ch);
   g_free (p->att);
   g_free (p);
 }
@@ -190,13 +202,31 @@ send_sealed (RlxRemoteNode *self, const char *to, const char *type, JsonObject *
   rlx_signal_client_send (self->client, to, sealed);
 }
 
+static char *
+new_challenge (void)
+{
+  guint8 r[CHALLENGE_HEX_LEN / 2];
+  GString *s = g_string_sized_new (CHALLENGE_HEX_LEN);
+
+  (void) gnutls_rnd (GNUTLS_RND_NONCE, r, sizeof r);
+  for (guint i = 0; i < sizeof r; i++)
+    g_string_append_printf (s, "%02x", r[i]);
+  return g_string_free (s, FALSE);
+}
+
+/* A hello: our fingerprint and host; @echo answers the challenge the
+ * recipient sent us, @ch is one for it to answer. */
 static void
-send_hello (RlxRemoteNode *self, const char *to)
+send_hello (RlxRemoteNode *self, const char *to, const char *echo, const char *ch)
 {
   g_autoptr(JsonObject) f = json_object_new ();
 
   json_object_set_string_member (f, "fp", rlx_identity_get_fingerprint (self->identity));
   json_object_set_string_member (f, "host", self->host_name);
+  if (echo)
+    json_object_set_string_member (f, "echo", echo);
+  if (ch)
+    json_object_set_string_member (f, "ch", ch);
   send_sealed (self, to, "hello", f);
 }
 
@@ -471,17 +501,45 @@ reject (RlxRemoteNode *self, const char *from, const char *reason)
     emit_event (self, "rejected", "node", from, "reason", reason, NULL);
 }
 
+/* A hello is the only message a session we have not verified may send, and
+ * all it gets is a challenge: a hello recorded earlier and replayed (to a
+ * node that never saw its session, within the clock window) passes every
+ * check of RlxSignalAuth, but cannot answer a challenge drawn now. A
+ * session is verified once a hello of it echoes our broadcast challenge or
+ * the one we sent that node; until then nothing about the peer changes. */
 static void
 handle_hello (RlxRemoteNode *self, Peer *p, JsonObject *body)
 {
   const char *fp = member_str (body, "fp", 64);
   const char *host = member_str (body, "host", 255);
   const char *sid = member_str (body, "sid", 64);
+  const char *ch = member_str (body, "ch", CHALLENGE_HEX_LEN);
+  const char *echo = member_str (body, "echo", CHALLENGE_HEX_LEN);
   gboolean broadcast = g_strcmp0 (member_str (body, "to", 64), "*") == 0;
 
   if (!rlx_fingerprint_is_valid (fp))
     {
       reject (self, p->id, "a hello without a certificate fingerprint");
+      return;
+    }
+  if (echo && ((self->bcast_ch && strcmp (echo, self->bcast_ch) == 0) ||
+               (p->ch && strcmp (echo, p->ch) == 0)))
+    {
+      g_free (p->verified_sid);
+      p->verified_sid = g_strdup (sid);
+      g_clear_pointer (&p->ch, g_free);
+    }
+  if (g_strcmp0 (p->verified_sid, sid) != 0)
+    {
+      gint64 now = g_get_monotonic_time ();
+
+      g_debug ("hello from %s, session %s: not verified yet, challenged", p->id, sid);
+      if (p->ch == NULL)
+        p->ch = new_challenge ();
+      else if (now - p->ch_sent_at < CHALLENGE_GAP_US)
+        return;   /* a burst of (replayed) hellos gets one challenge a second */
+      p->ch_sent_at = now;
+      send_hello (self, p->id, ch, p->ch);
       return;
     }
   if (p->sid && g_strcmp0 (p->sid, sid) != 0)
@@ -497,8 +555,8 @@ handle_hello (RlxRemoteNode *self, Peer *p, JsonObject *body)
   p->fp = g_ascii_strdown (fp, -1);
   p->known = TRUE;
   p->forgotten = FALSE;
-  if (broadcast)
-    send_hello (self, p->id);
+  if (broadcast || ch)
+    send_hello (self, p->id, ch, NULL);
   if (!controlling (self, p) || p->live)
     return;
   if (p->link && broadcast)
@@ -599,11 +657,9 @@ on_client_message (RlxSignalClient *client, const char *from, JsonNode *sealed, 
   const char *type, *sender;
   Peer *p;
 
+  self->n_heard++;
   if (body == NULL)
     {
-      if (g_error_matches (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_BAD_MAC) &&
-          complaint_due (self, from, "notice"))
-        rlx_signal_client_send_notice (self->client, from, "auth-failed");
       if (!g_error_matches (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_NOT_FOR_US))
         reject (self, from, error->message);
       return;
@@ -615,6 +671,13 @@ on_client_message (RlxSignalClient *client, const char *from, JsonNode *sealed, 
   if (p == NULL)
     {
       reject (self, sender, "too many peers");
+      return;
+    }
+  if (g_strcmp0 (type, "hello") != 0 &&
+      g_strcmp0 (p->verified_sid, member_str (body, "sid", 64)) != 0)
+    {
+      reject (self, sender, "a signalling message from a session that has not answered our "
+                            "challenge (a recorded session replayed?)");
       return;
     }
   if (g_strcmp0 (type, "hello") == 0)
@@ -640,31 +703,42 @@ on_client_message (RlxSignalClient *client, const char *from, JsonNode *sealed, 
 
 /* ── the key refusal ────────────────────────────────────────────────────── */
 
-static void
-refuse (RlxRemoteNode *self, const char *by)
-{
-  g_autoptr(GError) error = NULL;
-
-  if (self->refused)
-    return;
-  self->refused = TRUE;
-  error = g_error_new (RLX_REMOTE_ERROR, RLX_REMOTE_ERROR_KEY_REFUSED,
-                       "key refused: %s could not authenticate this node's messages and this "
-                       "node has read no authentic message from the cohort '%s' — the key in "
-                       "the invite is not the cohort's (copy the whole invite, including the "
-                       "part after '#')", by, self->invite->cohort);
-  emit_event (self, "signalling", "state", "refused", "reason", error->message, NULL);
-  g_signal_emit (self, signals[SIGNAL_REFUSED], 0, error);
-}
-
+/* Nothing anyone in a room can send ends a join: a notice is not
+ * authenticated (a node with another key cannot authenticate anything to
+ * us), so it is logged and ignored. What tells a joiner its key is wrong is
+ * the absence of anything authentic: the room its key names is empty on
+ * the founding node's own server (the founder is always in its cohort's
+ * room), or the nodes there send nothing it can open, for the whole of
+ * the deadline. An empty room on `rlx-rank signal` is a cohort not yet
+ * founded: that joiner founds it. */
 static gboolean
 on_refuse_check (gpointer user_data)
 {
   RlxRemoteNode *self = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *why = NULL;
+  gboolean hosted;
 
   g_clear_pointer (&self->refuse_check, g_source_unref);
-  if (self->auth_failed_notice && self->n_authentic == 0 && !self->serve)
-    refuse (self, "the cohort");
+  hosted = self->client && rlx_signal_client_is_hosted (self->client);
+  if (self->refused || self->serve || self->n_authentic > 0 ||
+      !(hosted || self->room_peers > 0 || self->n_heard > 0))
+    return G_SOURCE_REMOVE;
+  self->refused = TRUE;
+  if (self->room_peers > 0 || self->n_heard > 0)
+    why = g_strdup_printf ("%u node(s) are in the room this key names, and none of the %"
+                           G_GUINT64_FORMAT " message(s) this node got from them could be "
+                           "opened", self->room_peers, self->n_heard);
+  else
+    why = g_strdup ("the room this key names is empty on the founding node's own server, "
+                    "and its founder is always in its cohort's room");
+  error = g_error_new (RLX_REMOTE_ERROR, RLX_REMOTE_ERROR_KEY_REFUSED,
+                       "key refused: nothing from the cohort '%s' could be authenticated "
+                       "within %u s (%s) — the key in the invite is probably not the "
+                       "cohort's: copy the whole invite, including the part after '#'",
+                       self->invite->cohort, self->auth_deadline_ms / 1000, why);
+  emit_event (self, "signalling", "state", "refused", "reason", error->message, NULL);
+  g_signal_emit (self, signals[SIGNAL_REFUSED], 0, error);
   return G_SOURCE_REMOVE;
 }
 
@@ -673,13 +747,9 @@ on_client_notice (RlxSignalClient *client, const char *from, const char *notice,
 {
   RlxRemoteNode *self = user_data;
 
-  if (g_strcmp0 (notice, "auth-failed") != 0)
-    return;
-  self->auth_failed_notice = TRUE;
-  if (self->n_authentic == 0 && !self->serve && self->refuse_check == NULL)
-    refuse (self, from);
-  else if (self->n_authentic > 0 || self->serve)
-    reject (self, from, "it could not authenticate our messages (its key differs from ours)");
+  /* Logged (at most once per sender and interval), never acted on. */
+  if (complaint_due (self, from, "notice"))
+    g_message ("signalling: ignored an unauthenticated notice '%s' from %s", notice, from);
 }
 
 /* ── signalling connection ──────────────────────────────────────────────── */
@@ -695,14 +765,19 @@ on_client_joined (RlxSignalClient *client, GStrv peers, gpointer user_data)
   json_object_set_string_member (o, "state", "joined");
   json_object_set_string_member (o, "server", server);
   json_object_set_int_member (o, "peers", peers ? g_strv_length (peers) : 0);
+  json_object_set_boolean_member (o, "hosted", rlx_signal_client_is_hosted (client));
   g_signal_emit (self, signals[SIGNAL_EVENT], 0, o);
-  if (self->refuse_check == NULL && self->n_authentic == 0)
+  if (self->refuse_check == NULL && self->n_authentic == 0 && !self->serve && !self->refused)
     {
-      self->refuse_check = g_timeout_source_new (REFUSE_GRACE_MS);
+      self->room_peers = MAX (self->room_peers, peers ? g_strv_length (peers) : 0);
+      self->refuse_check = g_timeout_source_new (self->auth_deadline_ms);
       g_source_set_callback (self->refuse_check, on_refuse_check, self, NULL);
       g_source_attach (self->refuse_check, g_main_context_get_thread_default ());
     }
-  send_hello (self, "*");
+  /* A fresh challenge per (re)join: whoever answers it is live now. */
+  g_free (self->bcast_ch);
+  self->bcast_ch = new_challenge ();
+  send_hello (self, "*", NULL, self->bcast_ch);
 }
 
 static void
@@ -751,8 +826,8 @@ connect_signalling (RlxRemoteNode *self)
       else
         host = self->listen_address;
     }
-  self->client = rlx_signal_client_new (host, self->invite->port, self->invite->cohort,
-                                        self->node_id);
+  self->client = rlx_signal_client_new (host, self->invite->port,
+                                        rlx_signal_auth_get_room (self->auth), self->node_id);
   g_signal_connect (self->client, "joined", G_CALLBACK (on_client_joined), self);
   g_signal_connect (self->client, "message", G_CALLBACK (on_client_message), self);
   g_signal_connect (self->client, "notice", G_CALLBACK (on_client_notice), self);
@@ -900,6 +975,7 @@ rlx_remote_node_finalize (GObject *object)
   g_free (self->turn_password);
   g_free (self->stun_ip);
   g_free (self->turn_ip);
+  g_free (self->bcast_ch);
   G_OBJECT_CLASS (rlx_remote_node_parent_class)->finalize (object);
 }
 
@@ -968,6 +1044,7 @@ rlx_remote_node_new (const RlxRemoteNodeConfig *config, GError **error)
   self->cc = config->cc;
   self->connect_timeout_ms = config->connect_timeout_ms;
   self->idle_timeout_ms = config->idle_timeout_ms;
+  self->auth_deadline_ms = config->auth_deadline_ms ? config->auth_deadline_ms : AUTH_DEADLINE_MS;
   self->auth = rlx_signal_auth_new (self->invite->key, self->invite->cohort, self->node_id);
   return self;
 }
@@ -990,6 +1067,7 @@ rlx_remote_node_start (RlxRemoteNode *self, GError **error)
   if (self->serve)
     {
       self->server = rlx_signal_server_new (NULL);
+      rlx_signal_server_set_hosted (self->server, TRUE);
       g_signal_connect (self->server, "event", G_CALLBACK (on_server_event), self);
       if (!rlx_signal_server_listen (self->server, self->listen_address, self->invite->port, error))
         {

@@ -1,36 +1,46 @@
 /* rlx-remote-node.h — the remote side of one node: signalling, pairing, links
  *
- * The counterpart of RlxLocalBus for other machines. It joins the cohort's
- * room on the signalling server named by the invite (and, for the node that
- * founds the cohort, serves that signalling itself), announces itself, and
- * pairs up with every other node in the room:
+ * The counterpart of RlxLocalBus for other machines. It joins the room its
+ * cohort key names (rlx-signal-msg.h) on the signalling server named by
+ * the invite (and, for the node that founds the cohort, serves that
+ * signalling itself), announces itself, and pairs up with every other node
+ * in the room:
  *
- *   hello   {fp, host}                 broadcast on every (re)join; a node
- *                                      that hears a broadcast hello answers
- *                                      with a hello addressed to the sender
+ *   hello   {fp, host, ch?, echo?}     broadcast on every (re)join with a
+ *                                      fresh challenge ch; a node that hears
+ *                                      a broadcast hello answers with a hello
+ *                                      addressed to the sender
  *   offer   {att, ufrag, pwd, fp}      from the node with the lower id (ICE
  *                                      controlling, QUIC client) to the other
  *   answer  {att, ufrag, pwd, fp}      back
  *   cand    {att, c}  /  eoc {att}     trickled ICE candidates, both ways
  *   bye     {}                         leaving for good
  *
- * all sealed with the cohort key (rlx-signal-msg.h); the fingerprints in
- * them are what each link's TLS handshake pins. A link that comes up is
- * reported by ::link-added — exactly like the local bus, so the caller hands
- * it to the coordinator — and its end by ::link-removed. A pairing that
- * fails says why in an "link-failed" event, and the controlling side tries
- * again with a growing delay (1 s doubling to 10 s) while the peer is in
- * the room; a node that drops off (link down, signalling lost) and comes
- * back pairs again by itself.
+ * all sealed (encrypted and authenticated) with keys derived from the
+ * cohort key; the fingerprints in them are what each link's TLS handshake
+ * pins. A session (a sender's process) is trusted only once it answered a
+ * challenge: its hello echoes (echo) a challenge this node drew — the one
+ * of its broadcast hello, or one sent to it in a hello of ours (ch). Until
+ * then its hellos only get a challenge back and its other messages are
+ * rejected, so a recorded session replayed to a node that never saw it
+ * opens nothing. A link that comes up is reported by ::link-added — exactly
+ * like the local bus, so the caller hands it to the coordinator — and its
+ * end by ::link-removed. A pairing that fails says why in an "link-failed"
+ * event, and the controlling side tries again with a growing delay (1 s
+ * doubling to 10 s) while the peer is in the room; a node that drops off
+ * (link down, signalling lost) and comes back pairs again by itself.
  *
- * A node whose messages the others cannot authenticate (the invite's key is
- * wrong) is told so by notices; a joining node that gets such a notice and
- * has never read an authentic message within three seconds of joining is
- * refused (::refused with RLX_REMOTE_ERROR_KEY_REFUSED).
+ * Nothing unauthenticated ends a join: notices from the room are logged and
+ * ignored. A joining node that has authenticated nothing within the
+ * deadline (auth_deadline_ms) although its room had nodes in it, or was
+ * empty on the founding node's own server ("hosted"), is refused
+ * (::refused with RLX_REMOTE_ERROR_KEY_REFUSED, saying the key is probably
+ * wrong). An empty room on a standalone server is a cohort to found.
  *
  * Events (::event, a JsonObject with "event"), for the JSON-lines stream:
  *   signalling   state ("joined" | "lost" | "refused"), reason, server,
- *                peers (how many other nodes were in the room when it joined)
+ *                peers (how many other nodes were in the room when it joined),
+ *                hosted (the server is the founding node's own)
  *   link-up      node, path (e.g. "host/host 10.0.0.2:41234"), rtt_us
  *   link-down    node, reason, code
  *   link-failed  node, reason, code  (code: ice-failed, pin-mismatch,
@@ -68,6 +78,8 @@ typedef struct {
   RlxQuicCc        cc;
   guint            connect_timeout_ms;   /* per pairing; 0: 20000 */
   guint            idle_timeout_ms;      /* QUIC idle timeout; 0: 10000 */
+  guint            auth_deadline_ms;     /* a joiner that authenticates nothing in
+                                          * this time is refused; 0: 10000 */
 } RlxRemoteNodeConfig;
 
 /* TRUE if the node should not pair with @peer_id (e.g. it is already

@@ -47,6 +47,7 @@ struct _RlxSignalClient
 
   gboolean                 started;
   gboolean                 joined;
+  gboolean                 hosted;
   guint                    retry_ms;
   GSource                 *retry;
   GSource                 *tick;
@@ -187,6 +188,7 @@ on_ws_message (SoupWebsocketConnection *ws, gint type, GBytes *message, gpointer
       if (!self->joined)
         {
           self->joined = TRUE;
+          self->hosted = op->hosted;
           self->retry_ms = RETRY_MIN_MS;
           g_signal_emit (self, signals[SIGNAL_JOINED], 0, op->peers);
         }
@@ -593,6 +595,13 @@ rlx_signal_client_is_joined (RlxSignalClient *self)
 {
   g_return_val_if_fail (RLX_IS_SIGNAL_CLIENT (self), FALSE);
   return self->joined;
+}
+
+gboolean
+rlx_signal_client_is_hosted (RlxSignalClient *self)
+{
+  g_return_val_if_fail (RLX_IS_SIGNAL_CLIENT (self), FALSE);
+  return self->hosted;
 }
 
 gboolean

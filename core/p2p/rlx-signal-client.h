@@ -1,7 +1,8 @@
 /* rlx-signal-client.h — one node's connection to the signalling server
  *
- * Connects a WebSocket to ws://HOST:PORT/rlx/signal, joins the room of its
- * cohort under its node id, and passes envelopes both ways (see
+ * Connects a WebSocket to ws://HOST:PORT/rlx/signal, joins a room (for a
+ * node: the one its cohort key names, rlx_signal_auth_get_room) under its
+ * node id, and passes envelopes both ways (see
  * rlx-signal-msg.h). It keeps itself connected: a lost or refused
  * connection is reported (::lost) and retried with a growing delay (0.25 s
  * doubling to 5 s) until rlx_signal_client_stop; every (re)join is reported
@@ -44,6 +45,9 @@ void             rlx_signal_client_set_timing (RlxSignalClient *self, guint ping
 void             rlx_signal_client_start (RlxSignalClient *self);
 void             rlx_signal_client_stop  (RlxSignalClient *self);
 gboolean         rlx_signal_client_is_joined (RlxSignalClient *self);
+/* The last welcome said the server is a founding node's own (see
+ * rlx_signal_server_set_hosted). */
+gboolean         rlx_signal_client_is_hosted (RlxSignalClient *self);
 /* Send a sealed message to @to (a node id or "*"). FALSE when not joined. */
 gboolean         rlx_signal_client_send  (RlxSignalClient *self, const char *to, JsonNode *sealed);
 gboolean         rlx_signal_client_send_notice (RlxSignalClient *self, const char *to,

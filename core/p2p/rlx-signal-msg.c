@@ -19,7 +19,8 @@ G_DEFINE_QUARK (rlx-signal-error-quark, rlx_signal_error)
 #define MAX_PEERS        256
 #define MAX_SENDERS      1024
 #define MAX_RETIRED      8
-#define MAC_HEX_LEN      64
+#define NONCE_LEN        12
+#define TAG_LEN          16
 #define SID_HEX_LEN      16
 
 gboolean
@@ -317,6 +318,11 @@ rlx_signal_op_parse (const char *text, gsize len, gboolean from_server, GError *
           }
         op->peers = g_strv_builder_end (b);
         g_strv_builder_unref (b);
+        {
+          JsonNode *h = json_object_get_member (o, "hosted");
+          op->hosted = h && JSON_NODE_HOLDS_VALUE (h) &&
+                       json_node_get_value_type (h) == G_TYPE_BOOLEAN && json_node_get_boolean (h);
+        }
         break;
       }
     case RLX_SIGNAL_OP_PEER_JOINED:
@@ -384,6 +390,11 @@ rlx_signal_op_to_string (const RlxSignalOp *op)
       for (guint i = 0; op->peers && op->peers[i]; i++)
         json_builder_add_string_value (b, op->peers[i]);
       json_builder_end_array (b);
+      if (op->hosted)
+        {
+          json_builder_set_member_name (b, "hosted");
+          json_builder_add_boolean_value (b, TRUE);
+        }
     }
   if (op->data)
     {
@@ -406,8 +417,9 @@ typedef struct {
 
 struct _RlxSignalAuth
 {
-  guint8          key[32];
-  char           *room;
+  gnutls_aead_cipher_hd_t aead;
+  char            room[RLX_SIGNAL_ROOM_LEN + 1];
+  char           *cohort;
   char           *node;
   char            sid[SID_HEX_LEN + 1];
   guint64         seq;
@@ -433,20 +445,53 @@ real_clock (gpointer user_data)
   return g_get_real_time () / 1000;
 }
 
-RlxSignalAuth *
-rlx_signal_auth_new (const guint8 key[16], const char *room, const char *node_id)
+/* HKDF-SHA256 (RFC 5869): PRK = Extract (salt "rlx-signal/2", cohort key),
+ * then one Expand per use, each with its own label. */
+static void
+derive (const guint8 key[16], const char *info, gsize info_len, guint8 *out, gsize out_len)
 {
-  static const char label[] = "rlx-signal/1 key";
+  static const char salt[] = RLX_SIGNAL_LABEL;
+  guint8 prk[32];
+  gnutls_datum_t k = { (unsigned char *) key, 16 };
+  gnutls_datum_t s = { (unsigned char *) salt, sizeof salt - 1 };
+  gnutls_datum_t p = { prk, sizeof prk };
+  gnutls_datum_t i = { (unsigned char *) info, (unsigned int) info_len };
+
+  g_assert (gnutls_hkdf_extract (GNUTLS_MAC_SHA256, &k, &s, prk) == 0);
+  g_assert (gnutls_hkdf_expand (GNUTLS_MAC_SHA256, &p, &i, out, out_len) == 0);
+  gnutls_memset (prk, 0, sizeof prk);
+}
+
+void
+rlx_signal_room_for (const guint8 key[16], const char *cohort, char out[RLX_SIGNAL_ROOM_LEN + 1])
+{
+  g_autofree char *info = g_strconcat (RLX_SIGNAL_LABEL " room\n", cohort, NULL);
+  guint8 id[RLX_SIGNAL_ROOM_LEN / 2];
+
+  g_return_if_fail (key != NULL && cohort != NULL);
+  derive (key, info, strlen (info), id, sizeof id);
+  for (guint i = 0; i < sizeof id; i++)
+    g_snprintf (out + 2 * i, 3, "%02x", id[i]);
+}
+
+RlxSignalAuth *
+rlx_signal_auth_new (const guint8 key[16], const char *cohort, const char *node_id)
+{
+  static const char label[] = RLX_SIGNAL_LABEL " aead";
   RlxSignalAuth *self;
-  guint8 r[SID_HEX_LEN / 2];
+  guint8 r[SID_HEX_LEN / 2], k[32];
+  gnutls_datum_t kd = { k, sizeof k };
 
   g_return_val_if_fail (key != NULL, NULL);
-  g_return_val_if_fail (rlx_signal_name_is_valid (room), NULL);
+  g_return_val_if_fail (rlx_signal_name_is_valid (cohort), NULL);
   g_return_val_if_fail (rlx_signal_name_is_valid (node_id), NULL);
 
   self = g_new0 (RlxSignalAuth, 1);
-  gnutls_hmac_fast (GNUTLS_MAC_SHA256, key, 16, label, sizeof label - 1, self->key);
-  self->room = g_strdup (room);
+  derive (key, label, sizeof label - 1, k, sizeof k);
+  g_assert (gnutls_aead_cipher_init (&self->aead, GNUTLS_CIPHER_AES_256_GCM, &kd) == 0);
+  gnutls_memset (k, 0, sizeof k);
+  rlx_signal_room_for (key, cohort, self->room);
+  self->cohort = g_strdup (cohort);
   self->node = g_strdup (node_id);
   (void) gnutls_rnd (GNUTLS_RND_NONCE, r, sizeof r);
   for (guint i = 0; i < sizeof r; i++)
@@ -462,8 +507,8 @@ rlx_signal_auth_free (RlxSignalAuth *self)
 {
   if (self == NULL)
     return;
-  gnutls_memset (self->key, 0, sizeof self->key);
-  g_free (self->room);
+  gnutls_aead_cipher_deinit (self->aead);
+  g_free (self->cohort);
   g_free (self->node);
   g_hash_table_unref (self->senders);
   g_free (self);
@@ -488,21 +533,18 @@ rlx_signal_auth_get_session (RlxSignalAuth *self)
   return self->sid;
 }
 
-static void
-compute_mac (RlxSignalAuth *self, const char *body, gsize len, char out[MAC_HEX_LEN + 1])
+const char *
+rlx_signal_auth_get_room (RlxSignalAuth *self)
 {
-  gnutls_hmac_hd_t h;
-  guint8 digest[32];
-  static const char prefix[] = "rlx-signal/1\n";
+  return self->room;
+}
 
-  g_assert (gnutls_hmac_init (&h, GNUTLS_MAC_SHA256, self->key, sizeof self->key) == 0);
-  gnutls_hmac (h, prefix, sizeof prefix - 1);
-  gnutls_hmac (h, self->room, strlen (self->room));
-  gnutls_hmac (h, "\n", 1);
-  gnutls_hmac (h, body, len);
-  gnutls_hmac_deinit (h, digest);
-  for (guint i = 0; i < sizeof digest; i++)
-    g_snprintf (out + 2 * i, 3, "%02x", digest[i]);
+/* What the tag also covers: the protocol and the room, so a message cannot
+ * be moved to another cohort's room (or another version) unnoticed. */
+static char *
+aad_of (RlxSignalAuth *self)
+{
+  return g_strconcat (RLX_SIGNAL_LABEL "\n", self->room, NULL);
 }
 
 static const char *reserved[] = { "from", "to", "type", "sid", "seq", "ts" };
@@ -513,7 +555,10 @@ rlx_signal_auth_seal (RlxSignalAuth *self, const char *to, const char *type, Jso
   g_autoptr(JsonObject) body = json_object_new ();
   g_autoptr(JsonNode) bn = NULL;
   g_autofree char *text = NULL;
-  char mac[MAC_HEX_LEN + 1];
+  g_autofree char *aad = NULL;
+  g_autofree guint8 *box = NULL;
+  g_autofree char *b64 = NULL;
+  gsize len, ct_len;
   JsonObject *sealed;
   JsonNode *out;
 
@@ -543,23 +588,24 @@ rlx_signal_auth_seal (RlxSignalAuth *self, const char *to, const char *type, Jso
     }
   bn = json_node_init_object (json_node_alloc (), body);
   text = json_to_string (bn, FALSE);
-  compute_mac (self, text, strlen (text), mac);
+  len = strlen (text);
+  g_return_val_if_fail (len <= RLX_SIGNAL_MAX_BODY, NULL);
+  /* nonce ‖ ciphertext ‖ tag; a fresh random 96-bit nonce per message (the
+   * signalling of a cohort is a few thousand messages at most, far below
+   * the 2^32 random nonces one GCM key takes). */
+  box = g_malloc (NONCE_LEN + len + TAG_LEN);
+  (void) gnutls_rnd (GNUTLS_RND_NONCE, box, NONCE_LEN);
+  aad = aad_of (self);
+  ct_len = len + TAG_LEN;
+  g_assert (gnutls_aead_cipher_encrypt (self->aead, box, NONCE_LEN, aad, strlen (aad), TAG_LEN,
+                                        text, len, box + NONCE_LEN, &ct_len) == 0);
+  gnutls_memset (text, 0, len);
+  b64 = g_base64_encode (box, NONCE_LEN + ct_len);
   sealed = json_object_new ();
-  json_object_set_string_member (sealed, "b", text);
-  json_object_set_string_member (sealed, "m", mac);
+  json_object_set_string_member (sealed, "c", b64);
   out = json_node_init_object (json_node_alloc (), sealed);
   json_object_unref (sealed);
   return out;
-}
-
-static gboolean
-hex_equal_ct (const char *a, const char *b, gsize n)
-{
-  guint diff = 0;
-
-  for (gsize i = 0; i < n; i++)
-    diff |= (guint) (g_ascii_tolower (a[i]) ^ g_ascii_tolower (b[i]));
-  return diff == 0;
 }
 
 static gboolean
@@ -573,17 +619,32 @@ is_hex (const char *s, gsize n)
   return TRUE;
 }
 
-JsonObject *
-rlx_signal_auth_open (RlxSignalAuth *self, JsonNode *sealed, GError **error)
+static gboolean
+is_base64 (const char *s)
+{
+  gsize n = strlen (s);
+
+  if (n == 0 || n % 4 != 0)
+    return FALSE;
+  for (gsize i = 0; i < n; i++)
+    if (!g_ascii_isalnum (s[i]) && s[i] != '+' && s[i] != '/' &&
+        !(s[i] == '=' && i >= n - 2 && (i == n - 1 || s[n - 1] == '=')))
+      return FALSE;
+  return TRUE;
+}
+
+/* The body of @sealed, decrypted and authenticated, as text; NULL with
+ * _MALFORMED or _BAD_MAC. */
+static char *
+unseal (RlxSignalAuth *self, JsonNode *sealed, GError **error)
 {
   JsonObject *so;
-  const char *b, *m, *from, *to, *type, *sid;
-  char mac[MAC_HEX_LEN + 1];
-  g_autoptr(JsonObject) body = NULL;
-  gint64 seq, ts, now;
-  Sender *s;
+  const char *c;
+  g_autofree guint8 *box = NULL;
+  g_autofree char *aad = NULL;
+  char *text;
+  gsize n, len;
 
-  g_return_val_if_fail (self != NULL, NULL);
   if (sealed == NULL || !JSON_NODE_HOLDS_OBJECT (sealed))
     {
       g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_MALFORMED,
@@ -591,24 +652,53 @@ rlx_signal_auth_open (RlxSignalAuth *self, JsonNode *sealed, GError **error)
       return NULL;
     }
   so = json_node_get_object (sealed);
-  b = get_str (so, "b");
-  m = get_str (so, "m");
-  if (b == NULL || strlen (b) > RLX_SIGNAL_MAX_MESSAGE || !is_hex (m, MAC_HEX_LEN))
+  c = get_str (so, "c");
+  if (c == NULL || strlen (c) > RLX_SIGNAL_MAX_MESSAGE || !is_base64 (c))
     {
       g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_MALFORMED,
-                   "a sealed signalling message needs \"b\" (the body) and \"m\" (its MAC)");
+                   "a sealed signalling message needs \"c\", its sealed body in base64");
       return NULL;
     }
-  compute_mac (self, b, strlen (b), mac);
-  if (!hex_equal_ct (mac, m, MAC_HEX_LEN))
+  box = g_base64_decode (c, &n);
+  if (n < NONCE_LEN + TAG_LEN + 2)
     {
+      g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_MALFORMED,
+                   "a sealed signalling message of %" G_GSIZE_FORMAT " bytes is too short "
+                   "for a nonce, a body and a tag", n);
+      return NULL;
+    }
+  aad = aad_of (self);
+  len = n - NONCE_LEN - TAG_LEN;
+  text = g_malloc (len + 1);
+  if (gnutls_aead_cipher_decrypt (self->aead, box, NONCE_LEN, aad, strlen (aad), TAG_LEN,
+                                  box + NONCE_LEN, n - NONCE_LEN, text, &len) != 0)
+    {
+      g_free (text);
       g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_BAD_MAC,
                    "a signalling message failed authentication: it was sealed with another "
                    "cohort key (a wrong invite) or altered on the way");
       return NULL;
     }
+  text[len] = '\0';
+  return text;
+}
+
+JsonObject *
+rlx_signal_auth_open (RlxSignalAuth *self, JsonNode *sealed, GError **error)
+{
+  g_autofree char *b = NULL;
+  const char *from, *to, *type, *sid;
+  g_autoptr(JsonObject) body = NULL;
+  gint64 seq, ts, now;
+  Sender *s;
+
+  g_return_val_if_fail (self != NULL, NULL);
+  b = unseal (self, sealed, error);
+  if (b == NULL)
+    return NULL;
   /* Authentic: the sender holds the key. Still check everything. */
   body = parse_object (b, strlen (b), "a sealed message's body", error);
+  gnutls_memset (b, 0, strlen (b));
   if (body == NULL)
     return NULL;
   from = get_str (body, "from");

@@ -57,6 +57,7 @@ struct _RlxSignalServer
   GHashTable            *rooms;     /* name → Room* (owned) */
   GSource               *tick;
   guint16                port;
+  gboolean               hosted;    /* a founding node serves us: say so in welcomes */
 };
 
 G_DEFINE_FINAL_TYPE (RlxSignalServer, rlx_signal_server, G_TYPE_OBJECT)
@@ -265,6 +266,7 @@ handle_join (Client *c, RlxSignalOp *op)
     }
   g_ptr_array_add (r->members, c);
   welcome.room = r->name;
+  welcome.hosted = self->hosted;
   welcome.peers = g_strv_builder_end (b);
   g_strv_builder_unref (b);
   send_op (c, &welcome);
@@ -607,4 +609,11 @@ guint
 rlx_signal_server_get_n_rooms (RlxSignalServer *self)
 {
   return g_hash_table_size (self->rooms);
+}
+
+void
+rlx_signal_server_set_hosted (RlxSignalServer *self, gboolean hosted)
+{
+  g_return_if_fail (RLX_IS_SIGNAL_SERVER (self));
+  self->hosted = hosted;
 }

@@ -50,5 +50,10 @@ guint16          rlx_signal_server_get_port (RlxSignalServer *self);
 void             rlx_signal_server_stop   (RlxSignalServer *self);
 guint            rlx_signal_server_get_n_clients (RlxSignalServer *self);
 guint            rlx_signal_server_get_n_rooms   (RlxSignalServer *self);
+/* The founding node of a cohort serves this server (not `rlx-rank signal`):
+ * every welcome says "hosted", so a joiner that finds its room empty knows
+ * its key is not the cohort's (the founder is always in the cohort's room).
+ * It says nothing about any room; the room ids stay opaque names. */
+void             rlx_signal_server_set_hosted    (RlxSignalServer *self, gboolean hosted);
 
 G_END_DECLS

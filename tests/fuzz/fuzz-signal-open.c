@@ -2,11 +2,12 @@
  *
  * First byte even: the rest is the SEALED JSON as a server could forward it
  * (wrapped in an envelope, so the depth and size checks run first); it must
- * be refused (no MAC can match without the key) without crashing. First byte
- * odd: the rest is a message BODY that gets a correct MAC, so the body
- * checks and the replay bookkeeping run on arbitrary JSON; what is accepted
- * must carry a valid sender, type and counter. Two openers keep state
- * across inputs, as a long-running node would. */
+ * be refused (no tag can match without the key) without crashing. First
+ * byte odd: the rest is a message BODY that gets sealed correctly (AES-256-
+ * GCM under the key HKDF derives, as a sender with the key would), so the
+ * body checks and the replay bookkeeping run on arbitrary JSON; what is
+ * accepted must carry a valid sender, type and counter. Two openers keep
+ * state across inputs, as a long-running node would. */
 #include "rlx-config.h"
 
 #include <stdint.h>
@@ -36,27 +37,46 @@ fixed_clock (gpointer user_data)
   return 1700000000000;
 }
 
-/* The MAC a sender with @key would compute (same recipe as rlx-signal-msg.c,
- * written out again here on purpose: it pins the format). */
-static char *
-mac_of (const char *room, const char *body, gsize len)
+/* The SEALED object a sender with @key would make of @body in @room's
+ * room (the recipe of rlx-signal-msg.c, written out again here on purpose:
+ * it pins the format). */
+static JsonNode *
+seal_as_sender (const char *cohort, const char *body, gsize len)
 {
-  static const char label[] = "rlx-signal/1 key";
-  static const char prefix[] = "rlx-signal/1\n";
-  guint8 k[32], d[32];
-  gnutls_hmac_hd_t h;
-  GString *s = g_string_new (NULL);
+  static const char salt[] = "rlx-signal/2";
+  static const char aead_label[] = "rlx-signal/2 aead";
+  g_autofree char *room_info = g_strconcat ("rlx-signal/2 room\n", cohort, NULL);
+  guint8 prk[32], k[32], id[16];
+  gnutls_datum_t kd = { (unsigned char *) key, 16 }, sd = { (unsigned char *) salt, sizeof salt - 1 };
+  gnutls_datum_t pd = { prk, 32 }, ad = { (unsigned char *) aead_label, sizeof aead_label - 1 };
+  gnutls_datum_t rd = { (unsigned char *) room_info, (unsigned int) strlen (room_info) };
+  gnutls_datum_t cd = { k, 32 };
+  gnutls_aead_cipher_hd_t h;
+  GString *aad = g_string_new ("rlx-signal/2\n");
+  g_autofree guint8 *box = g_malloc (12 + len + 16);
+  gsize ct_len = len + 16;
+  g_autofree char *b64 = NULL;
+  JsonObject *so = json_object_new ();
+  JsonNode *out;
 
-  gnutls_hmac_fast (GNUTLS_MAC_SHA256, key, 16, label, sizeof label - 1, k);
-  gnutls_hmac_init (&h, GNUTLS_MAC_SHA256, k, sizeof k);
-  gnutls_hmac (h, prefix, sizeof prefix - 1);
-  gnutls_hmac (h, room, strlen (room));
-  gnutls_hmac (h, "\n", 1);
-  gnutls_hmac (h, body, len);
-  gnutls_hmac_deinit (h, d);
-  for (guint i = 0; i < sizeof d; i++)
-    g_string_append_printf (s, "%02x", d[i]);
-  return g_string_free (s, FALSE);
+  gnutls_hkdf_extract (GNUTLS_MAC_SHA256, &kd, &sd, prk);
+  gnutls_hkdf_expand (GNUTLS_MAC_SHA256, &pd, &ad, k, sizeof k);
+  gnutls_hkdf_expand (GNUTLS_MAC_SHA256, &pd, &rd, id, sizeof id);
+  for (guint i = 0; i < sizeof id; i++)
+    g_string_append_printf (aad, "%02x", id[i]);
+  memset (box, 0x5a, 12);   /* any nonce: the opener never sees it twice with another body */
+  box[0] = (guint8) len;
+  box[1] = (guint8) (len >> 8);
+  check (gnutls_aead_cipher_init (&h, GNUTLS_CIPHER_AES_256_GCM, &cd) == 0, "aead init");
+  check (gnutls_aead_cipher_encrypt (h, box, 12, aad->str, aad->len, 16, body, len, box + 12,
+                                     &ct_len) == 0, "encrypt");
+  gnutls_aead_cipher_deinit (h);
+  g_string_free (aad, TRUE);
+  b64 = g_base64_encode (box, 12 + ct_len);
+  json_object_set_string_member (so, "c", b64);
+  out = json_node_init_object (json_node_alloc (), so);
+  json_object_unref (so);
+  return out;
 }
 
 int
@@ -81,8 +101,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
       if (op == NULL)
         return 0;
       body = rlx_signal_auth_open (auth, op->data, &error);
-      /* Without the key nothing can pass, unless the input copied a real MAC
-       * of a real body, which random bytes do not. */
+      /* Without the key nothing can pass, unless the input copied a real
+       * sealed box, which random bytes do not. */
       check (body == NULL || error == NULL, "a result or an error");
       if (body == NULL)
         check (error && error->domain == RLX_SIGNAL_ERROR, "refusal carries an RLX_SIGNAL_ERROR");
@@ -90,19 +110,14 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     }
   {
     g_autofree char *b = g_strndup ((const char *) data + 1, size - 1);
-    g_autofree char *m = mac_of ("room", b, strlen (b));
-    g_autoptr(JsonObject) so = json_object_new ();
-    g_autoptr(JsonNode) sealed = NULL;
+    g_autoptr(JsonNode) sealed = seal_as_sender ("room", b, strlen (b));
 
-    json_object_set_string_member (so, "b", b);
-    json_object_set_string_member (so, "m", m);
-    sealed = json_node_init_object (json_node_alloc (), so);
     body = rlx_signal_auth_open (auth, sealed, &error);
     if (body == NULL)
       {
         check (error && error->domain == RLX_SIGNAL_ERROR, "refusal carries an RLX_SIGNAL_ERROR");
         check (!g_error_matches (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_BAD_MAC),
-               "a correct MAC is never refused as a bad one");
+               "a correct tag is never refused as a bad one");
         return 0;
       }
     check (rlx_signal_name_is_valid (json_object_get_string_member (body, "from")), "sender");

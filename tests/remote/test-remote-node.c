@@ -15,6 +15,10 @@
 #include "core/p2p/rlx-signal-msg.h"
 
 #include <string.h>
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 
 typedef struct {
   char          *id;
@@ -29,6 +33,9 @@ typedef struct {
 } N;
 
 static RlxInvite *invite;
+
+/* How long a joiner may authenticate nothing before it is refused. */
+#define AUTH_DEADLINE_MS 4000
 
 static void
 on_frame (RlxLink *link, GBytes *frame, gpointer user_data)
@@ -88,8 +95,11 @@ skip_z (const char *peer, gpointer user_data)
   return g_str_equal (peer, (const char *) user_data);
 }
 
+/* @host_name: announced (NULL: the machine's); @port: reach signalling
+ * there instead of the invite's (a proxy), 0: the invite's. */
 static N *
-node_new (const char *id, gboolean serve, const guint8 *key, const char *skip)
+node_new_full (const char *id, gboolean serve, const guint8 *key, const char *skip,
+               const char *host_name, guint16 port)
 {
   g_autoptr(GError) error = NULL;
   N *n = g_new0 (N, 1);
@@ -98,6 +108,8 @@ node_new (const char *id, gboolean serve, const guint8 *key, const char *skip)
 
   if (key)
     memcpy (inv->key, key, RLX_INVITE_KEY_LEN);
+  if (port)
+    inv->port = port;
   n->id = g_strdup (id);
   n->identity = rlx_identity_new_ephemeral (&error);
   g_assert_no_error (error);
@@ -110,6 +122,8 @@ node_new (const char *id, gboolean serve, const guint8 *key, const char *skip)
   c.serve = serve;
   c.listen_address = serve ? "127.0.0.1" : NULL;
   c.connect_timeout_ms = 10000;
+  c.host_name = host_name;
+  c.auth_deadline_ms = AUTH_DEADLINE_MS;
   n->node = rlx_remote_node_new (&c, &error);
   g_assert_no_error (error);
   if (skip)
@@ -123,6 +137,12 @@ node_new (const char *id, gboolean serve, const guint8 *key, const char *skip)
   if (serve && invite->port == 0)
     invite->port = rlx_remote_node_get_port (n->node);
   return n;
+}
+
+static N *
+node_new (const char *id, gboolean serve, const guint8 *key, const char *skip)
+{
+  return node_new_full (id, serve, key, skip, NULL, 0);
 }
 
 static void
@@ -239,17 +259,23 @@ test_wrong_key (void)
 {
   static const guint8 other[RLX_INVITE_KEY_LEN] = { 9, 9, 9 };
   N *a, *b, *bad;
+  gint64 t0;
 
   setup_invite ();
   a = node_new ("a", TRUE, NULL, NULL);
   b = node_new ("b", FALSE, NULL, NULL);
   WAIT_FOR (g_hash_table_size (a->links) == 1, 30000, "a and b");
+  t0 = g_get_monotonic_time ();
   bad = node_new ("m", FALSE, other, NULL);
-  WAIT_FOR (bad->refused != NULL, 15000, "the wrong key to be refused");
+  WAIT_FOR (bad->refused != NULL, AUTH_DEADLINE_MS + 3000, "the wrong key to be refused");
+  g_test_message ("refused after %.1f s", (g_get_monotonic_time () - t0) / 1e6);
   g_test_message ("%s", bad->refused->message);
   g_assert_error (bad->refused, RLX_REMOTE_ERROR, RLX_REMOTE_ERROR_KEY_REFUSED);
   g_assert_nonnull (strstr (bad->refused->message, "key"));
-  g_assert_true (has_event (a, "rejected m", "cohort key"));
+  g_assert_nonnull (strstr (bad->refused->message, "invite"));
+  /* Its key names another room: nothing of it ever reaches the cohort. */
+  g_assert_false (has_event (a, "rejected m", NULL));
+  g_assert_false (has_event (b, "rejected m", NULL));
   g_assert_cmpuint (g_hash_table_size (bad->links), ==, 0);
   g_assert_cmpuint (g_hash_table_size (a->links), ==, 1);
   node_free (bad);
@@ -277,16 +303,25 @@ rogue_message (RlxSignalClient *c, const char *from, JsonNode *sealed, gpointer 
 }
 
 static void
+count_peers (guint *out, GStrv peers, RlxSignalClient *c)
+{
+  *out = peers ? g_strv_length (peers) : 0;
+}
+
+static void
 test_replayed_and_tampered (void)
 {
   N *a, *b;
   Rogue r = { g_ptr_array_new_with_free_func ((GDestroyNotify) json_node_unref), FALSE };
   g_autoptr(RlxSignalClient) rogue = NULL;
+  char room[RLX_SIGNAL_ROOM_LEN + 1];
   guint added_before;
 
   setup_invite ();
   a = node_new ("a", TRUE, NULL, NULL);
-  rogue = rlx_signal_client_new ("127.0.0.1", invite->port, invite->cohort, "zz");
+  /* It learned the room id (as anyone on the path of ws:// can), not the key. */
+  rlx_signal_room_for (invite->key, invite->cohort, room);
+  rogue = rlx_signal_client_new ("127.0.0.1", invite->port, room, "zz");
   g_signal_connect (rogue, "joined", G_CALLBACK (rogue_joined), &r);
   g_signal_connect (rogue, "message", G_CALLBACK (rogue_message), &r);
   rlx_signal_client_start (rogue);
@@ -308,11 +343,12 @@ test_replayed_and_tampered (void)
   {
     JsonNode *copy = json_node_copy (r.seen->pdata[0]);
     JsonObject *o = json_node_get_object (copy);
-    g_autofree char *body = g_strdup (json_object_get_string_member (o, "b"));
-    char *p = strstr (body, "\"fp\":\"");
-    g_assert_nonnull (p);
-    p[6] = p[6] == '0' ? '1' : '0';
-    json_object_set_string_member (o, "b", body);
+    gsize n;
+    g_autofree guint8 *box = g_base64_decode (json_object_get_string_member (o, "c"), &n);
+    g_autofree char *again = NULL;
+    box[n / 2] ^= 0x04;
+    again = g_base64_encode (box, n);
+    json_object_set_string_member (o, "c", again);
     rlx_signal_client_send (rogue, "a", copy);
     json_node_unref (copy);
   }
@@ -345,6 +381,350 @@ test_skip_local_peer (void)
   node_free (a);
 }
 
+/* ── what a listener learns, what a keyless client can do ─────────────── */
+
+/* A TCP relay between one signalling client and the server that keeps a
+ * copy of every byte both ways: what the server relays, as anyone on the
+ * path of ws:// sees it. Blocking sockets on its own thread. */
+typedef struct {
+  GSocket    *listener;
+  guint16     port;
+  guint16     to_port;
+  GMutex      lock;
+  GByteArray *seen;
+  gint        stop;
+  GThread    *thread;
+} Tap;
+
+static gpointer
+tap_thread (gpointer data)
+{
+  Tap *t = data;
+  g_autoptr(GSocket) in = NULL, out = NULL;
+  g_autoptr(GInetAddress) lo = g_inet_address_new_loopback (G_SOCKET_FAMILY_IPV4);
+  g_autoptr(GSocketAddress) addr = g_inet_socket_address_new (lo, t->to_port);
+  GSocket *ends[2];
+
+  g_socket_set_timeout (t->listener, 30);
+  in = g_socket_accept (t->listener, NULL, NULL);
+  if (in == NULL)
+    return NULL;
+  out = g_socket_new (G_SOCKET_FAMILY_IPV4, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, NULL);
+  if (!g_socket_connect (out, addr, NULL, NULL))
+    return NULL;
+  ends[0] = in;
+  ends[1] = out;
+  while (!g_atomic_int_get (&t->stop))
+    {
+      GPollFD fds[2] = { { g_socket_get_fd (in), G_IO_IN, 0 }, { g_socket_get_fd (out), G_IO_IN, 0 } };
+      if (g_poll (fds, 2, 100) <= 0)
+        continue;
+      for (guint k = 0; k < 2; k++)
+        if (fds[k].revents)
+          {
+            char buf[8192];
+            gssize n = g_socket_receive (ends[k], buf, sizeof buf, NULL, NULL);
+            if (n <= 0)
+              return NULL;
+            g_mutex_lock (&t->lock);
+            g_byte_array_append (t->seen, (guint8 *) buf, (guint) n);
+            g_mutex_unlock (&t->lock);
+            if (g_socket_send (ends[1 - k], buf, (gsize) n, NULL, NULL) != n)
+              return NULL;
+          }
+    }
+  return NULL;
+}
+
+static void
+tap_start (Tap *t, guint16 to_port)
+{
+  g_autoptr(GInetAddress) lo = g_inet_address_new_loopback (G_SOCKET_FAMILY_IPV4);
+  g_autoptr(GSocketAddress) any = g_inet_socket_address_new (lo, 0);
+  g_autoptr(GSocketAddress) bound = NULL;
+  g_autoptr(GError) error = NULL;
+
+  memset (t, 0, sizeof *t);
+  g_mutex_init (&t->lock);
+  t->seen = g_byte_array_new ();
+  t->to_port = to_port;
+  t->listener = g_socket_new (G_SOCKET_FAMILY_IPV4, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP,
+                              &error);
+  g_assert_no_error (error);
+  g_assert_true (g_socket_bind (t->listener, any, TRUE, &error));
+  g_assert_true (g_socket_listen (t->listener, &error));
+  bound = g_socket_get_local_address (t->listener, &error);
+  t->port = g_inet_socket_address_get_port (G_INET_SOCKET_ADDRESS (bound));
+  t->thread = g_thread_new ("tap", tap_thread, t);
+}
+
+static void
+tap_stop (Tap *t)
+{
+  g_atomic_int_set (&t->stop, 1);
+  g_socket_close (t->listener, NULL);
+  g_thread_join (t->thread);
+  g_clear_object (&t->listener);
+  g_byte_array_unref (t->seen);
+  g_mutex_clear (&t->lock);
+}
+
+static gboolean
+tap_has (Tap *t, const char *needle)
+{
+  gboolean found;
+
+  g_mutex_lock (&t->lock);
+  found = memmem (t->seen->data, t->seen->len, needle, strlen (needle)) != NULL;
+  g_mutex_unlock (&t->lock);
+  return found;
+}
+
+/* Every address of this machine's interfaces but loopback (what ICE's host
+ * candidates carry; the signalling server's own address, in the upgrade's
+ * Host header, is no secret). */
+static GPtrArray *
+local_addresses (void)
+{
+  GPtrArray *out = g_ptr_array_new_with_free_func (g_free);
+  struct ifaddrs *ifa = NULL;
+
+  g_assert_cmpint (getifaddrs (&ifa), ==, 0);
+  for (struct ifaddrs *i = ifa; i; i = i->ifa_next)
+    {
+      char buf[INET6_ADDRSTRLEN];
+      const void *sa;
+      if (i->ifa_addr == NULL || (i->ifa_flags & IFF_LOOPBACK) != 0)
+        continue;
+      if (i->ifa_addr->sa_family == AF_INET)
+        sa = &((struct sockaddr_in *) i->ifa_addr)->sin_addr;
+      else if (i->ifa_addr->sa_family == AF_INET6)
+        sa = &((struct sockaddr_in6 *) i->ifa_addr)->sin6_addr;
+      else
+        continue;
+      if (inet_ntop (i->ifa_addr->sa_family, sa, buf, sizeof buf))
+        g_ptr_array_add (out, g_strdup (buf));
+    }
+  freeifaddrs (ifa);
+  return out;
+}
+
+/* Two nodes pair, one of them through the tap: the signalling it carried
+ * holds no host name, fingerprint, ICE credential or candidate address,
+ * nor the cohort's name, in clear. */
+static void
+test_signalling_is_opaque (void)
+{
+  N *a, *b;
+  Tap tap;
+  char room[RLX_SIGNAL_ROOM_LEN + 1];
+  g_autoptr(GPtrArray) addrs = local_addresses ();
+  const char *secrets[] = { "host-of-alice", "host-of-bob", NULL, NULL, "ufrag", "pwd",
+                            "candidate", "typ host", "test-cohort" };
+
+  setup_invite ();
+  a = node_new_full ("a", TRUE, NULL, NULL, "host-of-alice", 0);
+  tap_start (&tap, invite->port);
+  b = node_new_full ("b", FALSE, NULL, NULL, "host-of-bob", tap.port);
+  WAIT_FOR (g_hash_table_size (a->links) == 1 && g_hash_table_size (b->links) == 1, 30000,
+            "a and b to pair through the tap");
+  spin (300);
+  secrets[2] = rlx_identity_get_fingerprint (a->identity);
+  secrets[3] = rlx_identity_get_fingerprint (b->identity);
+  rlx_signal_room_for (invite->key, invite->cohort, room);
+  g_test_message ("the tap saw %u bytes", tap.seen->len);
+  /* It did carry the signalling: the join into the key's room, sealed messages. */
+  g_assert_true (tap_has (&tap, room));
+  g_assert_true (tap_has (&tap, "\"op\":\"msg\""));
+  g_assert_true (tap_has (&tap, "\"c\":\""));
+  for (guint i = 0; i < G_N_ELEMENTS (secrets); i++)
+    if (tap_has (&tap, secrets[i]))
+      g_error ("'%s' crossed the signalling in clear", secrets[i]);
+  {
+    /* the fingerprints in any case, in case the hex is shown otherwise */
+    g_autofree char *up = g_ascii_strup (secrets[2], -1);
+    g_assert_false (tap_has (&tap, up));
+  }
+  g_test_message ("%u interface addresses checked", addrs->len);
+  for (guint i = 0; i < addrs->len; i++)
+    if (tap_has (&tap, addrs->pdata[i]))
+      g_error ("the address %s crossed the signalling in clear", (char *) addrs->pdata[i]);
+  node_free (b);
+  node_free (a);
+  tap_stop (&tap);
+}
+
+/* A client without the key, in the room named after the cohort: nobody is
+ * there and nothing reaches it, while the cohort pairs and talks. */
+static void
+test_keyless_room (void)
+{
+  N *a, *b;
+  Rogue r = { g_ptr_array_new_with_free_func ((GDestroyNotify) json_node_unref), FALSE };
+  g_autoptr(RlxSignalClient) keyless = NULL;
+  guint peers = G_MAXUINT;
+
+  setup_invite ();
+  a = node_new ("a", TRUE, NULL, NULL);
+  b = node_new ("b", FALSE, NULL, NULL);
+  WAIT_FOR (g_hash_table_size (a->links) == 1, 30000, "a and b");
+  keyless = rlx_signal_client_new ("127.0.0.1", invite->port, invite->cohort, "keyless");
+  g_signal_connect (keyless, "joined", G_CALLBACK (rogue_joined), &r);
+  g_signal_connect_swapped (keyless, "joined", G_CALLBACK (count_peers), &peers);
+  g_signal_connect (keyless, "message", G_CALLBACK (rogue_message), &r);
+  rlx_signal_client_start (keyless);
+  WAIT_FOR (r.joined, 10000, "the keyless client to join some room");
+  g_assert_cmpuint (peers, ==, 0);
+  /* b joins again: its hello goes to the cohort's room, not this one. */
+  node_free (b);
+  b = node_new ("b", FALSE, NULL, NULL);
+  WAIT_FOR (g_hash_table_size (a->links) == 1 && g_hash_table_size (b->links) == 1, 30000,
+            "b back");
+  g_assert_cmpuint (r.seen->len, ==, 0);
+  rlx_signal_client_stop (keyless);
+  g_ptr_array_unref (r.seen);
+  node_free (b);
+  node_free (a);
+}
+
+typedef struct {
+  RlxSignalClient *c[2];
+  const char      *to;
+  guint            sent;
+} Forger;
+
+static gboolean
+forge_notices (gpointer user_data)
+{
+  Forger *f = user_data;
+
+  for (guint i = 0; i < 2; i++)
+    if (rlx_signal_client_send_notice (f->c[i], f->to, "auth-failed"))
+      f->sent++;
+  return G_SOURCE_CONTINUE;
+}
+
+/* A keyless client floods a joiner with auth-failed notices, from the room
+ * of the cohort's name and from the key's room (whose id it read on the
+ * path): the joiner with the right key still joins. */
+static void
+test_forged_notice (void)
+{
+  N *a, *b;
+  Forger f = { { NULL, NULL }, "b", 0 };
+  char room[RLX_SIGNAL_ROOM_LEN + 1];
+  guint id;
+
+  setup_invite ();
+  a = node_new ("a", TRUE, NULL, NULL);
+  rlx_signal_room_for (invite->key, invite->cohort, room);
+  f.c[0] = rlx_signal_client_new ("127.0.0.1", invite->port, invite->cohort, "forger");
+  f.c[1] = rlx_signal_client_new ("127.0.0.1", invite->port, room, "forger");
+  for (guint i = 0; i < 2; i++)
+    rlx_signal_client_start (f.c[i]);
+  WAIT_FOR (rlx_signal_client_is_joined (f.c[0]) && rlx_signal_client_is_joined (f.c[1]), 10000,
+            "the forger in both rooms");
+  id = g_timeout_add (20, forge_notices, &f);
+  b = node_new ("b", FALSE, NULL, NULL);
+  WAIT_FOR (g_hash_table_size (a->links) == 1 && g_hash_table_size (b->links) == 1, 30000,
+            "b to join in spite of the notices");
+  spin (AUTH_DEADLINE_MS + 500);
+  g_source_remove (id);
+  g_test_message ("%u forged notices sent", f.sent);
+  g_assert_cmpuint (f.sent, >, 20);
+  g_assert_null (b->refused);
+  g_assert_cmpuint (g_hash_table_size (b->links), ==, 1);
+  for (guint i = 0; i < 2; i++)
+    {
+      rlx_signal_client_stop (f.c[i]);
+      g_object_unref (f.c[i]);
+    }
+  node_free (b);
+  node_free (a);
+}
+
+/* What node c sends to "z" alone, opened with the key (the test holds it). */
+typedef struct {
+  RlxSignalAuth *auth;
+  GPtrArray     *types;   /* char* "type" or "type+ch" */
+} Opener;
+
+static void
+opener_message (RlxSignalClient *c, const char *from, JsonNode *sealed, gpointer user_data)
+{
+  Opener *o = user_data;
+  g_autoptr(JsonObject) body = rlx_signal_auth_open (o->auth, sealed, NULL);
+
+  if (body && g_str_equal (json_object_get_string_member (body, "from"), "c") &&
+      g_str_equal (json_object_get_string_member (body, "to"), "z"))
+    g_ptr_array_add (o->types, g_strdup_printf ("%s%s", json_object_get_string_member (body, "type"),
+                                                json_object_has_member (body, "ch") ? "+ch" : ""));
+}
+
+static gboolean
+has_type (GPtrArray *types, const char *t)
+{
+  for (guint i = 0; i < types->len; i++)
+    if (g_str_equal (types->pdata[i], t))
+      return TRUE;
+  return FALSE;
+}
+
+/* z's broadcast hello is recorded; z goes away; a node that never saw z
+ * gets the recording: it answers with a challenge (which nobody can answer
+ * for z), opens no pairing towards it, and a second copy within a second
+ * gets no second challenge. */
+static void
+test_replayed_hello (void)
+{
+  N *a, *z, *c;
+  Rogue r = { g_ptr_array_new_with_free_func ((GDestroyNotify) json_node_unref), FALSE };
+  Opener o = { NULL, g_ptr_array_new_with_free_func (g_free) };
+  g_autoptr(RlxSignalClient) rec = NULL, as_z = NULL;
+  char room[RLX_SIGNAL_ROOM_LEN + 1];
+
+  setup_invite ();
+  a = node_new ("a", TRUE, NULL, NULL);
+  rlx_signal_room_for (invite->key, invite->cohort, room);
+  rec = rlx_signal_client_new ("127.0.0.1", invite->port, room, "rec");
+  g_signal_connect (rec, "joined", G_CALLBACK (rogue_joined), &r);
+  g_signal_connect (rec, "message", G_CALLBACK (rogue_message), &r);
+  rlx_signal_client_start (rec);
+  WAIT_FOR (r.joined, 10000, "the recorder to join");
+  z = node_new ("z", FALSE, NULL, NULL);
+  WAIT_FOR (g_hash_table_size (a->links) == 1 && r.seen->len > 0, 30000, "z to pair with a");
+  node_free (z);
+  WAIT_FOR (g_hash_table_size (a->links) == 0, 30000, "a to lose z");
+  rlx_signal_client_stop (rec);
+
+  /* The recording is now replayed as "z" (the name is free again). */
+  o.auth = rlx_signal_auth_new (invite->key, invite->cohort, "z");
+  as_z = rlx_signal_client_new ("127.0.0.1", invite->port, room, "z");
+  g_signal_connect (as_z, "message", G_CALLBACK (opener_message), &o);
+  rlx_signal_client_start (as_z);
+  WAIT_FOR (rlx_signal_client_is_joined (as_z), 10000, "the replayer to join");
+  c = node_new ("c", FALSE, NULL, NULL);
+  WAIT_FOR (g_hash_table_size (c->links) == 1, 30000, "c to pair with a");
+  for (guint i = 0; i < r.seen->len; i++)
+    rlx_signal_client_send (as_z, "c", r.seen->pdata[i]);
+  WAIT_FOR (o.types->len > 0, 5000, "c to answer the replayed hello");
+  spin (1500);
+  for (guint i = 0; i < o.types->len; i++)
+    g_test_message ("c sent z: %s", (char *) o.types->pdata[i]);
+  g_assert_true (has_type (o.types, "hello+ch"));
+  g_assert_false (has_type (o.types, "offer"));
+  g_assert_false (has_type (o.types, "hello"));
+  g_assert_cmpuint (o.types->len, ==, 1);
+  g_assert_cmpuint (g_hash_table_size (c->links), ==, 1);
+
+  rlx_signal_client_stop (as_z);
+  rlx_signal_auth_free (o.auth);
+  g_ptr_array_unref (o.types);
+  g_ptr_array_unref (r.seen);
+  node_free (c);
+  node_free (a);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -353,5 +733,9 @@ main (int argc, char **argv)
   g_test_add_func ("/remote/node/wrong-key", test_wrong_key);
   g_test_add_func ("/remote/node/replayed-and-tampered", test_replayed_and_tampered);
   g_test_add_func ("/remote/node/skip-local-peer", test_skip_local_peer);
+  g_test_add_func ("/remote/node/signalling-is-opaque", test_signalling_is_opaque);
+  g_test_add_func ("/remote/node/keyless-room", test_keyless_room);
+  g_test_add_func ("/remote/node/forged-notice", test_forged_notice);
+  g_test_add_func ("/remote/node/replayed-hello", test_replayed_hello);
   return g_test_run ();
 }

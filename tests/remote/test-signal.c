@@ -75,6 +75,19 @@ test_wrong_key (void)
   g_assert_nonnull (strstr (error->message, "cohort key"));
 }
 
+/* One byte of the sealed box at @at (negative: from the end) flipped. */
+static void
+flip_box_byte (JsonObject *so, gssize at)
+{
+  gsize n;
+  g_autofree guint8 *box = g_base64_decode (json_object_get_string_member (so, "c"), &n);
+  g_autofree char *again = NULL;
+
+  box[at < 0 ? (gssize) n + at : at] ^= 0x01;
+  again = g_base64_encode (box, n);
+  json_object_set_string_member (so, "c", again);
+}
+
 static void
 test_tampered (void)
 {
@@ -85,35 +98,45 @@ test_tampered (void)
   g_autoptr(JsonNode) s = rlx_signal_auth_seal (a, "bob", "offer", f);
   g_autoptr(GError) error = NULL;
   JsonObject *so = json_node_get_object (s);
-  g_autofree char *body = g_strdup (json_object_get_string_member (so, "b"));
-  char *p = strstr (body, "0000");
-  g_autofree char *mac = g_strdup (json_object_get_string_member (so, "m"));
+  g_autofree char *orig = g_strdup (json_object_get_string_member (so, "c"));
 
-  /* Moved to another room: the room is in the MAC. */
+  /* Moved to another cohort's room: the room is in the tag. */
   g_assert_null (rlx_signal_auth_open (other_room, s, &error));
   g_assert_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_BAD_MAC);
   g_clear_error (&error);
 
-  /* One character of the body changed. */
-  p[0] = '1';
-  json_object_set_string_member (so, "b", body);
-  g_assert_null (rlx_signal_auth_open (b, s, &error));
-  g_assert_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_BAD_MAC);
-  g_clear_error (&error);
+  /* The nonce, one byte of the body, the tag: each changed. */
+  for (guint k = 0; k < 3; k++)
+    {
+      gssize at[] = { 0, 20, -1 };
+      json_object_set_string_member (so, "c", orig);
+      flip_box_byte (so, at[k]);
+      g_assert_null (rlx_signal_auth_open (b, s, &error));
+      g_assert_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_BAD_MAC);
+      g_clear_error (&error);
+    }
 
-  /* The MAC changed. */
-  p[0] = '0';
-  json_object_set_string_member (so, "b", body);
-  mac[5] = mac[5] == 'a' ? 'b' : 'a';
-  json_object_set_string_member (so, "m", mac);
-  g_assert_null (rlx_signal_auth_open (b, s, &error));
-  g_assert_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_BAD_MAC);
-  g_clear_error (&error);
-
-  /* No MAC at all. */
-  json_object_remove_member (so, "m");
+  /* Not base64, too short, or no box at all. */
+  json_object_set_string_member (so, "c", "not base64!");
   g_assert_null (rlx_signal_auth_open (b, s, &error));
   g_assert_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_MALFORMED);
+  g_clear_error (&error);
+  json_object_set_string_member (so, "c", "AAAA");
+  g_assert_null (rlx_signal_auth_open (b, s, &error));
+  g_assert_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_MALFORMED);
+  g_clear_error (&error);
+  json_object_remove_member (so, "c");
+  g_assert_null (rlx_signal_auth_open (b, s, &error));
+  g_assert_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_MALFORMED);
+  g_clear_error (&error);
+
+  /* Untouched, it still opens. */
+  json_object_set_string_member (so, "c", orig);
+  {
+    g_autoptr(JsonObject) o = rlx_signal_auth_open (b, s, &error);
+    g_assert_no_error (error);
+    g_assert_cmpstr (json_object_get_string_member (o, "fp"), ==, "0000");
+  }
 }
 
 static void
@@ -213,10 +236,10 @@ static void
 test_op_parse (void)
 {
   struct { const char *text; gboolean from_server; gboolean ok; } cases[] = {
-    { "{\"op\":\"join\",\"v\":1,\"room\":\"r\",\"node\":\"n\"}", FALSE, TRUE },
-    { "{\"op\":\"join\",\"v\":2,\"room\":\"r\",\"node\":\"n\"}", FALSE, FALSE },
-    { "{\"op\":\"join\",\"v\":1,\"room\":\"r/x\",\"node\":\"n\"}", FALSE, FALSE },
-    { "{\"op\":\"join\",\"v\":1,\"room\":\"r\",\"node\":\"n\"}", TRUE, FALSE },
+    { "{\"op\":\"join\",\"v\":2,\"room\":\"r\",\"node\":\"n\"}", FALSE, TRUE },
+    { "{\"op\":\"join\",\"v\":1,\"room\":\"r\",\"node\":\"n\"}", FALSE, FALSE },
+    { "{\"op\":\"join\",\"v\":2,\"room\":\"r/x\",\"node\":\"n\"}", FALSE, FALSE },
+    { "{\"op\":\"join\",\"v\":2,\"room\":\"r\",\"node\":\"n\"}", TRUE, FALSE },
     { "{\"op\":\"send\",\"to\":\"*\",\"data\":{\"b\":\"x\",\"m\":\"y\"}}", FALSE, TRUE },
     { "{\"op\":\"send\",\"to\":\"*\",\"data\":\"str\"}", FALSE, FALSE },
     { "{\"op\":\"msg\",\"from\":\"a\",\"data\":{}}", TRUE, TRUE },
@@ -760,7 +783,7 @@ test_join_deadline_and_pings (void)
   run_raw (&never_joins, 10000);
   g_assert_true (reply_has (&never_joins, "join first"));
   {
-    static const char join[] = "{\"op\":\"join\",\"v\":1,\"room\":\"demo\",\"node\":\"mute\"}";
+    static const char join[] = "{\"op\":\"join\",\"v\":2,\"room\":\"demo\",\"node\":\"mute\"}";
     never_pongs.send = g_bytes_new_static (join, strlen (join));
   }
   run_raw (&never_pongs, 10000);

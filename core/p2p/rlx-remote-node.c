@@ -84,8 +84,6 @@ struct _RlxRemoteNode
   gboolean          stopped;
   gboolean          refused;
   guint64           n_authentic;
-  guint64           n_heard;        /* messages that reached us, authentic or not */
-  guint             room_peers;     /* others in the room at our first join */
   char             *bcast_ch;       /* the challenge in our broadcast hello */
   GSource          *refuse_check;
 };
@@ -657,7 +655,6 @@ on_client_message (RlxSignalClient *client, const char *from, JsonNode *sealed, 
   const char *type, *sender;
   Peer *p;
 
-  self->n_heard++;
   if (body == NULL)
     {
       if (!g_error_matches (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_NOT_FOR_US))
@@ -705,38 +702,30 @@ on_client_message (RlxSignalClient *client, const char *from, JsonNode *sealed, 
 
 /* Nothing anyone in a room can send ends a join: a notice is not
  * authenticated (a node with another key cannot authenticate anything to
- * us), so it is logged and ignored. What tells a joiner its key is wrong is
- * the absence of anything authentic: the room its key names is empty on
- * the founding node's own server (the founder is always in its cohort's
- * room), or the nodes there send nothing it can open, for the whole of
- * the deadline. An empty room on `rlx-rank signal` is a cohort not yet
- * founded: that joiner founds it. */
+ * us), so it is logged and ignored, and who else sits in the room (anyone
+ * who read its id on the path may) proves nothing either. What tells a
+ * joiner its key is wrong is the absence of anything authentic on the
+ * founding node's own server ("hosted"): its founder is always in its
+ * cohort's room, so a key that hears nothing authentic there for the whole
+ * deadline names another room. On `rlx-rank signal` an empty room is a
+ * cohort not founded yet: that joiner founds it. */
 static gboolean
 on_refuse_check (gpointer user_data)
 {
   RlxRemoteNode *self = user_data;
   g_autoptr(GError) error = NULL;
-  g_autofree char *why = NULL;
-  gboolean hosted;
 
   g_clear_pointer (&self->refuse_check, g_source_unref);
-  hosted = self->client && rlx_signal_client_is_hosted (self->client);
-  if (self->refused || self->serve || self->n_authentic > 0 ||
-      !(hosted || self->room_peers > 0 || self->n_heard > 0))
+  if (self->refused || self->serve || self->n_authentic > 0 || self->client == NULL ||
+      !rlx_signal_client_is_hosted (self->client))
     return G_SOURCE_REMOVE;
   self->refused = TRUE;
-  if (self->room_peers > 0 || self->n_heard > 0)
-    why = g_strdup_printf ("%u node(s) are in the room this key names, and none of the %"
-                           G_GUINT64_FORMAT " message(s) this node got from them could be "
-                           "opened", self->room_peers, self->n_heard);
-  else
-    why = g_strdup ("the room this key names is empty on the founding node's own server, "
-                    "and its founder is always in its cohort's room");
   error = g_error_new (RLX_REMOTE_ERROR, RLX_REMOTE_ERROR_KEY_REFUSED,
                        "key refused: nothing from the cohort '%s' could be authenticated "
-                       "within %u s (%s) — the key in the invite is probably not the "
+                       "within %u s on its founding node's own server, which is always in "
+                       "the cohort's room — the key in the invite is probably not the "
                        "cohort's: copy the whole invite, including the part after '#'",
-                       self->invite->cohort, self->auth_deadline_ms / 1000, why);
+                       self->invite->cohort, self->auth_deadline_ms / 1000);
   emit_event (self, "signalling", "state", "refused", "reason", error->message, NULL);
   g_signal_emit (self, signals[SIGNAL_REFUSED], 0, error);
   return G_SOURCE_REMOVE;
@@ -769,7 +758,6 @@ on_client_joined (RlxSignalClient *client, GStrv peers, gpointer user_data)
   g_signal_emit (self, signals[SIGNAL_EVENT], 0, o);
   if (self->refuse_check == NULL && self->n_authentic == 0 && !self->serve && !self->refused)
     {
-      self->room_peers = MAX (self->room_peers, peers ? g_strv_length (peers) : 0);
       self->refuse_check = g_timeout_source_new (self->auth_deadline_ms);
       g_source_set_callback (self->refuse_check, on_refuse_check, self, NULL);
       g_source_attach (self->refuse_check, g_main_context_get_thread_default ());

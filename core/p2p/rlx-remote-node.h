@@ -31,11 +31,13 @@
  * (link down, signalling lost) and comes back pairs again by itself.
  *
  * Nothing unauthenticated ends a join: notices from the room are logged and
- * ignored. A joining node that has authenticated nothing within the
- * deadline (auth_deadline_ms) although its room had nodes in it, or was
- * empty on the founding node's own server ("hosted"), is refused
- * (::refused with RLX_REMOTE_ERROR_KEY_REFUSED, saying the key is probably
- * wrong). An empty room on a standalone server is a cohort to found.
+ * ignored, and who else is in the room proves nothing. A joining node that
+ * has authenticated nothing within the deadline (auth_deadline_ms) on the
+ * founding node's own server ("hosted": its founder is always in the
+ * cohort's room) is refused (::refused with RLX_REMOTE_ERROR_KEY_REFUSED,
+ * saying the key is probably wrong). On a standalone server (`rlx-rank
+ * signal`) an empty room is a cohort to found, so there a wrong key founds
+ * a cohort of its own, alone: nothing can tell it from the first member.
  *
  * Events (::event, a JsonObject with "event"), for the JSON-lines stream:
  *   signalling   state ("joined" | "lost" | "refused"), reason, server,

@@ -1,13 +1,13 @@
 /* rlx-msg.c — the cohort protocol's messages (see rlx-msg.h, docs/PROTOCOL.md)
  *
  * Parsing reads the header once through the wire codec's strict decoder,
- * then pulls each member a kind needs with a checked getter that names the
- * kind and the member in its error. Building writes the members of a kind
- * in one fixed order, so a message survives parse → build → parse unchanged
- * (the fuzz target checks exactly that).
+ * then reads the members of the kind's field table (name, type, where the
+ * value goes, required or not, bounds) in order, each through the checked
+ * getter of its type, which names the kind and the member in its error.
+ * Building is rlx-msg-build.c, which writes the members in the same order.
  */
 #include "rlx-config.h"
-#include "rlx-msg.h"
+#include "rlx-msg-private.h"
 
 #include <math.h>
 #include <string.h>
@@ -32,6 +32,12 @@ const char *
 rlx_msg_kind_name (RlxMsgKind kind)
 {
   return kind < RLX_MSG_N_KINDS ? kind_names[kind] : "?";
+}
+
+const char *
+rlx_msg_array_name (RlxMsgKind kind)
+{
+  return kind < RLX_MSG_N_KINDS ? array_names[kind] : NULL;
 }
 
 const char *
@@ -465,132 +471,266 @@ get_hashes (Reader *r, const char *name)
   return g_steal_pointer (&out);
 }
 
-#define MAX_STEP ((guint64) G_MAXINT64)
+#define MAX_STEP RLX_MSG_MAX_STEP
 #define MAX_U32  ((guint64) G_MAXINT32)
 
+/* ── the members of each kind ───────────────────────────────────────────── */
+
+/* What a member holds, and so which getter above reads it. */
+typedef enum {
+  F_STR,        /* a string of at most max bytes (char *) */
+  F_ID,         /* an identifier: 1..RLX_MSG_MAX_ID bytes, no control characters (char *) */
+  F_UINT,       /* an integer in 0..max (guint, guint64 or gint64) */
+  F_INT,        /* any integer (gint64) */
+  F_NUM,        /* a finite number (double) */
+  F_BOOL,       /* true or false, absent: false (gboolean) */
+  F_NAN_UNLESS, /* true or false: present and not true turns the double at offset into NaN */
+  F_HASH,       /* 16 lowercase hex digits (guint64) */
+  F_IDS,        /* an array of at most max distinct node ids (GPtrArray of char *) */
+  F_HASHES,     /* an array of at most RLX_MSG_MAX_HASHES hashes, absent: empty (GArray) */
+  F_ASSIGN,     /* {node: [start, count]} of at most RLX_MSG_MAX_MEMBERS slots (GArray) */
+  F_PRECISION,  /* a wire precision's name (RlxPrecision) */
+  F_ROLE,       /* a role's name (RlxRole) */
+} FieldType;
+
+/* One member of a kind's header: read in table order, so the first member
+ * at fault is the one the error names. */
+typedef struct {
+  const char *name;
+  FieldType   type;
+  gboolean    required;   /* absent (or null): "is missing"; else dflt */
+  gsize       offset;     /* of the value in RlxMsg */
+  gsize       size;       /* of the value (F_UINT: 4 or 8 bytes) */
+  guint64     max;        /* F_STR: bytes; F_UINT: largest value; F_IDS: entries */
+  gint64      dflt;       /* F_UINT, F_INT when absent */
+  const char *dflt_str;   /* F_STR when absent (NULL: none) */
+} Field;
+
+#define AT(kind, member) G_STRUCT_OFFSET (RlxMsg, u.kind.member), sizeof (((RlxMsg *) NULL)->u.kind.member)
+#define REQ   TRUE
+#define OPT   FALSE
+
+static const Field node_field = {
+  "node", F_ID, REQ, G_STRUCT_OFFSET (RlxMsg, node), sizeof (char *), 0, 0, NULL
+};
+
+static const Field hello_fields[] = {
+  { "v",          F_INT,       REQ, AT (hello, version),    0, 0, NULL },
+  { "cohort",     F_ID,        REQ, AT (hello, cohort),     0, 0, NULL },
+  { "seed",       F_STR,       REQ, AT (hello, seed),       32, 0, NULL },
+  { "model",      F_ID,        REQ, AT (hello, model),      0, 0, NULL },
+  { "dataset",    F_ID,        REQ, AT (hello, dataset),    0, 0, NULL },
+  { "backend",    F_STR,       REQ, AT (hello, backend),    RLX_MSG_MAX_ID, 0, NULL },
+  { "device",     F_STR,       REQ, AT (hello, device),     RLX_MSG_MAX_TEXT, 0, NULL },
+  { "fallback",   F_STR,       REQ, AT (hello, fallback),   RLX_MSG_MAX_TEXT, 0, NULL },
+  { "host",       F_STR,       REQ, AT (hello, host),       RLX_MSG_MAX_TEXT, 0, NULL },
+  { "precision",  F_PRECISION, REQ, AT (hello, precision),  0, 0, NULL },
+  { "batch",      F_UINT,      REQ, AT (hello, batch),      1u << 24, 0, NULL },
+  { "max_batch",  F_UINT,      REQ, AT (hello, max_batch),  1u << 24, 0, NULL },
+  { "role",       F_ROLE,      REQ, AT (hello, role),       0, 0, NULL },
+  { "leader",     F_ID,        OPT, AT (hello, leader),     0, 0, NULL },
+  { "term",       F_UINT,      REQ, AT (hello, term),       MAX_STEP, 0, NULL },
+  { "step",       F_UINT,      REQ, AT (hello, step),       MAX_STEP, 0, NULL },
+  { "members",    F_UINT,      REQ, AT (hello, members),    RLX_MSG_MAX_MEMBERS, 0, NULL },
+  { "checkpoint", F_UINT,      OPT, AT (hello, checkpoint), MAX_STEP, 0, NULL },
+  { "join_only",  F_BOOL,      OPT, AT (hello, join_only),  0, 0, NULL },
+};
+
+static const Field refuse_fields[] = {
+  { "reason", F_STR, REQ, AT (refuse, reason), RLX_MSG_MAX_TEXT, 0, NULL },
+};
+
+static const Field leader_fields[] = {
+  { "leader", F_ID,   REQ, AT (leader, leader), 0, 0, NULL },
+  { "term",   F_UINT, REQ, AT (leader, term),   MAX_STEP, 0, NULL },
+  { "step",   F_UINT, REQ, AT (leader, step),   MAX_STEP, 0, NULL },
+};
+
+static const Field join_fields[] = {
+  { "reason", F_STR,  REQ, AT (join, reason), RLX_MSG_MAX_TEXT, 0, NULL },
+  { "step",   F_UINT, REQ, AT (join, step),   MAX_STEP, 0, NULL },
+  { "hash",   F_HASH, REQ, AT (join, hash),   0, 0, NULL },
+  { "merge",  F_BOOL, OPT, AT (join, merge),  0, 0, NULL },
+};
+
+static const Field snapshot_fields[] = {
+  { "term",        F_UINT,   REQ, AT (snapshot, term),        MAX_STEP, 0, NULL },
+  { "leader",      F_ID,     REQ, AT (snapshot, leader),      0, 0, NULL },
+  { "step",        F_UINT,   REQ, AT (snapshot, step),        MAX_STEP, 0, NULL },
+  { "hash",        F_HASH,   REQ, AT (snapshot, hash),        0, 0, NULL },
+  { "seed",        F_STR,    REQ, AT (snapshot, seed),        32, 0, NULL },
+  { "epoch",       F_UINT,   REQ, AT (snapshot, epoch),       MAX_U32, 0, NULL },
+  { "pos",         F_UINT,   REQ, AT (snapshot, pos),         MAX_U32, 0, NULL },
+  { "loss",        F_NUM,    REQ, AT (snapshot, loss),        0, 0, NULL },
+  { "members",     F_IDS,    REQ, AT (snapshot, members),     RLX_MSG_MAX_MEMBERS, 0, NULL },
+  { "hashes_from", F_UINT,   OPT, AT (snapshot, hashes_from), MAX_STEP, 0, NULL },
+  { "hashes",      F_HASHES, OPT, AT (snapshot, hashes),      0, 0, NULL },
+};
+
+static const Field step_fields[] = {
+  { "term",         F_UINT,   REQ, AT (step, term),         MAX_STEP, 0, NULL },
+  { "step",         F_UINT,   REQ, AT (step, step),         MAX_STEP, 0, NULL },
+  { "commit",       F_UINT,   REQ, AT (step, commit),       MAX_STEP, 0, NULL },
+  { "base",         F_HASH,   REQ, AT (step, base),         0, 0, NULL },
+  { "loss",         F_NUM,    REQ, AT (step, loss),         0, 0, NULL },
+  { "samples",      F_UINT,   REQ, AT (step, samples),      MAX_U32, 0, NULL },
+  { "contributors", F_IDS,    REQ, AT (step, contributors), RLX_MSG_MAX_MEMBERS, 0, NULL },
+  { "late",         F_UINT,   REQ, AT (step, late),         MAX_U32, 0, NULL },
+  { "rejected",     F_UINT,   REQ, AT (step, rejected),     MAX_U32, 0, NULL },
+  { "lr",           F_NUM,    REQ, AT (step, lr),           0, 0, NULL },
+  { "epoch",        F_UINT,   REQ, AT (step, epoch),        MAX_U32, 0, NULL },
+  { "pos",          F_UINT,   REQ, AT (step, pos),          MAX_U32, 0, NULL },
+  { "count",        F_UINT,   REQ, AT (step, count),        MAX_U32, 0, NULL },
+  { "members",      F_IDS,    REQ, AT (step, members),      RLX_MSG_MAX_MEMBERS, 0, NULL },
+  { "assign",       F_ASSIGN, REQ, AT (step, assign),       0, 0, NULL },
+  { "final",        F_BOOL,   OPT, AT (step, final),        0, 0, NULL },
+};
+
+static const Field grad_fields[] = {
+  { "term",        F_UINT,       REQ, AT (grad, term),       MAX_STEP, 0, NULL },
+  { "step",        F_UINT,       REQ, AT (grad, step),       MAX_STEP, 0, NULL },
+  { "samples",     F_UINT,       REQ, AT (grad, samples),    MAX_U32, 0, NULL },
+  { "loss",        F_NUM,        REQ, AT (grad, loss),       0, 0, NULL },
+  { "loss_finite", F_NAN_UNLESS, OPT, AT (grad, loss),       0, 0, NULL },
+  { "compute_us",  F_UINT,       OPT, AT (grad, compute_us), MAX_STEP, 0, NULL },
+  { "refused",     F_STR,        OPT, AT (grad, refused),    RLX_MSG_MAX_TEXT, 0, NULL },
+};
+
+static const Field ack_fields[] = {
+  { "term", F_UINT, REQ, AT (ack, term), MAX_STEP, 0, NULL },
+  { "step", F_UINT, REQ, AT (ack, step), MAX_STEP, 0, NULL },
+  { "hash", F_HASH, REQ, AT (ack, hash), 0, 0, NULL },
+};
+
+static const Field reject_fields[] = {
+  { "step",   F_UINT, REQ, AT (reject, step),   MAX_STEP, 0, NULL },
+  { "reason", F_STR,  REQ, AT (reject, reason), RLX_MSG_MAX_TEXT, 0, NULL },
+};
+
+static const Field heartbeat_fields[] = {
+  { "term",  F_UINT, REQ, AT (heartbeat, term), MAX_STEP, 0, NULL },
+  { "step",  F_UINT, REQ, AT (heartbeat, step), MAX_STEP, 0, NULL },
+  { "clock", F_INT,  OPT, AT (heartbeat, t),    0, -1, NULL },
+  { "echo",  F_INT,  OPT, AT (heartbeat, echo), 0, -1, NULL },
+  { "age",   F_UINT, OPT, AT (heartbeat, age),  MAX_STEP, 0, NULL },
+};
+
+static const Field bye_fields[] = {
+  { "reason", F_STR, OPT, AT (bye, reason), RLX_MSG_MAX_TEXT, 0, "left" },
+};
+
+/* Rules across members of one kind, checked once every member is read. */
 static void
-parse_body (Reader *r, RlxMsg *m)
+check_step (Reader *r, RlxMsg *m)
 {
-  switch (m->kind)
+  const RlxMsgStep *s = &m->u.step;
+
+  if (s->step == 0)
+    fail (r, "step", "is 0 (steps count from 1)");
+  else if (s->commit != 0 && s->commit + 1 != s->step && !s->final)
+    fail (r, "commit", "= %" G_GUINT64_FORMAT " does not precede step %" G_GUINT64_FORMAT,
+          s->commit, s->step);
+}
+
+#define KIND(fields, check) { fields, G_N_ELEMENTS (fields), check }
+
+static const struct {
+  const Field *fields;
+  guint        n;
+  void       (*check) (Reader *r, RlxMsg *m);
+} kind_fields[RLX_MSG_N_KINDS] = {
+  [RLX_MSG_HELLO]     = KIND (hello_fields, NULL),
+  [RLX_MSG_REFUSE]    = KIND (refuse_fields, NULL),
+  [RLX_MSG_LEADER]    = KIND (leader_fields, NULL),
+  [RLX_MSG_JOIN]      = KIND (join_fields, NULL),
+  [RLX_MSG_SNAPSHOT]  = KIND (snapshot_fields, NULL),
+  [RLX_MSG_STEP]      = KIND (step_fields, check_step),
+  [RLX_MSG_GRAD]      = KIND (grad_fields, NULL),
+  [RLX_MSG_ACK]       = KIND (ack_fields, NULL),
+  [RLX_MSG_REJECT]    = KIND (reject_fields, NULL),
+  [RLX_MSG_HEARTBEAT] = KIND (heartbeat_fields, NULL),
+  [RLX_MSG_BYE]       = KIND (bye_fields, NULL),
+};
+
+static void
+store_uint (gpointer at, gsize size, guint64 v)
+{
+  if (size == sizeof (guint32))
+    *(guint32 *) at = (guint32) v;
+  else
     {
-    case RLX_MSG_HELLO:
-      {
-        RlxMsgHello *h = &m->u.hello;
-        h->version = get_int (r, "v", TRUE, 0);
-        h->cohort = get_id (r, "cohort", TRUE);
-        h->seed = get_str (r, "seed", 32, TRUE);
-        h->model = get_id (r, "model", TRUE);
-        h->dataset = get_id (r, "dataset", TRUE);
-        h->backend = get_str (r, "backend", RLX_MSG_MAX_ID, TRUE);
-        h->device = get_str (r, "device", RLX_MSG_MAX_TEXT, TRUE);
-        h->fallback = get_str (r, "fallback", RLX_MSG_MAX_TEXT, TRUE);
-        h->host = get_str (r, "host", RLX_MSG_MAX_TEXT, TRUE);
-        h->precision = get_precision (r, "precision");
-        h->batch = (guint) get_uint (r, "batch", 1u << 24, TRUE, 0);
-        h->max_batch = (guint) get_uint (r, "max_batch", 1u << 24, TRUE, 0);
-        h->role = get_role (r, "role");
-        h->leader = get_id (r, "leader", FALSE);
-        h->term = get_uint (r, "term", MAX_STEP, TRUE, 0);
-        h->step = get_uint (r, "step", MAX_STEP, TRUE, 0);
-        h->members = (guint) get_uint (r, "members", RLX_MSG_MAX_MEMBERS, TRUE, 0);
-        h->checkpoint = get_uint (r, "checkpoint", MAX_STEP, FALSE, 0);
-        h->join_only = get_bool (r, "join_only");
-        break;
-      }
-    case RLX_MSG_REFUSE:
-      m->u.refuse.reason = get_str (r, "reason", RLX_MSG_MAX_TEXT, TRUE);
+      g_assert (size == sizeof (guint64));
+      *(guint64 *) at = v;
+    }
+}
+
+/* Read member @f of the header into @m; FALSE once the reader has failed. */
+static gboolean
+read_field (Reader *r, RlxMsg *m, const Field *f)
+{
+  gpointer at = (guint8 *) m + f->offset;
+
+  switch (f->type)
+    {
+    case F_STR:
+      *(char **) at = get_str (r, f->name, f->max, f->required);
+      if (*(char **) at == NULL && f->dflt_str != NULL && !r->failed)
+        *(char **) at = g_strdup (f->dflt_str);
       break;
-    case RLX_MSG_LEADER:
-      m->u.leader.leader = get_id (r, "leader", TRUE);
-      m->u.leader.term = get_uint (r, "term", MAX_STEP, TRUE, 0);
-      m->u.leader.step = get_uint (r, "step", MAX_STEP, TRUE, 0);
+    case F_ID:
+      *(char **) at = get_id (r, f->name, f->required);
       break;
-    case RLX_MSG_JOIN:
-      m->u.join.reason = get_str (r, "reason", RLX_MSG_MAX_TEXT, TRUE);
-      m->u.join.step = get_uint (r, "step", MAX_STEP, TRUE, 0);
-      m->u.join.hash = get_hash (r, "hash");
-      m->u.join.merge = get_bool (r, "merge");
+    case F_UINT:
+      store_uint (at, f->size, get_uint (r, f->name, f->max, f->required, (guint64) f->dflt));
       break;
-    case RLX_MSG_SNAPSHOT:
-      {
-        RlxMsgSnapshot *s = &m->u.snapshot;
-        s->term = get_uint (r, "term", MAX_STEP, TRUE, 0);
-        s->leader = get_id (r, "leader", TRUE);
-        s->step = get_uint (r, "step", MAX_STEP, TRUE, 0);
-        s->hash = get_hash (r, "hash");
-        s->seed = get_str (r, "seed", 32, TRUE);
-        s->epoch = (guint) get_uint (r, "epoch", MAX_U32, TRUE, 0);
-        s->pos = (guint) get_uint (r, "pos", MAX_U32, TRUE, 0);
-        s->loss = get_num (r, "loss", TRUE, 0);
-        s->members = get_id_array (r, "members", RLX_MSG_MAX_MEMBERS);
-        s->hashes_from = get_uint (r, "hashes_from", MAX_STEP, FALSE, 0);
-        s->hashes = get_hashes (r, "hashes");
-        break;
-      }
-    case RLX_MSG_STEP:
-      {
-        RlxMsgStep *s = &m->u.step;
-        s->term = get_uint (r, "term", MAX_STEP, TRUE, 0);
-        s->step = get_uint (r, "step", MAX_STEP, TRUE, 0);
-        s->commit = get_uint (r, "commit", MAX_STEP, TRUE, 0);
-        s->base = get_hash (r, "base");
-        s->loss = get_num (r, "loss", TRUE, 0);
-        s->samples = get_uint (r, "samples", MAX_U32, TRUE, 0);
-        s->contributors = get_id_array (r, "contributors", RLX_MSG_MAX_MEMBERS);
-        s->late = (guint) get_uint (r, "late", MAX_U32, TRUE, 0);
-        s->rejected = (guint) get_uint (r, "rejected", MAX_U32, TRUE, 0);
-        s->lr = get_num (r, "lr", TRUE, 0);
-        s->epoch = (guint) get_uint (r, "epoch", MAX_U32, TRUE, 0);
-        s->pos = (guint) get_uint (r, "pos", MAX_U32, TRUE, 0);
-        s->count = (guint) get_uint (r, "count", MAX_U32, TRUE, 0);
-        s->members = get_id_array (r, "members", RLX_MSG_MAX_MEMBERS);
-        s->assign = get_assign (r, "assign");
-        s->final = get_bool (r, "final");
-        if (!r->failed && s->step == 0)
-          fail (r, "step", "is 0 (steps count from 1)");
-        if (!r->failed && s->commit != 0 && s->commit + 1 != s->step && !s->final)
-          fail (r, "commit", "= %" G_GUINT64_FORMAT " does not precede step %" G_GUINT64_FORMAT,
-                s->commit, s->step);
-        break;
-      }
-    case RLX_MSG_GRAD:
-      {
-        RlxMsgGrad *g = &m->u.grad;
-        g->term = get_uint (r, "term", MAX_STEP, TRUE, 0);
-        g->step = get_uint (r, "step", MAX_STEP, TRUE, 0);
-        g->samples = (guint) get_uint (r, "samples", MAX_U32, TRUE, 0);
-        g->loss = get_num (r, "loss", TRUE, 0);
-        if (json_object_has_member (r->o, "loss_finite") && !get_bool (r, "loss_finite"))
-          g->loss = NAN;
-        g->compute_us = (gint64) get_uint (r, "compute_us", MAX_STEP, FALSE, 0);
-        g->refused = get_str (r, "refused", RLX_MSG_MAX_TEXT, FALSE);
-        break;
-      }
-    case RLX_MSG_ACK:
-      m->u.ack.term = get_uint (r, "term", MAX_STEP, TRUE, 0);
-      m->u.ack.step = get_uint (r, "step", MAX_STEP, TRUE, 0);
-      m->u.ack.hash = get_hash (r, "hash");
+    case F_INT:
+      *(gint64 *) at = get_int (r, f->name, f->required, f->dflt);
       break;
-    case RLX_MSG_REJECT:
-      m->u.reject.step = get_uint (r, "step", MAX_STEP, TRUE, 0);
-      m->u.reject.reason = get_str (r, "reason", RLX_MSG_MAX_TEXT, TRUE);
+    case F_NUM:
+      *(double *) at = get_num (r, f->name, f->required, 0);
       break;
-    case RLX_MSG_HEARTBEAT:
-      m->u.heartbeat.term = get_uint (r, "term", MAX_STEP, TRUE, 0);
-      m->u.heartbeat.step = get_uint (r, "step", MAX_STEP, TRUE, 0);
-      m->u.heartbeat.t = get_int (r, "clock", FALSE, -1);
-      m->u.heartbeat.echo = get_int (r, "echo", FALSE, -1);
-      m->u.heartbeat.age = (gint64) get_uint (r, "age", MAX_STEP, FALSE, 0);
+    case F_BOOL:
+      *(gboolean *) at = get_bool (r, f->name);
       break;
-    case RLX_MSG_BYE:
-      m->u.bye.reason = get_str (r, "reason", RLX_MSG_MAX_TEXT, FALSE);
-      if (m->u.bye.reason == NULL && !r->failed)
-        m->u.bye.reason = g_strdup ("left");
+    case F_NAN_UNLESS:
+      /* a member that is there (null too) and not true */
+      if (json_object_has_member (r->o, f->name) && !get_bool (r, f->name))
+        *(double *) at = NAN;
       break;
-    case RLX_MSG_N_KINDS:
+    case F_HASH:
+      *(guint64 *) at = get_hash (r, f->name);
+      break;
+    case F_IDS:
+      *(GPtrArray **) at = get_id_array (r, f->name, (guint) f->max);
+      break;
+    case F_HASHES:
+      *(GArray **) at = get_hashes (r, f->name);
+      break;
+    case F_ASSIGN:
+      *(GArray **) at = get_assign (r, f->name);
+      break;
+    case F_PRECISION:
+      *(RlxPrecision *) at = get_precision (r, f->name);
+      break;
+    case F_ROLE:
+      *(RlxRole *) at = get_role (r, f->name);
+      break;
     default:
       g_assert_not_reached ();
     }
+  return !r->failed;
+}
+
+/* Every member of @m's kind, in table order, then the kind's own rules. */
+static void
+parse_body (Reader *r, RlxMsg *m)
+{
+  g_assert (m->kind < RLX_MSG_N_KINDS);
+  for (guint i = 0; i < kind_fields[m->kind].n; i++)
+    if (!read_field (r, m, &kind_fields[m->kind].fields[i]))
+      return;
+  if (kind_fields[m->kind].check != NULL)
+    kind_fields[m->kind].check (r, m);
 }
 
 static RlxMsgArray *
@@ -645,8 +785,7 @@ rlx_msg_parse (GBytes *frame, const RlxWireLimits *limits, RlxMsg *msg, GError *
   r.o = h;
   r.kind = kind_names[msg->kind];
   r.error = error;
-  msg->node = get_id (&r, "node", TRUE);
-  if (!r.failed)
+  if (read_field (&r, msg, &node_field))
     parse_body (&r, msg);
 
   arr = msg_array (msg);
@@ -787,287 +926,4 @@ rlx_msg_clear (RlxMsg *msg)
       break;
     }
   memset (msg, 0, sizeof *msg);
-}
-
-/* ── building ───────────────────────────────────────────────────────────── */
-
-static void
-set_u64 (JsonObject *o, const char *name, guint64 v)
-{
-  json_object_set_int_member (o, name, (gint64) MIN (v, MAX_STEP));
-}
-
-static void
-set_hash (JsonObject *o, const char *name, guint64 h)
-{
-  g_autofree char *s = rlx_msg_hash_to_string (h);
-  json_object_set_string_member (o, name, s);
-}
-
-static void
-set_str (JsonObject *o, const char *name, const char *s)
-{
-  json_object_set_string_member (o, name, s ? s : "");
-}
-
-static JsonArray *
-id_array (GPtrArray *a)
-{
-  JsonArray *arr = json_array_new ();
-
-  for (guint i = 0; a && i < a->len; i++)
-    json_array_add_string_element (arr, g_ptr_array_index (a, i));
-  return arr;
-}
-
-static JsonObject *
-header_of (const RlxMsg *m)
-{
-  JsonObject *o = json_object_new ();
-
-  json_object_set_string_member (o, "t", kind_names[m->kind]);
-  set_str (o, "node", m->node);
-  switch (m->kind)
-    {
-    case RLX_MSG_HELLO:
-      {
-        const RlxMsgHello *h = &m->u.hello;
-        json_object_set_int_member (o, "v", h->version);
-        set_str (o, "cohort", h->cohort);
-        set_str (o, "seed", h->seed);
-        set_str (o, "model", h->model);
-        set_str (o, "dataset", h->dataset);
-        set_str (o, "backend", h->backend);
-        set_str (o, "device", h->device);
-        set_str (o, "fallback", h->fallback);
-        set_str (o, "host", h->host);
-        set_str (o, "precision", rlx_precision_to_string (h->precision));
-        set_u64 (o, "batch", h->batch);
-        set_u64 (o, "max_batch", h->max_batch);
-        set_str (o, "role", rlx_role_name (h->role));
-        if (h->leader)
-          set_str (o, "leader", h->leader);
-        set_u64 (o, "term", h->term);
-        set_u64 (o, "step", h->step);
-        set_u64 (o, "members", h->members);
-        set_u64 (o, "checkpoint", h->checkpoint);
-        json_object_set_boolean_member (o, "join_only", h->join_only);
-        break;
-      }
-    case RLX_MSG_REFUSE:
-      set_str (o, "reason", m->u.refuse.reason);
-      break;
-    case RLX_MSG_LEADER:
-      set_str (o, "leader", m->u.leader.leader);
-      set_u64 (o, "term", m->u.leader.term);
-      set_u64 (o, "step", m->u.leader.step);
-      break;
-    case RLX_MSG_JOIN:
-      set_str (o, "reason", m->u.join.reason);
-      set_u64 (o, "step", m->u.join.step);
-      set_hash (o, "hash", m->u.join.hash);
-      if (m->u.join.merge)
-        json_object_set_boolean_member (o, "merge", TRUE);
-      break;
-    case RLX_MSG_SNAPSHOT:
-      {
-        const RlxMsgSnapshot *s = &m->u.snapshot;
-        set_u64 (o, "term", s->term);
-        set_str (o, "leader", s->leader);
-        set_u64 (o, "step", s->step);
-        set_hash (o, "hash", s->hash);
-        set_str (o, "seed", s->seed);
-        set_u64 (o, "epoch", s->epoch);
-        set_u64 (o, "pos", s->pos);
-        json_object_set_double_member (o, "loss", isfinite (s->loss) ? s->loss : 0.0);
-        json_object_set_array_member (o, "members", id_array (s->members));
-        if (s->hashes && s->hashes->len > 0)
-          {
-            JsonArray *a = json_array_new ();
-            set_u64 (o, "hashes_from", s->hashes_from);
-            for (guint i = 0; i < s->hashes->len; i++)
-              {
-                g_autofree char *hx = rlx_msg_hash_to_string (g_array_index (s->hashes, guint64, i));
-                json_array_add_string_element (a, hx);
-              }
-            json_object_set_array_member (o, "hashes", a);
-          }
-        break;
-      }
-    case RLX_MSG_STEP:
-      {
-        const RlxMsgStep *s = &m->u.step;
-        JsonObject *assign = json_object_new ();
-        set_u64 (o, "term", s->term);
-        set_u64 (o, "step", s->step);
-        set_u64 (o, "commit", s->commit);
-        set_hash (o, "base", s->base);
-        json_object_set_double_member (o, "loss", isfinite (s->loss) ? s->loss : 0.0);
-        set_u64 (o, "samples", s->samples);
-        json_object_set_array_member (o, "contributors", id_array (s->contributors));
-        set_u64 (o, "late", s->late);
-        set_u64 (o, "rejected", s->rejected);
-        json_object_set_double_member (o, "lr", s->lr);
-        set_u64 (o, "epoch", s->epoch);
-        set_u64 (o, "pos", s->pos);
-        set_u64 (o, "count", s->count);
-        json_object_set_array_member (o, "members", id_array (s->members));
-        for (guint i = 0; s->assign && i < s->assign->len; i++)
-          {
-            const RlxMsgSlot *slot = &g_array_index (s->assign, RlxMsgSlot, i);
-            JsonArray *a = json_array_new ();
-            json_array_add_int_element (a, slot->start);
-            json_array_add_int_element (a, slot->count);
-            json_object_set_array_member (assign, slot->node, a);
-          }
-        json_object_set_object_member (o, "assign", assign);
-        json_object_set_boolean_member (o, "final", s->final);
-        break;
-      }
-    case RLX_MSG_GRAD:
-      {
-        const RlxMsgGrad *g = &m->u.grad;
-        set_u64 (o, "term", g->term);
-        set_u64 (o, "step", g->step);
-        set_u64 (o, "samples", g->samples);
-        json_object_set_double_member (o, "loss", isfinite (g->loss) ? g->loss : 0.0);
-        json_object_set_boolean_member (o, "loss_finite", isfinite (g->loss));
-        set_u64 (o, "compute_us", (guint64) MAX (0, g->compute_us));
-        if (g->refused)
-          set_str (o, "refused", g->refused);
-        break;
-      }
-    case RLX_MSG_ACK:
-      set_u64 (o, "term", m->u.ack.term);
-      set_u64 (o, "step", m->u.ack.step);
-      set_hash (o, "hash", m->u.ack.hash);
-      break;
-    case RLX_MSG_REJECT:
-      set_u64 (o, "step", m->u.reject.step);
-      set_str (o, "reason", m->u.reject.reason);
-      break;
-    case RLX_MSG_HEARTBEAT:
-      set_u64 (o, "term", m->u.heartbeat.term);
-      set_u64 (o, "step", m->u.heartbeat.step);
-      if (m->u.heartbeat.t >= 0)
-        json_object_set_int_member (o, "clock", m->u.heartbeat.t);
-      if (m->u.heartbeat.echo >= 0)
-        {
-          json_object_set_int_member (o, "echo", m->u.heartbeat.echo);
-          json_object_set_int_member (o, "age", MAX (0, m->u.heartbeat.age));
-        }
-      break;
-    case RLX_MSG_BYE:
-      set_str (o, "reason", m->u.bye.reason ? m->u.bye.reason : "left");
-      break;
-    case RLX_MSG_N_KINDS:
-    default:
-      g_assert_not_reached ();
-    }
-  return o;
-}
-
-JsonObject *
-rlx_msg_header (const RlxMsg *msg)
-{
-  g_return_val_if_fail (msg != NULL && msg->kind < RLX_MSG_N_KINDS, NULL);
-  return header_of (msg);
-}
-
-GBytes *
-rlx_msg_build (const RlxMsg *msg, const float *values, gsize n, RlxPrecision precision,
-               GError **error)
-{
-  g_autoptr(JsonObject) h = NULL;
-
-  g_return_val_if_fail (msg != NULL && msg->kind < RLX_MSG_N_KINDS, NULL);
-  g_return_val_if_fail (values == NULL || array_names[msg->kind] != NULL, NULL);
-
-  h = header_of (msg);
-  return rlx_wire_encode (h, values, values ? n : 0, precision,
-                          values ? array_names[msg->kind] : NULL, error);
-}
-
-/* The header JSON of @msg with the wire's own members for an array of @n
- * elements at @precision and @scale (as rlx_wire_encode writes them, last
- * and in its order: the frame is byte-identical to an encoded one). */
-static char *
-array_header_json (const RlxMsg *msg, gsize n, RlxPrecision precision, double scale,
-                   GError **error)
-{
-  g_autoptr(JsonObject) h = header_of (msg);
-
-  json_object_set_string_member (h, "_f32", array_names[msg->kind]);
-  if (precision != RLX_PRECISION_F32 && n > 0)
-    {
-      json_object_set_string_member (h, "_fmt", rlx_precision_to_string (precision));
-      json_object_set_double_member (h, "_scale", scale);
-    }
-  return rlx_wire_header_to_json (h, error);
-}
-
-GBytes *
-rlx_msg_frame_wrap (const RlxMsg *msg, gsize n, RlxPrecision precision, double scale,
-                    guint8 *buf, gsize headroom, GError **error)
-{
-  g_autofree char *json = NULL;
-  gsize hlen, padded, es = rlx_precision_element_size (precision);
-  guint8 *start;
-  guint32 le;
-
-  g_return_val_if_fail (msg != NULL && msg->kind < RLX_MSG_N_KINDS, NULL);
-  g_return_val_if_fail (array_names[msg->kind] != NULL, NULL);
-  g_return_val_if_fail (buf != NULL, NULL);
-
-  json = array_header_json (msg, n, precision, scale, error);
-  if (json == NULL)
-    {
-      g_free (buf);
-      return NULL;
-    }
-  hlen = strlen (json);
-  padded = (hlen + 3) & ~(gsize) 3;
-  if (padded + 4 > headroom)
-    {
-      g_set_error (error, RLX_MSG_ERROR, RLX_MSG_ERROR_FIELD,
-                   "%s message header of %" G_GSIZE_FORMAT " bytes does not fit in %"
-                   G_GSIZE_FORMAT, rlx_msg_kind_name (msg->kind), hlen, headroom);
-      g_free (buf);
-      return NULL;
-    }
-  start = buf + headroom - padded - 4;
-  le = GUINT32_TO_LE ((guint32) padded);
-  memcpy (start, &le, 4);
-  memcpy (start + 4, json, hlen);
-  memset (start + 4 + hlen, ' ', padded - hlen);
-  return g_bytes_new_with_free_func (start, 4 + padded + n * es, g_free, buf);
-}
-
-guint8 *
-rlx_msg_frame_new (const RlxMsg *msg, gsize n, RlxPrecision precision, double scale,
-                   gsize *len_out, guint8 **payload_out, GError **error)
-{
-  g_autofree char *json = NULL;
-  gsize hlen, padded, es = rlx_precision_element_size (precision), total;
-  guint32 le;
-  guint8 *buf;
-
-  g_return_val_if_fail (msg != NULL && msg->kind < RLX_MSG_N_KINDS, NULL);
-  g_return_val_if_fail (array_names[msg->kind] != NULL, NULL);
-  g_return_val_if_fail (len_out != NULL && payload_out != NULL, NULL);
-
-  json = array_header_json (msg, n, precision, scale, error);
-  if (json == NULL)
-    return NULL;
-  hlen = strlen (json);
-  padded = (hlen + 3) & ~(gsize) 3;
-  total = 4 + padded + n * es;
-  buf = g_malloc (total);
-  le = GUINT32_TO_LE ((guint32) padded);
-  memcpy (buf, &le, 4);
-  memcpy (buf + 4, json, hlen);
-  memset (buf + 4 + hlen, ' ', padded - hlen);
-  *payload_out = buf + 4 + padded;
-  *len_out = total;
-  return buf;
 }

@@ -1,0 +1,311 @@
+/* test-msg.c — the members of every message kind, as rlx-msg.c's field
+ * table reads them: which are required (each one left out is refused with
+ * "member NAME is missing", each optional one is not), the bounds and types
+ * of each (refused with the message a peer's log shows), and what an absent
+ * optional member reads as. The lists here are written out independently
+ * of the table, so a table entry with the wrong name, flag or bound fails.
+ */
+#include "rlx-config.h"
+#include "core/cohort/rlx-msg.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+  const char *json;       /* a valid header of the kind */
+  const char *required;   /* the members it must have, space-separated */
+} Kind;
+
+static const Kind kinds[] = {
+  { "{\"t\":\"hello\",\"node\":\"a\",\"v\":3,\"cohort\":\"c\",\"seed\":\"1\",\"model\":\"m\","
+    "\"dataset\":\"d\",\"backend\":\"cpu\",\"device\":\"x\",\"fallback\":\"\",\"host\":\"h\","
+    "\"precision\":\"f16\",\"batch\":8,\"max_batch\":8,\"role\":\"member\",\"leader\":\"b\","
+    "\"term\":1,\"step\":2,\"members\":2,\"checkpoint\":0,\"join_only\":false}",
+    "node v cohort seed model dataset backend device fallback host precision batch max_batch "
+    "role term step members" },
+  { "{\"t\":\"refuse\",\"node\":\"a\",\"reason\":\"no\"}", "node reason" },
+  { "{\"t\":\"leader\",\"node\":\"a\",\"leader\":\"b\",\"term\":2,\"step\":3}", "node leader term step" },
+  { "{\"t\":\"join\",\"node\":\"a\",\"reason\":\"join\",\"step\":3,\"hash\":\"0123456789abcdef\","
+    "\"merge\":true}", "node reason step hash" },
+  { "{\"t\":\"snapshot\",\"node\":\"a\",\"term\":1,\"leader\":\"a\",\"step\":3,"
+    "\"hash\":\"0123456789abcdef\",\"seed\":\"1\",\"epoch\":0,\"pos\":16,\"loss\":2.5,"
+    "\"members\":[\"a\",\"b\"],\"hashes_from\":2,\"hashes\":[\"0123456789abcdef\"]}",
+    "node term leader step hash seed epoch pos loss members" },
+  { "{\"t\":\"step\",\"node\":\"a\",\"term\":1,\"step\":4,\"commit\":3,\"base\":\"0123456789abcdef\","
+    "\"loss\":2.5,\"samples\":16,\"contributors\":[\"a\"],\"late\":0,\"rejected\":0,\"lr\":0.05,"
+    "\"epoch\":0,\"pos\":32,\"count\":16,\"members\":[\"a\",\"b\"],\"assign\":{\"a\":[32,8],"
+    "\"b\":[40,8]},\"final\":false}",
+    "node term step commit base loss samples contributors late rejected lr epoch pos count "
+    "members assign" },
+  { "{\"t\":\"grad\",\"node\":\"b\",\"term\":1,\"step\":4,\"samples\":8,\"loss\":2.5,"
+    "\"loss_finite\":true,\"compute_us\":120}", "node term step samples loss" },
+  { "{\"t\":\"ack\",\"node\":\"b\",\"term\":1,\"step\":3,\"hash\":\"0123456789abcdef\"}",
+    "node term step hash" },
+  { "{\"t\":\"reject\",\"node\":\"a\",\"step\":3,\"reason\":\"late\"}", "node step reason" },
+  { "{\"t\":\"heartbeat\",\"node\":\"a\",\"term\":1,\"step\":3,\"clock\":5,\"echo\":4,\"age\":1}",
+    "node term step" },
+  { "{\"t\":\"bye\",\"node\":\"a\",\"reason\":\"done\"}", "node" },
+};
+
+/* The frame of header @h, with the array its kind carries. */
+static GBytes *
+frame_of (JsonObject *h)
+{
+  static const float values[3] = { 0.5f, -1.0f, 2.0f };
+  const char *t = json_object_get_string_member (h, "t");
+  const char *array = g_str_equal (t, "snapshot") ? "params"
+                    : g_str_equal (t, "step") ? "avg"
+                    : g_str_equal (t, "grad") ? "g" : NULL;
+  g_autoptr(GError) error = NULL;
+  GBytes *frame;
+
+  frame = rlx_wire_encode (h, array ? values : NULL, array ? 3 : 0, RLX_PRECISION_F32, array,
+                           &error);
+  g_assert_no_error (error);
+  return frame;
+}
+
+static JsonObject *
+header (const char *json)
+{
+  g_autoptr(GError) error = NULL;
+  JsonObject *h = rlx_wire_header_parse (json, -1, &error);
+
+  g_assert_no_error (error);
+  return h;
+}
+
+/* Parse @h; NULL when it parsed, else the error's message (freed by the
+ * caller). */
+static char *
+parse (JsonObject *h, RlxMsg *out)
+{
+  g_autoptr(GBytes) frame = frame_of (h);
+  g_autoptr(GError) error = NULL;
+  RlxMsg m;
+
+  if (rlx_msg_parse (frame, NULL, &m, &error))
+    {
+      if (out)
+        rlx_msg_steal (out, &m);
+      else
+        rlx_msg_clear (&m);
+      return NULL;
+    }
+  g_assert_true (error->domain == RLX_MSG_ERROR);
+  g_assert_null (m.node);
+  return g_strdup (error->message);
+}
+
+/* Every member of every kind left out in turn: a required one is refused by
+ * name, an optional one is not. */
+static void
+test_required (void)
+{
+  for (guint k = 0; k < G_N_ELEMENTS (kinds); k++)
+    {
+      g_autoptr(JsonObject) h = header (kinds[k].json);
+      g_auto(GStrv) required = g_strsplit (kinds[k].required, " ", -1);
+      g_autoptr(GList) names = json_object_get_members (h);
+      g_autofree char *ok = parse (h, NULL);
+      const char *t = json_object_get_string_member (h, "t");
+
+      g_assert_null (ok);
+      for (GList *l = names; l; l = l->next)
+        {
+          const char *name = l->data;
+          g_autoptr(JsonObject) without = NULL;
+          g_autofree char *msg = NULL;
+
+          if (g_str_equal (name, "t"))
+            continue;
+          without = header (kinds[k].json);
+          json_object_remove_member (without, name);
+          msg = parse (without, NULL);
+          if (g_strv_contains ((const char *const *) required, name))
+            {
+              g_autofree char *want = g_strdup_printf ("%s message: member \"%s\" is missing",
+                                                       t, name);
+              if (msg == NULL || !g_str_equal (msg, want))
+                g_error ("%s without %s: got '%s', want '%s'", t, name, msg ? msg : "(parsed)", want);
+            }
+          else if (msg != NULL)
+            g_error ("%s without the optional %s is refused: %s", t, name, msg);
+        }
+      /* and nothing required is missing from the list above */
+      for (guint i = 0; required[i]; i++)
+        g_assert_true (json_object_has_member (h, required[i]));
+    }
+}
+
+static const char *
+kind_json (const char *t)
+{
+  for (guint k = 0; k < G_N_ELEMENTS (kinds); k++)
+    if (strstr (kinds[k].json, t) == kinds[k].json + 6)
+      return kinds[k].json;
+  g_assert_not_reached ();
+}
+
+/* A JSON array of @n strings made by @fmt from 0..n-1. */
+static char *
+array_json (guint n, const char *fmt)
+{
+  GString *s = g_string_new ("[");
+
+  for (guint i = 0; i < n; i++)
+    {
+      if (i > 0)
+        g_string_append_c (s, ',');
+      g_string_append_c (s, '"');
+      g_string_append_printf (s, fmt, i);
+      g_string_append_c (s, '"');
+    }
+  g_string_append_c (s, ']');
+  return g_string_free (s, FALSE);
+}
+
+static char *
+string_json (gsize n)
+{
+  g_autofree char *s = g_strnfill (n, 'x');
+
+  return g_strdup_printf ("\"%s\"", s);
+}
+
+/* Bounds and types, with the message a peer gets for each. */
+static void
+test_bounds (void)
+{
+  g_autofree char *ids_1025 = array_json (1025, "n%u");
+  g_autofree char *ids_1024 = array_json (1024, "n%u");
+  g_autofree char *hashes_513 = array_json (513, "%016x");
+  g_autofree char *hashes_512 = array_json (512, "%016x");
+  g_autofree char *s33 = string_json (33), *s32 = string_json (32);
+  g_autofree char *s64 = string_json (64), *s65 = string_json (65);
+  g_autofree char *s2048 = string_json (2048), *s2049 = string_json (2049);
+  const struct { const char *t, *member, *value, *message; } cases[] = {
+    { "hello", "v", "\"3\"", "member \"v\" is not an integer" },
+    { "hello", "batch", "16777216", NULL },
+    { "hello", "batch", "16777217", "member \"batch\" = 16777217 is outside 0..16777216" },
+    { "hello", "max_batch", "-1", "member \"max_batch\" = -1 is outside 0..16777216" },
+    { "hello", "members", "1024", NULL },
+    { "hello", "members", "1025", "member \"members\" = 1025 is outside 0..1024" },
+    { "hello", "term", "1099511627776", NULL },
+    { "hello", "term", "-1", "member \"term\" = -1 is outside 0..9223372036854775807" },
+    { "hello", "checkpoint", "1.5", "member \"checkpoint\" is not an integer" },
+    { "hello", "seed", s32, NULL },
+    { "hello", "seed", s33, "member \"seed\" is longer than 32 bytes or not UTF-8" },
+    { "hello", "cohort", s64, NULL },
+    { "hello", "cohort", s65, "member \"cohort\" is longer than 64 bytes or not UTF-8" },
+    { "hello", "cohort", "\"\"", "member \"cohort\" is empty" },
+    { "hello", "model", "\"a\\u0001\"", "member \"model\" holds a control character" },
+    { "hello", "backend", s64, NULL },
+    { "hello", "backend", s65, "member \"backend\" is longer than 64 bytes or not UTF-8" },
+    { "hello", "host", s2048, NULL },
+    { "hello", "host", s2049, "member \"host\" is longer than 2048 bytes or not UTF-8" },
+    { "hello", "device", s2049, "member \"device\" is longer than 2048 bytes or not UTF-8" },
+    { "hello", "fallback", "7", "member \"fallback\" is not a string" },
+    { "hello", "precision", "\"f7\"",
+      "member \"precision\" = \"f7\" is not a wire precision (f32, f16, f8e4m3, f8e5m2)" },
+    { "hello", "role", "\"boss\"", "member \"role\" = \"boss\" is not a role" },
+    { "hello", "join_only", "1", "member \"join_only\" is not true or false" },
+    { "hello", "leader", "\"\"", "member \"leader\" is empty" },
+    { "refuse", "reason", s2049, "member \"reason\" is longer than 2048 bytes or not UTF-8" },
+    { "join", "hash", "\"0123456789ABCDEF\"", "member \"hash\" is not 16 lowercase hex digits" },
+    { "join", "merge", "\"yes\"", "member \"merge\" is not true or false" },
+    { "snapshot", "epoch", "2147483647", NULL },
+    { "snapshot", "epoch", "2147483648", "member \"epoch\" = 2147483648 is outside 0..2147483647" },
+    { "snapshot", "loss", "\"x\"", "member \"loss\" is not a number" },
+    { "snapshot", "members", ids_1024, NULL },
+    { "snapshot", "members", ids_1025, "member \"members\" lists more than 1024 entries" },
+    { "snapshot", "members", "[\"a\",\"a\"]", "member \"members\" names a twice" },
+    { "snapshot", "members", "[\"a\",\"\"]", "member \"members\" entry 1 is not a node id" },
+    { "snapshot", "hashes", hashes_512, NULL },
+    { "snapshot", "hashes", hashes_513, "member \"hashes\" holds more than 512 hashes" },
+    { "snapshot", "hashes", "[\"x\"]", "member \"hashes\" entry 0 is not a hash" },
+    { "step", "samples", "2147483648", "member \"samples\" = 2147483648 is outside 0..2147483647" },
+    { "step", "lr", "true", "member \"lr\" is not a number" },
+    { "step", "contributors", "{}", "member \"contributors\" is not an array" },
+    { "step", "assign", "[]", "member \"assign\" is not an object" },
+    { "step", "assign", "{\"a\":[0,0]}", "member \"assign\" entry of a = [0, 0] is not a slice" },
+    { "step", "assign", "{\"a\":[1]}", "member \"assign\" entry of a is not [start, count]" },
+    { "step", "commit", "2", "member \"commit\" = 2 does not precede step 4" },
+    { "grad", "compute_us", "-1", "member \"compute_us\" = -1 is outside 0..9223372036854775807" },
+    { "grad", "loss_finite", "0", "member \"loss_finite\" is not true or false" },
+    { "grad", "refused", s2049, "member \"refused\" is longer than 2048 bytes or not UTF-8" },
+    { "heartbeat", "clock", "\"5\"", "member \"clock\" is not an integer" },
+    { "heartbeat", "echo", "-7", NULL },
+    { "heartbeat", "age", "-1", "member \"age\" = -1 is outside 0..9223372036854775807" },
+    { "bye", "reason", "[]", "member \"reason\" is not a string" },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(JsonObject) h = header (kind_json (cases[i].t));
+      g_autoptr(GError) error = NULL;
+      g_autoptr(JsonNode) v = json_from_string (cases[i].value, &error);
+      g_autofree char *msg = NULL;
+      g_autofree char *want = NULL;
+
+      g_assert_no_error (error);
+      json_object_set_member (h, cases[i].member, g_steal_pointer (&v));
+      msg = parse (h, NULL);
+      want = cases[i].message ? g_strdup_printf ("%s message: %s", cases[i].t, cases[i].message)
+                              : NULL;
+      if (g_strcmp0 (msg, want) != 0)
+        g_error ("%s with %s = %.40s: got '%s', want '%s'", cases[i].t, cases[i].member,
+                 cases[i].value, msg ? msg : "(parsed)", want ? want : "(parsed)");
+    }
+}
+
+/* What absent optional members read as. */
+static void
+test_defaults (void)
+{
+  g_autoptr(JsonObject) bye = header ("{\"t\":\"bye\",\"node\":\"a\"}");
+  g_autoptr(JsonObject) beat = header ("{\"t\":\"heartbeat\",\"node\":\"a\",\"term\":1,\"step\":3}");
+  g_autoptr(JsonObject) grad = header (kind_json ("grad"));
+  g_autoptr(JsonObject) hello = header (kind_json ("hello"));
+  RlxMsg m;
+
+  g_assert_null (parse (bye, &m));
+  g_assert_cmpstr (m.u.bye.reason, ==, "left");
+  rlx_msg_clear (&m);
+
+  g_assert_null (parse (beat, &m));
+  g_assert_cmpint (m.u.heartbeat.t, ==, -1);
+  g_assert_cmpint (m.u.heartbeat.echo, ==, -1);
+  g_assert_cmpint (m.u.heartbeat.age, ==, 0);
+  rlx_msg_clear (&m);
+
+  json_object_set_boolean_member (grad, "loss_finite", FALSE);
+  json_object_remove_member (grad, "compute_us");
+  g_assert_null (parse (grad, &m));
+  g_assert_true (isnan (m.u.grad.loss));
+  g_assert_cmpint (m.u.grad.compute_us, ==, 0);
+  g_assert_null (m.u.grad.refused);
+  rlx_msg_clear (&m);
+
+  json_object_remove_member (hello, "leader");
+  json_object_remove_member (hello, "checkpoint");
+  json_object_remove_member (hello, "join_only");
+  g_assert_null (parse (hello, &m));
+  g_assert_null (m.u.hello.leader);
+  g_assert_cmpuint (m.u.hello.checkpoint, ==, 0);
+  g_assert_false (m.u.hello.join_only);
+  g_assert_cmpuint (m.u.hello.batch, ==, 8);
+  g_assert_cmpint (m.u.hello.precision, ==, RLX_PRECISION_F16);
+  g_assert_cmpint (m.u.hello.role, ==, RLX_ROLE_MEMBER);
+  rlx_msg_clear (&m);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/cohort/msg/required", test_required);
+  g_test_add_func ("/cohort/msg/bounds", test_bounds);
+  g_test_add_func ("/cohort/msg/defaults", test_defaults);
+  return g_test_run ();
+}

@@ -1,0 +1,243 @@
+/* rlx-sync-policy.c — see rlx-sync-policy.h */
+#include "rlx-config.h"
+#include "rlx-sync-policy.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+G_DEFINE_QUARK (rlx-sync-error-quark, rlx_sync_error)
+
+#define ACCEPTED "use step, outer:H (H inner steps per outer round, 1 to %u) or auto"
+
+const char *
+rlx_sync_mode_to_string (RlxSyncMode mode)
+{
+  switch (mode)
+    {
+    case RLX_SYNC_STEP: return "step";
+    case RLX_SYNC_OUTER: return "outer";
+    case RLX_SYNC_AUTO: return "auto";
+    default: return "?";
+    }
+}
+
+gboolean
+rlx_sync_parse (const char *s, RlxSyncRequest *out, GError **error)
+{
+  const char *h;
+  guint64 v = 0;
+
+  g_return_val_if_fail (out != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (s == NULL || *s == '\0')
+    {
+      g_set_error (error, RLX_SYNC_ERROR, RLX_SYNC_ERROR_PARSE,
+                   "--sync needs a value: " ACCEPTED, RLX_SYNC_PARSE_MAX_H);
+      return FALSE;
+    }
+  if (strcmp (s, "step") == 0 || strcmp (s, "auto") == 0)
+    {
+      out->mode = s[0] == 's' ? RLX_SYNC_STEP : RLX_SYNC_AUTO;
+      out->h = 0;
+      return TRUE;
+    }
+  if (strcmp (s, "outer") == 0)
+    {
+      g_set_error (error, RLX_SYNC_ERROR, RLX_SYNC_ERROR_PARSE,
+                   "--sync outer needs H, the inner steps per outer round: outer:H with H "
+                   "from 1 to %u, e.g. outer:50", RLX_SYNC_PARSE_MAX_H);
+      return FALSE;
+    }
+  if (!g_str_has_prefix (s, "outer:"))
+    {
+      g_autofree char *shown = g_strescape (s, NULL);
+
+      g_set_error (error, RLX_SYNC_ERROR, RLX_SYNC_ERROR_PARSE,
+                   "unknown sync mode \"%.40s\": " ACCEPTED, shown, RLX_SYNC_PARSE_MAX_H);
+      return FALSE;
+    }
+  h = s + strlen ("outer:");
+  /* digits only (no sign, space or exponent), at most 6 of them */
+  for (const char *c = h; *c; c++)
+    if (*c < '0' || *c > '9' || c - h >= 6)
+      {
+        v = G_MAXUINT64;
+        break;
+      }
+    else
+      v = v * 10 + (guint64) (*c - '0');
+  if (*h == '\0' || v == 0 || v > RLX_SYNC_PARSE_MAX_H)
+    {
+      g_autofree char *shown = g_strescape (h, NULL);
+
+      g_set_error (error, RLX_SYNC_ERROR, RLX_SYNC_ERROR_PARSE,
+                   "--sync outer:%.20s: H must be a whole number of inner steps from 1 to %u, "
+                   "e.g. outer:50", shown, RLX_SYNC_PARSE_MAX_H);
+      return FALSE;
+    }
+  out->mode = RLX_SYNC_OUTER;
+  out->h = (guint) v;
+  return TRUE;
+}
+
+char *
+rlx_sync_format (const RlxSyncRequest *request)
+{
+  g_return_val_if_fail (request != NULL, NULL);
+
+  if (request->mode == RLX_SYNC_OUTER)
+    return g_strdup_printf ("outer:%u", request->h);
+  return g_strdup (rlx_sync_mode_to_string (request->mode));
+}
+
+void
+rlx_sync_choice_clear (RlxSyncChoice *choice)
+{
+  if (choice != NULL)
+    g_clear_pointer (&choice->reason, g_free);
+}
+
+/* "24 MB/s", "1.2 GB/s", "500 kB/s" (decimal units, as links are sold). */
+static char *
+format_rate (double bytes_per_s)
+{
+  if (bytes_per_s >= 1e9)
+    return g_strdup_printf ("%.1f GB/s", bytes_per_s / 1e9);
+  if (bytes_per_s >= 10e6)
+    return g_strdup_printf ("%.0f MB/s", bytes_per_s / 1e6);
+  if (bytes_per_s >= 1e6)
+    return g_strdup_printf ("%.1f MB/s", bytes_per_s / 1e6);
+  return g_strdup_printf ("%.0f kB/s", bytes_per_s / 1e3);
+}
+
+/* "51 ms", "0.4 ms", "2.4 s". */
+static char *
+format_ms (double ms)
+{
+  if (ms >= 1000.0)
+    return g_strdup_printf ("%.1f s", ms / 1000.0);
+  if (ms >= 10.0)
+    return g_strdup_printf ("%.0f ms", ms);
+  return g_strdup_printf ("%.1f ms", ms);
+}
+
+static gboolean
+bad_input (GError **error, const char *what, double v)
+{
+  g_set_error (error, RLX_SYNC_ERROR, RLX_SYNC_ERROR_INVALID,
+               "the sync chooser got %s %g; it needs a finite value ≥ 0 (a measurement "
+               "that failed must be left out, not passed on)", what, v);
+  return FALSE;
+}
+
+gboolean
+rlx_sync_choose (const RlxSyncInputs *in, RlxSyncChoice *out, GError **error)
+{
+  const RlxSyncLink *worst = NULL;
+  double exchange = 0.0, worst_rate = 0.0, bytes;
+  guint members, max_h, h, fragments = 1;
+  g_autofree char *rate = NULL, *rtt = NULL, *ex = NULL, *step = NULL, *frag = NULL;
+  const char *name;
+
+  g_return_val_if_fail (in != NULL && out != NULL, FALSE);
+  g_return_val_if_fail (in->links != NULL || in->n_links == 0, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (in->n_ranks == 0)
+    {
+      g_set_error (error, RLX_SYNC_ERROR, RLX_SYNC_ERROR_INVALID,
+                   "the sync chooser got a cohort of 0 ranks; count the leader too");
+      return FALSE;
+    }
+  if (!isfinite (in->step_ms) || in->step_ms < 0.0)
+    return bad_input (error, "a step time of", in->step_ms);
+  members = in->n_ranks - 1;
+  bytes = (double) in->exchange_bytes;
+  max_h = in->max_h ? in->max_h : RLX_SYNC_MAX_H;
+
+  /* the exchange through the leader: the costliest of its remote links */
+  for (guint i = 0; i < in->n_links; i++)
+    {
+      const RlxSyncLink *l = &in->links[i];
+      double r, cost;
+
+      if (!isfinite (l->rtt_ms) || l->rtt_ms < 0.0)
+        return bad_input (error, "a round trip (ms) of", l->rtt_ms);
+      if (!isfinite (l->bytes_per_s) || l->bytes_per_s < 0.0)
+        return bad_input (error, "a throughput (bytes/s) of", l->bytes_per_s);
+      if (l->local)
+        continue;
+      r = l->bytes_per_s > 0.0 ? l->bytes_per_s : RLX_SYNC_UNKNOWN_BYTES_PER_S;
+      cost = l->rtt_ms + 2.0 * MAX (members, 1) * bytes / r * 1000.0;
+      if (worst == NULL || cost > exchange)
+        worst = l, exchange = cost, worst_rate = r;
+    }
+
+  if (members > 0 && worst != NULL && in->step_ms <= 0.0)
+    {
+      g_set_error (error, RLX_SYNC_ERROR, RLX_SYNC_ERROR_INVALID,
+                   "the sync chooser needs the measured step time to weigh a remote link "
+                   "against; measure a few steps first");
+      return FALSE;
+    }
+  out->fragments = 1;
+  out->exchange_ms = exchange;
+  if (members == 0 || worst == NULL)
+    {
+      out->mode = RLX_SYNC_STEP;
+      out->h = 1;
+      out->reason = g_strdup (members == 0 ? "step: one rank, nothing to synchronise"
+                                           : "step: every link stays on this host");
+      return TRUE;
+    }
+
+  name = worst->name && *worst->name ? worst->name : "a member";
+  rate = format_rate (worst_rate);
+  rtt = format_ms (worst->rtt_ms);
+  ex = format_ms (exchange);
+  step = format_ms (in->step_ms);
+  if (exchange < RLX_SYNC_STEP_FRACTION * in->step_ms)
+    {
+      out->mode = RLX_SYNC_STEP;
+      out->h = 1;
+      out->reason = g_strdup_printf ("step: link to %s %s%s, %s; a step's exchange (%s) is "
+                                     "%.1f%% of a %s step", name, rate,
+                                     worst->bytes_per_s > 0.0 ? "" : " (assumed)", rtt, ex,
+                                     100.0 * exchange / in->step_ms, step);
+      return TRUE;
+    }
+
+  {
+    double need = ceil (RLX_SYNC_MARGIN * exchange / in->step_ms);
+
+    h = need >= (double) max_h ? max_h : MAX ((guint) need, RLX_SYNC_MIN_H);
+    h = MIN (h, max_h);
+  }
+  if (exchange - worst->rtt_ms > RLX_SYNC_FRAGMENT_TRANSFER * worst->rtt_ms)
+    fragments = CLAMP (h / RLX_SYNC_FRAGMENT_MIN_H, 1, RLX_SYNC_MAX_FRAGMENTS);
+  frag = fragments > 1 ? g_strdup_printf (" in %u fragments", fragments) : g_strdup ("");
+  out->mode = RLX_SYNC_OUTER;
+  out->h = h;
+  out->fragments = fragments;
+  {
+    gboolean capped = h == max_h && (double) h * in->step_ms < RLX_SYNC_MARGIN * exchange;
+    double compute = (double) h * in->step_ms;
+    g_autofree char *how = NULL;
+
+    if (compute >= RLX_SYNC_MARGIN * exchange)
+      how = g_strdup_printf ("hides behind %u steps of %s", h, step);
+    else if (compute >= exchange)
+      how = g_strdup_printf ("just hides behind %u steps of %s (under the %.1f× margin)", h,
+                             step, RLX_SYNC_MARGIN);
+    else
+      how = g_strdup_printf ("does not hide behind %u steps of %s, so rounds will wait for "
+                             "it", h, step);
+    out->reason = g_strdup_printf ("outer every %u steps%s%s: link to %s %s%s, %s; the %s "
+                                   "exchange %s", h, frag,
+                                   capped ? " (the most that trains well)" : "", name, rate,
+                                   worst->bytes_per_s > 0.0 ? "" : " (assumed)", rtt, ex, how);
+  }
+  return TRUE;
+}

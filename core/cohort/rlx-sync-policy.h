@@ -1,0 +1,112 @@
+/* rlx-sync-policy.h — `--sync step|outer:H|auto`: the parser and the `auto`
+ * chooser
+ *
+ * The chooser is a pure function of what was measured (DESIGN.md, "Training
+ * across slow links"): each of the leader's links (round trip, throughput,
+ * whether it stays on this host), the bytes one exchange puts on a link at
+ * the chosen wire precision, the measured step time and the number of ranks.
+ *
+ * The rule:
+ *   - one rank, or every link on this host: `step` (the seed's protocol);
+ *   - else the cost of one exchange through the leader, whose link carries
+ *     every member's bytes both ways (the members' arrays in, the update out):
+ *         exchange = rtt + 2 · (ranks − 1) · bytes / throughput
+ *     with the largest round trip and the smallest throughput of its remote
+ *     links; when step mode's per-step exchange costs under
+ *     RLX_SYNC_STEP_FRACTION of a step: `step`;
+ *   - else `outer:H` with the smallest H whose compute hides the exchange
+ *     with a margin, H · step ≥ RLX_SYNC_MARGIN · exchange, at least
+ *     RLX_SYNC_MIN_H, and never more than the most H training tolerates
+ *     (RLX_SYNC_MAX_H, from scripts/sim-outer.py: BENCHMARKS.md "Outer
+ *     mode") — at that bound the reason says the link is not fully hidden;
+ *   - fragments: 1, or when the exchange is bandwidth-bound (its transfer
+ *     time over RLX_SYNC_FRAGMENT_TRANSFER times the round trip) as many
+ *     as keep each fragment's turn at least RLX_SYNC_FRAGMENT_MIN_H steps,
+ *     up to RLX_SYNC_MAX_FRAGMENTS (a first rule: streaming is not measured
+ *     yet).
+ * A remote link without a throughput estimate yet is taken as
+ * RLX_SYNC_UNKNOWN_BYTES_PER_S (a slow home uplink), so `auto` errs on the
+ * side of communicating less until it has measured.
+ *
+ * Threads: pure functions; any thread.
+ */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+#define RLX_SYNC_ERROR (rlx_sync_error_quark ())
+GQuark rlx_sync_error_quark (void);
+
+typedef enum {
+  RLX_SYNC_ERROR_PARSE,      /* a --sync value that is not one */
+  RLX_SYNC_ERROR_INVALID,    /* inputs the chooser cannot use (named in the message) */
+} RlxSyncError;
+
+typedef enum {
+  RLX_SYNC_STEP = 0,         /* every step's gradients averaged */
+  RLX_SYNC_OUTER,            /* H local steps, then outer averaging */
+  RLX_SYNC_AUTO,             /* chosen from measurement (a request, never a choice) */
+} RlxSyncMode;
+
+/* The chooser's constants (see the rule above). */
+#define RLX_SYNC_STEP_FRACTION        0.05
+#define RLX_SYNC_MARGIN               1.5
+#define RLX_SYNC_MIN_H                4u
+#define RLX_SYNC_MAX_H                100u
+#define RLX_SYNC_MAX_FRAGMENTS        4u
+#define RLX_SYNC_FRAGMENT_MIN_H       25u
+#define RLX_SYNC_FRAGMENT_TRANSFER    4.0
+#define RLX_SYNC_UNKNOWN_BYTES_PER_S  (1.0e6)
+/* The largest H `outer:H` accepts (rlx-outer.h's RLX_OUTER_MAX_H). */
+#define RLX_SYNC_PARSE_MAX_H          10000u
+
+/* What --sync asked for: @h is H for RLX_SYNC_OUTER, else 0. */
+typedef struct {
+  RlxSyncMode mode;
+  guint       h;
+} RlxSyncRequest;
+
+/* "step", "outer:H" (H = 1..RLX_SYNC_PARSE_MAX_H, decimal) or "auto". FALSE
+ * with RLX_SYNC_ERROR_PARSE saying what was wrong and what is accepted;
+ * @out untouched then. */
+gboolean rlx_sync_parse  (const char *s, RlxSyncRequest *out, GError **error);
+/* The request as --sync writes it ("outer:50"); free it. */
+char    *rlx_sync_format (const RlxSyncRequest *request);
+/* "step", "outer", "auto". */
+const char *rlx_sync_mode_to_string (RlxSyncMode mode);
+
+/* One of the leader's links as measured. */
+typedef struct {
+  const char *name;          /* the peer's name, for the reason (NULL: "a member") */
+  gboolean    local;         /* stays on this host (the local bus)       */
+  double      rtt_ms;        /* round trip, ms (≥ 0)                     */
+  double      bytes_per_s;   /* throughput one way; 0: not measured yet  */
+} RlxSyncLink;
+
+typedef struct {
+  const RlxSyncLink *links;  /* the leader's links to the members       */
+  guint              n_links;
+  guint              n_ranks;        /* the leader included          */
+  guint64            exchange_bytes; /* one array at the wire precision */
+  double             step_ms;        /* measured time of one inner step */
+  guint              max_h;          /* 0: RLX_SYNC_MAX_H            */
+} RlxSyncInputs;
+
+typedef struct {
+  RlxSyncMode mode;          /* RLX_SYNC_STEP or RLX_SYNC_OUTER        */
+  guint       h;             /* outer: inner steps per round; step: 1  */
+  guint       fragments;     /* ≥ 1                                    */
+  double      exchange_ms;   /* the estimated exchange (0 when all local) */
+  char       *reason;        /* "outer every 40 steps: link to host-b 24 MB/s, 51 ms" */
+} RlxSyncChoice;
+
+/* Choose (the rule above). FALSE with RLX_SYNC_ERROR_INVALID when an input
+ * is out of range (a negative or non-finite time or throughput, no ranks,
+ * a step time of 0 with remote links); @out is untouched then. Free the
+ * choice's fields with rlx_sync_choice_clear. */
+gboolean rlx_sync_choose       (const RlxSyncInputs *in, RlxSyncChoice *out, GError **error);
+void     rlx_sync_choice_clear (RlxSyncChoice *choice);
+
+G_END_DECLS

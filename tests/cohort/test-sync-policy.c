@@ -1,0 +1,211 @@
+/* test-sync-policy.c — `--sync step|outer:H|auto` (core/cohort/rlx-sync-policy.h):
+ * the parser's accepted and refused values, and the `auto` chooser over the
+ * links of issue 28's measurements, table-driven. */
+#include "rlx-config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/cohort/rlx-sync-policy.h"
+
+/* Bytes of one array: mnist-mlp (101,770 params) and mnist-mlp-xl (1,863,690)
+ * at f32 and f8; step times of one CPU thread at batch 256 (dev machine). */
+#define MLP_F32   (101770u * 4u)
+#define XL_F32    (1863690u * 4u)
+#define XL_F8     (1863690u)
+#define MLP_STEP  9.0
+#define XL_STEP   141.0
+
+static void
+test_parse (void)
+{
+  static const struct { const char *s; RlxSyncMode mode; guint h; } good[] = {
+    { "step", RLX_SYNC_STEP, 0 }, { "auto", RLX_SYNC_AUTO, 0 },
+    { "outer:1", RLX_SYNC_OUTER, 1 }, { "outer:50", RLX_SYNC_OUTER, 50 },
+    { "outer:0040", RLX_SYNC_OUTER, 40 }, { "outer:10000", RLX_SYNC_OUTER, 10000 },
+  };
+  static const struct { const char *s; const char *says; } bad[] = {
+    { "", "needs a value" }, { "outer", "outer needs H" }, { "outer:", "whole number" },
+    { "outer:0", "from 1 to 10000" }, { "outer:-5", "whole number" },
+    { "outer:5x", "whole number" }, { "outer: 5", "whole number" },
+    { "outer:10001", "from 1 to 10000" }, { "outer:99999999999999999999", "whole number" },
+    { "Step", "unknown sync mode \"Step\"" }, { "steps", "use step, outer:H" },
+    { "outer:5:3", "whole number" }, { "outer=50", "unknown sync mode" },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (good); i++)
+    {
+      RlxSyncRequest r = { RLX_SYNC_AUTO, 99 };
+      g_autoptr(GError) error = NULL;
+      g_autofree char *again = NULL;
+
+      g_assert_true (rlx_sync_parse (good[i].s, &r, &error));
+      g_assert_no_error (error);
+      g_assert_cmpint (r.mode, ==, good[i].mode);
+      g_assert_cmpuint (r.h, ==, good[i].h);
+      again = rlx_sync_format (&r);
+      if (good[i].h != 40)
+        g_assert_cmpstr (again, ==, good[i].s);
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      RlxSyncRequest r = { RLX_SYNC_OUTER, 7 };
+      g_autoptr(GError) error = NULL;
+
+      g_assert_false (rlx_sync_parse (bad[i].s, &r, &error));
+      g_test_message ("%s: %s", bad[i].s, error->message);
+      g_assert_error (error, RLX_SYNC_ERROR, RLX_SYNC_ERROR_PARSE);
+      g_assert_nonnull (strstr (error->message, bad[i].says));
+      g_assert_cmpint (r.mode, ==, RLX_SYNC_OUTER);    /* untouched */
+      g_assert_cmpuint (r.h, ==, 7);
+    }
+}
+
+typedef struct {
+  const char *name;
+  gboolean    local;
+  double      rtt_ms, bytes_per_s;
+  guint       ranks;
+  guint64     bytes;
+  double      step_ms;
+  RlxSyncMode mode;
+  guint       h_min, h_max;    /* the H chosen lies in [h_min, h_max] */
+  guint       fragments;
+  const char *says;            /* in the reason */
+} Case;
+
+static const Case cases[] = {
+  /* one host: the seed's protocol, whatever the numbers */
+  { "local bus, xl", TRUE, 0.05, 2e9, 2, XL_F32, XL_STEP, RLX_SYNC_STEP, 1, 1, 1,
+    "step: every link stays on this host" },
+  { "local bus, 8 ranks", TRUE, 0.05, 2e9, 8, MLP_F32, MLP_STEP, RLX_SYNC_STEP, 1, 1, 1,
+    "on this host" },
+  { "alone", FALSE, 50, 25e6, 1, XL_F32, XL_STEP, RLX_SYNC_STEP, 1, 1, 1, "one rank" },
+  /* a remote link fast enough that a step's exchange is < 5% of a step */
+  { "25 Gbit/s, 0.05 ms, xl", FALSE, 0.05, 3.125e9, 2, XL_F32, XL_STEP, RLX_SYNC_STEP, 1, 1, 1,
+    "step: link to host-b 3.1 GB/s, 0.1 ms; a step's exchange (4.8 ms) is 3.4% of a 141 ms "
+    "step" },
+  /* the slow-link wrapper of the tests: 25 ms each way at 25 MB/s */
+  { "25 ms each way, 25 MB/s, mlp", FALSE, 50, 25e6, 2, MLP_F32, MLP_STEP, RLX_SYNC_OUTER,
+    14, 14, 1, "outer every 14 steps: link to host-b 25 MB/s, 50 ms; the 83 ms exchange hides "
+    "behind 14 steps of 9.0 ms" },
+  { "25 ms each way, 25 MB/s, xl", FALSE, 50, 25e6, 2, XL_F32, XL_STEP, RLX_SYNC_OUTER, 7, 7, 1,
+    "outer every 7 steps: link to host-b 25 MB/s, 50 ms" },
+  /* issue 28's links: 200 Mbit/s with 50 ms, 50 Mbit/s with 30 ms, 1 Gbit/s with 0.5 ms */
+  { "200 Mbit/s 50 ms, xl f8", FALSE, 50, 25e6, 2, XL_F8, XL_STEP, RLX_SYNC_OUTER,
+    RLX_SYNC_MIN_H, RLX_SYNC_MIN_H, 1, "outer every 4 steps" },
+  { "50 Mbit/s 30 ms, mlp", FALSE, 30, 6.25e6, 2, MLP_F32, MLP_STEP, RLX_SYNC_OUTER, 27, 27, 1,
+    "link to host-b 6.2 MB/s, 30 ms" },
+  { "50 Mbit/s 30 ms, xl", FALSE, 30, 6.25e6, 2, XL_F32, XL_STEP, RLX_SYNC_OUTER, 26, 26, 1,
+    "the 2.4 s exchange hides behind 26 steps of 141 ms" },
+  { "1 Gbit/s 0.5 ms, xl", FALSE, 0.5, 125e6, 2, XL_F32, XL_STEP, RLX_SYNC_OUTER,
+    RLX_SYNC_MIN_H, RLX_SYNC_MIN_H, 1, "outer every 4 steps: link to host-b 125 MB/s, 0.5 ms" },
+  /* eight ranks: the leader's link carries all seven members */
+  { "8 ranks, 200 Mbit/s 50 ms, mlp", FALSE, 50, 25e6, 8, MLP_F32, MLP_STEP, RLX_SYNC_OUTER,
+    47, 47, 1, "outer every 47 steps" },
+  { "8 ranks, 200 Mbit/s 50 ms, xl", FALSE, 50, 25e6, 8, XL_F32, XL_STEP, RLX_SYNC_OUTER,
+    45, 45, 1, "the 4.2 s exchange hides behind 45 steps" },
+  { "8 ranks, 50 Mbit/s 30 ms, xl", FALSE, 30, 6.25e6, 8, XL_F32, XL_STEP, RLX_SYNC_OUTER,
+    RLX_SYNC_MAX_H, RLX_SYNC_MAX_H, RLX_SYNC_MAX_FRAGMENTS,
+    "in 4 fragments (the most that trains well): link to host-b 6.2 MB/s, 30 ms; the 16.7 s "
+    "exchange does not hide behind 100 steps of 141 ms, so rounds will wait" },
+  /* no estimate yet: assumed slow */
+  { "unmeasured", FALSE, 40, 0, 2, MLP_F32, MLP_STEP, RLX_SYNC_OUTER, 4, RLX_SYNC_MAX_H, 0,
+    "1.0 MB/s (assumed), 40 ms; the 854 ms exchange just hides behind 100 steps" },
+};
+
+static void
+test_choose (void)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      const Case *c = &cases[i];
+      RlxSyncLink links[] = {
+        { "host-b", c->local, c->rtt_ms, c->bytes_per_s },
+        { "host-c", TRUE, 0.02, 5e9 },      /* a local member never decides */
+      };
+      RlxSyncInputs in = { links, 2, c->ranks, c->bytes, c->step_ms, 0 };
+      RlxSyncChoice out = { 0 };
+      g_autoptr(GError) error = NULL;
+
+      g_assert_true (rlx_sync_choose (&in, &out, &error));
+      g_assert_no_error (error);
+      g_test_message ("%s: %s (fragments %u)", c->name, out.reason, out.fragments);
+      g_assert_cmpint (out.mode, ==, c->mode);
+      g_assert_cmpuint (out.h, >=, c->h_min);
+      g_assert_cmpuint (out.h, <=, c->h_max);
+      g_assert_cmpuint (out.h, <=, RLX_SYNC_MAX_H);    /* never beyond what trains */
+      if (c->fragments)
+        g_assert_cmpuint (out.fragments, ==, c->fragments);
+      g_assert_cmpuint (out.fragments, >=, 1);
+      g_assert_cmpuint (out.fragments, <=, MAX (1, out.h / RLX_SYNC_FRAGMENT_MIN_H));
+      g_assert_nonnull (strstr (out.reason, c->says));
+      if (out.mode == RLX_SYNC_OUTER && strstr (out.reason, "exchange hides"))
+        g_assert_cmpfloat (out.h * c->step_ms, >=, RLX_SYNC_MARGIN * out.exchange_ms);
+      rlx_sync_choice_clear (&out);
+      g_assert_null (out.reason);
+    }
+}
+
+/* The costliest link decides, and a lower maximum H bounds the choice. */
+static void
+test_worst_link (void)
+{
+  RlxSyncLink links[] = {
+    { "near", FALSE, 2, 100e6 }, { "far", FALSE, 80, 12e6 }, { NULL, FALSE, 10, 50e6 },
+  };
+  RlxSyncInputs in = { links, 3, 4, MLP_F32, MLP_STEP, 0 };
+  RlxSyncChoice out = { 0 };
+
+  g_assert_true (rlx_sync_choose (&in, &out, NULL));
+  g_assert_nonnull (strstr (out.reason, "link to far 12 MB/s, 80 ms"));
+  rlx_sync_choice_clear (&out);
+  in.max_h = 10;
+  g_assert_true (rlx_sync_choose (&in, &out, NULL));
+  g_assert_cmpuint (out.h, ==, 10);
+  g_assert_nonnull (strstr (out.reason, "rounds will wait"));
+  rlx_sync_choice_clear (&out);
+  links[1].rtt_ms = 1;
+  links[1].bytes_per_s = 1e9;
+  links[0].bytes_per_s = 1e5;                  /* now the unnamed one is not the worst */
+  in.max_h = 0;
+  g_assert_true (rlx_sync_choose (&in, &out, NULL));
+  g_assert_nonnull (strstr (out.reason, "link to near 100 kB/s, 2.0 ms"));
+  rlx_sync_choice_clear (&out);
+}
+
+static void
+test_bad_inputs (void)
+{
+  static const struct { double rtt, rate, step; guint ranks; const char *says; } bad[] = {
+    { NAN, 1e6, 10, 2, "round trip" }, { -1, 1e6, 10, 2, "round trip" },
+    { 10, -5, 10, 2, "throughput" }, { 10, INFINITY, 10, 2, "throughput" },
+    { 10, 1e6, NAN, 2, "step time" }, { 10, 1e6, 0, 2, "measure a few steps" },
+    { 10, 1e6, 10, 0, "0 ranks" },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      RlxSyncLink link = { "x", FALSE, bad[i].rtt, bad[i].rate };
+      RlxSyncInputs in = { &link, 1, bad[i].ranks, MLP_F32, bad[i].step, 0 };
+      RlxSyncChoice out = { RLX_SYNC_AUTO, 77, 77, 0, NULL };
+      g_autoptr(GError) error = NULL;
+
+      g_assert_false (rlx_sync_choose (&in, &out, &error));
+      g_assert_error (error, RLX_SYNC_ERROR, RLX_SYNC_ERROR_INVALID);
+      g_assert_nonnull (strstr (error->message, bad[i].says));
+      g_assert_cmpuint (out.h, ==, 77);            /* untouched */
+      g_assert_null (out.reason);
+    }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/sync-policy/parse", test_parse);
+  g_test_add_func ("/sync-policy/choose", test_choose);
+  g_test_add_func ("/sync-policy/worst-link", test_worst_link);
+  g_test_add_func ("/sync-policy/bad-inputs", test_bad_inputs);
+  return g_test_run ();
+}

@@ -14,6 +14,8 @@
  */
 #include "rlx-config.h"
 #include "rlx-vk-private.h"
+#include "rlx-vk-memory.h"
+#include "rlx-vk-tunables.h"
 #include "core/util/rlx-par-copy.h"
 
 #include <stdio.h>
@@ -23,22 +25,6 @@
 #include "gpu/rlx-vk-spirv.h"
 #include "gpu/shaders/wire-layout.h"
 
-/* ------------------------------------------------------------- buffers */
-
-enum {
-  B_X, B_H1, B_H2, B_LOGITS, B_DLOGITS, B_LOSSES, B_DH1, B_DH2,
-  B_A1, B_P1, B_COL1, B_COL2, B_A2, B_P2, B_DP2, B_DZ2, B_DZ1,
-  B_PART, B_RPART, N_BUFS
-};
-
-static const char *const buf_names[N_BUFS] = {
-  "inputs", "hidden 1", "hidden 2", "logits", "logit gradient", "losses",
-  "hidden 1 gradient", "hidden 2 gradient",
-  "conv1 output", "pool1 output", "conv1 im2col", "conv2 im2col/column gradient",
-  "conv2 output", "pool2 output", "pool2 gradient", "conv2 gradient", "conv1 gradient",
-  "split-K partials", "column-sum partials",
-};
-
 #define N_BINDINGS    7u       /* storage buffers per dispatch */
 #define SPLIT_MIN_BYTES (4u << 20)   /* parameters large enough to split a step's submission */
 /* Parameters small enough for a lone leader's next update to be made ahead
@@ -47,92 +33,9 @@ static const char *const buf_names[N_BUFS] = {
  * overlapped the host and whose backups cost more than the gap they close. */
 #define PRESUB_MAX_BYTES (4u << 20)
 #define TL_RING       64u      /* RLX_VK_TIMELINE: submissions timed at once */
-#define PART_FLOATS   (8u * 1024u * 1024u)
-#define RPART_FLOATS  (2u * 1024u * 1024u)
 #define FILL_TARGET   256u     /* workgroups a GEMM should spread over */
-/* threads a split-K GEMM should keep busy (RLX_VK_FILL_THREADS overrides):
- * on the H200, mnist-mlp-xl 8192's weight gradients (BENCHMARKS.md) ran at
- * 2.50M samples/s with 512k or 256k against 2.46M with 128k, whose 280
- * workgroups for dW1 left a third of the last wave idle */
-#define FILL_THREADS  (512u * 1024u)
 #define MAX_SPLITS    4096u
 #define MIN_K_CHUNK   128u
-
-/* Widths of the dense layers; 0-terminated. */
-static guint
-dense_widths (const RlxModel *model, guint w[5])
-{
-  guint L = model->n_tensors / 2;
-
-  w[0] = RLX_INPUT_LEN;
-  for (guint l = 0; l < L; l++)
-    w[l + 1] = model->tensors[2 * l].shape[0];
-  return L;
-}
-
-static gboolean cnn_direct_from_env (gboolean warn);
-
-/* Floats per buffer at batch @n; mnist-cnn on the direct path (@direct)
- * keeps only the pooled activations and a [n][160] partial of conv1's
- * gradient in B_DZ1. */
-static void
-buffer_floats (const RlxModel *model, guint n, gboolean direct, guint64 sizes[N_BUFS])
-{
-  guint64 N = n;
-
-  memset (sizes, 0, sizeof (guint64) * N_BUFS);
-  sizes[B_X] = N * RLX_INPUT_LEN;
-  sizes[B_LOGITS] = N * RLX_N_CLASSES;
-  sizes[B_DLOGITS] = N * (RLX_N_CLASSES + 1);   /* + the per-sample losses */
-  sizes[B_PART] = PART_FLOATS;
-  sizes[B_RPART] = RPART_FLOATS;
-  if (model->id == RLX_MODEL_MNIST_CNN)
-    {
-      sizes[B_P1] = N * 16 * 196;
-      sizes[B_P2] = N * 1568 + N * 196;   /* + pool2's choices (cnn2.comp) */
-      sizes[B_DP2] = N * 1568;
-      sizes[B_DZ1] = direct ? N * 160 : N * 784 * 16;
-      if (!direct)
-        {
-          sizes[B_A1] = N * 16 * 784;
-          sizes[B_COL1] = N * 784 * 9;
-          sizes[B_COL2] = N * 196 * 144;
-          sizes[B_A2] = N * 196 * 32;
-          sizes[B_DZ2] = N * 196 * 32;
-        }
-    }
-  else
-    {
-      guint w[5];
-      guint L = dense_widths (model, w);
-      for (guint l = 1; l < L; l++)
-        {
-          sizes[B_H1 + l - 1] = N * w[l];
-          sizes[B_DH1 + l - 1] = N * w[l];
-        }
-    }
-}
-
-void
-rlx_vk_plan_memory (const RlxModel *model, guint max_batch, RlxVkMemoryPlan *plan)
-{
-  guint64 sizes[N_BUFS];
-  guint64 images = (guint64) RLX_VK_TRAIN_IMAGES * RLX_INPUT_LEN;
-
-  buffer_floats (model, max_batch, cnn_direct_from_env (FALSE), sizes);
-  plan->largest = images;
-  plan->largest_name = "training images";
-  plan->total = images + RLX_VK_TRAIN_IMAGES + 2 * 4 * (model->n_params + 1) + 4ull * max_batch;
-  for (guint i = 0; i < N_BUFS; i++)
-    {
-      plan->total += 4 * sizes[i];
-      if (4 * sizes[i] > plan->largest)
-        {
-          plan->largest = 4 * sizes[i];
-          plan->largest_name = buf_names[i];
-        }
-    }
-}
 
 typedef struct {
   VkBuffer       buf;
@@ -159,15 +62,6 @@ typedef struct {
   guint      n_spec;
   VkPipeline pipe;
 } PipeEntry;
-
-typedef struct {
-  guint bm, bn, bk, tm, tn;
-} GemmCfg;
-
-/* 8×4 per thread: on the H200 an 8×8 block ran ten times slower (2 against
- * 28 TFLOP/s, BENCHMARKS.md): its vec4 accumulator array goes to local
- * memory there (gemm2.comp keeps 8×8 in named registers instead) */
-static const GemmCfg CFG_BIG    = { 128, 128, 16, 8, 4 };
 static const GemmCfg CFG_MED    = { 64, 64, 16, 4, 4 };
 static const GemmCfg CFG_SMALL  = { 32, 32, 16, 4, 4 };
 static const GemmCfg CFG_TALL   = { 128, 32, 16, 8, 4 };
@@ -215,13 +109,6 @@ typedef struct {
   guint           prof_steps;
 } Step;
 
-/* How the parameters reach the device each step (RLX_VK_UPLOAD): copied
- * by the GPU from a host-visible staging buffer that is write-combined
- * ("wc") or cached ("cached"), or written by the host straight into
- * device-local memory it maps ("bar", the default, where the device offers
- * such memory; otherwise "wc"). */
-enum { UPLOAD_WC, UPLOAD_CACHED, UPLOAD_BAR };
-
 struct _RlxVkTrainer {
   RlxVkDeviceInfo  *info;
   const RlxModel   *model;
@@ -253,23 +140,10 @@ struct _RlxVkTrainer {
   char             *lost_reason;
   RlxVkTimings      timings;
   guint64           n_submits;
-  guint64           lose_at;
   guint             n_bufs_made;
-  GemmCfg           big;          /* CFG_BIG, or RLX_VK_GEMM_BIG=bm,bn,bk,tm,tn */
-  guint             cnn_implicit; /* CNN_IMPLICIT_*: RLX_VK_CNN_IMPLICIT */
-  gboolean          cnn_pooled;   /* RLX_VK_CNN_COL2IM: poolgrad MODE 3 */
-  gboolean          cnn_direct;   /* RLX_VK_CNN: fused direct convolutions */
-  guint             cnn_w2_groups; /* RLX_VK_CNN_W2_GROUPS: cnn2w workgroups */
-  guint             upload;       /* UPLOAD_*: RLX_VK_UPLOAD */
-  guint64           fill_threads; /* FILL_THREADS, or RLX_VK_FILL_THREADS */
-  gboolean          gemm2;        /* large GEMMs on gemm2.comp (RLX_VK_GEMM2=0: not) */
-  gboolean          split_submit; /* RLX_VK_SPLIT_SUBMIT=0: one submission a step */
-  guint             max_groups_x; /* the device's x limit, or RLX_VK_TEST_MAX_GROUPS_X */
-  guint32           cnn2_cic;     /* RLX_VK_CNN2_CIC: cnn2.comp CIC (4 or 8) */
-  guint32           cnn1w_scatter; /* RLX_VK_CNN1W_FILL: cnn1w.comp SCATTER */
-  GemmCfg           dcol;         /* RLX_VK_CNN_DCOL_TILE; bm = 0: choose_cfg */
-  GemmCfg           fwd2;         /* RLX_VK_CNN_FWD_TILE; bm = 0: choose_cfg */
-  GemmCfg           wgrad2;       /* RLX_VK_CNN_WGRAD_TILE; bm = 0: choose_cfg */
+  RlxVkTunables     tun;          /* what the environment asked for (rlx-vk-tunables.h) */
+  guint             upload;       /* UPLOAD_*: tun.upload, or wc where there is no BAR */
+  guint             max_groups_x; /* the device's x limit, or tun.max_groups_x */
   const GemmCfg    *force_cfg;    /* set while recording one GEMM */
   /* resident parameters (rlx_vk_trainer_resident_init) */
   gboolean          resident_ready;
@@ -322,9 +196,6 @@ struct _RlxVkTrainer {
    * (rlx_vk_trainer_round_expect_alone): applied on the device, claimed by
    * the round_finish that matches it, undone from the backup otherwise. */
   gboolean          expect_alone;
-  gboolean          presub_env;      /* RLX_VK_PRESUBMIT=0: never */
-  gboolean          fold_last;       /* passes fold by their last workgroup (RLX_VK_FOLD_LAST=0:
-                                      * by a wire_max dispatch behind a barrier, as before) */
   gboolean          presub;          /* one is on the queue (or done), unclaimed */
   guint             presub_slot;     /* its fence3 and rb_presub */
   guint32           presub_ctl[3];   /* CTL_ROUND_PREC, CTL_ROUND_FEEDBACK, CTL_COEF it reads */
@@ -337,10 +208,30 @@ struct _RlxVkTrainer {
   gboolean          presub_lone;     /* it is a one-pass finish (round_lone.comp) */
   /* a lone leader's f32 round in one pass (round_lone.comp; RLX_VK_LONE=0:
    * never) */
-  gboolean          lone_env;
-  gboolean          lone_direct;     /* it writes its summary where the host reads it
-                                      * (RLX_VK_LONE_DIRECT=0: copied there after it) */
   Recorded          finish_lone_rec, presub_lone_rec[2];
+  /* The gradient after next goes on the queue without its check (own_bare
+   * for its step slot, the test hook's poison kept in own_poison): the
+   * one-pass update made ahead behind it folds that check in
+   * (round_lone.comp flags 2; presub_fold, for the gradient in step slot
+   * presub_fold_grad), and round_own reads it from there; when no such
+   * update follows it, round_own runs the check then. RLX_VK_FOLD_CHECK=0:
+   * never. */
+  gboolean          own_bare[2];
+  guint32           own_poison[2][2];
+  gboolean          presub_fold;
+  guint             presub_fold_grad;
+  guint64           fold_taken;
+  /* RLX_VK_TIMELINE=1: every submission bracketed by two timestamps (mark
+   * command buffers around it, TL_RING of them in turn), read as they
+   * complete; at exit, per kind of submission, how long the device worked
+   * on it and how long it sat idle before it (rlx_vkt_timeline_print) */
+  VkQueryPool       tl_pool;
+  VkCommandBuffer   tl_cb[2 * TL_RING];
+  const char       *tl_label[TL_RING];   /* what each ring entry holds, NULL: free */
+  guint             tl_next, tl_read;
+  guint64           tl_prev_end;
+  const char       *tl_kind;        /* the label of the next submission */
+  GHashTable       *tl_stats;       /* label → GArray of (busy, idle) µs pairs */
   /* Two rounds ahead (a lone leader that names the samples of the round
    * after next, rlx_vk_trainer_round_after; RLX_VK_EARLY=0: never): when a
    * finish queues the next round's gradient and its update made ahead, the
@@ -350,32 +241,7 @@ struct _RlxVkTrainer {
    * "early": it ran at parameters only this round's update gives and it
    * overwrote this round's own gradient, so when this round does not claim
    * its update made ahead it is dropped and the own gradient made again
-   * from own_idx (presub_settle). */
-  gboolean          early_env;
-  /* The gradient after next goes on the queue without its check (own_bare
-   * for its step slot, the test hook's poison kept in own_poison): the
-   * one-pass update made ahead behind it folds that check in
-   * (round_lone.comp flags 2; presub_fold, for the gradient in step slot
-   * presub_fold_grad), and round_own reads it from there; when no such
-   * update follows it, round_own runs the check then. RLX_VK_FOLD_CHECK=0:
-   * never. */
-  gboolean          fold_env;
-  gboolean          own_bare[2];
-  guint32           own_poison[2][2];
-  gboolean          presub_fold;
-  guint             presub_fold_grad;
-  guint64           fold_taken;
-  /* RLX_VK_TIMELINE=1: every submission bracketed by two timestamps (mark
-   * command buffers around it, TL_RING of them in turn), read as they
-   * complete; at exit, per kind of submission, how long the device worked
-   * on it and how long it sat idle before it (timeline_print) */
-  VkQueryPool       tl_pool;
-  VkCommandBuffer   tl_cb[2 * TL_RING];
-  const char       *tl_label[TL_RING];   /* what each ring entry holds, NULL: free */
-  guint             tl_next, tl_read;
-  guint64           tl_prev_end;
-  const char       *tl_kind;        /* the label of the next submission */
-  GHashTable       *tl_stats;       /* label → GArray of (busy, idle) µs pairs */
+   * from own_idx (rlx_vkt_presub_settle). */
   guint32          *after_hint;      /* the samples of the round after next, for the next finish */
   guint             after_hint_n;
   gboolean          after_q;         /* on the queue, on fence2[after_slot] */
@@ -855,8 +721,8 @@ tiles_of (const GemmCfg *c, guint M, guint N)
 static const GemmCfg *
 choose_cfg (RlxVkTrainer *t, guint M, guint N, gboolean split_ok, gboolean plain)
 {
-  gboolean big_ok = t->info->max_shared_memory >= cfg_shared (&t->big) &&
-                    t->info->max_workgroup_invocations >= cfg_threads (&t->big);
+  gboolean big_ok = t->info->max_shared_memory >= cfg_shared (&t->tun.big) &&
+                    t->info->max_workgroup_invocations >= cfg_threads (&t->tun.big);
 
   if (t->force_cfg != NULL &&
       t->info->max_shared_memory >= cfg_shared (t->force_cfg) &&
@@ -871,21 +737,18 @@ choose_cfg (RlxVkTrainer *t, guint M, guint N, gboolean split_ok, gboolean plain
     return (big_ok && tiles_of (&CFG_TALL, M, N) >= FILL_TARGET) ? &CFG_TALL : &CFG_TALLS;
   if (M <= 32)
     return &CFG_WIDE32;
-  if (t->gemm2 && plain && split_ok && M >= CFG_BIG2.bm && N >= CFG_BIG2.bn)
+  if (t->tun.gemm2 && plain && split_ok && M >= CFG_BIG2.bm && N >= CFG_BIG2.bn)
     return &CFG_BIG2;
-  if (t->gemm2 && plain && tiles_of (&CFG_BIG2, M, N) >= FILL_TARGET)
+  if (t->tun.gemm2 && plain && tiles_of (&CFG_BIG2, M, N) >= FILL_TARGET)
     return &CFG_BIG2;
-  if (big_ok && split_ok && M >= t->big.bm && N >= t->big.bn)
-    return &t->big;
-  if (big_ok && tiles_of (&t->big, M, N) >= FILL_TARGET)
-    return &t->big;
+  if (big_ok && split_ok && M >= t->tun.big.bm && N >= t->tun.big.bn)
+    return &t->tun.big;
+  if (big_ok && tiles_of (&t->tun.big, M, N) >= FILL_TARGET)
+    return &t->tun.big;
   if (tiles_of (&CFG_MED, M, N) >= FILL_TARGET)
     return &CFG_MED;
   return &CFG_SMALL;
 }
-
-/* Which parts of conv2 run as implicit GEMMs (RLX_VK_CNN_IMPLICIT). */
-enum { CNN_IMPLICIT_FORWARD = 1, CNN_IMPLICIT_DATA = 2 };
 
 /* Operand modes of gemm.comp (A_KC / B_KC): row-major along k, along m/n,
  * or an implicit-GEMM convolution gather (see the shader). */
@@ -915,9 +778,9 @@ rec_gemm_ex (Rec *r, guint a_mode, guint b_mode, guint conv_c, guint conv_h,
   guint n_spec = conv_c > 0 ? 10 : 8;
   static const char mode_char[] = "TNIC";
 
-  if (split_ok && threads < r->t->fill_threads && K >= 2 * MIN_K_CHUNK)
+  if (split_ok && threads < r->t->tun.fill_threads && K >= 2 * MIN_K_CHUNK)
     {
-      splits = (guint) MIN ((r->t->fill_threads + threads - 1) / threads, (guint64) K / MIN_K_CHUNK);
+      splits = (guint) MIN ((r->t->tun.fill_threads + threads - 1) / threads, (guint64) K / MIN_K_CHUNK);
       splits = MIN (splits, MAX_SPLITS);
       splits = MIN (splits, r->t->info->max_workgroup_count[2]);
       splits = MIN (splits, (guint) (PART_FLOATS / ((guint64) M * N)));
@@ -1061,7 +924,7 @@ record_dense (Rec *r, guint n)
   RlxVkTrainer *t = r->t;
   const RlxModel *m = t->model;
   guint w[5];
-  guint L = dense_widths (m, w);
+  guint L = rlx_vkt_dense_widths (m, w);
   Buf *act[5], *dact[5];
 
   act[0] = &t->bufs[B_X];
@@ -1083,7 +946,7 @@ record_dense (Rec *r, guint n)
                 EPI_BIAS_COL | (l < L ? EPI_RELU : 0));
       /* with the parameters written by the host, large models submit the
        * first layer's forward before the host writes the other layers */
-      if (l == 1 && L > 1 && t->split_submit && t->upload == UPLOAD_BAR && r->params == &t->params &&
+      if (l == 1 && L > 1 && t->tun.split_submit && t->upload == UPLOAD_BAR && r->params == &t->params &&
           m->n_params * sizeof (float) >= SPLIT_MIN_BYTES)
         rec_split (r, (bt->offset + bt->numel) * sizeof (float));
     }
@@ -1169,10 +1032,10 @@ record_cnn_gemm (Rec *r, guint n)
   rec_dispatch (r, SH_CONV1, NULL, 0, X, PR, A1, NULL, &c1, sizeof c1,
                 groups_for ((guint64) n * 784, 256), 1, 1);
   rec_maxpool (r, A1, P1, n, 16, 28, FALSE);
-  if (t->cnn_implicit & CNN_IMPLICIT_FORWARD)
+  if (t->tun.cnn_implicit & CNN_IMPLICIT_FORWARD)
     {
       /* conv2 reads pool1 through im2col addressing in its tile loads */
-      t->force_cfg = t->fwd2.bm != 0 ? &t->fwd2 : NULL;
+      t->force_cfg = t->tun.fwd2.bm != 0 ? &t->tun.fwd2 : NULL;
       rec_gemm_ex (r, OP_IM2COL, OP_KC, 16, 14, rows2, 32, 144, P1, 0, 0, PR, 144, w2,
                    A2, 32, 0, PR, b2, 0, EPI_BIAS_COL | EPI_RELU);
       t->force_cfg = NULL;
@@ -1187,9 +1050,9 @@ record_cnn_gemm (Rec *r, guint n)
   rec_cnn_dense (r, n);
   /* pool2 + relu2, conv2 */
   rec_poolgrad (r, 0, A2, TRUE, DP2, DZ2, n, 32, 14);
-  if (t->cnn_implicit & CNN_IMPLICIT_FORWARD)
+  if (t->tun.cnn_implicit & CNN_IMPLICIT_FORWARD)
     {
-      t->force_cfg = t->wgrad2.bm != 0 ? &t->wgrad2 : NULL;
+      t->force_cfg = t->tun.wgrad2.bm != 0 ? &t->tun.wgrad2 : NULL;
       rec_gemm_ex (r, OP_KN, OP_IM2COL, 16, 14, 32, 144, rows2, DZ2, 32, 0, P1, 0, 0,
                    G, 144, w2, NULL, 0, 0, 0);
       t->force_cfg = NULL;
@@ -1197,7 +1060,7 @@ record_cnn_gemm (Rec *r, guint n)
   else
     rec_gemm (r, FALSE, FALSE, 32, 144, rows2, DZ2, 32, 0, COL2, 144, 0, G, 144, w2, NULL, 0, 0, 0);
   rec_colsum (r, DZ2, 0, rows2, 32, 32, G, b2, 1.0f, 0);
-  if (t->cnn_implicit & CNN_IMPLICIT_DATA)
+  if (t->tun.cnn_implicit & CNN_IMPLICIT_DATA)
     {
       /* pool1's gradient (NHWC, 16 channels, in conv2's column buffer)
        * straight from conv2's output gradient and weights: no column gradient */
@@ -1208,11 +1071,11 @@ record_cnn_gemm (Rec *r, guint n)
   else
     {
       /* the column gradient overwrites conv2's im2col, no longer needed */
-      t->force_cfg = t->dcol.bm != 0 ? &t->dcol : NULL;
+      t->force_cfg = t->tun.dcol.bm != 0 ? &t->tun.dcol : NULL;
       rec_gemm (r, TRUE, FALSE, rows2, 144, 32, DZ2, 32, 0, PR, 144, w2, COL2, 144, 0, NULL, 0, 0, 0);
       t->force_cfg = NULL;
       /* col2im + pool1 + relu1 (per pooled value, or per pixel) */
-      rec_poolgrad (r, t->cnn_pooled ? 3 : 1, A1, FALSE, COL2, DZ1, n, 16, 28);
+      rec_poolgrad (r, t->tun.cnn_pooled ? 3 : 1, A1, FALSE, COL2, DZ1, n, 16, 28);
     }
   /* conv1 */
   rec_im2col (r, X, COL1, n, 1, 28);
@@ -1240,7 +1103,7 @@ record_cnn_direct (Rec *r, guint n)
   guint code_off = n * 1568;
   /* conv2's weight gradient: about cnn_w2_groups workgroups of a few
    * samples each (8 at batch 1024) */
-  guint per_wg = (n + t->cnn_w2_groups - 1) / t->cnn_w2_groups;
+  guint per_wg = (n + t->tun.cnn_w2_groups - 1) / t->tun.cnn_w2_groups;
   guint wgs2 = (n + per_wg - 1) / per_wg;
   struct { guint32 n, w_off, b_off, x_off, out_off; } k1 = { n, w1, b1, 0, 0 };
   struct { guint32 n, w_off, b_off, p1_off, out_off, code_off; } k2 = { n, w2, b2, 0, 0, code_off };
@@ -1257,14 +1120,14 @@ record_cnn_direct (Rec *r, guint n)
 
   rec_gather (r, n);
   rec_dispatch (r, SH_CNN1, NULL, 0, X, PR, P1, NULL, &k1, sizeof k1, groups, 1, 1);
-  rec_dispatch (r, SH_CNN2, &t->cnn2_cic, 1, P1, PR, P2, NULL, &k2, sizeof k2, groups, 1, 1);
+  rec_dispatch (r, SH_CNN2, &t->tun.cnn2_cic, 1, P1, PR, P2, NULL, &k2, sizeof k2, groups, 1, 1);
   rec_cnn_dense (r, n);
 
   /* conv2's and conv1's gradients, independent of each other */
   rec_dispatch (r, SH_CNN2W, NULL, 0, P1, DP2, P2, W2P, &k3, sizeof k3, wgs2, 1, 1);
   {
     Buf *bs[N_BINDINGS] = { X, PR, DP2, P2, W1P, NULL };
-    rec_dispatch_v (r, SH_CNN1W, &t->cnn1w_scatter, 1, bs, &k4, sizeof k4, groups, 1, 1);
+    rec_dispatch_v (r, SH_CNN1W, &t->tun.cnn1w_scatter, 1, bs, &k4, sizeof k4, groups, 1, 1);
   }
   rec_colsum (r, W2P, 0, wgs2, 4640, 4640, G, w2, 1.0f, 0);
   rec_colsum (r, W1P, 0, n, 160, 160, G, w1, 1.0f, 1u << 20);
@@ -1273,7 +1136,7 @@ record_cnn_direct (Rec *r, guint n)
 static void
 record_cnn (Rec *r, guint n)
 {
-  if (r->t->cnn_direct)
+  if (r->t->tun.cnn_direct)
     record_cnn_direct (r, n);
   else
     record_cnn_gemm (r, n);
@@ -1462,154 +1325,6 @@ out:
   return ok;
 }
 
-/* RLX_VK_CNN_IMPLICIT: "forward" (conv2 forward and weight gradient read
- * pool1 through im2col addressing, no column matrix), "data" (pool1's
- * gradient straight from conv2's output gradient, no column gradient), both
- * ("1", "all", "forward,data"), or neither ("0", "none").
- * Default "forward": on the H200 at batch 1024 (BENCHMARKS.md) it ran at
- * 903k samples/s against 890k for "none" (forward GEMM 136 µs instead of
- * im2col 133 + GEMM 95, weight gradient 196 µs instead of 118), while the
- * implicit data gradient (a 200704×16×288 GEMM on 64×16 tiles) took 858 µs
- * against 362 µs for column gradient + col2im: 585k samples/s. */
-#define CNN_IMPLICIT_DEFAULT CNN_IMPLICIT_FORWARD
-
-/* RLX_VK_GEMM_BIG, RLX_VK_CNN_{FWD,WGRAD,DCOL}_TILE = bm,bn,bk,tm,tn: GEMM
- * tile overrides for tuning (the big tile; conv2's forward, weight-gradient
- * and column-gradient GEMMs); "auto" (not for the big tile) leaves the
- * choice to choose_cfg; @cfg is left alone when unset or invalid. */
-static void
-tile_from_env (const char *name, GemmCfg *cfg)
-{
-  const char *s = g_getenv (name);
-  guint v[5];
-
-  if (s == NULL || *s == '\0')
-    return;
-  if (g_strcmp0 (s, "auto") == 0 && g_strcmp0 (name, "RLX_VK_GEMM_BIG") != 0)
-    {
-      *cfg = (GemmCfg) { 0 };
-      return;
-    }
-  if (sscanf (s, "%u,%u,%u,%u,%u", &v[0], &v[1], &v[2], &v[3], &v[4]) == 5 &&
-      v[0] > 0 && v[1] > 0 && v[2] > 0 && v[3] > 0 && v[4] > 0 &&
-      v[3] % 4 == 0 && v[4] % 4 == 0 && v[0] % v[3] == 0 && v[1] % v[4] == 0 &&
-      (v[0] / v[3]) * (v[1] / v[4]) <= 1024 &&
-      (v[0] * v[2]) % ((v[0] / v[3]) * (v[1] / v[4])) == 0 &&
-      (v[1] * v[2]) % ((v[0] / v[3]) * (v[1] / v[4])) == 0)
-    *cfg = (GemmCfg) { v[0], v[1], v[2], v[3], v[4] };
-  else
-    g_warning ("%s=%s is not a valid bm,bn,bk,tm,tn tile (tm, tn multiples of 4 dividing bm, bn; "
-               "bm*bk and bn*bk multiples of the thread count); using the default", name, s);
-}
-
-/* the H200 at mnist-mlp-xl 8192 (BENCHMARKS.md): bar 2.46M samples/s,
- * wc 2.29M, cached 2.27M; mnist-mlp 1024: 5.37M, 4.97M, 4.87M */
-#define UPLOAD_DEFAULT UPLOAD_BAR
-
-/* The index in @names of environment variable @var's value; unset or
- * empty: @dflt; anything else: @dflt, with a warning that lists the names
- * if @warn. */
-static guint
-env_choice (const char *var, const char *const *names, guint n, guint dflt, gboolean warn)
-{
-  const char *v = g_getenv (var);
-  g_autofree char *list = NULL;
-
-  if (v == NULL || *v == '\0')
-    return dflt;
-  for (guint i = 0; i < n; i++)
-    if (g_str_equal (v, names[i]))
-      return i;
-  if (!warn)
-    return dflt;
-  list = g_strjoinv (", ", (char **) names);
-  g_warning ("%s=%s: use one of %s; using %s", var, v, list, names[dflt]);
-  return dflt;
-}
-
-/* Environment variable @var as a whole number in [@lo, @hi]; unset or
- * empty: @dflt; anything else (not a number, out of range): @dflt with a
- * warning that says what was expected. */
-static guint64
-env_uint (const char *var, guint64 lo, guint64 hi, guint64 dflt)
-{
-  const char *v = g_getenv (var);
-  guint64 x;
-
-  if (v == NULL || *v == '\0')
-    return dflt;
-  if (!g_ascii_string_to_unsigned (v, 10, lo, hi, &x, NULL))
-    {
-      g_warning ("%s=%s: use a whole number in %" G_GUINT64_FORMAT "..%" G_GUINT64_FORMAT
-                 "; using %" G_GUINT64_FORMAT, var, v, lo, hi, dflt);
-      return dflt;
-    }
-  return x;
-}
-
-static guint
-upload_from_env (void)
-{
-  /* in the order of UPLOAD_* */
-  static const char *const names[] = { "wc", "cached", "bar", NULL };
-
-  return env_choice ("RLX_VK_UPLOAD", names, 3, UPLOAD_DEFAULT, TRUE);
-}
-
-/* RLX_VK_CNN: "direct" (the default) runs mnist-cnn on the fused direct
- * convolution shaders (cnn1, cnn2, cnn2w, cnn1w); "gemm" on the earlier
- * path of GEMMs, im2col and col2im, which the RLX_VK_CNN_IMPLICIT,
- * RLX_VK_CNN_COL2IM and RLX_VK_CNN_*_TILE switches tune. */
-static gboolean
-cnn_direct_from_env (gboolean warn)
-{
-  static const char *const names[] = { "gemm", "direct", NULL };
-
-  return env_choice ("RLX_VK_CNN", names, 2, 1, warn) == 1;
-}
-
-/* RLX_VK_CNN_COL2IM: "pooled" gathers pool1's gradient from the column
- * gradient once per pooled value (poolgrad MODE 3), "pixel" once per
- * pre-pool pixel (MODE 1). Same sums in the same order: same bits. */
-#define CNN_POOLED_DEFAULT TRUE
-
-static gboolean
-cnn_pooled_from_env (void)
-{
-  static const char *const names[] = { "pixel", "pooled", NULL };
-
-  return env_choice ("RLX_VK_CNN_COL2IM", names, 2, CNN_POOLED_DEFAULT, TRUE) == 1;
-}
-
-static guint
-cnn_implicit_from_env (void)
-{
-  const char *v = g_getenv ("RLX_VK_CNN_IMPLICIT");
-  g_auto(GStrv) parts = NULL;
-  guint out = 0;
-
-  if (v == NULL || *v == '\0')
-    return CNN_IMPLICIT_DEFAULT;
-  if (strcmp (v, "0") == 0 || strcmp (v, "none") == 0)
-    return 0;
-  if (strcmp (v, "1") == 0 || strcmp (v, "all") == 0)
-    return CNN_IMPLICIT_FORWARD | CNN_IMPLICIT_DATA;
-  parts = g_strsplit (v, ",", -1);
-  for (guint i = 0; parts[i] != NULL; i++)
-    {
-      if (strcmp (parts[i], "forward") == 0)
-        out |= CNN_IMPLICIT_FORWARD;
-      else if (strcmp (parts[i], "data") == 0)
-        out |= CNN_IMPLICIT_DATA;
-      else
-        {
-          g_warning ("RLX_VK_CNN_IMPLICIT=%s: use forward, data, all or none; using the default", v);
-          return CNN_IMPLICIT_DEFAULT;
-        }
-    }
-  return out;
-}
-
 RlxVkTrainer *
 rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
                     guint max_batch, GError **error)
@@ -1670,57 +1385,11 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   self->dataset = rlx_dataset_ref (dataset);
   self->max_batch = max_batch;
   self->pipes = g_array_new (FALSE, TRUE, sizeof (PipeEntry));
-  self->big = CFG_BIG;
-  self->lose_at = env_uint ("RLX_VK_SIMULATE_DEVICE_LOST", 1, G_MAXUINT64, 0);
-  tile_from_env ("RLX_VK_GEMM_BIG", &self->big);
-  /* conv2's GEMMs at batch 1024 on the H200 (RLX_VK_CNN_*_TILE sweep, see
-   * BENCHMARKS.md): the column gradient 200704×144×32 on 64×48×12 tiles
-   * (144 = 3×48: no padded columns; the generic 128×128 tile computed 256),
-   * the weight gradient 32×144×200704 on one 32×144×18 tile per split
-   * instead of three 32×64 ones (192 columns), the forward on 128×32×8. With
-   * the pooled col2im: 1.07M against 0.90M samples/s. */
-  self->dcol = (GemmCfg) { 64, 48, 12, 4, 4 };
-  self->wgrad2 = (GemmCfg) { 32, 144, 18, 4, 4 };
-  self->fwd2 = (GemmCfg) { 128, 32, 8, 8, 4 };
-  tile_from_env ("RLX_VK_CNN_DCOL_TILE", &self->dcol);
-  tile_from_env ("RLX_VK_CNN_FWD_TILE", &self->fwd2);
-  tile_from_env ("RLX_VK_CNN_WGRAD_TILE", &self->wgrad2);
-  self->cnn_implicit = cnn_implicit_from_env ();
-  self->cnn_pooled = cnn_pooled_from_env ();
-  self->cnn_direct = cnn_direct_from_env (TRUE);
-  self->upload = upload_from_env ();
-  /* large GEMMs on gemm2.comp unless RLX_VK_GEMM2=0: on the H200 at
-   * mnist-mlp-xl 8192 (BENCHMARKS.md) its forward GEMMs took 379 / 488 µs
-   * against 404 / 513 on gemm.comp's big tile, the data gradient 474
-   * against 513: 2.56-2.57M samples/s against 2.50-2.51M */
-  {
-    static const char *const off_on[] = { "0", "1", NULL };
-    static const char *const cic[] = { "4", "8", NULL };
-    static const char *const fill[] = { "gather", "scatter", NULL };
-
-    self->gemm2 = env_choice ("RLX_VK_GEMM2", off_on, 2, 1, TRUE) == 1;
-    self->split_submit = env_choice ("RLX_VK_SPLIT_SUBMIT", off_on, 2, 1, TRUE) == 1;
-    /* a lone leader's next finish submitted ahead (rlx_vk_trainer_round_expect_alone) */
-    self->presub_env = env_choice ("RLX_VK_PRESUBMIT", off_on, 2, 1, TRUE) == 1;
-    self->fold_last = env_choice ("RLX_VK_FOLD_LAST", off_on, 2, 1, TRUE) == 1;
-    self->lone_env = env_choice ("RLX_VK_LONE", off_on, 2, 1, TRUE) == 1;
-    self->lone_direct = env_choice ("RLX_VK_LONE_DIRECT", off_on, 2, 1, TRUE) == 1;
-    self->early_env = env_choice ("RLX_VK_EARLY", off_on, 2, 1, TRUE) == 1;
-    self->fold_env = env_choice ("RLX_VK_FOLD_CHECK", off_on, 2, 1, TRUE) == 1;
-    /* set below from the device; RLX_VK_TEST_MAX_GROUPS_X lowers it so
-     * that the tests reach the reduce's z blocks at small sizes */
-    self->max_groups_x = (guint) env_uint ("RLX_VK_TEST_MAX_GROUPS_X", 1, G_MAXUINT, G_MAXUINT);
-    self->fill_threads = env_uint ("RLX_VK_FILL_THREADS", 1024, 16u << 20, FILL_THREADS);
-    /* the direct CNN's knobs, chosen on the H200 at batch 1024 (medians of
-     * three interleaved 1 s runs, BENCHMARKS.md): cnn2w on 128 workgroups
-     * (2.35M samples/s; 256: 2.32M, 512: 2.23M: fewer leave SMs to cnn1w,
-     * which runs beside it), cnn2 staging 4 input channels' weights at a
-     * time (8: 2.15M against 2.23M), cnn1w filling dZ2 by zeros + scatter
-     * (gather: 2.01M against 2.16M). */
-    self->cnn_w2_groups = (guint) env_uint ("RLX_VK_CNN_W2_GROUPS", 1, PART_FLOATS / 4640, 128);
-    self->cnn2_cic = env_choice ("RLX_VK_CNN2_CIC", cic, 2, 0, TRUE) == 1 ? 8 : 4;
-    self->cnn1w_scatter = env_choice ("RLX_VK_CNN1W_FILL", fill, 2, 1, TRUE) == 1;
-  }
+  /* every RLX_VK_* switch, once (rlx-vk-tunables.c) */
+  rlx_vk_tunables_read (&self->tun);
+  self->upload = self->tun.upload;
+  /* lowered below to the device's limit */
+  self->max_groups_x = self->tun.max_groups_x;
   self->steps = g_hash_table_new_full (NULL, NULL, NULL, step_free);
 
   inst = rlx_vk_instance_acquire (error);
@@ -1818,7 +1487,7 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   if (r == VK_SUCCESS && qf[self->qfam].timestampValidBits > 0 && self->info->timestamp_period > 0)
     {
       r = self->vk.CreateQueryPool (self->dev, &qpci, NULL, &self->queries);
-      if (r == VK_SUCCESS && g_getenv ("RLX_VK_PROFILE") != NULL)
+      if (r == VK_SUCCESS && self->tun.profile)
         {
           qpci.queryCount = PROF_MAX;
           r = self->vk.CreateQueryPool (self->dev, &qpci, NULL, &self->prof);
@@ -1866,11 +1535,11 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
                    VK_BUFFER_USAGE_TRANSFER_DST_BIT, MEM_READBACK, "download staging", error) ||
       !buf_create (self, &self->dummy, 16, storage, MEM_DEVICE, "placeholder", error))
     return NULL;
-  buffer_floats (model, max_batch, self->cnn_direct, sizes);
+  rlx_vkt_buffer_floats (model, max_batch, self->tun.cnn_direct, sizes);
   for (guint i = 0; i < N_BUFS; i++)
     if (sizes[i] > 0 &&
         !buf_create (self, &self->bufs[i], sizes[i] * sizeof (float), storage, MEM_DEVICE,
-                     buf_names[i], error))
+                     rlx_vkt_buf_names[i], error))
       return NULL;
 
   g_debug ("rlx-vk: %s ready for %s at batch ≤ %u", self->info->name, model->slug, max_batch);
@@ -1998,7 +1667,7 @@ static gboolean
 simulate_lost (RlxVkTrainer *self)
 {
   self->n_submits++;
-  return self->lose_at != 0 && self->n_submits == self->lose_at;
+  return self->tun.lose_at != 0 && self->n_submits == self->tun.lose_at;
 }
 
 static gboolean
@@ -2107,7 +1776,7 @@ timeline_init (RlxVkTrainer *self)
   };
   VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO };
 
-  if (g_getenv ("RLX_VK_TIMELINE") == NULL || self->queries == VK_NULL_HANDLE)
+  if (!self->tun.timeline || self->queries == VK_NULL_HANDLE)
     return;
   if (self->vk.CreateQueryPool (self->dev, &qpci, NULL, &self->tl_pool) != VK_SUCCESS)
     {
@@ -2610,13 +2279,13 @@ rec_fold (Rec *r, guint groups, guint region, guint32 loss_index, guint32 prec)
 static guint32
 fold_meta (RlxVkTrainer *t, guint region)
 {
-  return t->fold_last ? (guint32) region_off (t, region) : G_MAXUINT32;
+  return t->tun.fold_last ? (guint32) region_off (t, region) : G_MAXUINT32;
 }
 
 static void
 rec_fold_unless_done (Rec *r, guint groups, guint region, guint32 loss_index, guint32 prec)
 {
-  if (r->t->fold_last)
+  if (r->t->tun.fold_last)
     return;
   rec_full_barrier (r);
   rec_fold (r, groups, region, loss_index, prec);
@@ -3848,7 +3517,7 @@ fill_finish (Rec *r, gpointer data)
       struct { guint32 n, part_off, meta_off, count_off, flags, poison_off, out_off; } l = {
         n, (guint32) t->part_off, (guint32) region_off (t, REG_ROUND), (guint32) t->count_off,
         k->presub ? 3 : 0, CTL_POISON_AHEAD + 2 * k->slot,
-        !t->lone_direct ? G_MAXUINT32 : k->presub ? 0 : (guint32) t->code_words
+        !t->tun.lone_direct ? G_MAXUINT32 : k->presub ? 0 : (guint32) t->code_words
       };
       Buf *bs[N_BINDINGS] = { &t->grads, &t->replica, &t->control, &t->wire_s, &t->hash_part,
                               k->presub ? &t->replica_bak : &t->replica, out };
@@ -3861,7 +3530,7 @@ fill_finish (Rec *r, gpointer data)
         }
       rec_dispatch_v (r, SH_ROUND_LONE, NULL, 0, bs, &l, sizeof l,
                       (n + HASH_CHUNK - 1) / HASH_CHUNK, 1, 1);
-      if (t->lone_direct)
+      if (t->tun.lone_direct)
         rec_all_barrier (r, TRUE);
       else
         {
@@ -3928,7 +3597,7 @@ fill_rollback (Rec *r, gpointer data)
 static gboolean
 lone_fits (RlxVkTrainer *self, guint x, guint prec, gboolean codes)
 {
-  return self->lone_env && x == X_OWN && prec == WIRE_F32 && !codes &&
+  return self->tun.lone_env && x == X_OWN && prec == WIRE_F32 && !codes &&
          self->model->n_params <= (gsize) WIRE_MAX_GROUPS * HASH_CHUNK;
 }
 
@@ -4080,7 +3749,7 @@ presub_settle (RlxVkTrainer *self, GError **error)
 static void
 presubmit_if_alone (RlxVkTrainer *self, guint prec, gboolean fb, guint slot)
 {
-  if (self->expect_alone && self->presub_env && self->pending < 0 && !self->presub &&
+  if (self->expect_alone && self->tun.presub_env && self->pending < 0 && !self->presub &&
       (!fb || !self->ures_zero) && self->model->n_params * 4 <= PRESUB_MAX_BYTES)
     presubmit (self, prec, slot);
 }
@@ -4098,11 +3767,11 @@ queue_after (RlxVkTrainer *self)
   gboolean checked = FALSE;
   Step *step = NULL;
 
-  if (!self->early_env || self->after_hint == NULL || !self->ahead || !self->presub ||
+  if (!self->tun.early_env || self->after_hint == NULL || !self->ahead || !self->presub ||
       !self->presub_lone || self->after_q || self->pending >= 0)
     return;
   slot = 1 - self->ahead_slot;
-  if (!own_cbs (self, self->after_hint, self->after_hint_n, slot, self->fold_env, cbs, &n,
+  if (!own_cbs (self, self->after_hint, self->after_hint_n, slot, self->tun.fold_env, cbs, &n,
                 &checked, &step, NULL))
     return;
   g_assert (!checked);
@@ -4392,3 +4061,4 @@ rlx_vk_trainer_hash_test (RlxVkTrainer *self, const float *params, gsize n, guin
   *hash = (guint64) m[META_HASH_HI] << 32 | m[META_HASH_LO];
   return TRUE;
 }
+

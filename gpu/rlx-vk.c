@@ -1,6 +1,7 @@
 /* rlx-vk.c — the Vulkan instance, device enumeration and device checks */
 #include "rlx-config.h"
 #include "rlx-vk-private.h"
+#include "rlx-vk-tunables.h"
 
 #include <dlfcn.h>
 #include <sys/resource.h>
@@ -18,11 +19,9 @@ static char *loader_error;     /* why the loader could not be opened */
 static gpointer
 open_loader (gpointer data)
 {
-  const char *name = g_getenv ("RLX_VULKAN_LIBRARY");
+  const char *name = rlx_vk_tunable_library ();
   void *sym;
 
-  if (name == NULL || *name == '\0')
-    name = "libvulkan.so.1";
   libvulkan = dlopen (name, RTLD_NOW | RTLD_LOCAL);
   if (libvulkan == NULL)
     {
@@ -176,13 +175,6 @@ on_debug_message (VkDebugUtilsMessageSeverityFlagBitsEXT      severity,
 }
 
 static gboolean
-env_enabled (const char *name)
-{
-  const char *v = g_getenv (name);
-  return v != NULL && *v != '\0' && strcmp (v, "0") != 0;
-}
-
-static gboolean
 has_layer (const char *name)
 {
   guint32 n = 0;
@@ -295,7 +287,7 @@ rlx_vk_instance_acquire (GError **error)
     return VK_NULL_HANDLE;
 
   validation_on = FALSE;
-  if (env_enabled ("RLX_VK_VALIDATE"))
+  if (rlx_vk_tunable_validate ())
     {
       if (!has_layer ("VK_LAYER_KHRONOS_validation"))
         {

@@ -39,7 +39,8 @@
  * weight-gradient and column-gradient GEMMs (defaults tuned on an H200;
  * auto: the generic choice);
  * RLX_VK_SIMULATE_DEVICE_LOST=N makes the Nth step report
- * VK_ERROR_DEVICE_LOST.
+ * VK_ERROR_DEVICE_LOST. All of them are read in gpu/rlx-vk-tunables.c and
+ * listed, with their defaults, in its table (rlx_vk_tunable_docs).
  */
 #pragma once
 

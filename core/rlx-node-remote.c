@@ -19,7 +19,8 @@
 #include <gnutls/crypto.h>
 
 #define KEY_FILE        "invite-key"
-/* A joining node that reaches no member in this time starts anyway. */
+/* A joining node that reaches no member in this time gives up: a node given
+ * a cohort to join never founds one. */
 #define JOIN_TIMEOUT_MS 30000
 
 struct _RlxNodeRemote
@@ -47,6 +48,7 @@ struct _RlxNodeRemote
   RlxRemoteNode      *node;
   gboolean            coord_started;
   guint               join_timeout_id;
+  char               *join_trouble;    /* the last reason a join attempt failed */
   RlxCoordinator     *coord;
   RlxLocalBus        *bus;
   RlxNodeRemoteHooks  hooks;
@@ -280,20 +282,13 @@ emit_event (RlxNodeRemote *self, JsonObject *event)
 }
 
 static void
-start_coordinator (RlxNodeRemote *self, const char *why)
+start_coordinator (RlxNodeRemote *self)
 {
   if (self->coord_started || self->coord == NULL || !rlx_node_remote_holds_start (self))
     return;
   self->coord_started = TRUE;
   g_clear_handle_id (&self->join_timeout_id, rlx_source_remove);
-  if (why)
-    {
-      g_autoptr(JsonObject) o = json_object_new ();
-      json_object_set_string_member (o, "event", "error");
-      json_object_set_string_member (o, "node", "");
-      json_object_set_string_member (o, "reason", why);
-      emit_event (self, o);
-    }
+  g_clear_pointer (&self->join_trouble, g_free);
   rlx_coordinator_start (self->coord);
 }
 
@@ -301,10 +296,19 @@ static gboolean
 on_join_timeout (gpointer user_data)
 {
   RlxNodeRemote *self = user_data;
+  g_autofree char *message = NULL;
 
   self->join_timeout_id = 0;
-  start_coordinator (self, "no member of the cohort could be reached within 30 s "
-                           "(see the link-failed events); starting alone");
+  if (self->coord_started)
+    return G_SOURCE_REMOVE;
+  message = g_strdup_printf ("could not join the cohort %s at %s:%u: no member could be reached "
+                             "within %d s (%s); nothing was founded — check the invite, and that "
+                             "a node of that cohort runs there and is reachable from here",
+                             self->invite->cohort, self->invite->host, self->invite->port,
+                             JOIN_TIMEOUT_MS / 1000,
+                             self->join_trouble ? self->join_trouble : "no answer");
+  if (self->hooks.fail)
+    self->hooks.fail (message, self->user_data);
   return G_SOURCE_REMOVE;
 }
 
@@ -329,7 +333,7 @@ on_remote_link_added (RlxRemoteNode *node, RlxLink *link, const char *peer_id, g
   rlx_coordinator_add_link (self->coord, link);
   if (self->hooks.link_added)
     self->hooks.link_added (link, peer_id, self->user_data);
-  start_coordinator (self, NULL);
+  start_coordinator (self);
 }
 
 void
@@ -342,7 +346,7 @@ rlx_node_remote_local_link_added (RlxNodeRemote *self, const char *peer_id)
 void
 rlx_node_remote_member_linked (RlxNodeRemote *self)
 {
-  start_coordinator (self, NULL);
+  start_coordinator (self);
 }
 
 static void
@@ -351,6 +355,15 @@ on_remote_event (RlxRemoteNode *node, JsonObject *event, gpointer user_data)
   RlxNodeRemote *self = user_data;
 
   emit_event (self, event);
+  if (!self->coord_started && json_object_has_member (event, "reason"))
+    {
+      const char *name = json_object_get_string_member_with_default (event, "event", "");
+      if (g_str_equal (name, "signalling") || g_str_equal (name, "link-failed"))
+        {
+          g_free (self->join_trouble);
+          self->join_trouble = g_strdup (json_object_get_string_member (event, "reason"));
+        }
+    }
   /* Alone in the room of a standalone server: nobody to wait for, this
    * node founds the cohort. (Alone on the founder's own server, the key is
    * wrong: the remote node refuses it after its deadline.) */
@@ -358,7 +371,7 @@ on_remote_event (RlxRemoteNode *node, JsonObject *event, gpointer user_data)
       g_strcmp0 (json_object_get_string_member_with_default (event, "state", ""), "joined") == 0 &&
       json_object_get_int_member_with_default (event, "peers", 1) == 0 &&
       !json_object_get_boolean_member_with_default (event, "hosted", FALSE))
-    start_coordinator (self, NULL);
+    start_coordinator (self);
 }
 
 static void
@@ -430,6 +443,7 @@ void
 rlx_node_remote_stop (RlxNodeRemote *self)
 {
   g_clear_handle_id (&self->join_timeout_id, rlx_source_remove);
+  g_clear_pointer (&self->join_trouble, g_free);
   self->bus = NULL;
   self->coord = NULL;
   if (self->node)

@@ -19,8 +19,10 @@
  *
  * A node joining by invite "holds start": its coordinator starts once a
  * member is linked (remote or local), right away if the signalling room was
- * empty (it founds the cohort), or after 30 s with an "error" event saying
- * no member could be reached.
+ * empty (it founds the cohort: a standalone `rlx-rank signal` server's
+ * first node). When no member is reached within 30 s it founds nothing: the
+ * fail hook says why (the last signalling or link failure) and the node
+ * leaves, its coordinator never started (no leader, no checkpoint).
  *
  * Threads: rlx_node_remote_prepare reads and writes files (identity, key)
  * and runs on a worker thread; everything else on the thread whose
@@ -63,7 +65,8 @@ typedef struct {
   void (*event) (JsonObject *event, gpointer user_data);   /* signalling, link-up, … */
   void (*link_added) (RlxLink *link, const char *peer_id,  /* already with the coordinator */
                       gpointer user_data);
-  void (*fail)  (const char *message, gpointer user_data); /* cannot go on (wrong key) */
+  void (*fail)  (const char *message, gpointer user_data); /* cannot go on (wrong key,
+                                                             no member reached) */
 } RlxNodeRemoteHooks;
 
 typedef struct _RlxNodeRemote RlxNodeRemote;

@@ -367,7 +367,8 @@ on_remote_link_added (RlxLink *link, const char *peer_id, gpointer user_data)
 static void begin_leave (RlxNode *self, gboolean success, const char *message,
                          const char *reason);
 
-/* The remote side cannot go on (the cohort key refused): leave like a
+/* The remote side cannot go on (the cohort key refused, or no member of
+ * the invite's cohort reached): leave like a
  * refused node. */
 static void
 on_remote_fail (const char *message, gpointer user_data)

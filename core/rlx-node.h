@@ -109,7 +109,8 @@ G_DECLARE_FINAL_TYPE (RlxNode, rlx_node, RLX, NODE, GObject)
  *   ::finished (gboolean success, const char *message)
  *       the node stopped: once, after its links closed. @success is FALSE
  *       when it could not go on (refused, unusable checkpoint, worker
- *       failure, the cohort key refused); @message says why (or "left",
+ *       failure, the cohort key refused, no member of an invite's cohort
+ *       reached: such a node founds nothing); @message says why (or "left",
  *       the reason given to leave).
  * Properties (notify on change):
  *   "state"        string  "idle", "starting", "running", "leaving", "stopped"

@@ -83,6 +83,7 @@ struct _RlxRemoteNode
   gboolean          started;
   gboolean          stopped;
   gboolean          refused;
+  gboolean          signalling_joined;   /* ever: a later loss is "lost", not "unreachable" */
   guint64           n_authentic;
   char             *bcast_ch;       /* the challenge in our broadcast hello */
   GSource          *refuse_check;
@@ -755,6 +756,7 @@ on_client_joined (RlxSignalClient *client, GStrv peers, gpointer user_data)
   json_object_set_string_member (o, "server", server);
   json_object_set_int_member (o, "peers", peers ? g_strv_length (peers) : 0);
   json_object_set_boolean_member (o, "hosted", rlx_signal_client_is_hosted (client));
+  self->signalling_joined = TRUE;
   g_signal_emit (self, signals[SIGNAL_EVENT], 0, o);
   if (self->refuse_check == NULL && self->n_authentic == 0 && !self->serve && !self->refused)
     {
@@ -771,7 +773,11 @@ on_client_joined (RlxSignalClient *client, GStrv peers, gpointer user_data)
 static void
 on_client_lost (RlxSignalClient *client, const GError *error, gpointer user_data)
 {
-  emit_event (user_data, "signalling", "state", "lost", "reason", error->message, NULL);
+  RlxRemoteNode *self = user_data;
+  g_autofree char *server = g_strdup_printf ("%s:%u", self->invite->host, self->invite->port);
+
+  emit_event (self, "signalling", "state", self->signalling_joined ? "lost" : "unreachable",
+              "reason", error->message, "server", server, NULL);
 }
 
 static void

@@ -40,9 +40,10 @@
  * a cohort of its own, alone: nothing can tell it from the first member.
  *
  * Events (::event, a JsonObject with "event"), for the JSON-lines stream:
- *   signalling   state ("joined" | "lost" | "refused"), reason, server,
- *                peers (how many other nodes were in the room when it joined),
- *                hosted (the server is the founding node's own)
+ *   signalling   state ("joined" | "lost" | "unreachable" | "refused"), reason,
+ *                server, peers (how many other nodes were in the room when it
+ *                joined), hosted (the server is the founding node's own);
+ *                "unreachable": not joined yet (it retries), "lost": joined once
  *   link-up      node, path (e.g. "host/host 10.0.0.2:41234"), rtt_us
  *   link-down    node, reason, code
  *   link-failed  node, reason, code  (code: ice-failed, pin-mismatch,

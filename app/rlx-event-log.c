@@ -442,12 +442,24 @@ rlx_event_log_add_event (RlxEventLog *self, JsonObject *e, const char *self_id, 
       title = g_strdup_printf (_("No connection to %s"), str (e, "node"));
       detail = g_strdup (str (e, "reason"));
     }
+  else if (g_str_equal (name, "signalling") && g_str_equal (str (e, "state"), "unreachable"))
+    {
+      /* not joined yet, and trying again: the joining page says so, no toast */
+      kind = RLX_EVENT_KIND_WARNING;
+      title = *str (e, "server")
+                /* Translators: %s is HOST:PORT */
+                ? g_strdup_printf (_("Cannot reach the invite’s host %s yet"), str (e, "server"))
+                : g_strdup (_("Cannot reach the invite’s host yet"));
+      detail = g_strdup (str (e, "reason"));
+    }
   else if (g_str_equal (name, "signalling") && !g_str_equal (str (e, "state"), "joined"))
     {
       kind = RLX_EVENT_KIND_WARNING;
       urgent = TRUE;
-      /* Translators: %s is HOST:PORT */
-      title = g_strdup_printf (_("Lost the invite’s host %s"), str (e, "server"));
+      title = *str (e, "server")
+                /* Translators: %s is HOST:PORT */
+                ? g_strdup_printf (_("Lost the invite’s host %s"), str (e, "server"))
+                : g_strdup (_("Lost the invite’s host"));
       detail = g_strdup (str (e, "reason"));
     }
   else if (g_str_equal (name, "snapshot"))

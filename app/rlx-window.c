@@ -3,7 +3,17 @@
  * States: idle → joining → joined → leaving → idle. Joining starts the
  * node (its backend resolves on a worker thread); leaving stops the node and
  * every local rank this window started, in parallel, and only then goes back
- * to idle (or closes the window, when that is why it left).
+ * to idle and the empty page, where another invite can be entered (or
+ * closes the window, when that is why it left).
+ *
+ * (Over 1,000 lines: the join flow's empty and joining pages live here
+ * with the rest of the window's states; the toasts and those pages are
+ * the parts to move into objects of their own when it grows again.)
+ *
+ * Joining by invite stays "joining" (the joining page: a spinner, the
+ * invite's host, the last attempt's trouble, Cancel) until the node says it
+ * joined the cohort; if the node gives up instead (no member reachable: it
+ * founds nothing), the window goes back to the empty page with the reason.
  *
  * The node runs on a thread of its own (RlxNodeThread): the coordinator's
  * handlers and the links' frames never run on the UI thread, which gets
@@ -20,6 +30,7 @@
 #include "rlx-window-private.h"
 #include "rlx-preferences-window.h"
 #include "core/wire/rlx-wire.h"
+#include "core/p2p/rlx-invite.h"
 
 #include <glib/gi18n.h>
 #include <stdio.h>
@@ -60,6 +71,10 @@ struct _RlxWindow
   GtkButton            *copy_invite_button;
   GtkDropDown          *precision_dropdown;
   AdwEntryRow          *invite_row;
+  GtkLabel             *invite_error_label;
+  GtkLabel             *join_error_label;
+  AdwStatusPage        *joining_page;
+  GtkSpinner           *joining_spinner;
   AdwActionRow         *setup_row;
   RlxWirePanel      *counters;
   RlxLossChart         *chart;
@@ -76,6 +91,11 @@ struct _RlxWindow
   RlxEventLog          *log;
   GCancellable         *cancellable;
   guint                 pending_leave;     /* parts of a leave still running */
+  gboolean              invite_valid;      /* the entry holds nothing or a well-formed invite */
+  char                 *joining_host;      /* rlx://HOST:PORT while joining by invite */
+  gboolean              node_started;      /* this join's node runs (start finished) */
+  gboolean              cohort_reached;    /* this join's node said "joined" */
+  char                 *join_failure;      /* why the last join ended by itself */
   gboolean              close_after_leave;
 
   guint                 tick_id;
@@ -204,8 +224,12 @@ update_status (RlxWindow *self)
       subtitle = g_strdup_printf (_("Not in a cohort"));
       break;
     case STATE_JOINING:
-      /* Translators: %s is a cohort name */
-      subtitle = g_strdup_printf (_("Joining “%s”…"), cohort_name (self));
+      if (self->joining_host)
+        /* Translators: %s is rlx://HOST:PORT */
+        subtitle = g_strdup_printf (_("Joining %s…"), self->joining_host);
+      else
+        /* Translators: %s is a cohort name */
+        subtitle = g_strdup_printf (_("Joining “%s”…"), cohort_name (self));
       break;
     case STATE_LEAVING:
       subtitle = g_strdup (_("Leaving…"));
@@ -268,7 +292,8 @@ update_actions (RlxWindow *self)
   GtkWidget *widget = GTK_WIDGET (self);
 
   gtk_widget_action_set_enabled (widget, "win.join", self->state == STATE_IDLE &&
-                                                     !self->close_after_leave);
+                                                     !self->close_after_leave &&
+                                                     self->invite_valid);
   gtk_widget_action_set_enabled (widget, "win.leave", self->state == STATE_JOINING ||
                                                       self->state == STATE_JOINED);
   gtk_widget_action_set_enabled (widget, "win.add-local-rank", self->state == STATE_JOINED);
@@ -280,6 +305,64 @@ update_actions (RlxWindow *self)
   gtk_widget_set_visible (GTK_WIDGET (self->copy_invite_button),
                           self->state == STATE_JOINED && invite != NULL);
   update_status (self);
+}
+
+/* ── the empty and joining pages ────────────────────────────────────────── */
+
+/* Idle: the invite entry, with why the last join ended if it did. */
+static void
+show_empty_page (RlxWindow *self)
+{
+  gtk_spinner_stop (self->joining_spinner);
+  if (self->join_failure)
+    {
+      /* Translators: %s says why (from the node) */
+      g_autofree char *text = g_strdup_printf (_("Could not join: %s"), self->join_failure);
+      gtk_label_set_label (self->join_error_label, text);
+    }
+  gtk_widget_set_visible (GTK_WIDGET (self->join_error_label), self->join_failure != NULL);
+  gtk_stack_set_visible_child_name (self->training_stack, "empty");
+}
+
+static void
+show_joining_page (RlxWindow *self, const char *trouble)
+{
+  /* Translators: %s is rlx://HOST:PORT */
+  g_autofree char *title = g_strdup_printf (_("Joining %s…"), self->joining_host);
+  g_autofree char *description = NULL;
+
+  if (trouble && *trouble)
+    /* Translators: %s is what went wrong with the last attempt */
+    description = g_strdup_printf (_("No member of the cohort answers yet (%s). Trying again "
+                                     "for 30 seconds; nothing is founded if none answers."),
+                                   trouble);
+  else
+    description = g_strdup (_("Waiting for a member of the cohort to answer. If none answers "
+                              "within 30 seconds, nothing is founded and you can try again."));
+  adw_status_page_set_title (self->joining_page, title);
+  adw_status_page_set_description (self->joining_page, description);
+  gtk_spinner_start (self->joining_spinner);
+  gtk_stack_set_visible_child_name (self->training_stack, "joining");
+}
+
+static RlxPrecision selected_precision (RlxWindow *self);
+
+/* Joined once the node runs and, joining by invite, has reached the
+ * cohort (its "joined" event): only then the dashboard. */
+static void
+finish_join (RlxWindow *self)
+{
+  if (self->state != STATE_JOINING || !self->node_started ||
+      (self->joining_host && !self->cohort_reached))
+    return;
+  g_clear_pointer (&self->joining_host, g_free);
+  gtk_spinner_stop (self->joining_spinner);
+  rlx_roster_view_set_model (self->roster_view, rlx_node_thread_get_roster (self->node));
+  rlx_wire_panel_set_node (self->counters, self->node);
+  /* the dropdown may have moved while the backend resolved */
+  rlx_node_thread_set_precision (self->node, selected_precision (self));
+  gtk_stack_set_visible_child_name (self->training_stack, "cohort");
+  set_state (self, STATE_JOINED);
 }
 
 /* ── node events ───────────────────────────────────────────────────────── */
@@ -329,6 +412,15 @@ on_node_event (RlxNodeThread *node, JsonObject *event, RlxWindow *self)
   if (g_str_equal (name, "member-joined") || g_str_equal (name, "member-left") ||
       g_str_equal (name, "leader") || g_str_equal (name, "joined"))
     self->status_dirty = TRUE;
+  if (g_str_equal (name, "joined") &&
+      g_strcmp0 (json_object_get_string_member_with_default (event, "node", ""),
+                 rlx_node_thread_get_node_id (node)) == 0)
+    {
+      self->cohort_reached = TRUE;
+      finish_join (self);
+    }
+  else if (g_str_equal (name, "signalling") && self->joining_host && self->state == STATE_JOINING)
+    show_joining_page (self, json_object_get_string_member_with_default (event, "reason", ""));
 
   rlx_event_log_add_event (self->log, event, rlx_node_thread_get_node_id (node), &added);
   for (guint i = 0; i < added->len; i++)
@@ -358,9 +450,14 @@ leave_part_done (RlxWindow *self)
   if (self->node)
     g_signal_handlers_disconnect_by_data (self->node, self);
   g_clear_object (&self->node);
+  g_clear_pointer (&self->joining_host, g_free);
   set_state (self, STATE_IDLE);
   if (self->close_after_leave)
-    gtk_window_destroy (GTK_WINDOW (self));
+    {
+      gtk_window_destroy (GTK_WINDOW (self));
+      return;
+    }
+  show_empty_page (self);
 }
 
 static void
@@ -410,6 +507,16 @@ on_node_finished (RlxNodeThread *node, gboolean success, const char *message, Rl
 {
   rlx_roster_view_set_model (self->roster_view, NULL);
   rlx_wire_panel_set_node (self->counters, NULL);
+  /* gave up joining by invite (it founds nothing): back to the invite, with
+   * the reason there; a start that failed is on_node_started's */
+  if (self->state == STATE_JOINING && self->node_started)
+    {
+      g_free (self->join_failure);
+      self->join_failure = g_strdup (message);
+      report (self, RLX_EVENT_KIND_ERROR, FALSE, _("Could not join the cohort"), message);
+      begin_leave (self, message);
+      return;
+    }
   if (!success)
     report (self, RLX_EVENT_KIND_ERROR, TRUE, _("This node left the cohort"), message);
   /* stopped by itself: stop the local ranks too */
@@ -440,21 +547,20 @@ on_node_started (GObject *source, GAsyncResult *result, gpointer user_data)
       /* a leave during joining finishes through on_node_left */
       if (self->state == STATE_JOINING)
         {
-          report (self, RLX_EVENT_KIND_ERROR, TRUE, _("Could not join the cohort"),
+          report (self, RLX_EVENT_KIND_ERROR, FALSE, _("Could not join the cohort"),
                   error->message);
           g_signal_handlers_disconnect_by_data (self->node, self);
           g_clear_object (&self->node);
+          g_clear_pointer (&self->joining_host, g_free);
+          g_free (self->join_failure);
+          self->join_failure = g_strdup (error->message);
           set_state (self, STATE_IDLE);
+          show_empty_page (self);
         }
       return;
     }
-  if (self->state != STATE_JOINING)
-    return;
-  rlx_roster_view_set_model (self->roster_view, rlx_node_thread_get_roster (self->node));
-  rlx_wire_panel_set_node (self->counters, self->node);
-  /* the dropdown may have moved while the backend resolved */
-  rlx_node_thread_set_precision (self->node, selected_precision (self));
-  set_state (self, STATE_JOINED);
+  self->node_started = TRUE;
+  finish_join (self);
 }
 
 void
@@ -470,6 +576,24 @@ rlx_window_join (RlxWindow *self)
     return;
 
   invite = g_strstrip (g_strdup (gtk_editable_get_text (GTK_EDITABLE (self->invite_row))));
+  g_clear_pointer (&self->join_failure, g_free);
+  gtk_widget_set_visible (GTK_WIDGET (self->join_error_label), FALSE);
+  if (*invite)
+    {
+      g_autoptr(RlxInvite) parsed = rlx_invite_parse (invite, &error);
+      g_autofree char *authority = NULL;
+      if (parsed == NULL)
+        {
+          /* the entry says so too (on_invite_changed) */
+          gtk_widget_add_css_class (GTK_WIDGET (self->invite_row), "error");
+          report (self, RLX_EVENT_KIND_ERROR, FALSE, _("Could not join the cohort"),
+                  error->message);
+          return;
+        }
+      authority = rlx_invite_dup_authority (parsed);
+      g_free (self->joining_host);
+      self->joining_host = g_strconcat ("rlx://", authority, NULL);
+    }
   model = g_settings_get_string (self->settings, "model");
   dataset = g_settings_get_string (self->settings, "dataset");
   backend = g_settings_get_string (self->settings, "backend");
@@ -498,6 +622,7 @@ rlx_window_join (RlxWindow *self)
     {
       if (*invite)
         gtk_widget_add_css_class (GTK_WIDGET (self->invite_row), "error");
+      g_clear_pointer (&self->joining_host, g_free);
       report (self, RLX_EVENT_KIND_ERROR, TRUE, _("Could not join the cohort"), error->message);
       return;
     }
@@ -507,7 +632,12 @@ rlx_window_join (RlxWindow *self)
   rlx_wire_panel_reset (self->counters);
   self->step = 0;
   self->loss = 0;
-  gtk_stack_set_visible_child_name (self->training_stack, "cohort");
+  self->node_started = FALSE;
+  self->cohort_reached = FALSE;
+  if (self->joining_host)
+    show_joining_page (self, NULL);
+  else
+    gtk_stack_set_visible_child_name (self->training_stack, "cohort");
   g_signal_connect (self->node, "event", G_CALLBACK (on_node_event), self);
   g_signal_connect (self->node, "finished", G_CALLBACK (on_node_finished), self);
   set_state (self, STATE_JOINING);
@@ -646,10 +776,25 @@ show_training_action (GtkWidget *widget, const char *name, GVariant *param)
 
 /* ── template callbacks and signals ────────────────────────────────────── */
 
+/* As you type: a malformed invite is said under the entry, and Join waits
+ * for a well-formed one (or none: this machine's cohort). */
 static void
 on_invite_changed (AdwEntryRow *row, RlxWindow *self)
 {
-  gtk_widget_remove_css_class (GTK_WIDGET (row), "error");
+  g_autofree char *text = g_strstrip (g_strdup (gtk_editable_get_text (GTK_EDITABLE (row))));
+  g_autoptr(GError) error = NULL;
+  g_autoptr(RlxInvite) invite = *text ? rlx_invite_parse (text, &error) : NULL;
+
+  self->invite_valid = *text == '\0' || invite != NULL;
+  if (self->invite_valid)
+    gtk_widget_remove_css_class (GTK_WIDGET (row), "error");
+  else
+    {
+      gtk_widget_add_css_class (GTK_WIDGET (row), "error");
+      gtk_label_set_label (self->invite_error_label, error->message);
+    }
+  gtk_widget_set_visible (GTK_WIDGET (self->invite_error_label), !self->invite_valid);
+  update_actions (self);
 }
 
 static void
@@ -827,6 +972,8 @@ rlx_window_finalize (GObject *object)
   g_clear_pointer (&self->toasted_fallbacks, g_hash_table_unref);
   g_clear_pointer (&self->pending, g_array_unref);
   g_free (self->cohort);
+  g_free (self->joining_host);
+  g_free (self->join_failure);
   G_OBJECT_CLASS (rlx_window_parent_class)->finalize (object);
 }
 
@@ -911,6 +1058,10 @@ rlx_window_class_init (RlxWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, copy_invite_button);
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, precision_dropdown);
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, invite_row);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, invite_error_label);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, join_error_label);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, joining_page);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, joining_spinner);
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, setup_row);
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, counters);
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, chart);
@@ -938,6 +1089,7 @@ rlx_window_init (RlxWindow *self)
   self->pending = g_array_new (FALSE, FALSE, sizeof (Point));
   self->toasted_fallbacks = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->cancellable = g_cancellable_new ();
+  self->invite_valid = TRUE;   /* the entry starts empty: this machine's cohort */
   if (g_getenv ("RLX_CLUSTER_EVENT_LOG"))
     {
       self->event_log = fopen (g_getenv ("RLX_CLUSTER_EVENT_LOG"), "a");

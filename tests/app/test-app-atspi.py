@@ -11,6 +11,12 @@ train:  start rlx-cluster; press Join Cohort, then Add Local Rank twice; let
         while the ranks train and check that no process is left behind.
 killed: start rlx-cluster with two local ranks, SIGKILL the app, and check
         that its ranks die with it.
+invite: type a malformed invite (the error shows under the entry as you
+        type, Join waits); join an invite where nothing listens: "Joining
+        rlx://HOST:PORT…", then, once the node gives up, the empty page with
+        the reason, and no cohort founded (no leader or joined event, no
+        checkpoint); join this machine's cohort, Leave, and join a different
+        invite from the empty page again (it is the one used), then Cancel.
 
 Environment: RLX_CLUSTER (the app), RLX_RANK (rlx-rank), RLX_SCREENSHOT
 (where the screenshot goes; default: beside this test in the build tree,
@@ -20,6 +26,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -167,8 +174,8 @@ def find_app(pid):
 # ── the app ───────────────────────────────────────────────────────────────
 
 class App:
-    def __init__(self, args, tmp, settings):
-        self.env = dict(os.environ)
+    def __init__(self, args, tmp, settings, env=None):
+        self.env = dict(os.environ, **(env or {}))
         for k in ("XDG_RUNTIME_DIR", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME"):
             self.env[k] = os.path.join(tmp, k.lower())
             os.makedirs(self.env[k], mode=0o700, exist_ok=True)
@@ -465,6 +472,117 @@ def test_train(tmp):
         app.kill()
 
 
+# ── invite: joining by invite is honest ───────────────────────────────────
+
+def free_port():
+    """A TCP port on 127.0.0.1 where nothing listens."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_invite(tmp):
+    settings = {"dataset": "'synthetic'", "backend": "'cpu'", "batch": "uint32 8"}
+    events_path = os.path.join(tmp, "events.jsonl")
+    app = App(["--cohort", f"atspi-invite-{os.getpid()}"], tmp, settings,
+              {"RLX_CLUSTER_EVENT_LOG": events_path})
+    key = "00112233445566778899aabbccddeeff"
+    port, port2 = free_port(), free_port()
+    try:
+        entry = wait_for(
+            "the invite entry",
+            lambda: [a for a in find_all(app.acc, "text") if a.name.startswith("Invite")][0])
+        status = app.label_after("RLX Cluster")       # the header's subtitle
+        join = app.button("Join Cohort")
+
+        def type_invite(text):
+            entry.queryEditableText().setTextContents(text)
+            spin(0.2)
+
+        def sensitive(acc):
+            return acc.getState().contains(pyatspi.STATE_SENSITIVE)
+
+        def failure_label():
+            return next(
+                (a for a in find_all(app.acc, "label") if a.name.startswith("Could not join:")),
+                None)
+
+        def join_buttons():
+            # the empty page's, plus the header's when the dashboard shows
+            return len(find_all(app.acc, "push button", "Join Cohort"))
+
+        log("a malformed invite, as typed")
+        type_invite(f"rlx://127.0.0.1:{port}/nowhere")
+        wait_for("the error under the invite entry", lambda: any(
+            "rlx://HOST:PORT/COHORT#KEY" in n and "not an invite" in n for n in labels(app.acc)))
+        if sensitive(join):
+            raise Failure("Join Cohort can be pressed with a malformed invite")
+
+        log("an invite where nothing listens")
+        invite = f"rlx://127.0.0.1:{port}/nowhere#{key}"
+        type_invite(invite)
+        wait_for("the error to go", lambda: not any("not an invite" in n for n in labels(app.acc)))
+        wait_for("Join Cohort to be pressable", lambda: sensitive(join))
+        click(join)
+        joining = f"Joining rlx://127.0.0.1:{port}…"
+        wait_for(f"'{joining}' in the header", lambda: status.name == joining)
+        wait_for(f"the joining page's '{joining}'", lambda: find(app.acc, "label", joining))
+        wait_for("the joining page's Cancel", lambda: find(app.acc, "push button", "Cancel"))
+        if find(app.acc, "push button", "Add Local Rank") and \
+           sensitive(find(app.acc, "push button", "Add Local Rank")):
+            raise Failure("Add Local Rank can be pressed while joining")
+        log("joining; waiting for the node to give up")
+        wait_for("the empty page with the reason", failure_label, timeout=90)
+        reason = failure_label().name
+        wait_for("the header to say idle", lambda: status.name == "Not in a cohort")
+        if "nothing was founded" not in reason or f"127.0.0.1:{port}" not in reason:
+            raise Failure(f"the reason does not say what happened: {reason}")
+        if join_buttons() != 1:
+            raise Failure("after the failed join the dashboard shows, not the invite entry")
+        with open(events_path) as f:
+            events = [json.loads(line) for line in f if line.strip()]
+        founded = [e for e in events if e.get("event") in ("leader", "joined", "step")]
+        if founded:
+            raise Failure(f"the failed join founded a cohort: {founded[:3]}")
+        ckpts = [os.path.join(d, n) for d, _, ns in os.walk(app.env["XDG_DATA_HOME"]) for n in ns
+                 if n.endswith(".safetensors")]
+        if ckpts:
+            raise Failure(f"the failed join wrote a checkpoint: {ckpts}")
+        log("failed honestly:", reason)
+
+        log("this machine's cohort, then Leave")
+        type_invite("")
+        wait_for("Join Cohort to be pressable", lambda: sensitive(join))
+        spin(0.4)
+        click(join)
+        wait_for("the dashboard", lambda: "·" in status.name)
+        if failure_label():
+            raise Failure("the last join's failure still shows after joining")
+        spin(0.4)
+        click(app.button("Leave"))
+        wait_for("the header to say idle", lambda: status.name == "Not in a cohort")
+        wait_for("the empty page with the invite entry", lambda: join_buttons() == 1)
+
+        log("a different invite after Leave")
+        type_invite(f"rlx://127.0.0.1:{port2}/elsewhere#{key}")
+        wait_for("Join Cohort to be pressable", lambda: sensitive(join))
+        spin(0.4)
+        click(join)
+        joining2 = f"Joining rlx://127.0.0.1:{port2}…"
+        wait_for(f"'{joining2}' in the header (the new invite)", lambda: status.name == joining2)
+        spin(0.4)
+        click(app.button("Cancel"))
+        wait_for("the header to say idle after Cancel", lambda: status.name == "Not in a cohort")
+        wait_for("the empty page after Cancel", lambda: join_buttons() == 1)
+        if failure_label():
+            raise Failure("Cancel shows a failure")
+        log("invite ok: honest failure, Leave, a new invite, Cancel")
+    finally:
+        for p in app.child_pids():
+            os.kill(p, signal.SIGKILL)
+        app.kill()
+
+
 # ── killed: the ranks die with the app ────────────────────────────────────
 
 def test_killed(tmp):
@@ -486,7 +604,7 @@ def test_killed(tmp):
 
 
 def main():
-    tests = {"train": test_train, "killed": test_killed}
+    tests = {"train": test_train, "killed": test_killed, "invite": test_invite}
     which = sys.argv[1:] or list(tests)
     failed = 0
     print(f"1..{len(which)}")

@@ -85,7 +85,8 @@ G_DEFINE_FINAL_TYPE (RlxSignalServer, rlx_signal_server, G_TYPE_OBJECT)
 enum { SIGNAL_EVENT, N_SIGNALS };
 static guint signals[N_SIGNALS];
 
-static void join_room (Client *c, const char *room, const char *node);
+static void     join_room (Client *c, const char *room, const char *node);
+static gboolean send_text (Client *c, const char *text);
 
 static void
 room_free (gpointer data)
@@ -109,6 +110,14 @@ static gint64
 random_nonce (void)
 {
   return (((gint64) g_random_int () << 20) ^ (gint64) g_random_int ()) & ((G_GINT64_CONSTANT (1) << 52) - 1);
+}
+
+/* Whether @c (from a copy of a list) is still a client: a send can drop a
+ * slow reader, whose leaving can drop others in turn. */
+static gboolean
+is_live (RlxSignalServer *self, Client *c)
+{
+  return g_ptr_array_find (self->clients, c, NULL) && !c->gone;
 }
 
 static guint64
@@ -154,23 +163,30 @@ leave_room (Client *c)
   Room *r = c->room;
   RlxSignalServer *self = c->server;
   g_autofree char *text = NULL;
+  g_autoptr(GPtrArray) members = NULL;
 
   if (r == NULL)
     return;
   g_ptr_array_remove (r->members, c);
   c->room = NULL;
+  if (r->members->len == 0)
+    {
+      g_hash_table_remove (self->rooms, r->name);
+      return;
+    }
   {
     RlxSignalOp op = { .kind = RLX_SIGNAL_OP_PEER_LEFT, .node = c->node };
     text = rlx_signal_op_to_string (&op);
   }
-  for (guint i = 0; i < r->members->len; i++)
+  /* Sending may drop a slow reader, which leaves (and may free) the room
+   * in turn: send to a copy, and stop if the room went. */
+  members = g_ptr_array_copy (r->members, NULL, NULL);
+  for (guint i = 0; i < members->len; i++)
     {
-      Client *m = r->members->pdata[i];
-      if (!m->gone)
-        soup_websocket_connection_send_text (m->ws, text);
+      Client *m = members->pdata[i];
+      if (is_live (self, m) && m->room != NULL)
+        send_text (m, text);
     }
-  if (r->members->len == 0)
-    g_hash_table_remove (self->rooms, r->name);
 }
 
 /* @c is going: undo what others wait on it for. */
@@ -456,18 +472,18 @@ join_room (Client *c, const char *room, const char *node)
               "signalling server allows one address");
       return;
     }
+  /* In the room first, so that it never empties (and goes) below us. */
+  members = g_ptr_array_copy (r->members, NULL, NULL);
   c->room = r;
+  g_ptr_array_add (r->members, c);
   joined.node = c->node;
   joined_text = rlx_signal_op_to_string (&joined);
-  /* Sending may drop a slow reader (and change the room): use a copy. */
-  members = g_ptr_array_copy (r->members, NULL, NULL);
   for (guint i = 0; i < members->len; i++)
-    {
-      Client *m = members->pdata[i];
-      g_strv_builder_add (b, m->node);
-      send_text (m, joined_text);
-    }
-  g_ptr_array_add (r->members, c);
+    if (is_live (self, members->pdata[i]))
+      send_text (members->pdata[i], joined_text);
+  for (guint i = 0; i < r->members->len; i++)
+    if (r->members->pdata[i] != c)
+      g_strv_builder_add (b, ((Client *) r->members->pdata[i])->node);
   welcome.room = r->name;
   welcome.hosted = self->hosted;
   welcome.peers = g_strv_builder_end (b);
@@ -585,7 +601,7 @@ handle_send (Client *c, RlxSignalOp *op)
       /* Sending may drop a slow reader (and change the room): use a copy. */
       g_autoptr(GPtrArray) members = g_ptr_array_copy (r->members, NULL, NULL);
       for (guint i = 0; i < members->len; i++)
-        if (members->pdata[i] != c)
+        if (members->pdata[i] != c && is_live (c->server, members->pdata[i]))
           send_text (members->pdata[i], text);
     }
   else
@@ -680,7 +696,7 @@ on_tick (gpointer user_data)
       Client *c = snapshot->pdata[i];
 
       /* An earlier client's drop in this loop may have freed this one. */
-      if (!g_ptr_array_find (self->clients, c, NULL) || c->gone)
+      if (!is_live (self, c))
         continue;
       if (c->room == NULL && c->claiming == NULL &&
           now - c->connected_at > (gint64) self->lim.join_timeout_ms * 1000)

@@ -224,8 +224,8 @@ static GSocket *
 raw_join (const char *from, guint16 port, const char *room, const char *node, gint rcvbuf)
 {
   GSocket *s = tcp_from (from, port, rcvbuf);
-  g_autofree char *join = g_strdup_printf ("{\"op\":\"join\",\"v\":1,\"room\":\"%s\",\"node\":\"%s\"}",
-                                           room, node);
+  g_autofree char *join = g_strdup_printf ("{\"op\":\"join\",\"v\":%d,\"room\":\"%s\","
+                                           "\"node\":\"%s\"}", RLX_SIGNAL_VERSION, room, node);
   g_autoptr(GBytes) f = ws_text (join);
 
   g_assert_nonnull (s);
@@ -559,7 +559,7 @@ test_slow_readers_dropped (void)
   g_autoptr(GPtrArray) readers = g_ptr_array_new_with_free_func (g_object_unref);
   g_autoptr(GPtrArray) events = g_ptr_array_new_with_free_func (g_free);
   g_autoptr(JsonObject) fields = json_object_new ();
-  g_autofree char *pad = g_strnfill (12000, 'p');
+  g_autofree char *pad = g_strnfill (RLX_SIGNAL_MAX_BODY - 400, 'p');
   Joiner sender, reader;
   guint64 rss0, rss1;
 
@@ -612,7 +612,7 @@ test_deaf_talker_dropped (void)
 
   WAIT_FOR (rlx_signal_server_get_n_clients (server) == 1, 5000, "the deaf client to connect");
   t0 = g_get_monotonic_time ();
-  for (guint k = 1; k <= 120 && rlx_signal_server_get_n_clients (server) > 0; k++)
+  for (guint k = 1; k <= 200 && rlx_signal_server_get_n_clients (server) > 0; k++)
     {
       g_autofree char *pong = g_strdup_printf ("{\"op\":\"pong\",\"n\":%u}", k);
       g_autoptr(GBytes) f = ws_text (pong);

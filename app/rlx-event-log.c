@@ -1,6 +1,7 @@
 /* rlx-event-log.c — cohort events in words (see the header) */
 #include "rlx-config.h"
 #include "rlx-event-log.h"
+#include "core/p2p/rlx-invite.h"
 
 #include <glib/gi18n.h>
 
@@ -433,7 +434,8 @@ rlx_event_log_add_event (RlxEventLog *self, JsonObject *e, const char *self_id, 
     {
       /* Translators: %lld is a port number */
       title = g_strdup_printf (_("Other machines can join on port %lld"), num (e, "port"));
-      detail = g_strdup (str (e, "invite"));
+      /* a log shows no key: Copy Invite copies the whole invite */
+      detail = rlx_invite_redact (str (e, "invite"));
     }
   else if (g_str_equal (name, "link-failed"))
     {

@@ -183,6 +183,13 @@ char *
 rlx_local_ranks_spawn (RlxLocalRanks *self, const char *cohort, const char *const *options,
                        GError **error)
 {
+  return rlx_local_ranks_spawn_with_invite (self, cohort, NULL, options, error);
+}
+
+char *
+rlx_local_ranks_spawn_with_invite (RlxLocalRanks *self, const char *cohort, const char *invite,
+                                   const char *const *options, GError **error)
+{
   g_autoptr(GSubprocessLauncher) launcher = NULL;
   g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
   g_autofree char *node_id = NULL;
@@ -220,6 +227,12 @@ rlx_local_ranks_spawn (RlxLocalRanks *self, const char *cohort, const char *cons
   g_ptr_array_add (argv, g_strdup (node_id));
   for (guint i = 0; options && options[i]; i++)
     g_ptr_array_add (argv, g_strdup (options[i]));
+  if (invite)
+    {
+      /* the key never goes in the arguments: the child reads it from a pipe */
+      g_ptr_array_add (argv, g_strdup ("--invite"));
+      g_ptr_array_add (argv, g_strdup ("-"));
+    }
   g_ptr_array_add (argv, NULL);
 
   /* a fresh log, readable by this user only */
@@ -232,7 +245,8 @@ rlx_local_ranks_spawn (RlxLocalRanks *self, const char *cohort, const char *cons
       return NULL;
     }
   launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDERR_PIPE |
-                                        G_SUBPROCESS_FLAGS_STDIN_INHERIT);
+                                        (invite ? G_SUBPROCESS_FLAGS_STDIN_PIPE
+                                                : G_SUBPROCESS_FLAGS_STDIN_INHERIT));
   g_subprocess_launcher_take_stdout_fd (launcher, log_fd);
   g_subprocess_launcher_set_child_setup (launcher, child_setup,
                                          GINT_TO_POINTER ((int) getpid ()), NULL);
@@ -241,6 +255,15 @@ rlx_local_ranks_spawn (RlxLocalRanks *self, const char *cohort, const char *cons
     {
       g_prefix_error (error, "Cannot start a local rank (%s): ", self->rlx_rank);
       return NULL;
+    }
+  if (invite)
+    {
+      /* one short line into an empty pipe: written at once, never blocks */
+      g_autofree char *line = g_strconcat (invite, "\n", NULL);
+      GOutputStream *in = g_subprocess_get_stdin_pipe (proc);
+      g_output_stream_write_all (in, line, strlen (line), NULL, NULL, NULL);
+      g_output_stream_close (in, NULL, NULL);
+      memset (line, 0, strlen (line));
     }
 
   c = g_new0 (Child, 1);

@@ -46,6 +46,15 @@ char          *rlx_local_ranks_spawn        (RlxLocalRanks      *self,
                                              const char * const *options,
                                              GError            **error);
 
+/* The same, joining the cohort of @invite (rlx://…; NULL: the local one):
+ * the child gets `--invite -` and reads the invite from a pipe, so the key
+ * never appears in its arguments. */
+char          *rlx_local_ranks_spawn_with_invite (RlxLocalRanks      *self,
+                                                  const char         *cohort,
+                                                  const char         *invite,
+                                                  const char * const *options,
+                                                  GError            **error);
+
 /* Stop every child: SIGTERM, SIGKILL after @grace_ms. Completes when all
  * have exited (at once when none runs). */
 void           rlx_local_ranks_stop_async   (RlxLocalRanks      *self,

@@ -679,7 +679,7 @@ rlx_window_add_local_rank (RlxWindow *self)
 {
   g_autoptr(GError) error = NULL;
   g_autofree char *model = NULL, *dataset = NULL, *backend = NULL, *batch = NULL;
-  g_autofree char *seed = NULL, *node_id = NULL;
+  g_autofree char *seed = NULL, *node_id = NULL, *invite = NULL;
   char lr[G_ASCII_DTOSTR_BUF_SIZE];
   const char *options[32];
   guint n = 0;
@@ -713,7 +713,11 @@ rlx_window_add_local_rank (RlxWindow *self)
   options[n++] = "1";
   options[n] = NULL;
 
-  node_id = rlx_local_ranks_spawn (local_ranks (self), cohort_name (self), options, &error);
+  /* a cohort across machines: the ranks join it too (the invite through a
+   * pipe, never in their arguments) */
+  invite = self->node ? rlx_node_thread_dup_invite (self->node) : NULL;
+  node_id = rlx_local_ranks_spawn_with_invite (local_ranks (self), cohort_name (self), invite,
+                                               options, &error);
   if (node_id == NULL)
     {
       report (self, RLX_EVENT_KIND_ERROR, TRUE, _("Could not add a local rank"), error->message);

@@ -550,6 +550,13 @@ rlx_coordinator_leave (RlxCoordinator *self, const char *reason, GCallback callb
     self->leave_id = rlx_timeout_add (5, on_leave_poll, self);
 }
 
+void
+rlx_coordinator_fail (RlxCoordinator *self, const char *message)
+{
+  g_return_if_fail (RLX_IS_COORDINATOR (self));
+  rlx_coordinator_finish (self, FALSE, message);
+}
+
 static void
 rlx_coordinator_dispose (GObject *object)
 {

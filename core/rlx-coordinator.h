@@ -194,6 +194,10 @@ void            rlx_coordinator_add_link (RlxCoordinator *self, RlxLink *link);
  * a checkpoint being written has landed. */
 void            rlx_coordinator_leave    (RlxCoordinator *self, const char *reason,
                                           GCallback callback, gpointer user_data);
+/* The node cannot go on (its cohort key refused, …): the coordinator stops
+ * as a failure, so its "done" event says success false with @message. Call
+ * before rlx_coordinator_leave; a coordinator that finished is left as is. */
+void            rlx_coordinator_fail     (RlxCoordinator *self, const char *message);
 
 /* This node's wire precision; takes effect at the next message it sends
  * (gradients as a member, updates as the leader). Any time, any role. */

@@ -581,6 +581,8 @@ begin_leave (RlxNode *self, gboolean success, const char *message, const char *r
   self->finish_success = success;
   self->finish_message = g_strdup (message);
   set_state (self, STATE_LEAVING);
+  if (!success)
+    rlx_coordinator_fail (self->coord, message);
   rlx_coordinator_leave (self->coord, reason, G_CALLBACK (on_left), g_object_ref (self));
 }
 

@@ -213,7 +213,7 @@ def join(a):
         net = rlxnet.Net("join")
         for h, n in (("h1", 1), ("h2", 2), ("h3", 3)):
             net.host(h, n)
-        f = net.spawn("h1", "h1", rank_args("--host", f"10.77.0.1:7400", "--cohort", "j",
+        f = net.spawn("h1", "h1", rank_args("--host", f"10.77.0.1:7400", "--show-invite", "--cohort", "j",
                                             "--wait-members", "2", "--steps", "100000"))
         inv = f.wait_event("invite", 20)["invite"]
         b = net.spawn("h2", "h2", rank_args(inv, "--steps", "100000"))
@@ -264,7 +264,7 @@ def cohort(a):
         net = rlxnet.Net("cohort")
         net.host("h1", 1)
         net.host("h2", 2)
-        f = net.spawn("h1", "h1", rank_args("--host", "10.77.0.1:7400", "--cohort", "c",
+        f = net.spawn("h1", "h1", rank_args("--host", "10.77.0.1:7400", "--show-invite", "--cohort", "c",
                                             "--wait-members", "2", *common, *cc))
         inv = f.wait_event("invite", 20)["invite"]
         b = net.spawn("h2", "h2", rank_args(inv, *common, *cc))

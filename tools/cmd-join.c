@@ -37,6 +37,7 @@
 #include "core/rlx-node.h"
 #include "core/rlx-node-private.h"
 #include "core/rlx-safetensors.h"
+#include "core/p2p/rlx-invite.h"
 #include "core/p2p/rlx-local-bus.h"
 #include "core/vision/rlx-dataset.h"
 #include "core/vision/rlx-model.h"
@@ -56,6 +57,8 @@ typedef struct {
   RlxNode        *node;
   const char     *node_id;
   gboolean        json;
+  gboolean        show_invite;   /* print the invite with its key */
+  const char     *invite_out;    /* and/or write it to this file (0600) */
   int             status;
   gboolean        running;      /* started; from then on ::finished ends it */
   gboolean        leaving;
@@ -153,8 +156,12 @@ format_event (JsonObject *e)
                             100.0 * num_member (e, "accuracy"), num_member (e, "step"),
                             num_member (e, "test_loss"));
   if (g_str_equal (ev, "invite"))
-    return g_strdup_printf ("invite: %s\n  on other machines: rlx-rank join '%s'",
-                            str_member (e, "invite"), str_member (e, "invite"));
+    return g_strdup_printf ("invite: %s%s\n  on other machines: rlx-rank join --invite-file FILE "
+                            "(the invite in a file only you may read), or --invite - (paste it)",
+                            str_member (e, "invite"),
+                            strstr (str_member (e, "invite"), "#…")
+                              ? " (the key is hidden: --show-invite prints it, --invite-out FILE "
+                                "writes it)" : "");
   if (g_str_equal (ev, "done"))
     return g_strdup_printf ("done at step %.0f: %s; loss %.4f, hash %.8s",
                             num_member (e, "step"), str_member (e, "message"),
@@ -202,10 +209,44 @@ print_event (JoinState *st, JsonObject *event)
   fflush (stdout);
 }
 
+/* The invite event holds the whole invite; what is printed (a log, often)
+ * shows its key only with --show-invite. --invite-out writes it 0600. */
+static void
+on_invite_event (JoinState *st, JsonObject *event)
+{
+  const char *full = str_member (event, "invite");
+  g_autoptr(JsonObject) shown = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *redacted = NULL;
+  JsonObjectIter it;
+  const char *k;
+  JsonNode *v;
+
+  if (st->invite_out && !rlx_write_invite_file (st->invite_out, full, &error))
+    g_printerr ("rlx-rank join: --invite-out: %s\n", error->message);
+  if (st->show_invite)
+    {
+      print_event (st, event);
+      return;
+    }
+  redacted = rlx_invite_redact (full);
+  shown = json_object_new ();
+  json_object_iter_init (&it, event);
+  while (json_object_iter_next (&it, &k, &v))
+    json_object_set_member (shown, k, g_str_equal (k, "invite") ? json_node_init_string (json_node_alloc (), redacted)
+                                                                : json_node_copy (v));
+  print_event (st, shown);
+}
+
 static void
 on_event (RlxNode *node, JsonObject *event, gpointer user_data)
 {
-  print_event (user_data, event);
+  JoinState *st = user_data;
+
+  if (g_str_equal (str_member (event, "event"), "invite"))
+    on_invite_event (st, event);
+  else
+    print_event (st, event);
 }
 
 /* The node stopped (after its links closed): steps done, refused, left. */
@@ -330,7 +371,8 @@ rlx_cmd_join (int argc, char **argv)
   g_autofree char *fault_s = NULL, *deadline_s = NULL, *hb_s = NULL, *threads_s = NULL;
   g_autofree char *slow_s = NULL, *inf_s = NULL, *hash_s = NULL, *eval_s = NULL;
   g_autofree char *stall_s = NULL, *die_s = NULL, *partition_s = NULL;
-  gboolean join_only = FALSE;
+  gboolean join_only = FALSE, show_invite = FALSE;
+  g_autofree char *invite_out = NULL;
   GOptionEntry entries[] = {
     { "local", 0, 0, G_OPTION_ARG_NONE, &local, "the cohort on this machine (the local bus; the default)", NULL },
     { "cohort", 0, 0, G_OPTION_ARG_STRING, &cohort, "cohort name (default: default)", "NAME" },
@@ -351,6 +393,8 @@ rlx_cmd_join (int argc, char **argv)
     { "evaluate", 0, 0, G_OPTION_ARG_NONE, &evaluate_flag, "print the test accuracy when done", NULL },
     { "evaluate-every", 0, 0, G_OPTION_ARG_STRING, &eval_s, "measure the test accuracy every K committed steps (off the main loop)", "K" },
     { "join-only", 0, 0, G_OPTION_ARG_NONE, &join_only, "never found a cohort: wait until one is reachable and join it", NULL },
+    { "show-invite", 0, 0, G_OPTION_ARG_NONE, &show_invite, "with --host: print the invite with its key (hidden otherwise)", NULL },
+    { "invite-out", 0, 0, G_OPTION_ARG_FILENAME, &invite_out, "with --host: write the invite, key included, to FILE (mode 0600) for --invite-file", "FILE" },
     { "fault-nan", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &fault_s, "test switch: NaN gradients from step N", "N" },
     { "fault-inf", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &inf_s, "test switch: +Inf and -Inf in every gradient from step N", "N" },
     { "fault-hash", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &hash_s, "test switch: after committing step N this node's parameters differ by one bit", "N" },
@@ -377,6 +421,8 @@ rlx_cmd_join (int argc, char **argv)
   guint64 threads = 0;
   double lr = 0.05;
   guint sigint_id, sigterm_id;
+  g_auto(GStrv) args_copy = NULL;
+  g_autofree char **pargv = NULL;
 
   /* Every round moves a few parameter-sized buffers (frames in and out).
    * Above glibc's mmap threshold each would be a fresh mapping whose pages
@@ -389,6 +435,13 @@ rlx_cmd_join (int argc, char **argv)
   mallopt (M_MMAP_THRESHOLD, 256 << 20);
   mallopt (M_TRIM_THRESHOLD, 512 << 20);
 
+  /* An invite among the arguments is parsed from a copy; the key in the
+   * process's own arguments (what /proc/PID/cmdline shows) is blanked. */
+  args_copy = g_strdupv (argv);
+  pargv = g_memdup2 (args_copy, sizeof (char *) * ((gsize) argc + 1));
+  rlx_cli_hide_invites (argc, argv);
+  argv = pargv;
+
   g_option_context_add_main_entries (ctx, entries, NULL);
   g_option_context_add_group (ctx, rlx_join_remote_options (remote));
   g_option_context_set_summary (ctx,
@@ -400,9 +453,8 @@ rlx_cmd_join (int argc, char **argv)
     "  for i in 1 2 3; do rlx-rank join --local --cohort demo --steps 200 --json & done");
   if (!rlx_cli_parse (ctx, sub, &argc, &argv))
     return RLX_EXIT_USAGE;
-  if (!rlx_join_remote_configure (remote, argc, argv, &cohort, &cfg, &error))
+  if (!rlx_join_remote_configure (remote, argc, argv, local, &cohort, &cfg, &error))
     return rlx_cli_fail (sub, RLX_EXIT_USAGE, "%s (see rlx-rank join --help)", error->message);
-  (void) local;
 
   if (!parse_u64 (sub, "--batch", batch_s, 1, 65536, &batch) ||
       !parse_u64 (sub, "--steps", steps_s, 0, G_MAXINT64, &steps) ||
@@ -487,6 +539,8 @@ rlx_cmd_join (int argc, char **argv)
   st.node = node;
   st.node_id = node_id;
   st.json = json;
+  st.show_invite = show_invite;
+  st.invite_out = invite_out;
   st.status = RLX_EXIT_OK;
   g_signal_connect (node, "event", G_CALLBACK (on_event), &st);
   g_signal_connect (node, "finished", G_CALLBACK (on_finished), &st);

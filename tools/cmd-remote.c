@@ -15,10 +15,16 @@
 #include "core/p2p/rlx-invite.h"
 #include "core/p2p/rlx-signal-server.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <glib-unix.h>
+#include <glib/gstdio.h>
+#include <gnutls/gnutls.h>
 
 /* ── shared helpers ─────────────────────────────────────────────────────── */
 
@@ -58,6 +64,97 @@ bad:
   g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
                "'%s' is not [ADDR:]PORT (for example 7000, 0.0.0.0:7000 or [::]:7000)", text);
   return FALSE;
+}
+
+/* ── invites: out of the arguments, into files ─────────────────────────── */
+
+#define INVITE_READ_MAX (RLX_INVITE_MAX_LEN + 2)
+
+/* The first line of what @fd holds (at most INVITE_READ_MAX bytes), white
+ * space stripped; NULL with a message naming @what. */
+static char *
+read_invite_fd (int fd, const char *what, GError **error)
+{
+  char buf[INVITE_READ_MAX + 1];
+  gsize n = 0;
+  char *nl, *out;
+
+  while (n < INVITE_READ_MAX)
+    {
+      ssize_t r = read (fd, buf + n, INVITE_READ_MAX - n);
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r < 0)
+        {
+          int e = errno;
+          g_set_error (error, G_IO_ERROR, g_io_error_from_errno (e), "cannot read the invite "
+                       "from %s: %s", what, g_strerror (e));
+          return NULL;
+        }
+      if (r == 0)
+        break;
+      n += (gsize) r;
+      if (memchr (buf + n - (gsize) r, '\n', (gsize) r))
+        break;
+    }
+  buf[n] = '\0';
+  if ((nl = strchr (buf, '\n')) != NULL)
+    *nl = '\0';
+  out = g_strdup (g_strstrip (buf));
+  gnutls_memset (buf, 0, sizeof buf);
+  if (*out == '\0')
+    {
+      g_free (out);
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                   "%s holds no invite (one line: " RLX_INVITE_FORM ")", what);
+      return NULL;
+    }
+  return out;
+}
+
+/* An invite file must be this user's secret: refused when group or others
+ * may read it (checked on the open file, not the name). */
+static char *
+read_invite_file (const char *path, GError **error)
+{
+  g_autofree char *what = g_strdup_printf ("--invite-file %s", path);
+  struct stat st;
+  char *out;
+  int fd = g_open (path, O_RDONLY | O_CLOEXEC | O_NOCTTY, 0);
+
+  if (fd < 0)
+    {
+      int e = errno;
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (e), "%s: %s", what, g_strerror (e));
+      return NULL;
+    }
+  if (fstat (fd, &st) != 0 || (st.st_mode & (S_IRGRP | S_IROTH)) != 0)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_PERMISSION_DENIED,
+                   "%s: other users of this machine may read it (mode %04o), and the cohort "
+                   "key in it is a secret: make it yours alone (chmod 600 %s) and run again",
+                   what, (guint) (st.st_mode & 07777), path);
+      close (fd);
+      return NULL;
+    }
+  out = read_invite_fd (fd, what, error);
+  close (fd);
+  return out;
+}
+
+gboolean
+rlx_write_invite_file (const char *path, const char *invite, GError **error)
+{
+  g_autofree char *line = g_strconcat (invite, "\n", NULL);
+  gboolean ok;
+
+  /* written 0600 from the start (a new file), and made so if it existed */
+  ok = g_file_set_contents_full (path, line, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600, error) &&
+       g_chmod (path, 0600) == 0;
+  gnutls_memset (line, 0, strlen (line));
+  if (!ok && error && *error == NULL)
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_FAILED, "cannot make %s private", path);
+  return ok;
 }
 
 /* ── rlx-rank signal ─────────────────────────────────────────────────────── */
@@ -111,13 +208,16 @@ rlx_cmd_signal (int argc, char **argv)
 {
   const char *sub = "signal";
   g_autofree char *port_s = NULL, *address = NULL, *cohort = NULL, *advertise = NULL;
-  gboolean json = FALSE;
+  g_autofree char *invite_out = NULL;
+  gboolean json = FALSE, show_invite = FALSE;
   GOptionEntry entries[] = {
     { "port", 0, 0, G_OPTION_ARG_STRING, &port_s, "the port to serve on (required)", "P" },
     { "address", 0, 0, G_OPTION_ARG_STRING, &address, "a numeric address to listen on (default: all)", "ADDR" },
     { "cohort", 0, 0, G_OPTION_ARG_STRING, &cohort, "also print an invite for this cohort", "NAME" },
     { "advertise", 0, 0, G_OPTION_ARG_STRING, &advertise, "the host name or address put in the invite", "HOST" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "one JSON object per line per event", NULL },
+    { "show-invite", 0, 0, G_OPTION_ARG_NONE, &show_invite, "print the invite with its key (hidden otherwise)", NULL },
+    { "invite-out", 0, 0, G_OPTION_ARG_FILENAME, &invite_out, "write the invite, key included, to FILE (mode 0600) for --invite-file", "FILE" },
     { NULL }
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new ("— serve signalling for cohorts across machines");
@@ -148,6 +248,8 @@ rlx_cmd_signal (int argc, char **argv)
     return rlx_cli_fail (sub, RLX_EXIT_USAGE, "--cohort: '%s' is not a usable name (1 to 64 of A-Z a-z 0-9 . _ -)", cohort);
   if (advertise && !rlx_invite_host_is_valid (advertise))
     return rlx_cli_fail (sub, RLX_EXIT_USAGE, "--advertise: '%s' is neither a DNS name nor an IP address", advertise);
+  if ((show_invite || invite_out) && cohort == NULL)
+    return rlx_cli_fail (sub, RLX_EXIT_USAGE, "--show-invite and --invite-out need --cohort NAME");
 
   server = rlx_signal_server_new (NULL);
   if (!rlx_signal_server_listen (server, address, (guint16) port, &error))
@@ -167,6 +269,14 @@ rlx_cmd_signal (int argc, char **argv)
             (inv = rlx_invite_new_with_key (host, (guint16) port, cohort, key, &error)) == NULL)
           return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "%s", error->message);
         inv_s = rlx_invite_to_string (inv);
+        if (invite_out && !rlx_write_invite_file (invite_out, inv_s, &error))
+          return rlx_cli_fail (sub, RLX_EXIT_FAILURE, "--invite-out: %s", error->message);
+        if (!show_invite)
+          {
+            g_autofree char *full = g_steal_pointer (&inv_s);
+            inv_s = rlx_invite_redact (full);
+            gnutls_memset (full, 0, strlen (full));
+          }
       }
     if (json)
       {
@@ -181,8 +291,12 @@ rlx_cmd_signal (int argc, char **argv)
       {
         printf ("serving signalling on %s port %u (ws://…:%u/rlx/signal)\n",
                 address ? address : "every address", (guint) port, (guint) port);
-        if (inv_s)
-          printf ("invite for cohort %s: %s\n  join with: rlx-rank join '%s'\n", cohort, inv_s, inv_s);
+        if (inv_s && show_invite)
+          printf ("invite for cohort %s: %s\n  join with: rlx-rank join --invite - (and paste it)\n",
+                  cohort, inv_s);
+        else if (inv_s)
+          printf ("invite for cohort %s: %s (the key is hidden: --show-invite prints it, "
+                  "--invite-out FILE writes it for rlx-rank join --invite-file FILE)\n", cohort, inv_s);
         fflush (stdout);
       }
   }
@@ -214,6 +328,8 @@ struct _RlxJoinRemote
   char                *payload_s;
   char                *cc_s;
   char                *connect_timeout_s;
+  char                *invite_opt;
+  char                *invite_file;
 
   /* configured */
   char                *invite;
@@ -242,6 +358,10 @@ rlx_join_remote_free (RlxJoinRemote *self)
   g_free (self->payload_s);
   g_free (self->cc_s);
   g_free (self->connect_timeout_s);
+  g_free (self->invite_opt);
+  g_free (self->invite_file);
+  if (self->invite)
+    gnutls_memset (self->invite, 0, strlen (self->invite));
   g_free (self->invite);
   g_free (self->listen_address);
   g_free (self);
@@ -253,6 +373,8 @@ rlx_join_remote_options (RlxJoinRemote *self)
   GOptionEntry entries[] = {
     { "host", 0, 0, G_OPTION_ARG_STRING, &self->host_s, "found a cohort other machines can join: serve signalling on [ADDR:]PORT and print the invite", "[ADDR:]PORT" },
     { "advertise", 0, 0, G_OPTION_ARG_STRING, &self->advertise, "with --host: the host name or address put in the invite (default: this machine's first IPv4)", "HOST" },
+    { "invite", 0, 0, G_OPTION_ARG_STRING, &self->invite_opt, "join the cohort of INVITE; - reads it from standard input (keeps the key out of the arguments)", "INVITE|-" },
+    { "invite-file", 0, 0, G_OPTION_ARG_FILENAME, &self->invite_file, "join the cohort of the invite in FILE (mode 0600: refused if others may read it)", "FILE" },
     { "stun", 0, 0, G_OPTION_ARG_STRING, &self->stun, "a STUN server, for a public address behind NAT", "HOST[:PORT]" },
     { "turn", 0, 0, G_OPTION_ARG_STRING, &self->turn, "a TURN server, to relay when no direct path works", "HOST[:PORT]" },
     { "turn-user", 0, 0, G_OPTION_ARG_STRING, &self->turn_user, "TURN user name", "USER" },
@@ -270,10 +392,58 @@ rlx_join_remote_options (RlxJoinRemote *self)
   return g;
 }
 
-gboolean
-rlx_join_remote_configure (RlxJoinRemote *self, int argc, char **argv, char **cohort,
-                           RlxNodeConfig *config, GError **error)
+/* The invite's text from wherever it was given: INVITE or --invite (a
+ * literal, with a warning, or - for standard input), --invite-file, or
+ * RLX_INVITE (unless --local or --host). NULL and no error: none. */
+static char *
+take_invite (RlxJoinRemote *self, const char *positional, gboolean local, GError **error)
 {
+  const char *literal = positional ? positional : self->invite_opt;
+  const char *env = g_getenv ("RLX_INVITE");
+  guint given = (positional != NULL) + (self->invite_opt != NULL) + (self->invite_file != NULL);
+  char *text = NULL;
+
+  if (given > 1)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                   "give the invite one way: INVITE, --invite or --invite-file");
+      return NULL;
+    }
+  if (given && self->host_s)
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                   "give --host to found a cohort, or an invite to join one, not both");
+      return NULL;
+    }
+  if (self->invite_file)
+    text = read_invite_file (self->invite_file, error);
+  else if (literal && g_str_equal (literal, "-"))
+    {
+      if (isatty (STDIN_FILENO))
+        g_printerr ("rlx-rank join: paste the invite (rlx://…) and press Enter:\n");
+      text = read_invite_fd (STDIN_FILENO, "standard input", error);
+    }
+  else if (literal)
+    {
+      g_printerr ("rlx-rank join: warning: an invite in the command line puts the cohort key "
+                  "where other users of this machine can read it (/proc/PID/cmdline, ps) "
+                  "while rlx-rank starts; give it with --invite-file FILE (mode 0600), "
+                  "--invite - (standard input) or the RLX_INVITE environment variable\n");
+      text = g_strdup (literal);
+    }
+  else if (env && *env && !self->host_s && !local)
+    text = g_strdup (env);
+  /* Read once; children of this process do not inherit it. */
+  g_unsetenv ("RLX_INVITE");
+  return text;
+}
+
+gboolean
+rlx_join_remote_configure (RlxJoinRemote *self, int argc, char **argv, gboolean local,
+                           char **cohort, RlxNodeConfig *config, GError **error)
+{
+  g_autoptr(GError) local_error = NULL;
+  g_autofree char *text = NULL;
   guint64 n;
 
   if (argc > 2)
@@ -282,10 +452,10 @@ rlx_join_remote_configure (RlxJoinRemote *self, int argc, char **argv, char **co
                    "one invite at most ('%s' is one too many)", argv[2]);
       return FALSE;
     }
-  if (argc == 2 && self->host_s)
+  text = take_invite (self, argc == 2 ? argv[1] : NULL, local, &local_error);
+  if (local_error)
     {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-                   "give --host to found a cohort, or an invite to join one, not both");
+      g_propagate_error (error, g_steal_pointer (&local_error));
       return FALSE;
     }
   if (self->payload_s)
@@ -326,9 +496,9 @@ rlx_join_remote_configure (RlxJoinRemote *self, int argc, char **argv, char **co
   self->tuning.turn_user = self->turn_user;
   self->tuning.turn_password = self->turn_password;
   self->tuning.relay_only = self->relay_only;
-  if (argc == 2)
+  if (text)
     {
-      g_autoptr(RlxInvite) invite = rlx_invite_parse (argv[1], error);
+      g_autoptr(RlxInvite) invite = rlx_invite_parse (text, error);
       if (invite == NULL)
         return FALSE;
       if (*cohort && !g_str_equal (*cohort, invite->cohort))
@@ -340,7 +510,7 @@ rlx_join_remote_configure (RlxJoinRemote *self, int argc, char **argv, char **co
         }
       g_free (*cohort);
       *cohort = g_strdup (invite->cohort);
-      self->invite = g_strdup (argv[1]);
+      self->invite = g_steal_pointer (&text);
       config->invite = self->invite;
       config->remote_tuning = &self->tuning;
       return TRUE;

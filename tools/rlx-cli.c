@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -94,4 +95,18 @@ rlx_cli_write_special (const char *path, const void *data, gsize len, GError **e
       return FALSE;
     }
   return TRUE;
+}
+
+void
+rlx_cli_hide_invites (int argc, char **argv)
+{
+  for (int i = 1; i < argc; i++)
+    {
+      char *hash;
+      if (argv[i] == NULL || strstr (argv[i], "rlx://") == NULL ||
+          (hash = strchr (argv[i], '#')) == NULL)
+        continue;
+      for (char *c = hash + 1; *c; c++)
+        *c = 'x';
+    }
 }

@@ -160,8 +160,8 @@ parse_key (const char *text, gsize len, guint8 key[RLX_INVITE_KEY_LEN], const ch
 
 /* The input for a message: printable, cut at 80 characters, and without the
  * key (everything after '#' becomes "#…"). */
-static char *
-redact (const char *text)
+char *
+rlx_invite_redact (const char *text)
 {
   g_autoptr(GString) s = g_string_new (NULL);
 
@@ -185,7 +185,7 @@ redact (const char *text)
 static gboolean
 fail (GError **error, const char *text, const char *why)
 {
-  g_autofree char *shown = redact (text);
+  g_autofree char *shown = rlx_invite_redact (text);
 
   g_set_error (error, RLX_INVITE_ERROR, RLX_INVITE_ERROR_INVALID,
                "'%s' is not an invite: %s. An invite looks like " RLX_INVITE_FORM

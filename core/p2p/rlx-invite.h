@@ -55,6 +55,9 @@ char      *rlx_invite_to_string (const RlxInvite *invite);
 char      *rlx_invite_dup_authority (const RlxInvite *invite);
 /* The key in URL-safe base64 without padding (22 characters). */
 char      *rlx_invite_key_to_string (const guint8 key[RLX_INVITE_KEY_LEN]);
+/* @text for a message or a log: printable, at most 80 characters, and the
+ * key (everything after '#') shown as "#…". */
+char      *rlx_invite_redact    (const char *text);
 /* TRUE if @name is usable as a cohort name (same rule as the local bus). */
 gboolean   rlx_invite_cohort_is_valid (const char *name);
 /* TRUE if @host is a DNS name or an IP literal (no brackets). */

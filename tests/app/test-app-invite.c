@@ -347,7 +347,7 @@ test_join_rlx_rank_host (void)
 {
   g_autofree char *port = g_strdup_printf ("127.0.0.1:%u", free_port ());
   g_autofree char *cohort = app_test_cohort_name ("host");
-  const char *args[] = { "--host", port, "--advertise", "127.0.0.1", "--cohort", cohort,
+  const char *args[] = { "--host", port, "--show-invite", "--advertise", "127.0.0.1", "--cohort", cohort,
                          "--json", "--backend", "cpu", "--batch", "8", "--threads", "1",
                          "--checkpoint-every", "0", NULL };
   Rank *rank = rank_spawn ("founder", args);

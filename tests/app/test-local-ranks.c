@@ -301,6 +301,54 @@ test_no_orphans (void)
     }
 }
 
+/* A child given an invite reads it from a pipe: the key is nowhere in its
+ * arguments, and it does try the invite's server (its log says so). */
+static void
+test_invite_not_in_argv (void)
+{
+  g_autofree char *cohort = app_test_cohort_name ("inv");
+  g_autofree char *invite = g_strdup_printf ("rlx://127.0.0.1:9/%s#3q2-7wEjRWeJq83vEjRWeA", cohort);
+  g_autofree char *id = NULL;
+  g_autofree char *cmdline = NULL;
+  g_autofree char *path = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GArray) pids = NULL;
+  gsize len;
+  Fixture f;
+
+  fixture_init (&f, g_getenv ("RLX_RANK"));
+  id = rlx_local_ranks_spawn_with_invite (f.ranks, cohort, invite, options, &error);
+  g_assert_no_error (error);
+  pids = rlx_local_ranks_dup_pids (f.ranks);
+  g_assert_cmpuint (pids->len, ==, 1);
+  path = g_strdup_printf ("/proc/%d/cmdline", g_array_index (pids, int, 0));
+  g_assert_true (g_file_get_contents (path, &cmdline, &len, NULL));
+  for (gsize i = 0; i + 1 < len; i++)
+    if (cmdline[i] == '\0')
+      cmdline[i] = ' ';
+  g_test_message ("child: %s", cmdline);
+  g_assert_null (strstr (cmdline, "3q2-7wEjRWeJq83vEjRWeA"));
+  g_assert_nonnull (strstr (cmdline, "--invite -"));
+  {
+    /* it read the invite: it looks for the invite's server */
+    g_autofree char *log = g_strdup_printf ("%s/%s.jsonl", rlx_local_ranks_get_log_dir (f.ranks), id);
+    gint64 until = g_get_monotonic_time () + 20 * G_USEC_PER_SEC;
+    gboolean seen = FALSE;
+    while (!seen && g_get_monotonic_time () < until)
+      {
+        g_autofree char *text = NULL;
+        g_main_context_iteration (NULL, FALSE);
+        seen = g_file_get_contents (log, &text, NULL, NULL) && strstr (text, "127.0.0.1:9");
+        if (!seen)
+          g_usleep (50000);
+      }
+    g_assert_true (seen);
+  }
+  rlx_local_ranks_stop_async (f.ranks, 10000, on_stopped, &f);
+  g_assert_true (app_test_wait (stopped, &f, TIMEOUT_MS));
+  fixture_clear (&f);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -314,6 +362,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/local-ranks/kill-after-grace", test_kill_after_grace);
   g_test_add_func ("/app/local-ranks/errors", test_errors);
   g_test_add_func ("/app/local-ranks/no-orphans", test_no_orphans);
+  g_test_add_func ("/app/local-ranks/invite-not-in-argv", test_invite_not_in_argv);
   status = g_test_run ();
   app_test_cleanup ();
   return status;

@@ -60,7 +60,8 @@ def join_args(*extra, steps=200, precision="f32", json_out=True):
 def founder(net, host, cohort, *extra, **kw):
     h = net.hosts[host]
     p = net.spawn(f"{host}-founder", host,
-                  join_args("--host", f"{h['ip']}:{PORT}", "--cohort", cohort, *extra, **kw))
+                  join_args("--host", f"{h['ip']}:{PORT}", "--cohort", cohort, "--show-invite",
+                            *extra, **kw))
     inv = p.wait_event("invite", 20)["invite"]
     assert inv.startswith(f"rlx://{h['ip']}:{PORT}/{cohort}#"), inv
     return p, inv
@@ -352,7 +353,7 @@ def test_signal():
     net.host("h2", 2)
     # A standalone signalling server prints an invite; no node serves.
     s = net.spawn("signal", "sig", [RANK, "signal", "--port", str(PORT), "--cohort", "standalone",
-                                    "--json"])
+                                    "--json", "--show-invite"])
     inv = s.wait_event("serving", 20)["invite"]
     check(inv.startswith(f"rlx://10.77.0.9:{PORT}/standalone#"), f"the server's invite: {inv}", s)
     # Whichever reaches the empty room first founds the cohort: both wait for two.

@@ -1,7 +1,7 @@
 /* rlx-msg-build.c — the cohort protocol's messages as frames (see rlx-msg.h)
  *
- * Building writes the members of a kind in one fixed order (the order
- * rlx-msg.c's field table reads them), so a message survives
+ * One writer walks a kind's field table (rlx-msg-fields.c) and writes its
+ * members in the order rlx-msg.c reads them, so a message survives
  * parse → build → parse unchanged (the fuzz target checks exactly that).
  */
 #include "rlx-config.h"
@@ -41,150 +41,137 @@ id_array (GPtrArray *a)
   return arr;
 }
 
+static gboolean
+is_set (const RlxMsg *m, const RlxMsgField *f)
+{
+  gconstpointer at = (const guint8 *) m + f->offset;
+
+  switch (f->type)
+    {
+    case F_STR:
+    case F_ID:
+      return *(char *const *) at != NULL || f->dflt_str != NULL;
+    case F_BOOL:
+      return *(const gboolean *) at;
+    case F_INT:
+      return *(const gint64 *) at >= 0;
+    case F_HASHES:
+      return *(GArray *const *) at != NULL && (*(GArray *const *) at)->len > 0;
+    default:
+      return TRUE;
+    }
+}
+
+/* Whether member @f of @m goes into its header. */
+static gboolean
+written (const RlxMsg *m, const RlxMsgField *f)
+{
+  if (f->with != NULL)
+    {
+      guint n;
+      const RlxMsgField *fields = rlx_msg_fields (m->kind, &n);
+
+      for (guint i = 0; i < n; i++)
+        if (g_str_equal (fields[i].name, f->with))
+          return written (m, &fields[i]);
+      g_assert_not_reached ();
+    }
+  return !(f->write & W_IF_SET) || is_set (m, f);
+}
+
+static void
+write_field (JsonObject *o, const RlxMsg *m, const RlxMsgField *f)
+{
+  gconstpointer at = (const guint8 *) m + f->offset;
+
+  if (!written (m, f))
+    return;
+  switch (f->type)
+    {
+    case F_STR:
+    case F_ID:
+      set_str (o, f->name, *(char *const *) at ? *(char *const *) at : f->dflt_str);
+      break;
+    case F_UINT:
+      set_u64 (o, f->name, f->size == sizeof (guint32) ? *(const guint32 *) at
+                                                       : *(const guint64 *) at);
+      break;
+    case F_NONNEG:
+      json_object_set_int_member (o, f->name, MAX (0, *(const gint64 *) at));
+      break;
+    case F_INT:
+      json_object_set_int_member (o, f->name, *(const gint64 *) at);
+      break;
+    case F_NUM:
+      {
+        double v = *(const double *) at;
+        json_object_set_double_member (o, f->name, (f->write & W_FINITE) && !isfinite (v) ? 0.0 : v);
+        break;
+      }
+    case F_BOOL:
+      json_object_set_boolean_member (o, f->name, *(const gboolean *) at);
+      break;
+    case F_NAN_UNLESS:
+      json_object_set_boolean_member (o, f->name, isfinite (*(const double *) at));
+      break;
+    case F_HASH:
+      set_hash (o, f->name, *(const guint64 *) at);
+      break;
+    case F_IDS:
+      json_object_set_array_member (o, f->name, id_array (*(GPtrArray *const *) at));
+      break;
+    case F_HASHES:
+      {
+        GArray *hashes = *(GArray *const *) at;
+        JsonArray *a = json_array_new ();
+
+        for (guint i = 0; hashes && i < hashes->len; i++)
+          {
+            g_autofree char *hx = rlx_msg_hash_to_string (g_array_index (hashes, guint64, i));
+            json_array_add_string_element (a, hx);
+          }
+        json_object_set_array_member (o, f->name, a);
+        break;
+      }
+    case F_ASSIGN:
+      {
+        GArray *assign = *(GArray *const *) at;
+        JsonObject *slots = json_object_new ();
+
+        for (guint i = 0; assign && i < assign->len; i++)
+          {
+            const RlxMsgSlot *slot = &g_array_index (assign, RlxMsgSlot, i);
+            JsonArray *a = json_array_new ();
+            json_array_add_int_element (a, slot->start);
+            json_array_add_int_element (a, slot->count);
+            json_object_set_array_member (slots, slot->node, a);
+          }
+        json_object_set_object_member (o, f->name, slots);
+        break;
+      }
+    case F_PRECISION:
+      set_str (o, f->name, rlx_precision_to_string (*(const RlxPrecision *) at));
+      break;
+    case F_ROLE:
+      set_str (o, f->name, rlx_role_name (*(const RlxRole *) at));
+      break;
+    default:
+      g_assert_not_reached ();
+    }
+}
+
+/* "t", "node", then every member of the kind in table order. */
 static JsonObject *
 header_of (const RlxMsg *m)
 {
   JsonObject *o = json_object_new ();
+  guint n;
+  const RlxMsgField *fields = rlx_msg_fields (m->kind, &n);
 
   json_object_set_string_member (o, "t", rlx_msg_kind_name (m->kind));
-  set_str (o, "node", m->node);
-  switch (m->kind)
-    {
-    case RLX_MSG_HELLO:
-      {
-        const RlxMsgHello *h = &m->u.hello;
-        json_object_set_int_member (o, "v", h->version);
-        set_str (o, "cohort", h->cohort);
-        set_str (o, "seed", h->seed);
-        set_str (o, "model", h->model);
-        set_str (o, "dataset", h->dataset);
-        set_str (o, "backend", h->backend);
-        set_str (o, "device", h->device);
-        set_str (o, "fallback", h->fallback);
-        set_str (o, "host", h->host);
-        set_str (o, "precision", rlx_precision_to_string (h->precision));
-        set_u64 (o, "batch", h->batch);
-        set_u64 (o, "max_batch", h->max_batch);
-        set_str (o, "role", rlx_role_name (h->role));
-        if (h->leader)
-          set_str (o, "leader", h->leader);
-        set_u64 (o, "term", h->term);
-        set_u64 (o, "step", h->step);
-        set_u64 (o, "members", h->members);
-        set_u64 (o, "checkpoint", h->checkpoint);
-        json_object_set_boolean_member (o, "join_only", h->join_only);
-        break;
-      }
-    case RLX_MSG_REFUSE:
-      set_str (o, "reason", m->u.refuse.reason);
-      break;
-    case RLX_MSG_LEADER:
-      set_str (o, "leader", m->u.leader.leader);
-      set_u64 (o, "term", m->u.leader.term);
-      set_u64 (o, "step", m->u.leader.step);
-      break;
-    case RLX_MSG_JOIN:
-      set_str (o, "reason", m->u.join.reason);
-      set_u64 (o, "step", m->u.join.step);
-      set_hash (o, "hash", m->u.join.hash);
-      if (m->u.join.merge)
-        json_object_set_boolean_member (o, "merge", TRUE);
-      break;
-    case RLX_MSG_SNAPSHOT:
-      {
-        const RlxMsgSnapshot *s = &m->u.snapshot;
-        set_u64 (o, "term", s->term);
-        set_str (o, "leader", s->leader);
-        set_u64 (o, "step", s->step);
-        set_hash (o, "hash", s->hash);
-        set_str (o, "seed", s->seed);
-        set_u64 (o, "epoch", s->epoch);
-        set_u64 (o, "pos", s->pos);
-        json_object_set_double_member (o, "loss", isfinite (s->loss) ? s->loss : 0.0);
-        json_object_set_array_member (o, "members", id_array (s->members));
-        if (s->hashes && s->hashes->len > 0)
-          {
-            JsonArray *a = json_array_new ();
-            set_u64 (o, "hashes_from", s->hashes_from);
-            for (guint i = 0; i < s->hashes->len; i++)
-              {
-                g_autofree char *hx = rlx_msg_hash_to_string (g_array_index (s->hashes, guint64, i));
-                json_array_add_string_element (a, hx);
-              }
-            json_object_set_array_member (o, "hashes", a);
-          }
-        break;
-      }
-    case RLX_MSG_STEP:
-      {
-        const RlxMsgStep *s = &m->u.step;
-        JsonObject *assign = json_object_new ();
-        set_u64 (o, "term", s->term);
-        set_u64 (o, "step", s->step);
-        set_u64 (o, "commit", s->commit);
-        set_hash (o, "base", s->base);
-        json_object_set_double_member (o, "loss", isfinite (s->loss) ? s->loss : 0.0);
-        set_u64 (o, "samples", s->samples);
-        json_object_set_array_member (o, "contributors", id_array (s->contributors));
-        set_u64 (o, "late", s->late);
-        set_u64 (o, "rejected", s->rejected);
-        json_object_set_double_member (o, "lr", s->lr);
-        set_u64 (o, "epoch", s->epoch);
-        set_u64 (o, "pos", s->pos);
-        set_u64 (o, "count", s->count);
-        json_object_set_array_member (o, "members", id_array (s->members));
-        for (guint i = 0; s->assign && i < s->assign->len; i++)
-          {
-            const RlxMsgSlot *slot = &g_array_index (s->assign, RlxMsgSlot, i);
-            JsonArray *a = json_array_new ();
-            json_array_add_int_element (a, slot->start);
-            json_array_add_int_element (a, slot->count);
-            json_object_set_array_member (assign, slot->node, a);
-          }
-        json_object_set_object_member (o, "assign", assign);
-        json_object_set_boolean_member (o, "final", s->final);
-        break;
-      }
-    case RLX_MSG_GRAD:
-      {
-        const RlxMsgGrad *g = &m->u.grad;
-        set_u64 (o, "term", g->term);
-        set_u64 (o, "step", g->step);
-        set_u64 (o, "samples", g->samples);
-        json_object_set_double_member (o, "loss", isfinite (g->loss) ? g->loss : 0.0);
-        json_object_set_boolean_member (o, "loss_finite", isfinite (g->loss));
-        set_u64 (o, "compute_us", (guint64) MAX (0, g->compute_us));
-        if (g->refused)
-          set_str (o, "refused", g->refused);
-        break;
-      }
-    case RLX_MSG_ACK:
-      set_u64 (o, "term", m->u.ack.term);
-      set_u64 (o, "step", m->u.ack.step);
-      set_hash (o, "hash", m->u.ack.hash);
-      break;
-    case RLX_MSG_REJECT:
-      set_u64 (o, "step", m->u.reject.step);
-      set_str (o, "reason", m->u.reject.reason);
-      break;
-    case RLX_MSG_HEARTBEAT:
-      set_u64 (o, "term", m->u.heartbeat.term);
-      set_u64 (o, "step", m->u.heartbeat.step);
-      if (m->u.heartbeat.t >= 0)
-        json_object_set_int_member (o, "clock", m->u.heartbeat.t);
-      if (m->u.heartbeat.echo >= 0)
-        {
-          json_object_set_int_member (o, "echo", m->u.heartbeat.echo);
-          json_object_set_int_member (o, "age", MAX (0, m->u.heartbeat.age));
-        }
-      break;
-    case RLX_MSG_BYE:
-      set_str (o, "reason", m->u.bye.reason ? m->u.bye.reason : "left");
-      break;
-    case RLX_MSG_N_KINDS:
-    default:
-      g_assert_not_reached ();
-    }
+  write_field (o, m, &rlx_msg_node_field);
+  for (guint i = 0; i < n; i++)
+    write_field (o, m, &fields[i]);
   return o;
 }
 

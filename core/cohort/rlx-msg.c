@@ -1,10 +1,10 @@
 /* rlx-msg.c — the cohort protocol's messages (see rlx-msg.h, docs/PROTOCOL.md)
  *
  * Parsing reads the header once through the wire codec's strict decoder,
- * then reads the members of the kind's field table (name, type, where the
- * value goes, required or not, bounds) in order, each through the checked
- * getter of its type, which names the kind and the member in its error.
- * Building is rlx-msg-build.c, which writes the members in the same order.
+ * then reads the members of the kind's field table (rlx-msg-fields.c: name,
+ * type, where the value goes, required or not, bounds) in order, each
+ * through the checked getter of its type, which names the kind and the
+ * member in its error. Building is rlx-msg-build.c, over the same tables.
  */
 #include "rlx-config.h"
 #include "rlx-msg-private.h"
@@ -471,154 +471,6 @@ get_hashes (Reader *r, const char *name)
   return g_steal_pointer (&out);
 }
 
-#define MAX_STEP RLX_MSG_MAX_STEP
-#define MAX_U32  ((guint64) G_MAXINT32)
-
-/* ── the members of each kind ───────────────────────────────────────────── */
-
-/* What a member holds, and so which getter above reads it. */
-typedef enum {
-  F_STR,        /* a string of at most max bytes (char *) */
-  F_ID,         /* an identifier: 1..RLX_MSG_MAX_ID bytes, no control characters (char *) */
-  F_UINT,       /* an integer in 0..max (guint, guint64 or gint64) */
-  F_INT,        /* any integer (gint64) */
-  F_NUM,        /* a finite number (double) */
-  F_BOOL,       /* true or false, absent: false (gboolean) */
-  F_NAN_UNLESS, /* true or false: present and not true turns the double at offset into NaN */
-  F_HASH,       /* 16 lowercase hex digits (guint64) */
-  F_IDS,        /* an array of at most max distinct node ids (GPtrArray of char *) */
-  F_HASHES,     /* an array of at most RLX_MSG_MAX_HASHES hashes, absent: empty (GArray) */
-  F_ASSIGN,     /* {node: [start, count]} of at most RLX_MSG_MAX_MEMBERS slots (GArray) */
-  F_PRECISION,  /* a wire precision's name (RlxPrecision) */
-  F_ROLE,       /* a role's name (RlxRole) */
-} FieldType;
-
-/* One member of a kind's header: read in table order, so the first member
- * at fault is the one the error names. */
-typedef struct {
-  const char *name;
-  FieldType   type;
-  gboolean    required;   /* absent (or null): "is missing"; else dflt */
-  gsize       offset;     /* of the value in RlxMsg */
-  gsize       size;       /* of the value (F_UINT: 4 or 8 bytes) */
-  guint64     max;        /* F_STR: bytes; F_UINT: largest value; F_IDS: entries */
-  gint64      dflt;       /* F_UINT, F_INT when absent */
-  const char *dflt_str;   /* F_STR when absent (NULL: none) */
-} Field;
-
-#define AT(kind, member) G_STRUCT_OFFSET (RlxMsg, u.kind.member), sizeof (((RlxMsg *) NULL)->u.kind.member)
-#define REQ   TRUE
-#define OPT   FALSE
-
-static const Field node_field = {
-  "node", F_ID, REQ, G_STRUCT_OFFSET (RlxMsg, node), sizeof (char *), 0, 0, NULL
-};
-
-static const Field hello_fields[] = {
-  { "v",          F_INT,       REQ, AT (hello, version),    0, 0, NULL },
-  { "cohort",     F_ID,        REQ, AT (hello, cohort),     0, 0, NULL },
-  { "seed",       F_STR,       REQ, AT (hello, seed),       32, 0, NULL },
-  { "model",      F_ID,        REQ, AT (hello, model),      0, 0, NULL },
-  { "dataset",    F_ID,        REQ, AT (hello, dataset),    0, 0, NULL },
-  { "backend",    F_STR,       REQ, AT (hello, backend),    RLX_MSG_MAX_ID, 0, NULL },
-  { "device",     F_STR,       REQ, AT (hello, device),     RLX_MSG_MAX_TEXT, 0, NULL },
-  { "fallback",   F_STR,       REQ, AT (hello, fallback),   RLX_MSG_MAX_TEXT, 0, NULL },
-  { "host",       F_STR,       REQ, AT (hello, host),       RLX_MSG_MAX_TEXT, 0, NULL },
-  { "precision",  F_PRECISION, REQ, AT (hello, precision),  0, 0, NULL },
-  { "batch",      F_UINT,      REQ, AT (hello, batch),      1u << 24, 0, NULL },
-  { "max_batch",  F_UINT,      REQ, AT (hello, max_batch),  1u << 24, 0, NULL },
-  { "role",       F_ROLE,      REQ, AT (hello, role),       0, 0, NULL },
-  { "leader",     F_ID,        OPT, AT (hello, leader),     0, 0, NULL },
-  { "term",       F_UINT,      REQ, AT (hello, term),       MAX_STEP, 0, NULL },
-  { "step",       F_UINT,      REQ, AT (hello, step),       MAX_STEP, 0, NULL },
-  { "members",    F_UINT,      REQ, AT (hello, members),    RLX_MSG_MAX_MEMBERS, 0, NULL },
-  { "checkpoint", F_UINT,      OPT, AT (hello, checkpoint), MAX_STEP, 0, NULL },
-  { "join_only",  F_BOOL,      OPT, AT (hello, join_only),  0, 0, NULL },
-};
-
-static const Field refuse_fields[] = {
-  { "reason", F_STR, REQ, AT (refuse, reason), RLX_MSG_MAX_TEXT, 0, NULL },
-};
-
-static const Field leader_fields[] = {
-  { "leader", F_ID,   REQ, AT (leader, leader), 0, 0, NULL },
-  { "term",   F_UINT, REQ, AT (leader, term),   MAX_STEP, 0, NULL },
-  { "step",   F_UINT, REQ, AT (leader, step),   MAX_STEP, 0, NULL },
-};
-
-static const Field join_fields[] = {
-  { "reason", F_STR,  REQ, AT (join, reason), RLX_MSG_MAX_TEXT, 0, NULL },
-  { "step",   F_UINT, REQ, AT (join, step),   MAX_STEP, 0, NULL },
-  { "hash",   F_HASH, REQ, AT (join, hash),   0, 0, NULL },
-  { "merge",  F_BOOL, OPT, AT (join, merge),  0, 0, NULL },
-};
-
-static const Field snapshot_fields[] = {
-  { "term",        F_UINT,   REQ, AT (snapshot, term),        MAX_STEP, 0, NULL },
-  { "leader",      F_ID,     REQ, AT (snapshot, leader),      0, 0, NULL },
-  { "step",        F_UINT,   REQ, AT (snapshot, step),        MAX_STEP, 0, NULL },
-  { "hash",        F_HASH,   REQ, AT (snapshot, hash),        0, 0, NULL },
-  { "seed",        F_STR,    REQ, AT (snapshot, seed),        32, 0, NULL },
-  { "epoch",       F_UINT,   REQ, AT (snapshot, epoch),       MAX_U32, 0, NULL },
-  { "pos",         F_UINT,   REQ, AT (snapshot, pos),         MAX_U32, 0, NULL },
-  { "loss",        F_NUM,    REQ, AT (snapshot, loss),        0, 0, NULL },
-  { "members",     F_IDS,    REQ, AT (snapshot, members),     RLX_MSG_MAX_MEMBERS, 0, NULL },
-  { "hashes_from", F_UINT,   OPT, AT (snapshot, hashes_from), MAX_STEP, 0, NULL },
-  { "hashes",      F_HASHES, OPT, AT (snapshot, hashes),      0, 0, NULL },
-};
-
-static const Field step_fields[] = {
-  { "term",         F_UINT,   REQ, AT (step, term),         MAX_STEP, 0, NULL },
-  { "step",         F_UINT,   REQ, AT (step, step),         MAX_STEP, 0, NULL },
-  { "commit",       F_UINT,   REQ, AT (step, commit),       MAX_STEP, 0, NULL },
-  { "base",         F_HASH,   REQ, AT (step, base),         0, 0, NULL },
-  { "loss",         F_NUM,    REQ, AT (step, loss),         0, 0, NULL },
-  { "samples",      F_UINT,   REQ, AT (step, samples),      MAX_U32, 0, NULL },
-  { "contributors", F_IDS,    REQ, AT (step, contributors), RLX_MSG_MAX_MEMBERS, 0, NULL },
-  { "late",         F_UINT,   REQ, AT (step, late),         MAX_U32, 0, NULL },
-  { "rejected",     F_UINT,   REQ, AT (step, rejected),     MAX_U32, 0, NULL },
-  { "lr",           F_NUM,    REQ, AT (step, lr),           0, 0, NULL },
-  { "epoch",        F_UINT,   REQ, AT (step, epoch),        MAX_U32, 0, NULL },
-  { "pos",          F_UINT,   REQ, AT (step, pos),          MAX_U32, 0, NULL },
-  { "count",        F_UINT,   REQ, AT (step, count),        MAX_U32, 0, NULL },
-  { "members",      F_IDS,    REQ, AT (step, members),      RLX_MSG_MAX_MEMBERS, 0, NULL },
-  { "assign",       F_ASSIGN, REQ, AT (step, assign),       0, 0, NULL },
-  { "final",        F_BOOL,   OPT, AT (step, final),        0, 0, NULL },
-};
-
-static const Field grad_fields[] = {
-  { "term",        F_UINT,       REQ, AT (grad, term),       MAX_STEP, 0, NULL },
-  { "step",        F_UINT,       REQ, AT (grad, step),       MAX_STEP, 0, NULL },
-  { "samples",     F_UINT,       REQ, AT (grad, samples),    MAX_U32, 0, NULL },
-  { "loss",        F_NUM,        REQ, AT (grad, loss),       0, 0, NULL },
-  { "loss_finite", F_NAN_UNLESS, OPT, AT (grad, loss),       0, 0, NULL },
-  { "compute_us",  F_UINT,       OPT, AT (grad, compute_us), MAX_STEP, 0, NULL },
-  { "refused",     F_STR,        OPT, AT (grad, refused),    RLX_MSG_MAX_TEXT, 0, NULL },
-};
-
-static const Field ack_fields[] = {
-  { "term", F_UINT, REQ, AT (ack, term), MAX_STEP, 0, NULL },
-  { "step", F_UINT, REQ, AT (ack, step), MAX_STEP, 0, NULL },
-  { "hash", F_HASH, REQ, AT (ack, hash), 0, 0, NULL },
-};
-
-static const Field reject_fields[] = {
-  { "step",   F_UINT, REQ, AT (reject, step),   MAX_STEP, 0, NULL },
-  { "reason", F_STR,  REQ, AT (reject, reason), RLX_MSG_MAX_TEXT, 0, NULL },
-};
-
-static const Field heartbeat_fields[] = {
-  { "term",  F_UINT, REQ, AT (heartbeat, term), MAX_STEP, 0, NULL },
-  { "step",  F_UINT, REQ, AT (heartbeat, step), MAX_STEP, 0, NULL },
-  { "clock", F_INT,  OPT, AT (heartbeat, t),    0, -1, NULL },
-  { "echo",  F_INT,  OPT, AT (heartbeat, echo), 0, -1, NULL },
-  { "age",   F_UINT, OPT, AT (heartbeat, age),  MAX_STEP, 0, NULL },
-};
-
-static const Field bye_fields[] = {
-  { "reason", F_STR, OPT, AT (bye, reason), RLX_MSG_MAX_TEXT, 0, "left" },
-};
-
 /* Rules across members of one kind, checked once every member is read. */
 static void
 check_step (Reader *r, RlxMsg *m)
@@ -631,26 +483,6 @@ check_step (Reader *r, RlxMsg *m)
     fail (r, "commit", "= %" G_GUINT64_FORMAT " does not precede step %" G_GUINT64_FORMAT,
           s->commit, s->step);
 }
-
-#define KIND(fields, check) { fields, G_N_ELEMENTS (fields), check }
-
-static const struct {
-  const Field *fields;
-  guint        n;
-  void       (*check) (Reader *r, RlxMsg *m);
-} kind_fields[RLX_MSG_N_KINDS] = {
-  [RLX_MSG_HELLO]     = KIND (hello_fields, NULL),
-  [RLX_MSG_REFUSE]    = KIND (refuse_fields, NULL),
-  [RLX_MSG_LEADER]    = KIND (leader_fields, NULL),
-  [RLX_MSG_JOIN]      = KIND (join_fields, NULL),
-  [RLX_MSG_SNAPSHOT]  = KIND (snapshot_fields, NULL),
-  [RLX_MSG_STEP]      = KIND (step_fields, check_step),
-  [RLX_MSG_GRAD]      = KIND (grad_fields, NULL),
-  [RLX_MSG_ACK]       = KIND (ack_fields, NULL),
-  [RLX_MSG_REJECT]    = KIND (reject_fields, NULL),
-  [RLX_MSG_HEARTBEAT] = KIND (heartbeat_fields, NULL),
-  [RLX_MSG_BYE]       = KIND (bye_fields, NULL),
-};
 
 static void
 store_uint (gpointer at, gsize size, guint64 v)
@@ -666,7 +498,7 @@ store_uint (gpointer at, gsize size, guint64 v)
 
 /* Read member @f of the header into @m; FALSE once the reader has failed. */
 static gboolean
-read_field (Reader *r, RlxMsg *m, const Field *f)
+read_field (Reader *r, RlxMsg *m, const RlxMsgField *f)
 {
   gpointer at = (guint8 *) m + f->offset;
 
@@ -681,7 +513,8 @@ read_field (Reader *r, RlxMsg *m, const Field *f)
       *(char **) at = get_id (r, f->name, f->required);
       break;
     case F_UINT:
-      store_uint (at, f->size, get_uint (r, f->name, f->max, f->required, (guint64) f->dflt));
+    case F_NONNEG:
+      store_uint (at, f->size, get_uint (r, f->name, f->max, f->required, 0));
       break;
     case F_INT:
       *(gint64 *) at = get_int (r, f->name, f->required, f->dflt);
@@ -725,12 +558,14 @@ read_field (Reader *r, RlxMsg *m, const Field *f)
 static void
 parse_body (Reader *r, RlxMsg *m)
 {
-  g_assert (m->kind < RLX_MSG_N_KINDS);
-  for (guint i = 0; i < kind_fields[m->kind].n; i++)
-    if (!read_field (r, m, &kind_fields[m->kind].fields[i]))
+  guint n;
+  const RlxMsgField *fields = rlx_msg_fields (m->kind, &n);
+
+  for (guint i = 0; i < n; i++)
+    if (!read_field (r, m, &fields[i]))
       return;
-  if (kind_fields[m->kind].check != NULL)
-    kind_fields[m->kind].check (r, m);
+  if (m->kind == RLX_MSG_STEP)
+    check_step (r, m);
 }
 
 static RlxMsgArray *
@@ -785,7 +620,7 @@ rlx_msg_parse (GBytes *frame, const RlxWireLimits *limits, RlxMsg *msg, GError *
   r.o = h;
   r.kind = kind_names[msg->kind];
   r.error = error;
-  if (read_field (&r, msg, &node_field))
+  if (read_field (&r, msg, &rlx_msg_node_field))
     parse_body (&r, msg);
 
   arr = msg_array (msg);

@@ -1,8 +1,8 @@
 /* test-msg.c — the members of every message kind, as rlx-msg.c's field
  * table reads them: which are required (each one left out is refused with
  * "member NAME is missing", each optional one is not), the bounds and types
- * of each (refused with the message a peer's log shows), and what an absent
- * optional member reads as. The lists here are written out independently
+ * of each (refused with the message a peer's log shows), what an absent
+ * optional member reads as, and what building writes and leaves out. The lists here are written out independently
  * of the table, so a table entry with the wrong name, flag or bound fails.
  */
 #include "rlx-config.h"
@@ -300,6 +300,78 @@ test_defaults (void)
   rlx_msg_clear (&m);
 }
 
+static char *
+header_json (const RlxMsg *m)
+{
+  g_autoptr(JsonObject) h = rlx_msg_header (m);
+  g_autoptr(JsonNode) n = json_node_init_object (json_node_alloc (), h);
+
+  return json_to_string (n, FALSE);
+}
+
+static void
+assert_header (RlxMsg *m, const char *want)
+{
+  g_autofree char *got = header_json (m);
+
+  if (!g_str_equal (got, want))
+    g_error ("built %s\n  want %s", got, want);
+  rlx_msg_clear (m);
+}
+
+/* What building writes, and what it leaves out: members in table order,
+ * optional ones only when set, a loss that is not finite as 0. */
+static void
+test_build (void)
+{
+  RlxMsg m;
+
+  rlx_msg_init (&m, RLX_MSG_HELLO, "a");
+  m.u.hello.version = 3;
+  m.u.hello.cohort = g_strdup ("c");
+  m.u.hello.batch = 8;
+  m.u.hello.precision = RLX_PRECISION_F8E4M3;
+  m.u.hello.role = RLX_ROLE_LEADER;
+  m.u.hello.term = G_MAXUINT64;
+  assert_header (&m, "{\"t\":\"hello\",\"node\":\"a\",\"v\":3,\"cohort\":\"c\",\"seed\":\"\","
+                 "\"model\":\"\",\"dataset\":\"\",\"backend\":\"\",\"device\":\"\",\"fallback\":\"\","
+                 "\"host\":\"\",\"precision\":\"f8e4m3\",\"batch\":8,\"max_batch\":0,\"role\":\"leader\","
+                 "\"term\":9223372036854775807,\"step\":0,\"members\":0,\"checkpoint\":0,"
+                 "\"join_only\":false}");
+
+  rlx_msg_init (&m, RLX_MSG_JOIN, "a");
+  m.u.join.reason = g_strdup ("join");
+  m.u.join.hash = 0xab;
+  assert_header (&m, "{\"t\":\"join\",\"node\":\"a\",\"reason\":\"join\",\"step\":0,"
+                 "\"hash\":\"00000000000000ab\"}");
+
+  rlx_msg_init (&m, RLX_MSG_SNAPSHOT, "a");
+  m.u.snapshot.loss = INFINITY;
+  m.u.snapshot.hashes_from = 4;
+  assert_header (&m, "{\"t\":\"snapshot\",\"node\":\"a\",\"term\":0,\"leader\":\"\",\"step\":0,"
+                 "\"hash\":\"0000000000000000\",\"seed\":\"\",\"epoch\":0,\"pos\":0,\"loss\":0.0,"
+                 "\"members\":[]}");
+
+  rlx_msg_init (&m, RLX_MSG_GRAD, "b");
+  m.u.grad.loss = NAN;
+  m.u.grad.compute_us = -5;
+  m.u.grad.refused = g_strdup ("not finite");
+  assert_header (&m, "{\"t\":\"grad\",\"node\":\"b\",\"term\":0,\"step\":0,\"samples\":0,"
+                 "\"loss\":0.0,\"loss_finite\":false,\"compute_us\":0,\"refused\":\"not finite\"}");
+
+  rlx_msg_init (&m, RLX_MSG_HEARTBEAT, "a");
+  m.u.heartbeat.t = 7;
+  m.u.heartbeat.age = 3;
+  assert_header (&m, "{\"t\":\"heartbeat\",\"node\":\"a\",\"term\":0,\"step\":0,\"clock\":7}");
+  rlx_msg_init (&m, RLX_MSG_HEARTBEAT, "a");
+  m.u.heartbeat.echo = 6;
+  m.u.heartbeat.age = -2;
+  assert_header (&m, "{\"t\":\"heartbeat\",\"node\":\"a\",\"term\":0,\"step\":0,\"echo\":6,\"age\":0}");
+
+  rlx_msg_init (&m, RLX_MSG_BYE, "a");
+  assert_header (&m, "{\"t\":\"bye\",\"node\":\"a\",\"reason\":\"left\"}");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -307,5 +379,6 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/msg/required", test_required);
   g_test_add_func ("/cohort/msg/bounds", test_bounds);
   g_test_add_func ("/cohort/msg/defaults", test_defaults);
+  g_test_add_func ("/cohort/msg/build", test_build);
   return g_test_run ();
 }

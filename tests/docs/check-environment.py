@@ -4,7 +4,8 @@
 Scans app/, core/, gpu/ and tools/ for string literals "RLX_..." (getenv,
 g_getenv and the helpers that take a switch's name) and for the names in
 g_getenv/getenv calls of tests/; fails (exit 1) naming each one the table
-does not have, and each name in the table that no code reads any more.
+does not have, each name in the table that no code reads any more, and
+each name it lists twice.
 """
 import os
 import re
@@ -42,11 +43,14 @@ for name in NOT_SWITCHES:
 with open(os.path.join(root, "docs", "ENVIRONMENT.md"), encoding="utf-8") as f:
     table = [line for line in f if line.startswith("| `")]
 listed = set()
+problems = []
 for line in table:
     first = line.split("|")[1]
-    listed.update(re.findall(r"`(RLXN?E?T?_[A-Z0-9_]+)`", first))
+    for name in re.findall(r"`(RLXN?E?T?_[A-Z0-9_]+)`", first):
+        if name in listed:
+            problems.append(f"docs/ENVIRONMENT.md lists {name} twice: keep one row")
+        listed.add(name)
 
-problems = []
 for name in sorted(set(read) - listed):
     problems.append(f"{read[name]} reads {name}, which docs/ENVIRONMENT.md does not list: add a row")
 for name in sorted(listed - set(read)):

@@ -130,12 +130,18 @@ rlx_wire_panel_set_node (RlxWirePanel *self, RlxNodeThread *node)
 
   if (self->node == node)
     return;
-  rlx_wire_panel_refresh (self);   /* the last figures stay */
+  rlx_wire_panel_refresh (self);   /* the last totals stay */
   g_set_object (&self->node, node);
   if (node)
     {
       rlx_wire_panel_reset (self);
       rlx_wire_panel_refresh (self);
+    }
+  else
+    {
+      /* a rate is of now, and nothing moves once the node is gone */
+      self->head = self->count = 0;
+      set_label (self->rate, _("—"));
     }
 }
 

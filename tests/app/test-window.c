@@ -7,7 +7,8 @@
  * that node encodes from then on: every bulk frame about a step that began
  * after the change carries f8e4m3, and one arrives. The window's node runs
  * on its own thread (RlxNodeThread); the test reads it only through what
- * that thread mirrors to this one (its steps, its roster).
+ * that thread mirrors to this one (its steps, its roster). Leave stops the
+ * local ranks and clears the rate card (the totals stay).
  */
 #include "rlx-config.h"
 #include "app-test-utils.h"
@@ -280,6 +281,12 @@ pid_gone (gpointer data)
 
 /* Leave stops the local ranks the window started, and the window can join
  * again afterwards. */
+static gboolean
+rate_shown (gpointer data)
+{
+  return g_str_has_prefix (rlx_wire_panel_get_rate_text (rlx_window_get_wire_panel (data)), "↑");
+}
+
 static void
 test_leave_stops_ranks (void)
 {
@@ -300,6 +307,7 @@ test_leave_stops_ranks (void)
   pids = rlx_local_ranks_dup_pids (rlx_window_get_local_ranks (window));
   g_assert_cmpuint (pids->len, ==, 1);
   pid = g_array_index (pids, int, 0);
+  g_assert_true (app_test_wait (rate_shown, window, TIMEOUT_MS));
 
   rlx_window_leave (window);
   g_assert_cmpstr (rlx_window_get_state (window), ==, "leaving");
@@ -307,6 +315,8 @@ test_leave_stops_ranks (void)
   g_assert_cmpuint (rlx_local_ranks_get_n_running (rlx_window_get_local_ranks (window)), ==, 0);
   g_assert_true (app_test_wait (pid_gone, GINT_TO_POINTER (pid), TIMEOUT_MS));
   g_assert_null (rlx_window_get_node (window));
+  /* the totals stay, the rate (of now) does not */
+  g_assert_cmpstr (rlx_wire_panel_get_rate_text (rlx_window_get_wire_panel (window)), ==, "—");
 
   /* and joins again */
   rlx_window_join (window);

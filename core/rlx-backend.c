@@ -88,7 +88,9 @@ backend_new_cpu (const RlxModel *model, RlxDataset *dataset, guint max_batch)
   self->cpu = rlx_cpu_trainer_new (model, max_batch);
   self->x = g_new (float, (gsize) max_batch * RLX_INPUT_LEN);
   self->labels = g_new (guint8, max_batch);
-  self->device = g_strdup_printf ("CPU, OpenBLAS, %u threads", g_get_num_processors ());
+  /* the threads it will use (rlx_cpu_set_threads, e.g. --threads 1), not the cores */
+  self->device = g_strdup_printf ("CPU, OpenBLAS, %u %s", rlx_cpu_threads (),
+                                  rlx_cpu_threads () == 1 ? "thread" : "threads");
   self->fallback = g_strdup ("");
   return self;
 }

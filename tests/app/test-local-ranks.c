@@ -105,6 +105,30 @@ log_has_step (gpointer data)
   return FALSE;
 }
 
+/* The "device" of the rank's "joined" event, or NULL. */
+static char *
+log_joined_device (Fixture *f, const char *id)
+{
+  g_autofree char *path = g_strdup_printf ("%s/%s.jsonl", rlx_local_ranks_get_log_dir (f->ranks), id);
+  g_autofree char *text = NULL;
+  g_auto(GStrv) lines = NULL;
+
+  if (!g_file_get_contents (path, &text, NULL, NULL))
+    return NULL;
+  lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; lines[i]; i++)
+    {
+      g_autoptr(JsonParser) p = json_parser_new ();
+      JsonObject *o;
+      if (!*lines[i] || !json_parser_load_from_data (p, lines[i], -1, NULL))
+        continue;
+      o = json_node_get_object (json_parser_get_root (p));
+      if (g_strcmp0 (json_object_get_string_member_with_default (o, "event", ""), "joined") == 0)
+        return g_strdup (json_object_get_string_member_with_default (o, "device", ""));
+    }
+  return NULL;
+}
+
 /* Gone, or a zombie nobody reaps (a container's init may not): dead. */
 static gboolean
 process_gone (int pid)
@@ -155,6 +179,12 @@ test_log_and_stop (void)
   g_assert_true (app_test_wait (log_has_step, &sw, TIMEOUT_MS));
   sw = (StepWait) { &f, b, 3 };
   g_assert_true (app_test_wait (log_has_step, &sw, TIMEOUT_MS));
+  /* started with --threads 1, and says so (not the machine's cores) */
+  {
+    g_autofree char *device = log_joined_device (&f, a);
+    g_assert_nonnull (device);
+    g_assert_true (g_str_has_suffix (device, ", 1 thread"));
+  }
 
   pids = rlx_local_ranks_dup_pids (f.ranks);
   g_assert_cmpuint (pids->len, ==, 2);

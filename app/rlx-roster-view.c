@@ -95,6 +95,34 @@ rlx_roster_format_fallback (const char *fallback)
   return g_strdup (fallback);
 }
 
+char *
+rlx_roster_format_row_name (RlxRosterEntry *entry)
+{
+  g_autofree char *speed = rlx_roster_format_speed (rlx_roster_entry_get_speed (entry));
+
+  /* Translators: a roster row as a screen reader says it: rank, host,
+   * backend, state, samples per second */
+  return g_strdup_printf (_("Rank %u, %s, %s, %s, %s samples/s"), rlx_roster_entry_get_rank (entry),
+                          rlx_roster_entry_get_host (entry), rlx_roster_entry_get_backend (entry),
+                          rlx_roster_entry_get_state (entry), speed);
+}
+
+/* GTK 4.8 gives a column view's rows no name of their own (the row widget
+ * is internal, announced as "GtkListItemWidget"): the speed cell, which is
+ * refreshed about once a second anyway, names its row. */
+static void
+name_row (RlxRosterEntry *entry, GtkWidget *cell_child)
+{
+  GtkWidget *cell = gtk_widget_get_parent (cell_child);
+  GtkWidget *row = cell ? gtk_widget_get_parent (cell) : NULL;
+  g_autofree char *name = NULL;
+
+  if (row == NULL || GTK_IS_COLUMN_VIEW (row))
+    return;
+  name = rlx_roster_format_row_name (entry);
+  gtk_accessible_update_property (GTK_ACCESSIBLE (row), GTK_ACCESSIBLE_PROPERTY_LABEL, name, -1);
+}
+
 /* closures of the cell templates */
 static char *
 format_rank_cb (GObject *item, guint rank, gboolean is_leader, gboolean is_self)
@@ -127,6 +155,7 @@ update_speed_label (RlxRosterEntry *entry, GParamSpec *pspec, GtkLabel *label)
   text = rlx_roster_format_speed (rlx_roster_entry_get_speed (entry));
   if (g_strcmp0 (gtk_label_get_label (label), text) != 0)
     gtk_label_set_label (label, text);
+  name_row (entry, GTK_WIDGET (label));
 }
 
 static void

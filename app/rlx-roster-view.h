@@ -12,6 +12,7 @@
 #pragma once
 
 #include <gtk/gtk.h>
+#include "core/rlx-coordinator.h"
 
 G_BEGIN_DECLS
 
@@ -31,5 +32,7 @@ char       *rlx_roster_format_precision (const char *precision);
 char       *rlx_roster_format_speed     (double samples_per_s);
 char       *rlx_roster_format_bytes     (guint64 bytes);
 char       *rlx_roster_format_fallback  (const char *fallback);
+/* A row's spoken name: "Rank 1, HOST, cpu, computing, 150 k samples/s". */
+char       *rlx_roster_format_row_name  (RlxRosterEntry *entry);
 
 G_END_DECLS

@@ -11,7 +11,8 @@ train:  start rlx-cluster; press Join Cohort, then Add Local Rank twice; let
         while the ranks train and check that no process is left behind.
 killed: start rlx-cluster with two local ranks, SIGKILL the app, and check
         that its ranks die with it.
-invite: type a malformed invite (the error shows under the entry as you
+invite: controls are named once ("Batch per rank", not twice); type a
+        malformed invite (the error shows under the entry as you
         type, Join waits); join an invite where nothing listens: "Joining
         rlx://HOST:PORT…", then, once the node gives up, the empty page with
         the reason, and no cohort founded (no leader or joined event, no
@@ -287,6 +288,11 @@ class App:
                     rows.append([labels(cell) for cell in children(row)])
         return rows
 
+    def roster_row_names(self):
+        table = self.find_once("tree table", "Roster")
+        return [row.name for lst in children(table) if lst.getRoleName() == "list"
+                for row in children(lst) if row.getRoleName() == "table row"]
+
     def kill(self):
         if self.proc.poll() is None:
             self.proc.kill()
@@ -430,6 +436,12 @@ def test_train(tmp):
         app_row = by_node[app_id]
         if "you" not in app_row[0][0] or app_row[4] != ["f8 E4M3"]:
             raise Failure(f"this node's row is {app_row}")
+        # each row has a spoken name (not GTK's "GtkListItemWidget")
+        wait_for("three rows with spoken names", lambda: sorted(
+            n.split(",")[0] for n in app.roster_row_names()) == ["Rank 0", "Rank 1", "Rank 2"])
+        for name in app.roster_row_names():
+            if "samples/s" not in name or not any(f", {r[2][0]}, " in name for r in rows):
+                raise Failure(f"a roster row's spoken name says too little: {name!r}")
         log("roster ok:", [(n, r[2][0], r[4][0]) for n, r in by_node.items()])
 
         chart = app.find_once("image", "Loss chart")
@@ -494,6 +506,25 @@ def test_invite(tmp):
             lambda: [a for a in find_all(app.acc, "text") if a.name.startswith("Invite")][0])
         status = app.label_after("RLX Cluster")       # the header's subtitle
         join = app.button("Join Cohort")
+
+        def doubled(name):
+            words = name.split()
+            half = len(words) // 2
+            return len(words) >= 2 and len(words) % 2 == 0 and words[:half] == words[half:]
+
+        log("controls say their names once")
+        if entry.name != "Invite (optional)":
+            raise Failure(f"the invite entry is called {entry.name!r}")
+        ctrl("comma")
+        wait_for("the preferences' Batch per rank",
+                 lambda: find(app.acc, "spin button", "Batch per rank"))
+        names = [a.name for a in walk(app.acc) if a.getRoleName() in
+                 ("spin button", "check box", "combo box", "text", "push button")]
+        if any(doubled(n) for n in names):
+            raise Failure(f"doubled names: {[n for n in names if doubled(n)]}")
+        press("Escape")
+        wait_for("the preferences to close",
+                 lambda: not find(app.acc, "spin button", "Batch per rank"))
 
         def type_invite(text):
             entry.queryEditableText().setTextContents(text)

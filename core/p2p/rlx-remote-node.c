@@ -5,6 +5,10 @@
  * ::ready). Every message from signalling is opened by RlxSignalAuth before
  * any field of it is used; what fails is reported as a "rejected" event and
  * otherwise ignored.
+ *
+ * Over 1,000 lines: one object's state machine (signalling, challenges,
+ * pairing, the key refusal) over one Peer table; the STUN/TURN resolution
+ * at the end is the part to move out first.
  */
 #define G_LOG_DOMAIN "rlx-remote"
 #include "rlx-config.h"
@@ -500,6 +504,21 @@ reject (RlxRemoteNode *self, const char *from, const char *reason)
     emit_event (self, "rejected", "node", from, "reason", reason, NULL);
 }
 
+/* Send @p our challenge (drawn once, until answered), echoing @echo: at
+ * most one a second per node, whatever makes us send it. */
+static void
+challenge (RlxRemoteNode *self, Peer *p, const char *echo)
+{
+  gint64 now = g_get_monotonic_time ();
+
+  if (p->ch == NULL)
+    p->ch = new_challenge ();
+  else if (now - p->ch_sent_at < CHALLENGE_GAP_US)
+    return;
+  p->ch_sent_at = now;
+  send_hello (self, p->id, echo, p->ch);
+}
+
 /* A hello is the only message a session we have not verified may send, and
  * all it gets is a challenge: a hello recorded earlier and replayed (to a
  * node that never saw its session, within the clock window) passes every
@@ -530,15 +549,8 @@ handle_hello (RlxRemoteNode *self, Peer *p, JsonObject *body)
     }
   if (g_strcmp0 (p->verified_sid, sid) != 0)
     {
-      gint64 now = g_get_monotonic_time ();
-
       g_debug ("hello from %s, session %s: not verified yet, challenged", p->id, sid);
-      if (p->ch == NULL)
-        p->ch = new_challenge ();
-      else if (now - p->ch_sent_at < CHALLENGE_GAP_US)
-        return;   /* a burst of (replayed) hellos gets one challenge a second */
-      p->ch_sent_at = now;
-      send_hello (self, p->id, ch, p->ch);
+      challenge (self, p, ch);
       return;
     }
   if (p->sid && g_strcmp0 (p->sid, sid) != 0)
@@ -676,6 +688,8 @@ on_client_message (RlxSignalClient *client, const char *from, JsonNode *sealed, 
     {
       reject (self, sender, "a signalling message from a session that has not answered our "
                             "challenge (a recorded session replayed?)");
+      /* a live sender whose answer got lost gets the challenge again */
+      challenge (self, p, NULL);
       return;
     }
   if (g_strcmp0 (type, "hello") == 0)

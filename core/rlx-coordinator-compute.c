@@ -36,16 +36,6 @@
 #define HEADROOM 4096
 #define STEP_HEADROOM(members) (HEADROOM + 3 * (gsize) (members) * (RLX_MSG_MAX_ID + 64))
 
-RlxFault
-rlx_coordinator_fault_for (RlxCoordinator *self, guint64 step)
-{
-  if (self->fault_nan_from > 0 && step >= self->fault_nan_from)
-    return RLX_FAULT_NAN;
-  if (self->fault_inf_from > 0 && step >= self->fault_inf_from)
-    return RLX_FAULT_INF;
-  return RLX_FAULT_NONE;
-}
-
 /* The test switch: the backend's next gradient gets a bad value or two. */
 static void
 inject_fault (RlxBackend *backend, RlxFault fault)
@@ -175,9 +165,8 @@ rlx_coordinator_queue_member_step (RlxCoordinator *self, MemberStep *ms)
       ms->header.u.grad.step = ms->step;
       ms->precision = self->precision;
       ms->feedback = self->error_feedback;
-      ms->fault = rlx_coordinator_fault_for (self, ms->step);
-      if (self->fault_stall_step > 0 && ms->step == self->fault_stall_step)
-        ms->stall_us = (guint64) self->fault_stall_ms * 1000;
+      ms->fault = rlx_fault_plan_gradient (&self->faults, ms->step);
+      ms->stall_us = rlx_fault_plan_stall_us (&self->faults, ms->step);
     }
   ms->accept_prev = ms->accept_prev && self->error_feedback;
   ms->member_gen = self->member_gen;
@@ -419,9 +408,8 @@ rlx_coordinator_queue_own (RlxCoordinator *self, guint64 step, const guint32 *in
   op->step = step;
   op->indices = g_memdup2 (indices, n * sizeof (guint32));
   op->n = n;
-  op->fault = rlx_coordinator_fault_for (self, step);
-  if (self->fault_stall_step > 0 && step == self->fault_stall_step)
-    op->stall_us = (guint64) self->fault_stall_ms * 1000;
+  op->fault = rlx_fault_plan_gradient (&self->faults, step);
+  op->stall_us = rlx_fault_plan_stall_us (&self->faults, step);
   leader_op_push (self, op);
 }
 

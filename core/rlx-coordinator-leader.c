@@ -281,7 +281,7 @@ judge_held (RlxCoordinator *self)
     }
 }
 
-/* Test switch (fault_die_at): the commit reaches every member but the one
+/* Test fault (die_at): the commit reaches every member but the one
  * that takes over, then the leader dies — so the new leader is behind a
  * member, deterministically. */
 static gboolean
@@ -407,7 +407,7 @@ on_finished (RlxCoordinator *self, LeaderOp *op)
 
   rlx_trace ("L.fin", commit);
   rlx_coordinator_busy_poll_begin (self);
-  if (self->fault_die_at > 0 && commit == self->fault_die_at && op->frame != NULL)
+  if (self->faults.die_at > 0 && commit == self->faults.die_at && op->frame != NULL)
     {
       die_after_partial_commit (self, op->frame);
       return;
@@ -630,7 +630,7 @@ rlx_coordinator_leader_publish (RlxCoordinator *self, gboolean commit)
       gint64 round_us = g_get_monotonic_time () - rlx_round_get_started (self->round);
       guint64 c = rlx_round_get_step (self->round);
       gboolean final = at_last_step (self, c);
-      gboolean others = members (self)->len > 1 || self->fault_die_at > 0;
+      gboolean others = members (self)->len > 1 || self->faults.die_at > 0;
       const RlxMsgSlot *own = NULL;
 
       self->round_ema_us = self->rounds_measured == 0 ? round_us

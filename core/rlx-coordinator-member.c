@@ -88,12 +88,11 @@ rlx_coordinator_member_stepped (RlxCoordinator *self, MemberStep *ms, const GErr
       rlx_replica_set_loss (self->replica, s->loss);
       if (role (self) == RLX_ROLE_MEMBER || role (self) == RLX_ROLE_LEADER)
         {
-          if (self->fault_hash_at > 0 && s->commit == self->fault_hash_at)
+          if (rlx_fault_plan_take_hash (&self->faults, s->commit))
             {
-              /* Test switch: diverge by one bit, then carry on as if
+              /* Test fault: diverge by one bit, then carry on as if
                * nothing happened (the leader and the next base check must
                * notice). */
-              self->fault_hash_at = 0;
               g_object_set_data_full (G_OBJECT (self->replica), "applying",
                                       g_steal_pointer (&ms->msg), msg_free);
               rlx_replica_corrupt (self->replica, on_corrupted, self);

@@ -26,6 +26,7 @@
 #include <sys/resource.h>
 #include <time.h>
 #include "rlx-coordinator.h"
+#include "rlx-coordinator-faults.h"
 #include "core/cohort/rlx-checkpointer.h"
 #include "core/cohort/rlx-leadership.h"
 #include "core/cohort/rlx-msg.h"
@@ -58,12 +59,6 @@ guint rlx_coordinator_split_batch (guint         count,
 /* Commits waiting for acknowledgements, at most; the oldest is reported
  * without the missing ones beyond that. */
 #define MAX_PENDING_COMMITS 64
-
-typedef enum {
-  RLX_FAULT_NONE,
-  RLX_FAULT_NAN,      /* test switch: every gradient value NaN */
-  RLX_FAULT_INF,      /* test switch: values 0 and 1 +Inf and −Inf */
-} RlxFault;
 
 /* A member's step on the compute worker (rlx-coordinator-compute.c): apply
  * the commit's update, compute the gradient of the assigned slice into a
@@ -182,9 +177,7 @@ struct _RlxCoordinator {
   guint            wait_members;
   guint            deadline_floor_ms;
   gboolean         join_only;
-  guint64          fault_nan_from, fault_inf_from, fault_hash_at;
-  guint64          fault_stall_step, fault_die_at;
-  guint            fault_stall_ms;
+  RlxFaultPlan     faults;          /* test faults (rlx-coordinator-faults.h) */
   guint            evaluate_every;
 
   RlxWorker       *worker;
@@ -446,7 +439,6 @@ void rlx_coordinator_emit_discover (RlxCoordinator *self);
 void rlx_coordinator_event_emit (RlxCoordinator *self, JsonObject *o);
 
 /* compute */
-RlxFault rlx_coordinator_fault_for (RlxCoordinator *self, guint64 step);
 /* queue @ms (taken; self, gen and the frame's header are filled in) */
 void rlx_coordinator_queue_member_step (RlxCoordinator *self, MemberStep *ms);
 void rlx_coordinator_member_step_free (MemberStep *ms);

@@ -770,12 +770,6 @@ rlx_coordinator_new (const RlxCoordinatorConfig *config, RlxWorker *worker, GErr
   self->checkpoint_every = config->checkpoint_every;
   self->wait_members = MAX (1u, config->wait_members);
   self->deadline_floor_ms = config->deadline_floor_ms ? config->deadline_floor_ms : 500;
-  self->fault_nan_from = config->fault_nan_from;
-  self->fault_inf_from = config->fault_inf_from;
-  self->fault_hash_at = config->fault_hash_at;
-  self->fault_stall_step = config->fault_stall_step;
-  self->fault_stall_ms = config->fault_stall_ms;
-  self->fault_die_at = config->fault_die_at;
   self->evaluate_every = config->evaluate_every;
   self->join_only = config->join_only;
 
@@ -817,6 +811,18 @@ rlx_coordinator_new (const RlxCoordinatorConfig *config, RlxWorker *worker, GErr
   g_signal_connect (self->peers, "send-failed", G_CALLBACK (on_send_failed), self);
   g_signal_connect (self->peers, "bad-frame", G_CALLBACK (on_bad_frame), self);
   return g_steal_pointer (&self);
+}
+
+void
+rlx_coordinator_set_fault_plan (RlxCoordinator *self, const RlxFaultPlan *plan)
+{
+  g_return_if_fail (RLX_IS_COORDINATOR (self));
+  g_return_if_fail (!self->started);
+
+  if (plan != NULL)
+    self->faults = *plan;
+  else
+    memset (&self->faults, 0, sizeof self->faults);
 }
 
 void

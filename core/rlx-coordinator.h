@@ -58,20 +58,12 @@ typedef struct {
   guint        wait_members;     /* a founder waits for this many members (>= 1) */
   guint        deadline_floor_ms;   /* shortest collect deadline; 0: 500 */
   guint        heartbeat_timeout_ms; /* silence that removes a peer; 0: 3000 */
-  guint64      fault_nan_from;   /* test switch: NaN gradients from this step; 0: off */
   guint        evaluate_every;   /* measure test accuracy every K committed steps, off
                                   * the main loop ("evaluated" event); 0: never */
   gboolean     join_only;        /* a node given peers to join: it never founds a cohort
                                   * of its own, it waits until it reaches one ("waiting") */
-  guint64      fault_inf_from;   /* test switch: ±Inf in the gradient from this step; 0: off */
-  guint64      fault_hash_at;    /* test switch: after committing this step, this node's
-                                  * parameters differ from the cohort's (one bit); 0: off */
-  guint64      fault_stall_step; /* test switch: the gradient of this step takes
-                                  * fault_stall_ms longer (on the compute thread); 0: off */
-  guint        fault_stall_ms;
-  guint64      fault_die_at;     /* test switch: as the leader, send the commit of this
-                                  * step to every member but the next in seniority, wait
-                                  * until it is written, and die (SIGKILL); 0: off */
+  /* Test faults are no part of the configuration: see the private
+   * core/rlx-coordinator-faults.h. */
 } RlxCoordinatorConfig;
 
 /* ── roster entries ─────────────────────────────────────────────────────── */

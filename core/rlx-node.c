@@ -21,6 +21,7 @@
 #include "rlx-node.h"
 #include "rlx-node-private.h"
 #include "core/rlx-backend.h"
+#include "core/rlx-coordinator-faults.h"
 #include "core/rlx-worker.h"
 #include "core/p2p/rlx-local-bus.h"
 #include "core/vision/rlx-cpu.h"
@@ -410,12 +411,6 @@ start_node (RlxNode *self, RlxBackend *backend)
   cfg.join_only = self->join_only;
   cfg.deadline_floor_ms = self->switches.deadline_floor_ms;
   cfg.heartbeat_timeout_ms = self->switches.heartbeat_timeout_ms;
-  cfg.fault_nan_from = self->switches.fault_nan_from;
-  cfg.fault_inf_from = self->switches.fault_inf_from;
-  cfg.fault_hash_at = self->switches.fault_hash_at;
-  cfg.fault_stall_step = self->switches.fault_stall_step;
-  cfg.fault_stall_ms = self->switches.fault_stall_ms;
-  cfg.fault_die_at = self->switches.fault_die_at;
   worker = rlx_worker_new (backend);
   if (self->switches.fault_slow_ms)
     rlx_worker_set_extra_delay_us (worker, (guint64) self->switches.fault_slow_ms * 1000);
@@ -426,6 +421,14 @@ start_node (RlxNode *self, RlxBackend *backend)
       start_fail (self, g_steal_pointer (&error));
       return;
     }
+  rlx_coordinator_set_fault_plan (self->coord, &(RlxFaultPlan) {
+    .nan_from = self->switches.fault_nan_from,
+    .inf_from = self->switches.fault_inf_from,
+    .hash_at = self->switches.fault_hash_at,
+    .stall_step = self->switches.fault_stall_step,
+    .stall_ms = self->switches.fault_stall_ms,
+    .die_at = self->switches.fault_die_at,
+  });
   self->bus = rlx_local_bus_new (self->cohort, self->node_id, &error);
   if (self->bus == NULL || !rlx_local_bus_start (self->bus, &error))
     {

@@ -53,7 +53,8 @@ typedef enum {
 } RlxNodeError;
 
 /* Test switches and protocol timings (rlx-rank join's hidden options);
- * zero: off / the defaults. See RlxCoordinatorConfig. */
+ * zero: off / the defaults. The fault_* ones become the
+ * coordinator's private fault plan (core/cohort/rlx-fault-plan.h). */
 typedef struct {
   guint        deadline_floor_ms;
   guint        heartbeat_timeout_ms;

@@ -1,0 +1,30 @@
+/* rlx-fault-plan.c — the test faults a node injects (rlx-fault-plan.h) */
+#include "rlx-config.h"
+#include "rlx-fault-plan.h"
+
+RlxFault
+rlx_fault_plan_gradient (const RlxFaultPlan *plan, guint64 step)
+{
+  if (plan->nan_from > 0 && step >= plan->nan_from)
+    return RLX_FAULT_NAN;
+  if (plan->inf_from > 0 && step >= plan->inf_from)
+    return RLX_FAULT_INF;
+  return RLX_FAULT_NONE;
+}
+
+guint64
+rlx_fault_plan_stall_us (const RlxFaultPlan *plan, guint64 step)
+{
+  if (plan->stall_step > 0 && step == plan->stall_step)
+    return (guint64) plan->stall_ms * 1000;
+  return 0;
+}
+
+gboolean
+rlx_fault_plan_take_hash (RlxFaultPlan *plan, guint64 step)
+{
+  if (plan->hash_at == 0 || step != plan->hash_at)
+    return FALSE;
+  plan->hash_at = 0;
+  return TRUE;
+}

@@ -1,0 +1,45 @@
+/* rlx-fault-plan.h — the test faults a node injects into its own cohort work
+ *
+ * Private to core/ (and to tests of it): not part of any public config.
+ * A node gets its plan from `rlx-rank join`'s hidden options (through
+ * RlxNodeTestSwitches) and hands it to its coordinator with
+ * rlx_coordinator_set_fault_plan (core/rlx-coordinator-faults.h) before
+ * rlx_coordinator_start. Every field zero: no fault (the default).
+ *
+ * Threads: a plain value, read and written on the coordinator's thread; the
+ * compute worker only sees what a queued job copied out of it.
+ */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef enum {
+  RLX_FAULT_NONE,
+  RLX_FAULT_NAN,      /* every gradient value NaN */
+  RLX_FAULT_INF,      /* values 0 and 1 +Inf and −Inf */
+} RlxFault;
+
+typedef struct {
+  guint64 nan_from;     /* NaN gradients from this step; 0: off */
+  guint64 inf_from;     /* ±Inf in the gradient from this step; 0: off */
+  guint64 hash_at;      /* after committing this step, this node's parameters differ
+                         * from the cohort's (one bit); 0: off */
+  guint64 stall_step;   /* the gradient of this step takes stall_ms longer (on the
+                         * compute thread); 0: off */
+  guint   stall_ms;
+  guint64 die_at;       /* as the leader, send the commit of this step to every member
+                         * but the next in seniority, wait until it is written, and die
+                         * (SIGKILL); 0: off */
+} RlxFaultPlan;
+
+/* The fault the gradient of @step gets (NaN wins over Inf). */
+RlxFault rlx_fault_plan_gradient (const RlxFaultPlan *plan, guint64 step);
+/* How much longer the gradient of @step takes, µs (0: no stall). */
+guint64  rlx_fault_plan_stall_us (const RlxFaultPlan *plan, guint64 step);
+/* TRUE once, when @step is the one whose committed parameters diverge
+ * (the fault is used up: the node carries on as if nothing happened). */
+gboolean rlx_fault_plan_take_hash (RlxFaultPlan *plan, guint64 step);
+
+G_END_DECLS

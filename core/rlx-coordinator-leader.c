@@ -153,7 +153,7 @@ rlx_coordinator_round_abandon (RlxCoordinator *self)
   self->finish_prequeued = 0;
   self->own_prequeued = 0;
   self->round_waiting = FALSE;
-  g_object_set_data (G_OBJECT (self->round), "next-slots", NULL);
+  g_clear_pointer (&self->next_slots, g_array_unref);
 }
 
 void
@@ -459,7 +459,7 @@ on_finished (RlxCoordinator *self, LeaderOp *op)
    * them once their snapshot is out (on_snapshot_built) — unless its finish
    * is queued already (a member admitted since gets its snapshot after that
    * finish, as one admitted during this round did after this one). */
-  slots = g_object_steal_data (G_OBJECT (self->round), "next-slots");
+  slots = g_steal_pointer (&self->next_slots);
   if (slots != NULL && !final &&
       (op->frame != NULL || members (self)->len == 1 || self->finish_prequeued == commit + 1))
     leader_start_round (self, slots);
@@ -657,8 +657,8 @@ rlx_coordinator_leader_publish (RlxCoordinator *self, gboolean commit)
         if (is_self (self, g_array_index (slots, RlxMsgSlot, i).node))
           own = &g_array_index (slots, RlxMsgSlot, i);
       self->finishing_round = TRUE;
-      g_object_set_data_full (G_OBJECT (self->round), "next-slots", slots,
-                              (GDestroyNotify) g_array_unref);
+      g_clear_pointer (&self->next_slots, g_array_unref);
+      self->next_slots = slots;
       if (self->finish_prequeued == c)
         self->finish_prequeued = 0;   /* on its way, without a frame: nobody to send it to */
       else

@@ -34,13 +34,13 @@ static void
 on_corrupted (RlxReplica *replica, gboolean ok, gpointer user_data)
 {
   RlxCoordinator *self = user_data;
-  RlxMsg *m = g_object_get_data (G_OBJECT (replica), "applying");
+  RlxMsg *m = g_steal_pointer (&self->corrupting);
   BUSY_BEGIN;
 
   if (m && (role (self) == RLX_ROLE_MEMBER || role (self) == RLX_ROLE_LEADER) &&
       rlx_replica_get_step (replica) == m->u.step.commit)
     report_commit (self, m);
-  g_object_set_data (G_OBJECT (replica), "applying", NULL);
+  g_clear_pointer (&m, msg_free);
   inbox_drain (self);
   BUSY_END;
 }
@@ -93,8 +93,8 @@ rlx_coordinator_member_stepped (RlxCoordinator *self, MemberStep *ms, const GErr
               /* Test fault: diverge by one bit, then carry on as if
                * nothing happened (the leader and the next base check must
                * notice). */
-              g_object_set_data_full (G_OBJECT (self->replica), "applying",
-                                      g_steal_pointer (&ms->msg), msg_free);
+              g_clear_pointer (&self->corrupting, msg_free);
+              self->corrupting = g_steal_pointer (&ms->msg);
               rlx_replica_corrupt (self->replica, on_corrupted, self);
             }
           else
@@ -480,7 +480,7 @@ rlx_coordinator_on_snapshot (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
   /* The replica's queued work is for the state we leave (the frames kept
    * in the inbox are judged against the snapshot's state after it). */
   rlx_replica_cancel (self->replica);
-  g_object_set_data (G_OBJECT (self->replica), "applying", NULL);
+  g_clear_pointer (&self->corrupting, msg_free);
   self->expect_commit = 0;
   self->member_gen++;
   rlx_coordinator_drop_assignments (self);

@@ -225,6 +225,8 @@ struct _RlxCoordinator {
   guint64          steps_term;      /* term of the last step frame followed */
   guint            unlisted;        /* step frames in a row that left us out */
   guint64          expect_commit;   /* commit being applied (0: none) */
+  RlxMsg          *corrupting;      /* the step frame whose report waits for the hash
+                                     * fault's corruption (rlx_replica_corrupt) */
   gboolean         lineage_change;  /* following a leader from outside our cohort */
   GPtrArray       *former_members;  /* ours when we yielded in a merge: told who leads */
   guint64          merge_from_step; /* applied when we yielded */
@@ -237,6 +239,8 @@ struct _RlxCoordinator {
   gboolean         rounds_started;
   gboolean         finishing_round; /* the update of the round is being made */
   gboolean         round_waiting;   /* complete, waiting for our replica's hash */
+  GArray          *next_slots;      /* RlxMsgSlot: the next round's assignment, while
+                                     * this round's update is being made */
   guint            snapshots_out;   /* snapshots being made for members (leader) */
   guint64          last_commit;     /* the newest commit we published (leader) */
   gboolean         publish_waiting; /* a restart of the round waits for it to be applied */

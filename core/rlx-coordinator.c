@@ -94,11 +94,8 @@ on_peer_ready (RlxPeerSet *set, RlxPeer *p, RlxMsg *hello, gpointer user_data)
     {
       /* Two groups of one cohort met (founded apart, or a split healed).
        * Both sides judge with the hellos they exchanged, so they agree. */
-      guint sent_members
-          = GPOINTER_TO_UINT (g_object_get_data (G_OBJECT (p->link), "rlx-sent-members"));
-      guint64 *sent_step = g_object_get_data (G_OBJECT (p->link), "rlx-sent-step");
-      rlx_coordinator_merge_with (self, p, sent_members ? sent_members : members (self)->len,
-                                  sent_step ? *sent_step : applied (self));
+      rlx_coordinator_merge_with (self, p, p->sent_members ? p->sent_members : members (self)->len,
+                                  p->sent_noted ? p->sent_step : applied (self));
     }
   else if (r == RLX_ROLE_JOINING && g_strcmp0 (rlx_leadership_get_leader (self->lead), p->id) == 0)
     rlx_coordinator_send_join (self, "join");
@@ -211,7 +208,6 @@ refusal_yields (RlxCoordinator *self, RlxPeer *p, const RlxMsg *hello)
 {
   RlxGroupInfo mine = { self->node_id, 0, 0 };
   RlxGroupInfo theirs;
-  guint64 *sent_step;
 
   if (p == NULL || p->link == NULL)
     return FALSE;
@@ -227,9 +223,8 @@ refusal_yields (RlxCoordinator *self, RlxPeer *p, const RlxMsg *hello)
         return FALSE;
       theirs = (RlxGroupInfo) { p->id, p->members, p->step };
     }
-  mine.members = GPOINTER_TO_UINT (g_object_get_data (G_OBJECT (p->link), "rlx-sent-members"));
-  sent_step = g_object_get_data (G_OBJECT (p->link), "rlx-sent-step");
-  mine.step = sent_step ? *sent_step : 0;
+  mine.members = p->sent_members;
+  mine.step = p->sent_noted ? p->sent_step : 0;
   return rlx_leadership_merge_compare (&mine, &theirs) < 0;
 }
 
@@ -588,8 +583,9 @@ rlx_coordinator_dispose (GObject *object)
   if (self->replica)
     {
       rlx_replica_cancel (self->replica);
-      g_object_set_data (G_OBJECT (self->replica), "applying", NULL);
+      g_clear_pointer (&self->corrupting, msg_free);
     }
+  g_clear_pointer (&self->next_slots, g_array_unref);
   g_clear_object (&self->peers);
   g_clear_object (&self->round);
   g_clear_object (&self->ckpt);
@@ -842,15 +838,19 @@ rlx_coordinator_add_link (RlxCoordinator *self, RlxLink *link)
   g_return_if_fail (RLX_IS_COORDINATOR (self));
   g_return_if_fail (RLX_IS_LINK (link));
 
+  RlxPeer *p;
+
   if (role (self) == RLX_ROLE_STOPPED || rlx_link_is_closed (link))
     return;
-  /* What our hello says, for the merge rule (both sides must judge with
+  /* What our hello said, for the merge rule (both sides must judge with
    * the same numbers). */
-  g_object_set_data (G_OBJECT (link), "rlx-sent-members",
-                     GUINT_TO_POINTER (role (self) == RLX_ROLE_LEADER ? members (self)->len : 0));
-  g_object_set_data_full (G_OBJECT (link), "rlx-sent-step",
-                          g_memdup2 (&(guint64) { applied (self) }, sizeof (guint64)), g_free);
-  rlx_peer_set_add_link (self->peers, link);
+  p = rlx_peer_set_add_link (self->peers, link);
+  if (p != NULL)
+    {
+      p->sent_noted = TRUE;
+      p->sent_members = role (self) == RLX_ROLE_LEADER ? members (self)->len : 0;
+      p->sent_step = applied (self);
+    }
 }
 
 const char *rlx_coordinator_get_node_id (RlxCoordinator *self) { return self->node_id; }

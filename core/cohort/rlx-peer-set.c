@@ -506,16 +506,16 @@ sender_for (RlxLink *link)
   return rlx_sender_new (link, (guint) v[0], (guint) v[1], (guint) v[2]);
 }
 
-void
+RlxPeer *
 rlx_peer_set_add_link (RlxPeerSet *self, RlxLink *link)
 {
   RlxPeer *p;
 
-  g_return_if_fail (RLX_IS_PEER_SET (self));
-  g_return_if_fail (RLX_IS_LINK (link));
+  g_return_val_if_fail (RLX_IS_PEER_SET (self), NULL);
+  g_return_val_if_fail (RLX_IS_LINK (link), NULL);
 
   if (rlx_link_is_closed (link) || peer_by_link (self, link) != NULL)
-    return;
+    return NULL;
   p = g_new0 (RlxPeer, 1);
   p->link = g_object_ref (link);
   p->sender = sender_for (link);
@@ -526,6 +526,7 @@ rlx_peer_set_add_link (RlxPeerSet *self, RlxLink *link)
   p->closed_id = g_signal_connect (link, "closed", G_CALLBACK (on_closed), self);
   p->dropped_id = g_signal_connect (p->sender, "dropped", G_CALLBACK (on_dropped), self);
   rlx_peer_set_say_hello (self, p);
+  return p;
 }
 
 /* ── heartbeat ──────────────────────────────────────────────────────────── */

@@ -43,6 +43,12 @@ typedef struct {
   guint64         term, step, checkpoint;
   guint           members;
   gboolean        join_only;
+  /* what our own first hello on this link said, for the merge rule (both
+   * sides must judge with the same numbers; noted by the coordinator right
+   * after rlx_peer_set_add_link) */
+  gboolean        sent_noted;
+  guint           sent_members;  /* our members if we led, else 0 */
+  guint64         sent_step;
   /* measured */
   double          speed;        /* samples/s of compute (by the leader) */
   gint64          last_rx;      /* monotonic µs of the last byte received */
@@ -97,7 +103,9 @@ guint       rlx_peer_set_get_timeout  (RlxPeerSet *self);
 void        rlx_peer_set_start        (RlxPeerSet *self);
 /* No more heartbeats (leaving). */
 void        rlx_peer_set_stop         (RlxPeerSet *self);
-void        rlx_peer_set_add_link     (RlxPeerSet *self, RlxLink *link);
+/* The new peer of @link (its hello sent), or NULL when the link is closed
+ * or known already. */
+RlxPeer    *rlx_peer_set_add_link     (RlxPeerSet *self, RlxLink *link);
 
 /* A ready, not refused peer by node id, or NULL. */
 RlxPeer    *rlx_peer_set_lookup       (RlxPeerSet *self, const char *id);

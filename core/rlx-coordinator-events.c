@@ -158,7 +158,7 @@ rlx_coordinator_send_msg (RlxCoordinator *self, RlxPeer *p, const RlxMsg *m)
   gint64 t0 = thread_cpu_us ();
   gboolean ok = rlx_peer_set_send_msg (self->peers, p, RLX_SEND_CONTROL, m);
 
-  self->send_us += thread_cpu_us () - t0;
+  rlx_round_stats_add_send (self->stats, thread_cpu_us () - t0);
   return ok;
 }
 
@@ -169,7 +169,7 @@ rlx_coordinator_send_frame (RlxCoordinator *self, RlxPeer *p, RlxSendClass klass
   gint64 t0 = thread_cpu_us ();
   gboolean ok = rlx_peer_set_send_frame (self->peers, p, klass, frame, n, precision);
 
-  self->send_us += thread_cpu_us () - t0;
+  rlx_round_stats_add_send (self->stats, thread_cpu_us () - t0);
   return ok;
 }
 

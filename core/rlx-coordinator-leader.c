@@ -413,13 +413,8 @@ on_finished (RlxCoordinator *self, LeaderOp *op)
       return;
     }
   rlx_coordinator_note_backend (self, op->host_bytes, op->ahead_taken, op->update_ahead);
-  if (self->backend_seen > 5)
-    {
-      self->path_finish_us += op->run_us;
-      self->path_hop_us += g_get_monotonic_time () - op->ran_at;
-      self->path_dev_finish_us += op->dev_finish_us;
-      self->path_dev_grad_us += op->dev_grad_us;
-    }
+  rlx_round_stats_finish_path (self->stats, op->run_us, op->ran_at, op->dev_finish_us,
+                               op->dev_grad_us);
   /* To every member (they apply exactly these codes, as the backend did). */
   for (guint i = 0; op->frame != NULL && i < ids->len; i++)
     {
@@ -524,8 +519,7 @@ rlx_coordinator_leader_done (RlxCoordinator *self, LeaderOp *op, const GError *e
 
         if (!current || !rlx_leadership_is_leader (self->lead))
           break;
-        if (self->backend_seen >= 5)
-          self->path_own_us += op->run_us;
+        rlx_round_stats_own_path (self->stats, op->run_us);
         if (op->compute_us > 0)
           {
             double sp = op->n * 1e6 / op->compute_us;
@@ -548,7 +542,7 @@ rlx_coordinator_leader_done (RlxCoordinator *self, LeaderOp *op, const GError *e
             break;
           case RLX_ROUND_LATE:
           default:
-            self->late_total++;
+            rlx_round_stats_late (self->stats);
             break;
           }
         break;
@@ -636,18 +630,9 @@ rlx_coordinator_leader_publish (RlxCoordinator *self, gboolean commit)
       self->round_ema_us = self->rounds_measured == 0 ? round_us
                          : 0.8 * self->round_ema_us + 0.2 * round_us;
       self->rounds_measured++;
-      if (self->rounds_measured == 5)
-        self->stat_cpu0_us = process_cpu_us ();
-      if (self->rounds_measured > 5)
-        {
-          self->stat_rounds++;
-          self->stat_samples += rlx_round_get_samples (self->round);
-          self->stat_round_us += round_us;
-          self->stat_compute_us += rlx_round_get_max_compute (self->round);
-          self->stat_busy_us += self->busy_us;
-          self->stat_send_us += self->send_us;
-        }
-      self->busy_us = self->send_us = 0;
+      rlx_round_stats_round (self->stats, self->rounds_measured, round_us,
+                             rlx_round_get_samples (self->round),
+                             rlx_round_get_max_compute (self->round));
       /* The next round starts where this one ended. */
       rlx_replica_advance (self->replica, &self->round_epoch, &self->round_pos, self->round_count);
       self->round_count = 0;
@@ -796,7 +781,7 @@ rlx_coordinator_send_reject (RlxCoordinator *self, const char *id, guint64 step,
   json_object_set_int_member (o, "step", (gint64) step);
   json_object_set_string_member (o, "reason", reason);
   rlx_coordinator_event_emit (self, o);
-  self->rejected_total++;
+  rlx_round_stats_rejected (self->stats);
   if (p)
     {
       RlxMsg m;
@@ -825,7 +810,7 @@ rlx_coordinator_on_round_late (RlxRound *round, const char *node, guint64 step, 
   RlxCoordinator *self = user_data;
   JsonObject *o = event_new ("late");
 
-  self->late_total++;
+  rlx_round_stats_late (self->stats);
   json_object_set_string_member (o, "node", node);
   json_object_set_int_member (o, "step", (gint64) step);
   json_object_set_string_member (o, "reason", reason);
@@ -847,7 +832,7 @@ rlx_coordinator_leader_on_grad (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
     return;
   if (!rlx_round_slot_pending (self->round, p->id) || g->step != rlx_round_get_step (self->round))
     {
-      self->late_total++;
+      rlx_round_stats_late (self->stats);
       return;
     }
   if (g->refused)
@@ -860,7 +845,7 @@ rlx_coordinator_leader_on_grad (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
    * hash of it; either may not be in yet (then the bucket waits). */
   if (ms->known && ms->step >= g->step)
     {
-      self->late_total++;
+      rlx_round_stats_late (self->stats);
       return;
     }
   if (!ms->known || ms->step + 1 < g->step ||
@@ -897,7 +882,7 @@ rlx_coordinator_leader_on_grad (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
       break;
     case RLX_ROUND_LATE:
     default:
-      self->late_total++;
+      rlx_round_stats_late (self->stats);
       break;
     }
 }

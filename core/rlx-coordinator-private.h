@@ -23,7 +23,6 @@
 
 #include <glib.h>
 #include <json-glib/json-glib.h>
-#include <sys/resource.h>
 #include <time.h>
 #include "rlx-coordinator.h"
 #include "rlx-coordinator-faults.h"
@@ -34,6 +33,7 @@
 #include "core/cohort/rlx-replica.h"
 #include "core/cohort/rlx-roster.h"
 #include "core/cohort/rlx-round.h"
+#include "core/cohort/rlx-round-stats.h"
 
 G_BEGIN_DECLS
 
@@ -249,24 +249,10 @@ struct _RlxCoordinator {
   double           round_ema_us;
   guint            rounds_measured;
   double           self_speed;
-  guint64          late_total, rejected_total;
   char            *merged_reported;
 
-  /* statistics (leader, per round after the first 5) */
-  guint64          stat_rounds;
-  double           stat_round_us, stat_compute_us, stat_busy_us, stat_send_us;
-  guint64          stat_samples;
-  guint64          backend_seen;      /* steps whose backend counters were noted; and */
-  guint64          host_bytes0, ahead0, upd_ahead0; /* those counters after the 5th, */
-  guint64          host_bytes1, ahead1, upd_ahead1; /* and after the last */
-  guint64          worker_wait0, worker_wait1; /* rlx_worker_wait_us at those times */
-  /* the leader's path per step, summed from the 5th finish on (backend_seen):
-   * its operations' time on the worker, the hop from the worker's end of a
-   * finish to its handling here, the device's own times */
-  double           path_own_us, path_finish_us, path_hop_us, path_dev_finish_us,
-                   path_dev_grad_us;
-  gint64           stat_cpu0_us;     /* process CPU time when measuring began */
-  gint64           busy_us, send_us;   /* of the round in progress */
+  /* what "done" says about the rounds (core/cohort/rlx-round-stats.h) */
+  RlxRoundStats   *stats;
 
   /* timers */
   guint            found_id, join_id;
@@ -314,21 +300,9 @@ typedef struct {
 
 /* Main-loop time of the coordinator's handlers (per round, for "done"). */
 #define BUSY_BEGIN gint64 busy_t0 = thread_cpu_us ()
-#define BUSY_END (self->busy_us += thread_cpu_us () - busy_t0)
+#define BUSY_END rlx_round_stats_add_busy (self->stats, thread_cpu_us () - busy_t0)
 
 /* ── small helpers ──────────────────────────────────────────────────────── */
-
-/* CPU time of the whole process (every thread), µs. */
-static inline gint64
-process_cpu_us (void)
-{
-  struct rusage ru;
-
-  if (getrusage (RUSAGE_SELF, &ru) != 0)
-    return 0;
-  return (gint64) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 +
-         ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
-}
 
 static inline void
 msg_free (gpointer p)

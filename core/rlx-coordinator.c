@@ -330,19 +330,8 @@ void
 rlx_coordinator_note_backend (RlxCoordinator *self, guint64 host_bytes, guint64 ahead,
                               guint64 update_ahead)
 {
-  guint64 wait = rlx_worker_wait_us (self->worker);
-
-  if (++self->backend_seen == 5)
-    {
-      self->host_bytes0 = host_bytes;
-      self->ahead0 = ahead;
-      self->upd_ahead0 = update_ahead;
-      self->worker_wait0 = wait;
-    }
-  self->host_bytes1 = host_bytes;
-  self->ahead1 = ahead;
-  self->upd_ahead1 = update_ahead;
-  self->worker_wait1 = wait;
+  rlx_round_stats_backend (self->stats, host_bytes, ahead, update_ahead,
+                           rlx_worker_wait_us (self->worker));
 }
 
 /* "done" and ::finished, once the parameters are read (rlx_coordinator_finish). */
@@ -360,61 +349,12 @@ finish_report (RlxCoordinator *self)
   json_object_set_int_member (o, "step", (gint64) applied (self));
   rlx_coordinator_set_hash_member (o, "hash", rlx_replica_get_hash (self->replica));
   json_object_set_double_member (o, "loss", rlx_replica_get_loss (self->replica));
-  json_object_set_int_member (o, "late", (gint64) self->late_total);
-  json_object_set_int_member (o, "rejected", (gint64) self->rejected_total);
+  json_object_set_int_member (o, "late", (gint64) rlx_round_stats_get_late (self->stats));
+  json_object_set_int_member (o, "rejected", (gint64) rlx_round_stats_get_rejected (self->stats));
   /* whether its threads polled instead of sleeping while it trained
    * (RLX_BUSY_POLL) */
   json_object_set_boolean_member (o, "busy_poll", self->busy_poll_used);
-  if (self->stat_rounds > 0)
-    {
-      double r = (double) self->stat_rounds;
-      json_object_set_int_member (o, "rounds_measured", (gint64) self->stat_rounds);
-      json_object_set_double_member (o, "round_ms", self->stat_round_us / r / 1000.0);
-      json_object_set_double_member (o, "compute_ms", self->stat_compute_us / r / 1000.0);
-      /* main-loop time of the leader's handlers per round (CPU time of the
-       * main thread), socket sends included (send_ms: those alone) */
-      json_object_set_double_member (o, "coordinator_ms", self->stat_busy_us / r / 1000.0);
-      json_object_set_double_member (o, "send_ms", self->stat_send_us / r / 1000.0);
-      /* This process's CPU time (all threads) per round and per sample: a
-       * figure other load on the machine disturbs less than wall time. */
-      if (self->stat_cpu0_us > 0)
-        {
-          gint64 cpu = process_cpu_us () - self->stat_cpu0_us;
-          json_object_set_double_member (o, "cpu_ms", cpu / r / 1000.0);
-          if (cpu > 0)
-            json_object_set_double_member (o, "samples_per_cpu_second",
-                                           self->stat_samples * 1e6 / (double) cpu);
-        }
-    }
-  if (self->backend_seen > 5)
-    {
-      double s = (double) (self->backend_seen - 5);
-      /* what the rank's backend moved through the host per step (parameter-
-       * sized copies: updates in, codes out), and how many of the leader's
-       * own gradients were computed behind the previous finish (a GPU that
-       * never waited for the host between rounds) */
-      json_object_set_int_member (o, "steps_measured", (gint64) s);
-      json_object_set_double_member (o, "host_bytes_per_step",
-                                     (double) (self->host_bytes1 - self->host_bytes0) / s);
-      json_object_set_double_member (o, "own_ahead", (double) (self->ahead1 - self->ahead0) / s);
-      /* ... and how many of its updates were made right behind that
-       * gradient, before the host asked (a lone leader on a GPU) */
-      json_object_set_double_member (o, "update_ahead",
-                                     (double) (self->upd_ahead1 - self->upd_ahead0) / s);
-      /* how long the compute worker waited for its next operation per step
-       * (the host turnaround that a device waited out too) */
-      json_object_set_double_member (o, "worker_wait_ms",
-                                     (double) (self->worker_wait1 - self->worker_wait0) / s / 1000.0);
-      /* the leader's path (0 on a member): its own gradient's and its
-       * finish's time on the worker, the hop from a finish's end there to
-       * its handling on the main loop, and on a GPU the device's own time
-       * for the finish and the gradient */
-      json_object_set_double_member (o, "own_run_ms", self->path_own_us / s / 1000.0);
-      json_object_set_double_member (o, "finish_run_ms", self->path_finish_us / s / 1000.0);
-      json_object_set_double_member (o, "finish_hop_ms", self->path_hop_us / s / 1000.0);
-      json_object_set_double_member (o, "device_finish_ms", self->path_dev_finish_us / s / 1000.0);
-      json_object_set_double_member (o, "device_grad_ms", self->path_dev_grad_us / s / 1000.0);
-    }
+  rlx_round_stats_write (self->stats, o);
   json_object_set_int_member (o, "bytes_tx", (gint64) t->tx_bytes);
   json_object_set_int_member (o, "bytes_rx", (gint64) t->rx_bytes);
   json_object_set_int_member (o, "bytes_f32", (gint64) (t->tx_f32_bytes + t->rx_f32_bytes));
@@ -602,6 +542,7 @@ rlx_coordinator_finalize (GObject *object)
   g_queue_clear_full (&self->inbox, msg_free);
   g_queue_clear_full (&self->commits, (GDestroyNotify) rlx_coordinator_commit_free);
   g_clear_pointer (&self->members_state, g_hash_table_unref);
+  g_clear_pointer (&self->stats, rlx_round_stats_free);
   g_clear_object (&self->lead);
   g_clear_object (&self->cancellable);
   g_clear_pointer (&self->dataset, rlx_dataset_unref);
@@ -707,6 +648,7 @@ rlx_coordinator_init (RlxCoordinator *self)
   self->members_state
       = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, rlx_coordinator_member_state_free);
   self->roster = rlx_roster_new ();
+  self->stats = rlx_round_stats_new ();
   self->cancellable = g_cancellable_new ();
 }
 

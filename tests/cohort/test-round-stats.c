@@ -1,0 +1,113 @@
+/* test-round-stats.c — the figures "done" reports about a node's rounds
+ * (core/cohort/rlx-round-stats.h): warm-up left out, averages per round
+ * and per step, nothing reported that was never measured.
+ */
+#include "rlx-config.h"
+#include "core/cohort/rlx-round-stats.h"
+
+static double
+member_double (JsonObject *o, const char *name)
+{
+  g_assert_true (json_object_has_member (o, name));
+  return json_object_get_double_member (o, name);
+}
+
+static void
+test_nothing_measured (void)
+{
+  g_autoptr(RlxRoundStats) s = rlx_round_stats_new ();
+  g_autoptr(JsonObject) o = json_object_new ();
+
+  /* five rounds and steps of warm-up: none of it counts */
+  for (guint i = 1; i <= 5; i++)
+    {
+      rlx_round_stats_add_busy (s, 1000);
+      rlx_round_stats_round (s, i, 9000, 32, 100);
+      rlx_round_stats_backend (s, i * 10, i, i, i * 100);
+      rlx_round_stats_finish_path (s, 50, g_get_monotonic_time (), 1, 1);
+    }
+  rlx_round_stats_write (s, o);
+  g_assert_cmpuint (json_object_get_size (o), ==, 0);
+  g_assert_cmpuint (rlx_round_stats_get_late (s), ==, 0);
+  g_assert_cmpuint (rlx_round_stats_get_rejected (s), ==, 0);
+}
+
+static void
+test_rounds (void)
+{
+  g_autoptr(RlxRoundStats) s = rlx_round_stats_new ();
+  g_autoptr(JsonObject) o = json_object_new ();
+
+  for (guint i = 1; i <= 5; i++)
+    {
+      rlx_round_stats_add_busy (s, 7777);   /* warm-up: dropped at each round's end */
+      rlx_round_stats_round (s, i, 1000000, 1, 1);
+    }
+  /* two measured rounds */
+  rlx_round_stats_add_busy (s, 2000);
+  rlx_round_stats_add_send (s, 500);
+  rlx_round_stats_round (s, 6, 4000, 32, 3000);
+  rlx_round_stats_add_busy (s, 4000);
+  rlx_round_stats_add_send (s, 1500);
+  rlx_round_stats_round (s, 7, 8000, 32, 1000);
+  rlx_round_stats_write (s, o);
+  g_assert_cmpint (json_object_get_int_member (o, "rounds_measured"), ==, 2);
+  g_assert_cmpfloat_with_epsilon (member_double (o, "round_ms"), 6.0, 1e-9);
+  g_assert_cmpfloat_with_epsilon (member_double (o, "compute_ms"), 2.0, 1e-9);
+  g_assert_cmpfloat_with_epsilon (member_double (o, "coordinator_ms"), 3.0, 1e-9);
+  g_assert_cmpfloat_with_epsilon (member_double (o, "send_ms"), 1.0, 1e-9);
+  g_assert_true (json_object_has_member (o, "cpu_ms"));
+  g_assert_false (json_object_has_member (o, "steps_measured"));
+}
+
+static void
+test_steps (void)
+{
+  g_autoptr(RlxRoundStats) s = rlx_round_stats_new ();
+  g_autoptr(JsonObject) o = json_object_new ();
+
+  for (guint64 i = 1; i <= 9; i++)
+    {
+      /* own gradient of step i (counted from the 5th noted step on), then
+       * its finish (from the 6th) */
+      rlx_round_stats_own_path (s, 100);
+      rlx_round_stats_backend (s, i * 1000, i * 2, i, i * 300);
+      rlx_round_stats_finish_path (s, 200, g_get_monotonic_time (), 50, 25);
+    }
+  rlx_round_stats_write (s, o);
+  g_assert_cmpint (json_object_get_int_member (o, "steps_measured"), ==, 4);
+  g_assert_cmpfloat_with_epsilon (member_double (o, "host_bytes_per_step"), 1000.0, 1e-9);
+  g_assert_cmpfloat_with_epsilon (member_double (o, "own_ahead"), 2.0, 1e-9);
+  g_assert_cmpfloat_with_epsilon (member_double (o, "update_ahead"), 1.0, 1e-9);
+  g_assert_cmpfloat_with_epsilon (member_double (o, "worker_wait_ms"), 0.3, 1e-9);
+  /* own: steps 6..9 were after the 5th noted one; finishes: 6..9 */
+  g_assert_cmpfloat_with_epsilon (member_double (o, "own_run_ms"), 0.1, 1e-9);
+  g_assert_cmpfloat_with_epsilon (member_double (o, "finish_run_ms"), 0.2, 1e-9);
+  g_assert_cmpfloat_with_epsilon (member_double (o, "device_finish_ms"), 0.05, 1e-9);
+  g_assert_cmpfloat_with_epsilon (member_double (o, "device_grad_ms"), 0.025, 1e-9);
+  g_assert_cmpfloat (member_double (o, "finish_hop_ms"), >=, 0.0);
+  g_assert_false (json_object_has_member (o, "rounds_measured"));
+}
+
+static void
+test_counts (void)
+{
+  g_autoptr(RlxRoundStats) s = rlx_round_stats_new ();
+
+  rlx_round_stats_late (s);
+  rlx_round_stats_late (s);
+  rlx_round_stats_rejected (s);
+  g_assert_cmpuint (rlx_round_stats_get_late (s), ==, 2);
+  g_assert_cmpuint (rlx_round_stats_get_rejected (s), ==, 1);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/cohort/round-stats/nothing-measured", test_nothing_measured);
+  g_test_add_func ("/cohort/round-stats/rounds", test_rounds);
+  g_test_add_func ("/cohort/round-stats/steps", test_steps);
+  g_test_add_func ("/cohort/round-stats/counts", test_counts);
+  return g_test_run ();
+}

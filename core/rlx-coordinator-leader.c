@@ -147,8 +147,7 @@ void
 rlx_coordinator_round_abandon (RlxCoordinator *self)
 {
   rlx_round_cancel (self->round);
-  self->round_gen++;
-  g_atomic_int_inc (&self->abandon_gen);
+  rlx_compute_queue_abandon_round (self->queue);
   self->finishing_round = FALSE;
   self->finish_prequeued = 0;
   self->own_prequeued = 0;
@@ -346,6 +345,45 @@ predicted_own (RlxCoordinator *self, guint ahead, guint *n)
                    : NULL;
 }
 
+/* Our own gradient of @step's slice @indices, into the backend's round. */
+static void
+queue_own (RlxCoordinator *self, guint64 step, const guint32 *indices, guint n)
+{
+  rlx_compute_queue_own (self->queue, step, indices, n,
+                         rlx_fault_plan_gradient (&self->faults, step),
+                         rlx_fault_plan_stall_us (&self->faults, step));
+}
+
+/* The finish of round @step. @header (nullable: no frame, nobody to send
+ * it to) is taken; @next: our slice of the next round; @after: and of the
+ * round after it (both expected to be ours alone). */
+static void
+queue_finish (RlxCoordinator *self, guint64 step, RlxMsg *header, const guint32 *next,
+              guint next_n, const guint32 *after, guint after_n)
+{
+  RlxFinishJob job = {
+    .step = step,
+    .header = header,
+    .next = next,
+    .next_n = next_n,
+    .after = after,
+    .after_n = after_n,
+    .lr = self->lr,
+    /* The wire precision is the wire's: an update nobody receives (no
+     * frame: nobody else in the cohort) is applied as it is, at f32, with
+     * nothing quantised and the update residual left for when there is a
+     * wire again (a rank that joins gets a snapshot, not this update) */
+    .precision = header != NULL ? self->precision : RLX_PRECISION_F32,
+    .feedback = self->error_feedback,
+    .prequeued = self->finish_prequeued == step,
+    /* no frame (nobody else in the cohort) and a next slice of ours: the
+     * next round is most likely ours alone too */
+    .next_alone = header == NULL && members (self)->len == 1,
+  };
+
+  rlx_compute_queue_finish (self->queue, &job);
+}
+
 /* Begin collecting round_step with @slots (the members were told by the
  * frame that carried them) and queue our own slice, unless it is queued
  * already. A round that is ours alone, with nobody else in the cohort,
@@ -366,11 +404,11 @@ leader_start_round (RlxCoordinator *self, GArray *slots)
   alone = own != NULL && slots->len == 1 && members (self)->len == 1;
   if (self->own_prequeued != step)
     {
-      self->round_gen++;
+      rlx_compute_queue_begin_round (self->queue);
       if (own != NULL)
-        rlx_coordinator_queue_own (self, step,
-                                   rlx_replica_permutation (self->replica, self->round_epoch)
-                                       + own->start, own->count);
+        queue_own (self, step,
+                   rlx_replica_permutation (self->replica, self->round_epoch) + own->start,
+                   own->count);
     }
   self->own_prequeued = 0;
   if (own != NULL)
@@ -390,14 +428,14 @@ leader_start_round (RlxCoordinator *self, GArray *slots)
       if (!at_last_step (self, step + 1))
         after = predicted_own (self, 2, &after_n);
       self->finish_prequeued = step;
-      rlx_coordinator_queue_finish_after (self, step, NULL, next, next_n, after, after_n);
+      queue_finish (self, step, NULL, next, next_n, after, after_n);
     }
 }
 
 /* The round's update was made and applied by the backend (op->ok): publish
  * it and go on with the next round. */
 static void
-on_finished (RlxCoordinator *self, LeaderOp *op)
+on_finished (RlxCoordinator *self, RlxLeaderOp *op)
 {
   guint64 commit = op->step;
   GPtrArray *ids = members (self);
@@ -471,24 +509,19 @@ on_finished (RlxCoordinator *self, LeaderOp *op)
 }
 
 void
-rlx_coordinator_leader_done (RlxCoordinator *self, LeaderOp *op, const GError *error)
+rlx_coordinator_leader_done (RlxLeaderOp *op, const GError *error, gpointer user_data)
 {
-  /* a finish belongs to a round until it is abandoned (the next round's
-   * own gradient, queued behind it, already has the next round's number) */
-  gboolean current = op->kind == LEADER_FINISH
-                         ? op->abandon_gen == g_atomic_int_get (&self->abandon_gen)
-                         : op->round_gen == self->round_gen;
+  RlxCoordinator *self = user_data;
+  gboolean current = op->current;
   BUSY_BEGIN;
 
-  if (op->kind == LEADER_FINISH)
-    self->finishes--;
   if (role (self) == RLX_ROLE_STOPPED || self->finished)
     goto out;
   if (error != NULL)
     {
       g_autofree char *msg = g_strdup_printf ("%s of step %" G_GUINT64_FORMAT " failed: %s",
-                                              op->kind == LEADER_OWN ? "the own gradient"
-                                              : op->kind == LEADER_ADD ? "adding a bucket"
+                                              op->kind == RLX_LEADER_OWN ? "the own gradient"
+                                              : op->kind == RLX_LEADER_ADD ? "adding a bucket"
                                               : "finishing the round",
                                               op->step, error->message);
       rlx_coordinator_emit_error (self, msg);
@@ -499,9 +532,9 @@ rlx_coordinator_leader_done (RlxCoordinator *self, LeaderOp *op, const GError *e
         }
       if (!current || !rlx_leadership_is_leader (self->lead))
         goto out;
-      if (op->kind == LEADER_OWN)
+      if (op->kind == RLX_LEADER_OWN)
         rlx_round_close_slot (self->round, self->node_id);
-      else if (op->kind == LEADER_ADD)
+      else if (op->kind == RLX_LEADER_ADD)
         rlx_round_added (self->round, op->node, FALSE, msg);
       else
         {
@@ -513,7 +546,7 @@ rlx_coordinator_leader_done (RlxCoordinator *self, LeaderOp *op, const GError *e
 
   switch (op->kind)
     {
-    case LEADER_OWN:
+    case RLX_LEADER_OWN:
       {
         g_autofree char *reason = NULL;
 
@@ -547,11 +580,11 @@ rlx_coordinator_leader_done (RlxCoordinator *self, LeaderOp *op, const GError *e
           }
         break;
       }
-    case LEADER_ADD:
+    case RLX_LEADER_ADD:
       if (current && rlx_leadership_is_leader (self->lead))
         rlx_round_added (self->round, op->node, op->refused == NULL, op->refused);
       break;
-    case LEADER_FINISH:
+    case RLX_LEADER_FINISH:
       if (!rlx_leadership_is_leader (self->lead))
         {
           /* We stepped down while the backend applied it: our parameters
@@ -596,10 +629,11 @@ rlx_coordinator_leader_done (RlxCoordinator *self, LeaderOp *op, const GError *e
           break;
         }
       if (self->publish_waiting ||
-          (!rlx_round_is_active (self->round) && !self->finishing_round && self->finishes == 0))
+          (!rlx_round_is_active (self->round) && !self->finishing_round &&
+           rlx_compute_queue_finishes (self->queue) == 0))
         rlx_coordinator_leader_publish (self, FALSE);
       break;
-    case LEADER_RESET:
+    case RLX_LEADER_RESET:
     default:
       break;
     }
@@ -660,19 +694,18 @@ rlx_coordinator_leader_publish (RlxCoordinator *self, gboolean commit)
           else if (own != NULL && slots->len == 1 && !at_last_step (self, c + 1))
             after = predicted_own (self, 1, &after_n);
           perm = own ? rlx_replica_permutation (self->replica, self->round_epoch) : NULL;
-          rlx_coordinator_queue_finish_after (self, c, others ? &m : NULL,
-                                              own ? perm + own->start : NULL,
-                                              own ? own->count : 0, after, after_n);
+          queue_finish (self, c, others ? &m : NULL, own ? perm + own->start : NULL,
+                        own ? own->count : 0, after, after_n);
         }
       /* Our slice of the next round right behind the finish: the worker
        * goes on with it without waiting for us. */
       if (own != NULL)
         {
-          self->round_gen++;
+          rlx_compute_queue_begin_round (self->queue);
           self->own_prequeued = c + 1;
-          rlx_coordinator_queue_own (self, c + 1,
-                                     rlx_replica_permutation (self->replica, self->round_epoch)
-                                         + own->start, own->count);
+          queue_own (self, c + 1,
+                     rlx_replica_permutation (self->replica, self->round_epoch) + own->start,
+                     own->count);
         }
       /* A next round that is ours alone gets its finish queued now too (it
        * runs only if this round's commits): two rounds on the worker, so
@@ -687,7 +720,7 @@ rlx_coordinator_leader_publish (RlxCoordinator *self, gboolean commit)
           if (!at_last_step (self, c + 2))
             after = predicted_own (self, 2, &after_n);
           self->finish_prequeued = c + 1;
-          rlx_coordinator_queue_finish_after (self, c + 1, NULL, next, next_n, after, after_n);
+          queue_finish (self, c + 1, NULL, next, next_n, after, after_n);
         }
       return;
     }
@@ -697,7 +730,8 @@ rlx_coordinator_leader_publish (RlxCoordinator *self, gboolean commit)
    * no update is still being made or applied. */
   if (!self->rounds_started && members (self)->len < self->wait_members)
     return;
-  if (applied (self) < self->last_commit || self->finishes > 0 || self->member_applying > 0)
+  if (applied (self) < self->last_commit || rlx_compute_queue_finishes (self->queue) > 0 ||
+      rlx_compute_queue_member_applying (self->queue) > 0)
     {
       self->publish_waiting = TRUE;
       return;
@@ -870,7 +904,7 @@ rlx_coordinator_leader_on_grad (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
     {
     case RLX_ROUND_ACCEPTED:
       /* to the backend's sum, which checks its values on the way */
-      rlx_coordinator_queue_add (self, p->id, g->step, g->samples, &g->grads);
+      rlx_compute_queue_add (self->queue, p->id, g->step, g->samples, &g->grads);
       if (g->compute_us > 0)
         {
           double sp = g->samples * 1e6 / g->compute_us;

@@ -46,18 +46,16 @@ on_corrupted (RlxReplica *replica, gboolean ok, gpointer user_data)
 }
 
 /* The compute worker applied a commit and/or computed our gradient
- * (rlx_coordinator_queue_member_step): the ack and the "step" event, then
- * the bucket to the leader. */
+ * (queue_step): the ack and the "step" event, then the bucket to the
+ * leader. */
 void
-rlx_coordinator_member_stepped (RlxCoordinator *self, MemberStep *ms, const GError *error)
+rlx_coordinator_member_stepped (RlxMemberStep *ms, const GError *error, gpointer user_data)
 {
-  gboolean current = ms->member_gen == self->member_gen;
+  RlxCoordinator *self = user_data;
+  gboolean current = ms->current;
   gboolean report_after = FALSE;
   BUSY_BEGIN;
 
-  self->member_steps--;
-  if (ms->update.frame != NULL)
-    self->member_applying--;
   if (role (self) == RLX_ROLE_STOPPED)
     goto out;
   if (error != NULL)
@@ -134,13 +132,32 @@ out:
   /* Taken over while this commit was being applied: the first round
    * waited for it. */
   if (rlx_leadership_is_leader (self->lead) && self->publish_waiting &&
-      self->member_applying == 0 && applied (self) >= self->last_commit)
+      rlx_compute_queue_member_applying (self->queue) == 0 &&
+      applied (self) >= self->last_commit)
     {
       self->round_epoch = rlx_replica_get_epoch (self->replica);
       self->round_pos = rlx_replica_get_pos (self->replica);
       rlx_coordinator_leader_publish (self, FALSE);
     }
   BUSY_END;
+}
+
+/* Queue @ms (taken) on the compute worker, with what this node's
+ * configuration and faults say about its gradient. */
+static void
+queue_step (RlxCoordinator *self, RlxMemberStep *ms)
+{
+  if (ms->n > 0)
+    {
+      rlx_msg_init (&ms->header, RLX_MSG_GRAD, self->node_id);
+      ms->header.u.grad.term = ms->term;
+      ms->header.u.grad.step = ms->step;
+      ms->precision = self->precision;
+      ms->fault = rlx_fault_plan_gradient (&self->faults, ms->step);
+      ms->stall_us = rlx_fault_plan_stall_us (&self->faults, ms->step);
+    }
+  ms->feedback = self->error_feedback;
+  rlx_compute_queue_member_step (self->queue, ms);
 }
 
 /* One step frame, with no commit being applied (the replica's hash is of
@@ -151,7 +168,7 @@ member_on_step (RlxCoordinator *self, RlxPeer *p, RlxMsg *m, gboolean early)
   RlxMsgStep *s = &m->u.step;
   guint64 have = applied (self);
   gboolean committed = FALSE, accepted_prev = FALSE, listed = TRUE;
-  MemberStep *ms;
+  RlxMemberStep *ms;
 
   if (s->commit > 0)
     {
@@ -215,7 +232,7 @@ member_on_step (RlxCoordinator *self, RlxPeer *p, RlxMsg *m, gboolean early)
       s->members = g_ptr_array_new_with_free_func (g_free);
     }
 
-  ms = g_new0 (MemberStep, 1);
+  ms = rlx_member_step_new ();
   if (committed)
     {
       rlx_msg_array_copy (&ms->update, &s->update);
@@ -243,7 +260,7 @@ member_on_step (RlxCoordinator *self, RlxPeer *p, RlxMsg *m, gboolean early)
     }
   if (!committed && ms->n == 0)
     {
-      rlx_coordinator_member_step_free (ms);
+      rlx_member_step_free (ms);
       return;
     }
   /* Parameters on the host: the commit first, on its own, so its ack goes
@@ -254,7 +271,7 @@ member_on_step (RlxCoordinator *self, RlxPeer *p, RlxMsg *m, gboolean early)
   if (committed && ms->n > 0 &&
       !rlx_backend_params_on_device (rlx_worker_backend (self->worker)))
     {
-      MemberStep *grad = g_new0 (MemberStep, 1);
+      RlxMemberStep *grad = rlx_member_step_new ();
 
       grad->term = ms->term;
       grad->step = ms->step;
@@ -263,13 +280,13 @@ member_on_step (RlxCoordinator *self, RlxPeer *p, RlxMsg *m, gboolean early)
       ms->n = 0;
       ms->msg = g_new0 (RlxMsg, 1);
       rlx_msg_steal (ms->msg, m);
-      rlx_coordinator_queue_member_step (self, ms);
-      rlx_coordinator_queue_member_step (self, grad);
+      queue_step (self, ms);
+      queue_step (self, grad);
       return;
     }
   ms->msg = g_new0 (RlxMsg, 1);
   rlx_msg_steal (ms->msg, m);
-  rlx_coordinator_queue_member_step (self, ms);
+  queue_step (self, ms);
 }
 
 /* Process queued step frames while no commit is being applied. */
@@ -280,7 +297,7 @@ inbox_drain (RlxCoordinator *self)
 
   if (role (self) != RLX_ROLE_MEMBER)
     return;   /* kept for after the snapshot */
-  while (self->member_applying == 0 && !rlx_replica_busy (self->replica) && !self->loading &&
+  while (rlx_compute_queue_member_applying (self->queue) == 0 && !rlx_replica_busy (self->replica) && !self->loading &&
          (m = g_queue_pop_head (&self->inbox)))
     {
       RlxPeer *p = rlx_peer_set_lookup (self->peers, m->node);
@@ -482,8 +499,8 @@ rlx_coordinator_on_snapshot (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
   rlx_replica_cancel (self->replica);
   g_clear_pointer (&self->corrupting, msg_free);
   self->expect_commit = 0;
-  self->member_gen++;
-  rlx_coordinator_drop_assignments (self);
+  rlx_compute_queue_forget_member_steps (self->queue);
+  rlx_compute_queue_drop_assignments (self->queue);
   rlx_replica_set_seed (self->replica, seed);
   l = g_new0 (Loading, 1);
   l->self = self;

@@ -12,7 +12,7 @@
  *                              evaluation
  *   rlx-coordinator-roles.c    the one transition function, founding,
  *                              joining, failover, cutting off, merging
- *   rlx-coordinator-compute.c  the rank's compute worker: its queue of work
+ *   cohort/rlx-compute-queue.c the rank's compute worker: its queue of work
  *   rlx-coordinator-leader.c   the leader's flow: rounds, commits and
  *                              acknowledgements, admission, snapshots out
  *   rlx-coordinator-member.c   the member's flow: step frames, snapshots in
@@ -27,6 +27,7 @@
 #include "rlx-coordinator.h"
 #include "rlx-coordinator-faults.h"
 #include "core/cohort/rlx-checkpointer.h"
+#include "core/cohort/rlx-compute-queue.h"
 #include "core/cohort/rlx-leadership.h"
 #include "core/cohort/rlx-msg.h"
 #include "core/cohort/rlx-peer-set.h"
@@ -59,87 +60,6 @@ guint rlx_coordinator_split_batch (guint         count,
 /* Commits waiting for acknowledgements, at most; the oldest is reported
  * without the missing ones beyond that. */
 #define MAX_PENDING_COMMITS 64
-
-/* A member's step on the compute worker (rlx-coordinator-compute.c): apply
- * the commit's update, compute the gradient of the assigned slice into a
- * grad frame, hash the parameters. */
-typedef struct {
-  RlxCoordinator *self;
-  RlxMsg         *msg;            /* the step frame it comes from (its commit's report) */
-  /* in */
-  RlxMsgArray     update;         /* the commit to apply first (frame referenced), or none */
-  guint64         commit;         /* its step */
-  guint           epoch, pos;     /* where the next batch starts after it */
-  gboolean        accept_prev;    /* the leader took our previous bucket */
-  guint64         term, step;     /* the assignment (n > 0) */
-  guint32        *indices;
-  guint           n;
-  gint            gen;            /* assign_gen when queued */
-  guint64         member_gen;     /* member_gen when queued */
-  RlxMsg          header;         /* of the grad frame */
-  RlxPrecision    precision;
-  gboolean        feedback;
-  RlxFault        fault;
-  guint64         stall_us;
-  /* out */
-  gboolean        applied;
-  guint64         hash;
-  guint64         host_bytes;     /* rlx_backend_host_bytes after it */
-  gboolean        computed;       /* the gradient was computed (not skipped as replaced) */
-  GBytes         *frame;          /* the grad frame (a refusal when refused) */
-  float           loss;
-  gint64          compute_us;
-  char           *refused;        /* why the frame carries no bucket */
-} MemberStep;
-
-/* An operation of the leader's round on the compute worker. */
-typedef enum { LEADER_OWN, LEADER_ADD, LEADER_FINISH, LEADER_RESET } LeaderOpKind;
-typedef struct {
-  RlxCoordinator *self;
-  LeaderOpKind    kind;
-  guint64         round_gen;      /* round_gen when queued */
-  gint            abandon_gen;    /* FINISH: abandon_gen when queued */
-  gboolean        prequeued;      /* FINISH: queued before its round was complete */
-  gboolean        next_alone;     /* FINISH: the next round is expected to be ours alone
-                                   * (rlx_backend_round_expect_alone) */
-  gboolean        chained;        /* FINISH: queued before the previous round's finish ran
-                                   * (it runs only if that one applied its update) */
-  guint64         step;
-  /* OWN: the slice; FINISH: the next own slice (NULL: unknown) */
-  guint32        *indices;
-  guint           n;
-  /* FINISH: the own slice of the round after the next, when both are
-   * expected to be ours alone (rlx_backend_round_after; NULL: unknown) */
-  guint32        *after;
-  guint           after_n;
-  RlxFault        fault;
-  guint64         stall_us;
-  /* ADD */
-  char           *node;
-  RlxMsgArray     bucket;
-  guint           samples;
-  /* FINISH */
-  RlxMsg          header;         /* the step frame's (with has_header) */
-  gboolean        has_header;
-  double          lr;
-  RlxPrecision    precision;
-  gboolean        feedback;
-  /* out */
-  guint64         host_bytes;     /* rlx_backend_host_bytes after it */
-  guint64         ahead_taken;    /* rlx_backend_ahead_taken after it */
-  guint64         update_ahead;   /* rlx_backend_updates_ahead after it */
-  float           loss;
-  gint64          compute_us;
-  char           *refused;        /* OWN/ADD: not added; FINISH: not finished */
-  gboolean        ok;             /* FINISH: the update was made and applied */
-  gint64          run_us;         /* the run's wall time on the worker */
-  gint64          ran_at;         /* when the run ended (monotonic) */
-  double          dev_finish_us;  /* FINISH: rlx_backend_device_round_us after it */
-  double          dev_grad_us;
-  GBytes         *frame;          /* FINISH: the step frame */
-  double          scale;
-  guint64         hash;
-} LeaderOp;
 
 /* A commit the leader published and has not reported yet. */
 typedef struct {
@@ -180,7 +100,8 @@ struct _RlxCoordinator {
   RlxFaultPlan     faults;          /* test faults (rlx-coordinator-faults.h) */
   guint            evaluate_every;
 
-  RlxWorker       *worker;
+  RlxComputeQueue *queue;          /* the rank's work on its compute worker; owns it */
+  RlxWorker       *worker;          /* the queue's (for the backend's facts, the replica) */
   const RlxModel  *model;
   RlxDataset      *dataset;
   gsize            n;
@@ -198,22 +119,11 @@ struct _RlxCoordinator {
   RlxCheckpoint    resume;
   GError          *checkpoint_error;
 
-  /* compute (rlx-coordinator-compute.c) */
-  gint             assign_gen;      /* atomic: bumped when queued assignments are replaced */
-  guint            member_steps;    /* member steps queued, not yet done */
-  guint            member_applying; /* of which apply a commit */
-  guint64          member_gen;      /* bumped when queued member steps become stale */
-  guint64          round_gen;       /* bumped when a round begins or is abandoned */
-  gint             abandon_gen;     /* atomic: bumped when a round is abandoned (its finish
-                                     * must not run) */
-  guint            finishes;        /* round finishes queued, not yet done */
+  /* compute */
   guint64          finish_prequeued; /* the step whose finish is queued already, before its
                                       * round was complete (0: none) */
   guint64          own_prequeued;   /* the step whose own gradient is queued already (0: none) */
   gboolean         params_dirty;    /* the backend took an update the replica does not know */
-  guint64          w_round_gen;     /* worker thread: the round the backend's sum belongs to */
-  gint64           w_ahead_since;   /* worker thread: the next own gradient began then */
-  gboolean         w_chain_broken;  /* worker thread: the last finish did not apply its update */
   guint64          assigned_step[4];  /* this node's share of recent steps (step % 4) */
   guint            assigned_count[4];
 
@@ -416,27 +326,6 @@ void rlx_coordinator_note_backend (RlxCoordinator *self, guint64 host_bytes, gui
 void rlx_coordinator_emit_discover (RlxCoordinator *self);
 void rlx_coordinator_event_emit (RlxCoordinator *self, JsonObject *o);
 
-/* compute */
-/* queue @ms (taken; self, gen and the frame's header are filled in) */
-void rlx_coordinator_queue_member_step (RlxCoordinator *self, MemberStep *ms);
-void rlx_coordinator_member_step_free (MemberStep *ms);
-/* queued assignments are skipped (their updates still apply) */
-void rlx_coordinator_drop_assignments (RlxCoordinator *self);
-void rlx_coordinator_queue_own (RlxCoordinator *self, guint64 step, const guint32 *indices,
-                                guint n);
-void rlx_coordinator_queue_add (RlxCoordinator *self, const char *node, guint64 step,
-                                guint samples, const RlxMsgArray *bucket);
-/* @header (nullable: no frame, nobody to send it to) is taken; @next: our
- * slice of the next round; rlx_coordinator_queue_finish_after: and of the
- * round after it (both expected to be ours alone) */
-void rlx_coordinator_queue_finish_after (RlxCoordinator *self, guint64 step, RlxMsg *header,
-                                         const guint32 *next, guint next_n,
-                                         const guint32 *after, guint after_n);
-void rlx_coordinator_queue_finish (RlxCoordinator *self, guint64 step, RlxMsg *header,
-                                   const guint32 *next, guint next_n);
-/* forget the gradient's and the update's quantisation residuals */
-void rlx_coordinator_queue_reset_feedback (RlxCoordinator *self);
-
 /* events */
 void rlx_coordinator_event_emit (RlxCoordinator *self, JsonObject *o);
 void rlx_coordinator_set_hash_member (JsonObject *o, const char *name, guint64 hash);
@@ -490,8 +379,8 @@ void rlx_coordinator_leader_on_ack (RlxCoordinator *self, RlxPeer *p, RlxMsgAck 
 void rlx_coordinator_send_snapshot (RlxCoordinator *self, RlxPeer *p, const char *reason);
 void rlx_coordinator_leader_admit (RlxCoordinator *self, RlxPeer *p, RlxMsgJoin *join);
 void rlx_coordinator_on_adopted (RlxReplica *replica, gboolean ok, gpointer user_data);
-/* a leader operation's result (rlx-coordinator-compute.c) */
-void rlx_coordinator_leader_done (RlxCoordinator *self, LeaderOp *op, const GError *error);
+/* a leader operation's result (RlxComputeQueueCallbacks) */
+void rlx_coordinator_leader_done (RlxLeaderOp *op, const GError *error, gpointer user_data);
 
 /* member */
 void rlx_coordinator_on_step_msg (RlxCoordinator *self, RlxPeer *p, RlxMsg *m);
@@ -499,8 +388,8 @@ void rlx_coordinator_loading_free (Loading *l);
 void rlx_coordinator_emit_snapshot_from (RlxCoordinator *self, const char *from, guint64 step,
                                          guint64 hash, const char *reason);
 void rlx_coordinator_on_snapshot (RlxCoordinator *self, RlxPeer *p, RlxMsg *m);
-/* a member step's result (rlx-coordinator-compute.c) */
-void rlx_coordinator_member_stepped (RlxCoordinator *self, MemberStep *ms, const GError *error);
+/* a member step's result (RlxComputeQueueCallbacks) */
+void rlx_coordinator_member_stepped (RlxMemberStep *ms, const GError *error, gpointer user_data);
 
 /* roles */
 void rlx_coordinator_start_found_timer (RlxCoordinator *self, guint ms);

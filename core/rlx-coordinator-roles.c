@@ -56,7 +56,7 @@ rlx_coordinator_transition (RlxCoordinator *self, RlxRole to, const char *leader
   /* Not computing for that leader any more: drop queued assignments
    * (updates still run). */
   if ((to != RLX_ROLE_MEMBER && to != RLX_ROLE_LEADER) || (changed & 6) || from != to)
-    rlx_coordinator_drop_assignments (self);
+    rlx_compute_queue_drop_assignments (self->queue);
 
   switch (to)
     {
@@ -130,7 +130,7 @@ become_leader (RlxCoordinator *self, guint64 term, gboolean founding)
     }
   rlx_coordinator_transition (self, RLX_ROLE_LEADER, self->node_id, term, NULL);
   /* the update stream's residual starts from zero with a new leader */
-  rlx_coordinator_queue_reset_feedback (self);
+  rlx_compute_queue_reset_feedback (self->queue);
   self->rounds_measured = 0;
   /* A commit our replica is still applying (we were a member a moment
    * ago) is the one the first round builds on. */

@@ -424,12 +424,13 @@ rlx_coordinator_finish (RlxCoordinator *self, gboolean success, const char *mess
   g_clear_handle_id (&self->join_id, rlx_source_remove);
   g_clear_handle_id (&self->successor_id, rlx_source_remove);
   rlx_coordinator_round_abandon (self);
-  rlx_coordinator_drop_assignments (self);
+  rlx_compute_queue_drop_assignments (self->queue);
   /* The parameters as they end, for rlx_coordinator_get_params (read after
    * everything queued on the worker), unless the last read holds them. */
   if (rlx_replica_get_params (self->replica) == NULL
       || rlx_replica_get_params_step (self->replica) != applied (self)
-      || rlx_replica_busy (self->replica) || self->member_steps > 0 || self->finishes > 0)
+      || rlx_replica_busy (self->replica) || rlx_compute_queue_member_steps (self->queue) > 0
+      || rlx_compute_queue_finishes (self->queue) > 0)
     {
       self->finish_reading = TRUE;
       rlx_replica_read (self->replica, NULL, NULL, NULL, on_final_read, self);
@@ -503,14 +504,9 @@ rlx_coordinator_dispose (GObject *object)
   g_clear_handle_id (&self->join_id, rlx_source_remove);
   g_clear_handle_id (&self->successor_id, rlx_source_remove);
   g_clear_handle_id (&self->leave_id, rlx_source_remove);
-  /* No worker callback after this. The pointer stays set until the worker
-   * thread has been joined: the operation it may be running reads
-   * self->worker (g_clear_pointer would clear it first). */
-  if (self->worker)
-    {
-      rlx_worker_free (self->worker);
-      self->worker = NULL;
-    }
+  /* No worker callback after this (the worker thread is joined). */
+  g_clear_pointer (&self->queue, rlx_compute_queue_free);
+  self->worker = NULL;
   if (self->peers)
     g_signal_handlers_disconnect_by_data (self->peers, self);
   if (self->round)
@@ -665,6 +661,10 @@ rlx_coordinator_new (const RlxCoordinatorConfig *config, RlxWorker *worker, GErr
   g_return_val_if_fail (worker != NULL, NULL);
 
   self = g_object_new (RLX_TYPE_COORDINATOR, NULL);
+  self->queue = rlx_compute_queue_new (worker, &(RlxComputeQueueCallbacks) {
+                                         .member_done = rlx_coordinator_member_stepped,
+                                         .leader_done = rlx_coordinator_leader_done,
+                                       }, self);
   self->worker = worker;
   backend = rlx_worker_backend (worker);
   self->model = rlx_backend_model (backend);

@@ -1,31 +1,15 @@
-/* rlx-coordinator-compute.c — what the rank's compute worker runs for the
- * cohort (see rlx-coordinator-private.h)
+/* rlx-compute-queue.c — the cohort's work on the rank's compute worker
+ * (rlx-compute-queue.h)
  *
- * Every operation on the backend goes through the worker's queue
- * (rlx_worker_queue), so they run in the order the protocol asks for them
- * and their results come back in that order:
- *
- *   a member's step   apply the commit's update, compute the gradient of
- *                     the assigned slice at the rank's wire precision with
- *                     error feedback (the codes land where the grad frame
- *                     carries them), then the parameters' hash for the ack
- *   the leader's      round_own (its own slice), round_add (each member's
- *   round             bucket as it arrives), round_finish (the update's
- *                     codes straight into the step frame, its scale and the
- *                     parameters' hash), with the next own slice named so
- *                     that a GPU computes it right behind the finish
- *
- * The functions named *_run run on the worker thread and touch nothing of
- * the coordinator but the fields marked "worker thread" in its struct and
- * the atomic generations; everything else they need travels in the
- * operation. Their results are handled on the main context by the member's
- * and the leader's flows (rlx_coordinator_member_stepped,
- * rlx_coordinator_leader_done).
+ * The functions named *_run run on the worker thread. They read their job
+ * and the queue's `w` part (the worker-side state, touched by no other
+ * thread) and the atomic generations; nothing else. The rest of the queue
+ * is the owner's thread's.
  */
 #include "rlx-config.h"
-#include "rlx-coordinator-private.h"
+#include "rlx-compute-queue.h"
 #include "core/p2p/rlx-trace.h"
-#include "rlx-backend-private.h"
+#include "core/rlx-backend-private.h"
 
 #include <math.h>
 #include <string.h>
@@ -36,7 +20,64 @@
 #define HEADROOM 4096
 #define STEP_HEADROOM(members) (HEADROOM + 3 * (gsize) (members) * (RLX_MSG_MAX_ID + 64))
 
-/* The test switch: the backend's next gradient gets a bad value or two. */
+struct _RlxComputeQueue {
+  RlxWorker               *worker;
+  RlxComputeQueueCallbacks cb;
+  gpointer                 user_data;
+
+  /* shared with the worker thread (atomic) */
+  struct {
+    gint                   assign_gen;   /* bumped when queued assignments are replaced */
+    gint                   abandon_gen;  /* bumped when a round is abandoned (its finish
+                                          * must not run) */
+  } shared;
+
+  /* the worker thread's alone */
+  struct {
+    guint64                round_gen;    /* the round the backend's sum belongs to */
+    gint64                 ahead_since;  /* the next own gradient began then */
+    gboolean               chain_broken; /* the last finish did not apply its update */
+  } w;
+
+  /* the owner's thread's */
+  guint                    member_steps;    /* queued, not yet done */
+  guint                    member_applying; /* of which apply a commit */
+  guint64                  member_gen;      /* bumped when queued member steps become stale */
+  guint64                  round_gen;       /* bumped when a round begins or is abandoned */
+  guint                    finishes;        /* queued, not yet done */
+};
+
+RlxComputeQueue *
+rlx_compute_queue_new (RlxWorker *worker, const RlxComputeQueueCallbacks *callbacks,
+                       gpointer user_data)
+{
+  RlxComputeQueue *self = g_new0 (RlxComputeQueue, 1);
+
+  self->worker = worker;
+  self->cb = *callbacks;
+  self->user_data = user_data;
+  return self;
+}
+
+void
+rlx_compute_queue_free (RlxComputeQueue *self)
+{
+  if (self == NULL)
+    return;
+  /* No callback after this; the job the worker may be running reads the
+   * queue (its worker-side state) until the thread has been joined. */
+  rlx_worker_free (self->worker);
+  self->worker = NULL;
+  g_free (self);
+}
+
+RlxWorker *
+rlx_compute_queue_get_worker (RlxComputeQueue *self)
+{
+  return self->worker;
+}
+
+/* The test fault: the backend's next gradient gets a bad value or two. */
 static void
 inject_fault (RlxBackend *backend, RlxFault fault)
 {
@@ -48,11 +89,20 @@ inject_fault (RlxBackend *backend, RlxFault fault)
 
 /* ── a member's step ────────────────────────────────────────────────────── */
 
+RlxMemberStep *
+rlx_member_step_new (void)
+{
+  return g_new0 (RlxMemberStep, 1);
+}
+
 void
-rlx_coordinator_member_step_free (MemberStep *ms)
+rlx_member_step_free (RlxMemberStep *ms)
 {
   if (ms->msg != NULL)
-    msg_free (ms->msg);
+    {
+      rlx_msg_clear (ms->msg);
+      g_free (ms->msg);
+    }
   rlx_msg_array_clear (&ms->update);
   g_free (ms->indices);
   rlx_msg_clear (&ms->header);
@@ -63,10 +113,9 @@ rlx_coordinator_member_step_free (MemberStep *ms)
 
 /* Worker thread. */
 static gboolean
-member_step_run_untraced (RlxBackend *backend, gpointer data, GError **error)
+member_step_run_untraced (RlxBackend *backend, RlxMemberStep *ms, GError **error)
 {
-  MemberStep *ms = data;
-  RlxCoordinator *self = ms->self;
+  RlxComputeQueue *self = ms->queue;
   gsize n = rlx_backend_model (backend)->n_params;
   RlxPrecision p = ms->precision;
   g_autoptr(GError) local = NULL;
@@ -84,7 +133,7 @@ member_step_run_untraced (RlxBackend *backend, gpointer data, GError **error)
       ms->applied = TRUE;
     }
   /* an assignment that a newer one (or a role change) replaced is skipped */
-  if (ms->n > 0 && ms->gen == g_atomic_int_get (&self->assign_gen))
+  if (ms->n > 0 && ms->gen == g_atomic_int_get (&self->shared.assign_gen))
     {
       buf = g_malloc (HEADROOM + n * rlx_precision_element_size (p));
       inject_fault (backend, ms->fault);
@@ -130,15 +179,16 @@ member_step_run_untraced (RlxBackend *backend, gpointer data, GError **error)
   return TRUE;
 }
 
+/* Worker thread. */
 static gboolean
 member_step_run (RlxBackend *backend, gpointer data, GError **error)
 {
-  MemberStep *ms = data;
+  RlxMemberStep *ms = data;
   guint64 step = ms->n > 0 ? ms->step : ms->commit;
   gboolean ok;
 
   rlx_trace ("M.run", step);
-  ok = member_step_run_untraced (backend, data, error);
+  ok = member_step_run_untraced (backend, ms, error);
   rlx_trace ("M.run.end", step);
   return ok;
 }
@@ -146,41 +196,57 @@ member_step_run (RlxBackend *backend, gpointer data, GError **error)
 static void
 member_step_done (RlxWorker *worker, gpointer data, const GError *error, gpointer user_data)
 {
-  MemberStep *ms = data;
+  RlxMemberStep *ms = data;
+  RlxComputeQueue *self = ms->queue;
 
-  rlx_coordinator_member_stepped (ms->self, ms, error);
+  ms->current = ms->member_gen == self->member_gen;
+  self->member_steps--;
+  if (ms->update.frame != NULL)
+    self->member_applying--;
+  self->cb.member_done (ms, error, self->user_data);
 }
 
 void
-rlx_coordinator_queue_member_step (RlxCoordinator *self, MemberStep *ms)
+rlx_compute_queue_member_step (RlxComputeQueue *self, RlxMemberStep *ms)
 {
-  ms->self = self;
+  ms->queue = self;
   if (ms->n > 0)
     {
       /* this assignment replaces any queued one */
-      g_atomic_int_inc (&self->assign_gen);
-      ms->gen = g_atomic_int_get (&self->assign_gen);
-      rlx_msg_init (&ms->header, RLX_MSG_GRAD, self->node_id);
-      ms->header.u.grad.term = ms->term;
-      ms->header.u.grad.step = ms->step;
-      ms->precision = self->precision;
-      ms->feedback = self->error_feedback;
-      ms->fault = rlx_fault_plan_gradient (&self->faults, ms->step);
-      ms->stall_us = rlx_fault_plan_stall_us (&self->faults, ms->step);
+      g_atomic_int_inc (&self->shared.assign_gen);
+      ms->gen = g_atomic_int_get (&self->shared.assign_gen);
     }
-  ms->accept_prev = ms->accept_prev && self->error_feedback;
+  ms->accept_prev = ms->accept_prev && ms->feedback;
   ms->member_gen = self->member_gen;
   self->member_steps++;
   if (ms->update.frame != NULL)
     self->member_applying++;
   rlx_worker_queue (self->worker, member_step_run, member_step_done, ms,
-                    (GDestroyNotify) rlx_coordinator_member_step_free, NULL);
+                    (GDestroyNotify) rlx_member_step_free, NULL);
 }
 
 void
-rlx_coordinator_drop_assignments (RlxCoordinator *self)
+rlx_compute_queue_drop_assignments (RlxComputeQueue *self)
 {
-  g_atomic_int_inc (&self->assign_gen);
+  g_atomic_int_inc (&self->shared.assign_gen);
+}
+
+void
+rlx_compute_queue_forget_member_steps (RlxComputeQueue *self)
+{
+  self->member_gen++;
+}
+
+guint
+rlx_compute_queue_member_steps (RlxComputeQueue *self)
+{
+  return self->member_steps;
+}
+
+guint
+rlx_compute_queue_member_applying (RlxComputeQueue *self)
+{
+  return self->member_applying;
 }
 
 /* ── the leader's round ─────────────────────────────────────────────────── */
@@ -188,7 +254,7 @@ rlx_coordinator_drop_assignments (RlxCoordinator *self)
 static void
 leader_op_free (gpointer p)
 {
-  LeaderOp *op = p;
+  RlxLeaderOp *op = p;
 
   g_free (op->indices);
   g_free (op->after);
@@ -204,20 +270,20 @@ leader_op_free (gpointer p)
 /* Worker thread: the backend's round belongs to round @gen (a contribution
  * of an abandoned round is dropped before the first of a new one). */
 static void
-round_of (RlxCoordinator *self, RlxBackend *backend, guint64 gen)
+round_of (RlxComputeQueue *self, RlxBackend *backend, guint64 gen)
 {
-  if (self->w_round_gen != gen)
+  if (self->w.round_gen != gen)
     {
       if (rlx_backend_round_size (backend) > 0)
         rlx_backend_round_cancel (backend);
-      self->w_round_gen = gen;
+      self->w.round_gen = gen;
     }
 }
 
 /* Worker thread: the round's update, made and applied (op->ok), or why not
  * (op->refused). */
 static gboolean
-finish_run (RlxCoordinator *self, RlxBackend *backend, LeaderOp *op, GError **error)
+finish_run (RlxComputeQueue *self, RlxBackend *backend, RlxLeaderOp *op, GError **error)
 {
   g_autoptr(GError) local = NULL;
   gsize n = rlx_backend_model (backend)->n_params;
@@ -225,15 +291,15 @@ finish_run (RlxCoordinator *self, RlxBackend *backend, LeaderOp *op, GError **er
   g_autofree guint8 *buf = NULL;
   gboolean ok;
 
-  if (op->chained && self->w_chain_broken)
+  if (op->chained && self->w.chain_broken)
     {
       /* queued behind a finish that applied nothing: its own gradient was
        * computed at parameters no commit holds */
       op->refused = g_strdup ("the round before it was not committed");
       return TRUE;
     }
-  if (self->w_round_gen != op->round_gen ||
-      op->abandon_gen != g_atomic_int_get (&self->abandon_gen))
+  if (self->w.round_gen != op->round_gen ||
+      op->abandon_gen != g_atomic_int_get (&self->shared.abandon_gen))
     {
       /* nothing of this round reached the backend, or it was given up */
       op->refused = g_strdup ("the round was abandoned");
@@ -269,7 +335,7 @@ finish_run (RlxCoordinator *self, RlxBackend *backend, LeaderOp *op, GError **er
   op->host_bytes = rlx_backend_host_bytes (backend);
   op->ahead_taken = rlx_backend_ahead_taken (backend);
   op->update_ahead = rlx_backend_updates_ahead (backend);
-  self->w_ahead_since = op->indices != NULL ? g_get_monotonic_time () : 0;
+  self->w.ahead_since = op->indices != NULL ? g_get_monotonic_time () : 0;
   if (op->has_header)
     {
       op->frame = rlx_msg_frame_wrap (&op->header, n, op->precision, op->scale,
@@ -283,16 +349,15 @@ finish_run (RlxCoordinator *self, RlxBackend *backend, LeaderOp *op, GError **er
 /* Worker thread. A refused contribution is no failure: the round goes on
  * without it (op->refused says why). */
 static gboolean
-leader_op_run_timed (RlxBackend *backend, gpointer data, GError **error)
+leader_op_run_timed (RlxBackend *backend, RlxLeaderOp *op, GError **error)
 {
-  LeaderOp *op = data;
-  RlxCoordinator *self = op->self;
+  RlxComputeQueue *self = op->queue;
   g_autoptr(GError) local = NULL;
   gint64 t0 = g_get_monotonic_time ();
 
   switch (op->kind)
     {
-    case LEADER_OWN:
+    case RLX_LEADER_OWN:
       round_of (self, backend, op->round_gen);
       inject_fault (backend, op->fault);
       if (!rlx_backend_round_own (backend, op->indices, op->n, &op->loss, &local))
@@ -311,10 +376,10 @@ leader_op_run_timed (RlxBackend *backend, gpointer data, GError **error)
         g_usleep ((gulong) op->stall_us);
       /* computed right behind the last finish (a GPU that was told the
        * slice): it began when that finish ended */
-      op->compute_us = g_get_monotonic_time () - MAX (t0, self->w_ahead_since);
-      self->w_ahead_since = 0;
+      op->compute_us = g_get_monotonic_time () - MAX (t0, self->w.ahead_since);
+      self->w.ahead_since = 0;
       return TRUE;
-    case LEADER_ADD:
+    case RLX_LEADER_ADD:
       round_of (self, backend, op->round_gen);
       if (!rlx_backend_round_add (backend, op->bucket.codes, op->bucket.n, op->bucket.precision,
                                   op->bucket.scale, op->samples, &local))
@@ -329,14 +394,14 @@ leader_op_run_timed (RlxBackend *backend, gpointer data, GError **error)
           op->refused = g_strdup_printf ("gradient bucket refused: %s", local->message);
         }
       return TRUE;
-    case LEADER_FINISH:
+    case RLX_LEADER_FINISH:
       {
         gboolean ok = finish_run (self, backend, op, error);
 
-        self->w_chain_broken = !ok || !op->ok;
+        self->w.chain_broken = !ok || !op->ok;
         return ok;
       }
-    case LEADER_RESET:
+    case RLX_LEADER_RESET:
       rlx_backend_reset_feedback (backend);
       return TRUE;
     default:
@@ -348,22 +413,24 @@ leader_op_run_timed (RlxBackend *backend, gpointer data, GError **error)
 static gboolean
 leader_op_run (RlxBackend *backend, gpointer data, GError **error)
 {
-  LeaderOp *op = data;
+  RlxLeaderOp *op = data;
   gint64 t0 = g_get_monotonic_time ();
-  static const char *const start[] = { [LEADER_OWN] = "L.own", [LEADER_ADD] = "L.add",
-                                       [LEADER_FINISH] = "L.finish", [LEADER_RESET] = "L.reset" };
-  static const char *const end[] = { [LEADER_OWN] = "L.own.end", [LEADER_ADD] = "L.add.end",
-                                     [LEADER_FINISH] = "L.finish.end",
-                                     [LEADER_RESET] = "L.reset.end" };
+  static const char *const start[] = { [RLX_LEADER_OWN] = "L.own", [RLX_LEADER_ADD] = "L.add",
+                                       [RLX_LEADER_FINISH] = "L.finish",
+                                       [RLX_LEADER_RESET] = "L.reset" };
+  static const char *const end[] = { [RLX_LEADER_OWN] = "L.own.end",
+                                     [RLX_LEADER_ADD] = "L.add.end",
+                                     [RLX_LEADER_FINISH] = "L.finish.end",
+                                     [RLX_LEADER_RESET] = "L.reset.end" };
   gboolean ok;
 
   rlx_trace (start[op->kind], op->step);
-  ok = leader_op_run_timed (backend, data, error);
+  ok = leader_op_run_timed (backend, op, error);
   rlx_trace (end[op->kind], op->step);
 
   op->ran_at = g_get_monotonic_time ();
   op->run_us = op->ran_at - t0;
-  if (op->kind == LEADER_FINISH)
+  if (op->kind == RLX_LEADER_FINISH)
     rlx_backend_device_round_us (backend, &op->dev_finish_us, &op->dev_grad_us);
   return ok;
 }
@@ -371,102 +438,110 @@ leader_op_run (RlxBackend *backend, gpointer data, GError **error)
 static void
 leader_op_done (RlxWorker *worker, gpointer data, const GError *error, gpointer user_data)
 {
-  LeaderOp *op = data;
+  RlxLeaderOp *op = data;
+  RlxComputeQueue *self = op->queue;
 
-  if (op->kind != LEADER_RESET)
-    rlx_coordinator_leader_done (op->self, op, error);
+  if (op->kind == RLX_LEADER_RESET)
+    return;
+  /* a finish belongs to a round until it is abandoned (the next round's
+   * own gradient, queued behind it, already has the next round's number) */
+  op->current = op->kind == RLX_LEADER_FINISH
+                    ? op->abandon_gen == g_atomic_int_get (&self->shared.abandon_gen)
+                    : op->round_gen == self->round_gen;
+  if (op->kind == RLX_LEADER_FINISH)
+    self->finishes--;
+  self->cb.leader_done (op, error, self->user_data);
 }
 
-static LeaderOp *
-leader_op_new (RlxCoordinator *self, LeaderOpKind kind)
+static RlxLeaderOp *
+leader_op_new (RlxComputeQueue *self, RlxLeaderOpKind kind, guint64 step)
 {
-  LeaderOp *op = g_new0 (LeaderOp, 1);
+  RlxLeaderOp *op = g_new0 (RlxLeaderOp, 1);
 
-  op->self = self;
+  op->queue = self;
   op->kind = kind;
+  op->step = step;
   op->round_gen = self->round_gen;
-  op->abandon_gen = g_atomic_int_get (&self->abandon_gen);
+  op->abandon_gen = g_atomic_int_get (&self->shared.abandon_gen);
   return op;
 }
 
 static void
-leader_op_push (RlxCoordinator *self, LeaderOp *op)
+leader_op_push (RlxComputeQueue *self, RlxLeaderOp *op)
 {
-  static const char *const queued[] = { [LEADER_OWN] = "L.q.own", [LEADER_ADD] = "L.q.add",
-                                        [LEADER_FINISH] = "L.q.finish",
-                                        [LEADER_RESET] = "L.q.reset" };
+  static const char *const queued[] = { [RLX_LEADER_OWN] = "L.q.own",
+                                        [RLX_LEADER_ADD] = "L.q.add",
+                                        [RLX_LEADER_FINISH] = "L.q.finish",
+                                        [RLX_LEADER_RESET] = "L.q.reset" };
 
   rlx_trace (queued[op->kind], op->step);
   rlx_worker_queue (self->worker, leader_op_run, leader_op_done, op, leader_op_free, NULL);
 }
 
 void
-rlx_coordinator_queue_own (RlxCoordinator *self, guint64 step, const guint32 *indices, guint n)
+rlx_compute_queue_begin_round (RlxComputeQueue *self)
 {
-  LeaderOp *op = leader_op_new (self, LEADER_OWN);
+  self->round_gen++;
+}
 
-  op->step = step;
+void
+rlx_compute_queue_abandon_round (RlxComputeQueue *self)
+{
+  self->round_gen++;
+  g_atomic_int_inc (&self->shared.abandon_gen);
+}
+
+void
+rlx_compute_queue_own (RlxComputeQueue *self, guint64 step, const guint32 *indices, guint n,
+                       RlxFault fault, guint64 stall_us)
+{
+  RlxLeaderOp *op = leader_op_new (self, RLX_LEADER_OWN, step);
+
   op->indices = g_memdup2 (indices, n * sizeof (guint32));
   op->n = n;
-  op->fault = rlx_fault_plan_gradient (&self->faults, step);
-  op->stall_us = rlx_fault_plan_stall_us (&self->faults, step);
+  op->fault = fault;
+  op->stall_us = stall_us;
   leader_op_push (self, op);
 }
 
 void
-rlx_coordinator_queue_add (RlxCoordinator *self, const char *node, guint64 step, guint samples,
-                           const RlxMsgArray *bucket)
+rlx_compute_queue_add (RlxComputeQueue *self, const char *node, guint64 step, guint samples,
+                       const RlxMsgArray *bucket)
 {
-  LeaderOp *op = leader_op_new (self, LEADER_ADD);
+  RlxLeaderOp *op = leader_op_new (self, RLX_LEADER_ADD, step);
 
   op->node = g_strdup (node);
-  op->step = step;
   op->samples = samples;
   rlx_msg_array_copy (&op->bucket, bucket);
   leader_op_push (self, op);
 }
 
 void
-rlx_coordinator_queue_finish (RlxCoordinator *self, guint64 step, RlxMsg *header,
-                              const guint32 *next, guint next_n)
+rlx_compute_queue_finish (RlxComputeQueue *self, RlxFinishJob *job)
 {
-  rlx_coordinator_queue_finish_after (self, step, header, next, next_n, NULL, 0);
-}
+  RlxLeaderOp *op = leader_op_new (self, RLX_LEADER_FINISH, job->step);
 
-void
-rlx_coordinator_queue_finish_after (RlxCoordinator *self, guint64 step, RlxMsg *header,
-                                    const guint32 *next, guint next_n, const guint32 *after,
-                                    guint after_n)
-{
-  LeaderOp *op = leader_op_new (self, LEADER_FINISH);
-
-  op->step = step;
-  if (header != NULL)
+  if (job->header != NULL)
     {
-      rlx_msg_steal (&op->header, header);
+      rlx_msg_steal (&op->header, job->header);
       op->has_header = TRUE;
+      job->header = NULL;
     }
-  if (next != NULL && next_n > 0)
+  if (job->next != NULL && job->next_n > 0)
     {
-      op->indices = g_memdup2 (next, next_n * sizeof (guint32));
-      op->n = next_n;
+      op->indices = g_memdup2 (job->next, job->next_n * sizeof (guint32));
+      op->n = job->next_n;
     }
-  if (after != NULL && after_n > 0)
+  if (job->after != NULL && job->after_n > 0)
     {
-      op->after = g_memdup2 (after, after_n * sizeof (guint32));
-      op->after_n = after_n;
+      op->after = g_memdup2 (job->after, job->after_n * sizeof (guint32));
+      op->after_n = job->after_n;
     }
-  op->lr = self->lr;
-  /* The wire precision is the wire's: an update nobody receives (no frame:
-   * nobody else in the cohort) is applied as it is, at f32, with nothing
-   * quantised and the update residual left for when there is a wire again
-   * (a rank that joins gets a snapshot, not this update) */
-  op->precision = header != NULL ? self->precision : RLX_PRECISION_F32;
-  op->feedback = self->error_feedback;
-  op->prequeued = self->finish_prequeued == step;
-  /* no frame (nobody else in the cohort) and a next slice of ours: the
-   * next round is most likely ours alone too */
-  op->next_alone = header == NULL && op->indices != NULL && members (self)->len == 1;
+  op->lr = job->lr;
+  op->precision = job->precision;
+  op->feedback = job->feedback;
+  op->prequeued = job->prequeued;
+  op->next_alone = job->next_alone && op->indices != NULL;
   /* behind a finish still to come: it runs only if that one commits */
   op->chained = self->finishes > 0;
   self->finishes++;
@@ -474,7 +549,13 @@ rlx_coordinator_queue_finish_after (RlxCoordinator *self, guint64 step, RlxMsg *
 }
 
 void
-rlx_coordinator_queue_reset_feedback (RlxCoordinator *self)
+rlx_compute_queue_reset_feedback (RlxComputeQueue *self)
 {
-  leader_op_push (self, leader_op_new (self, LEADER_RESET));
+  leader_op_push (self, leader_op_new (self, RLX_LEADER_RESET, 0));
+}
+
+guint
+rlx_compute_queue_finishes (RlxComputeQueue *self)
+{
+  return self->finishes;
 }

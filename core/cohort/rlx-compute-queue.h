@@ -1,0 +1,196 @@
+/* rlx-compute-queue.h — the cohort's work on the rank's compute worker
+ *
+ * The queue owns the rank's RlxWorker (and through it the worker thread
+ * and the backend) and every piece of state the worker thread keeps
+ * between jobs. Every operation of the protocol on the backend goes
+ * through it, so they run in the order the protocol asks for them and their
+ * results come back in that order:
+ *
+ *   a member's step   apply the commit's update, compute the gradient of
+ *                     the assigned slice at the rank's wire precision with
+ *                     error feedback (the codes land where the grad frame
+ *                     carries them), then the parameters' hash for the ack
+ *   the leader's      own (its own slice), add (each member's bucket as it
+ *   round             arrives), finish (the update's codes straight into
+ *                     the step frame, its scale and the parameters' hash),
+ *                     with the next own slice named so that a GPU computes
+ *                     it right behind the finish
+ *
+ * A job is a struct of its own: everything it needs is copied into it when
+ * it is queued (an update or a bucket stays inside its frame, referenced,
+ * never copied), so the worker thread reads nothing of its owner. Its
+ * result comes back in the same struct, through the callbacks given to
+ * rlx_compute_queue_new, on the owner's main context.
+ *
+ * Generations say whether a result still matters: queued assignments can
+ * be dropped (their updates still apply), queued member steps forgotten (a
+ * snapshot replaced the state they work on), and the leader's round begun
+ * anew or abandoned (its contributions are dropped by the backend before
+ * the next round's first, and its finish, if not started, does not run).
+ * Each result says whether it is current.
+ *
+ * Other users of the worker (the replica's reads and loads) queue on the
+ * same RlxWorker (rlx_compute_queue_get_worker), in the same order.
+ *
+ * Threads: created, used and freed on one thread whose thread-default main
+ * context runs (the coordinator's); the callbacks run there. The worker
+ * thread touches only the queue's worker-side state and the atomic
+ * generations, never the owner's.
+ */
+#pragma once
+
+#include <glib.h>
+#include "core/rlx-worker.h"
+#include "core/cohort/rlx-fault-plan.h"
+#include "core/cohort/rlx-msg.h"
+
+G_BEGIN_DECLS
+
+typedef struct _RlxComputeQueue RlxComputeQueue;
+
+/* A member's step. The caller fills the "in" part (rlx_member_step_new
+ * zeroes it), the queue fills "out". */
+typedef struct {
+  /* in */
+  RlxMsgArray     update;         /* the commit to apply first (frame referenced), or none */
+  guint64         commit;         /* its step */
+  guint           epoch, pos;     /* where the next batch starts after it */
+  gboolean        accept_prev;    /* the leader took our previous bucket (with feedback only) */
+  guint64         term, step;     /* the assignment (n > 0) */
+  guint32        *indices;        /* owned */
+  guint           n;
+  RlxMsg          header;         /* of the grad frame (with n > 0: kind, node, term, step) */
+  RlxPrecision    precision;
+  gboolean        feedback;
+  RlxFault        fault;
+  guint64         stall_us;
+  RlxMsg         *msg;            /* carried for the owner (owned; may be stolen in the
+                                   * callback); the worker never reads it */
+  /* out */
+  gboolean        current;        /* no snapshot replaced the state it worked on */
+  gboolean        applied;
+  guint64         hash;
+  guint64         host_bytes;     /* rlx_backend_host_bytes after it */
+  gboolean        computed;       /* the gradient was computed (not skipped as replaced) */
+  GBytes         *frame;          /* the grad frame (a refusal when refused) */
+  float           loss;
+  gint64          compute_us;
+  char           *refused;        /* why the frame carries no bucket */
+  /* private */
+  RlxComputeQueue *queue;
+  gint            gen;
+  guint64         member_gen;
+} RlxMemberStep;
+
+RlxMemberStep *rlx_member_step_new  (void);
+void           rlx_member_step_free (RlxMemberStep *ms);
+
+/* An operation of the leader's round, as its result comes back. */
+typedef enum { RLX_LEADER_OWN, RLX_LEADER_ADD, RLX_LEADER_FINISH, RLX_LEADER_RESET } RlxLeaderOpKind;
+typedef struct {
+  RlxLeaderOpKind kind;
+  guint64         step;
+  gboolean        prequeued;      /* FINISH: queued before its round was complete */
+  guint32        *indices;        /* OWN: the slice; FINISH: the next own slice (NULL: unknown) */
+  guint           n;
+  char           *node;           /* ADD: whose bucket */
+  /* out */
+  gboolean        current;        /* the round was not begun anew or abandoned since (a
+                                   * finish: not abandoned) */
+  guint64         host_bytes;     /* rlx_backend_host_bytes after it */
+  guint64         ahead_taken;    /* rlx_backend_ahead_taken after it */
+  guint64         update_ahead;   /* rlx_backend_updates_ahead after it */
+  float           loss;
+  gint64          compute_us;
+  char           *refused;        /* OWN/ADD: not added; FINISH: not finished */
+  gboolean        ok;             /* FINISH: the update was made and applied */
+  gint64          run_us;         /* the run's wall time on the worker */
+  gint64          ran_at;         /* when the run ended (monotonic) */
+  double          dev_finish_us;  /* FINISH: rlx_backend_device_round_us after it */
+  double          dev_grad_us;
+  GBytes         *frame;          /* FINISH: the step frame */
+  RlxPrecision    precision;      /* FINISH: of the frame's update */
+  double          scale;
+  guint64         hash;
+  /* private: the rest of the job, the queue's */
+  RlxComputeQueue *queue;
+  guint64         round_gen;      /* the round it belongs to */
+  gint            abandon_gen;    /* FINISH: abandon_gen when queued */
+  gboolean        next_alone;     /* FINISH: rlx_backend_round_expect_alone */
+  gboolean        chained;        /* FINISH: queued before the previous finish ran */
+  guint32        *after;          /* FINISH: rlx_backend_round_after */
+  guint           after_n;
+  RlxFault        fault;          /* OWN */
+  guint64         stall_us;
+  RlxMsgArray     bucket;         /* ADD */
+  guint           samples;
+  RlxMsg          header;         /* FINISH: the step frame's (with has_header) */
+  gboolean        has_header;
+  double          lr;
+  gboolean        feedback;
+} RlxLeaderOp;
+
+/* A finish to queue: the round's update made (at @lr, @precision, with
+ * @feedback), its codes written into the step frame of @header, applied and
+ * hashed. */
+typedef struct {
+  guint64         step;
+  RlxMsg         *header;         /* taken (cleared); NULL: no frame, nobody to send it to */
+  const guint32  *next;           /* our slice of the next round (copied; NULL: none) */
+  guint           next_n;
+  const guint32  *after;          /* and of the round after it, both expected to be ours
+                                   * alone (copied; NULL: unknown) */
+  guint           after_n;
+  double          lr;
+  RlxPrecision    precision;
+  gboolean        feedback;
+  gboolean        prequeued;      /* queued before its round is complete */
+  gboolean        next_alone;     /* the next round is expected to be ours alone */
+} RlxFinishJob;
+
+typedef struct {
+  /* A member step's result; @ms is freed after the call. */
+  void (*member_done) (RlxMemberStep *ms, const GError *error, gpointer user_data);
+  /* A leader operation's result (but a reset's); @op is freed after. */
+  void (*leader_done) (RlxLeaderOp *op, const GError *error, gpointer user_data);
+} RlxComputeQueueCallbacks;
+
+/* Takes @worker. */
+RlxComputeQueue *rlx_compute_queue_new (RlxWorker *worker, const RlxComputeQueueCallbacks *callbacks,
+                                        gpointer user_data);
+/* Stops the worker (after the job it runs) and frees the backend: no
+ * callback after this. */
+void             rlx_compute_queue_free (RlxComputeQueue *self);
+RlxWorker       *rlx_compute_queue_get_worker (RlxComputeQueue *self);
+
+/* ── a member's steps ── */
+/* Queue @ms (taken). An assignment (n > 0) replaces any queued one. */
+void     rlx_compute_queue_member_step (RlxComputeQueue *self, RlxMemberStep *ms);
+/* Queued assignments are skipped (their updates still apply). */
+void     rlx_compute_queue_drop_assignments (RlxComputeQueue *self);
+/* The results of the member steps queued so far are no longer current. */
+void     rlx_compute_queue_forget_member_steps (RlxComputeQueue *self);
+/* Member steps queued, not yet done; of which apply a commit. */
+guint    rlx_compute_queue_member_steps (RlxComputeQueue *self);
+guint    rlx_compute_queue_member_applying (RlxComputeQueue *self);
+
+/* ── the leader's round ── */
+/* A new round: contributions queued from now on belong to it. */
+void     rlx_compute_queue_begin_round (RlxComputeQueue *self);
+/* Drop the round in flight: its contributions are forgotten by the backend
+ * before the next round's first, and its finish, if not started, does not
+ * run. */
+void     rlx_compute_queue_abandon_round (RlxComputeQueue *self);
+void     rlx_compute_queue_own (RlxComputeQueue *self, guint64 step, const guint32 *indices,
+                                guint n, RlxFault fault, guint64 stall_us);
+void     rlx_compute_queue_add (RlxComputeQueue *self, const char *node, guint64 step,
+                                guint samples, const RlxMsgArray *bucket);
+/* A finish queued behind another not yet done runs only if that one
+ * applied its update. */
+void     rlx_compute_queue_finish (RlxComputeQueue *self, RlxFinishJob *job);
+/* Forget the gradient's and the update's quantisation residuals. */
+void     rlx_compute_queue_reset_feedback (RlxComputeQueue *self);
+/* Finishes queued, not yet done. */
+guint    rlx_compute_queue_finishes (RlxComputeQueue *self);
+
+G_END_DECLS

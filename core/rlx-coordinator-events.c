@@ -17,13 +17,6 @@ typedef struct {
 } Eval;
 
 void
-rlx_coordinator_set_hash_member (JsonObject *o, const char *name, guint64 hash)
-{
-  g_autofree char *h = rlx_msg_hash_to_string (hash);
-  json_object_set_string_member (o, name, h);
-}
-
-void
 rlx_coordinator_emit_simple (RlxCoordinator *self, const char *name, const char *node,
                              const char *reason)
 {
@@ -60,7 +53,7 @@ rlx_coordinator_emit_joined (RlxCoordinator *self)
   json_object_set_string_member (o, "backend", rlx_backend_name (b));
   json_object_set_string_member (o, "device", rlx_backend_device (b));
   json_object_set_string_member (o, "fallback", rlx_backend_fallback (b));
-  json_object_set_string_member (o, "precision", rlx_precision_to_string (self->precision));
+  json_object_set_string_member (o, "precision", rlx_precision_to_string (self->ctx.precision));
   rlx_coordinator_event_emit (self, o);
 }
 
@@ -155,10 +148,10 @@ rlx_coordinator_emit_step (RlxCoordinator *self, guint64 step, guint64 hash, dou
 gboolean
 rlx_coordinator_send_msg (RlxCoordinator *self, RlxPeer *p, const RlxMsg *m)
 {
-  gint64 t0 = thread_cpu_us ();
+  gint64 t0 = rlx_round_stats_now ();
   gboolean ok = rlx_peer_set_send_msg (self->peers, p, RLX_SEND_CONTROL, m);
 
-  rlx_round_stats_add_send (self->stats, thread_cpu_us () - t0);
+  rlx_round_stats_add_send (self->stats, rlx_round_stats_now () - t0);
   return ok;
 }
 
@@ -166,10 +159,10 @@ gboolean
 rlx_coordinator_send_frame (RlxCoordinator *self, RlxPeer *p, RlxSendClass klass, GBytes *frame,
                             gsize n, RlxPrecision precision)
 {
-  gint64 t0 = thread_cpu_us ();
+  gint64 t0 = rlx_round_stats_now ();
   gboolean ok = rlx_peer_set_send_frame (self->peers, p, klass, frame, n, precision);
 
-  rlx_round_stats_add_send (self->stats, thread_cpu_us () - t0);
+  rlx_round_stats_add_send (self->stats, rlx_round_stats_now () - t0);
   return ok;
 }
 
@@ -267,8 +260,8 @@ rlx_coordinator_roster_sync (RlxCoordinator *self)
           row->backend = rlx_backend_name (b);
           row->device = rlx_backend_device (b);
           row->fallback = rlx_backend_fallback (b);
-          row->precision = rlx_precision_to_string (self->precision);
-          row->speed = self->self_speed;
+          row->precision = rlx_precision_to_string (self->ctx.precision);
+          row->speed = self->ctx.self_speed;
           row->bytes_tx = t->tx_bytes;
           row->bytes_rx = t->rx_bytes;
           if (r == RLX_ROLE_JOINING || r == RLX_ROLE_ALONE)
@@ -340,7 +333,7 @@ rlx_coordinator_maybe_checkpoint (RlxCoordinator *self, gboolean force)
   if (!rlx_leadership_is_leader (self->lead))
     return;
   if (force || (self->checkpoint_every > 0 && step > 0 && step % self->checkpoint_every == 0))
-    rlx_checkpointer_save (self->ckpt, self->replica, self->lr);
+    rlx_checkpointer_save (self->ckpt, self->replica, self->ctx.lr);
 }
 
 void
@@ -442,3 +435,107 @@ maybe_evaluate (RlxCoordinator *self, guint64 step)
   e->self = g_object_ref (self);
   rlx_replica_read (self->replica, eval_copy, e, eval_free, on_eval_copied, e);
 }
+
+/* ── what the role objects may ask of the coordinator (RlxCohortOps) ──── */
+
+static void
+op_emit (gpointer owner, JsonObject *event)
+{
+  rlx_coordinator_event_emit (owner, event);
+}
+
+static gboolean
+op_send_msg (gpointer owner, RlxPeer *p, const RlxMsg *m)
+{
+  return rlx_coordinator_send_msg (owner, p, m);
+}
+
+static gboolean
+op_send_frame (gpointer owner, RlxPeer *p, RlxSendClass klass, GBytes *frame, gsize n,
+               RlxPrecision precision)
+{
+  return rlx_coordinator_send_frame (owner, p, klass, frame, n, precision);
+}
+
+static void
+op_committed (gpointer owner, guint64 step, guint64 hash, double loss, guint64 samples,
+              GPtrArray *contributors, guint late, guint rejected, guint n_members)
+{
+  rlx_coordinator_emit_step (owner, step, hash, loss, samples, contributors, late, rejected,
+                             n_members);
+}
+
+static void
+op_step_changed (gpointer owner)
+{
+  rlx_coordinator_notify (owner, PROP_STEP);
+}
+
+static void
+op_assigned (gpointer owner, guint64 step, guint count)
+{
+  rlx_coordinator_note_assigned (owner, step, count);
+}
+
+static void
+op_member_event (gpointer owner, const char *name, const char *id, const char *reason)
+{
+  rlx_coordinator_emit_member (owner, name, id, reason);
+  rlx_coordinator_roster_sync (owner);
+}
+
+static void
+op_peer_precision (gpointer owner, RlxPeer *p, RlxPrecision precision)
+{
+  rlx_coordinator_note_precision (owner, p, precision);
+}
+
+static void
+op_checkpoint (gpointer owner, gboolean final)
+{
+  RlxCoordinator *self = owner;
+
+  if (final)
+    self->finish_after_checkpoint = TRUE;
+  rlx_coordinator_maybe_checkpoint (self, final);
+}
+
+static void
+op_training (gpointer owner)
+{
+  rlx_coordinator_busy_poll_begin (owner);
+}
+
+static void
+op_finish (gpointer owner, gboolean success, const char *message)
+{
+  rlx_coordinator_finish (owner, success, message);
+}
+
+static gboolean
+op_finished (gpointer owner)
+{
+  return ((RlxCoordinator *) owner)->finished;
+}
+
+static void
+op_request_snapshot (gpointer owner, const char *reason)
+{
+  rlx_coordinator_request_snapshot (owner, reason);
+}
+
+const RlxCohortOps rlx_coordinator_cohort_ops = {
+  .emit = op_emit,
+  .send_msg = op_send_msg,
+  .send_frame = op_send_frame,
+  .committed = op_committed,
+  .step_changed = op_step_changed,
+  .assigned = op_assigned,
+  .member_event = op_member_event,
+  .peer_precision = op_peer_precision,
+  .checkpoint = op_checkpoint,
+  .training = op_training,
+  .finish = op_finish,
+  .finished = op_finished,
+  .request_snapshot = op_request_snapshot,
+};

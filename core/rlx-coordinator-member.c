@@ -17,7 +17,7 @@ report_step (RlxCoordinator *self, RlxMsg *m)
   rlx_coordinator_emit_step (self, s->commit, rlx_replica_get_hash (self->replica), s->loss,
                              s->samples, s->contributors, s->late, s->rejected,
                              members (self)->len);
-  if (self->steps > 0 && s->commit >= self->steps)
+  if (self->ctx.steps > 0 && s->commit >= self->ctx.steps)
     rlx_coordinator_finish (self, TRUE, "all steps committed");
 }
 
@@ -86,7 +86,7 @@ rlx_coordinator_member_stepped (RlxMemberStep *ms, const GError *error, gpointer
       rlx_replica_set_loss (self->replica, s->loss);
       if (role (self) == RLX_ROLE_MEMBER || role (self) == RLX_ROLE_LEADER)
         {
-          if (rlx_fault_plan_take_hash (&self->faults, s->commit))
+          if (rlx_fault_plan_take_hash (&self->ctx.faults, s->commit))
             {
               /* Test fault: diverge by one bit, then carry on as if
                * nothing happened (the leader and the next base check must
@@ -109,11 +109,7 @@ rlx_coordinator_member_stepped (RlxMemberStep *ms, const GError *error, gpointer
     {
       RlxPeer *lp = rlx_peer_set_lookup (self->peers, rlx_leadership_get_leader (self->lead));
 
-      if (ms->compute_us > 0)
-        {
-          double sp = ms->n * 1e6 / ms->compute_us;
-          self->self_speed = self->self_speed > 0 ? 0.7 * self->self_speed + 0.3 * sp : sp;
-        }
+      rlx_cohort_note_self_speed (&self->ctx, ms->n, ms->compute_us);
       if (lp)
         rlx_coordinator_send_frame (self, lp, ms->refused ? RLX_SEND_CONTROL : RLX_SEND_BULK,
                                     ms->frame, ms->refused ? 0 : self->n, ms->precision);
@@ -131,14 +127,7 @@ out:
   inbox_drain (self);
   /* Taken over while this commit was being applied: the first round
    * waited for it. */
-  if (rlx_leadership_is_leader (self->lead) && self->publish_waiting &&
-      rlx_compute_queue_member_applying (self->queue) == 0 &&
-      applied (self) >= self->last_commit)
-    {
-      self->round_epoch = rlx_replica_get_epoch (self->replica);
-      self->round_pos = rlx_replica_get_pos (self->replica);
-      rlx_coordinator_leader_publish (self, FALSE);
-    }
+  rlx_leader_commit_applied (self->leader);
   BUSY_END;
 }
 
@@ -152,11 +141,11 @@ queue_step (RlxCoordinator *self, RlxMemberStep *ms)
       rlx_msg_init (&ms->header, RLX_MSG_GRAD, self->node_id);
       ms->header.u.grad.term = ms->term;
       ms->header.u.grad.step = ms->step;
-      ms->precision = self->precision;
-      ms->fault = rlx_fault_plan_gradient (&self->faults, ms->step);
-      ms->stall_us = rlx_fault_plan_stall_us (&self->faults, ms->step);
+      ms->precision = self->ctx.precision;
+      ms->fault = rlx_fault_plan_gradient (&self->ctx.faults, ms->step);
+      ms->stall_us = rlx_fault_plan_stall_us (&self->ctx.faults, ms->step);
     }
-  ms->feedback = self->error_feedback;
+  ms->feedback = self->ctx.error_feedback;
   rlx_compute_queue_member_step (self->queue, ms);
 }
 
@@ -202,7 +191,7 @@ member_on_step (RlxCoordinator *self, RlxPeer *p, RlxMsg *m, gboolean early)
       if (self->steps_term != s->term && self->ahead_sent_term != s->term)
         {
           self->ahead_sent_term = s->term;
-          rlx_coordinator_send_snapshot (self, p, "a member is ahead of the new leader");
+          rlx_snapshots_send (self->snapshots, p, "a member is ahead of the new leader");
         }
       return;
     }
@@ -297,7 +286,8 @@ inbox_drain (RlxCoordinator *self)
 
   if (role (self) != RLX_ROLE_MEMBER)
     return;   /* kept for after the snapshot */
-  while (rlx_compute_queue_member_applying (self->queue) == 0 && !rlx_replica_busy (self->replica) && !self->loading &&
+  while (rlx_compute_queue_member_applying (self->queue) == 0 &&
+         !rlx_replica_busy (self->replica) && !self->ctx.loading &&
          (m = g_queue_pop_head (&self->inbox)))
     {
       RlxPeer *p = rlx_peer_set_lookup (self->peers, m->node);
@@ -382,20 +372,6 @@ rlx_coordinator_loading_free (Loading *l)
   g_free (l);
 }
 
-void
-rlx_coordinator_emit_snapshot_from (RlxCoordinator *self, const char *from, guint64 step,
-                                    guint64 hash, const char *reason)
-{
-  JsonObject *o = event_new ("snapshot");
-
-  json_object_set_string_member (o, "from", from);
-  json_object_set_int_member (o, "step", (gint64) step);
-  rlx_coordinator_set_hash_member (o, "hash", hash);
-  if (reason)
-    json_object_set_string_member (o, "reason", reason);
-  rlx_coordinator_event_emit (self, o);
-}
-
 static void
 on_snapshot_loaded (RlxReplica *replica, gboolean ok, gpointer user_data)
 {
@@ -405,7 +381,7 @@ on_snapshot_loaded (RlxReplica *replica, gboolean ok, gpointer user_data)
   RlxPeer *p = rlx_peer_set_lookup (self->peers, l->msg.node);
   BUSY_BEGIN;
 
-  self->loading = FALSE;
+  self->ctx.loading = FALSE;
   if (!ok)
     {
       rlx_coordinator_emit_error (self, "snapshot does not match its hash; asking again");
@@ -416,7 +392,7 @@ on_snapshot_loaded (RlxReplica *replica, gboolean ok, gpointer user_data)
   rlx_coordinator_transition (self, RLX_ROLE_MEMBER, p->id, s->term, NULL);
   self->steps_term = s->term;
   rlx_coordinator_members_replace (self, g_steal_pointer (&s->members));
-  rlx_coordinator_emit_snapshot_from (self, p->id, s->step, s->hash, NULL);
+  rlx_cohort_emit_snapshot_from (&self->ctx, p->id, s->step, s->hash, NULL);
   if (!self->joined_reported)
     {
       rlx_coordinator_emit_leader (self);
@@ -458,7 +434,7 @@ on_snapshot_loaded (RlxReplica *replica, gboolean ok, gpointer user_data)
   g_clear_pointer (&self->merge_rule, g_free);
   rlx_coordinator_send_ack (self);
   rlx_coordinator_notify (self, PROP_STEP);
-  if (self->steps > 0 && applied (self) >= self->steps)
+  if (self->ctx.steps > 0 && applied (self) >= self->ctx.steps)
     rlx_coordinator_finish (self, TRUE, "all steps committed");
 out:
   rlx_coordinator_loading_free (l);
@@ -479,17 +455,7 @@ rlx_coordinator_on_snapshot (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
     return;
   if (rlx_leadership_is_leader (self->lead))
     {
-      if (s->term != rlx_leadership_get_term (self->lead) || s->step <= applied (self) ||
-          !rlx_leadership_has_member (self->lead, p->id) || self->loading)
-        return;
-      rlx_coordinator_round_abandon (self);
-      l = g_new0 (Loading, 1);
-      l->self = self;
-      rlx_msg_steal (&l->msg, m);
-      self->loading = TRUE;
-      rlx_replica_load (self->replica, l->msg.u.snapshot.step, &l->msg.u.snapshot.params,
-                        l->msg.u.snapshot.hash, l->msg.u.snapshot.epoch, l->msg.u.snapshot.pos,
-                        rlx_coordinator_on_adopted, l);
+      rlx_leader_on_snapshot (self->leader, p, m);
       return;
     }
   if (g_strcmp0 (s->leader, p->id) != 0)
@@ -512,7 +478,7 @@ rlx_coordinator_on_snapshot (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
   }
   rlx_replica_set_loss (self->replica, s->loss);
   rlx_msg_steal (&l->msg, m);
-  self->loading = TRUE;
+  self->ctx.loading = TRUE;
   rlx_replica_load (self->replica, l->msg.u.snapshot.step, &l->msg.u.snapshot.params,
                     l->msg.u.snapshot.hash, l->msg.u.snapshot.epoch, l->msg.u.snapshot.pos,
                     on_snapshot_loaded, l);

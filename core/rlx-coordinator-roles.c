@@ -47,11 +47,7 @@ rlx_coordinator_transition (RlxCoordinator *self, RlxRole to, const char *leader
    * abandoned (none was acknowledged by everyone, so none is lost). */
   if (from == RLX_ROLE_LEADER && to != RLX_ROLE_LEADER)
     {
-      rlx_coordinator_round_abandon (self);
-      self->publish_waiting = FALSE;
-      g_queue_clear_full (&self->commits, (GDestroyNotify) rlx_coordinator_commit_free);
-      g_queue_init (&self->commits);
-      g_hash_table_remove_all (self->members_state);
+      rlx_leader_step_down (self->leader);
     }
   /* Not computing for that leader any more: drop queued assignments
    * (updates still run). */
@@ -126,18 +122,13 @@ become_leader (RlxCoordinator *self, guint64 term, gboolean founding)
           g_ptr_array_remove_index (cur, i - 1);
       if (!rlx_leadership_has_member (self->lead, self->node_id))
         g_ptr_array_insert (cur, 0, g_strdup (self->node_id));
-      self->rounds_started = TRUE;
     }
   rlx_coordinator_transition (self, RLX_ROLE_LEADER, self->node_id, term, NULL);
   /* the update stream's residual starts from zero with a new leader */
   rlx_compute_queue_reset_feedback (self->queue);
-  self->rounds_measured = 0;
   /* A commit our replica is still applying (we were a member a moment
    * ago) is the one the first round builds on. */
-  self->last_commit = MAX (applied (self), self->expect_commit);
-  self->publish_waiting = FALSE;
-  self->round_epoch = rlx_replica_get_epoch (self->replica);
-  self->round_pos = rlx_replica_get_pos (self->replica);
+  rlx_leader_take_over (self->leader, !founding, MAX (applied (self), self->expect_commit));
   if (!self->joined_reported)
     {
       rlx_coordinator_emit_leader (self);
@@ -146,7 +137,7 @@ become_leader (RlxCoordinator *self, guint64 term, gboolean founding)
 
   rlx_coordinator_send_leader_msg (self, NULL);
 
-  if (self->steps > 0 && applied (self) >= self->steps)
+  if (self->ctx.steps > 0 && applied (self) >= self->ctx.steps)
     {
       rlx_coordinator_finish (self, TRUE, "all steps committed");
       return;
@@ -154,7 +145,7 @@ become_leader (RlxCoordinator *self, guint64 term, gboolean founding)
   /* A new leader after a failover checkpoints what it holds. */
   if (!founding && applied (self) > 0)
     rlx_coordinator_maybe_checkpoint (self, TRUE);
-  rlx_coordinator_leader_publish (self, FALSE);
+  rlx_leader_publish (self->leader, FALSE);
 }
 
 static void
@@ -279,7 +270,7 @@ on_join_retry (gpointer user_data)
                                   NULL);
       return G_SOURCE_REMOVE;
     }
-  if (!self->loading)
+  if (!self->ctx.loading)
     rlx_coordinator_send_join (self,
                                applied (self) > 0 || self->joined_reported ? "resync" : "join");
   return G_SOURCE_CONTINUE;
@@ -428,8 +419,8 @@ rlx_coordinator_merge_with (RlxCoordinator *self, RlxPeer *p, guint sent_members
       rlx_coordinator_transition (self, RLX_ROLE_LEADER, self->node_id, term, NULL);
       rlx_coordinator_send_leader_msg (self, NULL);
       /* The round in flight goes on under the new term. */
-      rlx_coordinator_round_abandon (self);
-      rlx_coordinator_leader_publish (self, FALSE);
+      rlx_leader_abandon_round (self->leader);
+      rlx_leader_publish (self->leader, FALSE);
     }
   else
     {

@@ -5,15 +5,20 @@
  *   RlxPeerSet     links, hello, liveness, heartbeats     (cohort/rlx-peer-set)
  *   RlxMsg         typed messages, parsed once            (cohort/rlx-msg)
  *   RlxLeadership  role, term, leader, members, the rules (cohort/rlx-leadership)
+ *   RlxLeader      the leader's rounds, commits, admission (cohort/rlx-leader)
  *   RlxRound       the leader's round: slots, deadline    (cohort/rlx-round)
+ *   RlxCommits     commits waiting for acknowledgements   (cohort/rlx-commits)
  *   RlxReplica     step, hash, history; reads and loads   (cohort/rlx-replica)
+ *   RlxComputeQueue the rank's compute worker and its jobs (cohort/rlx-compute-queue)
+ *   RlxRoundStats  what "done" says about the rounds      (cohort/rlx-round-stats)
+ *   RlxSnapshots   snapshots out                          (cohort/rlx-cohort-context)
  *   RlxCheckpointer the checkpoint file                   (cohort/rlx-checkpointer)
  *   RlxRoster      the roster the GUI shows               (cohort/rlx-roster)
- *   RlxWorker      the rank's compute thread and backend  (rlx-worker, rlx-backend)
  *
  * This file is the GObject, its public API, properties and signals, the
- * dispatch of messages and peer events, and finishing; the flows live
- * beside it (rlx-coordinator-private.h lists them). The main loop only
+ * routing of messages, peer events and compute results, the ops the role
+ * objects may ask for (RlxCohortOps), and finishing; the flows live beside
+ * it (rlx-coordinator-private.h lists them). The main loop only
  * routes frames and makes the protocol's decisions: the parameters live in
  * the rank's backend (in device memory on a GPU rank) and every pass over
  * them runs on the compute worker, in the order the protocol queues it.
@@ -120,18 +125,18 @@ on_message (RlxPeerSet *set, RlxPeer *p, RlxMsg *m, gpointer user_data)
       break;
     case RLX_MSG_GRAD:
       if (rlx_leadership_is_leader (self->lead))
-        rlx_coordinator_leader_on_grad (self, p, m);
+        rlx_leader_on_grad (self->leader, p, m);
       break;
     case RLX_MSG_ACK:
       if (rlx_leadership_is_leader (self->lead))
-        rlx_coordinator_leader_on_ack (self, p, &m->u.ack);
+        rlx_leader_on_ack (self->leader, p, &m->u.ack);
       break;
     case RLX_MSG_SNAPSHOT:
       rlx_coordinator_on_snapshot (self, p, m);
       break;
     case RLX_MSG_JOIN:
       if (rlx_leadership_is_leader (self->lead) && !self->finished)
-        rlx_coordinator_leader_admit (self, p, &m->u.join);
+        rlx_leader_admit (self->leader, p, &m->u.join);
       break;
     case RLX_MSG_LEADER:
       rlx_coordinator_on_leader_msg (self, p, &m->u.leader);
@@ -185,9 +190,7 @@ on_peer_lost (RlxPeerSet *set, RlxPeer *p, const char *reason, gpointer user_dat
         {
           rlx_coordinator_emit_member (self, "member-left", id, reason);
           rlx_coordinator_roster_sync (self);
-          g_hash_table_remove (self->members_state, id);
-          rlx_round_close_slot (self->round, id);
-          rlx_coordinator_commits_check (self);
+          rlx_leader_member_lost (self->leader, id);
         }
     }
   else if (g_strcmp0 (id, rlx_leadership_get_leader (self->lead)) == 0)
@@ -314,8 +317,8 @@ fill_hello (RlxMsgHello *h, gpointer user_data)
   h->device = g_strdup (rlx_backend_device (b));
   h->fallback = g_strdup (rlx_backend_fallback (b));
   h->host = g_strdup (self->host);
-  h->precision = self->precision;
-  h->batch = self->batch;
+  h->precision = self->ctx.precision;
+  h->batch = self->ctx.batch;
   h->max_batch = rlx_backend_max_batch (b);
   h->role = r;
   h->leader = g_strdup (rlx_leadership_get_leader (self->lead));
@@ -423,7 +426,7 @@ rlx_coordinator_finish (RlxCoordinator *self, gboolean success, const char *mess
   g_clear_handle_id (&self->found_id, rlx_source_remove);
   g_clear_handle_id (&self->join_id, rlx_source_remove);
   g_clear_handle_id (&self->successor_id, rlx_source_remove);
-  rlx_coordinator_round_abandon (self);
+  rlx_leader_abandon_round (self->leader);
   rlx_compute_queue_drop_assignments (self->queue);
   /* The parameters as they end, for rlx_coordinator_get_params (read after
    * everything queued on the worker), unless the last read holds them. */
@@ -509,11 +512,7 @@ rlx_coordinator_dispose (GObject *object)
   self->worker = NULL;
   if (self->peers)
     g_signal_handlers_disconnect_by_data (self->peers, self);
-  if (self->round)
-    {
-      g_signal_handlers_disconnect_by_data (self->round, self);
-      rlx_round_cancel (self->round);
-    }
+  g_clear_pointer (&self->leader, rlx_leader_free);
   if (self->ckpt)
     g_signal_handlers_disconnect_by_data (self->ckpt, self);
   if (self->replica)
@@ -521,9 +520,7 @@ rlx_coordinator_dispose (GObject *object)
       rlx_replica_cancel (self->replica);
       g_clear_pointer (&self->corrupting, msg_free);
     }
-  g_clear_pointer (&self->next_slots, g_array_unref);
   g_clear_object (&self->peers);
-  g_clear_object (&self->round);
   g_clear_object (&self->ckpt);
   g_clear_object (&self->replica);
   g_clear_object (&self->roster);
@@ -536,8 +533,7 @@ rlx_coordinator_finalize (GObject *object)
   RlxCoordinator *self = RLX_COORDINATOR (object);
 
   g_queue_clear_full (&self->inbox, msg_free);
-  g_queue_clear_full (&self->commits, (GDestroyNotify) rlx_coordinator_commit_free);
-  g_clear_pointer (&self->members_state, g_hash_table_unref);
+  g_clear_pointer (&self->snapshots, rlx_snapshots_free);
   g_clear_pointer (&self->stats, rlx_round_stats_free);
   g_clear_object (&self->lead);
   g_clear_object (&self->cancellable);
@@ -574,7 +570,7 @@ rlx_coordinator_get_property (GObject *object, guint id, GValue *value, GParamSp
     case PROP_ROSTER: g_value_set_object (value, self->roster); break;
     case PROP_COHORT: g_value_set_string (value, self->cohort); break;
     case PROP_PRECISION:
-      g_value_set_string (value, rlx_precision_to_string (self->precision));
+      g_value_set_string (value, rlx_precision_to_string (self->ctx.precision));
       break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, id, pspec);
     }
@@ -640,12 +636,28 @@ static void
 rlx_coordinator_init (RlxCoordinator *self)
 {
   g_queue_init (&self->inbox);
-  g_queue_init (&self->commits);
-  self->members_state
-      = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, rlx_coordinator_member_state_free);
   self->roster = rlx_roster_new ();
   self->stats = rlx_round_stats_new ();
   self->cancellable = g_cancellable_new ();
+}
+
+/* The leader's compute results go to the leader. */
+static void
+on_leader_op_done (RlxLeaderOp *op, const GError *error, gpointer user_data)
+{
+  RlxCoordinator *self = user_data;
+
+  rlx_leader_op_done (self->leader, op, error);
+}
+
+/* A snapshot went out (either role sends them): the leader notes it. */
+static void
+on_snapshot_sent (const char *to, guint64 step, guint64 hash, JsonObject *event,
+                  gpointer user_data)
+{
+  RlxCoordinator *self = user_data;
+
+  rlx_leader_snapshot_sent (self->leader, to, step, hash, event);
 }
 
 RlxCoordinator *
@@ -663,7 +675,7 @@ rlx_coordinator_new (const RlxCoordinatorConfig *config, RlxWorker *worker, GErr
   self = g_object_new (RLX_TYPE_COORDINATOR, NULL);
   self->queue = rlx_compute_queue_new (worker, &(RlxComputeQueueCallbacks) {
                                          .member_done = rlx_coordinator_member_stepped,
-                                         .leader_done = rlx_coordinator_leader_done,
+                                         .leader_done = on_leader_op_done,
                                        }, self);
   self->worker = worker;
   backend = rlx_worker_backend (worker);
@@ -700,14 +712,14 @@ rlx_coordinator_new (const RlxCoordinatorConfig *config, RlxWorker *worker, GErr
       return NULL;
     }
   self->host = g_strdup (config->host ? config->host : g_get_host_name ());
-  self->precision = config->precision;
-  self->error_feedback = config->error_feedback;
-  self->batch = config->batch;
-  self->lr = config->lr;
-  self->steps = config->steps;
+  self->ctx.precision = config->precision;
+  self->ctx.error_feedback = config->error_feedback;
+  self->ctx.batch = config->batch;
+  self->ctx.lr = config->lr;
+  self->ctx.steps = config->steps;
   self->checkpoint_every = config->checkpoint_every;
-  self->wait_members = MAX (1u, config->wait_members);
-  self->deadline_floor_ms = config->deadline_floor_ms ? config->deadline_floor_ms : 500;
+  self->ctx.wait_members = MAX (1u, config->wait_members);
+  self->ctx.deadline_floor_ms = config->deadline_floor_ms ? config->deadline_floor_ms : 500;
   self->evaluate_every = config->evaluate_every;
   self->join_only = config->join_only;
 
@@ -727,10 +739,6 @@ rlx_coordinator_new (const RlxCoordinatorConfig *config, RlxWorker *worker, GErr
 
   self->lead = rlx_leadership_new (self->node_id);
   self->replica = rlx_replica_new (self->worker, config->seed);
-  self->round = rlx_round_new (self->n);
-  g_signal_connect (self->round, "complete", G_CALLBACK (rlx_coordinator_on_round_complete), self);
-  g_signal_connect (self->round, "rejected", G_CALLBACK (rlx_coordinator_on_round_rejected), self);
-  g_signal_connect (self->round, "late", G_CALLBACK (rlx_coordinator_on_round_late), self);
 
   seed = g_strdup_printf ("%" G_GUINT64_FORMAT, config->seed);
   me.node_id = self->node_id;
@@ -748,6 +756,19 @@ rlx_coordinator_new (const RlxCoordinatorConfig *config, RlxWorker *worker, GErr
   g_signal_connect (self->peers, "dropped", G_CALLBACK (on_dropped), self);
   g_signal_connect (self->peers, "send-failed", G_CALLBACK (on_send_failed), self);
   g_signal_connect (self->peers, "bad-frame", G_CALLBACK (on_bad_frame), self);
+
+  self->ctx.node_id = self->node_id;
+  self->ctx.n = self->n;
+  self->ctx.peers = self->peers;
+  self->ctx.lead = self->lead;
+  self->ctx.replica = self->replica;
+  self->ctx.queue = self->queue;
+  self->ctx.stats = self->stats;
+  self->ctx.ops = &rlx_coordinator_cohort_ops;
+  self->ctx.owner = self;
+  self->snapshots = rlx_snapshots_new (&self->ctx, on_snapshot_sent, self);
+  self->ctx.snapshots = self->snapshots;
+  self->leader = rlx_leader_new (&self->ctx);
   return g_steal_pointer (&self);
 }
 
@@ -758,9 +779,9 @@ rlx_coordinator_set_fault_plan (RlxCoordinator *self, const RlxFaultPlan *plan)
   g_return_if_fail (!self->started);
 
   if (plan != NULL)
-    self->faults = *plan;
+    self->ctx.faults = *plan;
   else
-    memset (&self->faults, 0, sizeof self->faults);
+    memset (&self->ctx.faults, 0, sizeof self->ctx.faults);
 }
 
 void
@@ -833,7 +854,7 @@ rlx_coordinator_get_checkpoint_path (RlxCoordinator *self)
 
 const char *rlx_coordinator_get_cohort (RlxCoordinator *self) { return self->cohort; }
 
-RlxPrecision rlx_coordinator_get_precision (RlxCoordinator *self) { return self->precision; }
+RlxPrecision rlx_coordinator_get_precision (RlxCoordinator *self) { return self->ctx.precision; }
 
 guint64
 rlx_coordinator_get_bytes_tx (RlxCoordinator *self)
@@ -862,9 +883,9 @@ rlx_coordinator_set_precision (RlxCoordinator *self, RlxPrecision precision)
   g_return_if_fail (RLX_IS_COORDINATOR (self));
   g_return_if_fail ((guint) precision < RLX_PRECISION_COUNT);
 
-  if (self->precision == precision)
+  if (self->ctx.precision == precision)
     return;
-  self->precision = precision;
+  self->ctx.precision = precision;
   o = event_new ("precision");
   json_object_set_string_member (o, "node", self->node_id);
   json_object_set_string_member (o, "precision", rlx_precision_to_string (precision));

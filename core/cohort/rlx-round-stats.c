@@ -4,6 +4,7 @@
 #include "rlx-round-stats.h"
 
 #include <sys/resource.h>
+#include <time.h>
 
 /* Rounds and steps at the start that are not measured (warm-up). */
 #define WARMUP 5
@@ -35,6 +36,15 @@ process_cpu_us (void)
     return 0;
   return (gint64) (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 +
          ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+}
+
+gint64
+rlx_round_stats_now (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (gint64) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 RlxRoundStats *

@@ -27,6 +27,11 @@ RlxRoundStats *rlx_round_stats_new  (void);
 void           rlx_round_stats_free (RlxRoundStats *self);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxRoundStats, rlx_round_stats_free)
 
+/* CPU time of the calling thread, µs: the main loop's time in a handler,
+ * which preemption by other processes on a loaded machine does not
+ * inflate (wall time would). */
+gint64  rlx_round_stats_now      (void);
+
 /* Main-loop CPU time of a handler, and of a send (part of it), µs: summed
  * into the round in progress. */
 void    rlx_round_stats_add_busy (RlxRoundStats *self, gint64 us);

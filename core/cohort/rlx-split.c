@@ -1,8 +1,8 @@
 /* rlx-split.c — the global batch split over the members (see
- * core/rlx-coordinator-private.h, where the rule is written down; the unit
- * test is tests/cohort/test-split.c). */
+ * rlx-split.h, where the rule is written down; the unit test is
+ * tests/cohort/test-split.c). */
 #include "rlx-config.h"
-#include "core/rlx-coordinator-private.h"
+#include "rlx-split.h"
 
 #include <math.h>
 
@@ -83,4 +83,74 @@ rlx_coordinator_split_batch (guint count, const double *weights, const guint *ma
         break;
     }
   return count;
+}
+
+static guint
+member_batch (RlxCohortContext *ctx, const char *id, guint *max_batch, double *speed)
+{
+  RlxPeer *p;
+
+  if (rlx_cohort_is_self (ctx, id))
+    {
+      RlxWorker *worker = rlx_compute_queue_get_worker (ctx->queue);
+
+      *max_batch = rlx_backend_max_batch (rlx_worker_backend (worker));
+      *speed = ctx->self_speed;
+      return ctx->batch;
+    }
+  p = rlx_peer_set_lookup (ctx->peers, id);
+  if (p == NULL)
+    {
+      *max_batch = 0;
+      *speed = 0;
+      return 0;
+    }
+  *max_batch = p->max_batch;
+  *speed = p->speed;
+  return p->batch;
+}
+
+GArray *
+rlx_split_assign (RlxCohortContext *ctx, guint pos, guint *count_out)
+{
+  GPtrArray *ids = rlx_cohort_members (ctx);
+  guint k = ids->len;
+  g_autofree guint *maxb = g_new0 (guint, MAX (k, 1));
+  g_autofree double *w = g_new0 (double, MAX (k, 1));
+  g_autofree guint *c = g_new0 (guint, MAX (k, 1));
+  GArray *slots = rlx_msg_slots_new ();
+  gboolean all_measured = TRUE;
+  guint64 global = 0;
+  guint count, start = pos;
+
+  for (guint i = 0; i < k; i++)
+    {
+      double speed;
+      guint b = member_batch (ctx, g_ptr_array_index (ids, i), &maxb[i], &speed);
+      global += b;
+      w[i] = speed;
+      if (speed <= 0)
+        all_measured = FALSE;
+    }
+  if (!all_measured)
+    for (guint i = 0; i < k; i++)
+      {
+        double speed;
+        w[i] = member_batch (ctx, g_ptr_array_index (ids, i), &maxb[i], &speed);
+      }
+  count = (guint) MIN (global, (guint64) (rlx_replica_get_n_train (ctx->replica) - pos));
+  rlx_coordinator_split_batch (count, w, maxb, k, c);
+  for (guint i = 0; i < k; i++)
+    {
+      RlxMsgSlot s = { 0 };
+      if (c[i] == 0)
+        continue;
+      s.node = g_strdup (g_ptr_array_index (ids, i));
+      s.start = start;
+      s.count = c[i];
+      start += c[i];
+      g_array_append_val (slots, s);
+    }
+  *count_out = start - pos;
+  return slots;
 }

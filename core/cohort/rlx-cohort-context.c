@@ -1,0 +1,239 @@
+/* rlx-cohort-context.c — helpers over the cohort context, and snapshots
+ * out (rlx-cohort-context.h) */
+#include "rlx-config.h"
+#include "rlx-cohort-context.h"
+#include "core/rlx-sources.h"
+
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+JsonObject *
+rlx_cohort_event_new (const char *name)
+{
+  JsonObject *o = json_object_new ();
+
+  json_object_set_string_member (o, "event", name);
+  return o;
+}
+
+void
+rlx_cohort_set_hash_member (JsonObject *o, const char *name, guint64 hash)
+{
+  g_autofree char *h = rlx_msg_hash_to_string (hash);
+  json_object_set_string_member (o, name, h);
+}
+
+void
+rlx_cohort_emit_error (RlxCohortContext *ctx, const char *message)
+{
+  JsonObject *o = rlx_cohort_event_new ("error");
+
+  json_object_set_string_member (o, "node", ctx->node_id);
+  if (message)
+    json_object_set_string_member (o, "reason", message);
+  ctx->ops->emit (ctx->owner, o);
+}
+
+void
+rlx_cohort_emit_snapshot_from (RlxCohortContext *ctx, const char *from, guint64 step,
+                               guint64 hash, const char *reason)
+{
+  JsonObject *o = rlx_cohort_event_new ("snapshot");
+
+  json_object_set_string_member (o, "from", from);
+  json_object_set_int_member (o, "step", (gint64) step);
+  rlx_cohort_set_hash_member (o, "hash", hash);
+  if (reason)
+    json_object_set_string_member (o, "reason", reason);
+  ctx->ops->emit (ctx->owner, o);
+}
+
+void
+rlx_cohort_note_self_speed (RlxCohortContext *ctx, guint samples, gint64 compute_us)
+{
+  double sp;
+
+  if (compute_us <= 0)
+    return;
+  sp = samples * 1e6 / compute_us;
+  ctx->self_speed = ctx->self_speed > 0 ? 0.7 * ctx->self_speed + 0.3 * sp : sp;
+}
+
+/* The die_at test fault: the commit @frame reaches every member but the
+ * one that takes over, then this process dies (SIGKILL) once the frames
+ * are written — so the new leader is behind a member, deterministically. */
+static gboolean
+on_die_poll (gpointer user_data)
+{
+  RlxCohortContext *ctx = user_data;
+
+  for (guint i = 0; i < rlx_peer_set_size (ctx->peers); i++)
+    if (!rlx_peer_set_is_flushed (ctx->peers, rlx_peer_set_nth (ctx->peers, i)))
+      return G_SOURCE_CONTINUE;
+  kill (getpid (), SIGKILL);
+  return G_SOURCE_REMOVE;
+}
+
+void
+rlx_cohort_die_after_partial_commit (RlxCohortContext *ctx, GBytes *frame)
+{
+  GPtrArray *ids = rlx_cohort_members (ctx);
+  const char *successor = NULL;
+
+  for (guint i = 0; i < ids->len && successor == NULL; i++)
+    if (!rlx_cohort_is_self (ctx, g_ptr_array_index (ids, i)))
+      successor = g_ptr_array_index (ids, i);
+  for (guint i = 0; i < ids->len; i++)
+    {
+      const char *id = g_ptr_array_index (ids, i);
+      RlxPeer *p = rlx_peer_set_lookup (ctx->peers, id);
+      if (p && g_strcmp0 (id, successor) != 0)
+        ctx->ops->send_frame (ctx->owner, p, RLX_SEND_STEP, frame, ctx->n, ctx->precision);
+    }
+  rlx_peer_set_stop (ctx->peers);
+  rlx_timeout_add (1, on_die_poll, ctx);
+}
+
+/* ── snapshots out ──────────────────────────────────────────────────────── */
+
+struct _RlxSnapshots {
+  RlxCohortContext   *ctx;
+  RlxSnapshotSentFunc sent;
+  gpointer            user_data;
+  guint               pending;
+};
+
+typedef struct {
+  RlxSnapshots   *snapshots;
+  GObject        *owner;        /* referenced while the job is in flight */
+  RlxMsg          header;
+  char           *to;
+  char           *reason;
+  guint8         *buf;          /* the frame's payload, with room for its header in front */
+  GBytes         *frame;
+  gboolean        counted;      /* in snapshots->pending */
+} SnapshotJob;
+
+/* Room in front of a snapshot's parameters for its header: the member list
+ * and the hash history at their longest, with room to spare. */
+#define SNAPSHOT_HEADROOM (16384 + RLX_MSG_MAX_MEMBERS * (RLX_MSG_MAX_ID + 8) + \
+                           RLX_MSG_MAX_HASHES * 24)
+
+RlxSnapshots *
+rlx_snapshots_new (RlxCohortContext *ctx, RlxSnapshotSentFunc sent, gpointer user_data)
+{
+  RlxSnapshots *self = g_new0 (RlxSnapshots, 1);
+
+  self->ctx = ctx;
+  self->sent = sent;
+  self->user_data = user_data;
+  return self;
+}
+
+void
+rlx_snapshots_free (RlxSnapshots *self)
+{
+  g_free (self);
+}
+
+guint
+rlx_snapshots_pending (RlxSnapshots *self)
+{
+  return self->pending;
+}
+
+static void
+snapshot_job_free (gpointer p)
+{
+  SnapshotJob *j = p;
+
+  if (j->counted)
+    j->snapshots->pending--;
+  rlx_msg_clear (&j->header);
+  g_free (j->to);
+  g_free (j->reason);
+  g_free (j->buf);
+  g_clear_pointer (&j->frame, g_bytes_unref);
+  /* last: the owner (and with it the snapshots) may go with it */
+  g_object_unref (j->owner);
+  g_free (j);
+}
+
+/* On the worker thread: the parameters where the frame will carry them. */
+static void
+snapshot_copy (const float *params, gsize n, gpointer data)
+{
+  SnapshotJob *j = data;
+
+  j->buf = g_malloc (SNAPSHOT_HEADROOM + n * sizeof (float));
+  memcpy (j->buf + SNAPSHOT_HEADROOM, params, n * sizeof (float));
+}
+
+/* The header, with the state the parameters were read at (what the replica
+ * says when the read completes: the worker delivers in order). */
+static void
+snapshot_build (RlxCohortContext *ctx, SnapshotJob *j)
+{
+  RlxReplica *replica = ctx->replica;
+  RlxMsgSnapshot *s = &j->header.u.snapshot;
+  g_autoptr(GError) error = NULL;
+
+  s->step = rlx_replica_get_step (replica);
+  s->hash = rlx_replica_get_hash (replica);
+  s->seed = g_strdup_printf ("%" G_GUINT64_FORMAT, rlx_replica_get_seed (replica));
+  s->epoch = rlx_replica_get_epoch (replica);
+  s->pos = rlx_replica_get_pos (replica);
+  s->loss = rlx_replica_get_loss (replica);
+  s->hashes = rlx_replica_history (replica, &s->hashes_from);
+  j->frame = rlx_msg_frame_wrap (&j->header, ctx->n, RLX_PRECISION_F32, 1.0,
+                                 g_steal_pointer (&j->buf), SNAPSHOT_HEADROOM, &error);
+  if (j->frame == NULL)
+    g_warning ("a snapshot could not be made: %s", error->message);
+}
+
+static void
+on_snapshot_built (RlxReplica *replica, gboolean ok, gpointer user_data)
+{
+  SnapshotJob *j = user_data;
+  RlxSnapshots *self = j->snapshots;
+  RlxCohortContext *ctx = self->ctx;
+  RlxPeer *p = rlx_peer_set_lookup (ctx->peers, j->to);
+  gint64 t0 = rlx_round_stats_now ();
+  JsonObject *o;
+
+  self->pending--;
+  j->counted = FALSE;
+  if (ok && j->buf != NULL)
+    snapshot_build (ctx, j);
+  rlx_round_stats_add_busy (ctx->stats, rlx_round_stats_now () - t0);
+  if (p == NULL || j->frame == NULL || rlx_leadership_get_role (ctx->lead) == RLX_ROLE_STOPPED)
+    return;
+  ctx->ops->send_frame (ctx->owner, p, RLX_SEND_BULK, j->frame, ctx->n, RLX_PRECISION_F32);
+  o = rlx_cohort_event_new ("snapshot");
+  json_object_set_string_member (o, "to", j->to);
+  json_object_set_int_member (o, "step", (gint64) j->header.u.snapshot.step);
+  rlx_cohort_set_hash_member (o, "hash", j->header.u.snapshot.hash);
+  json_object_set_string_member (o, "reason", j->reason);
+  self->sent (j->to, j->header.u.snapshot.step, j->header.u.snapshot.hash, o, self->user_data);
+}
+
+void
+rlx_snapshots_send (RlxSnapshots *self, RlxPeer *p, const char *reason)
+{
+  RlxCohortContext *ctx = self->ctx;
+  SnapshotJob *j = g_new0 (SnapshotJob, 1);
+  const char *leader = rlx_leadership_get_leader (ctx->lead);
+
+  j->snapshots = self;
+  j->owner = g_object_ref (ctx->owner);
+  j->to = g_strdup (p->id);
+  j->reason = g_strdup (reason);
+  rlx_msg_init (&j->header, RLX_MSG_SNAPSHOT, ctx->node_id);
+  j->header.u.snapshot.term = rlx_leadership_get_term (ctx->lead);
+  j->header.u.snapshot.leader = g_strdup (leader ? leader : ctx->node_id);
+  j->header.u.snapshot.members = rlx_cohort_str_array_copy (rlx_cohort_members (ctx));
+  self->pending++;
+  j->counted = TRUE;
+  rlx_replica_read (ctx->replica, snapshot_copy, j, snapshot_job_free, on_snapshot_built, j);
+}

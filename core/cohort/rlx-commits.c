@@ -1,0 +1,181 @@
+/* rlx-commits.c — the leader's commits waiting for acknowledgements
+ * (rlx-commits.h) */
+#include "rlx-config.h"
+#include "rlx-commits.h"
+
+/* Commits waiting for acknowledgements, at most; the oldest is reported
+ * without the missing ones beyond that. */
+#define MAX_PENDING_COMMITS 64
+
+/* A commit the leader published and has not reported yet. */
+typedef struct {
+  guint64    step, hash;
+  double     loss;
+  guint64    samples;
+  GPtrArray *contributors;
+  guint      late, rejected;
+  GPtrArray *waiting;              /* members that have not acknowledged it */
+  guint      members;              /* the cohort's size when it was published */
+  gint64     published;
+  gboolean   final;
+} Commit;
+
+struct _RlxCommits {
+  RlxCohortContext *ctx;
+  GQueue            queue;         /* Commit*, oldest first */
+  GHashTable       *members;       /* id → RlxMemberAcks* */
+};
+
+static void
+member_free (gpointer p)
+{
+  RlxMemberAcks *ms = p;
+
+  rlx_msg_clear (&ms->held);
+  g_free (ms);
+}
+
+static void
+commit_free (Commit *c)
+{
+  g_clear_pointer (&c->contributors, g_ptr_array_unref);
+  g_clear_pointer (&c->waiting, g_ptr_array_unref);
+  g_free (c);
+}
+
+RlxCommits *
+rlx_commits_new (RlxCohortContext *ctx)
+{
+  RlxCommits *self = g_new0 (RlxCommits, 1);
+
+  self->ctx = ctx;
+  g_queue_init (&self->queue);
+  self->members = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, member_free);
+  return self;
+}
+
+void
+rlx_commits_free (RlxCommits *self)
+{
+  if (self == NULL)
+    return;
+  rlx_commits_clear (self);
+  g_hash_table_unref (self->members);
+  g_free (self);
+}
+
+void
+rlx_commits_clear (RlxCommits *self)
+{
+  g_queue_clear_full (&self->queue, (GDestroyNotify) commit_free);
+  g_queue_init (&self->queue);
+  g_hash_table_remove_all (self->members);
+}
+
+RlxMemberAcks *
+rlx_commits_member (RlxCommits *self, const char *id)
+{
+  RlxMemberAcks *ms = g_hash_table_lookup (self->members, id);
+
+  if (ms == NULL)
+    {
+      ms = g_new0 (RlxMemberAcks, 1);
+      g_hash_table_insert (self->members, g_strdup (id), ms);
+    }
+  return ms;
+}
+
+void
+rlx_commits_forget_member (RlxCommits *self, const char *id)
+{
+  g_hash_table_remove (self->members, id);
+}
+
+GPtrArray *
+rlx_commits_members_holding (RlxCommits *self)
+{
+  GPtrArray *ready = g_ptr_array_new_with_free_func (g_free);
+  GHashTableIter it;
+  gpointer key, value;
+
+  g_hash_table_iter_init (&it, self->members);
+  while (g_hash_table_iter_next (&it, &key, &value))
+    if (((RlxMemberAcks *) value)->has_held)
+      g_ptr_array_add (ready, g_strdup (key));
+  return ready;
+}
+
+void
+rlx_commits_publish (RlxCommits *self, guint64 step, guint64 hash, RlxRound *round,
+                     guint n_members, gboolean final, GPtrArray *waiting)
+{
+  Commit *c = g_new0 (Commit, 1);
+
+  c->step = step;
+  c->hash = hash;
+  c->loss = rlx_round_get_loss (round);
+  c->samples = rlx_round_get_samples (round);
+  c->contributors = rlx_cohort_str_array_copy (rlx_round_get_contributors (round));
+  c->late = rlx_round_get_late (round);
+  c->rejected = rlx_round_get_rejected (round);
+  c->waiting = waiting;
+  c->published = g_get_monotonic_time ();
+  c->final = final;
+  c->members = n_members;
+  g_queue_push_tail (&self->queue, c);
+}
+
+void
+rlx_commits_member_acked (RlxCommits *self, const char *id, guint64 step, guint64 hash)
+{
+  RlxMemberAcks *ms = rlx_commits_member (self, id);
+
+  ms->step = step;
+  ms->hash = hash;
+  ms->known = TRUE;
+  for (GList *l = self->queue.head; l; l = l->next)
+    {
+      Commit *c = l->data;
+      if (c->step <= step)
+        rlx_cohort_str_array_remove (c->waiting, id);
+    }
+}
+
+void
+rlx_commits_check (RlxCommits *self)
+{
+  RlxCohortContext *ctx = self->ctx;
+  Commit *c;
+
+  while ((c = g_queue_peek_head (&self->queue)))
+    {
+      gboolean forced = FALSE;
+
+      /* A member that left is not waited for. */
+      for (guint i = c->waiting->len; i > 0; i--)
+        if (!rlx_leadership_has_member (ctx->lead, g_ptr_array_index (c->waiting, i - 1)))
+          g_ptr_array_remove_index (c->waiting, i - 1);
+      if (c->waiting->len > 0)
+        {
+          gint64 limit = 2 * (gint64) rlx_peer_set_get_timeout (ctx->peers) * 1000;
+          if (g_queue_get_length (&self->queue) <= MAX_PENDING_COMMITS &&
+              g_get_monotonic_time () - c->published < limit)
+            return;
+          forced = TRUE;
+        }
+      g_queue_pop_head (&self->queue);
+      for (guint i = 0; forced && i < c->waiting->len; i++)
+        {
+          JsonObject *o = rlx_cohort_event_new ("ack-timeout");
+          json_object_set_string_member (o, "node", g_ptr_array_index (c->waiting, i));
+          json_object_set_int_member (o, "step", (gint64) c->step);
+          ctx->ops->emit (ctx->owner, o);
+        }
+      ctx->ops->committed (ctx->owner, c->step, c->hash, c->loss, c->samples, c->contributors,
+                           c->late, c->rejected, c->members);
+      ctx->ops->checkpoint (ctx->owner, c->final);
+      commit_free (c);
+      if (ctx->ops->finished (ctx->owner))
+        return;
+    }
+}

@@ -1,0 +1,962 @@
+/* rlx-leader.c — the leader's flow: assigning and collecting rounds,
+ * publishing commits and reporting them once acknowledged, admitting
+ * members, adopting a member's state (rlx-leader.h) */
+#include "rlx-config.h"
+#include "rlx-leader.h"
+#include "core/cohort/rlx-commits.h"
+#include "core/cohort/rlx-round.h"
+#include "core/cohort/rlx-split.h"
+#include "core/p2p/rlx-trace.h"
+#include "core/rlx-sources.h"
+
+#include <math.h>
+#include <string.h>
+
+#define FIRST_DEADLINE_MS   10000
+#define MAX_DEADLINE_MS     30000
+
+/* A member's snapshot being adopted (a new leader behind a member). */
+typedef struct {
+  RlxLeader      *self;
+  RlxMsg          msg;
+} Adopting;
+
+struct _RlxLeader {
+  RlxCohortContext *ctx;
+  RlxRound        *round;
+  guint64          round_step;
+  guint            round_epoch, round_pos, round_count;
+  gboolean         rounds_started;
+  gboolean         finishing_round; /* the update of the round is being made */
+  gboolean         round_waiting;   /* complete, waiting for our replica's hash */
+  GArray          *next_slots;      /* RlxMsgSlot: the next round's assignment, while
+                                     * this round's update is being made */
+  guint64          last_commit;     /* the newest commit we published */
+  gboolean         publish_waiting; /* a restart of the round waits for it to be applied */
+  RlxCommits      *commits;         /* published, not yet acknowledged by every member; and
+                                     * what each member acknowledged */
+  double           round_ema_us;
+  guint            rounds_measured;
+  guint64          finish_prequeued; /* the step whose finish is queued already, before its
+                                      * round was complete (0: none) */
+  guint64          own_prequeued;   /* the step whose own gradient is queued already (0: none) */
+  gboolean         params_dirty;    /* the backend took an update the replica does not know */
+};
+
+/* Main-loop time of the leader's handlers (per round, for "done"). */
+#define BUSY_BEGIN gint64 busy_t0 = rlx_round_stats_now ()
+#define BUSY_END rlx_round_stats_add_busy (self->ctx->stats, rlx_round_stats_now () - busy_t0)
+
+/* What the owner does for us (RlxCohortOps). */
+#define OWNER(op, ...) self->ctx->ops->op (self->ctx->owner, __VA_ARGS__)
+
+static void leader_finalize (RlxLeader *self);
+static void send_reject (RlxLeader *self, const char *id, guint64 step, const char *reason);
+
+static void
+emit (RlxLeader *self, JsonObject *o)
+{
+  OWNER (emit, o);
+}
+
+static guint
+own_max_batch (RlxLeader *self)
+{
+  RlxWorker *worker = rlx_compute_queue_get_worker (self->ctx->queue);
+
+  return rlx_backend_max_batch (rlx_worker_backend (worker));
+}
+
+static gboolean
+finished (RlxLeader *self)
+{
+  return self->ctx->ops->finished (self->ctx->owner);
+}
+
+/* This round's slots (rlx_split_assign), from round_pos on. */
+static GArray *
+leader_assign (RlxLeader *self)
+{
+  return rlx_split_assign (self->ctx, self->round_pos, &self->round_count);
+}
+
+static guint
+deadline_ms (RlxLeader *self)
+{
+  double ms;
+
+  if (self->rounds_measured < 3)
+    return MAX (FIRST_DEADLINE_MS, self->ctx->deadline_floor_ms);
+  ms = 10.0 * self->round_ema_us / 1000.0;
+  return (guint) CLAMP (ms, (double) self->ctx->deadline_floor_ms, (double) MAX_DEADLINE_MS);
+}
+
+/* The step message of the next round (everything but the update). */
+static void
+step_header (RlxLeader *self, RlxMsg *m, guint64 commit, GArray *slots, gboolean final)
+{
+  rlx_msg_init (m, RLX_MSG_STEP, self->ctx->node_id);
+  m->u.step.term = rlx_leadership_get_term (self->ctx->lead);
+  m->u.step.step = (commit ? commit : rlx_cohort_applied (self->ctx)) + 1;
+  m->u.step.commit = commit;
+  m->u.step.base = rlx_replica_get_hash (self->ctx->replica);
+  m->u.step.loss = commit ? rlx_round_get_loss (self->round) : 0.0;
+  m->u.step.samples = commit ? rlx_round_get_samples (self->round) : 0;
+  m->u.step.contributors
+      = rlx_cohort_str_array_copy (commit ? rlx_round_get_contributors (self->round) : NULL);
+  m->u.step.late = commit ? rlx_round_get_late (self->round) : 0;
+  m->u.step.rejected = commit ? rlx_round_get_rejected (self->round) : 0;
+  m->u.step.lr = self->ctx->lr;
+  m->u.step.epoch = self->round_epoch;
+  m->u.step.pos = self->round_pos;
+  m->u.step.count = self->round_count;
+  m->u.step.members = rlx_cohort_str_array_copy (rlx_cohort_members (self->ctx));
+  m->u.step.final = final;
+  m->u.step.assign = rlx_msg_slots_new ();
+  for (guint i = 0; slots && i < slots->len; i++)
+    {
+      RlxMsgSlot s = g_array_index (slots, RlxMsgSlot, i);
+      s.node = g_strdup (s.node);
+      g_array_append_val (m->u.step.assign, s);
+    }
+}
+
+/* Drop the round in flight: its contributions are forgotten by the backend
+ * before the next round's first, and its finish, if queued and not started,
+ * does not run. */
+void
+rlx_leader_abandon_round (RlxLeader *self)
+{
+  rlx_round_cancel (self->round);
+  rlx_compute_queue_abandon_round (self->ctx->queue);
+  self->finishing_round = FALSE;
+  self->finish_prequeued = 0;
+  self->own_prequeued = 0;
+  self->round_waiting = FALSE;
+  g_clear_pointer (&self->next_slots, g_array_unref);
+}
+
+/* @id has @step (acknowledged, or sent to it in a snapshot). */
+static void
+member_acked (RlxLeader *self, const char *id, guint64 step, guint64 hash)
+{
+  rlx_commits_member_acked (self->commits, id, step, hash);
+  rlx_commits_check (self->commits);
+}
+
+/* Members' buckets held until our hash of the state they were computed at
+ * was known: judge them now. */
+static void
+judge_held (RlxLeader *self)
+{
+  g_autoptr(GPtrArray) ready = rlx_commits_members_holding (self->commits);
+
+  for (guint i = 0; i < ready->len && rlx_leadership_is_leader (self->ctx->lead); i++)
+    {
+      RlxMemberAcks *ms = rlx_commits_member (self->commits, g_ptr_array_index (ready, i));
+      RlxPeer *p = rlx_peer_set_lookup (self->ctx->peers, g_ptr_array_index (ready, i));
+      RlxMsg m;
+
+      if (!ms->has_held)
+        continue;
+      ms->has_held = FALSE;
+      rlx_msg_steal (&m, &ms->held);
+      if (p)
+        rlx_leader_on_grad (self, p, &m);
+      rlx_msg_clear (&m);
+    }
+}
+
+/* The own slice of the round @ahead rounds after this one (1: the next)
+ * when they are ours alone, as leader_assign will make them: (epoch, start)
+ * moved on by each round's count, the global batch (ours) from there. A
+ * copy (the permutation it comes from is the replica's, for one epoch at a
+ * time), or NULL. */
+static guint32 *
+predicted_own (RlxLeader *self, guint ahead, guint *n)
+{
+  guint epoch = self->round_epoch, pos = self->round_pos, count = self->round_count;
+  guint n_train = rlx_replica_get_n_train (self->ctx->replica);
+
+  for (guint i = 0; i < ahead; i++)
+    {
+      rlx_replica_advance (self->ctx->replica, &epoch, &pos, count);
+      count = MIN (self->ctx->batch, n_train - pos);
+      count = MIN (count, own_max_batch (self));
+    }
+  *n = count;
+  return count > 0 ? g_memdup2 (rlx_replica_permutation (self->ctx->replica, epoch) + pos,
+                                count * sizeof (guint32))
+                   : NULL;
+}
+
+/* Our own gradient of @step's slice @indices, into the backend's round. */
+static void
+queue_own (RlxLeader *self, guint64 step, const guint32 *indices, guint n)
+{
+  rlx_compute_queue_own (self->ctx->queue, step, indices, n,
+                         rlx_fault_plan_gradient (&self->ctx->faults, step),
+                         rlx_fault_plan_stall_us (&self->ctx->faults, step));
+}
+
+/* The finish of round @step. @header (nullable: no frame, nobody to send
+ * it to) is taken; @next: our slice of the next round; @after: and of the
+ * round after it (both expected to be ours alone). */
+static void
+queue_finish (RlxLeader *self, guint64 step, RlxMsg *header, const guint32 *next,
+              guint next_n, const guint32 *after, guint after_n)
+{
+  RlxFinishJob job = {
+    .step = step,
+    .header = header,
+    .next = next,
+    .next_n = next_n,
+    .after = after,
+    .after_n = after_n,
+    .lr = self->ctx->lr,
+    /* The wire precision is the wire's: an update nobody receives (no
+     * frame: nobody else in the cohort) is applied as it is, at f32, with
+     * nothing quantised and the update residual left for when there is a
+     * wire again (a rank that joins gets a snapshot, not this update) */
+    .precision = header != NULL ? self->ctx->precision : RLX_PRECISION_F32,
+    .feedback = self->ctx->error_feedback,
+    .prequeued = self->finish_prequeued == step,
+    /* no frame (nobody else in the cohort) and a next slice of ours: the
+     * next round is most likely ours alone too */
+    .next_alone = header == NULL && rlx_cohort_members (self->ctx)->len == 1,
+  };
+
+  rlx_compute_queue_finish (self->ctx->queue, &job);
+}
+
+/* Begin collecting round_step with @slots (the members were told by the
+ * frame that carried them) and queue our own slice, unless it is queued
+ * already. A round that is ours alone, with nobody else in the cohort,
+ * queues its finish right behind the own gradient (unless the last round's
+ * publish queued both already): nothing else can join it, so the worker
+ * goes on without waiting for the main loop. */
+static void
+leader_start_round (RlxLeader *self, GArray *slots)
+{
+  guint64 step = self->round_step;
+  const RlxMsgSlot *own = NULL;
+  gboolean alone;
+
+  OWNER (assigned, step, 0);
+  for (guint i = 0; i < slots->len; i++)
+    if (rlx_cohort_is_self (self->ctx, g_array_index (slots, RlxMsgSlot, i).node))
+      own = &g_array_index (slots, RlxMsgSlot, i);
+  alone = own != NULL && slots->len == 1 && rlx_cohort_members (self->ctx)->len == 1;
+  if (self->own_prequeued != step)
+    {
+      rlx_compute_queue_begin_round (self->ctx->queue);
+      if (own != NULL)
+        queue_own (self, step,
+                   rlx_replica_permutation (self->ctx->replica, self->round_epoch) + own->start,
+                   own->count);
+    }
+  self->own_prequeued = 0;
+  if (own != NULL)
+    OWNER (assigned, step, own->count);
+  if (slots->len == 0)
+    return;
+  /* (a round whose finish is queued was planned for us alone) */
+  rlx_round_begin (self->round, step, slots,
+                   alone || self->finish_prequeued == step ? 0 : deadline_ms (self));
+  if (alone && self->finish_prequeued != step)
+    {
+      g_autofree guint32 *next = NULL, *after = NULL;
+      guint next_n = 0, after_n = 0;
+
+      if (!rlx_cohort_at_last_step (self->ctx, step))
+        next = predicted_own (self, 1, &next_n);
+      if (!rlx_cohort_at_last_step (self->ctx, step + 1))
+        after = predicted_own (self, 2, &after_n);
+      self->finish_prequeued = step;
+      queue_finish (self, step, NULL, next, next_n, after, after_n);
+    }
+}
+
+/* The round's update was made and applied by the backend (op->ok): publish
+ * it and go on with the next round. */
+static void
+on_finished (RlxLeader *self, RlxLeaderOp *op)
+{
+  guint64 commit = op->step;
+  GPtrArray *ids = rlx_cohort_members (self->ctx);
+  gboolean final = rlx_cohort_at_last_step (self->ctx, commit);
+  GArray *slots;
+  GPtrArray *waiting;
+
+  rlx_trace ("L.fin", commit);
+  self->ctx->ops->training (self->ctx->owner);
+  if (self->ctx->faults.die_at > 0 && commit == self->ctx->faults.die_at && op->frame != NULL)
+    {
+      rlx_cohort_die_after_partial_commit (self->ctx, op->frame);
+      return;
+    }
+  rlx_round_stats_backend (self->ctx->stats, op->host_bytes, op->ahead_taken, op->update_ahead,
+                           rlx_worker_wait_us (rlx_compute_queue_get_worker (self->ctx->queue)));
+  rlx_round_stats_finish_path (self->ctx->stats, op->run_us, op->ran_at, op->dev_finish_us,
+                               op->dev_grad_us);
+  /* To every member (they apply exactly these codes, as the backend did). */
+  for (guint i = 0; op->frame != NULL && i < ids->len; i++)
+    {
+      RlxPeer *p = rlx_peer_set_lookup (self->ctx->peers, g_ptr_array_index (ids, i));
+      if (p)
+        OWNER (send_frame, p, RLX_SEND_STEP, op->frame, self->ctx->n, op->precision);
+    }
+  rlx_trace ("L.sent", commit);
+  /* (round_epoch, round_pos) already are where the next step starts. */
+  rlx_replica_commit (self->ctx->replica, commit, op->hash, self->round_epoch, self->round_pos);
+  rlx_replica_set_loss (self->ctx->replica, rlx_round_get_loss (self->round));
+  self->last_commit = commit;
+  waiting = g_ptr_array_new_with_free_func (g_free);
+  /* Members that never got this commit's frame are not waited for (there
+   * was none when the round was ours alone: a member admitted meanwhile
+   * gets the commit in its snapshot). */
+  for (guint i = 0; op->frame != NULL && i < ids->len; i++)
+    if (!rlx_cohort_is_self (self->ctx, g_ptr_array_index (ids, i)))
+      g_ptr_array_add (waiting, g_strdup (g_ptr_array_index (ids, i)));
+  rlx_commits_publish (self->commits, commit, op->hash, self->round, ids->len, final, waiting);
+
+  /* The next round first (the worker is already computing our slice of
+   * it), then the reporting. A round planned for us alone is not started
+   * when someone joined meanwhile (they got no frame): it restarts with
+   * them once their snapshot is out (on_snapshot_built) — unless its finish
+   * is queued already (a member admitted since gets its snapshot after that
+   * finish, as one admitted during this round did after this one). */
+  slots = g_steal_pointer (&self->next_slots);
+  if (slots != NULL && !final &&
+      (op->frame != NULL || rlx_cohort_members (self->ctx)->len == 1 ||
+       self->finish_prequeued == commit + 1))
+    leader_start_round (self, slots);
+  else if (slots != NULL && !final)
+    rlx_leader_abandon_round (self);   /* and the own slice queued for it */
+  g_clear_pointer (&slots, g_array_unref);
+  self->ctx->ops->step_changed (self->ctx->owner);
+  judge_held (self);
+  rlx_commits_check (self->commits);
+  if (rlx_leadership_is_leader (self->ctx->lead) && !finished (self) && !final &&
+      !rlx_round_is_active (self->round) && !self->finishing_round &&
+      rlx_snapshots_pending (self->ctx->snapshots) == 0)
+    rlx_leader_publish (self, FALSE);
+}
+
+void
+rlx_leader_op_done (RlxLeader *self, RlxLeaderOp *op, const GError *error)
+{
+  gboolean current = op->current;
+  BUSY_BEGIN;
+
+  if (rlx_leadership_get_role (self->ctx->lead) == RLX_ROLE_STOPPED || finished (self))
+    goto out;
+  if (error != NULL)
+    {
+      g_autofree char *msg = g_strdup_printf ("%s of step %" G_GUINT64_FORMAT " failed: %s",
+                                              op->kind == RLX_LEADER_OWN ? "the own gradient"
+                                              : op->kind == RLX_LEADER_ADD ? "adding a bucket"
+                                              : "finishing the round",
+                                              op->step, error->message);
+      rlx_cohort_emit_error (self->ctx, msg);
+      if (g_error_matches (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_DEVICE_LOST))
+        {
+          OWNER (finish, FALSE, msg);
+          goto out;
+        }
+      if (!current || !rlx_leadership_is_leader (self->ctx->lead))
+        goto out;
+      if (op->kind == RLX_LEADER_OWN)
+        rlx_round_close_slot (self->round, self->ctx->node_id);
+      else if (op->kind == RLX_LEADER_ADD)
+        rlx_round_added (self->round, op->node, FALSE, msg);
+      else
+        {
+          rlx_leader_abandon_round (self);
+          rlx_leader_publish (self, FALSE);
+        }
+      goto out;
+    }
+
+  switch (op->kind)
+    {
+    case RLX_LEADER_OWN:
+      {
+        g_autofree char *reason = NULL;
+
+        if (!current || !rlx_leadership_is_leader (self->ctx->lead))
+          break;
+        rlx_round_stats_own_path (self->ctx->stats, op->run_us);
+        rlx_cohort_note_self_speed (self->ctx, op->n, op->compute_us);
+        if (op->refused)
+          {
+            rlx_round_reject_slot (self->round, self->ctx->node_id);
+            send_reject (self, self->ctx->node_id, op->step, op->refused);
+            break;
+          }
+        switch (rlx_round_offer (self->round, self->ctx->node_id, op->step, op->n, op->loss,
+                                 op->compute_us, self->ctx->n, &reason))
+          {
+          case RLX_ROUND_ACCEPTED:
+            rlx_round_added (self->round, self->ctx->node_id, TRUE, NULL);
+            break;
+          case RLX_ROUND_REJECTED:
+            send_reject (self, self->ctx->node_id, op->step, reason);
+            break;
+          case RLX_ROUND_LATE:
+          default:
+            rlx_round_stats_late (self->ctx->stats);
+            break;
+          }
+        break;
+      }
+    case RLX_LEADER_ADD:
+      if (current && rlx_leadership_is_leader (self->ctx->lead))
+        rlx_round_added (self->round, op->node, op->refused == NULL, op->refused);
+      break;
+    case RLX_LEADER_FINISH:
+      if (!rlx_leadership_is_leader (self->ctx->lead))
+        {
+          /* We stepped down while the backend applied it: our parameters
+           * hold an update the cohort never saw. */
+          if (op->ok)
+            {
+              self->params_dirty = TRUE;
+              if (rlx_leadership_get_role (self->ctx->lead) == RLX_ROLE_MEMBER)
+                OWNER (request_snapshot, "this node's parameters took an update "
+                                                  "of a round it gave up leading");
+            }
+          break;
+        }
+      if (!current)
+        {
+          /* A round given up (a merge) whose update was applied all the
+           * same: it is this leader's state now, and the members follow it
+           * through a snapshot. */
+          if (op->ok)
+            {
+              rlx_replica_commit (self->ctx->replica, op->step, op->hash, self->round_epoch,
+                                  self->round_pos);
+              self->last_commit = op->step;
+            }
+        }
+      else if (!op->ok)
+        {
+          /* Not committed (the update overflowed, or nothing joined the
+           * round): the step runs again. */
+          if (!op->prequeued || rlx_round_get_samples (self->round) > 0)
+            {
+              g_autofree char *msg = g_strdup_printf ("step %" G_GUINT64_FORMAT " was not "
+                                                      "committed: %s", op->step, op->refused);
+              rlx_cohort_emit_error (self->ctx, msg);
+            }
+          rlx_leader_abandon_round (self);
+        }
+      else
+        {
+          self->finishing_round = FALSE;
+          on_finished (self, op);
+          break;
+        }
+      if (self->publish_waiting ||
+          (!rlx_round_is_active (self->round) && !self->finishing_round &&
+           rlx_compute_queue_finishes (self->ctx->queue) == 0))
+        rlx_leader_publish (self, FALSE);
+      break;
+    case RLX_LEADER_RESET:
+    default:
+      break;
+    }
+out:
+  BUSY_END;
+}
+
+void
+rlx_leader_publish (RlxLeader *self, gboolean commit)
+{
+  g_autoptr(GError) error = NULL;
+  GArray *slots;
+  RlxMsg m;
+
+  if (!rlx_leadership_is_leader (self->ctx->lead) || finished (self))
+    return;
+  if (commit)
+    {
+      /* The round just collected is finished by the backend, which writes
+       * the update's codes into the step frame (on_finished); the frame
+       * also assigns the next step. */
+      gint64 round_us = g_get_monotonic_time () - rlx_round_get_started (self->round);
+      guint64 c = rlx_round_get_step (self->round);
+      gboolean final = rlx_cohort_at_last_step (self->ctx, c);
+      gboolean others = rlx_cohort_members (self->ctx)->len > 1 || self->ctx->faults.die_at > 0;
+      const RlxMsgSlot *own = NULL;
+
+      self->round_ema_us = self->rounds_measured == 0 ? round_us
+                         : 0.8 * self->round_ema_us + 0.2 * round_us;
+      self->rounds_measured++;
+      rlx_round_stats_round (self->ctx->stats, self->rounds_measured, round_us,
+                             rlx_round_get_samples (self->round),
+                             rlx_round_get_max_compute (self->round));
+      /* The next round starts where this one ended. */
+      rlx_replica_advance (self->ctx->replica, &self->round_epoch, &self->round_pos,
+                           self->round_count);
+      self->round_count = 0;
+      self->round_step = c + 1;
+      slots = final ? rlx_msg_slots_new () : leader_assign (self);
+      for (guint i = 0; i < slots->len; i++)
+        if (rlx_cohort_is_self (self->ctx, g_array_index (slots, RlxMsgSlot, i).node))
+          own = &g_array_index (slots, RlxMsgSlot, i);
+      self->finishing_round = TRUE;
+      g_clear_pointer (&self->next_slots, g_array_unref);
+      self->next_slots = slots;
+      if (self->finish_prequeued == c)
+        self->finish_prequeued = 0;   /* on its way, without a frame: nobody to send it to */
+      else
+        {
+          g_autofree guint32 *after = NULL;
+          guint after_n = 0;
+          const guint32 *perm;
+
+          /* a frame only when someone is there to receive it; with nobody,
+           * the round after the next is named too (before the permutation
+           * of this one is taken: the replica keeps one epoch's) */
+          if (others)
+            step_header (self, &m, c, slots, final);
+          else if (own != NULL && slots->len == 1 && !rlx_cohort_at_last_step (self->ctx, c + 1))
+            after = predicted_own (self, 1, &after_n);
+          perm = own ? rlx_replica_permutation (self->ctx->replica, self->round_epoch) : NULL;
+          queue_finish (self, c, others ? &m : NULL, own ? perm + own->start : NULL,
+                        own ? own->count : 0, after, after_n);
+        }
+      /* Our slice of the next round right behind the finish: the worker
+       * goes on with it without waiting for us. */
+      if (own != NULL)
+        {
+          rlx_compute_queue_begin_round (self->ctx->queue);
+          self->own_prequeued = c + 1;
+          queue_own (self, c + 1,
+                     rlx_replica_permutation (self->ctx->replica, self->round_epoch) + own->start,
+                     own->count);
+        }
+      /* A next round that is ours alone gets its finish queued now too (it
+       * runs only if this round's commits): two rounds on the worker, so
+       * it never waits for this main loop between them. */
+      if (own != NULL && slots->len == 1 && !others)
+        {
+          g_autofree guint32 *next = NULL, *after = NULL;
+          guint next_n = 0, after_n = 0;
+
+          if (!rlx_cohort_at_last_step (self->ctx, c + 1))
+            next = predicted_own (self, 1, &next_n);
+          if (!rlx_cohort_at_last_step (self->ctx, c + 2))
+            after = predicted_own (self, 2, &after_n);
+          self->finish_prequeued = c + 1;
+          queue_finish (self, c + 1, NULL, next, next_n, after, after_n);
+        }
+      return;
+    }
+
+  /* No commit: (re)start the step after the last applied one — once our
+   * replica holds the last commit we published (its hash is the base) and
+   * no update is still being made or applied. */
+  if (!self->rounds_started && rlx_cohort_members (self->ctx)->len < self->ctx->wait_members)
+    return;
+  if (rlx_cohort_applied (self->ctx) < self->last_commit ||
+      rlx_compute_queue_finishes (self->ctx->queue) > 0 ||
+      rlx_compute_queue_member_applying (self->ctx->queue) > 0)
+    {
+      self->publish_waiting = TRUE;
+      return;
+    }
+  rlx_leader_abandon_round (self);
+  self->publish_waiting = FALSE;
+  self->rounds_started = TRUE;
+  self->round_step = rlx_cohort_applied (self->ctx) + 1;
+  {
+    g_autoptr(GBytes) frame = NULL;
+    GPtrArray *ids = rlx_cohort_members (self->ctx);
+
+    slots = leader_assign (self);
+    if (ids->len > 1)
+      {
+        step_header (self, &m, 0, slots, FALSE);
+        frame = rlx_msg_build (&m, NULL, 0, RLX_PRECISION_F32, &error);
+        rlx_msg_clear (&m);
+        if (frame == NULL)
+          {
+            g_autofree char *msg = g_strdup_printf ("could not build the step: %s",
+                                                    error->message);
+            g_array_unref (slots);
+            OWNER (finish, FALSE, msg);
+            return;
+          }
+      }
+    for (guint i = 0; frame != NULL && i < ids->len; i++)
+      {
+        RlxPeer *p = rlx_peer_set_lookup (self->ctx->peers, g_ptr_array_index (ids, i));
+        if (p)
+          OWNER (send_frame, p, RLX_SEND_STEP, frame, 0, RLX_PRECISION_F32);
+      }
+  }
+  leader_start_round (self, slots);
+  g_array_unref (slots);
+}
+
+static void
+leader_finalize (RlxLeader *self)
+{
+  if (!rlx_leadership_is_leader (self->ctx->lead) || self->finishing_round)
+    return;
+  if (rlx_round_get_samples (self->round) == 0)
+    {
+      /* Nothing usable came back: the step is not committed; run it again
+       * with whoever is still here (same dataset position). */
+      rlx_leader_publish (self, FALSE);
+      return;
+    }
+  /* The leader's own replica must hold the last commit (the step frame
+   * carries its hash as the base of this one): a round only begins once
+   * that commit is in. */
+  if (rlx_cohort_applied (self->ctx) + 1 != rlx_round_get_step (self->round))
+    {
+      g_warning ("round %" G_GUINT64_FORMAT " complete at step %" G_GUINT64_FORMAT
+                 ": run again", rlx_round_get_step (self->round), rlx_cohort_applied (self->ctx));
+      rlx_leader_publish (self, FALSE);
+      return;
+    }
+  rlx_leader_publish (self, TRUE);
+}
+
+static void
+on_round_complete (RlxRound *round, gpointer user_data)
+{
+  RlxLeader *self = user_data;
+  BUSY_BEGIN;
+
+  leader_finalize (self);
+  BUSY_END;
+}
+
+static void
+send_reject (RlxLeader *self, const char *id, guint64 step, const char *reason)
+{
+  RlxPeer *p = rlx_peer_set_lookup (self->ctx->peers, id);
+  JsonObject *o = rlx_cohort_event_new ("rejected");
+
+  json_object_set_string_member (o, "node", id);
+  json_object_set_int_member (o, "step", (gint64) step);
+  json_object_set_string_member (o, "reason", reason);
+  emit (self, o);
+  rlx_round_stats_rejected (self->ctx->stats);
+  if (p)
+    {
+      RlxMsg m;
+      rlx_msg_init (&m, RLX_MSG_REJECT, self->ctx->node_id);
+      m.u.reject.step = step;
+      m.u.reject.reason = g_strdup (reason);
+      OWNER (send_msg, p, &m);
+      rlx_msg_clear (&m);
+    }
+}
+
+static void
+on_round_rejected (RlxRound *round, const char *node, guint64 step, const char *reason,
+                   gpointer user_data)
+{
+  RlxLeader *self = user_data;
+
+  /* The round counted it; report and tell the member. */
+  send_reject (self, node, step, reason);
+}
+
+static void
+on_round_late (RlxRound *round, const char *node, guint64 step, const char *reason,
+               gpointer user_data)
+{
+  RlxLeader *self = user_data;
+  JsonObject *o = rlx_cohort_event_new ("late");
+
+  rlx_round_stats_late (self->ctx->stats);
+  json_object_set_string_member (o, "node", node);
+  json_object_set_int_member (o, "step", (gint64) step);
+  json_object_set_string_member (o, "reason", reason);
+  emit (self, o);
+}
+
+/* A member's bucket (or refusal) for a step: judged once the member's
+ * acknowledgement of the state it was computed at is in. */
+void
+rlx_leader_on_grad (RlxLeader *self, RlxPeer *p, RlxMsg *m)
+{
+  RlxMsgGrad *g = &m->u.grad;
+  RlxMemberAcks *ms = rlx_commits_member (self->commits, p->id);
+  g_autofree char *reason = NULL;
+  guint64 mine;
+
+  rlx_trace ("L.rx", g->step);
+  if (g->term != rlx_leadership_get_term (self->ctx->lead))
+    return;
+  if (!rlx_round_slot_pending (self->round, p->id) || g->step != rlx_round_get_step (self->round))
+    {
+      rlx_round_stats_late (self->ctx->stats);
+      return;
+    }
+  if (g->refused)
+    {
+      rlx_round_reject_slot (self->round, p->id);
+      send_reject (self, p->id, g->step, g->refused);
+      return;
+    }
+  /* Judged against the member's acknowledgement of step - 1 and our own
+   * hash of it; either may not be in yet (then the bucket waits). */
+  if (ms->known && ms->step >= g->step)
+    {
+      rlx_round_stats_late (self->ctx->stats);
+      return;
+    }
+  if (!ms->known || ms->step + 1 < g->step ||
+      !rlx_replica_hash_at (self->ctx->replica, g->step - 1, &mine))
+    {
+      rlx_msg_clear (&ms->held);
+      rlx_msg_steal (&ms->held, m);
+      ms->has_held = TRUE;
+      return;
+    }
+  if (ms->hash != mine)
+    {
+      rlx_round_reject_slot (self->round, p->id);
+      send_reject (self, p->id, g->step,
+                                   "gradient computed at other parameters (hash differs)");
+      return;
+    }
+  if (g->grads.frame)
+    OWNER (peer_precision, p, g->grads.precision);
+  switch (rlx_round_offer (self->round, p->id, g->step, g->samples, g->loss, g->compute_us,
+                           g->grads.frame ? g->grads.n : 0, &reason))
+    {
+    case RLX_ROUND_ACCEPTED:
+      /* to the backend's sum, which checks its values on the way */
+      rlx_compute_queue_add (self->ctx->queue, p->id, g->step, g->samples, &g->grads);
+      if (g->compute_us > 0)
+        {
+          double sp = g->samples * 1e6 / g->compute_us;
+          p->speed = p->speed > 0 ? 0.7 * p->speed + 0.3 * sp : sp;
+        }
+      break;
+    case RLX_ROUND_REJECTED:
+      send_reject (self, p->id, g->step, reason);
+      break;
+    case RLX_ROUND_LATE:
+    default:
+      rlx_round_stats_late (self->ctx->stats);
+      break;
+    }
+}
+
+void
+rlx_leader_on_ack (RlxLeader *self, RlxPeer *p, RlxMsgAck *a)
+{
+  RlxMemberAcks *ms;
+
+  if (a->term != rlx_leadership_get_term (self->ctx->lead))
+    return;
+  if (!rlx_leadership_has_member (self->ctx->lead, p->id))
+    {
+      /* It follows us but is not a member (we lost sight of it while it
+       * still saw us, e.g. across a split): an acknowledgement from a node
+       * that is not a member asks to be one. */
+      RlxMsgJoin join = { (char *) "rejoin", a->step, a->hash, FALSE };
+      rlx_leader_admit (self, p, &join);
+      return;
+    }
+  member_acked (self, p->id, a->step, a->hash);
+  ms = rlx_commits_member (self->commits, p->id);
+  if (ms->has_held)
+    {
+      RlxMsg m;
+      ms->has_held = FALSE;
+      rlx_msg_steal (&m, &ms->held);
+      rlx_leader_on_grad (self, p, &m);
+      rlx_msg_clear (&m);
+    }
+}
+
+/* A snapshot went out (rlx_snapshots_send, by either role): as the leader,
+ * its member has that state now, and a round that waited for it starts. */
+void
+rlx_leader_snapshot_sent (RlxLeader *self, const char *to, guint64 step, guint64 hash,
+                          JsonObject *event)
+{
+  BUSY_BEGIN;
+
+  if (rlx_leadership_is_leader (self->ctx->lead))
+    member_acked (self, to, step, hash);
+  emit (self, event);
+  if (rlx_leadership_is_leader (self->ctx->lead) && !finished (self) &&
+      rlx_snapshots_pending (self->ctx->snapshots) == 0 &&
+      !rlx_round_is_active (self->round) && !self->finishing_round &&
+      (self->rounds_started || rlx_cohort_members (self->ctx)->len >= self->ctx->wait_members))
+    rlx_leader_publish (self, FALSE);
+  BUSY_END;
+}
+
+/* Admit @p (or send it a fresh snapshot). */
+void
+rlx_leader_admit (RlxLeader *self, RlxPeer *p, RlxMsgJoin *join)
+{
+  RlxMemberAcks *ms;
+
+  /* A repeated plain join from a member in step with us (its snapshot
+   * crossed its retry) changes nothing: ignore it, or its slice of the round
+   * in flight would be written off. */
+  if (g_strcmp0 (join->reason, "join") == 0 && rlx_leadership_has_member (self->ctx->lead, p->id) &&
+      join->step == rlx_cohort_applied (self->ctx) &&
+      join->hash == rlx_replica_get_hash (self->ctx->replica))
+    return;
+  if (rlx_leadership_add_member (self->ctx->lead, p->id))
+    {
+    OWNER (member_event, "member-joined", p->id, NULL);
+    }
+  ms = rlx_commits_member (self->commits, p->id);
+  ms->known = FALSE;
+  if (ms->has_held)
+    {
+      rlx_msg_clear (&ms->held);
+      ms->has_held = FALSE;
+    }
+  /* A pending slice of a member that needs a snapshot will not come. The
+   * snapshot is read from the backend after everything queued there — an
+   * update being made included — and stamped with the state that read
+   * sees; a round that waits for this member starts after it
+   * (on_snapshot_built), so the member gets its snapshot before the step
+   * that counts on it. A frame made before it was admitted does not list
+   * it: its commit is in the snapshot, its assignment is not the member's. */
+  rlx_round_close_slot (self->round, p->id);
+  rlx_snapshots_send (self->ctx->snapshots, p, join->reason);
+}
+
+/* A member committed a step we (the new leader) never received: take its
+ * state and restart the round after it. */
+static void
+on_adopted (RlxReplica *replica, gboolean ok, gpointer user_data)
+{
+  Adopting *l = user_data;
+  RlxLeader *self = l->self;
+  BUSY_BEGIN;
+
+  self->ctx->loading = FALSE;
+  if (!ok)
+    rlx_cohort_emit_error (self->ctx, "a member's snapshot does not match its hash");
+  else if (rlx_leadership_is_leader (self->ctx->lead) && !finished (self))
+    {
+      /* the load forgot the update stream's residual (and the backend
+       * holds the member's parameters) */
+      self->last_commit = rlx_replica_get_step (replica);
+      self->round_epoch = rlx_replica_get_epoch (replica);
+      self->round_pos = rlx_replica_get_pos (replica);
+      rlx_cohort_emit_snapshot_from (self->ctx, l->msg.node, rlx_replica_get_step (replica),
+                                          rlx_replica_get_hash (replica),
+                                          "a member was ahead of the new leader");
+      self->ctx->ops->step_changed (self->ctx->owner);
+      if (rlx_cohort_at_last_step (self->ctx, rlx_cohort_applied (self->ctx)))
+        OWNER (finish, TRUE, "all steps committed");
+      else
+        rlx_leader_publish (self, FALSE);
+    }
+  rlx_msg_clear (&l->msg);
+  g_free (l);
+  BUSY_END;
+}
+
+/* A member's snapshot of a newer step than ours, in our term: adopt it. */
+void
+rlx_leader_on_snapshot (RlxLeader *self, RlxPeer *p, RlxMsg *m)
+{
+  RlxMsgSnapshot *s = &m->u.snapshot;
+  Adopting *l;
+
+  if (s->term != rlx_leadership_get_term (self->ctx->lead) ||
+      s->step <= rlx_cohort_applied (self->ctx) ||
+      !rlx_leadership_has_member (self->ctx->lead, p->id) || self->ctx->loading)
+    return;
+  rlx_leader_abandon_round (self);
+  l = g_new0 (Adopting, 1);
+  l->self = self;
+  rlx_msg_steal (&l->msg, m);
+  self->ctx->loading = TRUE;
+  rlx_replica_load (self->ctx->replica, l->msg.u.snapshot.step, &l->msg.u.snapshot.params,
+                    l->msg.u.snapshot.hash, l->msg.u.snapshot.epoch, l->msg.u.snapshot.pos,
+                    on_adopted, l);
+}
+
+/* ── life cycle ─────────────────────────────────────────────────────────── */
+
+RlxLeader *
+rlx_leader_new (RlxCohortContext *ctx)
+{
+  RlxLeader *self = g_new0 (RlxLeader, 1);
+
+  self->ctx = ctx;
+  self->commits = rlx_commits_new (ctx);
+  self->round = rlx_round_new (ctx->n);
+  g_signal_connect (self->round, "complete", G_CALLBACK (on_round_complete), self);
+  g_signal_connect (self->round, "rejected", G_CALLBACK (on_round_rejected), self);
+  g_signal_connect (self->round, "late", G_CALLBACK (on_round_late), self);
+  return self;
+}
+
+void
+rlx_leader_free (RlxLeader *self)
+{
+  if (self == NULL)
+    return;
+  g_signal_handlers_disconnect_by_data (self->round, self);
+  rlx_round_cancel (self->round);
+  g_clear_object (&self->round);
+  g_clear_pointer (&self->next_slots, g_array_unref);
+  g_clear_pointer (&self->commits, rlx_commits_free);
+  g_free (self);
+}
+
+void
+rlx_leader_take_over (RlxLeader *self, gboolean failover, guint64 last_commit)
+{
+  if (failover)
+    self->rounds_started = TRUE;
+  self->rounds_measured = 0;
+  self->last_commit = last_commit;
+  self->publish_waiting = FALSE;
+  self->round_epoch = rlx_replica_get_epoch (self->ctx->replica);
+  self->round_pos = rlx_replica_get_pos (self->ctx->replica);
+}
+
+void
+rlx_leader_step_down (RlxLeader *self)
+{
+  rlx_leader_abandon_round (self);
+  self->publish_waiting = FALSE;
+  rlx_commits_clear (self->commits);
+}
+
+void
+rlx_leader_member_lost (RlxLeader *self, const char *id)
+{
+  rlx_commits_forget_member (self->commits, id);
+  rlx_round_close_slot (self->round, id);
+  rlx_commits_check (self->commits);
+}
+
+void
+rlx_leader_commit_applied (RlxLeader *self)
+{
+  /* Taken over while this commit was being applied: the first round
+   * waited for it. */
+  if (rlx_leadership_is_leader (self->ctx->lead) && self->publish_waiting &&
+      rlx_compute_queue_member_applying (self->ctx->queue) == 0 &&
+      rlx_cohort_applied (self->ctx) >= self->last_commit)
+    {
+      self->round_epoch = rlx_replica_get_epoch (self->ctx->replica);
+      self->round_pos = rlx_replica_get_pos (self->ctx->replica);
+      rlx_leader_publish (self, FALSE);
+    }
+}

@@ -1,0 +1,35 @@
+/* rlx-split.h — the global batch split over the members (the leader's
+ * assignment; the unit test is tests/cohort/test-split.c)
+ *
+ * Threads: rlx_coordinator_split_batch any (a pure function);
+ * rlx_split_assign the context's.
+ */
+#pragma once
+
+#include <glib.h>
+#include "core/cohort/rlx-cohort-context.h"
+
+G_BEGIN_DECLS
+
+/* Split @count samples over @k members in proportion to @weights (samples
+ * per second, or --batch until every speed is measured): floor of each
+ * share, the remainder one by one to the largest fractions; when @count >= @k
+ * every member able (weight > 0, max_batch > 0) gets at least one; nobody gets
+ * more than its @max_batch, the excess going to members with room. A member
+ * with max_batch 0 counts as weight 0. Writes @out[0..k) and returns the sum,
+ * which is @count unless the caps leave too little room (then less), or 0
+ * when no member is able. */
+guint rlx_coordinator_split_batch (guint         count,
+                                   const double *weights,
+                                   const guint  *max_batch,
+                                   guint         k,
+                                   guint        *out);
+
+/* A round's slots (RlxMsgSlot) from position @pos of the epoch's
+ * permutation: the global batch (the sum of the members' --batch) split in
+ * proportion to measured speed (to --batch until every speed is measured),
+ * within what the epoch has left. Starts are absolute positions; *@count:
+ * the samples assigned. */
+GArray *rlx_split_assign (RlxCohortContext *ctx, guint pos, guint *count);
+
+G_END_DECLS

@@ -1,0 +1,200 @@
+/* test-commits.c — the leader's commits waiting for acknowledgements
+ * (core/cohort/rlx-commits.h), over a cohort context whose owner is this
+ * test: a commit is reported once every member acknowledged it, in order,
+ * a member that left is not waited for, and the last step checkpoints.
+ */
+#include "rlx-config.h"
+#include "core/cohort/rlx-commits.h"
+
+typedef struct {
+  GObject          *owner;
+  RlxCohortContext  ctx;
+  RlxLeadership    *lead;
+  RlxPeerSet       *peers;
+  RlxRound         *round;
+  RlxCommits       *commits;
+  GArray           *reported;   /* guint64 steps, as ops->committed saw them */
+  guint             checkpoints, finals, timeouts;
+} Fixture;
+
+static Fixture *current;
+
+static void
+op_emit (gpointer owner, JsonObject *event)
+{
+  if (g_strcmp0 (json_object_get_string_member (event, "event"), "ack-timeout") == 0)
+    current->timeouts++;
+  json_object_unref (event);
+}
+
+static void
+op_committed (gpointer owner, guint64 step, guint64 hash, double loss, guint64 samples,
+              GPtrArray *contributors, guint late, guint rejected, guint n_members)
+{
+  g_assert_true (owner == current->owner);
+  g_assert_cmpuint (hash, ==, step * 1000);
+  g_array_append_val (current->reported, step);
+}
+
+static void
+op_checkpoint (gpointer owner, gboolean final)
+{
+  current->checkpoints++;
+  current->finals += final ? 1 : 0;
+}
+
+static gboolean
+op_finished (gpointer owner)
+{
+  return FALSE;
+}
+
+static void
+fill_hello (RlxMsgHello *hello, gpointer user_data)
+{
+}
+
+static const RlxCohortOps ops = {
+  .emit = op_emit,
+  .committed = op_committed,
+  .checkpoint = op_checkpoint,
+  .finished = op_finished,
+};
+
+static void
+fixture_set_up (Fixture *f, gconstpointer data)
+{
+  RlxPeerSetIdentity me = { "leader", "c", "1", "mnist-mlp", "synthetic" };
+  GPtrArray *members = g_ptr_array_new_with_free_func (g_free);
+
+  current = f;
+  f->owner = g_object_new (G_TYPE_OBJECT, NULL);
+  f->lead = rlx_leadership_new ("leader");
+  g_ptr_array_add (members, g_strdup ("leader"));
+  g_ptr_array_add (members, g_strdup ("a"));
+  g_ptr_array_add (members, g_strdup ("b"));
+  rlx_leadership_set_members (f->lead, members);
+  f->peers = rlx_peer_set_new (&me, fill_hello, NULL);
+  rlx_peer_set_set_timeout (f->peers, 3000);
+  f->round = rlx_round_new (10);
+  f->ctx.node_id = "leader";
+  f->ctx.lead = f->lead;
+  f->ctx.peers = f->peers;
+  f->ctx.ops = &ops;
+  f->ctx.owner = f->owner;
+  f->commits = rlx_commits_new (&f->ctx);
+  f->reported = g_array_new (FALSE, FALSE, sizeof (guint64));
+}
+
+static void
+fixture_tear_down (Fixture *f, gconstpointer data)
+{
+  rlx_commits_free (f->commits);
+  g_array_unref (f->reported);
+  g_object_unref (f->round);
+  g_object_unref (f->peers);
+  g_object_unref (f->lead);
+  g_object_unref (f->owner);
+  current = NULL;
+}
+
+static GPtrArray *
+waiting_for (const char *a, const char *b)
+{
+  GPtrArray *w = g_ptr_array_new_with_free_func (g_free);
+
+  if (a)
+    g_ptr_array_add (w, g_strdup (a));
+  if (b)
+    g_ptr_array_add (w, g_strdup (b));
+  return w;
+}
+
+static guint64
+reported (Fixture *f, guint i)
+{
+  return g_array_index (f->reported, guint64, i);
+}
+
+/* Reported once both members acknowledged, oldest first; an
+ * acknowledgement of a later step covers the earlier ones. */
+static void
+test_in_order (Fixture *f, gconstpointer data)
+{
+  rlx_commits_publish (f->commits, 1, 1000, f->round, 3, FALSE, waiting_for ("a", "b"));
+  rlx_commits_publish (f->commits, 2, 2000, f->round, 3, FALSE, waiting_for ("a", "b"));
+  rlx_commits_check (f->commits);
+  g_assert_cmpuint (f->reported->len, ==, 0);
+
+  rlx_commits_member_acked (f->commits, "a", 2, 2000);
+  rlx_commits_check (f->commits);
+  g_assert_cmpuint (f->reported->len, ==, 0);
+
+  rlx_commits_member_acked (f->commits, "b", 1, 1000);
+  rlx_commits_check (f->commits);
+  g_assert_cmpuint (f->reported->len, ==, 1);
+  g_assert_cmpuint (reported (f, 0), ==, 1);
+
+  rlx_commits_member_acked (f->commits, "b", 2, 2000);
+  rlx_commits_check (f->commits);
+  g_assert_cmpuint (f->reported->len, ==, 2);
+  g_assert_cmpuint (reported (f, 1), ==, 2);
+  g_assert_cmpuint (f->checkpoints, ==, 2);
+  g_assert_cmpuint (f->finals, ==, 0);
+  g_assert_cmpuint (f->timeouts, ==, 0);
+
+  /* what each member acknowledged is kept */
+  g_assert_true (rlx_commits_member (f->commits, "a")->known);
+  g_assert_cmpuint (rlx_commits_member (f->commits, "a")->step, ==, 2);
+  g_assert_false (rlx_commits_member (f->commits, "nobody")->known);
+}
+
+/* A member that left is not waited for; the last step checkpoints as
+ * final; clearing forgets what was not reported. */
+static void
+test_member_left_and_final (Fixture *f, gconstpointer data)
+{
+  rlx_commits_publish (f->commits, 1, 1000, f->round, 3, TRUE, waiting_for ("a", "b"));
+  rlx_commits_member_acked (f->commits, "a", 1, 1000);
+  rlx_commits_check (f->commits);
+  g_assert_cmpuint (f->reported->len, ==, 0);
+
+  g_assert_true (rlx_leadership_remove_member (f->lead, "b"));
+  rlx_commits_check (f->commits);
+  g_assert_cmpuint (f->reported->len, ==, 1);
+  g_assert_cmpuint (f->finals, ==, 1);
+  g_assert_cmpuint (f->timeouts, ==, 0);
+
+  rlx_commits_publish (f->commits, 2, 2000, f->round, 2, FALSE, waiting_for ("a", NULL));
+  rlx_commits_clear (f->commits);
+  rlx_commits_member_acked (f->commits, "a", 2, 2000);
+  rlx_commits_check (f->commits);
+  g_assert_cmpuint (f->reported->len, ==, 1);
+}
+
+/* Past 64 commits waiting, the oldest is reported without the member that
+ * never acknowledged ("ack-timeout"). */
+static void
+test_too_many_waiting (Fixture *f, gconstpointer data)
+{
+  for (guint64 step = 1; step <= 65; step++)
+    rlx_commits_publish (f->commits, step, step * 1000, f->round, 3, FALSE,
+                         waiting_for ("a", NULL));
+  rlx_commits_check (f->commits);
+  g_assert_cmpuint (f->reported->len, ==, 1);
+  g_assert_cmpuint (reported (f, 0), ==, 1);
+  g_assert_cmpuint (f->timeouts, ==, 1);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add ("/cohort/commits/in-order", Fixture, NULL, fixture_set_up, test_in_order,
+              fixture_tear_down);
+  g_test_add ("/cohort/commits/member-left-and-final", Fixture, NULL, fixture_set_up,
+              test_member_left_and_final, fixture_tear_down);
+  g_test_add ("/cohort/commits/too-many-waiting", Fixture, NULL, fixture_set_up,
+              test_too_many_waiting, fixture_tear_down);
+  return g_test_run ();
+}

@@ -1,7 +1,11 @@
-/* rlx-backend-private.h — test hooks of the backend (not for the rank) */
+/* rlx-backend-private.h — test hooks of the backend (not for the rank)
+ *
+ * Threads: as rlx-backend.h (the thread that owns the backend).
+ */
 #pragma once
 
 #include "rlx-backend.h"
+#include "rlx-backend-policy.h"   /* the claims, for tests */
 
 G_BEGIN_DECLS
 
@@ -24,16 +28,5 @@ guint64 rlx_backend_ahead_taken (RlxBackend *self);
 /* On a GPU, the device's own time (timestamps) for the last round's finish
  * (its hash included) and the last gradient: FALSE (both 0) elsewhere. */
 gboolean rlx_backend_device_round_us (RlxBackend *self, double *finish_us, double *grad_us);
-
-/* One GPU per local rank (rlx_backend_resolve does this with the real
- * folder, rlx_backend_gpu_lock_dir): the candidates of rlx_backend_candidates
- * reordered so that the first Vulkan device no other process holds comes
- * first, its lock (an flock'ed file in @lock_dir) then held in *@lock_fd;
- * when every one is held the order stays, *@lock_fd is -1 and *@note says
- * which device is shared. Test with hand-made devices and a temporary
- * folder. */
-GArray  *rlx_backend_claim_order (GArray *candidates, GPtrArray *devices, const char *lock_dir,
-                                  int *lock_fd, char **note);
-char    *rlx_backend_gpu_lock_dir (void);
 
 G_END_DECLS

@@ -4,7 +4,9 @@
  * branch is covered with hand-made devices: no loader, only a software
  * device, a device that lacks a limit, explicit requests that cannot be met,
  * ordering, and the model mattering. The last cases run rlx-rank with the
- * Vulkan loader pointed at no driver at all.
+ * Vulkan loader pointed at no driver at all. The walk that opens the
+ * candidates (rlx_backend_choose: claims, failures to start, the fallback
+ * text) runs with a fake opener.
  */
 #include "rlx-config.h"
 #include "core/rlx-backend.h"
@@ -12,6 +14,7 @@
 #include "gpu/rlx-vk.h"
 
 #include <gio/gio.h>
+#include <stdarg.h>
 #include <glib/gstdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -571,6 +574,24 @@ test_index (void)
   assert_has (msg3, "there is no device");
 }
 
+/* The lock files stay (harmless, reused); the folder @dir is the test's. */
+static void
+remove_locks (const char *dir, const char *locks)
+{
+  g_autoptr(GDir) d = g_dir_open (locks, 0, NULL);
+  g_autofree char *parent = g_path_get_dirname (locks);
+  const char *name;
+
+  while (d != NULL && (name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *path = g_build_filename (locks, name, NULL);
+      g_unlink (path);
+    }
+  g_rmdir (locks);
+  g_rmdir (parent);
+  g_rmdir (dir);
+}
+
 /* Local ranks take distinct GPUs: each claim takes the best device no other
  * holds; with all held, the best is shared and the note says so; a claim
  * ends with its holder (here: its fd). */
@@ -664,20 +685,224 @@ test_distinct_gpus (void)
 
   close (fd[0]);
   close (fd[1]);
-  /* the lock files stay (harmless, reused); the folder is the test's */
-  {
-    g_autoptr(GDir) d = g_dir_open (locks, 0, NULL);
-    const char *name;
-    while (d != NULL && (name = g_dir_read_name (d)) != NULL)
-      {
-        g_autofree char *path = g_build_filename (locks, name, NULL);
-        g_unlink (path);
-      }
-    g_rmdir (locks);
-    locks[strlen (locks) - strlen ("/@gpus")] = '\0';
-    g_rmdir (locks);
-    g_rmdir (dir);
-  }
+  remove_locks (dir, locks);
+}
+
+/* ── rlx_backend_choose: the walk, with a fake opener ─────────────────── */
+
+typedef struct {
+  guint32     fail;     /* bit c: opening candidate c fails (bit 31: the CPU) */
+  int         code;     /* with this RLX_BACKEND_ERROR code */
+  const char *note;     /* what an opened GPU says about itself, or NULL */
+  GArray     *tried;    /* the candidates it was asked to open, in order */
+} FakeOpener;
+
+static char opened_marks[32];
+
+static guint
+candidate_bit (guint c)
+{
+  return c == RLX_BACKEND_CPU_CANDIDATE ? 31 : c;
+}
+
+static gpointer
+fake_open (guint c, gpointer user_data, char **note, GError **error)
+{
+  FakeOpener *f = user_data;
+
+  g_assert_null (*note);
+  g_array_append_val (f->tried, c);
+  if (f->fail & (1u << candidate_bit (c)))
+    {
+      g_set_error (error, RLX_BACKEND_ERROR, f->code, "fake failure of %s",
+                   c == RLX_BACKEND_CPU_CANDIDATE ? "the cpu" : "the device");
+      return NULL;
+    }
+  if (c != RLX_BACKEND_CPU_CANDIDATE && f->note != NULL)
+    *note = g_strdup (f->note);
+  return &opened_marks[candidate_bit (c)];
+}
+
+/* rlx_backend_choose of @request over @devs with @f: TRUE and the choice,
+ * or FALSE and the error; the candidates tried are in f->tried. */
+static gboolean
+choose (const char *request, GPtrArray *devs, const char *locks, FakeOpener *f,
+        RlxBackendChoice *choice, GError **error)
+{
+  g_array_set_size (f->tried, 0);
+  if (!rlx_backend_choose (request, mlp (), 64, devs, NULL, locks, fake_open, f, choice, error))
+    return FALSE;
+  g_assert_true (choice->opened == &opened_marks[candidate_bit (choice->candidate)]);
+  return TRUE;
+}
+
+static void
+assert_tried (FakeOpener *f, guint n, ...)
+{
+  va_list ap;
+
+  g_assert_cmpuint (f->tried->len, ==, n);
+  va_start (ap, n);
+  for (guint i = 0; i < n; i++)
+    g_assert_cmpuint (g_array_index (f->tried, guint, i), ==, va_arg (ap, guint));
+  va_end (ap);
+}
+
+/* Whether device @i's claim is free (another rank could take it). */
+static gboolean
+claim_free (GPtrArray *devs, const char *locks, guint i)
+{
+  g_autoptr(GArray) one = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_autoptr(GArray) o = NULL;
+  g_autofree char *note = NULL;
+  int fd;
+
+  g_array_append_val (one, i);
+  o = rlx_backend_claim_order (one, devs, locks, &fd, &note);
+  if (fd < 0)
+    return FALSE;
+  close (fd);
+  return TRUE;
+}
+
+/* Two GPUs, fresh claims: ranks take distinct ones; with both held the
+ * third shares the best and its fallback says so, before the backend's
+ * own note. */
+static void
+test_choose_claims (void)
+{
+  g_autoptr(GPtrArray) devs = devices_new ();
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("rlx-choose-XXXXXX", &error);
+  g_autofree char *locks = NULL;
+  FakeOpener f = { 0, 0, "vulkan: parameters kept on the host (a test)", NULL };
+  RlxBackendChoice a, b, c;
+
+  g_assert_no_error (error);
+  f.tried = g_array_new (FALSE, FALSE, sizeof (guint));
+  locks = g_build_filename (dir, "@gpus", NULL);
+  add_dev (devs, "llvmpipe (LLVM 15.0.6, 256 bits)", RLX_VK_DEVICE_CPU, "00");
+  add_dev (devs, "NVIDIA H200", RLX_VK_DEVICE_DISCRETE, "aa01");
+  add_dev (devs, "NVIDIA H200", RLX_VK_DEVICE_DISCRETE, "aa02");
+
+  g_assert_true (choose ("auto", devs, locks, &f, &a, &error));
+  g_assert_cmpuint (a.candidate, ==, 1);
+  g_assert_cmpint (a.lock_fd, >=, 0);
+  g_assert_cmpstr (a.fallback, ==, "vulkan: parameters kept on the host (a test)");
+  assert_tried (&f, 1, 1);
+
+  g_assert_true (choose ("auto", devs, locks, &f, &b, &error));
+  g_assert_cmpuint (b.candidate, ==, 2);
+  g_assert_cmpint (b.lock_fd, >=, 0);
+
+  g_assert_true (choose ("auto", devs, locks, &f, &c, &error));
+  g_assert_cmpuint (c.candidate, ==, 1);
+  g_assert_cmpint (c.lock_fd, ==, -1);
+  g_assert_cmpstr (c.fallback, ==,
+                   "vulkan: every GPU on this host is in use by another rank (NVIDIA H200 [1], "
+                   "NVIDIA H200 [2]); sharing the best, NVIDIA H200 [1]; "
+                   "vulkan: parameters kept on the host (a test)");
+  g_free (c.fallback);
+
+  /* the claim ends with its holder */
+  close (a.lock_fd);
+  g_assert_true (claim_free (devs, locks, 1));
+  g_assert_false (claim_free (devs, locks, 2));
+  close (b.lock_fd);
+  g_free (a.fallback);
+  g_free (b.fallback);
+  g_array_unref (f.tried);
+  remove_locks (dir, locks);
+}
+
+/* A device that fails to start: auto says why and moves on (its claim
+ * given back), down to the CPU; an explicit request is refused with the
+ * opener's code; cpu opens the CPU alone. */
+static void
+test_choose_failures (void)
+{
+  g_autoptr(GPtrArray) devs = devices_new ();
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("rlx-choose-XXXXXX", &error);
+  g_autofree char *locks = NULL;
+  FakeOpener f = { 1u << 1, RLX_BACKEND_ERROR_OUT_OF_MEMORY, NULL, NULL };
+  RlxBackendChoice ch;
+
+  g_assert_no_error (error);
+  f.tried = g_array_new (FALSE, FALSE, sizeof (guint));
+  locks = g_build_filename (dir, "@gpus", NULL);
+  add_dev (devs, "NVIDIA H200", RLX_VK_DEVICE_DISCRETE, "aa01");
+  add_dev (devs, "NVIDIA H200", RLX_VK_DEVICE_DISCRETE, "aa02");
+  add_dev (devs, "Radeon 780M", RLX_VK_DEVICE_INTEGRATED, "bb01");
+
+  /* device 1 fails: 0 was claimed and taken */
+  g_assert_true (choose ("auto", devs, locks, &f, &ch, &error));
+  g_assert_cmpuint (ch.candidate, ==, 0);
+  assert_tried (&f, 1, 0);
+  close (ch.lock_fd);
+  g_free (ch.fallback);
+
+  /* device 0 fails: its claim is given back, 1 starts unclaimed */
+  f.fail = 1u << 0;
+  g_assert_true (choose ("auto", devs, locks, &f, &ch, &error));
+  g_assert_cmpuint (ch.candidate, ==, 1);
+  g_assert_cmpint (ch.lock_fd, ==, -1);
+  g_assert_cmpstr (ch.fallback, ==, "vulkan: NVIDIA H200 failed to start: fake failure of "
+                                    "the device");
+  assert_tried (&f, 2, 0, 1);
+  g_assert_true (claim_free (devs, locks, 0));
+  g_free (ch.fallback);
+
+  /* every GPU fails: the CPU, with every reason in the order tried */
+  f.fail = 0x7;
+  g_assert_true (choose ("auto", devs, locks, &f, &ch, &error));
+  g_assert_cmpuint (ch.candidate, ==, RLX_BACKEND_CPU_CANDIDATE);
+  g_assert_cmpint (ch.lock_fd, ==, -1);
+  assert_tried (&f, 4, 0, 1, 2, RLX_BACKEND_CPU_CANDIDATE);
+  g_assert_cmpstr (ch.fallback, ==,
+                   "vulkan: NVIDIA H200 failed to start: fake failure of the device; "
+                   "vulkan: NVIDIA H200 failed to start: fake failure of the device; "
+                   "vulkan: Radeon 780M failed to start: fake failure of the device");
+  g_assert_true (claim_free (devs, locks, 0));
+  g_free (ch.fallback);
+
+  /* explicit: refused at the first failure, with the opener's code */
+  f.fail = 1u << 0;
+  g_assert_false (choose ("vulkan", devs, locks, &f, &ch, &error));
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_OUT_OF_MEMORY);
+  g_assert_cmpstr (error->message, ==,
+                   "vulkan: NVIDIA H200 could not train mnist-mlp: fake failure of the device");
+  assert_tried (&f, 1, 0);
+  g_assert_true (claim_free (devs, locks, 0));
+  g_clear_error (&error);
+  f.fail = 1u << 2;
+  f.code = RLX_BACKEND_ERROR_DEVICE_LOST;
+  g_assert_false (choose ("vulkan:radeon", devs, locks, &f, &ch, &error));
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_DEVICE_LOST);
+  g_assert_cmpstr (error->message, ==,
+                   "vulkan:radeon: Radeon 780M could not train mnist-mlp: fake failure of the "
+                   "device");
+  g_clear_error (&error);
+
+  /* cpu: no device is looked at */
+  f.fail = 0x7;
+  g_assert_true (rlx_backend_choose ("cpu", mlp (), 64, NULL, NULL, NULL, fake_open, &f, &ch,
+                                     &error));
+  g_assert_cmpuint (ch.candidate, ==, RLX_BACKEND_CPU_CANDIDATE);
+  g_assert_cmpstr (ch.fallback, ==, "");
+  g_free (ch.fallback);
+
+  /* nothing starts at all: refused with every reason */
+  f.fail = 0x7 | 1u << 31;
+  f.code = RLX_BACKEND_ERROR_FAILED;
+  g_assert_false (choose ("auto", devs, locks, &f, &ch, &error));
+  g_assert_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE);
+  assert_has (error->message, "no backend could train mnist-mlp: vulkan: NVIDIA H200 failed");
+  assert_has (error->message, "cpu failed to start: fake failure of the cpu");
+  g_assert_true (claim_free (devs, locks, 0));
+
+  g_array_unref (f.tried);
+  remove_locks (dir, locks);
 }
 
 int
@@ -695,5 +920,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gpu/resolve/no-loader-resolve", test_no_loader_resolve);
   g_test_add_func ("/gpu/resolve/index", test_index);
   g_test_add_func ("/gpu/resolve/distinct-gpus", test_distinct_gpus);
+  g_test_add_func ("/gpu/resolve/choose/claims", test_choose_claims);
+  g_test_add_func ("/gpu/resolve/choose/failures", test_choose_failures);
   return g_test_run ();
 }

@@ -28,5 +28,8 @@ guint64 rlx_backend_ahead_taken (RlxBackend *self);
 /* On a GPU, the device's own time (timestamps) for the last round's finish
  * (its hash included) and the last gradient: FALSE (both 0) elsewhere. */
 gboolean rlx_backend_device_round_us (RlxBackend *self, double *finish_us, double *grad_us);
+/* Steps the check mode (RLX_BACKEND_CHECK, rlx-backend-check.h) compared
+ * with the CPU since the backend was made (0 without it). */
+guint64 rlx_backend_checked_steps (RlxBackend *self);
 
 G_END_DECLS

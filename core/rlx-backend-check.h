@@ -1,0 +1,42 @@
+/* rlx-backend-check.h — the check mode: every gradient against the CPU
+ *
+ * RLX_BACKEND_CHECK=1 (any value but 0) in the environment: every gradient a
+ * vulkan backend computes (rlx_backend_grads, and each step of a host
+ * replica on it) is computed again by the CPU reference and compared, tensor
+ * by tensor: max |Δ| ≤ 1e-4 · max |g| + 1e-6, the loss within 1e-5 of the
+ * reference's (relative). A mismatch is logged (g_warning) with the model,
+ * the batch, the device and the tensor's name. Slow: for debugging a device
+ * or a driver.
+ *
+ * Threads: an RlxBackendCheck belongs to its backend (the rank's compute
+ * worker); rlx_backend_check_enabled may be called anywhere.
+ */
+#pragma once
+
+#include <glib.h>
+#include "core/vision/rlx-model.h"
+#include "core/vision/rlx-dataset.h"
+
+G_BEGIN_DECLS
+
+typedef struct _RlxBackendCheck RlxBackendCheck;
+
+/* RLX_BACKEND_CHECK asks for the check */
+gboolean         rlx_backend_check_enabled (void);
+/* A check of @device's gradients of @model over @dataset's training
+ * samples, batches up to @max_batch. */
+RlxBackendCheck *rlx_backend_check_new  (const RlxModel *model, RlxDataset *dataset,
+                                         guint max_batch, const char *device);
+void             rlx_backend_check_free (RlxBackendCheck *self);
+/* Compares @loss and @grads, computed at @params over samples
+ * @indices[0..n) (1 ≤ n ≤ max_batch), with the CPU reference: the number of
+ * mismatches (the loss, each tensor), each logged. */
+guint            rlx_backend_check_step (RlxBackendCheck *self, const float *params,
+                                         const guint32 *indices, guint n, float loss,
+                                         const float *grads);
+/* Steps compared so far. */
+guint64          rlx_backend_check_count (RlxBackendCheck *self);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxBackendCheck, rlx_backend_check_free)
+
+G_END_DECLS

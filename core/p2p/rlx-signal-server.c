@@ -29,6 +29,8 @@
 #define QUEUE_CHECK_TOTAL (64 * 1024)
 /* What may wait behind a close frame. */
 #define QUEUE_SMALL       (4 * 1024)
+#define CLOSE_GRACE_US    (1 * G_USEC_PER_SEC)
+#define TRIM_QUIET_MS     500
 
 typedef struct _Client Client;
 
@@ -49,6 +51,7 @@ struct _Client
   Room                    *room;
   char                    *node;
   gint64                   connected_at;   /* monotonic µs */
+  gint64                   closing_at;     /* we sent a close frame */
   gint64                   pong_at;        /* last right pong (or the connect) */
   gint64                   ping_sent_at;
   gint64                   ping_n;         /* random nonce of the ping out */
@@ -76,7 +79,7 @@ struct _RlxSignalServer
   GHashTable            *rooms;     /* name → Room* (owned) */
   GSource               *tick;
   GUri                  *uri;
-  gint64                 trimmed_at;
+  GSource               *trim;
   gboolean               hosted;    /* a founding node serves us: say so in welcomes */
 };
 
@@ -235,11 +238,15 @@ client_end (Client *c)
   g_ptr_array_remove (self->clients, c);   /* frees c */
 }
 
+/* A close frame with the reason; a client that does not answer it within
+ * CLOSE_GRACE_US is cut by the tick (libsoup alone would wait longer). */
 static void
 close_client (Client *c, gushort code, const char *reason)
 {
   if (c->gone)
     return;
+  if (c->closing_at == 0)
+    c->closing_at = g_get_monotonic_time ();
   if (soup_websocket_connection_get_state (c->ws) == SOUP_WEBSOCKET_STATE_OPEN)
     soup_websocket_connection_close (c->ws, code, reason);
 }
@@ -247,10 +254,26 @@ close_client (Client *c, gushort code, const char *reason)
 static gboolean
 trim_cb (gpointer user_data)
 {
+  RlxSignalServer *self = user_data;
+
+  g_clear_pointer (&self->trim, g_source_unref);
 #ifdef __GLIBC__
   malloc_trim (0);
 #endif
   return G_SOURCE_REMOVE;
+}
+
+/* Give freed queues back to the system once the drops (and libsoup's
+ * closes, which free the queues) have been quiet for TRIM_QUIET_MS. */
+static void
+schedule_trim (RlxSignalServer *self)
+{
+  if (self->trim)
+    g_source_destroy (self->trim);
+  g_clear_pointer (&self->trim, g_source_unref);
+  self->trim = g_timeout_source_new (TRIM_QUIET_MS);
+  g_source_set_callback (self->trim, trim_cb, self, NULL);
+  g_source_attach (self->trim, g_main_context_get_thread_default ());
 }
 
 /* A client that does not read: a close frame would wait behind its queue,
@@ -259,17 +282,11 @@ static void
 drop_hard (Client *c, const char *why)
 {
   RlxSignalServer *self = c->server;
-  gint64 now = g_get_monotonic_time ();
 
   emit_event (self, "dropped", c, why);
   g_socket_shutdown (g_socket_connection_get_socket (c->conn), TRUE, TRUE, NULL);
   client_end (c);
-  /* Give the freed queues back to the system (at most once a second). */
-  if (now - self->trimmed_at > G_USEC_PER_SEC)
-    {
-      self->trimmed_at = now;
-      g_idle_add_full (G_PRIORITY_LOW, trim_cb, NULL, NULL);
-    }
+  schedule_trim (self);
 }
 
 /* Not answering: a client with nothing waiting gets a close frame with the
@@ -698,6 +715,12 @@ on_tick (gpointer user_data)
       /* An earlier client's drop in this loop may have freed this one. */
       if (!is_live (self, c))
         continue;
+      if (c->closing_at)
+        {
+          if (now - c->closing_at > CLOSE_GRACE_US)
+            drop_hard (c, "did not answer our close frame: cut");
+          continue;
+        }
       if (c->room == NULL && c->claiming == NULL &&
           now - c->connected_at > (gint64) self->lim.join_timeout_ms * 1000)
         {
@@ -895,6 +918,9 @@ rlx_signal_server_stop (RlxSignalServer *self)
     }
   g_hash_table_remove_all (self->rooms);
   g_clear_pointer (&self->listener, rlx_signal_listener_free);
+  if (self->trim)
+    g_source_destroy (self->trim);
+  g_clear_pointer (&self->trim, g_source_unref);
 }
 
 guint

@@ -4,7 +4,9 @@
  *           the local bus (Unix sockets under $XDG_RUNTIME_DIR/rlx-cluster/
  *           NAME), the compute worker, the coordinator, and for a cohort
  *           across machines the remote side (--host, INVITE; cmd-remote.h).
- *           SIGINT/SIGTERM leave cleanly (bye).
+ *           SIGINT/SIGTERM leave cleanly (bye); SIGUSR1 switches the wire
+ *           precision to the next one (f32 → f16 → f8e4m3 → f8e5m2 → f32), as
+ *           the app's precision menu does (scripts/chaos.py uses it).
  *           Exit status 0 once step N is committed (--steps N) or after a
  *           clean leave; 1 when the node cannot go on (refused, cut off,
  *           unusable checkpoint); 2 for a usage error.
@@ -305,6 +307,18 @@ on_signal (gpointer user_data)
   return G_SOURCE_CONTINUE;
 }
 
+/* SIGUSR1: the next wire precision (a "precision" event reports it). */
+static gboolean
+on_precision_signal (gpointer user_data)
+{
+  JoinState *st = user_data;
+  RlxCoordinator *c = rlx_node_get_coordinator (st->node);
+
+  if (c != NULL)
+    rlx_coordinator_set_precision (c, (rlx_coordinator_get_precision (c) + 1) % RLX_PRECISION_COUNT);
+  return G_SOURCE_CONTINUE;
+}
+
 /* Test switch --fault-partition FILE: while FILE exists, each of its lines
  * is a group of node ids that can reach each other; links to a node of
  * another group are closed (or refused as they come), as if the network
@@ -420,7 +434,7 @@ rlx_cmd_join (int argc, char **argv)
   guint64 die_at = 0;
   guint64 threads = 0;
   double lr = 0.05;
-  guint sigint_id, sigterm_id;
+  guint sigint_id, sigterm_id, sigusr1_id;
   g_auto(GStrv) args_copy = NULL;
   g_autofree char **pargv = NULL;
 
@@ -553,6 +567,7 @@ rlx_cmd_join (int argc, char **argv)
     }
   sigint_id = g_unix_signal_add (SIGINT, on_signal, &st);
   sigterm_id = g_unix_signal_add (SIGTERM, on_signal, &st);
+  sigusr1_id = g_unix_signal_add (SIGUSR1, on_precision_signal, &st);
   signal (SIGPIPE, SIG_IGN);
 
   rlx_node_start_async (node, NULL, on_started, &st);
@@ -560,6 +575,7 @@ rlx_cmd_join (int argc, char **argv)
 
   g_source_remove (sigint_id);
   g_source_remove (sigterm_id);
+  g_source_remove (sigusr1_id);
   g_signal_handlers_disconnect_by_data (node, &st);
   g_clear_handle_id (&st.partition_id, g_source_remove);
   g_clear_pointer (&st.partition_group, g_strfreev);

@@ -1,0 +1,708 @@
+#!/usr/bin/env python3
+"""chaos.py — random faults against a cohort of real rlx-rank processes.
+
+After PCCL's stress test (arXiv 2505.14065: for hours, every 0.5-2 s spawn a
+peer or SIGKILL one) and torchft's synthetic failures. It starts a cohort of
+local ranks (`rlx-rank join --local --json`, CPU backend, mixed wire
+precisions) in a private XDG_RUNTIME_DIR / XDG_DATA_HOME and, every 0.5-2 s
+at random:
+
+  spawn      starts a rank (at a random precision);
+  kill       SIGKILLs one (the leader in about a third of the kills);
+  freeze     SIGSTOPs one (the leader in about a third) for 1-10 s, then
+             SIGCONTs it;
+  precision  switches a rank's wire precision (SIGUSR1: the next one).
+
+It checks, from every node's event stream (--json):
+
+  divergence   no step number with two hashes, unless every hash but one
+               was discarded by a reported `merged` event of a node that
+               held it;
+  lost         no committed step (a leader's `step` event) lost: neither
+               replaced by another hash nor left behind by the surviving
+               history without a `merged` report;
+  stall        no stretch without a committed step longer than the
+               heartbeat timeout + 2 s while a rank that has joined lives
+               unfrozen (time when every joined rank is frozen or dead is
+               not counted);
+  rss          no long-lived rank's RSS grows by more than --rss-growth-mb
+               over what it had 20 s after it started;
+  exits        no rank exits by itself, and every rank leaves cleanly when
+               asked (SIGTERM) at the end;
+  orphans      no process of the run is left once it is over;
+  resume       the final checkpoint resumes: a new rank reports `resumed` at
+               the final committed step with its hash, and commits on.
+
+It reports the faults by kind, the longest stall, the steps discarded by
+merges and, with --baseline-seconds, the throughput retained: committed
+samples against what the same numbers of live ranks commit without faults
+(each live count measured for that long, weighted by the time the run
+spent at it).
+
+Exit status: 0 when every check holds, 1 when one fails (the report says
+which), 2 on a usage error. Example (what CI runs, `meson test chaos-short`):
+
+  scripts/chaos.py --rank build/tools/rlx-rank --duration 60
+
+A long run, nice'd:
+
+  nice -n 5 scripts/chaos.py --rank build/tools/rlx-rank --duration 3600 \\
+      --baseline-seconds 20 --out /tmp/chaos-long
+"""
+import argparse
+import ctypes
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, deque
+
+PRECISIONS = ["f32", "f16", "f8e4m3", "f8e5m2"]
+COHORT = "chaos"
+WINDOW = 100000          # steps of hash history kept (older steps are judged and dropped)
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with_parent():
+    # PR_SET_PDEATHSIG: a rank never outlives the harness (a CI timeout
+    # kills the harness; its ranks go with it).
+    _libc.prctl(1, signal.SIGKILL)
+
+
+def rss_kb(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+class Rank:
+    """One rlx-rank process and what its event stream said."""
+
+    def __init__(self, run, idx, precision, extra=()):
+        self.run = run
+        self.idx = idx
+        self.bit = 1 << idx
+        self.precision = precision
+        self.node_id = None
+        self.joined = False
+        self.alive = True
+        self.frozen = False
+        self.stopping = False        # asked to leave (SIGTERM)
+        self.killed = False
+        self.leader = None           # whom it follows (its last `leader` event)
+        self.term = 0
+        self.last_step = 0
+        self.tail = deque(maxlen=200)  # last events, for a failure's dump
+        self.notable = deque(maxlen=400)  # last events other than steps
+        self.rss = []                # (age s, kB)
+        self.done = None
+        self.spawned = time.monotonic()
+        self.err_path = os.path.join(run.out, "rank-%03d.err" % idx)
+        argv = [run.args.rank, "join", "--local", "--json", "--threads", "1",
+                "--backend", "cpu", "--cohort", COHORT, "--precision", precision,
+                "--checkpoint-every", str(run.args.checkpoint_every),
+                "--heartbeat-timeout-ms", str(run.args.heartbeat_timeout_ms)]
+        argv += list(extra) + run.args.rank_arg
+        self.argv = argv
+        with open(self.err_path, "wb") as err:
+            self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err,
+                                         stdin=subprocess.DEVNULL, env=run.env,
+                                         preexec_fn=_die_with_parent)
+        self.pid = self.proc.pid
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            t = time.monotonic()
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                self.run.note("rank %d: a line that is not JSON: %r" % (self.idx, line[:200]))
+                continue
+            self.run.on_event(self, t, ev)
+        self.proc.wait()
+        self.run.on_exit(self, time.monotonic())
+
+    def label(self):
+        return "#%d %s (pid %d, %s)" % (self.idx, self.node_id or "?", self.pid, self.precision)
+
+
+class Run:
+    def __init__(self, args, root, name, faults=True):
+        self.args = args
+        self.name = name
+        self.faults_on = faults
+        self.dir = os.path.join(root, name)
+        self.out = os.path.join(self.dir, "logs")
+        self.run_dir = os.path.join(self.dir, "run")
+        self.data_dir = os.path.join(self.dir, "data")
+        for d in (self.out, self.run_dir, self.data_dir):
+            os.makedirs(d, exist_ok=True)
+        os.chmod(self.run_dir, 0o700)
+        self.env = dict(os.environ, XDG_RUNTIME_DIR=self.run_dir, XDG_DATA_HOME=self.data_dir)
+        self.env.pop("RLX_INVITE", None)
+        self.rng = random.Random(args.seed)
+        self.lock = threading.RLock()
+        self.ranks = []
+        self.t0 = time.monotonic()
+        self.faults = Counter()
+        self.events = Counter()
+        self.fault_log = []          # (t, kind, rank label)
+        self.notes = []
+        self.failures = []
+        # history[step] = {hash: [mask of ranks that reported it, committed,
+        #                          discarded, last report time]}
+        self.history = {}
+        self.max_step = 0            # highest committed step seen
+        self.samples = 0             # samples of committed steps above the high-water mark
+        self.first_commit = None
+        self.last_progress = None
+        self.stall_anchor = None
+        self.longest_stall = (0.0, 0.0, 0.0)   # (length, from, to)
+        self.stalls_over = []
+        self.divergent_steps = 0
+        self.lost_steps = 0
+        self.lost_examples = []
+        self.divergent_examples = []
+        self.merges = []
+        self.discarded = 0
+        self.resumes = []
+        self.live_time = Counter()   # live ranks → seconds
+        self.unexpected_exits = []
+        self.thaw_at = {}            # rank idx → time
+
+    # ── events ────────────────────────────────────────────────────────────
+    def note(self, text):
+        with self.lock:
+            self.notes.append("%7.2f  %s" % (time.monotonic() - self.t0, text))
+
+    def fail(self, text):
+        with self.lock:
+            if text not in self.failures:
+                self.failures.append(text)
+
+    def on_event(self, r, t, ev):
+        kind = ev.get("event")
+        with self.lock:
+            r.tail.append((round(t - self.t0, 3), ev))
+            if kind != "step":
+                r.notable.append((round(t - self.t0, 3), ev))
+            self.events[kind] += 1
+            if kind == "step":
+                self.on_step(r, t, ev)
+            elif kind == "leader":
+                r.leader = ev.get("node")
+                r.term = ev.get("term", 0)
+            elif kind == "joined":
+                r.node_id = ev.get("node")
+                r.joined = True
+            elif kind == "merged":
+                self.on_merged(r, t, ev)
+            elif kind == "resumed":
+                self.resumes.append((round(t - self.t0, 2), r.label(), ev.get("step"), ev.get("hash")))
+            elif kind == "done":
+                r.done = ev
+
+    def on_step(self, r, t, ev):
+        s = ev["step"]
+        h = ev["hash"]
+        r.last_step = s
+        ent = self.history.setdefault(s, {})
+        rec = ent.get(h)
+        if rec is None:
+            rec = ent[h] = [0, False, False, t]
+        rec[0] |= r.bit
+        rec[3] = t
+        if ev.get("leader") == r.node_id and r.node_id is not None:
+            rec[1] = True
+            self.last_progress = t
+            if self.first_commit is None:
+                self.first_commit = t
+            if s > self.max_step:
+                self.max_step = s
+                self.samples += ev.get("samples", 0)
+
+    def on_merged(self, r, t, ev):
+        lo, hi = ev.get("from_step", 0), ev.get("to_step", -1)
+        self.merges.append((round(t - self.t0, 2), r.label(), ev.get("discarded"), lo, hi,
+                            ev.get("exact"), ev.get("rule")))
+        self.discarded += ev.get("discarded", 0)
+        for s in range(max(lo, 1), hi + 1):
+            for rec in self.history.get(s, {}).values():
+                if rec[0] & r.bit:
+                    rec[2] = True
+
+    def on_exit(self, r, t):
+        with self.lock:
+            r.alive = False
+            r.frozen = False
+            code = r.proc.returncode
+            if not r.killed and not r.stopping:
+                self.unexpected_exits.append("%s exited by itself with %s at %.1f s: %s" % (
+                    r.label(), code, t - self.t0,
+                    (r.done or {}).get("message", "no done event")))
+            elif r.stopping and not r.killed and code != 0:
+                self.unexpected_exits.append("%s asked to leave exited with %s: %s" % (
+                    r.label(), code, (r.done or {}).get("message", "no done event")))
+
+    # ── judging the history ───────────────────────────────────────────────
+    def judge_step(self, s, ent, final_step=None):
+        live = [(h, rec) for h, rec in ent.items() if not rec[2]]
+        if len(live) >= 2:
+            self.divergent_steps += 1
+            if len(self.divergent_examples) < 10:
+                self.divergent_examples.append(
+                    "step %d: %s" % (s, ", ".join("%s by %s%s" % (h, self.ranks_of(rec[0]),
+                                                                   " (committed)" if rec[1] else "")
+                                                  for h, rec in ent.items())))
+            # The lineage that reported the step last is the one that went on.
+            winner = max(live, key=lambda hr: hr[1][3])[0]
+            for h, rec in live:
+                if h != winner and rec[1]:
+                    self.lost_steps += 1
+                    if len(self.lost_examples) < 10:
+                        self.lost_examples.append("step %d hash %s (replaced by %s)" % (s, h, winner))
+        if final_step is not None and s > final_step:
+            for h, rec in live:
+                if rec[1]:
+                    self.lost_steps += 1
+                    if len(self.lost_examples) < 10:
+                        self.lost_examples.append("step %d hash %s (beyond the surviving step %d)"
+                                                  % (s, h, final_step))
+
+    def ranks_of(self, mask):
+        return "+".join("#%d" % r.idx for r in self.ranks if mask & r.bit) or "?"
+
+    def prune(self):
+        with self.lock:
+            cut = self.max_step - WINDOW
+            if cut <= 0:
+                return
+            for s in [s for s in self.history if s < cut]:
+                self.judge_step(s, self.history.pop(s))
+
+    # ── the cohort ────────────────────────────────────────────────────────
+    def spawn(self, precision=None, extra=()):
+        with self.lock:
+            r = Rank(self, len(self.ranks), precision or self.rng.choice(PRECISIONS), extra)
+            self.ranks.append(r)
+            return r
+
+    def living(self):
+        return [r for r in self.ranks if r.alive and not r.stopping]
+
+    def leader_rank(self):
+        """The rank the most recent term names as leader, if it lives."""
+        with self.lock:
+            best = None
+            for r in self.living():
+                if r.leader and (best is None or r.term > best[0]):
+                    best = (r.term, r.leader)
+            if best is None:
+                return None
+            for r in self.living():
+                if r.node_id == best[1]:
+                    return r
+            return None
+
+    def signal(self, r, sig):
+        try:
+            os.kill(r.pid, sig)
+            return True
+        except ProcessLookupError:
+            return False
+
+    def fault(self, kind, r, detail=""):
+        self.faults[kind] += 1
+        self.fault_log.append((round(time.monotonic() - self.t0, 2), kind, r.label(), detail))
+
+    def one_fault(self):
+        a = self.args
+        with self.lock:
+            live = self.living()
+            awake = [r for r in live if not r.frozen]
+            choices = []
+            if len(live) < a.max_ranks:
+                choices += ["spawn"] * (3 if len(live) <= a.min_ranks else 1)
+            if len(live) > a.min_ranks:
+                choices += ["kill"]
+            if awake:
+                choices += ["freeze", "precision"]
+            if not choices:
+                return
+            kind = self.rng.choice(choices)
+            leader = self.leader_rank()
+            if kind == "spawn":
+                r = self.spawn()
+                self.fault("spawn", r)
+            elif kind == "kill":
+                pool = live
+                if leader in pool and self.rng.random() < 1 / 3:
+                    r = leader
+                else:
+                    r = self.rng.choice(pool)
+                r.killed = True
+                self.signal(r, signal.SIGKILL)
+                self.fault("kill-leader" if r is leader else "kill", r)
+            elif kind == "freeze":
+                if leader in awake and self.rng.random() < 1 / 3:
+                    r = leader
+                else:
+                    r = self.rng.choice(awake)
+                secs = self.rng.uniform(a.freeze_min, a.freeze_max)
+                if self.signal(r, signal.SIGSTOP):
+                    r.frozen = True
+                    self.thaw_at[r.idx] = time.monotonic() + secs
+                    self.fault("freeze-leader" if r is leader else "freeze", r, "%.1f s" % secs)
+            elif kind == "precision":
+                r = self.rng.choice(awake)
+                if self.signal(r, signal.SIGUSR1):
+                    r.precision = PRECISIONS[(PRECISIONS.index(r.precision) + 1) % len(PRECISIONS)]
+                    self.fault("precision", r, r.precision)
+
+    def tick(self, now):
+        """Thaw what is due, sample RSS, account stalls and live time."""
+        with self.lock:
+            for r in self.ranks:
+                if r.frozen and r.alive and now >= self.thaw_at.get(r.idx, now):
+                    self.signal(r, signal.SIGCONT)
+                    r.frozen = False
+            eligible = any(r.alive and r.joined and not r.frozen for r in self.ranks)
+            if self.first_commit is not None:
+                if not eligible:
+                    self.stall_anchor = now
+                else:
+                    start = max(self.last_progress, self.stall_anchor or 0)
+                    length = now - start
+                    if length > self.longest_stall[0]:
+                        self.longest_stall = (length, start - self.t0, now - self.t0)
+
+    def sample_rss(self, now):
+        with self.lock:
+            for r in self.ranks:
+                if r.alive and not r.frozen:
+                    kb = rss_kb(r.pid)
+                    if kb:
+                        r.rss.append((now - r.spawned, kb))
+                        if len(r.rss) > 4000:
+                            del r.rss[1:len(r.rss):2]
+
+    def thaw_all(self):
+        with self.lock:
+            for r in self.ranks:
+                if r.frozen and r.alive:
+                    self.signal(r, signal.SIGCONT)
+                r.frozen = False
+
+    # ── the run ───────────────────────────────────────────────────────────
+    def chaos(self, duration):
+        a = self.args
+        for _ in range(a.ranks):
+            self.spawn()
+        next_fault = time.monotonic() + a.warmup
+        next_rss = time.monotonic()
+        next_prune = time.monotonic() + 5
+        end = time.monotonic() + duration
+        last = time.monotonic()
+        while True:
+            now = time.monotonic()
+            with self.lock:
+                self.live_time[len([r for r in self.ranks if r.alive])] += now - last
+            last = now
+            if now >= end:
+                break
+            if self.faults_on and now >= next_fault:
+                self.one_fault()
+                next_fault = now + self.rng.uniform(a.interval_min, a.interval_max)
+            self.tick(now)
+            if now >= next_rss:
+                self.sample_rss(now)
+                next_rss = now + 1.0
+            if now >= next_prune:
+                self.prune()
+                next_prune = now + 5
+            time.sleep(0.05)
+
+    def settle(self, timeout):
+        """Thaw everything; wait until the live ranks commit together."""
+        self.thaw_all()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            now = time.monotonic()
+            self.tick(now)
+            with self.lock:
+                live = [r for r in self.ranks if r.alive]
+                ids = {r.node_id for r in live}
+                lead = self.leader_rank()
+                ok = (live and lead is not None and all(r.joined for r in live)
+                      and all(r.leader == lead.node_id for r in live)
+                      and lead.node_id in ids
+                      and self.last_progress is not None and now - self.last_progress < 0.5)
+                if ok:
+                    return True
+            time.sleep(0.1)
+        return False
+
+    def stop_all(self, timeout=30):
+        """SIGTERM the members, then the leader; each must leave with 0."""
+        lead = self.leader_rank()
+        with self.lock:
+            order = [r for r in self.ranks if r.alive and r is not lead]
+        for group in (order, [lead] if lead else []):
+            for r in group:
+                r.stopping = True
+                self.signal(r, signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            for r in group:
+                try:
+                    r.proc.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    self.fail("%s did not leave within %d s of SIGTERM" % (r.label(), timeout))
+                    r.killed = True
+                    self.signal(r, signal.SIGKILL)
+                    r.proc.wait()
+            for r in group:
+                r.reader.join(10)
+        return lead
+
+    def orphans(self):
+        found = []
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open("/proc/%s/environ" % pid, "rb") as f:
+                    env = f.read()
+            except OSError:
+                continue
+            if (b"XDG_RUNTIME_DIR=" + self.run_dir.encode() + b"\0") in env:
+                found.append(int(pid))
+        return found
+
+
+def committed_rate(args, root, k, seconds):
+    """Committed samples/s of k ranks without faults."""
+    run = Run(args, root, "baseline-%d" % k, faults=False)
+    rng = random.Random(args.seed + k)
+    for _ in range(k):
+        run.spawn(rng.choice(PRECISIONS))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with run.lock:
+            lead = run.leader_rank()
+            if (lead is not None and sum(1 for r in run.ranks if r.joined) == k
+                    and all(r.leader == lead.node_id for r in run.ranks)):
+                break
+        time.sleep(0.1)
+    time.sleep(1.0)
+    with run.lock:
+        s0, t0 = run.samples, time.monotonic()
+    time.sleep(seconds)
+    with run.lock:
+        s1, t1 = run.samples, time.monotonic()
+    run.stop_all()
+    return (s1 - s0) / (t1 - t0)
+
+
+def check_resume(args, run, final_step):
+    """A new rank resumes the final checkpoint and commits on."""
+    r = run.spawn("f32", extra=["--steps", str(final_step + 5)])
+    r.stopping = True     # it exits by itself once its steps are done
+    try:
+        r.proc.wait(120)
+    except subprocess.TimeoutExpired:
+        r.killed = True
+        run.signal(r, signal.SIGKILL)
+        r.proc.wait()
+        return "the resuming rank did not finish within 120 s"
+    r.reader.join(10)
+    resumed = [ev for _, ev in r.notable if ev.get("event") == "resumed"]
+    if not resumed:
+        return "the resuming rank reported no resumed event (exit %s)" % r.proc.returncode
+    ev = resumed[0]
+    want = [h for h, rec in run.history.get(final_step, {}).items() if not rec[2]]
+    if ev.get("step") != final_step:
+        return "resumed at step %s, the cohort had committed %d" % (ev.get("step"), final_step)
+    if want and ev.get("hash") not in want:
+        return "resumed step %d with hash %s, the cohort's is %s" % (final_step, ev.get("hash"), want)
+    if r.proc.returncode != 0 or not (r.done or {}).get("success"):
+        return "the resuming rank exited %s: %s" % (r.proc.returncode, (r.done or {}).get("message"))
+    return None
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rank", default=os.environ.get("RLX_RANK", "build/tools/rlx-rank"))
+    p.add_argument("--duration", type=float, default=60, help="seconds of faults (default 60)")
+    p.add_argument("--seed", type=int, default=None, help="the fault schedule's seed (default: random, printed)")
+    p.add_argument("--ranks", type=int, default=3, help="ranks at the start (default 3)")
+    p.add_argument("--min-ranks", type=int, default=2, help="never kill below this many (default 2)")
+    p.add_argument("--max-ranks", type=int, default=6, help="never spawn above this many (default 6)")
+    p.add_argument("--interval-min", type=float, default=0.5)
+    p.add_argument("--interval-max", type=float, default=2.0)
+    p.add_argument("--freeze-min", type=float, default=1.0)
+    p.add_argument("--freeze-max", type=float, default=10.0)
+    p.add_argument("--warmup", type=float, default=3.0, help="seconds before the first fault")
+    p.add_argument("--heartbeat-timeout-ms", type=int, default=3000)
+    p.add_argument("--checkpoint-every", type=int, default=100)
+    p.add_argument("--rss-growth-mb", type=float, default=48.0)
+    p.add_argument("--long-lived-s", type=float, default=40.0,
+                   help="ranks alive this long have their RSS growth checked (default 40)")
+    p.add_argument("--baseline-seconds", type=float, default=0,
+                   help="measure each live count without faults this long (0: skip)")
+    p.add_argument("--rank-arg", action="append", default=[], help="an extra argument of every rank")
+    p.add_argument("--out", help="keep logs and the report here (default: a temporary folder, removed on success)")
+    p.add_argument("--json", help="write the report as JSON to this file")
+    args = p.parse_args()
+    if args.seed is None:
+        args.seed = random.SystemRandom().randrange(1 << 31)
+    if not os.access(args.rank, os.X_OK):
+        print("chaos.py: %s is not an executable rlx-rank (give --rank)" % args.rank, file=sys.stderr)
+        return 2
+    if args.min_ranks < 1 or args.max_ranks < args.min_ranks or args.ranks < 1:
+        print("chaos.py: need 1 <= --min-ranks <= --max-ranks and --ranks >= 1", file=sys.stderr)
+        return 2
+    root = args.out or tempfile.mkdtemp(prefix="rlx-chaos-")
+    os.makedirs(root, exist_ok=True)
+    print("chaos: seed %d, %g s, logs in %s" % (args.seed, args.duration, root), flush=True)
+
+    run = Run(args, root, "chaos")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    run.chaos(args.duration)
+    settled = run.settle(30)
+    if not settled:
+        run.fail("the cohort did not settle (one leader, every live rank committing) within 30 s of the last fault")
+    with run.lock:
+        final_step = max((r.last_step for r in run.ranks if r.alive), default=0)
+    lead = run.stop_all()
+    with run.lock:
+        # The leader's last checkpoint (written as it leaves) is the final step.
+        if lead is not None:
+            ckpts = [ev.get("step") for _, ev in lead.notable if ev.get("event") == "checkpoint"]
+            if ckpts:
+                final_step = max(final_step, ckpts[-1])
+        for s in sorted(run.history):
+            run.judge_step(s, run.history[s], final_step)
+    resume_err = check_resume(args, run, final_step) if final_step > 0 else "nothing was committed"
+    time.sleep(0.5)
+    orphans = run.orphans()
+
+    # ── checks ────────────────────────────────────────────────────────────
+    limit = args.heartbeat_timeout_ms / 1000 + 2
+    if run.divergent_steps:
+        run.fail("%d step numbers with two hashes and no merge reported, e.g. %s"
+                 % (run.divergent_steps, "; ".join(run.divergent_examples[:3])))
+    if run.lost_steps:
+        run.fail("%d committed steps lost, e.g. %s" % (run.lost_steps, "; ".join(run.lost_examples[:3])))
+    if run.longest_stall[0] > limit:
+        run.fail("a stall of %.1f s (%.1f-%.1f s) > heartbeat timeout + 2 s = %.1f s"
+                 % (run.longest_stall[0], run.longest_stall[1], run.longest_stall[2], limit))
+    rss_report = []
+    for r in run.ranks:
+        life = r.rss[-1][0] if r.rss else 0
+        if life < args.long_lived_s:
+            continue
+        base = [kb for age, kb in r.rss if age >= 20]
+        if not base:
+            continue
+        growth = (max(base) - base[0]) / 1024
+        rss_report.append((growth, r.label(), base[0] / 1024, max(base) / 1024, life))
+        if growth > args.rss_growth_mb:
+            run.fail("%s grew by %.1f MB (%.1f → %.1f MB over %.0f s)"
+                     % (r.label(), growth, base[0] / 1024, max(base) / 1024, life))
+    for e in run.unexpected_exits:
+        run.fail(e)
+    if orphans:
+        run.fail("orphaned processes: %s" % orphans)
+    if resume_err:
+        run.fail("final checkpoint: " + resume_err)
+    if run.first_commit is None:
+        run.fail("nothing was committed")
+
+    retained = None
+    rates = {}
+    if args.baseline_seconds > 0:
+        for k in sorted(c for c in run.live_time if c > 0):
+            rates[k] = committed_rate(args, root, k, args.baseline_seconds)
+        expected = sum(run.live_time[k] * rates.get(k, 0) for k in run.live_time)
+        retained = run.samples / expected if expected > 0 else None
+
+    wall = sum(run.live_time.values())
+    report = {
+        "seed": args.seed, "duration_s": args.duration, "wall_s": round(wall, 1),
+        "faults": dict(run.faults), "faults_total": sum(run.faults.values()),
+        "ranks_started": len(run.ranks) - 1,
+        "committed_steps": run.max_step, "final_step": final_step,
+        "samples": run.samples, "samples_per_s": round(run.samples / wall, 1) if wall else 0,
+        "longest_stall_s": round(run.longest_stall[0], 2),
+        "longest_stall_at_s": [round(run.longest_stall[1], 2), round(run.longest_stall[2], 2)],
+        "stall_limit_s": limit,
+        "divergent_steps": run.divergent_steps, "lost_steps": run.lost_steps,
+        "merges": len(run.merges), "steps_discarded_by_merges": run.discarded,
+        "resumes": len(run.resumes),
+        "max_rss_growth_mb": round(max((g for g, *_ in rss_report), default=0), 1),
+        "live_ranks_time_s": {k: round(v, 1) for k, v in sorted(run.live_time.items())},
+        "baseline_samples_per_s": {k: round(v, 1) for k, v in rates.items()},
+        "throughput_retained": round(retained, 3) if retained is not None else None,
+        "events": dict(run.events),
+        "failures": run.failures,
+    }
+    print("chaos: %d faults in %.0f s (%s)" % (report["faults_total"], wall,
+          ", ".join("%s %d" % kv for kv in sorted(run.faults.items()))))
+    print("chaos: committed %d steps (%d samples, %.0f/s); longest stall %.2f s (limit %.1f s) at %.1f-%.1f s"
+          % (run.max_step, run.samples, report["samples_per_s"], run.longest_stall[0], limit,
+             run.longest_stall[1], run.longest_stall[2]))
+    print("chaos: %d divergent steps, %d committed steps lost, %d merges discarding %d steps, %d resumes"
+          % (run.divergent_steps, run.lost_steps, len(run.merges), run.discarded, len(run.resumes)))
+    print("chaos: largest RSS growth of a long-lived rank: %.1f MB" % report["max_rss_growth_mb"])
+    if retained is not None:
+        print("chaos: throughput retained %.1f%% (baseline samples/s by live ranks: %s)"
+              % (100 * retained, ", ".join("%d: %.0f" % kv for kv in sorted(rates.items()))))
+    for m in run.merges:
+        print("chaos: merged at %.1f s: %s discarded %s (steps %s-%s, exact %s, %s)" % m)
+    for rs in run.resumes:
+        print("chaos: resumed at %.1f s: %s at step %s (%s)" % rs)
+    for e in run.notes:
+        print("chaos: note " + e)
+    with open(os.path.join(root, "faults.log"), "w") as f:
+        for entry in run.fault_log:
+            f.write("%8.2f  %-14s %s %s\n" % entry)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+    if run.failures:
+        with open(os.path.join(root, "tails.log"), "w") as f:
+            for r in run.ranks:
+                f.write("--- %s exit %s argv %s\n" % (r.label(), r.proc.returncode, " ".join(r.argv[1:])))
+                for t, ev in r.notable:
+                    f.write("%9.3f %s\n" % (t, json.dumps(ev)))
+                f.write("  last events:\n")
+                for t, ev in r.tail:
+                    f.write("%9.3f %s\n" % (t, json.dumps(ev)))
+        for e in run.failures:
+            print("chaos: FAIL " + e)
+        print("chaos: logs, the fault log and each rank's last events in %s" % root)
+        return 1
+    print("chaos: every check holds")
+    if not args.out:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

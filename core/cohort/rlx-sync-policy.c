@@ -99,9 +99,8 @@ rlx_sync_choice_clear (RlxSyncChoice *choice)
     g_clear_pointer (&choice->reason, g_free);
 }
 
-/* "24 MB/s", "1.2 GB/s", "500 kB/s" (decimal units, as links are sold). */
-static char *
-format_rate (double bytes_per_s)
+char *
+rlx_sync_format_rate (double bytes_per_s)
 {
   if (bytes_per_s >= 1e9)
     return g_strdup_printf ("%.1f GB/s", bytes_per_s / 1e9);
@@ -112,9 +111,8 @@ format_rate (double bytes_per_s)
   return g_strdup_printf ("%.0f kB/s", bytes_per_s / 1e3);
 }
 
-/* "51 ms", "0.4 ms", "2.4 s". */
-static char *
-format_ms (double ms)
+char *
+rlx_sync_format_ms (double ms)
 {
   if (ms >= 1000.0)
     return g_strdup_printf ("%.1f s", ms / 1000.0);
@@ -194,10 +192,10 @@ rlx_sync_choose (const RlxSyncInputs *in, RlxSyncChoice *out, GError **error)
     }
 
   name = worst->name && *worst->name ? worst->name : "a member";
-  rate = format_rate (worst_rate);
-  rtt = format_ms (worst->rtt_ms);
-  ex = format_ms (exchange);
-  step = format_ms (in->step_ms);
+  rate = rlx_sync_format_rate (worst_rate);
+  rtt = rlx_sync_format_ms (worst->rtt_ms);
+  ex = rlx_sync_format_ms (exchange);
+  step = rlx_sync_format_ms (in->step_ms);
   if (exchange < RLX_SYNC_STEP_FRACTION * in->step_ms)
     {
       out->mode = RLX_SYNC_STEP;

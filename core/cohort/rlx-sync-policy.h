@@ -84,6 +84,11 @@ char    *rlx_sync_format (const RlxSyncRequest *request);
 /* "step", "outer", "auto". */
 const char *rlx_sync_mode_to_string (RlxSyncMode mode);
 
+/* "24 MB/s", "1.2 GB/s", "500 kB/s" (decimal units, as links are sold), and
+ * "51 ms", "0.4 ms", "2.4 s": how reasons write figures. Free them. */
+char       *rlx_sync_format_rate (double bytes_per_s);
+char       *rlx_sync_format_ms   (double ms);
+
 /* One of the leader's links as measured. */
 typedef struct {
   const char *name;          /* the peer's name, for the reason (NULL: "a member") */

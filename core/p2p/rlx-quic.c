@@ -1458,6 +1458,18 @@ rlx_quic_get_rtt_us (RlxQuic *self)
   return cstat.smoothed_rtt / NGTCP2_MICROSECONDS;
 }
 
+guint64
+rlx_quic_get_delivery_rate (RlxQuic *self)
+{
+  ngtcp2_conn_stat cstat;
+
+  g_return_val_if_fail (self != NULL, 0);
+  if (self->conn == NULL)
+    return 0;
+  ngtcp2_conn_get_conn_stat (self->conn, &cstat);
+  return cstat.delivery_rate_sec;
+}
+
 void
 rlx_quic_free (RlxQuic *self)
 {

@@ -132,6 +132,9 @@ const char *rlx_quic_get_cc_name (RlxQuic *self);
 guint64   rlx_quic_get_cwnd (RlxQuic *self);
 /* Smoothed RTT in microseconds (0 before the first sample). */
 guint64   rlx_quic_get_rtt_us (RlxQuic *self);
+/* The rate our sends were delivered at, bytes/s, as ngtcp2 samples it from
+ * acknowledgements (delivery_rate_sec; 0 before a sample). */
+guint64   rlx_quic_get_delivery_rate (RlxQuic *self);
 void      rlx_quic_free     (RlxQuic *self);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxQuic, rlx_quic_free)

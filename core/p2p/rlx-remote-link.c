@@ -96,6 +96,7 @@ struct _RlxRemoteLink
   GPtrArray    *local_addrs;    /* char* */
   int           ice_state;      /* NiceComponentState */
   guint64       rtt_us;
+  guint64       delivery_rate;    /* QUIC's, bytes/s (under lock) */
 
   /* The agent's stream: the I/O thread removes it when it ends, while the
    * main thread may still be handed the peer's late candidates. A call into
@@ -419,6 +420,7 @@ quic_progress_cb (const guint64 written[RLX_QUIC_N_STREAMS], gpointer user_data)
 
   g_mutex_lock (&self->lock);
   self->rtt_us = rlx_quic_get_rtt_us (self->quic);
+  self->delivery_rate = rlx_quic_get_delivery_rate (self->quic);
   g_mutex_unlock (&self->lock);
   for (guint s = 0; s < RLX_QUIC_N_STREAMS; s++)
     if (written[s] > self->written_told[s])
@@ -1354,6 +1356,18 @@ rlx_remote_link_get_rtt_us (RlxRemoteLink *self)
   rtt = self->rtt_us;
   g_mutex_unlock (&self->lock);
   return rtt;
+}
+
+guint64
+rlx_remote_link_get_delivery_rate (RlxRemoteLink *self)
+{
+  guint64 rate;
+
+  g_return_val_if_fail (RLX_IS_REMOTE_LINK (self), 0);
+  g_mutex_lock (&self->lock);
+  rate = self->delivery_rate;
+  g_mutex_unlock (&self->lock);
+  return rate;
 }
 
 const char *

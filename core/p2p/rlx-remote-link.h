@@ -105,6 +105,8 @@ char    *rlx_remote_link_dup_path (RlxRemoteLink *self);
 char   **rlx_remote_link_dup_local_addresses (RlxRemoteLink *self);
 /* Smoothed round-trip time in µs (0 before the first sample). */
 guint64  rlx_remote_link_get_rtt_us (RlxRemoteLink *self);
+/* QUIC's delivery rate of our sends, bytes/s (0 before a sample). */
+guint64  rlx_remote_link_get_delivery_rate (RlxRemoteLink *self);
 /* Whether the link reads the selected pair's socket itself now (GRO and
  * batched reads, see rlx-udp-path.h) rather than through libnice: once ICE
  * is READY on a plain UDP pair with QUIC up, except for 2 s after ICE

@@ -413,6 +413,9 @@ test_window_holds_a_bucket (void)
   g_test_message ("%s: largest window %" G_GUINT64_FORMAT " bytes over %u buckets of %u",
                   rlx_quic_get_cc_name (p.a.q), max_cwnd, ROUNDS, BUCKET);
   g_assert_cmpuint (max_cwnd, >=, BUCKET);
+  /* what `--sync auto` takes as the link's throughput (rlx-link-estimates.h) */
+  g_test_message ("delivery rate %" G_GUINT64_FORMAT " B/s", rlx_quic_get_delivery_rate (p.a.q));
+  g_assert_cmpuint (rlx_quic_get_delivery_rate (p.a.q), >, 0);
   pair_clear (&p);
 }
 

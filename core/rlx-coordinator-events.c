@@ -167,22 +167,6 @@ rlx_coordinator_send_frame (RlxCoordinator *self, RlxPeer *p, RlxSendClass klass
 }
 
 void
-rlx_coordinator_send_leader_msg (RlxCoordinator *self, RlxPeer *p)
-{
-  RlxMsg m;
-
-  rlx_msg_init (&m, RLX_MSG_LEADER, self->node_id);
-  m.u.leader.leader = g_strdup (rlx_leadership_get_leader (self->lead));
-  m.u.leader.term = rlx_leadership_get_term (self->lead);
-  m.u.leader.step = applied (self);
-  if (p)
-    rlx_coordinator_send_msg (self, p, &m);
-  else
-    rlx_peer_set_broadcast (self->peers, &m);
-  rlx_msg_clear (&m);
-}
-
-void
 rlx_coordinator_send_join (RlxCoordinator *self, const char *reason)
 {
   RlxPeer *lp = rlx_peer_set_lookup (self->peers, rlx_leadership_get_leader (self->lead));
@@ -194,25 +178,7 @@ rlx_coordinator_send_join (RlxCoordinator *self, const char *reason)
   m.u.join.reason = g_strdup (reason);
   m.u.join.step = applied (self);
   m.u.join.hash = rlx_replica_get_hash (self->replica);
-  m.u.join.merge = self->lineage_change;
-  rlx_coordinator_send_msg (self, lp, &m);
-  rlx_msg_clear (&m);
-}
-
-/* Tell the leader where this node is (after a commit, a snapshot, or when
- * it starts following a new leader). */
-void
-rlx_coordinator_send_ack (RlxCoordinator *self)
-{
-  RlxPeer *lp = rlx_peer_set_lookup (self->peers, rlx_leadership_get_leader (self->lead));
-  RlxMsg m;
-
-  if (lp == NULL || role (self) != RLX_ROLE_MEMBER)
-    return;
-  rlx_msg_init (&m, RLX_MSG_ACK, self->node_id);
-  m.u.ack.term = rlx_leadership_get_term (self->lead);
-  m.u.ack.step = applied (self);
-  m.u.ack.hash = rlx_replica_get_hash (self->replica);
+  m.u.join.merge = rlx_lineage_is_changing (self->lineage);
   rlx_coordinator_send_msg (self, lp, &m);
   rlx_msg_clear (&m);
 }
@@ -524,6 +490,29 @@ op_request_snapshot (gpointer owner, const char *reason)
   rlx_coordinator_request_snapshot (owner, reason);
 }
 
+static void
+op_transition (gpointer owner, RlxRole to, const char *leader, guint64 term, const char *reason)
+{
+  rlx_coordinator_transition (owner, to, leader, term, reason);
+}
+
+static void
+op_replace_members (gpointer owner, GPtrArray *members)
+{
+  rlx_coordinator_members_replace (owner, members);
+}
+
+static void
+op_joined (gpointer owner)
+{
+  RlxCoordinator *self = owner;
+
+  if (self->joined_reported)
+    return;
+  rlx_coordinator_emit_leader (self);
+  rlx_coordinator_emit_joined (self);
+}
+
 const RlxCohortOps rlx_coordinator_cohort_ops = {
   .emit = op_emit,
   .send_msg = op_send_msg,
@@ -538,4 +527,7 @@ const RlxCohortOps rlx_coordinator_cohort_ops = {
   .finish = op_finish,
   .finished = op_finished,
   .request_snapshot = op_request_snapshot,
+  .transition = op_transition,
+  .replace_members = op_replace_members,
+  .joined = op_joined,
 };

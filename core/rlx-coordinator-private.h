@@ -14,7 +14,6 @@
  *                              evaluation
  *   rlx-coordinator-roles.c    the one transition function, founding,
  *                              joining, failover, cutting off, merging
- *   rlx-coordinator-member.c   the member's flow: step frames, snapshots in
  *
  * and the objects it routes to (each over the narrow RlxCohortContext of
  * core/cohort/rlx-cohort-context.h, none calling another's flow):
@@ -22,6 +21,10 @@
  *   cohort/rlx-leader.c        the leader: rounds, commits and
  *                              acknowledgements (cohort/rlx-commits.c),
  *                              admission, adopting a member's state
+ *   cohort/rlx-follower.c      the member: step frames, the gradient to
+ *                              the leader, the leader's snapshot in
+ *   cohort/rlx-lineage.c       which history our steps belong to across
+ *                              merges (the "merged" event)
  *   cohort/rlx-compute-queue.c the rank's compute worker and its jobs
  *   cohort/rlx-round-stats.c   what "done" says about the rounds
  *   cohort/rlx-cohort-context.c snapshots out, shared event helpers
@@ -42,6 +45,7 @@
 #include "core/cohort/rlx-checkpointer.h"
 #include "core/cohort/rlx-cohort-context.h"
 #include "core/cohort/rlx-leader.h"
+#include "core/cohort/rlx-follower.h"
 #include "core/cohort/rlx-compute-queue.h"
 #include "core/cohort/rlx-leadership.h"
 #include "core/cohort/rlx-msg.h"
@@ -70,6 +74,7 @@ struct _RlxCoordinator {
    * faults, … —, the pieces, shared facts, the ops below) */
   RlxCohortContext ctx;
   RlxLeader       *leader;          /* the leader's side (core/cohort/rlx-leader.h) */
+  RlxFollower     *follower;        /* the member's side (core/cohort/rlx-follower.h) */
 
   RlxComputeQueue *queue;          /* the rank's work on its compute worker; owns it */
   RlxWorker       *worker;          /* the queue's (for the backend's facts, the replica) */
@@ -80,6 +85,7 @@ struct _RlxCoordinator {
   /* the pieces */
   RlxPeerSet      *peers;
   RlxLeadership   *lead;
+  RlxLineage      *lineage;
   RlxReplica      *replica;
   RlxSnapshots    *snapshots;
   RlxCheckpointer *ckpt;
@@ -92,23 +98,6 @@ struct _RlxCoordinator {
 
   guint64          assigned_step[4];  /* this node's share of recent steps (step % 4) */
   guint            assigned_count[4];
-
-  /* member */
-  GQueue           inbox;           /* RlxMsg* step frames waiting for the replica */
-  guint            inbox_early;     /* how many at its head came before our snapshot */
-  guint64          ahead_sent_term;
-  guint64          steps_term;      /* term of the last step frame followed */
-  guint            unlisted;        /* step frames in a row that left us out */
-  guint64          expect_commit;   /* commit being applied (0: none) */
-  RlxMsg          *corrupting;      /* the step frame whose report waits for the hash
-                                     * fault's corruption (rlx_replica_corrupt) */
-  gboolean         lineage_change;  /* following a leader from outside our cohort */
-  GPtrArray       *former_members;  /* ours when we yielded in a merge: told who leads */
-  guint64          merge_from_step; /* applied when we yielded */
-  guint64          term_base;       /* our step when the current term began */
-  char            *merge_rule;
-
-  char            *merged_reported;
 
   /* what "done" says about the rounds (core/cohort/rlx-round-stats.h) */
   RlxRoundStats   *stats;
@@ -146,16 +135,6 @@ enum {
   PROP_MEMBERS, PROP_BYTES_TX, PROP_BYTES_RX, PROP_BYTES_F32, PROP_ROSTER, PROP_COHORT,
   PROP_PRECISION, N_PROPS
 };
-
-/* A snapshot being loaded (member) or adopted (a new leader). */
-typedef struct {
-  RlxCoordinator *self;
-  RlxMsg          msg;
-  gint64          common;
-  guint64         had;
-  guint64         term_base;
-  guint64         history_from; /* the first step our hash history holds */
-} Loading;
 
 /* Main-loop time of the coordinator's handlers (per round, for "done"). */
 #define BUSY_BEGIN gint64 busy_t0 = rlx_round_stats_now ()
@@ -248,9 +227,7 @@ void     rlx_coordinator_emit_step (RlxCoordinator *self, guint64 step, guint64 
 gboolean rlx_coordinator_send_msg (RlxCoordinator *self, RlxPeer *p, const RlxMsg *m);
 gboolean rlx_coordinator_send_frame (RlxCoordinator *self, RlxPeer *p, RlxSendClass klass,
                                      GBytes *frame, gsize n, RlxPrecision precision);
-void rlx_coordinator_send_leader_msg (RlxCoordinator *self, RlxPeer *p);
 void rlx_coordinator_send_join (RlxCoordinator *self, const char *reason);
-void rlx_coordinator_send_ack (RlxCoordinator *self);
 void rlx_coordinator_note_precision (RlxCoordinator *self, RlxPeer *p, RlxPrecision precision);
 void rlx_coordinator_roster_sync (RlxCoordinator *self);
 void rlx_coordinator_members_replace (RlxCoordinator *self, GPtrArray *next);
@@ -265,13 +242,6 @@ void rlx_coordinator_on_checkpoint_failed (RlxCheckpointer *ckpt, const char *me
 void rlx_coordinator_busy_poll_begin (RlxCoordinator *self);
 void rlx_coordinator_busy_poll_end   (RlxCoordinator *self);
 void rlx_coordinator_finish (RlxCoordinator *self, gboolean success, const char *message);
-
-/* member */
-void rlx_coordinator_on_step_msg (RlxCoordinator *self, RlxPeer *p, RlxMsg *m);
-void rlx_coordinator_loading_free (Loading *l);
-void rlx_coordinator_on_snapshot (RlxCoordinator *self, RlxPeer *p, RlxMsg *m);
-/* a member step's result (RlxComputeQueueCallbacks) */
-void rlx_coordinator_member_stepped (RlxMemberStep *ms, const GError *error, gpointer user_data);
 
 /* roles */
 void rlx_coordinator_start_found_timer (RlxCoordinator *self, guint ms);

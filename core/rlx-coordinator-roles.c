@@ -40,8 +40,8 @@ rlx_coordinator_transition (RlxCoordinator *self, RlxRole to, const char *leader
   /* A new term starts a new base — except the other side's term during a
    * merge: the steps since our own term began are what the merge
    * discards, so the base stays until the snapshot is adopted. */
-  if ((changed & 4) && !self->lineage_change)
-    self->term_base = applied (self);
+  if (changed & 4)
+    rlx_lineage_term_began (self->lineage, applied (self));
 
   /* Leaving the lead: the round in flight and the commits not reported are
    * abandoned (none was acknowledged by everyone, so none is lost). */
@@ -59,9 +59,7 @@ rlx_coordinator_transition (RlxCoordinator *self, RlxRole to, const char *leader
     case RLX_ROLE_ALONE:
       g_clear_handle_id (&self->join_id, rlx_source_remove);
       self->joined_reported = FALSE;
-      g_queue_clear_full (&self->inbox, msg_free);
-      g_queue_init (&self->inbox);
-      self->inbox_early = 0;
+      rlx_follower_forget_frames (self->follower);
       if (reason)
         rlx_coordinator_emit_simple (self, "rejoining", self->node_id, reason);
       /* Look for peers from the main loop's next turn (the link that just
@@ -128,14 +126,14 @@ become_leader (RlxCoordinator *self, guint64 term, gboolean founding)
   rlx_compute_queue_reset_feedback (self->queue);
   /* A commit our replica is still applying (we were a member a moment
    * ago) is the one the first round builds on. */
-  rlx_leader_take_over (self->leader, !founding, MAX (applied (self), self->expect_commit));
+  rlx_leader_take_over (self->leader, !founding, MAX (applied (self), rlx_follower_applying (self->follower)));
   if (!self->joined_reported)
     {
       rlx_coordinator_emit_leader (self);
       rlx_coordinator_emit_joined (self);
     }
 
-  rlx_coordinator_send_leader_msg (self, NULL);
+  rlx_cohort_send_leader (&self->ctx, NULL);
 
   if (self->ctx.steps > 0 && applied (self) >= self->ctx.steps)
     {
@@ -279,9 +277,7 @@ on_join_retry (gpointer user_data)
 void
 rlx_coordinator_request_snapshot (RlxCoordinator *self, const char *reason)
 {
-  g_queue_clear_full (&self->inbox, msg_free);
-  g_queue_init (&self->inbox);
-  self->inbox_early = 0;
+  rlx_follower_forget_frames (self->follower);
   rlx_coordinator_transition (self, RLX_ROLE_JOINING, rlx_leadership_get_leader (self->lead),
                               rlx_leadership_get_term (self->lead), reason);
 }
@@ -417,21 +413,20 @@ rlx_coordinator_merge_with (RlxCoordinator *self, RlxPeer *p, guint sent_members
        * group follows us. */
       guint64 term = MAX (rlx_leadership_get_term (self->lead), p->term) + 1;
       rlx_coordinator_transition (self, RLX_ROLE_LEADER, self->node_id, term, NULL);
-      rlx_coordinator_send_leader_msg (self, NULL);
+      rlx_cohort_send_leader (&self->ctx, NULL);
       /* The round in flight goes on under the new term. */
       rlx_leader_abandon_round (self->leader);
       rlx_leader_publish (self->leader, FALSE);
     }
   else
     {
-      g_free (self->merge_rule);
-      self->merge_rule = g_strdup_printf ("two groups of cohort %s met; the one with %s "
-                                          "(led by %s) is kept", self->cohort, why, p->id);
-      self->lineage_change = TRUE;
-      self->merge_from_step = applied (self);
-      g_clear_pointer (&self->former_members, g_ptr_array_unref);
-      self->former_members = str_array_copy (members (self));
-      str_array_remove (self->former_members, self->node_id);
+      GPtrArray *former = str_array_copy (members (self));
+
+      str_array_remove (former, self->node_id);
+      rlx_lineage_yield (self->lineage,
+                         g_strdup_printf ("two groups of cohort %s met; the one with %s "
+                                          "(led by %s) is kept", self->cohort, why, p->id),
+                         former);
       rlx_coordinator_transition (self, RLX_ROLE_JOINING, p->id,
                                   MAX (p->term, rlx_leadership_get_term (self->lead)), "merge");
     }
@@ -462,6 +457,7 @@ rlx_coordinator_on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *l
 {
   const char *lid = lm->leader;
   guint64 term = rlx_leadership_get_term (self->lead);
+  g_autoptr(GPtrArray) former = NULL;
   RlxPeer *lp;
 
   if (is_self (self, lid))
@@ -478,11 +474,8 @@ rlx_coordinator_on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *l
     return;
   /* We yielded in a merge: the nodes that followed us follow the new
    * leader too, once it has announced its term. */
-  if (self->former_members && lm->term > term)
-    {
-      relay_leader (self, self->former_members, lm, lp);
-      g_clear_pointer (&self->former_members, g_ptr_array_unref);
-    }
+  if (lm->term > term && (former = rlx_lineage_take_former (self->lineage)))
+    relay_leader (self, former, lm, lp);
   switch (role (self))
     {
     case RLX_ROLE_ALONE:
@@ -499,13 +492,13 @@ rlx_coordinator_on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *l
            * to it yet: joining looks for it). Else: a failover. */
           if (!rlx_leadership_has_member (self->lead, lid))
             {
-              self->lineage_change = TRUE;
+              rlx_lineage_change (self->lineage);
               rlx_coordinator_transition (self, RLX_ROLE_JOINING, lid, lm->term, "merge");
             }
           else if (lp)
             {
               rlx_coordinator_transition (self, RLX_ROLE_MEMBER, lid, lm->term, NULL);
-              rlx_coordinator_send_ack (self);
+              rlx_follower_send_ack (self->follower);
             }
         }
       break;

@@ -6,6 +6,8 @@
  *   RlxMsg         typed messages, parsed once            (cohort/rlx-msg)
  *   RlxLeadership  role, term, leader, members, the rules (cohort/rlx-leadership)
  *   RlxLeader      the leader's rounds, commits, admission (cohort/rlx-leader)
+ *   RlxFollower    the member's steps, its snapshot in    (cohort/rlx-follower)
+ *   RlxLineage     our history across merges              (cohort/rlx-lineage)
  *   RlxRound       the leader's round: slots, deadline    (cohort/rlx-round)
  *   RlxCommits     commits waiting for acknowledgements   (cohort/rlx-commits)
  *   RlxReplica     step, hash, history; reads and loads   (cohort/rlx-replica)
@@ -91,7 +93,7 @@ on_peer_ready (RlxPeerSet *set, RlxPeer *p, RlxMsg *hello, gpointer user_data)
       (p->role == RLX_ROLE_ALONE || p->role == RLX_ROLE_JOINING))
     /* It may have said hello before we founded or joined: tell it who
      * leads, so it asks to join. */
-    rlx_coordinator_send_leader_msg (self, p);
+    rlx_cohort_send_leader (&self->ctx, p);
   if (r == RLX_ROLE_ALONE && peer_leader (p) &&
       (p->role == RLX_ROLE_LEADER || rlx_peer_set_lookup (self->peers, peer_leader (p))))
     rlx_coordinator_transition (self, RLX_ROLE_JOINING, peer_leader (p), p->term, NULL);
@@ -110,6 +112,24 @@ out:
   BUSY_END;
 }
 
+/* A snapshot, if it is of our term (or newer) and of our model's size: a
+ * member's to the leader, the leader's to a member. */
+static void
+on_snapshot_msg (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
+{
+  RlxMsgSnapshot *s = &m->u.snapshot;
+  guint64 seed;
+
+  if (s->term < rlx_leadership_get_term (self->lead) || s->params.n != self->n)
+    return;
+  if (!g_ascii_string_to_unsigned (s->seed, 10, 0, G_MAXUINT64, &seed, NULL))
+    return;
+  if (rlx_leadership_is_leader (self->lead))
+    rlx_leader_on_snapshot (self->leader, p, m);
+  else
+    rlx_follower_on_snapshot (self->follower, p, m, seed);
+}
+
 static void
 on_message (RlxPeerSet *set, RlxPeer *p, RlxMsg *m, gpointer user_data)
 {
@@ -121,7 +141,7 @@ on_message (RlxPeerSet *set, RlxPeer *p, RlxMsg *m, gpointer user_data)
   switch (m->kind)
     {
     case RLX_MSG_STEP:
-      rlx_coordinator_on_step_msg (self, p, m);
+      rlx_follower_on_step (self->follower, p, m);
       break;
     case RLX_MSG_GRAD:
       if (rlx_leadership_is_leader (self->lead))
@@ -132,7 +152,7 @@ on_message (RlxPeerSet *set, RlxPeer *p, RlxMsg *m, gpointer user_data)
         rlx_leader_on_ack (self->leader, p, &m->u.ack);
       break;
     case RLX_MSG_SNAPSHOT:
-      rlx_coordinator_on_snapshot (self, p, m);
+      on_snapshot_msg (self, p, m);
       break;
     case RLX_MSG_JOIN:
       if (rlx_leadership_is_leader (self->lead) && !self->finished)
@@ -516,10 +536,8 @@ rlx_coordinator_dispose (GObject *object)
   if (self->ckpt)
     g_signal_handlers_disconnect_by_data (self->ckpt, self);
   if (self->replica)
-    {
-      rlx_replica_cancel (self->replica);
-      g_clear_pointer (&self->corrupting, msg_free);
-    }
+    rlx_replica_cancel (self->replica);
+  g_clear_pointer (&self->follower, rlx_follower_free);
   g_clear_object (&self->peers);
   g_clear_object (&self->ckpt);
   g_clear_object (&self->replica);
@@ -532,7 +550,6 @@ rlx_coordinator_finalize (GObject *object)
 {
   RlxCoordinator *self = RLX_COORDINATOR (object);
 
-  g_queue_clear_full (&self->inbox, msg_free);
   g_clear_pointer (&self->snapshots, rlx_snapshots_free);
   g_clear_pointer (&self->stats, rlx_round_stats_free);
   g_clear_object (&self->lead);
@@ -543,9 +560,7 @@ rlx_coordinator_finalize (GObject *object)
   g_free (self->cohort);
   g_free (self->node_id);
   g_free (self->host);
-  g_free (self->merge_rule);
-  g_clear_pointer (&self->former_members, g_ptr_array_unref);
-  g_free (self->merged_reported);
+  g_clear_pointer (&self->lineage, rlx_lineage_free);
   g_free (self->finish_message);
   G_OBJECT_CLASS (rlx_coordinator_parent_class)->finalize (object);
 }
@@ -635,10 +650,22 @@ rlx_coordinator_class_init (RlxCoordinatorClass *klass)
 static void
 rlx_coordinator_init (RlxCoordinator *self)
 {
-  g_queue_init (&self->inbox);
   self->roster = rlx_roster_new ();
   self->stats = rlx_round_stats_new ();
   self->cancellable = g_cancellable_new ();
+}
+
+/* A member step's result goes to the follower; a round that waited for
+ * its commit (this node took over meanwhile) may start then. */
+static void
+on_member_step_done (RlxMemberStep *ms, const GError *error, gpointer user_data)
+{
+  RlxCoordinator *self = user_data;
+  BUSY_BEGIN;
+
+  rlx_follower_stepped (self->follower, ms, error);
+  rlx_leader_commit_applied (self->leader);
+  BUSY_END;
 }
 
 /* The leader's compute results go to the leader. */
@@ -674,7 +701,7 @@ rlx_coordinator_new (const RlxCoordinatorConfig *config, RlxWorker *worker, GErr
 
   self = g_object_new (RLX_TYPE_COORDINATOR, NULL);
   self->queue = rlx_compute_queue_new (worker, &(RlxComputeQueueCallbacks) {
-                                         .member_done = rlx_coordinator_member_stepped,
+                                         .member_done = on_member_step_done,
                                          .leader_done = on_leader_op_done,
                                        }, self);
   self->worker = worker;
@@ -738,6 +765,7 @@ rlx_coordinator_new (const RlxCoordinatorConfig *config, RlxWorker *worker, GErr
   g_signal_connect (self->ckpt, "failed", G_CALLBACK (rlx_coordinator_on_checkpoint_failed), self);
 
   self->lead = rlx_leadership_new (self->node_id);
+  self->lineage = rlx_lineage_new ();
   self->replica = rlx_replica_new (self->worker, config->seed);
 
   seed = g_strdup_printf ("%" G_GUINT64_FORMAT, config->seed);
@@ -761,6 +789,7 @@ rlx_coordinator_new (const RlxCoordinatorConfig *config, RlxWorker *worker, GErr
   self->ctx.n = self->n;
   self->ctx.peers = self->peers;
   self->ctx.lead = self->lead;
+  self->ctx.lineage = self->lineage;
   self->ctx.replica = self->replica;
   self->ctx.queue = self->queue;
   self->ctx.stats = self->stats;
@@ -769,6 +798,7 @@ rlx_coordinator_new (const RlxCoordinatorConfig *config, RlxWorker *worker, GErr
   self->snapshots = rlx_snapshots_new (&self->ctx, on_snapshot_sent, self);
   self->ctx.snapshots = self->snapshots;
   self->leader = rlx_leader_new (&self->ctx);
+  self->follower = rlx_follower_new (&self->ctx);
   return g_steal_pointer (&self);
 }
 

@@ -50,6 +50,22 @@ rlx_cohort_emit_snapshot_from (RlxCohortContext *ctx, const char *from, guint64 
 }
 
 void
+rlx_cohort_send_leader (RlxCohortContext *ctx, RlxPeer *p)
+{
+  RlxMsg m;
+
+  rlx_msg_init (&m, RLX_MSG_LEADER, ctx->node_id);
+  m.u.leader.leader = g_strdup (rlx_leadership_get_leader (ctx->lead));
+  m.u.leader.term = rlx_leadership_get_term (ctx->lead);
+  m.u.leader.step = rlx_cohort_applied (ctx);
+  if (p)
+    ctx->ops->send_msg (ctx->owner, p, &m);
+  else
+    rlx_peer_set_broadcast (ctx->peers, &m);
+  rlx_msg_clear (&m);
+}
+
+void
 rlx_cohort_note_self_speed (RlxCohortContext *ctx, guint samples, gint64 compute_us)
 {
   double sp;

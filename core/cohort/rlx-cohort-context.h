@@ -2,19 +2,21 @@
  *
  * The coordinator (core/rlx-coordinator.c) is a façade: it routes messages,
  * peer events and compute results to the object of the role that handles
- * them (the leader, core/cohort/rlx-leader.h). Those objects never call each
- * other or the coordinator's internals; they see only this context:
+ * them (the leader, core/cohort/rlx-leader.h; the follower,
+ * core/cohort/rlx-follower.h). Those objects never call each other or the
+ * coordinator's internals; they see only this context:
  *
  *   settings    this node's id and configuration (the wire precision
  *               changes at run time: read it here each time)
- *   pieces      the peer set, the leadership state, the replica, the
- *               compute queue, the round statistics, the snapshots out
- *               (owned by the coordinator; the pointers never change while
+ *   pieces      the peer set, the leadership state, the lineage, the
+ *               replica, the compute queue, the round statistics, the
+ *               snapshots out (owned by the coordinator; the pointers never change while
  *               it runs)
  *   shared      the few facts more than one role writes: this node's
  *               measured speed, whether a snapshot is being loaded
  *   ops         what only the owner can do: emit an event, send, report a
- *               commit, checkpoint, finish, ask for a snapshot, …
+ *               commit, change the role, checkpoint, finish, ask for a
+ *               snapshot, …
  *
  * Threads: the coordinator's (its thread-default main context), like
  * everything it points at.
@@ -25,6 +27,7 @@
 #include "core/cohort/rlx-compute-queue.h"
 #include "core/cohort/rlx-fault-plan.h"
 #include "core/cohort/rlx-leadership.h"
+#include "core/cohort/rlx-lineage.h"
 #include "core/cohort/rlx-msg.h"
 #include "core/cohort/rlx-peer-set.h"
 #include "core/cohort/rlx-replica.h"
@@ -61,6 +64,14 @@ typedef struct {
   gboolean (*finished)      (gpointer owner);
   /* leave the cohort's state and rejoin through a snapshot */
   void     (*request_snapshot) (gpointer owner, const char *reason);
+  /* the one place the role changes (leader, term; @reason: the join's, or
+   * why this node rejoins) */
+  void     (*transition)    (gpointer owner, RlxRole to, const char *leader, guint64 term,
+                             const char *reason);
+  /* the leader's member list (taken): the difference reported, the roster */
+  void     (*replace_members) (gpointer owner, GPtrArray *members);
+  /* this node is in the cohort now: "leader" and "joined", once */
+  void     (*joined)        (gpointer owner);
 } RlxCohortOps;
 
 typedef struct {
@@ -78,6 +89,7 @@ typedef struct {
   /* pieces */
   RlxPeerSet      *peers;
   RlxLeadership   *lead;
+  RlxLineage      *lineage;
   RlxReplica      *replica;
   RlxComputeQueue *queue;
   RlxRoundStats   *stats;
@@ -156,6 +168,8 @@ void        rlx_cohort_emit_error (RlxCohortContext *ctx, const char *message);
 /* "snapshot" from @from (loaded here). */
 void        rlx_cohort_emit_snapshot_from (RlxCohortContext *ctx, const char *from, guint64 step,
                                            guint64 hash, const char *reason);
+/* "leader" (who leads, the term, our step) to @p, or to every peer. */
+void        rlx_cohort_send_leader (RlxCohortContext *ctx, RlxPeer *p);
 /* The die_at test fault (rlx-fault-plan.h): send the commit @frame to
  * every member but the next in seniority, then die once it is written. */
 void        rlx_cohort_die_after_partial_commit (RlxCohortContext *ctx, GBytes *frame);

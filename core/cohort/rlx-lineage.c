@@ -1,0 +1,110 @@
+/* rlx-lineage.c — which history this node's steps belong to, across
+ * merges (rlx-lineage.h) */
+#include "rlx-config.h"
+#include "rlx-lineage.h"
+
+struct _RlxLineage {
+  gboolean   changing;   /* following a leader from outside our cohort */
+  guint64    term_base;  /* our step when the current term began */
+  char      *rule;       /* why the other group was kept (NULL: the default) */
+  GPtrArray *former;     /* ours when we yielded in a merge: told who leads */
+};
+
+RlxLineage *
+rlx_lineage_new (void)
+{
+  return g_new0 (RlxLineage, 1);
+}
+
+void
+rlx_lineage_free (RlxLineage *self)
+{
+  if (self == NULL)
+    return;
+  g_free (self->rule);
+  g_clear_pointer (&self->former, g_ptr_array_unref);
+  g_free (self);
+}
+
+gboolean
+rlx_lineage_is_changing (RlxLineage *self)
+{
+  return self->changing;
+}
+
+void
+rlx_lineage_change (RlxLineage *self)
+{
+  self->changing = TRUE;
+}
+
+void
+rlx_lineage_yield (RlxLineage *self, char *rule, GPtrArray *former)
+{
+  g_free (self->rule);
+  self->rule = rule;
+  self->changing = TRUE;
+  g_clear_pointer (&self->former, g_ptr_array_unref);
+  self->former = former;
+}
+
+GPtrArray *
+rlx_lineage_take_former (RlxLineage *self)
+{
+  return g_steal_pointer (&self->former);
+}
+
+void
+rlx_lineage_term_began (RlxLineage *self, guint64 applied)
+{
+  if (!self->changing)
+    self->term_base = applied;
+}
+
+guint64
+rlx_lineage_term_base (RlxLineage *self)
+{
+  return self->term_base;
+}
+
+JsonObject *
+rlx_lineage_adopted (RlxLineage *self, const char *from, const RlxMsgSnapshot *s, guint64 had,
+                     gint64 common_step, guint64 term_base, guint64 history_from, guint64 applied)
+{
+  JsonObject *o = NULL;
+
+  /* After a split: the steps this node had that the cohort does not. */
+  if (self->changing || had > (guint64) MAX (common_step, 0))
+    {
+      gboolean diverged = common_step >= 0 && (guint64) common_step < had;
+      if (self->changing || diverged)
+        {
+          /* Where the histories part: from the hashes when they overlap
+           * there, else the step at which our side's term began (the
+           * split, for the side that had to elect a leader of its own). */
+          guint64 common = common_step >= 0 ? (guint64) common_step
+                                            : MIN (had, MIN (term_base, s->step));
+          /* No step matched although the snapshot's hashes cover the first
+           * step of ours: we parted before it (a node that followed the
+           * other side's leader from a snapshot of its lineage; its term
+           * base may be as late as the leader change that ended it). */
+          if (common_step < 0 && s->hashes && history_from > 0 &&
+              s->hashes_from <= history_from && history_from < s->hashes_from + s->hashes->len)
+            common = MIN (common, history_from - 1);
+          o = json_object_new ();
+          json_object_set_string_member (o, "event", "merged");
+          json_object_set_string_member (o, "node", from);
+          json_object_set_int_member (o, "discarded", (gint64) (had - MIN (common, had)));
+          json_object_set_int_member (o, "from_step", (gint64) common + 1);
+          json_object_set_int_member (o, "to_step", (gint64) had);
+          json_object_set_boolean_member (o, "exact", common_step >= 0);
+          json_object_set_string_member (o, "rule", self->rule ? self->rule
+                                         : "the cohort this node was cut off from is kept");
+        }
+    }
+  if (self->changing)
+    self->term_base = applied;   /* the adopted lineage's term from here */
+  self->changing = FALSE;
+  g_clear_pointer (&self->rule, g_free);
+  return o;
+}

@@ -1,0 +1,101 @@
+/* test-lineage.c — which history a node's steps belong to across merges
+ * (core/cohort/rlx-lineage.h): the term base, the yield, and the "merged"
+ * event's range of discarded steps, from the hashes and without them.
+ */
+#include "rlx-config.h"
+#include "core/cohort/rlx-lineage.h"
+
+static void
+check_merged (JsonObject *o, gint64 discarded, gint64 from, gint64 to, gboolean exact,
+              const char *rule)
+{
+  g_assert_nonnull (o);
+  g_assert_cmpstr (json_object_get_string_member (o, "event"), ==, "merged");
+  g_assert_cmpstr (json_object_get_string_member (o, "node"), ==, "L");
+  g_assert_cmpint (json_object_get_int_member (o, "discarded"), ==, discarded);
+  g_assert_cmpint (json_object_get_int_member (o, "from_step"), ==, from);
+  g_assert_cmpint (json_object_get_int_member (o, "to_step"), ==, to);
+  g_assert_cmpint (json_object_get_boolean_member (o, "exact"), ==, exact);
+  g_assert_cmpstr (json_object_get_string_member (o, "rule"), ==, rule);
+  json_object_unref (o);
+}
+
+static void
+test_term_base (void)
+{
+  RlxLineage *l = rlx_lineage_new ();
+
+  rlx_lineage_term_began (l, 4);
+  g_assert_cmpuint (rlx_lineage_term_base (l), ==, 4);
+  /* the other side's term starts no base: what we did since ours began is
+   * what the merge discards */
+  rlx_lineage_change (l);
+  g_assert_true (rlx_lineage_is_changing (l));
+  rlx_lineage_term_began (l, 9);
+  g_assert_cmpuint (rlx_lineage_term_base (l), ==, 4);
+  rlx_lineage_free (l);
+}
+
+static void
+test_adopted (void)
+{
+  RlxLineage *l = rlx_lineage_new ();
+  RlxMsgSnapshot s = { 0 };
+  const char *fallback = "the cohort this node was cut off from is kept";
+
+  s.step = 20;
+  /* behind the cohort, on its history: nothing to say */
+  g_assert_null (rlx_lineage_adopted (l, "L", &s, 6, 6, 0, 1, 20));
+  g_assert_null (rlx_lineage_adopted (l, "L", &s, 0, -1, 0, 0, 20));
+  /* ahead of where the hashes agree: steps 8..10 are discarded, exactly */
+  check_merged (rlx_lineage_adopted (l, "L", &s, 10, 7, 0, 1, 20), 3, 8, 10, TRUE, fallback);
+
+  /* a merge we lost, hashes that do not overlap: from our term's base */
+  rlx_lineage_term_began (l, 5);
+  rlx_lineage_yield (l, g_strdup ("the larger group is kept"),
+                     g_ptr_array_new_with_free_func (g_free));
+  check_merged (rlx_lineage_adopted (l, "L", &s, 9, -1, 5, 0, 20), 4, 6, 9, FALSE,
+                "the larger group is kept");
+  /* the adopted lineage's term from its step; the rule was for that merge */
+  g_assert_false (rlx_lineage_is_changing (l));
+  g_assert_cmpuint (rlx_lineage_term_base (l), ==, 20);
+
+  /* no step matched although the snapshot's hashes cover our first one
+   * (step 3): we parted before it */
+  s.hashes = g_array_new (FALSE, FALSE, sizeof (guint64));
+  for (guint64 h = 0; h < 5; h++)
+    g_array_append_val (s.hashes, h);
+  s.hashes_from = 1;
+  rlx_lineage_change (l);
+  check_merged (rlx_lineage_adopted (l, "L", &s, 9, -1, 5, 3, 20), 7, 3, 9, FALSE, fallback);
+  g_array_unref (s.hashes);
+  rlx_lineage_free (l);
+}
+
+static void
+test_former (void)
+{
+  RlxLineage *l = rlx_lineage_new ();
+  GPtrArray *former = g_ptr_array_new_with_free_func (g_free);
+  GPtrArray *got;
+
+  g_assert_null (rlx_lineage_take_former (l));
+  g_ptr_array_add (former, g_strdup ("m1"));
+  rlx_lineage_yield (l, g_strdup ("rule"), former);
+  g_assert_true (rlx_lineage_is_changing (l));
+  got = rlx_lineage_take_former (l);
+  g_assert_true (got == former);
+  g_assert_null (rlx_lineage_take_former (l));   /* told once */
+  g_ptr_array_unref (got);
+  rlx_lineage_free (l);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/cohort/lineage/term-base", test_term_base);
+  g_test_add_func ("/cohort/lineage/adopted", test_adopted);
+  g_test_add_func ("/cohort/lineage/former", test_former);
+  return g_test_run ();
+}

@@ -17,77 +17,75 @@ typedef struct {
 } Eval;
 
 void
-rlx_coordinator_emit_simple (RlxCoordinator *self, const char *name, const char *node,
+rlx_coordinator_emit_simple (RlxCoordinator *self, RlxEventKind kind, const char *node,
                              const char *reason)
 {
-  JsonObject *o = event_new (name);
-
-  if (node)
-    json_object_set_string_member (o, "node", node);
-  if (reason)
-    json_object_set_string_member (o, "reason", reason);
-  rlx_coordinator_event_emit (self, o);
+  rlx_coordinator_emit_event (self, rlx_event_note_new (kind, node, reason));
 }
 
 void
 rlx_coordinator_emit_error (RlxCoordinator *self, const char *message)
 {
-  rlx_coordinator_emit_simple (self, "error", self->node_id, message);
+  rlx_coordinator_emit_simple (self, RLX_EVENT_ERROR, self->node_id, message);
 }
 
 void
 rlx_coordinator_emit_joined (RlxCoordinator *self)
 {
   RlxBackend *b = rlx_worker_backend (self->worker);
-  JsonObject *o;
+  RlxEvent *e;
+  RlxEventJoined *j;
 
   if (self->joined_reported)
     return;
   self->joined_reported = TRUE;
-  o = event_new ("joined");
-  json_object_set_string_member (o, "node", self->node_id);
-  json_object_set_string_member (o, "cohort", self->cohort);
-  json_object_set_string_member (o, "role", rlx_role_name (role (self)));
-  json_object_set_int_member (o, "step", (gint64) applied (self));
-  rlx_coordinator_set_hash_member (o, "hash", rlx_replica_get_hash (self->replica));
-  json_object_set_string_member (o, "backend", rlx_backend_name (b));
-  json_object_set_string_member (o, "device", rlx_backend_device (b));
-  json_object_set_string_member (o, "fallback", rlx_backend_fallback (b));
-  json_object_set_string_member (o, "precision", rlx_precision_to_string (self->ctx.precision));
-  rlx_coordinator_event_emit (self, o);
+  e = rlx_event_new (RLX_EVENT_JOINED);
+  j = &e->u.joined;
+  j->node = g_strdup (self->node_id);
+  j->cohort = g_strdup (self->cohort);
+  j->role = g_strdup (rlx_role_name (role (self)));
+  j->step = applied (self);
+  j->hash = rlx_replica_get_hash (self->replica);
+  j->backend = g_strdup (rlx_backend_name (b));
+  j->device = g_strdup (rlx_backend_device (b));
+  j->fallback = g_strdup (rlx_backend_fallback (b));
+  j->precision = g_strdup (rlx_precision_to_string (self->ctx.precision));
+  rlx_coordinator_emit_event (self, e);
 }
 
 void
 rlx_coordinator_emit_leader (RlxCoordinator *self)
 {
-  JsonObject *o = event_new ("leader");
+  RlxEvent *e = rlx_event_new (RLX_EVENT_LEADER);
 
-  json_object_set_string_member (o, "node", rlx_leadership_get_leader (self->lead));
-  json_object_set_int_member (o, "term", (gint64) rlx_leadership_get_term (self->lead));
-  json_object_set_int_member (o, "step", (gint64) applied (self));
-  rlx_coordinator_event_emit (self, o);
+  e->u.leader.node = g_strdup (rlx_leadership_get_leader (self->lead));
+  e->u.leader.term = rlx_leadership_get_term (self->lead);
+  e->u.leader.step = applied (self);
+  rlx_coordinator_emit_event (self, e);
 }
 
 void
-rlx_coordinator_emit_member (RlxCoordinator *self, const char *name, const char *id,
+rlx_coordinator_emit_member (RlxCoordinator *self, RlxEventKind kind, const char *id,
                              const char *reason)
 {
-  JsonObject *o = event_new (name);
+  RlxEvent *e = rlx_event_new (kind);
+  RlxEventMember *m = &e->u.member;
   RlxPeer *p = rlx_peer_set_lookup (self->peers, id);
 
-  json_object_set_string_member (o, "node", id);
-  if (reason)
-    json_object_set_string_member (o, "reason", reason);
-  else if (p)
+  g_return_if_fail (kind == RLX_EVENT_MEMBER_JOINED || kind == RLX_EVENT_MEMBER_LEFT);
+  m->node = g_strdup (id);
+  m->reason = g_strdup (reason);
+  if (reason == NULL && p)
     {
-      json_object_set_string_member (o, "host", p->host);
-      json_object_set_string_member (o, "backend", p->backend);
-      json_object_set_string_member (o, "device", p->device);
-      json_object_set_string_member (o, "fallback", p->fallback);
-      json_object_set_string_member (o, "precision", rlx_precision_to_string (p->precision));
+      m->has_peer = TRUE;
+      m->host = g_strdup (p->host);
+      m->backend = g_strdup (p->backend);
+      m->device = g_strdup (p->device);
+      m->fallback = g_strdup (p->fallback);
+      m->precision = g_strdup (rlx_precision_to_string (p->precision));
     }
-  json_object_set_int_member (o, "step", (gint64) applied (self));
-  rlx_coordinator_event_emit (self, o);
+  m->step = applied (self);
+  rlx_coordinator_emit_event (self, e);
 }
 
 static void
@@ -111,27 +109,26 @@ rlx_coordinator_emit_step (RlxCoordinator *self, guint64 step, guint64 hash, dou
                            guint n_members)
 {
   const RlxWireCounters *t = rlx_peer_set_get_totals (self->peers);
-  JsonObject *o = event_new ("step");
+  RlxEvent *e = rlx_event_new (RLX_EVENT_STEP);
+  RlxEventStep *s = &e->u.step;
 
-  json_object_set_int_member (o, "step", (gint64) step);
-  json_object_set_double_member (o, "loss", loss);
-  json_object_set_string_member (o, "leader", rlx_leadership_get_leader (self->lead));
-  json_object_set_int_member (o, "term", (gint64) rlx_leadership_get_term (self->lead));
-  json_object_set_int_member (o, "members", n_members);
-  json_object_set_int_member (o, "samples", (gint64) samples);
-  json_object_set_int_member (
-      o, "assigned", self->assigned_step[step % 4] == step ? self->assigned_count[step % 4] : 0);
-  rlx_coordinator_set_hash_member (o, "hash", hash);
-  json_object_set_int_member (o, "bytes_tx", (gint64) t->tx_bytes);
-  json_object_set_int_member (o, "bytes_rx", (gint64) t->rx_bytes);
-  json_object_set_int_member (o, "bytes_f32", (gint64) (t->tx_f32_bytes + t->rx_f32_bytes));
-  json_object_set_boolean_member (o, "contributed",
-                                  str_array_contains (contributors, self->node_id));
-  json_object_set_int_member (o, "contributors", contributors ? contributors->len : 0);
-  json_object_set_int_member (o, "late", late);
-  json_object_set_int_member (o, "rejected", rejected);
-  json_object_set_int_member (o, "time_us", g_get_monotonic_time ());
-  rlx_coordinator_event_emit (self, o);
+  s->step = step;
+  s->loss = loss;
+  s->leader = g_strdup (rlx_leadership_get_leader (self->lead));
+  s->term = rlx_leadership_get_term (self->lead);
+  s->members = n_members;
+  s->samples = samples;
+  s->assigned = self->assigned_step[step % 4] == step ? self->assigned_count[step % 4] : 0;
+  s->hash = hash;
+  s->bytes_tx = t->tx_bytes;
+  s->bytes_rx = t->rx_bytes;
+  s->bytes_f32 = t->tx_f32_bytes + t->rx_f32_bytes;
+  s->contributed = str_array_contains (contributors, self->node_id);
+  s->contributors = contributors ? contributors->len : 0;
+  s->late = late;
+  s->rejected = rejected;
+  s->time_us = g_get_monotonic_time ();
+  rlx_coordinator_emit_event (self, e);
   rlx_coordinator_notify (self, PROP_STEP);
   rlx_coordinator_notify (self, PROP_LOSS);
   notify_bytes (self);
@@ -187,15 +184,15 @@ rlx_coordinator_send_join (RlxCoordinator *self, const char *reason)
 void
 rlx_coordinator_note_precision (RlxCoordinator *self, RlxPeer *p, RlxPrecision precision)
 {
-  JsonObject *o;
+  RlxEvent *e;
 
   if (p->precision == precision)
     return;
   p->precision = precision;
-  o = event_new ("precision");
-  json_object_set_string_member (o, "node", p->id);
-  json_object_set_string_member (o, "precision", rlx_precision_to_string (precision));
-  rlx_coordinator_event_emit (self, o);
+  e = rlx_event_new (RLX_EVENT_PRECISION);
+  e->u.precision.node = g_strdup (p->id);
+  e->u.precision.precision = g_strdup (rlx_precision_to_string (precision));
+  rlx_coordinator_emit_event (self, e);
   rlx_coordinator_roster_sync (self);
 }
 
@@ -271,13 +268,13 @@ rlx_coordinator_members_replace (RlxCoordinator *self, GPtrArray *next)
     {
       const char *id = g_ptr_array_index (cur, i);
       if (!str_array_contains (next, id) && !is_self (self, id))
-        rlx_coordinator_emit_member (self, "member-left", id, "removed by the leader");
+        rlx_coordinator_emit_member (self, RLX_EVENT_MEMBER_LEFT, id, "removed by the leader");
     }
   for (guint i = 0; i < next->len; i++)
     {
       const char *id = g_ptr_array_index (next, i);
       if (!str_array_contains (cur, id) && !is_self (self, id))
-        rlx_coordinator_emit_member (self, "member-joined", id, NULL);
+        rlx_coordinator_emit_member (self, RLX_EVENT_MEMBER_JOINED, id, NULL);
     }
   rlx_leadership_set_members (self->lead, next);
   rlx_coordinator_roster_sync (self);
@@ -307,11 +304,11 @@ rlx_coordinator_on_checkpoint_written (RlxCheckpointer *ckpt, guint64 step, cons
                                        gpointer user_data)
 {
   RlxCoordinator *self = user_data;
-  JsonObject *o = event_new ("checkpoint");
+  RlxEvent *e = rlx_event_new (RLX_EVENT_CHECKPOINT);
 
-  json_object_set_int_member (o, "step", (gint64) step);
-  json_object_set_string_member (o, "path", path);
-  rlx_coordinator_event_emit (self, o);
+  e->u.checkpoint.step = step;
+  e->u.checkpoint.path = g_strdup (path);
+  rlx_coordinator_emit_event (self, e);
   if (self->finish_after_checkpoint && !self->finished && !rlx_checkpointer_busy (ckpt))
     rlx_coordinator_finish (self, TRUE, "all steps committed");
   if (self->leave_id != 0)
@@ -363,15 +360,15 @@ on_evaluated (GObject *source, GAsyncResult *result, gpointer user_data)
    * be freed last on the evaluation thread, and a coordinator finalized
    * there would free its worker on the wrong thread. */
   g_autoptr(RlxCoordinator) self = g_steal_pointer (&e->self);
-  JsonObject *o;
+  RlxEvent *ev;
 
   if (g_cancellable_is_cancelled (self->cancellable))
     return;
-  o = event_new ("evaluated");
-  json_object_set_int_member (o, "step", (gint64) e->step);
-  json_object_set_double_member (o, "accuracy", e->accuracy);
-  json_object_set_double_member (o, "test_loss", isfinite (e->loss) ? e->loss : -1);
-  rlx_coordinator_event_emit (self, o);
+  ev = rlx_event_new (RLX_EVENT_EVALUATED);
+  ev->u.evaluated.step = e->step;
+  ev->u.evaluated.accuracy = e->accuracy;
+  ev->u.evaluated.test_loss = isfinite (e->loss) ? e->loss : -1;
+  rlx_coordinator_emit_event (self, ev);
 }
 
 static void
@@ -405,9 +402,9 @@ maybe_evaluate (RlxCoordinator *self, guint64 step)
 /* ── what the role objects may ask of the coordinator (RlxCohortOps) ──── */
 
 static void
-op_emit (gpointer owner, JsonObject *event)
+op_emit (gpointer owner, RlxEvent *event)
 {
-  rlx_coordinator_event_emit (owner, event);
+  rlx_coordinator_emit_event (owner, event);
 }
 
 static gboolean
@@ -444,9 +441,9 @@ op_assigned (gpointer owner, guint64 step, guint count)
 }
 
 static void
-op_member_event (gpointer owner, const char *name, const char *id, const char *reason)
+op_member_event (gpointer owner, RlxEventKind kind, const char *id, const char *reason)
 {
-  rlx_coordinator_emit_member (owner, name, id, reason);
+  rlx_coordinator_emit_member (owner, kind, id, reason);
   rlx_coordinator_roster_sync (owner);
 }
 

@@ -185,8 +185,6 @@ applied (RlxCoordinator *self)
   return rlx_replica_get_step (self->replica);
 }
 
-#define event_new rlx_cohort_event_new
-
 /* A peer in a cohort (leader or member) tells who leads it. */
 static inline const char *
 peer_leader (RlxPeer *p)
@@ -206,19 +204,19 @@ void rlx_coordinator_notify (RlxCoordinator *self, guint prop);
 void rlx_coordinator_note_backend (RlxCoordinator *self, guint64 host_bytes, guint64 ahead,
                                    guint64 update_ahead);
 void rlx_coordinator_emit_discover (RlxCoordinator *self);
-void rlx_coordinator_event_emit (RlxCoordinator *self, JsonObject *o);
 
 /* events */
 /* what the role objects may ask of the coordinator */
 extern const RlxCohortOps rlx_coordinator_cohort_ops;
-void rlx_coordinator_event_emit (RlxCoordinator *self, JsonObject *o);
-#define rlx_coordinator_set_hash_member rlx_cohort_set_hash_member
-void     rlx_coordinator_emit_simple (RlxCoordinator *self, const char *name, const char *node,
+/* emit @event (taken) */
+void rlx_coordinator_emit_event (RlxCoordinator *self, RlxEvent *event);
+/* a note kind (RLX_EVENT_ERROR, _REJOINING, …) with a node and a reason */
+void     rlx_coordinator_emit_simple (RlxCoordinator *self, RlxEventKind kind, const char *node,
                                       const char *reason);
 void rlx_coordinator_emit_error (RlxCoordinator *self, const char *message);
 void rlx_coordinator_emit_joined (RlxCoordinator *self);
 void rlx_coordinator_emit_leader (RlxCoordinator *self);
-void     rlx_coordinator_emit_member (RlxCoordinator *self, const char *name, const char *id,
+void     rlx_coordinator_emit_member (RlxCoordinator *self, RlxEventKind kind, const char *id,
                                       const char *reason);
 void rlx_coordinator_note_assigned (RlxCoordinator *self, guint64 step, guint count);
 void     rlx_coordinator_emit_step (RlxCoordinator *self, guint64 step, guint64 hash, double loss,

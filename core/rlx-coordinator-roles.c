@@ -61,7 +61,7 @@ rlx_coordinator_transition (RlxCoordinator *self, RlxRole to, const char *leader
       self->joined_reported = FALSE;
       rlx_follower_forget_frames (self->follower);
       if (reason)
-        rlx_coordinator_emit_simple (self, "rejoining", self->node_id, reason);
+        rlx_coordinator_emit_simple (self, RLX_EVENT_REJOINING, self->node_id, reason);
       /* Look for peers from the main loop's next turn (the link that just
        * closed is still being torn down under us). */
       rlx_coordinator_start_found_timer (self, 50);
@@ -150,12 +150,12 @@ static void
 on_resume_loaded (RlxReplica *replica, gboolean ok, gpointer user_data)
 {
   RlxCoordinator *self = user_data;
-  JsonObject *o = event_new ("resumed");
+  RlxEvent *e = rlx_event_new (RLX_EVENT_RESUMED);
 
-  json_object_set_int_member (o, "step", (gint64) rlx_replica_get_step (replica));
-  rlx_coordinator_set_hash_member (o, "hash", rlx_replica_get_hash (replica));
-  json_object_set_string_member (o, "path", rlx_checkpointer_get_path (self->ckpt));
-  rlx_coordinator_event_emit (self, o);
+  e->u.resumed.step = rlx_replica_get_step (replica);
+  e->u.resumed.hash = rlx_replica_get_hash (replica);
+  e->u.resumed.path = g_strdup (rlx_checkpointer_get_path (self->ckpt));
+  rlx_coordinator_emit_event (self, e);
   become_leader (self, 1, TRUE);
 }
 
@@ -230,7 +230,7 @@ on_found_timer (gpointer user_data)
     {
       self->waiting_reported = TRUE;
       rlx_coordinator_emit_simple (
-          self, "waiting", self->node_id,
+          self, RLX_EVENT_WAITING, self->node_id,
           "no cohort reachable yet; this node only joins one (it was given peers to "
           "join), so it waits and keeps looking");
     }
@@ -333,7 +333,7 @@ rlx_coordinator_successor_check (RlxCoordinator *self, RlxPeer *p)
   why = g_strdup_printf ("%s, next in line after the leader was lost, has not taken over: %s "
                          "leads the cohort (term %" G_GUINT64_FORMAT ") and this node rejoins it",
                          rlx_leadership_get_leader (self->lead), leader, their_term);
-  rlx_coordinator_emit_simple (self, "rejoining", self->node_id, why);
+  rlx_coordinator_emit_simple (self, RLX_EVENT_REJOINING, self->node_id, why);
   rlx_coordinator_transition (self, RLX_ROLE_JOINING, leader, MAX (term, their_term), "resync");
   return TRUE;
 }
@@ -380,7 +380,7 @@ rlx_coordinator_leader_lost (RlxCoordinator *self, const char *old, const char *
   if (role (self) != RLX_ROLE_MEMBER)
     return;
   if (rlx_leadership_remove_member (self->lead, old))
-    rlx_coordinator_emit_member (self, "member-left", old, reason);
+    rlx_coordinator_emit_member (self, RLX_EVENT_MEMBER_LEFT, old, reason);
   next = rlx_leadership_successor (self->lead, is_alive, self);
   if (next == NULL || is_self (self, next))
     become_leader (self, rlx_leadership_get_term (self->lead) + 1, FALSE);

@@ -73,10 +73,12 @@ rlx_coordinator_emit_discover (RlxCoordinator *self)
 }
 
 void
-rlx_coordinator_event_emit (RlxCoordinator *self, JsonObject *o)
+rlx_coordinator_emit_event (RlxCoordinator *self, RlxEvent *event)
 {
+  g_autoptr(JsonObject) o = rlx_event_to_json (event);
+
   g_signal_emit (self, signals[SIG_EVENT], 0, o);
-  json_object_unref (o);
+  rlx_event_unref (event);
 }
 
 static void
@@ -163,12 +165,13 @@ on_message (RlxPeerSet *set, RlxPeer *p, RlxMsg *m, gpointer user_data)
       break;
     case RLX_MSG_REJECT:
       {
-        JsonObject *o = event_new ("rejected");
-        json_object_set_string_member (o, "node", self->node_id);
-        json_object_set_int_member (o, "step", (gint64) m->u.reject.step);
-        json_object_set_string_member (o, "reason", m->u.reject.reason);
-        json_object_set_string_member (o, "by", p->id);
-        rlx_coordinator_event_emit (self, o);
+        RlxEvent *e = rlx_event_new (RLX_EVENT_REJECTED);
+        e->u.rejected.node = g_strdup (self->node_id);
+        e->u.rejected.has_step = TRUE;
+        e->u.rejected.step = m->u.reject.step;
+        e->u.rejected.reason = g_strdup (m->u.reject.reason);
+        e->u.rejected.by = g_strdup (p->id);
+        rlx_coordinator_emit_event (self, e);
         break;
       }
     case RLX_MSG_HELLO:
@@ -208,7 +211,7 @@ on_peer_lost (RlxPeerSet *set, RlxPeer *p, const char *reason, gpointer user_dat
     {
       if (rlx_leadership_remove_member (self->lead, id))
         {
-          rlx_coordinator_emit_member (self, "member-left", id, reason);
+          rlx_coordinator_emit_member (self, RLX_EVENT_MEMBER_LEFT, id, reason);
           rlx_coordinator_roster_sync (self);
           rlx_leader_member_lost (self->leader, id);
         }
@@ -256,12 +259,12 @@ on_refused (RlxPeerSet *set, const char *node, const char *reason, const char *b
             RlxPeer *peer, gpointer user_data)
 {
   RlxCoordinator *self = user_data;
-  JsonObject *o = event_new ("refused");
+  RlxEvent *e = rlx_event_new (RLX_EVENT_REFUSED);
 
-  json_object_set_string_member (o, "node", node);
-  json_object_set_string_member (o, "reason", reason);
-  json_object_set_string_member (o, "by", by);
-  rlx_coordinator_event_emit (self, o);
+  e->u.refused.node = g_strdup (node);
+  e->u.refused.reason = g_strdup (reason);
+  e->u.refused.by = g_strdup (by);
+  rlx_coordinator_emit_event (self, e);
   /* Refused by (or refusing) a cohort that exists: this node cannot take
    * part. */
   if (hello && (hello->u.hello.role == RLX_ROLE_LEADER || hello->u.hello.role == RLX_ROLE_MEMBER) &&
@@ -302,26 +305,26 @@ on_dropped (RlxPeerSet *set, RlxPeer *p, const char *klass, guint64 total, const
             gpointer user_data)
 {
   RlxCoordinator *self = user_data;
-  JsonObject *o = event_new ("dropped");
+  RlxEvent *e = rlx_event_new (RLX_EVENT_DROPPED);
 
-  json_object_set_string_member (o, "node", p->id ? p->id : rlx_link_get_peer (p->link));
-  json_object_set_string_member (o, "class", klass);
-  json_object_set_int_member (o, "total", (gint64) total);
-  json_object_set_string_member (o, "reason", reason);
-  rlx_coordinator_event_emit (self, o);
+  e->u.dropped.node = g_strdup (p->id ? p->id : rlx_link_get_peer (p->link));
+  e->u.dropped.class = g_strdup (klass);
+  e->u.dropped.total = total;
+  e->u.dropped.reason = g_strdup (reason);
+  rlx_coordinator_emit_event (self, e);
 }
 
 static void
 on_send_failed (RlxPeerSet *set, RlxPeer *p, const char *reason, gpointer user_data)
 {
-  rlx_coordinator_emit_simple (user_data, "send-failed",
+  rlx_coordinator_emit_simple (user_data, RLX_EVENT_SEND_FAILED,
                                p->id ? p->id : rlx_link_get_peer (p->link), reason);
 }
 
 static void
 on_bad_frame (RlxPeerSet *set, RlxPeer *p, const char *message, gpointer user_data)
 {
-  rlx_coordinator_emit_simple (user_data, "error", p->id ? p->id : rlx_link_get_peer (p->link),
+  rlx_coordinator_emit_simple (user_data, RLX_EVENT_ERROR, p->id ? p->id : rlx_link_get_peer (p->link),
                                message);
 }
 
@@ -363,25 +366,25 @@ finish_report (RlxCoordinator *self)
 {
   const RlxWireCounters *t = rlx_peer_set_get_totals (self->peers);
   gboolean success = self->finish_success;
-  JsonObject *o;
+  RlxEvent *e = rlx_event_new (RLX_EVENT_DONE);
+  RlxEventDone *d = &e->u.done;
 
-  o = event_new ("done");
-  json_object_set_string_member (o, "node", self->node_id);
-  json_object_set_boolean_member (o, "success", success);
-  json_object_set_string_member (o, "message", self->finish_message);
-  json_object_set_int_member (o, "step", (gint64) applied (self));
-  rlx_coordinator_set_hash_member (o, "hash", rlx_replica_get_hash (self->replica));
-  json_object_set_double_member (o, "loss", rlx_replica_get_loss (self->replica));
-  json_object_set_int_member (o, "late", (gint64) rlx_round_stats_get_late (self->stats));
-  json_object_set_int_member (o, "rejected", (gint64) rlx_round_stats_get_rejected (self->stats));
+  d->node = g_strdup (self->node_id);
+  d->success = success;
+  d->message = g_strdup (self->finish_message);
+  d->step = applied (self);
+  d->hash = rlx_replica_get_hash (self->replica);
+  d->loss = rlx_replica_get_loss (self->replica);
+  d->late = rlx_round_stats_get_late (self->stats);
+  d->rejected = rlx_round_stats_get_rejected (self->stats);
   /* whether its threads polled instead of sleeping while it trained
    * (RLX_BUSY_POLL) */
-  json_object_set_boolean_member (o, "busy_poll", self->busy_poll_used);
-  rlx_round_stats_write (self->stats, o);
-  json_object_set_int_member (o, "bytes_tx", (gint64) t->tx_bytes);
-  json_object_set_int_member (o, "bytes_rx", (gint64) t->rx_bytes);
-  json_object_set_int_member (o, "bytes_f32", (gint64) (t->tx_f32_bytes + t->rx_f32_bytes));
-  rlx_coordinator_event_emit (self, o);
+  d->busy_poll = self->busy_poll_used;
+  rlx_round_stats_write (self->stats, d);
+  d->bytes_tx = t->tx_bytes;
+  d->bytes_rx = t->rx_bytes;
+  d->bytes_f32 = t->tx_f32_bytes + t->rx_f32_bytes;
+  rlx_coordinator_emit_event (self, e);
   g_signal_emit (self, signals[SIG_FINISHED], 0, success, self->finish_message);
 }
 
@@ -679,7 +682,7 @@ on_leader_op_done (RlxLeaderOp *op, const GError *error, gpointer user_data)
 
 /* A snapshot went out (either role sends them): the leader notes it. */
 static void
-on_snapshot_sent (const char *to, guint64 step, guint64 hash, JsonObject *event,
+on_snapshot_sent (const char *to, guint64 step, guint64 hash, RlxEvent *event,
                   gpointer user_data)
 {
   RlxCoordinator *self = user_data;
@@ -908,7 +911,7 @@ rlx_coordinator_get_bytes_f32 (RlxCoordinator *self)
 void
 rlx_coordinator_set_precision (RlxCoordinator *self, RlxPrecision precision)
 {
-  JsonObject *o;
+  RlxEvent *e;
 
   g_return_if_fail (RLX_IS_COORDINATOR (self));
   g_return_if_fail ((guint) precision < RLX_PRECISION_COUNT);
@@ -916,10 +919,10 @@ rlx_coordinator_set_precision (RlxCoordinator *self, RlxPrecision precision)
   if (self->ctx.precision == precision)
     return;
   self->ctx.precision = precision;
-  o = event_new ("precision");
-  json_object_set_string_member (o, "node", self->node_id);
-  json_object_set_string_member (o, "precision", rlx_precision_to_string (precision));
-  rlx_coordinator_event_emit (self, o);
+  e = rlx_event_new (RLX_EVENT_PRECISION);
+  e->u.precision.node = g_strdup (self->node_id);
+  e->u.precision.precision = g_strdup (rlx_precision_to_string (precision));
+  rlx_coordinator_emit_event (self, e);
   g_object_notify_by_pspec (G_OBJECT (self), props[PROP_PRECISION]);
   rlx_coordinator_roster_sync (self);
 }

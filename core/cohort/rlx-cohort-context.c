@@ -8,45 +8,23 @@
 #include <string.h>
 #include <unistd.h>
 
-JsonObject *
-rlx_cohort_event_new (const char *name)
-{
-  JsonObject *o = json_object_new ();
-
-  json_object_set_string_member (o, "event", name);
-  return o;
-}
-
-void
-rlx_cohort_set_hash_member (JsonObject *o, const char *name, guint64 hash)
-{
-  g_autofree char *h = rlx_msg_hash_to_string (hash);
-  json_object_set_string_member (o, name, h);
-}
-
 void
 rlx_cohort_emit_error (RlxCohortContext *ctx, const char *message)
 {
-  JsonObject *o = rlx_cohort_event_new ("error");
-
-  json_object_set_string_member (o, "node", ctx->node_id);
-  if (message)
-    json_object_set_string_member (o, "reason", message);
-  ctx->ops->emit (ctx->owner, o);
+  ctx->ops->emit (ctx->owner, rlx_event_note_new (RLX_EVENT_ERROR, ctx->node_id, message));
 }
 
 void
 rlx_cohort_emit_snapshot_from (RlxCohortContext *ctx, const char *from, guint64 step,
                                guint64 hash, const char *reason)
 {
-  JsonObject *o = rlx_cohort_event_new ("snapshot");
+  RlxEvent *e = rlx_event_new (RLX_EVENT_SNAPSHOT);
 
-  json_object_set_string_member (o, "from", from);
-  json_object_set_int_member (o, "step", (gint64) step);
-  rlx_cohort_set_hash_member (o, "hash", hash);
-  if (reason)
-    json_object_set_string_member (o, "reason", reason);
-  ctx->ops->emit (ctx->owner, o);
+  e->u.snapshot.from = g_strdup (from);
+  e->u.snapshot.step = step;
+  e->u.snapshot.hash = hash;
+  e->u.snapshot.reason = g_strdup (reason);
+  ctx->ops->emit (ctx->owner, e);
 }
 
 void
@@ -216,7 +194,7 @@ on_snapshot_built (RlxReplica *replica, gboolean ok, gpointer user_data)
   RlxCohortContext *ctx = self->ctx;
   RlxPeer *p = rlx_peer_set_lookup (ctx->peers, j->to);
   gint64 t0 = rlx_round_stats_now ();
-  JsonObject *o;
+  RlxEvent *e;
 
   self->pending--;
   j->counted = FALSE;
@@ -226,12 +204,12 @@ on_snapshot_built (RlxReplica *replica, gboolean ok, gpointer user_data)
   if (p == NULL || j->frame == NULL || rlx_leadership_get_role (ctx->lead) == RLX_ROLE_STOPPED)
     return;
   ctx->ops->send_frame (ctx->owner, p, RLX_SEND_BULK, j->frame, ctx->n, RLX_PRECISION_F32);
-  o = rlx_cohort_event_new ("snapshot");
-  json_object_set_string_member (o, "to", j->to);
-  json_object_set_int_member (o, "step", (gint64) j->header.u.snapshot.step);
-  rlx_cohort_set_hash_member (o, "hash", j->header.u.snapshot.hash);
-  json_object_set_string_member (o, "reason", j->reason);
-  self->sent (j->to, j->header.u.snapshot.step, j->header.u.snapshot.hash, o, self->user_data);
+  e = rlx_event_new (RLX_EVENT_SNAPSHOT);
+  e->u.snapshot.to = g_strdup (j->to);
+  e->u.snapshot.step = j->header.u.snapshot.step;
+  e->u.snapshot.hash = j->header.u.snapshot.hash;
+  e->u.snapshot.reason = g_strdup (j->reason);
+  self->sent (j->to, j->header.u.snapshot.step, j->header.u.snapshot.hash, e, self->user_data);
 }
 
 void

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <json-glib/json-glib.h>
+#include "core/event/rlx-event.h"
 #include "core/cohort/rlx-compute-queue.h"
 #include "core/cohort/rlx-fault-plan.h"
 #include "core/cohort/rlx-leadership.h"
@@ -40,7 +41,7 @@ typedef struct _RlxSnapshots RlxSnapshots;
 /* What only the owner can do. @owner is RlxCohortContext.owner. */
 typedef struct {
   /* one event (taken) */
-  void     (*emit)          (gpointer owner, JsonObject *event);
+  void     (*emit)          (gpointer owner, RlxEvent *event);
   gboolean (*send_msg)      (gpointer owner, RlxPeer *p, const RlxMsg *m);
   gboolean (*send_frame)    (gpointer owner, RlxPeer *p, RlxSendClass klass, GBytes *frame,
                              gsize n, RlxPrecision precision);
@@ -52,8 +53,9 @@ typedef struct {
   void     (*step_changed)  (gpointer owner);
   /* this node's share of @step (the "step" event's "assigned") */
   void     (*assigned)      (gpointer owner, guint64 step, guint count);
-  /* a member joined (name "member-joined") or left; @reason NULL for a join */
-  void     (*member_event)  (gpointer owner, const char *name, const char *id, const char *reason);
+  /* a member joined (RLX_EVENT_MEMBER_JOINED) or left; @reason NULL for a join */
+  void     (*member_event)  (gpointer owner, RlxEventKind kind, const char *id,
+                             const char *reason);
   /* a peer's frames come at another precision now */
   void     (*peer_precision) (gpointer owner, RlxPeer *p, RlxPrecision precision);
   /* checkpoint if it is time (the last step, @final: always, then finish) */
@@ -160,9 +162,6 @@ rlx_cohort_str_array_copy (GPtrArray *a)
   return out;
 }
 
-/* A new event object named @name. */
-JsonObject *rlx_cohort_event_new (const char *name);
-void        rlx_cohort_set_hash_member (JsonObject *o, const char *name, guint64 hash);
 /* "error" with this node's id. */
 void        rlx_cohort_emit_error (RlxCohortContext *ctx, const char *message);
 /* "snapshot" from @from (loaded here). */
@@ -183,7 +182,7 @@ void        rlx_cohort_note_self_speed (RlxCohortContext *ctx, guint samples, gi
  * state it carried and its "snapshot" event (taken: @sent emits it, after
  * noting the state the peer now has). */
 typedef void (*RlxSnapshotSentFunc) (const char *to, guint64 step, guint64 hash,
-                                     JsonObject *event, gpointer user_data);
+                                     RlxEvent *event, gpointer user_data);
 RlxSnapshots *rlx_snapshots_new     (RlxCohortContext *ctx, RlxSnapshotSentFunc sent,
                                      gpointer user_data);
 void          rlx_snapshots_free    (RlxSnapshots *self);

@@ -166,10 +166,10 @@ rlx_commits_check (RlxCommits *self)
       g_queue_pop_head (&self->queue);
       for (guint i = 0; forced && i < c->waiting->len; i++)
         {
-          JsonObject *o = rlx_cohort_event_new ("ack-timeout");
-          json_object_set_string_member (o, "node", g_ptr_array_index (c->waiting, i));
-          json_object_set_int_member (o, "step", (gint64) c->step);
-          ctx->ops->emit (ctx->owner, o);
+          RlxEvent *e = rlx_event_new (RLX_EVENT_ACK_TIMEOUT);
+          e->u.node_step.node = g_strdup (g_ptr_array_index (c->waiting, i));
+          e->u.node_step.step = c->step;
+          ctx->ops->emit (ctx->owner, e);
         }
       ctx->ops->committed (ctx->owner, c->step, c->hash, c->loss, c->samples, c->contributors,
                            c->late, c->rejected, c->members);

@@ -459,7 +459,7 @@ on_snapshot_loaded (RlxReplica *replica, gboolean ok, gpointer user_data)
   RlxCohortContext *ctx = self->ctx;
   RlxMsgSnapshot *s = &l->msg.u.snapshot;
   RlxPeer *p = rlx_peer_set_lookup (ctx->peers, l->msg.node);
-  JsonObject *merged;
+  RlxEvent *merged;
   BUSY_BEGIN;
 
   ctx->loading = FALSE;

@@ -54,9 +54,9 @@ static void leader_finalize (RlxLeader *self);
 static void send_reject (RlxLeader *self, const char *id, guint64 step, const char *reason);
 
 static void
-emit (RlxLeader *self, JsonObject *o)
+emit (RlxLeader *self, RlxEvent *e)
 {
-  OWNER (emit, o);
+  OWNER (emit, e);
 }
 
 static guint
@@ -641,12 +641,13 @@ static void
 send_reject (RlxLeader *self, const char *id, guint64 step, const char *reason)
 {
   RlxPeer *p = rlx_peer_set_lookup (self->ctx->peers, id);
-  JsonObject *o = rlx_cohort_event_new ("rejected");
+  RlxEvent *e = rlx_event_new (RLX_EVENT_REJECTED);
 
-  json_object_set_string_member (o, "node", id);
-  json_object_set_int_member (o, "step", (gint64) step);
-  json_object_set_string_member (o, "reason", reason);
-  emit (self, o);
+  e->u.rejected.node = g_strdup (id);
+  e->u.rejected.has_step = TRUE;
+  e->u.rejected.step = step;
+  e->u.rejected.reason = g_strdup (reason);
+  emit (self, e);
   rlx_round_stats_rejected (self->ctx->stats);
   if (p)
     {
@@ -674,13 +675,13 @@ on_round_late (RlxRound *round, const char *node, guint64 step, const char *reas
                gpointer user_data)
 {
   RlxLeader *self = user_data;
-  JsonObject *o = rlx_cohort_event_new ("late");
+  RlxEvent *e = rlx_event_new (RLX_EVENT_LATE);
 
   rlx_round_stats_late (self->ctx->stats);
-  json_object_set_string_member (o, "node", node);
-  json_object_set_int_member (o, "step", (gint64) step);
-  json_object_set_string_member (o, "reason", reason);
-  emit (self, o);
+  e->u.node_step.node = g_strdup (node);
+  e->u.node_step.step = step;
+  e->u.node_step.reason = g_strdup (reason);
+  emit (self, e);
 }
 
 /* A member's bucket (or refusal) for a step: judged once the member's
@@ -785,7 +786,7 @@ rlx_leader_on_ack (RlxLeader *self, RlxPeer *p, RlxMsgAck *a)
  * its member has that state now, and a round that waited for it starts. */
 void
 rlx_leader_snapshot_sent (RlxLeader *self, const char *to, guint64 step, guint64 hash,
-                          JsonObject *event)
+                          RlxEvent *event)
 {
   BUSY_BEGIN;
 
@@ -815,7 +816,7 @@ rlx_leader_admit (RlxLeader *self, RlxPeer *p, RlxMsgJoin *join)
     return;
   if (rlx_leadership_add_member (self->ctx->lead, p->id))
     {
-    OWNER (member_event, "member-joined", p->id, NULL);
+    OWNER (member_event, RLX_EVENT_MEMBER_JOINED, p->id, NULL);
     }
   ms = rlx_commits_member (self->commits, p->id);
   ms->known = FALSE;

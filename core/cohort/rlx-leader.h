@@ -63,6 +63,6 @@ void       rlx_leader_op_done   (RlxLeader *self, RlxLeaderOp *op, const GError 
 void       rlx_leader_commit_applied (RlxLeader *self);
 /* A snapshot went out (RlxSnapshotSentFunc; @event taken). */
 void       rlx_leader_snapshot_sent (RlxLeader *self, const char *to, guint64 step, guint64 hash,
-                                     JsonObject *event);
+                                     RlxEvent *event);
 
 G_END_DECLS

@@ -67,11 +67,11 @@ rlx_lineage_term_base (RlxLineage *self)
   return self->term_base;
 }
 
-JsonObject *
+RlxEvent *
 rlx_lineage_adopted (RlxLineage *self, const char *from, const RlxMsgSnapshot *s, guint64 had,
                      gint64 common_step, guint64 term_base, guint64 history_from, guint64 applied)
 {
-  JsonObject *o = NULL;
+  RlxEvent *e = NULL;
 
   /* After a split: the steps this node had that the cohort does not. */
   if (self->changing || had > (guint64) MAX (common_step, 0))
@@ -91,20 +91,19 @@ rlx_lineage_adopted (RlxLineage *self, const char *from, const RlxMsgSnapshot *s
           if (common_step < 0 && s->hashes && history_from > 0 &&
               s->hashes_from <= history_from && history_from < s->hashes_from + s->hashes->len)
             common = MIN (common, history_from - 1);
-          o = json_object_new ();
-          json_object_set_string_member (o, "event", "merged");
-          json_object_set_string_member (o, "node", from);
-          json_object_set_int_member (o, "discarded", (gint64) (had - MIN (common, had)));
-          json_object_set_int_member (o, "from_step", (gint64) common + 1);
-          json_object_set_int_member (o, "to_step", (gint64) had);
-          json_object_set_boolean_member (o, "exact", common_step >= 0);
-          json_object_set_string_member (o, "rule", self->rule ? self->rule
-                                         : "the cohort this node was cut off from is kept");
+          e = rlx_event_new (RLX_EVENT_MERGED);
+          e->u.merged.node = g_strdup (from);
+          e->u.merged.discarded = had - MIN (common, had);
+          e->u.merged.from_step = common + 1;
+          e->u.merged.to_step = had;
+          e->u.merged.exact = common_step >= 0;
+          e->u.merged.rule = g_strdup (self->rule ? self->rule
+                                       : "the cohort this node was cut off from is kept");
         }
     }
   if (self->changing)
     self->term_base = applied;   /* the adopted lineage's term from here */
   self->changing = FALSE;
   g_clear_pointer (&self->rule, g_free);
-  return o;
+  return e;
 }

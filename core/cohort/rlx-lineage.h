@@ -24,6 +24,7 @@
 
 #include <json-glib/json-glib.h>
 #include "core/cohort/rlx-msg.h"
+#include "core/event/rlx-event.h"
 
 G_BEGIN_DECLS
 
@@ -55,7 +56,7 @@ guint64     rlx_lineage_term_base   (RlxLineage *self);
  * Returns the "merged" event when steps of ours were discarded (or the
  * lineage changed), else NULL; from here the lineage is the snapshot's
  * (its term base @applied when it changed). */
-JsonObject *rlx_lineage_adopted     (RlxLineage *self, const char *from,
+RlxEvent   *rlx_lineage_adopted     (RlxLineage *self, const char *from,
                                      const RlxMsgSnapshot *s, guint64 had, gint64 common,
                                      guint64 term_base, guint64 history_from, guint64 applied);
 

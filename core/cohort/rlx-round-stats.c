@@ -132,27 +132,31 @@ guint64 rlx_round_stats_get_late (RlxRoundStats *self) { return self->late; }
 guint64 rlx_round_stats_get_rejected (RlxRoundStats *self) { return self->rejected; }
 
 void
-rlx_round_stats_write (RlxRoundStats *self, JsonObject *o)
+rlx_round_stats_write (RlxRoundStats *self, RlxEventDone *o)
 {
   if (self->rounds > 0)
     {
       double r = (double) self->rounds;
-      json_object_set_int_member (o, "rounds_measured", (gint64) self->rounds);
-      json_object_set_double_member (o, "round_ms", self->round_us / r / 1000.0);
-      json_object_set_double_member (o, "compute_ms", self->compute_us / r / 1000.0);
+      o->has_rounds = TRUE;
+      o->rounds_measured = self->rounds;
+      o->round_ms = self->round_us / r / 1000.0;
+      o->compute_ms = self->compute_us / r / 1000.0;
       /* main-loop time of the leader's handlers per round (CPU time of the
        * main thread), socket sends included (send_ms: those alone) */
-      json_object_set_double_member (o, "coordinator_ms", self->busy_us / r / 1000.0);
-      json_object_set_double_member (o, "send_ms", self->send_us / r / 1000.0);
+      o->coordinator_ms = self->busy_us / r / 1000.0;
+      o->send_ms = self->send_us / r / 1000.0;
       /* This process's CPU time (all threads) per round and per sample: a
        * figure other load on the machine disturbs less than wall time. */
       if (self->cpu0_us > 0)
         {
           gint64 cpu = process_cpu_us () - self->cpu0_us;
-          json_object_set_double_member (o, "cpu_ms", cpu / r / 1000.0);
+          o->has_cpu = TRUE;
+          o->cpu_ms = cpu / r / 1000.0;
           if (cpu > 0)
-            json_object_set_double_member (o, "samples_per_cpu_second",
-                                           self->samples * 1e6 / (double) cpu);
+            {
+              o->has_cpu_rate = TRUE;
+              o->samples_per_cpu_second = self->samples * 1e6 / (double) cpu;
+            }
         }
     }
   if (self->backend_seen > WARMUP)
@@ -162,27 +166,24 @@ rlx_round_stats_write (RlxRoundStats *self, JsonObject *o)
        * sized copies: updates in, codes out), and how many of the leader's
        * own gradients were computed behind the previous finish (a GPU that
        * never waited for the host between rounds) */
-      json_object_set_int_member (o, "steps_measured", (gint64) s);
-      json_object_set_double_member (o, "host_bytes_per_step",
-                                     (double) (self->host_bytes1 - self->host_bytes0) / s);
-      json_object_set_double_member (o, "own_ahead", (double) (self->ahead1 - self->ahead0) / s);
+      o->has_backend = TRUE;
+      o->steps_measured = (guint64) s;
+      o->host_bytes_per_step = (double) (self->host_bytes1 - self->host_bytes0) / s;
+      o->own_ahead = (double) (self->ahead1 - self->ahead0) / s;
       /* ... and how many of its updates were made right behind that
        * gradient, before the host asked (a lone leader on a GPU) */
-      json_object_set_double_member (o, "update_ahead",
-                                     (double) (self->upd_ahead1 - self->upd_ahead0) / s);
+      o->update_ahead = (double) (self->upd_ahead1 - self->upd_ahead0) / s;
       /* how long the compute worker waited for its next operation per step
        * (the host turnaround that a device waited out too) */
-      json_object_set_double_member (o, "worker_wait_ms",
-                                     (double) (self->worker_wait1 - self->worker_wait0) / s /
-                                         1000.0);
+      o->worker_wait_ms = (double) (self->worker_wait1 - self->worker_wait0) / s / 1000.0;
       /* the leader's path (0 on a member): its own gradient's and its
        * finish's time on the worker, the hop from a finish's end there to
        * its handling on the main loop, and on a GPU the device's own time
        * for the finish and the gradient */
-      json_object_set_double_member (o, "own_run_ms", self->own_us / s / 1000.0);
-      json_object_set_double_member (o, "finish_run_ms", self->finish_us / s / 1000.0);
-      json_object_set_double_member (o, "finish_hop_ms", self->hop_us / s / 1000.0);
-      json_object_set_double_member (o, "device_finish_ms", self->dev_finish_us / s / 1000.0);
-      json_object_set_double_member (o, "device_grad_ms", self->dev_grad_us / s / 1000.0);
+      o->own_run_ms = self->own_us / s / 1000.0;
+      o->finish_run_ms = self->finish_us / s / 1000.0;
+      o->finish_hop_ms = self->hop_us / s / 1000.0;
+      o->device_finish_ms = self->dev_finish_us / s / 1000.0;
+      o->device_grad_ms = self->dev_grad_us / s / 1000.0;
     }
 }

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <json-glib/json-glib.h>
+#include "core/event/rlx-event.h"
 
 G_BEGIN_DECLS
 
@@ -64,6 +65,6 @@ guint64 rlx_round_stats_get_late     (RlxRoundStats *self);
 guint64 rlx_round_stats_get_rejected (RlxRoundStats *self);
 
 /* The measured figures into "done" (none that were never measured). */
-void    rlx_round_stats_write    (RlxRoundStats *self, JsonObject *done);
+void    rlx_round_stats_write    (RlxRoundStats *self, RlxEventDone *done);
 
 G_END_DECLS

@@ -20,11 +20,11 @@ typedef struct {
 static Fixture *current;
 
 static void
-op_emit (gpointer owner, JsonObject *event)
+op_emit (gpointer owner, RlxEvent *event)
 {
-  if (g_strcmp0 (json_object_get_string_member (event, "event"), "ack-timeout") == 0)
+  if (event->kind == RLX_EVENT_ACK_TIMEOUT)
     current->timeouts++;
-  json_object_unref (event);
+  rlx_event_unref (event);
 }
 
 static void

@@ -6,18 +6,18 @@
 #include "core/cohort/rlx-lineage.h"
 
 static void
-check_merged (JsonObject *o, gint64 discarded, gint64 from, gint64 to, gboolean exact,
+check_merged (RlxEvent *e, gint64 discarded, gint64 from, gint64 to, gboolean exact,
               const char *rule)
 {
-  g_assert_nonnull (o);
-  g_assert_cmpstr (json_object_get_string_member (o, "event"), ==, "merged");
-  g_assert_cmpstr (json_object_get_string_member (o, "node"), ==, "L");
-  g_assert_cmpint (json_object_get_int_member (o, "discarded"), ==, discarded);
-  g_assert_cmpint (json_object_get_int_member (o, "from_step"), ==, from);
-  g_assert_cmpint (json_object_get_int_member (o, "to_step"), ==, to);
-  g_assert_cmpint (json_object_get_boolean_member (o, "exact"), ==, exact);
-  g_assert_cmpstr (json_object_get_string_member (o, "rule"), ==, rule);
-  json_object_unref (o);
+  g_assert_nonnull (e);
+  g_assert_cmpint (e->kind, ==, RLX_EVENT_MERGED);
+  g_assert_cmpstr (e->u.merged.node, ==, "L");
+  g_assert_cmpint (e->u.merged.discarded, ==, discarded);
+  g_assert_cmpint (e->u.merged.from_step, ==, from);
+  g_assert_cmpint (e->u.merged.to_step, ==, to);
+  g_assert_cmpint (e->u.merged.exact, ==, exact);
+  g_assert_cmpstr (e->u.merged.rule, ==, rule);
+  rlx_event_unref (e);
 }
 
 static void

@@ -83,17 +83,9 @@ rlx_cmd_devices (int argc, char **argv)
     "  rlx-rank devices --backend vulkan:1");
   if (!rlx_cli_parse (ctx, sub, &argc, &argv))
     return RLX_EXIT_USAGE;
-  if (argc > 1)
-    return rlx_cli_fail (sub, RLX_EXIT_USAGE, "unexpected argument '%s' (see rlx-rank devices --help)",
-                         argv[1]);
-  if (batch_s != NULL)
-    {
-      g_autoptr(GError) error = NULL;
-      if (!g_ascii_string_to_unsigned (batch_s, 10, 1, 65536, &batch, &error))
-        return rlx_cli_fail (sub, RLX_EXIT_USAGE,
-                             "--batch: '%s' is not a whole number in 1..65536 (see rlx-rank devices --help)",
-                             batch_s);
-    }
+  if (!rlx_cli_no_extra_args (sub, argc, argv) ||
+      !rlx_cli_uint (sub, "--batch", batch_s, 1, 65536, &batch))
+    return RLX_EXIT_USAGE;
   request = backend_s ? backend_s : "auto";
 
   devices = rlx_vk_enumerate (&vk_error);

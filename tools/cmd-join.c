@@ -70,21 +70,6 @@ typedef struct {
   guint           partition_id;
 } JoinState;
 
-static gboolean
-parse_u64 (const char *sub, const char *opt, const char *text, guint64 min, guint64 max,
-           guint64 *out)
-{
-  if (text == NULL)
-    return TRUE;
-  if (!g_ascii_string_to_unsigned (text, 10, min, max, out, NULL))
-    {
-      rlx_cli_fail (sub, RLX_EXIT_USAGE, "%s: '%s' is not a whole number in %" G_GUINT64_FORMAT
-                    "..%" G_GUINT64_FORMAT " (see rlx-rank %s --help)", opt, text, min, max, sub);
-      return FALSE;
-    }
-  return TRUE;
-}
-
 static const char *
 str_member (JsonObject *o, const char *key)
 {
@@ -177,12 +162,7 @@ print_event (JoinState *st, JsonObject *event)
   g_autofree char *human = NULL;
 
   if (st->json)
-    {
-      g_autoptr(JsonNode) node = json_node_init_object (json_node_alloc (), event);
-      g_autofree char *line = json_to_string (node, FALSE);
-      fputs (line, stdout);
-      fputc ('\n', stdout);
-    }
+    rlx_cli_print_json (event);
   else if ((human = format_event (event)) != NULL)
     {
       puts (human);
@@ -470,39 +450,33 @@ rlx_cmd_join (int argc, char **argv)
   if (!rlx_join_remote_configure (remote, argc, argv, local, &cohort, &cfg, &error))
     return rlx_cli_fail (sub, RLX_EXIT_USAGE, "%s (see rlx-rank join --help)", error->message);
 
-  if (!parse_u64 (sub, "--batch", batch_s, 1, 65536, &batch) ||
-      !parse_u64 (sub, "--steps", steps_s, 0, G_MAXINT64, &steps) ||
-      !parse_u64 (sub, "--seed", seed_s, 0, G_MAXUINT64, &seed) ||
-      !parse_u64 (sub, "--wait-members", wait_s, 1, 4096, &wait) ||
-      !parse_u64 (sub, "--checkpoint-every", ckpt_s, 0, G_MAXUINT32, &ckpt) ||
-      !parse_u64 (sub, "--threads", threads_s, 1, 1024, &threads) ||
-      !parse_u64 (sub, "--fault-nan", fault_s, 1, G_MAXINT64, &fault) ||
-      !parse_u64 (sub, "--fault-slow-ms", slow_s, 0, 600000, &slow_ms) ||
-      !parse_u64 (sub, "--fault-inf", inf_s, 1, G_MAXINT64, &inf_from) ||
-      !parse_u64 (sub, "--fault-hash", hash_s, 1, G_MAXINT64, &hash_at) ||
-      !parse_u64 (sub, "--evaluate-every", eval_s, 1, G_MAXUINT32, &eval_every) ||
-      !parse_u64 (sub, "--fault-die-at", die_s, 1, G_MAXINT64, &die_at) ||
-      !parse_u64 (sub, "--deadline-floor-ms", deadline_s, 1, 600000, &deadline) ||
-      !parse_u64 (sub, "--heartbeat-timeout-ms", hb_s, 100, 600000, &hb))
+  if (!rlx_cli_uint (sub, "--batch", batch_s, 1, 65536, &batch) ||
+      !rlx_cli_uint (sub, "--steps", steps_s, 0, G_MAXINT64, &steps) ||
+      !rlx_cli_uint (sub, "--seed", seed_s, 0, G_MAXUINT64, &seed) ||
+      !rlx_cli_uint (sub, "--wait-members", wait_s, 1, 4096, &wait) ||
+      !rlx_cli_uint (sub, "--checkpoint-every", ckpt_s, 0, G_MAXUINT32, &ckpt) ||
+      !rlx_cli_uint (sub, "--threads", threads_s, 1, 1024, &threads) ||
+      !rlx_cli_uint (sub, "--fault-nan", fault_s, 1, G_MAXINT64, &fault) ||
+      !rlx_cli_uint (sub, "--fault-slow-ms", slow_s, 0, 600000, &slow_ms) ||
+      !rlx_cli_uint (sub, "--fault-inf", inf_s, 1, G_MAXINT64, &inf_from) ||
+      !rlx_cli_uint (sub, "--fault-hash", hash_s, 1, G_MAXINT64, &hash_at) ||
+      !rlx_cli_uint (sub, "--evaluate-every", eval_s, 1, G_MAXUINT32, &eval_every) ||
+      !rlx_cli_uint (sub, "--fault-die-at", die_s, 1, G_MAXINT64, &die_at) ||
+      !rlx_cli_uint (sub, "--deadline-floor-ms", deadline_s, 1, 600000, &deadline) ||
+      !rlx_cli_uint (sub, "--heartbeat-timeout-ms", hb_s, 100, 600000, &hb))
     return RLX_EXIT_USAGE;
   if (stall_s)
     {
       g_auto(GStrv) parts = g_strsplit (stall_s, ":", 2);
       if (parts[1] == NULL ||
-          !parse_u64 (sub, "--fault-stall (step)", parts[0], 1, G_MAXINT64, &stall_step) ||
-          !parse_u64 (sub, "--fault-stall (ms)", parts[1], 1, 600000, &stall_ms))
+          !rlx_cli_uint (sub, "--fault-stall (step)", parts[0], 1, G_MAXINT64, &stall_step) ||
+          !rlx_cli_uint (sub, "--fault-stall (ms)", parts[1], 1, 600000, &stall_ms))
         return parts[1] == NULL ? rlx_cli_fail (sub, RLX_EXIT_USAGE,
                                                 "--fault-stall: '%s' is not STEP:MS", stall_s)
                                 : RLX_EXIT_USAGE;
     }
-  if (lr_s)
-    {
-      char *end = NULL;
-      errno = 0;
-      lr = g_ascii_strtod (lr_s, &end);
-      if (end == lr_s || *end != '\0' || errno != 0 || !isfinite (lr) || lr <= 0)
-        return rlx_cli_fail (sub, RLX_EXIT_USAGE, "--lr: '%s' is not a positive number (see rlx-rank join --help)", lr_s);
-    }
+  if (!rlx_cli_positive (sub, "--lr", lr_s, &lr))
+    return RLX_EXIT_USAGE;
   if (!rlx_precision_from_string (precision_s ? precision_s : "f32", &cfg.precision, &error))
     return rlx_cli_fail (sub, RLX_EXIT_USAGE, "--precision: %s", error->message);
   if (cohort == NULL)
@@ -616,8 +590,8 @@ rlx_cmd_export (int argc, char **argv)
     "  rlx-rank export --cohort demo --format safetensors --out demo.safetensors");
   if (!rlx_cli_parse (ctx, sub, &argc, &argv))
     return RLX_EXIT_USAGE;
-  if (argc > 1)
-    return rlx_cli_fail (sub, RLX_EXIT_USAGE, "unexpected argument '%s' (see rlx-rank export --help)", argv[1]);
+  if (!rlx_cli_no_extra_args (sub, argc, argv))
+    return RLX_EXIT_USAGE;
   if (format && strcmp (format, "safetensors") != 0)
     return rlx_cli_fail (sub, RLX_EXIT_USAGE, "--format: '%s' is not supported; use safetensors", format);
   if (out == NULL)
@@ -666,16 +640,13 @@ rlx_cmd_export (int argc, char **argv)
   if (json)
     {
       g_autoptr(JsonObject) o = json_object_new ();
-      g_autoptr(JsonNode) node = NULL;
-      g_autofree char *line = NULL;
+
       json_object_set_string_member (o, "event", "exported");
       json_object_set_string_member (o, "path", out);
       json_object_set_string_member (o, "model", model->slug);
       json_object_set_string_member (o, "step", g_hash_table_lookup (md, "step") ? g_hash_table_lookup (md, "step") : "");
       json_object_set_string_member (o, "hash", g_hash_table_lookup (md, "hash") ? g_hash_table_lookup (md, "hash") : "");
-      node = json_node_init_object (json_node_alloc (), o);
-      line = json_to_string (node, FALSE);
-      puts (line);
+      rlx_cli_print_json (o);
     }
   else
     printf ("wrote %s: %s, %zu parameters, step %s\n", out, model->slug, model->n_params,

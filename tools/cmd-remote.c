@@ -165,16 +165,6 @@ typedef struct {
 } SignalState;
 
 static void
-print_json (JsonObject *o)
-{
-  g_autoptr(JsonNode) node = json_node_init_object (json_node_alloc (), o);
-  g_autofree char *line = json_to_string (node, FALSE);
-
-  puts (line);
-  fflush (stdout);
-}
-
-static void
 on_server_event (RlxSignalServer *server, const char *what, const char *room, const char *node,
                  const char *detail, gpointer user_data)
 {
@@ -187,7 +177,7 @@ on_server_event (RlxSignalServer *server, const char *what, const char *room, co
       json_object_set_string_member (o, "room", room);
       json_object_set_string_member (o, "node", node);
       json_object_set_string_member (o, "detail", detail);
-      print_json (o);
+      rlx_cli_print_json (o);
     }
   else
     {
@@ -238,8 +228,8 @@ rlx_cmd_signal (int argc, char **argv)
     "  rlx-rank signal --port 7000 --cohort demo --advertise signal.example.org");
   if (!rlx_cli_parse (ctx, sub, &argc, &argv))
     return RLX_EXIT_USAGE;
-  if (argc > 1)
-    return rlx_cli_fail (sub, RLX_EXIT_USAGE, "unexpected argument '%s' (see rlx-rank signal --help)", argv[1]);
+  if (!rlx_cli_no_extra_args (sub, argc, argv))
+    return RLX_EXIT_USAGE;
   if (port_s == NULL || !g_ascii_string_to_unsigned (port_s, 10, 1, 65535, &port, NULL))
     return rlx_cli_fail (sub, RLX_EXIT_USAGE, "--port P is required: a number from 1 to 65535");
   if (address && !g_hostname_is_ip_address (address))
@@ -285,7 +275,7 @@ rlx_cmd_signal (int argc, char **argv)
         json_object_set_int_member (o, "port", (gint64) port);
         if (inv_s)
           json_object_set_string_member (o, "invite", inv_s);
-        print_json (o);
+        rlx_cli_print_json (o);
       }
     else
       {

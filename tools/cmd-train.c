@@ -24,91 +24,6 @@
 
 /* ------------------------------------------------------------ option values */
 
-static gboolean
-parse_uint (const char *sub, const char *opt, const char *text, guint64 min,
-            guint64 max, guint64 *out)
-{
-  g_autoptr(GError) error = NULL;
-
-  if (!g_ascii_string_to_unsigned (text, 10, min, max, out, &error))
-    {
-      rlx_cli_fail (sub, RLX_EXIT_USAGE, "%s: '%s' is not a whole number in %"
-                    G_GUINT64_FORMAT "..%" G_GUINT64_FORMAT " (see rlx-rank %s --help)",
-                    opt, text, min, max, sub);
-      return FALSE;
-    }
-  return TRUE;
-}
-
-static gboolean
-parse_positive (const char *sub, const char *opt, const char *text, double *out)
-{
-  char *end = NULL;
-  double v;
-
-  errno = 0;
-  v = g_ascii_strtod (text, &end);
-  if (end == text || *end != '\0' || errno != 0 || !isfinite (v) || v <= 0)
-    {
-      rlx_cli_fail (sub, RLX_EXIT_USAGE, "%s: '%s' is not a positive number (see rlx-rank %s --help)",
-                    opt, text, sub);
-      return FALSE;
-    }
-  *out = v;
-  return TRUE;
-}
-
-/* A JSON number (locale-independent), or null for NaN/Inf. */
-static const char *
-json_num (char buf[G_ASCII_DTOSTR_BUF_SIZE], double v)
-{
-  if (!isfinite (v))
-    return "null";
-  return g_ascii_formatd (buf, G_ASCII_DTOSTR_BUF_SIZE, "%.9g", v);
-}
-
-static char *
-json_str (const char *s)
-{
-  GString *out = g_string_new ("\"");
-
-  for (const char *p = s; *p; p++)
-    {
-      if (*p == '"' || *p == '\\')
-        g_string_append_printf (out, "\\%c", *p);
-      else if ((guchar) *p < 0x20)
-        g_string_append_printf (out, "\\u%04x", (guchar) *p);
-      else
-        g_string_append_c (out, *p);
-    }
-  g_string_append_c (out, '"');
-  return g_string_free (out, FALSE);
-}
-
-static gboolean
-no_extra_args (const char *sub, int argc, char **argv)
-{
-  if (argc > 1)
-    {
-      rlx_cli_fail (sub, RLX_EXIT_USAGE, "unexpected argument '%s' (see rlx-rank %s --help)",
-                    argv[1], sub);
-      return FALSE;
-    }
-  return TRUE;
-}
-
-static gboolean
-require (const char *sub, const char *opt, const char *value, const char *what)
-{
-  if (value == NULL)
-    {
-      rlx_cli_fail (sub, RLX_EXIT_USAGE, "%s is required: %s (see rlx-rank %s --help)",
-                    opt, what, sub);
-      return FALSE;
-    }
-  return TRUE;
-}
-
 /* Model and dataset slugs; a bad slug is a usage error, a dataset that will
  * not load (missing package, broken file) a runtime failure. */
 static int
@@ -149,7 +64,7 @@ parse_threads (const char *sub, const char *text)
 
   if (text == NULL)
     return TRUE;
-  if (!parse_uint (sub, "--threads", text, 1, 256, &v))
+  if (!rlx_cli_uint (sub, "--threads", text, 1, 256, &v))
     return FALSE;
   rlx_cpu_set_threads ((guint) v);
   return TRUE;
@@ -204,21 +119,21 @@ rlx_cmd_train (int argc, char **argv)
     "instead, as torch_ref.py accuracy does.\n\n"
     "Example:\n"
     "  rlx-rank train --model mnist-mlp --dataset fashion-mnist --batch 64 --lr 0.05 --epochs 2");
-  if (!rlx_cli_parse (ctx, sub, &argc, &argv) || !no_extra_args (sub, argc, argv))
+  if (!rlx_cli_parse (ctx, sub, &argc, &argv) || !rlx_cli_no_extra_args (sub, argc, argv))
     return RLX_EXIT_USAGE;
 
-  if (!require (sub, "--model", model_slug, rlx_model_slugs ()) ||
-      !require (sub, "--dataset", dataset_slug, "fashion-mnist or synthetic") ||
-      !require (sub, "--batch", batch_s, "samples per step") ||
-      !require (sub, "--lr", lr_s, "the SGD learning rate"))
+  if (!rlx_cli_require (sub, "--model", model_slug, rlx_model_slugs ()) ||
+      !rlx_cli_require (sub, "--dataset", dataset_slug, "fashion-mnist or synthetic") ||
+      !rlx_cli_require (sub, "--batch", batch_s, "samples per step") ||
+      !rlx_cli_require (sub, "--lr", lr_s, "the SGD learning rate"))
     return RLX_EXIT_USAGE;
   if ((steps_s == NULL) == (epochs_s == NULL))
     return rlx_cli_fail (sub, RLX_EXIT_USAGE, "give exactly one of --steps N or --epochs E (see rlx-rank train --help)");
-  if (!parse_uint (sub, "--batch", batch_s, 1, MAX_BATCH, &batch) ||
-      !parse_positive (sub, "--lr", lr_s, &lr) ||
-      (steps_s && !parse_uint (sub, "--steps", steps_s, 1, G_MAXUINT32, &steps)) ||
-      (epochs_s && !parse_uint (sub, "--epochs", epochs_s, 1, 10000, &epochs)) ||
-      (seed_s && !parse_uint (sub, "--seed", seed_s, 0, G_MAXUINT64, &seed)) ||
+  if (!rlx_cli_uint (sub, "--batch", batch_s, 1, MAX_BATCH, &batch) ||
+      !rlx_cli_positive (sub, "--lr", lr_s, &lr) ||
+      !rlx_cli_uint (sub, "--steps", steps_s, 1, G_MAXUINT32, &steps) ||
+      !rlx_cli_uint (sub, "--epochs", epochs_s, 1, 10000, &epochs) ||
+      !rlx_cli_uint (sub, "--seed", seed_s, 0, G_MAXUINT64, &seed) ||
       !parse_threads (sub, threads_s))
     return RLX_EXIT_USAGE;
   if (order_s != NULL && g_strcmp0 (order_s, "file") != 0 && g_strcmp0 (order_s, "permuted") != 0)
@@ -246,21 +161,21 @@ rlx_cmd_train (int argc, char **argv)
   perm = g_new (guint32, train_size);
   rlx_model_init_params (model, seed, params);
 
-  backend_json = json_str (rlx_backend_name (backend));
-  device_json = json_str (rlx_backend_device (backend));
-  fallback_json = json_str (rlx_backend_fallback (backend));
+  backend_json = rlx_cli_json_str (rlx_backend_name (backend));
+  device_json = rlx_cli_json_str (rlx_backend_device (backend));
+  fallback_json = rlx_cli_json_str (rlx_backend_fallback (backend));
   if (json)
     printf ("{\"event\":\"start\",\"model\":\"%s\",\"dataset\":\"%s\",\"params\":%" G_GSIZE_FORMAT
             ",\"batch\":%" G_GUINT64_FORMAT ",\"lr\":%s,\"steps\":%" G_GUINT64_FORMAT
             ",\"seed\":%" G_GUINT64_FORMAT ",\"order\":\"%s\",\"backend\":%s,\"device\":%s,\"fallback\":%s}\n",
             model->slug, rlx_dataset_slug (dataset), model->n_params, batch,
-            json_num (b1, lr), steps, seed, file_order ? "file" : "permuted", backend_json, device_json, fallback_json);
+            rlx_cli_json_num (b1, lr), steps, seed, file_order ? "file" : "permuted", backend_json, device_json, fallback_json);
   else
     {
       printf ("training %s (%" G_GSIZE_FORMAT " parameters) on %s: batch %" G_GUINT64_FORMAT
               ", lr %s, %" G_GUINT64_FORMAT " steps, seed %" G_GUINT64_FORMAT ", %s order\n",
               model->slug, model->n_params, rlx_dataset_slug (dataset), batch,
-              json_num (b1, lr), steps, seed, file_order ? "file" : "permuted");
+              rlx_cli_json_num (b1, lr), steps, seed, file_order ? "file" : "permuted");
       printf ("backend %s: %s%s%s\n", rlx_backend_name (backend), rlx_backend_device (backend),
               *rlx_backend_fallback (backend) ? " — passed over: " : "",
               rlx_backend_fallback (backend));
@@ -292,7 +207,7 @@ rlx_cmd_train (int argc, char **argv)
       rlx_sgd_step (params, grads, model->n_params, (float) lr);
       if (json)
         printf ("{\"event\":\"step\",\"step\":%" G_GUINT64_FORMAT ",\"epoch\":%u,\"loss\":%s}\n",
-                step + 1, epoch, json_num (b1, loss));
+                step + 1, epoch, rlx_cli_json_num (b1, loss));
       else
         printf ("step %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT "  epoch %u  loss %.4f\n",
                 step + 1, steps, epoch, loss);
@@ -308,7 +223,7 @@ rlx_cmd_train (int argc, char **argv)
     printf ("{\"event\":\"done\",\"steps\":%" G_GUINT64_FORMAT ",\"seconds\":%s,"
             "\"test_accuracy\":%s,\"test_loss\":%s,\"test_samples\":%u,\"params_hash\":\"%016"
             G_GINT64_MODIFIER "x\"}\n",
-            steps, json_num (b1, seconds), json_num (b2, accuracy), json_num (b3, test_loss),
+            steps, rlx_cli_json_num (b1, seconds), rlx_cli_json_num (b2, accuracy), rlx_cli_json_num (b3, test_loss),
             rlx_dataset_size (dataset, RLX_SPLIT_TEST), rlx_params_hash (params, model->n_params));
   else
     printf ("test accuracy %.2f%% (%u test samples), test loss %.4f; %" G_GUINT64_FORMAT
@@ -360,21 +275,21 @@ rlx_cmd_grads (int argc, char **argv)
     "--params takes a raw little-endian f32 vector of exactly P values.\n\n"
     "Example:\n"
     "  rlx-rank grads --model mnist-cnn --dataset synthetic --start 0 --batch 8 --seed 1 --out g.f32");
-  if (!rlx_cli_parse (ctx, sub, &argc, &argv) || !no_extra_args (sub, argc, argv))
+  if (!rlx_cli_parse (ctx, sub, &argc, &argv) || !rlx_cli_no_extra_args (sub, argc, argv))
     return RLX_EXIT_USAGE;
 
-  if (!require (sub, "--model", model_slug, rlx_model_slugs ()) ||
-      !require (sub, "--dataset", dataset_slug, "fashion-mnist or synthetic") ||
-      !require (sub, "--start", start_s, "the first training sample") ||
-      !require (sub, "--batch", batch_s, "the number of samples") ||
-      !require (sub, "--out", out_path, "the output file"))
+  if (!rlx_cli_require (sub, "--model", model_slug, rlx_model_slugs ()) ||
+      !rlx_cli_require (sub, "--dataset", dataset_slug, "fashion-mnist or synthetic") ||
+      !rlx_cli_require (sub, "--start", start_s, "the first training sample") ||
+      !rlx_cli_require (sub, "--batch", batch_s, "the number of samples") ||
+      !rlx_cli_require (sub, "--out", out_path, "the output file"))
     return RLX_EXIT_USAGE;
   if ((seed_s == NULL) == (params_path == NULL))
     return rlx_cli_fail (sub, RLX_EXIT_USAGE, "give exactly one of --seed S or --params FILE (see rlx-rank grads --help)");
-  if (!parse_uint (sub, "--start", start_s, 0, G_MAXUINT32, &start) ||
-      !parse_uint (sub, "--batch", batch_s, 1, MAX_BATCH, &batch) ||
-      (seed_s && !parse_uint (sub, "--seed", seed_s, 0, G_MAXUINT64, &seed)) ||
-      (data_seed_s && !parse_uint (sub, "--data-seed", data_seed_s, 0, G_MAXUINT64, &data_seed)))
+  if (!rlx_cli_uint (sub, "--start", start_s, 0, G_MAXUINT32, &start) ||
+      !rlx_cli_uint (sub, "--batch", batch_s, 1, MAX_BATCH, &batch) ||
+      !rlx_cli_uint (sub, "--seed", seed_s, 0, G_MAXUINT64, &seed) ||
+      !rlx_cli_uint (sub, "--data-seed", data_seed_s, 0, G_MAXUINT64, &data_seed))
     return RLX_EXIT_USAGE;
   if (data_seed_s == NULL)
     data_seed = seed;
@@ -501,13 +416,13 @@ rlx_cmd_bench (int argc, char **argv)
     "other load on the machine disturbs less.\n\n"
     "Example:\n"
     "  rlx-rank bench --model mnist-mlp --batch 64 --backend cpu");
-  if (!rlx_cli_parse (ctx, sub, &argc, &argv) || !no_extra_args (sub, argc, argv))
+  if (!rlx_cli_parse (ctx, sub, &argc, &argv) || !rlx_cli_no_extra_args (sub, argc, argv))
     return RLX_EXIT_USAGE;
-  if (!require (sub, "--model", model_slug, rlx_model_slugs ()) ||
-      !require (sub, "--batch", batch_s, "samples per step"))
+  if (!rlx_cli_require (sub, "--model", model_slug, rlx_model_slugs ()) ||
+      !rlx_cli_require (sub, "--batch", batch_s, "samples per step"))
     return RLX_EXIT_USAGE;
-  if (!parse_uint (sub, "--batch", batch_s, 1, MAX_BATCH, &batch) ||
-      (seconds_s && !parse_positive (sub, "--seconds", seconds_s, &seconds)) ||
+  if (!rlx_cli_uint (sub, "--batch", batch_s, 1, MAX_BATCH, &batch) ||
+      !rlx_cli_positive (sub, "--seconds", seconds_s, &seconds) ||
       !parse_threads (sub, threads_s))
     return RLX_EXIT_USAGE;
   if (seconds > 3600)
@@ -548,17 +463,17 @@ rlx_cmd_bench (int argc, char **argv)
   cpu = process_cpu_seconds () - cpu0;
   sps = (double) steps * batch / elapsed;
 
-  backend_json = json_str (rlx_backend_name (backend));
-  device_json = json_str (rlx_backend_device (backend));
-  blas_json = json_str (rlx_cpu_blas_name ());
+  backend_json = rlx_cli_json_str (rlx_backend_name (backend));
+  device_json = rlx_cli_json_str (rlx_backend_device (backend));
+  blas_json = rlx_cli_json_str (rlx_cpu_blas_name ());
   if (json)
     printf ("{\"event\":\"bench\",\"model\":\"%s\",\"batch\":%" G_GUINT64_FORMAT
             ",\"backend\":%s,\"device\":%s,\"threads\":%u,\"blas\":%s,\"steps\":%" G_GUINT64_FORMAT
             ",\"seconds\":%s,\"samples_per_second\":%s,\"cpu_seconds\":%s,"
             "\"samples_per_cpu_second\":%s}\n",
             model->slug, batch, backend_json, device_json, rlx_cpu_threads (), blas_json, steps,
-            json_num (b1, elapsed), json_num (b2, sps), json_num (b3, cpu),
-            json_num (b4, cpu > 0 ? (double) steps * batch / cpu : NAN));
+            rlx_cli_json_num (b1, elapsed), rlx_cli_json_num (b2, sps), rlx_cli_json_num (b3, cpu),
+            rlx_cli_json_num (b4, cpu > 0 ? (double) steps * batch / cpu : NAN));
   else
     printf ("%s batch %" G_GUINT64_FORMAT " %s: %.0f samples/s (%" G_GUINT64_FORMAT
             " steps in %.2f s; %s; BLAS %u threads: %s)\n", model->slug, batch,

@@ -55,29 +55,6 @@ read_all (int fd, gsize cap, GError **error)
   return g_byte_array_free_to_bytes (g_steal_pointer (&buf));
 }
 
-static gboolean
-write_all (int fd, const void *data, gsize len, GError **error)
-{
-  const guint8 *p = data;
-
-  while (len > 0)
-    {
-      ssize_t w = write (fd, p, len);
-      if (w < 0)
-        {
-          int e = errno;
-          if (e == EINTR)
-            continue;
-          g_set_error (error, G_IO_ERROR, g_io_error_from_errno (e), "writing stdout: %s",
-                       g_strerror (e));
-          return FALSE;
-        }
-      p += w;
-      len -= (gsize) w;
-    }
-  return TRUE;
-}
-
 static int
 cmd_encode (int argc, char **argv)
 {
@@ -101,8 +78,8 @@ cmd_encode (int argc, char **argv)
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!rlx_cli_parse (ctx, "wire encode", &argc, &argv))
     return RLX_EXIT_USAGE;
-  if (argc > 1)
-    return rlx_cli_fail ("wire encode", RLX_EXIT_USAGE, "unexpected argument '%s' (see rlx-rank wire encode --help)", argv[1]);
+  if (!rlx_cli_no_extra_args ("wire encode", argc, argv))
+    return RLX_EXIT_USAGE;
   if (precision == NULL)
     return rlx_cli_fail ("wire encode", RLX_EXIT_USAGE, "--precision is required: f32, f16, f8e4m3 or f8e5m2");
   if (!rlx_precision_from_string (precision, &p, &error))
@@ -130,7 +107,7 @@ cmd_encode (int argc, char **argv)
     return rlx_cli_fail ("wire encode", error->domain == RLX_WIRE_ERROR &&
                          error->code == RLX_WIRE_ERROR_INVALID_ARGUMENT ? RLX_EXIT_USAGE : RLX_EXIT_FAILURE,
                          "%s", error->message);
-  if (!write_all (STDOUT_FILENO, g_bytes_get_data (frame, NULL), g_bytes_get_size (frame), &error))
+  if (!rlx_cli_write_fd (STDOUT_FILENO, "stdout", g_bytes_get_data (frame, NULL), g_bytes_get_size (frame), &error))
     return rlx_cli_fail ("wire encode", RLX_EXIT_FAILURE, "%s", error->message);
   return RLX_EXIT_OK;
 }
@@ -157,8 +134,8 @@ cmd_decode (int argc, char **argv)
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!rlx_cli_parse (ctx, "wire decode", &argc, &argv))
     return RLX_EXIT_USAGE;
-  if (argc > 1)
-    return rlx_cli_fail ("wire decode", RLX_EXIT_USAGE, "unexpected argument '%s' (see rlx-rank wire decode --help)", argv[1]);
+  if (!rlx_cli_no_extra_args ("wire decode", argc, argv))
+    return RLX_EXIT_USAGE;
   if (max_frame < 8 || max_frame > G_MAXUINT32)
     return rlx_cli_fail ("wire decode", RLX_EXIT_USAGE, "--max-frame must be between 8 and 4294967295");
   limits.max_frame = (gsize) max_frame;
@@ -192,7 +169,7 @@ cmd_decode (int argc, char **argv)
       b = GUINT32_TO_LE (b);
       memcpy (values + i, &b, 4);
     }
-  if (info.n && !write_all (STDOUT_FILENO, values, info.n * 4, &error))
+  if (info.n && !rlx_cli_write_fd (STDOUT_FILENO, "stdout", values, info.n * 4, &error))
     return rlx_cli_fail ("wire decode", RLX_EXIT_FAILURE, "%s", error->message);
   return RLX_EXIT_OK;
 }

@@ -1,9 +1,10 @@
-/* rlx-cli.c — the subcommand table and shared option handling */
+/* rlx-cli.c — the subcommand table, shared option handling and printing */
 #include "rlx-config.h"
 #include "rlx-cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -51,11 +52,130 @@ rlx_cli_fail (const char *sub, int status, const char *fmt, ...)
 }
 
 gboolean
+rlx_cli_uint (const char *sub, const char *opt, const char *text, guint64 min, guint64 max,
+              guint64 *out)
+{
+  if (text == NULL)
+    return TRUE;
+  if (!g_ascii_string_to_unsigned (text, 10, min, max, out, NULL))
+    {
+      rlx_cli_fail (sub, RLX_EXIT_USAGE, "%s: '%s' is not a whole number in %" G_GUINT64_FORMAT
+                    "..%" G_GUINT64_FORMAT " (see rlx-rank %s --help)", opt, text, min, max, sub);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+rlx_cli_positive (const char *sub, const char *opt, const char *text, double *out)
+{
+  char *end = NULL;
+  double v;
+
+  if (text == NULL)
+    return TRUE;
+  errno = 0;
+  v = g_ascii_strtod (text, &end);
+  if (end == text || *end != '\0' || errno != 0 || !isfinite (v) || v <= 0)
+    {
+      rlx_cli_fail (sub, RLX_EXIT_USAGE, "%s: '%s' is not a positive number (see rlx-rank %s --help)",
+                    opt, text, sub);
+      return FALSE;
+    }
+  *out = v;
+  return TRUE;
+}
+
+gboolean
+rlx_cli_no_extra_args (const char *sub, int argc, char **argv)
+{
+  if (argc > 1)
+    {
+      rlx_cli_fail (sub, RLX_EXIT_USAGE, "unexpected argument '%s' (see rlx-rank %s --help)",
+                    argv[1], sub);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+rlx_cli_require (const char *sub, const char *opt, const char *value, const char *what)
+{
+  if (value == NULL)
+    {
+      rlx_cli_fail (sub, RLX_EXIT_USAGE, "%s is required: %s (see rlx-rank %s --help)",
+                    opt, what, sub);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+void
+rlx_cli_print_json (JsonObject *o)
+{
+  g_autoptr(JsonNode) node = json_node_init_object (json_node_alloc (), o);
+  g_autofree char *line = json_to_string (node, FALSE);
+
+  puts (line);
+  fflush (stdout);
+}
+
+const char *
+rlx_cli_json_num (char buf[G_ASCII_DTOSTR_BUF_SIZE], double v)
+{
+  if (!isfinite (v))
+    return "null";
+  return g_ascii_formatd (buf, G_ASCII_DTOSTR_BUF_SIZE, "%.9g", v);
+}
+
+char *
+rlx_cli_json_str (const char *s)
+{
+  GString *out = g_string_new ("\"");
+
+  for (const char *p = s; *p; p++)
+    {
+      if (*p == '"' || *p == '\\')
+        g_string_append_printf (out, "\\%c", *p);
+      else if ((guchar) *p < 0x20)
+        g_string_append_printf (out, "\\u%04x", (guchar) *p);
+      else
+        g_string_append_c (out, *p);
+    }
+  g_string_append_c (out, '"');
+  return g_string_free (out, FALSE);
+}
+
+gboolean
 rlx_cli_out_is_special (const char *path)
 {
   GStatBuf st;
 
   return g_stat (path, &st) == 0 && !S_ISREG (st.st_mode);
+}
+
+gboolean
+rlx_cli_write_fd (int fd, const char *name, const void *data, gsize len, GError **error)
+{
+  const guint8 *p = data;
+
+  while (len > 0)
+    {
+      gssize n = write (fd, p, len);
+
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        {
+          int e = n < 0 ? errno : EIO;
+          g_set_error (error, G_IO_ERROR, g_io_error_from_errno (e), "writing %s: %s",
+                       name, g_strerror (e));
+          return FALSE;
+        }
+      p += n;
+      len -= (gsize) n;
+    }
+  return TRUE;
 }
 
 gboolean
@@ -71,22 +191,10 @@ rlx_cli_write_special (const char *path, const void *data, gsize len, GError **e
                    path, g_strerror (e));
       return FALSE;
     }
-  while (len > 0)
+  if (!rlx_cli_write_fd (fd, path, p, len, error))
     {
-      gssize n = write (fd, p, len);
-
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        {
-          int e = n < 0 ? errno : EIO;
-          g_set_error (error, G_IO_ERROR, g_io_error_from_errno (e), "writing %s: %s",
-                       path, g_strerror (e));
-          close (fd);
-          return FALSE;
-        }
-      p += n;
-      len -= (gsize) n;
+      close (fd);
+      return FALSE;
     }
   if (close (fd) != 0)
     {

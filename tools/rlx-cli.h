@@ -8,6 +8,7 @@
 #pragma once
 
 #include <glib.h>
+#include <json-glib/json-glib.h>
 
 G_BEGIN_DECLS
 
@@ -32,6 +33,27 @@ gboolean rlx_cli_parse (GOptionContext *ctx, const char *sub, int *argc, char **
 /* Print "rlx-rank SUB: MESSAGE" to stderr and return @status. */
 int      rlx_cli_fail  (const char *sub, int status, const char *fmt, ...) G_GNUC_PRINTF (3, 4);
 
+/* Option values, each checked the same way in every subcommand. @text NULL
+ * (the option was not given) is TRUE and leaves *@out as it is; a bad
+ * value prints "rlx-rank SUB: OPT: 'TEXT' is not … (see rlx-rank SUB
+ * --help)" and is FALSE. */
+gboolean rlx_cli_uint     (const char *sub, const char *opt, const char *text, guint64 min,
+                           guint64 max, guint64 *out);
+/* A finite number above zero. */
+gboolean rlx_cli_positive (const char *sub, const char *opt, const char *text, double *out);
+/* FALSE, with "unexpected argument 'ARG'", when an argument is left after
+ * the options. */
+gboolean rlx_cli_no_extra_args (const char *sub, int argc, char **argv);
+/* FALSE, with "OPT is required: WHAT", when @value is NULL. */
+gboolean rlx_cli_require  (const char *sub, const char *opt, const char *value, const char *what);
+
+/* Printing. @o as one JSON line on stdout, flushed. */
+void        rlx_cli_print_json (JsonObject *o);
+/* A JSON number in @buf (locale-independent; null for NaN and Inf). */
+const char *rlx_cli_json_num   (char buf[G_ASCII_DTOSTR_BUF_SIZE], double v);
+/* @s as a JSON string, quotes included. */
+char       *rlx_cli_json_str   (const char *s);
+
 /* TRUE when @path exists and is not a regular file (/dev/null, /dev/stdout,
  * a FIFO). An --out like that must be written into with
  * rlx_cli_write_special(): the atomic write used for regular files renames a
@@ -39,6 +61,9 @@ int      rlx_cli_fail  (const char *sub, int status, const char *fmt, ...) G_GNU
  * (as root, /dev/null for the whole machine). */
 gboolean rlx_cli_out_is_special (const char *path);
 gboolean rlx_cli_write_special  (const char *path, const void *data, gsize len, GError **error);
+/* All of @data to @fd (retrying on EINTR); the error says "writing NAME". */
+gboolean rlx_cli_write_fd       (int fd, const char *name, const void *data, gsize len,
+                                 GError **error);
 
 int rlx_cmd_train   (int argc, char **argv);
 int rlx_cmd_grads   (int argc, char **argv);

@@ -15,6 +15,8 @@ struct _RlxBackendCheck {
   char       *device;
   float      *grads;    /* its gradient, n_params */
   guint64     count;    /* steps compared */
+  double      grad_tol; /* max |Δ| ≤ grad_tol · max |g| + 1e-6 */
+  double      loss_tol; /* |Δloss| ≤ loss_tol · |loss| */
 };
 
 gboolean
@@ -37,7 +39,17 @@ rlx_backend_check_new (const RlxModel *model, RlxDataset *dataset, guint max_bat
   self->ref = rlx_backend_host_new (model, dataset, max_batch);
   self->device = g_strdup (device);
   self->grads = g_new (float, model->n_params);
+  self->grad_tol = 1e-4;
+  self->loss_tol = 1e-5;
   return self;
+}
+
+void
+rlx_backend_check_set_compute (RlxBackendCheck *self, guint compute)
+{
+  g_return_if_fail (self != NULL);
+  self->grad_tol = compute == RLX_VK_COMPUTE_F32 ? 1e-4 : RLX_CHECK_F16_GRAD;
+  self->loss_tol = compute == RLX_VK_COMPUTE_F32 ? 1e-5 : RLX_CHECK_F16_LOSS;
 }
 
 void
@@ -55,6 +67,14 @@ guint
 rlx_backend_check_step (RlxBackendCheck *self, const float *params, const guint32 *indices,
                         guint n, float loss, const float *grads)
 {
+  return rlx_backend_check_step_ratio (self, params, indices, n, loss, grads, NULL, NULL);
+}
+
+guint
+rlx_backend_check_step_ratio (RlxBackendCheck *self, const float *params, const guint32 *indices,
+                              guint n, float loss, const float *grads, double *grad_ratio,
+                              double *loss_ratio)
+{
   const RlxModel *m = rlx_backend_model (self->ref);
   const float *ref = self->grads;
   g_autoptr(GError) error = NULL;
@@ -70,7 +90,11 @@ rlx_backend_check_step (RlxBackendCheck *self, const float *params, const guint3
                  error->message);
       return 1;
     }
-  if (fabsf (loss - ref_loss) > 1e-5f * fabsf (ref_loss))
+  if (loss_ratio != NULL)
+    *loss_ratio = fabs ((double) loss - ref_loss) / MAX (fabs ((double) ref_loss), 1e-30);
+  if (grad_ratio != NULL)
+    *grad_ratio = 0;
+  if (!(fabs ((double) loss - ref_loss) <= self->loss_tol * fabs ((double) ref_loss)))
     {
       g_warning ("check: %s batch %u on %s: loss %.9g, CPU reference %.9g",
                  m->slug, n, self->device, loss, ref_loss);
@@ -86,7 +110,9 @@ rlx_backend_check_step (RlxBackendCheck *self, const float *params, const guint3
           maxg = MAX (maxg, fabs (ref[i]));
           maxd = MAX (maxd, fabs ((double) grads[i] - ref[i]));
         }
-      if (!(maxd <= 1e-4 * maxg + 1e-6))
+      if (grad_ratio != NULL && maxg > 0)
+        *grad_ratio = MAX (*grad_ratio, maxd / maxg);
+      if (!(maxd <= self->grad_tol * maxg + 1e-6))
         {
           g_warning ("check: %s batch %u on %s: %s differs from the CPU reference by %.3g "
                      "(max |g| %.3g)", m->slug, n, self->device, ti->name, maxd, maxg);

@@ -8,6 +8,11 @@
  * the batch, the device and the tensor's name. Slow: for debugging a device
  * or a driver.
  *
+ * At --compute f16 (rlx_backend_check_set_compute) the matrix products read
+ * f16 operands, so the bound is that of f16's rounding instead: max |Δ| ≤
+ * RLX_CHECK_F16_GRAD · max |g| + 1e-6 per tensor, the loss within
+ * RLX_CHECK_F16_LOSS of the reference's (relative).
+ *
  * Threads: an RlxBackendCheck belongs to its backend (the rank's compute
  * worker); rlx_backend_check_enabled may be called anywhere.
  */
@@ -34,6 +39,17 @@ void             rlx_backend_check_free (RlxBackendCheck *self);
 guint            rlx_backend_check_step (RlxBackendCheck *self, const float *params,
                                          const guint32 *indices, guint n, float loss,
                                          const float *grads);
+#define RLX_CHECK_F16_GRAD 1e-2
+#define RLX_CHECK_F16_LOSS 1e-3
+
+/* The bounds for gradients computed at @compute (RlxVkCompute; f32: as made). */
+void             rlx_backend_check_set_compute (RlxBackendCheck *self, guint compute);
+/* Like rlx_backend_check_step, and the worst ratios seen: max |Δ| / max |g|
+ * over the tensors, and |Δloss| / |loss| (either may be NULL). */
+guint            rlx_backend_check_step_ratio (RlxBackendCheck *self, const float *params,
+                                               const guint32 *indices, guint n, float loss,
+                                               const float *grads, double *grad_ratio,
+                                               double *loss_ratio);
 /* Steps compared so far. */
 guint64          rlx_backend_check_count (RlxBackendCheck *self);
 

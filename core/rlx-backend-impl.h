@@ -100,6 +100,7 @@ struct _RlxBackend {
   char           *fallback;
   char           *note;       /* why it is slower than it could be (ends the fallback), or NULL */
   gboolean        hardware_gpu;
+  RlxVkCompute    compute_mode;   /* --compute (f32 on the CPU) */
   int             gpu_lock;   /* flock'ed: this rank's claim on its GPU, or -1 */
   /* the façade's state */
   gboolean        loaded;       /* rlx_backend_load_params was called */
@@ -122,7 +123,8 @@ RlxBackend *rlx_backend_host_new (const RlxModel *model, RlxDataset *dataset, gu
 void        rlx_backend_host_replica_init (RlxBackend *self);
 /* Device @info, or NULL with @error (an RLX_BACKEND_ERROR code). */
 RlxBackend *rlx_backend_vk_new (const RlxVkDeviceInfo *info, const RlxModel *model,
-                                RlxDataset *dataset, guint max_batch, GError **error);
+                                RlxDataset *dataset, guint max_batch, RlxVkCompute compute,
+                                GError **error);
 
 /* ── shared by the implementations (rlx-backend.c) ─────────────────────── */
 

@@ -76,9 +76,19 @@ add_reason (GPtrArray *reasons, GPtrArray *passed_over, char *reason)
   g_ptr_array_add (reasons, reason);
 }
 
+/* Why @info cannot train @model at @max_batch with @compute; NULL: it can. */
+static char *
+device_why (const RlxVkDeviceInfo *info, const RlxModel *model, guint max_batch,
+            RlxVkCompute compute)
+{
+  char *why = rlx_vk_device_check (info, model, max_batch);
+
+  return why != NULL ? why : rlx_vk_device_compute_check (info, compute);
+}
+
 GArray *
-rlx_backend_candidates (const char *request, const RlxModel *model, guint max_batch,
-                        GPtrArray *devices, const char *vulkan_error,
+rlx_backend_candidates (const char *request, RlxVkCompute compute, const RlxModel *model,
+                        guint max_batch, GPtrArray *devices, const char *vulkan_error,
                         GPtrArray *passed_over, GError **error)
 {
   g_autoptr(GArray) out = g_array_new (FALSE, FALSE, sizeof (guint));
@@ -123,6 +133,15 @@ rlx_backend_candidates (const char *request, const RlxModel *model, guint max_ba
 
   if (g_ascii_strcasecmp (request, "cpu") == 0)
     {
+      if (compute != RLX_VK_COMPUTE_F32)
+        {
+          g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE,
+                       "cpu cannot compute at %s: the CPU backend computes in f32 only; "
+                       "--compute %s needs a Vulkan device with cooperative matrices "
+                       "(rlx-rank devices lists what each can do); use --compute f32",
+                       rlx_vk_compute_name (compute), rlx_vk_compute_name (compute));
+          return NULL;
+        }
       g_array_append_val (out, cpu);
       return g_steal_pointer (&out);
     }
@@ -160,7 +179,7 @@ rlx_backend_candidates (const char *request, const RlxModel *model, guint max_ba
           if (by_index ? info->index != want_index : !name_matches (info, want))
             continue;
           matched = TRUE;
-          why = rlx_vk_device_check (info, model, max_batch);
+          why = device_why (info, model, max_batch, compute);
           if (why == NULL)
             {
               g_array_append_val (out, i);
@@ -185,9 +204,14 @@ rlx_backend_candidates (const char *request, const RlxModel *model, guint max_ba
         }
       {
         g_autofree char *all = join_reasons (reasons);
-        g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE,
-                     "%s cannot train %s: %s; use --backend cpu or auto",
-                     request, model->slug, all);
+        if (compute != RLX_VK_COMPUTE_F32)
+          g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE,
+                       "%s cannot train %s at --compute %s: %s", request, model->slug,
+                       rlx_vk_compute_name (compute), all);
+        else
+          g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE,
+                       "%s cannot train %s: %s; use --backend cpu or auto",
+                       request, model->slug, all);
       }
       return NULL;
     }
@@ -203,7 +227,7 @@ rlx_backend_candidates (const char *request, const RlxModel *model, guint max_ba
           g_ptr_array_add (software, (gpointer) info);
           continue;
         }
-      why = rlx_vk_device_check (info, model, max_batch);
+      why = device_why (info, model, max_batch, compute);
       if (why != NULL)
         {
           add_reason (reasons, passed_over, g_strdup_printf ("vulkan: %s", why));
@@ -238,12 +262,31 @@ rlx_backend_candidates (const char *request, const RlxModel *model, guint max_ba
   if (is_vulkan)
     {
       g_autofree char *all = join_reasons (reasons);
-      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE,
-                   "vulkan cannot train %s: %s; use --backend cpu or auto",
-                   model->slug, *all ? all : "vulkan: no hardware Vulkan device");
+      if (compute != RLX_VK_COMPUTE_F32)
+        g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE,
+                     "vulkan cannot train %s at --compute %s: %s", model->slug,
+                     rlx_vk_compute_name (compute), *all ? all : "vulkan: no hardware Vulkan device");
+      else
+        g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE,
+                     "vulkan cannot train %s: %s; use --backend cpu or auto",
+                     model->slug, *all ? all : "vulkan: no hardware Vulkan device");
       return NULL;
     }
 
+  /* the CPU computes in f32 only: an f16 request has no fallback */
+  if (compute != RLX_VK_COMPUTE_F32)
+    {
+      g_autofree char *all = NULL;
+
+      if (out->len > 0)
+        return g_steal_pointer (&out);
+      all = join_reasons (reasons);
+      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNAVAILABLE,
+                   "%s cannot train %s at --compute %s: %s; the CPU computes in f32 only — "
+                   "use --compute f32", request, model->slug, rlx_vk_compute_name (compute),
+                   *all ? all : "vulkan: no hardware Vulkan device");
+      return NULL;
+    }
   g_array_append_val (out, cpu);
   return g_steal_pointer (&out);
 }
@@ -376,7 +419,8 @@ rlx_backend_claim_order (GArray *candidates, GPtrArray *devices, const char *loc
 /* ------------------------------------------------------------ the walk */
 
 gboolean
-rlx_backend_choose (const char *request, const RlxModel *model, guint max_batch,
+rlx_backend_choose (const char *request, RlxVkCompute compute, const RlxModel *model,
+                    guint max_batch,
                     GPtrArray *devices, const char *vulkan_error, const char *lock_dir,
                     RlxBackendOpenFunc open, gpointer user_data, RlxBackendChoice *choice,
                     GError **error)
@@ -394,7 +438,7 @@ rlx_backend_choose (const char *request, const RlxModel *model, guint max_batch,
   if (request == NULL || *request == '\0')
     request = "auto";
   explicit_vulkan = g_ascii_strncasecmp (request, "vulkan", 6) == 0;
-  candidates = rlx_backend_candidates (request, model, max_batch, devices, vulkan_error,
+  candidates = rlx_backend_candidates (request, compute, model, max_batch, devices, vulkan_error,
                                        passed_over, error);
   if (candidates == NULL)
     return FALSE;

@@ -50,12 +50,13 @@ typedef struct {
   char    *fallback;   /* the reasons, "; "-joined, "" when none (the caller's to free) */
 } RlxBackendChoice;
 
-/* Steps 1–3 above for @request. @devices, @vulkan_error: as for
+/* Steps 1–3 above for @request at @compute. @devices, @vulkan_error: as for
  * rlx_backend_candidates. @lock_dir: where claims are made (NULL: none).
  * FALSE with @error when the request cannot be met (as
  * rlx_backend_candidates refuses it, or an explicit vulkan device failed to
  * start, or — auto — every candidate failed). */
-gboolean rlx_backend_choose (const char *request, const RlxModel *model, guint max_batch,
+gboolean rlx_backend_choose (const char *request, RlxVkCompute compute, const RlxModel *model,
+                             guint max_batch,
                              GPtrArray *devices, const char *vulkan_error, const char *lock_dir,
                              RlxBackendOpenFunc open, gpointer user_data,
                              RlxBackendChoice *choice, GError **error);

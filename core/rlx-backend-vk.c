@@ -588,10 +588,10 @@ vk_resident_refusal (RlxBackend *self, RlxVkTrainer *vk)
 
 RlxBackend *
 rlx_backend_vk_new (const RlxVkDeviceInfo *info, const RlxModel *model, RlxDataset *dataset,
-                    guint max_batch, GError **error)
+                    guint max_batch, RlxVkCompute compute, GError **error)
 {
   g_autoptr(GError) local = NULL;
-  RlxVkTrainer *vk = rlx_vk_trainer_new (info->index, model, dataset, max_batch, &local);
+  RlxVkTrainer *vk = rlx_vk_trainer_new (info->index, model, dataset, max_batch, compute, &local);
   RlxBackend *self;
   Vk *v;
 
@@ -606,10 +606,16 @@ rlx_backend_vk_new (const RlxVkDeviceInfo *info, const RlxModel *model, RlxDatas
   self->compute = &vk_compute_i;
   self->compute_ctx = v;
   g_free (self->device);
-  self->device = g_strdup (info->name);
+  self->compute_mode = compute;
+  self->device = compute == RLX_VK_COMPUTE_F32
+                 ? g_strdup (info->name)
+                 : g_strdup_printf ("%s (%s tensor cores)", info->name, rlx_vk_compute_name (compute));
   self->hardware_gpu = !rlx_vk_device_is_software (rlx_vk_trainer_device (vk));
   if (rlx_backend_check_enabled ())
-    v->check = rlx_backend_check_new (model, dataset, max_batch, self->device);
+    {
+      v->check = rlx_backend_check_new (model, dataset, max_batch, self->device);
+      rlx_backend_check_set_compute (v->check, compute);
+    }
   /* the replica: on the device when it reproduces the wire's bits */
   self->note = vk_resident_refusal (self, vk);
   if (self->note == NULL)

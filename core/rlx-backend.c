@@ -41,6 +41,7 @@ typedef struct {
   const RlxModel *model;
   RlxDataset     *dataset;
   guint           max_batch;
+  RlxVkCompute    compute;
 } Opening;
 
 /* RlxBackendOpenFunc: candidate @c made into a backend */
@@ -53,7 +54,7 @@ open_candidate (guint c, gpointer user_data, char **note, GError **error)
   if (c == RLX_BACKEND_CPU_CANDIDATE)
     return rlx_backend_host_new (o->model, o->dataset, o->max_batch);
   self = rlx_backend_vk_new (g_ptr_array_index (o->devices, c), o->model, o->dataset,
-                             o->max_batch, error);
+                             o->max_batch, o->compute, error);
   if (self != NULL)
     *note = g_strdup (self->note);
   return self;
@@ -63,10 +64,18 @@ RlxBackend *
 rlx_backend_resolve (const char *request, const RlxModel *model,
                      RlxDataset *dataset, guint max_batch, GError **error)
 {
+  return rlx_backend_resolve_compute (request, RLX_VK_COMPUTE_F32, model, dataset, max_batch,
+                                      error);
+}
+
+RlxBackend *
+rlx_backend_resolve_compute (const char *request, RlxVkCompute compute, const RlxModel *model,
+                             RlxDataset *dataset, guint max_batch, GError **error)
+{
   g_autoptr(GPtrArray) devices = NULL;
   g_autoptr(GError) vk_error = NULL;
   g_autofree char *lock_dir = NULL;
-  Opening o = { NULL, model, dataset, max_batch };
+  Opening o = { NULL, model, dataset, max_batch, compute };
   RlxBackendChoice choice;
   RlxBackend *self;
 
@@ -83,7 +92,7 @@ rlx_backend_resolve (const char *request, const RlxModel *model,
       lock_dir = rlx_backend_gpu_lock_dir ();
     }
   o.devices = devices;
-  if (!rlx_backend_choose (request, model, max_batch, devices, vk_error ? vk_error->message : NULL,
+  if (!rlx_backend_choose (request, compute, model, max_batch, devices, vk_error ? vk_error->message : NULL,
                            lock_dir, open_candidate, &o, &choice, error))
     return NULL;
   self = choice.opened;
@@ -113,6 +122,7 @@ rlx_backend_free (RlxBackend *self)
 
 const char *rlx_backend_name (const RlxBackend *self) { return self->compute->name; }
 const char *rlx_backend_device (const RlxBackend *self) { return self->device; }
+RlxVkCompute rlx_backend_compute_mode (const RlxBackend *self) { return self->compute_mode; }
 const char *rlx_backend_fallback (const RlxBackend *self) { return self->fallback; }
 guint rlx_backend_max_batch (const RlxBackend *self) { return self->max_batch; }
 const RlxModel *rlx_backend_model (const RlxBackend *self) { return self->model; }

@@ -28,6 +28,7 @@
 #include "core/vision/rlx-model.h"
 #include "core/vision/rlx-dataset.h"
 #include "core/wire/rlx-wire.h"
+#include "gpu/rlx-vk.h"
 
 G_BEGIN_DECLS
 
@@ -48,6 +49,15 @@ typedef struct _RlxBackend RlxBackend;
 RlxBackend *rlx_backend_resolve  (const char *request, const RlxModel *model,
                                   RlxDataset *dataset, guint max_batch,
                                   GError **error);
+/* The same at @compute (rlx-vk.h's RlxVkCompute: rlx_backend_resolve is
+ * f32). Only a Vulkan device with what @compute needs can meet f16 (the
+ * CPU computes in f32 only): otherwise the request is refused with each
+ * device's reason (rlx_vk_device_compute_check), never moved to f32. */
+RlxBackend *rlx_backend_resolve_compute (const char *request, RlxVkCompute compute,
+                                         const RlxModel *model, RlxDataset *dataset,
+                                         guint max_batch, GError **error);
+/* What the backend computes at. */
+RlxVkCompute rlx_backend_compute_mode (const RlxBackend *self);
 void        rlx_backend_free     (RlxBackend *self);
 
 /* "cpu" or "vulkan" */
@@ -87,7 +97,8 @@ gboolean    rlx_backend_gpu_in_use (GPtrArray *devices, guint i);
  * cannot be met returns NULL with RLX_BACKEND_ERROR_UNAVAILABLE and the
  * reason; an unknown one RLX_BACKEND_ERROR_UNKNOWN. */
 #define RLX_BACKEND_CPU_CANDIDATE G_MAXUINT
-GArray     *rlx_backend_candidates (const char *request, const RlxModel *model,
+GArray     *rlx_backend_candidates (const char *request, RlxVkCompute compute,
+                                    const RlxModel *model,
                                     guint max_batch, GPtrArray *devices,
                                     const char *vulkan_error, GPtrArray *passed_over,
                                     GError **error);

@@ -55,6 +55,7 @@ struct _RlxNode
   char           *model;
   char           *dataset;
   char           *backend;
+  guint           compute;
   RlxPrecision    precision;
   gboolean        error_feedback;
   guint           batch;
@@ -202,6 +203,7 @@ rlx_node_new (const RlxNodeConfig *config, GError **error)
   self->dataset = g_strdup (config->dataset ? config->dataset : "synthetic");
   self->backend = g_strdup (config->backend ? config->backend : "auto");
   self->precision = config->precision;
+  self->compute = config->compute;
   self->error_feedback = !config->no_error_feedback;
   self->batch = config->batch ? config->batch : 32;
   self->lr = config->lr > 0 ? config->lr : 0.05;
@@ -226,6 +228,7 @@ typedef struct {
   char    *model;
   char    *dataset;
   char    *backend;
+  guint    compute;
   guint64  seed;
   guint    threads;
   guint    max_batch;
@@ -284,7 +287,8 @@ resolve_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *
     return;
   if (job->threads)
     rlx_cpu_set_threads (job->threads);
-  backend = rlx_backend_resolve (job->backend, model, dataset, job->max_batch, &error);
+  backend = rlx_backend_resolve_compute (job->backend, (RlxVkCompute) job->compute, model, dataset,
+                                        job->max_batch, &error);
   if (backend == NULL)
     {
       g_task_return_error (task, error);
@@ -518,6 +522,7 @@ rlx_node_start_async (RlxNode *self, GCancellable *cancellable, GAsyncReadyCallb
   job->model = g_strdup (self->model);
   job->dataset = g_strdup (self->dataset);
   job->backend = g_strdup (self->backend);
+  job->compute = self->compute;
   job->seed = self->seed;
   /* The coordinator measures test accuracy on another thread while the rank
    * computes. OpenBLAS 0.3.21 (pthreads) livelocks when two threads call it

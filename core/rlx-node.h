@@ -81,6 +81,7 @@ typedef struct {
   const char  *model;            /* NULL: "mnist-mlp" */
   const char  *dataset;          /* NULL: "synthetic" */
   const char  *backend;          /* request, NULL: "auto" */
+  guint        compute;          /* RlxVkCompute (--compute): 0, f32, unless asked */
   RlxPrecision precision;        /* wire precision at start (changeable later) */
   gboolean     no_error_feedback;
   guint        batch;            /* 0: 32 */

@@ -56,6 +56,12 @@ typedef struct {
   RLX_VK_GLOBAL_FUNCS (RLX_VK_FN_MEMBER)
   RLX_VK_INSTANCE_FUNCS (RLX_VK_FN_MEMBER)
   PFN_vkGetPhysicalDeviceProperties2 GetPhysicalDeviceProperties2;
+  /* optional (NULL when the loader or driver lacks them): what a device
+   * can do beyond the shaders' needs (cooperative matrix, f16) */
+  PFN_vkEnumerateDeviceExtensionProperties EnumerateDeviceExtensionProperties;
+  PFN_vkGetPhysicalDeviceFeatures2 GetPhysicalDeviceFeatures2;
+  PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV GetPhysicalDeviceCooperativeMatrixPropertiesNV;
+  PFN_vkVoidFunction GetPhysicalDeviceCooperativeMatrixPropertiesKHR;   /* not in our headers */
 } RlxVkInstanceTable;
 
 typedef struct {

@@ -126,6 +126,7 @@ struct _RlxVkTrainer {
   guint64           n_submits;
   guint             n_bufs_made;
   RlxVkTunables     tun;          /* what the environment asked for (rlx-vk-tunables.h) */
+  RlxVkCompute      compute;      /* --compute: f16 runs the large GEMMs on gemm_cm.comp */
   guint             upload;       /* UPLOAD_*: tun.upload, or wc where there is no BAR */
   guint             max_groups_x; /* the device's x limit, or tun.max_groups_x */
   const GemmCfg    *force_cfg;    /* set while recording one GEMM */

@@ -25,7 +25,7 @@
 
 RlxVkTrainer *
 rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
-                    guint max_batch, GError **error)
+                    guint max_batch, RlxVkCompute compute, GError **error)
 {
   g_autoptr(RlxVkTrainer) self = g_new0 (RlxVkTrainer, 1);
   VkInstance inst;
@@ -44,6 +44,23 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
     .pQueueCreateInfos = &qci,
   };
   VkPhysicalDeviceFeatures have, want = { 0 };
+  /* --compute f16: VK_NV_cooperative_matrix, shaderFloat16 and the Vulkan
+   * memory model (which SPV_NV_cooperative_matrix declares) */
+  const char *coop_ext[] = { "VK_NV_cooperative_matrix" };
+  VkPhysicalDeviceVulkanMemoryModelFeatures vmm = {
+    .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES,
+    .vulkanMemoryModel = VK_TRUE,
+  };
+  VkPhysicalDeviceShaderFloat16Int8Features f16 = {
+    .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES,
+    .pNext = &vmm,
+    .shaderFloat16 = VK_TRUE,
+  };
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coop = {
+    .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+    .pNext = &f16,
+    .cooperativeMatrix = VK_TRUE,
+  };
   VkDescriptorSetLayoutBinding bindings[N_BINDINGS];
   VkDescriptorSetLayoutCreateInfo dslci = {
     .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
@@ -80,6 +97,7 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   g_return_val_if_fail (model != NULL && dataset != NULL && max_batch > 0, NULL);
 
   self->model = model;
+  self->compute = compute;
   self->dataset = rlx_dataset_ref (dataset);
   self->max_batch = max_batch;
   self->pipes = g_array_new (FALSE, TRUE, sizeof (PipeEntry));
@@ -116,6 +134,18 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
     {
       g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_UNSUPPORTED, "%s", why);
       return NULL;
+    }
+  why = rlx_vk_device_compute_check (self->info, compute);
+  if (why != NULL)
+    {
+      g_set_error (error, RLX_VK_ERROR, RLX_VK_ERROR_UNSUPPORTED, "%s", why);
+      return NULL;
+    }
+  if (compute == RLX_VK_COMPUTE_F16)
+    {
+      dci.pNext = &coop;
+      dci.enabledExtensionCount = 1;
+      dci.ppEnabledExtensionNames = coop_ext;
     }
   rlx_vki.GetPhysicalDeviceMemoryProperties (self->phys, &self->memprops);
 
@@ -322,6 +352,12 @@ rlx_vk_trainer_free (RlxVkTrainer *self)
   if (self->have_instance)
     rlx_vk_instance_release ();
   g_free (self);
+}
+
+RlxVkCompute
+rlx_vk_trainer_compute (const RlxVkTrainer *self)
+{
+  return self->compute;
 }
 
 const RlxVkDeviceInfo *

@@ -81,6 +81,14 @@ load_instance (VkInstance inst, GError **error)
 #undef LOAD_INSTANCE
   rlx_vki.GetPhysicalDeviceProperties2 = (PFN_vkGetPhysicalDeviceProperties2)
     rlx_vki.GetInstanceProcAddr (inst, "vkGetPhysicalDeviceProperties2");
+  rlx_vki.EnumerateDeviceExtensionProperties = (PFN_vkEnumerateDeviceExtensionProperties)
+    rlx_vki.GetInstanceProcAddr (inst, "vkEnumerateDeviceExtensionProperties");
+  rlx_vki.GetPhysicalDeviceFeatures2 = (PFN_vkGetPhysicalDeviceFeatures2)
+    rlx_vki.GetInstanceProcAddr (inst, "vkGetPhysicalDeviceFeatures2");
+  rlx_vki.GetPhysicalDeviceCooperativeMatrixPropertiesNV = (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)
+    rlx_vki.GetInstanceProcAddr (inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+  rlx_vki.GetPhysicalDeviceCooperativeMatrixPropertiesKHR =
+    rlx_vki.GetInstanceProcAddr (inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
   return TRUE;
 }
 
@@ -469,6 +477,121 @@ rlx_vk_device_is_software (const RlxVkDeviceInfo *info)
          strstr (lower, "swiftshader") != NULL;
 }
 
+/* VK_KHR_cooperative_matrix is newer than Debian 12's Vulkan headers
+ * (1.3.239): its property struct and the values used here, from the spec */
+typedef struct {
+  VkStructureType sType;
+  void           *pNext;
+  guint32         MSize, NSize, KSize;
+  guint32         AType, BType, CType, ResultType;
+  VkBool32        saturatingAccumulation;
+  guint32         scope;
+} RlxCoopPropsKHR;
+typedef VkResult (VKAPI_PTR *RlxCoopPropsKHRFunc) (VkPhysicalDevice, guint32 *, RlxCoopPropsKHR *);
+#define RLX_STYPE_COOP_PROPS_KHR  ((VkStructureType) 1000506001)
+#define RLX_COMPONENT_BF16_KHR    1000141000u
+#define RLX_SCOPE_SUBGROUP        3u
+
+static guint8
+component_of (guint32 t)
+{
+  switch (t)
+    {
+    case 0: return RLX_VK_COMPONENT_F16;
+    case 1: return RLX_VK_COMPONENT_F32;
+    case RLX_COMPONENT_BF16_KHR: return RLX_VK_COMPONENT_BF16;
+    default: return t >= 3 && t <= 10 ? RLX_VK_COMPONENT_INT : RLX_VK_COMPONENT_OTHER;
+    }
+}
+
+static void
+add_shape (RlxVkDeviceInfo *info, guint32 m, guint32 n, guint32 k, guint32 a, guint32 b,
+           guint32 c, guint32 r, guint32 scope, gboolean khr)
+{
+  RlxVkCoopShape *s;
+
+  if (info->n_coop == RLX_VK_MAX_COOP_SHAPES)
+    return;
+  s = &info->coop[info->n_coop++];
+  *s = (RlxVkCoopShape) { (guint16) m, (guint16) n, (guint16) k, component_of (a), component_of (b),
+                          component_of (c), component_of (r), scope == RLX_SCOPE_SUBGROUP, khr };
+}
+
+/* What the device offers for --compute f16 / bf16: the extensions, the
+ * shapes each lists, shaderFloat16. */
+static void
+fill_coop (VkPhysicalDevice phys, RlxVkDeviceInfo *info)
+{
+  VkPhysicalDeviceVulkanMemoryModelFeatures vmm = {
+    .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES,
+  };
+  VkPhysicalDeviceShaderFloat16Int8Features f16 = {
+    .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES,
+    .pNext = &vmm,
+  };
+  VkPhysicalDeviceFeatures2 feat = {
+    .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+    .pNext = &f16,
+  };
+  g_autofree VkExtensionProperties *ext = NULL;
+  guint32 n = 0;
+
+  if (rlx_vki.EnumerateDeviceExtensionProperties == NULL ||
+      rlx_vki.EnumerateDeviceExtensionProperties (phys, NULL, &n, NULL) != VK_SUCCESS || n == 0)
+    return;
+  ext = g_new0 (VkExtensionProperties, n);
+  if (rlx_vki.EnumerateDeviceExtensionProperties (phys, NULL, &n, ext) != VK_SUCCESS)
+    return;
+  for (guint32 i = 0; i < n; i++)
+    {
+      if (strcmp (ext[i].extensionName, "VK_NV_cooperative_matrix") == 0)
+        info->coop_nv = TRUE;
+      else if (strcmp (ext[i].extensionName, "VK_KHR_cooperative_matrix") == 0)
+        info->coop_khr = TRUE;
+      else if (strcmp (ext[i].extensionName, "VK_KHR_shader_bfloat16") == 0)
+        info->shader_bf16 = TRUE;
+    }
+  if (info->api_version >= VK_API_VERSION_1_2 && rlx_vki.GetPhysicalDeviceFeatures2 != NULL)
+    {
+      rlx_vki.GetPhysicalDeviceFeatures2 (phys, &feat);
+      info->shader_f16 = f16.shaderFloat16;
+      info->memory_model = vmm.vulkanMemoryModel;
+    }
+  if (info->coop_nv && rlx_vki.GetPhysicalDeviceCooperativeMatrixPropertiesNV != NULL)
+    {
+      guint32 np = 0;
+      g_autofree VkCooperativeMatrixPropertiesNV *p = NULL;
+
+      if (rlx_vki.GetPhysicalDeviceCooperativeMatrixPropertiesNV (phys, &np, NULL) == VK_SUCCESS && np > 0)
+        {
+          p = g_new0 (VkCooperativeMatrixPropertiesNV, np);
+          for (guint32 i = 0; i < np; i++)
+            p[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+          if (rlx_vki.GetPhysicalDeviceCooperativeMatrixPropertiesNV (phys, &np, p) == VK_SUCCESS)
+            for (guint32 i = 0; i < np; i++)
+              add_shape (info, p[i].MSize, p[i].NSize, p[i].KSize, p[i].AType, p[i].BType,
+                         p[i].CType, p[i].DType, p[i].scope, FALSE);
+        }
+    }
+  if (info->coop_khr && rlx_vki.GetPhysicalDeviceCooperativeMatrixPropertiesKHR != NULL)
+    {
+      RlxCoopPropsKHRFunc get = (RlxCoopPropsKHRFunc) rlx_vki.GetPhysicalDeviceCooperativeMatrixPropertiesKHR;
+      guint32 np = 0;
+      g_autofree RlxCoopPropsKHR *p = NULL;
+
+      if (get (phys, &np, NULL) == VK_SUCCESS && np > 0)
+        {
+          p = g_new0 (RlxCoopPropsKHR, np);
+          for (guint32 i = 0; i < np; i++)
+            p[i].sType = RLX_STYPE_COOP_PROPS_KHR;
+          if (get (phys, &np, p) == VK_SUCCESS)
+            for (guint32 i = 0; i < np; i++)
+              add_shape (info, p[i].MSize, p[i].NSize, p[i].KSize, p[i].AType, p[i].BType,
+                         p[i].CType, p[i].ResultType, p[i].scope, TRUE);
+        }
+    }
+}
+
 void
 rlx_vk_fill_info (VkPhysicalDevice phys, guint index, RlxVkDeviceInfo *info)
 {
@@ -535,6 +658,8 @@ rlx_vk_fill_info (VkPhysicalDevice phys, guint index, RlxVkDeviceInfo *info)
   for (guint32 i = 0; i < mem.memoryHeapCount; i++)
     if (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
       info->device_local_bytes = MAX (info->device_local_bytes, mem.memoryHeaps[i].size);
+
+  fill_coop (phys, info);
 
   rlx_vki.GetPhysicalDeviceQueueFamilyProperties (phys, &nq, NULL);
   q = g_new0 (VkQueueFamilyProperties, MAX (nq, 1));
@@ -638,4 +763,135 @@ rlx_vk_device_check (const RlxVkDeviceInfo *info, const RlxModel *model, guint m
                               "use a smaller batch", model->slug, max_batch, need, info->name, have);
     }
   return NULL;
+}
+
+/* ------------------------------------------------------------ --compute */
+
+static const char *const compute_names[RLX_VK_N_COMPUTE] = { "f32", "f16", "bf16" };
+
+const char *
+rlx_vk_compute_name (RlxVkCompute compute)
+{
+  return (guint) compute < RLX_VK_N_COMPUTE ? compute_names[compute] : "?";
+}
+
+gboolean
+rlx_vk_compute_parse (const char *s, RlxVkCompute *out)
+{
+  for (guint i = 0; s != NULL && i < RLX_VK_N_COMPUTE; i++)
+    if (g_ascii_strcasecmp (s, compute_names[i]) == 0)
+      {
+        *out = (RlxVkCompute) i;
+        return TRUE;
+      }
+  return FALSE;
+}
+
+static const char *
+component_name (guint8 c)
+{
+  switch (c)
+    {
+    case RLX_VK_COMPONENT_F16: return "f16";
+    case RLX_VK_COMPONENT_F32: return "f32";
+    case RLX_VK_COMPONENT_BF16: return "bf16";
+    case RLX_VK_COMPONENT_INT: return "int";
+    default: return "other";
+    }
+}
+
+char *
+rlx_vk_device_coop_text (const RlxVkDeviceInfo *info)
+{
+  g_autoptr(GString) s = g_string_new (NULL);
+
+  for (guint i = 0; i < info->n_coop; i++)
+    {
+      const RlxVkCoopShape *c = &info->coop[i];
+      g_autofree char *one = NULL;
+
+      if (!c->subgroup)
+        continue;
+      one = g_strdup_printf ("%u×%u×%u %s·%s→%s (%s)", c->m, c->n, c->k, component_name (c->a),
+                             component_name (c->b), component_name (c->r), c->khr ? "KHR" : "NV");
+      /* the NV and KHR lists repeat each other: once each */
+      if (strstr (s->str, one) == NULL)
+        g_string_append_printf (s, "%s%s", s->len ? ", " : "", one);
+    }
+  if (s->len == 0)
+    g_string_append (s, "none");
+  return g_string_free (g_steal_pointer (&s), FALSE);
+}
+
+static gboolean
+has_shape (const RlxVkDeviceInfo *info, gboolean khr, guint m, guint n, guint k, guint8 ab)
+{
+  for (guint i = 0; i < info->n_coop; i++)
+    {
+      const RlxVkCoopShape *c = &info->coop[i];
+      if (c->khr == khr && c->subgroup && c->m == m && c->n == n && c->k == k && c->a == ab &&
+          c->b == ab && c->c == RLX_VK_COMPONENT_F32 && c->r == RLX_VK_COMPONENT_F32)
+        return TRUE;
+    }
+  return FALSE;
+}
+
+char *
+rlx_vk_device_compute_check (const RlxVkDeviceInfo *info, RlxVkCompute compute)
+{
+  g_autofree char *offers = NULL;
+
+  g_return_val_if_fail (info != NULL, NULL);
+
+  if (compute == RLX_VK_COMPUTE_F32)
+    return NULL;
+  if (compute == RLX_VK_COMPUTE_BF16)
+    {
+      gboolean dev_bf16 = FALSE;
+
+      for (guint i = 0; i < info->n_coop; i++)
+        dev_bf16 |= info->coop[i].a == RLX_VK_COMPONENT_BF16;
+      /* "..., though NVIDIA H200 offers them" / "..., and llvmpipe offers none either" */
+      return g_strdup_printf ("--compute bf16 is not built in: this build's shaders are compiled "
+                              "by a glslang without bf16 cooperative matrices "
+                              "(GL_EXT_bfloat16), %s %s %s; use --compute f16 or f32",
+                              dev_bf16 ? "though" : "and", info->name,
+                              dev_bf16 ? "offers them" : "offers none either");
+    }
+  if (compute != RLX_VK_COMPUTE_F16)
+    return g_strdup_printf ("unknown --compute %u; use f32, f16 or bf16", (guint) compute);
+
+  if (!info->coop_nv && !info->coop_khr)
+    return g_strdup_printf ("%s has no cooperative matrix (neither VK_NV_cooperative_matrix nor "
+                            "VK_KHR_cooperative_matrix), which --compute f16 runs its matrix "
+                            "products on; use --compute f32", info->name);
+  offers = rlx_vk_device_coop_text (info);
+  if (!info->coop_nv)
+    return g_strdup_printf ("%s offers VK_KHR_cooperative_matrix (%s) but not "
+                            "VK_NV_cooperative_matrix, the form this build's shaders use "
+                            "(its glslang compiles only GL_NV_cooperative_matrix); use "
+                            "--compute f32", info->name, offers);
+  if (!has_shape (info, FALSE, 16, 16, 16, RLX_VK_COMPONENT_F16))
+    return g_strdup_printf ("%s's VK_NV_cooperative_matrix has no 16×16×16 f16·f16→f32 shape "
+                            "at subgroup scope, which --compute f16 needs (it offers: %s); use "
+                            "--compute f32", info->name, offers);
+  if (!info->shader_f16)
+    return g_strdup_printf ("%s has cooperative matrices but not shaderFloat16, which "
+                            "--compute f16 needs; use --compute f32", info->name);
+  if (!info->memory_model)
+    return g_strdup_printf ("%s has cooperative matrices but not the Vulkan memory model "
+                            "(vulkanMemoryModel), which their shaders need; use --compute f32",
+                            info->name);
+  if (info->subgroup_size != 32)
+    return g_strdup_printf ("%s runs subgroups of %u threads; --compute f16's shader is laid "
+                            "out for 32; use --compute f32", info->name, info->subgroup_size);
+  return NULL;
+}
+
+RlxVkCompute
+rlx_vk_gemm_compute (RlxVkCompute compute, guint M, guint N, guint K, gboolean plain)
+{
+  if (compute == RLX_VK_COMPUTE_F16 && plain && M >= 64 && N >= 64 && K >= 32)
+    return RLX_VK_COMPUTE_F16;
+  return RLX_VK_COMPUTE_F32;
 }

@@ -69,6 +69,25 @@ typedef enum {
   RLX_VK_DEVICE_CPU,            /* a software implementation (llvmpipe, SwiftShader) */
 } RlxVkDeviceType;
 
+/* A cooperative matrix shape the device offers: C/R (M×N) += A (M×K) · B
+ * (K×N), component types as RlxVkComponent. */
+typedef enum {
+  RLX_VK_COMPONENT_F16,
+  RLX_VK_COMPONENT_F32,
+  RLX_VK_COMPONENT_BF16,
+  RLX_VK_COMPONENT_INT,                  /* the integer types, listed as "int" */
+  RLX_VK_COMPONENT_OTHER,
+} RlxVkComponent;
+
+typedef struct {
+  guint16         m, n, k;
+  guint8          a, b, c, r;            /* RlxVkComponent */
+  gboolean        subgroup;              /* subgroup scope (the only one our shaders use) */
+  gboolean        khr;                   /* listed by VK_KHR_cooperative_matrix, else NV */
+} RlxVkCoopShape;
+
+#define RLX_VK_MAX_COOP_SHAPES 24
+
 typedef struct {
   guint           index;                 /* in vkEnumeratePhysicalDevices order */
   char           *name;                  /* "NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)" */
@@ -89,6 +108,14 @@ typedef struct {
   guint32         subgroup_size;         /* 0 when unknown */
   guint64         device_local_bytes;    /* largest DEVICE_LOCAL heap */
   char            uuid[33];              /* deviceUUID in hex; "" when unknown */
+  /* cooperative matrix (tensor cores), for --compute f16 / bf16 */
+  gboolean        coop_nv;               /* VK_NV_cooperative_matrix (what our shaders use) */
+  gboolean        coop_khr;              /* VK_KHR_cooperative_matrix */
+  gboolean        shader_f16;            /* shaderFloat16 */
+  gboolean        memory_model;          /* vulkanMemoryModel (SPV_NV_cooperative_matrix needs it) */
+  gboolean        shader_bf16;           /* VK_KHR_shader_bfloat16 */
+  guint           n_coop;                /* shapes in @coop */
+  RlxVkCoopShape  coop[RLX_VK_MAX_COOP_SHAPES];
 } RlxVkDeviceInfo;
 
 RlxVkDeviceInfo *rlx_vk_device_info_copy (const RlxVkDeviceInfo *info);
@@ -106,6 +133,39 @@ GPtrArray       *rlx_vk_enumerate (GError **error);
  * hand-made infos. */
 char            *rlx_vk_device_check (const RlxVkDeviceInfo *info,
                                       const RlxModel *model, guint max_batch);
+
+/* ── the arithmetic of a step (--compute) ────────────────────────────────
+ *
+ * f32: every product in f32 (the default; the only one on the CPU). f16:
+ * the large matrix products (rlx_vk_gemm_compute) read their operands as
+ * f16 and accumulate in f32 on the tensor cores, through
+ * VK_NV_cooperative_matrix (gpu/shaders/gemm_cm.comp); everything else —
+ * parameters, gradients, updates, the wire, the replica's hash — stays f32,
+ * so a cohort's protocol and hashes do not change. bf16: the same with
+ * bf16 operands; not built (this build's glslang has no bf16 cooperative
+ * matrix), so always refused with that reason. */
+typedef enum {
+  RLX_VK_COMPUTE_F32,
+  RLX_VK_COMPUTE_F16,
+  RLX_VK_COMPUTE_BF16,
+  RLX_VK_N_COMPUTE
+} RlxVkCompute;
+
+/* "f32", "f16", "bf16" */
+const char      *rlx_vk_compute_name  (RlxVkCompute compute);
+/* FALSE (and *@out untouched) when @s is none of the names. */
+gboolean         rlx_vk_compute_parse (const char *s, RlxVkCompute *out);
+/* NULL when @info can step at @compute, else a sentence saying what the
+ * device (or this build) lacks and what to ask for instead. Pure. */
+char            *rlx_vk_device_compute_check (const RlxVkDeviceInfo *info, RlxVkCompute compute);
+/* "16×16×16 f16·f16→f32 (NV), ..." — the subgroup-scope shapes; "none". */
+char            *rlx_vk_device_coop_text (const RlxVkDeviceInfo *info);
+/* The arithmetic of one GEMM of a step at @compute: an M×N output over K,
+ * @plain (both operands plain matrices, no convolution addressing). f16
+ * only for plain GEMMs with M, N ≥ 64 and K ≥ 32 (the tensor-core tile's
+ * use); f32 otherwise, and always at f32. Pure: the trainer records by it. */
+RlxVkCompute     rlx_vk_gemm_compute  (RlxVkCompute compute, guint M, guint N, guint K,
+                                       gboolean plain);
 
 /* Validation / performance messages seen by the debug messenger since the
  * process started, and whether the validation layer is on. */
@@ -138,10 +198,14 @@ typedef struct {
 } RlxVkTimings;
 
 /* Opens device @index (as enumerated), uploads the training split of
- * @dataset and builds the pipelines for @model. */
+ * @dataset and builds the pipelines for @model. RLX_VK_ERROR_UNSUPPORTED
+ * with rlx_vk_device_compute_check's reason when the device cannot step
+ * at @compute. */
 RlxVkTrainer    *rlx_vk_trainer_new   (guint index, const RlxModel *model,
                                        RlxDataset *dataset, guint max_batch,
-                                       GError **error);
+                                       RlxVkCompute compute, GError **error);
+/* What the trainer computes at (as asked for when it was made). */
+RlxVkCompute     rlx_vk_trainer_compute (const RlxVkTrainer *self);
 void             rlx_vk_trainer_free  (RlxVkTrainer *self);
 const RlxVkDeviceInfo *rlx_vk_trainer_device (const RlxVkTrainer *self);
 

@@ -2,7 +2,9 @@
  * would choose for each model
  *
  * Lists each Vulkan physical device with the properties the shaders depend
- * on and whether it can train each model at the given batch (and if not,
+ * on, what it offers for --compute f16 / bf16 (cooperative matrix shapes,
+ * f16 and bf16 shaders) and whether each --compute can run on it, whether
+ * it can train each model at the given batch (and if not,
  * why), then the decision `--backend auto` would make per model, with the
  * reasons faster candidates were passed over — the answer to "why is it only
  * computing on CPU?".
@@ -39,6 +41,22 @@ print_device (GPtrArray *devices, guint i, guint batch)
           mem, info->max_shared_memory / 1024, info->max_push_constants, info->subgroup_size,
           info->max_workgroup_invocations, range, info->has_compute_queue ? "yes" : "no",
           info->has_timestamps ? "yes" : "no");
+  {
+    g_autofree char *shapes = rlx_vk_device_coop_text (info);
+
+    printf ("      cooperative matrix: %s%s%s; subgroup shapes: %s; shaderFloat16 %s; "
+            "bf16 shaders %s\n",
+            info->coop_nv ? "NV" : "", info->coop_nv && info->coop_khr ? " + " : "",
+            info->coop_khr ? "KHR" : (info->coop_nv ? "" : "none"), shapes,
+            info->shader_f16 ? "yes" : "no", info->shader_bf16 ? "yes" : "no");
+    for (guint c = 0; c < RLX_VK_N_COMPUTE; c++)
+      {
+        g_autofree char *why = rlx_vk_device_compute_check (info, (RlxVkCompute) c);
+
+        printf ("      --compute %-4s %s\n", rlx_vk_compute_name ((RlxVkCompute) c),
+                why ? why : "can");
+      }
+  }
   if (!rlx_vk_device_is_software (info))
     printf ("      %s\n", rlx_backend_gpu_in_use (devices, i)
                              ? "in use by a rank on this host (auto and vulkan take another, if free)"
@@ -56,10 +74,12 @@ int
 rlx_cmd_devices (int argc, char **argv)
 {
   const char *sub = "devices";
-  g_autofree char *batch_s = NULL, *backend_s = NULL;
+  g_autofree char *batch_s = NULL, *backend_s = NULL, *compute_s = NULL;
+  RlxVkCompute compute = RLX_VK_COMPUTE_F32;
   GOptionEntry entries[] = {
     { "batch", 0, 0, G_OPTION_ARG_STRING, &batch_s, "largest batch a step would use (default 1024)", "B" },
     { "backend", 0, 0, G_OPTION_ARG_STRING, &backend_s, "the request to decide (default auto)", "B" },
+    { "compute", 0, 0, G_OPTION_ARG_STRING, &compute_s, "and at which arithmetic: f32 (default), f16 or bf16", "C" },
     { NULL }
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new ("- list compute devices and what auto would choose");
@@ -80,13 +100,17 @@ rlx_cmd_devices (int argc, char **argv)
     "Examples:\n"
     "  rlx-rank devices\n"
     "  rlx-rank devices --batch 8192 --backend vulkan\n"
-    "  rlx-rank devices --backend vulkan:1");
+    "  rlx-rank devices --backend vulkan:1\n"
+    "  rlx-rank devices --compute f16");
   if (!rlx_cli_parse (ctx, sub, &argc, &argv))
     return RLX_EXIT_USAGE;
   if (!rlx_cli_no_extra_args (sub, argc, argv) ||
       !rlx_cli_uint (sub, "--batch", batch_s, 1, 65536, &batch))
     return RLX_EXIT_USAGE;
   request = backend_s ? backend_s : "auto";
+  if (compute_s != NULL && !rlx_vk_compute_parse (compute_s, &compute))
+    return rlx_cli_fail (sub, RLX_EXIT_USAGE, "--compute: '%s' is not f32, f16 or bf16 (see "
+                         "rlx-rank devices --help)", compute_s);
 
   devices = rlx_vk_enumerate (&vk_error);
   if (devices == NULL)
@@ -101,13 +125,13 @@ rlx_cmd_devices (int argc, char **argv)
     }
   printf ("CPU: %u threads\n\n", g_get_num_processors ());
 
-  printf ("--backend %s would choose:\n", request);
+  printf ("--backend %s --compute %s would choose:\n", request, rlx_vk_compute_name (compute));
   for (guint m = 0; m < RLX_N_MODELS; m++)
     {
       const RlxModel *model = rlx_model_get (m);
       g_autoptr(GPtrArray) passed_over = g_ptr_array_new_with_free_func (g_free);
       g_autoptr(GError) error = NULL;
-      g_autoptr(GArray) cand = rlx_backend_candidates (request, model, (guint) batch, devices,
+      g_autoptr(GArray) cand = rlx_backend_candidates (request, compute, model, (guint) batch, devices,
                                                        vk_error ? vk_error->message : NULL,
                                                        passed_over, &error);
       g_autofree char *why = NULL;

@@ -360,6 +360,8 @@ rlx_cmd_join (int argc, char **argv)
   const char *sub = "join";
   gboolean local = FALSE, no_ef = FALSE, json = FALSE, evaluate_flag = FALSE;
   g_autofree char *cohort = NULL, *model_s = NULL, *dataset_s = NULL, *backend_s = NULL;
+  g_autofree char *compute_s = NULL;
+  RlxVkCompute compute = RLX_VK_COMPUTE_F32;
   g_autofree char *precision_s = NULL, *batch_s = NULL, *lr_s = NULL, *steps_s = NULL;
   g_autofree char *node_s = NULL, *seed_s = NULL, *wait_s = NULL, *ckpt_s = NULL;
   g_autofree char *fault_s = NULL, *deadline_s = NULL, *hb_s = NULL, *threads_s = NULL;
@@ -373,6 +375,7 @@ rlx_cmd_join (int argc, char **argv)
     { "model", 0, 0, G_OPTION_ARG_STRING, &model_s, "mnist-mlp (default), mnist-mlp-xl or mnist-cnn", "M" },
     { "dataset", 0, 0, G_OPTION_ARG_STRING, &dataset_s, "synthetic (default) or fashion-mnist", "D" },
     { "backend", 0, 0, G_OPTION_ARG_STRING, &backend_s, "auto (default), cpu, vulkan or vulkan:NAME", "B" },
+    { "compute", 0, 0, G_OPTION_ARG_STRING, &compute_s, "f32 (default), or f16: matrix products on tensor cores (a Vulkan device with cooperative matrices); the wire and hashes are the same", "C" },
     { "precision", 0, 0, G_OPTION_ARG_STRING, &precision_s, "wire precision: f32 (default), f16, f8e4m3, f8e5m2", "P" },
     { "batch", 0, 0, G_OPTION_ARG_STRING, &batch_s, "this node's share of the global batch (default 32)", "B" },
     { "lr", 0, 0, G_OPTION_ARG_STRING, &lr_s, "learning rate (default 0.05)", "LR" },
@@ -497,6 +500,9 @@ rlx_cmd_join (int argc, char **argv)
   cfg.model = model_s ? model_s : "mnist-mlp";
   cfg.dataset = dataset_s ? dataset_s : "synthetic";
   cfg.backend = backend_s ? backend_s : "auto";
+  if (compute_s != NULL && !rlx_vk_compute_parse (compute_s, &compute))
+    return rlx_cli_fail (sub, RLX_EXIT_USAGE, "--compute: '%s' is not f32, f16 or bf16", compute_s);
+  cfg.compute = compute;
   cfg.no_error_feedback = no_ef;
   cfg.batch = (guint) batch;
   cfg.lr = lr;

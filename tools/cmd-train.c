@@ -43,13 +43,27 @@ open_model_dataset (const char *sub, const char *model_slug, const char *dataset
   return RLX_EXIT_OK;
 }
 
+/* --compute: f32 (NULL), f16 or bf16; a usage error otherwise */
+static gboolean
+parse_compute (const char *sub, const char *text, RlxVkCompute *out)
+{
+  *out = RLX_VK_COMPUTE_F32;
+  if (text == NULL || rlx_vk_compute_parse (text, out))
+    return TRUE;
+  rlx_cli_fail (sub, RLX_EXIT_USAGE, "--compute: '%s' is not f32, f16 or bf16", text);
+  return FALSE;
+}
+
 static int
-resolve_backend (const char *sub, const char *request, const RlxModel *model,
-                 RlxDataset *dataset, guint batch, RlxBackend **backend)
+resolve_backend (const char *sub, const char *request, const char *compute_s,
+                 const RlxModel *model, RlxDataset *dataset, guint batch, RlxBackend **backend)
 {
   g_autoptr(GError) error = NULL;
+  RlxVkCompute compute;
 
-  *backend = rlx_backend_resolve (request, model, dataset, batch, &error);
+  if (!parse_compute (sub, compute_s, &compute))
+    return RLX_EXIT_USAGE;
+  *backend = rlx_backend_resolve_compute (request, compute, model, dataset, batch, &error);
   if (*backend == NULL)
     return rlx_cli_fail (sub, g_error_matches (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_UNKNOWN)
                               ? RLX_EXIT_USAGE : RLX_EXIT_FAILURE,
@@ -78,7 +92,7 @@ rlx_cmd_train (int argc, char **argv)
   const char *sub = "train";
   g_autofree char *model_slug = NULL, *dataset_slug = NULL, *batch_s = NULL;
   g_autofree char *lr_s = NULL, *steps_s = NULL, *epochs_s = NULL, *seed_s = NULL;
-  g_autofree char *backend_s = NULL, *threads_s = NULL, *order_s = NULL;
+  g_autofree char *backend_s = NULL, *threads_s = NULL, *order_s = NULL, *compute_s = NULL;
   gboolean json = FALSE, file_order = FALSE;
   GOptionEntry entries[] = {
     { "model", 0, 0, G_OPTION_ARG_STRING, &model_slug, "mnist-mlp, mnist-mlp-xl or mnist-cnn", "M" },
@@ -89,6 +103,7 @@ rlx_cmd_train (int argc, char **argv)
     { "epochs", 0, 0, G_OPTION_ARG_STRING, &epochs_s, "train this many passes over the training set", "E" },
     { "seed", 0, 0, G_OPTION_ARG_STRING, &seed_s, "keys the initialisation, the permutation and synthetic data (default 0)", "S" },
     { "backend", 0, 0, G_OPTION_ARG_STRING, &backend_s, "auto, cpu, vulkan or vulkan:NAME (default auto)", "B" },
+    { "compute", 0, 0, G_OPTION_ARG_STRING, &compute_s, "f32 (default), or f16: matrix products on tensor cores (a Vulkan device with cooperative matrices)", "C" },
     { "order", 0, 0, G_OPTION_ARG_STRING, &order_s, "permuted (each epoch a seeded permutation; default) or file", "O" },
     { "threads", 0, 0, G_OPTION_ARG_STRING, &threads_s, "CPU threads for the CPU backend (default: one per core)", "N" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "one JSON object per line", NULL },
@@ -148,7 +163,7 @@ rlx_cmd_train (int argc, char **argv)
   if (batch > train_size)
     return rlx_cli_fail (sub, RLX_EXIT_USAGE, "--batch: %" G_GUINT64_FORMAT " is more than the %u training samples of %s",
                          batch, train_size, dataset_slug);
-  status = resolve_backend (sub, backend_s, model, dataset, (guint) batch, &backend);
+  status = resolve_backend (sub, backend_s, compute_s, model, dataset, (guint) batch, &backend);
   if (status != RLX_EXIT_OK)
     return status;
 
@@ -167,9 +182,11 @@ rlx_cmd_train (int argc, char **argv)
   if (json)
     printf ("{\"event\":\"start\",\"model\":\"%s\",\"dataset\":\"%s\",\"params\":%" G_GSIZE_FORMAT
             ",\"batch\":%" G_GUINT64_FORMAT ",\"lr\":%s,\"steps\":%" G_GUINT64_FORMAT
-            ",\"seed\":%" G_GUINT64_FORMAT ",\"order\":\"%s\",\"backend\":%s,\"device\":%s,\"fallback\":%s}\n",
+            ",\"seed\":%" G_GUINT64_FORMAT ",\"order\":\"%s\",\"backend\":%s,\"device\":%s,\"compute\":\"%s\","
+            "\"fallback\":%s}\n",
             model->slug, rlx_dataset_slug (dataset), model->n_params, batch,
-            rlx_cli_json_num (b1, lr), steps, seed, file_order ? "file" : "permuted", backend_json, device_json, fallback_json);
+            rlx_cli_json_num (b1, lr), steps, seed, file_order ? "file" : "permuted", backend_json,
+            device_json, rlx_vk_compute_name (rlx_backend_compute_mode (backend)), fallback_json);
   else
     {
       printf ("training %s (%" G_GSIZE_FORMAT " parameters) on %s: batch %" G_GUINT64_FORMAT
@@ -240,6 +257,7 @@ rlx_cmd_grads (int argc, char **argv)
   const char *sub = "grads";
   g_autofree char *model_slug = NULL, *dataset_slug = NULL, *start_s = NULL, *batch_s = NULL;
   g_autofree char *seed_s = NULL, *params_path = NULL, *backend_s = NULL, *out_path = NULL;
+  g_autofree char *compute_s = NULL;
   g_autofree char *data_seed_s = NULL;
   GOptionEntry entries[] = {
     { "model", 0, 0, G_OPTION_ARG_STRING, &model_slug, "mnist-mlp, mnist-mlp-xl or mnist-cnn", "M" },
@@ -250,6 +268,7 @@ rlx_cmd_grads (int argc, char **argv)
     { "params", 0, 0, G_OPTION_ARG_FILENAME, &params_path, "parameters from a raw little-endian f32 file", "FILE" },
     { "data-seed", 0, 0, G_OPTION_ARG_STRING, &data_seed_s, "key of the synthetic dataset (default: --seed, or 0)", "S" },
     { "backend", 0, 0, G_OPTION_ARG_STRING, &backend_s, "auto, cpu, vulkan or vulkan:NAME (default auto)", "B" },
+    { "compute", 0, 0, G_OPTION_ARG_STRING, &compute_s, "f32 (default), or f16: matrix products on tensor cores (a Vulkan device with cooperative matrices)", "C" },
     { "out", 0, 0, G_OPTION_ARG_FILENAME, &out_path, "where to write [loss, gradient] as little-endian f32", "FILE" },
     { NULL }
   };
@@ -330,7 +349,7 @@ rlx_cmd_grads (int argc, char **argv)
   else
     rlx_model_init_params (model, seed, params);
 
-  status = resolve_backend (sub, backend_s, model, dataset, (guint) batch, &backend);
+  status = resolve_backend (sub, backend_s, compute_s, model, dataset, (guint) batch, &backend);
   if (status != RLX_EXIT_OK)
     return status;
 
@@ -377,13 +396,14 @@ int
 rlx_cmd_bench (int argc, char **argv)
 {
   const char *sub = "bench";
-  g_autofree char *model_slug = NULL, *batch_s = NULL, *backend_s = NULL;
+  g_autofree char *model_slug = NULL, *batch_s = NULL, *backend_s = NULL, *compute_s = NULL;
   g_autofree char *seconds_s = NULL, *dataset_slug = NULL, *threads_s = NULL;
   gboolean json = FALSE;
   GOptionEntry entries[] = {
     { "model", 0, 0, G_OPTION_ARG_STRING, &model_slug, "mnist-mlp, mnist-mlp-xl or mnist-cnn", "M" },
     { "batch", 0, 0, G_OPTION_ARG_STRING, &batch_s, "samples per step", "B" },
     { "backend", 0, 0, G_OPTION_ARG_STRING, &backend_s, "auto, cpu, vulkan or vulkan:NAME (default auto)", "B" },
+    { "compute", 0, 0, G_OPTION_ARG_STRING, &compute_s, "f32 (default), or f16: matrix products on tensor cores (a Vulkan device with cooperative matrices)", "C" },
     { "seconds", 0, 0, G_OPTION_ARG_STRING, &seconds_s, "how long to measure after warm-up (default 2)", "S" },
     { "dataset", 0, 0, G_OPTION_ARG_STRING, &dataset_slug, "where the samples come from (default synthetic)", "D" },
     { "threads", 0, 0, G_OPTION_ARG_STRING, &threads_s, "CPU threads for the CPU backend (default: one per core)", "N" },
@@ -435,7 +455,7 @@ rlx_cmd_bench (int argc, char **argv)
   if (batch > rlx_dataset_size (dataset, RLX_SPLIT_TRAIN))
     return rlx_cli_fail (sub, RLX_EXIT_USAGE, "--batch: %" G_GUINT64_FORMAT " is more than the %u training samples",
                          batch, rlx_dataset_size (dataset, RLX_SPLIT_TRAIN));
-  status = resolve_backend (sub, backend_s, model, dataset, (guint) batch, &backend);
+  status = resolve_backend (sub, backend_s, compute_s, model, dataset, (guint) batch, &backend);
   if (status != RLX_EXIT_OK)
     return status;
 
@@ -468,10 +488,11 @@ rlx_cmd_bench (int argc, char **argv)
   blas_json = rlx_cli_json_str (rlx_cpu_blas_name ());
   if (json)
     printf ("{\"event\":\"bench\",\"model\":\"%s\",\"batch\":%" G_GUINT64_FORMAT
-            ",\"backend\":%s,\"device\":%s,\"threads\":%u,\"blas\":%s,\"steps\":%" G_GUINT64_FORMAT
-            ",\"seconds\":%s,\"samples_per_second\":%s,\"cpu_seconds\":%s,"
+            ",\"backend\":%s,\"device\":%s,\"compute\":\"%s\",\"threads\":%u,\"blas\":%s,\"steps\":%"
+            G_GUINT64_FORMAT ",\"seconds\":%s,\"samples_per_second\":%s,\"cpu_seconds\":%s,"
             "\"samples_per_cpu_second\":%s}\n",
-            model->slug, batch, backend_json, device_json, rlx_cpu_threads (), blas_json, steps,
+            model->slug, batch, backend_json, device_json,
+            rlx_vk_compute_name (rlx_backend_compute_mode (backend)), rlx_cpu_threads (), blas_json, steps,
             rlx_cli_json_num (b1, elapsed), rlx_cli_json_num (b2, sps), rlx_cli_json_num (b3, cpu),
             rlx_cli_json_num (b4, cpu > 0 ? (double) steps * batch / cpu : NAN));
   else

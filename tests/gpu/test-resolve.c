@@ -87,7 +87,7 @@ fallback_reasons (const char *spec, const RlxModel *model, guint batch, GPtrArra
 {
   g_autoptr(GPtrArray) why = g_ptr_array_new_with_free_func (g_free);
   g_autoptr(GError) error = NULL;
-  g_autoptr(GArray) c = rlx_backend_candidates (spec, model, batch, devs, enum_error, why, &error);
+  g_autoptr(GArray) c = rlx_backend_candidates (spec, RLX_VK_COMPUTE_F32, model, batch, devs, enum_error, why, &error);
 
   g_assert_no_error (error);
   assert_only (c, RLX_BACKEND_CPU_CANDIDATE);
@@ -99,7 +99,7 @@ static char *
 refusal (const char *spec, const RlxModel *model, guint batch, GPtrArray *devs, gint code)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(GArray) c = rlx_backend_candidates (spec, model, batch, devs, NULL, NULL, &error);
+  g_autoptr(GArray) c = rlx_backend_candidates (spec, RLX_VK_COMPUTE_F32, model, batch, devs, NULL, NULL, &error);
 
   g_assert_null (c);
   g_assert_error (error, RLX_BACKEND_ERROR, code);
@@ -111,7 +111,7 @@ static void
 assert_picks (const char *spec, GPtrArray *devs, guint want)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(GArray) c = rlx_backend_candidates (spec, mlp (), 64, devs, NULL, NULL, &error);
+  g_autoptr(GArray) c = rlx_backend_candidates (spec, RLX_VK_COMPUTE_F32, mlp (), 64, devs, NULL, NULL, &error);
 
   g_assert_no_error (error);
   assert_only (c, want);
@@ -122,7 +122,7 @@ static guint
 first_candidate (const RlxModel *model, guint batch, GPtrArray *devs)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(GArray) c = rlx_backend_candidates ("auto", model, batch, devs, NULL, NULL, &error);
+  g_autoptr(GArray) c = rlx_backend_candidates ("auto", RLX_VK_COMPUTE_F32, model, batch, devs, NULL, NULL, &error);
 
   g_assert_no_error (error);
   g_assert_cmpuint (c->len, >=, 1);
@@ -174,7 +174,7 @@ test_only_software (void)
 
   /* a software device beside a hardware one is no reason worth showing */
   g_ptr_array_add (devs, fake ("AMD Radeon RX 7900", RLX_VK_DEVICE_DISCRETE));
-  c = rlx_backend_candidates ("auto", mlp (), 64, devs, NULL, why, &error);
+  c = rlx_backend_candidates ("auto", RLX_VK_COMPUTE_F32, mlp (), 64, devs, NULL, why, &error);
   g_assert_no_error (error);
   g_assert_cmpuint (c->len, ==, 2);
   g_assert_cmpuint (g_array_index (c, guint, 0), ==, 1);
@@ -281,7 +281,7 @@ test_order_and_names (void)
   g_ptr_array_add (devs, fake ("Virtio-GPU Venus", RLX_VK_DEVICE_VIRTUAL));
   g_ptr_array_add (devs, fake ("NVIDIA H200", RLX_VK_DEVICE_DISCRETE));
 
-  c = rlx_backend_candidates ("auto", mlp (), 64, devs, NULL, why, &error);
+  c = rlx_backend_candidates ("auto", RLX_VK_COMPUTE_F32, mlp (), 64, devs, NULL, why, &error);
   g_assert_no_error (error);
   g_assert_cmpuint (c->len, ==, 4);
   g_assert_cmpuint (g_array_index (c, guint, 0), ==, 3);   /* discrete */
@@ -292,7 +292,7 @@ test_order_and_names (void)
 
   /* vulkan: every hardware device, best first (no CPU, no software) */
   g_clear_pointer (&c, g_array_unref);
-  c = rlx_backend_candidates ("vulkan", mlp (), 64, devs, NULL, NULL, &error);
+  c = rlx_backend_candidates ("vulkan", RLX_VK_COMPUTE_F32, mlp (), 64, devs, NULL, NULL, &error);
   g_assert_no_error (error);
   g_assert_cmpuint (c->len, ==, 3);
   g_assert_cmpuint (g_array_index (c, guint, 0), ==, 3);
@@ -612,7 +612,7 @@ test_distinct_gpus (void)
   add_dev (devs, "llvmpipe (LLVM 15.0.6, 256 bits)", RLX_VK_DEVICE_CPU, "00");
   add_dev (devs, "NVIDIA H200", RLX_VK_DEVICE_DISCRETE, "aa01");
   add_dev (devs, "NVIDIA H200", RLX_VK_DEVICE_DISCRETE, "aa02");
-  cand = rlx_backend_candidates ("auto", mlp (), 64, devs, NULL, NULL, &error);
+  cand = rlx_backend_candidates ("auto", RLX_VK_COMPUTE_F32, mlp (), 64, devs, NULL, NULL, &error);
   g_assert_no_error (error);
   g_assert_cmpuint (cand->len, ==, 3);   /* 1, 2, cpu */
 
@@ -642,7 +642,7 @@ test_distinct_gpus (void)
   g_clear_pointer (&note, g_free);
   g_array_unref (o);
   /* vulkan (no CPU) behaves the same */
-  vcand = rlx_backend_candidates ("vulkan", mlp (), 64, devs, NULL, NULL, &error);
+  vcand = rlx_backend_candidates ("vulkan", RLX_VK_COMPUTE_F32, mlp (), 64, devs, NULL, NULL, &error);
   g_assert_no_error (error);
   o = rlx_backend_claim_order (vcand, devs, locks, &fd[3], &note);
   g_assert_cmpuint (o->len, ==, 2);
@@ -661,7 +661,7 @@ test_distinct_gpus (void)
 
   /* an explicit device is taken even when held, with a note */
   {
-    g_autoptr(GArray) one = rlx_backend_candidates ("vulkan:2", mlp (), 64, devs, NULL, NULL,
+    g_autoptr(GArray) one = rlx_backend_candidates ("vulkan:2", RLX_VK_COMPUTE_F32, mlp (), 64, devs, NULL, NULL,
                                                     &error);
     g_assert_no_error (error);
     o = rlx_backend_claim_order (one, devs, locks, &fd[3], &note);
@@ -674,7 +674,7 @@ test_distinct_gpus (void)
   }
   /* a software device asked for by name is never claimed */
   {
-    g_autoptr(GArray) sw = rlx_backend_candidates ("vulkan:llvmpipe", mlp (), 64, devs, NULL,
+    g_autoptr(GArray) sw = rlx_backend_candidates ("vulkan:llvmpipe", RLX_VK_COMPUTE_F32, mlp (), 64, devs, NULL,
                                                    NULL, &error);
     g_assert_no_error (error);
     o = rlx_backend_claim_order (sw, devs, locks, &fd[3], &note);
@@ -730,7 +730,7 @@ choose (const char *request, GPtrArray *devs, const char *locks, FakeOpener *f,
         RlxBackendChoice *choice, GError **error)
 {
   g_array_set_size (f->tried, 0);
-  if (!rlx_backend_choose (request, mlp (), 64, devs, NULL, locks, fake_open, f, choice, error))
+  if (!rlx_backend_choose (request, RLX_VK_COMPUTE_F32, mlp (), 64, devs, NULL, locks, fake_open, f, choice, error))
     return FALSE;
   g_assert_true (choice->opened == &opened_marks[candidate_bit (choice->candidate)]);
   return TRUE;
@@ -886,7 +886,7 @@ test_choose_failures (void)
 
   /* cpu: no device is looked at */
   f.fail = 0x7;
-  g_assert_true (rlx_backend_choose ("cpu", mlp (), 64, NULL, NULL, NULL, fake_open, &f, &ch,
+  g_assert_true (rlx_backend_choose ("cpu", RLX_VK_COMPUTE_F32, mlp (), 64, NULL, NULL, NULL, fake_open, &f, &ch,
                                      &error));
   g_assert_cmpuint (ch.candidate, ==, RLX_BACKEND_CPU_CANDIDATE);
   g_assert_cmpstr (ch.fallback, ==, "");
@@ -905,6 +905,48 @@ test_choose_failures (void)
   remove_locks (dir, locks);
 }
 
+/* rlx-rank: the options, the refusal and what `devices` lists */
+static void
+test_compute_cli (void)
+{
+  const char *bench[] = { "bench", "--model", "mnist-mlp", "--batch", "8", "--seconds", "0.1",
+                          "--backend", "vulkan:llvmpipe", "--compute", "f16", NULL };
+  const char *bad[] = { "bench", "--model", "mnist-mlp", "--batch", "8", "--seconds", "0.1",
+                        "--backend", "cpu", "--compute", "f64", NULL };
+  const char *cpu[] = { "bench", "--model", "mnist-mlp", "--batch", "8", "--seconds", "0.1",
+                        "--backend", "cpu", "--compute", "f16", NULL };
+  const char *devs[] = { "devices", "--compute", "f16", NULL };
+  g_autofree char *o1 = NULL, *o2 = NULL, *o3 = NULL, *o4 = NULL;
+  int status;
+
+  if (g_getenv ("RLX_RANK") == NULL)
+    {
+      g_test_skip ("RLX_RANK is not set (run through meson test)");
+      return;
+    }
+  o2 = run_rank_env (&status, bad, FALSE);
+  g_assert_cmpint (status, ==, 2);
+  assert_has (o2, "--compute: 'f64' is not f32, f16 or bf16");
+  o3 = run_rank_env (&status, cpu, FALSE);
+  g_assert_cmpint (status, !=, 0);
+  assert_has (o3, "the CPU backend computes in f32 only");
+  o4 = run_rank_env (&status, devs, FALSE);
+  g_test_message ("%s", o4);
+  assert_has (o4, "--backend auto --compute f16 would choose:");
+  if (strstr (o4, "llvmpipe") == NULL)
+    {
+      g_test_skip ("no lavapipe device (install mesa-vulkan-drivers)");
+      return;
+    }
+  assert_has (o4, "cooperative matrix: none");
+  assert_has (o4, "--compute f32  can");
+  assert_has (o4, "has no cooperative matrix");
+  o1 = run_rank_env (&status, bench, FALSE);
+  g_assert_cmpint (status, !=, 0);
+  assert_has (o1, "cannot train mnist-mlp at --compute f16");
+  assert_has (o1, "has no cooperative matrix");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -916,6 +958,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gpu/resolve/order-and-names", test_order_and_names);
   g_test_add_func ("/gpu/resolve/no-driver-cli", test_no_driver_cli);
   g_test_add_func ("/gpu/resolve/lavapipe-cli", test_lavapipe_cli);
+  g_test_add_func ("/gpu/resolve/compute-cli", test_compute_cli);
   g_test_add_func ("/gpu/resolve/no-loader-cli", test_no_loader_cli);
   g_test_add_func ("/gpu/resolve/no-loader-resolve", test_no_loader_resolve);
   g_test_add_func ("/gpu/resolve/index", test_index);

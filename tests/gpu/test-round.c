@@ -1271,7 +1271,7 @@ test_vk_reopen (void)
   for (guint k = 0; k < 30; k++)
     {
       g_autoptr(GError) error = NULL;
-      g_autoptr(RlxVkTrainer) t = rlx_vk_trainer_new (0, model, dataset, 1, &error);
+      g_autoptr(RlxVkTrainer) t = rlx_vk_trainer_new (0, model, dataset, 1, RLX_VK_COMPUTE_F32, &error);
       g_autoptr(GPtrArray) devices = rlx_vk_enumerate (&error);
 
       g_assert_no_error (error);

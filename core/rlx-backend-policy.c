@@ -6,7 +6,7 @@
  * rlx_backend_choose, which opens candidates through the caller's function
  * until one starts and keeps the reasons for those passed over. Pure enough
  * that tests cover every branch with hand-made devices, a temporary lock
- * folder and a fake opener (tests/gpu/test-resolve.c).
+ * folder and a fake opener (tests/core/test-resolve.c).
  */
 #include "rlx-config.h"
 #include "rlx-backend.h"

@@ -12,7 +12,7 @@
  *      the reasons into the fallback text (passed over, failed to start, the
  *      claim's note, the opened backend's own note, in that order).
  * Tests drive each step with hand-made devices, a temporary lock folder and
- * a fake opener (tests/gpu/test-resolve.c).
+ * a fake opener (tests/core/test-resolve.c).
  *
  * Threads: any thread. Nothing here keeps state: a claim is an flock'ed
  * file, held by the descriptor the caller is given.

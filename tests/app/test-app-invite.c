@@ -16,7 +16,7 @@
  *   bad-invite          a malformed invite marks the entry and says the form.
  */
 #include "rlx-config.h"
-#include "app-test-utils.h"
+#include "node-test-utils.h"
 #include "rlx-window-private.h"
 #include "core/rlx-node.h"
 #include "core/p2p/rlx-invite.h"
@@ -125,7 +125,7 @@ static void
 rank_stop (Rank *r)
 {
   g_subprocess_send_signal (r->proc, SIGTERM);
-  g_assert_true (app_test_wait (rank_done, r, TIMEOUT_MS));
+  g_assert_true (node_test_wait (rank_done, r, TIMEOUT_MS));
   g_assert_true (exited (r->proc));
   g_assert_true (g_subprocess_get_if_exited (r->proc));
   g_assert_cmpint (g_subprocess_get_exit_status (r->proc), ==, 0);
@@ -140,7 +140,7 @@ rank_stop (Rank *r)
 static JsonObject *
 wait_event (GPtrArray *events, const char *name, const char *key, gint64 min)
 {
-  return app_test_wait_event (events, name, key, min, TIMEOUT_MS, NULL, NULL);
+  return node_test_wait_event (events, name, key, min, TIMEOUT_MS, NULL, NULL);
 }
 
 /* A TCP port nothing listens on now. */
@@ -244,7 +244,7 @@ join (RlxWindow *window, const char *invite, Watch *w)
   node = rlx_window_get_node (window);
   g_signal_connect (node, "event", G_CALLBACK (on_node_event), w);
   g_signal_connect (node, "link-added", G_CALLBACK (on_link_added), w);
-  g_assert_true (app_test_wait (joined, window, TIMEOUT_MS));
+  g_assert_true (node_test_wait (joined, window, TIMEOUT_MS));
 }
 
 typedef struct {
@@ -300,10 +300,10 @@ copy_invite (RlxWindow *window)
   /* a button's activation lands a moment later (it shows itself pressed) */
   id = g_signal_connect (clipboard, "changed", G_CALLBACK (on_clipboard_changed), &changes);
   g_assert_true (gtk_widget_activate (button));
-  g_assert_true (app_test_wait (changed_once, &changes, TIMEOUT_MS));
+  g_assert_true (node_test_wait (changed_once, &changes, TIMEOUT_MS));
   g_signal_handler_disconnect (clipboard, id);
   gdk_clipboard_read_text_async (clipboard, NULL, on_clipboard_text, &c);
-  g_assert_true (app_test_wait (clip_read, &c, TIMEOUT_MS));
+  g_assert_true (node_test_wait (clip_read, &c, TIMEOUT_MS));
   return c.text;
 }
 
@@ -337,7 +337,7 @@ static void
 leave (RlxWindow *window)
 {
   rlx_window_leave (window);
-  g_assert_true (app_test_wait (idle, window, TIMEOUT_MS));
+  g_assert_true (node_test_wait (idle, window, TIMEOUT_MS));
 }
 
 /* ── cases ──────────────────────────────────────────────────────────────── */
@@ -346,7 +346,7 @@ static void
 test_join_rlx_rank_host (void)
 {
   g_autofree char *port = g_strdup_printf ("127.0.0.1:%u", free_port ());
-  g_autofree char *cohort = app_test_cohort_name ("host");
+  g_autofree char *cohort = node_test_cohort_name ("host");
   const char *args[] = { "--host", port, "--show-invite", "--advertise", "127.0.0.1", "--cohort", cohort,
                          "--json", "--backend", "cpu", "--batch", "8", "--threads", "1",
                          "--checkpoint-every", "0", NULL };
@@ -394,7 +394,7 @@ static void
 test_host_and_copy (void)
 {
   g_autoptr(GSettings) settings = g_settings_new (RLX_APP_ID);
-  g_autofree char *cohort = app_test_cohort_name ("app-host");
+  g_autofree char *cohort = node_test_cohort_name ("app-host");
   g_autofree char *clip = NULL;
   g_autofree char *loopback = NULL;
   g_autofree char *port_part = NULL;
@@ -476,13 +476,13 @@ main (int argc, char **argv)
 {
   int status;
 
-  app_test_init ();
+  node_test_init ();
   gtk_test_init (&argc, &argv, NULL);
   adw_init ();
   g_test_add_func ("/app/invite/bad-invite", test_bad_invite);
   g_test_add_func ("/app/invite/join-rlx-rank-host", test_join_rlx_rank_host);
   g_test_add_func ("/app/invite/host-and-copy", test_host_and_copy);
   status = g_test_run ();
-  app_test_cleanup ();
+  node_test_cleanup ();
   return status;
 }

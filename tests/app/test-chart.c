@@ -1,7 +1,7 @@
 /* test-chart.c — the loss chart: its data (series, smoothing, decimation)
  * and its widget (redraws on new points, reuses the plot for the readout,
  * draws the line where the values say) */
-#include "app-test-utils.h"
+#include "node-test-utils.h"
 #include "rlx-loss-chart.h"
 
 #include <adwaita.h>
@@ -149,7 +149,7 @@ test_redraws (void)
   RlxLossChartStats st;
   DrawWait w = { chart, 0, 0 };
 
-  g_assert_true (app_test_wait (drawn_more, &w, TIMEOUT_MS));   /* first frame */
+  g_assert_true (node_test_wait (drawn_more, &w, TIMEOUT_MS));   /* first frame */
   rlx_loss_chart_get_stats (chart, &st);
   g_assert_cmpuint (st.n_columns, ==, 0);                       /* nothing to plot yet */
 
@@ -157,7 +157,7 @@ test_redraws (void)
   for (guint i = 0; i < 1000; i++)
     rlx_chart_series_append (rlx_loss_chart_get_loss (chart), i, 2.0 / (1 + i * 0.01), i * 1000);
   w.draws = st.n_draws;
-  g_assert_true (app_test_wait (drawn_more, &w, TIMEOUT_MS));
+  g_assert_true (node_test_wait (drawn_more, &w, TIMEOUT_MS));
   rlx_loss_chart_get_stats (chart, &st);
   g_assert_cmpuint (st.n_visited, ==, 1000);
   g_assert_cmpuint (st.n_columns, >, 100);
@@ -166,7 +166,7 @@ test_redraws (void)
   /* moving the readout redraws */
   w.draws = st.n_draws;
   rlx_loss_chart_set_readout (chart, 500);
-  g_assert_true (app_test_wait (drawn_more, &w, TIMEOUT_MS));
+  g_assert_true (node_test_wait (drawn_more, &w, TIMEOUT_MS));
   {
     g_autofree char *text = rlx_loss_chart_dup_readout_text (chart);
     g_assert_nonnull (text);
@@ -180,7 +180,7 @@ test_redraws (void)
   /* one more point: the plot is rebuilt */
   w.draws = st.n_draws;
   rlx_chart_series_append (rlx_loss_chart_get_loss (chart), 1000, 0.1, 1000000);
-  g_assert_true (app_test_wait (drawn_more, &w, TIMEOUT_MS));
+  g_assert_true (node_test_wait (drawn_more, &w, TIMEOUT_MS));
   rlx_loss_chart_get_stats (chart, &st);
   g_assert_cmpuint (st.n_plots, >, w.plots);
   g_assert_cmpuint (st.n_visited, ==, 1001);
@@ -348,7 +348,7 @@ main (int argc, char **argv)
 {
   int status;
 
-  app_test_init ();
+  node_test_init ();
   gtk_test_init (&argc, &argv, NULL);
   adw_init ();
   g_test_add_func ("/app/chart/decimate-100k", test_decimate_100k);
@@ -359,6 +359,6 @@ main (int argc, char **argv)
   g_test_add_func ("/app/chart/pixels", test_pixels);
   g_test_add_func ("/app/chart/accuracy-axis", test_accuracy_axis);
   status = g_test_run ();
-  app_test_cleanup ();
+  node_test_cleanup ();
   return status;
 }

@@ -1,5 +1,5 @@
 /* test-event-log.c — the cohort's JSON events in words, and which are urgent */
-#include "app-test-utils.h"
+#include "node-test-utils.h"
 #include "rlx-event-log.h"
 
 #include <string.h>
@@ -211,7 +211,7 @@ main (int argc, char **argv)
 {
   int status;
 
-  app_test_init ();
+  node_test_init ();
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/app/event-log/fallback", test_fallback);
   g_test_add_func ("/app/event-log/left-refused-merged", test_left_refused_merged);
@@ -220,6 +220,6 @@ main (int argc, char **argv)
   g_test_add_func ("/app/event-log/late-coalesces", test_late_coalesces);
   g_test_add_func ("/app/event-log/cap", test_cap);
   status = g_test_run ();
-  app_test_cleanup ();
+  node_test_cleanup ();
   return status;
 }

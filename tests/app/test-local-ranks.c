@@ -2,7 +2,7 @@
  * logs, a clean stop, SIGKILL after the grace period, clear errors, and no
  * orphan when the app itself is killed (PR_SET_PDEATHSIG). Real rlx-rank
  * processes; every wait has a timeout. */
-#include "app-test-utils.h"
+#include "node-test-utils.h"
 #include "rlx-local-ranks.h"
 
 #include <errno.h>
@@ -155,7 +155,7 @@ pid_gone (gpointer data)
 static void
 test_log_and_stop (void)
 {
-  g_autofree char *cohort = app_test_cohort_name ("stop");
+  g_autofree char *cohort = node_test_cohort_name ("stop");
   g_autofree char *a = NULL, *b = NULL;
   g_autoptr(GError) error = NULL;
   g_autoptr(GArray) pids = NULL;
@@ -176,9 +176,9 @@ test_log_and_stop (void)
   g_assert_cmpstr (ids[0], ==, a);
 
   sw = (StepWait) { &f, a, 3 };
-  g_assert_true (app_test_wait (log_has_step, &sw, TIMEOUT_MS));
+  g_assert_true (node_test_wait (log_has_step, &sw, TIMEOUT_MS));
   sw = (StepWait) { &f, b, 3 };
-  g_assert_true (app_test_wait (log_has_step, &sw, TIMEOUT_MS));
+  g_assert_true (node_test_wait (log_has_step, &sw, TIMEOUT_MS));
   /* started with --threads 1, and says so (not the machine's cores) */
   {
     g_autofree char *device = log_joined_device (&f, a);
@@ -189,19 +189,19 @@ test_log_and_stop (void)
   pids = rlx_local_ranks_dup_pids (f.ranks);
   g_assert_cmpuint (pids->len, ==, 2);
   rlx_local_ranks_stop_async (f.ranks, 10000, on_stopped, &f);
-  g_assert_true (app_test_wait (stopped, &f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (stopped, &f, TIMEOUT_MS));
   g_assert_cmpuint (rlx_local_ranks_get_n_running (f.ranks), ==, 0);
   for (guint i = 0; i < pids->len; i++)
     g_assert_true (process_gone (g_array_index (pids, int, i)));
   ew = (ExitWait) { &f, 2 };
-  g_assert_true (app_test_wait (n_exits, &ew, TIMEOUT_MS));
+  g_assert_true (node_test_wait (n_exits, &ew, TIMEOUT_MS));
   for (guint i = 0; i < 2; i++)
     g_assert_nonnull (strstr (g_ptr_array_index (f.exits, i), "|1|"));   /* expected */
 
   /* stopping with nothing running completes at once */
   f.stopped = FALSE;
   rlx_local_ranks_stop_async (f.ranks, 10000, on_stopped, &f);
-  g_assert_true (app_test_wait (stopped, &f, 1000));
+  g_assert_true (node_test_wait (stopped, &f, 1000));
   fixture_clear (&f);
 }
 
@@ -210,7 +210,7 @@ test_log_and_stop (void)
 static void
 test_kill_after_grace (void)
 {
-  g_autofree char *cohort = app_test_cohort_name ("stubborn");
+  g_autofree char *cohort = node_test_cohort_name ("stubborn");
   g_autofree char *script = g_build_filename (g_get_user_state_dir (), "stubborn-rank", NULL);
   g_autofree char *id = NULL;
   g_autoptr(GError) error = NULL;
@@ -230,13 +230,13 @@ test_kill_after_grace (void)
   id = rlx_local_ranks_spawn (f.ranks, cohort, options, &error);
   g_assert_no_error (error);
   sw = (StepWait) { &f, id, 1 };
-  g_assert_true (app_test_wait (log_has_step, &sw, TIMEOUT_MS));   /* SIGTERM is ignored now */
+  g_assert_true (node_test_wait (log_has_step, &sw, TIMEOUT_MS));   /* SIGTERM is ignored now */
   pids = rlx_local_ranks_dup_pids (f.ranks);
   rlx_local_ranks_stop_async (f.ranks, 300, on_stopped, &f);
-  g_assert_true (app_test_wait (stopped, &f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (stopped, &f, TIMEOUT_MS));
   g_assert_true (process_gone (g_array_index (pids, int, 0)));
   ew.f = &f;
-  g_assert_true (app_test_wait (n_exits, &ew, TIMEOUT_MS));
+  g_assert_true (node_test_wait (n_exits, &ew, TIMEOUT_MS));
   g_assert_nonnull (strstr (g_ptr_array_index (f.exits, 0), "|1|"));
   if (strstr (g_ptr_array_index (f.exits, 0), "signal 9") == NULL)
     g_error ("not killed: %s", (char *) g_ptr_array_index (f.exits, 0));
@@ -247,7 +247,7 @@ static void
 test_errors (void)
 {
   const char *const bad[] = { "--model", "resnet-152", NULL };
-  g_autofree char *cohort = app_test_cohort_name ("bad");
+  g_autofree char *cohort = node_test_cohort_name ("bad");
   g_autofree char *id = NULL;
   g_autoptr(GError) error = NULL;
   ExitWait ew = { NULL, 1 };
@@ -268,7 +268,7 @@ test_errors (void)
   id = rlx_local_ranks_spawn (f.ranks, cohort, bad, &error);
   g_assert_no_error (error);
   ew.f = &f;
-  g_assert_true (app_test_wait (n_exits, &ew, TIMEOUT_MS));
+  g_assert_true (node_test_wait (n_exits, &ew, TIMEOUT_MS));
   parts = g_strsplit (g_ptr_array_index (f.exits, 0), "|", 3);
   g_assert_cmpstr (parts[0], ==, id);
   g_assert_cmpstr (parts[1], ==, "0");
@@ -302,7 +302,7 @@ helper_main (const char *cohort)
 static void
 test_no_orphans (void)
 {
-  g_autofree char *cohort = app_test_cohort_name ("orphan");
+  g_autofree char *cohort = node_test_cohort_name ("orphan");
   g_autofree char *exe = g_file_read_link ("/proc/self/exe", NULL);
   g_autoptr(GError) error = NULL;
   g_autoptr(GSubprocess) helper = NULL;
@@ -324,7 +324,7 @@ test_no_orphans (void)
   g_subprocess_force_exit (helper);
   g_assert_true (g_subprocess_wait (helper, NULL, &error));
   g_assert_no_error (error);
-  if (!app_test_wait (pid_gone, GINT_TO_POINTER (rank_pid), TIMEOUT_MS))
+  if (!node_test_wait (pid_gone, GINT_TO_POINTER (rank_pid), TIMEOUT_MS))
     {
       kill (rank_pid, SIGKILL);
       g_error ("rank %d outlived the app that started it", rank_pid);
@@ -336,7 +336,7 @@ test_no_orphans (void)
 static void
 test_invite_not_in_argv (void)
 {
-  g_autofree char *cohort = app_test_cohort_name ("inv");
+  g_autofree char *cohort = node_test_cohort_name ("inv");
   g_autofree char *invite = g_strdup_printf ("rlx://127.0.0.1:9/%s#3q2-7wEjRWeJq83vEjRWeA", cohort);
   g_autofree char *id = NULL;
   g_autofree char *cmdline = NULL;
@@ -375,7 +375,7 @@ test_invite_not_in_argv (void)
     g_assert_true (seen);
   }
   rlx_local_ranks_stop_async (f.ranks, 10000, on_stopped, &f);
-  g_assert_true (app_test_wait (stopped, &f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (stopped, &f, TIMEOUT_MS));
   fixture_clear (&f);
 }
 
@@ -386,7 +386,7 @@ main (int argc, char **argv)
 
   if (argc == 3 && g_str_equal (argv[1], "--helper"))
     return helper_main (argv[2]);
-  app_test_init ();
+  node_test_init ();
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/app/local-ranks/log-and-stop", test_log_and_stop);
   g_test_add_func ("/app/local-ranks/kill-after-grace", test_kill_after_grace);
@@ -394,6 +394,6 @@ main (int argc, char **argv)
   g_test_add_func ("/app/local-ranks/no-orphans", test_no_orphans);
   g_test_add_func ("/app/local-ranks/invite-not-in-argv", test_invite_not_in_argv);
   status = g_test_run ();
-  app_test_cleanup ();
+  node_test_cleanup ();
   return status;
 }

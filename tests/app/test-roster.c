@@ -4,7 +4,7 @@
  * leaves, and a refused rank that never gets a row. The node runs on its own
  * thread as the app's does (RlxNodeThread), and the view shows the roster
  * mirrored to this thread, the model the app shows. */
-#include "app-test-utils.h"
+#include "node-test-utils.h"
 #include "rlx-event-log.h"
 #include "rlx-local-ranks.h"
 #include "rlx-roster-view.h"
@@ -57,7 +57,7 @@ started (gpointer data)
 static void
 fixture_setup (Fixture *f, const char *tag)
 {
-  g_autofree char *cohort = app_test_cohort_name (tag);
+  g_autofree char *cohort = node_test_cohort_name (tag);
   g_autofree char *log_dir = NULL;
   RlxNodeConfig cfg = { 0 };
   g_autoptr(GError) error = NULL;
@@ -78,7 +78,7 @@ fixture_setup (Fixture *f, const char *tag)
   g_signal_connect (f->ranks, "exited", G_CALLBACK (on_exited), f);
 
   rlx_node_thread_start_async (f->node, NULL, on_started, f);
-  g_assert_true (app_test_wait (started, f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (started, f, TIMEOUT_MS));
 
   f->window = GTK_WINDOW (gtk_window_new ());
   gtk_window_set_default_size (f->window, 1200, 500);
@@ -110,9 +110,9 @@ static void
 fixture_teardown (Fixture *f)
 {
   rlx_local_ranks_stop_async (f->ranks, 5000, NULL, NULL);
-  g_assert_true (app_test_wait (ranks_stopped, f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (ranks_stopped, f, TIMEOUT_MS));
   rlx_node_thread_leave_async (f->node, "test over", on_left, f);
-  g_assert_true (app_test_wait (left, f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (left, f, TIMEOUT_MS));
   gtk_window_destroy (f->window);
   g_clear_object (&f->ranks);
   g_clear_object (&f->node);
@@ -269,18 +269,18 @@ test_join_leave (void)
 
   fixture_setup (&f, "rows");
   w = (ViewWait) { &f, "1 rank", rlx_node_thread_get_node_id (f.node), NULL };
-  g_assert_true (app_test_wait (view_matches, &w, TIMEOUT_MS));
+  g_assert_true (node_test_wait (view_matches, &w, TIMEOUT_MS));
 
   child = rlx_local_ranks_spawn (f.ranks, rlx_node_thread_get_cohort (f.node), child_options, &error);
   g_assert_no_error (error);
   w = (ViewWait) { &f, "2 ranks", child, NULL };
-  if (!app_test_wait (view_matches, &w, TIMEOUT_MS))
+  if (!node_test_wait (view_matches, &w, TIMEOUT_MS))
     g_error ("the roster did not show %s: summary “%s”", child, rlx_roster_view_get_summary (f.view));
   /* its row says what the rank itself reported */
   {
     /* the rank writes its own "joined" once it has its snapshot */
     JoinedWait jw = { &f, child, NULL };
-    g_assert_true (app_test_wait (child_has_joined, &jw, TIMEOUT_MS));
+    g_assert_true (node_test_wait (child_has_joined, &jw, TIMEOUT_MS));
     joined = jw.event;
   }
   {
@@ -296,14 +296,14 @@ test_join_leave (void)
   /* it leaves: its row goes, and the log says why */
   rlx_local_ranks_stop_async (f.ranks, 5000, NULL, NULL);
   w = (ViewWait) { &f, "1 rank", NULL, child };
-  g_assert_true (app_test_wait (view_matches, &w, TIMEOUT_MS));
+  g_assert_true (node_test_wait (view_matches, &w, TIMEOUT_MS));
   /* the roster and the events come in the node thread's batches, in the
    * order they happened: the departure's event may be in the next one */
   {
     LeftWait lw = { &f, child };
-    g_assert_true (app_test_wait (left_logged, &lw, TIMEOUT_MS));
+    g_assert_true (node_test_wait (left_logged, &lw, TIMEOUT_MS));
   }
-  g_assert_true (app_test_wait (ranks_stopped, &f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (ranks_stopped, &f, TIMEOUT_MS));
   fixture_teardown (&f);
 }
 
@@ -346,7 +346,7 @@ test_refused (void)
   fixture_setup (&f, "refuse");
   child = rlx_local_ranks_spawn (f.ranks, rlx_node_thread_get_cohort (f.node), cnn, &error);
   g_assert_no_error (error);
-  g_assert_true (app_test_wait (one_exit, &f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (one_exit, &f, TIMEOUT_MS));
   parts = g_strsplit (g_ptr_array_index (f.exits, 0), "|", 3);
   g_assert_cmpstr (parts[0], ==, child);
   g_assert_cmpstr (parts[1], ==, "0");              /* not expected */
@@ -355,11 +355,11 @@ test_refused (void)
    * 50 ms): the exit, seen here directly, can come before the batch that
    * says the node founded, so the roster is waited for, not looked at once. */
   w = (ViewWait) { &f, "1 rank", rlx_node_thread_get_node_id (f.node), child };
-  if (!app_test_wait (view_matches, &w, TIMEOUT_MS))
+  if (!node_test_wait (view_matches, &w, TIMEOUT_MS))
     g_error ("the roster did not settle on the node alone: summary “%s”",
              rlx_roster_view_get_summary (f.view));
   /* the refusal may land a moment after the rank's exit was seen here */
-  g_assert_true (app_test_wait (refusal_logged, &f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (refusal_logged, &f, TIMEOUT_MS));
   g_assert_false (view_shows (f.view, child));
   fixture_teardown (&f);
 }
@@ -394,13 +394,13 @@ main (int argc, char **argv)
 {
   int status;
 
-  app_test_init ();
+  node_test_init ();
   gtk_test_init (&argc, &argv, NULL);
   adw_init ();
   g_test_add_func ("/app/roster/formats", test_formats);
   g_test_add_func ("/app/roster/join-leave", test_join_leave);
   g_test_add_func ("/app/roster/refused", test_refused);
   status = g_test_run ();
-  app_test_cleanup ();
+  node_test_cleanup ();
   return status;
 }

@@ -11,7 +11,7 @@
  * local ranks and clears the rate card (the totals stay).
  */
 #include "rlx-config.h"
-#include "app-test-utils.h"
+#include "node-test-utils.h"
 #include "rlx-window-private.h"
 #include "rlx-preferences-window.h"
 #include "core/rlx-node.h"
@@ -197,7 +197,7 @@ test_dropdown_changes_wire (void)
   gtk_window_present (GTK_WINDOW (f.window));
   g_assert_cmpuint (gtk_drop_down_get_selected (rlx_window_get_precision_dropdown (f.window)), ==, 0);
   rlx_window_join (f.window);
-  g_assert_true (app_test_wait (window_joined, &f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (window_joined, &f, TIMEOUT_MS));
   node = rlx_window_get_node (f.window);
   f.watched_id = g_strdup (rlx_node_thread_get_node_id (node));
 
@@ -211,11 +211,11 @@ test_dropdown_changes_wire (void)
   g_assert_no_error (error);
   g_signal_connect (f.watcher, "link-added", G_CALLBACK (on_link_added), &f);
   rlx_node_start_async (f.watcher, NULL, on_started, &f);
-  g_assert_true (app_test_wait (watcher_started, &f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (watcher_started, &f, TIMEOUT_MS));
 
   /* f32 frames flow first */
   w = (SeenWait) { &f, RLX_PRECISION_F32, 0, 3 };
-  g_assert_true (app_test_wait (seen_enough, &w, TIMEOUT_MS));
+  g_assert_true (node_test_wait (seen_enough, &w, TIMEOUT_MS));
   g_assert_cmpuint (count_seen (&f, RLX_PRECISION_F8E4M3, 0), ==, 0);
 
   /* a person picks "f8 E4M3"; the node's thread applies it, and its roster
@@ -224,7 +224,7 @@ test_dropdown_changes_wire (void)
   gtk_drop_down_set_selected (rlx_window_get_precision_dropdown (f.window), 2);
   g_assert_cmpint (rlx_node_thread_get_precision (node), ==, RLX_PRECISION_F8E4M3);
   row = (RowWait) { node, "f8e4m3" };
-  g_assert_true (app_test_wait (self_row_says, &row, TIMEOUT_MS));
+  g_assert_true (node_test_wait (self_row_says, &row, TIMEOUT_MS));
   switch_step = (gint64) rlx_node_thread_get_step (node);
   {
     g_autofree char *saved = g_settings_get_string (settings, "precision");
@@ -233,7 +233,7 @@ test_dropdown_changes_wire (void)
 
   /* frames about steps begun after the change: f8e4m3, all of them */
   w = (SeenWait) { &f, RLX_PRECISION_F8E4M3, switch_step + PIPELINE_STEPS, 3 };
-  g_assert_true (app_test_wait (seen_enough, &w, TIMEOUT_MS));
+  g_assert_true (node_test_wait (seen_enough, &w, TIMEOUT_MS));
   assert_switched (&f, RLX_PRECISION_F32, RLX_PRECISION_F8E4M3, switch_step);
   g_assert_cmpuint (f.bad_frames, ==, 0);
 
@@ -243,14 +243,14 @@ test_dropdown_changes_wire (void)
   /* back to f16 mid-run works the same way */
   gtk_drop_down_set_selected (rlx_window_get_precision_dropdown (f.window), 1);
   row = (RowWait) { node, "f16" };
-  g_assert_true (app_test_wait (self_row_says, &row, TIMEOUT_MS));
+  g_assert_true (node_test_wait (self_row_says, &row, TIMEOUT_MS));
   switch_step = (gint64) rlx_node_thread_get_step (node);
   w = (SeenWait) { &f, RLX_PRECISION_F16, switch_step + PIPELINE_STEPS, 2 };
-  g_assert_true (app_test_wait (seen_enough, &w, TIMEOUT_MS));
+  g_assert_true (node_test_wait (seen_enough, &w, TIMEOUT_MS));
   assert_switched (&f, RLX_PRECISION_F8E4M3, RLX_PRECISION_F16, switch_step);
 
   rlx_window_leave (f.window);
-  g_assert_true (app_test_wait (window_idle, &f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (window_idle, &f, TIMEOUT_MS));
   gtk_window_destroy (GTK_WINDOW (f.window));
   g_clear_object (&f.watcher);
   g_array_unref (f.seen);
@@ -301,28 +301,28 @@ test_leave_stops_ranks (void)
   window = rlx_window_new (NULL, "leave-test");
   gtk_window_present (GTK_WINDOW (window));
   rlx_window_join (window);
-  g_assert_true (app_test_wait ((AppTestPred) window_joined_cb, window, TIMEOUT_MS));
+  g_assert_true (node_test_wait ((NodeTestPred) window_joined_cb, window, TIMEOUT_MS));
   rlx_window_add_local_rank (window);
-  g_assert_true (app_test_wait (two_members, window, TIMEOUT_MS));
+  g_assert_true (node_test_wait (two_members, window, TIMEOUT_MS));
   pids = rlx_local_ranks_dup_pids (rlx_window_get_local_ranks (window));
   g_assert_cmpuint (pids->len, ==, 1);
   pid = g_array_index (pids, int, 0);
-  g_assert_true (app_test_wait (rate_shown, window, TIMEOUT_MS));
+  g_assert_true (node_test_wait (rate_shown, window, TIMEOUT_MS));
 
   rlx_window_leave (window);
   g_assert_cmpstr (rlx_window_get_state (window), ==, "leaving");
-  g_assert_true (app_test_wait (state_idle, window, TIMEOUT_MS));
+  g_assert_true (node_test_wait (state_idle, window, TIMEOUT_MS));
   g_assert_cmpuint (rlx_local_ranks_get_n_running (rlx_window_get_local_ranks (window)), ==, 0);
-  g_assert_true (app_test_wait (pid_gone, GINT_TO_POINTER (pid), TIMEOUT_MS));
+  g_assert_true (node_test_wait (pid_gone, GINT_TO_POINTER (pid), TIMEOUT_MS));
   g_assert_null (rlx_window_get_node (window));
   /* the totals stay, the rate (of now) does not */
   g_assert_cmpstr (rlx_wire_panel_get_rate_text (rlx_window_get_wire_panel (window)), ==, "—");
 
   /* and joins again */
   rlx_window_join (window);
-  g_assert_true (app_test_wait ((AppTestPred) window_joined_cb, window, TIMEOUT_MS));
+  g_assert_true (node_test_wait ((NodeTestPred) window_joined_cb, window, TIMEOUT_MS));
   rlx_window_leave (window);
-  g_assert_true (app_test_wait (state_idle, window, TIMEOUT_MS));
+  g_assert_true (node_test_wait (state_idle, window, TIMEOUT_MS));
   gtk_window_destroy (GTK_WINDOW (window));
 }
 
@@ -382,13 +382,13 @@ main (int argc, char **argv)
 {
   int status;
 
-  app_test_init ();
+  node_test_init ();
   gtk_test_init (&argc, &argv, NULL);
   adw_init ();
   g_test_add_func ("/app/precision/dropdown-changes-wire", test_dropdown_changes_wire);
   g_test_add_func ("/app/window/leave-stops-ranks", test_leave_stops_ranks);
   g_test_add_func ("/app/preferences/binds-settings", test_preferences);
   status = g_test_run ();
-  app_test_cleanup ();
+  node_test_cleanup ();
   return status;
 }

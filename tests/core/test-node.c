@@ -4,7 +4,7 @@
  * temporary XDG_RUNTIME_DIR), on the CPU backend with small synthetic
  * batches. Every wait is on an event, with a timeout.
  */
-#include "app-test-utils.h"
+#include "node-test-utils.h"
 #include "core/rlx-node.h"
 
 #include <glib/gstdio.h>
@@ -120,7 +120,7 @@ static void
 start (Fixture *f)
 {
   rlx_node_start_async (f->node, NULL, on_started, f);
-  g_assert_true (app_test_wait (start_done, f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (start_done, f, TIMEOUT_MS));
   g_assert_no_error (f->start_error);
   g_assert_true (f->started);
   g_assert_cmpstr (rlx_node_get_state (f->node), ==, "running");
@@ -131,7 +131,7 @@ static void
 leave (Fixture *f)
 {
   rlx_node_leave_async (f->node, "test over", on_left, f);
-  g_assert_true (app_test_wait (left, f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (left, f, TIMEOUT_MS));
   g_assert_cmpstr (rlx_node_get_state (f->node), ==, "stopped");
 }
 
@@ -139,7 +139,7 @@ leave (Fixture *f)
 static int
 find_event (Fixture *f, const char *name, const char *key, gint64 min)
 {
-  return app_test_event_index (f->events, name, key, min);
+  return node_test_event_index (f->events, name, key, min);
 }
 
 static const char *
@@ -151,7 +151,7 @@ node_state (gpointer data)
 static JsonObject *
 wait_event (Fixture *f, const char *name, const char *key, gint64 min)
 {
-  return app_test_wait_event (f->events, name, key, min, TIMEOUT_MS, node_state, f);
+  return node_test_wait_event (f->events, name, key, min, TIMEOUT_MS, node_state, f);
 }
 
 static RlxNodeConfig
@@ -249,14 +249,14 @@ test_bad_config (void)
 static void
 test_backend_refused (void)
 {
-  g_autofree char *cohort = app_test_cohort_name ("backend");
+  g_autofree char *cohort = node_test_cohort_name ("backend");
   RlxNodeConfig cfg = small_config (cohort);
   Fixture f;
 
   cfg.backend = "vulkan:no-such-device";
   fixture_init (&f, &cfg);
   rlx_node_start_async (f.node, NULL, on_started, &f);
-  g_assert_true (app_test_wait (start_done, &f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (start_done, &f, TIMEOUT_MS));
   g_assert_false (f.started);
   g_assert_nonnull (f.start_error);
   g_assert_nonnull (strstr (f.start_error->message, "no-such-device"));
@@ -269,7 +269,7 @@ test_backend_refused (void)
 static void
 test_start_train_leave (void)
 {
-  g_autofree char *cohort = app_test_cohort_name ("alone");
+  g_autofree char *cohort = node_test_cohort_name ("alone");
   g_autofree char *bus_dir = NULL;
   g_autofree char *sock = NULL;
   RlxNodeConfig cfg = small_config (cohort);
@@ -312,15 +312,15 @@ test_start_train_leave (void)
 static void
 test_leave_while_starting (void)
 {
-  g_autofree char *cohort = app_test_cohort_name ("early");
+  g_autofree char *cohort = node_test_cohort_name ("early");
   RlxNodeConfig cfg = small_config (cohort);
   Fixture f;
 
   fixture_init (&f, &cfg);
   rlx_node_start_async (f.node, NULL, on_started, &f);
   rlx_node_leave_async (f.node, "changed my mind", on_left, &f);
-  g_assert_true (app_test_wait (start_done, &f, TIMEOUT_MS));
-  g_assert_true (app_test_wait (left, &f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (start_done, &f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (left, &f, TIMEOUT_MS));
   g_assert_false (f.started);
   g_assert_error (f.start_error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
   g_assert_cmpuint (f.n_finished, ==, 1);
@@ -372,7 +372,7 @@ roster_has_two (gpointer data)
 static void
 test_two_nodes (void)
 {
-  g_autofree char *cohort = app_test_cohort_name ("pair");
+  g_autofree char *cohort = node_test_cohort_name ("pair");
   RlxNodeConfig cfg = small_config (cohort);
   Fixture f[2];
 
@@ -381,8 +381,8 @@ test_two_nodes (void)
   start (&f[0]);
   wait_event (&f[0], "joined", NULL, 0);
   start (&f[1]);
-  g_assert_true (app_test_wait (roster_has_two, f, TIMEOUT_MS));
-  g_assert_true (app_test_wait (same_hash_at, f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (roster_has_two, f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (same_hash_at, f, TIMEOUT_MS));
   g_assert_cmpuint (f[0].n_links, >=, 1);
   g_assert_cmpuint (f[1].n_links, >=, 1);
 
@@ -397,7 +397,7 @@ test_two_nodes (void)
 static void
 test_refused (void)
 {
-  g_autofree char *cohort = app_test_cohort_name ("refuse");
+  g_autofree char *cohort = node_test_cohort_name ("refuse");
   RlxNodeConfig cfg = small_config (cohort);
   JsonObject *refused;
   Fixture a, b;
@@ -410,7 +410,7 @@ test_refused (void)
   start (&b);
   refused = wait_event (&a, "refused", NULL, 0);
   g_assert_nonnull (strstr (json_object_get_string_member (refused, "reason"), "model"));
-  g_assert_true (app_test_wait (finished, &b, TIMEOUT_MS));
+  g_assert_true (node_test_wait (finished, &b, TIMEOUT_MS));
   g_assert_false (b.success);
   g_assert_nonnull (strstr (b.message, "model"));
   g_assert_cmpuint (g_list_model_get_n_items (rlx_coordinator_get_roster (rlx_node_get_coordinator (a.node))),
@@ -431,7 +431,7 @@ static void
 test_evaluate (void)
 {
   RlxCoordinator *coord;
-  g_autofree char *cohort = app_test_cohort_name ("eval");
+  g_autofree char *cohort = node_test_cohort_name ("eval");
   RlxNodeConfig cfg = small_config (cohort);
   JsonObject *e;
   Fixture f;
@@ -449,7 +449,7 @@ test_evaluate (void)
   g_object_add_weak_pointer (G_OBJECT (coord), (gpointer *) &coord);
   leave (&f);
   fixture_clear (&f);
-  g_assert_true (app_test_wait (object_gone, &coord, TIMEOUT_MS));
+  g_assert_true (node_test_wait (object_gone, &coord, TIMEOUT_MS));
 }
 
 /* With evaluate_at_end, a node that finished its steps measures the test
@@ -457,7 +457,7 @@ test_evaluate (void)
 static void
 test_evaluate_at_end (void)
 {
-  g_autofree char *cohort = app_test_cohort_name ("eval-end");
+  g_autofree char *cohort = node_test_cohort_name ("eval-end");
   RlxNodeConfig cfg = small_config (cohort);
   int done, evaluated;
   JsonObject *e;
@@ -467,7 +467,7 @@ test_evaluate_at_end (void)
   cfg.evaluate_at_end = TRUE;
   fixture_init (&f, &cfg);
   start (&f);
-  g_assert_true (app_test_wait (finished, &f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (finished, &f, TIMEOUT_MS));
   g_assert_true (f.success);
   done = find_event (&f, "done", NULL, 0);
   evaluated = find_event (&f, "evaluated", NULL, 0);
@@ -486,7 +486,7 @@ main (int argc, char **argv)
 {
   int status;
 
-  app_test_init ();
+  node_test_init ();
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/app/node/invite-config", test_invite_config);
   g_test_add_func ("/app/node/bad-config", test_bad_config);
@@ -498,6 +498,6 @@ main (int argc, char **argv)
   g_test_add_func ("/app/node/evaluate", test_evaluate);
   g_test_add_func ("/app/node/evaluate-at-end", test_evaluate_at_end);
   status = g_test_run ();
-  app_test_cleanup ();
+  node_test_cleanup ();
   return status;
 }

@@ -1,7 +1,8 @@
-/* app-test-utils.h — helpers for the app's tests
+/* node-test-utils.h — helpers for the tests that run nodes and ranks
+ * (tests/core's node tests, tests/app)
  *
  * Every test program gets its own temporary XDG_RUNTIME_DIR, XDG_DATA_HOME
- * and XDG_STATE_HOME (app_test_init, before anything reads them), so its
+ * and XDG_STATE_HOME (node_test_init, before anything reads them), so its
  * cohorts never meet another test's. Waits spin the default main context
  * until a condition holds, with a timeout: never a sleep.
  */
@@ -13,31 +14,31 @@
 G_BEGIN_DECLS
 
 /* Call first in main (before g_test_init and gtk_init). Returns the temp dir. */
-const char *app_test_init        (void);
+const char *node_test_init        (void);
 /* Remove the temp dir (call at the end of main). */
-void        app_test_cleanup     (void);
+void        node_test_cleanup     (void);
 
-typedef gboolean (*AppTestPred) (gpointer data);
+typedef gboolean (*NodeTestPred) (gpointer data);
 /* Iterate the default main context until @pred (data) or @timeout_ms;
  * @pred is also looked at every 20 ms (for files and processes). */
-gboolean    app_test_wait        (AppTestPred pred, gpointer data, guint timeout_ms);
+gboolean    node_test_wait        (NodeTestPred pred, gpointer data, guint timeout_ms);
 /* Iterate for about @ms of wall time (lets events in; never an assertion). */
-void        app_test_spin        (guint ms);
+void        node_test_spin        (guint ms);
 
 /* Events (JsonObject*, as a node or rank emitted them, in order): the index
  * of the first named @name whose integer @key is at least @min (@key NULL:
  * any), or -1. */
-int         app_test_event_index (GPtrArray *events, const char *name, const char *key,
+int         node_test_event_index (GPtrArray *events, const char *name, const char *key,
                                   gint64 min);
-typedef const char *(*AppTestDescribe) (gpointer data);
+typedef const char *(*NodeTestDescribe) (gpointer data);
 /* Wait up to @timeout_ms for that event and return it. Otherwise print the
  * events seen so far and abort, with @describe (data) (e.g. a node's state;
  * NULL: nothing) in the message. */
-JsonObject *app_test_wait_event  (GPtrArray *events, const char *name, const char *key,
+JsonObject *node_test_wait_event  (GPtrArray *events, const char *name, const char *key,
                                   gint64 min, guint timeout_ms,
-                                  AppTestDescribe describe, gpointer data);
+                                  NodeTestDescribe describe, gpointer data);
 
 /* A cohort name unique to this process and @tag. */
-char       *app_test_cohort_name (const char *tag);
+char       *node_test_cohort_name (const char *tag);
 
 G_END_DECLS

@@ -6,7 +6,7 @@
  * (through the hook) and checked here. Every wait is on an event, with a
  * timeout.
  */
-#include "app-test-utils.h"
+#include "node-test-utils.h"
 #include "core/rlx-node-thread.h"
 #include "core/wire/rlx-wire.h"
 
@@ -260,7 +260,7 @@ static void
 start (Fixture *f)
 {
   rlx_node_thread_start_async (f->node, NULL, on_started, f);
-  g_assert_true (app_test_wait (start_done, f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (start_done, f, TIMEOUT_MS));
   g_assert_no_error (f->start_error);
   g_assert_true (f->started);
   g_assert_cmpstr (rlx_node_thread_get_state (f->node), ==, "running");
@@ -271,7 +271,7 @@ leave (Fixture *f)
 {
   f->left = FALSE;
   rlx_node_thread_leave_async (f->node, "test over", on_left, f);
-  g_assert_true (app_test_wait (left, f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (left, f, TIMEOUT_MS));
   g_assert_cmpstr (rlx_node_thread_get_state (f->node), ==, "stopped");
 }
 
@@ -284,7 +284,7 @@ node_state (gpointer data)
 static JsonObject *
 wait_event (Fixture *f, const char *name, const char *key, gint64 min)
 {
-  return app_test_wait_event (f->events, name, key, min, TIMEOUT_MS, node_state, f);
+  return node_test_wait_event (f->events, name, key, min, TIMEOUT_MS, node_state, f);
 }
 
 /* The node thread (as its hook saw it) is a live thread of this process. */
@@ -372,7 +372,7 @@ test_config (void)
 static void
 test_steps_in_order (void)
 {
-  g_autofree char *cohort = app_test_cohort_name ("steps");
+  g_autofree char *cohort = node_test_cohort_name ("steps");
   RlxNodeConfig cfg = small_config (cohort);
   const guint64 n_steps = 40;
   guint64 expect = 1;
@@ -388,9 +388,9 @@ test_steps_in_order (void)
   joined = wait_event (&f, "joined", NULL, 0);
   g_assert_cmpstr (json_object_get_string_member (joined, "node"), ==,
                    rlx_node_thread_get_node_id (f.node));
-  g_assert_true (app_test_wait (finished, &f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (finished, &f, TIMEOUT_MS));
   g_assert_true (f.success);
-  g_assert_true (app_test_wait (stopped, &f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (stopped, &f, TIMEOUT_MS));
   elapsed_ms = (g_get_monotonic_time () - t0) / 1000;
 
   /* every step, in order, none twice */
@@ -424,7 +424,7 @@ test_steps_in_order (void)
 
   /* the thread was joined (the kernel may take a moment to forget it); its
    * figures stay */
-  g_assert_true (app_test_wait (node_thread_gone, &f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (node_thread_gone, &f, TIMEOUT_MS));
   g_assert_cmpfloat (rlx_node_thread_get_cpu_seconds (f.node), >, 0);
   /* leaving a stopped node completes at once */
   leave (&f);
@@ -519,7 +519,7 @@ other_start (Other *o, const char *cohort, const char *watched)
   g_assert_no_error (error);
   g_signal_connect (o->node, "link-added", G_CALLBACK (on_other_link), o);
   rlx_node_start_async (o->node, NULL, on_other_started, o);
-  g_assert_true (app_test_wait (other_started, o, TIMEOUT_MS));
+  g_assert_true (node_test_wait (other_started, o, TIMEOUT_MS));
   g_assert_true (o->started);
 }
 
@@ -527,7 +527,7 @@ static void
 other_leave (Other *o)
 {
   rlx_node_leave_async (o->node, "test over", on_other_left, o);
-  g_assert_true (app_test_wait (other_left, o, TIMEOUT_MS));
+  g_assert_true (node_test_wait (other_left, o, TIMEOUT_MS));
 }
 
 static void
@@ -580,7 +580,7 @@ on_entry_notify (GObject *entry, GParamSpec *pspec, guint *notifies)
 static void
 test_roster_follows (void)
 {
-  g_autofree char *cohort = app_test_cohort_name ("roster");
+  g_autofree char *cohort = node_test_cohort_name ("roster");
   RlxNodeConfig cfg = small_config (cohort);
   g_autoptr(RlxRosterEntry) mine = NULL;
   RlxRosterEntry *theirs;
@@ -595,7 +595,7 @@ test_roster_follows (void)
   g_signal_connect (roster, "items-changed", G_CALLBACK (on_roster_changed), &changes);
   start (&f);
   w = (RosterWait) { roster, 1, rlx_node_thread_get_node_id (f.node), TRUE };
-  g_assert_true (app_test_wait (roster_is, &w, TIMEOUT_MS));
+  g_assert_true (node_test_wait (roster_is, &w, TIMEOUT_MS));
   mine = g_object_ref (roster_find (roster, rlx_node_thread_get_node_id (f.node)));
   g_assert_true (rlx_roster_entry_get_is_self (mine));
   g_assert_cmpstr (rlx_roster_entry_get_backend (mine), ==, "cpu");
@@ -604,7 +604,7 @@ test_roster_follows (void)
   /* a second node joins: its row appears, with what it reported */
   other_start (&o, cohort, rlx_node_thread_get_node_id (f.node));
   w = (RosterWait) { roster, 2, rlx_node_get_node_id (o.node), TRUE };
-  g_assert_true (app_test_wait (roster_is, &w, TIMEOUT_MS));
+  g_assert_true (node_test_wait (roster_is, &w, TIMEOUT_MS));
   theirs = roster_find (roster, rlx_node_get_node_id (o.node));
   g_assert_false (rlx_roster_entry_get_is_self (theirs));
   g_assert_cmpstr (rlx_roster_entry_get_backend (theirs), ==, "cpu");
@@ -617,14 +617,14 @@ test_roster_follows (void)
   /* … and leaves: its row goes, ours stays the same object */
   other_leave (&o);
   w = (RosterWait) { roster, 1, rlx_node_get_node_id (o.node), FALSE };
-  g_assert_true (app_test_wait (roster_is, &w, TIMEOUT_MS));
+  g_assert_true (node_test_wait (roster_is, &w, TIMEOUT_MS));
   g_assert_true (roster_find (roster, rlx_node_thread_get_node_id (f.node)) == mine);
   g_assert_cmpuint (changes, >=, 3);    /* first row, the second in, the second out */
   g_assert_cmpuint (notifies, >, 0);    /* our row changed in place (rank, leader, bytes…) */
 
   leave (&f);
   assert_threads (&f);
-  g_assert_true (app_test_wait (node_thread_gone, &f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (node_thread_gone, &f, TIMEOUT_MS));
   g_signal_handlers_disconnect_by_data (roster, &changes);
   g_signal_handlers_disconnect_by_data (mine, &notifies);
   other_clear (&o);
@@ -674,7 +674,7 @@ row_precision_is (gpointer data)
 static void
 test_precision (void)
 {
-  g_autofree char *cohort = app_test_cohort_name ("precision");
+  g_autofree char *cohort = node_test_cohort_name ("precision");
   RlxNodeConfig cfg = small_config (cohort);
   const char *id;
   guint64 tx, rx, f32;
@@ -689,18 +689,18 @@ test_precision (void)
   id = rlx_node_thread_get_node_id (f.node);
   other_start (&o, cohort, id);
   sw = (SeenWait) { &o, RLX_PRECISION_F32, 0, 3 };
-  g_assert_true (app_test_wait (seen_enough, &sw, TIMEOUT_MS));
+  g_assert_true (node_test_wait (seen_enough, &sw, TIMEOUT_MS));
 
   rlx_node_thread_set_precision (f.node, RLX_PRECISION_F8E4M3);
   g_assert_cmpint (rlx_node_thread_get_precision (f.node), ==, RLX_PRECISION_F8E4M3);
   /* applied on the node thread: its own row says so, and every step event
    * from before has arrived by then */
   pw = (PrecisionWait) { rlx_node_thread_get_roster (f.node), id, "f8e4m3" };
-  g_assert_true (app_test_wait (row_precision_is, &pw, TIMEOUT_MS));
+  g_assert_true (node_test_wait (row_precision_is, &pw, TIMEOUT_MS));
   switch_step = (gint64) rlx_node_thread_get_step (f.node);
 
   sw = (SeenWait) { &o, RLX_PRECISION_F8E4M3, switch_step + PIPELINE_STEPS, 3 };
-  g_assert_true (app_test_wait (seen_enough, &sw, TIMEOUT_MS));
+  g_assert_true (node_test_wait (seen_enough, &sw, TIMEOUT_MS));
   g_assert_cmpuint (count_seen (&o, RLX_PRECISION_F32, switch_step + PIPELINE_STEPS), ==, 0);
   /* frames arrive in the order they were encoded: after the first f8e4m3
    * one, no f32 one */
@@ -722,7 +722,7 @@ test_precision (void)
   /* the other node's roster shows it too */
   pw = (PrecisionWait) { rlx_coordinator_get_roster (rlx_node_get_coordinator (o.node)), id,
                          "f8e4m3" };
-  g_assert_true (app_test_wait (row_precision_is, &pw, TIMEOUT_MS));
+  g_assert_true (node_test_wait (row_precision_is, &pw, TIMEOUT_MS));
 
   other_leave (&o);
   leave (&f);
@@ -735,17 +735,17 @@ test_precision (void)
 static void
 test_leave_while_starting (void)
 {
-  g_autofree char *cohort = app_test_cohort_name ("early");
+  g_autofree char *cohort = node_test_cohort_name ("early");
   RlxNodeConfig cfg = small_config (cohort);
   Fixture f;
 
   fixture_init (&f, &cfg);
   rlx_node_thread_start_async (f.node, NULL, on_started, &f);
   rlx_node_thread_leave_async (f.node, "changed my mind", on_left, &f);
-  g_assert_true (app_test_wait (left, &f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (left, &f, TIMEOUT_MS));
   g_assert_true (f.start_done);   /* the start's answer came first */
   g_assert_cmpstr (rlx_node_thread_get_state (f.node), ==, "stopped");
-  g_assert_true (app_test_wait (node_thread_gone, &f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (node_thread_gone, &f, TIMEOUT_MS));
   assert_threads (&f);
   fixture_clear (&f);
 }
@@ -755,7 +755,7 @@ test_leave_while_starting (void)
 static void
 test_dispose_while_training (void)
 {
-  g_autofree char *cohort = app_test_cohort_name ("dispose");
+  g_autofree char *cohort = node_test_cohort_name ("dispose");
   RlxNodeConfig cfg = small_config (cohort);
   guint n_events;
   Other o;
@@ -768,10 +768,10 @@ test_dispose_while_training (void)
   g_assert_true (node_thread_alive (&f));
 
   g_clear_object (&f.node);   /* joins the thread */
-  g_assert_true (app_test_wait (node_thread_gone, &f, TIMEOUT_MS));
+  g_assert_true (node_test_wait (node_thread_gone, &f, TIMEOUT_MS));
   n_events = f.events->len;
   /* a flush already on its way (at most one interval off) finds no owner */
-  app_test_spin (FLUSH_INTERVAL_MS * 4);
+  node_test_spin (FLUSH_INTERVAL_MS * 4);
   g_assert_cmpuint (f.events->len, ==, n_events);
   assert_threads (&f);
 
@@ -779,7 +779,7 @@ test_dispose_while_training (void)
   {
     g_autoptr(RlxCoordinator) coord = g_object_ref (rlx_node_get_coordinator (o.node));
     RosterWait w = { rlx_coordinator_get_roster (coord), 1, rlx_node_get_node_id (o.node), TRUE };
-    g_assert_true (app_test_wait (roster_is, &w, TIMEOUT_MS));
+    g_assert_true (node_test_wait (roster_is, &w, TIMEOUT_MS));
   }
   other_leave (&o);
   other_clear (&o);
@@ -791,7 +791,7 @@ main (int argc, char **argv)
 {
   int status;
 
-  app_test_init ();
+  node_test_init ();
   g_test_init (&argc, &argv, NULL);
   main_thread = g_thread_self ();
   g_test_add_func ("/app/node-thread/config", test_config);
@@ -801,6 +801,6 @@ main (int argc, char **argv)
   g_test_add_func ("/app/node-thread/leave-while-starting", test_leave_while_starting);
   g_test_add_func ("/app/node-thread/dispose-while-training", test_dispose_while_training);
   status = g_test_run ();
-  app_test_cleanup ();
+  node_test_cleanup ();
   return status;
 }

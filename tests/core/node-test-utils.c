@@ -1,5 +1,5 @@
-/* app-test-utils.c — see app-test-utils.h */
-#include "app-test-utils.h"
+/* node-test-utils.c — see node-test-utils.h */
+#include "node-test-utils.h"
 
 #include <gio/gio.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 static char *tmp_dir;
 
 const char *
-app_test_init (void)
+node_test_init (void)
 {
   g_autofree char *run = NULL, *data = NULL, *state = NULL, *config = NULL;
   g_autoptr(GError) error = NULL;
@@ -50,7 +50,7 @@ rm_rf (GFile *file)
 }
 
 void
-app_test_cleanup (void)
+node_test_cleanup (void)
 {
   g_autoptr(GFile) dir = NULL;
 
@@ -75,7 +75,7 @@ on_recheck (gpointer user_data)
 }
 
 gboolean
-app_test_wait (AppTestPred pred, gpointer data, guint timeout_ms)
+node_test_wait (NodeTestPred pred, gpointer data, guint timeout_ms)
 {
   gboolean timed_out = FALSE;
   guint id = g_timeout_add (timeout_ms, on_timeout, &timed_out);
@@ -99,19 +99,19 @@ never (gpointer data)
 }
 
 void
-app_test_spin (guint ms)
+node_test_spin (guint ms)
 {
-  app_test_wait (never, NULL, ms);
+  node_test_wait (never, NULL, ms);
 }
 
 char *
-app_test_cohort_name (const char *tag)
+node_test_cohort_name (const char *tag)
 {
   return g_strdup_printf ("t%d-%s", (int) getpid (), tag);
 }
 
 int
-app_test_event_index (GPtrArray *events, const char *name, const char *key, gint64 min)
+node_test_event_index (GPtrArray *events, const char *name, const char *key, gint64 min)
 {
   for (guint i = 0; i < events->len; i++)
     {
@@ -130,16 +130,16 @@ static gboolean
 has_event (gpointer data)
 {
   EventWait *w = data;
-  return app_test_event_index (w->events, w->name, w->key, w->min) >= 0;
+  return node_test_event_index (w->events, w->name, w->key, w->min) >= 0;
 }
 
 JsonObject *
-app_test_wait_event (GPtrArray *events, const char *name, const char *key, gint64 min,
-                     guint timeout_ms, AppTestDescribe describe, gpointer data)
+node_test_wait_event (GPtrArray *events, const char *name, const char *key, gint64 min,
+                     guint timeout_ms, NodeTestDescribe describe, gpointer data)
 {
   EventWait w = { events, name, key, min };
 
-  if (!app_test_wait (has_event, &w, timeout_ms))
+  if (!node_test_wait (has_event, &w, timeout_ms))
     {
       for (guint i = 0; i < events->len; i++)
         {
@@ -152,5 +152,5 @@ app_test_wait_event (GPtrArray *events, const char *name, const char *key, gint6
                key ? key : "-", min, timeout_ms, events->len, describe ? "; " : "",
                describe ? describe (data) : "");
     }
-  return g_ptr_array_index (events, app_test_event_index (events, name, key, min));
+  return g_ptr_array_index (events, node_test_event_index (events, name, key, min));
 }

@@ -50,7 +50,15 @@ rlx_coordinator_emit_joined (RlxCoordinator *self)
   j->device = g_strdup (rlx_backend_device (b));
   j->fallback = g_strdup (rlx_backend_fallback (b));
   j->precision = g_strdup (rlx_precision_to_string (self->ctx.precision));
+  j->sync = g_strdup (rlx_sync_mode_to_string (rlx_sync_state_mode (self->ctx.sync)));
   rlx_coordinator_emit_event (self, e);
+  rlx_coordinator_emit_sync (self);
+}
+
+void
+rlx_coordinator_emit_sync (RlxCoordinator *self)
+{
+  rlx_coordinator_emit_event (self, rlx_sync_state_event (self->ctx.sync));
 }
 
 void
@@ -128,6 +136,17 @@ rlx_coordinator_emit_step (RlxCoordinator *self, guint64 step, guint64 hash, dou
   s->late = late;
   s->rejected = rejected;
   s->time_us = g_get_monotonic_time ();
+  {
+    guint h;
+
+    if (rlx_sync_state_commit_info (self->ctx.sync, step, &h, &s->outer_hash))
+      {
+        s->has_outer = TRUE;
+        s->sync = g_strdup ("outer");
+        s->h = h;
+        s->round_bytes = self->n * rlx_precision_element_size (self->ctx.precision);
+      }
+  }
   rlx_coordinator_emit_event (self, e);
   rlx_coordinator_notify (self, PROP_STEP);
   rlx_coordinator_notify (self, PROP_LOSS);

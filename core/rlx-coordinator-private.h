@@ -28,6 +28,8 @@
  *   cohort/rlx-compute-queue.c the rank's compute worker and its jobs
  *   cohort/rlx-round-stats.c   what "done" says about the rounds
  *   cohort/rlx-cohort-context.c snapshots out, shared event helpers
+ *   cohort/rlx-sync-state.c    the cohort's sync mode (step, outer:H, auto)
+ *   cohort/rlx-outer-engine.c  the outer mode's work on the compute worker
  *
  * The batch split lives in core/cohort/rlx-split.c.
  *
@@ -215,6 +217,8 @@ void     rlx_coordinator_emit_simple (RlxCoordinator *self, RlxEventKind kind, c
                                       const char *reason);
 void rlx_coordinator_emit_error (RlxCoordinator *self, const char *message);
 void rlx_coordinator_emit_joined (RlxCoordinator *self);
+/* the "sync" event (the mode this node runs now) */
+void rlx_coordinator_emit_sync (RlxCoordinator *self);
 void rlx_coordinator_emit_leader (RlxCoordinator *self);
 void     rlx_coordinator_emit_member (RlxCoordinator *self, RlxEventKind kind, const char *id,
                                       const char *reason);

@@ -122,6 +122,9 @@ become_leader (RlxCoordinator *self, guint64 term, gboolean founding)
         g_ptr_array_insert (cur, 0, g_strdup (self->node_id));
     }
   rlx_coordinator_transition (self, RLX_ROLE_LEADER, self->node_id, term, NULL);
+  /* the cohort's sync mode is ours now (what we asked for; auto from
+   * nothing measured yet, until the hook is given measurements) */
+  rlx_coordinator_rechoose_sync (self, NULL);
   /* the update stream's residual starts from zero with a new leader */
   rlx_compute_queue_reset_feedback (self->queue);
   /* A commit our replica is still applying (we were a member a moment

@@ -41,6 +41,7 @@
 #include "core/rlx-sources.h"
 #include "rlx-coordinator-private.h"
 #include "core/p2p/rlx-busy-poll.h"
+#include "core/cohort/rlx-outer.h"
 
 #include <math.h>
 #include <signal.h>
@@ -555,6 +556,7 @@ rlx_coordinator_finalize (GObject *object)
 
   g_clear_pointer (&self->snapshots, rlx_snapshots_free);
   g_clear_pointer (&self->stats, rlx_round_stats_free);
+  g_clear_pointer (&self->ctx.sync, rlx_sync_state_free);
   g_clear_object (&self->lead);
   g_clear_object (&self->cancellable);
   g_clear_pointer (&self->dataset, rlx_dataset_unref);
@@ -732,6 +734,30 @@ rlx_coordinator_new (const RlxCoordinatorConfig *config, RlxWorker *worker, GErr
                    "learning rate %g is not a positive number", config->lr);
       return NULL;
     }
+  {
+    GError *bad = NULL;
+
+    if (!rlx_sync_request_check (&config->sync, &bad))
+      {
+        g_set_error (error, RLX_COORDINATOR_ERROR, RLX_COORDINATOR_ERROR_INVALID, "%s", bad->message);
+        g_error_free (bad);
+        return NULL;
+      }
+  }
+  {
+    double olr = config->outer_lr > 0 ? config->outer_lr : RLX_OUTER_DEFAULT_LR;
+    double omom = config->outer_lr > 0 ? config->outer_momentum : RLX_OUTER_DEFAULT_MOMENTUM;
+    GError *local = NULL;
+
+    if (!rlx_outer_check_settings (olr, omom, &local))
+      {
+        g_set_error (error, RLX_COORDINATOR_ERROR, RLX_COORDINATOR_ERROR_INVALID,
+                     "outer optimizer: %s", local->message);
+        g_error_free (local);
+        return NULL;
+      }
+    self->ctx.sync = rlx_sync_state_new (&config->sync, olr, omom);
+  }
   self->cohort = g_strdup (config->cohort);
   self->node_id = config->node_id ? g_strdup (config->node_id)
                                   : g_strdup_printf ("n%d-%08x", (int) getpid (), g_random_int ());
@@ -803,6 +829,27 @@ rlx_coordinator_new (const RlxCoordinatorConfig *config, RlxWorker *worker, GErr
   self->leader = rlx_leader_new (&self->ctx);
   self->follower = rlx_follower_new (&self->ctx);
   return g_steal_pointer (&self);
+}
+
+void
+rlx_coordinator_rechoose_sync (RlxCoordinator *self, const RlxSyncInputs *inputs)
+{
+  g_return_if_fail (RLX_IS_COORDINATOR (self));
+
+  if (!rlx_leadership_is_leader (self->lead))
+    return;
+  if (rlx_sync_state_rechoose (self->ctx.sync, inputs) && self->joined_reported)
+    rlx_coordinator_emit_sync (self);
+}
+
+RlxSyncMode
+rlx_coordinator_get_sync (RlxCoordinator *self, guint *h)
+{
+  g_return_val_if_fail (RLX_IS_COORDINATOR (self), RLX_SYNC_STEP);
+
+  if (h)
+    *h = rlx_sync_state_h (self->ctx.sync);
+  return rlx_sync_state_mode (self->ctx.sync);
 }
 
 void

@@ -28,12 +28,13 @@
 #include "core/rlx-worker.h"
 #include "core/p2p/rlx-link.h"
 #include "core/wire/rlx-wire.h"
+#include "core/cohort/rlx-sync-policy.h"
 
 G_BEGIN_DECLS
 
 /* What hello's "v" says (docs/PROTOCOL.md); nodes of other versions are
  * refused with the reason. */
-#define RLX_PROTOCOL_VERSION 3
+#define RLX_PROTOCOL_VERSION 4
 
 #define RLX_COORDINATOR_ERROR (rlx_coordinator_error_quark ())
 GQuark rlx_coordinator_error_quark (void);
@@ -62,6 +63,11 @@ typedef struct {
                                   * the main loop ("evaluated" event); 0: never */
   gboolean     join_only;        /* a node given peers to join: it never founds a cohort
                                   * of its own, it waits until it reaches one ("waiting") */
+  RlxSyncRequest sync;           /* --sync: step (zero: the default), outer:H or auto; the
+                                  * cohort runs its leader's (docs/PROTOCOL.md) */
+  double       outer_lr;         /* the outer optimizer's; 0: DiLoCo's 0.7 and 0.9 (then
+                                  * outer_momentum is ignored) */
+  double       outer_momentum;
   /* Test faults are no part of the configuration: see the private
    * core/rlx-coordinator-faults.h. */
 } RlxCoordinatorConfig;
@@ -112,12 +118,19 @@ G_DECLARE_FINAL_TYPE (RlxCoordinator, rlx_coordinator, RLX, COORDINATOR, GObject
  *   ::event (JsonObject *event)   one event; event["event"] names it. These
  *       are also the lines `rlx-rank join --json` prints. Members:
  *       joined         node, cohort, role, step, hash, backend, device,
- *                      fallback, precision
+ *                      fallback, precision, sync (the mode this node runs now)
+ *       sync           mode ("step", "outer"), h, requested, outer_lr,
+ *                      outer_momentum, fragments (outer), reason — the
+ *                      cohort's sync mode, when this node first knows it and
+ *                      whenever it changes
  *       leader         node, term, step                 (the leader changed)
  *       step           step, loss, leader, term, members, samples, assigned,
  *                      hash, bytes_tx, bytes_rx, bytes_f32, contributed,
  *                      contributors, late, rejected, time_us (monotonic µs
- *                      when committed here)
+ *                      when committed here); of an outer round also sync
+ *                      ("outer"), h, outer_hash (θ and momentum,
+ *                      rlx_outer_hash), round_bytes (wire bytes one
+ *                      exchange of the round moved at the leader's precision)
  *       member-joined  node, host, backend, device, fallback, precision, step
  *       member-left    node, reason, step
  *       refused        node, reason, by       (a hello refused, either side)
@@ -190,6 +203,19 @@ void            rlx_coordinator_leave    (RlxCoordinator *self, const char *reas
  * as a failure, so its "done" event says success false with @message. Call
  * before rlx_coordinator_leave; a coordinator that finished is left as is. */
 void            rlx_coordinator_fail     (RlxCoordinator *self, const char *message);
+
+/* The hook through which `--sync auto` (re)chooses (rlx_sync_choose, with
+ * @inputs as measured: each link's round trip and throughput, the step
+ * time; NULL: nothing measured, which on a cohort of one host is `step`).
+ * Only the leader's choice counts: it takes effect at the next round it
+ * assigns and is announced in its step frames; a member's call changes
+ * nothing the cohort runs. A fixed request (step, outer:H) stays what it
+ * is. Reports a "sync" event when the mode or H changed. This node calls it
+ * with NULL when it takes over as leader. */
+void            rlx_coordinator_rechoose_sync (RlxCoordinator *self, const RlxSyncInputs *inputs);
+/* The sync mode this node runs now (as the leader chose it, or as the
+ * leader's last frame announced it) and H (0 in the step mode). */
+RlxSyncMode     rlx_coordinator_get_sync      (RlxCoordinator *self, guint *h);
 
 /* This node's wire precision; takes effect at the next message it sends
  * (gradients as a member, updates as the leader). Any time, any role. */

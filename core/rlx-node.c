@@ -20,6 +20,7 @@
 #include "rlx-config.h"
 #include "rlx-node.h"
 #include "rlx-node-private.h"
+#include "core/cohort/rlx-outer.h"
 #include "core/rlx-backend.h"
 #include "core/rlx-coordinator-faults.h"
 #include "core/rlx-worker.h"
@@ -69,6 +70,8 @@ struct _RlxNode
   char           *checkpoint_dir;
   gboolean        evaluate_at_end;
   gboolean        join_only;
+  RlxSyncRequest  sync;
+  double          outer_lr, outer_momentum;
   RlxNodeTestSwitches switches;
   RlxNodeRemote  *remote;         /* NULL: the local cohort only */
   RlxNodeLinkFilter link_filter;
@@ -180,6 +183,23 @@ rlx_node_new (const RlxNodeConfig *config, GError **error)
       g_set_error (error, RLX_NODE_ERROR, RLX_NODE_ERROR_INVALID, "%s", local->message);
       return NULL;
     }
+  if (config->outer_lr != 0 &&
+      !rlx_outer_check_settings (config->outer_lr, config->outer_momentum, &local))
+    {
+      g_set_error (error, RLX_NODE_ERROR, RLX_NODE_ERROR_INVALID, "outer optimizer: %s",
+                   local->message);
+      return NULL;
+    }
+  {
+    GError *bad = NULL;
+
+    if (!rlx_sync_request_check (&config->sync, &bad))
+      {
+        g_set_error (error, RLX_NODE_ERROR, RLX_NODE_ERROR_INVALID, "%s", bad->message);
+        g_error_free (bad);
+        return NULL;
+      }
+  }
   if (config->lr < 0 || !isfinite (config->lr))
     {
       g_set_error (error, RLX_NODE_ERROR, RLX_NODE_ERROR_INVALID,
@@ -215,6 +235,9 @@ rlx_node_new (const RlxNodeConfig *config, GError **error)
   self->evaluate_every = config->evaluate_every;
   self->checkpoint_dir = g_strdup (config->checkpoint_dir);
   self->evaluate_at_end = config->evaluate_at_end;
+  self->sync = config->sync;
+  self->outer_lr = config->outer_lr;
+  self->outer_momentum = config->outer_momentum;
   self->join_only = config->join_only;
   if (config->test_switches)
     self->switches = *config->test_switches;
@@ -413,6 +436,9 @@ start_node (RlxNode *self, RlxBackend *backend)
   cfg.wait_members = self->wait_members;
   cfg.evaluate_every = self->evaluate_every;
   cfg.join_only = self->join_only;
+  cfg.sync = self->sync;
+  cfg.outer_lr = self->outer_lr;
+  cfg.outer_momentum = self->outer_momentum;
   cfg.deadline_floor_ms = self->switches.deadline_floor_ms;
   cfg.heartbeat_timeout_ms = self->switches.heartbeat_timeout_ms;
   worker = rlx_worker_new (backend);

@@ -96,6 +96,9 @@ typedef struct {
   const char  *checkpoint_dir;   /* NULL: $XDG_DATA_HOME/rlx-cluster/COHORT */
   gboolean     evaluate_at_end;  /* once steps are done: test accuracy ("evaluated") */
   gboolean     join_only;        /* never found a cohort: wait until one is reachable */
+  RlxSyncRequest sync;           /* --sync (zero: step), as RlxCoordinatorConfig's */
+  double       outer_lr;         /* 0: DiLoCo's 0.7 and 0.9 (outer_momentum ignored) */
+  double       outer_momentum;
   const RlxNodeTestSwitches *test_switches; /* NULL: none */
 } RlxNodeConfig;
 

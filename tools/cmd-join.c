@@ -33,6 +33,7 @@
  */
 #include "rlx-config.h"
 #include "rlx-cli.h"
+#include "core/cohort/rlx-outer.h"
 #include "cmd-remote.h"
 #include "core/rlx-backend.h"
 #include "core/rlx-coordinator.h"
@@ -367,6 +368,7 @@ rlx_cmd_join (int argc, char **argv)
   g_autofree char *fault_s = NULL, *deadline_s = NULL, *hb_s = NULL, *threads_s = NULL;
   g_autofree char *slow_s = NULL, *inf_s = NULL, *hash_s = NULL, *eval_s = NULL;
   g_autofree char *stall_s = NULL, *die_s = NULL, *partition_s = NULL;
+  g_autofree char *sync_s = NULL, *outer_lr_s = NULL, *outer_mom_s = NULL;
   gboolean join_only = FALSE, show_invite = FALSE;
   g_autofree char *invite_out = NULL;
   GOptionEntry entries[] = {
@@ -381,6 +383,9 @@ rlx_cmd_join (int argc, char **argv)
     { "lr", 0, 0, G_OPTION_ARG_STRING, &lr_s, "learning rate (default 0.05)", "LR" },
     { "steps", 0, 0, G_OPTION_ARG_STRING, &steps_s, "exit once step N is committed (default: run until interrupted)", "N" },
     { "no-error-feedback", 0, 0, G_OPTION_ARG_NONE, &no_ef, "do not carry the quantisation residual", NULL },
+    { "sync", 0, 0, G_OPTION_ARG_STRING, &sync_s, "how the cohort averages (its leader's choice counts): step (every step, the default), outer:H (H local steps, then outer averaging) or auto (chosen from the measured links)", "MODE" },
+    { "outer-lr", 0, 0, G_OPTION_ARG_STRING, &outer_lr_s, "outer mode: the outer Nesterov step's learning rate (default 0.7)", "LR" },
+    { "outer-momentum", 0, 0, G_OPTION_ARG_STRING, &outer_mom_s, "outer mode: the outer Nesterov momentum (default 0.9)", "M" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "one JSON object per line per event", NULL },
     { "node", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &node_s, "node id", "ID" },
     { "seed", 0, 0, G_OPTION_ARG_STRING, &seed_s, "initialisation, permutation and synthetic data (default 0; the cohort must agree)", "S" },
@@ -480,6 +485,34 @@ rlx_cmd_join (int argc, char **argv)
     }
   if (!rlx_cli_positive (sub, "--lr", lr_s, &lr))
     return RLX_EXIT_USAGE;
+  if (!rlx_sync_parse (sync_s ? sync_s : "step", &cfg.sync, &error))
+    return rlx_cli_fail (sub, RLX_EXIT_USAGE, "%s%s",
+                         g_str_has_prefix (error->message, "--sync") ? "" : "--sync: ",
+                         error->message);
+  {
+    double olr = RLX_OUTER_DEFAULT_LR, omom = RLX_OUTER_DEFAULT_MOMENTUM;
+
+    if (!rlx_cli_positive (sub, "--outer-lr", outer_lr_s, &olr))
+      return RLX_EXIT_USAGE;
+    if (outer_mom_s)
+      {
+        char *end = NULL;
+
+        errno = 0;
+        omom = g_ascii_strtod (outer_mom_s, &end);
+        if (end == outer_mom_s || *end != '\0' || errno != 0 || !isfinite (omom))
+          return rlx_cli_fail (sub, RLX_EXIT_USAGE,
+                               "--outer-momentum: '%s' is not a number from 0 to below 1 "
+                               "(see rlx-rank join --help)", outer_mom_s);
+      }
+    if (!rlx_outer_check_settings (olr, omom, &error))
+      return rlx_cli_fail (sub, RLX_EXIT_USAGE, "%s: %s",
+                           outer_lr_s && !(olr > 0 && olr <= 10) ? "--outer-lr"
+                           : outer_mom_s ? "--outer-momentum" : "--outer-lr",
+                           error->message);
+    cfg.outer_lr = olr;
+    cfg.outer_momentum = omom;
+  }
   if (!rlx_precision_from_string (precision_s ? precision_s : "f32", &cfg.precision, &error))
     return rlx_cli_fail (sub, RLX_EXIT_USAGE, "--precision: %s", error->message);
   if (cohort == NULL)

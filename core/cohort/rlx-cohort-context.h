@@ -10,8 +10,8 @@
  *               changes at run time: read it here each time)
  *   pieces      the peer set, the leadership state, the lineage, the
  *               replica, the compute queue, the round statistics, the
- *               snapshots out (owned by the coordinator; the pointers never change while
- *               it runs)
+ *               snapshots out, the sync mode (owned by the coordinator; the
+ *               pointers never change while it runs)
  *   shared      the few facts more than one role writes: this node's
  *               measured speed, whether a snapshot is being loaded
  *   ops         what only the owner can do: emit an event, send, report a
@@ -33,6 +33,7 @@
 #include "core/cohort/rlx-peer-set.h"
 #include "core/cohort/rlx-replica.h"
 #include "core/cohort/rlx-round-stats.h"
+#include "core/cohort/rlx-sync-state.h"
 
 G_BEGIN_DECLS
 
@@ -96,6 +97,7 @@ typedef struct {
   RlxComputeQueue *queue;
   RlxRoundStats   *stats;
   RlxSnapshots    *snapshots;
+  RlxSyncState    *sync;              /* the cohort's sync mode (the leader's choice) */
   /* shared */
   double           self_speed;        /* samples/s of this node's compute, measured */
   gboolean         loading;           /* a snapshot is being loaded into the replica */

@@ -37,6 +37,7 @@ struct _RlxComputeQueue {
     guint64                round_gen;    /* the round the backend's sum belongs to */
     gint64                 ahead_since;  /* the next own gradient began then */
     gboolean               chain_broken; /* the last finish did not apply its update */
+    RlxOuterEngine        *outer;        /* the outer mode's (made at its first job) */
   } w;
 
   /* the owner's thread's */
@@ -68,6 +69,7 @@ rlx_compute_queue_free (RlxComputeQueue *self)
    * queue (its worker-side state) until the thread has been joined. */
   rlx_worker_free (self->worker);
   self->worker = NULL;
+  rlx_outer_engine_free (self->w.outer);
   g_free (self);
 }
 
@@ -85,6 +87,29 @@ inject_fault (RlxBackend *backend, RlxFault fault)
     rlx_backend_poison_gradient (backend, 0, NAN);
   else if (fault == RLX_FAULT_INF)
     rlx_backend_poison_gradient (backend, 0, INFINITY);
+}
+
+/* Worker thread: the outer engine, made at the first outer job. */
+static RlxOuterEngine *
+outer_engine (RlxComputeQueue *self, RlxBackend *backend)
+{
+  if (self->w.outer == NULL)
+    self->w.outer = rlx_outer_engine_new (rlx_backend_model (backend)->n_params);
+  return self->w.outer;
+}
+
+/* Worker thread: an outer round's pseudo-gradient at @p into @out (the
+ * grads_wire of the outer mode). */
+static gboolean
+outer_local_wire (RlxComputeQueue *self, RlxBackend *backend, RlxMemberStep *ms, void *out,
+                  double *scale, GError **error)
+{
+  RlxOuterEngine *e = outer_engine (self, backend);
+
+  if (!rlx_outer_engine_local (e, backend, ms->indices, ms->n, &ms->outer, &ms->loss, error))
+    return FALSE;
+  rlx_outer_engine_delta_wire (e, ms->precision, ms->feedback, out, scale);
+  return TRUE;
 }
 
 /* ── a member's step ────────────────────────────────────────────────────── */
@@ -124,11 +149,19 @@ member_step_run_untraced (RlxBackend *backend, RlxMemberStep *ms, GError **error
   gint64 t0;
 
   if (ms->accept_prev)
-    rlx_backend_accept_feedback (backend);
+    {
+      rlx_backend_accept_feedback (backend);
+      if (self->w.outer != NULL)
+        rlx_outer_engine_accept_feedback (self->w.outer);
+    }
   if (ms->update.frame != NULL)
     {
-      if (!rlx_backend_apply_update (backend, ms->update.codes, ms->update.n,
-                                     ms->update.precision, ms->update.scale, error))
+      if (ms->commit_outer.h > 0
+          ? !rlx_outer_engine_apply (outer_engine (self, backend), backend, ms->update.codes,
+                                     ms->update.n, ms->update.precision, ms->update.scale,
+                                     &ms->commit_outer, error)
+          : !rlx_backend_apply_update (backend, ms->update.codes, ms->update.n,
+                                       ms->update.precision, ms->update.scale, error))
         return FALSE;
       ms->applied = TRUE;
     }
@@ -138,8 +171,10 @@ member_step_run_untraced (RlxBackend *backend, RlxMemberStep *ms, GError **error
       buf = g_malloc (HEADROOM + n * rlx_precision_element_size (p));
       inject_fault (backend, ms->fault);
       t0 = g_get_monotonic_time ();
-      if (!rlx_backend_grads_wire (backend, ms->indices, ms->n, p, ms->feedback, &ms->loss,
-                                   buf + HEADROOM, &scale, &local))
+      if (ms->outer.h > 0
+          ? !outer_local_wire (self, backend, ms, buf + HEADROOM, &scale, &local)
+          : !rlx_backend_grads_wire (backend, ms->indices, ms->n, p, ms->feedback, &ms->loss,
+                                     buf + HEADROOM, &scale, &local))
         {
           g_free (buf);
           if (!g_error_matches (local, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE))
@@ -174,6 +209,9 @@ member_step_run_untraced (RlxBackend *backend, RlxMemberStep *ms, GError **error
   /* the hash of what the commit made, for the ack (on a GPU it was computed
    * in the gradient's submission) */
   if (ms->applied && !rlx_backend_params_hash (backend, &ms->hash, error))
+    return FALSE;
+  if (ms->applied && ms->commit_outer.h > 0 &&
+      !rlx_outer_engine_hash (outer_engine (self, backend), backend, &ms->outer_hash, error))
     return FALSE;
   ms->host_bytes = rlx_backend_host_bytes (backend);
   return TRUE;
@@ -276,8 +314,61 @@ round_of (RlxComputeQueue *self, RlxBackend *backend, guint64 gen)
     {
       if (rlx_backend_round_size (backend) > 0)
         rlx_backend_round_cancel (backend);
+      if (self->w.outer != NULL)
+        rlx_outer_engine_round_cancel (self->w.outer);
       self->w.round_gen = gen;
     }
+}
+
+/* Worker thread: a finish that did not make its update. A refusal (a
+ * round with nothing in it, or an update that is not finite) is its result
+ * (op->refused); any other error fails the job. Takes *@local. */
+static gboolean
+finish_refused (RlxLeaderOp *op, GError **local, GError **error)
+{
+  if (!g_error_matches (*local, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE) &&
+      !g_error_matches (*local, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED))
+    {
+      g_propagate_error (error, g_steal_pointer (local));
+      return FALSE;
+    }
+  op->refused = g_strdup ((*local)->message);
+  g_clear_error (local);
+  return TRUE;
+}
+
+/* Worker thread: an outer round's finish (finish_run's, the outer step
+ * instead of the SGD update). */
+static gboolean
+outer_finish_run (RlxComputeQueue *self, RlxBackend *backend, RlxLeaderOp *op, GError **error)
+{
+  RlxOuterEngine *e = outer_engine (self, backend);
+  g_autoptr(GError) local = NULL;
+  gsize n = rlx_backend_model (backend)->n_params;
+  gsize room = 0, bytes = n * rlx_precision_element_size (op->precision);
+  g_autofree guint8 *buf = NULL;
+
+  if (op->has_header)
+    {
+      room = STEP_HEADROOM (op->header.u.step.members->len);
+      buf = g_malloc (room + bytes);
+    }
+  if (!rlx_outer_engine_round_finish (e, backend, &op->outer, op->precision, op->feedback,
+                                      buf ? buf + room : NULL, &op->scale, &op->hash, &local))
+    return finish_refused (op, &local, error);
+  if (!rlx_outer_engine_hash (e, backend, &op->outer_hash, error))
+    return FALSE;
+  op->ok = TRUE;
+  op->host_bytes = rlx_backend_host_bytes (backend);
+  self->w.ahead_since = 0;
+  if (op->has_header)
+    {
+      op->frame = rlx_msg_frame_wrap (&op->header, n, op->precision, op->scale,
+                                      g_steal_pointer (&buf), room, error);
+      if (op->frame == NULL)
+        return FALSE;
+    }
+  return TRUE;
 }
 
 /* Worker thread: the round's update, made and applied (op->ok), or why not
@@ -305,6 +396,8 @@ finish_run (RlxComputeQueue *self, RlxBackend *backend, RlxLeaderOp *op, GError 
       op->refused = g_strdup ("the round was abandoned");
       return TRUE;
     }
+  if (op->outer.h > 0)
+    return outer_finish_run (self, backend, op, error);
   rlx_backend_round_expect_alone (backend, op->next_alone);
   rlx_backend_round_after (backend, op->next_alone ? op->after : NULL, op->after_n);
   if (op->has_header)
@@ -321,16 +414,7 @@ finish_run (RlxComputeQueue *self, RlxBackend *backend, RlxLeaderOp *op, GError 
                                    op->indices, op->n, NULL, &op->scale, &op->hash,
                                    &local);
   if (!ok)
-    {
-      if (!g_error_matches (local, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE) &&
-          !g_error_matches (local, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED))
-        {
-          g_propagate_error (error, g_steal_pointer (&local));
-          return FALSE;
-        }
-      op->refused = g_strdup (local->message);
-      return TRUE;
-    }
+    return finish_refused (op, &local, error);
   op->ok = TRUE;
   op->host_bytes = rlx_backend_host_bytes (backend);
   op->ahead_taken = rlx_backend_ahead_taken (backend);
@@ -343,6 +427,18 @@ finish_run (RlxComputeQueue *self, RlxBackend *backend, RlxLeaderOp *op, GError 
       if (op->frame == NULL)
         return FALSE;
     }
+  return TRUE;
+}
+
+/* Worker thread: the leader's own local steps join its outer round. */
+static gboolean
+outer_own (RlxComputeQueue *self, RlxBackend *backend, RlxLeaderOp *op, GError **error)
+{
+  RlxOuterEngine *e = outer_engine (self, backend);
+
+  if (!rlx_outer_engine_local (e, backend, op->indices, op->n, &op->outer, &op->loss, error))
+    return FALSE;
+  rlx_outer_engine_round_own (e, op->n);
   return TRUE;
 }
 
@@ -360,7 +456,9 @@ leader_op_run_timed (RlxBackend *backend, RlxLeaderOp *op, GError **error)
     case RLX_LEADER_OWN:
       round_of (self, backend, op->round_gen);
       inject_fault (backend, op->fault);
-      if (!rlx_backend_round_own (backend, op->indices, op->n, &op->loss, &local))
+      if (op->outer.h > 0
+          ? !outer_own (self, backend, op, &local)
+          : !rlx_backend_round_own (backend, op->indices, op->n, &op->loss, &local))
         {
           if (!g_error_matches (local, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE))
             {
@@ -381,8 +479,12 @@ leader_op_run_timed (RlxBackend *backend, RlxLeaderOp *op, GError **error)
       return TRUE;
     case RLX_LEADER_ADD:
       round_of (self, backend, op->round_gen);
-      if (!rlx_backend_round_add (backend, op->bucket.codes, op->bucket.n, op->bucket.precision,
-                                  op->bucket.scale, op->samples, &local))
+      if (op->outer.h > 0
+          ? !rlx_outer_engine_round_add (outer_engine (self, backend), op->bucket.codes,
+                                         op->bucket.n, op->bucket.precision, op->bucket.scale,
+                                         op->samples, &local)
+          : !rlx_backend_round_add (backend, op->bucket.codes, op->bucket.n,
+                                    op->bucket.precision, op->bucket.scale, op->samples, &local))
         {
           if (local->domain != RLX_BACKEND_ERROR ||
               (local->code != RLX_BACKEND_ERROR_NOT_FINITE &&
@@ -403,6 +505,8 @@ leader_op_run_timed (RlxBackend *backend, RlxLeaderOp *op, GError **error)
       }
     case RLX_LEADER_RESET:
       rlx_backend_reset_feedback (backend);
+      if (self->w.outer != NULL)
+        rlx_outer_engine_reset_feedback (self->w.outer);
       return TRUE;
     default:
       g_assert_not_reached ();
@@ -493,10 +597,12 @@ rlx_compute_queue_abandon_round (RlxComputeQueue *self)
 
 void
 rlx_compute_queue_own (RlxComputeQueue *self, guint64 step, const guint32 *indices, guint n,
-                       RlxFault fault, guint64 stall_us)
+                       RlxFault fault, guint64 stall_us, const RlxOuterSettings *outer)
 {
   RlxLeaderOp *op = leader_op_new (self, RLX_LEADER_OWN, step);
 
+  if (outer != NULL)
+    op->outer = *outer;
   op->indices = g_memdup2 (indices, n * sizeof (guint32));
   op->n = n;
   op->fault = fault;
@@ -506,10 +612,11 @@ rlx_compute_queue_own (RlxComputeQueue *self, guint64 step, const guint32 *indic
 
 void
 rlx_compute_queue_add (RlxComputeQueue *self, const char *node, guint64 step, guint samples,
-                       const RlxMsgArray *bucket)
+                       const RlxMsgArray *bucket, gboolean outer)
 {
   RlxLeaderOp *op = leader_op_new (self, RLX_LEADER_ADD, step);
 
+  op->outer.h = outer ? 1 : 0;   /* only whether: the add needs no settings */
   op->node = g_strdup (node);
   op->samples = samples;
   rlx_msg_array_copy (&op->bucket, bucket);
@@ -538,6 +645,7 @@ rlx_compute_queue_finish (RlxComputeQueue *self, RlxFinishJob *job)
       op->after_n = job->after_n;
     }
   op->lr = job->lr;
+  op->outer = job->outer;
   op->precision = job->precision;
   op->feedback = job->feedback;
   op->prequeued = job->prequeued;

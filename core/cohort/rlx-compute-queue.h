@@ -16,6 +16,13 @@
  *                     with the next own slice named so that a GPU computes
  *                     it right behind the finish
  *
+ * A job whose RlxOuterSettings say h > 0 is one of the outer mode's
+ * (`--sync outer:H`): the same operations, done by the queue's
+ * RlxOuterEngine (core/cohort/rlx-outer-engine.h) — H inner steps and a
+ * pseudo-gradient instead of a gradient, the outer Nesterov step instead of
+ * the SGD update, and the momentum applied beside θ. Its results also
+ * carry the replica's outer hash (θ and m).
+ *
  * A job is a struct of its own: everything it needs is copied into it when
  * it is queued (an update or a bucket stays inside its frame, referenced,
  * never copied), so the worker thread reads nothing of its owner. Its
@@ -43,6 +50,7 @@
 #include "core/rlx-worker.h"
 #include "core/cohort/rlx-fault-plan.h"
 #include "core/cohort/rlx-msg.h"
+#include "core/cohort/rlx-outer-engine.h"
 
 G_BEGIN_DECLS
 
@@ -64,12 +72,15 @@ typedef struct {
   gboolean        feedback;
   RlxFault        fault;
   guint64         stall_us;
+  RlxOuterSettings outer;         /* h > 0: the assignment is an outer round's local steps */
+  RlxOuterSettings commit_outer;  /* h > 0: the commit is an outer round's update */
   RlxMsg         *msg;            /* carried for the owner (owned; may be stolen in the
                                    * callback); the worker never reads it */
   /* out */
   gboolean        current;        /* no snapshot replaced the state it worked on */
   gboolean        applied;
   guint64         hash;
+  guint64         outer_hash;     /* outer: θ and m after the commit (rlx_outer_hash) */
   guint64         host_bytes;     /* rlx_backend_host_bytes after it */
   gboolean        computed;       /* the gradient was computed (not skipped as replaced) */
   GBytes         *frame;          /* the grad frame (a refusal when refused) */
@@ -112,6 +123,8 @@ typedef struct {
   RlxPrecision    precision;      /* FINISH: of the frame's update */
   double          scale;
   guint64         hash;
+  guint64         outer_hash;     /* FINISH, outer: θ and m after it */
+  RlxOuterSettings outer;         /* OWN, FINISH: h > 0 for an outer round */
   /* private: the rest of the job, the queue's */
   RlxComputeQueue *queue;
   guint64         round_gen;      /* the round it belongs to */
@@ -146,6 +159,7 @@ typedef struct {
   gboolean        feedback;
   gboolean        prequeued;      /* queued before its round is complete */
   gboolean        next_alone;     /* the next round is expected to be ours alone */
+  RlxOuterSettings outer;         /* h > 0: the round is an outer round */
 } RlxFinishJob;
 
 typedef struct {
@@ -181,14 +195,19 @@ void     rlx_compute_queue_begin_round (RlxComputeQueue *self);
  * before the next round's first, and its finish, if not started, does not
  * run. */
 void     rlx_compute_queue_abandon_round (RlxComputeQueue *self);
+/* @outer (NULL: the step mode) for an outer round's own local steps. */
 void     rlx_compute_queue_own (RlxComputeQueue *self, guint64 step, const guint32 *indices,
-                                guint n, RlxFault fault, guint64 stall_us);
+                                guint n, RlxFault fault, guint64 stall_us,
+                                const RlxOuterSettings *outer);
+/* A member's bucket joins the round (in the outer mode when @outer, its
+ * pseudo-gradient). */
 void     rlx_compute_queue_add (RlxComputeQueue *self, const char *node, guint64 step,
-                                guint samples, const RlxMsgArray *bucket);
+                                guint samples, const RlxMsgArray *bucket, gboolean outer);
 /* A finish queued behind another not yet done runs only if that one
  * applied its update. */
 void     rlx_compute_queue_finish (RlxComputeQueue *self, RlxFinishJob *job);
-/* Forget the gradient's and the update's quantisation residuals. */
+/* Forget the gradient's and the update's quantisation residuals (the
+ * outer mode's too; its momentum stays). */
 void     rlx_compute_queue_reset_feedback (RlxComputeQueue *self);
 /* Finishes queued, not yet done. */
 guint    rlx_compute_queue_finishes (RlxComputeQueue *self);

@@ -162,6 +162,7 @@ rlx_follower_stepped (RlxFollower *self, RlxMemberStep *ms, const GError *error)
       rlx_round_stats_backend (ctx->stats, ms->host_bytes, 0, 0,
                                rlx_worker_wait_us (rlx_compute_queue_get_worker (ctx->queue)));
       rlx_replica_commit (ctx->replica, s->commit, ms->hash, s->epoch, s->pos);
+      rlx_sync_state_note_commit (ctx->sync, s->commit, ms->commit_outer.h, ms->outer_hash);
       rlx_replica_set_loss (ctx->replica, s->loss);
       if (role (self) == RLX_ROLE_MEMBER || role (self) == RLX_ROLE_LEADER)
         {
@@ -300,6 +301,9 @@ member_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m, gboolean early)
     }
 
   ms = rlx_member_step_new ();
+  /* the cohort's sync mode is the leader's: each frame says it */
+  if (rlx_sync_state_follow (ctx->sync, s, &ms->outer, &ms->commit_outer))
+    OWNER (emit, rlx_sync_state_event (ctx->sync));
   if (committed)
     {
       rlx_msg_array_copy (&ms->update, &s->update);
@@ -342,6 +346,7 @@ member_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m, gboolean early)
 
       grad->term = ms->term;
       grad->step = ms->step;
+      grad->outer = ms->outer;
       grad->indices = g_steal_pointer (&ms->indices);
       grad->n = ms->n;
       ms->n = 0;

@@ -41,6 +41,9 @@ struct _RlxLeader {
                                       * round was complete (0: none) */
   guint64          own_prequeued;   /* the step whose own gradient is queued already (0: none) */
   gboolean         params_dirty;    /* the backend took an update the replica does not know */
+  /* the sync mode of the round being collected, and of the one assigned
+   * next (the cohort's choice when it was assigned: rlx-sync-state.h) */
+  RlxOuterSettings round_outer, next_outer;
 };
 
 /* Main-loop time of the leader's handlers (per round, for "done"). */
@@ -73,11 +76,15 @@ finished (RlxLeader *self)
   return self->ctx->ops->finished (self->ctx->owner);
 }
 
-/* This round's slots (rlx_split_assign), from round_pos on. */
+/* The next round's slots (rlx_split_assign), from round_pos on, in the
+ * sync mode in force (an outer round of H inner steps takes H times the
+ * global batch); its settings into next_outer. */
 static GArray *
 leader_assign (RlxLeader *self)
 {
-  return rlx_split_assign (self->ctx, self->round_pos, &self->round_count);
+  rlx_sync_state_settings (self->ctx->sync, self->ctx->lr, &self->next_outer);
+  return rlx_split_assign_rounds (self->ctx, self->round_pos, MAX (1u, self->next_outer.h),
+                                  &self->round_count);
 }
 
 static guint
@@ -112,6 +119,9 @@ step_header (RlxLeader *self, RlxMsg *m, guint64 commit, GArray *slots, gboolean
   m->u.step.count = self->round_count;
   m->u.step.members = rlx_cohort_str_array_copy (rlx_cohort_members (self->ctx));
   m->u.step.final = final;
+  /* the assignment's mode (next_outer: leader_assign made the slots), and
+   * the commit's (the round being finished) */
+  rlx_sync_state_announce (&self->next_outer, commit ? self->round_outer.h : 0, &m->u.step);
   m->u.step.assign = rlx_msg_slots_new ();
   for (guint i = 0; slots && i < slots->len; i++)
     {
@@ -190,13 +200,15 @@ predicted_own (RlxLeader *self, guint ahead, guint *n)
                    : NULL;
 }
 
-/* Our own gradient of @step's slice @indices, into the backend's round. */
+/* Our own gradient of @step's slice @indices (an outer round's local steps
+ * when @outer says h > 0), into the backend's round. */
 static void
-queue_own (RlxLeader *self, guint64 step, const guint32 *indices, guint n)
+queue_own (RlxLeader *self, guint64 step, const guint32 *indices, guint n,
+           const RlxOuterSettings *outer)
 {
   rlx_compute_queue_own (self->ctx->queue, step, indices, n,
                          rlx_fault_plan_gradient (&self->ctx->faults, step),
-                         rlx_fault_plan_stall_us (&self->ctx->faults, step));
+                         rlx_fault_plan_stall_us (&self->ctx->faults, step), outer);
 }
 
 /* The finish of round @step. @header (nullable: no frame, nobody to send
@@ -204,9 +216,10 @@ queue_own (RlxLeader *self, guint64 step, const guint32 *indices, guint n)
  * round after it (both expected to be ours alone). */
 static void
 queue_finish (RlxLeader *self, guint64 step, RlxMsg *header, const guint32 *next,
-              guint next_n, const guint32 *after, guint after_n)
+              guint next_n, const guint32 *after, guint after_n, const RlxOuterSettings *outer)
 {
   RlxFinishJob job = {
+    .outer = *outer,
     .step = step,
     .header = header,
     .next = next,
@@ -253,7 +266,7 @@ leader_start_round (RlxLeader *self, GArray *slots)
       if (own != NULL)
         queue_own (self, step,
                    rlx_replica_permutation (self->ctx->replica, self->round_epoch) + own->start,
-                   own->count);
+                   own->count, &self->round_outer);
     }
   self->own_prequeued = 0;
   if (own != NULL)
@@ -273,7 +286,7 @@ leader_start_round (RlxLeader *self, GArray *slots)
       if (!rlx_cohort_at_last_step (self->ctx, step + 1))
         after = predicted_own (self, 2, &after_n);
       self->finish_prequeued = step;
-      queue_finish (self, step, NULL, next, next_n, after, after_n);
+      queue_finish (self, step, NULL, next, next_n, after, after_n, &self->round_outer);
     }
 }
 
@@ -309,6 +322,7 @@ on_finished (RlxLeader *self, RlxLeaderOp *op)
   rlx_trace ("L.sent", commit);
   /* (round_epoch, round_pos) already are where the next step starts. */
   rlx_replica_commit (self->ctx->replica, commit, op->hash, self->round_epoch, self->round_pos);
+  rlx_sync_state_note_commit (self->ctx->sync, commit, op->outer.h, op->outer_hash);
   rlx_replica_set_loss (self->ctx->replica, rlx_round_get_loss (self->round));
   self->last_commit = commit;
   waiting = g_ptr_array_new_with_free_func (g_free);
@@ -327,6 +341,8 @@ on_finished (RlxLeader *self, RlxLeaderOp *op)
    * is queued already (a member admitted since gets its snapshot after that
    * finish, as one admitted during this round did after this one). */
   slots = g_steal_pointer (&self->next_slots);
+  if (slots != NULL)
+    self->round_outer = self->next_outer;
   if (slots != NULL && !final &&
       (op->frame != NULL || rlx_cohort_members (self->ctx)->len == 1 ||
        self->finish_prequeued == commit + 1))
@@ -526,7 +542,7 @@ rlx_leader_publish (RlxLeader *self, gboolean commit)
             after = predicted_own (self, 1, &after_n);
           perm = own ? rlx_replica_permutation (self->ctx->replica, self->round_epoch) : NULL;
           queue_finish (self, c, others ? &m : NULL, own ? perm + own->start : NULL,
-                        own ? own->count : 0, after, after_n);
+                        own ? own->count : 0, after, after_n, &self->round_outer);
         }
       /* Our slice of the next round right behind the finish: the worker
        * goes on with it without waiting for us. */
@@ -536,7 +552,7 @@ rlx_leader_publish (RlxLeader *self, gboolean commit)
           self->own_prequeued = c + 1;
           queue_own (self, c + 1,
                      rlx_replica_permutation (self->ctx->replica, self->round_epoch) + own->start,
-                     own->count);
+                     own->count, &self->next_outer);
         }
       /* A next round that is ours alone gets its finish queued now too (it
        * runs only if this round's commits): two rounds on the worker, so
@@ -551,7 +567,7 @@ rlx_leader_publish (RlxLeader *self, gboolean commit)
           if (!rlx_cohort_at_last_step (self->ctx, c + 2))
             after = predicted_own (self, 2, &after_n);
           self->finish_prequeued = c + 1;
-          queue_finish (self, c + 1, NULL, next, next_n, after, after_n);
+          queue_finish (self, c + 1, NULL, next, next_n, after, after_n, &self->next_outer);
         }
       return;
     }
@@ -577,6 +593,7 @@ rlx_leader_publish (RlxLeader *self, gboolean commit)
     GPtrArray *ids = rlx_cohort_members (self->ctx);
 
     slots = leader_assign (self);
+    self->round_outer = self->next_outer;
     if (ids->len > 1)
       {
         step_header (self, &m, 0, slots, FALSE);
@@ -737,7 +754,8 @@ rlx_leader_on_grad (RlxLeader *self, RlxPeer *p, RlxMsg *m)
     {
     case RLX_ROUND_ACCEPTED:
       /* to the backend's sum, which checks its values on the way */
-      rlx_compute_queue_add (self->ctx->queue, p->id, g->step, g->samples, &g->grads);
+      rlx_compute_queue_add (self->ctx->queue, p->id, g->step, g->samples, &g->grads,
+                             self->round_outer.h > 0);
       if (g->compute_us > 0)
         {
           double sp = g->samples * 1e6 / g->compute_us;

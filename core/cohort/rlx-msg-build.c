@@ -55,6 +55,12 @@ is_set (const RlxMsg *m, const RlxMsgField *f)
       return *(const gboolean *) at;
     case F_INT:
       return *(const gint64 *) at >= 0;
+    case F_UINT:
+      /* (W_IF_SET: a count that is 0 means "none") */
+      return f->size == sizeof (guint32) ? *(const guint32 *) at != 0
+                                         : *(const guint64 *) at != 0;
+    case F_NUM:
+      return *(const double *) at != 0.0;
     case F_HASHES:
       return *(GArray *const *) at != NULL && (*(GArray *const *) at)->len > 0;
     default:

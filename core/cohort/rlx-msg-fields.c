@@ -6,6 +6,7 @@
  */
 #include "rlx-config.h"
 #include "rlx-msg-private.h"
+#include "core/cohort/rlx-outer.h"
 
 #define MAX_STEP RLX_MSG_MAX_STEP
 #define MAX_U32  ((guint64) G_MAXINT32)
@@ -89,6 +90,10 @@ static const RlxMsgField step_fields[] = {
   { "members",      F_IDS,    REQ, AT (step, members),      RLX_MSG_MAX_MEMBERS, 0, NULL, 0, NULL },
   { "assign",       F_ASSIGN, REQ, AT (step, assign),       0, 0, NULL, 0, NULL },
   { "final",        F_BOOL,   OPT, AT (step, final),        0, 0, NULL, 0, NULL },
+  { "h",            F_UINT,   OPT, AT (step, h),            RLX_OUTER_MAX_H, 0, NULL, W_IF_SET, NULL },
+  { "ch",           F_UINT,   OPT, AT (step, ch),           RLX_OUTER_MAX_H, 0, NULL, W_IF_SET, NULL },
+  { "olr",          F_NUM,    OPT, AT (step, olr),          0, 0, NULL, W_IF_SET, NULL },
+  { "omom",         F_NUM,    OPT, AT (step, omom),         0, 0, NULL, 0, "olr" },
 };
 
 static const RlxMsgField grad_fields[] = {

@@ -8,6 +8,7 @@
  */
 #include "rlx-config.h"
 #include "rlx-msg-private.h"
+#include "core/cohort/rlx-outer.h"
 
 #include <math.h>
 #include <string.h>
@@ -482,6 +483,10 @@ check_step (Reader *r, RlxMsg *m)
   else if (s->commit != 0 && s->commit + 1 != s->step && !s->final)
     fail (r, "commit", "= %" G_GUINT64_FORMAT " does not precede step %" G_GUINT64_FORMAT,
           s->commit, s->step);
+  else if (s->ch > 0 && s->commit == 0)
+    fail (r, "ch", "names an outer commit in a frame without one");
+  else if ((s->h > 0 || s->ch > 0) && !rlx_outer_check_settings (s->olr, s->omom, NULL))
+    fail (r, "olr", "= %g with omom = %g is not an outer optimizer's setting", s->olr, s->omom);
 }
 
 static void

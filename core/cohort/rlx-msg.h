@@ -24,9 +24,9 @@
 G_BEGIN_DECLS
 
 /* What hello's "v" says; docs/PROTOCOL.md names the same (the `protocol`
- * test checks it). 3: parameter hash chunks of 1024 elements; 2: acknowledged
+ * test checks it). 4: the sync mode in step frames (outer rounds); 3: parameter hash chunks of 1024 elements; 2: acknowledged
  * commits, seniority by admission, merges. */
-#define RLX_MSG_PROTOCOL_VERSION 3
+#define RLX_MSG_PROTOCOL_VERSION 4
 
 /* Longest node id, cohort name, model or dataset slug (bytes). */
 #define RLX_MSG_MAX_ID      64
@@ -157,6 +157,10 @@ typedef struct {
   GPtrArray *members;             /* char*, seniority order */
   GArray    *assign;              /* RlxMsgSlot (start: absolute position) */
   gboolean   final;
+  /* the sync mode (docs/PROTOCOL.md, "Sync modes"; absent: step) */
+  guint      h;                   /* the assigned round is an outer round of H inner steps */
+  guint      ch;                  /* the commit is an outer round's (of ch inner steps) */
+  double     olr, omom;           /* the outer optimizer's lr and momentum (with h or ch) */
   RlxMsgArray update;             /* "avg" */
 } RlxMsgStep;
 

@@ -164,6 +164,20 @@ rlx_outer_apply (float *outer, float *momentum, const float *update, gsize n, do
     }
 }
 
+void
+rlx_outer_apply_momentum (float *momentum, const float *update, gsize n, double lr, double mu)
+{
+  float muf = (float) mu;
+  float ilr = (float) (1.0 / lr);
+  float i1m = (float) (1.0 / (1.0 + mu));
+
+  g_return_if_fail ((momentum != NULL && update != NULL) || n == 0);
+  g_return_if_fail (lr > 0.0);
+
+  for (gsize i = 0; i < n; i++)
+    momentum[i] = (muf * momentum[i] + update[i] * ilr) * i1m;
+}
+
 guint64
 rlx_outer_hash (guint64 params_hash, guint64 momentum_hash, gsize n)
 {

@@ -128,6 +128,12 @@ gboolean rlx_outer_make_update     (const float  *sum,
 void     rlx_outer_apply           (float *outer, float *momentum, const float *update,
                                     gsize n, double lr, double mu);
 
+/* The momentum half of rlx_outer_apply alone (θ lives elsewhere, e.g. in a
+ * backend that subtracts the same d): m_i = (muf · m_i + d_i · ilr) · i1m,
+ * the same bits as rlx_outer_apply's. */
+void     rlx_outer_apply_momentum  (float *momentum, const float *update, gsize n, double lr,
+                                    double mu);
+
 /* The first non-finite element of @update, or -1. */
 gssize   rlx_outer_update_check    (const float *update, gsize n);
 

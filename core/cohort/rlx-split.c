@@ -113,6 +113,12 @@ member_batch (RlxCohortContext *ctx, const char *id, guint *max_batch, double *s
 GArray *
 rlx_split_assign (RlxCohortContext *ctx, guint pos, guint *count_out)
 {
+  return rlx_split_assign_rounds (ctx, pos, 1, count_out);
+}
+
+GArray *
+rlx_split_assign_rounds (RlxCohortContext *ctx, guint pos, guint per_round, guint *count_out)
+{
   GPtrArray *ids = rlx_cohort_members (ctx);
   guint k = ids->len;
   g_autofree guint *maxb = g_new0 (guint, MAX (k, 1));
@@ -127,7 +133,8 @@ rlx_split_assign (RlxCohortContext *ctx, guint pos, guint *count_out)
     {
       double speed;
       guint b = member_batch (ctx, g_ptr_array_index (ids, i), &maxb[i], &speed);
-      global += b;
+      global += (guint64) b * per_round;
+      maxb[i] = (guint) MIN ((guint64) maxb[i] * per_round, (guint64) G_MAXUINT32);
       w[i] = speed;
       if (speed <= 0)
         all_measured = FALSE;
@@ -137,6 +144,7 @@ rlx_split_assign (RlxCohortContext *ctx, guint pos, guint *count_out)
       {
         double speed;
         w[i] = member_batch (ctx, g_ptr_array_index (ids, i), &maxb[i], &speed);
+        maxb[i] = (guint) MIN ((guint64) maxb[i] * per_round, (guint64) G_MAXUINT32);
       }
   count = (guint) MIN (global, (guint64) (rlx_replica_get_n_train (ctx->replica) - pos));
   rlx_coordinator_split_batch (count, w, maxb, k, c);

@@ -31,5 +31,9 @@ guint rlx_coordinator_split_batch (guint         count,
  * within what the epoch has left. Starts are absolute positions; *@count:
  * the samples assigned. */
 GArray *rlx_split_assign (RlxCohortContext *ctx, guint pos, guint *count);
+/* The same for a round of @per_round batches (an outer round of H inner
+ * steps: H times each member's --batch and max_batch; 1: a step). */
+GArray *rlx_split_assign_rounds (RlxCohortContext *ctx, guint pos, guint per_round,
+                                 guint *count);
 
 G_END_DECLS

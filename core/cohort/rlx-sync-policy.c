@@ -82,6 +82,22 @@ rlx_sync_parse (const char *s, RlxSyncRequest *out, GError **error)
   return TRUE;
 }
 
+gboolean
+rlx_sync_request_check (const RlxSyncRequest *request, GError **error)
+{
+  g_return_val_if_fail (request != NULL, FALSE);
+
+  if (request->mode > RLX_SYNC_AUTO ||
+      (request->mode == RLX_SYNC_OUTER && (request->h == 0 || request->h > RLX_SYNC_PARSE_MAX_H)))
+    {
+      g_set_error (error, RLX_SYNC_ERROR, RLX_SYNC_ERROR_INVALID,
+                   "sync mode %d with H %u is not step, outer:H (H = 1..%u) or auto",
+                   (int) request->mode, request->h, RLX_SYNC_PARSE_MAX_H);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 char *
 rlx_sync_format (const RlxSyncRequest *request)
 {

@@ -79,6 +79,9 @@ typedef struct {
  * with RLX_SYNC_ERROR_PARSE saying what was wrong and what is accepted;
  * @out untouched then. */
 gboolean rlx_sync_parse  (const char *s, RlxSyncRequest *out, GError **error);
+/* @request is one rlx_sync_parse could have made (a mode, H in range for
+ * outer); FALSE with RLX_SYNC_ERROR_INVALID saying what is wrong. */
+gboolean rlx_sync_request_check (const RlxSyncRequest *request, GError **error);
 /* The request as --sync writes it ("outer:50"); free it. */
 char    *rlx_sync_format (const RlxSyncRequest *request);
 /* "step", "outer", "auto". */

@@ -50,6 +50,7 @@ static const Field joined_f[] = {
   STR (RlxEventJoined, node), STR (RlxEventJoined, cohort), STR (RlxEventJoined, role),
   U64 (RlxEventJoined, step), HASH (RlxEventJoined, hash), STR (RlxEventJoined, backend),
   STR (RlxEventJoined, device), STR (RlxEventJoined, fallback), STR (RlxEventJoined, precision),
+  OSTR (RlxEventJoined, sync),
 };
 
 static const Field leader_f[] = {
@@ -70,6 +71,17 @@ static const Field step_f[] = {
   U64 (RlxEventStep, bytes_rx), U64 (RlxEventStep, bytes_f32), BOOL (RlxEventStep, contributed),
   U64 (RlxEventStep, contributors), U64 (RlxEventStep, late), U64 (RlxEventStep, rejected),
   I64 (RlxEventStep, time_us),
+  F (T_STR, RlxEventStep, sync, 0, IF (RlxEventStep, has_outer)),
+  F (T_U64, RlxEventStep, h, 0, IF (RlxEventStep, has_outer)),
+  F (T_HASH, RlxEventStep, outer_hash, 0, IF (RlxEventStep, has_outer)),
+  F (T_U64, RlxEventStep, round_bytes, 0, IF (RlxEventStep, has_outer)),
+};
+
+#define OUTER(ty, f) F (ty, RlxEventSync, f, 0, IF (RlxEventSync, has_outer))
+static const Field sync_f[] = {
+  STR (RlxEventSync, mode), U64 (RlxEventSync, h), STR (RlxEventSync, requested),
+  OUTER (T_DBL, outer_lr), OUTER (T_DBL, outer_momentum), OUTER (T_U64, fragments),
+  STR (RlxEventSync, reason),
 };
 
 static const Field evaluated_f[] = {
@@ -187,6 +199,7 @@ static const Kind kinds[RLX_EVENT_N_KINDS] = {
   K (RLX_EVENT_LINK_UP, "link-up", link_up_f),
   K (RLX_EVENT_LINK_DOWN, "link-down", link_lost_f),
   K (RLX_EVENT_LINK_FAILED, "link-failed", link_lost_f),
+  K (RLX_EVENT_SYNC, "sync", sync_f),
 };
 
 G_DEFINE_QUARK (rlx-event-read-error-quark, rlx_event_read_error)

@@ -62,6 +62,7 @@ typedef enum {
   RLX_EVENT_LINK_UP,         /* "link-up": a link to a remote rank */
   RLX_EVENT_LINK_DOWN,       /* "link-down" */
   RLX_EVENT_LINK_FAILED,     /* "link-failed" */
+  RLX_EVENT_SYNC,            /* "sync": the cohort's sync mode as this node runs it */
   RLX_EVENT_N_KINDS
 } RlxEventKind;
 
@@ -70,6 +71,7 @@ typedef struct {
   char   *node, *cohort, *role;
   guint64 step, hash;
   char   *backend, *device, *fallback, *precision;
+  char   *sync;           /* optional: the sync mode it runs ("step", "outer") */
 } RlxEventJoined;
 
 /* leader */
@@ -97,7 +99,23 @@ typedef struct {
   gboolean contributed;
   guint64  contributors, late, rejected;
   gint64   time_us;       /* g_get_monotonic_time () when it was committed here */
+  gboolean has_outer;     /* an outer round (--sync outer:H): */
+  char    *sync;          /*   "outer" */
+  guint64  h;             /*   its inner steps */
+  guint64  outer_hash;    /*   θ and the outer momentum (rlx_outer_hash) */
+  guint64  round_bytes;   /*   one exchanged array at this node's wire precision */
 } RlxEventStep;
+
+/* sync: the mode ("step" or "outer"), H (1 in the step mode), what this
+ * node asked for (--sync), why; the outer optimizer's settings with has_outer */
+typedef struct {
+  char    *mode;
+  guint64  h;
+  char    *requested, *reason;
+  gboolean has_outer;
+  double   outer_lr, outer_momentum;
+  guint64  fragments;
+} RlxEventSync;
 
 /* evaluated */
 typedef struct {
@@ -245,6 +263,7 @@ struct _RlxEvent
     RlxEventSignalling signalling;
     RlxEventLinkUp     link_up;
     RlxEventLinkLost   link_lost;     /* LINK_DOWN, LINK_FAILED */
+    RlxEventSync       sync;
   } u;
 };
 

@@ -222,7 +222,7 @@ queue_round (Fixture *f, guint64 step)
 
   for (guint i = 0; i < 8; i++)
     idx[i] = (guint32) (step * 8 + i);
-  rlx_compute_queue_own (f->queue, step, idx, 8, RLX_FAULT_NONE, 0);
+  rlx_compute_queue_own (f->queue, step, idx, 8, RLX_FAULT_NONE, 0, NULL);
   rlx_compute_queue_finish (f->queue, &job);
 }
 

@@ -231,6 +231,10 @@ test_bounds (void)
     { "step", "assign", "{\"a\":[0,0]}", "member \"assign\" entry of a = [0, 0] is not a slice" },
     { "step", "assign", "{\"a\":[1]}", "member \"assign\" entry of a is not [start, count]" },
     { "step", "commit", "2", "member \"commit\" = 2 does not precede step 4" },
+    { "step", "h", "10001", "member \"h\" = 10001 is outside 0..10000" },
+    { "step", "h", "4", "member \"olr\" = 0 with omom = 0 is not an outer optimizer's setting" },
+    { "step", "ch", "4", "member \"olr\" = 0 with omom = 0 is not an outer optimizer's setting" },
+    { "step", "olr", "0.7", NULL },
     { "grad", "compute_us", "-1", "member \"compute_us\" = -1 is outside 0..9223372036854775807" },
     { "grad", "loss_finite", "0", "member \"loss_finite\" is not true or false" },
     { "grad", "refused", s2049, "member \"refused\" is longer than 2048 bytes or not UTF-8" },
@@ -372,10 +376,62 @@ test_build (void)
   assert_header (&m, "{\"t\":\"bye\",\"node\":\"a\",\"reason\":\"left\"}");
 }
 
+/* The sync mode's members of a step frame (docs/PROTOCOL.md, "Sync
+ * modes"): read, checked across members, written only in the outer mode. */
+static void
+test_outer_step (void)
+{
+  g_autoptr(JsonObject) h = header (kind_json ("step"));
+  g_autoptr(GBytes) frame = NULL;
+  g_autofree char *json = NULL;
+  RlxMsg m;
+
+  json_object_set_int_member (h, "h", 50);
+  json_object_set_int_member (h, "ch", 40);
+  json_object_set_double_member (h, "olr", 0.7);
+  json_object_set_double_member (h, "omom", 0.9);
+  g_assert_null (parse (h, &m));
+  g_assert_cmpuint (m.u.step.h, ==, 50);
+  g_assert_cmpuint (m.u.step.ch, ==, 40);
+  g_assert_cmpfloat (m.u.step.olr, ==, 0.7);
+  g_assert_cmpfloat (m.u.step.omom, ==, 0.9);
+  json = header_json (&m);
+  g_assert_nonnull (strstr (json, "\"h\":50,\"ch\":40,\"olr\":0.69999999999999996,\"omom\":0.90000000000000002"));
+  /* momentum 0 is a setting too: written with the lr */
+  m.u.step.omom = 0;
+  g_clear_pointer (&json, g_free);
+  json = header_json (&m);
+  g_assert_nonnull (strstr (json, "\"omom\":0"));
+  /* a commit that names an outer round needs a commit */
+  m.u.step.commit = 0;
+  m.u.step.update.frame = NULL;
+  rlx_msg_clear (&m);
+  json_object_set_int_member (h, "commit", 0);
+  {
+    g_autofree char *msg = parse (h, NULL);
+    g_assert_cmpstr (msg, ==, "step message: member \"ch\" names an outer commit in a frame "
+                              "without one");
+  }
+  /* the step mode writes none of them */
+  json_object_set_int_member (h, "commit", 3);
+  json_object_remove_member (h, "h");
+  json_object_remove_member (h, "ch");
+  json_object_remove_member (h, "olr");
+  json_object_remove_member (h, "omom");
+  g_assert_null (parse (h, &m));
+  g_clear_pointer (&json, g_free);
+  json = header_json (&m);
+  g_assert_null (strstr (json, "\"h\""));
+  g_assert_null (strstr (json, "olr"));
+  g_assert_null (strstr (json, "omom"));
+  rlx_msg_clear (&m);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/cohort/msg/outer-step", test_outer_step);
   g_test_add_func ("/cohort/msg/required", test_required);
   g_test_add_func ("/cohort/msg/bounds", test_bounds);
   g_test_add_func ("/cohort/msg/defaults", test_defaults);

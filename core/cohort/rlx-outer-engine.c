@@ -1,0 +1,306 @@
+/* rlx-outer-engine.c — the outer mode's work on the compute worker
+ * (rlx-outer-engine.h). Every array operation that replicas must agree on
+ * is one of core/cohort/rlx-outer.c's (built without FMA contraction); the
+ * inner steps are the rank's own and need not agree with anyone. */
+#include "rlx-config.h"
+#include "rlx-outer-engine.h"
+#include "core/cohort/rlx-outer.h"
+#include "core/vision/rlx-cpu.h"
+#include "core/vision/rlx-model.h"
+
+#include <math.h>
+#include <string.h>
+
+struct _RlxOuterEngine {
+  gsize    n;
+  float   *mom;          /* m */
+  float   *x;            /* the inner steps' parameters */
+  float   *grads;
+  float   *delta;        /* δ of the last local */
+  float   *scratch;      /* s, or a decoded bucket or update */
+  float   *res;          /* the member stream's residual (NULL: none yet) */
+  float   *res_next;     /* the one the last bucket left, kept aside */
+  gboolean res_pending;
+  float   *ures;         /* the leader's update residual (NULL: none yet) */
+  float   *sum;          /* the leader's round */
+  guint    contributions;
+  guint64  samples;
+};
+
+RlxOuterEngine *
+rlx_outer_engine_new (gsize n)
+{
+  RlxOuterEngine *self = g_new0 (RlxOuterEngine, 1);
+
+  self->n = n;
+  self->mom = g_new0 (float, n);
+  self->x = g_new (float, n);
+  self->grads = g_new (float, n);
+  self->delta = g_new0 (float, n);
+  self->scratch = g_new (float, n);
+  return self;
+}
+
+void
+rlx_outer_engine_free (RlxOuterEngine *self)
+{
+  if (self == NULL)
+    return;
+  g_free (self->mom);
+  g_free (self->x);
+  g_free (self->grads);
+  g_free (self->delta);
+  g_free (self->scratch);
+  g_free (self->res);
+  g_free (self->res_next);
+  g_free (self->ures);
+  g_free (self->sum);
+  g_free (self);
+}
+
+static gboolean
+not_finite (GError **error, const char *what, gssize at)
+{
+  g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE,
+               "%s holds NaN or Inf (element %" G_GSSIZE_FORMAT ")", what, at);
+  return FALSE;
+}
+
+gboolean
+rlx_outer_engine_apply (RlxOuterEngine *self, RlxBackend *backend, const void *codes, gsize n,
+                        RlxPrecision precision, double scale, const RlxOuterSettings *settings,
+                        GError **error)
+{
+  gssize bad;
+
+  if (n != self->n)
+    {
+      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED,
+                   "an outer update of %" G_GSIZE_FORMAT " values for %" G_GSIZE_FORMAT
+                   " parameters", n, self->n);
+      return FALSE;
+    }
+  rlx_wire_dequantize (codes, n, precision, scale, self->scratch);
+  if ((bad = rlx_outer_update_check (self->scratch, n)) >= 0)
+    return not_finite (error, "the outer update", bad);
+  /* θ −= d in the backend: it decodes the same codes to the same d */
+  if (!rlx_backend_apply_update (backend, codes, n, precision, scale, error))
+    return FALSE;
+  rlx_outer_apply_momentum (self->mom, self->scratch, n, settings->lr, settings->momentum);
+  return TRUE;
+}
+
+void
+rlx_outer_engine_reset (RlxOuterEngine *self)
+{
+  memset (self->mom, 0, self->n * sizeof (float));
+  rlx_outer_engine_reset_feedback (self);
+}
+
+void
+rlx_outer_engine_reset_feedback (RlxOuterEngine *self)
+{
+  g_clear_pointer (&self->res, g_free);
+  g_clear_pointer (&self->res_next, g_free);
+  self->res_pending = FALSE;
+  g_clear_pointer (&self->ures, g_free);
+  rlx_outer_engine_round_cancel (self);
+}
+
+gboolean
+rlx_outer_engine_hash (RlxOuterEngine *self, RlxBackend *backend, guint64 *hash, GError **error)
+{
+  guint64 theta;
+
+  if (!rlx_backend_params_hash (backend, &theta, error))
+    return FALSE;
+  *hash = rlx_outer_hash (theta, rlx_params_hash (self->mom, self->n), self->n);
+  return TRUE;
+}
+
+const float *
+rlx_outer_engine_momentum (RlxOuterEngine *self)
+{
+  return self->mom;
+}
+
+void
+rlx_outer_engine_load_momentum (RlxOuterEngine *self, const float *m)
+{
+  memcpy (self->mom, m, self->n * sizeof (float));
+}
+
+gboolean
+rlx_outer_engine_local (RlxOuterEngine *self, RlxBackend *backend, const guint32 *indices,
+                        guint n, const RlxOuterSettings *settings, float *loss, GError **error)
+{
+  guint steps = MAX (1u, MIN (settings->h, n));
+  guint max_batch = rlx_backend_max_batch (backend);
+  double loss_sum = 0;
+  guint done = 0;
+  gssize bad;
+
+  g_return_val_if_fail (n > 0, FALSE);
+  /* chunks of at most max_batch: more steps when the slice needs them */
+  if ((n + steps - 1) / steps > max_batch)
+    steps = (n + max_batch - 1) / max_batch;
+  if (!rlx_backend_read_params (backend, self->x, error))
+    return FALSE;
+  for (guint k = 0; k < steps; k++)
+    {
+      guint size = n / steps + (k < n % steps ? 1 : 0);
+      float l = 0;
+
+      if (!rlx_backend_grads (backend, self->x, indices + done, size, &l, self->grads, error))
+        return FALSE;
+      rlx_sgd_step (self->x, self->grads, self->n, (float) settings->inner_lr);
+      loss_sum += (double) l * size;
+      done += size;
+    }
+  *loss = (float) (loss_sum / n);
+  /* δ = θ − x: θ is still in the backend; read it into δ's array first */
+  if (!rlx_backend_read_params (backend, self->delta, error))
+    return FALSE;
+  rlx_outer_pseudo_gradient (self->delta, self->x, self->delta, self->n);
+  if ((bad = rlx_outer_update_check (self->delta, self->n)) >= 0)
+    return not_finite (error, "the pseudo-gradient", bad);
+  return TRUE;
+}
+
+void
+rlx_outer_engine_delta_wire (RlxOuterEngine *self, RlxPrecision precision, gboolean feedback,
+                             void *codes, double *scale_out)
+{
+  gsize n = self->n;
+  const float *s = self->delta;
+  double scale;
+
+  if (feedback && precision != RLX_PRECISION_F32)
+    {
+      if (self->res == NULL)
+        self->res = g_new0 (float, n);
+      if (self->res_next == NULL)
+        self->res_next = g_new0 (float, n);
+      for (gsize i = 0; i < n; i++)
+        self->scratch[i] = self->delta[i] + self->res[i];
+      s = self->scratch;
+    }
+  scale = rlx_wire_scale_for (s, n, precision);
+  rlx_wire_quantize (s, n, precision, scale, codes);
+  *scale_out = scale;
+  self->res_pending = FALSE;
+  if (feedback && precision != RLX_PRECISION_F32)
+    {
+      /* r' = s − decode (codes), 0 where that is not finite */
+      rlx_wire_dequantize (codes, n, precision, scale, self->res_next);
+      for (gsize i = 0; i < n; i++)
+        {
+          float r = s[i] - self->res_next[i];
+          self->res_next[i] = isfinite (r) ? r : 0.0f;
+        }
+      self->res_pending = TRUE;
+    }
+}
+
+void
+rlx_outer_engine_accept_feedback (RlxOuterEngine *self)
+{
+  float *t;
+
+  if (!self->res_pending)
+    return;
+  t = self->res;
+  self->res = self->res_next;
+  self->res_next = t;
+  self->res_pending = FALSE;
+}
+
+static void
+round_add_f32 (RlxOuterEngine *self, const float *delta, guint samples)
+{
+  if (self->sum == NULL)
+    self->sum = g_new (float, self->n);
+  rlx_outer_accumulate (self->sum, delta, samples, self->contributions == 0, self->n);
+  self->contributions++;
+  self->samples += samples;
+}
+
+void
+rlx_outer_engine_round_own (RlxOuterEngine *self, guint samples)
+{
+  round_add_f32 (self, self->delta, samples);
+}
+
+gboolean
+rlx_outer_engine_round_add (RlxOuterEngine *self, const void *codes, gsize n,
+                            RlxPrecision precision, double scale, guint samples, GError **error)
+{
+  gssize bad;
+
+  if (n != self->n || samples == 0 || !isfinite (scale) || scale <= 0)
+    {
+      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED,
+                   "a pseudo-gradient of %" G_GSIZE_FORMAT " values (scale %g, %u samples) "
+                   "for %" G_GSIZE_FORMAT " parameters", n, scale, samples, self->n);
+      return FALSE;
+    }
+  rlx_wire_dequantize (codes, n, precision, scale, self->scratch);
+  if ((bad = rlx_outer_update_check (self->scratch, n)) >= 0)
+    return not_finite (error, "the pseudo-gradient", bad);
+  round_add_f32 (self, self->scratch, samples);
+  return TRUE;
+}
+
+gboolean
+rlx_outer_engine_round_finish (RlxOuterEngine *self, RlxBackend *backend,
+                               const RlxOuterSettings *settings, RlxPrecision precision,
+                               gboolean feedback, void *codes, double *scale_out,
+                               guint64 *hash_out, GError **error)
+{
+  gsize n = self->n;
+  gsize es = rlx_precision_element_size (precision);
+  g_autofree guint8 *own = NULL;
+  g_autoptr(GError) local = NULL;
+  gboolean with_res = feedback && precision != RLX_PRECISION_F32;
+  guint64 samples = self->samples;
+  gboolean ok;
+
+  if (self->contributions == 0)
+    {
+      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED,
+                   "an outer round with no contribution");
+      return FALSE;
+    }
+  rlx_outer_engine_round_cancel (self);
+  if (with_res && self->ures == NULL)
+    self->ures = g_new0 (float, n);
+  if (codes == NULL)
+    codes = own = g_malloc (n * es);
+  ok = rlx_outer_make_update (self->sum, samples, self->mom, with_res ? self->ures : NULL, n,
+                              settings->lr, settings->momentum, precision, codes, scale_out,
+                              self->scratch, NULL, &local);
+  if (!ok)
+    {
+      g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_NOT_FINITE, "%s",
+                   local->message);
+      return FALSE;
+    }
+  /* exactly what every member does with these codes */
+  if (!rlx_backend_apply_update (backend, codes, n, precision, *scale_out, error))
+    return FALSE;
+  rlx_outer_apply_momentum (self->mom, self->scratch, n, settings->lr, settings->momentum);
+  return rlx_backend_params_hash (backend, hash_out, error);
+}
+
+void
+rlx_outer_engine_round_cancel (RlxOuterEngine *self)
+{
+  self->contributions = 0;
+  self->samples = 0;
+}
+
+guint
+rlx_outer_engine_round_size (RlxOuterEngine *self)
+{
+  return self->contributions;
+}

@@ -1,0 +1,204 @@
+/* rlx-sync-state.c — the cohort's sync mode (rlx-sync-state.h) */
+#include "rlx-config.h"
+#include "rlx-sync-state.h"
+
+#define KEPT 64
+
+struct _RlxSyncState {
+  RlxSyncRequest request;
+  double         olr, omom;
+  RlxSyncMode    mode;
+  guint          h;
+  guint          fragments;
+  char          *reason;
+  struct {
+    guint64 step;
+    guint   h;
+    guint64 hash;
+  } commits[KEPT];
+};
+
+static void
+set_choice (RlxSyncState *self, RlxSyncMode mode, guint h, char *reason)
+{
+  self->mode = mode;
+  self->h = mode == RLX_SYNC_OUTER ? h : 0;
+  g_free (self->reason);
+  self->reason = reason;
+}
+
+RlxSyncState *
+rlx_sync_state_new (const RlxSyncRequest *request, double outer_lr, double outer_momentum)
+{
+  RlxSyncState *self = g_new0 (RlxSyncState, 1);
+
+  self->request = request ? *request : (RlxSyncRequest) { RLX_SYNC_STEP, 0 };
+  self->olr = outer_lr;
+  self->omom = outer_momentum;
+  self->fragments = 1;
+  rlx_sync_state_rechoose (self, NULL);
+  return self;
+}
+
+void
+rlx_sync_state_free (RlxSyncState *self)
+{
+  if (self == NULL)
+    return;
+  g_free (self->reason);
+  g_free (self);
+}
+
+const RlxSyncRequest *
+rlx_sync_state_request (RlxSyncState *self)
+{
+  return &self->request;
+}
+
+RlxSyncMode
+rlx_sync_state_mode (RlxSyncState *self)
+{
+  return self->mode;
+}
+
+guint
+rlx_sync_state_h (RlxSyncState *self)
+{
+  return self->h;
+}
+
+const char *
+rlx_sync_state_reason (RlxSyncState *self)
+{
+  return self->reason;
+}
+
+void
+rlx_sync_state_settings (RlxSyncState *self, double inner_lr, RlxOuterSettings *out)
+{
+  *out = (RlxOuterSettings) {
+    .h = self->mode == RLX_SYNC_OUTER ? self->h : 0,
+    .lr = self->olr,
+    .momentum = self->omom,
+    .inner_lr = inner_lr,
+  };
+}
+
+gboolean
+rlx_sync_state_rechoose (RlxSyncState *self, const RlxSyncInputs *inputs)
+{
+  RlxSyncMode was = self->mode;
+  guint was_h = self->h;
+
+  switch (self->request.mode)
+    {
+    case RLX_SYNC_OUTER:
+      set_choice (self, RLX_SYNC_OUTER, self->request.h,
+                  g_strdup_printf ("outer every %u steps: asked for (--sync outer:%u)",
+                                   self->request.h, self->request.h));
+      break;
+    case RLX_SYNC_AUTO:
+      {
+        RlxSyncChoice c = { 0 };
+        g_autoptr(GError) error = NULL;
+
+        if (inputs == NULL)
+          set_choice (self, RLX_SYNC_STEP, 0,
+                      g_strdup ("step: auto, and no remote link measured (every link on "
+                                "this host)"));
+        else if (rlx_sync_choose (inputs, &c, &error))
+          {
+            set_choice (self, c.mode, c.h, g_strdup_printf ("%s (auto)", c.reason));
+            self->fragments = c.fragments;
+            rlx_sync_choice_clear (&c);
+          }
+        else
+          /* unusable measurements change nothing: say why, keep the mode */
+          set_choice (self, self->mode, self->h,
+                      g_strdup_printf ("%s (auto could not choose: %s)",
+                                       self->mode == RLX_SYNC_OUTER ? "outer" : "step",
+                                       error->message));
+        break;
+      }
+    case RLX_SYNC_STEP:
+    default:
+      set_choice (self, RLX_SYNC_STEP, 0, g_strdup ("step: asked for (--sync step)"));
+      break;
+    }
+  return self->mode != was || self->h != was_h;
+}
+
+void
+rlx_sync_state_announce (const RlxOuterSettings *round, guint commit_h, RlxMsgStep *step)
+{
+  step->h = round ? round->h : 0;
+  step->ch = commit_h;
+  step->olr = round ? round->lr : 0;
+  step->omom = round ? round->momentum : 0;
+}
+
+gboolean
+rlx_sync_state_follow (RlxSyncState *self, const RlxMsgStep *step, RlxOuterSettings *round,
+                       RlxOuterSettings *commit)
+{
+  RlxSyncMode mode = step->h > 0 ? RLX_SYNC_OUTER : RLX_SYNC_STEP;
+  gboolean changed = mode != self->mode || step->h != self->h;
+
+  if (round)
+    *round = (RlxOuterSettings) { step->h, step->olr, step->omom, step->lr };
+  if (commit)
+    *commit = (RlxOuterSettings) { step->ch, step->olr, step->omom, step->lr };
+  if (changed)
+    set_choice (self, mode, step->h,
+                mode == RLX_SYNC_OUTER
+                    ? g_strdup_printf ("outer every %u steps: the leader's choice", step->h)
+                    : g_strdup ("step: the leader's choice"));
+  if (step->h > 0)
+    {
+      self->olr = step->olr;
+      self->omom = step->omom;
+    }
+  return changed;
+}
+
+RlxEvent *
+rlx_sync_state_event (RlxSyncState *self)
+{
+  RlxEvent *e = rlx_event_new (RLX_EVENT_SYNC);
+  RlxEventSync *o = &e->u.sync;
+
+  o->mode = g_strdup (rlx_sync_mode_to_string (self->mode));
+  o->h = self->mode == RLX_SYNC_OUTER ? self->h : 1;
+  o->requested = rlx_sync_format (&self->request);
+  o->reason = g_strdup (self->reason);
+  if (self->mode == RLX_SYNC_OUTER)
+    {
+      o->has_outer = TRUE;
+      o->outer_lr = self->olr;
+      o->outer_momentum = self->omom;
+      o->fragments = self->fragments;
+    }
+  return e;
+}
+
+void
+rlx_sync_state_note_commit (RlxSyncState *self, guint64 step, guint h, guint64 outer_hash)
+{
+  guint i = step % KEPT;
+
+  self->commits[i].step = step;
+  self->commits[i].h = h;
+  self->commits[i].hash = outer_hash;
+}
+
+gboolean
+rlx_sync_state_commit_info (RlxSyncState *self, guint64 step, guint *h, guint64 *outer_hash)
+{
+  guint i = step % KEPT;
+
+  if (step == 0 || self->commits[i].step != step || self->commits[i].h == 0)
+    return FALSE;
+  *h = self->commits[i].h;
+  *outer_hash = self->commits[i].hash;
+  return TRUE;
+}

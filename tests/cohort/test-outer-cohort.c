@@ -1,0 +1,217 @@
+/* test-outer-cohort.c — the outer mode (`--sync outer:H`) in a cohort of
+ * real `rlx-rank join` processes on the local bus (cohort-harness.h)
+ *
+ * What docs/PROTOCOL.md, "Sync modes", promises: every replica applies the
+ * same outer updates, so θ (the step hash) and θ with the momentum
+ * (outer_hash) agree on every node at every outer round, at every wire
+ * precision; members follow the leader's announced mode whatever they asked
+ * for; bad flags are refused naming the flag.
+ */
+#include "rlx-config.h"
+#include "cohort-harness.h"
+
+#include <math.h>
+#include <signal.h>
+#include <string.h>
+
+#define ROUNDS 12
+#define SLOW_OK "5000"
+
+/* Every node of @n reports, for every round 1..@rounds, the same hash and
+ * outer hash as node 0, in the outer mode with @h inner steps and every
+ * contribution taken. */
+static void
+assert_same_outer_rounds (Harness *h, Node **n, guint k, gint64 rounds, guint hh,
+                          guint batch)
+{
+  for (gint64 s = 1; s <= rounds; s++)
+    {
+      int e0 = node_step (n[0], s);
+      JsonObject *o0;
+
+      if (e0 < 0)
+        {
+          harness_dump (h);
+          g_error ("%s did not report round %" G_GINT64_FORMAT, n[0]->label, s);
+        }
+      o0 = node_ev (n[0], e0);
+      if (g_strcmp0 (ev_str (o0, "sync"), "outer") != 0 || ev_int (o0, "h") != hh ||
+          ev_str (o0, "outer_hash") == NULL)
+        {
+          harness_dump (h);
+          g_error ("round %" G_GINT64_FORMAT " of %s is not an outer round of H=%u", s,
+                   n[0]->label, hh);
+        }
+      g_assert_cmpint (ev_int (o0, "contributors"), ==, k);
+      g_assert_cmpint (ev_int (o0, "samples"), ==, (gint64) k * batch * hh);
+      g_assert_true (isfinite (ev_num (o0, "loss")));
+      for (guint i = 1; i < k; i++)
+        {
+          int e = node_step (n[i], s);
+          JsonObject *o = e >= 0 ? node_ev (n[i], e) : NULL;
+
+          if (o == NULL || g_strcmp0 (ev_str (o, "hash"), ev_str (o0, "hash")) != 0 ||
+              g_strcmp0 (ev_str (o, "outer_hash"), ev_str (o0, "outer_hash")) != 0)
+            {
+              harness_dump (h);
+              g_error ("round %" G_GINT64_FORMAT ": %s has hash %s / outer %s, %s %s / %s", s,
+                       n[i]->label, o ? ev_str (o, "hash") : "(none)",
+                       o ? ev_str (o, "outer_hash") : "(none)", n[0]->label,
+                       ev_str (o0, "hash"), ev_str (o0, "outer_hash"));
+            }
+        }
+    }
+}
+
+/* Three ranks in the outer mode, all at @precision: equal hashes of θ and
+ * of θ with the momentum at every round, and training. */
+static void
+three_ranks_at (const char *precision)
+{
+  Harness *h = harness_new ();
+  Node *n[3];
+  g_autofree char *cohort = g_strdup_printf ("outer-%s", precision);
+  g_autofree char *steps = g_strdup_printf ("%d", ROUNDS);
+
+  for (guint i = 0; i < 3; i++)
+    {
+      g_autofree char *label = g_strdup_printf ("node%u-%s", i, precision);
+      n[i] = harness_join (h, label, "--cohort", cohort, "--batch", "8", "--steps", steps,
+                           "--wait-members", "3", "--precision", precision,
+                           "--sync", "outer:4", "--deadline-floor-ms", SLOW_OK, NULL);
+    }
+  for (guint i = 0; i < 3; i++)
+    harness_assert_exit_ok (h, n[i], 90000);
+  assert_same_outer_rounds (h, n, 3, ROUNDS, 4, 8);
+  /* Each node says what it runs, and why. */
+  for (guint i = 0; i < 3; i++)
+    {
+      int e = node_find_event (n[i], "sync", 0);
+      g_assert_cmpint (e, >=, 0);
+      g_assert_cmpstr (ev_str (node_ev (n[i], e), "mode"), ==, "outer");
+      g_assert_cmpint (ev_int (node_ev (n[i], e), "h"), ==, 4);
+      g_assert_nonnull (strstr (ev_str (node_ev (n[i], e), "reason"), "outer"));
+    }
+  /* The momentum is part of the state: the outer hash moves with it
+   * (θ's hash alone would not say that m agrees). */
+  g_assert_cmpstr (ev_str (node_ev (n[0], node_step (n[0], 2)), "outer_hash"), !=,
+                   ev_str (node_ev (n[0], node_step (n[0], 1)), "outer_hash"));
+  /* Training: the loss falls over the rounds. */
+  g_assert_cmpfloat (ev_num (node_ev (n[0], node_step (n[0], ROUNDS)), "loss"), <,
+                     ev_num (node_ev (n[0], node_step (n[0], 1)), "loss"));
+  harness_free (h);
+}
+
+static void
+test_three_ranks_f32 (void)
+{
+  three_ranks_at ("f32");
+}
+
+static void
+test_three_ranks_f16 (void)
+{
+  three_ranks_at ("f16");
+}
+
+static void
+test_three_ranks_f8 (void)
+{
+  three_ranks_at ("f8e4m3");
+}
+
+/* The mode is the leader's: members started with --sync step (the default)
+ * run the leader's outer rounds, and say so. */
+static void
+test_members_follow_leader (void)
+{
+  Harness *h = harness_new ();
+  Node *n[3];
+  static const char *const ids[3] = { "a-lead", "b-mem", "c-mem" };
+
+  n[0] = harness_join (h, "a-lead", "--node", ids[0], "--cohort", "follow", "--batch", "8",
+                       "--steps", "6", "--wait-members", "3", "--sync", "outer:3",
+                       "--deadline-floor-ms", SLOW_OK, NULL);
+  harness_wait_event (h, n[0], "joined", NULL, 0, 30000);
+  for (guint i = 1; i < 3; i++)
+    n[i] = harness_join (h, ids[i], "--node", ids[i], "--cohort", "follow", "--batch", "8",
+                         "--steps", "6", "--deadline-floor-ms", SLOW_OK, NULL);
+  for (guint i = 0; i < 3; i++)
+    harness_assert_exit_ok (h, n[i], 90000);
+  g_assert_cmpstr (ev_str (node_ev (n[0], node_find_event (n[0], "joined", 0)), "role"), ==,
+                   "leader");
+  assert_same_outer_rounds (h, n, 3, 6, 3, 8);
+  for (guint i = 1; i < 3; i++)
+    {
+      /* its own mode first (step), then the leader's */
+      gboolean followed = FALSE;
+      for (int e = node_find_event (n[i], "sync", 0); e >= 0;
+           e = node_find_event (n[i], "sync", e + 1))
+        if (g_strcmp0 (ev_str (node_ev (n[i], e), "mode"), "outer") == 0 &&
+            strstr (ev_str (node_ev (n[i], e), "reason"), "leader") != NULL)
+          followed = TRUE;
+      if (!followed)
+        {
+          harness_dump (h);
+          g_error ("%s did not report following the leader's outer mode", n[i]->label);
+        }
+    }
+  harness_free (h);
+}
+
+/* Bad values are refused before anything starts, naming the flag and what
+ * it accepts. */
+static void
+test_bad_flags (void)
+{
+  static const struct {
+    const char *flag, *value, *says;
+  } cases[] = {
+    { "--sync", "outer:0", "from 1 to" },
+    { "--sync", "outer", "outer:H" },
+    { "--sync", "every", "step" },
+    { "--sync", "outer:99999", "from 1 to" },
+    { "--outer-lr", "-1", "--outer-lr" },
+    { "--outer-lr", "fast", "--outer-lr" },
+    { "--outer-momentum", "1.5", "--outer-momentum" },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      Harness *h = harness_new ();   /* its private folders, for the environment */
+      const char *rank = g_getenv ("RLX_RANK");
+      const char *argv[] = { rank, "join", "--local", "--cohort", "bad", "--steps", "1",
+                             cases[i].flag, cases[i].value, NULL };
+      g_autoptr(GSubprocessLauncher) l = g_subprocess_launcher_new (
+          G_SUBPROCESS_FLAGS_STDOUT_SILENCE | G_SUBPROCESS_FLAGS_STDERR_PIPE);
+      g_autoptr(GSubprocess) p = NULL;
+      g_autoptr(GError) error = NULL;
+      g_autofree char *err = NULL;
+
+      g_assert_nonnull (rank);
+      g_subprocess_launcher_setenv (l, "XDG_RUNTIME_DIR", h->run_dir, TRUE);
+      g_subprocess_launcher_setenv (l, "XDG_DATA_HOME", h->data_dir, TRUE);
+      p = g_subprocess_launcher_spawnv (l, argv, &error);
+      g_assert_no_error (error);
+      g_assert_true (g_subprocess_communicate_utf8 (p, NULL, NULL, NULL, &err, &error));
+      g_assert_no_error (error);
+      g_assert_true (g_subprocess_get_if_exited (p));
+      g_assert_cmpint (g_subprocess_get_exit_status (p), !=, 0);
+      if (strstr (err, cases[i].flag) == NULL || strstr (err, cases[i].says) == NULL)
+        g_error ("%s %s: the error \"%s\" does not name %s and %s", cases[i].flag,
+                 cases[i].value, err, cases[i].flag, cases[i].says);
+      harness_free (h);
+    }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/outer/three-ranks-f32", test_three_ranks_f32);
+  g_test_add_func ("/outer/three-ranks-f16", test_three_ranks_f16);
+  g_test_add_func ("/outer/three-ranks-f8", test_three_ranks_f8);
+  g_test_add_func ("/outer/members-follow-leader", test_members_follow_leader);
+  g_test_add_func ("/outer/bad-flags", test_bad_flags);
+  return g_test_run ();
+}

@@ -19,10 +19,14 @@ import argparse, json, os, shutil, subprocess, sys, tempfile, threading, time
 
 
 class Rank:
-    def __init__(self, argv, env):
+    """One `rlx-rank join` process, its events timestamped as they arrive (also
+    used by outer-bench.py); @cores: the CPUs it may run on (None: any)."""
+
+    def __init__(self, argv, env, cores=None):
         self.events, self.times, self.err = [], [], []
+        pin = (lambda: os.sched_setaffinity(0, cores)) if cores else None
         self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, bufsize=1)
+                                     text=True, bufsize=1, preexec_fn=pin)
         self.out_thread = threading.Thread(target=self._read, daemon=True)
         self.err_thread = threading.Thread(target=self._read_err, daemon=True)
         self.out_thread.start()

@@ -1,0 +1,67 @@
+#!/bin/bash
+# scripts/device/outer-bench.sh — issue 28's figures on the device machine's
+# 16 cores, in one call (scripts/device/outer-bench.py does the work and
+# says what each figure is):
+#
+#   here:   bash scripts/device/prepare.sh && bash scripts/device/prepare-outer.sh
+#   device: command 'bash scripts/device/outer-bench.sh'  carry [".devcarry-cpu"]
+#           kind nvidia-h200   timeout_s 600
+#
+# Knobs: RLX_OB_PLAN (rate | accuracy | all; default all), RLX_OB_REPS (3),
+# RLX_OB_SECONDS (measuring window of a rate run, 8), RLX_OB_WARMUP (6),
+# RLX_OB_MODELS ("mnist-mlp,mnist-mlp-xl"), RLX_OB_CORES (all), RLX_OB_RANKS_MAX
+# (8), RLX_OB_ACC_MAX (seconds a cohort may take to the target, 150),
+# RLX_OB_DDP (1: PyTorch DDP beside), RLX_OB_RANK (an rlx-rank to use instead
+# of the carried one: a dry run here). Everything goes to $OUT: log.txt,
+# results.jsonl (a line a run), table.md.
+#
+# A small dry run here (2 cores, the local build):
+#   OUT=/tmp/ob RLX_OB_RANK=build/tools/rlx-rank RLX_OB_REPS=1 RLX_OB_SECONDS=3 \
+#   RLX_OB_WARMUP=2 RLX_OB_MODELS=mnist-mlp RLX_OB_RANKS_MAX=2 RLX_OB_PLAN=rate \
+#   RLX_OB_DDP=0 bash scripts/device/outer-bench.sh
+set -u -o pipefail
+OUT=${OUT:-/tmp/rlx-device-out}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/log.txt") 2>&1
+T0=$(date +%s)
+say () { echo "=== [$(( $(date +%s) - T0 ))s] $*"; }
+here=$(cd "$(dirname "$0")" && pwd)
+C=${RLX_OB_CARRY:-$PWD/.devcarry-cpu}
+RANK=${RLX_OB_RANK:-}
+if [ -z "$RANK" ]; then
+  [ -x "$C/rlx-rank" ] || { say "no $C/rlx-rank: run scripts/device/prepare.sh and prepare-outer.sh here and carry .devcarry-cpu"; exit 1; }
+  cat "$C/MANIFEST" 2>/dev/null
+  . "$here/carry-libs.sh"
+  say "carried libraries in use: $(ls "$C/use" | tr '\n' ' ')"
+  RANK=$C/rlx-rank
+  # Fashion-MNIST where rlx-rank reads it, from the carry, unless there
+  ds=/usr/share/datasets/fashion-mnist
+  if [ ! -f "$ds/train-images-idx3-ubyte.gz" ] && [ -d "$C/fashion-mnist" ]; then
+    mkdir -p "$ds"
+    cp "$C"/fashion-mnist/*-labels-idx1-ubyte.gz "$ds/"
+    for f in train-images-idx3-ubyte t10k-images-idx3-ubyte; do
+      xz -dc "$C/fashion-mnist/$f.xz" | gzip -1 > "$ds/$f.gz"
+    done
+    say "Fashion-MNIST unpacked into $ds"
+  fi
+fi
+say "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores"
+ddp=()
+ref=${RLX_OB_TORCH_REF:-$C/torch_ref.py}
+if [ "${RLX_OB_DDP:-1}" = 1 ] && [ -f "$ref" ] && python3 -c 'import torch' 2>/dev/null; then
+  ddp=(--torch-ref "$ref")
+fi
+py=python3
+cores=${RLX_OB_CORES:-$(nproc)}
+say "outer-bench.py: plan ${RLX_OB_PLAN:-all}, $cores cores"
+timeout "${RLX_OB_TIMEOUT:-560}" "$py" "$here/outer-bench.py" "$RANK" --out "$OUT" \
+  --plan "${RLX_OB_PLAN:-all}" --reps "${RLX_OB_REPS:-3}" --cores "$cores" \
+  --seconds "${RLX_OB_SECONDS:-8}" --warmup "${RLX_OB_WARMUP:-6}" \
+  --models "${RLX_OB_MODELS:-mnist-mlp,mnist-mlp-xl}" --ranks-max "${RLX_OB_RANKS_MAX:-8}" \
+  --acc-max-seconds "${RLX_OB_ACC_MAX:-150}" "${ddp[@]}"
+rc=$?
+say "outer-bench.py exit $rc"
+if [ "$rc" != 0 ] && [ -s "$OUT/results.jsonl" ]; then
+  say "the table of what finished:"
+  "$py" "$here/outer-bench.py" - --table "$OUT/results.jsonl" | tee "$OUT/table.md"
+fi

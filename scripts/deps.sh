@@ -23,6 +23,8 @@ PACKAGES=(
   dataset-fashion-mnist nodejs iproute2 python3-numpy
   # tests: the reference xxHash that the parameter hash is checked against
   libxxhash-dev
+  # the Debian packages (./rlx package and the package test)
+  debhelper dpkg-dev lintian
 )
 # The PyTorch reference for benchmarks is large; only `--bench` pulls it in.
 if [[ "${1:-}" == "--bench" ]]; then

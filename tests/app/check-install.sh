@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # meson install puts the app where a desktop finds it: the executable, the
 # desktop file (valid, its Exec and Icon resolvable), the icons, the
-# metainfo, the schema (compilable) and the German catalogue.
+# metainfo, the schema (compilable) and the German catalogue; and rlx-rank's
+# man page and systemd unit (running the installed rlx-rank).
 # Usage: check-install.sh BUILD_DIR PREFIX APP_ID
 set -euo pipefail
 BUILD=$1 PREFIX=$2 APP_ID=$3
@@ -20,6 +21,11 @@ need share/glib-2.0/schemas/$APP_ID.gschema.xml
 need share/icons/hicolor/scalable/apps/$APP_ID.svg
 need share/icons/hicolor/symbolic/apps/$APP_ID-symbolic.svg
 need share/locale/de/LC_MESSAGES/rlx-cluster.mo
+need share/man/man1/rlx-rank.1
+need share/man/man1/rlx-cluster.1
+need lib/systemd/system/rlx-rank@.service
+grep -q "^ExecStart=$PREFIX/bin/rlx-rank join --invite-file " "$ROOT/lib/systemd/system/rlx-rank@.service" \
+  || fail "rlx-rank@.service does not run $PREFIX/bin/rlx-rank join --invite-file"
 
 desktop="$ROOT/share/applications/$APP_ID.desktop"
 desktop-file-validate "$desktop" || fail "the installed desktop file is not valid"

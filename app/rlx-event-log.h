@@ -1,7 +1,7 @@
 /* rlx-event-log.h — the events of a cohort, in words a person reads
  *
  * RlxEventLog is a GListModel of RlxEventItem, oldest first. It turns the
- * node's JSON events (rlx-coordinator.h, rlx-node.h) into sentences: who
+ * node's typed events (core/event/rlx-event.h) into sentences: who
  * joined or left and why, refusals, leader changes, a rank that fell back to
  * the CPU and why, steps discarded by a merge, test accuracy, errors. Step
  * events and other routine traffic are not logged. Items that a person
@@ -11,32 +11,33 @@
 #pragma once
 
 #include <gio/gio.h>
-#include <json-glib/json-glib.h>
+#include "core/event/rlx-event.h"
 
 G_BEGIN_DECLS
 
 #define RLX_EVENT_LOG_MAX 2000
 
 typedef enum {
-  RLX_EVENT_KIND_INFO,
-  RLX_EVENT_KIND_JOINED,
-  RLX_EVENT_KIND_LEFT,
-  RLX_EVENT_KIND_LEADER,
-  RLX_EVENT_KIND_FALLBACK,
-  RLX_EVENT_KIND_REFUSED,
-  RLX_EVENT_KIND_MERGED,
-  RLX_EVENT_KIND_ACCURACY,
-  RLX_EVENT_KIND_WARNING,
-  RLX_EVENT_KIND_ERROR,
-} RlxEventKind;
+  RLX_LOG_INFO,
+  RLX_LOG_JOINED,
+  RLX_LOG_LEFT,
+  RLX_LOG_LEADER,
+  RLX_LOG_FALLBACK,
+  RLX_LOG_REFUSED,
+  RLX_LOG_MERGED,
+  RLX_LOG_ACCURACY,
+  RLX_LOG_WARNING,
+  RLX_LOG_ERROR,
+} RlxLogKind;
 
 #define RLX_TYPE_EVENT_ITEM (rlx_event_item_get_type ())
 G_DECLARE_FINAL_TYPE (RlxEventItem, rlx_event_item, RLX, EVENT_ITEM, GObject)
 
-/* Properties (read-only): "kind" (int, RlxEventKind), "time" (string,
+/* Properties (read-only): "kind" (int, RlxLogKind), "time" (string,
  * local HH:MM:SS), "title", "detail" (string, "" if none), "icon-name",
- * "urgent" (boolean), "event" (string, the JSON event's name). */
-RlxEventKind rlx_event_item_get_kind      (RlxEventItem *self);
+ * "urgent" (boolean), "event" (string: the name of the event it tells,
+ * "app" for the app's own). */
+RlxLogKind rlx_event_item_get_kind      (RlxEventItem *self);
 const char  *rlx_event_item_get_time      (RlxEventItem *self);
 const char  *rlx_event_item_get_title     (RlxEventItem *self);
 const char  *rlx_event_item_get_detail    (RlxEventItem *self);
@@ -51,12 +52,12 @@ RlxEventLog  *rlx_event_log_new       (void);
 /* Log @event as seen by node @self_id (NULL: unknown). Returns the items it
  * added (0, 1 or 2), newest last, in @added if not NULL (transfer container:
  * free the array, not the items). */
-guint         rlx_event_log_add_event (RlxEventLog *self, JsonObject *event, const char *self_id,
-                                       GPtrArray **added);
+guint         rlx_event_log_add_event (RlxEventLog *self, const RlxEvent *event,
+                                       const char *self_id, GPtrArray **added);
 /* Something the app itself has to say (a join that failed, a local rank that
  * exited). */
-RlxEventItem *rlx_event_log_add       (RlxEventLog *self, RlxEventKind kind, gboolean urgent,
-                                       const char *event, const char *title, const char *detail);
+RlxEventItem *rlx_event_log_add       (RlxEventLog *self, RlxLogKind kind, gboolean urgent,
+                                       const char *title, const char *detail);
 void          rlx_event_log_clear     (RlxEventLog *self);
 
 G_END_DECLS

@@ -50,8 +50,8 @@ typedef enum {
 
 static const char *const state_names[] = { "idle", "joining", "joined", "leaving" };
 
-#define N_TOAST_KINDS (RLX_EVENT_KIND_ERROR + 2)
-#define TOAST_APP     (RLX_EVENT_KIND_ERROR + 1)
+#define N_TOAST_KINDS (RLX_LOG_ERROR + 2)
+#define TOAST_APP     (RLX_LOG_ERROR + 1)
 
 struct _RlxWindow
 {
@@ -200,10 +200,10 @@ events_added (RlxWindow *self, guint n)
 
 /* Something the app itself has to say: logged, and toasted if urgent. */
 static void
-report (RlxWindow *self, RlxEventKind kind, gboolean urgent, const char *title,
+report (RlxWindow *self, RlxLogKind kind, gboolean urgent, const char *title,
         const char *detail)
 {
-  rlx_event_log_add (self->log, kind, urgent, "app", title, detail);
+  rlx_event_log_add (self->log, kind, urgent, title, detail);
   events_added (self, 1);
   if (urgent)
     show_toast (self, TOAST_APP, title, detail);
@@ -367,60 +367,57 @@ finish_join (RlxWindow *self)
 
 /* ── node events ───────────────────────────────────────────────────────── */
 
-static double
-event_number (JsonObject *e, const char *key)
-{
-  JsonNode *n = json_object_get_member (e, key);
-
-  if (n && JSON_NODE_HOLDS_VALUE (n) &&
-      (json_node_get_value_type (n) == G_TYPE_INT64 || json_node_get_value_type (n) == G_TYPE_DOUBLE))
-    return json_node_get_double (n);
-  return 0;
-}
-
 static void
-on_node_event (RlxNodeThread *node, JsonObject *event, RlxWindow *self)
+on_node_event (RlxNodeThread *node, RlxEvent *event, RlxWindow *self)
 {
-  const char *name = json_object_get_string_member_with_default (event, "event", "");
   g_autoptr(GPtrArray) added = NULL;
 
   if (self->event_log)
     {
       /* a debugging switch: this node's events as rlx-rank join --json prints them */
-      g_autoptr(JsonNode) n = json_node_init_object (json_node_alloc (), event);
-      g_autofree char *line = json_to_string (n, FALSE);
+      g_autofree char *line = rlx_event_to_json_line (event);
       fprintf (self->event_log, "%s\n", line);
     }
 
-  if (g_str_equal (name, "step"))
+  switch (event->kind)
     {
-      Point p;
-      self->step = (guint64) event_number (event, "step");
-      self->loss = event_number (event, "loss");
-      p.x = (double) self->step;
-      p.y = self->loss;
-      p.t = json_object_has_member (event, "time_us") ? (gint64) event_number (event, "time_us")
-                                                      : g_get_monotonic_time ();
-      g_array_append_val (self->pending, p);
+    case RLX_EVENT_STEP:
+      {
+        Point p;
+        self->step = event->u.step.step;
+        self->loss = event->u.step.loss;
+        p.x = (double) self->step;
+        p.y = self->loss;
+        p.t = event->u.step.time_us ? event->u.step.time_us : g_get_monotonic_time ();
+        g_array_append_val (self->pending, p);
+        self->status_dirty = TRUE;
+        return;
+      }
+    case RLX_EVENT_EVALUATED:
+      rlx_chart_series_append (rlx_loss_chart_get_accuracy (self->chart),
+                               (double) event->u.evaluated.step, event->u.evaluated.accuracy,
+                               g_get_monotonic_time ());
+      break;
+    case RLX_EVENT_MEMBER_JOINED:
+    case RLX_EVENT_MEMBER_LEFT:
+    case RLX_EVENT_LEADER:
       self->status_dirty = TRUE;
-      return;
+      break;
+    case RLX_EVENT_JOINED:
+      self->status_dirty = TRUE;
+      if (g_strcmp0 (event->u.joined.node, rlx_node_thread_get_node_id (node)) == 0)
+        {
+          self->cohort_reached = TRUE;
+          finish_join (self);
+        }
+      break;
+    case RLX_EVENT_SIGNALLING:
+      if (self->joining_host && self->state == STATE_JOINING)
+        show_joining_page (self, event->u.signalling.reason ? event->u.signalling.reason : "");
+      break;
+    default:
+      break;
     }
-  if (g_str_equal (name, "evaluated"))
-    rlx_chart_series_append (rlx_loss_chart_get_accuracy (self->chart),
-                             event_number (event, "step"), event_number (event, "accuracy"),
-                             g_get_monotonic_time ());
-  if (g_str_equal (name, "member-joined") || g_str_equal (name, "member-left") ||
-      g_str_equal (name, "leader") || g_str_equal (name, "joined"))
-    self->status_dirty = TRUE;
-  if (g_str_equal (name, "joined") &&
-      g_strcmp0 (json_object_get_string_member_with_default (event, "node", ""),
-                 rlx_node_thread_get_node_id (node)) == 0)
-    {
-      self->cohort_reached = TRUE;
-      finish_join (self);
-    }
-  else if (g_str_equal (name, "signalling") && self->joining_host && self->state == STATE_JOINING)
-    show_joining_page (self, json_object_get_string_member_with_default (event, "reason", ""));
 
   rlx_event_log_add_event (self->log, event, rlx_node_thread_get_node_id (node), &added);
   for (guint i = 0; i < added->len; i++)
@@ -430,7 +427,7 @@ on_node_event (RlxNodeThread *node, JsonObject *event, RlxWindow *self)
         continue;
       /* every rank of one machine tends to fall back for the same reason:
        * say it once, the event list keeps the rest */
-      if (rlx_event_item_get_kind (item) == RLX_EVENT_KIND_FALLBACK &&
+      if (rlx_event_item_get_kind (item) == RLX_LOG_FALLBACK &&
           !g_hash_table_add (self->toasted_fallbacks, g_strdup (rlx_event_item_get_detail (item))))
         continue;
       show_toast (self, rlx_event_item_get_kind (item), rlx_event_item_get_title (item),
@@ -513,12 +510,12 @@ on_node_finished (RlxNodeThread *node, gboolean success, const char *message, Rl
     {
       g_free (self->join_failure);
       self->join_failure = g_strdup (message);
-      report (self, RLX_EVENT_KIND_ERROR, FALSE, _("Could not join the cohort"), message);
+      report (self, RLX_LOG_ERROR, FALSE, _("Could not join the cohort"), message);
       begin_leave (self, message);
       return;
     }
   if (!success)
-    report (self, RLX_EVENT_KIND_ERROR, TRUE, _("This node left the cohort"), message);
+    report (self, RLX_LOG_ERROR, TRUE, _("This node left the cohort"), message);
   /* stopped by itself: stop the local ranks too */
   if (self->state == STATE_JOINED)
     begin_leave (self, message);
@@ -547,7 +544,7 @@ on_node_started (GObject *source, GAsyncResult *result, gpointer user_data)
       /* a leave during joining finishes through on_node_left */
       if (self->state == STATE_JOINING)
         {
-          report (self, RLX_EVENT_KIND_ERROR, FALSE, _("Could not join the cohort"),
+          report (self, RLX_LOG_ERROR, FALSE, _("Could not join the cohort"),
                   error->message);
           g_signal_handlers_disconnect_by_data (self->node, self);
           g_clear_object (&self->node);
@@ -586,7 +583,7 @@ rlx_window_join (RlxWindow *self)
         {
           /* the entry says so too (on_invite_changed) */
           gtk_widget_add_css_class (GTK_WIDGET (self->invite_row), "error");
-          report (self, RLX_EVENT_KIND_ERROR, FALSE, _("Could not join the cohort"),
+          report (self, RLX_LOG_ERROR, FALSE, _("Could not join the cohort"),
                   error->message);
           return;
         }
@@ -623,7 +620,7 @@ rlx_window_join (RlxWindow *self)
       if (*invite)
         gtk_widget_add_css_class (GTK_WIDGET (self->invite_row), "error");
       g_clear_pointer (&self->joining_host, g_free);
-      report (self, RLX_EVENT_KIND_ERROR, TRUE, _("Could not join the cohort"), error->message);
+      report (self, RLX_LOG_ERROR, TRUE, _("Could not join the cohort"), error->message);
       return;
     }
 
@@ -657,7 +654,7 @@ on_rank_exited (RlxLocalRanks *ranks, const char *node_id, gboolean expected,
     return;
   /* Translators: %s is a node id */
   title = g_strdup_printf (_("Local rank %s stopped"), node_id);
-  report (self, RLX_EVENT_KIND_ERROR, TRUE, title, message);
+  report (self, RLX_LOG_ERROR, TRUE, title, message);
 }
 
 static RlxLocalRanks *
@@ -720,7 +717,7 @@ rlx_window_add_local_rank (RlxWindow *self)
                                                options, &error);
   if (node_id == NULL)
     {
-      report (self, RLX_EVENT_KIND_ERROR, TRUE, _("Could not add a local rank"), error->message);
+      report (self, RLX_LOG_ERROR, TRUE, _("Could not add a local rank"), error->message);
       return;
     }
   {
@@ -730,7 +727,7 @@ rlx_window_add_local_rank (RlxWindow *self)
                                              NULL);
     /* Translators: %s is a file path */
     g_autofree char *detail = g_strdup_printf (_("Its events go to %s.jsonl"), log);
-    report (self, RLX_EVENT_KIND_INFO, FALSE, title, detail);
+    report (self, RLX_LOG_INFO, FALSE, title, detail);
   }
 }
 

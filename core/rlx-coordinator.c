@@ -76,9 +76,7 @@ rlx_coordinator_emit_discover (RlxCoordinator *self)
 void
 rlx_coordinator_emit_event (RlxCoordinator *self, RlxEvent *event)
 {
-  g_autoptr(JsonObject) o = rlx_event_to_json (event);
-
-  g_signal_emit (self, signals[SIG_EVENT], 0, o);
+  g_signal_emit (self, signals[SIG_EVENT], 0, event);
   rlx_event_unref (event);
 }
 
@@ -644,7 +642,7 @@ rlx_coordinator_class_init (RlxCoordinatorClass *klass)
 
   signals[SIG_EVENT] = g_signal_new ("event", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
                                      0, NULL, NULL, NULL, G_TYPE_NONE, 1,
-                                     JSON_TYPE_OBJECT | G_SIGNAL_TYPE_STATIC_SCOPE);
+                                     RLX_TYPE_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
   signals[SIG_FINISHED] = g_signal_new ("finished", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
                                         0, NULL, NULL, NULL, G_TYPE_NONE, 2,
                                         G_TYPE_BOOLEAN, G_TYPE_STRING);

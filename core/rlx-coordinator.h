@@ -13,8 +13,8 @@
  * the main loop only routes frames and decides.
  *
  * Everything that happens is reported twice: as an ::event signal carrying a
- * JSON object with an "event" member (what `rlx-rank join --json` prints, one
- * per line), and through properties the GUI binds to (role, leader, term,
+ * typed event (core/event/rlx-event.h; its JSON is what `rlx-rank join
+ * --json` prints, one per line), and through properties the GUI binds to (role, leader, term,
  * step, loss, byte counters, and the roster as a GListModel of
  * RlxRosterEntry).
  *
@@ -27,6 +27,7 @@
 #include <json-glib/json-glib.h>
 #include "core/rlx-worker.h"
 #include "core/p2p/rlx-link.h"
+#include "core/event/rlx-event.h"
 #include "core/wire/rlx-wire.h"
 #include "core/cohort/rlx-sync-policy.h"
 
@@ -115,8 +116,9 @@ guint64     rlx_roster_entry_get_bytes_rx  (RlxRosterEntry *self);
 G_DECLARE_FINAL_TYPE (RlxCoordinator, rlx_coordinator, RLX, COORDINATOR, GObject)
 
 /* Signals:
- *   ::event (JsonObject *event)   one event; event["event"] names it. These
- *       are also the lines `rlx-rank join --json` prints. Members:
+ *   ::event (RlxEvent *event)   one event (read-only; ref it to keep it):
+ *       its kind, and the fields of that kind's struct. rlx_event_to_json
+ *       makes the line `rlx-rank join --json` prints. By name and field:
  *       joined         node, cohort, role, step, hash, backend, device,
  *                      fallback, precision, sync (the mode this node runs now)
  *       sync           mode ("step", "outer"), h, requested, outer_lr,

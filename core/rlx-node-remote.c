@@ -275,7 +275,7 @@ rlx_node_remote_dup_invite (RlxNodeRemote *self)
 }
 
 static void
-emit_event (RlxNodeRemote *self, JsonObject *event)
+emit_event (RlxNodeRemote *self, RlxEvent *event)
 {
   if (self->hooks.event)
     self->hooks.event (event, self->user_data);
@@ -350,27 +350,27 @@ rlx_node_remote_member_linked (RlxNodeRemote *self)
 }
 
 static void
-on_remote_event (RlxRemoteNode *node, JsonObject *event, gpointer user_data)
+on_remote_event (RlxRemoteNode *node, RlxEvent *event, gpointer user_data)
 {
   RlxNodeRemote *self = user_data;
+  const char *trouble = NULL;
 
   emit_event (self, event);
-  if (!self->coord_started && json_object_has_member (event, "reason"))
+  if (event->kind == RLX_EVENT_SIGNALLING)
+    trouble = event->u.signalling.reason;
+  else if (event->kind == RLX_EVENT_LINK_FAILED)
+    trouble = event->u.link_lost.reason;
+  if (!self->coord_started && trouble)
     {
-      const char *name = json_object_get_string_member_with_default (event, "event", "");
-      if (g_str_equal (name, "signalling") || g_str_equal (name, "link-failed"))
-        {
-          g_free (self->join_trouble);
-          self->join_trouble = g_strdup (json_object_get_string_member (event, "reason"));
-        }
+      g_free (self->join_trouble);
+      self->join_trouble = g_strdup (trouble);
     }
   /* Alone in the room of a standalone server: nobody to wait for, this
    * node founds the cohort. (Alone on the founder's own server, the key is
    * wrong: the remote node refuses it after its deadline.) */
-  if (g_strcmp0 (json_object_get_string_member_with_default (event, "event", ""), "signalling") == 0 &&
-      g_strcmp0 (json_object_get_string_member_with_default (event, "state", ""), "joined") == 0 &&
-      json_object_get_int_member_with_default (event, "peers", 1) == 0 &&
-      !json_object_get_boolean_member_with_default (event, "hosted", FALSE))
+  if (event->kind == RLX_EVENT_SIGNALLING &&
+      g_strcmp0 (event->u.signalling.state, "joined") == 0 && event->u.signalling.has_room &&
+      event->u.signalling.peers == 0 && !event->u.signalling.hosted)
     start_coordinator (self);
 }
 
@@ -426,15 +426,12 @@ rlx_node_remote_start (RlxNodeRemote *self, RlxCoordinator *coord, RlxLocalBus *
     self->join_timeout_id = rlx_timeout_add (JOIN_TIMEOUT_MS, on_join_timeout, self);
   if (self->serve)
     {
-      g_autoptr(JsonObject) o = json_object_new ();
-      g_autofree char *inv = rlx_invite_to_string (self->invite);
-      json_object_set_string_member (o, "event", "invite");
-      json_object_set_string_member (o, "invite", inv);
-      json_object_set_string_member (o, "cohort", self->invite->cohort);
-      json_object_set_int_member (o, "port", rlx_remote_node_get_port (self->node));
-      json_object_set_string_member (o, "fingerprint",
-                                     rlx_identity_get_fingerprint (self->identity));
-      emit_event (self, o);
+      g_autoptr(RlxEvent) e = rlx_event_new (RLX_EVENT_INVITE);
+      e->u.invite.invite = rlx_invite_to_string (self->invite);
+      e->u.invite.cohort = g_strdup (self->invite->cohort);
+      e->u.invite.port = rlx_remote_node_get_port (self->node);
+      e->u.invite.fingerprint = g_strdup (rlx_identity_get_fingerprint (self->identity));
+      emit_event (self, e);
     }
   return TRUE;
 }

@@ -62,7 +62,7 @@ typedef struct {
 } RlxNodeRemoteConfig;
 
 typedef struct {
-  void (*event) (JsonObject *event, gpointer user_data);   /* signalling, link-up, … */
+  void (*event) (RlxEvent *event, gpointer user_data);   /* signalling, link-up, … */
   void (*link_added) (RlxLink *link, const char *peer_id,  /* already with the coordinator */
                       gpointer user_data);
   void (*fail)  (const char *message, gpointer user_data); /* cannot go on (wrong key,

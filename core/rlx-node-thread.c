@@ -50,7 +50,7 @@ typedef struct {
 
 typedef struct {
   ItemKind    kind;
-  JsonObject *event;      /* EVENT: owned, never touched by the node thread again */
+  RlxEvent   *event;      /* EVENT: a reference (events are read-only, counted atomically) */
   char       *text;       /* LINK: peer id; STATE: state; FINISHED: message */
   gboolean    success;    /* FINISHED */
   GError     *error;      /* STARTED: NULL on success */
@@ -79,7 +79,7 @@ snapshot_free (Snapshot *s)
 static void
 item_free (Item *item)
 {
-  g_clear_pointer (&item->event, json_object_unref);
+  g_clear_pointer (&item->event, rlx_event_unref);
   g_clear_pointer (&item->roster, snapshot_free);
   g_clear_error (&item->error);
   g_free (item->text);
@@ -296,69 +296,6 @@ post (Shared *sh, Item *item)
     }
 }
 
-/* A copy of @node sharing nothing with it (JSON-GLib's reference counts are
- * not atomic, so nothing may be shared across threads). */
-static JsonNode *
-json_node_deep_copy (JsonNode *node)
-{
-  switch (json_node_get_node_type (node))
-    {
-    case JSON_NODE_OBJECT:
-      {
-        JsonObject *from = json_node_get_object (node);
-        JsonObject *to = json_object_new ();
-        JsonObjectIter iter;
-        const char *name;
-        JsonNode *member;
-
-        JsonNode *copy;
-
-        json_object_iter_init (&iter, from);
-        while (json_object_iter_next (&iter, &name, &member))
-          json_object_set_member (to, name, json_node_deep_copy (member));
-        copy = json_node_init_object (json_node_alloc (), to);   /* takes a reference */
-        json_object_unref (to);
-        return copy;
-      }
-    case JSON_NODE_ARRAY:
-      {
-        JsonArray *from = json_node_get_array (node);
-        JsonArray *to = json_array_sized_new (json_array_get_length (from));
-        JsonNode *copy;
-
-        for (guint i = 0; i < json_array_get_length (from); i++)
-          json_array_add_element (to, json_node_deep_copy (json_array_get_element (from, i)));
-        copy = json_node_init_array (json_node_alloc (), to);
-        json_array_unref (to);
-        return copy;
-      }
-    case JSON_NODE_NULL:
-      return json_node_init_null (json_node_alloc ());
-    case JSON_NODE_VALUE:
-    default:
-      switch (json_node_get_value_type (node))
-        {
-        case G_TYPE_INT64:
-          return json_node_init_int (json_node_alloc (), json_node_get_int (node));
-        case G_TYPE_DOUBLE:
-          return json_node_init_double (json_node_alloc (), json_node_get_double (node));
-        case G_TYPE_BOOLEAN:
-          return json_node_init_boolean (json_node_alloc (), json_node_get_boolean (node));
-        default:
-          return json_node_init_string (json_node_alloc (), json_node_get_string (node));
-        }
-    }
-}
-
-static JsonObject *
-json_object_deep_copy (JsonObject *object)
-{
-  g_autoptr(JsonNode) wrapper = json_node_init_object (json_node_alloc (), object);
-  g_autoptr(JsonNode) copy = json_node_deep_copy (wrapper);
-
-  return json_node_dup_object (copy);
-}
-
 static void
 store_invite (Shared *sh)
 {
@@ -374,14 +311,13 @@ store_invite (Shared *sh)
 }
 
 static void
-on_node_event (RlxNode *node, JsonObject *event, Shared *sh)
+on_node_event (RlxNode *node, RlxEvent *event, Shared *sh)
 {
-  const char *name = json_object_get_string_member_with_default (event, "event", "");
   Item *item = item_new (ITEM_EVENT);
 
-  if (g_str_equal (name, "invite") || g_str_equal (name, "joined"))
+  if (event->kind == RLX_EVENT_INVITE || event->kind == RLX_EVENT_JOINED)
     store_invite (sh);
-  item->event = json_object_deep_copy (event);
+  item->event = rlx_event_ref (event);
   post (sh, item);
 }
 
@@ -749,9 +685,8 @@ deliver (RlxNodeThread *self, Item *item)
   switch (item->kind)
     {
     case ITEM_EVENT:
-      if (g_strcmp0 (json_object_get_string_member_with_default (item->event, "event", ""),
-                     "step") == 0)
-        self->step = (guint64) json_object_get_int_member_with_default (item->event, "step", 0);
+      if (item->event->kind == RLX_EVENT_STEP)
+        self->step = item->event->u.step.step;
       g_signal_emit (self, signals[SIG_EVENT], 0, item->event);
       break;
     case ITEM_LINK:
@@ -1134,7 +1069,8 @@ rlx_node_thread_class_init (RlxNodeThreadClass *klass)
   g_object_class_install_properties (object_class, N_PROPS, props);
 
   signals[SIG_EVENT] = g_signal_new ("event", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0,
-                                     NULL, NULL, NULL, G_TYPE_NONE, 1, JSON_TYPE_OBJECT);
+                                     NULL, NULL, NULL, G_TYPE_NONE, 1,
+                                     RLX_TYPE_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
   signals[SIG_LINK_ADDED] = g_signal_new ("link-added", G_TYPE_FROM_CLASS (klass),
                                           G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL, G_TYPE_NONE,
                                           1, G_TYPE_STRING);

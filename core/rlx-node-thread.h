@@ -58,7 +58,8 @@ G_BEGIN_DECLS
 G_DECLARE_FINAL_TYPE (RlxNodeThread, rlx_node_thread, RLX, NODE_THREAD, GObject)
 
 /* Signals (on the owner thread, in the order they happened):
- *   ::event (JsonObject *event)   the node's ::event (a copy the owner owns)
+ *   ::event (RlxEvent *event)   the node's ::event (the same read-only event:
+ *       its reference count is atomic, nothing in it is shared otherwise)
  *   ::link-added (const char *peer_id)   the node got a link to @peer_id
  *       (the link itself stays on the node thread)
  *   ::finished (gboolean success, const char *message)   the node's ::finished

@@ -365,7 +365,7 @@ static void
 on_link_added (RlxLocalBus *bus, RlxLink *link, const char *peer_id, gpointer user_data);
 
 static void
-on_coordinator_event (RlxCoordinator *coord, JsonObject *event, gpointer user_data)
+on_coordinator_event (RlxCoordinator *coord, RlxEvent *event, gpointer user_data)
 {
   g_signal_emit (RLX_NODE (user_data), signals[SIG_EVENT], 0, event);
 }
@@ -381,7 +381,7 @@ on_discover (RlxCoordinator *coord, gpointer user_data)
 }
 
 static void
-on_remote_event (JsonObject *event, gpointer user_data)
+on_remote_event (RlxEvent *event, gpointer user_data)
 {
   g_signal_emit (RLX_NODE (user_data), signals[SIG_EVENT], 0, event);
 }
@@ -660,16 +660,15 @@ on_final_evaluated (GObject *source, GAsyncResult *result, gpointer user_data)
    * freed last on the evaluation thread: it holds no node) */
   g_autoptr(RlxNode) self = user_data;
   FinalEval *e = g_task_get_task_data (G_TASK (result));
-  g_autoptr(JsonObject) o = json_object_new ();
+  g_autoptr(RlxEvent) ev = rlx_event_new (RLX_EVENT_EVALUATED);
 
   /* left meanwhile (interrupted): that leave stands */
   if (self->state != STATE_RUNNING || !self->evaluating)
     return;
-  json_object_set_string_member (o, "event", "evaluated");
-  json_object_set_double_member (o, "accuracy", e->accuracy);
-  json_object_set_double_member (o, "test_loss", isfinite (e->loss) ? e->loss : -1);
-  json_object_set_int_member (o, "step", (gint64) e->step);
-  g_signal_emit (self, signals[SIG_EVENT], 0, o);
+  ev->u.evaluated.accuracy = e->accuracy;
+  ev->u.evaluated.test_loss = isfinite (e->loss) ? e->loss : -1;
+  ev->u.evaluated.step = e->step;
+  g_signal_emit (self, signals[SIG_EVENT], 0, ev);
   begin_leave (self, TRUE, e->message, "done");
 }
 
@@ -686,13 +685,10 @@ evaluate_at_end (RlxNode *self, const char *message)
   params = rlx_coordinator_get_params (self->coord, &n);
   if (params == NULL || self->test_data == NULL)
     {
-      g_autoptr(JsonObject) o = json_object_new ();
-      json_object_set_string_member (o, "event", "error");
-      json_object_set_string_member (o, "node", self->node_id);
-      json_object_set_string_member (o, "reason",
-                                     "the parameters could not be read back from the rank's "
-                                     "backend; no test accuracy");
-      g_signal_emit (self, signals[SIG_EVENT], 0, o);
+      g_autoptr(RlxEvent) ev = rlx_event_note_new (RLX_EVENT_ERROR, self->node_id,
+                                                   "the parameters could not be read back from "
+                                                   "the rank's backend; no test accuracy");
+      g_signal_emit (self, signals[SIG_EVENT], 0, ev);
       return FALSE;
     }
   e = g_new0 (FinalEval, 1);
@@ -942,7 +938,8 @@ rlx_node_class_init (RlxNodeClass *klass)
   g_object_class_install_properties (object_class, N_PROPS, props);
 
   signals[SIG_EVENT] = g_signal_new ("event", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
-                                     0, NULL, NULL, NULL, G_TYPE_NONE, 1, JSON_TYPE_OBJECT);
+                                     0, NULL, NULL, NULL, G_TYPE_NONE, 1,
+                                     RLX_TYPE_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
   signals[SIG_LINK_ADDED] = g_signal_new ("link-added", G_TYPE_FROM_CLASS (klass),
                                           G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                                           G_TYPE_NONE, 2, RLX_TYPE_LINK, G_TYPE_STRING);

@@ -106,8 +106,9 @@ typedef struct {
 G_DECLARE_FINAL_TYPE (RlxNode, rlx_node, RLX, NODE, GObject)
 
 /* Signals:
- *   ::event (JsonObject *event)   every event of the coordinator (see
+ *   ::event (RlxEvent *event)   every event of the coordinator (see
  *       rlx-coordinator.h; "evaluated" every evaluate_every committed steps)
+ *       and of the remote node (core/p2p/rlx-remote-node.h); read-only
  *   ::link-added (RlxLink *link, const char *peer_id)   a link to node
  *       @peer_id (local or remote), already handed to the coordinator
  *       (tests watch frames with it; emitted on the main context)

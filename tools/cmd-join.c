@@ -71,23 +71,11 @@ typedef struct {
   guint           partition_id;
 } JoinState;
 
+/* A string field for a person: "?" when there is none. */
 static const char *
-str_member (JsonObject *o, const char *key)
+or_unknown (const char *s)
 {
-  if (json_object_has_member (o, key) &&
-      JSON_NODE_HOLDS_VALUE (json_object_get_member (o, key)) &&
-      json_node_get_value_type (json_object_get_member (o, key)) == G_TYPE_STRING)
-    return json_object_get_string_member (o, key);
-  return "?";
-}
-
-static double
-num_member (JsonObject *o, const char *key)
-{
-  if (json_object_has_member (o, key) &&
-      JSON_NODE_HOLDS_VALUE (json_object_get_member (o, key)))
-    return json_object_get_double_member (o, key);
-  return 0;
+  return s ? s : "?";
 }
 
 /* Bytes for a person: 12.3 MB. */
@@ -97,85 +85,103 @@ human_bytes (double b)
   return g_format_size_full ((guint64) b, G_FORMAT_SIZE_DEFAULT);
 }
 
+static char *
+hash_text (guint64 hash)
+{
+  return g_strdup_printf ("%016" G_GINT64_MODIFIER "x", hash);
+}
+
 /* One line a person can read; NULL for events without a phrasing of their
  * own (they are printed as key=value pairs). */
 static char *
-format_event (JsonObject *e)
+format_event (const RlxEvent *e)
 {
-  const char *ev = str_member (e, "event");
-
-  if (g_str_equal (ev, "step"))
+  switch (e->kind)
     {
-      g_autofree char *tx = human_bytes (num_member (e, "bytes_tx"));
-      g_autofree char *rx = human_bytes (num_member (e, "bytes_rx"));
-      double f32 = num_member (e, "bytes_f32");
-      double wire = num_member (e, "bytes_tx") + num_member (e, "bytes_rx");
-      return g_strdup_printf ("step %-6.0f loss %.4f  members %.0f  samples %.0f  "
-                              "wire tx %s rx %s (%.0f%% of f32)  hash %.8s",
-                              num_member (e, "step"), num_member (e, "loss"),
-                              num_member (e, "members"), num_member (e, "samples"),
-                              tx, rx, f32 > 0 ? 100.0 * wire / f32 : 100.0,
-                              str_member (e, "hash"));
+    case RLX_EVENT_STEP:
+      {
+        const RlxEventStep *s = &e->u.step;
+        g_autofree char *tx = human_bytes (s->bytes_tx);
+        g_autofree char *rx = human_bytes (s->bytes_rx);
+        g_autofree char *hash = hash_text (s->hash);
+        double wire = (double) s->bytes_tx + (double) s->bytes_rx;
+        return g_strdup_printf ("step %-6" G_GUINT64_FORMAT " loss %.4f  members %" G_GUINT64_FORMAT
+                                "  samples %" G_GUINT64_FORMAT "  "
+                                "wire tx %s rx %s (%.0f%% of f32)  hash %.8s",
+                                s->step, s->loss, s->members, s->samples, tx, rx,
+                                s->bytes_f32 > 0 ? 100.0 * wire / (double) s->bytes_f32 : 100.0,
+                                hash);
+      }
+    case RLX_EVENT_JOINED:
+      {
+        const RlxEventJoined *j = &e->u.joined;
+        gboolean why = j->fallback && *j->fallback;
+        return g_strdup_printf ("joined cohort %s as %s (%s), backend %s, wire %s%s%s",
+                                or_unknown (j->cohort), or_unknown (j->node), or_unknown (j->role),
+                                or_unknown (j->backend), or_unknown (j->precision),
+                                why ? "\n  why not faster: " : "", why ? j->fallback : "");
+      }
+    case RLX_EVENT_LEADER:
+      return g_strdup_printf ("leader is %s (term %" G_GUINT64_FORMAT ")",
+                              or_unknown (e->u.leader.node), e->u.leader.term);
+    case RLX_EVENT_MEMBER_JOINED:
+      return g_strdup_printf ("+ %s joined from %s: backend %s, wire %s",
+                              or_unknown (e->u.member.node), or_unknown (e->u.member.host),
+                              or_unknown (e->u.member.backend), or_unknown (e->u.member.precision));
+    case RLX_EVENT_MEMBER_LEFT:
+      return g_strdup_printf ("- %s left: %s", or_unknown (e->u.member.node),
+                              or_unknown (e->u.member.reason));
+    case RLX_EVENT_REFUSED:
+      return g_strdup_printf ("refused: %s", or_unknown (e->u.refused.reason));
+    case RLX_EVENT_CHECKPOINT:
+      return g_strdup_printf ("checkpoint at step %" G_GUINT64_FORMAT ": %s", e->u.checkpoint.step,
+                              or_unknown (e->u.checkpoint.path));
+    case RLX_EVENT_EVALUATED:
+      return g_strdup_printf ("test accuracy %.2f%% at step %" G_GUINT64_FORMAT " (test loss %.4f)",
+                              100.0 * e->u.evaluated.accuracy, e->u.evaluated.step,
+                              e->u.evaluated.test_loss);
+    case RLX_EVENT_INVITE:
+      return g_strdup_printf ("invite: %s%s\n  on other machines: rlx-rank join --invite-file FILE "
+                              "(the invite in a file only you may read), or --invite - (paste it)",
+                              or_unknown (e->u.invite.invite),
+                              strstr (or_unknown (e->u.invite.invite), "#…")
+                                ? " (the key is hidden: --show-invite prints it, --invite-out FILE "
+                                  "writes it)" : "");
+    case RLX_EVENT_DONE:
+      {
+        g_autofree char *hash = hash_text (e->u.done.hash);
+        return g_strdup_printf ("done at step %" G_GUINT64_FORMAT ": %s; loss %.4f, hash %.8s",
+                                e->u.done.step, or_unknown (e->u.done.message), e->u.done.loss,
+                                hash);
+      }
+    default:
+      return NULL;
     }
-  if (g_str_equal (ev, "joined"))
-    {
-      const char *fb = str_member (e, "fallback");
-      return g_strdup_printf ("joined cohort %s as %s (%s), backend %s, wire %s%s%s",
-                              str_member (e, "cohort"), str_member (e, "node"),
-                              str_member (e, "role"), str_member (e, "backend"),
-                              str_member (e, "precision"),
-                              *fb && !g_str_equal (fb, "?") ? "\n  why not faster: " : "",
-                              *fb && !g_str_equal (fb, "?") ? fb : "");
-    }
-  if (g_str_equal (ev, "leader"))
-    return g_strdup_printf ("leader is %s (term %.0f)", str_member (e, "node"), num_member (e, "term"));
-  if (g_str_equal (ev, "member-joined"))
-    return g_strdup_printf ("+ %s joined from %s: backend %s, wire %s",
-                            str_member (e, "node"), str_member (e, "host"),
-                            str_member (e, "backend"), str_member (e, "precision"));
-  if (g_str_equal (ev, "member-left"))
-    return g_strdup_printf ("- %s left: %s", str_member (e, "node"), str_member (e, "reason"));
-  if (g_str_equal (ev, "refused"))
-    return g_strdup_printf ("refused: %s", str_member (e, "reason"));
-  if (g_str_equal (ev, "checkpoint"))
-    return g_strdup_printf ("checkpoint at step %.0f: %s", num_member (e, "step"), str_member (e, "path"));
-  if (g_str_equal (ev, "evaluated"))
-    return g_strdup_printf ("test accuracy %.2f%% at step %.0f (test loss %.4f)",
-                            100.0 * num_member (e, "accuracy"), num_member (e, "step"),
-                            num_member (e, "test_loss"));
-  if (g_str_equal (ev, "invite"))
-    return g_strdup_printf ("invite: %s%s\n  on other machines: rlx-rank join --invite-file FILE "
-                            "(the invite in a file only you may read), or --invite - (paste it)",
-                            str_member (e, "invite"),
-                            strstr (str_member (e, "invite"), "#…")
-                              ? " (the key is hidden: --show-invite prints it, --invite-out FILE "
-                                "writes it)" : "");
-  if (g_str_equal (ev, "done"))
-    return g_strdup_printf ("done at step %.0f: %s; loss %.4f, hash %.8s",
-                            num_member (e, "step"), str_member (e, "message"),
-                            num_member (e, "loss"), str_member (e, "hash"));
-  return NULL;
 }
 
 static void
-print_event (JoinState *st, JsonObject *event)
+print_event (JoinState *st, const RlxEvent *event)
 {
   g_autofree char *human = NULL;
 
   if (st->json)
-    rlx_cli_print_json (event);
+    {
+      g_autoptr(JsonObject) o = rlx_event_to_json (event);
+      rlx_cli_print_json (o);
+    }
   else if ((human = format_event (event)) != NULL)
     {
       puts (human);
     }
   else
     {
-      g_autoptr(GString) s = g_string_new (json_object_get_string_member (event, "event"));
+      g_autoptr(JsonObject) o = rlx_event_to_json (event);
+      g_autoptr(GString) s = g_string_new (rlx_event_name (event));
       JsonObjectIter iter;
       const char *key;
       JsonNode *value;
 
-      json_object_iter_init (&iter, event);
+      json_object_iter_init (&iter, o);
       while (json_object_iter_next (&iter, &key, &value))
         {
           g_autofree char *v = NULL;
@@ -195,38 +201,33 @@ print_event (JoinState *st, JsonObject *event)
 /* The invite event holds the whole invite; what is printed (a log, often)
  * shows its key only with --show-invite. --invite-out writes it 0600. */
 static void
-on_invite_event (JoinState *st, JsonObject *event)
+on_invite_event (JoinState *st, const RlxEvent *event)
 {
-  const char *full = str_member (event, "invite");
-  g_autoptr(JsonObject) shown = NULL;
+  const RlxEventInvite *inv = &event->u.invite;
+  g_autoptr(RlxEvent) shown = NULL;
   g_autoptr(GError) error = NULL;
-  g_autofree char *redacted = NULL;
-  JsonObjectIter it;
-  const char *k;
-  JsonNode *v;
 
-  if (st->invite_out && !rlx_write_invite_file (st->invite_out, full, &error))
+  if (st->invite_out && !rlx_write_invite_file (st->invite_out, or_unknown (inv->invite), &error))
     g_printerr ("rlx-rank join: --invite-out: %s\n", error->message);
   if (st->show_invite)
     {
       print_event (st, event);
       return;
     }
-  redacted = rlx_invite_redact (full);
-  shown = json_object_new ();
-  json_object_iter_init (&it, event);
-  while (json_object_iter_next (&it, &k, &v))
-    json_object_set_member (shown, k, g_str_equal (k, "invite") ? json_node_init_string (json_node_alloc (), redacted)
-                                                                : json_node_copy (v));
+  shown = rlx_event_new (RLX_EVENT_INVITE);
+  shown->u.invite.invite = rlx_invite_redact (or_unknown (inv->invite));
+  shown->u.invite.cohort = g_strdup (inv->cohort);
+  shown->u.invite.port = inv->port;
+  shown->u.invite.fingerprint = g_strdup (inv->fingerprint);
   print_event (st, shown);
 }
 
 static void
-on_event (RlxNode *node, JsonObject *event, gpointer user_data)
+on_event (RlxNode *node, RlxEvent *event, gpointer user_data)
 {
   JoinState *st = user_data;
 
-  if (g_str_equal (str_member (event, "event"), "invite"))
+  if (event->kind == RLX_EVENT_INVITE)
     on_invite_event (st, event);
   else
     print_event (st, event);

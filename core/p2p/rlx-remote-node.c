@@ -108,27 +108,39 @@ static void start_attempt (RlxRemoteNode *self, Peer *p);
 
 /* ── events ─────────────────────────────────────────────────────────────── */
 
+/* Emit @e (taken). */
 static void
-emit_event (RlxRemoteNode *self, const char *name, ...) G_GNUC_NULL_TERMINATED;
-
-/* emit_event (self, "link-up", "node", "a", "path", "host/host", NULL):
- * string members in pairs; "rtt_us" style numbers go through emit_event_obj. */
-static void
-emit_event (RlxRemoteNode *self, const char *name, ...)
+emit (RlxRemoteNode *self, RlxEvent *e)
 {
-  g_autoptr(JsonObject) o = json_object_new ();
-  va_list ap;
-  const char *k;
+  g_signal_emit (self, signals[SIGNAL_EVENT], 0, e);
+  rlx_event_unref (e);
+}
 
-  json_object_set_string_member (o, "event", name);
-  va_start (ap, name);
-  while ((k = va_arg (ap, const char *)) != NULL)
-    {
-      const char *v = va_arg (ap, const char *);
-      json_object_set_string_member (o, k, v ? v : "");
-    }
-  va_end (ap);
-  g_signal_emit (self, signals[SIGNAL_EVENT], 0, o);
+#define DUP(s) g_strdup ((s) ? (s) : "")
+
+/* link-down or link-failed */
+static void
+emit_link_lost (RlxRemoteNode *self, RlxEventKind kind, const char *node, const char *reason,
+                const char *code)
+{
+  RlxEvent *e = rlx_event_new (kind);
+
+  e->u.link_lost.node = DUP (node);
+  e->u.link_lost.reason = DUP (reason);
+  e->u.link_lost.code = DUP (code);
+  emit (self, e);
+}
+
+/* signalling, not in a room: @server may be NULL (left out) */
+static void
+emit_signalling (RlxRemoteNode *self, const char *state, const char *reason, const char *server)
+{
+  RlxEvent *e = rlx_event_new (RLX_EVENT_SIGNALLING);
+
+  e->u.signalling.state = DUP (state);
+  e->u.signalling.reason = DUP (reason);
+  e->u.signalling.server = g_strdup (server);
+  emit (self, e);
 }
 
 /* ── peers ───────────────────────────────────────────────────────────────── */
@@ -319,7 +331,7 @@ on_link_ready (RlxRemoteLink *link, gpointer user_data)
   RlxRemoteNode *self = user_data;
   Peer *p = peer_of_link (self, link);
   g_autofree char *path = NULL;
-  g_autoptr(JsonObject) o = NULL;
+  RlxEvent *e;
 
   if (p == NULL)
     return;
@@ -332,13 +344,12 @@ on_link_ready (RlxRemoteLink *link, gpointer user_data)
   p->retry_ms = RETRY_MIN_MS;
   clear_retry (p);
   path = rlx_remote_link_dup_path (link);
-  o = json_object_new ();
-  json_object_set_string_member (o, "event", "link-up");
-  json_object_set_string_member (o, "node", p->id);
-  json_object_set_string_member (o, "host", p->host ? p->host : "");
-  json_object_set_string_member (o, "path", path ? path : "");
-  json_object_set_int_member (o, "rtt_us", (gint64) rlx_remote_link_get_rtt_us (link));
-  g_signal_emit (self, signals[SIGNAL_EVENT], 0, o);
+  e = rlx_event_new (RLX_EVENT_LINK_UP);
+  e->u.link_up.node = g_strdup (p->id);
+  e->u.link_up.host = DUP (p->host);
+  e->u.link_up.path = DUP (path);
+  e->u.link_up.rtt_us = rlx_remote_link_get_rtt_us (link);
+  emit (self, e);
   g_signal_emit (self, signals[SIGNAL_LINK_ADDED], 0, RLX_LINK (link), p->id);
 }
 
@@ -364,10 +375,10 @@ on_link_closed (RlxLink *link, const GError *error, gpointer user_data)
   if (was_live)
     {
       g_signal_emit (self, signals[SIGNAL_LINK_REMOVED], 0, link, p->id);
-      emit_event (self, "link-down", "node", p->id, "reason", error->message, "code", code, NULL);
+      emit_link_lost (self, RLX_EVENT_LINK_DOWN, p->id, error->message, code);
     }
   else if (!self->stopped && !p->dropping)
-    emit_event (self, "link-failed", "node", p->id, "reason", error->message, "code", code, NULL);
+    emit_link_lost (self, RLX_EVENT_LINK_FAILED, p->id, error->message, code);
   g_object_unref (link);   /* the node's reference */
   if (!p->dropping)
     schedule_retry (self, p);
@@ -398,8 +409,8 @@ new_link (RlxRemoteNode *self, Peer *p, gboolean is_controlling, const char *pin
   link = rlx_remote_link_new (&c, &error);
   if (link == NULL)
     {
-      emit_event (self, "link-failed", "node", p->id, "reason", error->message, "code",
-                  rlx_remote_error_code_name (error->code), NULL);
+      emit_link_lost (self, RLX_EVENT_LINK_FAILED, p->id, error->message,
+                      rlx_remote_error_code_name (error->code));
       return NULL;
     }
   g_signal_connect (link, "local-candidate", G_CALLBACK (on_link_candidate), self);
@@ -501,7 +512,12 @@ reject (RlxRemoteNode *self, const char *from, const char *reason)
     if (!g_ascii_isdigit (*c))
       g_string_append_c (kind, *c);
   if (complaint_due (self, from, kind->str))
-    emit_event (self, "rejected", "node", from, "reason", reason, NULL);
+    {
+      RlxEvent *e = rlx_event_new (RLX_EVENT_REJECTED);
+      e->u.rejected.node = DUP (from);
+      e->u.rejected.reason = DUP (reason);
+      emit (self, e);
+    }
 }
 
 /* Send @p our challenge (drawn once, until answered), echoing @echo: at
@@ -741,7 +757,7 @@ on_refuse_check (gpointer user_data)
                        "the cohort's room — the key in the invite is probably not the "
                        "cohort's: copy the whole invite, including the part after '#'",
                        self->invite->cohort, self->auth_deadline_ms / 1000);
-  emit_event (self, "signalling", "state", "refused", "reason", error->message, NULL);
+  emit_signalling (self, "refused", error->message, NULL);
   g_signal_emit (self, signals[SIGNAL_REFUSED], 0, error);
   return G_SOURCE_REMOVE;
 }
@@ -763,15 +779,15 @@ on_client_joined (RlxSignalClient *client, GStrv peers, gpointer user_data)
 {
   RlxRemoteNode *self = user_data;
   g_autofree char *server = g_strdup_printf ("%s:%u", self->invite->host, self->invite->port);
-  g_autoptr(JsonObject) o = json_object_new ();
+  RlxEvent *e = rlx_event_new (RLX_EVENT_SIGNALLING);
 
-  json_object_set_string_member (o, "event", "signalling");
-  json_object_set_string_member (o, "state", "joined");
-  json_object_set_string_member (o, "server", server);
-  json_object_set_int_member (o, "peers", peers ? g_strv_length (peers) : 0);
-  json_object_set_boolean_member (o, "hosted", rlx_signal_client_is_hosted (client));
+  e->u.signalling.state = g_strdup ("joined");
+  e->u.signalling.server = g_strdup (server);
+  e->u.signalling.has_room = TRUE;
+  e->u.signalling.peers = peers ? g_strv_length (peers) : 0;
+  e->u.signalling.hosted = rlx_signal_client_is_hosted (client);
   self->signalling_joined = TRUE;
-  g_signal_emit (self, signals[SIGNAL_EVENT], 0, o);
+  emit (self, e);
   if (self->refuse_check == NULL && self->n_authentic == 0 && !self->serve && !self->refused)
     {
       self->refuse_check = g_timeout_source_new (self->auth_deadline_ms);
@@ -790,14 +806,14 @@ on_client_lost (RlxSignalClient *client, const GError *error, gpointer user_data
   RlxRemoteNode *self = user_data;
   g_autofree char *server = g_strdup_printf ("%s:%u", self->invite->host, self->invite->port);
 
-  emit_event (self, "signalling", "state", self->signalling_joined ? "lost" : "unreachable",
-              "reason", error->message, "server", server, NULL);
+  emit_signalling (self, self->signalling_joined ? "lost" : "unreachable", error->message,
+                   server);
 }
 
 static void
 on_client_refused (RlxSignalClient *client, const char *reason, gpointer user_data)
 {
-  emit_event (user_data, "signalling", "state", "refused", "reason", reason, NULL);
+  emit_signalling (user_data, "refused", reason, NULL);
 }
 
 static void
@@ -888,8 +904,12 @@ on_resolved (GObject *source, GAsyncResult *res, gpointer user_data)
   if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
     goto out;
   if (addrs == NULL)
-    emit_event (r->self, "error", "reason", error ? error->message : "no address",
-                "server", r->spec, NULL);
+    {
+      RlxEvent *e = rlx_event_new (RLX_EVENT_ERROR);
+      e->u.note.reason = DUP (error ? error->message : "no address");
+      e->u.note.server = DUP (r->spec);
+      emit (r->self, e);
+    }
   else
     {
       /* libnice wants a numeric address; prefer IPv4. */
@@ -1001,7 +1021,8 @@ rlx_remote_node_class_init (RlxRemoteNodeClass *klass)
                                                NULL, NULL, G_TYPE_NONE, 2, RLX_TYPE_LINK,
                                                G_TYPE_STRING);
   signals[SIGNAL_EVENT] = g_signal_new ("event", t, G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
-                                        G_TYPE_NONE, 1, JSON_TYPE_OBJECT);
+                                        G_TYPE_NONE, 1,
+                                        RLX_TYPE_EVENT | G_SIGNAL_TYPE_STATIC_SCOPE);
   signals[SIGNAL_REFUSED] = g_signal_new ("refused", t, G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                                           G_TYPE_NONE, 1,
                                           G_TYPE_ERROR | G_SIGNAL_TYPE_STATIC_SCOPE);

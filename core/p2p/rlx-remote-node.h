@@ -39,7 +39,8 @@
  * signal`) an empty room is a cohort to found, so there a wrong key founds
  * a cohort of its own, alone: nothing can tell it from the first member.
  *
- * Events (::event, a JsonObject with "event"), for the JSON-lines stream:
+ * Events (::event, a typed RlxEvent, core/event/rlx-event.h), for the
+ * JSON-lines stream:
  *   signalling   state ("joined" | "lost" | "unreachable" | "refused"), reason,
  *                server, peers (how many other nodes were in the room when it
  *                joined), hosted (the server is the founding node's own);
@@ -58,6 +59,7 @@
 #include <glib-object.h>
 #include <json-glib/json-glib.h>
 #include "core/p2p/rlx-link.h"
+#include "core/event/rlx-event.h"
 #include "core/p2p/rlx-identity.h"
 #include "core/p2p/rlx-invite.h"
 #include "core/p2p/rlx-quic.h"
@@ -95,7 +97,7 @@ G_DECLARE_FINAL_TYPE (RlxRemoteNode, rlx_remote_node, RLX, REMOTE_NODE, GObject)
 /* Signals:
  *   ::link-added   (RlxLink *link, const char *peer_id)
  *   ::link-removed (RlxLink *link, const char *peer_id)
- *   ::event        (JsonObject *event)
+ *   ::event        (RlxEvent *event)   read-only
  *   ::refused      (const GError *error)   fatal: this node cannot join */
 
 RlxRemoteNode *rlx_remote_node_new   (const RlxRemoteNodeConfig *config, GError **error);

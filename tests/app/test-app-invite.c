@@ -166,9 +166,9 @@ typedef struct {
 } Watch;
 
 static void
-on_node_event (RlxNodeThread *node, JsonObject *event, Watch *w)
+on_node_event (RlxNodeThread *node, RlxEvent *event, Watch *w)
 {
-  g_ptr_array_add (w->events, json_object_ref (event));
+  g_ptr_array_add (w->events, rlx_event_to_json (event));
 }
 
 static void

@@ -27,7 +27,7 @@ typedef struct {
 } Fixture;
 
 static void
-on_event (RlxNodeThread *node, JsonObject *event, Fixture *f)
+on_event (RlxNodeThread *node, RlxEvent *event, Fixture *f)
 {
   rlx_event_log_add_event (f->log, event, rlx_node_thread_get_node_id (node), NULL);
 }
@@ -251,7 +251,7 @@ left_logged (gpointer data)
   for (guint i = 0; i < n; i++)
     {
       g_autoptr(RlxEventItem) item = g_list_model_get_item (G_LIST_MODEL (w->f->log), i);
-      if (rlx_event_item_get_kind (item) == RLX_EVENT_KIND_LEFT &&
+      if (rlx_event_item_get_kind (item) == RLX_LOG_LEFT &&
           strstr (rlx_event_item_get_title (item), w->node) != NULL)
         return TRUE;
     }
@@ -322,7 +322,7 @@ refusal_logged (gpointer data)
   for (guint i = 0; i < g_list_model_get_n_items (G_LIST_MODEL (f->log)); i++)
     {
       g_autoptr(RlxEventItem) item = g_list_model_get_item (G_LIST_MODEL (f->log), i);
-      if (rlx_event_item_get_kind (item) == RLX_EVENT_KIND_REFUSED &&
+      if (rlx_event_item_get_kind (item) == RLX_LOG_REFUSED &&
           strstr (rlx_event_item_get_detail (item), "model") != NULL)
         return TRUE;
     }

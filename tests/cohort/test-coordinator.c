@@ -18,11 +18,11 @@ typedef struct {
 } Seen;
 
 static void
-on_event (RlxCoordinator *c, JsonObject *ev, Seen *seen)
+on_event (RlxCoordinator *c, RlxEvent *ev, Seen *seen)
 {
-  g_assert_true (json_object_has_member (ev, "event"));
+  g_assert_cmpint (ev->kind, <, RLX_EVENT_N_KINDS);
   seen->events++;
-  if (g_strcmp0 (json_object_get_string_member (ev, "event"), "step") == 0)
+  if (ev->kind == RLX_EVENT_STEP)
     seen->steps++;
 }
 
@@ -375,18 +375,16 @@ typedef struct {
 } Log;
 
 static void
-on_event_log (RlxCoordinator *c, JsonObject *ev, Log *log)
+on_event_log (RlxCoordinator *c, RlxEvent *ev, Log *log)
 {
-  const char *name = json_object_get_string_member (ev, "event");
-
-  if (g_strcmp0 (name, "step") != 0)
+  if (ev->kind != RLX_EVENT_STEP)
     {
-      g_ptr_array_add (log->events, json_object_ref (ev));
+      g_ptr_array_add (log->events, rlx_event_to_json (ev));
       return;
     }
   log->steps++;
-  if (json_object_get_boolean_member_with_default (ev, "contributed", FALSE))
-    log->contributed = (guint64) json_object_get_int_member (ev, "step");
+  if (ev->u.step.contributed)
+    log->contributed = ev->u.step.step;
 }
 
 /* Index of the first event @name at or after @from whose "node" is @node

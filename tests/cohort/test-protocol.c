@@ -40,9 +40,9 @@ typedef struct {
 } Scripted;
 
 static void
-on_event (RlxCoordinator *c, JsonObject *ev, Leader *l)
+on_event (RlxCoordinator *c, RlxEvent *ev, Leader *l)
 {
-  g_ptr_array_add (l->events, json_object_ref (ev));
+  g_ptr_array_add (l->events, rlx_event_to_json (ev));
 }
 
 static void
@@ -550,9 +550,9 @@ typedef struct {
 } MemberSeen;
 
 static void
-on_member_event (RlxCoordinator *c, JsonObject *ev, MemberSeen *m)
+on_member_event (RlxCoordinator *c, RlxEvent *ev, MemberSeen *m)
 {
-  g_ptr_array_add (m->events, json_object_ref (ev));
+  g_ptr_array_add (m->events, rlx_event_to_json (ev));
 }
 
 /* Our (scripted leader's) step frame: commit @commit (a zero update, so the

@@ -51,12 +51,11 @@ node_side_saw (NodeSide *ns)
 }
 
 static void
-on_node_side_event (RlxNode *node, JsonObject *event, NodeSide *ns)
+on_node_side_event (RlxNode *node, RlxEvent *event, NodeSide *ns)
 {
   node_side_saw (ns);
   g_mutex_lock (&ns->lock);
-  g_ptr_array_add (ns->names,
-                   g_strdup (json_object_get_string_member_with_default (event, "event", "")));
+  g_ptr_array_add (ns->names, g_strdup (rlx_event_name (event)));
   g_mutex_unlock (&ns->lock);
 }
 
@@ -127,13 +126,13 @@ owner_saw (Fixture *f)
 }
 
 static void
-on_event (RlxNodeThread *node, JsonObject *event, Fixture *f)
+on_event (RlxNodeThread *node, RlxEvent *event, Fixture *f)
 {
   GSource *source = g_main_current_source ();
   guint id = source ? g_source_get_id (source) : 0;
 
   owner_saw (f);
-  g_ptr_array_add (f->events, json_object_ref (event));
+  g_ptr_array_add (f->events, rlx_event_to_json (event));
   if (f->batches->len == 0 || g_array_index (f->batches, guint, f->batches->len - 1) != id)
     g_array_append_val (f->batches, id);
 }

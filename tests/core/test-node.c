@@ -25,9 +25,9 @@ typedef struct {
 } Fixture;
 
 static void
-on_event (RlxNode *node, JsonObject *event, Fixture *f)
+on_event (RlxNode *node, RlxEvent *event, Fixture *f)
 {
-  g_ptr_array_add (f->events, json_object_ref (event));
+  g_ptr_array_add (f->events, rlx_event_to_json (event));
 }
 
 static void

@@ -69,8 +69,9 @@ on_removed (RlxRemoteNode *node, RlxLink *link, const char *peer, gpointer user_
 }
 
 static void
-on_event (RlxRemoteNode *node, JsonObject *e, gpointer user_data)
+on_event (RlxRemoteNode *node, RlxEvent *event, gpointer user_data)
 {
+  g_autoptr(JsonObject) e = rlx_event_to_json (event);
   N *n = user_data;
   const char *ev = json_object_get_string_member (e, "event");
   const char *who = json_object_has_member (e, "node") ? json_object_get_string_member (e, "node") : "-";

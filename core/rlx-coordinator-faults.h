@@ -1,8 +1,9 @@
 /* rlx-coordinator-faults.h — giving a coordinator its test faults
  *
  * Private to core/ and its tests: the public RlxCoordinatorConfig carries
- * no test switch. rlx-node.c hands the plan from RlxNodeTestSwitches over
- * here; a test that builds a coordinator itself may do the same.
+ * no test switch. rlx-node.c hands the plan from RlxNodeTestSwitches
+ * (core/rlx-node-faults.h) over here; a test that builds a coordinator
+ * itself may do the same.
  *
  * Threads: the coordinator's (before rlx_coordinator_start).
  */

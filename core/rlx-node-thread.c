@@ -102,7 +102,6 @@ typedef struct {
   char               *dataset, *backend, *checkpoint_dir;
   char               *stun, *turn, *turn_user, *turn_password;
   RlxNodeRemoteTuning tuning;
-  RlxNodeTestSwitches switches;
   RlxNodeConfig       config;   /* points into the fields above */
 } ConfigCopy;
 
@@ -183,11 +182,6 @@ config_copy_new (const RlxNodeConfig *config, const char *cohort, const char *no
       c->tuning.turn_user = c->turn_user = g_strdup (config->remote_tuning->turn_user);
       c->tuning.turn_password = c->turn_password = g_strdup (config->remote_tuning->turn_password);
       c->config.remote_tuning = &c->tuning;
-    }
-  if (config->test_switches)
-    {
-      c->switches = *config->test_switches;
-      c->config.test_switches = &c->switches;
     }
   return c;
 }

@@ -19,7 +19,7 @@
  */
 #include "rlx-config.h"
 #include "rlx-node.h"
-#include "rlx-node-private.h"
+#include "rlx-node-faults.h"
 #include "core/cohort/rlx-outer.h"
 #include "core/rlx-backend.h"
 #include "core/rlx-coordinator-faults.h"
@@ -239,8 +239,6 @@ rlx_node_new (const RlxNodeConfig *config, GError **error)
   self->outer_lr = config->outer_lr;
   self->outer_momentum = config->outer_momentum;
   self->join_only = config->join_only;
-  if (config->test_switches)
-    self->switches = *config->test_switches;
   self->remote = g_steal_pointer (&remote);
   return g_steal_pointer (&self);
 }
@@ -442,8 +440,8 @@ start_node (RlxNode *self, RlxBackend *backend)
   cfg.deadline_floor_ms = self->switches.deadline_floor_ms;
   cfg.heartbeat_timeout_ms = self->switches.heartbeat_timeout_ms;
   worker = rlx_worker_new (backend);
-  if (self->switches.fault_slow_ms)
-    rlx_worker_set_extra_delay_us (worker, (guint64) self->switches.fault_slow_ms * 1000);
+  if (self->switches.slow_ms)
+    rlx_worker_set_extra_delay_us (worker, (guint64) self->switches.slow_ms * 1000);
   /* Takes the worker (and with it the backend), also on failure. */
   self->coord = rlx_coordinator_new (&cfg, worker, &error);
   if (self->coord == NULL)
@@ -451,14 +449,7 @@ start_node (RlxNode *self, RlxBackend *backend)
       start_fail (self, g_steal_pointer (&error));
       return;
     }
-  rlx_coordinator_set_fault_plan (self->coord, &(RlxFaultPlan) {
-    .nan_from = self->switches.fault_nan_from,
-    .inf_from = self->switches.fault_inf_from,
-    .hash_at = self->switches.fault_hash_at,
-    .stall_step = self->switches.fault_stall_step,
-    .stall_ms = self->switches.fault_stall_ms,
-    .die_at = self->switches.fault_die_at,
-  });
+  rlx_coordinator_set_fault_plan (self->coord, &self->switches.faults);
   self->bus = rlx_local_bus_new (self->cohort, self->node_id, &error);
   if (self->bus == NULL || !rlx_local_bus_start (self->bus, &error))
     {
@@ -846,6 +837,15 @@ rlx_node_dup_invite (RlxNode *self)
   if (self->remote == NULL || (self->state != STATE_RUNNING && self->state != STATE_LEAVING))
     return NULL;
   return rlx_node_remote_dup_invite (self->remote);
+}
+
+void
+rlx_node_set_test_switches (RlxNode *self, const RlxNodeTestSwitches *switches)
+{
+  g_return_if_fail (RLX_IS_NODE (self));
+  g_return_if_fail (switches != NULL);
+  g_return_if_fail (self->state == STATE_IDLE);
+  self->switches = *switches;
 }
 
 void

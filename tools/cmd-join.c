@@ -38,7 +38,7 @@
 #include "core/rlx-backend.h"
 #include "core/rlx-coordinator.h"
 #include "core/rlx-node.h"
-#include "core/rlx-node-private.h"
+#include "core/rlx-node-faults.h"
 #include "core/rlx-safetensors.h"
 #include "core/p2p/rlx-invite.h"
 #include "core/p2p/rlx-local-bus.h"
@@ -550,17 +550,17 @@ rlx_cmd_join (int argc, char **argv)
   cfg.join_only = join_only;
   switches.deadline_floor_ms = (guint) deadline;
   switches.heartbeat_timeout_ms = (guint) hb;
-  switches.fault_nan_from = fault;
-  switches.fault_inf_from = inf_from;
-  switches.fault_hash_at = hash_at;
-  switches.fault_stall_step = stall_step;
-  switches.fault_stall_ms = (guint) stall_ms;
-  switches.fault_die_at = die_at;
-  switches.fault_slow_ms = (guint) slow_ms;
-  cfg.test_switches = &switches;
+  switches.slow_ms = (guint) slow_ms;
+  switches.faults.nan_from = fault;
+  switches.faults.inf_from = inf_from;
+  switches.faults.hash_at = hash_at;
+  switches.faults.stall_step = stall_step;
+  switches.faults.stall_ms = (guint) stall_ms;
+  switches.faults.die_at = die_at;
   node = rlx_node_new (&cfg, &error);
   if (node == NULL)
     return rlx_cli_fail (sub, RLX_EXIT_USAGE, "%s (see rlx-rank join --help)", error->message);
+  rlx_node_set_test_switches (node, &switches);
 
   loop = g_main_loop_new (NULL, FALSE);
   st.loop = loop;

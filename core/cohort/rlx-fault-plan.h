@@ -2,9 +2,9 @@
  *
  * Private to core/ (and to tests of it): not part of any public config.
  * A node gets its plan from `rlx-rank join`'s hidden options (through
- * RlxNodeTestSwitches) and hands it to its coordinator with
- * rlx_coordinator_set_fault_plan (core/rlx-coordinator-faults.h) before
- * rlx_coordinator_start. Every field zero: no fault (the default).
+ * RlxNodeTestSwitches, core/rlx-node-faults.h) and hands it to its
+ * coordinator with rlx_coordinator_set_fault_plan
+ * (core/rlx-coordinator-faults.h) before rlx_coordinator_start. Every field zero: no fault (the default).
  *
  * Threads: a plain value, read and written on the coordinator's thread; the
  * compute worker only sees what a queued job copied out of it.

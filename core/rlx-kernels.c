@@ -13,6 +13,11 @@
  * kernels and finished by the loops below, compiled once per instruction set
  * (the set core/wire chose). The library is built with -ffp-contract=off: a
  * fused multiply-add would change the bits of w · x + s.
+ *
+ * Over 1,000 lines: every pass shares the pool, the chunking and the
+ * per-instruction-set loops, and they are one translation unit so that the
+ * loops inline into each pass under the library's flags; split, the
+ * compiler would see less of the hot loops (speed is the point here).
  */
 #include "rlx-config.h"
 #include "rlx-kernels.h"

@@ -14,6 +14,10 @@
  * exists: the node thread destroys it (with whatever is still attached)
  * before it exits, so nothing of the node's ever runs or is freed on the
  * owner thread.
+ *
+ * Over 1,000 lines: the two halves and the items between them are one
+ * mechanism over one Shared, and the owner's public half mirrors every
+ * getter of RlxNode from what the items delivered.
  */
 #include "rlx-config.h"
 #include "rlx-node-thread.h"

@@ -15,6 +15,10 @@
  *   connection wins a simultaneous connect, on both sides). A declined node
  *   retries a little later unless a link has appeared by then, which covers a
  *   winner whose own connection failed.
+ *
+ * Over 1,000 lines: one object — names and the directory, the connections
+ * with their handshake and retries, start and stop — over one table of
+ * links and attempts that every part of it reads and writes.
  */
 #include "rlx-config.h"
 #include "rlx-local-bus.h"

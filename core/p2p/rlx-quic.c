@@ -15,6 +15,10 @@
  * Failures found inside ngtcp2 callbacks are only recorded; they are acted
  * on (CONNECTION_CLOSE, ::closed) when the library call returns, never from
  * inside it.
+ *
+ * Over 1,000 lines: TLS, ngtcp2's callbacks, closing, writing and the
+ * service source are one connection's state, and the callbacks reach all
+ * of it from inside the library.
  */
 #define G_LOG_DOMAIN "rlx-quic"
 #include "rlx-config.h"

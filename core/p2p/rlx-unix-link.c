@@ -36,6 +36,10 @@
  * side while its socket is open. Closing lets the I/O side flush for up to
  * LINGER_MS without the link (it may already be finalized); a link dropped
  * unclosed stops its I/O side at once.
+ *
+ * Over 1,000 lines: the two halves of one link and its three ways of
+ * carrying a frame (records, the shared ring, sealed memfds) share the I/O
+ * side's queues; the ring's half is the part to move out first.
  */
 #include "rlx-config.h"
 #include "rlx-unix-link.h"

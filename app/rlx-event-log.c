@@ -119,7 +119,11 @@ struct _RlxEventLog
   GObject    parent_instance;
   GPtrArray *items;      /* RlxEventItem*, oldest first */
   char      *leader;     /* the last leader reported, for "changed" */
+  char      *accuracy_title, *accuracy_detail;   /* the last evaluation, or NULL */
 };
+
+enum { LOG_PROP_0, LOG_PROP_ACCURACY_TITLE, LOG_PROP_ACCURACY_DETAIL, LOG_N_PROPS };
+static GParamSpec *log_props[LOG_N_PROPS];
 
 static void rlx_event_log_model_init (GListModelInterface *iface);
 
@@ -164,13 +168,62 @@ rlx_event_log_finalize (GObject *object)
 
   g_ptr_array_unref (self->items);
   g_free (self->leader);
+  g_free (self->accuracy_title);
+  g_free (self->accuracy_detail);
   G_OBJECT_CLASS (rlx_event_log_parent_class)->finalize (object);
+}
+
+static void
+rlx_event_log_get_property (GObject *object, guint id, GValue *value, GParamSpec *pspec)
+{
+  RlxEventLog *self = RLX_EVENT_LOG (object);
+
+  switch (id)
+    {
+    case LOG_PROP_ACCURACY_TITLE: g_value_set_string (value, self->accuracy_title); break;
+    case LOG_PROP_ACCURACY_DETAIL: g_value_set_string (value, self->accuracy_detail); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, id, pspec);
+    }
 }
 
 static void
 rlx_event_log_class_init (RlxEventLogClass *klass)
 {
-  G_OBJECT_CLASS (klass)->finalize = rlx_event_log_finalize;
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+  const GParamFlags f = G_PARAM_READABLE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS;
+
+  object_class->finalize = rlx_event_log_finalize;
+  object_class->get_property = rlx_event_log_get_property;
+  log_props[LOG_PROP_ACCURACY_TITLE] = g_param_spec_string ("accuracy-title", NULL, NULL, NULL, f);
+  log_props[LOG_PROP_ACCURACY_DETAIL] = g_param_spec_string ("accuracy-detail", NULL, NULL, NULL, f);
+  g_object_class_install_properties (object_class, LOG_N_PROPS, log_props);
+}
+
+const char *rlx_event_log_get_accuracy_title (RlxEventLog *self) { return self->accuracy_title; }
+const char *rlx_event_log_get_accuracy_detail (RlxEventLog *self) { return self->accuracy_detail; }
+
+gboolean
+rlx_event_item_is_warning (RlxEventItem *self)
+{
+  return self->kind == RLX_LOG_WARNING || self->kind == RLX_LOG_ERROR ||
+         self->kind == RLX_LOG_FALLBACK || self->kind == RLX_LOG_MERGED;
+}
+
+gboolean
+rlx_event_item_in_filter (RlxEventItem *self, RlxLogFilter filter)
+{
+  switch (filter)
+    {
+    case RLX_LOG_FILTER_MEMBERSHIP:
+      return self->kind == RLX_LOG_JOINED || self->kind == RLX_LOG_LEFT ||
+             self->kind == RLX_LOG_LEADER || self->kind == RLX_LOG_REFUSED ||
+             self->kind == RLX_LOG_MERGED;
+    case RLX_LOG_FILTER_WARNINGS:
+      return rlx_event_item_is_warning (self);
+    case RLX_LOG_FILTER_ALL:
+    default:
+      return TRUE;
+    }
 }
 
 static void
@@ -230,6 +283,13 @@ rlx_event_log_clear (RlxEventLog *self)
   n = self->items->len;
   g_ptr_array_set_size (self->items, 0);
   g_clear_pointer (&self->leader, g_free);
+  if (self->accuracy_title)
+    {
+      g_clear_pointer (&self->accuracy_title, g_free);
+      g_clear_pointer (&self->accuracy_detail, g_free);
+      g_object_notify_by_pspec (G_OBJECT (self), log_props[LOG_PROP_ACCURACY_TITLE]);
+      g_object_notify_by_pspec (G_OBJECT (self), log_props[LOG_PROP_ACCURACY_DETAIL]);
+    }
   if (n)
     g_list_model_items_changed (G_LIST_MODEL (self), 0, n, 0);
 }
@@ -486,12 +546,18 @@ rlx_event_log_add_event (RlxEventLog *self, const RlxEvent *e, const char *self_
       detail = g_strdup (str (e->u.resumed.path));
       break;
     case RLX_EVENT_EVALUATED:
-      kind = RLX_LOG_ACCURACY;
+      /* Evaluations are on the chart, and come many a second: one row that
+       * updates (the log's accuracy-title and -detail), not an item each. */
+      g_free (self->accuracy_title);
+      g_free (self->accuracy_detail);
       /* Translators: test accuracy in percent, and the step it was measured at */
-      title = g_strdup_printf (_("Test accuracy %.1f%% at step %" G_GUINT64_FORMAT),
-                               100.0 * e->u.evaluated.accuracy, e->u.evaluated.step);
-      detail = g_strdup_printf (_("Test loss %.4f"), e->u.evaluated.test_loss);
-      break;
+      self->accuracy_title = g_strdup_printf (_("Test accuracy %.1f%% at step %" G_GUINT64_FORMAT),
+                                              100.0 * e->u.evaluated.accuracy,
+                                              e->u.evaluated.step);
+      self->accuracy_detail = g_strdup_printf (_("Test loss %.4f"), e->u.evaluated.test_loss);
+      g_object_notify_by_pspec (G_OBJECT (self), log_props[LOG_PROP_ACCURACY_TITLE]);
+      g_object_notify_by_pspec (G_OBJECT (self), log_props[LOG_PROP_ACCURACY_DETAIL]);
+      goto done;
     case RLX_EVENT_ERROR:
       kind = RLX_LOG_ERROR;
       urgent = TRUE;

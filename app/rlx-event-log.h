@@ -3,8 +3,9 @@
  * RlxEventLog is a GListModel of RlxEventItem, oldest first. It turns the
  * node's typed events (core/event/rlx-event.h) into sentences: who
  * joined or left and why, refusals, leader changes, a rank that fell back to
- * the CPU and why, steps discarded by a merge, test accuracy, errors. Step
- * events and other routine traffic are not logged. Items that a person
+ * the CPU and why, steps discarded by a merge, errors. Step events and other
+ * routine traffic are not logged; evaluations (many a second) are one
+ * updating line, the log's "accuracy-title" and "accuracy-detail". Items that a person
  * should see at once are marked "urgent" (the window shows them as toasts).
  * The log keeps the newest RLX_EVENT_LOG_MAX items.
  */
@@ -30,6 +31,15 @@ typedef enum {
   RLX_LOG_ERROR,
 } RlxLogKind;
 
+/* What the events page shows: all, who is in the cohort and who leads
+ * (joins, departures, refusals, leader changes, merges), or what went wrong
+ * (warnings, errors, fallbacks, merges) — the badge counts those. */
+typedef enum {
+  RLX_LOG_FILTER_ALL,
+  RLX_LOG_FILTER_MEMBERSHIP,
+  RLX_LOG_FILTER_WARNINGS,
+} RlxLogFilter;
+
 #define RLX_TYPE_EVENT_ITEM (rlx_event_item_get_type ())
 G_DECLARE_FINAL_TYPE (RlxEventItem, rlx_event_item, RLX, EVENT_ITEM, GObject)
 
@@ -44,6 +54,8 @@ const char  *rlx_event_item_get_detail    (RlxEventItem *self);
 const char  *rlx_event_item_get_icon_name (RlxEventItem *self);
 const char  *rlx_event_item_get_event     (RlxEventItem *self);
 gboolean     rlx_event_item_get_urgent    (RlxEventItem *self);
+gboolean     rlx_event_item_is_warning    (RlxEventItem *self);
+gboolean     rlx_event_item_in_filter     (RlxEventItem *self, RlxLogFilter filter);
 
 #define RLX_TYPE_EVENT_LOG (rlx_event_log_get_type ())
 G_DECLARE_FINAL_TYPE (RlxEventLog, rlx_event_log, RLX, EVENT_LOG, GObject)
@@ -59,5 +71,8 @@ guint         rlx_event_log_add_event (RlxEventLog *self, const RlxEvent *event,
 RlxEventItem *rlx_event_log_add       (RlxEventLog *self, RlxLogKind kind, gboolean urgent,
                                        const char *title, const char *detail);
 void          rlx_event_log_clear     (RlxEventLog *self);
+/* The last evaluation in words (NULL before one). */
+const char   *rlx_event_log_get_accuracy_title  (RlxEventLog *self);
+const char   *rlx_event_log_get_accuracy_detail (RlxEventLog *self);
 
 G_END_DECLS

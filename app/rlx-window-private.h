@@ -3,6 +3,7 @@
 
 #include "rlx-window.h"
 #include "rlx-event-log.h"
+#include "rlx-events-view.h"
 #include "rlx-local-ranks.h"
 #include "rlx-loss-chart.h"
 #include "rlx-roster-view.h"

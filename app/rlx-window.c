@@ -64,7 +64,7 @@ struct _RlxWindow
   AdwViewStackPage     *events_page;
   GtkStack             *training_stack;
   GtkStack             *events_stack;
-  GtkListView          *events_list;
+  RlxEventsView        *events_view;
   GtkButton            *join_button;
   GtkButton            *leave_button;
   GtkButton            *add_rank_button;
@@ -184,15 +184,22 @@ show_toast (RlxWindow *self, guint kind, const char *title, const char *detail)
   adw_toast_overlay_add_toast (self->toast_overlay, toast);
 }
 
+/* @n items were logged: the list shows; the badge counts the warnings and
+ * errors among them (a join is no news to hurry to). */
 static void
-events_added (RlxWindow *self, guint n)
+events_added (RlxWindow *self, RlxEventItem **items, guint n)
 {
+  guint warnings = 0;
+
   if (n == 0)
     return;
   gtk_stack_set_visible_child_name (self->events_stack, "list");
-  if (g_strcmp0 (adw_view_stack_get_visible_child_name (self->view_stack), "events") != 0)
+  for (guint i = 0; i < n; i++)
+    warnings += rlx_event_item_is_warning (items[i]);
+  if (warnings > 0 &&
+      g_strcmp0 (adw_view_stack_get_visible_child_name (self->view_stack), "events") != 0)
     {
-      self->unseen += n;
+      self->unseen += warnings;
       adw_view_stack_page_set_needs_attention (self->events_page, TRUE);
       adw_view_stack_page_set_badge_number (self->events_page, self->unseen);
     }
@@ -203,8 +210,9 @@ static void
 report (RlxWindow *self, RlxLogKind kind, gboolean urgent, const char *title,
         const char *detail)
 {
-  rlx_event_log_add (self->log, kind, urgent, title, detail);
-  events_added (self, 1);
+  RlxEventItem *item = rlx_event_log_add (self->log, kind, urgent, title, detail);
+
+  events_added (self, &item, 1);
   if (urgent)
     show_toast (self, TOAST_APP, title, detail);
 }
@@ -433,7 +441,7 @@ on_node_event (RlxNodeThread *node, RlxEvent *event, RlxWindow *self)
       show_toast (self, rlx_event_item_get_kind (item), rlx_event_item_get_title (item),
                   rlx_event_item_get_detail (item));
     }
-  events_added (self, added->len);
+  events_added (self, (RlxEventItem **) added->pdata, added->len);
 }
 
 /* ── leave ─────────────────────────────────────────────────────────────── */
@@ -915,7 +923,6 @@ static void
 rlx_window_constructed (GObject *object)
 {
   RlxWindow *self = RLX_WINDOW (object);
-  g_autoptr(GtkNoSelection) selection = NULL;
 
   G_OBJECT_CLASS (rlx_window_parent_class)->constructed (object);
 
@@ -936,8 +943,7 @@ rlx_window_constructed (GObject *object)
   g_signal_connect (self->settings, "changed", G_CALLBACK (on_settings_changed), self);
   on_settings_changed (self->settings, NULL, self);
 
-  selection = gtk_no_selection_new (g_object_ref (G_LIST_MODEL (self->log)));
-  gtk_list_view_set_model (self->events_list, GTK_SELECTION_MODEL (selection));
+  rlx_events_view_set_log (self->events_view, self->log);
   self->tick_id = g_timeout_add (UI_TICK_MS, on_ui_tick, self);
   update_actions (self);
 }
@@ -1044,6 +1050,7 @@ rlx_window_class_init (RlxWindowClass *klass)
   g_type_ensure (RLX_TYPE_ROSTER_VIEW);
   g_type_ensure (RLX_TYPE_WIRE_PANEL);
   g_type_ensure (RLX_TYPE_EVENT_ITEM);
+  g_type_ensure (RLX_TYPE_EVENTS_VIEW);
   gtk_widget_class_set_template_from_resource (widget_class,
                                                "/io/github/rlx/Cluster/ui/rlx-window.ui");
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, toast_overlay);
@@ -1052,7 +1059,7 @@ rlx_window_class_init (RlxWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, events_page);
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, training_stack);
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, events_stack);
-  gtk_widget_class_bind_template_child (widget_class, RlxWindow, events_list);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, events_view);
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, join_button);
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, leave_button);
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, add_rank_button);

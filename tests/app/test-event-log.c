@@ -147,9 +147,18 @@ test_routine_and_broken (void)
   g_assert_cmpuint (b->len, ==, 0);
   g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (log)), ==, 0);
 
+  /* evaluations: one line that updates, never an item each */
+  g_assert_null (rlx_event_log_get_accuracy_title (log));
   c = add (log, "{\"event\":\"evaluated\",\"step\":200,\"accuracy\":0.8421,\"test_loss\":0.45}");
-  assert_contains (rlx_event_item_get_title (g_ptr_array_index (c, 0)), "84.2%");
-  assert_contains (rlx_event_item_get_title (g_ptr_array_index (c, 0)), "200");
+  g_assert_cmpuint (c->len, ==, 0);
+  assert_contains (rlx_event_log_get_accuracy_title (log), "84.2%");
+  assert_contains (rlx_event_log_get_accuracy_title (log), "200");
+  assert_contains (rlx_event_log_get_accuracy_detail (log), "0.4500");
+  g_clear_pointer (&c, g_ptr_array_unref);
+  c = add (log, "{\"event\":\"evaluated\",\"step\":300,\"accuracy\":0.9,\"test_loss\":0.3}");
+  g_assert_cmpuint (c->len, ==, 0);
+  assert_contains (rlx_event_log_get_accuracy_title (log), "90.0% at step 300");
+  g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (log)), ==, 0);
 
   /* missing members: words, never a crash (wrong types never get this
    * far: the reader refuses them, tests/event/test-event.c) */
@@ -180,6 +189,42 @@ test_late_coalesces (void)
   d = add (log, "{\"event\":\"late\",\"node\":\"n3\",\"step\":12,\"reason\":\"x\"}");
   g_assert_cmpuint (d->len, ==, 1);
   g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (log)), ==, 2);
+}
+
+/* What each filter keeps, and what the badge counts (warnings). */
+static void
+test_filters (void)
+{
+  g_autoptr(RlxEventLog) log = rlx_event_log_new ();
+  g_autoptr(GPtrArray) a = NULL, b = NULL, c = NULL, d = NULL, e = NULL;
+  RlxEventItem *joined, *leader, *rejected, *error, *invite;
+
+  a = add (log, "{\"event\":\"member-joined\",\"node\":\"n2\",\"host\":\"h\",\"backend\":\"cpu\","
+                "\"device\":\"CPU\",\"fallback\":\"\",\"precision\":\"f32\"}");
+  b = add (log, "{\"event\":\"leader\",\"node\":\"n2\",\"term\":2,\"step\":5}");
+  c = add (log, "{\"event\":\"rejected\",\"node\":\"n2\",\"step\":6,\"reason\":\"NaN\"}");
+  d = add (log, "{\"event\":\"error\",\"node\":\"me\",\"reason\":\"disk full\"}");
+  e = add (log, "{\"event\":\"invite\",\"invite\":\"rlx://h:1/c#k\",\"port\":1}");
+  joined = g_ptr_array_index (a, 0);
+  leader = g_ptr_array_index (b, 0);
+  rejected = g_ptr_array_index (c, 0);
+  error = g_ptr_array_index (d, 0);
+  invite = g_ptr_array_index (e, 0);
+  for (guint i = 0; i < 5; i++)
+    g_assert_true (rlx_event_item_in_filter (((RlxEventItem *[]) { joined, leader, rejected, error,
+                                                                   invite })[i],
+                                             RLX_LOG_FILTER_ALL));
+  g_assert_true (rlx_event_item_in_filter (joined, RLX_LOG_FILTER_MEMBERSHIP));
+  g_assert_true (rlx_event_item_in_filter (leader, RLX_LOG_FILTER_MEMBERSHIP));
+  g_assert_false (rlx_event_item_in_filter (rejected, RLX_LOG_FILTER_MEMBERSHIP));
+  g_assert_false (rlx_event_item_in_filter (invite, RLX_LOG_FILTER_MEMBERSHIP));
+  g_assert_false (rlx_event_item_in_filter (joined, RLX_LOG_FILTER_WARNINGS));
+  g_assert_false (rlx_event_item_in_filter (leader, RLX_LOG_FILTER_WARNINGS));
+  g_assert_true (rlx_event_item_in_filter (rejected, RLX_LOG_FILTER_WARNINGS));
+  g_assert_true (rlx_event_item_in_filter (error, RLX_LOG_FILTER_WARNINGS));
+  g_assert_false (rlx_event_item_in_filter (invite, RLX_LOG_FILTER_WARNINGS));
+  g_assert_false (rlx_event_item_is_warning (joined));
+  g_assert_true (rlx_event_item_is_warning (error));
 }
 
 typedef struct { int n; } Count;
@@ -225,6 +270,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/event-log/routine-and-broken", test_routine_and_broken);
   g_test_add_func ("/app/event-log/late-coalesces", test_late_coalesces);
   g_test_add_func ("/app/event-log/cap", test_cap);
+  g_test_add_func ("/app/event-log/filters", test_filters);
   status = g_test_run ();
   node_test_cleanup ();
   return status;

@@ -1,0 +1,167 @@
+/* test-dashboard.c — the cohort dashboard's widgets fed the core's typed
+ * events (core/event/rlx-event.h), as a node thread hands them over: the
+ * events page (newest first, its filter, the one evaluation row).
+ */
+#include "rlx-config.h"
+#include "node-test-utils.h"
+#include "rlx-events-view.h"
+
+#include <adwaita.h>
+#include <string.h>
+
+static RlxEvent *
+member (RlxEventKind kind, const char *node, const char *reason)
+{
+  RlxEvent *e = rlx_event_new (kind);
+
+  e->u.member.node = g_strdup (node);
+  e->u.member.reason = g_strdup (reason);
+  if (reason == NULL)
+    {
+      e->u.member.has_peer = TRUE;
+      e->u.member.host = g_strdup ("box");
+      e->u.member.backend = g_strdup ("cpu");
+    }
+  return e;
+}
+
+static void
+log_take (RlxEventLog *log, RlxEvent *e)
+{
+  rlx_event_log_add_event (log, e, "me", NULL);
+  rlx_event_unref (e);
+}
+
+static const char *
+shown_title (RlxEventsView *view, guint i)
+{
+  g_autoptr(RlxEventItem) item = g_list_model_get_item (rlx_events_view_get_shown (view), i);
+
+  g_assert_nonnull (item);
+  return rlx_event_item_get_title (item);   /* the log holds the item */
+}
+
+typedef struct { guint pos, removed, added; } Change;
+
+static void
+on_changed (GListModel *model, guint pos, guint removed, guint added, Change *c)
+{
+  *c = (Change) { pos, removed, added };
+}
+
+static void
+test_events_view (void)
+{
+  g_autoptr(RlxEventLog) log = rlx_event_log_new ();
+  RlxEventsView *view = RLX_EVENTS_VIEW (g_object_ref_sink (rlx_events_view_new ()));
+  GtkWidget *window = gtk_window_new ();
+  GListModel *shown = rlx_events_view_get_shown (view);
+  RlxEvent *e;
+
+  gtk_window_set_child (GTK_WINDOW (window), GTK_WIDGET (view));
+  gtk_window_present (GTK_WINDOW (window));
+  rlx_events_view_set_log (view, log);
+  log_take (log, member (RLX_EVENT_MEMBER_JOINED, "n2", NULL));
+  e = rlx_event_new (RLX_EVENT_REJECTED);
+  e->u.rejected.node = g_strdup ("n2");
+  e->u.rejected.has_step = TRUE;
+  e->u.rejected.step = 7;
+  e->u.rejected.reason = g_strdup ("not finite");
+  log_take (log, e);
+  e = rlx_event_new (RLX_EVENT_INVITE);
+  e->u.invite.invite = g_strdup ("rlx://h:1/c#key");
+  e->u.invite.port = 1;
+  log_take (log, e);
+  log_take (log, member (RLX_EVENT_MEMBER_LEFT, "n2", "interrupted"));
+
+  /* newest first */
+  g_assert_cmpuint (g_list_model_get_n_items (shown), ==, 4);
+  g_assert_nonnull (strstr (shown_title (view, 0), "n2 left"));
+  g_assert_nonnull (strstr (shown_title (view, 3), "n2 joined"));
+
+  /* membership: the join and the departure, newest first */
+  rlx_events_view_set_filter (view, RLX_LOG_FILTER_MEMBERSHIP);
+  g_assert_cmpuint (g_list_model_get_n_items (shown), ==, 2);
+  g_assert_nonnull (strstr (shown_title (view, 0), "left"));
+  g_assert_nonnull (strstr (shown_title (view, 1), "joined"));
+  /* an event that arrives under the filter is filtered too */
+  log_take (log, member (RLX_EVENT_MEMBER_JOINED, "n3", NULL));
+  e = rlx_event_note_new (RLX_EVENT_ERROR, "me", "disk full");
+  log_take (log, e);
+  g_assert_cmpuint (g_list_model_get_n_items (shown), ==, 3);
+  g_assert_nonnull (strstr (shown_title (view, 0), "n3 joined"));
+
+  /* warnings: the rejection and the error */
+  rlx_events_view_set_filter (view, RLX_LOG_FILTER_WARNINGS);
+  g_assert_cmpuint (g_list_model_get_n_items (shown), ==, 2);
+  g_assert_nonnull (strstr (shown_title (view, 0), "Error"));
+  g_assert_nonnull (strstr (shown_title (view, 1), "rejected"));
+
+  rlx_events_view_set_filter (view, RLX_LOG_FILTER_ALL);
+  g_assert_cmpuint (g_list_model_get_n_items (shown), ==, 6);
+  g_assert_cmpint (rlx_events_view_get_filter (view), ==, RLX_LOG_FILTER_ALL);
+
+  /* the cap drops the oldest: the reversed list drops its last */
+  for (guint i = 0; i < RLX_EVENT_LOG_MAX; i++)
+    rlx_event_log_add (log, RLX_LOG_INFO, FALSE, "filler", NULL);
+  g_assert_cmpuint (g_list_model_get_n_items (shown), ==, RLX_EVENT_LOG_MAX);
+  g_assert_cmpstr (shown_title (view, RLX_EVENT_LOG_MAX - 1), ==, "filler");
+  /* a view is told where: the newest comes in at the top, the oldest goes
+   * at the bottom */
+  {
+    Change c = { 99, 99, 99 };
+    gulong id = g_signal_connect (shown, "items-changed", G_CALLBACK (on_changed), &c);
+    rlx_event_log_add (log, RLX_LOG_INFO, FALSE, "newest", NULL);
+    g_assert_cmpuint (c.pos, ==, 0);
+    g_assert_cmpuint (c.added, ==, 1);
+    g_assert_cmpstr (shown_title (view, 0), ==, "newest");
+    g_signal_handler_disconnect (shown, id);
+  }
+  rlx_event_log_clear (log);
+  g_assert_cmpuint (g_list_model_get_n_items (shown), ==, 0);
+
+  gtk_window_destroy (GTK_WINDOW (window));
+  g_object_unref (view);
+}
+
+/* Evaluations: one row above the list that updates, none in it. */
+static void
+test_accuracy_row (void)
+{
+  g_autoptr(RlxEventLog) log = rlx_event_log_new ();
+  RlxEventsView *view = RLX_EVENTS_VIEW (g_object_ref_sink (rlx_events_view_new ()));
+  RlxEvent *e;
+  GtkWidget *row;
+
+  rlx_events_view_set_log (view, log);
+  row = gtk_widget_get_next_sibling (gtk_widget_get_first_child (GTK_WIDGET (view)));
+  g_assert_false (gtk_widget_get_visible (row));
+  for (guint s = 100; s <= 3000; s += 100)
+    {
+      e = rlx_event_new (RLX_EVENT_EVALUATED);
+      e->u.evaluated.step = s;
+      e->u.evaluated.accuracy = s / 4000.0;
+      log_take (log, e);
+    }
+  g_assert_true (gtk_widget_get_visible (row));
+  g_assert_cmpuint (g_list_model_get_n_items (rlx_events_view_get_shown (view)), ==, 0);
+  g_assert_nonnull (strstr (rlx_event_log_get_accuracy_title (log), "75.0% at step 3000"));
+  rlx_event_log_clear (log);
+  g_assert_false (gtk_widget_get_visible (row));
+  g_object_unref (view);
+}
+
+int
+main (int argc, char **argv)
+{
+  int status;
+
+  node_test_init ();
+  gtk_test_init (&argc, &argv, NULL);
+  adw_init ();
+  g_test_add_func ("/app/dashboard/events-view", test_events_view);
+  g_test_add_func ("/app/dashboard/accuracy-row", test_accuracy_row);
+  status = g_test_run ();
+  node_test_cleanup ();
+  return status;
+}

@@ -69,19 +69,30 @@ account (RlxCappedInputStream *self, gssize n, GError **error)
   return n;
 }
 
+/* A read: the prefix first, then the base stream (@blocking: a plain read,
+ * else a pollable one), counted against the cap. */
 static gssize
-capped_read (GInputStream *stream, void *buffer, gsize count, GCancellable *cancellable,
-             GError **error)
+read_through (RlxCappedInputStream *self, void *buffer, gsize count, gboolean blocking,
+              GCancellable *cancellable, GError **error)
 {
-  RlxCappedInputStream *self = RLX_CAPPED_INPUT_STREAM (stream);
   gssize n;
 
   if (over_cap (self, error))
     return -1;
   n = take_prefix (self, buffer, count);
-  if (n < 0)
+  if (n < 0 && blocking)
     n = g_input_stream_read (base (self), buffer, count, cancellable, error);
+  else if (n < 0)
+    n = g_pollable_input_stream_read_nonblocking (G_POLLABLE_INPUT_STREAM (base (self)),
+                                                  buffer, count, NULL, error);
   return account (self, n, error);
+}
+
+static gssize
+capped_read (GInputStream *stream, void *buffer, gsize count, GCancellable *cancellable,
+             GError **error)
+{
+  return read_through (RLX_CAPPED_INPUT_STREAM (stream), buffer, count, TRUE, cancellable, error);
 }
 
 static gboolean
@@ -119,16 +130,7 @@ static gssize
 capped_read_nonblocking (GPollableInputStream *stream, void *buffer, gsize count,
                          GError **error)
 {
-  RlxCappedInputStream *self = RLX_CAPPED_INPUT_STREAM (stream);
-  gssize n;
-
-  if (over_cap (self, error))
-    return -1;
-  n = take_prefix (self, buffer, count);
-  if (n < 0)
-    n = g_pollable_input_stream_read_nonblocking (G_POLLABLE_INPUT_STREAM (base (self)),
-                                                  buffer, count, NULL, error);
-  return account (self, n, error);
+  return read_through (RLX_CAPPED_INPUT_STREAM (stream), buffer, count, FALSE, NULL, error);
 }
 
 static void

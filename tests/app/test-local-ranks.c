@@ -76,6 +76,22 @@ n_exits (gpointer data)
   return w->f->exits->len >= w->n;
 }
 
+/* Rank @id's JSON-lines log. */
+static char *
+log_path (Fixture *f, const char *id)
+{
+  return g_strdup_printf ("%s/%s.jsonl", rlx_local_ranks_get_log_dir (f->ranks), id);
+}
+
+/* The first event named @event in it whose "step" is at least @min_step. */
+static JsonObject *
+log_find (Fixture *f, const char *id, const char *event, gint64 min_step)
+{
+  g_autofree char *path = log_path (f, id);
+
+  return node_test_log_find (path, event, min_step);
+}
+
 /* The rank's log has a "step" event at or past @min. */
 typedef struct { Fixture *f; const char *id; gint64 min; } StepWait;
 
@@ -83,50 +99,22 @@ static gboolean
 log_has_step (gpointer data)
 {
   StepWait *w = data;
-  g_autofree char *path = g_strdup_printf ("%s/%s.jsonl", rlx_local_ranks_get_log_dir (w->f->ranks),
-                                           w->id);
-  g_autofree char *text = NULL;
-  g_auto(GStrv) lines = NULL;
+  g_autoptr(JsonObject) o = log_find (w->f, w->id, "step", w->min);
 
-  if (!g_file_get_contents (path, &text, NULL, NULL))
-    return FALSE;
-  lines = g_strsplit (text, "\n", -1);
-  for (guint i = 0; lines[i]; i++)
-    {
-      g_autoptr(JsonParser) p = json_parser_new ();
-      JsonObject *o;
-      if (!*lines[i] || !json_parser_load_from_data (p, lines[i], -1, NULL))
-        continue;
-      o = json_node_get_object (json_parser_get_root (p));
-      if (g_strcmp0 (json_object_get_string_member_with_default (o, "event", ""), "step") == 0 &&
-          json_object_get_int_member_with_default (o, "step", 0) >= w->min)
-        return TRUE;
-    }
-  return FALSE;
+  return o != NULL;
 }
 
-/* The "device" of the rank's "joined" event, or NULL. */
-static char *
-log_joined_device (Fixture *f, const char *id)
-{
-  g_autofree char *path = g_strdup_printf ("%s/%s.jsonl", rlx_local_ranks_get_log_dir (f->ranks), id);
-  g_autofree char *text = NULL;
-  g_auto(GStrv) lines = NULL;
+/* The rank's log names @text somewhere. */
+typedef struct { Fixture *f; const char *id; const char *text; } TextWait;
 
-  if (!g_file_get_contents (path, &text, NULL, NULL))
-    return NULL;
-  lines = g_strsplit (text, "\n", -1);
-  for (guint i = 0; lines[i]; i++)
-    {
-      g_autoptr(JsonParser) p = json_parser_new ();
-      JsonObject *o;
-      if (!*lines[i] || !json_parser_load_from_data (p, lines[i], -1, NULL))
-        continue;
-      o = json_node_get_object (json_parser_get_root (p));
-      if (g_strcmp0 (json_object_get_string_member_with_default (o, "event", ""), "joined") == 0)
-        return g_strdup (json_object_get_string_member_with_default (o, "device", ""));
-    }
-  return NULL;
+static gboolean
+log_has_text (gpointer data)
+{
+  TextWait *w = data;
+  g_autofree char *path = log_path (w->f, w->id);
+  g_autofree char *text = NULL;
+
+  return g_file_get_contents (path, &text, NULL, NULL) && strstr (text, w->text) != NULL;
 }
 
 /* Gone, or a zombie nobody reaps (a container's init may not): dead. */
@@ -181,9 +169,10 @@ test_log_and_stop (void)
   g_assert_true (node_test_wait (log_has_step, &sw, TIMEOUT_MS));
   /* started with --threads 1, and says so (not the machine's cores) */
   {
-    g_autofree char *device = log_joined_device (&f, a);
-    g_assert_nonnull (device);
-    g_assert_true (g_str_has_suffix (device, ", 1 thread"));
+    g_autoptr(JsonObject) joined = log_find (&f, a, "joined", 0);
+    g_assert_nonnull (joined);
+    g_assert_true (g_str_has_suffix (json_object_get_string_member_with_default (joined, "device", ""),
+                                     ", 1 thread"));
   }
 
   pids = rlx_local_ranks_dup_pids (f.ranks);
@@ -361,18 +350,8 @@ test_invite_not_in_argv (void)
   g_assert_nonnull (strstr (cmdline, "--invite -"));
   {
     /* it read the invite: it looks for the invite's server */
-    g_autofree char *log = g_strdup_printf ("%s/%s.jsonl", rlx_local_ranks_get_log_dir (f.ranks), id);
-    gint64 until = g_get_monotonic_time () + 20 * G_USEC_PER_SEC;
-    gboolean seen = FALSE;
-    while (!seen && g_get_monotonic_time () < until)
-      {
-        g_autofree char *text = NULL;
-        g_main_context_iteration (NULL, FALSE);
-        seen = g_file_get_contents (log, &text, NULL, NULL) && strstr (text, "127.0.0.1:9");
-        if (!seen)
-          g_usleep (50000);
-      }
-    g_assert_true (seen);
+    TextWait tw = { &f, id, "127.0.0.1:9" };
+    g_assert_true (node_test_wait (log_has_text, &tw, 20000));
   }
   rlx_local_ranks_stop_async (f.ranks, 10000, on_stopped, &f);
   g_assert_true (node_test_wait (stopped, &f, TIMEOUT_MS));

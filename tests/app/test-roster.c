@@ -203,23 +203,8 @@ child_joined_event (Fixture *f, const char *node_id)
 {
   g_autofree char *path = g_strdup_printf ("%s/%s.jsonl", rlx_local_ranks_get_log_dir (f->ranks),
                                            node_id);
-  g_autofree char *text = NULL;
-  g_auto(GStrv) lines = NULL;
 
-  if (!g_file_get_contents (path, &text, NULL, NULL))
-    return NULL;
-  lines = g_strsplit (text, "\n", -1);
-  for (guint i = 0; lines[i]; i++)
-    {
-      g_autoptr(JsonParser) p = json_parser_new ();
-      JsonObject *o;
-      if (!*lines[i] || !json_parser_load_from_data (p, lines[i], -1, NULL))
-        continue;
-      o = json_node_get_object (json_parser_get_root (p));
-      if (g_strcmp0 (json_object_get_string_member_with_default (o, "event", ""), "joined") == 0)
-        return json_object_ref (o);
-    }
-  return NULL;
+  return node_test_log_find (path, "joined", 0);
 }
 
 typedef struct { Fixture *f; const char *id; JsonObject *event; } JoinedWait;

@@ -154,3 +154,28 @@ node_test_wait_event (GPtrArray *events, const char *name, const char *key, gint
     }
   return g_ptr_array_index (events, node_test_event_index (events, name, key, min));
 }
+
+JsonObject *
+node_test_log_find (const char *path, const char *name, gint64 min_step)
+{
+  g_autofree char *text = NULL;
+  g_auto(GStrv) lines = NULL;
+
+  if (!g_file_get_contents (path, &text, NULL, NULL))
+    return NULL;
+  lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; lines[i]; i++)
+    {
+      g_autoptr(JsonParser) p = json_parser_new ();
+      JsonObject *o;
+
+      if (!*lines[i] || !json_parser_load_from_data (p, lines[i], -1, NULL) ||
+          !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (p)))
+        continue;
+      o = json_node_get_object (json_parser_get_root (p));
+      if (g_strcmp0 (json_object_get_string_member_with_default (o, "event", ""), name) == 0 &&
+          json_object_get_int_member_with_default (o, "step", 0) >= min_step)
+        return json_object_ref (o);
+    }
+  return NULL;
+}

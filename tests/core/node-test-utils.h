@@ -38,6 +38,11 @@ JsonObject *node_test_wait_event  (GPtrArray *events, const char *name, const ch
                                   gint64 min, guint timeout_ms,
                                   NodeTestDescribe describe, gpointer data);
 
+/* The first event named @name in the JSON-lines file at @path (a rank's
+ * log) whose "step" is at least @min_step (0: any), or NULL (no such
+ * event yet, or no file). Lines that do not parse are skipped. */
+JsonObject *node_test_log_find   (const char *path, const char *name, gint64 min_step);
+
 /* A cohort name unique to this process and @tag. */
 char       *node_test_cohort_name (const char *tag);
 

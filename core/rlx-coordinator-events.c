@@ -114,7 +114,7 @@ rlx_coordinator_note_assigned (RlxCoordinator *self, guint64 step, guint count)
 void
 rlx_coordinator_emit_step (RlxCoordinator *self, guint64 step, guint64 hash, double loss,
                            guint64 samples, GPtrArray *contributors, guint late, guint rejected,
-                           guint n_members)
+                           guint n_members, guint agree)
 {
   const RlxWireCounters *t = rlx_peer_set_get_totals (self->peers);
   RlxEvent *e = rlx_event_new (RLX_EVENT_STEP);
@@ -136,6 +136,8 @@ rlx_coordinator_emit_step (RlxCoordinator *self, guint64 step, guint64 hash, dou
   s->late = late;
   s->rejected = rejected;
   s->time_us = g_get_monotonic_time ();
+  s->has_agree = agree > 0;
+  s->agree = agree;
   {
     guint h;
 
@@ -441,10 +443,10 @@ op_send_frame (gpointer owner, RlxPeer *p, RlxSendClass klass, GBytes *frame, gs
 
 static void
 op_committed (gpointer owner, guint64 step, guint64 hash, double loss, guint64 samples,
-              GPtrArray *contributors, guint late, guint rejected, guint n_members)
+              GPtrArray *contributors, guint late, guint rejected, guint n_members, guint agree)
 {
   rlx_coordinator_emit_step (owner, step, hash, loss, samples, contributors, late, rejected,
-                             n_members);
+                             n_members, agree);
 }
 
 static void

@@ -225,7 +225,7 @@ void     rlx_coordinator_emit_member (RlxCoordinator *self, RlxEventKind kind, c
 void rlx_coordinator_note_assigned (RlxCoordinator *self, guint64 step, guint count);
 void     rlx_coordinator_emit_step (RlxCoordinator *self, guint64 step, guint64 hash, double loss,
                                     guint64 samples, GPtrArray *contributors, guint late,
-                                    guint rejected, guint n_members);
+                                    guint rejected, guint n_members, guint agree);
 gboolean rlx_coordinator_send_msg (RlxCoordinator *self, RlxPeer *p, const RlxMsg *m);
 gboolean rlx_coordinator_send_frame (RlxCoordinator *self, RlxPeer *p, RlxSendClass klass,
                                      GBytes *frame, gsize n, RlxPrecision precision);

@@ -129,7 +129,8 @@ G_DECLARE_FINAL_TYPE (RlxCoordinator, rlx_coordinator, RLX, COORDINATOR, GObject
  *       step           step, loss, leader, term, members, samples, assigned,
  *                      hash, bytes_tx, bytes_rx, bytes_f32, contributed,
  *                      contributors, late, rejected, time_us (monotonic µs
- *                      when committed here); of an outer round also sync
+ *                      when committed here); on the leader agree (ranks,
+ *                      itself too, whose acknowledged hash is the commit's); of an outer round also sync
  *                      ("outer"), h, outer_hash (θ and momentum,
  *                      rlx_outer_hash), round_bytes (wire bytes one
  *                      exchange of the round moved at the leader's precision)
@@ -147,6 +148,9 @@ G_DECLARE_FINAL_TYPE (RlxCoordinator, rlx_coordinator, RLX, COORDINATOR, GObject
  *                      threw away), from_step, to_step, rule
  *       precision      node, precision      (a rank's wire precision changed)
  *       waiting        reason        (a join-only node found no cohort yet)
+ *       diverged       node, step, hash, expected  (a rank's parameters after
+ *                      step differ from the commit's: on the leader from a
+ *                      member's acknowledgement, on a member of itself)
  *       ack-timeout    node, step    (a member that did not acknowledge a commit
  *                      in time; the step is reported committed without it)
  *       checkpoint     step, path;  resumed  step, hash, path

@@ -46,10 +46,12 @@ typedef struct {
   gboolean (*send_msg)      (gpointer owner, RlxPeer *p, const RlxMsg *m);
   gboolean (*send_frame)    (gpointer owner, RlxPeer *p, RlxSendClass klass, GBytes *frame,
                              gsize n, RlxPrecision precision);
-  /* a step is committed here: the "step" event, properties, roster, evaluation */
+  /* a step is committed here: the "step" event, properties, roster,
+   * evaluation; @agree: the ranks whose hash after it agreed (0: not known
+   * here, on a member) */
   void     (*committed)     (gpointer owner, guint64 step, guint64 hash, double loss,
                              guint64 samples, GPtrArray *contributors, guint late,
-                             guint rejected, guint n_members);
+                             guint rejected, guint n_members, guint agree);
   /* the committed step changed (a snapshot adopted, a commit applied) */
   void     (*step_changed)  (gpointer owner);
   /* this node's share of @step (the "step" event's "assigned") */

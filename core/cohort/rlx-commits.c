@@ -16,6 +16,7 @@ typedef struct {
   guint      late, rejected;
   GPtrArray *waiting;              /* members that have not acknowledged it */
   guint      members;              /* the cohort's size when it was published */
+  guint      agree;                /* ranks whose acknowledged hash at it is its own */
   gint64     published;
   gboolean   final;
 } Commit;
@@ -122,6 +123,7 @@ rlx_commits_publish (RlxCommits *self, guint64 step, guint64 hash, RlxRound *rou
   c->published = g_get_monotonic_time ();
   c->final = final;
   c->members = n_members;
+  c->agree = 1;   /* the leader's own replica made the hash */
   g_queue_push_tail (&self->queue, c);
 }
 
@@ -136,6 +138,21 @@ rlx_commits_member_acked (RlxCommits *self, const char *id, guint64 step, guint6
   for (GList *l = self->queue.head; l; l = l->next)
     {
       Commit *c = l->data;
+      /* the acknowledgement of this very commit: its hash is checked */
+      if (c->step == step && rlx_cohort_str_array_contains (c->waiting, id))
+        {
+          if (hash == c->hash)
+            c->agree++;
+          else
+            {
+              RlxEvent *e = rlx_event_new (RLX_EVENT_DIVERGED);
+              e->u.diverged.node = g_strdup (id);
+              e->u.diverged.step = step;
+              e->u.diverged.hash = hash;
+              e->u.diverged.expected = c->hash;
+              self->ctx->ops->emit (self->ctx->owner, e);
+            }
+        }
       if (c->step <= step)
         rlx_cohort_str_array_remove (c->waiting, id);
     }
@@ -172,7 +189,7 @@ rlx_commits_check (RlxCommits *self)
           ctx->ops->emit (ctx->owner, e);
         }
       ctx->ops->committed (ctx->owner, c->step, c->hash, c->loss, c->samples, c->contributors,
-                           c->late, c->rejected, c->members);
+                           c->late, c->rejected, c->members, c->agree);
       ctx->ops->checkpoint (ctx->owner, c->final);
       commit_free (c);
       if (ctx->ops->finished (ctx->owner))

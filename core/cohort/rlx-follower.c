@@ -95,7 +95,7 @@ report_step (RlxFollower *self, RlxMsg *m)
   RlxMsgStep *s = &m->u.step;
 
   OWNER (committed, s->commit, rlx_replica_get_hash (self->ctx->replica), s->loss, s->samples,
-         s->contributors, s->late, s->rejected, rlx_cohort_members (self->ctx)->len);
+         s->contributors, s->late, s->rejected, rlx_cohort_members (self->ctx)->len, 0);
   if (rlx_cohort_at_last_step (self->ctx, s->commit))
     OWNER (finish, TRUE, "all steps committed");
 }
@@ -244,6 +244,12 @@ member_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m, gboolean early)
         {
           if (s->base != rlx_replica_get_hash (ctx->replica))
             {
+              RlxEvent *e = rlx_event_new (RLX_EVENT_DIVERGED);
+              e->u.diverged.node = g_strdup (ctx->node_id);
+              e->u.diverged.step = have;
+              e->u.diverged.hash = rlx_replica_get_hash (ctx->replica);
+              e->u.diverged.expected = s->base;
+              OWNER (emit, e);
               request_snapshot (self, "parameter hash differs from the leader's");
               return;
             }

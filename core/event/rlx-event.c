@@ -75,6 +75,12 @@ static const Field step_f[] = {
   F (T_U64, RlxEventStep, h, 0, IF (RlxEventStep, has_outer)),
   F (T_HASH, RlxEventStep, outer_hash, 0, IF (RlxEventStep, has_outer)),
   F (T_U64, RlxEventStep, round_bytes, 0, IF (RlxEventStep, has_outer)),
+  F (T_U64, RlxEventStep, agree, 0, IF (RlxEventStep, has_agree)),
+};
+
+static const Field diverged_f[] = {
+  STR (RlxEventDiverged, node), U64 (RlxEventDiverged, step), HASH (RlxEventDiverged, hash),
+  HASH (RlxEventDiverged, expected),
 };
 
 #define OUTER(ty, f) F (ty, RlxEventSync, f, 0, IF (RlxEventSync, has_outer))
@@ -200,6 +206,7 @@ static const Kind kinds[RLX_EVENT_N_KINDS] = {
   K (RLX_EVENT_LINK_DOWN, "link-down", link_lost_f),
   K (RLX_EVENT_LINK_FAILED, "link-failed", link_lost_f),
   K (RLX_EVENT_SYNC, "sync", sync_f),
+  K (RLX_EVENT_DIVERGED, "diverged", diverged_f),
 };
 
 G_DEFINE_QUARK (rlx-event-read-error-quark, rlx_event_read_error)

@@ -63,6 +63,7 @@ typedef enum {
   RLX_EVENT_LINK_DOWN,       /* "link-down" */
   RLX_EVENT_LINK_FAILED,     /* "link-failed" */
   RLX_EVENT_SYNC,            /* "sync": the cohort's sync mode as this node runs it */
+  RLX_EVENT_DIVERGED,        /* "diverged": a rank's parameters differ from the commit's */
   RLX_EVENT_N_KINDS
 } RlxEventKind;
 
@@ -104,7 +105,18 @@ typedef struct {
   guint64  h;             /*   its inner steps */
   guint64  outer_hash;    /*   θ and the outer momentum (rlx_outer_hash) */
   guint64  round_bytes;   /*   one exchanged array at this node's wire precision */
+  gboolean has_agree;     /* on the leader: */
+  guint64  agree;         /*   ranks (itself too) whose parameters after this step had
+                           *   its hash, by their acknowledgements */
 } RlxEventStep;
+
+/* diverged: @node's parameters at @step hash to @hash, not the commit's
+ * @expected (the leader reports a member's acknowledgement; a member its own
+ * state against the leader's; it then asks for a snapshot) */
+typedef struct {
+  char   *node;
+  guint64 step, hash, expected;
+} RlxEventDiverged;
 
 /* sync: the mode ("step" or "outer"), H (1 in the step mode), what this
  * node asked for (--sync), why; the outer optimizer's settings with has_outer */
@@ -264,6 +276,7 @@ struct _RlxEvent
     RlxEventLinkUp     link_up;
     RlxEventLinkLost   link_lost;     /* LINK_DOWN, LINK_FAILED */
     RlxEventSync       sync;
+    RlxEventDiverged   diverged;
   } u;
 };
 

@@ -15,6 +15,8 @@ typedef struct {
   RlxCommits       *commits;
   GArray           *reported;   /* guint64 steps, as ops->committed saw them */
   guint             checkpoints, finals, timeouts;
+  guint             agree;      /* as the last ops->committed saw it */
+  GPtrArray        *diverged;   /* "node@step" of each "diverged" */
 } Fixture;
 
 static Fixture *current;
@@ -24,14 +26,22 @@ op_emit (gpointer owner, RlxEvent *event)
 {
   if (event->kind == RLX_EVENT_ACK_TIMEOUT)
     current->timeouts++;
+  if (event->kind == RLX_EVENT_DIVERGED)
+    {
+      g_assert_cmpuint (event->u.diverged.expected, ==, event->u.diverged.step * 1000);
+      g_ptr_array_add (current->diverged, g_strdup_printf ("%s@%" G_GUINT64_FORMAT,
+                                                           event->u.diverged.node,
+                                                           event->u.diverged.step));
+    }
   rlx_event_unref (event);
 }
 
 static void
 op_committed (gpointer owner, guint64 step, guint64 hash, double loss, guint64 samples,
-              GPtrArray *contributors, guint late, guint rejected, guint n_members)
+              GPtrArray *contributors, guint late, guint rejected, guint n_members, guint agree)
 {
   g_assert_true (owner == current->owner);
+  current->agree = agree;
   g_assert_cmpuint (hash, ==, step * 1000);
   g_array_append_val (current->reported, step);
 }
@@ -149,6 +159,33 @@ test_in_order (Fixture *f, gconstpointer data)
   g_assert_false (rlx_commits_member (f->commits, "nobody")->known);
 }
 
+/* Each acknowledgement of a commit checks its hash: the step reports how
+ * many ranks agree (the leader too), and one that differs is "diverged". */
+static void
+test_hash_agreement (Fixture *f, gconstpointer data)
+{
+  f->diverged = g_ptr_array_new_with_free_func (g_free);
+  rlx_commits_publish (f->commits, 1, 1000, f->round, 3, FALSE, waiting_for ("a", "b"));
+  rlx_commits_publish (f->commits, 2, 2000, f->round, 3, FALSE, waiting_for ("a", "b"));
+  rlx_commits_member_acked (f->commits, "a", 1, 1000);
+  rlx_commits_member_acked (f->commits, "b", 1, 1000);
+  rlx_commits_check (f->commits);
+  g_assert_cmpuint (f->reported->len, ==, 1);
+  g_assert_cmpuint (f->agree, ==, 3);
+  g_assert_cmpuint (f->diverged->len, ==, 0);
+
+  rlx_commits_member_acked (f->commits, "a", 2, 2000);
+  rlx_commits_member_acked (f->commits, "b", 2, 2001);
+  /* the same acknowledgement again counts once */
+  rlx_commits_member_acked (f->commits, "a", 2, 2000);
+  rlx_commits_check (f->commits);
+  g_assert_cmpuint (f->reported->len, ==, 2);
+  g_assert_cmpuint (f->agree, ==, 2);
+  g_assert_cmpuint (f->diverged->len, ==, 1);
+  g_assert_cmpstr (g_ptr_array_index (f->diverged, 0), ==, "b@2");
+  g_clear_pointer (&f->diverged, g_ptr_array_unref);
+}
+
 /* A member that left is not waited for; the last step checkpoints as
  * final; clearing forgets what was not reported. */
 static void
@@ -194,6 +231,8 @@ main (int argc, char **argv)
               fixture_tear_down);
   g_test_add ("/cohort/commits/member-left-and-final", Fixture, NULL, fixture_set_up,
               test_member_left_and_final, fixture_tear_down);
+  g_test_add ("/cohort/commits/hash-agreement", Fixture, NULL, fixture_set_up,
+              test_hash_agreement, fixture_tear_down);
   g_test_add ("/cohort/commits/too-many-waiting", Fixture, NULL, fixture_set_up,
               test_too_many_waiting, fixture_tear_down);
   return g_test_run ();

@@ -120,9 +120,28 @@ test_hash_divergence_resync (void)
       harness_dump (h);
       g_error ("the leader sent no snapshot because of a hash difference");
     }
+  /* both say where the parameters parted ("diverged"): the leader of b's
+   * acknowledgement of step 8, b of its own state against the leader's */
+  i = harness_wait_event (h, a, "diverged", "step", 8, T);
+  g_assert_cmpstr (ev_str (node_ev (a, i), "node"), ==, node_id (b));
+  g_assert_cmpint (ev_int (node_ev (a, i), "step"), ==, 8);
+  g_assert_cmpstr (ev_str (node_ev (a, i), "hash"), !=, ev_str (node_ev (a, i), "expected"));
+  i = harness_wait_event (h, b, "diverged", "step", 8, T);
+  g_assert_cmpstr (ev_str (node_ev (b, i), "node"), ==, node_id (b));
   k = ev_int (node_ev (b, snap), "step");
   harness_wait_event (h, b, "step", "step", k + 10, T);
   stop_all (h);
+  /* the leader's step 8 counts itself alone as agreeing; later ones both */
+  for (guint e = 0; e < a->events->len; e++)
+    {
+      JsonObject *o = node_ev (a, e);
+      if (g_strcmp0 (ev_str (o, "event"), "step") != 0)
+        continue;
+      if (ev_int (o, "step") == 8)
+        g_assert_cmpint (ev_int (o, "agree"), ==, 1);
+      else if (ev_int (o, "step") == k + 5)
+        g_assert_cmpint (ev_int (o, "agree"), ==, 2);
+    }
 
   /* b's own hash at step 8 was not the cohort's; after the snapshot all are. */
   ha = node_step_hashes (a);

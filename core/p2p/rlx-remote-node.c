@@ -7,12 +7,14 @@
  * otherwise ignored.
  *
  * Over 1,000 lines: one object's state machine (signalling, challenges,
- * pairing, the key refusal) over one Peer table; the STUN/TURN resolution
- * at the end is the part to move out first.
+ * pairing, the key refusal) over one Peer table. The STUN/TURN
+ * resolution is RlxIceServers (rlx-ice-servers.h); the signalling
+ * messages' handlers are the part to move out next.
  */
 #define G_LOG_DOMAIN "rlx-remote"
 #include "rlx-config.h"
 #include "rlx-remote-node.h"
+#include "rlx-ice-servers.h"
 #include "rlx-remote-link.h"
 #include "rlx-signal-msg.h"
 #include "rlx-signal-server.h"
@@ -65,10 +67,7 @@ struct _RlxRemoteNode
   char             *turn_user;
   char             *turn_password;
   gboolean          relay_only;
-  char             *stun_ip;
-  guint16           stun_port;
-  char             *turn_ip;
-  guint16           turn_port;
+  RlxIceServers    *ice;          /* the STUN and TURN servers, numeric */
   gsize             max_udp_payload;
   RlxQuicCc         cc;
   guint             connect_timeout_ms;
@@ -83,7 +82,6 @@ struct _RlxRemoteNode
   RlxRemoteSkipFunc skip;
   gpointer          skip_data;
   GCancellable     *cancel;
-  guint             pending_resolves;
   gboolean          started;
   gboolean          stopped;
   gboolean          refused;
@@ -395,10 +393,10 @@ new_link (RlxRemoteNode *self, Peer *p, gboolean is_controlling, const char *pin
   c.identity = self->identity;
   c.peer_id = p->id;
   c.peer_fingerprint = pin;
-  c.stun_ip = self->stun_ip;
-  c.stun_port = self->stun_port;
-  c.turn_ip = self->turn_ip;
-  c.turn_port = self->turn_port;
+  c.stun_ip = rlx_ice_servers_get_stun_ip (self->ice);
+  c.stun_port = rlx_ice_servers_get_stun_port (self->ice);
+  c.turn_ip = rlx_ice_servers_get_turn_ip (self->ice);
+  c.turn_port = rlx_ice_servers_get_turn_port (self->ice);
   c.turn_user = self->turn_user;
   c.turn_password = self->turn_password;
   c.relay_only = self->relay_only;
@@ -861,109 +859,22 @@ connect_signalling (RlxRemoteNode *self)
   rlx_signal_client_start (self->client);
 }
 
-/* ── STUN/TURN resolution ───────────────────────────────────────────────── */
-
-typedef struct {
-  RlxRemoteNode *self;
-  gboolean       is_turn;
-  guint16        port;
-  char          *spec;
-} Resolve;
+/* ── STUN/TURN resolution (rlx-ice-servers.h) ──────────────────────────── */
 
 static void
-set_server (RlxRemoteNode *self, gboolean is_turn, const char *ip, guint16 port)
+on_server_unresolved (GObject *owner, const char *spec, const char *message)
 {
-  if (is_turn)
-    {
-      g_free (self->turn_ip);
-      self->turn_ip = g_strdup (ip);
-      self->turn_port = port;
-    }
-  else
-    {
-      g_free (self->stun_ip);
-      self->stun_ip = g_strdup (ip);
-      self->stun_port = port;
-    }
+  RlxEvent *e = rlx_event_new (RLX_EVENT_ERROR);
+
+  e->u.note.reason = DUP (message);
+  e->u.note.server = DUP (spec);
+  emit (RLX_REMOTE_NODE (owner), e);
 }
 
 static void
-resolve_done (RlxRemoteNode *self)
+on_servers_ready (GObject *owner)
 {
-  if (--self->pending_resolves == 0)
-    connect_signalling (self);
-}
-
-static void
-on_resolved (GObject *source, GAsyncResult *res, gpointer user_data)
-{
-  Resolve *r = user_data;
-  g_autoptr(GError) error = NULL;
-  GList *addrs = g_resolver_lookup_by_name_finish (G_RESOLVER (source), res, &error);
-
-  if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
-    goto out;
-  if (addrs == NULL)
-    {
-      RlxEvent *e = rlx_event_new (RLX_EVENT_ERROR);
-      e->u.note.reason = DUP (error ? error->message : "no address");
-      e->u.note.server = DUP (r->spec);
-      emit (r->self, e);
-    }
-  else
-    {
-      /* libnice wants a numeric address; prefer IPv4. */
-      GInetAddress *pick = addrs->data;
-      for (GList *l = addrs; l; l = l->next)
-        if (g_inet_address_get_family (l->data) == G_SOCKET_FAMILY_IPV4)
-          {
-            pick = l->data;
-            break;
-          }
-      {
-        g_autofree char *ip = g_inet_address_to_string (pick);
-        set_server (r->self, r->is_turn, ip, r->port);
-      }
-    }
-  g_resolver_free_addresses (addrs);
-  resolve_done (r->self);
-out:
-  g_object_unref (r->self);
-  g_free (r->spec);
-  g_free (r);
-}
-
-static gboolean
-resolve_server (RlxRemoteNode *self, const char *spec, gboolean is_turn, GError **error)
-{
-  g_autoptr(GSocketConnectable) c = NULL;
-  const char *host;
-  guint16 port;
-
-  c = g_network_address_parse (spec, 3478, error);
-  if (c == NULL)
-    {
-      g_prefix_error (error, "%s server '%s': ", is_turn ? "TURN" : "STUN", spec);
-      return FALSE;
-    }
-  host = g_network_address_get_hostname (G_NETWORK_ADDRESS (c));
-  port = g_network_address_get_port (G_NETWORK_ADDRESS (c));
-  if (g_hostname_is_ip_address (host))
-    {
-      set_server (self, is_turn, host, port);
-      return TRUE;
-    }
-  {
-    Resolve *r = g_new0 (Resolve, 1);
-    r->self = g_object_ref (self);
-    r->is_turn = is_turn;
-    r->port = port;
-    r->spec = g_strdup (spec);
-    self->pending_resolves++;
-    g_resolver_lookup_by_name_async (g_resolver_get_default (), host, self->cancel,
-                                     on_resolved, r);
-  }
-  return TRUE;
+  connect_signalling (RLX_REMOTE_NODE (owner));
 }
 
 /* G_MESSAGES_DEBUG=rlx-remote: what the signalling server we serve did. */
@@ -1001,8 +912,7 @@ rlx_remote_node_finalize (GObject *object)
   g_free (self->turn_spec);
   g_free (self->turn_user);
   g_free (self->turn_password);
-  g_free (self->stun_ip);
-  g_free (self->turn_ip);
+  g_clear_pointer (&self->ice, rlx_ice_servers_free);
   g_free (self->bcast_ch);
   G_OBJECT_CLASS (rlx_remote_node_parent_class)->finalize (object);
 }
@@ -1034,6 +944,8 @@ rlx_remote_node_init (RlxRemoteNode *self)
   self->peers = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, peer_free);
   self->complaints = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   self->cancel = g_cancellable_new ();
+  self->ice = rlx_ice_servers_new (G_OBJECT (self), self->cancel, on_server_unresolved,
+                                   on_servers_ready);
 }
 
 RlxRemoteNode *
@@ -1106,14 +1018,11 @@ rlx_remote_node_start (RlxRemoteNode *self, GError **error)
       if (self->invite->port == 0)
         self->invite->port = rlx_signal_server_get_port (self->server);
     }
-  self->pending_resolves = 1;
-  if ((self->stun_spec && !resolve_server (self, self->stun_spec, FALSE, error)) ||
-      (self->turn_spec && !resolve_server (self, self->turn_spec, TRUE, error)))
+  if (!rlx_ice_servers_resolve (self->ice, self->stun_spec, self->turn_spec, error))
     {
       g_clear_object (&self->server);
       return FALSE;
     }
-  resolve_done (self);
   return TRUE;
 }
 

@@ -11,7 +11,7 @@ struct _RlxPreferencesWindow
   GSettings            *settings;
   gboolean              locked;
 
-  AdwPreferencesGroup  *training_group;
+  AdwActionRow         *lock_row;
   AdwPreferencesGroup  *steps_group;
   AdwComboRow          *model_row;
   AdwComboRow          *dataset_row;
@@ -120,9 +120,6 @@ rlx_preferences_describe_setup (GSettings *settings)
 void
 rlx_preferences_window_set_locked (RlxPreferencesWindow *self, gboolean locked)
 {
-  const char *why = locked ? _("Leave the cohort to change these: every rank of a cohort trains the same model the same way.")
-                           : NULL;
-
   g_return_if_fail (RLX_IS_PREFERENCES_WINDOW (self));
 
   locked = !!locked;
@@ -132,7 +129,7 @@ rlx_preferences_window_set_locked (RlxPreferencesWindow *self, gboolean locked)
   gtk_widget_set_sensitive (GTK_WIDGET (self->backend_row), !locked);
   gtk_widget_set_sensitive (GTK_WIDGET (self->steps_group), !locked);
   gtk_widget_set_sensitive (GTK_WIDGET (self->network_group), !locked);
-  adw_preferences_group_set_description (self->training_group, why);
+  gtk_widget_set_visible (GTK_WIDGET (self->lock_row), locked);
   g_object_notify_by_pspec (G_OBJECT (self), props[PROP_LOCKED]);
 }
 
@@ -172,6 +169,21 @@ rlx_preferences_window_dispose (GObject *object)
 {
   RlxPreferencesWindow *self = RLX_PREFERENCES_WINDOW (object);
 
+  /* a destroyed window no longer follows the settings (the backend's
+   * mapping reads the list disposed below) */
+  if (self->settings)
+    {
+      g_settings_unbind (self->model_row, "selected");
+      g_settings_unbind (self->dataset_row, "selected");
+      g_settings_unbind (self->backend_row, "selected");
+      g_settings_unbind (self->batch_spin, "value");
+      g_settings_unbind (self->lr_spin, "value");
+      g_settings_unbind (self->seed_spin, "value");
+      g_settings_unbind (self->evaluate_spin, "value");
+      g_settings_unbind (self->log_switch, "active");
+      g_settings_unbind (self->host_switch, "active");
+      g_settings_unbind (self->port_spin, "value");
+    }
   g_clear_object (&self->settings);
   gtk_widget_dispose_template (GTK_WIDGET (self), RLX_TYPE_PREFERENCES_WINDOW);
   G_OBJECT_CLASS (rlx_preferences_window_parent_class)->dispose (object);
@@ -217,7 +229,7 @@ rlx_preferences_window_class_init (RlxPreferencesWindowClass *klass)
 
   gtk_widget_class_set_template_from_resource (widget_class,
                                                "/io/github/rlx/Cluster/ui/rlx-preferences-window.ui");
-  gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, training_group);
+  gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, lock_row);
   gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, steps_group);
   gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, model_row);
   gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, dataset_row);
@@ -233,8 +245,21 @@ rlx_preferences_window_class_init (RlxPreferencesWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, port_spin);
 }
 
+/* Shown while joined, the page starts at its top, on the note that says
+ * why most rows are dimmed: the first control still sensitive sits at the
+ * bottom, and taking the focus there would scroll the note away. */
+static void
+on_map (GtkWidget *widget, gpointer user_data)
+{
+  RlxPreferencesWindow *self = RLX_PREFERENCES_WINDOW (widget);
+
+  if (self->locked)
+    gtk_widget_grab_focus (GTK_WIDGET (self->lock_row));
+}
+
 static void
 rlx_preferences_window_init (RlxPreferencesWindow *self)
 {
   gtk_widget_init_template (GTK_WIDGET (self));
+  g_signal_connect (self, "map", G_CALLBACK (on_map), NULL);
 }

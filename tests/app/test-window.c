@@ -377,6 +377,81 @@ test_preferences (void)
   g_settings_reset (settings, "batch");
 }
 
+static void
+find_descendants (GtkWidget *w, GType type, GPtrArray *out)
+{
+  for (GtkWidget *c = gtk_widget_get_first_child (w); c; c = gtk_widget_get_next_sibling (c))
+    {
+      if (G_TYPE_CHECK_INSTANCE_TYPE (c, type))
+        g_ptr_array_add (out, c);
+      find_descendants (c, type, out);
+    }
+}
+
+static gboolean
+prefs_settled (gpointer window)
+{
+  return gtk_widget_get_mapped (window) && gtk_window_get_focus (window) != NULL;
+}
+
+/* Opened while joined, the preferences show their top: the note that says
+ * to leave the cohort is on screen and focused (before: the first control
+ * still sensitive, at the bottom, took the focus and scrolled the page
+ * there), and no label of the Backend row is cut ("Aut…"). */
+static void
+test_preferences_layout (void)
+{
+  g_autoptr(GSettings) settings = g_settings_new (RLX_APP_ID);
+  g_autoptr(GPtrArray) scrollers = g_ptr_array_new ();
+  g_autoptr(GPtrArray) labels = g_ptr_array_new ();
+  GtkWidget *prefs, *lock_row, *backend_row, *scroller = NULL;
+  graphene_rect_t bounds;
+  GtkAdjustment *vadj;
+  guint n_shown = 0;
+
+  g_settings_set_string (settings, "backend", "auto");
+  prefs = rlx_preferences_window_new (settings, TRUE);
+  lock_row = GTK_WIDGET (gtk_widget_get_template_child (prefs, RLX_TYPE_PREFERENCES_WINDOW, "lock_row"));
+  backend_row = GTK_WIDGET (gtk_widget_get_template_child (prefs, RLX_TYPE_PREFERENCES_WINDOW, "backend_row"));
+  gtk_window_present (GTK_WINDOW (prefs));
+  g_assert_true (node_test_wait (prefs_settled, prefs, TIMEOUT_MS));
+  for (int i = 0; i < 20; i++)   /* a few frames: allocation, then scroll-to-focus */
+    g_main_context_iteration (NULL, FALSE), g_usleep (5000);
+
+  find_descendants (prefs, GTK_TYPE_SCROLLED_WINDOW, scrollers);
+  for (guint i = 0; i < scrollers->len; i++)
+    if (gtk_widget_get_mapped (scrollers->pdata[i]))
+      scroller = scrollers->pdata[i];
+  g_assert_nonnull (scroller);
+  vadj = gtk_scrolled_window_get_vadjustment (GTK_SCROLLED_WINDOW (scroller));
+  g_assert_cmpfloat (gtk_adjustment_get_value (vadj), ==, gtk_adjustment_get_lower (vadj));
+  g_assert_true (gtk_widget_get_mapped (lock_row));
+  g_assert_true (gtk_widget_compute_bounds (lock_row, scroller, &bounds));
+  g_assert_cmpfloat (bounds.origin.y, >=, 0);
+  g_assert_cmpfloat (bounds.origin.y + bounds.size.height, <=, gtk_widget_get_height (scroller));
+  g_assert_true (gtk_window_get_focus (GTK_WINDOW (prefs)) == lock_row ||
+                 gtk_widget_is_ancestor (gtk_window_get_focus (GTK_WINDOW (prefs)), lock_row));
+
+  /* idle: the note hides, Backend says its choice in full */
+  rlx_preferences_window_set_locked (RLX_PREFERENCES_WINDOW (prefs), FALSE);
+  for (int i = 0; i < 20; i++)
+    g_main_context_iteration (NULL, FALSE), g_usleep (5000);
+  g_assert_false (gtk_widget_get_visible (lock_row));
+  find_descendants (backend_row, GTK_TYPE_LABEL, labels);
+  for (guint i = 0; i < labels->len; i++)
+    {
+      GtkLabel *label = labels->pdata[i];
+      if (!gtk_widget_get_mapped (GTK_WIDGET (label)) || *gtk_label_get_text (label) == '\0')
+        continue;
+      n_shown++;
+      if (pango_layout_is_ellipsized (gtk_label_get_layout (label)))
+        g_error ("the Backend row cuts \"%s\"", gtk_label_get_text (label));
+    }
+  g_assert_cmpuint (n_shown, >=, 2);   /* its title and its choice */
+  gtk_window_destroy (GTK_WINDOW (prefs));
+  g_settings_reset (settings, "backend");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -388,6 +463,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/precision/dropdown-changes-wire", test_dropdown_changes_wire);
   g_test_add_func ("/app/window/leave-stops-ranks", test_leave_stops_ranks);
   g_test_add_func ("/app/preferences/binds-settings", test_preferences);
+  g_test_add_func ("/app/preferences/opens-at-top", test_preferences_layout);
   status = g_test_run ();
   node_test_cleanup ();
   return status;

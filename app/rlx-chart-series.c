@@ -207,16 +207,23 @@ rlx_chart_series_get_bounds (RlxChartSeries *self, double *x_min, double *x_max,
   return TRUE;
 }
 
-/* First index with x >= @x. */
+/* A point's key along an axis: its x, or its time. */
+static inline double
+key_of (const Point *p, gboolean by_time)
+{
+  return by_time ? (double) p->time_us : p->x;
+}
+
+/* First index whose key is >= @v. */
 static guint
-lower_bound (RlxChartSeries *self, double x)
+lower_bound_by (RlxChartSeries *self, double v, gboolean by_time)
 {
   guint lo = 0, hi = self->points->len;
 
   while (lo < hi)
     {
       guint mid = lo + (hi - lo) / 2;
-      if (g_array_index (self->points, Point, mid).x < x)
+      if (key_of (&g_array_index (self->points, Point, mid), by_time) < v)
         lo = mid + 1;
       else
         hi = mid;
@@ -224,22 +231,50 @@ lower_bound (RlxChartSeries *self, double x)
   return lo;
 }
 
+static guint
+lower_bound (RlxChartSeries *self, double x)
+{
+  return lower_bound_by (self, x, FALSE);
+}
+
+static int
+find_nearest_by (RlxChartSeries *self, double v, gboolean by_time)
+{
+  guint n = self->points->len, i;
+
+  if (n == 0)
+    return -1;
+  i = lower_bound_by (self, v, by_time);
+  if (i >= n)
+    return (int) n - 1;
+  if (i > 0 && v - key_of (&g_array_index (self->points, Point, i - 1), by_time)
+                 <= key_of (&g_array_index (self->points, Point, i), by_time) - v)
+    return (int) i - 1;
+  return (int) i;
+}
+
 int
 rlx_chart_series_find_nearest (RlxChartSeries *self, double x)
 {
-  guint n, i;
-
   g_return_val_if_fail (RLX_IS_CHART_SERIES (self), -1);
-  n = self->points->len;
-  if (n == 0)
-    return -1;
-  i = lower_bound (self, x);
-  if (i >= n)
-    return (int) n - 1;
-  if (i > 0 && x - g_array_index (self->points, Point, i - 1).x
-                 <= g_array_index (self->points, Point, i).x - x)
-    return (int) i - 1;
-  return (int) i;
+  return find_nearest_by (self, x, FALSE);
+}
+
+static inline void
+add_to_column (RlxChartColumn *col, const Point *p)
+{
+  if (col->n == 0)
+    {
+      col->y_min = col->y_max = col->y_first = p->y;
+    }
+  else
+    {
+      col->y_min = MIN (col->y_min, p->y);
+      col->y_max = MAX (col->y_max, p->y);
+    }
+  col->y_last = p->y;
+  col->smooth = p->smooth;
+  col->n++;
 }
 
 guint
@@ -261,26 +296,168 @@ rlx_chart_series_decimate (RlxChartSeries *self, double x0, double x1, guint n_c
   n = self->points->len;
   for (i = lower_bound (self, x0); i < n && pts[i].x <= x1; i++)
     {
-      const Point *p = &pts[i];
-      guint c = per_col > 0 ? (guint) ((p->x - x0) / per_col) : 0;
-      RlxChartColumn *col;
-
-      if (c >= n_cols)
-        c = n_cols - 1;
-      col = &cols[c];
-      if (col->n == 0)
-        {
-          col->y_min = col->y_max = col->y_first = p->y;
-        }
-      else
-        {
-          col->y_min = MIN (col->y_min, p->y);
-          col->y_max = MAX (col->y_max, p->y);
-        }
-      col->y_last = p->y;
-      col->smooth = p->smooth;
-      col->n++;
+      guint c = per_col > 0 ? (guint) ((pts[i].x - x0) / per_col) : 0;
+      add_to_column (&cols[MIN (c, n_cols - 1)], &pts[i]);
       visited++;
     }
   return visited;
+}
+
+guint
+rlx_chart_series_decimate_time (RlxChartSeries *self, gint64 t0_us, gint64 t1_us, guint n_cols,
+                                RlxChartColumn *cols)
+{
+  const Point *pts;
+  double per_col;
+  guint i, n, visited = 0;
+
+  g_return_val_if_fail (RLX_IS_CHART_SERIES (self), 0);
+  g_return_val_if_fail (n_cols == 0 || cols != NULL, 0);
+
+  memset (cols, 0, sizeof (RlxChartColumn) * n_cols);
+  if (n_cols == 0 || t1_us < t0_us)
+    return 0;
+  per_col = (double) (t1_us - t0_us) / n_cols;
+  pts = (const Point *) (gpointer) self->points->data;
+  n = self->points->len;
+  for (i = lower_bound_by (self, (double) t0_us, TRUE); i < n && pts[i].time_us <= t1_us; i++)
+    {
+      guint c = per_col > 0 ? (guint) ((double) (pts[i].time_us - t0_us) / per_col) : 0;
+      add_to_column (&cols[MIN (c, n_cols - 1)], &pts[i]);
+      visited++;
+    }
+  return visited;
+}
+
+gboolean
+rlx_chart_series_get_time_bounds (RlxChartSeries *self, gint64 *t0_us, gint64 *t1_us)
+{
+  guint n;
+
+  g_return_val_if_fail (RLX_IS_CHART_SERIES (self), FALSE);
+  n = self->points->len;
+  if (n == 0)
+    return FALSE;
+  if (t0_us)
+    *t0_us = g_array_index (self->points, Point, 0).time_us;
+  if (t1_us)
+    *t1_us = g_array_index (self->points, Point, n - 1).time_us;
+  return TRUE;
+}
+
+int
+rlx_chart_series_find_nearest_time (RlxChartSeries *self, gint64 t_us)
+{
+  g_return_val_if_fail (RLX_IS_CHART_SERIES (self), -1);
+  return find_nearest_by (self, (double) t_us, TRUE);
+}
+
+void
+rlx_chart_series_set_smoothing (RlxChartSeries *self, double smoothing)
+{
+  double ema = 0, power = 1;
+
+  g_return_if_fail (RLX_IS_CHART_SERIES (self));
+  smoothing = CLAMP (smoothing, 0.0, 0.999);
+  if (smoothing == self->smoothing)
+    return;
+  self->smoothing = smoothing;
+  for (guint k = 0; k < self->points->len; k++)
+    {
+      Point *p = &g_array_index (self->points, Point, k);
+      double bias;
+      ema = smoothing * ema + (1.0 - smoothing) * p->y;
+      power *= smoothing;
+      bias = 1.0 - power;
+      p->ema = ema;
+      p->smooth = (float) (bias > 0 ? ema / bias : p->y);
+    }
+  self->generation++;
+  g_signal_emit (self, signals[SIG_CHANGED], 0);
+}
+
+double
+rlx_chart_series_get_smoothing (RlxChartSeries *self)
+{
+  g_return_val_if_fail (RLX_IS_CHART_SERIES (self), 0);
+  return self->smoothing;
+}
+
+/* ── CSV ───────────────────────────────────────────────────────────────── */
+
+struct _RlxChartCsv
+{
+  GArray *loss, *accuracy;   /* Point, copies */
+  gint64  mono_to_real_us;
+};
+
+RlxChartCsv *
+rlx_chart_csv_new (RlxChartSeries *loss, RlxChartSeries *accuracy, gint64 mono_to_real_us)
+{
+  RlxChartCsv *csv = g_new0 (RlxChartCsv, 1);
+
+  g_return_val_if_fail (RLX_IS_CHART_SERIES (loss) && RLX_IS_CHART_SERIES (accuracy), NULL);
+  csv->loss = g_array_copy (loss->points);
+  csv->accuracy = g_array_copy (accuracy->points);
+  csv->mono_to_real_us = mono_to_real_us;
+  return csv;
+}
+
+void
+rlx_chart_csv_free (RlxChartCsv *csv)
+{
+  if (csv == NULL)
+    return;
+  g_array_unref (csv->loss);
+  g_array_unref (csv->accuracy);
+  g_free (csv);
+}
+
+/* the shortest text that reads back as the same float */
+static void
+append_float (GString *s, float v)
+{
+  char buf[G_ASCII_DTOSTR_BUF_SIZE];
+
+  g_string_append (s, g_ascii_formatd (buf, sizeof buf, "%.9g", v));
+}
+
+GBytes *
+rlx_chart_csv_format (RlxChartCsv *csv)
+{
+  GString *s = g_string_sized_new (64 + 48 * (gsize) csv->loss->len);
+  const Point *l = (const Point *) (gpointer) csv->loss->data;
+  const Point *a = (const Point *) (gpointer) csv->accuracy->data;
+  guint i = 0, j = 0, nl = csv->loss->len, na = csv->accuracy->len;
+  char buf[G_ASCII_DTOSTR_BUF_SIZE];
+
+  g_string_append (s, "step,time,loss,smoothed_loss,test_accuracy\n");
+  /* one row per step: the two series merged by step */
+  while (i < nl || j < na)
+    {
+      gboolean take_l = i < nl && (j >= na || l[i].x <= a[j].x);
+      gboolean take_a = j < na && (i >= nl || a[j].x <= l[i].x);
+      const Point *p = take_l ? &l[i] : &a[j];
+
+      g_string_append (s, g_ascii_formatd (buf, sizeof buf, "%.0f", p->x));
+      g_string_append_c (s, ',');
+      g_string_append (s, g_ascii_formatd (buf, sizeof buf, "%.6f",
+                                           (p->time_us + csv->mono_to_real_us) / 1e6));
+      g_string_append_c (s, ',');
+      if (take_l)
+        {
+          append_float (s, l[i].y);
+          g_string_append_c (s, ',');
+          append_float (s, l[i].smooth);
+        }
+      else
+        g_string_append_c (s, ',');
+      g_string_append_c (s, ',');
+      if (take_a)
+        append_float (s, a[j].y);
+      g_string_append_c (s, '\n');
+      i += take_l;
+      j += take_a;
+    }
+  return g_string_free_to_bytes (s);
 }

@@ -16,7 +16,7 @@
  */
 #pragma once
 
-#include <glib-object.h>
+#include <gio/gio.h>
 
 G_BEGIN_DECLS
 
@@ -57,5 +57,29 @@ int      rlx_chart_series_find_nearest (RlxChartSeries *self, double x);
  * (@cols[0..n_cols)); returns the number of points visited. */
 guint    rlx_chart_series_decimate   (RlxChartSeries *self, double x0, double x1,
                                       guint n_cols, RlxChartColumn *cols);
+
+/* The same against the points' times (a wall-clock axis; times do not
+ * decrease along a series), and the time bounds and nearest point. */
+guint    rlx_chart_series_decimate_time (RlxChartSeries *self, gint64 t0_us, gint64 t1_us,
+                                         guint n_cols, RlxChartColumn *cols);
+gboolean rlx_chart_series_get_time_bounds (RlxChartSeries *self, gint64 *t0_us, gint64 *t1_us);
+int      rlx_chart_series_find_nearest_time (RlxChartSeries *self, gint64 t_us);
+
+/* The smoothing weight (as in rlx_chart_series_new); changing it smooths
+ * every point again, TensorBoard's way: ema_k = w·ema_(k-1) + (1-w)·y_k,
+ * shown as ema_k / (1 - w^k) so the first points are not pulled to zero. */
+void     rlx_chart_series_set_smoothing (RlxChartSeries *self, double smoothing);
+double   rlx_chart_series_get_smoothing (RlxChartSeries *self);
+
+/* CSV export: a copy of a loss and an accuracy series taken on the owner's
+ * thread (cheap), written out anywhere — step,time,loss,smoothed,accuracy,
+ * one row per step, the time as Unix seconds (@mono_to_real_us turns the
+ * points' monotonic times into wall-clock ones). */
+typedef struct _RlxChartCsv RlxChartCsv;
+RlxChartCsv *rlx_chart_csv_new     (RlxChartSeries *loss, RlxChartSeries *accuracy,
+                                    gint64 mono_to_real_us);
+void         rlx_chart_csv_free    (RlxChartCsv *csv);
+GBytes      *rlx_chart_csv_format  (RlxChartCsv *csv);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxChartCsv, rlx_chart_csv_free)
 
 G_END_DECLS

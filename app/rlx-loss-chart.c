@@ -7,6 +7,7 @@
  */
 #include "rlx-config.h"
 #include "rlx-loss-chart.h"
+#include "rlx-chart-axis.h"
 
 #include <adwaita.h>
 #include <glib/gi18n.h>
@@ -14,7 +15,7 @@
 
 #define MAX_COLUMNS     4096
 #define MARGIN_TOP      28.0    /* room for the legend */
-#define MARGIN_BOTTOM   26.0
+#define MARGIN_BOTTOM   42.0    /* tick labels and the axis title */
 #define MARGIN_LEFT     58.0
 #define MARGIN_RIGHT    46.0
 #define A11Y_INTERVAL_US G_USEC_PER_SEC
@@ -26,15 +27,18 @@ struct _RlxLossChart
   RlxChartSeries *loss;
   RlxChartSeries *accuracy;
   gboolean        log_scale;
+  gboolean        time_axis;                /* x: wall-clock time, not steps */
   guint           min_redraw_ms;
 
   /* the plot, kept between frames */
   GskRenderNode  *plot;
   int             plot_width, plot_height;
   guint64         plot_loss_gen, plot_acc_gen;
-  gboolean        plot_log, plot_dark;
+  gboolean        plot_log, plot_dark, plot_time;
   GdkRGBA         plot_fg;                  /* the style's colour it was drawn with */
-  double          x_lo, x_hi, y_lo, y_hi;   /* axis ranges (y in log10 when log) */
+  double          x_lo, x_hi, y_lo, y_hi;   /* axis ranges (y in log10 when log; x in
+                                             * monotonic seconds on a time axis) */
+  gint64          mono_to_real_us;          /* wall clock = monotonic + this */
   graphene_rect_t area;                     /* the plot area inside the widget */
   RlxChartColumn *cols;
 
@@ -51,7 +55,7 @@ struct _RlxLossChart
 
 G_DEFINE_FINAL_TYPE (RlxLossChart, rlx_loss_chart, GTK_TYPE_WIDGET)
 
-enum { PROP_0, PROP_LOG_SCALE, PROP_MIN_REDRAW_MS, N_PROPS };
+enum { PROP_0, PROP_LOG_SCALE, PROP_MIN_REDRAW_MS, PROP_SMOOTHING, PROP_TIME_AXIS, N_PROPS };
 static GParamSpec *props[N_PROPS];
 
 /* ── colours ───────────────────────────────────────────────────────────── */
@@ -89,42 +93,6 @@ cairo_set_rgba (cairo_t *cr, const GdkRGBA *c)
 
 /* ── axes ──────────────────────────────────────────────────────────────── */
 
-static double
-nice_step (double range, int max_ticks)
-{
-  double raw = range / MAX (1, max_ticks);
-  double e = pow (10, floor (log10 (raw)));
-  double f = raw / e;
-
-  if (f <= 1)
-    return e;
-  if (f <= 2)
-    return 2 * e;
-  if (f <= 5)
-    return 5 * e;
-  return 10 * e;
-}
-
-static char *
-format_step (double v)
-{
-  if (fabs (v) >= 100000)
-    return g_strdup_printf ("%.0fk", v / 1000);
-  if (fabs (v) >= 10000)
-    return g_strdup_printf ("%.1fk", v / 1000);
-  return g_strdup_printf ("%.0f", v);
-}
-
-static char *
-format_value (double v)
-{
-  if (v == 0)
-    return g_strdup ("0");
-  if (fabs (v) >= 1000 || fabs (v) < 0.001)
-    return g_strdup_printf ("%.0e", v);
-  return g_strdup_printf ("%.3g", v);
-}
-
 static char *
 format_elapsed (double seconds)
 {
@@ -143,6 +111,13 @@ map_x (RlxLossChart *self, double x)
 {
   double span = self->x_hi - self->x_lo;
   return self->area.origin.x + (span > 0 ? (x - self->x_lo) / span : 0.5) * self->area.size.width;
+}
+
+/* A point's x on the current axis: its step, or its time in seconds. */
+static double
+point_x (RlxLossChart *self, double step, gint64 time_us)
+{
+  return self->time_axis ? time_us / 1e6 : step;
 }
 
 static double
@@ -222,6 +197,13 @@ compute_ranges (RlxLossChart *self, guint n_cols)
     {
       x0 = 0, x1 = 1, y0 = 0, y1 = 1, y_pos = 0.1;
     }
+  if (self->time_axis)
+    {
+      gint64 t0 = 0, t1 = 0;
+      rlx_chart_series_get_time_bounds (self->loss, &t0, &t1);
+      x0 = t0 / 1e6;
+      x1 = MAX (t1 / 1e6, x0 + 1);
+    }
   if (x1 - x0 < 1)
     x1 = x0 + 1;
   self->x_lo = x0;
@@ -259,50 +241,51 @@ draw_grid_and_labels (RlxLossChart *self, cairo_t *cr, PangoLayout *layout, cons
                       gboolean have_accuracy)
 {
   const graphene_rect_t *a = &self->area;
-  double step, v;
-  int max_y_ticks = MAX (2, (int) (a->size.height / 40));
-  int max_x_ticks = MAX (2, (int) (a->size.width / 90));
+  RlxAxisTick ticks[RLX_AXIS_MAX_TICKS];
+  double offset_s = self->mono_to_real_us / 1e6;
+  guint n;
+  GdkRGBA minor = pal->grid;
+  const char *title;
 
-  /* y: decades on a log axis (with 2 and 5 when few), nice steps otherwise */
+  /* y: every m × 10^d on a log axis (the minor ones fainter, labelled as
+   * densely as the height allows), nice steps otherwise */
+  minor.alpha *= 0.5f;
   if (self->log_scale)
+    n = rlx_axis_log_ticks (self->y_lo, self->y_hi, a->size.height, 18, ticks);
+  else
+    n = rlx_axis_linear_ticks (self->y_lo, self->y_hi, MAX (2, (int) (a->size.height / 40)), ticks);
+  for (guint i = 0; i < n; i++)
     {
-      int d0 = (int) floor (self->y_lo), d1 = (int) ceil (self->y_hi);
-      gboolean fine = d1 - d0 <= 2;
-      for (int d = d0; d <= d1; d++)
-        for (int m = 1; m <= 5; m++)
-          {
-            double val;
-            g_autofree char *label = NULL;
-            if (m != 1 && !(fine && (m == 2 || m == 5)))
-              continue;
-            val = m * pow (10, d);
-            if (log10 (val) < self->y_lo || log10 (val) > self->y_hi)
-              continue;
-            cr_hline (cr, a, map_y (self, val), &pal->grid);
-            label = format_value (val);
-            cr_text (cr, layout, label, a->origin.x - 6, map_y (self, val), 1, 0.5, &pal->dim);
-          }
+      double y = map_y (self, ticks[i].value);
+      cr_hline (cr, a, y, ticks[i].major ? &pal->grid : &minor);
+      if (ticks[i].label[0])
+        cr_text (cr, layout, ticks[i].label, a->origin.x - 6, y, 1, 0.5, &pal->dim);
+    }
+
+  /* x: steps in one form ("8k, 10k"), or the clock */
+  if (self->time_axis)
+    {
+      n = rlx_axis_clock_ticks (self->x_lo + offset_s, self->x_hi + offset_s,
+                                MAX (2, (int) (a->size.width / 90)), ticks);
+      for (guint i = 0; i < n; i++)
+        ticks[i].value -= offset_s;
+      /* Translators: the loss chart's x axis title on a wall-clock axis */
+      title = _("Time");
     }
   else
     {
-      step = nice_step (self->y_hi - self->y_lo, max_y_ticks);
-      for (v = ceil (self->y_lo / step) * step; v <= self->y_hi + 1e-9 * step; v += step)
-        {
-          g_autofree char *label = format_value (fabs (v) < 1e-12 ? 0 : v);
-          cr_hline (cr, a, map_y (self, v), &pal->grid);
-          cr_text (cr, layout, label, a->origin.x - 6, map_y (self, v), 1, 0.5, &pal->dim);
-        }
+      n = rlx_axis_step_ticks (self->x_lo, self->x_hi, MAX (2, (int) (a->size.width / 90)), ticks);
+      /* Translators: the loss chart's x axis title */
+      title = _("Step");
     }
-
-  /* x: steps */
-  step = MAX (1, nice_step (self->x_hi - self->x_lo, max_x_ticks));
-  for (v = ceil (self->x_lo / step) * step; v <= self->x_hi + 1e-9; v += step)
+  for (guint i = 0; i < n; i++)
     {
-      g_autofree char *label = format_step (v);
-      double x = map_x (self, v);
+      double x = map_x (self, ticks[i].value);
       cr_rect (cr, floor (x), a->origin.y, 1, a->size.height, &pal->grid);
-      cr_text (cr, layout, label, x, a->origin.y + a->size.height + 4, 0.5, 0, &pal->dim);
+      cr_text (cr, layout, ticks[i].label, x, a->origin.y + a->size.height + 4, 0.5, 0, &pal->dim);
     }
+  cr_text (cr, layout, title, a->origin.x + a->size.width / 2, a->origin.y + a->size.height + 22,
+           0.5, 0, &pal->dim);
 
   /* accuracy: 0–100 % on the right */
   if (have_accuracy)
@@ -348,27 +331,34 @@ draw_curves (RlxLossChart *self, cairo_t *cr, const Palette *pal, guint n_cols)
   gboolean started = FALSE;
   guint n_acc;
 
-  /* raw loss: per pixel column, a bar from its lowest to its highest value
-   * (filled pixel rectangles: no path to stroke) */
-  cairo_set_rgba (cr, &pal->raw);
-  for (guint c = 0; c < n_cols; c++)
-    {
-      const RlxChartColumn *col = &self->cols[c];
-      double top, bottom;
-      if (col->n == 0)
-        continue;
-      top = floor (map_y (self, col->y_max));
-      bottom = ceil (map_y (self, col->y_min));
-      cairo_rectangle (cr, a->origin.x + c, top, 1, MAX (1, bottom - top));
-    }
-  cairo_fill (cr);
-
-  /* smoothed loss */
   cairo_save (cr);
   cairo_rectangle (cr, a->origin.x - 2, a->origin.y - 2, a->size.width + 4, a->size.height + 4);
   cairo_clip (cr);
   /* bevel joins: a round join per column costs more than the rest of the plot */
   cairo_set_line_join (cr, CAIRO_LINE_JOIN_BEVEL);
+
+  /* raw loss, thinned to one point per pixel column (its last) and faded
+   * behind the smoothed line: with many points per column, the whole
+   * spread drew a grey band */
+  for (guint c = 0; c < n_cols; c++)
+    {
+      const RlxChartColumn *col = &self->cols[c];
+      if (col->n == 0)
+        continue;
+      if (!started)
+        cairo_move_to (cr, a->origin.x + c + 0.5, map_y (self, col->y_last));
+      else
+        cairo_line_to (cr, a->origin.x + c + 0.5, map_y (self, col->y_last));
+      started = TRUE;
+    }
+  cairo_set_rgba (cr, &pal->raw);
+  cairo_set_line_width (cr, 1.0);
+  cairo_set_antialias (cr, CAIRO_ANTIALIAS_NONE);
+  cairo_stroke (cr);
+  cairo_set_antialias (cr, CAIRO_ANTIALIAS_DEFAULT);
+  started = FALSE;
+
+  /* smoothed loss */
   for (guint c = 0; c < n_cols; c++)
     {
       const RlxChartColumn *col = &self->cols[c];
@@ -390,14 +380,15 @@ draw_curves (RlxLossChart *self, cairo_t *cr, const Palette *pal, guint n_cols)
   if (n_acc > 0)
     {
       double x, y;
+      gint64 t;
       guint stride = MAX (1, n_acc / MAX (1, (guint) a->size.width / 4));
       for (guint i = 0; i < n_acc; i += stride)
         {
-          rlx_chart_series_get_point (self->accuracy, i, &x, &y, NULL, NULL);
+          rlx_chart_series_get_point (self->accuracy, i, &x, &y, NULL, &t);
           if (i == 0)
-            cairo_move_to (cr, map_x (self, x), map_accuracy (self, y));
+            cairo_move_to (cr, map_x (self, point_x (self, x, t)), map_accuracy (self, y));
           else
-            cairo_line_to (cr, map_x (self, x), map_accuracy (self, y));
+            cairo_line_to (cr, map_x (self, point_x (self, x, t)), map_accuracy (self, y));
         }
       cairo_set_rgba (cr, &pal->accuracy);
       cairo_set_line_width (cr, 1.5);
@@ -405,8 +396,9 @@ draw_curves (RlxLossChart *self, cairo_t *cr, const Palette *pal, guint n_cols)
       if (n_acc <= 200)
         for (guint i = 0; i < n_acc; i++)
           {
-            rlx_chart_series_get_point (self->accuracy, i, &x, &y, NULL, NULL);
-            cairo_arc (cr, map_x (self, x), map_accuracy (self, y), 2.5, 0, 2 * G_PI);
+            rlx_chart_series_get_point (self->accuracy, i, &x, &y, NULL, &t);
+            cairo_arc (cr, map_x (self, point_x (self, x, t)), map_accuracy (self, y), 2.5, 0,
+                       2 * G_PI);
             cairo_fill (cr);
           }
     }
@@ -447,8 +439,11 @@ build_plot (RlxLossChart *self, int width, int height)
   else
     {
       compute_ranges (self, n_cols);
-      self->stats.n_visited = rlx_chart_series_decimate (self->loss, self->x_lo, self->x_hi,
-                                                         n_cols, self->cols);
+      self->mono_to_real_us = g_get_real_time () - g_get_monotonic_time ();
+      self->stats.n_visited = self->time_axis
+        ? rlx_chart_series_decimate_time (self->loss, (gint64) (self->x_lo * 1e6),
+                                          (gint64) (self->x_hi * 1e6), n_cols, self->cols)
+        : rlx_chart_series_decimate (self->loss, self->x_lo, self->x_hi, n_cols, self->cols);
       self->stats.n_columns = n_cols;
       self->stats.y_lo = self->log_scale ? pow (10, self->y_lo) : self->y_lo;
       self->stats.y_hi = self->log_scale ? pow (10, self->y_hi) : self->y_hi;
@@ -498,14 +493,15 @@ draw_readout (RlxLossChart *self, GtkSnapshot *snapshot, int width, int height)
   g_autoptr(PangoLayout) layout = NULL;
   g_autofree char *text = rlx_loss_chart_dup_readout_text (self);
   double x, y, smooth, px, py, bx, by;
+  gint64 t;
   int w, h;
   Palette pal;
 
   if (text == NULL || self->plot == NULL)
     return;
-  rlx_chart_series_get_point (self->loss, (guint) self->readout, &x, &y, &smooth, NULL);
+  rlx_chart_series_get_point (self->loss, (guint) self->readout, &x, &y, &smooth, &t);
   get_palette (self, &pal);
-  px = map_x (self, x);
+  px = map_x (self, point_x (self, x, t));
   py = map_y (self, smooth);
   gtk_snapshot_append_color (snapshot, &pal.dim,
                              &GRAPHENE_RECT_INIT (floor (px), self->area.origin.y, 1,
@@ -559,7 +555,8 @@ rlx_loss_chart_draw (RlxLossChart *self, GtkSnapshot *snapshot, int width, int h
   if (self->plot == NULL || self->plot_width != width || self->plot_height != height ||
       self->plot_loss_gen != rlx_chart_series_get_generation (self->loss) ||
       self->plot_acc_gen != rlx_chart_series_get_generation (self->accuracy) ||
-      self->plot_log != self->log_scale || self->plot_dark != dark ||
+      self->plot_log != self->log_scale || self->plot_time != self->time_axis ||
+      self->plot_dark != dark ||
       !gdk_rgba_equal (&self->plot_fg, &pal.fg))
     {
       g_clear_pointer (&self->plot, gsk_render_node_unref);
@@ -569,6 +566,7 @@ rlx_loss_chart_draw (RlxLossChart *self, GtkSnapshot *snapshot, int width, int h
       self->plot_loss_gen = rlx_chart_series_get_generation (self->loss);
       self->plot_acc_gen = rlx_chart_series_get_generation (self->accuracy);
       self->plot_log = self->log_scale;
+      self->plot_time = self->time_axis;
       self->plot_dark = dark;
       self->plot_fg = pal.fg;
       self->stats.n_plots++;
@@ -705,7 +703,10 @@ on_motion (GtkEventControllerMotion *motion, double x, double y, RlxLossChart *s
       return;
     }
   step = self->x_lo + (x - self->area.origin.x) / self->area.size.width * (self->x_hi - self->x_lo);
-  rlx_loss_chart_set_readout (self, rlx_chart_series_find_nearest (self->loss, step));
+  rlx_loss_chart_set_readout (self, self->time_axis
+                                    ? rlx_chart_series_find_nearest_time (self->loss,
+                                                                          (gint64) (step * 1e6))
+                                    : rlx_chart_series_find_nearest (self->loss, step));
 }
 
 static void
@@ -791,6 +792,53 @@ rlx_loss_chart_get_log_scale (RlxLossChart *self)
 }
 
 void
+rlx_loss_chart_set_smoothing (RlxLossChart *self, double smoothing)
+{
+  g_return_if_fail (RLX_IS_LOSS_CHART (self));
+
+  smoothing = CLAMP (smoothing, 0.0, 0.999);
+  if (rlx_chart_series_get_smoothing (self->loss) == smoothing)
+    return;
+  rlx_chart_series_set_smoothing (self->loss, smoothing);   /* redraws through ::changed */
+  g_object_notify_by_pspec (G_OBJECT (self), props[PROP_SMOOTHING]);
+}
+
+double
+rlx_loss_chart_get_smoothing (RlxLossChart *self)
+{
+  g_return_val_if_fail (RLX_IS_LOSS_CHART (self), 0);
+  return rlx_chart_series_get_smoothing (self->loss);
+}
+
+void
+rlx_loss_chart_set_time_axis (RlxLossChart *self, gboolean time_axis)
+{
+  g_return_if_fail (RLX_IS_LOSS_CHART (self));
+
+  time_axis = !!time_axis;
+  if (self->time_axis == time_axis)
+    return;
+  self->time_axis = time_axis;
+  invalidate_plot (self);
+  g_object_notify_by_pspec (G_OBJECT (self), props[PROP_TIME_AXIS]);
+}
+
+gboolean
+rlx_loss_chart_get_time_axis (RlxLossChart *self)
+{
+  g_return_val_if_fail (RLX_IS_LOSS_CHART (self), FALSE);
+  return self->time_axis;
+}
+
+RlxChartCsv *
+rlx_loss_chart_dup_csv (RlxLossChart *self)
+{
+  g_return_val_if_fail (RLX_IS_LOSS_CHART (self), NULL);
+  return rlx_chart_csv_new (self->loss, self->accuracy,
+                            g_get_real_time () - g_get_monotonic_time ());
+}
+
+void
 rlx_loss_chart_set_min_redraw_ms (RlxLossChart *self, guint ms)
 {
   g_return_if_fail (RLX_IS_LOSS_CHART (self));
@@ -867,6 +915,8 @@ rlx_loss_chart_get_property (GObject *object, guint id, GValue *value, GParamSpe
     {
     case PROP_LOG_SCALE: g_value_set_boolean (value, self->log_scale); break;
     case PROP_MIN_REDRAW_MS: g_value_set_uint (value, self->min_redraw_ms); break;
+    case PROP_SMOOTHING: g_value_set_double (value, rlx_loss_chart_get_smoothing (self)); break;
+    case PROP_TIME_AXIS: g_value_set_boolean (value, self->time_axis); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, id, pspec);
     }
 }
@@ -880,6 +930,8 @@ rlx_loss_chart_set_property (GObject *object, guint id, const GValue *value, GPa
     {
     case PROP_LOG_SCALE: rlx_loss_chart_set_log_scale (self, g_value_get_boolean (value)); break;
     case PROP_MIN_REDRAW_MS: rlx_loss_chart_set_min_redraw_ms (self, g_value_get_uint (value)); break;
+    case PROP_SMOOTHING: rlx_loss_chart_set_smoothing (self, g_value_get_double (value)); break;
+    case PROP_TIME_AXIS: rlx_loss_chart_set_time_axis (self, g_value_get_boolean (value)); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, id, pspec);
     }
 }
@@ -899,6 +951,8 @@ rlx_loss_chart_class_init (RlxLossChartClass *klass)
 
   props[PROP_LOG_SCALE] = g_param_spec_boolean ("log-scale", NULL, NULL, FALSE, f);
   props[PROP_MIN_REDRAW_MS] = g_param_spec_uint ("min-redraw-ms", NULL, NULL, 0, 10000, 50, f);
+  props[PROP_SMOOTHING] = g_param_spec_double ("smoothing", NULL, NULL, 0, 0.999, 0.95, f);
+  props[PROP_TIME_AXIS] = g_param_spec_boolean ("time-axis", NULL, NULL, FALSE, f);
   g_object_class_install_properties (object_class, N_PROPS, props);
 
   gtk_widget_class_set_css_name (widget_class, "losschart");

@@ -28,6 +28,9 @@ G_DECLARE_FINAL_TYPE (RlxLossChart, rlx_loss_chart, RLX, LOSS_CHART, GtkWidget)
  *   "log-scale"      boolean  y axis on a log scale
  *   "min-redraw-ms"  uint     shortest interval between redraws for new data
  *                             (default 50; 0: every change)
+ *   "smoothing"      double   weight of the past in the smoothed line, 0 (none)
+ *                             to 0.999 (default 0.95)
+ *   "time-axis"      boolean  x is the wall clock, not the step
  */
 GtkWidget      *rlx_loss_chart_new            (void);
 RlxChartSeries *rlx_loss_chart_get_loss       (RlxLossChart *self);
@@ -35,6 +38,12 @@ RlxChartSeries *rlx_loss_chart_get_accuracy   (RlxLossChart *self);
 void            rlx_loss_chart_set_log_scale  (RlxLossChart *self, gboolean log_scale);
 gboolean        rlx_loss_chart_get_log_scale  (RlxLossChart *self);
 void            rlx_loss_chart_set_min_redraw_ms (RlxLossChart *self, guint ms);
+void            rlx_loss_chart_set_smoothing  (RlxLossChart *self, double smoothing);
+double          rlx_loss_chart_get_smoothing  (RlxLossChart *self);
+void            rlx_loss_chart_set_time_axis  (RlxLossChart *self, gboolean time_axis);
+gboolean        rlx_loss_chart_get_time_axis  (RlxLossChart *self);
+/* Both series, copied for rlx_chart_csv_format on any thread. */
+RlxChartCsv    *rlx_loss_chart_dup_csv        (RlxLossChart *self);
 /* Forget every point (a new cohort). */
 void            rlx_loss_chart_clear          (RlxLossChart *self);
 

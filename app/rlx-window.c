@@ -29,6 +29,7 @@
 #include "rlx-config.h"
 #include "rlx-window-private.h"
 #include "rlx-preferences-window.h"
+#include "rlx-chart-export.h"
 #include "core/wire/rlx-wire.h"
 #include "core/p2p/rlx-invite.h"
 
@@ -59,6 +60,7 @@ struct _RlxWindow
 
   /* template */
   AdwToastOverlay      *toast_overlay;
+  GtkScale             *smoothing_scale;
   AdwViewSwitcherTitle *switcher_title;
   AdwViewStack         *view_stack;
   AdwViewStackPage     *events_page;
@@ -940,6 +942,13 @@ rlx_window_constructed (GObject *object)
                     G_CALLBACK (on_precision_selected), self);
   g_settings_bind (self->settings, "log-scale", self, "log-scale", G_SETTINGS_BIND_DEFAULT);
   g_object_bind_property (self, "log-scale", self->chart, "log-scale", G_BINDING_SYNC_CREATE);
+  g_settings_bind (self->settings, "smoothing", self->chart, "smoothing", G_SETTINGS_BIND_DEFAULT);
+  g_object_bind_property (self->chart, "smoothing",
+                          gtk_range_get_adjustment (GTK_RANGE (self->smoothing_scale)), "value",
+                          G_BINDING_SYNC_CREATE | G_BINDING_BIDIRECTIONAL);
+  g_settings_bind (self->settings, "chart-time-axis", self->chart, "time-axis",
+                   G_SETTINGS_BIND_DEFAULT);
+  rlx_chart_actions_install (GTK_APPLICATION_WINDOW (self), self->chart, self->toast_overlay);
   g_signal_connect (self->settings, "changed", G_CALLBACK (on_settings_changed), self);
   on_settings_changed (self->settings, NULL, self);
 
@@ -1054,6 +1063,7 @@ rlx_window_class_init (RlxWindowClass *klass)
   gtk_widget_class_set_template_from_resource (widget_class,
                                                "/io/github/rlx/Cluster/ui/rlx-window.ui");
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, toast_overlay);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, smoothing_scale);
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, switcher_title);
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, view_stack);
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, events_page);

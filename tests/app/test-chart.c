@@ -3,9 +3,13 @@
  * draws the line where the values say) */
 #include "node-test-utils.h"
 #include "rlx-loss-chart.h"
+#include "rlx-chart-axis.h"
+#include "rlx-chart-export.h"
 
 #include <adwaita.h>
 #include <math.h>
+#include <glib/gstdio.h>
+#include <string.h>
 
 #define TIMEOUT_MS 20000
 
@@ -343,6 +347,169 @@ test_accuracy_axis (void)
   g_object_unref (chart);
 }
 
+/* TensorBoard's smoothing, written out here as its scalar dashboard does
+ * it: last = last·w + (1 - w)·y, shown as last / (1 - w^k). */
+static double
+tensorboard_smoothed (const double *y, guint k, double w)
+{
+  double last = 0;
+
+  for (guint i = 0; i <= k; i++)
+    last = last * w + (1 - w) * y[i];
+  return w > 0 ? last / (1 - pow (w, k + 1)) : last;
+}
+
+/* The smoothing control smooths every point again, TensorBoard's way, and
+ * the drawn line follows: right after a drop, heavy smoothing keeps the
+ * line high, none puts it on the raw values. */
+static void
+test_smoothing_control (void)
+{
+  RlxLossChart *chart = RLX_LOSS_CHART (g_object_ref_sink (rlx_loss_chart_new ()));
+  RlxChartSeries *loss = rlx_loss_chart_get_loss (chart);
+  const double weights[] = { 0.6, 0.0, 0.9, 0.99 };
+  double y[400], smooth;
+  cairo_surface_t *surface;
+  RlxLossChartStats st;
+  graphene_rect_t a;
+  guint64 gen;
+  int x_after;
+
+  for (guint i = 0; i < G_N_ELEMENTS (y); i++)
+    {
+      y[i] = (i < 200 ? 2.0 : 1.0) + 0.25 * sin (i * 0.7);
+      rlx_chart_series_append (loss, i, y[i], i * 1000);
+    }
+  for (guint w = 0; w < G_N_ELEMENTS (weights); w++)
+    {
+      gen = rlx_chart_series_get_generation (loss);
+      g_object_set (chart, "smoothing", weights[w], NULL);
+      g_assert_cmpfloat (rlx_loss_chart_get_smoothing (chart), ==, weights[w]);
+      g_assert_cmpuint (rlx_chart_series_get_generation (loss), >, gen);   /* redrawn */
+      for (guint k = 0; k < G_N_ELEMENTS (y); k++)
+        {
+          g_assert_true (rlx_chart_series_get_point (loss, k, NULL, NULL, &smooth, NULL));
+          g_assert_cmpfloat_with_epsilon (smooth, tensorboard_smoothed (y, k, weights[w]), 1e-4);
+        }
+    }
+  /* a point appended later is smoothed with the weight in force */
+  rlx_chart_series_append (loss, 400, 1.0, 400000);
+  g_assert_true (rlx_chart_series_get_point (loss, 400, NULL, NULL, &smooth, NULL));
+  {
+    double prev;
+    rlx_chart_series_get_point (loss, 399, NULL, NULL, &prev, NULL);
+    /* debiased: s_k = (w·(1 - w^k)·s_(k-1) + (1 - w)·y_k) / (1 - w^(k+1)) */
+    g_assert_cmpfloat_with_epsilon (smooth, (0.99 * (1 - pow (0.99, 400)) * prev + 0.01 * 1.0)
+                                            / (1 - pow (0.99, 401)), 1e-4);
+  }
+
+  /* drawn: just after the drop, 0.99 keeps the line near 2, 0 puts it at 1 */
+  adw_style_manager_set_color_scheme (adw_style_manager_get_default (),
+                                      ADW_COLOR_SCHEME_FORCE_LIGHT);
+  surface = render (chart, 800, 400);
+  rlx_loss_chart_get_stats (chart, &st);
+  rlx_loss_chart_get_plot_area (chart, &a);
+  x_after = (int) (a.origin.x + a.size.width * 205 / 400.0);
+  g_assert_cmpuint (st.n_plots, ==, 1);
+  g_assert_false (blue_near (surface, x_after, value_to_row (&a, &st, 1.0 + 0.25 * sin (205 * 0.7)), 2));
+  cairo_surface_destroy (surface);
+  rlx_loss_chart_set_smoothing (chart, 0);
+  surface = render (chart, 800, 400);
+  rlx_loss_chart_get_stats (chart, &st);
+  g_assert_cmpuint (st.n_plots, ==, 2);
+  g_assert_true (blue_near (surface, x_after, value_to_row (&a, &st, 1.0 + 0.25 * sin (205 * 0.7)), 3));
+  cairo_surface_destroy (surface);
+  g_object_unref (chart);
+}
+
+/* Axis ticks: one label form per step axis (never "8000, 10.0k"), minor
+ * ticks and enough labels on a log axis, a clock on a time axis. */
+static void
+test_ticks (void)
+{
+  RlxAxisTick t[RLX_AXIS_MAX_TICKS];
+  guint n, labelled = 0, minor = 0;
+
+  n = rlx_axis_step_ticks (0, 10500, 8, t);
+  g_assert_cmpuint (n, >=, 4);
+  for (guint i = 0; i < n; i++)
+    if (t[i].value != 0)
+      {
+        g_assert_true (g_str_has_suffix (t[i].label, "k"));
+        g_assert_null (strchr (t[i].label, '.'));          /* 2k, 4k … 10k */
+      }
+  n = rlx_axis_step_ticks (10000, 12000, 5, t);          /* 10k, 10.5k, 11k … */
+  for (guint i = 0; i < n; i++)
+    g_assert_nonnull (strstr (t[i].label, "."));         /* the same decimals on all */
+  n = rlx_axis_step_ticks (0, 900, 5, t);
+  for (guint i = 0; i < n; i++)
+    g_assert_cmpint (atoi (t[i].label), ==, (int) t[i].value);
+
+  /* a loss between 0.3 and 2.3 on a 200 px log axis */
+  n = rlx_axis_log_ticks (log10 (0.3), log10 (2.3), 200, 18, t);
+  for (guint i = 0; i < n; i++)
+    {
+      labelled += t[i].label[0] != '\0';
+      minor += !t[i].major;
+      g_assert_cmpfloat (t[i].value, >=, 0.3 - 1e-9);
+      g_assert_cmpfloat (t[i].value, <=, 2.3 + 1e-9);
+    }
+  g_assert_cmpuint (labelled, >=, 4);
+  g_assert_cmpuint (minor, >=, 1);
+  g_assert_cmpuint (n, ==, 9);                           /* 0.3, 0.4 … 0.9, 1, 2 */
+
+  /* five minutes of wall clock: clock labels */
+  n = rlx_axis_clock_ticks (1.7e9, 1.7e9 + 300, 6, t);
+  g_assert_cmpuint (n, >=, 3);
+  for (guint i = 0; i < n; i++)
+    g_assert_true (g_regex_match_simple ("^[0-2][0-9]:[0-5][0-9]$", t[i].label, 0, 0));
+}
+
+static void
+on_exported (GObject *source, GAsyncResult *result, gpointer data)
+{
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true (rlx_chart_export_csv_finish (result, &error));
+  g_assert_no_error (error);
+  *(gboolean *) data = TRUE;
+}
+
+static gboolean
+is_true (gpointer data)
+{
+  return *(gboolean *) data;
+}
+
+/* CSV export writes one row per step, the accuracy beside its step's loss. */
+static void
+test_export_csv (void)
+{
+  RlxLossChart *chart = RLX_LOSS_CHART (g_object_ref_sink (rlx_loss_chart_new ()));
+  g_autofree char *path = g_build_filename (g_get_tmp_dir (), "rlx-test-chart.csv", NULL);
+  g_autoptr(GFile) file = g_file_new_for_path (path);
+  g_autofree char *text = NULL;
+  g_auto(GStrv) lines = NULL;
+  gboolean done = FALSE;
+
+  for (guint i = 1; i <= 1000; i++)
+    rlx_chart_series_append (rlx_loss_chart_get_loss (chart), i, 1.0 / i, 1000000 + i * 1000);
+  rlx_chart_series_append (rlx_loss_chart_get_accuracy (chart), 500, 0.75, 1500000);
+  rlx_chart_export_csv_async (chart, file, NULL, on_exported, &done);
+  g_assert_true (node_test_wait (is_true, &done, TIMEOUT_MS));
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  lines = g_strsplit (text, "\n", -1);
+  g_assert_cmpstr (lines[0], ==, "step,time,loss,smoothed_loss,test_accuracy");
+  g_assert_cmpuint (g_strv_length (lines), ==, 1 + 1000 + 1);   /* and the last newline */
+  g_assert_true (g_str_has_prefix (lines[1], "1,"));
+  g_assert_true (g_str_has_suffix (lines[1], ","));              /* no accuracy there */
+  g_assert_true (g_str_has_prefix (lines[500], "500,"));
+  g_assert_true (g_str_has_suffix (lines[500], ",0.75"));
+  g_assert_nonnull (strstr (lines[4], ",0.25,"));                /* loss 1/4 */
+  g_unlink (path);
+  g_object_unref (chart);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -358,6 +525,9 @@ main (int argc, char **argv)
   g_test_add_func ("/app/chart/plot-cache", test_plot_cache);
   g_test_add_func ("/app/chart/pixels", test_pixels);
   g_test_add_func ("/app/chart/accuracy-axis", test_accuracy_axis);
+  g_test_add_func ("/app/chart/smoothing-control", test_smoothing_control);
+  g_test_add_func ("/app/chart/ticks", test_ticks);
+  g_test_add_func ("/app/chart/export-csv", test_export_csv);
   status = g_test_run ();
   node_test_cleanup ();
   return status;

@@ -20,6 +20,13 @@
 #define HEADROOM 4096
 #define STEP_HEADROOM(members) (HEADROOM + 3 * (gsize) (members) * (RLX_MSG_MAX_ID + 64))
 
+/* Whether the queue still lives, for urgent results on their way to its
+ * owner (each holds a reference). */
+typedef struct {
+  gint     ref;
+  gboolean live;       /* the owner's thread's */
+} Alive;
+
 struct _RlxComputeQueue {
   RlxWorker               *worker;
   RlxComputeQueueCallbacks cb;
@@ -40,6 +47,15 @@ struct _RlxComputeQueue {
     RlxOuterEngine        *outer;        /* the outer mode's (made at its first job) */
   } w;
 
+  /* The overlapped outer mode's urgent leader operations (adds and
+   * finishes): run between two inner steps of whatever job the worker is
+   * running, or by a job of their own if none is; their results come back
+   * as soon as they ran. */
+  GMutex                   urgent_lock;
+  GQueue                   urgent;          /* RlxLeaderOp*, under urgent_lock */
+  GMainContext            *context;         /* the owner's */
+  Alive                   *alive;           /* shared with urgent deliveries */
+
   /* the owner's thread's */
   guint                    member_steps;    /* queued, not yet done */
   guint                    member_applying; /* of which apply a commit */
@@ -47,6 +63,16 @@ struct _RlxComputeQueue {
   guint64                  round_gen;       /* bumped when a round begins or is abandoned */
   guint                    finishes;        /* queued, not yet done */
 };
+
+static void leader_op_free_any (gpointer p);
+static void drain_urgent (gpointer data);
+
+static void
+alive_unref (Alive *alive)
+{
+  if (g_atomic_int_dec_and_test (&alive->ref))
+    g_free (alive);
+}
 
 RlxComputeQueue *
 rlx_compute_queue_new (RlxWorker *worker, const RlxComputeQueueCallbacks *callbacks,
@@ -57,6 +83,11 @@ rlx_compute_queue_new (RlxWorker *worker, const RlxComputeQueueCallbacks *callba
   self->worker = worker;
   self->cb = *callbacks;
   self->user_data = user_data;
+  g_mutex_init (&self->urgent_lock);
+  self->context = g_main_context_ref_thread_default ();
+  self->alive = g_new (Alive, 1);
+  self->alive->ref = 1;
+  self->alive->live = TRUE;
   return self;
 }
 
@@ -70,6 +101,11 @@ rlx_compute_queue_free (RlxComputeQueue *self)
   rlx_worker_free (self->worker);
   self->worker = NULL;
   rlx_outer_engine_free (self->w.outer);
+  g_queue_clear_full (&self->urgent, leader_op_free_any);
+  g_mutex_clear (&self->urgent_lock);
+  g_main_context_unref (self->context);
+  self->alive->live = FALSE;
+  alive_unref (self->alive);
   g_free (self);
 }
 
@@ -98,6 +134,12 @@ outer_engine (RlxComputeQueue *self, RlxBackend *backend)
   return self->w.outer;
 }
 
+/* What the inner steps' between-callback needs. */
+typedef struct {
+  RlxComputeQueue *self;
+  RlxBackend      *backend;
+} Between;
+
 /* Worker thread: an outer round's pseudo-gradient at @p into @out (the
  * grads_wire of the outer mode). */
 static gboolean
@@ -105,8 +147,10 @@ outer_local_wire (RlxComputeQueue *self, RlxBackend *backend, RlxMemberStep *ms,
                   double *scale, GError **error)
 {
   RlxOuterEngine *e = outer_engine (self, backend);
+  Between b = { self, backend };
 
-  if (!rlx_outer_engine_local (e, backend, ms->indices, ms->n, &ms->outer, &ms->loss, error))
+  if (!rlx_outer_engine_local (e, backend, ms->step, ms->indices, ms->n, &ms->outer,
+                               drain_urgent, &b, &ms->loss, error))
     return FALSE;
   rlx_outer_engine_delta_wire (e, ms->precision, ms->feedback, out, scale);
   return TRUE;
@@ -248,10 +292,13 @@ void
 rlx_compute_queue_member_step (RlxComputeQueue *self, RlxMemberStep *ms)
 {
   ms->queue = self;
+  /* (overlap: the next assignment comes while this one is still to run;
+   * both are computed) */
   if (ms->n > 0)
     {
       /* this assignment replaces any queued one */
-      g_atomic_int_inc (&self->shared.assign_gen);
+      if (ms->outer.lag == 0)
+        g_atomic_int_inc (&self->shared.assign_gen);
       ms->gen = g_atomic_int_get (&self->shared.assign_gen);
     }
   ms->accept_prev = ms->accept_prev && ms->feedback;
@@ -353,7 +400,8 @@ outer_finish_run (RlxComputeQueue *self, RlxBackend *backend, RlxLeaderOp *op, G
       room = STEP_HEADROOM (op->header.u.step.members->len);
       buf = g_malloc (room + bytes);
     }
-  if (!rlx_outer_engine_round_finish (e, backend, &op->outer, op->precision, op->feedback,
+  if (!rlx_outer_engine_round_finish (e, backend, op->step, (guint) op->abandon_gen, &op->outer,
+                                      op->precision, op->feedback,
                                       buf ? buf + room : NULL, &op->scale, &op->hash, &local))
     return finish_refused (op, &local, error);
   if (!rlx_outer_engine_hash (e, backend, &op->outer_hash, error))
@@ -389,7 +437,7 @@ finish_run (RlxComputeQueue *self, RlxBackend *backend, RlxLeaderOp *op, GError 
       op->refused = g_strdup ("the round before it was not committed");
       return TRUE;
     }
-  if (self->w.round_gen != op->round_gen ||
+  if ((op->outer.lag == 0 && self->w.round_gen != op->round_gen) ||
       op->abandon_gen != g_atomic_int_get (&self->shared.abandon_gen))
     {
       /* nothing of this round reached the backend, or it was given up */
@@ -435,10 +483,12 @@ static gboolean
 outer_own (RlxComputeQueue *self, RlxBackend *backend, RlxLeaderOp *op, GError **error)
 {
   RlxOuterEngine *e = outer_engine (self, backend);
+  Between b = { self, backend };
 
-  if (!rlx_outer_engine_local (e, backend, op->indices, op->n, &op->outer, &op->loss, error))
+  if (!rlx_outer_engine_local (e, backend, op->step, op->indices, op->n, &op->outer,
+                               drain_urgent, &b, &op->loss, error))
     return FALSE;
-  rlx_outer_engine_round_own (e, op->n);
+  rlx_outer_engine_round_own (e, op->step, (guint) op->abandon_gen, op->n);
   return TRUE;
 }
 
@@ -454,7 +504,8 @@ leader_op_run_timed (RlxBackend *backend, RlxLeaderOp *op, GError **error)
   switch (op->kind)
     {
     case RLX_LEADER_OWN:
-      round_of (self, backend, op->round_gen);
+      if (op->outer.lag == 0)
+        round_of (self, backend, op->round_gen);
       inject_fault (backend, op->fault);
       if (op->outer.h > 0
           ? !outer_own (self, backend, op, &local)
@@ -478,9 +529,16 @@ leader_op_run_timed (RlxBackend *backend, RlxLeaderOp *op, GError **error)
       self->w.ahead_since = 0;
       return TRUE;
     case RLX_LEADER_ADD:
-      round_of (self, backend, op->round_gen);
+      if (op->outer.lag > 0 && op->abandon_gen != g_atomic_int_get (&self->shared.abandon_gen))
+        {
+          op->refused = g_strdup ("the round was abandoned");
+          return TRUE;
+        }
+      if (op->outer.lag == 0)
+        round_of (self, backend, op->round_gen);
       if (op->outer.h > 0
-          ? !rlx_outer_engine_round_add (outer_engine (self, backend), op->bucket.codes,
+          ? !rlx_outer_engine_round_add (outer_engine (self, backend), op->step,
+                                         (guint) op->abandon_gen, op->bucket.codes,
                                          op->bucket.n, op->bucket.precision, op->bucket.scale,
                                          op->samples, &local)
           : !rlx_backend_round_add (backend, op->bucket.codes, op->bucket.n,
@@ -557,6 +615,79 @@ leader_op_done (RlxWorker *worker, gpointer data, const GError *error, gpointer 
   self->cb.leader_done (op, error, self->user_data);
 }
 
+static void
+leader_op_free_any (gpointer p)
+{
+  leader_op_free (p);
+}
+
+/* An urgent operation's result on its way to the owner. */
+typedef struct {
+  RlxLeaderOp *op;
+  GError      *error;
+  Alive       *alive;
+} UrgentDone;
+
+static gboolean
+urgent_deliver (gpointer data)
+{
+  UrgentDone *u = data;
+
+  if (u->alive->live)
+    leader_op_done (NULL, u->op, u->error, NULL);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+urgent_done_free (gpointer data)
+{
+  UrgentDone *u = data;
+
+  leader_op_free (u->op);
+  g_clear_error (&u->error);
+  alive_unref (u->alive);
+  g_free (u);
+}
+
+/* Worker thread: run the urgent operations queued so far, in order, each
+ * result sent to the owner as soon as it ran. */
+static void
+drain_urgent (gpointer data)
+{
+  Between *b = data;
+  RlxComputeQueue *self = b->self;
+
+  for (;;)
+    {
+      UrgentDone *u;
+      RlxLeaderOp *op;
+
+      g_mutex_lock (&self->urgent_lock);
+      op = g_queue_pop_head (&self->urgent);
+      g_mutex_unlock (&self->urgent_lock);
+      if (op == NULL)
+        return;
+      u = g_new0 (UrgentDone, 1);
+      u->op = op;
+      leader_op_run (b->backend, op, &u->error);
+      g_atomic_int_inc (&self->alive->ref);
+      u->alive = self->alive;
+      g_main_context_invoke_full (self->context, G_PRIORITY_DEFAULT, urgent_deliver, u,
+                                  urgent_done_free);
+    }
+}
+
+/* Worker thread: the job an urgent operation also queues, in case no
+ * inner steps run it first. */
+static gboolean
+urgent_run (RlxBackend *backend, gpointer data, GError **error)
+{
+  Between b = { data, backend };
+
+  drain_urgent (&b);
+  return TRUE;
+}
+
 static RlxLeaderOp *
 leader_op_new (RlxComputeQueue *self, RlxLeaderOpKind kind, guint64 step)
 {
@@ -579,6 +710,16 @@ leader_op_push (RlxComputeQueue *self, RlxLeaderOp *op)
                                         [RLX_LEADER_RESET] = "L.q.reset" };
 
   rlx_trace (queued[op->kind], op->step);
+  if (op->outer.lag > 0 && (op->kind == RLX_LEADER_ADD || op->kind == RLX_LEADER_FINISH))
+    {
+      /* between the inner steps of the job running now, or by a job of its
+       * own behind it if none runs */
+      g_mutex_lock (&self->urgent_lock);
+      g_queue_push_tail (&self->urgent, op);
+      g_mutex_unlock (&self->urgent_lock);
+      rlx_worker_queue (self->worker, urgent_run, NULL, self, NULL, NULL);
+      return;
+    }
   rlx_worker_queue (self->worker, leader_op_run, leader_op_done, op, leader_op_free, NULL);
 }
 

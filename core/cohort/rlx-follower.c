@@ -281,7 +281,10 @@ member_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m, gboolean early)
       return;
     }
   self->steps_term = s->term;
-  if (s->step != have + (committed ? 1 : 0) + 1 && !s->final)
+  /* (overlap, lag 1: a commit's frame assigns the round after the next,
+   * and a restart assigns its first two rounds in two frames) */
+  if (s->step != have + (committed ? 1 + s->lag : 0) + 1 &&
+      !(s->lag > 0 && !committed && s->step == have + 2) && !s->final)
     {
       request_snapshot (self, "step out of sequence");
       return;
@@ -402,6 +405,8 @@ rlx_follower_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m)
   RlxMsg *keep;
 
   rlx_trace ("M.rx", s->step);
+  if (s->commit > 0)
+    rlx_trace ("M.rx.commit", s->commit);
   if (s->term < term)
     {
       /* A leader of an older term that missed the change (it was cut off):

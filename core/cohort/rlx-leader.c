@@ -41,10 +41,37 @@ struct _RlxLeader {
                                       * round was complete (0: none) */
   guint64          own_prequeued;   /* the step whose own gradient is queued already (0: none) */
   gboolean         params_dirty;    /* the backend took an update the replica does not know */
-  /* the sync mode of the round being collected, and of the one assigned
-   * next (the cohort's choice when it was assigned: rlx-sync-state.h) */
-  RlxOuterSettings round_outer, next_outer;
+  /* the sync mode of the round being collected, of the one that starts
+   * after it, and of the one the last assignment made (the cohort's choice
+   * when it was assigned: rlx-sync-state.h) */
+  RlxOuterSettings round_outer, next_outer, assigned_outer;
+  /* Overlap (the outer mode's lag 1): the round after the next one, which
+   * the members already know and compute (docs/PROTOCOL.md, "Overlap") */
+  struct {
+    guint64          step;            /* 0: none */
+    guint            epoch, pos, count;
+    GArray          *slots;
+    RlxOuterSettings outer;
+  } ahead;
+  guint64          restart_at;      /* the applied step the last restart built on */
+  GPtrArray       *held_own;        /* HeldOwn: our own results of rounds not begun yet */
 };
+
+/* Our own contribution's result, kept until its round begins (overlap). */
+typedef struct _HeldOwn {
+  guint64 step;
+  guint   n;
+  float   loss;
+  gint64  compute_us, run_us;
+  char   *refused;
+} HeldOwn;
+
+static void
+held_own_free (HeldOwn *h)
+{
+  g_free (h->refused);
+  g_free (h);
+}
 
 /* Main-loop time of the leader's handlers (per round, for "done"). */
 #define BUSY_BEGIN gint64 busy_t0 = rlx_round_stats_now ()
@@ -55,6 +82,8 @@ struct _RlxLeader {
 
 static void leader_finalize (RlxLeader *self);
 static void send_reject (RlxLeader *self, const char *id, guint64 step, const char *reason);
+static void own_result (RlxLeader *self, const HeldOwn *h);
+static void publish_overlapped (RlxLeader *self, guint64 c, gboolean final);
 
 static void
 emit (RlxLeader *self, RlxEvent *e)
@@ -76,15 +105,50 @@ finished (RlxLeader *self)
   return self->ctx->ops->finished (self->ctx->owner);
 }
 
-/* The next round's slots (rlx_split_assign), from round_pos on, in the
- * sync mode in force (an outer round of H inner steps takes H times the
- * global batch); its settings into next_outer. */
+/* A round's slots (rlx_split_assign) from @pos, in the sync mode in force
+ * (an outer round of H inner steps takes H times the global batch); its
+ * settings into assigned_outer, its sample count into *@count. */
+static GArray *
+assign_at (RlxLeader *self, guint pos, guint *count)
+{
+  rlx_sync_state_settings (self->ctx->sync, self->ctx->lr, &self->assigned_outer);
+  return rlx_split_assign_rounds (self->ctx, pos, MAX (1u, self->assigned_outer.h), count);
+}
+
+/* The next round's slots, from round_pos on. */
 static GArray *
 leader_assign (RlxLeader *self)
 {
-  rlx_sync_state_settings (self->ctx->sync, self->ctx->lr, &self->next_outer);
-  return rlx_split_assign_rounds (self->ctx, self->round_pos, MAX (1u, self->next_outer.h),
-                                  &self->round_count);
+  GArray *slots = assign_at (self, self->round_pos, &self->round_count);
+
+  self->next_outer = self->assigned_outer;
+  return slots;
+}
+
+/* Whether rounds overlap (the outer mode's lag): the assignment in force
+ * says. */
+static gboolean
+overlapped (RlxLeader *self)
+{
+  return self->assigned_outer.h > 0 && self->assigned_outer.lag > 0;
+}
+
+static void
+ahead_clear (RlxLeader *self)
+{
+  self->ahead.step = 0;
+  g_clear_pointer (&self->ahead.slots, g_array_unref);
+}
+
+/* The step a bucket of @step was computed from: the last commit the
+ * member had applied when its round began (with overlap one further back,
+ * but not before the restart its rounds began from). */
+static guint64
+bucket_base (RlxLeader *self, guint64 step)
+{
+  if (!overlapped (self) || step < 2)
+    return step - 1;
+  return MAX (step - 2, MIN (self->restart_at, step - 1));
 }
 
 static guint
@@ -98,13 +162,15 @@ deadline_ms (RlxLeader *self)
   return (guint) CLAMP (ms, (double) self->ctx->deadline_floor_ms, (double) MAX_DEADLINE_MS);
 }
 
-/* The step message of the next round (everything but the update). */
+/* The step message of a round (everything but the update): step @step
+ * assigned with @slots from (@epoch, @pos), @count samples. */
 static void
-step_header (RlxLeader *self, RlxMsg *m, guint64 commit, GArray *slots, gboolean final)
+step_header_for (RlxLeader *self, RlxMsg *m, guint64 commit, guint64 step, guint epoch,
+                 guint pos, guint count, GArray *slots, gboolean final)
 {
   rlx_msg_init (m, RLX_MSG_STEP, self->ctx->node_id);
   m->u.step.term = rlx_leadership_get_term (self->ctx->lead);
-  m->u.step.step = (commit ? commit : rlx_cohort_applied (self->ctx)) + 1;
+  m->u.step.step = step;
   m->u.step.commit = commit;
   m->u.step.base = rlx_replica_get_hash (self->ctx->replica);
   m->u.step.loss = commit ? rlx_round_get_loss (self->round) : 0.0;
@@ -114,14 +180,15 @@ step_header (RlxLeader *self, RlxMsg *m, guint64 commit, GArray *slots, gboolean
   m->u.step.late = commit ? rlx_round_get_late (self->round) : 0;
   m->u.step.rejected = commit ? rlx_round_get_rejected (self->round) : 0;
   m->u.step.lr = self->ctx->lr;
-  m->u.step.epoch = self->round_epoch;
-  m->u.step.pos = self->round_pos;
-  m->u.step.count = self->round_count;
+  m->u.step.epoch = epoch;
+  m->u.step.pos = pos;
+  m->u.step.count = count;
   m->u.step.members = rlx_cohort_str_array_copy (rlx_cohort_members (self->ctx));
   m->u.step.final = final;
-  /* the assignment's mode (next_outer: leader_assign made the slots), and
+  /* the assignment's mode (assigned_outer: the slots were made in it), and
    * the commit's (the round being finished) */
-  rlx_sync_state_announce (&self->next_outer, commit ? self->round_outer.h : 0, &m->u.step);
+  rlx_sync_state_announce (&self->assigned_outer, commit ? self->round_outer.h : 0,
+                           &m->u.step);
   m->u.step.assign = rlx_msg_slots_new ();
   for (guint i = 0; slots && i < slots->len; i++)
     {
@@ -129,6 +196,14 @@ step_header (RlxLeader *self, RlxMsg *m, guint64 commit, GArray *slots, gboolean
       s.node = g_strdup (s.node);
       g_array_append_val (m->u.step.assign, s);
     }
+}
+
+/* The step message of the next round (everything but the update). */
+static void
+step_header (RlxLeader *self, RlxMsg *m, guint64 commit, GArray *slots, gboolean final)
+{
+  step_header_for (self, m, commit, (commit ? commit : rlx_cohort_applied (self->ctx)) + 1,
+                   self->round_epoch, self->round_pos, self->round_count, slots, final);
 }
 
 /* Drop the round in flight: its contributions are forgotten by the backend
@@ -144,6 +219,8 @@ rlx_leader_abandon_round (RlxLeader *self)
   self->own_prequeued = 0;
   self->round_waiting = FALSE;
   g_clear_pointer (&self->next_slots, g_array_unref);
+  ahead_clear (self);
+  g_ptr_array_set_size (self->held_own, 0);
 }
 
 /* @id has @step (acknowledged, or sent to it in a snapshot). */
@@ -259,7 +336,10 @@ leader_start_round (RlxLeader *self, GArray *slots)
   for (guint i = 0; i < slots->len; i++)
     if (rlx_cohort_is_self (self->ctx, g_array_index (slots, RlxMsgSlot, i).node))
       own = &g_array_index (slots, RlxMsgSlot, i);
-  alone = own != NULL && slots->len == 1 && rlx_cohort_members (self->ctx)->len == 1;
+  /* (an outer round goes through the round even alone: its finish is the
+   * outer step, not a shortcut) */
+  alone = own != NULL && slots->len == 1 && rlx_cohort_members (self->ctx)->len == 1 &&
+          self->round_outer.h == 0;
   if (self->own_prequeued != step)
     {
       rlx_compute_queue_begin_round (self->ctx->queue);
@@ -276,6 +356,17 @@ leader_start_round (RlxLeader *self, GArray *slots)
   /* (a round whose finish is queued was planned for us alone) */
   rlx_round_begin (self->round, step, slots,
                    alone || self->finish_prequeued == step ? 0 : deadline_ms (self));
+  /* overlap: our own contribution may have come in while the round before
+   * was being finished */
+  for (guint i = self->held_own->len; i > 0; i--)
+    {
+      HeldOwn *h = g_ptr_array_index (self->held_own, i - 1);
+
+      if (h->step == step)
+        own_result (self, h);
+      if (h->step <= step)
+        g_ptr_array_remove_index (self->held_own, i - 1);
+    }
   if (alone && self->finish_prequeued != step)
     {
       g_autofree guint32 *next = NULL, *after = NULL;
@@ -300,6 +391,7 @@ on_finished (RlxLeader *self, RlxLeaderOp *op)
   gboolean final = rlx_cohort_at_last_step (self->ctx, commit);
   GArray *slots;
   GPtrArray *waiting;
+  gboolean outer = op->outer.h > 0;
 
   rlx_trace ("L.fin", commit);
   self->ctx->ops->training (self->ctx->owner);
@@ -344,7 +436,7 @@ on_finished (RlxLeader *self, RlxLeaderOp *op)
   if (slots != NULL)
     self->round_outer = self->next_outer;
   if (slots != NULL && !final &&
-      (op->frame != NULL || rlx_cohort_members (self->ctx)->len == 1 ||
+      (outer || op->frame != NULL || rlx_cohort_members (self->ctx)->len == 1 ||
        self->finish_prequeued == commit + 1))
     leader_start_round (self, slots);
   else if (slots != NULL && !final)
@@ -357,6 +449,36 @@ on_finished (RlxLeader *self, RlxLeaderOp *op)
       !rlx_round_is_active (self->round) && !self->finishing_round &&
       rlx_snapshots_pending (self->ctx->snapshots) == 0)
     rlx_leader_publish (self, FALSE);
+}
+
+/* Our own contribution to the round collected. */
+static void
+own_result (RlxLeader *self, const HeldOwn *h)
+{
+  g_autofree char *reason = NULL;
+
+  rlx_round_stats_own_path (self->ctx->stats, h->run_us);
+  rlx_cohort_note_self_speed (self->ctx, h->n, h->compute_us);
+  if (h->refused)
+    {
+      rlx_round_reject_slot (self->round, self->ctx->node_id);
+      send_reject (self, self->ctx->node_id, h->step, h->refused);
+      return;
+    }
+  switch (rlx_round_offer (self->round, self->ctx->node_id, h->step, h->n, h->loss,
+                           h->compute_us, self->ctx->n, &reason))
+    {
+    case RLX_ROUND_ACCEPTED:
+      rlx_round_added (self->round, self->ctx->node_id, TRUE, NULL);
+      break;
+    case RLX_ROUND_REJECTED:
+      send_reject (self, self->ctx->node_id, h->step, reason);
+      break;
+    case RLX_ROUND_LATE:
+    default:
+      rlx_round_stats_late (self->ctx->stats);
+      break;
+    }
 }
 
 void
@@ -398,32 +520,22 @@ rlx_leader_op_done (RlxLeader *self, RlxLeaderOp *op, const GError *error)
     {
     case RLX_LEADER_OWN:
       {
-        g_autofree char *reason = NULL;
+        HeldOwn h = { op->step, op->n, op->loss, op->compute_us, op->run_us, op->refused };
 
         if (!current || !rlx_leadership_is_leader (self->ctx->lead))
           break;
-        rlx_round_stats_own_path (self->ctx->stats, op->run_us);
-        rlx_cohort_note_self_speed (self->ctx, op->n, op->compute_us);
-        if (op->refused)
+        if (op->outer.lag > 0 && op->step > self->round_step)
           {
-            rlx_round_reject_slot (self->round, self->ctx->node_id);
-            send_reject (self, self->ctx->node_id, op->step, op->refused);
+            /* overlap: the round after the one collected; it waits */
+            HeldOwn *keep = g_memdup2 (&h, sizeof h);
+
+            keep->refused = g_strdup (op->refused);
+            if (self->held_own->len >= 4)
+              g_ptr_array_remove_index (self->held_own, 0);
+            g_ptr_array_add (self->held_own, keep);
             break;
           }
-        switch (rlx_round_offer (self->round, self->ctx->node_id, op->step, op->n, op->loss,
-                                 op->compute_us, self->ctx->n, &reason))
-          {
-          case RLX_ROUND_ACCEPTED:
-            rlx_round_added (self->round, self->ctx->node_id, TRUE, NULL);
-            break;
-          case RLX_ROUND_REJECTED:
-            send_reject (self, self->ctx->node_id, op->step, reason);
-            break;
-          case RLX_ROUND_LATE:
-          default:
-            rlx_round_stats_late (self->ctx->stats);
-            break;
-          }
+        own_result (self, &h);
         break;
       }
     case RLX_LEADER_ADD:
@@ -487,6 +599,78 @@ out:
   BUSY_END;
 }
 
+/* Our slot among @slots, or NULL. */
+static const RlxMsgSlot *
+own_slot (RlxLeader *self, GArray *slots)
+{
+  for (guint i = 0; slots && i < slots->len; i++)
+    if (rlx_cohort_is_self (self->ctx, g_array_index (slots, RlxMsgSlot, i).node))
+      return &g_array_index (slots, RlxMsgSlot, i);
+  return NULL;
+}
+
+/* Overlap: assign the round after @step (whose slots are out) from where
+ * @step's round ends, queue our own part of it and remember it as ahead;
+ * its step message into @m (NULL: none wanted, nothing assigned). FALSE
+ * when nothing is assigned (past the last step). */
+static gboolean
+assign_ahead (RlxLeader *self, guint64 commit, guint64 step, guint epoch, guint pos,
+              guint count, gboolean final, RlxMsg *m)
+{
+  GArray *slots;
+  guint n = 0;
+  const RlxMsgSlot *own;
+
+  rlx_replica_advance (self->ctx->replica, &epoch, &pos, count);
+  if (final || rlx_cohort_at_last_step (self->ctx, step))
+    {
+      step_header_for (self, m, commit, step + 1, epoch, pos, 0, NULL, final);
+      return FALSE;
+    }
+  slots = assign_at (self, pos, &n);
+  step_header_for (self, m, commit, step + 1, epoch, pos, n, slots, final);
+  own = own_slot (self, slots);
+  if (own != NULL)
+    queue_own (self, step + 1,
+               rlx_replica_permutation (self->ctx->replica, epoch) + own->start, own->count,
+               &self->assigned_outer);
+  ahead_clear (self);
+  self->ahead.step = step + 1;
+  self->ahead.epoch = epoch;
+  self->ahead.pos = pos;
+  self->ahead.count = n;
+  self->ahead.slots = slots;
+  self->ahead.outer = self->assigned_outer;
+  return TRUE;
+}
+
+/* Overlap (docs/PROTOCOL.md, "Overlap"): round @c is complete. Its finish
+ * runs between our inner steps (the members compute round c + 1 all the
+ * while: they have its slots since the last frame); the frame it fills
+ * commits c and assigns c + 2. Round c + 1 is collected once the finish is
+ * in (on_finished). */
+static void
+publish_overlapped (RlxLeader *self, guint64 c, gboolean final)
+{
+  RlxMsg m;
+  gboolean have_next = self->ahead.step == c + 1;
+
+  rlx_replica_advance (self->ctx->replica, &self->round_epoch, &self->round_pos,
+                       self->round_count);
+  self->round_step = c + 1;
+  self->round_count = have_next ? self->ahead.count : 0;
+  g_clear_pointer (&self->next_slots, g_array_unref);
+  self->next_slots = have_next ? g_steal_pointer (&self->ahead.slots) : rlx_msg_slots_new ();
+  self->next_outer = have_next ? self->ahead.outer : self->round_outer;
+  ahead_clear (self);
+  self->finishing_round = TRUE;
+  assign_ahead (self, c, c + 1, self->round_epoch, self->round_pos, self->round_count,
+                final || !have_next, &m);
+  queue_finish (self, c, &m, NULL, 0, NULL, 0, &self->round_outer);
+  /* (our part of c + 1 was queued with the frame that assigned it) */
+  self->own_prequeued = c + 1;
+}
+
 void
 rlx_leader_publish (RlxLeader *self, gboolean commit)
 {
@@ -513,6 +697,11 @@ rlx_leader_publish (RlxLeader *self, gboolean commit)
       rlx_round_stats_round (self->ctx->stats, self->rounds_measured, round_us,
                              rlx_round_get_samples (self->round),
                              rlx_round_get_max_compute (self->round));
+      if (self->round_outer.h > 0 && self->round_outer.lag > 0)
+        {
+          publish_overlapped (self, c, final);
+          return;
+        }
       /* The next round starts where this one ended. */
       rlx_replica_advance (self->ctx->replica, &self->round_epoch, &self->round_pos,
                            self->round_count);
@@ -594,7 +783,8 @@ rlx_leader_publish (RlxLeader *self, gboolean commit)
 
     slots = leader_assign (self);
     self->round_outer = self->next_outer;
-    if (ids->len > 1)
+    self->restart_at = rlx_cohort_applied (self->ctx);
+    if (ids->len > 1 || self->round_outer.h > 0)
       {
         step_header (self, &m, 0, slots, FALSE);
         frame = rlx_msg_build (&m, NULL, 0, RLX_PRECISION_F32, &error);
@@ -617,6 +807,24 @@ rlx_leader_publish (RlxLeader *self, gboolean commit)
   }
   leader_start_round (self, slots);
   g_array_unref (slots);
+  /* Overlap: the members compute the round after this one as soon as
+   * theirs is done, so it is assigned now too. */
+  if (self->round_outer.h > 0 && self->round_outer.lag > 0)
+    {
+      g_autoptr(GBytes) frame = NULL;
+      GPtrArray *ids = rlx_cohort_members (self->ctx);
+
+      if (assign_ahead (self, 0, self->round_step, self->round_epoch, self->round_pos,
+                        self->round_count, FALSE, &m))
+        frame = rlx_msg_build (&m, NULL, 0, RLX_PRECISION_F32, &error);
+      rlx_msg_clear (&m);
+      for (guint i = 0; frame != NULL && i < ids->len; i++)
+        {
+          RlxPeer *p = rlx_peer_set_lookup (self->ctx->peers, g_ptr_array_index (ids, i));
+          if (p)
+            OWNER (send_frame, p, RLX_SEND_STEP, frame, 0, RLX_PRECISION_F32);
+        }
+    }
 }
 
 static void
@@ -714,6 +922,16 @@ rlx_leader_on_grad (RlxLeader *self, RlxPeer *p, RlxMsg *m)
   rlx_trace ("L.rx", g->step);
   if (g->term != rlx_leadership_get_term (self->ctx->lead))
     return;
+  if (overlapped (self) && !ms->has_held &&
+      ((self->finishing_round && g->step == self->round_step) ||
+       (!self->finishing_round && g->step == self->round_step + 1)))
+    {
+      /* overlap: a bucket of the round after this one, early; judged once
+       * its round begins (judge_held) */
+      rlx_msg_steal (&ms->held, m);
+      ms->has_held = TRUE;
+      return;
+    }
   if (!rlx_round_slot_pending (self->round, p->id) || g->step != rlx_round_get_step (self->round))
     {
       rlx_round_stats_late (self->ctx->stats);
@@ -732,8 +950,10 @@ rlx_leader_on_grad (RlxLeader *self, RlxPeer *p, RlxMsg *m)
       rlx_round_stats_late (self->ctx->stats);
       return;
     }
-  if (!ms->known || ms->step + 1 < g->step ||
-      !rlx_replica_hash_at (self->ctx->replica, g->step - 1, &mine))
+  /* (with overlap the member may have acknowledged the next commit too by
+   * now: its state is judged where it says it is) */
+  if (!ms->known || ms->step < bucket_base (self, g->step) ||
+      !rlx_replica_hash_at (self->ctx->replica, ms->step, &mine))
     {
       rlx_msg_clear (&ms->held);
       rlx_msg_steal (&ms->held, m);
@@ -916,6 +1136,7 @@ rlx_leader_new (RlxCohortContext *ctx)
   RlxLeader *self = g_new0 (RlxLeader, 1);
 
   self->ctx = ctx;
+  self->held_own = g_ptr_array_new_with_free_func ((GDestroyNotify) held_own_free);
   self->commits = rlx_commits_new (ctx);
   self->round = rlx_round_new (ctx->n);
   g_signal_connect (self->round, "complete", G_CALLBACK (on_round_complete), self);
@@ -933,6 +1154,8 @@ rlx_leader_free (RlxLeader *self)
   rlx_round_cancel (self->round);
   g_clear_object (&self->round);
   g_clear_pointer (&self->next_slots, g_array_unref);
+  ahead_clear (self);
+  g_clear_pointer (&self->held_own, g_ptr_array_unref);
   g_clear_pointer (&self->commits, rlx_commits_free);
   g_free (self);
 }

@@ -94,6 +94,7 @@ static const RlxMsgField step_fields[] = {
   { "ch",           F_UINT,   OPT, AT (step, ch),           RLX_OUTER_MAX_H, 0, NULL, W_IF_SET, NULL },
   { "olr",          F_NUM,    OPT, AT (step, olr),          0, 0, NULL, W_IF_SET, NULL },
   { "omom",         F_NUM,    OPT, AT (step, omom),         0, 0, NULL, 0, "olr" },
+  { "lag",          F_UINT,   OPT, AT (step, lag),          1, 0, NULL, W_IF_SET, NULL },
 };
 
 static const RlxMsgField grad_fields[] = {

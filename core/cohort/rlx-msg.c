@@ -480,7 +480,9 @@ check_step (Reader *r, RlxMsg *m)
 
   if (s->step == 0)
     fail (r, "step", "is 0 (steps count from 1)");
-  else if (s->commit != 0 && s->commit + 1 != s->step && !s->final)
+  else if (s->lag > 0 && s->h == 0)
+    fail (r, "lag", "= %u without an outer round (h)", s->lag);
+  else if (s->commit != 0 && s->commit + 1 + s->lag != s->step && !s->final)
     fail (r, "commit", "= %" G_GUINT64_FORMAT " does not precede step %" G_GUINT64_FORMAT,
           s->commit, s->step);
   else if (s->ch > 0 && s->commit == 0)

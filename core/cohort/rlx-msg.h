@@ -161,6 +161,7 @@ typedef struct {
   guint      h;                   /* the assigned round is an outer round of H inner steps */
   guint      ch;                  /* the commit is an outer round's (of ch inner steps) */
   double     olr, omom;           /* the outer optimizer's lr and momentum (with h or ch) */
+  guint      lag;                 /* overlap: the assignment is of step commit + 1 + lag */
   RlxMsgArray update;             /* "avg" */
 } RlxMsgStep;
 

@@ -11,6 +11,15 @@
 #include <math.h>
 #include <string.h>
 
+/* One of the leader's open rounds. */
+typedef struct {
+  float   *sum;
+  guint64  step;
+  guint    gen;
+  guint    contributions;
+  guint64  samples;
+} Slot;
+
 struct _RlxOuterEngine {
   gsize    n;
   float   *mom;          /* m */
@@ -22,9 +31,10 @@ struct _RlxOuterEngine {
   float   *res_next;     /* the one the last bucket left, kept aside */
   gboolean res_pending;
   float   *ures;         /* the leader's update residual (NULL: none yet) */
-  float   *sum;          /* the leader's round */
-  guint    contributions;
-  guint64  samples;
+  guint64  delta_step;   /* the round δ belongs to (0: none) */
+  /* the leader's rounds: two may be open at once with overlap (round k
+   * being finished while round k+1's contributions come in) */
+  Slot     slot[2];
 };
 
 RlxOuterEngine *
@@ -54,7 +64,8 @@ rlx_outer_engine_free (RlxOuterEngine *self)
   g_free (self->res);
   g_free (self->res_next);
   g_free (self->ures);
-  g_free (self->sum);
+  g_free (self->slot[0].sum);
+  g_free (self->slot[1].sum);
   g_free (self);
 }
 
@@ -131,8 +142,10 @@ rlx_outer_engine_load_momentum (RlxOuterEngine *self, const float *m)
 }
 
 gboolean
-rlx_outer_engine_local (RlxOuterEngine *self, RlxBackend *backend, const guint32 *indices,
-                        guint n, const RlxOuterSettings *settings, float *loss, GError **error)
+rlx_outer_engine_local (RlxOuterEngine *self, RlxBackend *backend, guint64 step,
+                        const guint32 *indices, guint n, const RlxOuterSettings *settings,
+                        RlxOuterBetween between, gpointer between_data, float *loss,
+                        GError **error)
 {
   guint steps = MAX (1u, MIN (settings->h, n));
   guint max_batch = rlx_backend_max_batch (backend);
@@ -146,6 +159,12 @@ rlx_outer_engine_local (RlxOuterEngine *self, RlxBackend *backend, const guint32
     steps = (n + max_batch - 1) / max_batch;
   if (!rlx_backend_read_params (backend, self->x, error))
     return FALSE;
+  /* With overlap, the round before this one was this rank's too: its own
+   * progress goes on from the newest θ (x = θ − δ of that round). */
+  if (settings->lag > 0 && self->delta_step > 0 && self->delta_step + 1 == step)
+    rlx_outer_pseudo_gradient (self->x, self->delta, self->x, self->n);
+  memcpy (self->delta, self->x, self->n * sizeof (float));   /* the round's start s */
+  self->delta_step = 0;
   for (guint k = 0; k < steps; k++)
     {
       guint size = n / steps + (k < n % steps ? 1 : 0);
@@ -156,14 +175,15 @@ rlx_outer_engine_local (RlxOuterEngine *self, RlxBackend *backend, const guint32
       rlx_sgd_step (self->x, self->grads, self->n, (float) settings->inner_lr);
       loss_sum += (double) l * size;
       done += size;
+      if (between != NULL && k + 1 < steps)
+        between (between_data);
     }
   *loss = (float) (loss_sum / n);
-  /* δ = θ − x: θ is still in the backend; read it into δ's array first */
-  if (!rlx_backend_read_params (backend, self->delta, error))
-    return FALSE;
+  /* δ = s − x */
   rlx_outer_pseudo_gradient (self->delta, self->x, self->delta, self->n);
   if ((bad = rlx_outer_update_check (self->delta, self->n)) >= 0)
     return not_finite (error, "the pseudo-gradient", bad);
+  self->delta_step = step;
   return TRUE;
 }
 
@@ -215,25 +235,45 @@ rlx_outer_engine_accept_feedback (RlxOuterEngine *self)
   self->res_pending = FALSE;
 }
 
-static void
-round_add_f32 (RlxOuterEngine *self, const float *delta, guint samples)
+/* The slot of round @step (of abandon generation @gen), emptied when it
+ * held another. */
+static Slot *
+slot_of (RlxOuterEngine *self, guint64 step, guint gen)
 {
-  if (self->sum == NULL)
-    self->sum = g_new (float, self->n);
-  rlx_outer_accumulate (self->sum, delta, samples, self->contributions == 0, self->n);
-  self->contributions++;
-  self->samples += samples;
+  Slot *sl = &self->slot[step % 2];
+
+  if (sl->step != step || sl->gen != gen)
+    {
+      sl->step = step;
+      sl->gen = gen;
+      sl->contributions = 0;
+      sl->samples = 0;
+    }
+  if (sl->sum == NULL)
+    sl->sum = g_new (float, self->n);
+  return sl;
+}
+
+static void
+round_add_f32 (RlxOuterEngine *self, guint64 step, guint gen, const float *delta, guint samples)
+{
+  Slot *sl = slot_of (self, step, gen);
+
+  rlx_outer_accumulate (sl->sum, delta, samples, sl->contributions == 0, self->n);
+  sl->contributions++;
+  sl->samples += samples;
 }
 
 void
-rlx_outer_engine_round_own (RlxOuterEngine *self, guint samples)
+rlx_outer_engine_round_own (RlxOuterEngine *self, guint64 step, guint gen, guint samples)
 {
-  round_add_f32 (self, self->delta, samples);
+  round_add_f32 (self, step, gen, self->delta, samples);
 }
 
 gboolean
-rlx_outer_engine_round_add (RlxOuterEngine *self, const void *codes, gsize n,
-                            RlxPrecision precision, double scale, guint samples, GError **error)
+rlx_outer_engine_round_add (RlxOuterEngine *self, guint64 step, guint gen, const void *codes,
+                            gsize n, RlxPrecision precision, double scale, guint samples,
+                            GError **error)
 {
   gssize bad;
 
@@ -247,13 +287,13 @@ rlx_outer_engine_round_add (RlxOuterEngine *self, const void *codes, gsize n,
   rlx_wire_dequantize (codes, n, precision, scale, self->scratch);
   if ((bad = rlx_outer_update_check (self->scratch, n)) >= 0)
     return not_finite (error, "the pseudo-gradient", bad);
-  round_add_f32 (self, self->scratch, samples);
+  round_add_f32 (self, step, gen, self->scratch, samples);
   return TRUE;
 }
 
 gboolean
-rlx_outer_engine_round_finish (RlxOuterEngine *self, RlxBackend *backend,
-                               const RlxOuterSettings *settings, RlxPrecision precision,
+rlx_outer_engine_round_finish (RlxOuterEngine *self, RlxBackend *backend, guint64 step,
+                               guint gen, const RlxOuterSettings *settings, RlxPrecision precision,
                                gboolean feedback, void *codes, double *scale_out,
                                guint64 *hash_out, GError **error)
 {
@@ -262,21 +302,23 @@ rlx_outer_engine_round_finish (RlxOuterEngine *self, RlxBackend *backend,
   g_autofree guint8 *own = NULL;
   g_autoptr(GError) local = NULL;
   gboolean with_res = feedback && precision != RLX_PRECISION_F32;
-  guint64 samples = self->samples;
+  Slot *sl = slot_of (self, step, gen);
+  guint64 samples = sl->samples;
   gboolean ok;
 
-  if (self->contributions == 0)
+  if (sl->contributions == 0)
     {
       g_set_error (error, RLX_BACKEND_ERROR, RLX_BACKEND_ERROR_FAILED,
                    "an outer round with no contribution");
       return FALSE;
     }
-  rlx_outer_engine_round_cancel (self);
+  sl->contributions = 0;
+  sl->samples = 0;
   if (with_res && self->ures == NULL)
     self->ures = g_new0 (float, n);
   if (codes == NULL)
     codes = own = g_malloc (n * es);
-  ok = rlx_outer_make_update (self->sum, samples, self->mom, with_res ? self->ures : NULL, n,
+  ok = rlx_outer_make_update (sl->sum, samples, self->mom, with_res ? self->ures : NULL, n,
                               settings->lr, settings->momentum, precision, codes, scale_out,
                               self->scratch, NULL, &local);
   if (!ok)
@@ -295,12 +337,10 @@ rlx_outer_engine_round_finish (RlxOuterEngine *self, RlxBackend *backend,
 void
 rlx_outer_engine_round_cancel (RlxOuterEngine *self)
 {
-  self->contributions = 0;
-  self->samples = 0;
-}
-
-guint
-rlx_outer_engine_round_size (RlxOuterEngine *self)
-{
-  return self->contributions;
+  for (guint i = 0; i < 2; i++)
+    {
+      self->slot[i].step = 0;
+      self->slot[i].contributions = 0;
+      self->slot[i].samples = 0;
+    }
 }

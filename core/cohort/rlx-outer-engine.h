@@ -47,7 +47,12 @@ typedef struct {
   double  lr;          /* outer learning rate */
   double  momentum;    /* outer (Nesterov) momentum */
   double  inner_lr;    /* the inner SGD's learning rate */
+  guint   lag;         /* 1: overlapped rounds (docs/PROTOCOL.md, "Overlap"); 0: not */
 } RlxOuterSettings;
+
+/* Called between two inner steps (on the worker thread), e.g. to run
+ * urgent work of the leader's round in between. */
+typedef void (*RlxOuterBetween) (gpointer data);
 
 typedef struct _RlxOuterEngine RlxOuterEngine;
 
@@ -76,14 +81,18 @@ void     rlx_outer_engine_load_momentum (RlxOuterEngine *self, const float *m);
 
 /* ── the rank's round ── */
 
-/* H inner steps from θ over @indices[0..n) (1 ≤ n; min (H, n) chunks of
- * near-equal size, each at most the backend's max_batch), δ kept for
- * rlx_outer_engine_delta_wire or _round_own. *@loss: the mean inner loss,
- * weighted by chunk size. A non-finite δ fails with
- * RLX_BACKEND_ERROR_NOT_FINITE. */
-gboolean rlx_outer_engine_local (RlxOuterEngine *self, RlxBackend *backend,
+/* Round @step's H inner steps over @indices[0..n) (1 ≤ n; min (H, n)
+ * chunks of near-equal size, each at most the backend's max_batch) from
+ * the start s: θ, or — with @settings->lag and the last local being round
+ * @step − 1's — θ − δ of that round (the rank's own progress carried onto
+ * the newest outer parameters: the overlap's rule). δ = s − x is kept for
+ * rlx_outer_engine_delta_wire or _round_own. @between (nullable) runs
+ * between inner steps. *@loss: the mean inner loss, weighted by chunk size.
+ * A non-finite δ fails with RLX_BACKEND_ERROR_NOT_FINITE. */
+gboolean rlx_outer_engine_local (RlxOuterEngine *self, RlxBackend *backend, guint64 step,
                                  const guint32 *indices, guint n,
-                                 const RlxOuterSettings *settings, float *loss, GError **error);
+                                 const RlxOuterSettings *settings, RlxOuterBetween between,
+                                 gpointer between_data, float *loss, GError **error);
 /* δ at @precision into @codes (n × element size), the scale into
  * *@scale_out, with the member stream's error feedback when @feedback. */
 void     rlx_outer_engine_delta_wire (RlxOuterEngine *self, RlxPrecision precision,
@@ -91,15 +100,20 @@ void     rlx_outer_engine_delta_wire (RlxOuterEngine *self, RlxPrecision precisi
 /* The last delta_wire's bucket was taken: its residual is carried. */
 void     rlx_outer_engine_accept_feedback (RlxOuterEngine *self);
 
-/* ── the leader's round ── */
+/* ── the leader's round ──
+ * Rounds are named by @step and @gen (the caller's generation: a round
+ * abandoned and begun again under the same step is another); two may be
+ * open at once (round k finishing while round k+1 fills). */
 
-/* The own δ of the last rlx_outer_engine_local joins the round with weight
- * @samples. */
-void     rlx_outer_engine_round_own  (RlxOuterEngine *self, guint samples);
+/* The own δ of the last rlx_outer_engine_local joins round @step with
+ * weight @samples. */
+void     rlx_outer_engine_round_own  (RlxOuterEngine *self, guint64 step, guint gen,
+                                      guint samples);
 /* A member's bucket joins with weight @samples; a wrong length, a bad scale
  * (RLX_BACKEND_ERROR_FAILED) or a NaN/±Inf (RLX_BACKEND_ERROR_NOT_FINITE)
  * leaves the round as it was. */
-gboolean rlx_outer_engine_round_add  (RlxOuterEngine *self, const void *codes, gsize n,
+gboolean rlx_outer_engine_round_add  (RlxOuterEngine *self, guint64 step, guint gen,
+                                      const void *codes, gsize n,
                                       RlxPrecision precision, double scale, guint samples,
                                       GError **error);
 /* The outer step: codes of the update at @precision into @codes (NULL: not
@@ -108,11 +122,12 @@ gboolean rlx_outer_engine_round_add  (RlxOuterEngine *self, const void *codes, g
  * after it. No contribution: RLX_BACKEND_ERROR_FAILED; a non-finite update:
  * RLX_BACKEND_ERROR_NOT_FINITE, nothing changed. The round is over either
  * way. */
-gboolean rlx_outer_engine_round_finish (RlxOuterEngine *self, RlxBackend *backend,
-                                        const RlxOuterSettings *settings, RlxPrecision precision,
+gboolean rlx_outer_engine_round_finish (RlxOuterEngine *self, RlxBackend *backend, guint64 step,
+                                        guint gen, const RlxOuterSettings *settings,
+                                        RlxPrecision precision,
                                         gboolean feedback, void *codes, double *scale_out,
                                         guint64 *hash_out, GError **error);
+/* Every open round dropped. */
 void     rlx_outer_engine_round_cancel (RlxOuterEngine *self);
-guint    rlx_outer_engine_round_size   (RlxOuterEngine *self);
 
 G_END_DECLS

@@ -81,6 +81,8 @@ rlx_sync_state_settings (RlxSyncState *self, double inner_lr, RlxOuterSettings *
     .lr = self->olr,
     .momentum = self->omom,
     .inner_lr = inner_lr,
+    /* outer rounds always overlap (docs/PROTOCOL.md, "Overlap") */
+    .lag = self->mode == RLX_SYNC_OUTER ? 1 : 0,
   };
 }
 
@@ -135,6 +137,7 @@ rlx_sync_state_announce (const RlxOuterSettings *round, guint commit_h, RlxMsgSt
   step->ch = commit_h;
   step->olr = round ? round->lr : 0;
   step->omom = round ? round->momentum : 0;
+  step->lag = round && round->h > 0 ? round->lag : 0;
 }
 
 gboolean
@@ -145,9 +148,9 @@ rlx_sync_state_follow (RlxSyncState *self, const RlxMsgStep *step, RlxOuterSetti
   gboolean changed = mode != self->mode || step->h != self->h;
 
   if (round)
-    *round = (RlxOuterSettings) { step->h, step->olr, step->omom, step->lr };
+    *round = (RlxOuterSettings) { step->h, step->olr, step->omom, step->lr, step->lag };
   if (commit)
-    *commit = (RlxOuterSettings) { step->ch, step->olr, step->omom, step->lr };
+    *commit = (RlxOuterSettings) { step->ch, step->olr, step->omom, step->lr, step->lag };
   if (changed)
     set_choice (self, mode, step->h,
                 mode == RLX_SYNC_OUTER

@@ -510,3 +510,43 @@ harness_assert_checkpoint_finite (Harness *h, const char *cohort, gsize n_params
     if (!isfinite (p[j]))
       g_error ("%s: parameter %" G_GSIZE_FORMAT " is not finite", ckpt, j);
 }
+
+GHashTable *
+harness_read_trace (const char *path)
+{
+  g_autofree char *text = NULL;
+  g_auto(GStrv) lines = NULL;
+  GHashTable *t = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      g_auto(GStrv) f = g_strsplit (lines[i], "\t", 4);
+      char *key;
+
+      if (g_strv_length (f) != 4)
+        continue;
+      key = g_strdup_printf ("%s %s", f[2], f[3]);
+      if (!g_hash_table_contains (t, key))
+        {
+          gint64 *ns = g_new (gint64, 1);
+          *ns = g_ascii_strtoll (f[0], NULL, 10);
+          g_hash_table_insert (t, key, ns);
+        }
+      else
+        g_free (key);
+    }
+  return t;
+}
+
+gint64
+harness_trace_at (GHashTable *trace, const char *what, gint64 step)
+{
+  g_autofree char *key = g_strdup_printf ("%s %" G_GINT64_FORMAT, what, step);
+  gint64 *ns = g_hash_table_lookup (trace, key);
+
+  if (ns == NULL)
+    g_error ("the trace has no %s", key);
+  return *ns;
+}

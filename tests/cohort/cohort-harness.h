@@ -84,6 +84,11 @@ int         node_step          (Node *n, gint64 step);
  * finite floats, or fail the test. */
 void        harness_assert_checkpoint_finite (Harness *h, const char *cohort, gsize n_params);
 
+/* A process's trace (RLX_TRACE=DIR: DIR/trace-PID.tsv): "what step" → the
+ * first time it was recorded (ns); and one entry of it, or fail the test. */
+GHashTable *harness_read_trace (const char *path);
+gint64      harness_trace_at   (GHashTable *trace, const char *what, gint64 step);
+
 gint64      ev_int             (JsonObject *o, const char *key);
 const char *ev_str             (JsonObject *o, const char *key);
 double      ev_num             (JsonObject *o, const char *key);

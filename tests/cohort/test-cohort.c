@@ -79,47 +79,6 @@ test_three_nodes_same_hash (void)
   harness_free (h);
 }
 
-/* The trace of one process (RLX_TRACE): what → step → first time (ns). */
-static GHashTable *
-read_trace (const char *path)
-{
-  g_autofree char *text = NULL;
-  g_auto(GStrv) lines = NULL;
-  GHashTable *t = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-
-  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
-  lines = g_strsplit (text, "\n", -1);
-  for (guint i = 0; lines[i] != NULL; i++)
-    {
-      g_auto(GStrv) f = g_strsplit (lines[i], "\t", 4);
-      if (g_strv_length (f) != 4)
-        continue;
-      {
-        char *key = g_strdup_printf ("%s %s", f[2], f[3]);
-        if (!g_hash_table_contains (t, key))
-          {
-            gint64 *ns = g_new (gint64, 1);
-            *ns = g_ascii_strtoll (f[0], NULL, 10);
-            g_hash_table_insert (t, key, ns);
-          }
-        else
-          g_free (key);
-      }
-    }
-  return t;
-}
-
-static gint64
-trace_at (GHashTable *t, const char *what, gint64 step)
-{
-  g_autofree char *key = g_strdup_printf ("%s %" G_GINT64_FORMAT, what, step);
-  gint64 *ns = g_hash_table_lookup (t, key);
-
-  if (ns == NULL)
-    g_error ("the trace has no %s", key);
-  return *ns;
-}
-
 /* RLX_BUSY_POLL=1 on two CPU ranks (the switch that a GPU host turns on by
  * itself): they train to the same hashes, and each says in its "done"
  * event that it polled. RLX_TRACE writes each process's timeline, and the
@@ -163,7 +122,7 @@ test_busy_poll_and_trace (void)
   while ((name = g_dir_read_name (d)) != NULL)
     {
       g_autofree char *path = g_build_filename (dir, name, NULL);
-      GHashTable *t = read_trace (path);
+      GHashTable *t = harness_read_trace (path);
       g_assert_cmpuint (k, <, 2);
       tr[k++] = t;
     }
@@ -175,15 +134,15 @@ test_busy_poll_and_trace (void)
     g_assert_true (g_hash_table_contains (lt, "L.finish 10"));
     for (gint64 s = 5; s < 29; s++)
       {
-        g_assert_cmpint (trace_at (lt, "L.finish", s), <, trace_at (lt, "L.finish.end", s));
-        g_assert_cmpint (trace_at (lt, "L.finish.end", s), <, trace_at (lt, "L.sent", s));
-        g_assert_cmpint (trace_at (lt, "L.sent", s), <, trace_at (mt, "M.rx", s + 1));
-        g_assert_cmpint (trace_at (mt, "M.rx", s + 1), <, trace_at (mt, "M.run", s + 1));
-        g_assert_cmpint (trace_at (mt, "M.run", s + 1), <, trace_at (mt, "M.run.end", s + 1));
-        g_assert_cmpint (trace_at (mt, "M.run.end", s + 1), <, trace_at (mt, "M.sent", s + 1));
-        g_assert_cmpint (trace_at (mt, "M.sent", s + 1), <, trace_at (lt, "L.rx", s + 1));
-        g_assert_cmpint (trace_at (lt, "L.rx", s + 1), <, trace_at (lt, "L.add", s + 1));
-        g_assert_cmpint (trace_at (lt, "L.add.end", s + 1), <, trace_at (lt, "L.finish", s + 1));
+        g_assert_cmpint (harness_trace_at (lt, "L.finish", s), <, harness_trace_at (lt, "L.finish.end", s));
+        g_assert_cmpint (harness_trace_at (lt, "L.finish.end", s), <, harness_trace_at (lt, "L.sent", s));
+        g_assert_cmpint (harness_trace_at (lt, "L.sent", s), <, harness_trace_at (mt, "M.rx", s + 1));
+        g_assert_cmpint (harness_trace_at (mt, "M.rx", s + 1), <, harness_trace_at (mt, "M.run", s + 1));
+        g_assert_cmpint (harness_trace_at (mt, "M.run", s + 1), <, harness_trace_at (mt, "M.run.end", s + 1));
+        g_assert_cmpint (harness_trace_at (mt, "M.run.end", s + 1), <, harness_trace_at (mt, "M.sent", s + 1));
+        g_assert_cmpint (harness_trace_at (mt, "M.sent", s + 1), <, harness_trace_at (lt, "L.rx", s + 1));
+        g_assert_cmpint (harness_trace_at (lt, "L.rx", s + 1), <, harness_trace_at (lt, "L.add", s + 1));
+        g_assert_cmpint (harness_trace_at (lt, "L.add.end", s + 1), <, harness_trace_at (lt, "L.finish", s + 1));
       }
   }
   (void) member;

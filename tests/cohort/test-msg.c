@@ -235,6 +235,8 @@ test_bounds (void)
     { "step", "h", "4", "member \"olr\" = 0 with omom = 0 is not an outer optimizer's setting" },
     { "step", "ch", "4", "member \"olr\" = 0 with omom = 0 is not an outer optimizer's setting" },
     { "step", "olr", "0.7", NULL },
+    { "step", "lag", "1", "member \"lag\" = 1 without an outer round (h)" },
+    { "step", "lag", "2", "member \"lag\" = 2 is outside 0..1" },
     { "grad", "compute_us", "-1", "member \"compute_us\" = -1 is outside 0..9223372036854775807" },
     { "grad", "loss_finite", "0", "member \"loss_finite\" is not true or false" },
     { "grad", "refused", s2049, "member \"refused\" is longer than 2048 bytes or not UTF-8" },

@@ -42,8 +42,13 @@ assert_same_outer_rounds (Harness *h, Node **n, guint k, gint64 rounds, guint hh
           g_error ("round %" G_GINT64_FORMAT " of %s is not an outer round of H=%u", s,
                    n[0]->label, hh);
         }
-      g_assert_cmpint (ev_int (o0, "contributors"), ==, k);
-      g_assert_cmpint (ev_int (o0, "samples"), ==, (gint64) k * batch * hh);
+      if (ev_int (o0, "contributors") != k || ev_int (o0, "samples") != (gint64) k * batch * hh)
+        {
+          harness_dump (h);
+          g_error ("round %" G_GINT64_FORMAT ": %" G_GINT64_FORMAT " contributors, %"
+                   G_GINT64_FORMAT " samples; want %u and %u", s, ev_int (o0, "contributors"),
+                   ev_int (o0, "samples"), k, k * batch * hh);
+        }
       g_assert_true (isfinite (ev_num (o0, "loss")));
       for (guint i = 1; i < k; i++)
         {
@@ -159,6 +164,60 @@ test_members_follow_leader (void)
   harness_free (h);
 }
 
+/* Overlap (docs/PROTOCOL.md, "Overlap"): over a link with 40 ms each way
+ * and rounds of more than 150 ms of compute, a member starts computing
+ * round k + 1 before the commit of round k reaches it — its inner steps
+ * never wait for the exchange — and the replicas still agree at every
+ * round. */
+static void
+test_overlap (void)
+{
+  Harness *h = harness_new ();
+  g_autofree char *dir = g_build_filename (h->dir, "trace", NULL);
+  Node *n[2];
+  g_autoptr(GHashTable) trace = NULL;
+  g_autofree char *path = NULL, *member_pid = NULL, *leader_pid = NULL;
+
+  g_assert_cmpint (g_mkdir_with_parents (dir, 0700), ==, 0);
+  harness_setenv (h, "RLX_LINK_SHAPE", "delay=40ms");
+  harness_setenv (h, "RLX_TRACE", dir);
+  n[0] = harness_join (h, "lead", "--node", "a-lead", "--cohort", "overlap", "--batch", "8",
+                       "--steps", "8", "--wait-members", "2", "--sync", "outer:4",
+                       "--fault-slow-ms", "150", "--deadline-floor-ms", SLOW_OK, NULL);
+  n[1] = harness_join (h, "member", "--node", "b-member", "--cohort", "overlap", "--batch",
+                       "8", "--steps", "8", "--wait-members", "2", "--sync", "outer:4",
+                       "--fault-slow-ms", "150",
+                       "--deadline-floor-ms", SLOW_OK, NULL);
+  leader_pid = g_strdup (g_subprocess_get_identifier (n[0]->proc));
+  member_pid = g_strdup (g_subprocess_get_identifier (n[1]->proc));
+  for (guint i = 0; i < 2; i++)
+    harness_assert_exit_ok (h, n[i], 90000);
+  assert_same_outer_rounds (h, n, 2, 8, 4, 8);
+  /* (whichever founded: the other is the member) */
+  if (g_strcmp0 (ev_str (node_ev (n[1], node_find_event (n[1], "joined", 0)), "role"),
+                 "member") != 0)
+    {
+      g_free (member_pid);
+      member_pid = g_strdup (leader_pid);
+    }
+  path = g_strdup_printf ("%s/trace-%s.tsv", dir, member_pid);
+  trace = harness_read_trace (path);
+  for (gint64 k = 1; k + 2 <= 8; k++)
+    {
+      gint64 run = harness_trace_at (trace, "M.run", k + 1);
+      gint64 rx = harness_trace_at (trace, "M.rx.commit", k);
+
+      if (run >= rx)
+        {
+          harness_dump (h);
+          g_error ("round %" G_GINT64_FORMAT " began %.1f ms after the commit of round %"
+                   G_GINT64_FORMAT " arrived: it waited for the exchange", k + 1,
+                   (run - rx) / 1e6, k);
+        }
+    }
+  harness_free (h);
+}
+
 /* Bad values are refused before anything starts, naming the flag and what
  * it accepts. */
 static void
@@ -212,6 +271,7 @@ main (int argc, char **argv)
   g_test_add_func ("/outer/three-ranks-f16", test_three_ranks_f16);
   g_test_add_func ("/outer/three-ranks-f8", test_three_ranks_f8);
   g_test_add_func ("/outer/members-follow-leader", test_members_follow_leader);
+  g_test_add_func ("/outer/overlap", test_overlap);
   g_test_add_func ("/outer/bad-flags", test_bad_flags);
   return g_test_run ();
 }

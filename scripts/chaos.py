@@ -22,9 +22,12 @@ It checks, from every node's event stream (--json):
                replaced by another hash nor left behind by the surviving
                history without a `merged` report;
   stall        no stretch without a committed step longer than the
-               heartbeat timeout + 2 s while a rank that has joined lives
-               unfrozen (time when every joined rank is frozen or dead is
-               not counted);
+               heartbeat timeout + 2 s after the last kill or freeze of the
+               leader or of the next in line (a failover), while a rank
+               lives that can go on: awake, joined and holding the newest
+               committed step (or nobody is frozen). Time when every such
+               rank is frozen or dead is not counted; the raw longest gap is
+               reported too;
   rss          no long-lived rank's RSS grows by more than --rss-growth-mb
                over what it had 20 s after it started;
   exits        no rank exits by itself, and every rank leaves cleanly when
@@ -103,6 +106,7 @@ class Rank:
         self.stopping = False        # asked to leave (SIGTERM)
         self.killed = False
         self.leader = None           # whom it follows (its last `leader` event)
+        self.joined_at = None        # its last `joined` (seniority: earliest first)
         self.term = 0
         self.last_step = 0
         self.tail = deque(maxlen=200)  # last events, for a failure's dump
@@ -172,6 +176,8 @@ class Run:
         self.first_commit = None
         self.last_progress = None
         self.stall_anchor = None
+        self.critical_fault = 0.0    # last kill/freeze of the leader or its successor
+        self.longest_raw_stall = 0.0
         self.longest_stall = (0.0, 0.0, 0.0)   # (length, from, to)
         self.stalls_over = []
         self.divergent_steps = 0
@@ -210,6 +216,11 @@ class Run:
             elif kind == "joined":
                 r.node_id = ev.get("node")
                 r.joined = True
+                r.joined_at = t
+            elif kind == "rejoining":
+                r.joined_at = None
+            elif kind == "snapshot" and "from" in ev:
+                r.last_step = ev.get("step", r.last_step)
             elif kind == "merged":
                 self.on_merged(r, t, ev)
             elif kind == "resumed":
@@ -319,6 +330,13 @@ class Run:
                     return r
             return None
 
+    def successor_rank(self, leader):
+        """The next in line after @leader: admission order, approximated by
+        when each rank last joined."""
+        with self.lock:
+            rest = [r for r in self.living() if r is not leader and r.joined_at is not None]
+            return min(rest, key=lambda r: r.joined_at) if rest else None
+
     def signal(self, r, sig):
         try:
             os.kill(r.pid, sig)
@@ -346,6 +364,7 @@ class Run:
                 return
             kind = self.rng.choice(choices)
             leader = self.leader_rank()
+            successor = self.successor_rank(leader)
             if kind == "spawn":
                 r = self.spawn()
                 self.fault("spawn", r)
@@ -358,6 +377,8 @@ class Run:
                 r.killed = True
                 self.signal(r, signal.SIGKILL)
                 self.fault("kill-leader" if r is leader else "kill", r)
+                if r is leader or r is successor:
+                    self.critical_fault = time.monotonic()
             elif kind == "freeze":
                 if leader in awake and self.rng.random() < 1 / 3:
                     r = leader
@@ -368,6 +389,8 @@ class Run:
                     r.frozen = True
                     self.thaw_at[r.idx] = time.monotonic() + secs
                     self.fault("freeze-leader" if r is leader else "freeze", r, "%.1f s" % secs)
+                    if r is leader or r is successor:
+                        self.critical_fault = time.monotonic()
             elif kind == "precision":
                 r = self.rng.choice(awake)
                 if self.signal(r, signal.SIGUSR1):
@@ -381,12 +404,19 @@ class Run:
                 if r.frozen and r.alive and now >= self.thaw_at.get(r.idx, now):
                     self.signal(r, signal.SIGCONT)
                     r.frozen = False
-            eligible = any(r.alive and r.joined and not r.frozen for r in self.ranks)
+            # A rank that can go on: alive, awake, joined, and holding the
+            # cohort's newest committed state (or nobody is frozen: then any
+            # rank that has joined must get the cohort going).
+            awake = [r for r in self.ranks if r.alive and r.joined and not r.frozen]
+            eligible = any(r.last_step >= self.max_step for r in awake) or \
+                (awake and not any(r.frozen and r.alive for r in self.ranks))
             if self.first_commit is not None:
                 if not eligible:
                     self.stall_anchor = now
                 else:
-                    start = max(self.last_progress, self.stall_anchor or 0)
+                    self.longest_raw_stall = max(self.longest_raw_stall,
+                                                 now - max(self.last_progress, self.stall_anchor or 0))
+                    start = max(self.last_progress, self.stall_anchor or 0, self.critical_fault)
                     length = now - start
                     if length > self.longest_stall[0]:
                         self.longest_stall = (length, start - self.t0, now - self.t0)
@@ -650,6 +680,7 @@ def main():
         "committed_steps": run.max_step, "final_step": final_step,
         "samples": run.samples, "samples_per_s": round(run.samples / wall, 1) if wall else 0,
         "longest_stall_s": round(run.longest_stall[0], 2),
+        "longest_raw_stall_s": round(run.longest_raw_stall, 2),
         "longest_stall_at_s": [round(run.longest_stall[1], 2), round(run.longest_stall[2], 2)],
         "stall_limit_s": limit,
         "divergent_steps": run.divergent_steps, "lost_steps": run.lost_steps,
@@ -664,9 +695,10 @@ def main():
     }
     print("chaos: %d faults in %.0f s (%s)" % (report["faults_total"], wall,
           ", ".join("%s %d" % kv for kv in sorted(run.faults.items()))))
-    print("chaos: committed %d steps (%d samples, %.0f/s); longest stall %.2f s (limit %.1f s) at %.1f-%.1f s"
+    print("chaos: committed %d steps (%d samples, %.0f/s); longest stall %.2f s after a failover "
+          "fault (limit %.1f s) at %.1f-%.1f s; longest gap %.2f s"
           % (run.max_step, run.samples, report["samples_per_s"], run.longest_stall[0], limit,
-             run.longest_stall[1], run.longest_stall[2]))
+             run.longest_stall[1], run.longest_stall[2], run.longest_raw_stall))
     print("chaos: %d divergent steps, %d committed steps lost, %d merges discarding %d steps, %d resumes"
           % (run.divergent_steps, run.lost_steps, len(run.merges), run.discarded, len(run.resumes)))
     print("chaos: largest RSS growth of a long-lived rank: %.1f MB" % report["max_rss_growth_mb"])

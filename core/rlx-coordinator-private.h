@@ -63,6 +63,9 @@ G_BEGIN_DECLS
 #define DISCOVERY_MS        250
 #define FOUND_RETRY_MS      700
 #define JOIN_RETRY_MS       1000
+/* An alone node waits for peers that live but do not answer this many
+ * heartbeat timeouts at most before it founds over them. */
+#define FOUND_SILENT_CAP    10
 
 struct _RlxCoordinator {
   GObject          parent_instance;
@@ -109,6 +112,10 @@ struct _RlxCoordinator {
   guint            found_waits;
   gboolean         waiting_reported;
   gint64           rejoin_until;    /* cut off: no founding before (monotonic µs) */
+  char           **silent;          /* peers alive but not answering (set_silent_peers) */
+  gboolean         silent_complete; /* ... and every peer we could have is known */
+  gint64           found_blocked_since; /* alone and kept from founding since (µs; 0: not) */
+  char            *found_blocked_why;   /* what the "waiting" event said */
   /* a member whose leader was lost waits for the successor to announce
    * itself (rlx_coordinator_leader_lost); bounded by successor_id */
   gboolean         awaiting_successor;

@@ -181,11 +181,44 @@ rlx_coordinator_found (RlxCoordinator *self)
   become_leader (self, 1, TRUE);
 }
 
+/* Why an alone node may not found now although nobody it can reach leads,
+ * or NULL: a peer whose process lives but does not answer (RlxLocalBus's
+ * unanswered sockets, a link without a hello yet), or one that belongs to
+ * a cohort whose leader this node cannot reach (its leader is frozen, or it
+ * is failing over). Such peers may hold the cohort's newest committed steps;
+ * founding over them would fork the cohort's history (issue 29, item 13). */
+static char *
+found_blocker (RlxCoordinator *self)
+{
+  guint silent = self->silent ? g_strv_length (self->silent) : 0;
+
+  if (silent > 0)
+    return g_strdup_printf ("%u peer%s alive but not answering (%s%s)", silent,
+                            silent == 1 ? " is" : "s are", self->silent[0],
+                            silent > 1 ? ", …" : "");
+  for (guint i = 0; i < rlx_peer_set_size (self->peers); i++)
+    {
+      RlxPeer *p = rlx_peer_set_nth (self->peers, i);
+      if (p->refused)
+        continue;
+      if (!p->ready)
+        return g_strdup_printf ("%s has not said hello yet",
+                                p->id ? p->id : rlx_link_get_peer (p->link));
+      if (p->role == RLX_ROLE_MEMBER || p->role == RLX_ROLE_JOINING ||
+          p->role == RLX_ROLE_LEADER)
+        return g_strdup_printf ("%s is in a cohort led by %s, which this node cannot reach",
+                                p->id, peer_leader (p) ? peer_leader (p) : "nobody yet");
+    }
+  return NULL;
+}
+
 static gboolean
 on_found_timer (gpointer user_data)
 {
   RlxCoordinator *self = user_data;
   g_autofree RlxFounderCandidate *c = NULL;
+  g_autofree char *blocker = NULL;
+  gint64 now;
   guint k = 0;
   int pick;
 
@@ -193,38 +226,74 @@ on_found_timer (gpointer user_data)
   if (role (self) != RLX_ROLE_ALONE || self->finished)
     return G_SOURCE_REMOVE;
   rlx_coordinator_emit_discover (self);
+  now = g_get_monotonic_time ();
+  for (guint i = 0; i < rlx_peer_set_size (self->peers); i++)
+    {
+      RlxPeer *p = rlx_peer_set_nth (self->peers, i);
+      if (p->ready && !p->refused && peer_leader (p) &&
+          rlx_peer_set_lookup (self->peers, peer_leader (p)))
+        {
+          rlx_coordinator_transition (self, RLX_ROLE_JOINING, peer_leader (p), p->term, NULL);
+          return G_SOURCE_REMOVE;
+        }
+    }
+  blocker = found_blocker (self);
+  if (blocker == NULL)
+    {
+      self->found_blocked_since = 0;
+      /* Only the local bus, and every peer on it answers and is alone: the
+       * cohort a node that was cut off looks for is not there any more. */
+      if (self->silent_complete && self->rejoin_until > now)
+        self->rejoin_until = now;
+    }
+  else if (self->found_blocked_since == 0)
+    self->found_blocked_since = now;
   c = g_new0 (RlxFounderCandidate, rlx_peer_set_size (self->peers) + 1);
   c[k].id = self->node_id;
-  c[k].checkpoint = self->resume.params ? self->resume.step : 0;
+  /* The newest state each could found with: its checkpoint, or the step it
+   * holds (a node cut off from its cohort holds that cohort's steps). */
+  c[k].checkpoint = MAX (self->resume.params ? self->resume.step : 0, applied (self));
   /* A node that was cut off looks for its cohort for a while before it
-   * would carry on alone (it may be the only one left). */
+   * would carry on alone (it may be the only one left); nobody founds over
+   * peers that live but do not answer, for up to FOUND_SILENT_CAP timeouts. */
   c[k++].join_only = self->join_only || self->checkpoint_error != NULL ||
-                     g_get_monotonic_time () < self->rejoin_until;
+                     now < self->rejoin_until ||
+                     (blocker != NULL &&
+                      now - self->found_blocked_since <
+                          FOUND_SILENT_CAP * (gint64) rlx_peer_set_get_timeout (self->peers) * 1000);
   for (guint i = 0; i < rlx_peer_set_size (self->peers); i++)
     {
       RlxPeer *p = rlx_peer_set_nth (self->peers, i);
       if (!p->ready || p->refused)
         continue;
-      if (peer_leader (p) && rlx_peer_set_lookup (self->peers, peer_leader (p)))
-        {
-          rlx_coordinator_transition (self, RLX_ROLE_JOINING, peer_leader (p), p->term, NULL);
-          return G_SOURCE_REMOVE;
-        }
       if (p->role == RLX_ROLE_ALONE)
         {
           c[k].id = p->id;
-          c[k].checkpoint = p->checkpoint;
+          c[k].checkpoint = MAX (p->checkpoint, p->step);
           c[k++].join_only = p->join_only;
         }
     }
   pick = rlx_leadership_pick_founder (c, k);
+  if (blocker != NULL && (pick == 0 || g_strcmp0 (blocker, self->found_blocked_why) != 0))
+    {
+      /* Once per reason; and once more when the wait is over. */
+      g_autofree char *why = g_strdup_printf (
+          pick == 0 ? "%s; founding anyway after waiting %u heartbeat timeouts"
+                    : "%s; this node waits for it before founding a cohort",
+          blocker, FOUND_SILENT_CAP);
+      rlx_coordinator_emit_simple (self, RLX_EVENT_WAITING, self->node_id, why);
+      g_free (self->found_blocked_why);
+      self->found_blocked_why = g_steal_pointer (&blocker);
+    }
   if (pick == 0)
     {
+      self->found_blocked_since = 0;
+      g_clear_pointer (&self->found_blocked_why, g_free);
       rlx_coordinator_found (self);
       return G_SOURCE_REMOVE;
     }
   if (pick < 0 && self->checkpoint_error && !self->join_only &&
-      g_get_monotonic_time () >= self->rejoin_until)
+      now >= self->rejoin_until)
     {
       rlx_coordinator_finish (self, FALSE, self->checkpoint_error->message);
       return G_SOURCE_REMOVE;
@@ -247,7 +316,7 @@ on_found_timer (gpointer user_data)
           rlx_peer_set_say_hello (self->peers, p);
       }
   rlx_coordinator_start_found_timer (
-      self, g_get_monotonic_time () < self->rejoin_until ? 200 : FOUND_RETRY_MS);
+      self, now < self->rejoin_until || self->found_blocked_since ? 200 : FOUND_RETRY_MS);
   return G_SOURCE_REMOVE;
 }
 

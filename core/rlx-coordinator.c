@@ -90,6 +90,15 @@ on_peer_ready (RlxPeerSet *set, RlxPeer *p, RlxMsg *hello, gpointer user_data)
   /* The leader we lost is back, or someone tells who leads now. */
   if (r == RLX_ROLE_MEMBER && rlx_coordinator_successor_check (self, p))
     goto out;
+  /* Our leader says it is alone (it was cut off, and looks for its cohort
+   * again): it leads nobody, and would wait for us as we wait for it. */
+  if (r == RLX_ROLE_MEMBER && p->role == RLX_ROLE_ALONE &&
+      g_strcmp0 (p->id, rlx_leadership_get_leader (self->lead)) == 0)
+    {
+      g_autofree char *id = g_strdup (p->id);
+      rlx_coordinator_leader_lost (self, id, "the leader is alone (it was cut off)");
+      goto out;
+    }
   if ((r == RLX_ROLE_LEADER || r == RLX_ROLE_MEMBER) &&
       (p->role == RLX_ROLE_ALONE || p->role == RLX_ROLE_JOINING))
     /* It may have said hello before we founded or joined: tell it who
@@ -493,6 +502,10 @@ rlx_coordinator_leave (RlxCoordinator *self, const char *reason, GCallback callb
 
   g_return_if_fail (RLX_IS_COORDINATOR (self));
 
+  /* A leader that leaves writes what it holds: the cohort restarted later
+   * resumes every step it committed, not the last periodic checkpoint. */
+  if (!self->finished && applied (self) > 0)
+    rlx_coordinator_maybe_checkpoint (self, TRUE);
   if (!self->finished)
     rlx_coordinator_finish (self, TRUE, reason ? reason : "left");
   rlx_msg_init (&m, RLX_MSG_BYE, self->node_id);
@@ -564,6 +577,8 @@ rlx_coordinator_finalize (GObject *object)
   g_free (self->node_id);
   g_free (self->host);
   g_clear_pointer (&self->lineage, rlx_lineage_free);
+  g_strfreev (self->silent);
+  g_free (self->found_blocked_why);
   g_free (self->finish_message);
   G_OBJECT_CLASS (rlx_coordinator_parent_class)->finalize (object);
 }
@@ -970,6 +985,15 @@ rlx_coordinator_set_precision (RlxCoordinator *self, RlxPrecision precision)
   rlx_coordinator_emit_event (self, e);
   g_object_notify_by_pspec (G_OBJECT (self), props[PROP_PRECISION]);
   rlx_coordinator_roster_sync (self);
+}
+
+void
+rlx_coordinator_set_silent_peers (RlxCoordinator *self, const char *const *ids, gboolean complete)
+{
+  g_return_if_fail (RLX_IS_COORDINATOR (self));
+  g_strfreev (self->silent);
+  self->silent = g_strdupv ((char **) ids);
+  self->silent_complete = complete;
 }
 
 const float *

@@ -223,6 +223,15 @@ void            rlx_coordinator_rechoose_sync (RlxCoordinator *self, const RlxSy
  * leader's last frame announced it) and H (0 in the step mode). */
 RlxSyncMode     rlx_coordinator_get_sync      (RlxCoordinator *self, guint *h);
 
+/* Peers whose process lives but does not answer (RlxLocalBus's unanswered
+ * sockets), told by whoever owns the transports when ::discover asks.
+ * @complete: every peer this node could have is among its links and @ids
+ * (only the local bus, no remote side), so once all of them answer and none
+ * is in a cohort, nobody else may hold the cohort's state. An alone node
+ * never founds over such peers (for up to ten heartbeat timeouts). */
+void            rlx_coordinator_set_silent_peers (RlxCoordinator *self, const char *const *ids,
+                                                  gboolean complete);
+
 /* This node's wire precision; takes effect at the next message it sends
  * (gradients as a member, updates as the leader). Any time, any role. */
 void            rlx_coordinator_set_precision (RlxCoordinator *self, RlxPrecision precision);

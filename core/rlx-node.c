@@ -375,7 +375,13 @@ on_discover (RlxCoordinator *coord, gpointer user_data)
   RlxNode *self = user_data;
 
   if (self->bus)
-    rlx_local_bus_rescan (self->bus);
+    {
+      g_auto(GStrv) silent = NULL;
+
+      rlx_local_bus_rescan (self->bus);
+      silent = rlx_local_bus_dup_unanswered (self->bus);
+      rlx_coordinator_set_silent_peers (coord, (const char *const *) silent, self->remote == NULL);
+    }
 }
 
 static void

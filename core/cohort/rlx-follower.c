@@ -487,6 +487,8 @@ on_snapshot_loaded (RlxReplica *replica, gboolean ok, gpointer user_data)
   if (p == NULL || role (self) == RLX_ROLE_STOPPED)
     goto out;
   transition (self, RLX_ROLE_MEMBER, p->id, s->term, NULL);
+  /* Taken back: a link that closes from now on is not about our stall. */
+  rlx_peer_set_forget_stall (ctx->peers);
   self->steps_term = s->term;
   OWNER (replace_members, g_steal_pointer (&s->members));
   rlx_cohort_emit_snapshot_from (ctx, p->id, s->step, s->hash, NULL);

@@ -488,7 +488,15 @@ rlx_leader_op_done (RlxLeader *self, RlxLeaderOp *op, const GError *error)
   BUSY_BEGIN;
 
   if (rlx_leadership_get_role (self->ctx->lead) == RLX_ROLE_STOPPED || finished (self))
-    goto out;
+    {
+      /* A node that stopped (left) while the backend applied an update
+       * keeps it as its state: the checkpoint it writes as it leaves, and
+       * its "done", are read behind this update and must say so. */
+      if (error == NULL && op->kind == RLX_LEADER_FINISH && op->ok)
+        rlx_replica_commit (self->ctx->replica, op->step, op->hash, self->round_epoch,
+                            self->round_pos);
+      goto out;
+    }
   if (error != NULL)
     {
       g_autofree char *msg = g_strdup_printf ("%s of step %" G_GUINT64_FORMAT " failed: %s",

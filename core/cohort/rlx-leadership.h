@@ -55,7 +55,8 @@ const char    *rlx_leadership_successor  (RlxLeadership *self, RlxLeadershipAliv
 
 typedef struct {
   const char *id;
-  guint64     checkpoint;   /* newest checkpoint step it can resume (0: none) */
+  guint64     checkpoint;   /* the newest state it could found with: its checkpoint
+                             * step, or the step it holds (0: none) */
   gboolean    join_only;    /* it never founds */
 } RlxFounderCandidate;
 /* The index of the node that founds, or -1 when none may. */

@@ -292,6 +292,12 @@ rlx_peer_set_stalled_recently (RlxPeerSet *self)
          (self->stalled_at > 0 && now - self->stalled_at < 2 * limit);
 }
 
+void
+rlx_peer_set_forget_stall (RlxPeerSet *self)
+{
+  self->stalled_at = 0;
+}
+
 guint
 rlx_peer_set_timeout_for (RlxPeerSet *self, RlxPeer *p)
 {

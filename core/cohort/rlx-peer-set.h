@@ -127,6 +127,9 @@ void        rlx_peer_set_close        (RlxPeerSet *self, RlxPeer *peer, const ch
 gboolean    rlx_peer_set_is_flushed   (RlxPeerSet *self, RlxPeer *peer);
 /* Our own loop stood still past the timeout within the last 2 timeouts. */
 gboolean    rlx_peer_set_stalled_recently (RlxPeerSet *self);
+/* The cohort took this node back since it stalled (it adopted a snapshot):
+ * a link that closes from now on is a peer's doing, not the stall's. */
+void        rlx_peer_set_forget_stall  (RlxPeerSet *self);
 /* The current timeout for @peer, ms (see the header comment). */
 guint       rlx_peer_set_timeout_for  (RlxPeerSet *self, RlxPeer *peer);
 const RlxWireCounters *rlx_peer_set_get_totals (RlxPeerSet *self);

@@ -54,7 +54,7 @@ typedef enum {
   RLX_EVENT_DROPPED,         /* "dropped": frames to a rank not sent (queue full) */
   RLX_EVENT_SEND_FAILED,     /* "send-failed" */
   RLX_EVENT_REJOINING,       /* "rejoining": cut off, looking for the cohort */
-  RLX_EVENT_WAITING,         /* "waiting": join-only, no cohort yet */
+  RLX_EVENT_WAITING,         /* "waiting": join-only, no cohort yet, or peers alive but silent */
   RLX_EVENT_ERROR,           /* "error" */
   RLX_EVENT_DONE,            /* "done": the run ended, with its statistics */
   RLX_EVENT_INVITE,          /* "invite": this node serves an invite */

@@ -68,6 +68,9 @@ struct _RlxLocalBus
   GHashTable   *linked;          /* peer id → Conn* (owned) */
   GHashTable   *outgoing;        /* peer id → Conn* (owned), handshake pending */
   GPtrArray    *incoming;        /* Conn* (owned), waiting for hello */
+  GHashTable   *slow;            /* peer id → NULL: its process accepted our
+                                  * connection (or its backlog was full) but it
+                                  * has not answered the handshake since */
 
   GSource      *retry_source;
   guint         retry_ms;
@@ -303,6 +306,7 @@ adopt (RlxLocalBus *self, Conn *conn)
       g_clear_pointer (&conn->timeout, g_source_unref);
     }
   g_hash_table_insert (self->linked, g_strdup (conn->peer_id), conn);
+  g_hash_table_remove (self->slow, conn->peer_id);
   rlx_link_set_peer (conn->link, path);
   self->retry_ms = 0;
   if (self->shaped)
@@ -466,6 +470,7 @@ on_handshake_timeout (gpointer user_data)
       /* Its main loop may just have been slow: try again later. */
       RlxLocalBus *self = conn->bus;
 
+      g_hash_table_add (self->slow, g_strdup (conn->peer_id));
       conn_drop (self, conn);
       schedule_retry (self);
     }
@@ -557,9 +562,16 @@ connect_to_peer (RlxLocalBus *self, const char *peer_id)
         remove_stale (self, path);
       else if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK) ||
                g_error_matches (error, G_IO_ERROR, G_IO_ERROR_PENDING))
-        schedule_retry (self);   /* its backlog is full: try again soon */
+        {
+          /* Its backlog is full (a live process that does not accept):
+           * try again soon. */
+          g_hash_table_add (self->slow, g_strdup (peer_id));
+          schedule_retry (self);
+        }
       else if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
         g_warning ("local bus %s: cannot connect to %s: %s", self->node_id, path, error->message);
+      if (refused || g_error_matches (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND))
+        g_hash_table_remove (self->slow, peer_id);
       return;
     }
 
@@ -864,6 +876,7 @@ rlx_local_bus_finalize (GObject *object)
 
   g_hash_table_unref (self->linked);
   g_hash_table_unref (self->outgoing);
+  g_hash_table_unref (self->slow);
   g_ptr_array_unref (self->incoming);
   g_free (self->node_id);
   g_free (self->dir);
@@ -896,6 +909,7 @@ rlx_local_bus_init (RlxLocalBus *self)
   self->linked = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->outgoing = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->incoming = g_ptr_array_new ();
+  self->slow = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->max_frame = RLX_UNIX_LINK_DEFAULT_MAX_FRAME;
   self->shaped = rlx_link_shape_from_env (&self->shape);
   self->context = g_main_context_ref_thread_default ();
@@ -1043,4 +1057,40 @@ rlx_local_bus_list_nodes (RlxLocalBus *self)
   g_ptr_array_sort (ids, compare_strings);
   g_ptr_array_add (ids, NULL);
   return (char **) g_ptr_array_free (ids, FALSE);
+}
+
+char **
+rlx_local_bus_dup_unanswered (RlxLocalBus *self)
+{
+  g_autoptr(GPtrArray) ids = g_ptr_array_new ();
+  GHashTableIter it;
+  gpointer key;
+  g_autofree char *path = NULL;
+
+  g_return_val_if_fail (RLX_IS_LOCAL_BUS (self), NULL);
+  g_hash_table_iter_init (&it, self->outgoing);
+  while (g_hash_table_iter_next (&it, &key, NULL))
+    if (!g_hash_table_contains (self->linked, key))
+      g_ptr_array_add (ids, g_strdup (key));
+  g_hash_table_iter_init (&it, self->slow);
+  while (g_hash_table_iter_next (&it, &key, NULL))
+    {
+      struct stat st;
+
+      g_free (path);
+      path = peer_socket_path (self, key);
+      if (g_hash_table_contains (self->outgoing, key) || g_hash_table_contains (self->linked, key))
+        continue;
+      /* Its socket is gone: so is its process (it removes it, or the next
+       * dial finds it stale). */
+      if (lstat (path, &st) != 0)
+        {
+          g_hash_table_iter_remove (&it);
+          continue;
+        }
+      g_ptr_array_add (ids, g_strdup (key));
+    }
+  g_ptr_array_sort (ids, compare_strings);
+  g_ptr_array_add (ids, NULL);
+  return (char **) g_ptr_array_free (g_steal_pointer (&ids), FALSE);
 }

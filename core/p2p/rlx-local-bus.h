@@ -127,5 +127,12 @@ RlxLink     *rlx_local_bus_get_link     (RlxLocalBus *self, const char *peer_id)
  * probed; ours excluded), sorted, NULL-terminated; free with g_strfreev.
  * A cheap directory listing, for "who else is here" before links exist. */
 char       **rlx_local_bus_list_nodes   (RlxLocalBus *self);
+/* Node ids whose process lives but does not answer: its socket accepted
+ * our connection (or its backlog was full) and no handshake came back yet,
+ * or it did not come within the handshake timeout and it has not answered
+ * since (a stopped or starved process). Sorted, NULL-terminated; free with
+ * g_strfreev. A node must not found a cohort over such peers: they may
+ * hold a cohort's newest state. */
+char       **rlx_local_bus_dup_unanswered (RlxLocalBus *self);
 
 G_END_DECLS

@@ -1,0 +1,119 @@
+/* test-founding.c — founding and leaving under faults, with real processes
+ * (issue 29, item 13, as scripts/chaos.py found it)
+ *
+ *   /cohort/founding/not-over-frozen-peers   a rank started while every
+ *       node of a cohort is stopped (SIGSTOP) does not found a cohort of its
+ *       own over them: it waits ("waiting"), and joins them once they run.
+ *   /cohort/founding/leave-writes-checkpoint   a leader that leaves
+ *       (SIGTERM) writes the state it ends at, consistent with its hash: a
+ *       new rank resumes every step it committed, not the last periodic
+ *       checkpoint (repeated: a round in flight as it leaves is the case
+ *       that once wrote parameters and a hash of different steps).
+ */
+#include "rlx-config.h"
+#include "cohort-harness.h"
+
+#include <signal.h>
+#include <string.h>
+
+#define T 60000
+
+static gboolean
+never (gpointer data)
+{
+  return FALSE;
+}
+
+static void
+test_not_over_frozen_peers (void)
+{
+  Harness *h = harness_new ();
+  Node *a, *b, *c;
+  int i, j;
+  gint64 held;
+
+  a = harness_join (h, "a", "--cohort", "frozen", "--batch", "8", "--steps", "100000",
+                    "--wait-members", "2", NULL);
+  harness_wait_event (h, a, "joined", NULL, 0, T);
+  b = harness_join (h, "b", "--cohort", "frozen", "--batch", "8", "--steps", "100000", NULL);
+  harness_wait_event (h, b, "step", "step", 30, T);
+  node_kill (a, SIGSTOP);
+  node_kill (b, SIGSTOP);
+  held = MAX (node_max_step (a), node_max_step (b));
+  c = harness_join (h, "c", "--cohort", "frozen", "--batch", "8", "--steps", "100000", NULL);
+  /* It sees the two sockets and their processes, and no answer. */
+  i = harness_wait_event (h, c, "waiting", NULL, 0, T);
+  g_assert_nonnull (strstr (ev_str (node_ev (c, i), "reason"), "not answering"));
+  /* Long enough for a discovery window or three: it founds nothing. */
+  harness_wait (never, NULL, 2500);
+  if (node_find_event (c, "joined", 0) >= 0)
+    {
+      harness_dump (h);
+      g_error ("c founded or joined while every node of the cohort was stopped");
+    }
+  node_kill (a, SIGCONT);
+  node_kill (b, SIGCONT);
+  /* It joins the cohort as a member, at the state the cohort held. */
+  j = harness_wait_event (h, c, "joined", NULL, 0, T);
+  g_assert_cmpstr (ev_str (node_ev (c, j), "role"), ==, "member");
+  g_assert_cmpint (ev_int (node_ev (c, j), "step"), >=, held);
+  g_assert_cmpint (node_find_event (c, "resumed", 0), <, 0);
+  harness_wait_event (h, c, "step", "step", held + 20, T);
+  for (guint k = 0; k < h->nodes->len; k++)
+    node_kill (g_ptr_array_index (h->nodes, k), SIGTERM);
+  for (guint k = 0; k < h->nodes->len; k++)
+    harness_assert_exit_ok (h, g_ptr_array_index (h->nodes, k), 20000);
+  harness_free (h);
+}
+
+static void
+test_leave_writes_checkpoint (void)
+{
+  for (guint round = 0; round < 4; round++)
+    {
+      Harness *h = harness_new ();
+      Node *a, *r;
+      int done, res, ck;
+      gint64 step;
+      g_autofree char *until = NULL;
+
+      a = harness_join (h, "a", "--cohort", "leave", "--batch", "8", "--checkpoint-every", "100",
+                        NULL);
+      harness_wait_event (h, a, "step", "step", 150 + 37 * round, T);
+      node_kill (a, SIGTERM);
+      harness_assert_exit_ok (h, a, 20000);
+      done = node_find_event (a, "done", 0);
+      g_assert_cmpint (done, >=, 0);
+      step = ev_int (node_ev (a, done), "step");
+      /* Its last checkpoint is where it ended, not the periodic one. */
+      ck = -1;
+      for (guint e = 0; e < a->events->len; e++)
+        if (g_strcmp0 (ev_str (node_ev (a, (int) e), "event"), "checkpoint") == 0)
+          ck = (int) e;
+      g_assert_cmpint (ck, >=, 0);
+      g_assert_cmpint (ev_int (node_ev (a, ck), "step"), ==, step);
+      /* A new rank resumes it (the file's hash matches its parameters). */
+      until = g_strdup_printf ("%" G_GINT64_FORMAT, step + 3);
+      r = harness_join (h, "r", "--cohort", "leave", "--batch", "8", "--steps", until, NULL);
+      harness_assert_exit_ok (h, r, T);
+      res = node_find_event (r, "resumed", 0);
+      if (res < 0)
+        {
+          harness_dump (h);
+          g_error ("round %u: the checkpoint of the leader that left did not resume", round);
+        }
+      g_assert_cmpint (ev_int (node_ev (r, res), "step"), ==, step);
+      g_assert_cmpstr (ev_str (node_ev (r, res), "hash"), ==,
+                       ev_str (node_ev (a, done), "hash"));
+      harness_free (h);
+    }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/cohort/founding/not-over-frozen-peers", test_not_over_frozen_peers);
+  g_test_add_func ("/cohort/founding/leave-writes-checkpoint", test_leave_writes_checkpoint);
+  return g_test_run ();
+}

@@ -1,6 +1,11 @@
 /* rlx-leader.c — the leader's flow: assigning and collecting rounds,
  * publishing commits and reporting them once acknowledged, admitting
- * members, adopting a member's state (rlx-leader.h) */
+ * members, adopting a member's state (rlx-leader.h)
+ *
+ * Over 1,000 lines: the rounds of both sync modes (the outer mode's
+ * overlapped ones too) share one round state; admission and adopting a
+ * member's state are the part to move out first.
+ */
 #include "rlx-config.h"
 #include "rlx-leader.h"
 #include "core/cohort/rlx-commits.h"

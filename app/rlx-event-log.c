@@ -2,6 +2,7 @@
 #include "rlx-config.h"
 #include "rlx-event-log.h"
 #include "core/p2p/rlx-invite.h"
+#include <inttypes.h>
 
 #include <glib/gi18n.h>
 
@@ -380,7 +381,7 @@ rlx_event_log_add_event (RlxEventLog *self, const RlxEvent *e, const char *self_
       /* Translators: %s is a node id */
       title = g_strdup_printf (_("%s left the cohort"), str (e->u.member.node));
       /* Translators: %s is the reason a rank left, e.g. "interrupted" */
-      detail = g_strdup_printf (_("Reason: %s (at step %" G_GUINT64_FORMAT ")"),
+      detail = g_strdup_printf (_("Reason: %s (at step %" PRIu64 ")"),
                                 str (e->u.member.reason), e->u.member.step);
       break;
     case RLX_EVENT_REFUSED:
@@ -411,7 +412,7 @@ rlx_event_log_add_event (RlxEventLog *self, const RlxEvent *e, const char *self_
           /* Translators: %s is a node id */
           title = g_strdup_printf (_("%s leads the cohort"), node);
         /* Translators: the leader's term and the step it took over at */
-        detail = g_strdup_printf (_("Term %" G_GUINT64_FORMAT ", from step %" G_GUINT64_FORMAT),
+        detail = g_strdup_printf (_("Term %" PRIu64 ", from step %" PRIu64),
                                   e->u.leader.term, e->u.leader.step);
         break;
       }
@@ -420,14 +421,14 @@ rlx_event_log_add_event (RlxEventLog *self, const RlxEvent *e, const char *self_
         const RlxEventMerged *m = &e->u.merged;
         kind = RLX_LOG_MERGED;
         urgent = TRUE;
-        title = g_strdup_printf (ngettext ("Merged with another group: %" G_GUINT64_FORMAT
+        title = g_strdup_printf (ngettext ("Merged with another group: %" PRIu64
                                            " step discarded",
-                                           "Merged with another group: %" G_GUINT64_FORMAT
+                                           "Merged with another group: %" PRIu64
                                            " steps discarded",
                                            (gulong) m->discarded),
                                  m->discarded);
         /* Translators: the steps a merge threw away, the leader kept and the rule */
-        detail = g_strdup_printf (_("Steps %" G_GUINT64_FORMAT "–%" G_GUINT64_FORMAT
+        detail = g_strdup_printf (_("Steps %" PRIu64 "–%" PRIu64
                                     " were dropped; %s leads (%s)"),
                                   m->from_step, m->to_step, str (m->node), str (m->rule));
         break;
@@ -442,7 +443,7 @@ rlx_event_log_add_event (RlxEventLog *self, const RlxEvent *e, const char *self_
       kind = RLX_LOG_WARNING;
       urgent = TRUE;
       /* Translators: a gradient bucket was thrown away; %s is a node id */
-      title = g_strdup_printf (_("Gradient of %s rejected at step %" G_GUINT64_FORMAT),
+      title = g_strdup_printf (_("Gradient of %s rejected at step %" PRIu64),
                                str (e->u.rejected.node), e->u.rejected.step);
       detail = g_strdup (str (e->u.rejected.reason));
       break;
@@ -459,16 +460,16 @@ rlx_event_log_add_event (RlxEventLog *self, const RlxEvent *e, const char *self_
             g_free (last->title);
             /* Translators: %s is a node id; the steps its gradient came too late for */
             last->title = g_strdup_printf (ngettext ("Gradient of %s missed %u step, the last %"
-                                                     G_GUINT64_FORMAT,
+                                                     PRIu64,
                                                      "Gradient of %s missed %u steps, the last %"
-                                                     G_GUINT64_FORMAT,
+                                                     PRIu64,
                                                      last->repeats),
                                            str (l->node), last->repeats, l->step);
             g_object_notify_by_pspec (G_OBJECT (last), item_props[ITEM_PROP_TITLE]);
             goto done;
           }
         /* Translators: %s is a node id */
-        title = g_strdup_printf (_("Gradient of %s missed step %" G_GUINT64_FORMAT),
+        title = g_strdup_printf (_("Gradient of %s missed step %" PRIu64),
                                  str (l->node), l->step);
         detail = g_strdup (str (l->reason));
         item = add_item (self, e->kind, RLX_LOG_INFO, FALSE, title, detail);
@@ -489,7 +490,7 @@ rlx_event_log_add_event (RlxEventLog *self, const RlxEvent *e, const char *self_
       break;
     case RLX_EVENT_INVITE:
       /* Translators: %s is a port number */
-      title = g_strdup_printf (_("Other machines can join on port %" G_GUINT64_FORMAT),
+      title = g_strdup_printf (_("Other machines can join on port %" PRIu64),
                                e->u.invite.port);
       /* a log shows no key: Copy Invite copies the whole invite */
       detail = rlx_invite_redact (str (e->u.invite.invite));
@@ -526,11 +527,11 @@ rlx_event_log_add_event (RlxEventLog *self, const RlxEvent *e, const char *self_
         const RlxEventSnapshot *s = &e->u.snapshot;
         if (s->from && *s->from)
           /* Translators: %s is a node id */
-          title = g_strdup_printf (_("Took a snapshot from %s at step %" G_GUINT64_FORMAT),
+          title = g_strdup_printf (_("Took a snapshot from %s at step %" PRIu64),
                                    s->from, s->step);
         else
           /* Translators: %s is a node id */
-          title = g_strdup_printf (_("Sent a snapshot to %s at step %" G_GUINT64_FORMAT),
+          title = g_strdup_printf (_("Sent a snapshot to %s at step %" PRIu64),
                                    str (s->to), s->step);
         detail = g_strdup (str (s->reason));
         break;
@@ -541,7 +542,7 @@ rlx_event_log_add_event (RlxEventLog *self, const RlxEvent *e, const char *self_
                                who (e->u.precision.node, self_id), str (e->u.precision.precision));
       break;
     case RLX_EVENT_RESUMED:
-      title = g_strdup_printf (_("Resumed from the checkpoint at step %" G_GUINT64_FORMAT),
+      title = g_strdup_printf (_("Resumed from the checkpoint at step %" PRIu64),
                                e->u.resumed.step);
       detail = g_strdup (str (e->u.resumed.path));
       break;
@@ -551,7 +552,7 @@ rlx_event_log_add_event (RlxEventLog *self, const RlxEvent *e, const char *self_
       g_free (self->accuracy_title);
       g_free (self->accuracy_detail);
       /* Translators: test accuracy in percent, and the step it was measured at */
-      self->accuracy_title = g_strdup_printf (_("Test accuracy %.1f%% at step %" G_GUINT64_FORMAT),
+      self->accuracy_title = g_strdup_printf (_("Test accuracy %.1f%% at step %" PRIu64),
                                               100.0 * e->u.evaluated.accuracy,
                                               e->u.evaluated.step);
       self->accuracy_detail = g_strdup_printf (_("Test loss %.4f"), e->u.evaluated.test_loss);
@@ -566,7 +567,7 @@ rlx_event_log_add_event (RlxEventLog *self, const RlxEvent *e, const char *self_
       detail = g_strdup (str (e->u.note.reason));
       break;
     case RLX_EVENT_DONE:
-      title = g_strdup_printf (_("Stopped at step %" G_GUINT64_FORMAT), e->u.done.step);
+      title = g_strdup_printf (_("Stopped at step %" PRIu64), e->u.done.step);
       detail = g_strdup (str (e->u.done.message));
       break;
     case RLX_EVENT_STEP:

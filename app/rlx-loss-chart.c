@@ -51,6 +51,7 @@ struct _RlxLossChart
   int             readout;                  /* loss point index, -1: none */
 
   RlxLossChartStats stats;
+  GArray           *marks;                  /* double: steps of membership changes */
 };
 
 G_DEFINE_FINAL_TYPE (RlxLossChart, rlx_loss_chart, GTK_TYPE_WIDGET)
@@ -573,7 +574,29 @@ rlx_loss_chart_draw (RlxLossChart *self, GtkSnapshot *snapshot, int width, int h
     }
   if (self->plot)
     gtk_snapshot_append_node (snapshot, self->plot);
+  /* membership and leader changes: a thin line each, over the cached plot
+   * (a few hundred at most, so no cost worth caching) */
+  for (guint i = 0; self->marks && !self->time_axis &&
+                    rlx_chart_series_get_n_points (self->loss) > 0 && i < self->marks->len; i++)
+    {
+      double m = g_array_index (self->marks, double, i);
+      if (m >= self->x_lo && m <= self->x_hi)
+        gtk_snapshot_append_color (snapshot, &pal.accuracy,
+                                   &GRAPHENE_RECT_INIT (floor (map_x (self, m)), self->area.origin.y,
+                                                        1, self->area.size.height));
+    }
   draw_readout (self, snapshot, width, height);
+}
+
+void
+rlx_loss_chart_set_marks (RlxLossChart *self, const double *steps, guint n)
+{
+  g_return_if_fail (RLX_IS_LOSS_CHART (self));
+  if (self->marks == NULL)
+    self->marks = g_array_new (FALSE, FALSE, sizeof (double));
+  g_array_set_size (self->marks, 0);
+  g_array_append_vals (self->marks, steps, n);
+  gtk_widget_queue_draw (GTK_WIDGET (self));
 }
 
 static void
@@ -903,6 +926,7 @@ rlx_loss_chart_finalize (GObject *object)
   RlxLossChart *self = RLX_LOSS_CHART (object);
 
   g_free (self->cols);
+  g_clear_pointer (&self->marks, g_array_unref);
   G_OBJECT_CLASS (rlx_loss_chart_parent_class)->finalize (object);
 }
 

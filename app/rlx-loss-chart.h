@@ -46,6 +46,9 @@ gboolean        rlx_loss_chart_get_time_axis  (RlxLossChart *self);
 RlxChartCsv    *rlx_loss_chart_dup_csv        (RlxLossChart *self);
 /* Forget every point (a new cohort). */
 void            rlx_loss_chart_clear          (RlxLossChart *self);
+/* Steps to mark with a line (membership and leader changes; copied). */
+void            rlx_loss_chart_set_marks      (RlxLossChart *self, const double *steps,
+                                               guint n);
 
 /* The readout: point @index of the loss series, -1 for none. */
 void            rlx_loss_chart_set_readout    (RlxLossChart *self, int index);

@@ -4,6 +4,7 @@
 #include "rlx-window.h"
 #include "rlx-event-log.h"
 #include "rlx-events-view.h"
+#include "rlx-cohort-panel.h"
 #include "rlx-local-ranks.h"
 #include "rlx-loss-chart.h"
 #include "rlx-roster-view.h"

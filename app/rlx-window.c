@@ -67,6 +67,8 @@ struct _RlxWindow
   GtkStack             *training_stack;
   GtkStack             *events_stack;
   RlxEventsView        *events_view;
+  RlxCohortPanel       *cohort_panel;
+  RlxTimeline          *timeline;                /* joins, leaders, the hash light */
   GtkButton            *join_button;
   GtkButton            *leave_button;
   GtkButton            *add_rank_button;
@@ -274,6 +276,21 @@ typedef struct {
   gint64 t;
 } Point;
 
+/* The timeline's marks go on the loss chart too. */
+static void
+on_marks_changed (GListModel *marks, guint pos, guint removed, guint added, RlxWindow *self)
+{
+  guint n = g_list_model_get_n_items (marks);
+  g_autofree double *steps = g_new (double, MAX (n, 1));
+
+  for (guint i = 0; i < n; i++)
+    {
+      g_autoptr(RlxTimelineMark) m = g_list_model_get_item (marks, i);
+      steps[i] = (double) rlx_timeline_mark_get_step (m);
+    }
+  rlx_loss_chart_set_marks (self->chart, steps, n);
+}
+
 static gboolean
 on_ui_tick (gpointer user_data)
 {
@@ -287,7 +304,10 @@ on_ui_tick (gpointer user_data)
     }
   g_array_set_size (self->pending, 0);
   if (self->status_dirty)
-    update_status (self);
+    {
+      update_status (self);
+      rlx_cohort_panel_refresh (self->cohort_panel);
+    }
   if (++self->ticks % WIRE_EVERY_TICKS == 0)
     rlx_wire_panel_refresh (self->counters);
   return G_SOURCE_CONTINUE;
@@ -389,6 +409,7 @@ on_node_event (RlxNodeThread *node, RlxEvent *event, RlxWindow *self)
       fprintf (self->event_log, "%s\n", line);
     }
 
+  rlx_timeline_add_event (self->timeline, event, rlx_node_thread_get_node_id (node));
   switch (event->kind)
     {
     case RLX_EVENT_STEP:
@@ -635,6 +656,7 @@ rlx_window_join (RlxWindow *self)
     }
 
   rlx_loss_chart_clear (self->chart);
+  rlx_timeline_clear (self->timeline);
   g_array_set_size (self->pending, 0);
   rlx_wire_panel_reset (self->counters);
   self->step = 0;
@@ -953,6 +975,8 @@ rlx_window_constructed (GObject *object)
   on_settings_changed (self->settings, NULL, self);
 
   rlx_events_view_set_log (self->events_view, self->log);
+  rlx_cohort_panel_set_timeline (self->cohort_panel, self->timeline);
+  g_signal_connect (self->timeline, "items-changed", G_CALLBACK (on_marks_changed), self);
   self->tick_id = g_timeout_add (UI_TICK_MS, on_ui_tick, self);
   update_actions (self);
 }
@@ -970,6 +994,8 @@ rlx_window_dispose (GObject *object)
   if (self->ranks)
     g_signal_handlers_disconnect_by_data (self->ranks, self);
   g_clear_object (&self->ranks);   /* SIGTERM to any rank still running */
+  if (self->timeline)
+    g_signal_handlers_disconnect_by_data (self->timeline, self);
   if (self->settings)
     g_signal_handlers_disconnect_by_data (self->settings, self);
   gtk_widget_dispose_template (GTK_WIDGET (self), RLX_TYPE_WINDOW);
@@ -983,6 +1009,9 @@ rlx_window_finalize (GObject *object)
 
   g_clear_object (&self->settings);
   g_clear_object (&self->log);
+  if (self->timeline)
+    g_signal_handlers_disconnect_by_data (self->timeline, self);
+  g_clear_object (&self->timeline);
   g_clear_object (&self->cancellable);
   g_clear_pointer (&self->event_log, fclose);
   g_clear_pointer (&self->toasted_fallbacks, g_hash_table_unref);
@@ -1060,6 +1089,7 @@ rlx_window_class_init (RlxWindowClass *klass)
   g_type_ensure (RLX_TYPE_WIRE_PANEL);
   g_type_ensure (RLX_TYPE_EVENT_ITEM);
   g_type_ensure (RLX_TYPE_EVENTS_VIEW);
+  g_type_ensure (RLX_TYPE_COHORT_PANEL);
   gtk_widget_class_set_template_from_resource (widget_class,
                                                "/io/github/rlx/Cluster/ui/rlx-window.ui");
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, toast_overlay);
@@ -1070,6 +1100,7 @@ rlx_window_class_init (RlxWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, training_stack);
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, events_stack);
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, events_view);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, cohort_panel);
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, join_button);
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, leave_button);
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, add_rank_button);
@@ -1104,6 +1135,7 @@ rlx_window_init (RlxWindow *self)
 {
   self->settings = g_settings_new (RLX_APP_ID);
   self->log = rlx_event_log_new ();
+  self->timeline = rlx_timeline_new ();
   self->pending = g_array_new (FALSE, FALSE, sizeof (Point));
   self->toasted_fallbacks = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->cancellable = g_cancellable_new ();

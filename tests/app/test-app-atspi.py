@@ -162,6 +162,15 @@ def ctrl(keysym_name):
     pyatspi.Registry.generateKeyboardEvent(37, None, pyatspi.KEY_RELEASE)
 
 
+def alt(keysym_name):
+    """The same with Alt (Alt_L is 64 in Xvfb's evdev keymap)."""
+    pyatspi.Registry.generateKeyboardEvent(64, None, pyatspi.KEY_PRESS)
+    spin(0.05)
+    press(keysym_name)
+    spin(0.05)
+    pyatspi.Registry.generateKeyboardEvent(64, None, pyatspi.KEY_RELEASE)
+
+
 def find_app(pid):
     def look():
         desktop = pyatspi.Registry.getDesktop(0)
@@ -462,6 +471,8 @@ def test_train(tmp):
                         "-strip", shot], check=True)
         log("screenshot:", shot)
 
+        check_events_filter(app)
+
         log("quitting with Ctrl+Q while the ranks train")
         pids = app.child_pids()
         if len(pids) != 2:
@@ -485,6 +496,54 @@ def test_train(tmp):
 
 
 # ── invite: joining by invite is honest ───────────────────────────────────
+
+def check_events_filter(app):
+    """The events page: the filter's three toggles each keep their kind of
+    row (newest first), and no row per evaluation (one line says the last)."""
+    log("the events page and its filter")
+    alt("2")   # win.show-events
+    lst = wait_for("the events list", lambda: find(app.acc, "list", "Events"))
+    toggles = {}
+    for name in ("All", "Membership", "Warnings"):
+        # GTK 4.8 gives a toggle button the push button role, and "pressed"
+        toggles[name] = wait_for(f"the '{name}' filter",
+                                 lambda n=name: find(app.acc, "push button", n))
+
+    def titles():
+        # each row: icon, then its title and detail labels, then the time
+        return [labels(row)[0] for row in children(lst) if labels(row)]
+
+    def under(name):
+        click(toggles[name])
+        spin(0.4)   # clicks closer than ~300 ms merge
+        wait_for(f"the '{name}' filter to be on",
+                 lambda: any(toggles[name].getState().contains(st)
+                             for st in (pyatspi.STATE_PRESSED, pyatspi.STATE_CHECKED)))
+        spin(0.3)
+        return titles()
+
+    every = under("All")
+    if any("Test accuracy" in t for t in every):
+        raise Failure(f"an evaluation has a row of its own: {every}")
+    wait_for("the last test accuracy above the list",
+             lambda: any("Test accuracy" in a.name for a in walk(app.acc)
+                         if a.getRoleName() == "label" and showing(a)))
+    members = under("Membership")
+    if not members or not all(any(w in t.lower() for w in ("joined", "leads", "left", "refused",
+                                                           "merged")) for t in members):
+        raise Failure(f"the membership filter shows {members}")
+    if not any("joined" in t for t in members):
+        raise Failure(f"no join under the membership filter: {members}")
+    warnings = under("Warnings")
+    if any("joined from" in t or "leads the cohort" in t for t in warnings):
+        raise Failure(f"the warnings filter shows membership rows: {warnings}")
+    if len(every) < len(members) or len(every) < len(warnings):
+        raise Failure(f"All shows less than a filter: {len(every)}, {len(members)}, {len(warnings)}")
+    under("All")
+    log("events filter ok:", len(every), "all,", len(members), "membership,", len(warnings),
+        "warnings")
+    alt("1")   # back to the training page
+
 
 def free_port():
     """A TCP port on 127.0.0.1 where nothing listens."""

@@ -1,10 +1,12 @@
 /* test-dashboard.c — the cohort dashboard's widgets fed the core's typed
  * events (core/event/rlx-event.h), as a node thread hands them over: the
- * events page (newest first, its filter, the one evaluation row).
+ * events page (newest first, its filter, the one evaluation row), the
+ * membership and leader timeline, and the hash light.
  */
 #include "rlx-config.h"
 #include "node-test-utils.h"
 #include "rlx-events-view.h"
+#include "rlx-cohort-panel.h"
 
 #include <adwaita.h>
 #include <string.h>
@@ -151,6 +153,149 @@ test_accuracy_row (void)
   g_object_unref (view);
 }
 
+static RlxEvent *
+leader (const char *node, guint64 term, guint64 step)
+{
+  RlxEvent *e = rlx_event_new (RLX_EVENT_LEADER);
+
+  e->u.leader.node = g_strdup (node);
+  e->u.leader.term = term;
+  e->u.leader.step = step;
+  return e;
+}
+
+static gboolean
+timeline_take (RlxTimeline *t, RlxEvent *e)
+{
+  gboolean marked = rlx_timeline_add_event (t, e, "me");
+
+  rlx_event_unref (e);
+  return marked;
+}
+
+static RlxTimelineMark *
+mark_at (RlxTimeline *t, guint i)
+{
+  RlxTimelineMark *m = g_list_model_get_item (G_LIST_MODEL (t), i);
+
+  g_assert_nonnull (m);
+  g_object_unref (m);   /* the timeline holds it */
+  return m;
+}
+
+/* Joins, departures and leader changes, newest first, each at its step. */
+static void
+test_timeline (void)
+{
+  g_autoptr(RlxTimeline) t = rlx_timeline_new ();
+  RlxCohortPanel *panel = RLX_COHORT_PANEL (g_object_ref_sink (rlx_cohort_panel_new ()));
+  GtkWidget *window = gtk_window_new ();
+  RlxEvent *e;
+
+  gtk_window_set_child (GTK_WINDOW (window), GTK_WIDGET (panel));
+  gtk_window_present (GTK_WINDOW (window));
+  rlx_cohort_panel_set_timeline (panel, t);
+  g_assert_true (timeline_take (t, leader ("me", 1, 0)));
+  g_assert_false (timeline_take (t, leader ("me", 1, 0)));   /* the same term: no change */
+  e = member (RLX_EVENT_MEMBER_JOINED, "n2", NULL);
+  e->u.member.step = 12;
+  g_assert_true (timeline_take (t, e));
+  e = member (RLX_EVENT_MEMBER_JOINED, "n3", NULL);
+  e->u.member.step = 40;
+  timeline_take (t, e);
+  e = member (RLX_EVENT_MEMBER_LEFT, "me", "interrupted");
+  e->u.member.step = 90;
+  timeline_take (t, e);
+  g_assert_true (timeline_take (t, leader ("n2", 2, 91)));
+  e = rlx_event_new (RLX_EVENT_STEP);   /* routine: no mark */
+  e->u.step.step = 92;
+  g_assert_false (timeline_take (t, e));
+
+  g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (t)), ==, 5);
+  g_assert_cmpint (rlx_timeline_mark_get_kind (mark_at (t, 0)), ==, RLX_MARK_LEADER);
+  g_assert_cmpuint (rlx_timeline_mark_get_step (mark_at (t, 0)), ==, 91);
+  g_assert_nonnull (strstr (rlx_timeline_mark_get_title (mark_at (t, 0)), "Term 2: n2 leads"));
+  g_assert_cmpint (rlx_timeline_mark_get_kind (mark_at (t, 1)), ==, RLX_MARK_LEAVE);
+  g_assert_nonnull (strstr (rlx_timeline_mark_get_title (mark_at (t, 1)), "this node left"));
+  g_assert_cmpuint (rlx_timeline_mark_get_step (mark_at (t, 2)), ==, 40);
+  g_assert_cmpint (rlx_timeline_mark_get_kind (mark_at (t, 3)), ==, RLX_MARK_JOIN);
+  g_assert_nonnull (strstr (rlx_timeline_mark_get_title (mark_at (t, 3)), "n2 joined"));
+  g_assert_nonnull (strstr (rlx_timeline_mark_get_title (mark_at (t, 4)), "Term 1: this node leads"));
+
+  /* the cap keeps the newest */
+  for (guint i = 0; i < RLX_TIMELINE_MAX; i++)
+    timeline_take (t, leader (i % 2 ? "a" : "b", 10 + i, 100 + i));
+  g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (t)), ==, RLX_TIMELINE_MAX);
+  g_assert_cmpuint (rlx_timeline_mark_get_step (mark_at (t, 0)), ==, 100 + RLX_TIMELINE_MAX - 1);
+  rlx_timeline_clear (t);
+  g_assert_cmpuint (g_list_model_get_n_items (G_LIST_MODEL (t)), ==, 0);
+  gtk_window_destroy (GTK_WINDOW (window));
+  g_object_unref (panel);
+}
+
+static RlxEvent *
+step_agree (guint64 step, guint64 members, guint64 agree)
+{
+  RlxEvent *e = rlx_event_new (RLX_EVENT_STEP);
+
+  e->u.step.step = step;
+  e->u.step.members = members;
+  e->u.step.has_agree = TRUE;
+  e->u.step.agree = agree;
+  return e;
+}
+
+/* "3 of 3 agree at step N"; a divergence turns the alarm on; every rank
+ * agreeing again turns it off (the divergence still said). */
+static void
+test_hash_light (void)
+{
+  g_autoptr(RlxTimeline) t = rlx_timeline_new ();
+  RlxCohortPanel *panel = RLX_COHORT_PANEL (g_object_ref_sink (rlx_cohort_panel_new ()));
+  RlxEvent *e;
+
+  rlx_cohort_panel_set_timeline (panel, t);
+  g_assert_nonnull (strstr (rlx_cohort_panel_get_light_text (panel), "No step"));
+  timeline_take (t, step_agree (7, 3, 3));
+  rlx_cohort_panel_refresh (panel);
+  g_assert_cmpstr (rlx_cohort_panel_get_light_text (panel), ==, "3 of 3 agree at step 7");
+  g_assert_false (rlx_cohort_panel_get_alarm (panel));
+  g_assert_false (gtk_widget_has_css_class (gtk_widget_get_first_child (GTK_WIDGET (panel)),
+                                            "error"));
+
+  e = rlx_event_new (RLX_EVENT_DIVERGED);
+  e->u.diverged.node = g_strdup ("n2");
+  e->u.diverged.step = 8;
+  e->u.diverged.hash = 1;
+  e->u.diverged.expected = 2;
+  timeline_take (t, e);
+  /* the alarm is notified: no refresh needed */
+  g_assert_true (rlx_cohort_panel_get_alarm (panel));
+  g_assert_cmpstr (rlx_cohort_panel_get_light_text (panel), ==, "n2 diverged at step 8");
+  g_assert_true (gtk_widget_has_css_class (gtk_widget_get_first_child (GTK_WIDGET (panel)),
+                                           "error"));
+  /* the step of the divergence, and a later one short of a rank: still on */
+  timeline_take (t, step_agree (8, 3, 2));
+  timeline_take (t, step_agree (9, 3, 2));
+  rlx_cohort_panel_refresh (panel);
+  g_assert_true (rlx_cohort_panel_get_alarm (panel));
+  /* all agree again (the member took a snapshot) */
+  timeline_take (t, step_agree (10, 3, 3));
+  rlx_cohort_panel_refresh (panel);
+  g_assert_false (rlx_cohort_panel_get_alarm (panel));
+  g_assert_cmpstr (rlx_cohort_panel_get_light_text (panel), ==,
+                   "3 of 3 agree at step 10 (n2 diverged at step 8)");
+
+  /* on a member: its own state against the leader's */
+  rlx_timeline_clear (t);
+  e = rlx_event_new (RLX_EVENT_STEP);
+  e->u.step.step = 5;
+  timeline_take (t, e);
+  rlx_cohort_panel_refresh (panel);
+  g_assert_cmpstr (rlx_cohort_panel_get_light_text (panel), ==, "Agrees with the leader at step 5");
+  g_object_unref (panel);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -161,6 +306,8 @@ main (int argc, char **argv)
   adw_init ();
   g_test_add_func ("/app/dashboard/events-view", test_events_view);
   g_test_add_func ("/app/dashboard/accuracy-row", test_accuracy_row);
+  g_test_add_func ("/app/dashboard/timeline", test_timeline);
+  g_test_add_func ("/app/dashboard/hash-light", test_hash_light);
   status = g_test_run ();
   node_test_cleanup ();
   return status;

@@ -1,0 +1,32 @@
+/* rlx-cohort-panel.h — the dashboard's cohort card: the hash light and the
+ * membership and leader timeline
+ *
+ * Shows an RlxTimeline (rlx-timeline.h): a light that says whether the
+ * ranks' parameters agree ("3 of 3 agree at step 120", an alarm when one
+ * diverged) and the marks (joins, departures, terms, merges), newest first.
+ * The light's step moves with every commit; the owner calls
+ * rlx_cohort_panel_refresh on its UI tick (at most twenty times a second)
+ * rather than on every step, so a fast cohort costs no more frames.
+ *
+ * Threads: the UI thread.
+ */
+#pragma once
+
+#include <gtk/gtk.h>
+#include "rlx-timeline.h"
+
+G_BEGIN_DECLS
+
+#define RLX_TYPE_COHORT_PANEL (rlx_cohort_panel_get_type ())
+G_DECLARE_FINAL_TYPE (RlxCohortPanel, rlx_cohort_panel, RLX, COHORT_PANEL, GtkWidget)
+
+GtkWidget  *rlx_cohort_panel_new          (void);
+void        rlx_cohort_panel_set_timeline (RlxCohortPanel *self, RlxTimeline *timeline);
+/* Read the light again (the step moved). */
+void        rlx_cohort_panel_refresh      (RlxCohortPanel *self);
+/* What the light says and whether it is the alarm (tests, and the
+ * accessible description). */
+const char *rlx_cohort_panel_get_light_text (RlxCohortPanel *self);
+gboolean    rlx_cohort_panel_get_alarm      (RlxCohortPanel *self);
+
+G_END_DECLS

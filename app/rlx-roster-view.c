@@ -5,6 +5,7 @@
 
 #include <glib/gi18n.h>
 #include <math.h>
+#include <string.h>
 
 struct _RlxRosterView
 {
@@ -12,8 +13,16 @@ struct _RlxRosterView
 
   GtkColumnView *column_view;
   GtkColumnViewColumn *speed_column;
+  GtkColumnViewColumn *fallback_column;
+  GtkColumnViewColumn *precision_column, *state_column, *sent_column, *received_column;
+  GtkScrolledWindow *scroller;
+  GtkLabel      *banner_label;
   GtkLabel      *summary;
   GListModel    *model;
+
+  char          *shared_reason;    /* every row's fallback, when they all agree */
+  GPtrArray     *fallback_labels;  /* the bound fallback cells (GtkLabel) */
+  guint          widths_id;
 };
 
 G_DEFINE_FINAL_TYPE (RlxRosterView, rlx_roster_view, GTK_TYPE_WIDGET)
@@ -93,6 +102,31 @@ rlx_roster_format_fallback (const char *fallback)
     /* Translators: no faster backend was passed over */
     return g_strdup (_("none"));
   return g_strdup (fallback);
+}
+
+char *
+rlx_roster_format_fallback_tag (const char *fallback)
+{
+  static const char *const cuts[] = { " (", " — ", ", ", "; " };
+  const char *end;
+  g_autofree char *head = NULL;
+
+  if (fallback == NULL || *fallback == '\0')
+    return rlx_roster_format_fallback (fallback);
+  end = fallback + strlen (fallback);
+  for (guint i = 0; i < G_N_ELEMENTS (cuts); i++)
+    {
+      const char *c = strstr (fallback, cuts[i]);
+      if (c && c > fallback && c < end)
+        end = c;
+    }
+  head = g_strndup (fallback, (gsize) (end - fallback));
+  if (g_utf8_strlen (head, -1) > RLX_ROSTER_TAG_CHARS)
+    {
+      g_autofree char *cut = g_utf8_substring (head, 0, RLX_ROSTER_TAG_CHARS - 1);
+      return g_strconcat (g_strchomp (cut), "…", NULL);
+    }
+  return g_steal_pointer (&head);
 }
 
 char *
@@ -193,10 +227,141 @@ format_bytes_cb (GObject *item, guint64 bytes)
   return rlx_roster_format_bytes (bytes);
 }
 
-static char *
-format_fallback_cb (GObject *item, const char *fallback)
+/* The fallback column: the reason in full, or, when every rank shares it
+ * (said once in the banner above), a short tag with the full text in its
+ * tooltip. Rows stay one line tall, so more of them fit. */
+static void
+update_fallback_label (RlxRosterView *self, GtkLabel *label)
 {
-  return rlx_roster_format_fallback (fallback);
+  RlxRosterEntry *entry = g_object_get_data (G_OBJECT (label), "rlx-entry");
+  const char *fallback = entry ? rlx_roster_entry_get_fallback (entry) : NULL;
+  g_autofree char *text = NULL;
+  gboolean shared = self->shared_reason != NULL;
+
+  text = shared ? rlx_roster_format_fallback_tag (fallback) : rlx_roster_format_fallback (fallback);
+  if (g_strcmp0 (gtk_label_get_label (label), text) != 0)
+    gtk_label_set_label (label, text);
+  gtk_label_set_wrap (label, !shared);
+  gtk_label_set_ellipsize (label, shared ? PANGO_ELLIPSIZE_END : PANGO_ELLIPSIZE_NONE);
+  gtk_widget_set_tooltip_text (GTK_WIDGET (label), shared && fallback && *fallback ? fallback : NULL);
+}
+
+static void update_shared_reason (RlxRosterView *self);
+
+static void
+on_fallback_changed (RlxRosterEntry *entry, GParamSpec *pspec, RlxRosterView *self)
+{
+  update_shared_reason (self);
+}
+
+static void
+fallback_setup (GtkSignalListItemFactory *factory, GtkListItem *item, RlxRosterView *self)
+{
+  GtkWidget *label = gtk_label_new (NULL);
+
+  gtk_label_set_xalign (GTK_LABEL (label), 0);
+  gtk_label_set_wrap_mode (GTK_LABEL (label), PANGO_WRAP_WORD_CHAR);
+  gtk_label_set_max_width_chars (GTK_LABEL (label), 34);
+  gtk_label_set_width_chars (GTK_LABEL (label), RLX_ROSTER_TAG_CHARS);
+  gtk_list_item_set_child (item, label);
+}
+
+static void
+fallback_bind (GtkSignalListItemFactory *factory, GtkListItem *item, RlxRosterView *self)
+{
+  GtkWidget *label = gtk_list_item_get_child (item);
+
+  g_object_set_data_full (G_OBJECT (label), "rlx-entry", g_object_ref (gtk_list_item_get_item (item)),
+                          g_object_unref);
+  g_ptr_array_add (self->fallback_labels, label);
+  update_fallback_label (self, GTK_LABEL (label));
+}
+
+static void
+fallback_unbind (GtkSignalListItemFactory *factory, GtkListItem *item, RlxRosterView *self)
+{
+  GtkWidget *label = gtk_list_item_get_child (item);
+
+  if (self->fallback_labels)
+    g_ptr_array_remove_fast (self->fallback_labels, label);
+  g_object_set_data (G_OBJECT (label), "rlx-entry", NULL);
+}
+
+/* Every row's fallback, when there are two rows or more and they agree. */
+static void
+update_shared_reason (RlxRosterView *self)
+{
+  guint n = self->model ? g_list_model_get_n_items (self->model) : 0;
+  g_autofree char *shared = NULL;
+
+  for (guint i = 0; i < n; i++)
+    {
+      g_autoptr(RlxRosterEntry) entry = g_list_model_get_item (self->model, i);
+      const char *fallback = rlx_roster_entry_get_fallback (entry);
+
+      if (g_signal_handler_find (entry, G_SIGNAL_MATCH_FUNC | G_SIGNAL_MATCH_DATA, 0, 0, NULL,
+                                 on_fallback_changed, self) == 0)
+        g_signal_connect_object (entry, "notify::fallback", G_CALLBACK (on_fallback_changed),
+                                 self, 0);
+      if (fallback == NULL || *fallback == '\0' || (i > 0 && g_strcmp0 (shared, fallback) != 0))
+        {
+          g_clear_pointer (&shared, g_free);
+          break;
+        }
+      if (i == 0)
+        shared = g_strdup (fallback);
+    }
+  if (n < 2)
+    g_clear_pointer (&shared, g_free);
+  if (g_strcmp0 (shared, self->shared_reason) == 0)
+    return;
+  g_free (self->shared_reason);
+  self->shared_reason = g_steal_pointer (&shared);
+  if (self->shared_reason)
+    {
+      /* Translators: the roster's banner, when every rank passed over a
+       * faster backend for the same reason; %s is the reason */
+      g_autofree char *text = g_strdup_printf (_("Every rank passed over a faster backend for the same reason: %s"),
+                                               self->shared_reason);
+      gtk_label_set_label (self->banner_label, text);
+    }
+  gtk_widget_set_visible (GTK_WIDGET (self->banner_label), self->shared_reason != NULL);
+  for (guint i = 0; i < self->fallback_labels->len; i++)
+    update_fallback_label (self, self->fallback_labels->pdata[i]);
+}
+
+const char *
+rlx_roster_view_get_shared_reason (RlxRosterView *self)
+{
+  g_return_val_if_fail (RLX_IS_ROSTER_VIEW (self), NULL);
+  return self->shared_reason;
+}
+
+/* Columns give way at narrow widths, least needed first (the bytes are in
+ * the wire counters too); nothing then scrolls sideways at 800 px. Applied
+ * after the allocation that measured the width (hiding a column during it
+ * would leave rows to draw unallocated). */
+static gboolean
+apply_widths (gpointer user_data)
+{
+  RlxRosterView *self = user_data;
+  double w = gtk_adjustment_get_page_size (gtk_scrolled_window_get_hadjustment (self->scroller));
+
+  self->widths_id = 0;
+  if (w <= 0)
+    return G_SOURCE_REMOVE;
+  gtk_column_view_column_set_visible (self->received_column, w >= 1000);
+  gtk_column_view_column_set_visible (self->sent_column, w >= 920);
+  gtk_column_view_column_set_visible (self->precision_column, w >= 840);
+  gtk_column_view_column_set_visible (self->state_column, w >= 700);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+on_width_changed (GtkAdjustment *hadj, GParamSpec *pspec, RlxRosterView *self)
+{
+  if (self->widths_id == 0)
+    self->widths_id = g_idle_add (apply_widths, self);
 }
 
 /* ── model ─────────────────────────────────────────────────────────────── */
@@ -219,6 +384,7 @@ on_items_changed (GListModel *model, guint position, guint removed, guint added,
                   RlxRosterView *self)
 {
   update_summary (self);
+  update_shared_reason (self);
 }
 
 void
@@ -241,6 +407,7 @@ rlx_roster_view_set_model (RlxRosterView *self, GListModel *model)
     }
   gtk_column_view_set_model (self->column_view, GTK_SELECTION_MODEL (selection));
   update_summary (self);
+  update_shared_reason (self);
   g_object_notify_by_pspec (G_OBJECT (self), props[PROP_MODEL]);
 }
 
@@ -274,6 +441,8 @@ rlx_roster_view_dispose (GObject *object)
   if (self->model)
     g_signal_handlers_disconnect_by_func (self->model, on_items_changed, self);
   g_clear_object (&self->model);
+  g_clear_pointer (&self->shared_reason, g_free);
+  g_clear_handle_id (&self->widths_id, g_source_remove);
   gtk_widget_dispose_template (GTK_WIDGET (self), RLX_TYPE_ROSTER_VIEW);
   {
     GtkWidget *child;
@@ -281,6 +450,15 @@ rlx_roster_view_dispose (GObject *object)
       gtk_widget_unparent (child);
   }
   G_OBJECT_CLASS (rlx_roster_view_parent_class)->dispose (object);
+}
+
+static void
+rlx_roster_view_finalize (GObject *object)
+{
+  RlxRosterView *self = RLX_ROSTER_VIEW (object);
+
+  g_clear_pointer (&self->fallback_labels, g_ptr_array_unref);
+  G_OBJECT_CLASS (rlx_roster_view_parent_class)->finalize (object);
 }
 
 static void
@@ -314,6 +492,7 @@ rlx_roster_view_class_init (RlxRosterViewClass *klass)
   GtkWidgetClass *widget_class = GTK_WIDGET_CLASS (klass);
 
   object_class->dispose = rlx_roster_view_dispose;
+  object_class->finalize = rlx_roster_view_finalize;
   object_class->get_property = rlx_roster_view_get_property;
   object_class->set_property = rlx_roster_view_set_property;
 
@@ -331,8 +510,14 @@ rlx_roster_view_class_init (RlxRosterViewClass *klass)
   gtk_widget_class_bind_template_callback (widget_class, format_rank_cb);
   gtk_widget_class_bind_template_callback (widget_class, format_precision_cb);
   gtk_widget_class_bind_template_child (widget_class, RlxRosterView, speed_column);
+  gtk_widget_class_bind_template_child (widget_class, RlxRosterView, fallback_column);
+  gtk_widget_class_bind_template_child (widget_class, RlxRosterView, precision_column);
+  gtk_widget_class_bind_template_child (widget_class, RlxRosterView, state_column);
+  gtk_widget_class_bind_template_child (widget_class, RlxRosterView, sent_column);
+  gtk_widget_class_bind_template_child (widget_class, RlxRosterView, received_column);
+  gtk_widget_class_bind_template_child (widget_class, RlxRosterView, scroller);
+  gtk_widget_class_bind_template_child (widget_class, RlxRosterView, banner_label);
   gtk_widget_class_bind_template_callback (widget_class, format_bytes_cb);
-  gtk_widget_class_bind_template_callback (widget_class, format_fallback_cb);
   gtk_widget_class_set_layout_manager_type (widget_class, GTK_TYPE_BOX_LAYOUT);
   gtk_widget_class_set_css_name (widget_class, "rosterview");
 }
@@ -341,12 +526,20 @@ static void
 rlx_roster_view_init (RlxRosterView *self)
 {
   g_autoptr(GtkListItemFactory) speed = gtk_signal_list_item_factory_new ();
+  g_autoptr(GtkListItemFactory) fallback = gtk_signal_list_item_factory_new ();
 
   gtk_widget_init_template (GTK_WIDGET (self));
   g_signal_connect (speed, "setup", G_CALLBACK (speed_setup), NULL);
   g_signal_connect (speed, "bind", G_CALLBACK (speed_bind), NULL);
   g_signal_connect (speed, "unbind", G_CALLBACK (speed_unbind), NULL);
   gtk_column_view_column_set_factory (self->speed_column, speed);
+  self->fallback_labels = g_ptr_array_new ();
+  g_signal_connect (fallback, "setup", G_CALLBACK (fallback_setup), self);
+  g_signal_connect (fallback, "bind", G_CALLBACK (fallback_bind), self);
+  g_signal_connect (fallback, "unbind", G_CALLBACK (fallback_unbind), self);
+  gtk_column_view_column_set_factory (self->fallback_column, fallback);
+  g_signal_connect_object (gtk_scrolled_window_get_hadjustment (self->scroller), "notify::page-size",
+                           G_CALLBACK (on_width_changed), self, 0);
   gtk_orientable_set_orientation (GTK_ORIENTABLE (gtk_widget_get_layout_manager (GTK_WIDGET (self))),
                                   GTK_ORIENTATION_VERTICAL);
   update_summary (self);

@@ -7,7 +7,10 @@
  * precision, samples/s, state, and bytes sent and received. Cells bind to
  * the entries' properties, so they change in place; rows come and go with
  * the model. A heading says how many ranks there are (assistive technology
- * cannot count GtkColumnView rows in GTK 4.8).
+ * cannot count GtkColumnView rows in GTK 4.8). A fallback reason every rank
+ * shares is said once, in a banner above the table; the rows then show a
+ * short tag, with the full text as its tooltip. At narrow widths the
+ * least needed columns give way (Received, Sent, Precision, State).
  */
 #pragma once
 
@@ -32,6 +35,12 @@ char       *rlx_roster_format_precision (const char *precision);
 char       *rlx_roster_format_speed     (double samples_per_s);
 char       *rlx_roster_format_bytes     (guint64 bytes);
 char       *rlx_roster_format_fallback  (const char *fallback);
+/* The reason's first clause, at most RLX_ROSTER_TAG_CHARS characters: what
+ * a row says when every row shares the reason (the banner says it all). */
+#define RLX_ROSTER_TAG_CHARS 28
+char       *rlx_roster_format_fallback_tag (const char *fallback);
+/* That reason, while the banner shows it (two rows or more agreeing), or NULL. */
+const char *rlx_roster_view_get_shared_reason (RlxRosterView *self);
 /* A row's spoken name: "Rank 1, HOST, cpu, computing, 150 k samples/s". */
 char       *rlx_roster_format_row_name  (RlxRosterEntry *entry);
 

@@ -6,7 +6,9 @@ tests/app/meson.build and shared/GUI-TESTING.md).
 train:  start rlx-cluster; press Join Cohort, then Add Local Rank twice; let
         the three ranks train; switch the wire precision dropdown to f8 E4M3
         with the keyboard; read the roster's three rows and check each one
-        against the ranks' own event streams (the local ranks' JSON logs);
+        against the ranks' own event streams (the local ranks' JSON logs),
+        and the banner above them against the ranks' fallback reasons (one
+        shared by all is said there once, the rows show a short tag);
         check the chart describes itself; save a screenshot; press Ctrl+Q
         while the ranks train and check that no process is left behind.
 killed: start rlx-cluster with two local ranks, SIGKILL the app, and check
@@ -329,6 +331,26 @@ def fallback_text(fallback):
     return fallback if fallback else "none"
 
 
+TAG_CHARS = 28   # RLX_ROSTER_TAG_CHARS
+
+
+def fallback_tag(fallback):
+    """What a row shows when every rank shares its reason (the roster's
+    banner says it in full): its first clause, at most TAG_CHARS long."""
+    if not fallback:
+        return fallback_text(fallback)
+    end = len(fallback)
+    for cut in (" (", " — ", ", ", "; "):
+        i = fallback.find(cut)
+        if 0 < i < end:
+            end = i
+    head = fallback[:end]
+    return head if len(head) <= TAG_CHARS else head[:TAG_CHARS - 1].rstrip() + "…"
+
+
+BANNER = "Every rank passed over a faster backend for the same reason: "
+
+
 # ── train: the scenario of the issue ──────────────────────────────────────
 
 def test_train(tmp):
@@ -404,6 +426,24 @@ def test_train(tmp):
         if len(app_ids) != 1 or sorted(n for n in by_node if n in children_ids) != children_ids:
             raise Failure(f"roster nodes {sorted(by_node)} are not this node plus the local ranks {children_ids}")
         app_id = app_ids[0]
+        # a fallback reason every rank shares is said once, in the banner
+        # above the roster; the rows then show a short tag
+        reasons = set()
+        for node in children_ids:
+            reasons |= {e.get("fallback", "") for e in logs[node] if e.get("event") == "joined"}
+            reasons |= {e.get("fallback", "") for e in logs[node]
+                        if e.get("event") == "member-joined" and e.get("node") == app_id}
+        shared = len(reasons) == 1 and "" not in reasons
+        banners = [a.name for a in find_all(app.window(), "label")
+                   if a.name.startswith(BANNER)]
+        if shared and banners != [BANNER + next(iter(reasons))]:
+            raise Failure(f"every rank says {reasons}, but the banners are {banners}")
+        if not shared and banners:
+            raise Failure(f"the ranks' reasons differ ({reasons}), but a banner says {banners}")
+        log("shared reason:", banners[0] if banners else "none (the reasons differ)")
+
+        def shown(fallback):
+            return [fallback_tag(fallback) if shared else fallback_text(fallback)]
         for node in children_ids:
             joined = [e for e in logs[node] if e.get("event") == "joined"]
             if not joined:
@@ -414,7 +454,7 @@ def test_train(tmp):
                 raise Failure(f"{node}'s log says it is {j.get('node')}")
             if row[2][0] != j["backend"]:
                 raise Failure(f"row of {node} says backend {row[2][0]}, the rank says {j['backend']}")
-            if row[3] != [fallback_text(j.get("fallback", ""))]:
+            if row[3] != shown(j.get("fallback", "")):
                 raise Failure(f"row of {node} says fallback {row[3]}, the rank says {j.get('fallback')!r}")
             if row[4] != ["f32"]:
                 raise Failure(f"row of {node} says precision {row[4]}, the rank joined at f32")
@@ -423,7 +463,7 @@ def test_train(tmp):
             if seen:
                 s = seen[0]
                 app_row = by_node[app_id]
-                if app_row[2][0] != s["backend"] or app_row[3] != [fallback_text(s.get("fallback", ""))]:
+                if app_row[2][0] != s["backend"] or app_row[3] != shown(s.get("fallback", "")):
                     raise Failure(f"this node's row {app_row} disagrees with what {node} saw: {s}")
             steps = [e for e in logs[node] if e.get("event") == "step" and e.get("members") == 3]
             if len(steps) < 5:

@@ -9,6 +9,7 @@
 #include "rlx-local-ranks.h"
 #include "rlx-roster-view.h"
 #include "core/rlx-node-thread.h"
+#include "core/cohort/rlx-roster.h"
 
 #include <adwaita.h>
 
@@ -374,6 +375,82 @@ test_formats (void)
   g_assert_cmpstr (g, ==, "none");
 }
 
+#define SHARED "vulkan: the only device is llvmpipe (LLVM 15.0.6, 256 bits), a software " \
+               "rasterizer — cpu is faster (ask for it by name: --backend vulkan:llvmpipe)"
+
+static void
+sync_rows (RlxRoster *roster, const char *last_fallback)
+{
+  RlxRosterRow rows[3] = {
+    { "n1", "alpha", "cpu", "CPU", SHARED, "f32", "computing", 1000, 0, 0, TRUE, TRUE },
+    { "n2", "beta", "cpu", "CPU", SHARED, "f32", "computing", 1000, 0, 0, FALSE, FALSE },
+    { "n3", "gamma", "cpu", "CPU", last_fallback, "f32", "computing", 1000, 0, 0, FALSE, FALSE },
+  };
+  rlx_roster_sync (roster, rows, 3);
+}
+
+typedef struct { RlxRosterView *view; const char *text; gboolean present; } LabelWait;
+
+static gboolean
+label_is (gpointer data)
+{
+  LabelWait *w = data;
+  return (find_label (GTK_WIDGET (w->view), w->text) != NULL) == w->present;
+}
+
+/* A fallback reason every rank shares is said once, in the banner: each row
+ * shows a short tag, the full text in its tooltip; when one rank differs,
+ * the banner goes and every row says its own reason. At narrow widths the
+ * least needed columns give way. */
+static void
+test_shared_reason (void)
+{
+  g_autoptr(RlxRoster) roster = rlx_roster_new ();
+  g_autofree char *tag = rlx_roster_format_fallback_tag (SHARED);
+  GtkWindow *window = GTK_WINDOW (gtk_window_new ());
+  RlxRosterView *view = RLX_ROSTER_VIEW (rlx_roster_view_new ());
+  g_autoptr(GPtrArray) row = NULL;
+  GtkWidget *cell;
+  LabelWait w = { view, NULL, TRUE };
+
+  g_assert_cmpstr (tag, ==, "vulkan: the only device is…");
+  g_assert_cmpuint (g_utf8_strlen (tag, -1), <=, RLX_ROSTER_TAG_CHARS);
+
+  sync_rows (roster, SHARED);
+  rlx_roster_view_set_model (view, G_LIST_MODEL (roster));
+  gtk_window_set_default_size (window, 1280, 500);
+  gtk_window_set_child (window, GTK_WIDGET (view));
+  gtk_window_present (window);
+
+  w.text = tag;
+  g_assert_true (node_test_wait (label_is, &w, TIMEOUT_MS));
+  g_assert_cmpstr (rlx_roster_view_get_shared_reason (view), ==, SHARED);
+  g_assert_nonnull (find_label (GTK_WIDGET (view), "Every rank passed over a faster backend for the same "
+                                                   "reason: " SHARED));
+  g_assert_null (find_label (GTK_WIDGET (view), SHARED));      /* not on any row */
+  row = row_labels (view, "gamma");
+  g_assert_true (contains (row, tag));
+  cell = find_label (GTK_WIDGET (view), tag);
+  g_assert_cmpstr (gtk_widget_get_tooltip_text (cell), ==, SHARED);
+  g_assert_true (node_test_wait (label_is, &(LabelWait) { view, "Received", TRUE }, TIMEOUT_MS));
+
+  /* one rank differs: no banner, every row its own reason */
+  sync_rows (roster, "");
+  w.text = SHARED;
+  g_assert_true (node_test_wait (label_is, &w, TIMEOUT_MS));
+  g_assert_null (rlx_roster_view_get_shared_reason (view));
+  g_assert_nonnull (find_label (GTK_WIDGET (view), "none"));
+  g_assert_null (find_label (GTK_WIDGET (view), tag));
+
+  /* 760 px: the bytes and the precision give way */
+  gtk_window_set_default_size (window, 760, 500);
+  g_assert_true (node_test_wait (label_is, &(LabelWait) { view, "Received", FALSE }, TIMEOUT_MS));
+  g_assert_null (find_label (GTK_WIDGET (view), "Sent"));
+  g_assert_null (find_label (GTK_WIDGET (view), "Precision"));
+  g_assert_nonnull (find_label (GTK_WIDGET (view), "Samples/s"));
+  gtk_window_destroy (window);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -385,6 +462,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/roster/formats", test_formats);
   g_test_add_func ("/app/roster/join-leave", test_join_leave);
   g_test_add_func ("/app/roster/refused", test_refused);
+  g_test_add_func ("/app/roster/shared-reason", test_shared_reason);
   status = g_test_run ();
   node_test_cleanup ();
   return status;

@@ -4,7 +4,11 @@
  *
  *   receive  → ngtcp2_conn_read_pkt; stream data goes through one
  *              RlxFrameReader per incoming stream, whole frames go to the
- *              owner; flow-control credit is returned as bytes are consumed.
+ *              owner; flow-control credit is returned as the owner takes the
+ *              frames: once its frame callback says its inbox is full, the
+ *              credit of every byte received waits for rlx_quic_resume_rx,
+ *              so a peer that outruns the consumer stalls on flow control
+ *              instead of growing this process's memory.
  *   service  (one GSource, driven by its ready time) → expiry handling, then
  *              the write loop: CONTROL's queue first, then BULK's, packets
  *              batched and handed to the path, at most one send quantum per
@@ -130,6 +134,8 @@ struct _RlxQuic
   OutStream           out[RLX_QUIC_N_STREAMS];
   RlxFrameReader     *in[RLX_QUIC_N_STREAMS];
   gint64              in_id[RLX_QUIC_N_STREAMS];
+  guint64             credit_held[RLX_QUIC_N_STREAMS];  /* bytes whose credit waits */
+  gboolean            consumer_full;    /* ::frame said no room: hold the credit */
 
   guint8             *txbuf;
   RlxDatagram         batch[BATCH];
@@ -388,6 +394,27 @@ incoming_index (RlxQuic *self, int64_t id)
   return (int) index;
 }
 
+/* The flow-control credit held so far goes back to the peer (it reaches
+ * it with the next packet written). */
+static void
+return_credit (RlxQuic *self)
+{
+  guint64 total = 0;
+
+  if (self->conn == NULL)
+    return;
+  for (guint s = 0; s < RLX_QUIC_N_STREAMS; s++)
+    {
+      if (self->credit_held[s] == 0 || self->in_id[s] < 0)
+        continue;
+      ngtcp2_conn_extend_max_stream_offset (self->conn, self->in_id[s], self->credit_held[s]);
+      total += self->credit_held[s];
+      self->credit_held[s] = 0;
+    }
+  if (total > 0)
+    ngtcp2_conn_extend_max_offset (self->conn, total);
+}
+
 static int
 recv_stream_data_cb (ngtcp2_conn *conn, uint32_t flags, int64_t stream_id, uint64_t offset,
                      const uint8_t *data, size_t datalen, void *user_data,
@@ -418,9 +445,11 @@ recv_stream_data_cb (ngtcp2_conn *conn, uint32_t flags, int64_t stream_id, uint6
                                      "%s broke the framing on its %s stream: %s",
                                      peer (self), index == 0 ? "control" : "bulk",
                                      error->message));
-  /* The bytes are consumed (copied into frames): return the credit. */
-  ngtcp2_conn_extend_max_stream_offset (conn, stream_id, datalen);
-  ngtcp2_conn_extend_max_offset (conn, datalen);
+  /* The credit of these bytes comes back when the owner has room for them
+   * (at once, unless a frame callback said its inbox is full). */
+  self->credit_held[index] += datalen;
+  if (!self->consumer_full)
+    return_credit (self);
   return 0;
 }
 
@@ -1089,8 +1118,9 @@ on_frame_control (GBytes *frame, gpointer user_data)
 {
   RlxQuic *self = user_data;
 
-  if (self->cb.frame && !self->dead && !self->pending_error)
-    self->cb.frame (RLX_QUIC_STREAM_CONTROL, frame, self->user_data);
+  if (self->cb.frame && !self->dead && !self->pending_error &&
+      !self->cb.frame (RLX_QUIC_STREAM_CONTROL, frame, self->user_data))
+    self->consumer_full = TRUE;
   return TRUE;
 }
 
@@ -1099,8 +1129,9 @@ on_frame_bulk (GBytes *frame, gpointer user_data)
 {
   RlxQuic *self = user_data;
 
-  if (self->cb.frame && !self->dead && !self->pending_error)
-    self->cb.frame (RLX_QUIC_STREAM_BULK, frame, self->user_data);
+  if (self->cb.frame && !self->dead && !self->pending_error &&
+      !self->cb.frame (RLX_QUIC_STREAM_BULK, frame, self->user_data))
+    self->consumer_full = TRUE;
   return TRUE;
 }
 
@@ -1407,6 +1438,26 @@ rlx_quic_resume (RlxQuic *self)
 {
   g_return_if_fail (self != NULL);
   schedule_now (self);
+}
+
+void
+rlx_quic_resume_rx (RlxQuic *self)
+{
+  g_return_if_fail (self != NULL);
+  if (!self->consumer_full)
+    return;
+  self->consumer_full = FALSE;
+  if (self->dead)
+    return;
+  return_credit (self);
+  schedule_now (self);   /* the MAX_DATA frames go out */
+}
+
+gboolean
+rlx_quic_is_rx_held (RlxQuic *self)
+{
+  g_return_val_if_fail (self != NULL, FALSE);
+  return self->consumer_full;
 }
 
 void

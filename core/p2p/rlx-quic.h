@@ -69,8 +69,13 @@ typedef struct {
   guint    (*send)        (const RlxDatagram *datagrams, guint n, gpointer user_data);
   /* The handshake finished and the peer's certificate matched the pin. */
   void     (*established) (gpointer user_data);
-  /* A whole frame arrived on @stream. */
-  void     (*frame)       (RlxQuicStream stream, GBytes *frame, gpointer user_data);
+  /* A whole frame arrived on @stream. Return TRUE while the consumer has
+   * room for more; FALSE (its inbox is full): the flow-control credit of
+   * everything received from then on is held until rlx_quic_resume_rx, so
+   * the peer stalls once its window is spent. Memory held for a consumer
+   * that stopped is then at most its inbox, one frame and the receive
+   * windows (16 MiB to start, ngtcp2 may grow them to 96 MiB). */
+  gboolean (*frame)       (RlxQuicStream stream, GBytes *frame, gpointer user_data);
   /* Frames were written into packets: @written[stream] is the total of
    * their lengths (prefixes excluded) since the start, per stream. */
   void     (*progress)    (const guint64 written[RLX_QUIC_N_STREAMS], gpointer user_data);
@@ -115,6 +120,11 @@ void      rlx_quic_close    (RlxQuic *self, guint linger_ms);
 void      rlx_quic_abort    (RlxQuic *self, const GError *error);
 /* The send queue was refused by the path earlier: try again now. */
 void      rlx_quic_resume   (RlxQuic *self);
+/* The consumer took its inbox after ::frame said it was full: return the
+ * credit held since then (a no-op when none is held). */
+void      rlx_quic_resume_rx (RlxQuic *self);
+/* TRUE while the credit is held (::frame said full, no resume yet). */
+gboolean  rlx_quic_is_rx_held (RlxQuic *self);
 /* The priority of the connection's timer/write source on its context
  * (G_PRIORITY_DEFAULT unless set): an owner that reads the datagrams at a
  * higher priority raises it too, so sending and timers keep their turn. */

@@ -408,14 +408,16 @@ lane_of_stream (RlxQuicStream stream)
   return stream == RLX_QUIC_STREAM_CONTROL ? RLX_LINK_LANE_CONTROL : RLX_LINK_LANE_BULK;
 }
 
-static void
+static gboolean
 quic_frame_cb (RlxQuicStream stream, GBytes *frame, gpointer user_data)
 {
   RlxRemoteLink *self = user_data;
 
-  /* QUIC's flow control paces the peer; the mailbox's inbox limit is not
-   * applied here (QUIC cannot stop reading one link's datagrams). */
-  rlx_link_mailbox_push_frame (self->mb, lane_of_stream (stream), g_bytes_ref (frame));
+  /* QUIC cannot stop reading one link's datagrams, but once the mailbox's
+   * inbox is full it holds the peer's flow-control credit until the main
+   * context has taken the frames (io_wake): the peer stalls, the inbox
+   * stays bounded. */
+  return rlx_link_mailbox_push_frame (self->mb, lane_of_stream (stream), g_bytes_ref (frame));
 }
 
 static void
@@ -645,6 +647,9 @@ io_wake (gpointer data)
     return;
   rlx_link_mailbox_take (self->mb, self->waiting);
   io_send_waiting (self);
+  /* The main context took a full inbox: the peer may send again. */
+  if (self->quic && rlx_quic_is_rx_held (self->quic) && !rlx_link_mailbox_inbox_full (self->mb))
+    rlx_quic_resume_rx (self->quic);
   if (!self->closing && rlx_link_mailbox_get_close (self->mb) != RLX_LINK_MAILBOX_OPEN)
     {
       self->closing = TRUE;

@@ -31,6 +31,7 @@ struct _Side {
   guint64     rx_bytes[RLX_QUIC_N_STREAMS];
   /* index into frames[BULK] when the first CONTROL frame arrived */
   gint        bulk_seen_at_control;
+  guint64     inbox_cap;      /* ::frame says full once rx_bytes reach it; 0: never */
 };
 
 static gboolean
@@ -76,7 +77,7 @@ established_cb (gpointer user_data)
   s->established = TRUE;
 }
 
-static void
+static gboolean
 frame_cb (RlxQuicStream stream, GBytes *frame, gpointer user_data)
 {
   Side *s = user_data;
@@ -85,6 +86,8 @@ frame_cb (RlxQuicStream stream, GBytes *frame, gpointer user_data)
     s->bulk_seen_at_control = (gint) s->frames[RLX_QUIC_STREAM_BULK]->len;
   g_ptr_array_add (s->frames[stream], g_bytes_ref (frame));
   s->rx_bytes[stream] += g_bytes_get_size (frame);
+  return s->inbox_cap == 0 ||
+         s->rx_bytes[RLX_QUIC_STREAM_CONTROL] + s->rx_bytes[RLX_QUIC_STREAM_BULK] < s->inbox_cap;
 }
 
 static void
@@ -465,6 +468,76 @@ test_idle_timeout (void)
   pair_clear (&p);
 }
 
+#define STALL_FRAMES 96
+#define STALL_FRAME  ((gsize) 1 << 20)
+
+/* Iterate for @ms of wall time. */
+static void
+run_for (guint ms)
+{
+  gboolean expired = FALSE;
+
+  g_timeout_add (ms, on_expired, &expired);
+  while (!expired)
+    g_main_context_iteration (NULL, TRUE);
+}
+
+static gboolean
+b_has_all_stalled (Pair *p)
+{
+  return p->b.rx_bytes[RLX_QUIC_STREAM_BULK] >= STALL_FRAMES * STALL_FRAME ||
+         p->b.closed || p->a.closed;
+}
+
+/* A consumer that stops taking frames (its ::frame says the inbox is full)
+ * stalls the sender on flow control: what the receiver holds stays near
+ * its inbox cap plus the windows, far below what the sender queued; once
+ * the consumer resumes, everything arrives. */
+static void
+test_stalled_reader_stalls_sender (void)
+{
+  Pair p;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) f = pattern (STALL_FRAME, 3);
+  guint64 before, held;
+
+  pair_init (&p, NULL, NULL, 0);
+  rlx_quic_start (p.a.q);
+  rlx_quic_start (p.b.q);
+  run_until (&p, both_established, 10000);
+  p.b.inbox_cap = 4 << 20;
+  for (guint i = 0; i < STALL_FRAMES; i++)
+    g_assert_true (rlx_quic_send (p.a.q, RLX_QUIC_STREAM_BULK, f, &error));
+  /* until the receiver gets nothing more for a second (at most 60 s) */
+  do
+    {
+      before = p.b.rx_bytes[RLX_QUIC_STREAM_BULK];
+      run_for (1000);
+    }
+  while ((before == 0 || p.b.rx_bytes[RLX_QUIC_STREAM_BULK] != before) &&
+         p.b.frames[RLX_QUIC_STREAM_BULK]->len < STALL_FRAMES && !p.b.closed);
+  held = p.b.rx_bytes[RLX_QUIC_STREAM_BULK];
+  g_test_message ("stalled reader holds %" G_GUINT64_FORMAT " bytes of %" G_GSIZE_FORMAT
+                  " sent; %" G_GUINT64_FORMAT " unsent", held,
+                  STALL_FRAMES * STALL_FRAME, rlx_quic_get_unsent (p.a.q));
+  g_assert_null (p.a.closed);
+  g_assert_null (p.b.closed);
+  g_assert_true (rlx_quic_is_rx_held (p.b.q));
+  /* cap 4 MiB + the 16 MiB connection window + the frame that filled it */
+  g_assert_cmpuint (held, <=, (guint64) 24 << 20);
+  g_assert_cmpuint (rlx_quic_get_unsent (p.a.q), >=, (guint64) 64 << 20);
+
+  /* The consumer takes its frames: the rest follows. */
+  g_ptr_array_set_size (p.b.frames[RLX_QUIC_STREAM_BULK], 0);
+  p.b.inbox_cap = 0;
+  rlx_quic_resume_rx (p.b.q);
+  g_assert_false (rlx_quic_is_rx_held (p.b.q));
+  run_until (&p, b_has_all_stalled, 60000);
+  g_assert_null (p.b.closed);
+  g_assert_cmpuint (p.b.rx_bytes[RLX_QUIC_STREAM_BULK], ==, STALL_FRAMES * STALL_FRAME);
+  pair_clear (&p);
+}
+
 static void
 test_garbage_gets_nothing (void)
 {
@@ -557,5 +630,6 @@ main (int argc, char **argv)
   g_test_add_func ("/remote/quic/idle-timeout", test_idle_timeout);
   g_test_add_func ("/remote/quic/garbage-gets-nothing", test_garbage_gets_nothing);
   g_test_add_func ("/remote/quic/frame-cap", test_frame_cap);
+  g_test_add_func ("/remote/quic/stalled-reader-stalls-sender", test_stalled_reader_stalls_sender);
   return g_test_run ();
 }

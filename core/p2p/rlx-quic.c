@@ -55,6 +55,9 @@ G_DEFINE_QUARK (rlx-remote-error-quark, rlx_remote_error)
 #define MAX_WINDOW           ((guint64) 96 << 20)
 #define MAX_STREAM_WINDOW    ((guint64) 64 << 20)
 #define ALPN                 "rlx/1"
+/* A server's handshake in progress gives way to another client's Initial
+ * only once its own client has sent nothing it could read for this long. */
+#define HANDSHAKE_QUIET_US   ((gint64) 1000 * 1000)
 #define PRIORITY \
   "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:" \
   "+CHACHA20-POLY1305:-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1:+GROUP-SECP384R1:" \
@@ -130,6 +133,7 @@ struct _RlxQuic
   ngtcp2_path         path;
   ngtcp2_cid          client_dcid;     /* server: the Initial's DCID it accepted */
   ngtcp2_cid          server_scid;     /* server: the connection ID it chose */
+  gint64              conn_rx_at;      /* server, handshaking: last datagram its conn took */
 
   OutStream           out[RLX_QUIC_N_STREAMS];
   RlxFrameReader     *in[RLX_QUIC_N_STREAMS];
@@ -1243,8 +1247,16 @@ accept_initial (RlxQuic *self, const guint8 *data, gsize len, gboolean *drop)
       if (ngtcp2_cid_eq (&hd.dcid, &self->client_dcid) ||
           ngtcp2_cid_eq (&hd.dcid, &self->server_scid))
         return FALSE;
-      /* A new client (it restarted), or a forged packet: start over with
-       * it. The peer that is really there retransmits. */
+      /* Another client's Initial while a handshake is in progress: anyone
+       * who can reach the port can send one (Initial keys derive from the
+       * DCID), so it never ends the handshake of a client that is talking
+       * to us; it is dropped unanswered. Only a connection whose client has
+       * gone quiet (a forged Initial that came first) gives way to it. */
+      if (g_get_monotonic_time () - self->conn_rx_at < HANDSHAKE_QUIET_US)
+        {
+          *drop = TRUE;
+          return FALSE;
+        }
       drop_conn (self);
     }
   if (!create_conn (self, &hd, &error))
@@ -1253,6 +1265,7 @@ accept_initial (RlxQuic *self, const guint8 *data, gsize len, gboolean *drop)
       *drop = TRUE;
       return FALSE;
     }
+  self->conn_rx_at = g_get_monotonic_time ();
   return TRUE;
 }
 
@@ -1323,6 +1336,8 @@ receive_one (RlxQuic *self, const guint8 *data, gsize len, ngtcp2_tstamp ts)
   act_on_pending_error (self);
   if (self->dead)
     return FALSE;
+  if (!self->established)
+    self->conn_rx_at = g_get_monotonic_time ();
   /* Under a flood the owner may feed many datagrams before the main loop
    * comes back to us: answer (ACK) every so often, so the sender's RTT
    * samples and congestion window do not suffer from our batching. */

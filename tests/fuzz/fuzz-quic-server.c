@@ -3,7 +3,10 @@
  * The input is a run of datagrams ([u16 LE length][bytes] each) arriving at
  * a remote link's QUIC server before and during a handshake, as anyone who
  * can reach its UDP port could send them. Nothing may crash, and nothing
- * that is not a well-formed QUIC Initial may get an answer. */
+ * that is not a well-formed QUIC Initial may get an answer. The corpus has
+ * real client Initials, two clients' in turn (corpus/quic-server/
+ * two-client-initials: a second client's Initial during a handshake is
+ * dropped, the first one's repeat is not). */
 #include "rlx-config.h"
 
 #include <stdint.h>

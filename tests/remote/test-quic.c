@@ -32,6 +32,10 @@ struct _Side {
   /* index into frames[BULK] when the first CONTROL frame arrived */
   gint        bulk_seen_at_control;
   guint64     inbox_cap;      /* ::frame says full once rx_bytes reach it; 0: never */
+  GQueue     *capture;        /* set: what this side sends goes here, not to other */
+  guint8      watch_dcid[20]; /* count datagrams sent to this connection ID */
+  gsize       watch_len;
+  guint       watched;
 };
 
 static gboolean
@@ -60,11 +64,25 @@ send_cb (const RlxDatagram *d, guint n, gpointer user_data)
   for (guint i = 0; i < n; i++)
     {
       s->sent++;
+      if (s->watch_len > 0)
+        {
+          /* long header: the DCID's length at 5; short: the DCID at 1 */
+          gsize at = (d[i].data[0] & 0x80) ? 6 : 1;
+          if (d[i].len >= at + s->watch_len &&
+              (at == 1 || d[i].data[5] == s->watch_len) &&
+              memcmp (d[i].data + at, s->watch_dcid, s->watch_len) == 0)
+            s->watched++;
+        }
+      if (s->capture)
+        {
+          g_queue_push_tail (s->capture, g_bytes_new (d[i].data, d[i].len));
+          continue;
+        }
       if (s->cut || (s->drop_every && s->sent % s->drop_every == 0))
         continue;
       g_queue_push_tail (&s->other->inbox, g_bytes_new (d[i].data, d[i].len));
     }
-  if (s->other->deliver_id == 0)
+  if (s->other->deliver_id == 0 && !s->capture)
     s->other->deliver_id = g_idle_add (deliver_cb, s->other);
   return n;
 }
@@ -538,6 +556,97 @@ test_stalled_reader_stalls_sender (void)
   pair_clear (&p);
 }
 
+/* A third client's Initial, as anyone who can reach the server's port could
+ * send it (the keys of an Initial derive from its DCID): captured from a
+ * real RlxQuic client whose datagrams go nowhere. Its SCID, which the
+ * server's answers would be addressed to, goes to @scid. */
+static GBytes *
+forged_initial (Pair *p, guint8 scid[20], gsize *scid_len)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(RlxIdentity) id = rlx_identity_new_ephemeral (&error);
+  GQueue captured = G_QUEUE_INIT;
+  RlxQuicConfig cc = { 0 };
+  Side c, sink;
+  GBytes *initial;
+  const guint8 *d;
+  gsize len, dlen;
+
+  side_init (&c, "forger", &sink);
+  side_init (&sink, "sink", &c);
+  c.capture = &captured;
+  cc.is_client = TRUE;
+  cc.identity = id;
+  cc.peer_fingerprint = rlx_identity_get_fingerprint (p->id_b);
+  c.q = rlx_quic_new (&cc, &callbacks, &c, &error);
+  g_assert_no_error (error);
+  rlx_quic_start (c.q);
+  while (g_queue_is_empty (&captured))
+    g_main_context_iteration (NULL, TRUE);
+  initial = g_queue_pop_head (&captured);
+  d = g_bytes_get_data (initial, &len);
+  g_assert_cmpuint (len, >=, 1200);
+  g_assert_cmpuint (d[0] & 0xf0, ==, 0xc0);     /* long header, Initial */
+  dlen = d[5];
+  *scid_len = d[6 + dlen];
+  g_assert_cmpuint (*scid_len, <=, 20);
+  memcpy (scid, d + 7 + dlen, *scid_len);
+  g_queue_clear_full (&captured, (GDestroyNotify) g_bytes_unref);
+  side_clear (&c);
+  side_clear (&sink);
+  return initial;
+}
+
+static gboolean
+b_has_answered (Pair *p)
+{
+  return p->b.sent > 0;
+}
+
+/* A forged client Initial that arrives while a handshake is in progress is
+ * dropped unanswered and the handshake finishes; one that came first gives
+ * way to the real client once it has gone quiet. */
+static void
+test_forged_initial_mid_handshake (void)
+{
+  Pair p;
+  g_autoptr(GBytes) forged = NULL;
+  const guint8 *d;
+  gsize len;
+
+  pair_init (&p, NULL, NULL, 0);
+  forged = forged_initial (&p, p.b.watch_dcid, &p.b.watch_len);
+  d = g_bytes_get_data (forged, &len);
+  rlx_quic_start (p.b.q);
+  rlx_quic_start (p.a.q);
+  run_until (&p, b_has_answered, 10000);
+  g_assert_false (both_established (&p));
+  for (guint i = 0; i < 3; i++)
+    rlx_quic_receive (p.b.q, d, len);
+  run_until (&p, both_established, 10000);
+  g_assert_cmpuint (p.b.watched, ==, 0);
+  g_assert_null (p.a.closed);
+  g_assert_null (p.b.closed);
+  pair_clear (&p);
+
+  /* The forged Initial first: the server answers it, but once that
+   * connection is quiet the real client's Initial takes its place. */
+  pair_init (&p, NULL, NULL, 0);
+  g_clear_pointer (&forged, g_bytes_unref);
+  forged = forged_initial (&p, p.b.watch_dcid, &p.b.watch_len);
+  d = g_bytes_get_data (forged, &len);
+  rlx_quic_start (p.b.q);
+  rlx_quic_receive (p.b.q, d, len);
+  while (p.b.watched == 0)
+    g_main_context_iteration (NULL, TRUE);
+  run_for (1200);
+  rlx_quic_start (p.a.q);
+  run_until (&p, both_established, 10000);
+  g_assert_null (p.a.closed);
+  g_assert_null (p.b.closed);
+  pair_clear (&p);
+}
+
 static void
 test_garbage_gets_nothing (void)
 {
@@ -631,5 +740,6 @@ main (int argc, char **argv)
   g_test_add_func ("/remote/quic/garbage-gets-nothing", test_garbage_gets_nothing);
   g_test_add_func ("/remote/quic/frame-cap", test_frame_cap);
   g_test_add_func ("/remote/quic/stalled-reader-stalls-sender", test_stalled_reader_stalls_sender);
+  g_test_add_func ("/remote/quic/forged-initial-mid-handshake", test_forged_initial_mid_handshake);
   return g_test_run ();
 }

@@ -1,6 +1,7 @@
 /* rlx-cohort-panel.c — the hash light and the timeline (see the header) */
 #include "rlx-config.h"
 #include "rlx-cohort-panel.h"
+#include "rlx-events-view.h"
 
 #include <glib/gi18n.h>
 
@@ -82,6 +83,8 @@ rlx_cohort_panel_set_timeline (RlxCohortPanel *self, RlxTimeline *timeline)
       selection = gtk_no_selection_new (g_object_ref (G_LIST_MODEL (timeline)));
     }
   gtk_list_view_set_model (self->marks, GTK_SELECTION_MODEL (selection));
+  if (selection)
+    rlx_list_keep_newest_visible (self->marks, G_LIST_MODEL (selection));
   gtk_widget_set_visible (self->marks_empty,
                           timeline == NULL || g_list_model_get_n_items (G_LIST_MODEL (timeline)) == 0);
   rlx_cohort_panel_refresh (self);

@@ -92,6 +92,28 @@ rlx_reversed_new (GListModel *inner)
   return G_LIST_MODEL (self);
 }
 
+/* ── newest visible ────────────────────────────────────────────────────── */
+
+static void
+on_newest (GListModel *model, guint pos, guint removed, guint added, GtkListView *list)
+{
+  GtkWidget *scroller = gtk_widget_get_parent (GTK_WIDGET (list));
+  GtkAdjustment *adj;
+
+  if (pos != 0 || added == 0 || !GTK_IS_SCROLLED_WINDOW (scroller))
+    return;
+  adj = gtk_scrolled_window_get_vadjustment (GTK_SCROLLED_WINDOW (scroller));
+  /* someone reading further down is left where they are */
+  if (gtk_adjustment_get_value (adj) < 1)
+    gtk_widget_activate_action (GTK_WIDGET (list), "list.scroll-to-item", "u", 0);
+}
+
+void
+rlx_list_keep_newest_visible (GtkListView *list, GListModel *model)
+{
+  g_signal_connect_object (model, "items-changed", G_CALLBACK (on_newest), list, 0);
+}
+
 /* ── the view ──────────────────────────────────────────────────────────── */
 
 struct _RlxEventsView
@@ -151,6 +173,7 @@ rlx_events_view_set_log (RlxEventsView *self, RlxEventLog *log)
     g_signal_connect (log, "notify::accuracy-title", G_CALLBACK (on_accuracy), self);
   selection = gtk_no_selection_new (g_object_ref (G_LIST_MODEL (self->shown)));
   gtk_list_view_set_model (self->list, GTK_SELECTION_MODEL (selection));
+  rlx_list_keep_newest_visible (self->list, G_LIST_MODEL (selection));
   g_object_unref (selection);
   show_accuracy (self);
 }

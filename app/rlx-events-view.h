@@ -28,4 +28,10 @@ RlxLogFilter  rlx_events_view_get_filter (RlxEventsView *self);
 /* What the list shows (tests): the filtered items, newest first. */
 GListModel   *rlx_events_view_get_shown  (RlxEventsView *self);
 
+/* Keep @list at its top when new items come in there while it is at the
+ * top: GtkListView otherwise keeps the row it showed, and the newest scroll
+ * out of sight. @model: the model just given to the list (its selection
+ * model; the list must see a change before this does). */
+void          rlx_list_keep_newest_visible (GtkListView *list, GListModel *model);
+
 G_END_DECLS

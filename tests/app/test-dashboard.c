@@ -126,6 +126,52 @@ test_events_view (void)
   g_object_unref (view);
 }
 
+static gboolean
+never (gpointer data)
+{
+  return FALSE;
+}
+
+/* The newest stays in sight: a list at its top stays at its top as events
+ * come in (GtkListView alone keeps the row it showed and the newest scroll
+ * away above it); one scrolled down by its reader stays where it is. */
+static void
+test_newest_visible (void)
+{
+  g_autoptr(RlxEventLog) log = rlx_event_log_new ();
+  RlxEventsView *view = RLX_EVENTS_VIEW (rlx_events_view_new ());
+  GtkWidget *window = gtk_window_new ();
+  GtkAdjustment *adj;
+
+  gtk_window_set_default_size (GTK_WINDOW (window), 400, 300);
+  gtk_window_set_child (GTK_WINDOW (window), GTK_WIDGET (view));
+  rlx_events_view_set_log (view, log);
+  gtk_window_present (GTK_WINDOW (window));
+  adj = gtk_scrolled_window_get_vadjustment (
+      GTK_SCROLLED_WINDOW (gtk_widget_get_last_child (GTK_WIDGET (view))));
+  for (guint i = 0; i < 40; i++)
+    {
+      g_autofree char *title = g_strdup_printf ("early %u", i);
+      rlx_event_log_add (log, RLX_LOG_INFO, FALSE, title, NULL);
+    }
+  node_test_wait (never, NULL, 300);
+  g_assert_cmpfloat (gtk_adjustment_get_upper (adj), >, gtk_adjustment_get_page_size (adj));
+  for (guint i = 0; i < 5; i++)
+    {
+      rlx_event_log_add (log, RLX_LOG_INFO, FALSE, "late", NULL);
+      node_test_wait (never, NULL, 100);
+    }
+  g_assert_cmpfloat (gtk_adjustment_get_value (adj), <, 1);
+
+  /* a reader further down */
+  gtk_adjustment_set_value (adj, 200);
+  node_test_wait (never, NULL, 100);
+  rlx_event_log_add (log, RLX_LOG_INFO, FALSE, "later", NULL);
+  node_test_wait (never, NULL, 200);
+  g_assert_cmpfloat (gtk_adjustment_get_value (adj), >=, 150);
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
 /* Evaluations: one row above the list that updates, none in it. */
 static void
 test_accuracy_row (void)
@@ -306,6 +352,7 @@ main (int argc, char **argv)
   adw_init ();
   g_test_add_func ("/app/dashboard/events-view", test_events_view);
   g_test_add_func ("/app/dashboard/accuracy-row", test_accuracy_row);
+  g_test_add_func ("/app/dashboard/newest-visible", test_newest_visible);
   g_test_add_func ("/app/dashboard/timeline", test_timeline);
   g_test_add_func ("/app/dashboard/hash-light", test_hash_light);
   status = g_test_run ();

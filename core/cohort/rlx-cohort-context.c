@@ -107,6 +107,8 @@ typedef struct {
   guint8         *buf;          /* the frame's payload, with room for its header in front */
   GBytes         *frame;
   gboolean        counted;      /* in snapshots->pending */
+  gboolean        outer;        /* buf holds θ then the outer momentum */
+  guint64         mhash;
 } SnapshotJob;
 
 /* Room in front of a snapshot's parameters for its header: the member list
@@ -159,9 +161,18 @@ static void
 snapshot_copy (const float *params, gsize n, gpointer data)
 {
   SnapshotJob *j = data;
+  /* (the read runs on the worker, which holds the outer momentum of the
+   * same moment: a joiner enters an outer round with both) */
+  const float *m = rlx_compute_queue_momentum_w (j->snapshots->ctx->queue);
 
-  j->buf = g_malloc (SNAPSHOT_HEADROOM + n * sizeof (float));
+  j->outer = m != NULL;
+  j->buf = g_malloc (SNAPSHOT_HEADROOM + (m ? 2 : 1) * n * sizeof (float));
   memcpy (j->buf + SNAPSHOT_HEADROOM, params, n * sizeof (float));
+  if (m != NULL)
+    {
+      memcpy (j->buf + SNAPSHOT_HEADROOM + n * sizeof (float), m, n * sizeof (float));
+      j->mhash = rlx_params_hash (m, n);
+    }
 }
 
 /* The header, with the state the parameters were read at (what the replica
@@ -180,7 +191,9 @@ snapshot_build (RlxCohortContext *ctx, SnapshotJob *j)
   s->pos = rlx_replica_get_pos (replica);
   s->loss = rlx_replica_get_loss (replica);
   s->hashes = rlx_replica_history (replica, &s->hashes_from);
-  j->frame = rlx_msg_frame_wrap (&j->header, ctx->n, RLX_PRECISION_F32, 1.0,
+  s->outer = j->outer;
+  s->mhash = j->mhash;
+  j->frame = rlx_msg_frame_wrap (&j->header, (j->outer ? 2 : 1) * ctx->n, RLX_PRECISION_F32, 1.0,
                                  g_steal_pointer (&j->buf), SNAPSHOT_HEADROOM, &error);
   if (j->frame == NULL)
     g_warning ("a snapshot could not be made: %s", error->message);
@@ -203,7 +216,8 @@ on_snapshot_built (RlxReplica *replica, gboolean ok, gpointer user_data)
   rlx_round_stats_add_busy (ctx->stats, rlx_round_stats_now () - t0);
   if (p == NULL || j->frame == NULL || rlx_leadership_get_role (ctx->lead) == RLX_ROLE_STOPPED)
     return;
-  ctx->ops->send_frame (ctx->owner, p, RLX_SEND_BULK, j->frame, ctx->n, RLX_PRECISION_F32);
+  ctx->ops->send_frame (ctx->owner, p, RLX_SEND_BULK, j->frame, (j->outer ? 2 : 1) * ctx->n,
+                        RLX_PRECISION_F32);
   e = rlx_event_new (RLX_EVENT_SNAPSHOT);
   e->u.snapshot.to = g_strdup (j->to);
   e->u.snapshot.step = j->header.u.snapshot.step;

@@ -808,3 +808,79 @@ rlx_compute_queue_finishes (RlxComputeQueue *self)
 {
   return self->finishes;
 }
+
+/* ── the outer mode's state beside the replica ──────────────────────────── */
+
+const float *
+rlx_compute_queue_momentum_w (RlxComputeQueue *self)
+{
+  return self->w.outer != NULL ? rlx_outer_engine_momentum (self->w.outer) : NULL;
+}
+
+typedef struct {
+  RlxComputeQueue *queue;
+  RlxMsgArray      array;     /* or floats */
+  float           *floats;
+  guint64          hash;
+} MomentumLoad;
+
+static void
+momentum_load_free (gpointer p)
+{
+  MomentumLoad *ml = p;
+
+  rlx_msg_array_clear (&ml->array);
+  g_free (ml->floats);
+  g_free (ml);
+}
+
+/* Worker thread. */
+static gboolean
+momentum_load_run (RlxBackend *backend, gpointer data, GError **error)
+{
+  MomentumLoad *ml = data;
+  RlxComputeQueue *self = ml->queue;
+  gsize n = rlx_backend_model (backend)->n_params;
+  g_autofree float *decoded = NULL;
+  const float *m = ml->floats;
+
+  if (m == NULL && ml->array.frame != NULL && ml->array.n == n)
+    {
+      decoded = g_new (float, n);
+      rlx_msg_array_decode (&ml->array, decoded);
+      if (rlx_params_hash (decoded, n) == ml->hash)
+        m = decoded;
+      else
+        g_warning ("a snapshot's outer momentum does not match its hash: starting from zero");
+    }
+  if (m == NULL && self->w.outer == NULL)
+    return TRUE;   /* nothing to forget */
+  if (m == NULL)
+    rlx_outer_engine_reset (outer_engine (self, backend));
+  else
+    rlx_outer_engine_load_momentum (outer_engine (self, backend), m);
+  return TRUE;
+}
+
+void
+rlx_compute_queue_load_momentum (RlxComputeQueue *self, const RlxMsgArray *momentum,
+                                 guint64 hash)
+{
+  MomentumLoad *ml = g_new0 (MomentumLoad, 1);
+
+  ml->queue = self;
+  if (momentum != NULL)
+    rlx_msg_array_copy (&ml->array, momentum);
+  ml->hash = hash;
+  rlx_worker_queue (self->worker, momentum_load_run, NULL, ml, momentum_load_free, NULL);
+}
+
+void
+rlx_compute_queue_load_momentum_floats (RlxComputeQueue *self, const float *momentum, gsize n)
+{
+  MomentumLoad *ml = g_new0 (MomentumLoad, 1);
+
+  ml->queue = self;
+  ml->floats = momentum ? g_memdup2 (momentum, n * sizeof (float)) : NULL;
+  rlx_worker_queue (self->worker, momentum_load_run, NULL, ml, momentum_load_free, NULL);
+}

@@ -209,6 +209,22 @@ void     rlx_compute_queue_finish (RlxComputeQueue *self, RlxFinishJob *job);
 /* Forget the gradient's and the update's quantisation residuals (the
  * outer mode's too; its momentum stays). */
 void     rlx_compute_queue_reset_feedback (RlxComputeQueue *self);
+/* ── the outer mode's state beside the replica ── */
+/* The outer momentum the worker holds (n floats), or NULL when the outer
+ * mode never ran here. Worker thread only — for a read of the replica
+ * queued on the same worker (a snapshot, a checkpoint), which sees θ and m
+ * of one moment. */
+const float *rlx_compute_queue_momentum_w (RlxComputeQueue *self);
+/* Queue: the momentum becomes @momentum's values (n f32, e.g. a snapshot's
+ * second half, its frame referenced) when their rlx_params_hash is @hash,
+ * else (and with @momentum NULL: a state without one) zero. After the
+ * replica's load queued before it. */
+void     rlx_compute_queue_load_momentum (RlxComputeQueue *self, const RlxMsgArray *momentum,
+                                          guint64 hash);
+/* The same from floats (a checkpoint's; copied). */
+void     rlx_compute_queue_load_momentum_floats (RlxComputeQueue *self, const float *momentum,
+                                                 gsize n);
+
 /* Finishes queued, not yet done. */
 guint    rlx_compute_queue_finishes (RlxComputeQueue *self);
 

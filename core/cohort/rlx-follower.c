@@ -539,6 +539,10 @@ rlx_follower_on_snapshot (RlxFollower *self, RlxPeer *p, RlxMsg *m, guint64 seed
   rlx_replica_load (ctx->replica, l->msg.u.snapshot.step, &l->msg.u.snapshot.params,
                     l->msg.u.snapshot.hash, l->msg.u.snapshot.epoch, l->msg.u.snapshot.pos,
                     on_snapshot_loaded, l);
+  /* the outer momentum of the same state (zero when it has none) */
+  rlx_compute_queue_load_momentum (ctx->queue, l->msg.u.snapshot.outer
+                                               ? &l->msg.u.snapshot.momentum : NULL,
+                                   l->msg.u.snapshot.mhash);
 }
 
 void

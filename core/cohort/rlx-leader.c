@@ -1139,6 +1139,9 @@ rlx_leader_on_snapshot (RlxLeader *self, RlxPeer *p, RlxMsg *m)
   rlx_replica_load (self->ctx->replica, l->msg.u.snapshot.step, &l->msg.u.snapshot.params,
                     l->msg.u.snapshot.hash, l->msg.u.snapshot.epoch, l->msg.u.snapshot.pos,
                     on_adopted, l);
+  rlx_compute_queue_load_momentum (self->ctx->queue, l->msg.u.snapshot.outer
+                                                     ? &l->msg.u.snapshot.momentum : NULL,
+                                   l->msg.u.snapshot.mhash);
 }
 
 /* ── life cycle ─────────────────────────────────────────────────────────── */

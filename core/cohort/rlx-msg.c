@@ -275,9 +275,9 @@ get_bool (Reader *r, const char *name)
 }
 
 static guint64
-get_hash (Reader *r, const char *name)
+get_hash (Reader *r, const char *name, gboolean required)
 {
-  g_autofree char *s = get_str (r, name, 16, TRUE);
+  g_autofree char *s = get_str (r, name, 16, required);
   guint64 h = 0;
 
   if (s != NULL && !rlx_msg_hash_parse (s, &h))
@@ -538,7 +538,7 @@ read_field (Reader *r, RlxMsg *m, const RlxMsgField *f)
         *(double *) at = NAN;
       break;
     case F_HASH:
-      *(guint64 *) at = get_hash (r, f->name);
+      *(guint64 *) at = get_hash (r, f->name, f->required);
       break;
     case F_IDS:
       *(GPtrArray **) at = get_id_array (r, f->name, (guint) f->max);
@@ -668,6 +668,13 @@ rlx_msg_parse (GBytes *frame, const RlxWireLimits *limits, RlxMsg *msg, GError *
                        "snapshot message without its parameters at f32 (\"params\")");
           r.failed = TRUE;
         }
+      else if (msg->kind == RLX_MSG_SNAPSHOT && msg->u.snapshot.outer && arr->n % 2 != 0)
+        {
+          g_set_error (error, RLX_MSG_ERROR, RLX_MSG_ERROR_ARRAY,
+                       "snapshot message with the outer state holds %" G_GSIZE_FORMAT
+                       " values, not θ and the momentum of one size", arr->n);
+          r.failed = TRUE;
+        }
       else if (msg->kind == RLX_MSG_STEP && (msg->u.step.commit > 0) != (arr->frame != NULL))
         {
           g_set_error (error, RLX_MSG_ERROR, RLX_MSG_ERROR_ARRAY, msg->u.step.commit > 0
@@ -688,6 +695,16 @@ rlx_msg_parse (GBytes *frame, const RlxWireLimits *limits, RlxMsg *msg, GError *
     {
       rlx_msg_clear (msg);
       return FALSE;
+    }
+  if (msg->kind == RLX_MSG_SNAPSHOT && msg->u.snapshot.outer)
+    {
+      /* θ, then the momentum: two views of the one frame */
+      RlxMsgArray *m = &msg->u.snapshot.momentum;
+
+      rlx_msg_array_copy (m, arr);
+      arr->n /= 2;
+      m->n = arr->n;
+      m->codes = (const float *) arr->codes + arr->n;
     }
   return TRUE;
 }
@@ -752,6 +769,7 @@ rlx_msg_clear (RlxMsg *msg)
       g_free (msg->u.snapshot.seed);
       g_clear_pointer (&msg->u.snapshot.members, g_ptr_array_unref);
       g_clear_pointer (&msg->u.snapshot.hashes, g_array_unref);
+      rlx_msg_array_clear (&msg->u.snapshot.momentum);
       break;
     case RLX_MSG_STEP:
       g_clear_pointer (&msg->u.step.contributors, g_ptr_array_unref);

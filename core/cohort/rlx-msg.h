@@ -132,7 +132,10 @@ typedef struct {
   GPtrArray *members;        /* char*, seniority order */
   guint64    hashes_from;     /* step of hashes[0] */
   GArray    *hashes;          /* guint64: the sender's hashes of steps hashes_from… */
-  RlxMsgArray params;         /* "params", f32, n_params */
+  gboolean   outer;           /* the array is θ then the outer momentum, n_params each */
+  guint64    mhash;           /* with outer: rlx_params_hash of the momentum */
+  RlxMsgArray params;         /* "params", f32, n_params (the first half with outer) */
+  RlxMsgArray momentum;       /* with outer: the second half (the frame referenced) */
 } RlxMsgSnapshot;
 
 typedef struct {

@@ -378,6 +378,43 @@ test_build (void)
   assert_header (&m, "{\"t\":\"bye\",\"node\":\"a\",\"reason\":\"left\"}");
 }
 
+/* A snapshot with the outer state: θ and the momentum in one array, split
+ * in two views; without the outer member it is the step mode's, and needs
+ * no mhash. */
+static void
+test_outer_snapshot (void)
+{
+  static const float values[4] = { 0.5f, -1.0f, 2.0f, 4.0f };
+  g_autoptr(JsonObject) h = header (kind_json ("snapshot"));
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) frame = NULL;
+  RlxMsg m;
+
+  /* the step mode's snapshot (no outer, no mhash) parses */
+  g_assert_null (parse (h, &m));
+  g_assert_false (m.u.snapshot.outer);
+  g_assert_null (m.u.snapshot.momentum.frame);
+  rlx_msg_clear (&m);
+  /* three values cannot be θ and m */
+  json_object_set_boolean_member (h, "outer", TRUE);
+  json_object_set_string_member (h, "mhash", "0123456789abcdef");
+  {
+    g_autofree char *msg = parse (h, NULL);
+    g_assert_nonnull (msg);
+    g_assert_nonnull (strstr (msg, "not θ and the momentum of one size"));
+  }
+  frame = rlx_wire_encode (h, values, 4, RLX_PRECISION_F32, "params", &error);
+  g_assert_no_error (error);
+  g_assert_true (rlx_msg_parse (frame, NULL, &m, &error));
+  g_assert_true (m.u.snapshot.outer);
+  g_assert_cmpuint (m.u.snapshot.mhash, ==, 0x0123456789abcdefull);
+  g_assert_cmpuint (m.u.snapshot.params.n, ==, 2);
+  g_assert_cmpuint (m.u.snapshot.momentum.n, ==, 2);
+  g_assert_cmpfloat (((const float *) m.u.snapshot.params.codes)[1], ==, -1.0f);
+  g_assert_cmpfloat (((const float *) m.u.snapshot.momentum.codes)[0], ==, 2.0f);
+  rlx_msg_clear (&m);
+}
+
 /* The sync mode's members of a step frame (docs/PROTOCOL.md, "Sync
  * modes"): read, checked across members, written only in the outer mode. */
 static void
@@ -434,6 +471,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/cohort/msg/outer-step", test_outer_step);
+  g_test_add_func ("/cohort/msg/outer-snapshot", test_outer_snapshot);
   g_test_add_func ("/cohort/msg/required", test_required);
   g_test_add_func ("/cohort/msg/bounds", test_bounds);
   g_test_add_func ("/cohort/msg/defaults", test_defaults);

@@ -218,6 +218,159 @@ test_overlap (void)
   harness_free (h);
 }
 
+/* Every node of @n that reports round s reports the same hash and outer
+ * hash for it; rounds 1..@last were all reported by someone (no gap). */
+static void
+assert_histories_agree (Harness *h, Node **n, guint k, gint64 last)
+{
+  for (gint64 s = 1; s <= last; s++)
+    {
+      const char *ref = NULL, *oref = NULL, *who = NULL;
+
+      for (guint i = 0; i < k; i++)
+        {
+          int e = node_step (n[i], s);
+          JsonObject *o;
+
+          if (e < 0)
+            continue;
+          o = node_ev (n[i], e);
+          if (ref == NULL)
+            {
+              ref = ev_str (o, "hash");
+              oref = ev_str (o, "outer_hash");
+              who = n[i]->label;
+              continue;
+            }
+          if (g_strcmp0 (ref, ev_str (o, "hash")) != 0 ||
+              g_strcmp0 (oref, ev_str (o, "outer_hash")) != 0)
+            {
+              harness_dump (h);
+              g_error ("round %" G_GINT64_FORMAT ": %s has %s / %s, %s %s / %s", s,
+                       n[i]->label, ev_str (o, "hash"), ev_str (o, "outer_hash"), who, ref,
+                       oref);
+            }
+        }
+      if (ref == NULL)
+        {
+          harness_dump (h);
+          g_error ("round %" G_GINT64_FORMAT " was never committed (a gap)", s);
+        }
+      if (oref == NULL)
+        {
+          harness_dump (h);
+          g_error ("round %" G_GINT64_FORMAT " is not an outer round", s);
+        }
+    }
+}
+
+/* kill -9 of the leader in the middle of an outer round: the survivors
+ * elect another, no round the dead leader reported committed is lost, and
+ * θ and the momentum agree everywhere at every round. */
+static void
+test_kill_leader (void)
+{
+  Harness *h = harness_new ();
+  Node *n[3], *leader, *rest[2];
+  guint k = 0;
+  const gint64 rounds = 30;
+  g_autofree char *rounds_s = g_strdup_printf ("%" G_GINT64_FORMAT, rounds);
+  gint64 dead_last;
+
+  for (guint i = 0; i < 3; i++)
+    {
+      g_autofree char *label = g_strdup_printf ("node%u", i);
+      n[i] = harness_join (h, label, "--cohort", "okl", "--batch", "8", "--steps", rounds_s,
+                           "--wait-members", "3", "--sync", "outer:4", "--fault-slow-ms", "20",
+                           NULL);
+    }
+  for (guint i = 0; i < 3; i++)
+    harness_wait_event (h, n[i], "joined", NULL, 0, 30000);
+  leader = harness_leader (h, n, 3);
+  for (guint i = 0; i < 3; i++)
+    if (n[i] != leader)
+      rest[k++] = n[i];
+  harness_wait_event (h, leader, "step", "step", 8, 60000);
+  node_kill (leader, SIGKILL);
+  harness_assert_exit_ok (h, rest[0], 90000);
+  harness_assert_exit_ok (h, rest[1], 90000);
+  node_wait_exit (leader, 5000);
+  for (guint i = 0; i < 2; i++)
+    g_assert_cmpint (node_max_step (rest[i]), ==, rounds);
+  assert_histories_agree (h, n, 3, rounds);
+  /* every round the dead leader reported is one the survivors hold */
+  dead_last = node_max_step (leader);
+  g_test_message ("the leader was killed after reporting round %" G_GINT64_FORMAT, dead_last);
+  for (guint i = 0; i < 2; i++)
+    if (node_step (rest[i], dead_last) < 0)
+      {
+        harness_dump (h);
+        g_error ("%s lost round %" G_GINT64_FORMAT, rest[i]->label, dead_last);
+      }
+  harness_free (h);
+}
+
+/* A rank joins a running outer-mode cohort: it enters at an outer
+ * boundary through a snapshot, then holds the cohort's θ and momentum at
+ * every round and contributes. */
+static void
+test_join_mid_round (void)
+{
+  Harness *h = harness_new ();
+  Node *n[3];
+  int snap;
+  gint64 at, last = 0;
+  guint contributed = 0;
+
+  n[0] = harness_join (h, "a", "--node", "a", "--cohort", "ojoin", "--batch", "8", "--steps",
+                       "100000", "--wait-members", "2", "--sync", "outer:4",
+                       "--fault-slow-ms", "20", NULL);
+  n[1] = harness_join (h, "b", "--node", "b", "--cohort", "ojoin", "--batch", "8", "--steps",
+                       "100000", "--wait-members", "2", "--sync", "outer:4",
+                       "--fault-slow-ms", "20", NULL);
+  harness_wait_event (h, n[0], "step", "step", 6, 60000);
+  n[2] = harness_join (h, "c", "--node", "c", "--cohort", "ojoin", "--batch", "8", "--steps",
+                       "100000", "--fault-slow-ms", "20", NULL);
+  snap = harness_wait_event (h, n[2], "snapshot", NULL, 0, 60000);
+  at = ev_int (node_ev (n[2], snap), "step");
+  g_assert_cmpint (at, >=, 6);
+  harness_wait_event (h, n[2], "step", "step", at + 8, 60000);
+  for (guint i = 0; i < 3; i++)
+    node_kill (n[i], SIGTERM);
+  for (guint i = 0; i < 3; i++)
+    harness_assert_exit_ok (h, n[i], 30000);
+  for (guint i = 0; i < 3; i++)
+    last = i == 0 ? node_max_step (n[i]) : MIN (last, node_max_step (n[i]));
+  for (gint64 s = at + 1; s <= last; s++)
+    {
+      int e = node_step (n[2], s);
+      if (e >= 0 && ev_int (node_ev (n[2], e), "contributed"))
+        contributed++;
+    }
+  /* the rounds after its snapshot, on all three */
+  {
+    Node *late[3] = { n[2], n[0], n[1] };
+    for (gint64 s = at + 1; s <= last; s++)
+      for (guint i = 1; i < 3; i++)
+        {
+          int e0 = node_step (late[0], s), e = node_step (late[i], s);
+          if (e0 < 0 || e < 0)
+            continue;
+          if (g_strcmp0 (ev_str (node_ev (late[0], e0), "hash"),
+                         ev_str (node_ev (late[i], e), "hash")) != 0 ||
+              g_strcmp0 (ev_str (node_ev (late[0], e0), "outer_hash"),
+                         ev_str (node_ev (late[i], e), "outer_hash")) != 0)
+            {
+              harness_dump (h);
+              g_error ("round %" G_GINT64_FORMAT ": the joiner's theta or momentum differs from %s's",
+                       s, late[i]->label);
+            }
+        }
+  }
+  g_assert_cmpuint (contributed, >=, 4);
+  harness_free (h);
+}
+
 /* Bad values are refused before anything starts, naming the flag and what
  * it accepts. */
 static void
@@ -272,6 +425,8 @@ main (int argc, char **argv)
   g_test_add_func ("/outer/three-ranks-f8", test_three_ranks_f8);
   g_test_add_func ("/outer/members-follow-leader", test_members_follow_leader);
   g_test_add_func ("/outer/overlap", test_overlap);
+  g_test_add_func ("/outer/kill-leader", test_kill_leader);
+  g_test_add_func ("/outer/join-mid-round", test_join_mid_round);
   g_test_add_func ("/outer/bad-flags", test_bad_flags);
   return g_test_run ();
 }

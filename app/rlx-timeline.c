@@ -4,6 +4,7 @@
 #include "rlx-timeline.h"
 
 #include <glib/gi18n.h>
+#include <inttypes.h>
 
 /* ── marks ─────────────────────────────────────────────────────────────── */
 
@@ -306,13 +307,13 @@ rlx_timeline_add_event (RlxTimeline *self, const RlxEvent *e, const char *self_i
       self->term = e->u.leader.term;
       /* Translators: the term's number, then "this node" or a node id */
       add_mark (self, RLX_MARK_LEADER, e->u.leader.step,
-                g_strdup_printf (_("Term %" G_GUINT64_FORMAT ": %s leads"), e->u.leader.term,
+                g_strdup_printf (_("Term %" PRIu64 ": %s leads"), e->u.leader.term,
                                  who (e->u.leader.node, self_id)));
       return TRUE;
     case RLX_EVENT_MERGED:
       /* Translators: the steps a merge threw away, and the leader kept */
       add_mark (self, RLX_MARK_MERGE, e->u.merged.from_step,
-                g_strdup_printf (_("Merged: steps %" G_GUINT64_FORMAT "–%" G_GUINT64_FORMAT
+                g_strdup_printf (_("Merged: steps %" PRIu64 "–%" PRIu64
                                    " dropped, %s leads"),
                                  e->u.merged.from_step, e->u.merged.to_step,
                                  who (e->u.merged.node, self_id)));
@@ -355,18 +356,18 @@ rlx_timeline_get_hash_text (RlxTimeline *self)
   s = g_string_new (NULL);
   if (self->alarm)
     /* Translators: a node id and the step its parameters parted at */
-    g_string_printf (s, _("%s diverged at step %" G_GUINT64_FORMAT), self->diverged_node,
+    g_string_printf (s, _("%s diverged at step %" PRIu64), self->diverged_node,
                      self->diverged_step);
   else if (self->by_leader)
     /* Translators: "3 of 3 agree at step 120": ranks whose parameter hashes match */
-    g_string_printf (s, _("%" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " agree at step %"
-                          G_GUINT64_FORMAT),
+    g_string_printf (s, _("%" PRIu64 " of %" PRIu64 " agree at step %"
+                          PRIu64),
                      self->agree, MAX (self->members, self->agree), self->step);
   else
-    g_string_printf (s, _("Agrees with the leader at step %" G_GUINT64_FORMAT), self->step);
+    g_string_printf (s, _("Agrees with the leader at step %" PRIu64), self->step);
   if (!self->alarm && self->diverged_node)
     /* Translators: appended: the last divergence, healed since */
-    g_string_append_printf (s, _(" (%s diverged at step %" G_GUINT64_FORMAT ")"),
+    g_string_append_printf (s, _(" (%s diverged at step %" PRIu64 ")"),
                             self->diverged_node, self->diverged_step);
   self->hash_text = g_string_free (g_steal_pointer (&s), FALSE);
   return self->hash_text;

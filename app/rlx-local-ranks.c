@@ -27,6 +27,7 @@ struct _RlxLocalRanks
 
   char         *rlx_rank;
   char         *log_dir;
+  guint         log_max_bytes;
   GPtrArray    *children;       /* Child*, until both exit and stderr EOF are in */
   GPtrArray    *stop_tasks;     /* GTask* */
   guint         kill_id;
@@ -225,6 +226,10 @@ rlx_local_ranks_spawn_with_invite (RlxLocalRanks *self, const char *cohort, cons
   g_ptr_array_add (argv, g_strdup (cohort));
   g_ptr_array_add (argv, g_strdup ("--node"));
   g_ptr_array_add (argv, g_strdup (node_id));
+  /* bounded: ID.jsonl and the ID.jsonl.1 before it (a fast cohort's step
+   * lines came to about 700 MB an hour) */
+  g_ptr_array_add (argv, g_strdup ("--log-max-bytes"));
+  g_ptr_array_add (argv, g_strdup_printf ("%u", self->log_max_bytes));
   for (guint i = 0; options && options[i]; i++)
     g_ptr_array_add (argv, g_strdup (options[i]));
   if (invite)
@@ -359,6 +364,13 @@ rlx_local_ranks_dup_node_ids (RlxLocalRanks *self)
   return g_strv_builder_end (b);
 }
 
+void
+rlx_local_ranks_set_log_max_bytes (RlxLocalRanks *self, guint max_bytes)
+{
+  g_return_if_fail (RLX_IS_LOCAL_RANKS (self));
+  self->log_max_bytes = MAX (max_bytes, 4096);
+}
+
 const char *
 rlx_local_ranks_get_log_dir (RlxLocalRanks *self)
 {
@@ -402,6 +414,7 @@ rlx_local_ranks_new (const char *rlx_rank, const char *log_dir)
   self = g_object_new (RLX_TYPE_LOCAL_RANKS, NULL);
   self->rlx_rank = g_strdup (rlx_rank);
   self->log_dir = g_strdup (log_dir);
+  self->log_max_bytes = RLX_LOCAL_RANKS_LOG_MAX_BYTES;
   return self;
 }
 

@@ -37,6 +37,11 @@ G_DECLARE_FINAL_TYPE (RlxLocalRanks, rlx_local_ranks, RLX, LOCAL_RANKS, GObject)
 /* @rlx_rank: the rlx-rank executable; @log_dir: where the JSON logs go
  * (created, 0700). */
 RlxLocalRanks *rlx_local_ranks_new          (const char *rlx_rank, const char *log_dir);
+/* Each log is bounded: past this many bytes ID.jsonl becomes ID.jsonl.1
+ * (the one before is dropped) and a new ID.jsonl goes on (rlx-rank join
+ * --log-max-bytes). Set before spawning (tests: small). */
+#define RLX_LOCAL_RANKS_LOG_MAX_BYTES (32u << 20)
+void           rlx_local_ranks_set_log_max_bytes (RlxLocalRanks *self, guint max_bytes);
 
 /* Start `rlx-rank join --local --json --cohort COHORT --node ID OPTIONS…`.
  * Returns the new rank's node id, or NULL with an error that says what

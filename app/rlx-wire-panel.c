@@ -5,11 +5,16 @@
 #include <glib/gi18n.h>
 
 #define WINDOW_US   (3 * G_USEC_PER_SEC)
-#define MAX_SAMPLES 16
+/* the saving against f32 is over the last half minute, so it says what the
+ * precision chosen now saves (since the start, a switch to f8 an hour in
+ * would hardly show) */
+#define SAVING_WINDOW_S 30
+#define SAVING_WINDOW_US (SAVING_WINDOW_S * G_USEC_PER_SEC)
+#define MAX_SAMPLES 80    /* two a second, and some */
 
 typedef struct {
   gint64  t;
-  guint64 tx, rx;
+  guint64 tx, rx, f32;
 } Sample;
 
 struct _RlxWirePanel
@@ -42,18 +47,21 @@ rlx_wire_panel_sample (RlxWirePanel *self, guint64 tx, guint64 rx, guint64 f32,
                           gint64 now_us)
 {
   g_autofree char *sent = NULL, *received = NULL, *rate = NULL, *saving = NULL, *at_f32 = NULL;
-  const Sample *oldest = NULL;
+  const Sample *oldest = NULL, *oldest_saving = NULL;
   guint64 wire = tx + rx;
 
   g_return_if_fail (RLX_IS_WIRE_PANEL (self));
 
-  self->samples[self->head] = (Sample) { now_us, tx, rx };
+  self->samples[self->head] = (Sample) { now_us, tx, rx, f32 };
   self->head = (self->head + 1) % MAX_SAMPLES;
   self->count = MIN (self->count + 1, MAX_SAMPLES);
-  /* the oldest sample inside the window (but not the newest itself) */
+  /* the oldest samples inside each window (but not the newest itself) */
   for (guint k = self->count; k >= 2; k--)
     {
       const Sample *s = &self->samples[(self->head + MAX_SAMPLES - k) % MAX_SAMPLES];
+      if (oldest_saving == NULL && now_us - s->t <= SAVING_WINDOW_US && s->t < now_us &&
+          f32 > s->f32 && tx >= s->tx && rx >= s->rx)
+        oldest_saving = s;
       if (now_us - s->t <= WINDOW_US && s->t < now_us)
         {
           oldest = s;
@@ -73,7 +81,18 @@ rlx_wire_panel_sample (RlxWirePanel *self, guint64 tx, guint64 rx, guint64 f32,
     }
   else
     rate = g_strdup (_("—"));
-  if (f32 > 0 && wire <= f32)
+  if (oldest_saving)
+    {
+      guint64 d_wire = wire - (oldest_saving->tx + oldest_saving->rx);
+      guint64 d_f32 = f32 - oldest_saving->f32;
+      g_autofree char *size = g_format_size (d_f32);
+      saving = g_strdup_printf (_("%.0f%%"),
+                                d_wire >= d_f32 ? 0.0 : 100.0 * (1.0 - (double) d_wire / (double) d_f32));
+      /* Translators: %s is a size, %d seconds; what the traffic of that
+       * last while would be at f32 */
+      at_f32 = g_strdup_printf (_("of %s at f32, last %d s"), size, SAVING_WINDOW_S);
+    }
+  else if (f32 > 0 && wire <= f32)
     {
       g_autofree char *size = g_format_size (f32);
       /* Translators: the share of bytes saved, in percent */

@@ -1,8 +1,9 @@
 /* rlx-wire-panel.h — the bytes on the wire and what the precision saves
  *
  * Four figures: bytes sent, bytes received, the current rate each way (over
- * the last few seconds), and the same traffic at f32 — what it would have
- * cost without a narrower wire precision, and the share saved. The widget
+ * the last few seconds), and the same traffic at f32 — what the last 30 s
+ * would have cost without a narrower wire precision, and the share saved
+ * (the totals since joining until there is a second sample). The widget
  * samples the node's counters twice a second while one is set (rather than
  * on every frame), so a fast cohort costs it nothing more. The counters are
  * the ones the node's thread stores (rlx_node_thread_get_bytes): reading

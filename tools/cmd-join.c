@@ -368,7 +368,7 @@ rlx_cmd_join (int argc, char **argv)
   g_autofree char *node_s = NULL, *seed_s = NULL, *wait_s = NULL, *ckpt_s = NULL;
   g_autofree char *fault_s = NULL, *deadline_s = NULL, *hb_s = NULL, *threads_s = NULL;
   g_autofree char *slow_s = NULL, *inf_s = NULL, *hash_s = NULL, *eval_s = NULL;
-  g_autofree char *stall_s = NULL, *die_s = NULL, *partition_s = NULL;
+  g_autofree char *stall_s = NULL, *die_s = NULL, *partition_s = NULL, *log_max_s = NULL;
   g_autofree char *sync_s = NULL, *outer_lr_s = NULL, *outer_mom_s = NULL;
   gboolean join_only = FALSE, show_invite = FALSE;
   g_autofree char *invite_out = NULL;
@@ -393,6 +393,7 @@ rlx_cmd_join (int argc, char **argv)
     { "wait-members", 0, 0, G_OPTION_ARG_STRING, &wait_s, "a founder waits for N members before the first step (default 1)", "N" },
     { "checkpoint-every", 0, 0, G_OPTION_ARG_STRING, &ckpt_s, "the leader checkpoints every K steps (default 100; 0: only at the end)", "K" },
     { "threads", 0, 0, G_OPTION_ARG_STRING, &threads_s, "BLAS threads of this rank's CPU backend", "N" },
+    { "log-max-bytes", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &log_max_s, "with --json into a file: past N bytes it becomes FILE.1 and a new FILE starts (the app's local ranks)", "N" },
     { "evaluate", 0, 0, G_OPTION_ARG_NONE, &evaluate_flag, "print the test accuracy when done", NULL },
     { "evaluate-every", 0, 0, G_OPTION_ARG_STRING, &eval_s, "measure the test accuracy every K committed steps (off the main loop)", "K" },
     { "join-only", 0, 0, G_OPTION_ARG_NONE, &join_only, "never found a cohort: wait until one is reachable and join it", NULL },
@@ -420,7 +421,7 @@ rlx_cmd_join (int argc, char **argv)
   JoinState st = { 0 };
   guint64 batch = 32, steps = 0, seed = 0, wait = 1, ckpt = 100, fault = 0, deadline = 0, hb = 0;
   guint64 slow_ms = 0, inf_from = 0, hash_at = 0, eval_every = 0, stall_step = 0, stall_ms = 0;
-  guint64 die_at = 0;
+  guint64 die_at = 0, log_max = 0;
   guint64 threads = 0;
   double lr = 0.05;
   guint sigint_id, sigterm_id, sigusr1_id;
@@ -472,8 +473,11 @@ rlx_cmd_join (int argc, char **argv)
       !rlx_cli_uint (sub, "--evaluate-every", eval_s, 1, G_MAXUINT32, &eval_every) ||
       !rlx_cli_uint (sub, "--fault-die-at", die_s, 1, G_MAXINT64, &die_at) ||
       !rlx_cli_uint (sub, "--deadline-floor-ms", deadline_s, 1, 600000, &deadline) ||
-      !rlx_cli_uint (sub, "--heartbeat-timeout-ms", hb_s, 100, 600000, &hb))
+      !rlx_cli_uint (sub, "--heartbeat-timeout-ms", hb_s, 100, 600000, &hb) ||
+      !rlx_cli_uint (sub, "--log-max-bytes", log_max_s, 4096, G_MAXINT64, &log_max))
     return RLX_EXIT_USAGE;
+  if (log_max && !rlx_cli_limit_stdout (log_max, &error))
+    return rlx_cli_fail (sub, RLX_EXIT_USAGE, "%s", error->message);
   if (stall_s)
     {
       g_auto(GStrv) parts = g_strsplit (stall_s, ":", 2);

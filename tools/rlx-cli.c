@@ -110,14 +110,75 @@ rlx_cli_require (const char *sub, const char *opt, const char *value, const char
   return TRUE;
 }
 
+/* stdout's rotation (rlx_cli_limit_stdout): its file, the limit, and how
+ * much is in it now */
+static char   *log_path;
+static guint64 log_limit, log_bytes;
+
+gboolean
+rlx_cli_limit_stdout (guint64 max_bytes, GError **error)
+{
+  struct stat st;
+  g_autofree char *path = NULL;
+
+  if (max_bytes == 0)
+    return TRUE;
+  if (fstat (STDOUT_FILENO, &st) != 0 || !S_ISREG (st.st_mode))
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_REGULAR_FILE,
+                   "--log-max-bytes needs standard output to be a file (redirect it: > FILE)");
+      return FALSE;
+    }
+  /* the name the file was opened under (Linux) */
+  path = g_file_read_link ("/proc/self/fd/1", error);
+  if (path == NULL)
+    return FALSE;
+  g_free (log_path);
+  log_path = g_steal_pointer (&path);
+  log_limit = max_bytes;
+  log_bytes = (guint64) st.st_size;
+  return TRUE;
+}
+
+/* Past the limit: FILE becomes FILE.1 (the one before is dropped) and a new
+ * FILE takes standard output, so the two hold at most twice the limit. */
+static void
+rotate_stdout (void)
+{
+  g_autofree char *old = g_strconcat (log_path, ".1", NULL);
+  int fd;
+
+  fflush (stdout);
+  if (g_rename (log_path, old) != 0)
+    {
+      log_limit = 0;   /* cannot rotate: keep writing, once said */
+      g_printerr ("rlx-rank: cannot rotate %s: %s; it grows from here\n", log_path,
+                  g_strerror (errno));
+      return;
+    }
+  fd = g_open (log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0 || dup2 (fd, STDOUT_FILENO) < 0)
+    {
+      log_limit = 0;
+      g_printerr ("rlx-rank: cannot reopen %s: %s\n", log_path, g_strerror (errno));
+    }
+  if (fd >= 0)
+    close (fd);
+  log_bytes = 0;
+}
+
 void
 rlx_cli_print_json (JsonObject *o)
 {
   g_autoptr(JsonNode) node = json_node_init_object (json_node_alloc (), o);
   g_autofree char *line = json_to_string (node, FALSE);
+  gsize len = strlen (line) + 1;
 
+  if (log_limit > 0 && log_bytes + len > log_limit && log_bytes > 0)
+    rotate_stdout ();
   puts (line);
   fflush (stdout);
+  log_bytes += len;
 }
 
 const char *

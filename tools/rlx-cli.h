@@ -49,6 +49,10 @@ gboolean rlx_cli_require  (const char *sub, const char *opt, const char *value, 
 
 /* Printing. @o as one JSON line on stdout, flushed. */
 void        rlx_cli_print_json (JsonObject *o);
+/* Bound the JSON lines' file: once standard output (a regular file) would
+ * pass @max_bytes, FILE is renamed FILE.1 and a new FILE goes on (0: no
+ * bound). FALSE when standard output is not a file. */
+gboolean    rlx_cli_limit_stdout (guint64 max_bytes, GError **error);
 /* A JSON number in @buf (locale-independent; null for NaN and Inf). */
 const char *rlx_cli_json_num   (char buf[G_ASCII_DTOSTR_BUF_SIZE], double v);
 /* @s as a JSON string, quotes included. */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -194,6 +195,39 @@ test_log_and_stop (void)
   fixture_clear (&f);
 }
 
+/* A rank's log is bounded: past the limit ID.jsonl becomes ID.jsonl.1 and a
+ * new ID.jsonl goes on, each under the limit, the newest events in it. */
+static void
+test_log_bounded (void)
+{
+  g_autofree char *cohort = node_test_cohort_name ("logcap");
+  const char *const steps[] = { "--model", "mnist-mlp", "--dataset", "synthetic", "--backend", "cpu",
+                                "--batch", "8", "--threads", "1", "--steps", "600", NULL };
+  g_autoptr(GError) error = NULL;
+  g_autofree char *id = NULL, *path = NULL, *older = NULL, *text = NULL;
+  GStatBuf st;
+  ExitWait ew;
+  Fixture f;
+
+  fixture_init (&f, g_getenv ("RLX_RANK"));
+  rlx_local_ranks_set_log_max_bytes (f.ranks, 16384);
+  id = rlx_local_ranks_spawn (f.ranks, cohort, steps, &error);
+  g_assert_no_error (error);
+  ew = (ExitWait) { &f, 1 };
+  g_assert_true (node_test_wait (n_exits, &ew, TIMEOUT_MS));
+  g_assert_nonnull (strstr (g_ptr_array_index (f.exits, 0), "|1|"));   /* finished, status 0 */
+  path = log_path (&f, id);
+  older = g_strconcat (path, ".1", NULL);
+  g_assert_cmpint (g_stat (path, &st), ==, 0);
+  g_assert_cmpint (st.st_size, <=, 16384);
+  g_assert_cmpint (g_stat (older, &st), ==, 0);                        /* it rotated */
+  g_assert_cmpint (st.st_size, <=, 16384);
+  g_assert_cmpint (st.st_size, >, 8192);
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  g_assert_nonnull (strstr (text, "\"event\":\"done\""));              /* the newest is kept */
+  fixture_clear (&f);
+}
+
 /* A rank that does not react to SIGTERM is killed after the grace period.
  * (A stand-in executable: rlx-rank always reacts to SIGTERM.) */
 static void
@@ -368,6 +402,7 @@ main (int argc, char **argv)
   node_test_init ();
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/app/local-ranks/log-and-stop", test_log_and_stop);
+  g_test_add_func ("/app/local-ranks/log-bounded", test_log_bounded);
   g_test_add_func ("/app/local-ranks/kill-after-grace", test_kill_after_grace);
   g_test_add_func ("/app/local-ranks/errors", test_errors);
   g_test_add_func ("/app/local-ranks/no-orphans", test_no_orphans);

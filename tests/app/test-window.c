@@ -14,6 +14,7 @@
 #include "node-test-utils.h"
 #include "rlx-window-private.h"
 #include "rlx-preferences-window.h"
+#include "rlx-wire-panel.h"
 #include "core/rlx-node.h"
 #include "core/rlx-node-thread.h"
 #include "core/wire/rlx-wire.h"
@@ -452,6 +453,28 @@ test_preferences_layout (void)
   g_settings_reset (settings, "backend");
 }
 
+/* "Saved against f32" says what the last 30 s saved: a minute at f32, then
+ * 40 s at f16 (half the bytes) reads 50 %, not the 20 % since the start. */
+static void
+test_saving_window (void)
+{
+  RlxWirePanel *panel = RLX_WIRE_PANEL (g_object_ref_sink (rlx_wire_panel_new ()));
+  guint64 wire = 0, f32 = 0;
+  gint64 t = 1000 * G_USEC_PER_SEC;
+
+  for (int half_s = 0; half_s < 200; half_s++, t += G_USEC_PER_SEC / 2)
+    {
+      f32 += 1000000;
+      wire += half_s < 120 ? 1000000 : 500000;
+      rlx_wire_panel_sample (panel, wire / 2, wire - wire / 2, f32, t);
+      if (half_s == 119)
+        g_assert_cmpstr (rlx_wire_panel_get_saving_text (panel), ==, "0%");
+    }
+  g_assert_cmpstr (rlx_wire_panel_get_saving_text (panel), ==, "50%");
+  g_assert_nonnull (strstr (rlx_wire_panel_get_f32_text (panel), "last 30 s"));
+  g_object_unref (panel);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -464,6 +487,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/window/leave-stops-ranks", test_leave_stops_ranks);
   g_test_add_func ("/app/preferences/binds-settings", test_preferences);
   g_test_add_func ("/app/preferences/opens-at-top", test_preferences_layout);
+  g_test_add_func ("/app/wire/saving-recent-window", test_saving_window);
   status = g_test_run ();
   node_test_cleanup ();
   return status;

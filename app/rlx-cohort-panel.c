@@ -11,6 +11,7 @@ struct _RlxCohortPanel
   GtkWidget   *light;
   GtkImage    *light_icon;
   GtkLabel    *light_label;
+  GtkLabel    *ranks_label;
   GtkListView *marks;
   GtkWidget   *marks_empty;
   RlxTimeline *timeline;
@@ -22,10 +23,15 @@ G_DEFINE_FINAL_TYPE (RlxCohortPanel, rlx_cohort_panel, GTK_TYPE_WIDGET)
 void
 rlx_cohort_panel_refresh (RlxCohortPanel *self)
 {
+  g_autofree char *ranks = NULL;
   const char *text;
   gboolean alarm;
 
   g_return_if_fail (RLX_IS_COHORT_PANEL (self));
+  ranks = self->timeline ? rlx_timeline_dup_ranks_text (self->timeline) : NULL;
+  gtk_widget_set_visible (GTK_WIDGET (self->ranks_label), ranks != NULL);
+  if (g_strcmp0 (gtk_label_get_label (self->ranks_label), ranks ? ranks : "") != 0)
+    gtk_label_set_label (self->ranks_label, ranks ? ranks : "");
   text = self->timeline ? rlx_timeline_get_hash_text (self->timeline) : NULL;
   alarm = self->timeline && rlx_timeline_get_hash_alarm (self->timeline);
   if (text == NULL)
@@ -91,6 +97,14 @@ rlx_cohort_panel_set_timeline (RlxCohortPanel *self, RlxTimeline *timeline)
 }
 
 const char *
+rlx_cohort_panel_get_ranks_text (RlxCohortPanel *self)
+{
+  g_return_val_if_fail (RLX_IS_COHORT_PANEL (self), NULL);
+  return gtk_widget_get_visible (GTK_WIDGET (self->ranks_label))
+           ? gtk_label_get_label (self->ranks_label) : NULL;
+}
+
+const char *
 rlx_cohort_panel_get_light_text (RlxCohortPanel *self)
 {
   g_return_val_if_fail (RLX_IS_COHORT_PANEL (self), NULL);
@@ -138,6 +152,7 @@ rlx_cohort_panel_class_init (RlxCohortPanelClass *klass)
   gtk_widget_class_bind_template_child (widget_class, RlxCohortPanel, light);
   gtk_widget_class_bind_template_child (widget_class, RlxCohortPanel, light_icon);
   gtk_widget_class_bind_template_child (widget_class, RlxCohortPanel, light_label);
+  gtk_widget_class_bind_template_child (widget_class, RlxCohortPanel, ranks_label);
   gtk_widget_class_bind_template_child (widget_class, RlxCohortPanel, marks);
   gtk_widget_class_bind_template_child (widget_class, RlxCohortPanel, marks_empty);
   gtk_widget_class_set_layout_manager_type (widget_class, GTK_TYPE_BOX_LAYOUT);

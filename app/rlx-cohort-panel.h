@@ -3,7 +3,8 @@
  *
  * Shows an RlxTimeline (rlx-timeline.h): a light that says whether the
  * ranks' parameters agree ("3 of 3 agree at step 120", an alarm when one
- * diverged) and the marks (joins, departures, terms, merges), newest first.
+ * diverged), each rank's late and rejected gradients with a straggler mark,
+ * and the marks (joins, departures, terms, merges), newest first.
  * The light's step moves with every commit; the owner calls
  * rlx_cohort_panel_refresh on its UI tick (at most twenty times a second)
  * rather than on every step, so a fast cohort costs no more frames.
@@ -28,5 +29,7 @@ void        rlx_cohort_panel_refresh      (RlxCohortPanel *self);
  * accessible description). */
 const char *rlx_cohort_panel_get_light_text (RlxCohortPanel *self);
 gboolean    rlx_cohort_panel_get_alarm      (RlxCohortPanel *self);
+/* The ranks' late and rejected gradients as shown (NULL: hidden, none). */
+const char *rlx_cohort_panel_get_ranks_text (RlxCohortPanel *self);
 
 G_END_DECLS

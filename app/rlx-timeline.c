@@ -5,6 +5,7 @@
 
 #include <glib/gi18n.h>
 #include <inttypes.h>
+#include <stdlib.h>
 
 /* ── marks ─────────────────────────────────────────────────────────────── */
 
@@ -102,7 +103,14 @@ struct _RlxTimeline
   guint64    diverged_step;
   char      *hash_text;      /* made on demand */
   gboolean   hash_text_stale;
+
+  GHashTable *ranks;         /* node id → RankCounts*: late and rejected gradients */
 };
+
+typedef struct {
+  guint64  late, rejected;
+  guint64  last_late;        /* the step it last missed */
+} RankCounts;
 
 static void rlx_timeline_model_init (GListModelInterface *iface);
 G_DEFINE_FINAL_TYPE_WITH_CODE (RlxTimeline, rlx_timeline, G_TYPE_OBJECT,
@@ -150,6 +158,7 @@ rlx_timeline_finalize (GObject *object)
   g_free (self->leader);
   g_free (self->diverged_node);
   g_free (self->hash_text);
+  g_hash_table_unref (self->ranks);
   G_OBJECT_CLASS (rlx_timeline_parent_class)->finalize (object);
 }
 
@@ -183,6 +192,57 @@ static void
 rlx_timeline_init (RlxTimeline *self)
 {
   self->marks = g_ptr_array_new_with_free_func (g_object_unref);
+  self->ranks = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+}
+
+static RankCounts *
+rank (RlxTimeline *self, const char *node)
+{
+  RankCounts *c = g_hash_table_lookup (self->ranks, node);
+
+  if (c == NULL)
+    {
+      c = g_new0 (RankCounts, 1);
+      g_hash_table_insert (self->ranks, g_strdup (node), c);
+    }
+  return c;
+}
+
+static int
+by_name (gconstpointer a, gconstpointer b)
+{
+  return g_strcmp0 (*(const char *const *) a, *(const char *const *) b);
+}
+
+char *
+rlx_timeline_dup_ranks_text (RlxTimeline *self)
+{
+  g_autofree gpointer *names = NULL;
+  g_autoptr(GString) s = NULL;
+  guint n;
+
+  g_return_val_if_fail (RLX_IS_TIMELINE (self), NULL);
+  if (g_hash_table_size (self->ranks) == 0)
+    return NULL;
+  names = g_hash_table_get_keys_as_array (self->ranks, &n);
+  qsort (names, n, sizeof *names, by_name);
+  s = g_string_new (NULL);
+  for (guint i = 0; i < n; i++)
+    {
+      const char *node = names[i];
+      RankCounts *c = g_hash_table_lookup (self->ranks, node);
+
+      if (s->len)
+        g_string_append (s, "; ");
+      /* Translators: a node id, its gradients that came too late and that
+       * were thrown away */
+      g_string_append_printf (s, _("%s: %" PRIu64 " late, %" PRIu64 " rejected"), node, c->late,
+                              c->rejected);
+      if (c->late > 0 && c->last_late + RLX_STRAGGLER_STEPS >= self->step)
+        /* Translators: appended to a rank that missed a deadline lately */
+        g_string_append (s, _(", holds rounds up"));
+    }
+  return g_string_free (g_steal_pointer (&s), FALSE);
 }
 
 RlxTimeline *
@@ -272,6 +332,18 @@ rlx_timeline_add_event (RlxTimeline *self, const RlxEvent *e, const char *self_i
     case RLX_EVENT_STEP:
       note_step (self, &e->u.step);
       return FALSE;
+    case RLX_EVENT_LATE:
+      {
+        RankCounts *c = rank (self, e->u.node_step.node ? e->u.node_step.node : "?");
+        c->late++;
+        c->last_late = MAX (c->last_late, e->u.node_step.step);
+        return FALSE;
+      }
+    case RLX_EVENT_REJECTED:
+      /* a gradient the leader threw away (not a signalling message) */
+      if (e->u.rejected.has_step && e->u.rejected.by == NULL)
+        rank (self, e->u.rejected.node ? e->u.rejected.node : "?")->rejected++;
+      return FALSE;
     case RLX_EVENT_DIVERGED:
       g_free (self->diverged_node);
       self->diverged_node = g_strdup (e->u.diverged.node);
@@ -292,6 +364,8 @@ rlx_timeline_add_event (RlxTimeline *self, const RlxEvent *e, const char *self_i
                 g_strdup_printf (_("%s joined"), who (e->u.member.node, self_id)));
       return TRUE;
     case RLX_EVENT_MEMBER_LEFT:
+      if (e->u.member.node)
+        g_hash_table_remove (self->ranks, e->u.member.node);
       /* Translators: a node id, and why it left */
       add_mark (self, RLX_MARK_LEAVE, e->u.member.step,
                 g_strdup_printf (_("%s left: %s"), who (e->u.member.node, self_id),
@@ -335,6 +409,7 @@ rlx_timeline_clear (RlxTimeline *self)
   self->term = 0;
   self->seen_step = FALSE;
   g_clear_pointer (&self->diverged_node, g_free);
+  g_hash_table_remove_all (self->ranks);
   set_alarm (self, FALSE);
   hash_changed (self, TRUE);
   if (n)

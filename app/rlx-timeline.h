@@ -12,6 +12,11 @@
  * 8") until a later step has every rank agreeing again. On a member, its own
  * state against the leader's: it agrees while no divergence is reported.
  *
+ * And, on the leader, each rank's late and rejected gradients, with a
+ * straggler mark for one whose gradient missed the deadline within the
+ * last RLX_STRAGGLER_STEPS steps (it held those rounds up until the
+ * deadline): "n2: 5 late, 1 rejected, holds rounds up".
+ *
  * Threads: the UI thread (it is fed the events the node thread hands over).
  */
 #pragma once
@@ -22,6 +27,7 @@
 G_BEGIN_DECLS
 
 #define RLX_TIMELINE_MAX 200
+#define RLX_STRAGGLER_STEPS 50
 
 typedef enum {
   RLX_MARK_JOIN,
@@ -52,5 +58,8 @@ gboolean     rlx_timeline_add_event     (RlxTimeline *self, const RlxEvent *even
 void         rlx_timeline_clear         (RlxTimeline *self);
 const char  *rlx_timeline_get_hash_text (RlxTimeline *self);
 gboolean     rlx_timeline_get_hash_alarm (RlxTimeline *self);
+/* The ranks with late or rejected gradients, in words (NULL: none); made
+ * on each call (a view reads it on its tick). */
+char        *rlx_timeline_dup_ranks_text (RlxTimeline *self);
 
 G_END_DECLS

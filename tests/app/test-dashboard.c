@@ -342,6 +342,65 @@ test_hash_light (void)
   g_object_unref (panel);
 }
 
+static RlxEvent *
+late (const char *node, guint64 step)
+{
+  RlxEvent *e = rlx_event_new (RLX_EVENT_LATE);
+
+  e->u.node_step.node = g_strdup (node);
+  e->u.node_step.step = step;
+  return e;
+}
+
+/* Late and rejected gradients per rank, and the straggler mark while a
+ * rank keeps missing the deadline. */
+static void
+test_stragglers (void)
+{
+  g_autoptr(RlxTimeline) t = rlx_timeline_new ();
+  RlxCohortPanel *panel = RLX_COHORT_PANEL (g_object_ref_sink (rlx_cohort_panel_new ()));
+  RlxEvent *e;
+
+  rlx_cohort_panel_set_timeline (panel, t);
+  g_assert_null (rlx_cohort_panel_get_ranks_text (panel));
+  timeline_take (t, step_agree (10, 3, 3));
+  timeline_take (t, late ("n3", 11));
+  timeline_take (t, late ("n3", 12));
+  timeline_take (t, late ("n2", 12));
+  e = rlx_event_new (RLX_EVENT_REJECTED);
+  e->u.rejected.node = g_strdup ("n2");
+  e->u.rejected.has_step = TRUE;
+  e->u.rejected.step = 13;
+  timeline_take (t, e);
+  /* a member told it was rejected, and a signalling message: not counted */
+  e = rlx_event_new (RLX_EVENT_REJECTED);
+  e->u.rejected.node = g_strdup ("me");
+  e->u.rejected.has_step = TRUE;
+  e->u.rejected.by = g_strdup ("n1");
+  timeline_take (t, e);
+  e = rlx_event_new (RLX_EVENT_REJECTED);
+  e->u.rejected.node = g_strdup ("n4");
+  timeline_take (t, e);
+  timeline_take (t, step_agree (14, 3, 3));
+  rlx_cohort_panel_refresh (panel);
+  g_assert_cmpstr (rlx_cohort_panel_get_ranks_text (panel), ==,
+                   "n2: 1 late, 1 rejected, holds rounds up; n3: 2 late, 0 rejected, holds rounds up");
+  /* n3 keeps missing, n2 no more: only n3 is still a straggler */
+  timeline_take (t, late ("n3", 60));
+  timeline_take (t, step_agree (12 + RLX_STRAGGLER_STEPS + 1, 3, 3));
+  rlx_cohort_panel_refresh (panel);
+  g_assert_cmpstr (rlx_cohort_panel_get_ranks_text (panel), ==,
+                   "n2: 1 late, 1 rejected; n3: 3 late, 0 rejected, holds rounds up");
+  /* a rank that left is no longer listed */
+  timeline_take (t, member (RLX_EVENT_MEMBER_LEFT, "n3", "interrupted"));
+  rlx_cohort_panel_refresh (panel);
+  g_assert_cmpstr (rlx_cohort_panel_get_ranks_text (panel), ==, "n2: 1 late, 1 rejected");
+  rlx_timeline_clear (t);
+  rlx_cohort_panel_refresh (panel);
+  g_assert_null (rlx_cohort_panel_get_ranks_text (panel));
+  g_object_unref (panel);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -355,6 +414,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/dashboard/newest-visible", test_newest_visible);
   g_test_add_func ("/app/dashboard/timeline", test_timeline);
   g_test_add_func ("/app/dashboard/hash-light", test_hash_light);
+  g_test_add_func ("/app/dashboard/stragglers", test_stragglers);
   status = g_test_run ();
   node_test_cleanup ();
   return status;

@@ -24,10 +24,11 @@ It checks, from every node's event stream (--json):
   stall        no stretch without a committed step longer than the
                heartbeat timeout + 2 s after the last kill or freeze of the
                leader or of the next in line (a failover), while a rank
-               lives that can go on: awake, joined and holding the newest
-               committed step (or nobody is frozen). Time when every such
-               rank is frozen or dead is not counted; the raw longest gap is
-               reported too;
+               lives that can go on: awake, in the cohort (not alone) and
+               holding the newest committed step, or nobody is frozen. Time
+               when every such rank is frozen or dead is not counted (an
+               alone rank rightly waits for frozen peers before it founds);
+               the raw longest gap is reported too;
   rss          no long-lived rank's RSS grows by more than --rss-growth-mb
                over what it had 20 s after it started;
   exits        no rank exits by itself, and every rank leaves cleanly when
@@ -392,7 +393,11 @@ class Run:
                     if r is leader or r is successor:
                         self.critical_fault = time.monotonic()
             elif kind == "precision":
-                r = self.rng.choice(awake)
+                # Only a rank that has joined has its SIGUSR1 handler in place.
+                ready = [x for x in awake if x.joined]
+                if not ready:
+                    return
+                r = self.rng.choice(ready)
                 if self.signal(r, signal.SIGUSR1):
                     r.precision = PRECISIONS[(PRECISIONS.index(r.precision) + 1) % len(PRECISIONS)]
                     self.fault("precision", r, r.precision)
@@ -407,8 +412,11 @@ class Run:
             # A rank that can go on: alive, awake, joined, and holding the
             # cohort's newest committed state (or nobody is frozen: then any
             # rank that has joined must get the cohort going).
+            # A rank that is alone (cut off, or new) waits for frozen peers
+            # before it founds: they may hold the newest state.
             awake = [r for r in self.ranks if r.alive and r.joined and not r.frozen]
-            eligible = any(r.last_step >= self.max_step for r in awake) or \
+            eligible = any(r.last_step >= self.max_step and r.joined_at is not None
+                           for r in awake) or \
                 (awake and not any(r.frozen and r.alive for r in self.ranks))
             if self.first_commit is not None:
                 if not eligible:

@@ -116,6 +116,7 @@ struct _RlxCoordinator {
   gboolean         silent_complete; /* ... and every peer we could have is known */
   gint64           found_blocked_since; /* alone and kept from founding since (µs; 0: not) */
   char            *found_blocked_why;   /* what the "waiting" event said */
+  GHashTable      *unheard;         /* cut off: peers of ours not heard from since (ids) */
   /* a member whose leader was lost waits for the successor to announce
    * itself (rlx_coordinator_leader_lost); bounded by successor_id */
   gboolean         awaiting_successor;

@@ -59,6 +59,9 @@ rlx_coordinator_transition (RlxCoordinator *self, RlxRole to, const char *leader
     case RLX_ROLE_ALONE:
       g_clear_handle_id (&self->join_id, rlx_source_remove);
       self->joined_reported = FALSE;
+      /* A wait for silent peers starts afresh. */
+      self->found_blocked_since = 0;
+      g_clear_pointer (&self->found_blocked_why, g_free);
       rlx_follower_forget_frames (self->follower);
       if (reason)
         rlx_coordinator_emit_simple (self, RLX_EVENT_REJOINING, self->node_id, reason);
@@ -79,6 +82,7 @@ rlx_coordinator_transition (RlxCoordinator *self, RlxRole to, const char *leader
       g_clear_handle_id (&self->found_id, rlx_source_remove);
       g_clear_handle_id (&self->join_id, rlx_source_remove);
       self->waiting_reported = FALSE;
+      g_clear_pointer (&self->unheard, g_hash_table_unref);
       break;
     case RLX_ROLE_STOPPED:
     case RLX_ROLE_N:
@@ -170,6 +174,10 @@ rlx_coordinator_found (RlxCoordinator *self)
       rlx_coordinator_finish (self, FALSE, self->checkpoint_error->message);
       return;
     }
+  /* A checkpoint older than the state this node holds (it was in a cohort
+   * since it read it) is not resumed: that would drop committed steps. */
+  if (self->resume.params && self->resume.step <= applied (self) && applied (self) > 0)
+    g_clear_pointer (&self->resume.params, g_free);
   if (self->resume.params)
     {
       rlx_replica_set_seed (self->replica, self->resume.seed);
@@ -204,6 +212,9 @@ found_blocker (RlxCoordinator *self)
       if (!p->ready)
         return g_strdup_printf ("%s has not said hello yet",
                                 p->id ? p->id : rlx_link_get_peer (p->link));
+      if (self->unheard && g_hash_table_contains (self->unheard, p->id))
+        return g_strdup_printf ("%s was in this node's cohort and has not answered since "
+                                "this node was cut off", p->id);
       if (p->role == RLX_ROLE_MEMBER || p->role == RLX_ROLE_JOINING ||
           p->role == RLX_ROLE_LEADER)
         return g_strdup_printf ("%s is in a cohort led by %s, which this node cannot reach",
@@ -361,8 +372,27 @@ rejoin (RlxCoordinator *self, const char *reason)
 {
   self->rejoin_until = g_get_monotonic_time () +
                        MAX (3 * (gint64) rlx_peer_set_get_timeout (self->peers), 3000) * 1000;
+  /* What we know of our cohort's peers is from before: until each says
+   * something new, it may hold the cohort's state (a member of ours that
+   * said hello when it was alone is a member now). */
+  g_clear_pointer (&self->unheard, g_hash_table_unref);
+  self->unheard = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  for (guint i = 0; i < rlx_peer_set_size (self->peers); i++)
+    {
+      RlxPeer *p = rlx_peer_set_nth (self->peers, i);
+      if (p->id && p->ready && !p->refused)
+        g_hash_table_add (self->unheard, g_strdup (p->id));
+    }
   rlx_coordinator_transition (self, RLX_ROLE_ALONE, NULL, rlx_leadership_get_term (self->lead),
                               reason);
+  /* Say that we are alone now: a member of ours fails over, others tell us
+   * who leads. */
+  for (guint i = 0; i < rlx_peer_set_size (self->peers); i++)
+    {
+      RlxPeer *p = rlx_peer_set_nth (self->peers, i);
+      if (p->ready && !p->refused)
+        rlx_peer_set_say_hello (self->peers, p);
+    }
 }
 
 /* This node was cut off (its loop stood still and the cohort went on
@@ -532,6 +562,8 @@ rlx_coordinator_on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *l
   g_autoptr(GPtrArray) former = NULL;
   RlxPeer *lp;
 
+  if (self->unheard)
+    g_hash_table_remove (self->unheard, p->id);
   if (is_self (self, lid))
     return;
   lp = rlx_peer_set_lookup (self->peers, lid);

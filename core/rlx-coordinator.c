@@ -87,6 +87,8 @@ on_peer_ready (RlxPeerSet *set, RlxPeer *p, RlxMsg *hello, gpointer user_data)
   RlxRole r = role (self);
   BUSY_BEGIN;
 
+  if (self->unheard && p->id)
+    g_hash_table_remove (self->unheard, p->id);
   /* The leader we lost is back, or someone tells who leads now. */
   if (r == RLX_ROLE_MEMBER && rlx_coordinator_successor_check (self, p))
     goto out;
@@ -579,6 +581,7 @@ rlx_coordinator_finalize (GObject *object)
   g_clear_pointer (&self->lineage, rlx_lineage_free);
   g_strfreev (self->silent);
   g_free (self->found_blocked_why);
+  g_clear_pointer (&self->unheard, g_hash_table_unref);
   g_free (self->finish_message);
   G_OBJECT_CLASS (rlx_coordinator_parent_class)->finalize (object);
 }

@@ -104,6 +104,7 @@ typedef struct {
   RlxMsg          header;
   char           *to;
   char           *reason;
+  guint64         around;       /* the joiner's step: the hashes end there (0: newest) */
   guint8         *buf;          /* the frame's payload, with room for its header in front */
   GBytes         *frame;
   gboolean        counted;      /* in snapshots->pending */
@@ -190,7 +191,11 @@ snapshot_build (RlxCohortContext *ctx, SnapshotJob *j)
   s->epoch = rlx_replica_get_epoch (replica);
   s->pos = rlx_replica_get_pos (replica);
   s->loss = rlx_replica_get_loss (replica);
-  s->hashes = rlx_replica_history (replica, &s->hashes_from);
+  /* The hashes end at the joiner's step when it is behind: where it parted
+   * from this history is then among them (a merge, or steps it applied that
+   * the cohort never committed), and the "merged" it reports is exact. */
+  s->hashes = rlx_replica_history_until (replica, j->around ? j->around : G_MAXUINT64,
+                                         RLX_MSG_MAX_HASHES, &s->hashes_from);
   s->outer = j->outer;
   s->mhash = j->mhash;
   j->frame = rlx_msg_frame_wrap (&j->header, (j->outer ? 2 : 1) * ctx->n, RLX_PRECISION_F32, 1.0,
@@ -229,10 +234,17 @@ on_snapshot_built (RlxReplica *replica, gboolean ok, gpointer user_data)
 void
 rlx_snapshots_send (RlxSnapshots *self, RlxPeer *p, const char *reason)
 {
+  rlx_snapshots_send_around (self, p, reason, 0);
+}
+
+void
+rlx_snapshots_send_around (RlxSnapshots *self, RlxPeer *p, const char *reason, guint64 around)
+{
   RlxCohortContext *ctx = self->ctx;
   SnapshotJob *j = g_new0 (SnapshotJob, 1);
   const char *leader = rlx_leadership_get_leader (ctx->lead);
 
+  j->around = around;
   j->snapshots = self;
   j->owner = g_object_ref (ctx->owner);
   j->to = g_strdup (p->id);

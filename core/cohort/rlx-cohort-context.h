@@ -191,6 +191,10 @@ RlxSnapshots *rlx_snapshots_new     (RlxCohortContext *ctx, RlxSnapshotSentFunc 
                                      gpointer user_data);
 void          rlx_snapshots_free    (RlxSnapshots *self);
 void          rlx_snapshots_send    (RlxSnapshots *self, RlxPeer *p, const char *reason);
+/* The same for a joiner at step @around (its join's): the snapshot's hashes
+ * end there if it is behind, so it finds where it parted (0: the newest). */
+void          rlx_snapshots_send_around (RlxSnapshots *self, RlxPeer *p, const char *reason,
+                                         guint64 around);
 /* Snapshots being made, not yet sent. */
 guint         rlx_snapshots_pending (RlxSnapshots *self);
 

@@ -1084,7 +1084,7 @@ rlx_leader_admit (RlxLeader *self, RlxPeer *p, RlxMsgJoin *join)
    * that counts on it. A frame made before it was admitted does not list
    * it: its commit is in the snapshot, its assignment is not the member's. */
   rlx_round_close_slot (self->round, p->id);
-  rlx_snapshots_send (self->ctx->snapshots, p, join->reason);
+  rlx_snapshots_send_around (self->ctx->snapshots, p, join->reason, join->step);
 }
 
 /* A member committed a step we (the new leader) never received: take its

@@ -77,7 +77,12 @@ rlx_lineage_adopted (RlxLineage *self, const char *from, const RlxMsgSnapshot *s
   if (self->changing || had > (guint64) MAX (common_step, 0))
     {
       gboolean diverged = common_step >= 0 && (guint64) common_step < had;
-      if (self->changing || diverged)
+      /* The snapshot's hashes hold our step and none of them is ours: we
+       * parted before them (steps we applied that the cohort never
+       * committed, or another lineage). */
+      gboolean covered = common_step < 0 && s->hashes && s->hashes->len > 0 &&
+                         s->hashes_from <= had && had < s->hashes_from + s->hashes->len;
+      if (self->changing || diverged || covered)
         {
           /* Where the histories part: from the hashes when they overlap
            * there, else the step at which our side's term began (the
@@ -91,6 +96,10 @@ rlx_lineage_adopted (RlxLineage *self, const char *from, const RlxMsgSnapshot *s
           if (common_step < 0 && s->hashes && history_from > 0 &&
               s->hashes_from <= history_from && history_from < s->hashes_from + s->hashes->len)
             common = MIN (common, history_from - 1);
+          /* Only the hashes tell (no merge of ours): none of those both
+           * remember matched, so we parted before the first of them. */
+          if (covered && !self->changing)
+            common = MIN (had, MAX (MAX (history_from, s->hashes_from), 1) - 1);
           e = rlx_event_new (RLX_EVENT_MERGED);
           e->u.merged.node = g_strdup (from);
           e->u.merged.discarded = had - MIN (common, had);

@@ -282,14 +282,19 @@ rlx_peer_set_is_flushed (RlxPeerSet *self, RlxPeer *p)
          (rlx_sender_get_depth (p->sender) == 0 && rlx_link_pending_bytes (p->link) == 0);
 }
 
+#define STALL_CLOSE_WINDOW_US (G_USEC_PER_SEC * 3 / 2)
+
 gboolean
 rlx_peer_set_stalled_recently (RlxPeerSet *self)
 {
   gint64 now = g_get_monotonic_time ();
   gint64 limit = (gint64) self->timeout_ms * 1000;
 
+  /* The closes our stall caused were made while we stood still: they are
+   * read at once when we run again. A close seconds later is a peer's own
+   * (a member killed, a leader lost), not a sign that we were cut off. */
   return (self->last_tick > 0 && now - self->last_tick > limit) ||
-         (self->stalled_at > 0 && now - self->stalled_at < 2 * limit);
+         (self->stalled_at > 0 && now - self->stalled_at < MIN (2 * limit, STALL_CLOSE_WINDOW_US));
 }
 
 void

@@ -125,7 +125,8 @@ void        rlx_peer_set_say_hello    (RlxPeerSet *self, RlxPeer *peer);
 void        rlx_peer_set_close        (RlxPeerSet *self, RlxPeer *peer, const char *reason);
 /* Nothing queued or unwritten towards @peer. */
 gboolean    rlx_peer_set_is_flushed   (RlxPeerSet *self, RlxPeer *peer);
-/* Our own loop stood still past the timeout within the last 2 timeouts. */
+/* Our own loop stands still past the timeout, or stood still within the
+ * last 1.5 s (at most 2 timeouts): a link closed now was closed on us. */
 gboolean    rlx_peer_set_stalled_recently (RlxPeerSet *self);
 /* The cohort took this node back since it stalled (it adopted a snapshot):
  * a link that closes from now on is a peer's doing, not the stall's. */

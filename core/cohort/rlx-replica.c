@@ -5,7 +5,9 @@
 
 #include <string.h>
 
-#define HISTORY RLX_MSG_MAX_HASHES
+/* Steps whose hashes a replica remembers: a leader finds where a joiner far
+ * behind parted from it (the snapshot's hashes around the joiner's step). */
+#define HISTORY 65536
 
 typedef struct {
   guint32  *buf;
@@ -30,7 +32,7 @@ struct _RlxReplica {
   guint           epoch, pos;
 
   /* hashes of steps history_from … history_from + history_len - 1, a ring */
-  guint64         ring[HISTORY];
+  guint64        *ring;           /* HISTORY entries (too many for the instance) */
   guint64         history_from;
   guint           history_len;
 
@@ -94,6 +96,7 @@ rlx_replica_finalize (GObject *object)
   perm_wait (self);
   if (self->perm_pool != NULL)
     g_thread_pool_free (self->perm_pool, FALSE, TRUE);
+  g_free (self->ring);
   g_mutex_clear (&self->perm_lock);
   g_cond_clear (&self->perm_cond);
   g_free (self->params);
@@ -112,6 +115,7 @@ rlx_replica_class_init (RlxReplicaClass *klass)
 static void
 rlx_replica_init (RlxReplica *self)
 {
+  self->ring = g_new0 (guint64, HISTORY);
   g_mutex_init (&self->perm_lock);
   g_cond_init (&self->perm_cond);
   self->perm_busy = -1;
@@ -518,14 +522,30 @@ rlx_replica_hash_at (RlxReplica *self, guint64 step, guint64 *hash)
 }
 
 GArray *
+rlx_replica_history_until (RlxReplica *self, guint64 until, guint max, guint64 *from)
+{
+  guint64 last = self->history_from + self->history_len;   /* one past the newest */
+  guint64 end, start;
+  GArray *a;
+
+  if (self->history_len == 0)
+    {
+      *from = self->step;
+      return g_array_new (FALSE, FALSE, sizeof (guint64));
+    }
+  end = MAX (until >= last - 1 ? last : until + 1, self->history_from + 1);
+  start = end - MIN (end - self->history_from, (guint64) max);
+  a = g_array_sized_new (FALSE, FALSE, sizeof (guint64), (guint) (end - start));
+  for (guint64 s = start; s < end; s++)
+    g_array_append_val (a, self->ring[s % HISTORY]);
+  *from = start;
+  return a;
+}
+
+GArray *
 rlx_replica_history (RlxReplica *self, guint64 *from)
 {
-  GArray *a = g_array_sized_new (FALSE, FALSE, sizeof (guint64), self->history_len);
-
-  for (guint i = 0; i < self->history_len; i++)
-    g_array_append_val (a, self->ring[(self->history_from + i) % HISTORY]);
-  *from = self->history_from;
-  return a;
+  return rlx_replica_history_until (self, G_MAXUINT64, RLX_MSG_MAX_HASHES, from);
 }
 
 gint64

@@ -105,6 +105,11 @@ gboolean      rlx_replica_hash_at      (RlxReplica *self, guint64 step, guint64 
 /* The last hashes (oldest first; the one of the current step last); *from:
  * the step of the first. */
 GArray       *rlx_replica_history      (RlxReplica *self, guint64 *from);
+/* At most @max hashes ending at step @until (or the newest, if older),
+ * oldest first; *from: the step of the first. The replica remembers the
+ * last 65536 steps. */
+GArray       *rlx_replica_history_until (RlxReplica *self, guint64 until, guint max,
+                                         guint64 *from);
 /* The last step at which this history and @hashes (of steps @from…) agree,
  * or -1 if they share none of the steps both remember. */
 gint64        rlx_replica_common_step  (RlxReplica *self, guint64 from, GArray *hashes);

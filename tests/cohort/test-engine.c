@@ -544,6 +544,51 @@ test_replica_permutation (void)
   rlx_worker_free (w);
 }
 
+/* The replica remembers far more steps than a snapshot carries, and the
+ * snapshot's window can end at a joiner's step far behind: a joiner that
+ * applied a step the cohort never committed, then was frozen while the
+ * cohort went on for thousands of steps, still finds where it parted
+ * (issue 29, item 13). */
+static void
+test_replica_history_window (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(RlxDataset) dataset = rlx_dataset_open ("synthetic", 0, &error);
+  const RlxModel *model = rlx_model_get (RLX_MODEL_MNIST_MLP);
+  RlxBackend *backend = rlx_backend_resolve ("cpu", model, dataset, 8, &error);
+  RlxWorker *w = rlx_worker_new (backend);
+  RlxReplica *leader = rlx_replica_new (w, 0), *joiner = rlx_replica_new (w, 0);
+  g_autoptr(GArray) last = NULL, around = NULL, ahead = NULL;
+  guint64 from = 0;
+
+  g_assert_no_error (error);
+  for (guint64 s = 1; s <= 5000; s++)
+    rlx_replica_commit (leader, s, 1000 + s, 0, 0);
+  /* the joiner agrees up to 1200, then applied a 1201 of its own */
+  for (guint64 s = 1; s <= 1200; s++)
+    rlx_replica_commit (joiner, s, 1000 + s, 0, 0);
+  rlx_replica_commit (joiner, 1201, 7, 0, 0);
+
+  /* the newest 512: they tell the joiner nothing */
+  last = rlx_replica_history (leader, &from);
+  g_assert_cmpuint (last->len, ==, RLX_MSG_MAX_HASHES);
+  g_assert_cmpuint (from, ==, 5001 - RLX_MSG_MAX_HASHES);
+  g_assert_cmpint (rlx_replica_common_step (joiner, from, last), ==, -1);
+  /* 512 ending at the joiner's step: where it parted, exactly */
+  around = rlx_replica_history_until (leader, 1201, RLX_MSG_MAX_HASHES, &from);
+  g_assert_cmpuint (around->len, ==, RLX_MSG_MAX_HASHES);
+  g_assert_cmpuint (from + around->len - 1, ==, 1201);
+  g_assert_cmpuint (g_array_index (around, guint64, around->len - 1), ==, 1000 + 1201);
+  g_assert_cmpint (rlx_replica_common_step (joiner, from, around), ==, 1200);
+  /* a step beyond the newest: the newest */
+  ahead = rlx_replica_history_until (leader, 90000, 16, &from);
+  g_assert_cmpuint (ahead->len, ==, 16);
+  g_assert_cmpuint (from, ==, 5000 - 15);
+  g_object_unref (leader);
+  g_object_unref (joiner);
+  rlx_worker_free (w);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -555,6 +600,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/engine/msg-round-trip", test_msg_round_trip);
   g_test_add_func ("/cohort/engine/msg-refusals", test_msg_refusals);
   g_test_add_func ("/cohort/engine/replica-history", test_replica_history);
+  g_test_add_func ("/cohort/engine/replica-history-window", test_replica_history_window);
   g_test_add_func ("/cohort/engine/replica-permutation", test_replica_permutation);
   g_test_add_func ("/cohort/engine/checkpoint-hash-chunk", test_checkpoint_hash_chunk);
   return g_test_run ();

@@ -50,6 +50,22 @@ test_adopted (void)
   /* ahead of where the hashes agree: steps 8..10 are discarded, exactly */
   check_merged (rlx_lineage_adopted (l, "L", &s, 10, 7, 0, 1, 20), 3, 8, 10, TRUE, fallback);
 
+  /* no merge of ours, but the snapshot's hashes hold our step and none of
+   * them is ours (steps we applied that the cohort never committed): we
+   * parted before the first step both remember (issue 29, item 13) */
+  {
+    g_autoptr(GArray) hashes = g_array_new (FALSE, TRUE, sizeof (guint64));
+    g_array_set_size (hashes, 20);
+    s.hashes = hashes;
+    s.hashes_from = 100;
+    check_merged (rlx_lineage_adopted (l, "L", &s, 110, -1, 3, 90, 200), 11, 100, 110, FALSE,
+                  fallback);
+    /* our step beyond them: they tell nothing */
+    g_assert_null (rlx_lineage_adopted (l, "L", &s, 130, -1, 3, 90, 200));
+    s.hashes = NULL;
+    s.hashes_from = 0;
+  }
+
   /* a merge we lost, hashes that do not overlap: from our term's base */
   rlx_lineage_term_began (l, 5);
   rlx_lineage_yield (l, g_strdup ("the larger group is kept"),

@@ -755,16 +755,44 @@ test_binary_and_bad_messages (void)
 }
 
 static void
+on_dropped (RlxSignalServer *s, const char *what, const char *room, const char *node,
+            const char *detail, gpointer user_data)
+{
+  char **reason = user_data;
+
+  if (g_str_equal (what, "dropped") && *reason == NULL)
+    *reason = g_strdup (detail);
+}
+
+static void
 test_endless_fragmented_message (void)
 {
   g_autoptr(RlxSignalServer) server = start_server (NULL, 0);
   guint16 port = rlx_signal_server_get_port (server);
   Raw r = { .port = port, .upgrade = TRUE, .endless = TRUE };
+  g_autofree char *reason = NULL;
+  g_autofree char *cap = g_strdup_printf ("the cap is %u)", 4 * RLX_SIGNAL_MAX_MESSAGE);
+  const char *n;
+  guint64 counted;
 
+  g_signal_connect (server, "event", G_CALLBACK (on_dropped), &reason);
   run_raw (&r, 30000);
-  /* Cut off after well under a megabyte, not 64 MiB. */
-  g_test_message ("the server closed after %" G_GUINT64_FORMAT " bytes", r.sent_bytes);
+  /* Cut off after well under a megabyte, not 64 MiB (what the client
+   * counts includes the sockets' buffers) ... */
+  g_test_message ("the server closed after %" G_GUINT64_FORMAT " bytes: %s", r.sent_bytes,
+                  reason ? reason : "(no reason)");
   g_assert_cmpuint (r.sent_bytes, <, 8u << 20);
+  /* ... by the capped stream, as soon as it had read past its cap of four
+   * messages (not by the join deadline or libsoup) */
+  g_assert_nonnull (reason);
+  g_assert_nonnull (strstr (reason, "without finishing a message"));
+  g_assert_nonnull (strstr (reason, cap));
+  n = strstr (reason, "the peer sent ");
+  g_assert_nonnull (n);
+  counted = g_ascii_strtoull (n + strlen ("the peer sent "), NULL, 10);
+  g_assert_cmpuint (counted, >, 4 * RLX_SIGNAL_MAX_MESSAGE);
+  g_assert_cmpuint (counted, <=, 4 * RLX_SIGNAL_MAX_MESSAGE + 65536);
+  g_signal_handlers_disconnect_by_data (server, &reason);
   g_free (r.reply);
   check_server_still_serves (port);
 }

@@ -439,11 +439,12 @@ rlx_cmd_join (int argc, char **argv)
   mallopt (M_MMAP_THRESHOLD, 256 << 20);
   mallopt (M_TRIM_THRESHOLD, 512 << 20);
 
-  /* An invite among the arguments is parsed from a copy; the key in the
-   * process's own arguments (what /proc/PID/cmdline shows) is blanked. */
+  /* An invite or a TURN password among the arguments is parsed from a copy;
+   * the secret in the process's own arguments (what /proc/PID/cmdline
+   * shows) is blanked. */
   args_copy = g_strdupv (argv);
   pargv = g_memdup2 (args_copy, sizeof (char *) * ((gsize) argc + 1));
-  rlx_cli_hide_invites (argc, argv);
+  rlx_cli_hide_secrets (argc, argv);
   argv = pargv;
 
   g_option_context_add_main_entries (ctx, entries, NULL);

@@ -71,9 +71,10 @@ bad:
 #define INVITE_READ_MAX (RLX_INVITE_MAX_LEN + 2)
 
 /* The first line of what @fd holds (at most INVITE_READ_MAX bytes), white
- * space stripped; NULL with a message naming @what. */
+ * space stripped; NULL with a message naming @what and, when it holds
+ * nothing, the @form expected. */
 static char *
-read_invite_fd (int fd, const char *what, GError **error)
+read_secret_fd (int fd, const char *what, const char *thing, const char *form, GError **error)
 {
   char buf[INVITE_READ_MAX + 1];
   gsize n = 0;
@@ -87,8 +88,8 @@ read_invite_fd (int fd, const char *what, GError **error)
       if (r < 0)
         {
           int e = errno;
-          g_set_error (error, G_IO_ERROR, g_io_error_from_errno (e), "cannot read the invite "
-                       "from %s: %s", what, g_strerror (e));
+          g_set_error (error, G_IO_ERROR, g_io_error_from_errno (e), "cannot read the %s "
+                       "from %s: %s", thing, what, g_strerror (e));
           return NULL;
         }
       if (r == 0)
@@ -106,18 +107,26 @@ read_invite_fd (int fd, const char *what, GError **error)
     {
       g_free (out);
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-                   "%s holds no invite (one line: " RLX_INVITE_FORM ")", what);
+                   "%s holds no %s (one line: %s)", what, thing, form);
       return NULL;
     }
   return out;
 }
 
-/* An invite file must be this user's secret: refused when group or others
- * may read it (checked on the open file, not the name). */
 static char *
-read_invite_file (const char *path, GError **error)
+read_invite_fd (int fd, const char *what, GError **error)
 {
-  g_autofree char *what = g_strdup_printf ("--invite-file %s", path);
+  return read_secret_fd (fd, what, "invite", RLX_INVITE_FORM, error);
+}
+
+/* A secret's file (an invite, a TURN password) must be this user's alone:
+ * refused when group or others may read it (checked on the open file, not
+ * the name). @option names it in messages. */
+static char *
+read_secret_file (const char *option, const char *path, const char *thing, const char *form,
+                  GError **error)
+{
+  g_autofree char *what = g_strdup_printf ("%s %s", option, path);
   struct stat st;
   char *out;
   int fd = g_open (path, O_RDONLY | O_CLOEXEC | O_NOCTTY, 0);
@@ -131,15 +140,22 @@ read_invite_file (const char *path, GError **error)
   if (fstat (fd, &st) != 0 || (st.st_mode & (S_IRGRP | S_IROTH)) != 0)
     {
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_PERMISSION_DENIED,
-                   "%s: other users of this machine may read it (mode %04o), and the cohort "
-                   "key in it is a secret: make it yours alone (chmod 600 %s) and run again",
-                   what, (guint) (st.st_mode & 07777), path);
+                   "%s: other users of this machine may read it (mode %04o), and the %s "
+                   "in it is a secret: make it yours alone (chmod 600 %s) and run again",
+                   what, (guint) (st.st_mode & 07777),
+                   g_str_equal (thing, "invite") ? "cohort key" : thing, path);
       close (fd);
       return NULL;
     }
-  out = read_invite_fd (fd, what, error);
+  out = read_secret_fd (fd, what, thing, form, error);
   close (fd);
   return out;
+}
+
+static char *
+read_invite_file (const char *path, GError **error)
+{
+  return read_secret_file ("--invite-file", path, "invite", RLX_INVITE_FORM, error);
 }
 
 gboolean
@@ -314,6 +330,7 @@ struct _RlxJoinRemote
   char                *turn;
   char                *turn_user;
   char                *turn_password;
+  char                *turn_password_file;
   gboolean             relay_only;
   char                *payload_s;
   char                *cc_s;
@@ -344,7 +361,10 @@ rlx_join_remote_free (RlxJoinRemote *self)
   g_free (self->stun);
   g_free (self->turn);
   g_free (self->turn_user);
+  if (self->turn_password)
+    gnutls_memset (self->turn_password, 0, strlen (self->turn_password));
   g_free (self->turn_password);
+  g_free (self->turn_password_file);
   g_free (self->payload_s);
   g_free (self->cc_s);
   g_free (self->connect_timeout_s);
@@ -368,7 +388,8 @@ rlx_join_remote_options (RlxJoinRemote *self)
     { "stun", 0, 0, G_OPTION_ARG_STRING, &self->stun, "a STUN server, for a public address behind NAT", "HOST[:PORT]" },
     { "turn", 0, 0, G_OPTION_ARG_STRING, &self->turn, "a TURN server, to relay when no direct path works", "HOST[:PORT]" },
     { "turn-user", 0, 0, G_OPTION_ARG_STRING, &self->turn_user, "TURN user name", "USER" },
-    { "turn-password", 0, 0, G_OPTION_ARG_STRING, &self->turn_password, "TURN password", "PASSWORD" },
+    { "turn-password-file", 0, 0, G_OPTION_ARG_FILENAME, &self->turn_password_file, "the TURN password: the first line of FILE (mode 0600: refused if others may read it); or RLX_TURN_PASSWORD", "FILE" },
+    { "turn-password", 0, 0, G_OPTION_ARG_STRING, &self->turn_password, "TURN password (visible to other users while rlx-rank starts: prefer --turn-password-file or RLX_TURN_PASSWORD)", "PASSWORD" },
     { "relay-only", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &self->relay_only, "use only TURN-relayed paths (tests)", NULL },
     { "quic-payload", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &self->payload_s, "largest UDP payload QUIC sends (default 1452)", "BYTES" },
     { "quic-cc", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &self->cc_s, "congestion control: " RLX_QUIC_CC_NAMES, "CC" },
@@ -428,6 +449,50 @@ take_invite (RlxJoinRemote *self, const char *positional, gboolean local, GError
   return text;
 }
 
+/* The TURN password from one of --turn-password-file, --turn-password (a
+ * literal, with a warning; rlx_cli_hide_secrets blanks it from the
+ * arguments) or RLX_TURN_PASSWORD, which is read once and removed from the
+ * environment so that processes this one starts do not inherit it. */
+static gboolean
+take_turn_password (RlxJoinRemote *self, GError **error)
+{
+  const char *env = g_getenv ("RLX_TURN_PASSWORD");
+  char *from_env = env && *env ? g_strdup (env) : NULL;
+
+  if (env)
+    {
+      /* blank the process's copy too (environ is readable in /proc/PID/environ
+       * by this user only, but it would outlive its use) */
+      gnutls_memset ((char *) env, 0, strlen (env));
+      g_unsetenv ("RLX_TURN_PASSWORD");
+    }
+  if (self->turn_password_file && self->turn_password)
+    {
+      g_free (from_env);
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                   "give the TURN password one way: --turn-password-file or --turn-password");
+      return FALSE;
+    }
+  if (self->turn_password_file)
+    {
+      g_free (from_env);
+      self->turn_password = read_secret_file ("--turn-password-file", self->turn_password_file,
+                                              "TURN password", "the password", error);
+      return self->turn_password != NULL;
+    }
+  if (self->turn_password)
+    {
+      g_printerr ("rlx-rank join: warning: --turn-password puts the TURN password where other "
+                  "users of this machine can read it (/proc/PID/cmdline, ps) while rlx-rank "
+                  "starts; give it with --turn-password-file FILE (mode 0600) or the "
+                  "RLX_TURN_PASSWORD environment variable\n");
+      g_free (from_env);
+      return TRUE;
+    }
+  self->turn_password = from_env;
+  return TRUE;
+}
+
 gboolean
 rlx_join_remote_configure (RlxJoinRemote *self, int argc, char **argv, gboolean local,
                            char **cohort, RlxNodeConfig *config, GError **error)
@@ -475,10 +540,13 @@ rlx_join_remote_configure (RlxJoinRemote *self, int argc, char **argv, gboolean 
                    "--quic-cc: '%s' is not " RLX_QUIC_CC_NAMES, self->cc_s);
       return FALSE;
     }
+  if (!take_turn_password (self, error))
+    return FALSE;
   if ((self->turn_user || self->turn_password || self->relay_only) && self->turn == NULL)
     {
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-                   "--turn-user, --turn-password and --relay-only need --turn HOST[:PORT]");
+                   "--turn-user, --turn-password (or its file, or RLX_TURN_PASSWORD) and "
+                   "--relay-only need --turn HOST[:PORT]");
       return FALSE;
     }
   self->tuning.stun = self->stun;

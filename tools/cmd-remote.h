@@ -10,7 +10,7 @@
  *                                   user may read, standard input, the
  *                                   environment); `rlx-rank join INVITE`
  *                                   still works, with a warning
- *   --stun HOST[:PORT] --turn HOST[:PORT] --turn-user U --turn-password P
+ *   --stun HOST[:PORT] --turn HOST[:PORT] --turn-user U --turn-password-file F
  *
  * cmd-join.c adds the option group and hands over its positional
  * arguments; the result goes into its RlxNodeConfig, and the node's remote

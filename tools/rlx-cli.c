@@ -267,11 +267,20 @@ rlx_cli_write_special (const char *path, const void *data, gsize len, GError **e
 }
 
 void
-rlx_cli_hide_invites (int argc, char **argv)
+rlx_cli_hide_secrets (int argc, char **argv)
 {
   for (int i = 1; i < argc; i++)
     {
-      char *hash;
+      char *hash, *value = NULL;
+
+      if (argv[i] == NULL)
+        continue;
+      if (g_str_equal (argv[i], "--turn-password") && i + 1 < argc)
+        value = argv[i + 1];
+      else if (g_str_has_prefix (argv[i], "--turn-password="))
+        value = argv[i] + strlen ("--turn-password=");
+      for (char *c = value; c && *c; c++)
+        *c = 'x';
       if (argv[i] == NULL || strstr (argv[i], "rlx://") == NULL ||
           (hash = strchr (argv[i], '#')) == NULL)
         continue;

@@ -78,8 +78,9 @@ int rlx_cmd_join    (int argc, char **argv);
 int rlx_cmd_export  (int argc, char **argv);
 int rlx_cmd_signal  (int argc, char **argv);
 
-/* Blank the key of every invite among @argv in place (what
- * /proc/PID/cmdline shows); parse a copy first. */
-void rlx_cli_hide_invites (int argc, char **argv);
+/* Blank the key of every invite among @argv and the value of
+ * --turn-password in place (what /proc/PID/cmdline shows); parse a copy
+ * first. */
+void rlx_cli_hide_secrets (int argc, char **argv);
 
 G_END_DECLS

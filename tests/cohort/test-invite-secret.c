@@ -7,7 +7,9 @@
  * invite on standard input (--invite -) joins; one in the arguments still
  * joins, with a warning, and its key is blanked from /proc/PID/cmdline; a
  * wrong key (RLX_INVITE) exits 1 within a bound, saying the key is probably
- * wrong, with "done" success false. No key in the founder's output.
+ * wrong, with "done" success false. No key in the founder's output. The
+ * TURN password likewise: a file (0600), RLX_TURN_PASSWORD, or the
+ * arguments with a warning and blanked.
  */
 #include "rlx-config.h"
 #include "cohort-harness.h"
@@ -156,25 +158,26 @@ communicated (gpointer data)
   return ((Comm *) data)->done;
 }
 
-typedef struct { GSubprocess *p; const char *key; gboolean shown; } Cmdline;
+typedef struct { GSubprocess *p; const char *secret, *marker; } Cmdline;
 
 static gboolean
-key_gone (gpointer data)
+secret_gone (gpointer data)
 {
   Cmdline *c = data;
   g_autofree char *cmd = cmdline_of (c->p);
 
-  /* still running (a zombie's is empty) and blanked */
-  c->shown = TRUE;
-  return strstr (cmd, "rlx://127.0.0.1:") != NULL && strstr (cmd, c->key) == NULL;
+  /* still running (a zombie's is empty: @marker is not in it) and blanked */
+  return strstr (cmd, c->marker) != NULL && strstr (cmd, c->secret) == NULL;
 }
 
 /* A joiner of its own (stdin, stderr): `rlx-rank join ARGS` in the
- * harness's directories, run to its exit while the main context runs (the
- * founder's events must keep being read). */
+ * harness's directories, with @env_name set to @env_value (unless NULL),
+ * run to its exit while the main context runs (the founder's events must
+ * keep being read). With @secret, its /proc/PID/cmdline must come to show
+ * @marker without @secret while it runs. */
 static int
-run_joiner (Founded *f, const char *stdin_text, char **out, char **err, const char *const *args,
-            const char *env_invite, gboolean check_cmdline)
+run_rank (Founded *f, const char *stdin_text, char **out, char **err, const char *const *args,
+          const char *env_name, const char *env_value, const char *secret, const char *marker)
 {
   g_autoptr(GSubprocessLauncher) l =
     g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE |
@@ -186,8 +189,8 @@ run_joiner (Founded *f, const char *stdin_text, char **out, char **err, const ch
 
   g_subprocess_launcher_setenv (l, "XDG_RUNTIME_DIR", f->h->run_dir, TRUE);
   g_subprocess_launcher_setenv (l, "XDG_DATA_HOME", f->h->data_dir, TRUE);
-  if (env_invite)
-    g_subprocess_launcher_setenv (l, "RLX_INVITE", env_invite, TRUE);
+  if (env_value)
+    g_subprocess_launcher_setenv (l, env_name, env_value, TRUE);
   g_ptr_array_add (argv, (char *) g_getenv ("RLX_RANK"));
   g_ptr_array_add (argv, "join");
   for (guint i = 0; args[i]; i++)
@@ -196,11 +199,11 @@ run_joiner (Founded *f, const char *stdin_text, char **out, char **err, const ch
   p = g_subprocess_launcher_spawnv (l, (const char *const *) argv->pdata, &error);
   g_assert_no_error (error);
   g_subprocess_communicate_utf8_async (p, stdin_text, NULL, on_communicated, &c);
-  if (check_cmdline)
+  if (secret)
     {
-      /* the key is blanked as soon as rlx-rank has read its arguments */
-      Cmdline cl = { p, f->key, FALSE };
-      g_assert_true (harness_wait (key_gone, &cl, 10000));
+      /* the secret is blanked as soon as rlx-rank has read its arguments */
+      Cmdline cl = { p, secret, marker };
+      g_assert_true (harness_wait (secret_gone, &cl, 10000));
       g_autofree char *cmd = cmdline_of (p);
       g_test_message ("joiner: %s", cmd);
     }
@@ -208,6 +211,14 @@ run_joiner (Founded *f, const char *stdin_text, char **out, char **err, const ch
   *out = c.out;
   *err = c.err;
   return g_subprocess_get_exit_status (p);
+}
+
+static int
+run_joiner (Founded *f, const char *stdin_text, char **out, char **err, const char *const *args,
+            const char *env_invite, gboolean check_cmdline)
+{
+  return run_rank (f, stdin_text, out, err, args, "RLX_INVITE", env_invite,
+                   check_cmdline ? f->key : NULL, "rlx://127.0.0.1:");
 }
 
 /* The founder waits for a second member: a joiner's --steps 3 are
@@ -279,6 +290,62 @@ test_wrong_key_done (void)
   founded_clear (&f);
 }
 
+#define TURN_PASSWORD "turn-pw-Zq7Vx"
+
+/* The TURN password stays out of the arguments too: from a file (0600, or
+ * refused), from RLX_TURN_PASSWORD (read: without --turn it is refused),
+ * or in the arguments with a warning, blanked from /proc/PID/cmdline. It
+ * shows in no output. (No TURN server listens on 127.0.0.1:9: host
+ * candidates carry the link.) */
+static void
+test_turn_password (void)
+{
+  g_autofree char *line = NULL, *pw_file = NULL;
+  Founded f;
+
+  found (&f, "secret-turn");
+  line = g_strconcat (f.invite, "\n", NULL);
+  pw_file = g_build_filename (f.h->dir, "turn-password", NULL);
+  g_assert_true (g_file_set_contents_full (pw_file, TURN_PASSWORD "\n", -1,
+                                           G_FILE_SET_CONTENTS_NONE, 0644, NULL));
+  {
+    /* readable by others: refused, saying how to fix it */
+    const char *args[] = { "--json", "--steps", "1", "--invite", "-", "--turn", "127.0.0.1:9",
+                           "--turn-user", "u", "--turn-password-file", pw_file, NULL };
+    g_autofree char *out = NULL, *err = NULL;
+    g_assert_cmpint (run_rank (&f, line, &out, &err, args, NULL, NULL, NULL, NULL), ==, 2);
+    g_test_message ("%s", err);
+    g_assert_nonnull (strstr (err, "chmod 600"));
+    g_assert_nonnull (strstr (err, "TURN password"));
+    g_assert_null (strstr (err, TURN_PASSWORD));
+  }
+  {
+    /* the environment is read (and refused without --turn) */
+    const char *args[] = { "--json", "--steps", "1", "--invite", "-", NULL };
+    g_autofree char *out = NULL, *err = NULL;
+    g_assert_cmpint (run_rank (&f, line, &out, &err, args, "RLX_TURN_PASSWORD", TURN_PASSWORD,
+                               NULL, NULL), ==, 2);
+    g_test_message ("%s", err);
+    g_assert_nonnull (strstr (err, "RLX_TURN_PASSWORD"));
+    g_assert_null (strstr (err, TURN_PASSWORD));
+  }
+  {
+    /* in the arguments: a warning, blanked, and the joiner joins */
+    const char *args[] = { "--json", "--backend", "cpu", "--threads", "1", "--batch", "8",
+                           "--steps", "3", "--invite", "-", "--turn", "127.0.0.1:9",
+                           "--turn-user", "u", "--turn-password", TURN_PASSWORD, NULL };
+    g_autofree char *out = NULL, *err = NULL;
+    g_assert_cmpint (run_rank (&f, line, &out, &err, args, NULL, NULL, TURN_PASSWORD,
+                               "--turn-password"), ==, 0);
+    g_assert_nonnull (strstr (out, "\"members\":2"));
+    g_assert_nonnull (strstr (err, "warning"));
+    g_assert_nonnull (strstr (err, "--turn-password-file"));
+    g_assert_null (strstr (err, TURN_PASSWORD));
+    g_assert_null (strstr (out, TURN_PASSWORD));
+  }
+  founded_clear (&f);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -287,5 +354,6 @@ main (int argc, char **argv)
   g_test_add_func ("/invite/stdin", test_stdin);
   g_test_add_func ("/invite/argv-warns-and-hides", test_argv_warns_and_hides);
   g_test_add_func ("/invite/wrong-key-done", test_wrong_key_done);
+  g_test_add_func ("/invite/turn-password", test_turn_password);
   return g_test_run ();
 }

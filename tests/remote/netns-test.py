@@ -215,10 +215,20 @@ def test_turn():
     coturn, turn_ip = start_coturn(net, "relay")
     # h4 can reach only the TURN server (UDP) and the signalling port (TCP).
     net.firewall("h4", [(turn_ip, "udp", 3478), ("10.77.0.1", "tcp", PORT)])
-    turn = ["--turn", f"{turn_ip}:3478", "--turn-user", "rlx", "--turn-password", "secret"]
-    a, inv = founder(net, "h1", "turn", "--wait-members", "3", *turn, steps=200)
-    b = net.spawn("h2", "h2", join_args(inv, *turn, steps=200))
-    d = net.spawn("h4-turn-only", "h4", join_args(inv, *turn, "--relay-only", steps=200))
+    # The password never in the arguments: a file (0600) for the founder,
+    # RLX_TURN_PASSWORD for the others.
+    turn = ["--turn", f"{turn_ip}:3478", "--turn-user", "rlx"]
+    pw_file = os.path.join(net.dir, "turn-password")
+    with open(os.open(pw_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        f.write("secret\n")
+    a, inv = founder(net, "h1", "turn", "--wait-members", "3", *turn,
+                     "--turn-password-file", pw_file, steps=200)
+    os.environ["RLX_TURN_PASSWORD"] = "secret"
+    try:
+        b = net.spawn("h2", "h2", join_args(inv, *turn, steps=200))
+        d = net.spawn("h4-turn-only", "h4", join_args(inv, *turn, "--relay-only", steps=200))
+    finally:
+        del os.environ["RLX_TURN_PASSWORD"]
     a.wait_event("step", 90, key="members", minimum=3)
     did = d.node_id()
     ups = a.find("link-up", where=lambda e: e["node"] == did)

@@ -317,7 +317,14 @@ rlx_coordinator_maybe_checkpoint (RlxCoordinator *self, gboolean force)
   if (!rlx_leadership_is_leader (self->lead))
     return;
   if (force || (self->checkpoint_every > 0 && step > 0 && step % self->checkpoint_every == 0))
-    rlx_checkpointer_save (self->ckpt, self->replica, self->ctx.lr);
+    {
+      RlxOuterSettings outer;
+
+      /* (the outer momentum goes with it, as the mode in force describes it) */
+      rlx_sync_state_settings (self->ctx.sync, self->ctx.lr, &outer);
+      rlx_checkpointer_set_outer (self->ckpt, self->queue, &outer, self->ctx.precision);
+      rlx_checkpointer_save (self->ckpt, self->replica, self->ctx.lr);
+    }
 }
 
 void

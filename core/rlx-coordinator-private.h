@@ -99,6 +99,8 @@ struct _RlxCoordinator {
 
   /* the checkpoint found at start, for founding */
   RlxCheckpoint    resume;
+  gboolean         resume_has_momentum; /* its outer momentum is on the worker */
+  guint64          resume_momentum_hash;
   GError          *checkpoint_error;
 
   guint64          assigned_step[4];  /* this node's share of recent steps (step % 4) */

@@ -4,6 +4,7 @@
 #include "rlx-config.h"
 #include "core/rlx-sources.h"
 #include "rlx-coordinator-private.h"
+#include "core/cohort/rlx-outer.h"
 
 #include <string.h>
 
@@ -153,6 +154,17 @@ become_leader (RlxCoordinator *self, guint64 term, gboolean founding)
   rlx_leader_publish (self->leader, FALSE);
 }
 
+/* The checkpoint's outer momentum is on the worker (before its parameters:
+ * the worker delivers in order). */
+static void
+on_resume_momentum (gboolean has, guint64 hash, gpointer user_data)
+{
+  RlxCoordinator *self = user_data;
+
+  self->resume_has_momentum = has;
+  self->resume_momentum_hash = hash;
+}
+
 static void
 on_resume_loaded (RlxReplica *replica, gboolean ok, gpointer user_data)
 {
@@ -162,6 +174,12 @@ on_resume_loaded (RlxReplica *replica, gboolean ok, gpointer user_data)
   e->u.resumed.step = rlx_replica_get_step (replica);
   e->u.resumed.hash = rlx_replica_get_hash (replica);
   e->u.resumed.path = g_strdup (rlx_checkpointer_get_path (self->ckpt));
+  if (self->resume_has_momentum)
+    {
+      e->u.resumed.has_outer = TRUE;
+      e->u.resumed.outer_hash = rlx_outer_hash (e->u.resumed.hash, self->resume_momentum_hash,
+                                                self->n);
+    }
   rlx_coordinator_emit_event (self, e);
   become_leader (self, 1, TRUE);
 }
@@ -181,6 +199,10 @@ rlx_coordinator_found (RlxCoordinator *self)
   if (self->resume.params)
     {
       rlx_replica_set_seed (self->replica, self->resume.seed);
+      if (self->resume.momentum != NULL)
+        rlx_compute_queue_load_momentum_floats (self->queue,
+                                                g_steal_pointer (&self->resume.momentum),
+                                                on_resume_momentum, self);
       rlx_replica_load_floats (self->replica, self->resume.step,
                                g_steal_pointer (&self->resume.params), self->resume.epoch,
                                self->resume.pos, on_resume_loaded, self);

@@ -574,6 +574,7 @@ rlx_coordinator_finalize (GObject *object)
   g_clear_object (&self->cancellable);
   g_clear_pointer (&self->dataset, rlx_dataset_unref);
   g_free (self->resume.params);
+  g_free (self->resume.momentum);
   g_clear_error (&self->checkpoint_error);
   g_free (self->cohort);
   g_free (self->node_id);

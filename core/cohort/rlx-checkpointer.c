@@ -3,8 +3,10 @@
 #include "rlx-checkpointer.h"
 #include "core/rlx-coordinator.h"
 #include "core/rlx-safetensors.h"
+#include "core/cohort/rlx-outer.h"
 
 #include <errno.h>
+#include <glib/gstdio.h>
 #include <string.h>
 
 struct _RlxCheckpointer {
@@ -17,6 +19,10 @@ struct _RlxCheckpointer {
   gboolean        again;           /* save once more when it lands */
   RlxReplica     *again_replica;
   double          again_lr;
+  char           *outer_path;      /* checkpoint.outer */
+  RlxComputeQueue *queue;          /* whose worker may hold an outer momentum */
+  RlxOuterSettings outer;
+  RlxPrecision    outer_precision;
   guint64         saved_step;
 };
 
@@ -31,6 +37,12 @@ typedef struct {
   const RlxModel  *model;
   char            *path;
   float           *params;
+  float           *momentum;       /* the worker's outer momentum at the copy, or NULL */
+  GBytes          *outer;          /* its serialised outer state */
+  char            *outer_path;
+  RlxComputeQueue *queue;
+  RlxOuterSettings settings;
+  RlxPrecision     precision;
   GHashTable      *metadata;
   guint64          step;
   gboolean         handed;         /* the writer owns it now */
@@ -44,6 +56,9 @@ save_free (gpointer p)
   g_clear_object (&s->self);
   g_free (s->path);
   g_free (s->params);
+  g_free (s->momentum);
+  g_clear_pointer (&s->outer, g_bytes_unref);
+  g_free (s->outer_path);
   g_clear_pointer (&s->metadata, g_hash_table_unref);
   g_free (s);
 }
@@ -65,6 +80,7 @@ rlx_checkpointer_finalize (GObject *object)
 
   g_free (self->dir);
   g_free (self->path);
+  g_free (self->outer_path);
   g_free (self->cohort);
   g_clear_object (&self->cancellable);
   g_clear_pointer (&self->dataset, rlx_dataset_unref);
@@ -108,6 +124,7 @@ rlx_checkpointer_new (const char *dir, const char *cohort, const RlxModel *model
   self = g_object_new (RLX_TYPE_CHECKPOINTER, NULL);
   self->dir = g_strdup (dir);
   self->path = g_build_filename (dir, "checkpoint.safetensors", NULL);
+  self->outer_path = g_build_filename (dir, "checkpoint.outer", NULL);
   self->cohort = g_strdup (cohort);
   self->model = model;
   self->dataset = rlx_dataset_ref (dataset);
@@ -189,6 +206,25 @@ rlx_checkpointer_load (RlxCheckpointer *self, RlxCheckpoint *out, GError **error
     }
   if (chunk != RLX_PARAMS_HASH_CHUNK)
     hash = rlx_params_hash (params, self->model->n_params);
+  /* the outer state beside it, when it belongs to these parameters */
+  {
+    g_autofree char *data = NULL;
+    gsize len = 0;
+    g_autoptr(RlxOuterState) st = NULL;
+    g_autoptr(GError) oerr = NULL;
+
+    if (g_file_get_contents (self->outer_path, &data, &len, NULL))
+      {
+        st = rlx_outer_state_parse ((const guint8 *) data, len, self->model->n_params, &oerr);
+        if (st == NULL)
+          g_warning ("%s is not used: %s", self->outer_path, oerr->message);
+        else if (rlx_params_hash (st->params, st->n) != hash)
+          g_warning ("%s is not used: it belongs to other parameters than %s",
+                     self->outer_path, self->path);
+        else
+          out->momentum = g_steal_pointer (&st->mom);
+      }
+  }
   out->params = g_steal_pointer (&params);
   out->step = step;
   out->hash = hash;
@@ -204,6 +240,19 @@ write_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *ca
   Save *s = task_data;
   GError *error = NULL;
 
+  /* the outer state first (each file lands whole: write and rename); the
+   * loader pairs them by θ's hash */
+  if (s->outer != NULL)
+    {
+      if (!g_file_set_contents (s->outer_path, g_bytes_get_data (s->outer, NULL),
+                                (gssize) g_bytes_get_size (s->outer), &error))
+        {
+          g_task_return_error (task, error);
+          return;
+        }
+    }
+  else
+    (void) g_unlink (s->outer_path);
   if (rlx_safetensors_write (s->path, s->model, s->params, s->metadata, &error))
     g_task_return_boolean (task, TRUE);
   else
@@ -244,8 +293,12 @@ static void
 copy_params (const float *params, gsize n, gpointer data)
 {
   Save *s = data;
+  const float *m = s->queue ? rlx_compute_queue_momentum_w (s->queue) : NULL;
 
   s->params = g_memdup2 (params, n * sizeof (float));
+  /* (on the worker, which holds the momentum of the same moment) */
+  if (m != NULL && s->settings.h > 0)
+    s->momentum = g_memdup2 (m, n * sizeof (float));
 }
 
 /* The replica dropped the read (a snapshot replaced the state first). */
@@ -277,6 +330,21 @@ on_copied (RlxReplica *replica, gboolean ok, gpointer user_data)
                        g_strdup_printf ("%" G_GSIZE_FORMAT, RLX_PARAMS_HASH_CHUNK));
   g_hash_table_insert (s->metadata, "seed",
                        g_strdup_printf ("%" G_GUINT64_FORMAT, rlx_replica_get_seed (replica)));
+  if (s->momentum != NULL && s->params != NULL)
+    {
+      g_autoptr(GError) oerr = NULL;
+      g_autoptr(RlxOuterState) st = rlx_outer_state_new (s->params, s->model->n_params,
+                                                         s->settings.lr, s->settings.momentum,
+                                                         s->precision, s->settings.h, &oerr);
+      if (st != NULL)
+        {
+          memcpy (st->mom, s->momentum, s->model->n_params * sizeof (float));
+          st->round = s->step;
+          s->outer = rlx_outer_state_write (st, FALSE);
+        }
+      else
+        g_warning ("the outer state is not saved: %s", oerr->message);
+    }
   s->handed = TRUE;
   g_task_set_task_data (task, s, save_free);
   g_task_run_in_thread (task, write_thread);
@@ -296,9 +364,22 @@ save_now (RlxCheckpointer *self, RlxReplica *replica, double lr)
   s->self = g_object_ref (self);
   s->model = self->model;
   s->path = g_strdup (self->path);
+  s->outer_path = g_strdup (self->outer_path);
+  s->queue = self->queue;
+  s->settings = self->outer;
+  s->precision = self->outer_precision;
   s->metadata = md;
   self->busy = TRUE;
   rlx_replica_read (replica, copy_params, s, save_dropped, on_copied, s);
+}
+
+void
+rlx_checkpointer_set_outer (RlxCheckpointer *self, RlxComputeQueue *queue,
+                            const RlxOuterSettings *settings, RlxPrecision precision)
+{
+  self->queue = queue;
+  self->outer = *settings;
+  self->outer_precision = precision;
 }
 
 void

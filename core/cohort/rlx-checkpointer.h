@@ -18,11 +18,14 @@
 
 #include <gio/gio.h>
 #include "core/cohort/rlx-replica.h"
+#include "core/cohort/rlx-compute-queue.h"
 
 G_BEGIN_DECLS
 
 typedef struct {
   float  *params;         /* n_params floats, owned by the caller */
+  float  *momentum;       /* the outer momentum (n_params floats, owned by the caller), or
+                           * NULL: the checkpoint has no outer state */
   guint64 step, hash, seed;
   guint   epoch, pos;
 } RlxCheckpoint;
@@ -45,6 +48,16 @@ const char      *rlx_checkpointer_get_path (RlxCheckpointer *self);
  * (another model or dataset, broken, inconsistent metadata). */
 gboolean         rlx_checkpointer_load  (RlxCheckpointer *self, RlxCheckpoint *out,
                                          GError **error);
+/* The outer mode's state beside the parameters: when the compute worker of
+ * @queue holds an outer momentum at the moment the parameters are copied
+ * out, it is saved too — the outer state (rlx-outer.h's serialised form,
+ * with @settings' h, lr and momentum and @precision) in checkpoint.outer
+ * next to the file, written before it; loaded only when its θ hashes as
+ * the checkpoint's parameters do (else, or without one, no momentum). Call
+ * before a save, with the settings in force. */
+void             rlx_checkpointer_set_outer (RlxCheckpointer *self, RlxComputeQueue *queue,
+                                             const RlxOuterSettings *settings,
+                                             RlxPrecision precision);
 /* Save @replica's state (learning rate @lr goes into the metadata). */
 void             rlx_checkpointer_save  (RlxCheckpointer *self, RlxReplica *replica, double lr);
 /* A save is being made or waits to be. */

@@ -822,6 +822,10 @@ typedef struct {
   RlxMsgArray      array;     /* or floats */
   float           *floats;
   guint64          hash;
+  RlxMomentumLoaded done;
+  gpointer         done_data;
+  gboolean         has;            /* out: the worker holds a momentum after it */
+  guint64          loaded;         /* out: its hash */
 } MomentumLoad;
 
 static void
@@ -859,7 +863,18 @@ momentum_load_run (RlxBackend *backend, gpointer data, GError **error)
     rlx_outer_engine_reset (outer_engine (self, backend));
   else
     rlx_outer_engine_load_momentum (outer_engine (self, backend), m);
+  ml->has = TRUE;
+  ml->loaded = rlx_params_hash (rlx_outer_engine_momentum (self->w.outer), n);
   return TRUE;
+}
+
+static void
+momentum_load_done (RlxWorker *worker, gpointer data, const GError *error, gpointer user_data)
+{
+  MomentumLoad *ml = data;
+
+  if (ml->done != NULL)
+    ml->done (ml->has && error == NULL, ml->loaded, ml->done_data);
 }
 
 void
@@ -876,11 +891,15 @@ rlx_compute_queue_load_momentum (RlxComputeQueue *self, const RlxMsgArray *momen
 }
 
 void
-rlx_compute_queue_load_momentum_floats (RlxComputeQueue *self, const float *momentum, gsize n)
+rlx_compute_queue_load_momentum_floats (RlxComputeQueue *self, float *momentum,
+                                        RlxMomentumLoaded done, gpointer user_data)
 {
   MomentumLoad *ml = g_new0 (MomentumLoad, 1);
 
   ml->queue = self;
-  ml->floats = momentum ? g_memdup2 (momentum, n * sizeof (float)) : NULL;
-  rlx_worker_queue (self->worker, momentum_load_run, NULL, ml, momentum_load_free, NULL);
+  ml->floats = momentum;
+  ml->done = done;
+  ml->done_data = user_data;
+  rlx_worker_queue (self->worker, momentum_load_run, momentum_load_done, ml,
+                    momentum_load_free, NULL);
 }

@@ -221,9 +221,12 @@ const float *rlx_compute_queue_momentum_w (RlxComputeQueue *self);
  * replica's load queued before it. */
 void     rlx_compute_queue_load_momentum (RlxComputeQueue *self, const RlxMsgArray *momentum,
                                           guint64 hash);
-/* The same from floats (a checkpoint's; copied). */
-void     rlx_compute_queue_load_momentum_floats (RlxComputeQueue *self, const float *momentum,
-                                                 gsize n);
+/* The same from floats (a checkpoint's; taken); @done (nullable) gets, on
+ * the owner's context, whether the worker holds an outer momentum after it
+ * and its rlx_params_hash. */
+typedef void (*RlxMomentumLoaded) (gboolean has, guint64 hash, gpointer user_data);
+void     rlx_compute_queue_load_momentum_floats (RlxComputeQueue *self, float *momentum,
+                                                 RlxMomentumLoaded done, gpointer user_data);
 
 /* Finishes queued, not yet done. */
 guint    rlx_compute_queue_finishes (RlxComputeQueue *self);

@@ -101,6 +101,7 @@ static const Field checkpoint_f[] = {
 
 static const Field resumed_f[] = {
   U64 (RlxEventResumed, step), HASH (RlxEventResumed, hash), STR (RlxEventResumed, path),
+  F (T_HASH, RlxEventResumed, outer_hash, 0, IF (RlxEventResumed, has_outer)),
 };
 
 static const Field snapshot_f[] = {

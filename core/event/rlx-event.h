@@ -145,6 +145,8 @@ typedef struct {
 typedef struct {
   guint64 step, hash;
   char   *path;
+  gboolean has_outer;     /* the checkpoint carried the outer state: */
+  guint64 outer_hash;     /*   θ and the momentum as resumed (rlx_outer_hash) */
 } RlxEventResumed;
 
 /* snapshot: from (taken) or to (sent), both optional; reason optional */

@@ -371,6 +371,76 @@ test_join_mid_round (void)
   harness_free (h);
 }
 
+/* Checkpoint and resume in the outer mode: the checkpoint written at the
+ * end carries θ and the momentum; a cohort started again resumes both (the
+ * founder's "resumed" event has the outer hash the last round reported,
+ * computed from what its worker holds after loading) and trains on with
+ * equal hashes. */
+static void
+test_checkpoint_resume (void)
+{
+  Harness *h = harness_new ();
+  Node *first[2], *again[2], *founder = NULL;
+  JsonObject *last, *resumed;
+  int e;
+
+  for (guint i = 0; i < 2; i++)
+    {
+      g_autofree char *label = g_strdup_printf ("first%u", i);
+      first[i] = harness_join (h, label, "--cohort", "ock", "--batch", "8", "--steps", "8",
+                               "--wait-members", "2", "--sync", "outer:4",
+                               "--checkpoint-every", "4", NULL);
+    }
+  for (guint i = 0; i < 2; i++)
+    harness_assert_exit_ok (h, first[i], 90000);
+  founder = harness_leader (h, first, 2);
+  harness_wait_event (h, founder, "checkpoint", "step", 8, 1000);
+  last = node_ev (founder, node_step (founder, 8));
+  g_assert_nonnull (ev_str (last, "outer_hash"));
+
+  for (guint i = 0; i < 2; i++)
+    {
+      g_autofree char *label = g_strdup_printf ("again%u", i);
+      again[i] = harness_join (h, label, "--cohort", "ock", "--batch", "8", "--steps", "12",
+                               "--wait-members", "2", "--sync", "outer:4", NULL);
+    }
+  for (guint i = 0; i < 2; i++)
+    harness_assert_exit_ok (h, again[i], 90000);
+  e = node_find_event (again[0], "resumed", 0);
+  if (e < 0)
+    e = node_find_event (again[1], "resumed", 0), founder = again[1];
+  else
+    founder = again[0];
+  if (e < 0)
+    {
+      harness_dump (h);
+      g_error ("no rank resumed the checkpoint");
+    }
+  resumed = node_ev (founder, e);
+  g_assert_cmpint (ev_int (resumed, "step"), ==, 8);
+  g_assert_cmpstr (ev_str (resumed, "hash"), ==, ev_str (last, "hash"));
+  if (g_strcmp0 (ev_str (resumed, "outer_hash"), ev_str (last, "outer_hash")) != 0)
+    {
+      harness_dump (h);
+      g_error ("resumed with outer hash %s; round 8 had %s", ev_str (resumed, "outer_hash"),
+               ev_str (last, "outer_hash"));
+    }
+  for (guint i = 0; i < 2; i++)
+    g_assert_cmpint (node_max_step (again[i]), ==, 12);
+  {
+    Node *both[2] = { again[0], again[1] };
+    for (gint64 s = 9; s <= 12; s++)
+      {
+        int a = node_step (both[0], s), b = node_step (both[1], s);
+        g_assert_cmpint (a, >=, 0);
+        g_assert_cmpint (b, >=, 0);
+        g_assert_cmpstr (ev_str (node_ev (both[0], a), "outer_hash"), ==,
+                         ev_str (node_ev (both[1], b), "outer_hash"));
+      }
+  }
+  harness_free (h);
+}
+
 /* Bad values are refused before anything starts, naming the flag and what
  * it accepts. */
 static void
@@ -427,6 +497,7 @@ main (int argc, char **argv)
   g_test_add_func ("/outer/overlap", test_overlap);
   g_test_add_func ("/outer/kill-leader", test_kill_leader);
   g_test_add_func ("/outer/join-mid-round", test_join_mid_round);
+  g_test_add_func ("/outer/checkpoint-resume", test_checkpoint_resume);
   g_test_add_func ("/outer/bad-flags", test_bad_flags);
   return g_test_run ();
 }

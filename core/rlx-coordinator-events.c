@@ -161,6 +161,7 @@ rlx_coordinator_emit_step (RlxCoordinator *self, guint64 step, guint64 hash, dou
   if (g_get_monotonic_time () - self->roster_synced_at >= G_USEC_PER_SEC / 4)
     rlx_coordinator_roster_sync (self);
   maybe_evaluate (self, step);
+  rlx_coordinator_auto_after_commit (self, n_members);
 }
 
 gboolean

@@ -59,6 +59,7 @@
 G_BEGIN_DECLS
 
 #include "core/cohort/rlx-split.h"
+#include "core/cohort/rlx-sync-auto.h"
 
 #define DISCOVERY_MS        250
 #define FOUND_RETRY_MS      700
@@ -108,6 +109,13 @@ struct _RlxCoordinator {
 
   /* what "done" says about the rounds (core/cohort/rlx-round-stats.h) */
   RlxRoundStats   *stats;
+
+  /* --sync auto (core/rlx-coordinator-auto.c): this node's links as measured,
+   * and when auto chooses; the "links" event last said links_text */
+  RlxSyncAuto     *autosync;
+  guint64          autosync_term;    /* the term auto last chose in */
+  char            *links_text;
+  gint64           links_emitted_at;
 
   /* timers */
   guint            found_id, join_id;
@@ -216,6 +224,13 @@ void rlx_coordinator_notify (RlxCoordinator *self, guint prop);
 void rlx_coordinator_note_backend (RlxCoordinator *self, guint64 host_bytes, guint64 ahead,
                                    guint64 update_ahead);
 void rlx_coordinator_emit_discover (RlxCoordinator *self);
+
+/* --sync auto (rlx-coordinator-auto.c): a ready peer's link is measured
+ * from now on, a lost one's no more; after a commit, the leader chooses
+ * when a choice is due, and every node reports its links ("links") */
+void rlx_coordinator_auto_peer_ready   (RlxCoordinator *self, RlxPeer *p);
+void rlx_coordinator_auto_peer_lost    (RlxCoordinator *self, const char *id);
+void rlx_coordinator_auto_after_commit (RlxCoordinator *self, guint n_members);
 
 /* events */
 /* what the role objects may ask of the coordinator */

@@ -120,6 +120,7 @@ on_peer_ready (RlxPeerSet *set, RlxPeer *p, RlxMsg *hello, gpointer user_data)
     rlx_coordinator_send_join (self, "join");
   if (rlx_leadership_has_member (self->lead, p->id))
     rlx_coordinator_roster_sync (self);
+  rlx_coordinator_auto_peer_ready (self, p);
 out:
   BUSY_END;
 }
@@ -204,6 +205,8 @@ on_peer_lost (RlxPeerSet *set, RlxPeer *p, const char *reason, gpointer user_dat
   gboolean member = rlx_leadership_has_member (self->lead, id);
   RlxRole r = role (self);
   BUSY_BEGIN;
+
+  rlx_coordinator_auto_peer_lost (self, id);
 
   if (r == RLX_ROLE_STOPPED)
     goto out;
@@ -555,6 +558,8 @@ rlx_coordinator_dispose (GObject *object)
   if (self->replica)
     rlx_replica_cancel (self->replica);
   g_clear_pointer (&self->follower, rlx_follower_free);
+  /* the link estimates hold the peers' links */
+  g_clear_pointer (&self->autosync, rlx_sync_auto_free);
   g_clear_object (&self->peers);
   g_clear_object (&self->ckpt);
   g_clear_object (&self->replica);
@@ -570,6 +575,7 @@ rlx_coordinator_finalize (GObject *object)
   g_clear_pointer (&self->snapshots, rlx_snapshots_free);
   g_clear_pointer (&self->stats, rlx_round_stats_free);
   g_clear_pointer (&self->ctx.sync, rlx_sync_state_free);
+  g_clear_pointer (&self->links_text, g_free);
   g_clear_object (&self->lead);
   g_clear_object (&self->cancellable);
   g_clear_pointer (&self->dataset, rlx_dataset_unref);

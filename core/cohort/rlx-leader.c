@@ -734,6 +734,7 @@ rlx_leader_publish (RlxLeader *self, gboolean commit)
           g_autofree guint32 *after = NULL;
           guint after_n = 0;
           const guint32 *perm;
+          const RlxMsgSlot *own_next = own;
 
           /* a frame only when someone is there to receive it; with nobody,
            * the round after the next is named too (before the permutation
@@ -742,9 +743,16 @@ rlx_leader_publish (RlxLeader *self, gboolean commit)
             step_header (self, &m, c, slots, final);
           else if (own != NULL && slots->len == 1 && !rlx_cohort_at_last_step (self->ctx, c + 1))
             after = predicted_own (self, 1, &after_n);
-          perm = own ? rlx_replica_permutation (self->ctx->replica, self->round_epoch) : NULL;
-          queue_finish (self, c, others ? &m : NULL, own ? perm + own->start : NULL,
-                        own ? own->count : 0, after, after_n, &self->round_outer);
+          /* the next own slice is named to the finish only in the same
+           * mode (a GPU computes it behind the finish, as this round's
+           * kind): when auto switches, the next round is another kind of
+           * job (queued below, with its own settings) */
+          if (self->next_outer.h != self->round_outer.h)
+            own_next = NULL;
+          perm = own_next ? rlx_replica_permutation (self->ctx->replica, self->round_epoch)
+                          : NULL;
+          queue_finish (self, c, others ? &m : NULL, own_next ? perm + own_next->start : NULL,
+                        own_next ? own_next->count : 0, after, after_n, &self->round_outer);
         }
       /* Our slice of the next round right behind the finish: the worker
        * goes on with it without waiting for us. */

@@ -22,6 +22,9 @@ typedef struct {
   double  win_bytes[RLX_LINK_ESTIMATES_RATE_WINDOW];
   double  win_us[RLX_LINK_ESTIMATES_RATE_WINDOW];
   guint   win_next, win_n;
+  /* the last round trips of the current source; the estimate is their least */
+  double  rtts[RLX_LINK_ESTIMATES_RTT_WINDOW];
+  guint   rtt_next, rtt_n;
   /* what rlx_link_estimates_mark noted */
   double  mark_rtt_ms, mark_rate;
   /* a watched link */
@@ -149,7 +152,14 @@ rlx_link_estimates_rtt (RlxLinkEstimates *self, const char *id, double rtt_us,
     return;
   if (source == RLX_LINK_RTT_HEARTBEAT && e->pub.rtt_source == RLX_LINK_RTT_QUIC)
     return;
-  e->pub.rtt_ms = rtt_us / 1000.0;
+  if (source != e->pub.rtt_source)
+    e->rtt_n = e->rtt_next = 0;
+  e->rtts[e->rtt_next] = rtt_us / 1000.0;
+  e->rtt_next = (e->rtt_next + 1) % RLX_LINK_ESTIMATES_RTT_WINDOW;
+  e->rtt_n = MIN (e->rtt_n + 1, RLX_LINK_ESTIMATES_RTT_WINDOW);
+  e->pub.rtt_ms = e->rtts[0];
+  for (guint i = 1; i < e->rtt_n; i++)
+    e->pub.rtt_ms = MIN (e->pub.rtt_ms, e->rtts[i]);
   e->pub.rtt_source = source;
 }
 
@@ -264,6 +274,16 @@ rlx_link_estimates_quic_rate (RlxLinkEstimates *self, const char *id, double byt
     return;
   e->pub.quic_bytes_per_s = bytes_per_s;
   update_rate (e);
+}
+
+RlxLink *
+rlx_link_estimates_get_link (RlxLinkEstimates *self, const char *id)
+{
+  Entry *e;
+
+  g_return_val_if_fail (self != NULL, NULL);
+  e = find (self, id, NULL);
+  return e ? e->link : NULL;
 }
 
 gboolean

@@ -8,8 +8,12 @@
  *   round trip   a remote link (QUIC): QUIC's own smoothed RTT; any other
  *                link: the peer set's heartbeat round trip (it echoes the
  *                peer's clock, rlx-peer-set.h), passed in with
- *                rlx_link_estimates_rtt. The latest value wins (both are
- *                smoothed already).
+ *                rlx_link_estimates_rtt. The estimate is the least of the
+ *                last RLX_LINK_ESTIMATES_RTT_WINDOW values from one source:
+ *                both are smoothed already, and both include the time a
+ *                heartbeat or a packet queued behind bulk data on a busy
+ *                link, which the throughput already pays for (the chooser
+ *                adds the two).
  *   throughput   bytes over time of the bulk frames that arrive: when a
  *                bulk frame of S bytes completes at time t_end with the
  *                link's byte counter at B_end, its first bytes arrived at
@@ -54,6 +58,7 @@ G_BEGIN_DECLS
 #define RLX_LINK_ESTIMATES_MIN_FRAME     ((gsize) 64 * 1024)
 #define RLX_LINK_ESTIMATES_MIN_SPAN_US   200
 #define RLX_LINK_ESTIMATES_RATE_WINDOW   8u
+#define RLX_LINK_ESTIMATES_RTT_WINDOW    16u
 #define RLX_LINK_ESTIMATES_RING          128u
 #define RLX_LINK_ESTIMATES_COALESCE_US   250
 #define RLX_LINK_ESTIMATES_MAX_LINKS     1024u
@@ -89,8 +94,8 @@ void     rlx_link_estimates_remove (RlxLinkEstimates *self, const char *id);
 
 /* Feeding (what rlx_link_estimates_watch does for a real link): */
 /* A round trip of @rtt_us from @source. A heartbeat figure never replaces
- * a QUIC one (QUIC's sees every packet). Values ≤ 0 or not finite are
- * ignored. */
+ * a QUIC one (QUIC's sees every packet); a new source starts the window
+ * afresh. Values ≤ 0 or not finite are ignored. */
 void     rlx_link_estimates_rtt    (RlxLinkEstimates *self, const char *id, double rtt_us,
                                     RlxLinkRttSource source);
 /* By monotonic time @when_us the link had received @bytes_total bytes. */
@@ -109,6 +114,8 @@ void     rlx_link_estimates_quic_rate (RlxLinkEstimates *self, const char *id,
  * a remote link QUIC's RTT and delivery rate at each bulk frame. Until
  * rlx_link_estimates_remove or the estimates are freed. */
 void     rlx_link_estimates_watch  (RlxLinkEstimates *self, const char *id, RlxLink *link);
+/* The link watched for @id (NULL: none). */
+RlxLink *rlx_link_estimates_get_link (RlxLinkEstimates *self, const char *id);
 /* Whether @link stays on this host and unshaped (a Unix link of the local
  * bus). */
 gboolean rlx_link_estimates_link_is_local (RlxLink *link);

@@ -137,6 +137,15 @@ rlx_sync_auto_chosen (RlxSyncAuto *self, gint64 now_us)
   self->chosen_step = self->pending_step;
 }
 
+void
+rlx_sync_auto_forget (RlxSyncAuto *self)
+{
+  g_return_if_fail (self != NULL);
+  self->choices = 0;
+  self->chosen_ranks = 0;
+  self->chosen_at = 0;
+}
+
 guint
 rlx_sync_auto_choices (RlxSyncAuto *self)
 {

@@ -63,6 +63,9 @@ gboolean          rlx_sync_auto_due       (RlxSyncAuto *self, gint64 now_us, gui
                                            guint64 exchange_bytes, RlxSyncInputs *inputs);
 /* The inputs of the last rlx_sync_auto_due were chosen from at @now_us. */
 void              rlx_sync_auto_chosen    (RlxSyncAuto *self, gint64 now_us);
+/* Forget the last choice (this node took over as leader, and chose `step`
+ * with nothing measured): the next rlx_sync_auto_due is due once ready. */
+void              rlx_sync_auto_forget    (RlxSyncAuto *self);
 /* Choices made so far. */
 guint             rlx_sync_auto_choices   (RlxSyncAuto *self);
 

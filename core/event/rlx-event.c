@@ -90,6 +90,10 @@ static const Field sync_f[] = {
   STR (RlxEventSync, reason),
 };
 
+static const Field links_f[] = {
+  STR (RlxEventLinks, text), U64 (RlxEventLinks, remote), U64 (RlxEventLinks, local),
+};
+
 static const Field evaluated_f[] = {
   U64 (RlxEventEvaluated, step), DBL (RlxEventEvaluated, accuracy),
   DBL (RlxEventEvaluated, test_loss),
@@ -208,6 +212,7 @@ static const Kind kinds[RLX_EVENT_N_KINDS] = {
   K (RLX_EVENT_LINK_FAILED, "link-failed", link_lost_f),
   K (RLX_EVENT_SYNC, "sync", sync_f),
   K (RLX_EVENT_DIVERGED, "diverged", diverged_f),
+  K (RLX_EVENT_LINKS, "links", links_f),
 };
 
 G_DEFINE_QUARK (rlx-event-read-error-quark, rlx_event_read_error)

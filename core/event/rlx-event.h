@@ -64,6 +64,7 @@ typedef enum {
   RLX_EVENT_LINK_FAILED,     /* "link-failed" */
   RLX_EVENT_SYNC,            /* "sync": the cohort's sync mode as this node runs it */
   RLX_EVENT_DIVERGED,        /* "diverged": a rank's parameters differ from the commit's */
+  RLX_EVENT_LINKS,           /* "links": this node's links as measured (--sync auto) */
   RLX_EVENT_N_KINDS
 } RlxEventKind;
 
@@ -128,6 +129,14 @@ typedef struct {
   double   outer_lr, outer_momentum;
   guint64  fragments;
 } RlxEventSync;
+
+/* links: each of this node's links as measured (core/cohort/rlx-link-estimates.h),
+ * "host-b 24 MB/s, 51 ms; host-c local"; how many stay on this host (local)
+ * and how many do not (remote) */
+typedef struct {
+  char    *text;
+  guint64  remote, local;
+} RlxEventLinks;
 
 /* evaluated */
 typedef struct {
@@ -279,6 +288,7 @@ struct _RlxEvent
     RlxEventLinkLost   link_lost;     /* LINK_DOWN, LINK_FAILED */
     RlxEventSync       sync;
     RlxEventDiverged   diverged;
+    RlxEventLinks      links;
   } u;
 };
 

@@ -135,6 +135,15 @@ test_rtt_and_quic (void)
   rlx_link_estimates_rtt (e, "r", -3, RLX_LINK_RTT_QUIC);
   g_assert_cmpfloat (l->rtt_ms, ==, 50.5);
   g_assert_cmpint (l->rtt_source, ==, RLX_LINK_RTT_QUIC);
+  /* queueing behind bulk data inflates a round trip for a while: the least
+   * of the window stands until the window has only the larger ones */
+  for (guint i = 0; i + 1 < RLX_LINK_ESTIMATES_RTT_WINDOW; i++)
+    rlx_link_estimates_rtt (e, "r", 80000, RLX_LINK_RTT_QUIC);
+  g_assert_cmpfloat (l->rtt_ms, ==, 50.5);
+  rlx_link_estimates_rtt (e, "r", 80000, RLX_LINK_RTT_QUIC);
+  g_assert_cmpfloat (l->rtt_ms, ==, 80.0);
+  rlx_link_estimates_rtt (e, "r", 50500, RLX_LINK_RTT_QUIC);
+  g_assert_cmpfloat (l->rtt_ms, ==, 50.5);
   g_assert_false (rlx_link_estimates_ready (e, 1));
 
   /* QUIC's delivery rate alone makes it ready; the larger of the two wins */
@@ -172,8 +181,7 @@ test_drift (void)
   g_assert_false (rlx_link_estimates_drifted (e, 1.5));
   rlx_link_estimates_rtt (e, "b", 30000, RLX_LINK_RTT_HEARTBEAT);   /* 1/1.67: yes */
   g_assert_true (rlx_link_estimates_drifted (e, 1.5));
-  rlx_link_estimates_rtt (e, "b", 50000, RLX_LINK_RTT_HEARTBEAT);
-  g_assert_false (rlx_link_estimates_drifted (e, 1.5));
+  rlx_link_estimates_mark (e);
   /* the rate halves */
   for (guint i = 0; i < RLX_LINK_ESTIMATES_RATE_WINDOW; i++)
     {

@@ -194,6 +194,14 @@ step_header_for (RlxLeader *self, RlxMsg *m, guint64 commit, guint64 step, guint
    * the commit's (the round being finished) */
   rlx_sync_state_announce (&self->assigned_outer, commit ? self->round_outer.h : 0,
                            &m->u.step);
+  /* A frame that commits the round right before the one it assigns is not
+   * overlapped, whatever the mode now says: the first frame into the
+   * overlapped outer mode (auto switched at this round; the next commit's
+   * frame, publish_overlapped, assigns two rounds on). Announced with lag 1
+   * it broke the frame's rule (commit + 1 + lag = step) and the member
+   * refused it, missed the round and took a snapshot. */
+  if (commit != 0 && commit + 1 == step && m->u.step.lag > 0)
+    m->u.step.lag = 0;
   m->u.step.assign = rlx_msg_slots_new ();
   for (guint i = 0; slots && i < slots->len; i++)
     {

@@ -32,6 +32,24 @@ count (Node *n, const char *name)
   return k;
 }
 
+/* Put the node that founded the cohort (its "joined" says leader) first. */
+static void
+leader_first (Node **n)
+{
+  int e = node_find_event (n[1], "joined", 0);
+
+  if (e >= 0 && g_strcmp0 (ev_str (node_ev (n[1], e), "role"), "leader") == 0)
+    {
+      Node *t = n[0];
+
+      n[0] = n[1];
+      n[1] = t;
+    }
+  e = node_find_event (n[0], "joined", 0);
+  g_assert_cmpint (e, >=, 0);
+  g_assert_cmpstr (ev_str (node_ev (n[0], e), "role"), ==, "leader");
+}
+
 static void
 test_local_bus_keeps_step (void)
 {
@@ -48,6 +66,7 @@ test_local_bus_keeps_step (void)
     }
   for (guint i = 0; i < 2; i++)
     harness_assert_exit_ok (h, n[i], 90000);
+  leader_first (n);
   /* every sync event says step, and why */
   for (e = node_find_event (n[0], "sync", 0); e >= 0; e = node_find_event (n[0], "sync", e + 1))
     {
@@ -101,11 +120,17 @@ test_slow_link_goes_outer (void)
     {
       g_autofree char *label = g_strdup_printf ("slow%u", i);
 
+      /* the collect deadline's floor as the other cohort tests set it on
+       * this loaded machine (a rank descheduled for a second is not the
+       * link's doing); heartbeats and acknowledgements keep their own */
       n[i] = harness_join (h, label, "--cohort", "auto-slow", "--batch", "64", "--steps", "40",
-                           "--wait-members", "2", "--sync", "auto", NULL);
+                           "--wait-members", "2", "--sync", "auto", "--deadline-floor-ms", "5000",
+                           NULL);
     }
   for (guint i = 0; i < 2; i++)
     harness_assert_exit_ok (h, n[i], 180000);
+  /* either may have founded the cohort: n[0] is the leader from here on */
+  leader_first (n);
   leader_id = node_id (n[0]);
   g_assert_nonnull (leader_id);
   /* the leader chose the outer mode, from the link it measured */
@@ -137,7 +162,13 @@ test_slow_link_goes_outer (void)
     if (g_strcmp0 (ev_str (node_ev (n[0], e), "sync"), "outer") == 0)
       {
         outer_rounds++;
-        g_assert_cmpint (ev_int (node_ev (n[0], e), "contributors"), ==, 2);
+        if (ev_int (node_ev (n[0], e), "contributors") != 2)
+          {
+            harness_dump (h);
+            g_error ("outer round %" G_GINT64_FORMAT " had %" G_GINT64_FORMAT " contributors",
+                     ev_int (node_ev (n[0], e), "step"),
+                     ev_int (node_ev (n[0], e), "contributors"));
+          }
       }
   g_assert_cmpuint (outer_rounds, >=, 5);
   /* no false timeouts */

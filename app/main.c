@@ -7,6 +7,7 @@
 #include <glib/gi18n.h>
 #include <locale.h>
 #include <malloc.h>
+#include <signal.h>
 #include <stdio.h>
 
 /* Run from a build tree, the settings schema is compiled beside the app
@@ -123,6 +124,9 @@ main (int argc, char **argv)
   mallopt (M_TRIM_THRESHOLD, 512 << 20);
 
   setlocale (LC_ALL, "");
+  /* a local rank that is gone while the app writes it a command: an error
+   * from the write, not the end of the app */
+  signal (SIGPIPE, SIG_IGN);
   bindtextdomain (RLX_GETTEXT_PACKAGE, localedir && *localedir ? localedir : RLX_LOCALEDIR);
   bind_textdomain_codeset (RLX_GETTEXT_PACKAGE, "UTF-8");
   textdomain (RLX_GETTEXT_PACKAGE);

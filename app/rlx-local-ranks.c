@@ -228,6 +228,8 @@ rlx_local_ranks_spawn_with_invite (RlxLocalRanks *self, const char *cohort, cons
   g_ptr_array_add (argv, g_strdup (node_id));
   /* bounded: ID.jsonl and the ID.jsonl.1 before it (a fast cohort's step
    * lines came to about 700 MB an hour) */
+  /* commands on its stdin: the wire precision, when the app's changes */
+  g_ptr_array_add (argv, g_strdup ("--control-stdin"));
   g_ptr_array_add (argv, g_strdup ("--log-max-bytes"));
   g_ptr_array_add (argv, g_strdup_printf ("%u", self->log_max_bytes));
   for (guint i = 0; options && options[i]; i++)
@@ -250,8 +252,7 @@ rlx_local_ranks_spawn_with_invite (RlxLocalRanks *self, const char *cohort, cons
       return NULL;
     }
   launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_STDERR_PIPE |
-                                        (invite ? G_SUBPROCESS_FLAGS_STDIN_PIPE
-                                                : G_SUBPROCESS_FLAGS_STDIN_INHERIT));
+                                        G_SUBPROCESS_FLAGS_STDIN_PIPE);
   g_subprocess_launcher_take_stdout_fd (launcher, log_fd);
   g_subprocess_launcher_set_child_setup (launcher, child_setup,
                                          GINT_TO_POINTER ((int) getpid ()), NULL);
@@ -267,7 +268,6 @@ rlx_local_ranks_spawn_with_invite (RlxLocalRanks *self, const char *cohort, cons
       g_autofree char *line = g_strconcat (invite, "\n", NULL);
       GOutputStream *in = g_subprocess_get_stdin_pipe (proc);
       g_output_stream_write_all (in, line, strlen (line), NULL, NULL, NULL);
-      g_output_stream_close (in, NULL, NULL);
       memset (line, 0, strlen (line));
     }
 
@@ -281,6 +281,29 @@ rlx_local_ranks_spawn_with_invite (RlxLocalRanks *self, const char *cohort, cons
   g_data_input_stream_read_line_async (c->err, G_PRIORITY_DEFAULT, NULL, on_err_line, c);
   g_object_notify_by_pspec (G_OBJECT (self), props[PROP_N_RUNNING]);
   return g_steal_pointer (&node_id);
+}
+
+void
+rlx_local_ranks_set_precision (RlxLocalRanks *self, const char *precision)
+{
+  g_autofree char *line = NULL;
+
+  g_return_if_fail (RLX_IS_LOCAL_RANKS (self));
+  g_return_if_fail (precision != NULL);
+
+  line = g_strdup_printf ("precision %s\n", precision);
+  for (guint i = 0; i < self->children->len; i++)
+    {
+      Child *c = g_ptr_array_index (self->children, i);
+      GOutputStream *in = c->exited || c->stopping ? NULL : g_subprocess_get_stdin_pipe (c->proc);
+      g_autoptr(GError) error = NULL;
+
+      /* a few bytes into a pipe the rank reads all along: never blocks (and
+       * if it ever would, the rank misses this change and says so) */
+      if (in && g_pollable_output_stream_write_nonblocking (G_POLLABLE_OUTPUT_STREAM (in), line,
+                                                            strlen (line), NULL, &error) < 0)
+        g_message ("could not tell local rank %s its new precision: %s", c->node_id, error->message);
+    }
 }
 
 static gboolean

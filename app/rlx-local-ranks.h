@@ -60,6 +60,11 @@ char          *rlx_local_ranks_spawn_with_invite (RlxLocalRanks      *self,
                                                   const char * const *options,
                                                   GError            **error);
 
+/* Tell every running child to use wire precision @precision ("f16", …)
+ * from its next message (a line on its stdin: rlx-rank join
+ * --control-stdin); ranks started later get it with their options. */
+void           rlx_local_ranks_set_precision (RlxLocalRanks *self, const char *precision);
+
 /* Stop every child: SIGTERM, SIGKILL after @grace_ms. Completes when all
  * have exited (at once when none runs). */
 void           rlx_local_ranks_stop_async   (RlxLocalRanks      *self,

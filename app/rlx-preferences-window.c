@@ -22,6 +22,7 @@ struct _RlxPreferencesWindow
   GtkSpinButton        *seed_spin;
   GtkSpinButton        *evaluate_spin;
   GtkSwitch            *log_switch;
+  GtkSwitch            *local_ranks_switch;
   AdwPreferencesGroup  *network_group;
   GtkSwitch            *host_switch;
   GtkSpinButton        *port_spin;
@@ -156,6 +157,8 @@ rlx_preferences_window_new (GSettings *settings, gboolean locked)
   g_settings_bind (settings, "evaluate-every", self->evaluate_spin, "value",
                    G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (settings, "log-scale", self->log_switch, "active", G_SETTINGS_BIND_DEFAULT);
+  g_settings_bind (settings, "precision-local-ranks", self->local_ranks_switch, "active",
+                   G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (settings, "host", self->host_switch, "active", G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (settings, "host-port", self->port_spin, "value", G_SETTINGS_BIND_DEFAULT);
   g_object_bind_property (self->host_switch, "active", self->port_spin, "sensitive",
@@ -181,6 +184,7 @@ rlx_preferences_window_dispose (GObject *object)
       g_settings_unbind (self->seed_spin, "value");
       g_settings_unbind (self->evaluate_spin, "value");
       g_settings_unbind (self->log_switch, "active");
+      g_settings_unbind (self->local_ranks_switch, "active");
       g_settings_unbind (self->host_switch, "active");
       g_settings_unbind (self->port_spin, "value");
     }
@@ -240,6 +244,7 @@ rlx_preferences_window_class_init (RlxPreferencesWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, seed_spin);
   gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, evaluate_spin);
   gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, log_switch);
+  gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, local_ranks_switch);
   gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, network_group);
   gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, host_switch);
   gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, port_spin);

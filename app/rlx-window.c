@@ -853,11 +853,27 @@ on_training_page (GtkStack *stack, GParamSpec *pspec, RlxWindow *self)
   update_actions (self);
 }
 
+/* The dropdown says whom it applies to: this node, and (Preferences, on by
+ * default) the local ranks it started. */
+static void
+update_precision_scope (RlxWindow *self)
+{
+  gboolean ranks_too = g_settings_get_boolean (self->settings, "precision-local-ranks");
+
+  gtk_widget_set_tooltip_text (GTK_WIDGET (self->precision_dropdown), ranks_too
+    ? _("Wire precision of this node and of the local ranks it started: what they send "
+        "gradients and updates at, from their next message")
+    : _("Wire precision of this node only: what it sends gradients and updates at, from its "
+        "next message (the local ranks keep theirs; Preferences)"));
+}
+
 static void
 on_precision_selected (GtkDropDown *dropdown, GParamSpec *pspec, RlxWindow *self)
 {
   if (self->node && self->state == STATE_JOINED)
     rlx_node_thread_set_precision (self->node, selected_precision (self));
+  if (self->ranks && g_settings_get_boolean (self->settings, "precision-local-ranks"))
+    rlx_local_ranks_set_precision (self->ranks, rlx_precision_to_string (selected_precision (self)));
 }
 
 static gboolean
@@ -962,6 +978,9 @@ rlx_window_constructed (GObject *object)
                                 set_precision_index, NULL, NULL);
   g_signal_connect (self->precision_dropdown, "notify::selected",
                     G_CALLBACK (on_precision_selected), self);
+  g_signal_connect_swapped (self->settings, "changed::precision-local-ranks",
+                            G_CALLBACK (update_precision_scope), self);
+  update_precision_scope (self);
   g_settings_bind (self->settings, "log-scale", self, "log-scale", G_SETTINGS_BIND_DEFAULT);
   g_object_bind_property (self, "log-scale", self->chart, "log-scale", G_BINDING_SYNC_CREATE);
   g_settings_bind (self->settings, "smoothing", self->chart, "smoothing", G_SETTINGS_BIND_DEFAULT);

@@ -47,6 +47,7 @@
 #include "core/wire/rlx-wire.h"
 
 #include <errno.h>
+#include <gio/gunixinputstream.h>
 #include <glib-unix.h>
 #include <malloc.h>
 #include <math.h>
@@ -69,6 +70,9 @@ typedef struct {
   const char     *partition_file;
   char          **partition_group;   /* our line of FILE while it exists, else NULL */
   guint           partition_id;
+  /* --control-stdin: commands from the app that started this rank */
+  GDataInputStream *control;
+  GCancellable     *control_cancel;
 } JoinState;
 
 /* A string field for a person: "?" when there is none. */
@@ -301,6 +305,44 @@ on_precision_signal (gpointer user_data)
   return G_SOURCE_CONTINUE;
 }
 
+/* --control-stdin (the app's local ranks): one command a line on standard
+ * input, from the app that started this rank and follows its wire
+ * precision: "precision P" (f32, f16, f8e4m3, f8e5m2). The parent is the
+ * only writer; end of input ends the commands, not the rank. */
+static void read_control (JoinState *st);
+
+static void
+on_control_line (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  JoinState *st = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *line = g_data_input_stream_read_line_finish_utf8 (G_DATA_INPUT_STREAM (source),
+                                                                    result, NULL, &error);
+  RlxPrecision p;
+
+  if (line == NULL)
+    return;   /* end of input, cancelled, or not text */
+  g_strstrip (line);
+  if (g_str_has_prefix (line, "precision ") &&
+      rlx_precision_from_string (line + strlen ("precision "), &p, NULL))
+    {
+      RlxCoordinator *c = rlx_node_get_coordinator (st->node);
+      if (c != NULL)
+        rlx_coordinator_set_precision (c, p);   /* a "precision" event reports it */
+    }
+  else if (*line != '\0')
+    g_printerr ("rlx-rank join: --control-stdin: unknown command \"%.60s\" "
+                "(expected: precision f32|f16|f8e4m3|f8e5m2)\n", line);
+  read_control (st);
+}
+
+static void
+read_control (JoinState *st)
+{
+  g_data_input_stream_read_line_async (st->control, G_PRIORITY_DEFAULT, st->control_cancel,
+                                       on_control_line, st);
+}
+
 /* Test switch --fault-partition FILE: while FILE exists, each of its lines
  * is a group of node ids that can reach each other; links to a node of
  * another group are closed (or refused as they come), as if the network
@@ -370,7 +412,7 @@ rlx_cmd_join (int argc, char **argv)
   g_autofree char *slow_s = NULL, *inf_s = NULL, *hash_s = NULL, *eval_s = NULL;
   g_autofree char *stall_s = NULL, *die_s = NULL, *partition_s = NULL, *log_max_s = NULL;
   g_autofree char *sync_s = NULL, *outer_lr_s = NULL, *outer_mom_s = NULL;
-  gboolean join_only = FALSE, show_invite = FALSE;
+  gboolean join_only = FALSE, show_invite = FALSE, control_stdin = FALSE;
   g_autofree char *invite_out = NULL;
   GOptionEntry entries[] = {
     { "local", 0, 0, G_OPTION_ARG_NONE, &local, "the cohort on this machine (the local bus; the default)", NULL },
@@ -393,6 +435,7 @@ rlx_cmd_join (int argc, char **argv)
     { "wait-members", 0, 0, G_OPTION_ARG_STRING, &wait_s, "a founder waits for N members before the first step (default 1)", "N" },
     { "checkpoint-every", 0, 0, G_OPTION_ARG_STRING, &ckpt_s, "the leader checkpoints every K steps (default 100; 0: only at the end)", "K" },
     { "threads", 0, 0, G_OPTION_ARG_STRING, &threads_s, "BLAS threads of this rank's CPU backend", "N" },
+    { "control-stdin", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &control_stdin, "read commands (\"precision P\") from standard input, after an invite given with --invite - (the app's local ranks)", NULL },
     { "log-max-bytes", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &log_max_s, "with --json into a file: past N bytes it becomes FILE.1 and a new FILE starts (the app's local ranks)", "N" },
     { "evaluate", 0, 0, G_OPTION_ARG_NONE, &evaluate_flag, "print the test accuracy when done", NULL },
     { "evaluate-every", 0, 0, G_OPTION_ARG_STRING, &eval_s, "measure the test accuracy every K committed steps (off the main loop)", "K" },
@@ -589,9 +632,21 @@ rlx_cmd_join (int argc, char **argv)
   sigusr1_id = g_unix_signal_add (SIGUSR1, on_precision_signal, &st);
   signal (SIGPIPE, SIG_IGN);
 
+  if (control_stdin)
+    {
+      g_autoptr(GInputStream) in = g_unix_input_stream_new (STDIN_FILENO, FALSE);
+      st.control = g_data_input_stream_new (in);
+      st.control_cancel = g_cancellable_new ();
+      read_control (&st);
+    }
+
   rlx_node_start_async (node, NULL, on_started, &st);
   g_main_loop_run (loop);
 
+  if (st.control_cancel)
+    g_cancellable_cancel (st.control_cancel);
+  g_clear_object (&st.control);
+  g_clear_object (&st.control_cancel);
   g_source_remove (sigint_id);
   g_source_remove (sigterm_id);
   g_source_remove (sigusr1_id);

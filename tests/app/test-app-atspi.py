@@ -5,7 +5,8 @@ tests/app/meson.build and shared/GUI-TESTING.md).
 
 train:  start rlx-cluster; press Join Cohort, then Add Local Rank twice; let
         the three ranks train; switch the wire precision dropdown to f8 E4M3
-        with the keyboard; read the roster's three rows and check each one
+        with the keyboard (the local ranks follow); read the roster's three
+        rows and check each one
         against the ranks' own event streams (the local ranks' JSON logs),
         and the banner above them against the ranks' fallback reasons (one
         shared by all is said there once, the rows show a short tag);
@@ -456,8 +457,10 @@ def test_train(tmp):
                 raise Failure(f"row of {node} says backend {row[2][0]}, the rank says {j['backend']}")
             if row[3] != shown(j.get("fallback", "")):
                 raise Failure(f"row of {node} says fallback {row[3]}, the rank says {j.get('fallback')!r}")
-            if row[4] != ["f32"]:
-                raise Failure(f"row of {node} says precision {row[4]}, the rank joined at f32")
+            # joined at f32, the local ranks follow the app's Wire dropdown
+            if row[4] != ["f8 E4M3"]:
+                raise Failure(f"row of {node} says precision {row[4]}: the local ranks follow the "
+                              f"app's switch to f8 E4M3")
             # and the rank saw this node as the others do
             seen = [e for e in logs[node] if e.get("event") == "member-joined" and e.get("node") == app_id]
             if seen:

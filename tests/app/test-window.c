@@ -475,6 +475,82 @@ test_saving_window (void)
   g_object_unref (panel);
 }
 
+/* the precision the roster shows for the rank that is not this node */
+static char *
+other_precision (RlxNodeThread *node)
+{
+  GListModel *roster = rlx_node_thread_get_roster (node);
+
+  for (guint i = 0; roster && i < g_list_model_get_n_items (roster); i++)
+    {
+      g_autoptr(RlxRosterEntry) e = g_list_model_get_item (roster, i);
+      if (!rlx_roster_entry_get_is_self (e))
+        return g_strdup (rlx_roster_entry_get_precision (e));
+    }
+  return NULL;
+}
+
+static gboolean
+other_row_says (gpointer data)
+{
+  RowWait *w = data;
+  g_autofree char *p = other_precision (w->node);
+  return g_strcmp0 (p, w->precision) == 0;
+}
+
+/* The Wire dropdown changes this machine's local ranks too (while
+ * Preferences says so, the default), and only this node once it does not;
+ * its tooltip says which. */
+static void
+test_precision_local_ranks (void)
+{
+  g_autoptr(GSettings) settings = g_settings_new (RLX_APP_ID);
+  GtkDropDown *dropdown;
+  RlxNodeThread *node;
+  RlxWindow *window;
+  RowWait row;
+
+  g_settings_set_string (settings, "dataset", "synthetic");
+  g_settings_set_string (settings, "backend", "cpu");
+  g_settings_set_uint (settings, "batch", 8);
+  g_settings_set_string (settings, "precision", "f32");
+  window = rlx_window_new (NULL, "precision-ranks-test");
+  dropdown = rlx_window_get_precision_dropdown (window);
+  gtk_window_present (GTK_WINDOW (window));
+  g_assert_nonnull (strstr (gtk_widget_get_tooltip_text (GTK_WIDGET (dropdown)), "local ranks it started"));
+  rlx_window_join (window);
+  g_assert_true (node_test_wait ((NodeTestPred) window_joined_cb, window, TIMEOUT_MS));
+  rlx_window_add_local_rank (window);
+  g_assert_true (node_test_wait (two_members, window, TIMEOUT_MS));
+  node = rlx_window_get_node (window);
+  row = (RowWait) { node, "f32" };
+  g_assert_true (node_test_wait (other_row_says, &row, TIMEOUT_MS));
+
+  /* f16: this node and the local rank */
+  gtk_drop_down_set_selected (dropdown, 1);
+  row = (RowWait) { node, "f16" };
+  g_assert_true (node_test_wait (self_row_says, &row, TIMEOUT_MS));
+  g_assert_true (node_test_wait (other_row_says, &row, TIMEOUT_MS));
+
+  /* only this node: f8 E5M2 here, the rank stays at f16 */
+  g_settings_set_boolean (settings, "precision-local-ranks", FALSE);
+  g_assert_nonnull (strstr (gtk_widget_get_tooltip_text (GTK_WIDGET (dropdown)), "this node only"));
+  gtk_drop_down_set_selected (dropdown, 3);
+  row = (RowWait) { node, "f8e5m2" };
+  g_assert_true (node_test_wait (self_row_says, &row, TIMEOUT_MS));
+  node_test_spin (1500);   /* the rank would have said so by now */
+  {
+    g_autofree char *p = other_precision (node);
+    g_assert_cmpstr (p, ==, "f16");
+  }
+
+  rlx_window_leave (window);
+  g_assert_true (node_test_wait (state_idle, window, TIMEOUT_MS));
+  gtk_window_destroy (GTK_WINDOW (window));
+  g_settings_reset (settings, "precision-local-ranks");
+  g_settings_reset (settings, "precision");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -485,6 +561,7 @@ main (int argc, char **argv)
   adw_init ();
   g_test_add_func ("/app/precision/dropdown-changes-wire", test_dropdown_changes_wire);
   g_test_add_func ("/app/window/leave-stops-ranks", test_leave_stops_ranks);
+  g_test_add_func ("/app/precision/local-ranks-follow", test_precision_local_ranks);
   g_test_add_func ("/app/preferences/binds-settings", test_preferences);
   g_test_add_func ("/app/preferences/opens-at-top", test_preferences_layout);
   g_test_add_func ("/app/wire/saving-recent-window", test_saving_window);

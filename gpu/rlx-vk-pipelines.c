@@ -21,6 +21,8 @@ static const GemmCfg CFG_WIDE   = { 16, 64, 16, 4, 4 };
 static const GemmCfg CFG_WIDE32 = { 32, 64, 16, 4, 4 };
 /* gemm2.comp's fixed tile (double-buffered, 8×8 per thread, 256 threads) */
 const GemmCfg rlx_vkt_cfg_big2   = { 128, 128, 8, 8, 8 };
+/* gemm_cm.comp's (tensor cores, 8 subgroups of 4×2 16×16 fragments, k 32 deep) */
+const GemmCfg rlx_vkt_cfg_cm     = { 128, 128, 32, 8, 8 };
 
 static guint
 cfg_shared (const GemmCfg *c)
@@ -57,6 +59,7 @@ shader_code (ShaderId id, gsize *size)
       S (SH_ROUND_QUANT, rlx_spv_round_quant)
       S (SH_PARAMS_HASH, rlx_spv_params_hash)
       S (SH_ROUND_LONE, rlx_spv_round_lone)
+      S (SH_GEMM_CM, rlx_spv_gemm_cm)
 #undef S
     case N_SHADERS:
     default:

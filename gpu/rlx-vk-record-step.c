@@ -8,6 +8,7 @@
 #include "rlx-config.h"
 #include "rlx-vk-trainer-private.h"
 
+#include <math.h>
 #include <string.h>
 
 #define SPLIT_MIN_BYTES (4u << 20)   /* parameters large enough to split a step's submission */
@@ -112,6 +113,12 @@ record_dense (Rec *r, guint n)
         rec_split (r, (bt->offset + bt->numel) * sizeof (float));
     }
   rec_softmax (r, n);
+  /* --compute f16: the backward GEMMs' A is a gradient, at most 1/n in
+   * magnitude (the softmax's, and what it makes of it): scaled by
+   * 64·2^⌈log2 n⌉ before it is rounded to f16 — a power of two, undone
+   * exactly by the epilogue — it stays clear of f16's subnormals, far
+   * from its overflow (loss scaling; f32 GEMMs ignore it) */
+  t->f16_scale = ldexpf (64.0f, (int) g_bit_storage (MAX (n, 2u) - 1));
   for (guint l = L; l >= 1; l--)
     {
       const RlxTensorInfo *wt = &m->tensors[2 * (l - 1)], *bt = &m->tensors[2 * (l - 1) + 1];
@@ -125,6 +132,7 @@ record_dense (Rec *r, guint n)
                           dact[l], w[l], 0, r->params, w[l - 1], (guint) wt->offset,
                           dact[l - 1], w[l - 1], 0, act[l - 1], 0, w[l - 1], EPI_MASK);
     }
+  t->f16_scale = 0;
 }
 
 static void

@@ -91,9 +91,15 @@ rlx_vkt_rec_dispatch_v (Rec *r, ShaderId shader, const guint32 *spec, guint n_sp
   {
     /* the binding each shader writes (wire_quant also writes the residual
      * at 2; the wire passes are ordered by barriers of their own) */
-    static const guint writes[N_SHADERS] = {
-      2, 1, 2, 3, 2, 1, 1, 2, 2, 2, 3, 4, 2, 3, 0, 3, 3, 1, 3, 3, 4, 1
+    static const guint writes[] = {
+      2, 1, 2, 3, 2, 1, 1, 2, 2, 2, 3, 4, 2, 3, 0, 3, 3, 1, 3, 3, 4, 1,
+      0 /* round_lone: ordered by its own barriers, as the wire passes */,
+      2 /* gemm_cm */
     };
+    /* one entry per shader: a shader missing here read as writing binding
+     * 0, and what read its output got no barrier (gemm_cm's split-K
+     * partials, read by the reduce before they were written) */
+    G_STATIC_ASSERT (G_N_ELEMENTS (writes) == N_SHADERS);
     guint64 rd = 0, wr = 0;
 
     for (guint i = 0; i < N_BINDINGS; i++)
@@ -125,7 +131,7 @@ rlx_vkt_rec_dispatch_v (Rec *r, ShaderId shader, const guint32 *spec, guint n_sp
       static const char *const names[N_SHADERS] = {
         "gemm", "reduce", "gather", "softmax", "conv1", "maxpool", "im2col", "poolgrad",
         "cnn1", "cnn2", "cnn2w", "cnn1w", "gemm2", "wiresum", "wiremax", "wirequan", "wireappl",
-        "codechk", "roundacc", "roundu", "roundqua", "hash", "roundlon"
+        "codechk", "roundacc", "roundu", "roundqua", "hash", "roundlon", "gemm_cm"
       };
       g_ptr_array_add (r->step->labels,
                        g_strdup_printf ("%-8s %s grid %u×%u×%u", names[shader], r->label, gx, gy, gz));
@@ -219,11 +225,16 @@ rlx_vkt_rec_gemm_ex (Rec *r, guint a_mode, guint b_mode, guint conv_c, guint con
   struct {
     guint32 M, N, K, lda, ldb, ldc, ldd, a_off, b_off, c_off, d_off, k_chunk, c_split, flags;
     float alpha;
+    float a_scale;   /* gemm_cm.comp only (the others' push constants end before it) */
   } pc;
   /* a bias (and ReLU) can be applied by the reduce that adds the partials */
   gboolean split_ok = (flags & ~(EPI_BIAS_COL | EPI_RELU)) == 0 && ldc == N;
-  const GemmCfg *cfg = rlx_vkt_choose_cfg (r->t, M, N, split_ok,
-                                           a_mode <= OP_KC && b_mode <= OP_KC);
+  gboolean plain = a_mode <= OP_KC && b_mode <= OP_KC;
+  /* --compute f16: the tensor cores where rlx_vk_gemm_compute says */
+  gboolean cm = rlx_vk_gemm_compute (r->t->compute, M, N, K, plain) == RLX_VK_COMPUTE_F16;
+  const GemmCfg *cfg = cm ? &rlx_vkt_cfg_cm : rlx_vkt_choose_cfg (r->t, M, N, split_ok, plain);
+  float a_scale = cm && r->t->f16_scale > 0 ? r->t->f16_scale : 1.0f;
+  gsize push_size = cm ? sizeof pc : G_STRUCT_OFFSET (typeof (pc), a_scale);
   ShaderId shader = SH_GEMM;
   guint64 tiles = tiles_of (cfg, M, N);
   guint64 threads = tiles * cfg_threads (cfg);
@@ -232,7 +243,8 @@ rlx_vkt_rec_gemm_ex (Rec *r, guint a_mode, guint b_mode, guint conv_c, guint con
   guint n_spec = conv_c > 0 ? 10 : 8;
   static const char mode_char[] = "TNIC";
 
-  if (split_ok && threads < r->t->tun.fill_threads && K >= 2 * MIN_K_CHUNK)
+  if (split_ok && threads < r->t->tun.fill_threads && K >= 2 * MIN_K_CHUNK &&
+      (!cm || r->t->tun.cm_split))
     {
       splits = (guint) MIN ((r->t->tun.fill_threads + threads - 1) / threads, (guint64) K / MIN_K_CHUNK);
       splits = MIN (splits, MAX_SPLITS);
@@ -249,9 +261,21 @@ rlx_vkt_rec_gemm_ex (Rec *r, guint a_mode, guint b_mode, guint conv_c, guint con
       k_chunk = K;
     }
 
-  g_snprintf (r->label, sizeof r->label, "%ux%ux%u %c%c tile %ux%u split %u", M, N, K,
-              mode_char[a_mode], "NTIC"[b_mode], cfg->bm, cfg->bn, splits);
-  if (cfg == &rlx_vkt_cfg_big2)
+  g_snprintf (r->label, sizeof r->label, "%ux%ux%u %c%c tile %ux%u split %u%s", M, N, K,
+              mode_char[a_mode], "NTIC"[b_mode], cfg->bm, cfg->bn, splits, cm ? " f16" : "");
+  if (cm)
+    {
+      /* 16-byte reads where every offset, leading dimension and
+       * contiguous extent is a multiple of 4 (gemm_cm.comp's VEC) */
+      shader = SH_GEMM_CM;
+      spec[0] = a_mode;
+      spec[1] = b_mode;
+      spec[2] = r->t->tun.cm_vec && a_off % 4 == 0 && b_off % 4 == 0 && lda % 4 == 0 &&
+                ldb % 4 == 0 && (a_mode == OP_KC ? K : M) % 4 == 0 &&
+                (b_mode == OP_KC ? K : N) % 4 == 0;
+      n_spec = 3;
+    }
+  else if (cfg == &rlx_vkt_cfg_big2)
     {
       shader = SH_GEMM2;
       spec[0] = a_mode;
@@ -275,14 +299,14 @@ rlx_vkt_rec_gemm_ex (Rec *r, guint a_mode, guint b_mode, guint conv_c, guint con
   if (splits == 1)
     {
       pc = (typeof (pc)) { M, N, K, lda, ldb, ldc, ldd, a_off, b_off, c_off, d_off,
-                           K, 0, flags, 1.0f };
-      rlx_vkt_rec_dispatch (r, shader, spec, n_spec, A, B, C, D, &pc, sizeof pc,
+                           K, 0, flags, 1.0f / a_scale, a_scale };
+      rlx_vkt_rec_dispatch (r, shader, spec, n_spec, A, B, C, D, &pc, push_size,
                             (N + cfg->bn - 1) / cfg->bn, (M + cfg->bm - 1) / cfg->bm, 1);
       return;
     }
   pc = (typeof (pc)) { M, N, K, lda, ldb, N, ldd, a_off, b_off, 0, d_off,
-                       k_chunk, M * N, 0, 1.0f };
-  rlx_vkt_rec_dispatch (r, shader, spec, n_spec, A, B, &r->t->bufs[B_PART], D, &pc, sizeof pc,
+                       k_chunk, M * N, 0, 1.0f / a_scale, a_scale };
+  rlx_vkt_rec_dispatch (r, shader, spec, n_spec, A, B, &r->t->bufs[B_PART], D, &pc, push_size,
                         (N + cfg->bn - 1) / cfg->bn, (M + cfg->bm - 1) / cfg->bm, splits);
   {
     SumEpi epi = {

@@ -41,6 +41,9 @@ static const guint32 rlx_spv_cnn2w[] =
 static const guint32 rlx_spv_cnn1w[] =
 #include "cnn1w.spv.inc"
 ;
+static const guint32 rlx_spv_gemm_cm[] =
+#include "gemm_cm.spv.inc"
+;
 static const guint32 rlx_spv_gemm2[] =
 #include "gemm2.spv.inc"
 ;

@@ -56,7 +56,7 @@ typedef enum {
   SH_CNN1, SH_CNN2, SH_CNN2W, SH_CNN1W, SH_GEMM2,
   SH_WIRE_SUM, SH_WIRE_MAX, SH_WIRE_QUANT, SH_WIRE_APPLY,
   SH_CODES_CHECK, SH_ROUND_ACC, SH_ROUND_U, SH_ROUND_QUANT, SH_PARAMS_HASH,
-  SH_ROUND_LONE,
+  SH_ROUND_LONE, SH_GEMM_CM,
   N_SHADERS
 } ShaderId;
 
@@ -130,6 +130,8 @@ struct _RlxVkTrainer {
   guint             upload;       /* UPLOAD_*: tun.upload, or wc where there is no BAR */
   guint             max_groups_x; /* the device's x limit, or tun.max_groups_x */
   const GemmCfg    *force_cfg;    /* set while recording one GEMM */
+  float             f16_scale;    /* --compute f16: the A operand's scale (loss scaling) while
+                                   * recording the backward GEMMs; 0 (as 1) otherwise */
   /* resident parameters (rlx_vk_trainer_resident_init) */
   gboolean          resident_ready;
   gboolean          has_f64;      /* shaderFloat64 and shaderInt64, enabled */
@@ -317,6 +319,8 @@ gboolean rlx_vkt_upload (RlxVkTrainer *self, Buf *dst, const void *data, gsize s
 /* gemm2.comp's fixed tile: rlx_vkt_choose_cfg returns this very one to mean
  * "on gemm2.comp". */
 extern const GemmCfg rlx_vkt_cfg_big2;
+/* gemm_cm.comp's tile (--compute f16, rlx_vk_gemm_compute) */
+extern const GemmCfg rlx_vkt_cfg_cm;
 
 /* The pipeline of @shader at @spec, made on first use and kept. */
 VkPipeline     rlx_vkt_get_pipeline (RlxVkTrainer *self, ShaderId shader, const guint32 *spec,

@@ -50,6 +50,9 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
   VkPhysicalDeviceVulkanMemoryModelFeatures vmm = {
     .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES,
     .vulkanMemoryModel = VK_TRUE,
+    /* once the memory model is on, the other shaders' device-scope
+     * barriers (memoryBarrier, the fold of wire-fold.glsl) need it */
+    .vulkanMemoryModelDeviceScope = VK_TRUE,
   };
   VkPhysicalDeviceShaderFloat16Int8Features f16 = {
     .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES,

@@ -204,6 +204,8 @@ rlx_vk_tunables_read (RlxVkTunables *t)
    * against 404 / 513 on gemm.comp's big tile, the data gradient 474
    * against 513: 2.56-2.57M samples/s against 2.50-2.51M */
   t->gemm2 = env_choice ("RLX_VK_GEMM2", off_on, 2, 1, TRUE) == 1;
+  t->cm_vec = env_choice ("RLX_VK_CM_VEC", off_on, 2, 1, TRUE) == 1;
+  t->cm_split = env_choice ("RLX_VK_CM_SPLIT", off_on, 2, 1, TRUE) == 1;
   t->split_submit = env_choice ("RLX_VK_SPLIT_SUBMIT", off_on, 2, 1, TRUE) == 1;
   /* a lone leader's next finish submitted ahead (rlx_vk_trainer_round_expect_alone) */
   t->presub_env = env_choice ("RLX_VK_PRESUBMIT", off_on, 2, 1, TRUE) == 1;
@@ -278,6 +280,11 @@ const RlxVkTunableDoc rlx_vk_tunable_docs[] = {
     "layer's forward before the host has written the other layers)." },
   { "RLX_VK_GEMM2", "1",
     "0: large GEMMs on gemm.comp's big tile instead of gemm2.comp." },
+  { "RLX_VK_CM_VEC", "1",
+    "0: --compute f16's tensor-core GEMM reads its operands element by element, never as "
+    "16-byte vectors." },
+  { "RLX_VK_CM_SPLIT", "1",
+    "0: --compute f16's tensor-core GEMM never splits K across workgroups." },
   { "RLX_VK_GEMM_BIG", "128,128,16,8,4",
     "bm,bn,bk,tm,tn: replaces gemm.comp's big tile." },
   { "RLX_VK_FILL_THREADS", "524288",

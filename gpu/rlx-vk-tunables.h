@@ -41,6 +41,10 @@ typedef struct {
   gboolean cnn_direct;    /* RLX_VK_CNN: fused direct convolutions */
   guint    upload;        /* UPLOAD_*: RLX_VK_UPLOAD (the trainer falls back to wc) */
   gboolean gemm2;         /* large GEMMs on gemm2.comp (RLX_VK_GEMM2=0: not) */
+  gboolean cm_split;      /* ... and splits K across workgroups as the f32 GEMMs do
+                           * (RLX_VK_CM_SPLIT=0: never) */
+  gboolean cm_vec;        /* --compute f16: gemm_cm.comp reads 16-byte vectors where it
+                           * can (RLX_VK_CM_VEC=0: never) */
   gboolean split_submit;  /* RLX_VK_SPLIT_SUBMIT=0: one submission a step */
   gboolean presub_env;    /* RLX_VK_PRESUBMIT=0: never a lone leader's update made ahead */
   gboolean fold_last;     /* passes fold by their last workgroup (RLX_VK_FOLD_LAST=0:

@@ -555,7 +555,7 @@ fill_coop (VkPhysicalDevice phys, RlxVkDeviceInfo *info)
     {
       rlx_vki.GetPhysicalDeviceFeatures2 (phys, &feat);
       info->shader_f16 = f16.shaderFloat16;
-      info->memory_model = vmm.vulkanMemoryModel;
+      info->memory_model = vmm.vulkanMemoryModel && vmm.vulkanMemoryModelDeviceScope;
     }
   if (info->coop_nv && rlx_vki.GetPhysicalDeviceCooperativeMatrixPropertiesNV != NULL)
     {
@@ -880,7 +880,8 @@ rlx_vk_device_compute_check (const RlxVkDeviceInfo *info, RlxVkCompute compute)
                             "--compute f16 needs; use --compute f32", info->name);
   if (!info->memory_model)
     return g_strdup_printf ("%s has cooperative matrices but not the Vulkan memory model "
-                            "(vulkanMemoryModel), which their shaders need; use --compute f32",
+                            "(vulkanMemoryModel with its device scope), which their shaders need; use "
+                            "--compute f32",
                             info->name);
   if (info->subgroup_size != 32)
     return g_strdup_printf ("%s runs subgroups of %u threads; --compute f16's shader is laid "

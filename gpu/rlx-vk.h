@@ -112,7 +112,9 @@ typedef struct {
   gboolean        coop_nv;               /* VK_NV_cooperative_matrix (what our shaders use) */
   gboolean        coop_khr;              /* VK_KHR_cooperative_matrix */
   gboolean        shader_f16;            /* shaderFloat16 */
-  gboolean        memory_model;          /* vulkanMemoryModel (SPV_NV_cooperative_matrix needs it) */
+  gboolean        memory_model;          /* vulkanMemoryModel and its device scope (the NV
+                                          * cooperative matrix's SPIR-V needs the one, the
+                                          * other shaders' device-scope barriers the other) */
   gboolean        shader_bf16;           /* VK_KHR_shader_bfloat16 */
   guint           n_coop;                /* shapes in @coop */
   RlxVkCoopShape  coop[RLX_VK_MAX_COOP_SHAPES];

@@ -2,7 +2,7 @@
 """Samples/s of a local cohort of `rlx-rank join` processes, from the event stream.
 
   cohort-rate.py RLX_RANK --model M --batch B [--precision P] [--steps N]
-                 [--backend SPEC]... [--timeout S] [--skip F] [--label L]
+                 [--backend SPEC]... [--compute C] [--timeout S] [--skip F] [--label L]
 
 One rank per --backend (in that order; the first founds the cohort and waits
 for all of them), each with --batch B as its share of the global batch, on a
@@ -57,6 +57,7 @@ def main():
     ap.add_argument("--precision", default="f32")
     ap.add_argument("--steps", type=int, default=500)
     ap.add_argument("--backend", action="append", default=[])
+    ap.add_argument("--compute", default="f32", help="every rank's --compute")
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--skip", type=float, default=0.2)
     ap.add_argument("--label", default="")
@@ -70,8 +71,11 @@ def main():
     common = ["join", "--local", "--json", "--cohort", "rate", "--model", a.model,
               "--batch", str(a.batch), "--precision", a.precision, "--steps", str(a.steps),
               "--checkpoint-every", "0", "--dataset", "synthetic"]
+    if a.compute != "f32":
+        common += ["--compute", a.compute]
     result = {"label": a.label, "model": a.model, "batch_per_rank": a.batch, "ranks": len(backends),
-              "precision": a.precision, "backends": backends, "steps": a.steps}
+              "precision": a.precision, "compute": a.compute, "backends": backends,
+              "steps": a.steps}
     ranks = []
     ok = False
     try:

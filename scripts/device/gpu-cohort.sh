@@ -64,16 +64,8 @@ TORCH_DEVICE=${RLX_DC_TORCH_DEVICE:-cuda}
 MODELS=${RLX_DC_MODELS:-"mnist-mlp:1024:6000 mnist-cnn:1024:5000 mnist-mlp-xl:4096:400"}
 T0=$(date +%s)
 
-left () { echo $(( BUDGET - ($(date +%s) - T0) )); }
-say () { echo "=== [$(( $(date +%s) - T0 ))s] $*"; }
-# have N: at least N seconds of the budget left, else say what is skipped
-have () {
-  if [ "$(left)" -lt "$1" ]; then
-    say "skipped (out of time, $(left)s left): $2"
-    echo "{\"skipped\": \"$2\"}" >> "$RESULTS"
-    return 1
-  fi
-}
+# left, say, have N WHAT
+. "$(dirname "$0")/budget.sh"
 record () { echo "$1" >> "$RESULTS"; }
 
 say "setup in $PWD; budget ${BUDGET}s"

@@ -6,7 +6,7 @@
 # image (Ubuntu-like, CUDA, python3 + torch) has no GLib, json-glib, OpenBLAS
 # or Vulkan loader of its own:
 #
-#   .devcarry/bin/       rlx-rank, bench-gpu, test-resident, test-round, remote-bench,
+#   .devcarry/bin/       rlx-rank, bench-gpu, test-resident, test-round, test-compute, remote-bench,
 #                        udp-delay-relay, hop-probe, test-wire-simd, test-kernels
 #                        (release build)
 #   .devcarry/lib/       every shared library they load that is not glibc's
@@ -30,6 +30,10 @@
 #
 # Usage: scripts/device/prepare.sh [--no-debs]   (--no-debs: keep the .debs
 # already in .devcarry/gl, for a machine without apt access)
+# RLX_PREP_F16=1: the carry of scripts/device/gpu-f16.sh instead — rlx-rank
+# and test-compute only, no network tools, no validation layer, and
+# Fashion-MNIST in .devcarry/fashion-mnist (the training images as .xz,
+# made once and kept in /tmp): build, data and tree fit the 64 MiB.
 # Idempotent; exits non-zero with a message when a piece is missing.
 set -euo pipefail
 
@@ -52,14 +56,14 @@ if [ ! -f "$build/build.ninja" ]; then
   meson setup "$build" --buildtype=release >/dev/null || die "meson setup $build failed"
 fi
 ninja -C "$build" tools/rlx-rank tests/gpu/bench-gpu tests/gpu/test-resident \
-  tests/gpu/test-round tests/remote/remote-bench tests/remote/udp-delay-relay \
+  tests/gpu/test-round tests/gpu/test-compute tests/remote/remote-bench tests/remote/udp-delay-relay \
   tests/p2p/hop-probe tests/wire/test-wire-simd tests/kernels/test-kernels >/dev/null ||
   die "building in $build failed"
 
 rm -rf "$carry/bin" "$carry/lib" "$carry/use"
 mkdir -p "$carry/bin" "$carry/lib" "$carry/gl"
 cp "$build/tools/rlx-rank" "$build/tests/gpu/bench-gpu" "$build/tests/gpu/test-resident" \
-   "$build/tests/gpu/test-round" "$build/tests/remote/remote-bench" \
+   "$build/tests/gpu/test-round" "$build/tests/gpu/test-compute" "$build/tests/remote/remote-bench" \
    "$build/tests/remote/udp-delay-relay" "$build/tests/p2p/hop-probe" \
    "$build/tests/wire/test-wire-simd" "$build/tests/kernels/test-kernels" "$carry/bin/"
 strip "$carry/bin/"* 2>/dev/null || true
@@ -103,11 +107,13 @@ if [ "$fetch_debs" = 1 ]; then
   (cd "$carry/gl" && apt-get $o download $debs >/dev/null) || die "apt-get download failed"
 fi
 for d in $debs; do
+  # (RLX_PREP_F16 drops the validation layer below, also from an earlier run)
+  [ "${RLX_PREP_F16:-0}" = 1 ] && [ "$d" = vulkan-validationlayers ] && continue
   ls "$carry/gl/${d}_"*.deb >/dev/null 2>&1 || die "$carry/gl has no $d .deb"
 done
 
 # 5. the wrappers: only our programs get our libraries
-for p in rlx-rank bench-gpu test-resident test-round remote-bench udp-delay-relay hop-probe \
+for p in rlx-rank bench-gpu test-resident test-round test-compute remote-bench udp-delay-relay hop-probe \
          test-wire-simd test-kernels; do
   cat > "$carry/$p" <<EOF
 #!/bin/sh
@@ -166,6 +172,23 @@ LD_LIBRARY_PATH="$check" "$carry/bin/rlx-rank" --help >/dev/null 2>&1 ||
   { rm -rf "$check"; die "$carry/rlx-rank does not run"; }
 rm -rf "$check"
 
+# 8. RLX_PREP_F16=1: trimmed to what gpu-f16.sh needs, with the data
+if [ "${RLX_PREP_F16:-0}" = 1 ]; then
+  (cd "$carry" && rm -rf net bin/bench-gpu bin/test-resident bin/test-round bin/remote-bench \
+     bin/udp-delay-relay bin/hop-probe bin/test-wire-simd bin/test-kernels bench-gpu test-resident \
+     test-round remote-bench udp-delay-relay hop-probe test-wire-simd test-kernels \
+     gl/vulkan-validationlayers_*.deb)
+  fm=${RLX_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
+  [ -f "$fm/train-images-idx3-ubyte.gz" ] || die "no Fashion-MNIST in $fm (apt install dataset-fashion-mnist)"
+  rm -rf "$carry/fashion-mnist"
+  mkdir -p "$carry/fashion-mnist"
+  xzc=/tmp/rlx-prep-train-images-idx3-ubyte.xz
+  [ -s "$xzc" ] || zcat "$fm/train-images-idx3-ubyte.gz" | xz -9e -T0 > "$xzc"
+  cp "$xzc" "$carry/fashion-mnist/train-images-idx3-ubyte.xz"
+  zcat "$fm/t10k-images-idx3-ubyte.gz" | xz -9e -T0 > "$carry/fashion-mnist/t10k-images-idx3-ubyte.xz"
+  cp "$fm/train-labels-idx1-ubyte.gz" "$fm/t10k-labels-idx1-ubyte.gz" "$carry/fashion-mnist/"
+fi
+
 {
   echo "commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!.devcarry' || echo ' (with local changes)')"
   echo "built $(date -u +%FT%TZ) on $(. /etc/os-release; echo "$PRETTY_NAME"), $build (release)"
@@ -178,5 +201,12 @@ tree_kib=$(git ls-files -z --cached --others --exclude-standard | du -ck --files
            tail -1 | cut -f1)
 total_mib=$(( (carry_kib + tree_kib) / 1024 ))
 echo "prepare.sh: $carry is $(( carry_kib / 1024 )) MiB, the tree $(( tree_kib / 1024 )) MiB: ${total_mib} MiB of the 64 MiB a call may send"
-[ "$total_mib" -lt 62 ] || die "over the device tool's 64 MiB limit"
-echo "prepare.sh: ready. Device call: command 'bash scripts/device/gpu-cohort.sh', carry [\"$carry\"], kind nvidia-h200-x2, timeout_s 600"
+# (the f16 carry was sent at 63 MiB with the tree: its margin is smaller)
+limit=62
+[ "${RLX_PREP_F16:-0}" = 1 ] && limit=64
+[ "$total_mib" -lt "$limit" ] || die "over the device tool's 64 MiB limit"
+if [ "${RLX_PREP_F16:-0}" = 1 ]; then
+  echo "prepare.sh: ready. Device call: command 'RLX_F16_VALIDATE=0 bash scripts/device/gpu-f16.sh', carry [\"$carry\"], kind nvidia-h200, timeout_s 600"
+else
+  echo "prepare.sh: ready. Device call: command 'bash scripts/device/gpu-cohort.sh', carry [\"$carry\"], kind nvidia-h200-x2, timeout_s 600"
+fi

@@ -1008,7 +1008,7 @@ rlx_loss_chart_init (RlxLossChart *self)
   gtk_widget_set_focusable (GTK_WIDGET (self), TRUE);
   gtk_widget_set_hexpand (GTK_WIDGET (self), TRUE);
   gtk_widget_set_vexpand (GTK_WIDGET (self), TRUE);
-  gtk_widget_set_size_request (GTK_WIDGET (self), 320, 200);
+  gtk_widget_set_size_request (GTK_WIDGET (self), 320, 120);
   gtk_accessible_update_property (GTK_ACCESSIBLE (self),
                                   GTK_ACCESSIBLE_PROPERTY_LABEL, _("Loss chart"),
                                   GTK_ACCESSIBLE_PROPERTY_DESCRIPTION, _("No steps yet"),

@@ -551,6 +551,41 @@ test_precision_local_ranks (void)
   g_settings_reset (settings, "precision");
 }
 
+static gboolean
+mapped (gpointer widget)
+{
+  return gtk_widget_get_mapped (widget);
+}
+
+/* At 800×600 the empty page's Join Cohort button is on screen, whole
+ * (the full-size status page pushed it off the bottom). */
+static void
+test_small_window (void)
+{
+  RlxWindow *window = rlx_window_new (NULL, "small-test");
+  g_autoptr(GPtrArray) buttons = g_ptr_array_new ();
+  GtkWidget *button = NULL;
+  graphene_rect_t b;
+
+  /* the empty page's Join Cohort: the pill-shaped one */
+  find_descendants (GTK_WIDGET (window), GTK_TYPE_BUTTON, buttons);
+  for (guint i = 0; i < buttons->len; i++)
+    if (gtk_widget_has_css_class (buttons->pdata[i], "pill") &&
+        g_strcmp0 (gtk_actionable_get_action_name (buttons->pdata[i]), "win.join") == 0)
+      button = buttons->pdata[i];
+  g_assert_nonnull (button);
+
+  gtk_window_set_default_size (GTK_WINDOW (window), 800, 600);
+  gtk_window_present (GTK_WINDOW (window));
+  g_assert_true (node_test_wait (mapped, button, TIMEOUT_MS));
+  node_test_spin (300);   /* allocated */
+  g_assert_cmpint (gtk_widget_get_height (GTK_WIDGET (window)), <=, 600);
+  g_assert_true (gtk_widget_compute_bounds (button, GTK_WIDGET (window), &b));
+  g_assert_cmpfloat (b.origin.y, >=, 0);
+  g_assert_cmpfloat (b.origin.y + b.size.height, <=, gtk_widget_get_height (GTK_WIDGET (window)));
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -562,6 +597,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/precision/dropdown-changes-wire", test_dropdown_changes_wire);
   g_test_add_func ("/app/window/leave-stops-ranks", test_leave_stops_ranks);
   g_test_add_func ("/app/precision/local-ranks-follow", test_precision_local_ranks);
+  g_test_add_func ("/app/window/800x600", test_small_window);
   g_test_add_func ("/app/preferences/binds-settings", test_preferences);
   g_test_add_func ("/app/preferences/opens-at-top", test_preferences_layout);
   g_test_add_func ("/app/wire/saving-recent-window", test_saving_window);

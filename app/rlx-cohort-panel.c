@@ -2,6 +2,8 @@
 #include "rlx-config.h"
 #include "rlx-cohort-panel.h"
 #include "rlx-events-view.h"
+#include "rlx-sparkline.h"
+#include "core/rlx-coordinator.h"
 
 #include <glib/gi18n.h>
 
@@ -12,6 +14,10 @@ struct _RlxCohortPanel
   GtkImage    *light_icon;
   GtkLabel    *light_label;
   GtkLabel    *ranks_label;
+  GtkGrid     *rates;
+  GListModel  *roster;
+  GHashTable  *lines;        /* node id → RateLine* */
+  guint        next_row;
   GtkListView *marks;
   GtkWidget   *marks_empty;
   RlxTimeline *timeline;
@@ -19,6 +25,106 @@ struct _RlxCohortPanel
 };
 
 G_DEFINE_FINAL_TYPE (RlxCohortPanel, rlx_cohort_panel, GTK_TYPE_WIDGET)
+
+/* One rank's row in the rates grid. */
+typedef struct {
+  GtkWidget *name, *line, *value;
+  gboolean   seen;
+} RateLine;
+
+static void
+rate_line_free (gpointer p)
+{
+  g_free (p);
+}
+
+static char *
+rate_text (double v)
+{
+  if (v >= 1e6)
+    return g_strdup_printf ("%.1f M/s", v / 1e6);
+  if (v >= 1e3)
+    return g_strdup_printf ("%.0f k/s", v / 1e3);
+  return g_strdup_printf ("%.0f /s", v);
+}
+
+void
+rlx_cohort_panel_sample (RlxCohortPanel *self)
+{
+  GHashTableIter it;
+  gpointer key, value;
+  guint n;
+
+  g_return_if_fail (RLX_IS_COHORT_PANEL (self));
+  n = self->roster ? g_list_model_get_n_items (self->roster) : 0;
+  g_hash_table_iter_init (&it, self->lines);
+  while (g_hash_table_iter_next (&it, &key, &value))
+    ((RateLine *) value)->seen = FALSE;
+  for (guint i = 0; i < n; i++)
+    {
+      g_autoptr(RlxRosterEntry) e = g_list_model_get_item (self->roster, i);
+      const char *id = rlx_roster_entry_get_node_id (e);
+      double speed = rlx_roster_entry_get_speed (e);
+      g_autofree char *text = rate_text (speed);
+      RateLine *l = g_hash_table_lookup (self->lines, id);
+
+      if (l == NULL)
+        {
+          l = g_new0 (RateLine, 1);
+          l->name = gtk_label_new (id);
+          gtk_label_set_xalign (GTK_LABEL (l->name), 0);
+          gtk_label_set_ellipsize (GTK_LABEL (l->name), PANGO_ELLIPSIZE_END);
+          gtk_label_set_max_width_chars (GTK_LABEL (l->name), 18);
+          l->line = rlx_sparkline_new ();
+          gtk_widget_set_hexpand (l->line, TRUE);
+          gtk_accessible_update_property (GTK_ACCESSIBLE (l->line), GTK_ACCESSIBLE_PROPERTY_LABEL,
+                                          id, -1);
+          l->value = gtk_label_new (NULL);
+          gtk_label_set_xalign (GTK_LABEL (l->value), 1);
+          gtk_label_set_width_chars (GTK_LABEL (l->value), 9);
+          gtk_widget_add_css_class (l->value, "numeric");
+          gtk_grid_attach (self->rates, l->name, 0, self->next_row, 1, 1);
+          gtk_grid_attach (self->rates, l->line, 1, self->next_row, 1, 1);
+          gtk_grid_attach (self->rates, l->value, 2, self->next_row, 1, 1);
+          self->next_row++;
+          g_hash_table_insert (self->lines, g_strdup (id), l);
+        }
+      l->seen = TRUE;
+      rlx_sparkline_push (RLX_SPARKLINE (l->line), speed);
+      gtk_label_set_label (GTK_LABEL (l->value), text);
+    }
+  /* ranks that left: their rows go */
+  g_hash_table_iter_init (&it, self->lines);
+  while (g_hash_table_iter_next (&it, &key, &value))
+    {
+      RateLine *l = value;
+      if (l->seen)
+        continue;
+      gtk_grid_remove (self->rates, l->name);
+      gtk_grid_remove (self->rates, l->line);
+      gtk_grid_remove (self->rates, l->value);
+      g_hash_table_iter_remove (&it);
+    }
+  gtk_widget_set_visible (GTK_WIDGET (self->rates), g_hash_table_size (self->lines) > 0);
+}
+
+void
+rlx_cohort_panel_set_roster (RlxCohortPanel *self, GListModel *roster)
+{
+  g_return_if_fail (RLX_IS_COHORT_PANEL (self));
+  g_set_object (&self->roster, roster);
+  rlx_cohort_panel_sample (self);
+}
+
+GtkWidget *
+rlx_cohort_panel_get_sparkline (RlxCohortPanel *self, const char *node_id)
+{
+  RateLine *l;
+
+  g_return_val_if_fail (RLX_IS_COHORT_PANEL (self), NULL);
+  l = g_hash_table_lookup (self->lines, node_id);
+  return l ? l->line : NULL;
+}
 
 void
 rlx_cohort_panel_refresh (RlxCohortPanel *self)
@@ -133,6 +239,8 @@ rlx_cohort_panel_dispose (GObject *object)
   if (self->timeline)
     g_signal_handlers_disconnect_by_data (self->timeline, self);
   g_clear_object (&self->timeline);
+  g_clear_object (&self->roster);
+  g_clear_pointer (&self->lines, g_hash_table_unref);
   gtk_widget_dispose_template (GTK_WIDGET (self), RLX_TYPE_COHORT_PANEL);
   /* GTK 4.8 unparents only the bound children */
   while ((child = gtk_widget_get_first_child (GTK_WIDGET (self))))
@@ -153,6 +261,7 @@ rlx_cohort_panel_class_init (RlxCohortPanelClass *klass)
   gtk_widget_class_bind_template_child (widget_class, RlxCohortPanel, light_icon);
   gtk_widget_class_bind_template_child (widget_class, RlxCohortPanel, light_label);
   gtk_widget_class_bind_template_child (widget_class, RlxCohortPanel, ranks_label);
+  gtk_widget_class_bind_template_child (widget_class, RlxCohortPanel, rates);
   gtk_widget_class_bind_template_child (widget_class, RlxCohortPanel, marks);
   gtk_widget_class_bind_template_child (widget_class, RlxCohortPanel, marks_empty);
   gtk_widget_class_set_layout_manager_type (widget_class, GTK_TYPE_BOX_LAYOUT);
@@ -163,6 +272,8 @@ static void
 rlx_cohort_panel_init (RlxCohortPanel *self)
 {
   gtk_widget_init_template (GTK_WIDGET (self));
+  self->lines = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, rate_line_free);
+  gtk_widget_set_visible (GTK_WIDGET (self->rates), FALSE);
   gtk_orientable_set_orientation (GTK_ORIENTABLE (gtk_widget_get_layout_manager (GTK_WIDGET (self))),
                                   GTK_ORIENTATION_VERTICAL);
   gtk_widget_add_css_class (self->light, "success");

@@ -25,6 +25,13 @@ GtkWidget  *rlx_cohort_panel_new          (void);
 void        rlx_cohort_panel_set_timeline (RlxCohortPanel *self, RlxTimeline *timeline);
 /* Read the light again (the step moved). */
 void        rlx_cohort_panel_refresh      (RlxCohortPanel *self);
+/* Each rank's samples/s as a sparkline: @roster is a GListModel of
+ * RlxRosterEntry (the node thread's mirror; NULL: none). Sample it with
+ * rlx_cohort_panel_sample, once a second. */
+void        rlx_cohort_panel_set_roster   (RlxCohortPanel *self, GListModel *roster);
+void        rlx_cohort_panel_sample       (RlxCohortPanel *self);
+/* The sparkline of @node_id (tests; NULL: none). */
+GtkWidget  *rlx_cohort_panel_get_sparkline (RlxCohortPanel *self, const char *node_id);
 /* What the light says and whether it is the alarm (tests, and the
  * accessible description). */
 const char *rlx_cohort_panel_get_light_text (RlxCohortPanel *self);

@@ -310,6 +310,9 @@ on_ui_tick (gpointer user_data)
     }
   if (++self->ticks % WIRE_EVERY_TICKS == 0)
     rlx_wire_panel_refresh (self->counters);
+  /* the ranks' sparklines: one value a second */
+  if (self->ticks % (1000 / UI_TICK_MS) == 0)
+    rlx_cohort_panel_sample (self->cohort_panel);
   return G_SOURCE_CONTINUE;
 }
 
@@ -388,6 +391,7 @@ finish_join (RlxWindow *self)
   g_clear_pointer (&self->joining_host, g_free);
   gtk_spinner_stop (self->joining_spinner);
   rlx_roster_view_set_model (self->roster_view, rlx_node_thread_get_roster (self->node));
+  rlx_cohort_panel_set_roster (self->cohort_panel, rlx_node_thread_get_roster (self->node));
   rlx_wire_panel_set_node (self->counters, self->node);
   /* the dropdown may have moved while the backend resolved */
   rlx_node_thread_set_precision (self->node, selected_precision (self));
@@ -657,6 +661,7 @@ rlx_window_join (RlxWindow *self)
 
   rlx_loss_chart_clear (self->chart);
   rlx_timeline_clear (self->timeline);
+  rlx_cohort_panel_set_roster (self->cohort_panel, NULL);
   g_array_set_size (self->pending, 0);
   rlx_wire_panel_reset (self->counters);
   self->step = 0;

@@ -7,6 +7,8 @@
 #include "node-test-utils.h"
 #include "rlx-events-view.h"
 #include "rlx-cohort-panel.h"
+#include "rlx-sparkline.h"
+#include "core/cohort/rlx-roster.h"
 
 #include <adwaita.h>
 #include <string.h>
@@ -401,6 +403,53 @@ test_stragglers (void)
   g_object_unref (panel);
 }
 
+/* A sparkline per rank of the roster, one value a sample; a rank that
+ * leaves loses its line; a line keeps the last minute. */
+static void
+test_sparklines (void)
+{
+  g_autoptr(RlxRoster) roster = rlx_roster_new ();
+  RlxCohortPanel *panel = RLX_COHORT_PANEL (g_object_ref_sink (rlx_cohort_panel_new ()));
+  RlxRosterRow rows[2] = {
+    { .node_id = "a", .host = "h", .backend = "cpu", .state = "computing", .speed = 1000 },
+    { .node_id = "b", .host = "h", .backend = "cpu", .state = "computing", .speed = 3000 },
+  };
+  GtkWidget *la, *lb;
+
+  rlx_roster_sync (roster, rows, 2);
+  rlx_cohort_panel_set_roster (panel, G_LIST_MODEL (roster));
+  rlx_roster_set_speed (roster, "a", 1500);
+  rlx_cohort_panel_sample (panel);
+  la = rlx_cohort_panel_get_sparkline (panel, "a");
+  lb = rlx_cohort_panel_get_sparkline (panel, "b");
+  g_assert_nonnull (la);
+  g_assert_nonnull (lb);
+  g_assert_cmpuint (rlx_sparkline_get_n (RLX_SPARKLINE (la)), ==, 2);
+  g_assert_cmpfloat (rlx_sparkline_get (RLX_SPARKLINE (la), 0), ==, 1000);
+  g_assert_cmpfloat (rlx_sparkline_get (RLX_SPARKLINE (la), 1), ==, 1500);
+  g_assert_cmpfloat (rlx_sparkline_get (RLX_SPARKLINE (lb), 1), ==, 3000);
+
+  /* b leaves */
+  rlx_roster_sync (roster, rows, 1);
+  rlx_cohort_panel_sample (panel);
+  g_assert_null (rlx_cohort_panel_get_sparkline (panel, "b"));
+  g_assert_true (rlx_cohort_panel_get_sparkline (panel, "a") == la);
+
+  /* the last minute */
+  for (guint i = 0; i < RLX_SPARKLINE_MAX + 5; i++)
+    {
+      rlx_roster_set_speed (roster, "a", 100 + i);
+      rlx_cohort_panel_sample (panel);
+    }
+  g_assert_cmpuint (rlx_sparkline_get_n (RLX_SPARKLINE (la)), ==, RLX_SPARKLINE_MAX);
+  g_assert_cmpfloat (rlx_sparkline_get (RLX_SPARKLINE (la), RLX_SPARKLINE_MAX - 1), ==,
+                     100 + RLX_SPARKLINE_MAX + 4);
+  g_assert_cmpfloat (rlx_sparkline_get (RLX_SPARKLINE (la), 0), ==, 105);
+  rlx_cohort_panel_set_roster (panel, NULL);
+  g_assert_null (rlx_cohort_panel_get_sparkline (panel, "a"));
+  g_object_unref (panel);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -415,6 +464,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/dashboard/timeline", test_timeline);
   g_test_add_func ("/app/dashboard/hash-light", test_hash_light);
   g_test_add_func ("/app/dashboard/stragglers", test_stragglers);
+  g_test_add_func ("/app/dashboard/sparklines", test_sparklines);
   status = g_test_run ();
   node_test_cleanup ();
   return status;

@@ -21,6 +21,10 @@ struct _RlxPreferencesWindow
   GtkSpinButton        *lr_spin;
   GtkSpinButton        *seed_spin;
   GtkSpinButton        *evaluate_spin;
+  AdwPreferencesGroup  *sync_group;
+  AdwComboRow          *sync_row;
+  AdwActionRow         *sync_h_row;
+  GtkSpinButton        *sync_h_spin;
   GtkSwitch            *log_switch;
   GtkSwitch            *local_ranks_switch;
   AdwPreferencesGroup  *network_group;
@@ -37,6 +41,7 @@ static GParamSpec *props[N_PROPS];
 static const char *const models[] = { "mnist-mlp", "mnist-mlp-xl", "mnist-cnn", NULL };
 static const char *const datasets[] = { "fashion-mnist", "synthetic", NULL };
 static const char *const backends[] = { "auto", "cpu", "vulkan", NULL };
+static const char *const syncs[] = { "auto", "step", "outer", NULL };
 
 static guint
 index_of (const char *const *values, const char *value)
@@ -131,7 +136,26 @@ rlx_preferences_window_set_locked (RlxPreferencesWindow *self, gboolean locked)
   gtk_widget_set_sensitive (GTK_WIDGET (self->steps_group), !locked);
   gtk_widget_set_sensitive (GTK_WIDGET (self->network_group), !locked);
   gtk_widget_set_visible (GTK_WIDGET (self->lock_row), locked);
+  gtk_widget_set_sensitive (GTK_WIDGET (self->sync_group), !locked);
   g_object_notify_by_pspec (G_OBJECT (self), props[PROP_LOCKED]);
+}
+
+/* H means something only in the outer mode */
+static void
+on_sync_selected (RlxPreferencesWindow *self)
+{
+  gtk_widget_set_sensitive (GTK_WIDGET (self->sync_h_row),
+                            adw_combo_row_get_selected (self->sync_row) == 2);
+}
+
+char *
+rlx_preferences_sync_request (GSettings *settings)
+{
+  g_autofree char *mode = g_settings_get_string (settings, "sync");
+
+  if (g_str_equal (mode, "outer"))
+    return g_strdup_printf ("outer:%u", g_settings_get_uint (settings, "sync-h"));
+  return g_steal_pointer (&mode);
 }
 
 GtkWidget *
@@ -156,6 +180,13 @@ rlx_preferences_window_new (GSettings *settings, gboolean locked)
   g_settings_bind (settings, "seed", self->seed_spin, "value", G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (settings, "evaluate-every", self->evaluate_spin, "value",
                    G_SETTINGS_BIND_DEFAULT);
+  g_settings_bind_with_mapping (settings, "sync", self->sync_row, "selected",
+                                G_SETTINGS_BIND_DEFAULT, get_selected, set_selected,
+                                (gpointer) syncs, NULL);
+  g_settings_bind (settings, "sync-h", self->sync_h_spin, "value", G_SETTINGS_BIND_DEFAULT);
+  g_signal_connect_object (self->sync_row, "notify::selected", G_CALLBACK (on_sync_selected),
+                           self, G_CONNECT_SWAPPED);
+  on_sync_selected (self);
   g_settings_bind (settings, "log-scale", self->log_switch, "active", G_SETTINGS_BIND_DEFAULT);
   g_settings_bind (settings, "precision-local-ranks", self->local_ranks_switch, "active",
                    G_SETTINGS_BIND_DEFAULT);
@@ -243,6 +274,10 @@ rlx_preferences_window_class_init (RlxPreferencesWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, lr_spin);
   gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, seed_spin);
   gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, evaluate_spin);
+  gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, sync_group);
+  gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, sync_row);
+  gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, sync_h_row);
+  gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, sync_h_spin);
   gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, log_switch);
   gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, local_ranks_switch);
   gtk_widget_class_bind_template_child (widget_class, RlxPreferencesWindow, network_group);

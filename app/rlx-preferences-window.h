@@ -2,7 +2,8 @@
  *
  * Model, dataset, backend, batch, learning rate and seed are fixed while a
  * node is in a cohort (they are part of its hello), so the window "locks"
- * them while joined and says why. Everything persists in GSettings
+ * them while joined and says why; the synchronisation (`--sync`) too, as
+ * it is fixed when the node starts. Everything persists in GSettings
  * (io.github.rlx.Cluster).
  */
 #pragma once
@@ -21,5 +22,8 @@ void       rlx_preferences_window_set_locked (RlxPreferencesWindow *self, gboole
 
 /* One line that sums up @settings: "MLP on Fashion-MNIST · batch 32 · …". */
 char      *rlx_preferences_describe_setup    (GSettings *settings);
+/* The synchronisation @settings ask for, as `rlx-rank join --sync` takes it:
+ * "auto", "step" or "outer:H" (rlx_sync_parse). */
+char      *rlx_preferences_sync_request      (GSettings *settings);
 
 G_END_DECLS

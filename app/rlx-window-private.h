@@ -9,6 +9,7 @@
 #include "rlx-loss-chart.h"
 #include "rlx-roster-view.h"
 #include "rlx-wire-panel.h"
+#include "rlx-sync-panel.h"
 #include "core/rlx-node-thread.h"
 
 G_BEGIN_DECLS

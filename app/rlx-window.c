@@ -29,6 +29,7 @@
 #include "rlx-config.h"
 #include "rlx-window-private.h"
 #include "rlx-preferences-window.h"
+#include "core/cohort/rlx-sync-policy.h"
 #include "rlx-chart-export.h"
 #include "core/wire/rlx-wire.h"
 #include "core/p2p/rlx-invite.h"
@@ -81,6 +82,7 @@ struct _RlxWindow
   GtkSpinner           *joining_spinner;
   AdwActionRow         *setup_row;
   RlxWirePanel      *counters;
+  RlxSyncPanel      *sync_panel;
   RlxLossChart         *chart;
   RlxRosterView        *roster_view;
   GtkLabel             *loss_summary;
@@ -309,7 +311,10 @@ on_ui_tick (gpointer user_data)
       rlx_cohort_panel_refresh (self->cohort_panel);
     }
   if (++self->ticks % WIRE_EVERY_TICKS == 0)
-    rlx_wire_panel_refresh (self->counters);
+    {
+      rlx_wire_panel_refresh (self->counters);
+      rlx_sync_panel_tick (self->sync_panel, g_get_monotonic_time ());
+    }
   /* the ranks' sparklines: one value a second */
   if (self->ticks % (1000 / UI_TICK_MS) == 0)
     rlx_cohort_panel_sample (self->cohort_panel);
@@ -414,6 +419,7 @@ on_node_event (RlxNodeThread *node, RlxEvent *event, RlxWindow *self)
     }
 
   rlx_timeline_add_event (self->timeline, event, rlx_node_thread_get_node_id (node));
+  rlx_sync_panel_add_event (self->sync_panel, event, g_get_monotonic_time ());
   switch (event->kind)
     {
     case RLX_EVENT_STEP:
@@ -600,7 +606,7 @@ rlx_window_join (RlxWindow *self)
 {
   g_autoptr(GError) error = NULL;
   g_autofree char *model = NULL, *dataset = NULL, *backend = NULL;
-  g_autofree char *invite = NULL;
+  g_autofree char *invite = NULL, *sync = NULL;
   RlxNodeConfig cfg = { 0 };
 
   g_return_if_fail (RLX_IS_WINDOW (self));
@@ -647,6 +653,13 @@ rlx_window_join (RlxWindow *self)
   cfg.lr = g_settings_get_double (self->settings, "learning-rate");
   cfg.seed = g_settings_get_uint64 (self->settings, "seed");
   cfg.evaluate_every = g_settings_get_uint (self->settings, "evaluate-every");
+  /* Preferences → Synchronisation (the cohort runs its leader's) */
+  sync = rlx_preferences_sync_request (self->settings);
+  if (!rlx_sync_parse (sync, &cfg.sync, &error))
+    {
+      report (self, RLX_LOG_ERROR, TRUE, _("Could not join the cohort"), error->message);
+      return;
+    }
   cfg.checkpoint_every = 100;
 
   self->node = rlx_node_thread_new (&cfg, &error);
@@ -664,6 +677,7 @@ rlx_window_join (RlxWindow *self)
   rlx_cohort_panel_set_roster (self->cohort_panel, NULL);
   g_array_set_size (self->pending, 0);
   rlx_wire_panel_reset (self->counters);
+  rlx_sync_panel_reset (self->sync_panel);
   self->step = 0;
   self->loss = 0;
   self->node_started = FALSE;
@@ -713,7 +727,7 @@ rlx_window_add_local_rank (RlxWindow *self)
 {
   g_autoptr(GError) error = NULL;
   g_autofree char *model = NULL, *dataset = NULL, *backend = NULL, *batch = NULL;
-  g_autofree char *seed = NULL, *node_id = NULL, *invite = NULL;
+  g_autofree char *seed = NULL, *node_id = NULL, *invite = NULL, *sync = NULL;
   char lr[G_ASCII_DTOSTR_BUF_SIZE];
   const char *options[32];
   guint n = 0;
@@ -745,6 +759,10 @@ rlx_window_add_local_rank (RlxWindow *self)
   /* several ranks share this machine's cores: one BLAS thread each */
   options[n++] = "--threads";
   options[n++] = "1";
+  /* what it asks for if it ever leads (Preferences → Synchronisation) */
+  sync = rlx_preferences_sync_request (self->settings);
+  options[n++] = "--sync";
+  options[n++] = sync;
   options[n] = NULL;
 
   /* a cohort across machines: the ranks join it too (the invite through a
@@ -1111,6 +1129,7 @@ rlx_window_class_init (RlxWindowClass *klass)
   g_type_ensure (RLX_TYPE_LOSS_CHART);
   g_type_ensure (RLX_TYPE_ROSTER_VIEW);
   g_type_ensure (RLX_TYPE_WIRE_PANEL);
+  g_type_ensure (RLX_TYPE_SYNC_PANEL);
   g_type_ensure (RLX_TYPE_EVENT_ITEM);
   g_type_ensure (RLX_TYPE_EVENTS_VIEW);
   g_type_ensure (RLX_TYPE_COHORT_PANEL);
@@ -1137,6 +1156,7 @@ rlx_window_class_init (RlxWindowClass *klass)
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, joining_spinner);
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, setup_row);
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, counters);
+  gtk_widget_class_bind_template_child (widget_class, RlxWindow, sync_panel);
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, chart);
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, roster_view);
   gtk_widget_class_bind_template_child (widget_class, RlxWindow, loss_summary);

@@ -70,7 +70,10 @@ on_sync (RlxSyncPanel *self, const RlxEventSync *e)
     text = g_strdup (automatic ? _("Automatic: every step") : _("Every step"));
   set_label (self->mode, text);
   set_label (self->reason, reason ? reason : "");
+  /* one line on the page (it must fit 800×600); the whole reason on hover */
+  gtk_widget_set_tooltip_text (GTK_WIDGET (self->reason), reason);
   gtk_widget_set_visible (GTK_WIDGET (self->reason), reason && *reason);
+  gtk_widget_set_visible (GTK_WIDGET (self), TRUE);
   self->round_us = 0;
 }
 
@@ -85,6 +88,7 @@ on_links (RlxSyncPanel *self, const RlxEventLinks *e)
   /* Translators: each link's measured throughput and round trip follow */
   shown = g_strdup_printf (_("Links: %s"), text);
   set_label (self->links, shown);
+  gtk_widget_set_tooltip_text (GTK_WIDGET (self->links), shown);
   gtk_widget_set_visible (GTK_WIDGET (self->links), TRUE);
 }
 
@@ -172,6 +176,8 @@ rlx_sync_panel_reset (RlxSyncPanel *self)
   set_label (self->bytes, _("—"));
   gtk_widget_set_visible (GTK_WIDGET (self->reason), FALSE);
   gtk_widget_set_visible (GTK_WIDGET (self->links), FALSE);
+  /* nothing to say until the node says how it synchronises */
+  gtk_widget_set_visible (GTK_WIDGET (self), FALSE);
   show_round (self, 0);
 }
 
@@ -213,8 +219,8 @@ add_label (RlxSyncPanel *self, const char *css, gboolean wrap)
   GtkWidget *l = gtk_label_new (NULL);
 
   gtk_label_set_xalign (GTK_LABEL (l), 0.0f);
-  gtk_label_set_wrap (GTK_LABEL (l), wrap);
-  gtk_label_set_selectable (GTK_LABEL (l), wrap);
+  if (wrap)
+    gtk_label_set_ellipsize (GTK_LABEL (l), PANGO_ELLIPSIZE_END);
   if (css)
     gtk_widget_add_css_class (l, css);
   gtk_box_append (GTK_BOX (self->box), l);
@@ -240,8 +246,20 @@ rlx_sync_panel_init (RlxSyncPanel *self)
   self->links = add_label (self, NULL, TRUE);
   self->round = GTK_PROGRESS_BAR (gtk_progress_bar_new ());
   gtk_progress_bar_set_show_text (self->round, TRUE);
-  gtk_box_append (GTK_BOX (self->box), GTK_WIDGET (self->round));
   self->bytes = add_label (self, "numeric", FALSE);
+  /* the round's progress beside bytes per sample, on one row */
+  {
+    GtkWidget *row = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 12);
+
+    g_object_ref (self->bytes);
+    gtk_box_remove (GTK_BOX (self->box), GTK_WIDGET (self->bytes));
+    gtk_widget_set_hexpand (GTK_WIDGET (self->round), TRUE);
+    gtk_widget_set_valign (GTK_WIDGET (self->round), GTK_ALIGN_CENTER);
+    gtk_box_append (GTK_BOX (row), GTK_WIDGET (self->round));
+    gtk_box_append (GTK_BOX (row), GTK_WIDGET (self->bytes));
+    g_object_unref (self->bytes);
+    gtk_box_append (GTK_BOX (self->box), row);
+  }
   rlx_sync_panel_reset (self);
 }
 

@@ -49,11 +49,14 @@ test_outer (void)
   g_assert_cmpstr (rlx_sync_panel_get_mode_text (panel), ==, "Every step");
   rlx_sync_panel_get_progress (panel, &visible);
   g_assert_false (visible);
+  /* nothing shown (no room taken) until the node says how it synchronises */
+  g_assert_false (gtk_widget_get_visible (GTK_WIDGET (panel)));
 
   add (panel, 0, "{\"event\": \"sync\", \"mode\": \"outer\", \"h\": 40, \"requested\": \"auto\", "
                  "\"reason\": \"outer every 40 steps: link to host-b 24 MB/s, 51 ms; the 672 ms "
                  "exchange hides behind 40 steps of 30 ms (auto)\"}");
   g_assert_cmpstr (rlx_sync_panel_get_mode_text (panel), ==, "Automatic: outer every 40 steps");
+  g_assert_true (gtk_widget_get_visible (GTK_WIDGET (panel)));
   g_assert_nonnull (strstr (rlx_sync_panel_get_reason_text (panel), "link to host-b 24 MB/s, 51 ms"));
   rlx_sync_panel_get_progress (panel, &visible);
   g_assert_true (visible);

@@ -493,6 +493,12 @@ test_join_only_waits (void)
   harness_free (h);
 }
 
+static gboolean
+file_exists (gpointer path)
+{
+  return g_file_test (path, G_FILE_TEST_EXISTS);
+}
+
 /* Two hosts (two data folders) hold checkpoints of one cohort, one newer.
  * Restarted together, the node with the newest checkpoint founds — whatever
  * the ids say — and the cohort resumes from it. */
@@ -502,6 +508,7 @@ test_newest_checkpoint_resumes (void)
   Harness *h = harness_new ();
   g_autofree char *old_home = g_build_filename (h->dir, "host-old", NULL);
   g_autofree char *new_home = g_build_filename (h->dir, "host-new", NULL);
+  g_autofree char *sock = NULL;
   Node *x, *y, *o, *w;
   int i;
 
@@ -517,13 +524,24 @@ test_newest_checkpoint_resumes (void)
                     "--steps", "25", NULL);
   harness_assert_exit_ok (h, w, T);
 
-  /* both restart; "a-old" sorts first but holds the older checkpoint */
-  harness_setenv (h, "XDG_DATA_HOME", old_home);
-  x = harness_join (h, "x", "--cohort", "ck2", "--node", "a-old", "--batch", "8",
-                    "--steps", "40", "--wait-members", "2", NULL);
+  /* Both restart; "a-old" sorts first but holds the older checkpoint. It
+   * must hear from "z-new" before it may found, whatever the load: started
+   * one after the other, "z-new" could still be starting when the other's
+   * discovery window (250 ms) ended. So "z-new" starts first and is frozen
+   * as soon as its socket is on the bus; "a-old" then sees a peer that
+   * lives but does not answer and waits for it (it says so), and only then
+   * is "z-new" thawed. */
   harness_setenv (h, "XDG_DATA_HOME", new_home);
   y = harness_join (h, "y", "--cohort", "ck2", "--node", "z-new", "--batch", "8",
                     "--steps", "40", "--wait-members", "2", NULL);
+  sock = g_build_filename (h->run_dir, "rlx-cluster", "ck2", "z-new.sock", NULL);
+  g_assert_true (harness_wait (file_exists, sock, T));
+  node_kill (y, SIGSTOP);
+  harness_setenv (h, "XDG_DATA_HOME", old_home);
+  x = harness_join (h, "x", "--cohort", "ck2", "--node", "a-old", "--batch", "8",
+                    "--steps", "40", "--wait-members", "2", NULL);
+  harness_wait_event (h, x, "waiting", NULL, 0, T);
+  node_kill (y, SIGCONT);
   harness_assert_exit_ok (h, x, T);
   harness_assert_exit_ok (h, y, T);
   i = node_find_event (y, "resumed", 0);

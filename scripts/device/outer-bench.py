@@ -108,7 +108,8 @@ def run_cohort(rank_bin, cfg, cores):
             steps = ranks[0].of("step")
             if steps and first is None:
                 first = steps[0][1]
-            if first is not None and time.monotonic() - first >= cfg["warmup"] + seconds:
+            start = window_start(ranks[0], first, cfg)
+            if start is not None and time.monotonic() - start >= seconds:
                 break
             if cfg.get("target") and reached(ranks[0], cfg["target"]) is not None:
                 break
@@ -134,8 +135,9 @@ def run_cohort(rank_bin, cfg, cores):
     steps = lead.of("step")
     res["commits"] = len(steps)
     if steps:
-        t0 = steps[0][1]
-        window = [(e, t) for e, t in steps if t - t0 >= cfg["warmup"]]
+        t0 = window_start(lead, steps[0][1], cfg)
+        window = [(e, t) for e, t in steps if t0 is not None and t >= t0]
+        res["window_from_s"] = t0 - steps[0][1] if t0 is not None else None
         if len(window) >= 2:
             samples = sum(e.get("samples", 0) for e, _ in window[1:])
             dt = window[-1][1] - window[0][1]
@@ -165,6 +167,20 @@ def run_cohort(rank_bin, cfg, cores):
     if "samples_per_s" not in res:
         res["stderr"] = "".join("".join(r.err[-5:]) for r in ranks)[-1500:]
     return res
+
+
+def window_start(rank, first, cfg):
+    """When the measured window begins: the warm-up after the first commit;
+    with auto, not before 2 s after the leader first chose the outer mode
+    (its step rounds before that are the measuring), if it did."""
+    if first is None:
+        return None
+    start = first + cfg["warmup"]
+    if cfg.get("sync") == "auto":
+        outer = [t for e, t in rank.of("sync") if e.get("mode") == "outer"]
+        if outer:
+            start = max(start, outer[0] + 2.0)
+    return start
 
 
 _HAS_SYNC = {}

@@ -9,7 +9,9 @@
  * pin is refused on both sides; a peer that never answers times out with a
  * reason; garbage sent to every local candidate port gets no answer and
  * breaks nothing — the link that read its socket itself gives it back to
- * libnice at the stranger's datagrams and takes it again 2 s later.
+ * libnice at the stranger's datagrams and takes it again 2 s later; a
+ * receiver whose main context stops taking frames stalls the sender on
+ * QUIC flow control (its inbox stays bounded) until it runs again.
  */
 #include "rlx-config.h"
 #include "core/p2p/rlx-remote-link.h"
@@ -233,6 +235,57 @@ pattern (gsize len, guint seed)
       d[i] = x;
     }
   return g_bytes_new_take (d, len);
+}
+
+#define STALL_FRAMES 192
+#define STALL_FRAME  ((gsize) 1 << 20)
+
+static gboolean
+b_has_all (Pair *p)
+{
+  return p->b.rx_bytes >= STALL_FRAMES * STALL_FRAME || p->b.closed || p->a.closed;
+}
+
+/* The receiver's main context stops taking frames (here: it does not run
+ * at all): its link's inbox fills, QUIC holds the flow-control credit, and
+ * the sender stalls with most of its frames unwritten, instead of the
+ * receiver buffering all of them. Once the main context runs again,
+ * everything arrives, whole and in order. */
+static void
+test_stalled_main_stalls_sender (void)
+{
+  Pair p;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) f = pattern (STALL_FRAME, 7);
+  const guint64 total = (guint64) STALL_FRAMES * STALL_FRAME;
+  guint64 pending, before;
+  guint still = 0;
+
+  pair_setup (&p, NULL, 20000, TRUE);
+  run_until (&p, both_ready, 20000, "both ready");
+  for (guint i = 0; i < STALL_FRAMES; i++)
+    g_assert_true (rlx_link_send (RLX_LINK (p.a.link), f, &error));
+  /* Without running the main context: the I/O threads go on; pending
+   * bytes are exact at every call. Until the sender has written nothing
+   * more for a second (at most 60 s). */
+  pending = rlx_link_pending_bytes (RLX_LINK (p.a.link));
+  for (guint i = 0; i < 120 && still < 4 && pending > 0; i++)
+    {
+      before = pending;
+      g_usleep (250 * 1000);
+      pending = rlx_link_pending_bytes (RLX_LINK (p.a.link));
+      still = pending == before && pending < total ? still + 1 : 0;
+    }
+  g_test_message ("with the receiver's main context stopped, %" G_GUINT64_FORMAT
+                  " of %" G_GUINT64_FORMAT " bytes left the sender", total - pending, total);
+  /* the inbox (8 MiB), the stream's window (at most 64 MiB) and a frame */
+  g_assert_cmpuint (total - pending, <=, (guint64) 80 << 20);
+  run_until (&p, b_has_all, 120000, "everything after the stall");
+  g_assert_null (p.b.closed);
+  g_assert_cmpuint (p.b.frames->len, ==, STALL_FRAMES);
+  for (guint i = 0; i < STALL_FRAMES; i++)
+    g_assert_true (g_bytes_equal (f, p.b.frames->pdata[i]));
+  pair_teardown (&p);
 }
 
 static guint64 want_rx;
@@ -567,5 +620,6 @@ main (int argc, char **argv)
   g_test_add_func ("/remote/link/silent-peer-times-out", test_silent_peer_times_out);
   g_test_add_func ("/remote/link/garbage-to-ports", test_garbage_to_ports);
   g_test_add_func ("/remote/link/late-signalling-after-end", test_late_signalling_after_end);
+  g_test_add_func ("/remote/link/stalled-main-stalls-sender", test_stalled_main_stalls_sender);
   return g_test_run ();
 }

@@ -545,9 +545,12 @@ rlx_leader_op_done (RlxLeader *self, RlxLeaderOp *op, const GError *error)
 
         if (!current || !rlx_leadership_is_leader (self->ctx->lead))
           break;
-        if (op->outer.lag > 0 && op->step > self->round_step)
+        if (op->outer.lag > 0 && op->step >= self->round_step &&
+            (self->finishing_round || !rlx_round_is_active (self->round) ||
+             rlx_round_get_step (self->round) != op->step))
           {
-            /* overlap: the round after the one collected; it waits */
+            /* overlap: a round not being collected yet (the one before is
+             * still being finished, or this is the one after); it waits */
             HeldOwn *keep = g_memdup2 (&h, sizeof h);
 
             keep->refused = g_strdup (op->refused);
@@ -630,17 +633,30 @@ own_slot (RlxLeader *self, GArray *slots)
   return NULL;
 }
 
+/* Overlap: our own part of the round ahead (assign_ahead), on the worker.
+ * Queued after anything that must run before it — a finish: the round's
+ * sum shares its slot with the one two rounds before. */
+static void
+queue_own_ahead (RlxLeader *self)
+{
+  const RlxMsgSlot *own = self->ahead.step > 0 ? own_slot (self, self->ahead.slots) : NULL;
+
+  if (own != NULL)
+    queue_own (self, self->ahead.step,
+               rlx_replica_permutation (self->ctx->replica, self->ahead.epoch) + own->start,
+               own->count, &self->ahead.outer);
+}
+
 /* Overlap: assign the round after @step (whose slots are out) from where
- * @step's round ends, queue our own part of it and remember it as ahead;
- * its step message into @m (NULL: none wanted, nothing assigned). FALSE
- * when nothing is assigned (past the last step). */
+ * @step's round ends and remember it as ahead (queue_own_ahead queues our
+ * part); its step message into @m. FALSE when nothing is assigned (past
+ * the last step). */
 static gboolean
 assign_ahead (RlxLeader *self, guint64 commit, guint64 step, guint epoch, guint pos,
               guint count, gboolean final, RlxMsg *m)
 {
   GArray *slots;
   guint n = 0;
-  const RlxMsgSlot *own;
 
   rlx_replica_advance (self->ctx->replica, &epoch, &pos, count);
   if (final || rlx_cohort_at_last_step (self->ctx, step))
@@ -650,11 +666,6 @@ assign_ahead (RlxLeader *self, guint64 commit, guint64 step, guint epoch, guint 
     }
   slots = assign_at (self, pos, &n);
   step_header_for (self, m, commit, step + 1, epoch, pos, n, slots, final);
-  own = own_slot (self, slots);
-  if (own != NULL)
-    queue_own (self, step + 1,
-               rlx_replica_permutation (self->ctx->replica, epoch) + own->start, own->count,
-               &self->assigned_outer);
   ahead_clear (self);
   self->ahead.step = step + 1;
   self->ahead.epoch = epoch;
@@ -688,6 +699,7 @@ publish_overlapped (RlxLeader *self, guint64 c, gboolean final)
   assign_ahead (self, c, c + 1, self->round_epoch, self->round_pos, self->round_count,
                 final || !have_next, &m);
   queue_finish (self, c, &m, NULL, 0, NULL, 0, &self->round_outer);
+  queue_own_ahead (self);
   /* (our part of c + 1 was queued with the frame that assigned it) */
   self->own_prequeued = c + 1;
 }
@@ -845,7 +857,10 @@ rlx_leader_publish (RlxLeader *self, gboolean commit)
 
       if (assign_ahead (self, 0, self->round_step, self->round_epoch, self->round_pos,
                         self->round_count, FALSE, &m))
-        frame = rlx_msg_build (&m, NULL, 0, RLX_PRECISION_F32, &error);
+        {
+          frame = rlx_msg_build (&m, NULL, 0, RLX_PRECISION_F32, &error);
+          queue_own_ahead (self);
+        }
       rlx_msg_clear (&m);
       for (guint i = 0; frame != NULL && i < ids->len; i++)
         {

@@ -141,6 +141,27 @@ rlx_outer_engine_load_momentum (RlxOuterEngine *self, const float *m)
   memcpy (self->mom, m, self->n * sizeof (float));
 }
 
+/* The start of an overlapped round (the eager rule of arXiv 2502.12996):
+ * x = θ − u, u the outer step the round before would make if the average
+ * pseudo-gradient were this rank's own δ, with the replica's momentum —
+ * u = η (δ + μ (μ m + δ)), as rlx_outer_make_update makes it. θ is where
+ * the cohort's update of that round will be applied, so the rank computes
+ * near where its result lands. Only this rank's local parameters depend on
+ * it. */
+static void
+eager_start (RlxOuterEngine *self, const RlxOuterSettings *settings)
+{
+  float muf = (float) settings->momentum, lrf = (float) settings->lr;
+
+  for (gsize i = 0; i < self->n; i++)
+    {
+      float d = self->delta[i];
+      float t = muf * self->mom[i] + d;
+
+      self->x[i] -= lrf * (d + muf * t);
+    }
+}
+
 gboolean
 rlx_outer_engine_local (RlxOuterEngine *self, RlxBackend *backend, guint64 step,
                         const guint32 *indices, guint n, const RlxOuterSettings *settings,
@@ -162,7 +183,7 @@ rlx_outer_engine_local (RlxOuterEngine *self, RlxBackend *backend, guint64 step,
   /* With overlap, the round before this one was this rank's too: its own
    * progress goes on from the newest θ (x = θ − δ of that round). */
   if (settings->lag > 0 && self->delta_step > 0 && self->delta_step + 1 == step)
-    rlx_outer_pseudo_gradient (self->x, self->delta, self->x, self->n);
+    eager_start (self, settings);
   memcpy (self->delta, self->x, self->n * sizeof (float));   /* the round's start s */
   self->delta_step = 0;
   for (guint k = 0; k < steps; k++)

@@ -84,8 +84,8 @@ void     rlx_outer_engine_load_momentum (RlxOuterEngine *self, const float *m);
 /* Round @step's H inner steps over @indices[0..n) (1 ≤ n; min (H, n)
  * chunks of near-equal size, each at most the backend's max_batch) from
  * the start s: θ, or — with @settings->lag and the last local being round
- * @step − 1's — θ − δ of that round (the rank's own progress carried onto
- * the newest outer parameters: the overlap's rule). δ = s − x is kept for
+ * @step − 1's — θ minus the outer step that round's own δ would make with
+ * the replica's momentum (the overlap's eager start, docs/PROTOCOL.md). δ = s − x is kept for
  * rlx_outer_engine_delta_wire or _round_own. @between (nullable) runs
  * between inner steps. *@loss: the mean inner loss, weighted by chunk size.
  * A non-finite δ fails with RLX_BACKEND_ERROR_NOT_FINITE. */

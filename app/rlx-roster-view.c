@@ -15,6 +15,7 @@ struct _RlxRosterView
   GtkColumnViewColumn *speed_column;
   GtkColumnViewColumn *fallback_column;
   GtkColumnViewColumn *precision_column, *state_column, *sent_column, *received_column;
+  GtkColumnViewColumn *link_column;
   GtkScrolledWindow *scroller;
   GtkLabel      *banner_label;
   GtkLabel      *summary;
@@ -350,6 +351,9 @@ apply_widths (gpointer user_data)
   self->widths_id = 0;
   if (w <= 0)
     return G_SOURCE_REMOVE;
+  /* the measured link (--sync auto) before the byte counts, which the wire
+   * panel totals anyway */
+  gtk_column_view_column_set_visible (self->link_column, w >= 900);
   gtk_column_view_column_set_visible (self->received_column, w >= 1000);
   gtk_column_view_column_set_visible (self->sent_column, w >= 920);
   gtk_column_view_column_set_visible (self->precision_column, w >= 840);
@@ -513,6 +517,7 @@ rlx_roster_view_class_init (RlxRosterViewClass *klass)
   gtk_widget_class_bind_template_child (widget_class, RlxRosterView, fallback_column);
   gtk_widget_class_bind_template_child (widget_class, RlxRosterView, precision_column);
   gtk_widget_class_bind_template_child (widget_class, RlxRosterView, state_column);
+  gtk_widget_class_bind_template_child (widget_class, RlxRosterView, link_column);
   gtk_widget_class_bind_template_child (widget_class, RlxRosterView, sent_column);
   gtk_widget_class_bind_template_child (widget_class, RlxRosterView, received_column);
   gtk_widget_class_bind_template_child (widget_class, RlxRosterView, scroller);

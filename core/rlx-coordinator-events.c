@@ -223,6 +223,7 @@ rlx_coordinator_roster_sync (RlxCoordinator *self)
 {
   GPtrArray *ids = members (self);
   g_autofree RlxRosterRow *rows = g_new0 (RlxRosterRow, MAX (ids->len, 1));
+  g_autoptr(GPtrArray) links = g_ptr_array_new_with_free_func (g_free);
   RlxBackend *b = rlx_worker_backend (self->worker);
   const RlxWireCounters *t = rlx_peer_set_get_totals (self->peers);
   const char *leader = rlx_leadership_get_leader (self->lead);
@@ -258,6 +259,15 @@ rlx_coordinator_roster_sync (RlxCoordinator *self)
         }
       else if (p)
         {
+          if (self->autosync != NULL)
+            {
+              char *link = rlx_link_estimates_describe_one (
+                  rlx_sync_auto_estimates (self->autosync), id);
+
+              if (link)
+                g_ptr_array_add (links, link);
+              row->link = link;
+            }
           gint64 silent = g_get_monotonic_time () - p->last_rx;
           row->host = p->host;
           row->backend = p->backend;

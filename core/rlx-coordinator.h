@@ -95,7 +95,9 @@ G_DECLARE_FINAL_TYPE (RlxRosterEntry, rlx_roster_entry, RLX, ROSTER_ENTRY, GObje
  *   "bytes-tx"   uint64   wire bytes the rank has sent (as it last reported)
  *   "bytes-rx"   uint64   wire bytes the rank has received (as it last reported)
  *   "is-leader"  boolean
- *   "is-self"    boolean  this node's own row */
+ *   "is-self"    boolean  this node's own row
+ *   "link"       string   this node's link to the rank as --sync auto measures it
+ *                         ("25 MB/s, 53 ms", "local"; "" for its own row) */
 const char *rlx_roster_entry_get_node_id   (RlxRosterEntry *self);
 const char *rlx_roster_entry_get_host      (RlxRosterEntry *self);
 const char *rlx_roster_entry_get_backend   (RlxRosterEntry *self);
@@ -109,6 +111,7 @@ guint       rlx_roster_entry_get_rank      (RlxRosterEntry *self);
 const char *rlx_roster_entry_get_state     (RlxRosterEntry *self);
 guint64     rlx_roster_entry_get_bytes_tx  (RlxRosterEntry *self);
 guint64     rlx_roster_entry_get_bytes_rx  (RlxRosterEntry *self);
+const char *rlx_roster_entry_get_link      (RlxRosterEntry *self);
 
 /* ── the coordinator ────────────────────────────────────────────────────── */
 

@@ -74,6 +74,7 @@ snapshot_free (Snapshot *s)
       g_free ((char *) r->fallback);
       g_free ((char *) r->precision);
       g_free ((char *) r->state);
+      g_free ((char *) r->link);
     }
   g_free (s->rows);
   g_free (s->role);
@@ -382,6 +383,7 @@ take_snapshot (Shared *sh)
       r->fallback = g_strdup (rlx_roster_entry_get_fallback (e));
       r->precision = g_strdup (rlx_roster_entry_get_precision (e));
       r->state = g_strdup (rlx_roster_entry_get_state (e));
+      r->link = g_strdup (rlx_roster_entry_get_link (e));
       r->speed = rlx_roster_entry_get_speed (e);
       r->bytes_tx = rlx_roster_entry_get_bytes_tx (e);
       r->bytes_rx = rlx_roster_entry_get_bytes_rx (e);

@@ -450,6 +450,20 @@ rlx_link_estimates_choose (RlxLinkEstimates *self, guint n_ranks, guint64 exchan
   return rlx_sync_choose (&in, out, error);
 }
 
+static char *
+describe (const RlxLinkEstimate *l)
+{
+  g_autofree char *rate = NULL, *rtt = NULL;
+
+  if (l->local)
+    return g_strdup ("local");
+  rate = l->bytes_per_s > 0.0 ? rlx_sync_format_rate (l->bytes_per_s)
+                              : g_strdup ("rate not measured yet");
+  rtt = l->rtt_ms > 0.0 ? rlx_sync_format_ms (l->rtt_ms)
+                        : g_strdup ("round trip not measured yet");
+  return g_strdup_printf ("%s, %s", rate, rtt);
+}
+
 char *
 rlx_link_estimates_describe (RlxLinkEstimates *self)
 {
@@ -459,23 +473,21 @@ rlx_link_estimates_describe (RlxLinkEstimates *self)
   for (guint i = 0; i < self->entries->len; i++)
     {
       const RlxLinkEstimate *l = at (self, i);
-      g_autofree char *rate = NULL, *rtt = NULL;
+      g_autofree char *one = describe (l);
 
-      if (s->len)
-        g_string_append (s, "; ");
-      g_string_append (s, l->id);
-      if (l->local)
-        {
-          g_string_append (s, " local");
-          continue;
-        }
-      rate = l->bytes_per_s > 0.0 ? rlx_sync_format_rate (l->bytes_per_s)
-                                  : g_strdup ("rate not measured yet");
-      rtt = l->rtt_ms > 0.0 ? rlx_sync_format_ms (l->rtt_ms)
-                            : g_strdup ("round trip not measured yet");
-      g_string_append_printf (s, " %s, %s", rate, rtt);
+      g_string_append_printf (s, "%s%s %s", s->len ? "; " : "", l->id, one);
     }
   return g_string_free (s, FALSE);
+}
+
+char *
+rlx_link_estimates_describe_one (RlxLinkEstimates *self, const char *id)
+{
+  const RlxLinkEstimate *l;
+
+  g_return_val_if_fail (self != NULL, NULL);
+  l = rlx_link_estimates_get (self, id);
+  return l ? describe (l) : NULL;
 }
 
 void

@@ -130,8 +130,10 @@ gboolean rlx_link_estimates_ready  (RlxLinkEstimates *self, guint min_rate_sampl
 /* The links as the chooser takes them (names point into @self: valid until
  * it changes); free the array with g_free. */
 RlxSyncLink *rlx_link_estimates_sync_links (RlxLinkEstimates *self, guint *n_links);
-/* "host-b 24 MB/s, 51 ms; host-c local" — for the roster and the events. */
+/* "host-b 24 MB/s, 51 ms; host-c local" — for the events. */
 char    *rlx_link_estimates_describe (RlxLinkEstimates *self);
+/* One link: "24 MB/s, 51 ms", "local" (NULL: @id unknown) — for the roster. */
+char    *rlx_link_estimates_describe_one (RlxLinkEstimates *self, const char *id);
 
 /* rlx_sync_choose over these links: @n_ranks (the leader included), one
  * exchange's @exchange_bytes, the measured @step_ms, @max_h (0: the

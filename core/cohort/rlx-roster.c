@@ -8,7 +8,7 @@
 
 struct _RlxRosterEntry {
   GObject  parent_instance;
-  char    *node_id, *host, *backend, *device, *fallback, *precision, *state;
+  char    *node_id, *host, *backend, *device, *fallback, *precision, *state, *link;
   double   speed;
   guint    rank;
   guint64  bytes_tx, bytes_rx;
@@ -20,7 +20,8 @@ G_DEFINE_FINAL_TYPE (RlxRosterEntry, rlx_roster_entry, G_TYPE_OBJECT)
 enum {
   RE_PROP_0, RE_PROP_NODE_ID, RE_PROP_HOST, RE_PROP_BACKEND, RE_PROP_DEVICE,
   RE_PROP_FALLBACK, RE_PROP_PRECISION, RE_PROP_SPEED, RE_PROP_IS_LEADER,
-  RE_PROP_IS_SELF, RE_PROP_RANK, RE_PROP_STATE, RE_PROP_BYTES_TX, RE_PROP_BYTES_RX, RE_N_PROPS
+  RE_PROP_IS_SELF, RE_PROP_RANK, RE_PROP_STATE, RE_PROP_BYTES_TX, RE_PROP_BYTES_RX, RE_PROP_LINK,
+  RE_N_PROPS
 };
 static GParamSpec *re_props[RE_N_PROPS];
 
@@ -36,6 +37,7 @@ rlx_roster_entry_finalize (GObject *object)
   g_free (self->fallback);
   g_free (self->precision);
   g_free (self->state);
+  g_free (self->link);
   G_OBJECT_CLASS (rlx_roster_entry_parent_class)->finalize (object);
 }
 
@@ -59,6 +61,7 @@ rlx_roster_entry_get_property (GObject *object, guint id, GValue *value, GParamS
     case RE_PROP_STATE: g_value_set_string (value, self->state); break;
     case RE_PROP_BYTES_TX: g_value_set_uint64 (value, self->bytes_tx); break;
     case RE_PROP_BYTES_RX: g_value_set_uint64 (value, self->bytes_rx); break;
+    case RE_PROP_LINK: g_value_set_string (value, self->link); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID (object, id, pspec);
     }
 }
@@ -84,6 +87,7 @@ rlx_roster_entry_class_init (RlxRosterEntryClass *klass)
   re_props[RE_PROP_STATE] = g_param_spec_string ("state", NULL, NULL, NULL, f);
   re_props[RE_PROP_BYTES_TX] = g_param_spec_uint64 ("bytes-tx", NULL, NULL, 0, G_MAXUINT64, 0, f);
   re_props[RE_PROP_BYTES_RX] = g_param_spec_uint64 ("bytes-rx", NULL, NULL, 0, G_MAXUINT64, 0, f);
+  re_props[RE_PROP_LINK] = g_param_spec_string ("link", NULL, NULL, NULL, f);
   g_object_class_install_properties (object_class, RE_N_PROPS, re_props);
 }
 
@@ -105,6 +109,7 @@ guint rlx_roster_entry_get_rank (RlxRosterEntry *self) { return self->rank; }
 const char *rlx_roster_entry_get_state (RlxRosterEntry *self) { return self->state; }
 guint64 rlx_roster_entry_get_bytes_tx (RlxRosterEntry *self) { return self->bytes_tx; }
 guint64 rlx_roster_entry_get_bytes_rx (RlxRosterEntry *self) { return self->bytes_rx; }
+const char *rlx_roster_entry_get_link (RlxRosterEntry *self) { return self->link; }
 
 static void
 entry_set_str (RlxRosterEntry *e, char **field, const char *v, guint prop)
@@ -134,6 +139,7 @@ entry_update (RlxRosterEntry *e, const RlxRosterRow *row, guint rank)
   entry_set_str (e, &e->fallback, row->fallback, RE_PROP_FALLBACK);
   entry_set_str (e, &e->precision, row->precision, RE_PROP_PRECISION);
   entry_set_str (e, &e->state, row->state, RE_PROP_STATE);
+  entry_set_str (e, &e->link, row->link, RE_PROP_LINK);
   ENTRY_SET (e, speed, row->speed, RE_PROP_SPEED);
   ENTRY_SET (e, bytes_tx, row->bytes_tx, RE_PROP_BYTES_TX);
   ENTRY_SET (e, bytes_rx, row->bytes_rx, RE_PROP_BYTES_RX);

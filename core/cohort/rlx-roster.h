@@ -29,6 +29,8 @@ typedef struct {
   double      speed;
   guint64     bytes_tx, bytes_rx;
   gboolean    is_leader, is_self;
+  const char *link;         /* this node's link to it as measured ("25 MB/s, 53 ms",
+                             * "local"); NULL: none (its own row, or not measured) */
 } RlxRosterRow;
 
 #define RLX_TYPE_ROSTER (rlx_roster_get_type ())

@@ -156,6 +156,18 @@ test_roster (void)
   g_assert_cmpfloat (rlx_roster_entry_get_speed (b), ==, 1234.0);
   rlx_roster_set_state (r, "b", "stalled");
   g_assert_cmpstr (rlx_roster_entry_get_state (b), ==, "stalled");
+
+  /* the measured link to a rank (--sync auto), notified when it changes */
+  {
+    guint link_notes = 0;
+
+    g_signal_connect (b, "notify::link", G_CALLBACK (on_notify), &link_notes);
+    rows[1].link = "25 MB/s, 53 ms";
+    rlx_roster_sync (r, &rows[1], 2);
+    rlx_roster_sync (r, &rows[1], 2);
+    g_assert_cmpstr (rlx_roster_entry_get_link (b), ==, "25 MB/s, 53 ms");
+    g_assert_cmpuint (link_notes, ==, 1);
+  }
 }
 
 /* Every kind survives build → parse with its fields; a step's assignment

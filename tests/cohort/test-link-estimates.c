@@ -237,6 +237,15 @@ test_choose (void)
   text = rlx_link_estimates_describe (e);
   g_assert_cmpstr (text, ==, "host-b 24 MB/s, 51 ms; c local; d rate not measured yet, "
                              "round trip not measured yet");
+  /* one link, as the roster's "link" shows it */
+  g_clear_pointer (&text, g_free);
+  text = rlx_link_estimates_describe_one (e, "host-b");
+  g_assert_cmpstr (text, ==, "24 MB/s, 51 ms");
+  g_clear_pointer (&text, g_free);
+  text = rlx_link_estimates_describe_one (e, "c");
+  g_assert_cmpstr (text, ==, "local");
+  g_clear_pointer (&text, g_free);
+  g_assert_null (rlx_link_estimates_describe_one (e, "nobody"));
 }
 
 /* ── over a real shaped link ──────────────────────────────────────────── */

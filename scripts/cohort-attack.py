@@ -22,6 +22,10 @@ from loopback addresses 127.0.1.2 and up:
      without any attack, for comparison); it leaves again;
   4. the attack stops; 3 s to let go.
 
+With --control the attacks go to a lone `rlx-rank signal` on another port
+instead: the cohort then shares only the machine with them, which tells
+the attack's cost to the founder from its cost to the machine.
+
 Prints one row per attack and exits 1 if any misses the issue's bar: RSS
 growth < 20 MB, every legitimate join ≤ 3 s, samples/s ≥ 0.9 × the window
 without the attack. Figures from a loaded or small machine are noisy (the
@@ -141,7 +145,7 @@ def join_rank(args, root, invite_file, label):
         r.stop()
 
 
-async def measure(name, founder, port, invite_file, root, args):
+async def measure(name, founder, port, invite_file, root, args, target_pid=None):
     loop = asyncio.get_running_loop()
     # without the attack
     t0, c0 = time.monotonic(), cpu_s(founder.p.pid)
@@ -154,13 +158,14 @@ async def measure(name, founder, port, invite_file, root, args):
     # the room the legitimate signalling clients join has a member already
     holder = await sa.Ws().open(port, "127.0.0.1", "legit-room", "holder")
     holder_task = asyncio.ensure_future(holder.serve())
-    rss0 = sa.rss(founder.p.pid)
+    target_pid = target_pid or founder.p.pid
+    rss0 = sa.rss(target_pid)
     peak = [rss0]
     sampling = [True]
 
     async def sample():
         while sampling[0]:
-            peak[0] = max(peak[0], sa.rss(founder.p.pid))
+            peak[0] = max(peak[0], sa.rss(target_pid))
             await asyncio.sleep(0.1)
     sampler = asyncio.ensure_future(sample())
     if name == "idle":
@@ -194,7 +199,7 @@ async def measure(name, founder, port, invite_file, root, args):
     return {
         "attack": name, "detail": what if isinstance(what, str) else "",
         "rss_before_mb": round(rss0 / 1e6, 1), "rss_peak_mb": round(peak[0] / 1e6, 1),
-        "rss_after_mb": round(sa.rss(founder.p.pid) / 1e6, 1),
+        "rss_after_mb": round(sa.rss(target_pid) / 1e6, 1),
         "rss_growth_mb": round((peak[0] - rss0) / 1e6, 1),
         "signal_joins": len(times), "signal_join_failures": len(errors),
         "signal_join_max_ms": round(max(times) * 1000) if times else None,
@@ -213,7 +218,7 @@ async def main_async(args):
     root = tempfile.mkdtemp(prefix="rlx-cohort-attack-")
     port = sa.free_port()
     invite_file = os.path.join(root, "invite")
-    founder = member = None
+    founder = member = control = None
     results = []
     try:
         founder = Rank("founder", args.rank, root,
@@ -229,18 +234,30 @@ async def main_async(args):
             None, join_rank, args, root, invite_file, "joiner-quiet")
         if not args.json:
             print(f"a third rank joins in {quiet_join:.2f} s without an attack", flush=True)
+        target_port, target_pid = port, None
+        if args.control:
+            # The control: the same attacks at a lone `rlx-rank signal` on
+            # another port; the cohort shares only the machine with them.
+            target_port = sa.free_port()
+            control = subprocess.Popen([args.rank, "signal", "--port", str(target_port),
+                                        "--address", "127.0.0.1"],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            target_pid = control.pid
+            await asyncio.sleep(1.0)
         for name in args.attacks.split(","):
-            res = await measure(name, founder, port, invite_file, root, args)
+            res = await measure(name, founder, target_port, invite_file, root, args, target_pid)
+            res["target"] = "a lone signalling server" if args.control else "the founder"
             res["rank_join_quiet_s"] = round(quiet_join, 2)
             results.append(res)
             if args.json:
                 print(json.dumps(res), flush=True)
             else:
-                print("%-9s founder RSS %5.1f → peak %5.1f → after %5.1f MB (growth %4.1f); "
+                print("%-9s %s RSS %5.1f → peak %5.1f → after %5.1f MB (growth %4.1f); "
                       "signalling joins %d, slowest %s ms, %d failed; a rank joins in %.2f s; "
                       "samples/s %d → %d (×%.2f); founder CPU %.2f → %.2f cores, "
                       "attacker %.2f; load %s  [%s]" % (
-                          name, res["rss_before_mb"], res["rss_peak_mb"], res["rss_after_mb"],
+                          name, "server" if args.control else "founder", res["rss_before_mb"],
+                          res["rss_peak_mb"], res["rss_after_mb"],
                           res["rss_growth_mb"], res["signal_joins"], res["signal_join_max_ms"],
                           res["signal_join_failures"], res["rank_join_s"],
                           res["samples_per_s_without"], res["samples_per_s_under"],
@@ -255,6 +272,9 @@ async def main_async(args):
                or (r["signal_join_max_ms"] or 0) > 3000 or (r["ratio"] or 0) < 0.9]
         return 1 if bad else 0
     finally:
+        if control is not None:
+            control.terminate()
+            control.wait(10)
         for r in (member, founder):
             if r:
                 r.stop()
@@ -278,6 +298,9 @@ def main():
     ap.add_argument("--members", type=int, default=100)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the ranks' directories and logs")
+    ap.add_argument("--control", action="store_true",
+                    help="aim the attacks at a lone `rlx-rank signal` instead of the founder "
+                         "(what the machine's load alone costs the cohort; RSS is that server's)")
     args = ap.parse_args()
     args.window = min(max(args.window, 4.0), 120.0)
     args.addresses = min(max(args.addresses, 1), 1000)

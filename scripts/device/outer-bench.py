@@ -289,6 +289,7 @@ def main():
     ap.add_argument("--acc-ranks", default="2,4")
     ap.add_argument("--acc-max-seconds", type=float, default=150)
     ap.add_argument("--torch-ref")
+    ap.add_argument("--ddp-reps", type=int, default=1, help="repetitions with PyTorch DDP beside")
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/outer-bench"))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -330,7 +331,7 @@ def main():
                     continue
                 sched.submit(job["ranks"], lambda cores, job=job: dict(
                     run_cohort(a.rank, job, cores), rep=job["rep"], kind="rate"), sink)
-            if a.torch_ref:
+            if a.torch_ref and rep < a.ddp_reps:
                 for m in models:
                     ranks = [n for n in (1, 2, 4, 8) if n <= min(a.ranks_max, a.cores)]
                     sched.submit(max(ranks), lambda cores, m=m, rep=rep, ranks=ranks: dict(

@@ -11,7 +11,7 @@
 # RLX_OB_SECONDS (measuring window of a rate run, 8), RLX_OB_WARMUP (6),
 # RLX_OB_MODELS ("mnist-mlp,mnist-mlp-xl"), RLX_OB_CORES (all), RLX_OB_RANKS_MAX
 # (8), RLX_OB_ACC_MAX (seconds a cohort may take to the target, 150),
-# RLX_OB_DDP (1: PyTorch DDP beside), RLX_OB_RANK (an rlx-rank to use instead
+# RLX_OB_DDP (1: PyTorch DDP beside, in RLX_OB_DDP_REPS repetitions, 1), RLX_OB_RANK (an rlx-rank to use instead
 # of the carried one: a dry run here). Everything goes to $OUT: log.txt,
 # results.jsonl (a line a run), table.md.
 #
@@ -49,7 +49,7 @@ say "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores"
 ddp=()
 ref=${RLX_OB_TORCH_REF:-$C/torch_ref.py}
 if [ "${RLX_OB_DDP:-1}" = 1 ] && [ -f "$ref" ] && python3 -c 'import torch' 2>/dev/null; then
-  ddp=(--torch-ref "$ref")
+  ddp=(--torch-ref "$ref" --ddp-reps "${RLX_OB_DDP_REPS:-1}")
 fi
 py=python3
 cores=${RLX_OB_CORES:-$(nproc)}

@@ -40,7 +40,8 @@ if [ -z "$RANK" ]; then
     mkdir -p "$ds"
     cp "$C"/fashion-mnist/*-labels-idx1-ubyte.gz "$ds/"
     for f in train-images-idx3-ubyte t10k-images-idx3-ubyte; do
-      xz -dc "$C/fashion-mnist/$f.xz" | gzip -1 > "$ds/$f.gz"
+      python3 -c "import gzip,lzma,sys; gzip.open(sys.argv[2],'wb',1).write(lzma.open(sys.argv[1]).read())" \
+        "$C/fashion-mnist/$f.xz" "$ds/$f.gz"
     done
     say "Fashion-MNIST unpacked into $ds"
   fi

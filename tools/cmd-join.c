@@ -412,7 +412,7 @@ rlx_cmd_join (int argc, char **argv)
   g_autofree char *slow_s = NULL, *inf_s = NULL, *hash_s = NULL, *eval_s = NULL;
   g_autofree char *stall_s = NULL, *die_s = NULL, *partition_s = NULL, *log_max_s = NULL;
   g_autofree char *sync_s = NULL, *outer_lr_s = NULL, *outer_mom_s = NULL;
-  gboolean join_only = FALSE, show_invite = FALSE, control_stdin = FALSE;
+  gboolean join_only = FALSE, show_invite = FALSE, control_stdin = FALSE, claim_fast = FALSE;
   g_autofree char *invite_out = NULL;
   GOptionEntry entries[] = {
     { "local", 0, 0, G_OPTION_ARG_NONE, &local, "the cohort on this machine (the local bus; the default)", NULL },
@@ -448,6 +448,7 @@ rlx_cmd_join (int argc, char **argv)
     { "fault-stall", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &stall_s, "test switch: the gradient of step N takes MS longer", "N:MS" },
     { "fault-die-at", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &die_s, "test switch: as the leader, send step N's commit to all but the next leader, then die", "N" },
     { "fault-partition", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &partition_s, "test switch: while FILE exists, only the node ids on our line of it are reachable", "FILE" },
+    { "fault-claim-fast", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &claim_fast, "test switch: every gradient claims it took 1 µs (a member lying about its speed)", NULL },
     { "fault-slow-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &slow_s, "test switch: every gradient takes MS longer (on the compute thread)", "MS" },
     { "deadline-floor-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &deadline_s, "shortest collect deadline", "MS" },
     { "heartbeat-timeout-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &hb_s, "silence that removes a peer", "MS" },
@@ -605,6 +606,7 @@ rlx_cmd_join (int argc, char **argv)
   switches.faults.stall_step = stall_step;
   switches.faults.stall_ms = (guint) stall_ms;
   switches.faults.die_at = die_at;
+  switches.faults.claim_fast = claim_fast;
   node = rlx_node_new (&cfg, &error);
   if (node == NULL)
     return rlx_cli_fail (sub, RLX_EXIT_USAGE, "%s (see rlx-rank join --help)", error->message);

@@ -72,6 +72,7 @@ typedef struct {
   gboolean        feedback;
   RlxFault        fault;
   guint64         stall_us;
+  gboolean        claim_fast;     /* test fault: report compute_us 1 */
   RlxOuterSettings outer;         /* h > 0: the assignment is an outer round's local steps */
   RlxOuterSettings commit_outer;  /* h > 0: the commit is an outer round's update */
   RlxMsg         *msg;            /* carried for the owner (owned; may be stolen in the

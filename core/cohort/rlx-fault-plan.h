@@ -32,6 +32,8 @@ typedef struct {
   guint64 die_at;       /* as the leader, send the commit of this step to every member
                          * but the next in seniority, wait until it is written, and die
                          * (SIGKILL); 0: off */
+  gboolean claim_fast;  /* every gradient says it took 1 µs (compute_us): a member
+                         * lying about its speed to take most of each round */
 } RlxFaultPlan;
 
 /* The fault the gradient of @step gets (NaN wins over Inf). */

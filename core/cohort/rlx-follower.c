@@ -222,6 +222,7 @@ queue_step (RlxFollower *self, RlxMemberStep *ms)
       ms->precision = ctx->precision;
       ms->fault = rlx_fault_plan_gradient (&ctx->faults, ms->step);
       ms->stall_us = rlx_fault_plan_stall_us (&ctx->faults, ms->step);
+      ms->claim_fast = ctx->faults.claim_fast;
     }
   ms->feedback = ctx->error_feedback;
   rlx_compute_queue_member_step (ctx->queue, ms);

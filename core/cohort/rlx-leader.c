@@ -26,6 +26,9 @@ typedef struct {
   RlxMsg          msg;
 } Adopting;
 
+/* Steps whose assignment times the leader keeps (a ring by step). */
+#define ASSIGNED_RING 8
+
 struct _RlxLeader {
   RlxCohortContext *ctx;
   RlxRound        *round;
@@ -41,6 +44,12 @@ struct _RlxLeader {
   RlxCommits      *commits;         /* published, not yet acknowledged by every member; and
                                      * what each member acknowledged */
   double           round_ema_us;
+  /* when the assignment of each of the last steps was made, and how long
+   * after it the round's first bucket came: a member's speed is measured
+   * from there (rlx_leader_on_grad) */
+  guint64          assigned_step[ASSIGNED_RING];
+  gint64           assigned_us[ASSIGNED_RING];
+  gint64           assigned_first[ASSIGNED_RING];
   guint            rounds_measured;
   guint64          finish_prequeued; /* the step whose finish is queued already, before its
                                       * round was complete (0: none) */
@@ -176,6 +185,12 @@ step_header_for (RlxLeader *self, RlxMsg *m, guint64 commit, guint64 step, guint
   rlx_msg_init (m, RLX_MSG_STEP, self->ctx->node_id);
   m->u.step.term = rlx_leadership_get_term (self->ctx->lead);
   m->u.step.step = step;
+  if (self->assigned_step[step % ASSIGNED_RING] != step)
+    {
+      self->assigned_step[step % ASSIGNED_RING] = step;
+      self->assigned_us[step % ASSIGNED_RING] = g_get_monotonic_time ();
+      self->assigned_first[step % ASSIGNED_RING] = 0;
+    }
   m->u.step.commit = commit;
   m->u.step.base = rlx_replica_get_hash (self->ctx->replica);
   m->u.step.loss = commit ? rlx_round_get_loss (self->round) : 0.0;
@@ -1020,11 +1035,28 @@ rlx_leader_on_grad (RlxLeader *self, RlxPeer *p, RlxMsg *m)
       /* to the backend's sum, which checks its values on the way */
       rlx_compute_queue_add (self->ctx->queue, p->id, g->step, g->samples, &g->grads,
                              self->round_outer.h > 0);
-      if (g->compute_us > 0)
-        {
-          double sp = g->samples * 1e6 / g->compute_us;
-          p->speed = p->speed > 0 ? 0.7 * p->speed + 0.3 * sp : sp;
-        }
+      /* Its speed as we see it: its bucket came `took` after we made the
+       * assignment; the round's first bucket stands for what every member
+       * pays (our own lag, the network). The time it computed is what it
+       * reports, but never less than how much later than the first its
+       * bucket came: a member that reports 1 µs to take most of every
+       * round gets what it really delivers (issue 29, item 8). */
+      {
+        guint slot = (guint) (g->step % ASSIGNED_RING);
+        gint64 took = g_get_monotonic_time () - self->assigned_us[slot];
+
+        if (self->assigned_step[slot] == g->step && took > 0)
+          {
+            gint64 eff;
+            double sp;
+
+            if (self->assigned_first[slot] == 0 || took < self->assigned_first[slot])
+              self->assigned_first[slot] = took;
+            eff = MAX ((gint64) MAX (g->compute_us, 1), took - self->assigned_first[slot]);
+            sp = g->samples * 1e6 / (double) eff;
+            p->speed = p->speed > 0 ? 0.7 * p->speed + 0.3 * sp : sp;
+          }
+      }
       break;
     case RLX_ROUND_REJECTED:
       send_reject (self, p->id, g->step, reason);

@@ -50,7 +50,8 @@ typedef struct {
   guint           sent_members;  /* our members if we led, else 0 */
   guint64         sent_step;
   /* measured */
-  double          speed;        /* samples/s of compute (by the leader) */
+  double          speed;        /* samples/s, as the leader measures it: from making the
+                                 * assignment to the bucket's arrival */
   gint64          last_rx;      /* monotonic µs of the last byte received */
   double          gap_peak_us;  /* longest recent silence, decaying */
   double          rtt_us;       /* heartbeat round trip, smoothed; 0 unknown */

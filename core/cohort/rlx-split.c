@@ -6,6 +6,12 @@
 
 #include <math.h>
 
+/* A hello's batch counts for at most this many times the leader's own
+ * --batch (and at least SANE_BATCH_MIN); its max_batch for this many times
+ * that again. */
+#define SANE_BATCH_FACTOR 8u
+#define SANE_BATCH_MIN    256u
+
 guint
 rlx_coordinator_split_batch (guint count, const double *weights, const guint *max_batch,
                              guint k, guint *out)
@@ -105,9 +111,14 @@ member_batch (RlxCohortContext *ctx, const char *id, guint *max_batch, double *s
       *speed = 0;
       return 0;
     }
-  *max_batch = p->max_batch;
-  *speed = p->speed;
-  return p->batch;
+  /* What a hello claims is bounded: a member cannot grow the global batch,
+   * or lift its own cap, beyond SANE_BATCH_FACTOR times our --batch. */
+  {
+    guint sane = MAX (SANE_BATCH_FACTOR * ctx->batch, SANE_BATCH_MIN);
+    *max_batch = MIN (p->max_batch, SANE_BATCH_FACTOR * sane);
+    *speed = p->speed;
+    return MIN (p->batch, sane);
+  }
 }
 
 GArray *
@@ -147,6 +158,11 @@ rlx_split_assign_rounds (RlxCohortContext *ctx, guint pos, guint per_round, guin
         maxb[i] = (guint) MIN ((guint64) maxb[i] * per_round, (guint64) G_MAXUINT32);
       }
   count = (guint) MIN (global, (guint64) (rlx_replica_get_n_train (ctx->replica) - pos));
+  /* With three members or more, nobody gets more than half of a round:
+   * however fast it looks, no one member's gradient outweighs the rest. */
+  if (k >= 3)
+    for (guint i = 0; i < k; i++)
+      maxb[i] = MIN (maxb[i], (count + 1) / 2);
   rlx_coordinator_split_batch (count, w, maxb, k, c);
   for (guint i = 0; i < k; i++)
     {

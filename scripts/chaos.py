@@ -8,7 +8,8 @@ precisions) in a private XDG_RUNTIME_DIR / XDG_DATA_HOME and, every 0.5-2 s
 at random:
 
   spawn      starts a rank (at a random precision);
-  kill       SIGKILLs one (the leader in about a third of the kills);
+  kill       SIGKILLs one (the leader in about a third of the kills), never
+             the only rank that holds the newest committed step;
   freeze     SIGSTOPs one (the leader in about a third) for 1-10 s, then
              SIGCONTs it;
   precision  switches a rank's wire precision (SIGUSR1: the next one).
@@ -370,7 +371,13 @@ class Run:
                 r = self.spawn()
                 self.fault("spawn", r)
             elif kind == "kill":
-                pool = live
+                # Never the only rank that holds the newest committed step:
+                # its steps would be lost with it whatever the cohort does
+                # (a cohort of one, the others still starting or frozen).
+                holders = [x for x in live if x.last_step >= self.max_step and x.joined]
+                pool = [x for x in live if not (len(holders) == 1 and x is holders[0])]
+                if not pool:
+                    return
                 if leader in pool and self.rng.random() < 1 / 3:
                     r = leader
                 else:

@@ -51,6 +51,11 @@ rlx_coordinator_emit_joined (RlxCoordinator *self)
   j->fallback = g_strdup (rlx_backend_fallback (b));
   j->precision = g_strdup (rlx_precision_to_string (self->ctx.precision));
   j->sync = g_strdup (rlx_sync_mode_to_string (rlx_sync_state_mode (self->ctx.sync)));
+  j->has_data = TRUE;
+  j->train = rlx_replica_get_n_train (self->replica);
+  j->epoch = rlx_replica_get_epoch (self->replica);
+  j->pos = rlx_replica_get_pos (self->replica);
+  j->steps = self->ctx.steps;
   rlx_coordinator_emit_event (self, e);
   rlx_coordinator_emit_sync (self);
 }

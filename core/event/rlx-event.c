@@ -51,6 +51,10 @@ static const Field joined_f[] = {
   U64 (RlxEventJoined, step), HASH (RlxEventJoined, hash), STR (RlxEventJoined, backend),
   STR (RlxEventJoined, device), STR (RlxEventJoined, fallback), STR (RlxEventJoined, precision),
   OSTR (RlxEventJoined, sync),
+  F (T_U64, RlxEventJoined, train, 0, IF (RlxEventJoined, has_data)),
+  F (T_U64, RlxEventJoined, epoch, 0, IF (RlxEventJoined, has_data)),
+  F (T_U64, RlxEventJoined, pos, 0, IF (RlxEventJoined, has_data)),
+  F (T_U64, RlxEventJoined, steps, 0, IF (RlxEventJoined, has_data)),
 };
 
 static const Field leader_f[] = {

@@ -74,6 +74,10 @@ typedef struct {
   guint64 step, hash;
   char   *backend, *device, *fallback, *precision;
   char   *sync;           /* optional: the sync mode it runs ("step", "outer") */
+  gboolean has_data;      /* where training stands (left out of older logs): */
+  guint64  train;         /*   training samples in an epoch */
+  guint64  epoch, pos;    /*   the epoch and the position in it the next step starts at */
+  guint64  steps;         /*   the run ends once this step is committed; 0: never */
 } RlxEventJoined;
 
 /* leader */

@@ -191,6 +191,28 @@ test_round_trip (void)
     g_assert_cmpstr (back->u.member.host, ==, "h");
     g_assert_null (back->u.member.backend);
   }
+  /* "joined" says where training stands; a log from before has not that
+   * group, and reads back without it */
+  {
+    g_autoptr(RlxEvent) e = rlx_event_new (RLX_EVENT_JOINED);
+    g_autoptr(JsonObject) o = NULL, bare = NULL;
+    g_autoptr(RlxEvent) back = NULL, old = NULL;
+
+    bare = rlx_event_to_json (e);
+    g_assert_false (json_object_has_member (bare, "train"));
+    old = rlx_event_from_json (bare, NULL);
+    g_assert_false (old->u.joined.has_data);
+    e->u.joined.has_data = TRUE;
+    e->u.joined.train = 60000;
+    e->u.joined.pos = 128;
+    e->u.joined.steps = 900;
+    o = rlx_event_to_json (e);
+    back = rlx_event_from_json (o, NULL);
+    g_assert_true (back->u.joined.has_data);
+    g_assert_cmpuint (back->u.joined.train, ==, 60000);
+    g_assert_cmpuint (back->u.joined.pos, ==, 128);
+    g_assert_cmpuint (back->u.joined.steps, ==, 900);
+  }
 }
 
 static void

@@ -1,4 +1,5 @@
-/* rlx-cohort-panel.c — the hash light and the timeline (see the header) */
+/* rlx-cohort-panel.c — the hash light, progress, links and the timeline
+ * (see the header) */
 #include "rlx-config.h"
 #include "rlx-cohort-panel.h"
 #include "rlx-events-view.h"
@@ -14,6 +15,11 @@ struct _RlxCohortPanel
   GtkImage    *light_icon;
   GtkLabel    *light_label;
   GtkLabel    *ranks_label;
+  GtkLabel    *progress_label;
+  GtkLabel    *checkpoint_label;
+  GtkLabel    *links_label;
+  GtkExpander *details;
+  RlxProgress *progress;     /* not owned */
   GtkGrid     *rates;
   GListModel  *roster;
   GHashTable  *lines;        /* node id → RateLine* */
@@ -48,6 +54,32 @@ rate_text (double v)
   return g_strdup_printf ("%.0f /s", v);
 }
 
+/* @text (taken) in @label, hidden when NULL; only a change is written */
+static void
+show_text (GtkLabel *label, char *text)
+{
+  gtk_widget_set_visible (GTK_WIDGET (label), text != NULL);
+  if (text && g_strcmp0 (gtk_label_get_label (label), text) != 0)
+    {
+      gtk_label_set_label (label, text);
+      gtk_widget_set_tooltip_text (GTK_WIDGET (label), text);
+    }
+  g_free (text);
+}
+
+/* The figures that age with the clock: once a second */
+static void
+sample_progress (RlxCohortPanel *self)
+{
+  show_text (self->checkpoint_label,
+             self->progress ? rlx_progress_dup_checkpoint_text (self->progress,
+                                                                g_get_monotonic_time ())
+                            : NULL);
+  show_text (self->links_label,
+             self->progress && self->roster
+               ? rlx_progress_dup_links_text (self->progress, self->roster) : NULL);
+}
+
 void
 rlx_cohort_panel_sample (RlxCohortPanel *self)
 {
@@ -56,6 +88,7 @@ rlx_cohort_panel_sample (RlxCohortPanel *self)
   guint n;
 
   g_return_if_fail (RLX_IS_COHORT_PANEL (self));
+  sample_progress (self);
   n = self->roster ? g_list_model_get_n_items (self->roster) : 0;
   g_hash_table_iter_init (&it, self->lines);
   while (g_hash_table_iter_next (&it, &key, &value))
@@ -134,6 +167,7 @@ rlx_cohort_panel_refresh (RlxCohortPanel *self)
   gboolean alarm;
 
   g_return_if_fail (RLX_IS_COHORT_PANEL (self));
+  show_text (self->progress_label, self->progress ? rlx_progress_dup_text (self->progress) : NULL);
   ranks = self->timeline ? rlx_timeline_dup_ranks_text (self->timeline) : NULL;
   gtk_widget_set_visible (GTK_WIDGET (self->ranks_label), ranks != NULL);
   if (g_strcmp0 (gtk_label_get_label (self->ranks_label), ranks ? ranks : "") != 0)
@@ -202,6 +236,49 @@ rlx_cohort_panel_set_timeline (RlxCohortPanel *self, RlxTimeline *timeline)
   rlx_cohort_panel_refresh (self);
 }
 
+void
+rlx_cohort_panel_set_progress (RlxCohortPanel *self, RlxProgress *progress)
+{
+  g_return_if_fail (RLX_IS_COHORT_PANEL (self));
+  self->progress = progress;
+  rlx_cohort_panel_refresh (self);
+  sample_progress (self);
+}
+
+static const char *
+shown (GtkLabel *label)
+{
+  return gtk_widget_get_visible (GTK_WIDGET (label)) ? gtk_label_get_label (label) : NULL;
+}
+
+const char *
+rlx_cohort_panel_get_progress_text (RlxCohortPanel *self)
+{
+  g_return_val_if_fail (RLX_IS_COHORT_PANEL (self), NULL);
+  return shown (self->progress_label);
+}
+
+const char *
+rlx_cohort_panel_get_checkpoint_text (RlxCohortPanel *self)
+{
+  g_return_val_if_fail (RLX_IS_COHORT_PANEL (self), NULL);
+  return shown (self->checkpoint_label);
+}
+
+const char *
+rlx_cohort_panel_get_links_text (RlxCohortPanel *self)
+{
+  g_return_val_if_fail (RLX_IS_COHORT_PANEL (self), NULL);
+  return shown (self->links_label);
+}
+
+GtkExpander *
+rlx_cohort_panel_get_details (RlxCohortPanel *self)
+{
+  g_return_val_if_fail (RLX_IS_COHORT_PANEL (self), NULL);
+  return self->details;
+}
+
 const char *
 rlx_cohort_panel_get_ranks_text (RlxCohortPanel *self)
 {
@@ -262,6 +339,10 @@ rlx_cohort_panel_class_init (RlxCohortPanelClass *klass)
   gtk_widget_class_bind_template_child (widget_class, RlxCohortPanel, light_label);
   gtk_widget_class_bind_template_child (widget_class, RlxCohortPanel, ranks_label);
   gtk_widget_class_bind_template_child (widget_class, RlxCohortPanel, rates);
+  gtk_widget_class_bind_template_child (widget_class, RlxCohortPanel, progress_label);
+  gtk_widget_class_bind_template_child (widget_class, RlxCohortPanel, checkpoint_label);
+  gtk_widget_class_bind_template_child (widget_class, RlxCohortPanel, links_label);
+  gtk_widget_class_bind_template_child (widget_class, RlxCohortPanel, details);
   gtk_widget_class_bind_template_child (widget_class, RlxCohortPanel, marks);
   gtk_widget_class_bind_template_child (widget_class, RlxCohortPanel, marks_empty);
   gtk_widget_class_set_layout_manager_type (widget_class, GTK_TYPE_BOX_LAYOUT);

@@ -1,5 +1,13 @@
-/* rlx-cohort-panel.h — the dashboard's cohort card: the hash light and the
- * membership and leader timeline
+/* rlx-cohort-panel.h — the dashboard's cohort card: the hash light, the
+ * progress and checkpoint, the links, and the membership and leader timeline
+ *
+ * In the lines it always shows (a few, so that the roster below keeps its
+ * rows at 800×600): the light and the checkpoint ("Checkpoint at step 400,
+ * 12 s ago"), the progress ("120 steps/s · epoch 2, 40% · 1 min left in
+ * the epoch"), each link's path and bytes at its precision, and the
+ * ranks' late and rejected gradients (RlxProgress, rlx-progress.h, and
+ * RlxTimeline make the words). The per-rank sparklines and the timeline
+ * fold away in an expander, closed until opened.
  *
  * Shows an RlxTimeline (rlx-timeline.h): a light that says whether the
  * ranks' parameters agree ("3 of 3 agree at step 120", an alarm when one
@@ -15,6 +23,7 @@
 
 #include <gtk/gtk.h>
 #include "rlx-timeline.h"
+#include "rlx-progress.h"
 
 G_BEGIN_DECLS
 
@@ -36,6 +45,16 @@ GtkWidget  *rlx_cohort_panel_get_sparkline (RlxCohortPanel *self, const char *no
  * accessible description). */
 const char *rlx_cohort_panel_get_light_text (RlxCohortPanel *self);
 gboolean    rlx_cohort_panel_get_alarm      (RlxCohortPanel *self);
+/* The progress, checkpoint and links lines follow @progress (not owned: it
+ * must outlive the panel or be unset); refresh reads the progress, sample
+ * the checkpoint's age and the links. */
+void        rlx_cohort_panel_set_progress (RlxCohortPanel *self, RlxProgress *progress);
+/* What they show (tests; NULL: hidden). */
+const char *rlx_cohort_panel_get_progress_text   (RlxCohortPanel *self);
+const char *rlx_cohort_panel_get_checkpoint_text (RlxCohortPanel *self);
+const char *rlx_cohort_panel_get_links_text      (RlxCohortPanel *self);
+/* The expander the sparklines and the timeline fold into. */
+GtkExpander *rlx_cohort_panel_get_details        (RlxCohortPanel *self);
 /* The ranks' late and rejected gradients as shown (NULL: hidden, none). */
 const char *rlx_cohort_panel_get_ranks_text (RlxCohortPanel *self);
 

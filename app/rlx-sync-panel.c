@@ -3,6 +3,7 @@
 #include "rlx-sync-panel.h"
 
 #include <glib/gi18n.h>
+#include <inttypes.h>
 
 #define COMMITS 8
 
@@ -47,7 +48,7 @@ show_round (RlxSyncPanel *self, gint64 now_us)
   if (self->round_us > 0 && self->last_commit_us > 0)
     f = CLAMP ((double) (now_us - self->last_commit_us) / (double) self->round_us, 0.0, 1.0);
   /* Translators: the outer round under way, and its inner steps */
-  text = g_strdup_printf (_("Outer round %" G_GUINT64_FORMAT " · %u inner steps"),
+  text = g_strdup_printf (_("Outer round %" PRIu64 " · %u inner steps"),
                           self->last_step + 1, self->h);
   gtk_progress_bar_set_fraction (self->round, f);
   gtk_progress_bar_set_text (self->round, text);
@@ -240,8 +241,21 @@ rlx_sync_panel_init (RlxSyncPanel *self)
   gtk_label_set_xalign (GTK_LABEL (caption), 0.0f);
   gtk_widget_add_css_class (caption, "caption-heading");
   gtk_widget_add_css_class (caption, "dim-label");
-  gtk_box_append (GTK_BOX (self->box), caption);
   self->mode = add_label (self, "heading", FALSE);
+  /* the caption beside the mode, on one row: the roster below keeps its
+   * rows at 800×600 (tests/app/test-dashboard.c) */
+  {
+    GtkWidget *row = gtk_box_new (GTK_ORIENTATION_HORIZONTAL, 8);
+
+    g_object_ref (self->mode);
+    gtk_box_remove (GTK_BOX (self->box), GTK_WIDGET (self->mode));
+    gtk_widget_set_valign (caption, GTK_ALIGN_BASELINE);
+    gtk_widget_set_valign (GTK_WIDGET (self->mode), GTK_ALIGN_BASELINE);
+    gtk_box_append (GTK_BOX (row), caption);
+    gtk_box_append (GTK_BOX (row), GTK_WIDGET (self->mode));
+    g_object_unref (self->mode);
+    gtk_box_append (GTK_BOX (self->box), row);
+  }
   self->reason = add_label (self, "dim-label", TRUE);
   self->links = add_label (self, NULL, TRUE);
   self->round = GTK_PROGRESS_BAR (gtk_progress_bar_new ());

@@ -70,6 +70,7 @@ struct _RlxWindow
   RlxEventsView        *events_view;
   RlxCohortPanel       *cohort_panel;
   RlxTimeline          *timeline;                /* joins, leaders, the hash light */
+  RlxProgress          *progress;                /* steps/s, epoch, checkpoint, links */
   GtkButton            *join_button;
   GtkButton            *leave_button;
   GtkButton            *add_rank_button;
@@ -419,6 +420,8 @@ on_node_event (RlxNodeThread *node, RlxEvent *event, RlxWindow *self)
     }
 
   rlx_timeline_add_event (self->timeline, event, rlx_node_thread_get_node_id (node));
+  rlx_progress_add_event (self->progress, event, rlx_node_thread_get_node_id (node),
+                          g_get_monotonic_time ());
   rlx_sync_panel_add_event (self->sync_panel, event, g_get_monotonic_time ());
   switch (event->kind)
     {
@@ -674,6 +677,7 @@ rlx_window_join (RlxWindow *self)
 
   rlx_loss_chart_clear (self->chart);
   rlx_timeline_clear (self->timeline);
+  rlx_progress_clear (self->progress);
   rlx_cohort_panel_set_roster (self->cohort_panel, NULL);
   g_array_set_size (self->pending, 0);
   rlx_wire_panel_reset (self->counters);
@@ -1018,6 +1022,7 @@ rlx_window_constructed (GObject *object)
 
   rlx_events_view_set_log (self->events_view, self->log);
   rlx_cohort_panel_set_timeline (self->cohort_panel, self->timeline);
+  rlx_cohort_panel_set_progress (self->cohort_panel, self->progress);
   g_signal_connect (self->timeline, "items-changed", G_CALLBACK (on_marks_changed), self);
   self->tick_id = g_timeout_add (UI_TICK_MS, on_ui_tick, self);
   update_actions (self);
@@ -1054,6 +1059,7 @@ rlx_window_finalize (GObject *object)
   if (self->timeline)
     g_signal_handlers_disconnect_by_data (self->timeline, self);
   g_clear_object (&self->timeline);
+  g_clear_pointer (&self->progress, rlx_progress_free);
   g_clear_object (&self->cancellable);
   g_clear_pointer (&self->event_log, fclose);
   g_clear_pointer (&self->toasted_fallbacks, g_hash_table_unref);
@@ -1180,6 +1186,7 @@ rlx_window_init (RlxWindow *self)
   self->settings = g_settings_new (RLX_APP_ID);
   self->log = rlx_event_log_new ();
   self->timeline = rlx_timeline_new ();
+  self->progress = rlx_progress_new ();
   self->pending = g_array_new (FALSE, FALSE, sizeof (Point));
   self->toasted_fallbacks = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->cancellable = g_cancellable_new ();

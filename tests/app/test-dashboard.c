@@ -1,13 +1,19 @@
 /* test-dashboard.c — the cohort dashboard's widgets fed the core's typed
  * events (core/event/rlx-event.h), as a node thread hands them over: the
  * events page (newest first, its filter, the one evaluation row), the
- * membership and leader timeline, and the hash light.
+ * membership and leader timeline, the hash light, the progress (steps/s,
+ * epoch, time left), the checkpoint, each link's path, and the window at
+ * 800×600 with its roster's rows in sight.
  */
 #include "rlx-config.h"
 #include "node-test-utils.h"
 #include "rlx-events-view.h"
 #include "rlx-cohort-panel.h"
+#include "rlx-progress.h"
+#include "rlx-roster-view.h"
+#include "rlx-window.h"
 #include "rlx-sparkline.h"
+#include "rlx-sync-panel.h"
 #include "core/cohort/rlx-roster.h"
 
 #include <adwaita.h>
@@ -450,6 +456,315 @@ test_sparklines (void)
   g_object_unref (panel);
 }
 
+
+static RlxEvent *
+joined_at (guint64 train, guint64 epoch, guint64 pos, guint64 steps)
+{
+  RlxEvent *e = rlx_event_new (RLX_EVENT_JOINED);
+
+  e->u.joined.node = g_strdup ("me");
+  e->u.joined.has_data = TRUE;
+  e->u.joined.train = train;
+  e->u.joined.epoch = epoch;
+  e->u.joined.pos = pos;
+  e->u.joined.steps = steps;
+  return e;
+}
+
+static void
+progress_take (RlxProgress *p, RlxEvent *e, gint64 now)
+{
+  rlx_progress_add_event (p, e, "me", now);
+  rlx_event_unref (e);
+}
+
+static RlxEvent *
+step_at (guint64 step, guint64 samples, gint64 time_us)
+{
+  RlxEvent *e = rlx_event_new (RLX_EVENT_STEP);
+
+  e->u.step.step = step;
+  e->u.step.samples = samples;
+  e->u.step.time_us = time_us;
+  return e;
+}
+
+#define T0 ((gint64) 1000 * G_USEC_PER_SEC)
+
+/* Steps/s and samples/s from the steps' commit times, the epoch from
+ * "joined" and the samples since, the time left to the epoch's end or to
+ * the run's last step. */
+static void
+test_progress (void)
+{
+  g_autoptr(RlxProgress) p = rlx_progress_new ();
+  RlxCohortPanel *panel = RLX_COHORT_PANEL (g_object_ref_sink (rlx_cohort_panel_new ()));
+  g_autofree char *text = NULL, *text2 = NULL, *text3 = NULL;
+
+  rlx_cohort_panel_set_progress (panel, p);
+  g_assert_null (rlx_progress_dup_text (p));
+  g_assert_null (rlx_cohort_panel_get_progress_text (panel));
+  progress_take (p, joined_at (1000, 0, 100, 0), T0);
+  /* 11 steps 100 ms apart, 50 samples each: 10 steps in 1 s */
+  for (guint i = 0; i <= 10; i++)
+    progress_take (p, step_at (1 + i, 50, T0 + i * G_USEC_PER_SEC / 10), T0);
+  g_assert_cmpfloat_with_epsilon (rlx_progress_get_steps_per_s (p), 10, 1e-9);
+  g_assert_cmpfloat_with_epsilon (rlx_progress_get_samples_per_s (p), 500, 1e-9);
+  /* at 100 + 550 of 1000: 350 samples left at 500/s */
+  g_assert_cmpfloat_with_epsilon (rlx_progress_get_seconds_left (p), 0.7, 1e-9);
+  text = rlx_progress_dup_text (p);
+  g_assert_cmpstr (text, ==, "10.0 steps/s · epoch 1, 65% · 1 s left in the epoch");
+  rlx_cohort_panel_refresh (panel);
+  g_assert_cmpstr (rlx_cohort_panel_get_progress_text (panel), ==, text);
+
+  /* into the next epoch: 8 steps more, 400 samples (650 + 400 = 1050) */
+  for (guint i = 11; i <= 18; i++)
+    progress_take (p, step_at (1 + i, 50, T0 + i * G_USEC_PER_SEC / 10), T0);
+  text2 = rlx_progress_dup_text (p);
+  g_assert_nonnull (strstr (text2, "epoch 2, 5%"));
+
+  /* a run that ends at step 619: 600 steps at 10/s */
+  progress_take (p, joined_at (1000, 1, 50, 619), T0);
+  g_assert_cmpfloat_with_epsilon (rlx_progress_get_seconds_left (p), 60, 1e-9);
+  text3 = rlx_progress_dup_text (p);
+  g_assert_cmpstr (text3, ==, "10.0 steps/s · epoch 2, 5% · 1 min 0 s left (step 19 of 619)");
+
+  /* the rate covers the last seconds only: 20 steps in the next 10 s */
+  for (guint i = 1; i <= 20; i++)
+    progress_take (p, step_at (19 + i, 50, T0 + G_USEC_PER_SEC * 18 / 10 + i * G_USEC_PER_SEC / 2), T0);
+  g_assert_cmpfloat_with_epsilon (rlx_progress_get_steps_per_s (p), 2, 1e-9);
+
+  rlx_progress_clear (p);
+  g_assert_null (rlx_progress_dup_text (p));
+  g_assert_cmpfloat (rlx_progress_get_seconds_left (p), ==, -1);
+  rlx_cohort_panel_set_progress (panel, NULL);
+  g_object_unref (panel);
+}
+
+/* The last checkpoint's step and age; a resume says so. */
+static void
+test_checkpoint_status (void)
+{
+  g_autoptr(RlxProgress) p = rlx_progress_new ();
+  RlxCohortPanel *panel = RLX_COHORT_PANEL (g_object_ref_sink (rlx_cohort_panel_new ()));
+  g_autofree char *none = NULL, *ago = NULL, *resumed = NULL;
+  gint64 now = g_get_monotonic_time ();
+  RlxEvent *e;
+
+  g_assert_null (rlx_progress_dup_checkpoint_text (p, now));
+  progress_take (p, step_at (1, 8, now), now);
+  none = rlx_progress_dup_checkpoint_text (p, now);
+  g_assert_cmpstr (none, ==, "No checkpoint yet");
+
+  e = rlx_event_new (RLX_EVENT_CHECKPOINT);
+  e->u.checkpoint.step = 400;
+  e->u.checkpoint.path = g_strdup ("/tmp/x");
+  progress_take (p, e, now - 12 * G_USEC_PER_SEC);
+  ago = rlx_progress_dup_checkpoint_text (p, now + 65 * G_USEC_PER_SEC);
+  g_assert_cmpstr (ago, ==, "Checkpoint at step 400, 1 min 17 s ago");
+  rlx_cohort_panel_set_progress (panel, p);
+  g_assert_nonnull (rlx_cohort_panel_get_checkpoint_text (panel));
+  g_assert_cmpstr (rlx_cohort_panel_get_checkpoint_text (panel), ==,
+                   "Checkpoint at step 400, 12 s ago");
+
+  e = rlx_event_new (RLX_EVENT_RESUMED);
+  e->u.resumed.step = 300;
+  progress_take (p, e, now);
+  resumed = rlx_progress_dup_checkpoint_text (p, now + 3 * G_USEC_PER_SEC);
+  g_assert_cmpstr (resumed, ==, "Resumed from the checkpoint at step 300, 3 s ago");
+  rlx_cohort_panel_set_progress (panel, NULL);
+  g_assert_null (rlx_cohort_panel_get_checkpoint_text (panel));
+  g_object_unref (panel);
+}
+
+static RlxEvent *
+link_up (const char *node, const char *path)
+{
+  RlxEvent *e = rlx_event_new (RLX_EVENT_LINK_UP);
+
+  e->u.link_up.node = g_strdup (node);
+  e->u.link_up.path = g_strdup (path);
+  return e;
+}
+
+/* Each link's path from its selected ICE pair (or the local bus on this
+ * host) and its bytes at the rank's precision. */
+static void
+test_link_paths (void)
+{
+  g_autoptr(RlxProgress) p = rlx_progress_new ();
+  g_autoptr(RlxRoster) roster = rlx_roster_new ();
+  RlxCohortPanel *panel = RLX_COHORT_PANEL (g_object_ref_sink (rlx_cohort_panel_new ()));
+  RlxRosterRow rows[] = {
+    { .node_id = "me", .host = "h", .state = "computing", .precision = "f32", .is_self = TRUE },
+    { .node_id = "n2", .host = "h2", .state = "computing", .precision = "int8",
+      .bytes_tx = 600, .bytes_rx = 400 },
+    { .node_id = "n3", .host = "h3", .state = "computing", .precision = "f8e4m3",
+      .bytes_tx = 2000000 },
+    { .node_id = "n4", .host = "h", .state = "computing", .precision = "f32", .bytes_rx = 3000 },
+    { .node_id = "n5", .host = "h5", .state = "computing", .precision = "f32" },
+  };
+  g_autofree char *text = NULL, *after = NULL;
+  RlxEvent *e;
+
+  rlx_roster_sync (roster, rows, G_N_ELEMENTS (rows));
+  progress_take (p, link_up ("n2", "host/srflx 10.0.0.2:5000"), 0);
+  progress_take (p, link_up ("n3", "host/relay 192.0.2.7:3478"), 0);
+  g_assert_cmpstr (rlx_progress_get_link_path (p, "n2"), ==, "direct QUIC");
+  g_assert_cmpstr (rlx_progress_get_link_path (p, "n3"), ==, "TURN relay");
+  g_assert_null (rlx_progress_get_link_path (p, "n4"));
+  text = rlx_progress_dup_links_text (p, G_LIST_MODEL (roster));
+  g_assert_cmpstr (text, ==, "n2: direct QUIC, 1.0\u00a0kB at int8; n3: TURN relay, 2.0\u00a0MB at f8 E4M3; "
+                             "n4: local bus, 3.0\u00a0kB at f32");
+  rlx_cohort_panel_set_progress (panel, p);
+  rlx_cohort_panel_set_roster (panel, G_LIST_MODEL (roster));
+  g_assert_cmpstr (rlx_cohort_panel_get_links_text (panel), ==, text);
+
+  /* the link to n2 went down: no path of ours to it */
+  e = rlx_event_new (RLX_EVENT_LINK_DOWN);
+  e->u.link_lost.node = g_strdup ("n2");
+  progress_take (p, e, 0);
+  after = rlx_progress_dup_links_text (p, G_LIST_MODEL (roster));
+  g_assert_null (strstr (after, "n2"));
+  rlx_cohort_panel_set_roster (panel, NULL);
+  rlx_cohort_panel_set_progress (panel, NULL);
+  g_object_unref (panel);
+}
+
+static void
+find_descendants (GtkWidget *w, GType type, GPtrArray *out)
+{
+  for (GtkWidget *c = gtk_widget_get_first_child (w); c; c = gtk_widget_get_next_sibling (c))
+    {
+      if (G_TYPE_CHECK_INSTANCE_TYPE (c, type))
+        g_ptr_array_add (out, c);
+      find_descendants (c, type, out);
+    }
+}
+
+static gboolean
+allocated (gpointer widget)
+{
+  return gtk_widget_get_mapped (widget) && gtk_widget_get_height (widget) > 0;
+}
+
+/* Roster rows wholly in sight: the labels that name a rank ("n1"…) whose
+ * bounds lie inside the roster's scrolled list. */
+static guint
+rows_in_sight (RlxWindow *window, RlxRosterView *roster, guint n)
+{
+  g_autoptr(GPtrArray) scrolled = g_ptr_array_new ();
+  g_autoptr(GPtrArray) labels = g_ptr_array_new ();
+  graphene_rect_t view, b;
+  guint count = 0;
+
+  find_descendants (GTK_WIDGET (roster), GTK_TYPE_SCROLLED_WINDOW, scrolled);
+  g_assert_cmpuint (scrolled->len, >=, 1);
+  g_assert_true (gtk_widget_compute_bounds (scrolled->pdata[0], GTK_WIDGET (window), &view));
+  find_descendants (GTK_WIDGET (roster), GTK_TYPE_LABEL, labels);
+  for (guint i = 0; i < labels->len; i++)
+    {
+      const char *t = gtk_label_get_label (labels->pdata[i]);
+      if (t == NULL || t[0] != 'n' || strlen (t) > 3 || !gtk_widget_get_mapped (labels->pdata[i]))
+        continue;
+      if (!gtk_widget_compute_bounds (labels->pdata[i], GTK_WIDGET (window), &b))
+        continue;
+      if (b.origin.y >= view.origin.y - 0.5 &&
+          b.origin.y + b.size.height <= view.origin.y + view.size.height + 0.5 &&
+          b.origin.y + b.size.height <= gtk_widget_get_height (GTK_WIDGET (window)))
+        count++;
+    }
+  return MIN (count, n);
+}
+
+/* At 800×600 and at the default size (1100×760), with six ranks training
+ * (their sparklines, the progress, the links, a straggler's line, the sync
+ * panel), the roster keeps several rows in sight: three and five (before:
+ * one or two, and two). */
+static void
+check_rows_at (int width, int height, guint want)
+{
+  RlxWindow *window = rlx_window_new (NULL, "rows-test");
+  g_autoptr(RlxRoster) roster = rlx_roster_new ();
+  g_autoptr(GPtrArray) stacks = g_ptr_array_new ();
+  g_autoptr(GPtrArray) panels = g_ptr_array_new ();
+  g_autoptr(GPtrArray) views = g_ptr_array_new ();
+  g_autoptr(GPtrArray) syncs = g_ptr_array_new ();
+  g_autoptr(RlxProgress) p = rlx_progress_new ();
+  g_autoptr(RlxTimeline) t = rlx_timeline_new ();
+  RlxRosterRow rows[6];
+  char ids[6][4];
+  RlxCohortPanel *panel;
+  RlxRosterView *view;
+  guint seen;
+
+  for (guint i = 0; i < 6; i++)
+    {
+      g_snprintf (ids[i], sizeof ids[i], "n%u", i + 1);
+      rows[i] = (RlxRosterRow) { .node_id = ids[i], .host = i < 3 ? "h" : "far", .backend = "cpu",
+                                 .device = "OpenBLAS", .state = "computing", .precision = "f32",
+                                 .speed = 1000 * (i + 1), .is_self = i == 0, .is_leader = i == 0 };
+    }
+  rlx_roster_sync (roster, rows, 6);
+  find_descendants (GTK_WIDGET (window), GTK_TYPE_STACK, stacks);
+  for (guint i = 0; i < stacks->len; i++)
+    if (gtk_stack_get_child_by_name (stacks->pdata[i], "cohort"))
+      gtk_stack_set_visible_child_name (stacks->pdata[i], "cohort");
+  find_descendants (GTK_WIDGET (window), RLX_TYPE_COHORT_PANEL, panels);
+  find_descendants (GTK_WIDGET (window), RLX_TYPE_ROSTER_VIEW, views);
+  find_descendants (GTK_WIDGET (window), RLX_TYPE_SYNC_PANEL, syncs);
+  g_assert_cmpuint (syncs->len, ==, 1);
+  {
+    /* the sync panel shows, as it does once a node runs */
+    g_autoptr(RlxEvent) e = rlx_event_new (RLX_EVENT_SYNC);
+    e->u.sync.mode = g_strdup ("step");
+    e->u.sync.h = 1;
+    e->u.sync.requested = g_strdup ("auto");
+    e->u.sync.reason = g_strdup ("every link is local");
+    rlx_sync_panel_add_event (syncs->pdata[0], e, T0);
+  }
+  g_assert_cmpuint (panels->len, ==, 1);
+  g_assert_cmpuint (views->len, ==, 1);
+  panel = panels->pdata[0];
+  view = views->pdata[0];
+  rlx_roster_view_set_model (view, G_LIST_MODEL (roster));
+  rlx_cohort_panel_set_roster (panel, G_LIST_MODEL (roster));
+  rlx_cohort_panel_set_timeline (panel, t);
+  rlx_cohort_panel_set_progress (panel, p);
+  progress_take (p, joined_at (60000, 0, 0, 0), T0);
+  progress_take (p, step_at (1, 96, T0), T0);
+  progress_take (p, step_at (20, 96, T0 + G_USEC_PER_SEC), T0);
+  progress_take (p, link_up ("n4", "host/host 10.0.0.4:1"), T0);
+  timeline_take (t, late ("n3", 19));
+  timeline_take (t, step_agree (20, 6, 6));
+  rlx_cohort_panel_refresh (panel);
+  rlx_cohort_panel_sample (panel);
+
+  gtk_window_set_default_size (GTK_WINDOW (window), width, height);
+  gtk_window_present (GTK_WINDOW (window));
+  g_assert_true (node_test_wait (allocated, view, 30000));
+  node_test_spin (400);   /* allocated, rows made */
+  g_assert_cmpint (gtk_widget_get_height (GTK_WIDGET (window)), <=, height);
+  g_assert_nonnull (rlx_cohort_panel_get_progress_text (panel));
+  seen = rows_in_sight (window, view, 6);
+  g_test_message ("%d×%d: %u roster rows in sight", width, height, seen);
+  g_assert_cmpuint (seen, >=, want);
+  rlx_cohort_panel_set_progress (panel, NULL);
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
+static void
+test_rows_800x600 (void)
+{
+  check_rows_at (800, 600, 3);
+}
+
+static void
+test_rows_default (void)
+{
+  check_rows_at (1100, 760, 5);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -465,6 +780,11 @@ main (int argc, char **argv)
   g_test_add_func ("/app/dashboard/hash-light", test_hash_light);
   g_test_add_func ("/app/dashboard/stragglers", test_stragglers);
   g_test_add_func ("/app/dashboard/sparklines", test_sparklines);
+  g_test_add_func ("/app/dashboard/progress", test_progress);
+  g_test_add_func ("/app/dashboard/checkpoint", test_checkpoint_status);
+  g_test_add_func ("/app/dashboard/link-paths", test_link_paths);
+  g_test_add_func ("/app/dashboard/rows-800x600", test_rows_800x600);
+  g_test_add_func ("/app/dashboard/rows-default", test_rows_default);
   status = g_test_run ();
   node_test_cleanup ();
   return status;

@@ -1,0 +1,143 @@
+/* test-outer-freeze.c — a frozen (SIGSTOP) and thawed (SIGCONT) member of
+ * an outer-mode cohort (`--sync outer:H`) rejoins (issue 28, "A frozen and
+ * thawed member rejoins"), with real `rlx-rank join` processes on the local
+ * bus (cohort-harness.h)
+ *
+ * What docs/PROTOCOL.md promises for the outer mode's elasticity: the
+ * leader times the frozen member out by its heartbeats and the cohort goes
+ * on without it (it loses only its own contribution); thawed, the member
+ * says it was cut off, enters again at an outer boundary through a
+ * snapshot from the leader that carries the outer state, and from there
+ * holds the cohort's θ and outer momentum at every round (equal hash and
+ * outer_hash) and contributes again. Nobody takes over.
+ */
+#include "rlx-config.h"
+#include "cohort-harness.h"
+
+#include <signal.h>
+#include <string.h>
+
+#define LONG_RUN "100000"
+
+static void
+test_frozen_member_rejoins (void)
+{
+  Harness *h = harness_new ();
+  Node *n[3], *leader, *victim = NULL, *other = NULL;
+  int i, snap;
+  gint64 k, last;
+  guint checked = 0, contributed = 0;
+
+  for (guint j = 0; j < 3; j++)
+    {
+      g_autofree char *label = g_strdup_printf ("node%u", j);
+      /* heartbeats as test-cohort's frozen-member test sets them (3 s: a
+       * healthy rank starved on a loaded 2-core machine is not timed out) */
+      n[j] = harness_join (h, label, "--cohort", "ofreeze", "--batch", "8", "--steps", LONG_RUN,
+                           "--wait-members", "3", "--sync", "outer:4",
+                           "--fault-slow-ms", "20", "--heartbeat-timeout-ms", "3000", NULL);
+    }
+  for (guint j = 0; j < 3; j++)
+    harness_wait_event (h, n[j], "joined", NULL, 0, 30000);
+  leader = harness_leader (h, n, 3);
+  for (guint j = 0; j < 3; j++)
+    if (n[j] != leader)
+      {
+        if (victim == NULL)
+          victim = n[j];
+        else
+          other = n[j];
+      }
+  harness_wait_event (h, leader, "step", "step", 4, 60000);
+  node_kill (victim, SIGSTOP);
+  i = harness_wait_event (h, leader, "member-left", NULL, 0, 20000);
+  g_assert_cmpstr (ev_str (node_ev (leader, i), "node"), ==, node_id (victim));
+  g_assert_nonnull (strstr (ev_str (node_ev (leader, i), "reason"), "heartbeat"));
+  /* The cohort goes on in outer rounds with two. */
+  i = node_wait_event (leader, "step", "members", 0, (guint) i, 20000);
+  while (i >= 0 && ev_int (node_ev (leader, i), "members") != 2)
+    i = node_wait_event (leader, "step", "members", 0, (guint) i + 1, 20000);
+  if (i < 0)
+    {
+      harness_dump (h);
+      g_error ("the leader did not go on with two members after the freeze");
+    }
+  g_assert_cmpstr (ev_str (node_ev (leader, i), "sync"), ==, "outer");
+  harness_wait_event (h, other, "step", "step", ev_int (node_ev (leader, i), "step") + 3, 30000);
+
+  /* Thawed: it says it was cut off, gets a snapshot from the leader and
+   * trains on with the cohort's θ and momentum. */
+  node_kill (victim, SIGCONT);
+  i = node_wait_event (victim, "rejoining", NULL, 0, 0, 30000);
+  if (i < 0)
+    {
+      harness_dump (h);
+      g_error ("the member that was timed out did not report that it rejoins");
+    }
+  snap = node_wait_event (victim, "snapshot", NULL, 0, (guint) i, 30000);
+  if (snap < 0 || g_strcmp0 (ev_str (node_ev (victim, snap), "from"), node_id (leader)) != 0)
+    {
+      harness_dump (h);
+      g_error ("the member that was cut off did not rejoin through a snapshot from the leader");
+    }
+  k = ev_int (node_ev (victim, snap), "step");
+  harness_wait_event (h, victim, "step", "step", k + 8, 60000);
+  g_assert_false (victim->exited);
+  g_assert_cmpint (node_wait_event (leader, "member-joined", NULL, 0, 0, 1000), >=, 0);
+  /* nobody took over */
+  for (guint j = 0; j < 3; j++)
+    for (guint e = 0; e < n[j]->events->len; e++)
+      if (g_strcmp0 (ev_str (node_ev (n[j], e), "event"), "leader") == 0)
+        {
+          g_assert_cmpint (ev_int (node_ev (n[j], e), "term"), ==, 1);
+          g_assert_cmpstr (ev_str (node_ev (n[j], e), "node"), ==, node_id (leader));
+        }
+
+  node_kill (leader, SIGTERM);
+  node_kill (other, SIGTERM);
+  node_kill (victim, SIGTERM);
+  harness_assert_exit_ok (h, leader, 30000);
+  harness_assert_exit_ok (h, other, 30000);
+  harness_assert_exit_ok (h, victim, 30000);
+
+  /* After the snapshot: every round both report is an outer round with the
+   * same θ and the same momentum, and the rejoined member is in them. */
+  last = MIN (node_max_step (victim), node_max_step (leader));
+  for (gint64 s = k + 1; s <= last; s++)
+    {
+      int iv = node_step (victim, s), il = node_step (leader, s);
+      JsonObject *v, *l;
+
+      if (iv < 0 || il < 0)
+        continue;
+      v = node_ev (victim, iv);
+      l = node_ev (leader, il);
+      if (ev_str (l, "outer_hash") == NULL)
+        {
+          harness_dump (h);
+          g_error ("round %" G_GINT64_FORMAT " after the rejoin is not an outer round", s);
+        }
+      if (g_strcmp0 (ev_str (l, "hash"), ev_str (v, "hash")) != 0 ||
+          g_strcmp0 (ev_str (l, "outer_hash"), ev_str (v, "outer_hash")) != 0)
+        {
+          harness_dump (h);
+          g_error ("round %" G_GINT64_FORMAT ": the rejoined member has %s / outer %s, the "
+                   "leader %s / %s", s, ev_str (v, "hash"), ev_str (v, "outer_hash"),
+                   ev_str (l, "hash"), ev_str (l, "outer_hash"));
+        }
+      checked++;
+      if (ev_int (v, "contributed"))
+        contributed++;
+    }
+  g_assert_cmpuint (checked, >=, 6);
+  g_assert_cmpuint (contributed, >=, 4);
+  harness_free (h);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/outer-freeze/frozen-member-rejoins", test_frozen_member_rejoins);
+  return g_test_run ();
+}

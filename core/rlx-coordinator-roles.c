@@ -184,9 +184,32 @@ on_resume_loaded (RlxReplica *replica, gboolean ok, gpointer user_data)
   become_leader (self, 1, TRUE);
 }
 
+/* Another node may have written a newer checkpoint since this one read its
+ * own at start (it waited to found, for silent peers): read it again, and
+ * take it if it is newer. A file read, as at start. */
+static void
+reload_checkpoint (RlxCoordinator *self)
+{
+  RlxCheckpoint fresh = { 0 };
+  g_autoptr(GError) error = NULL;
+
+  if (rlx_checkpointer_load (self->ckpt, &fresh, &error) && fresh.params != NULL &&
+      (self->resume.params == NULL || fresh.step > self->resume.step))
+    {
+      g_free (self->resume.params);
+      g_free (self->resume.momentum);
+      self->resume = fresh;
+      g_clear_error (&self->checkpoint_error);
+      return;
+    }
+  g_free (fresh.params);
+  g_free (fresh.momentum);
+}
+
 void
 rlx_coordinator_found (RlxCoordinator *self)
 {
+  reload_checkpoint (self);
   if (self->checkpoint_error)
     {
       rlx_coordinator_finish (self, FALSE, self->checkpoint_error->message);

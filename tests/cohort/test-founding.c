@@ -9,10 +9,14 @@
  *       new rank resumes every step it committed, not the last periodic
  *       checkpoint (repeated: a round in flight as it leaves is the case
  *       that once wrote parameters and a hash of different steps).
+ *   /cohort/founding/founder-reads-newest-checkpoint   a node that waited to
+ *       found resumes the newest checkpoint on disk, not the one it read
+ *       when it started.
  */
 #include "rlx-config.h"
 #include "cohort-harness.h"
 
+#include <glib/gstdio.h>
 #include <signal.h>
 #include <string.h>
 
@@ -109,11 +113,59 @@ test_leave_writes_checkpoint (void)
     }
 }
 
+/* A node that waited to found (for a silent peer) resumes the checkpoint
+ * on disk when it founds, not the one it read when it started: another
+ * node may have written a newer one meanwhile. The test writes it: a
+ * checkpoint of step 100 replaces one of step 30 while the founder waits. */
+static void
+test_founder_reads_newest_checkpoint (void)
+{
+  Harness *h = harness_new ();
+  g_autofree char *path = g_build_filename (h->data_dir, "rlx-cluster", "newest",
+                                            "checkpoint.safetensors", NULL);
+  g_autofree char *tmp = g_strconcat (path, ".newer", NULL);
+  g_autofree char *newer = NULL, *older = NULL;
+  gsize newer_len = 0, older_len = 0;
+  Node *a, *p, *b;
+  int r;
+
+  a = harness_join (h, "a100", "--cohort", "newest", "--batch", "8", "--steps", "100",
+                    "--checkpoint-every", "0", NULL);
+  harness_assert_exit_ok (h, a, T);
+  g_assert_true (g_file_get_contents (path, &newer, &newer_len, NULL));
+  g_assert_cmpint (g_unlink (path), ==, 0);
+  a = harness_join (h, "a30", "--cohort", "newest", "--batch", "8", "--steps", "30",
+                    "--checkpoint-every", "0", NULL);
+  harness_assert_exit_ok (h, a, T);
+  g_assert_true (g_file_get_contents (path, &older, &older_len, NULL));
+
+  /* p founds (resuming 30) and stops answering; b reads 30 and waits. */
+  p = harness_join (h, "p", "--cohort", "newest", "--batch", "8", "--checkpoint-every", "0",
+                    NULL);
+  harness_wait_event (h, p, "joined", NULL, 0, T);
+  node_kill (p, SIGSTOP);
+  b = harness_join (h, "b", "--cohort", "newest", "--batch", "8", "--steps", "105",
+                    "--checkpoint-every", "0", NULL);
+  harness_wait_event (h, b, "waiting", NULL, 0, T);
+  /* meanwhile the folder gets the checkpoint of step 100 (atomically) */
+  g_assert_true (g_file_set_contents (tmp, newer, (gssize) newer_len, NULL));
+  g_assert_cmpint (g_rename (tmp, path), ==, 0);
+  node_kill (p, SIGKILL);
+  node_kill (p, SIGCONT);
+  harness_assert_exit_ok (h, b, T);
+  r = node_find_event (b, "resumed", 0);
+  g_assert_cmpint (r, >=, 0);
+  g_assert_cmpint (ev_int (node_ev (b, r), "step"), ==, 100);
+  harness_free (h);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/cohort/founding/not-over-frozen-peers", test_not_over_frozen_peers);
   g_test_add_func ("/cohort/founding/leave-writes-checkpoint", test_leave_writes_checkpoint);
+  g_test_add_func ("/cohort/founding/founder-reads-newest-checkpoint",
+                   test_founder_reads_newest_checkpoint);
   return g_test_run ();
 }

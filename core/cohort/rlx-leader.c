@@ -209,6 +209,11 @@ step_header_for (RlxLeader *self, RlxMsg *m, guint64 commit, guint64 step, guint
    * the commit's (the round being finished) */
   rlx_sync_state_announce (&self->assigned_outer, commit ? self->round_outer.h : 0,
                            &m->u.step);
+  /* a frame that assigns the next step (the step mode's publish, when the
+   * cohort switches to overlapped rounds) assigns it at lag 0: the
+   * overlap begins with the restart that follows */
+  if (commit > 0 && step == commit + 1)
+    m->u.step.lag = 0;
   /* A frame that commits the round right before the one it assigns is not
    * overlapped, whatever the mode now says: the first frame into the
    * overlapped outer mode (auto switched at this round; the next commit's
@@ -668,18 +673,34 @@ queue_own_ahead (RlxLeader *self)
  * the last step). */
 static gboolean
 assign_ahead (RlxLeader *self, guint64 commit, guint64 step, guint epoch, guint pos,
-              guint count, gboolean final, RlxMsg *m)
+              guint count, gboolean final, gboolean nothing, RlxMsg *m)
 {
   GArray *slots;
   guint n = 0;
 
   rlx_replica_advance (self->ctx->replica, &epoch, &pos, count);
-  if (final || rlx_cohort_at_last_step (self->ctx, step))
+  if (final || nothing || rlx_cohort_at_last_step (self->ctx, step))
     {
-      step_header_for (self, m, commit, step + 1, epoch, pos, 0, NULL, final);
+      /* nothing assigned: the frame's step follows its commit at the lag
+       * the mode in force announces */
+      step_header_for (self, m, commit,
+                       commit > 0 ? commit + 1 + (overlapped (self) ? 1 : 0) : step + 1,
+                       epoch, pos, 0, NULL, final);
+      ahead_clear (self);
       return FALSE;
     }
   slots = assign_at (self, pos, &n);
+  if (commit > 0 && (self->assigned_outer.h == 0 || self->assigned_outer.lag == 0))
+    {
+      /* The cohort's mode changed away from overlapped rounds (auto chose
+       * again): nothing is assigned ahead; the frame only commits (its
+       * step is the next one, at lag 0), and rounds begin again in the new
+       * mode once the one in flight is in (on_finished finds no slots). */
+      g_array_unref (slots);
+      step_header_for (self, m, commit, commit + 1, epoch, pos, 0, NULL, final);
+      ahead_clear (self);
+      return FALSE;
+    }
   step_header_for (self, m, commit, step + 1, epoch, pos, n, slots, final);
   ahead_clear (self);
   self->ahead.step = step + 1;
@@ -711,8 +732,8 @@ publish_overlapped (RlxLeader *self, guint64 c, gboolean final)
   self->next_outer = have_next ? self->ahead.outer : self->round_outer;
   ahead_clear (self);
   self->finishing_round = TRUE;
-  assign_ahead (self, c, c + 1, self->round_epoch, self->round_pos, self->round_count,
-                final || !have_next, &m);
+  assign_ahead (self, c, c + 1, self->round_epoch, self->round_pos, self->round_count, final,
+                !have_next, &m);
   queue_finish (self, c, &m, NULL, 0, NULL, 0, &self->round_outer);
   queue_own_ahead (self);
   /* (our part of c + 1 was queued with the frame that assigned it) */
@@ -871,7 +892,7 @@ rlx_leader_publish (RlxLeader *self, gboolean commit)
       GPtrArray *ids = rlx_cohort_members (self->ctx);
 
       if (assign_ahead (self, 0, self->round_step, self->round_epoch, self->round_pos,
-                        self->round_count, FALSE, &m))
+                        self->round_count, FALSE, FALSE, &m))
         {
           frame = rlx_msg_build (&m, NULL, 0, RLX_PRECISION_F32, &error);
           queue_own_ahead (self);

@@ -56,6 +56,8 @@ make_hb (const char *id, const char *dir, RlxDataset *dataset, guint wait, guint
   cfg.wait_members = wait;
   cfg.deadline_floor_ms = 5000;
   cfg.heartbeat_timeout_ms = heartbeat_timeout_ms;
+  /* auto: what the leader runs is chosen (rlx_coordinator_rechoose_sync) */
+  cfg.sync.mode = RLX_SYNC_AUTO;
   c = rlx_coordinator_new (&cfg, rlx_worker_new (backend), &error);
   g_assert_no_error (error);
   return c;
@@ -606,11 +608,125 @@ test_leader_lost_alone_timeout (void)
   leader_lost_alone (FALSE);
 }
 
+/* The leader's sync mode changes while the cohort trains (what `auto`
+ * does when its measurements move): step → outer:H (overlapped) → step →
+ * outer again. The members follow every change from the leader's frames:
+ * every frame is understood, nobody needs a snapshot after admission,
+ * nothing is rejected or stalls, and the replicas end bit-identical. */
+typedef struct {
+  guint64 steps;
+  guint   outer_steps;   /* committed steps that were outer rounds */
+  guint   errors;        /* "error" events (an undecodable frame, a failed round) */
+  guint   snapshots;     /* "snapshot" events (taken or sent) */
+  guint   rejected;
+} SyncSeen;
+
+static void
+on_sync_event (RlxCoordinator *c, RlxEvent *ev, SyncSeen *seen)
+{
+  if (ev->kind == RLX_EVENT_STEP)
+    {
+      seen->steps = MAX (seen->steps, ev->u.step.step);
+      if (ev->u.step.has_outer)
+        seen->outer_steps++;
+    }
+  else if (ev->kind == RLX_EVENT_ERROR)
+    {
+      g_test_message ("error: %s", ev->u.note.reason);
+      seen->errors++;
+    }
+  else if (ev->kind == RLX_EVENT_SNAPSHOT)
+    seen->snapshots++;
+  else if (ev->kind == RLX_EVENT_REJECTED)
+    seen->rejected++;
+}
+
+static void
+test_sync_switch (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("rlx-coord-XXXXXX", &error);
+  g_autoptr(RlxDataset) dataset = rlx_dataset_open ("synthetic", 0, &error);
+  RlxCoordinator *c[2];
+  RlxLink *a = NULL, *b = NULL;
+  Seen seen[2] = { { 0 } };
+  SyncSeen ss[2] = { { 0 } };
+  RlxSyncLink slow = { "beta", FALSE, 50.0, 1.0e6 }, local = { "beta", TRUE, 0.1, 0.0 };
+  RlxSyncInputs in = { &slow, 1, 2, 1000000, 5.0, 0 };
+  static const guint64 at[] = { 6, 14, 22 };
+  guint next = 0;
+  gboolean timed_out = FALSE;
+  guint timeout_id;
+  const float *p0, *p1;
+  gsize n0, n1;
+
+  g_assert_no_error (error);
+  c[0] = make_full ("alpha", dir, dataset, 2, 0, 40);
+  c[1] = make_full ("beta", dir, dataset, 1, 0, 40);
+  for (guint i = 0; i < 2; i++)
+    {
+      g_signal_connect (c[i], "event", G_CALLBACK (on_event), &seen[i]);
+      g_signal_connect (c[i], "event", G_CALLBACK (on_sync_event), &ss[i]);
+      g_signal_connect (c[i], "finished", G_CALLBACK (on_finished), &seen[i]);
+    }
+  g_assert_true (rlx_unix_link_new_pair (0, &a, &b, &error));
+  rlx_coordinator_add_link (c[0], a);
+  rlx_coordinator_add_link (c[1], b);
+  rlx_coordinator_start (c[0]);
+  rlx_coordinator_start (c[1]);
+  timeout_id = g_timeout_add (90000, on_timeout, &timed_out);
+  while (!both_done (seen) && !timed_out)
+    {
+      g_main_context_iteration (NULL, TRUE);
+      if (next < G_N_ELEMENTS (at) && ss[0].steps >= at[next])
+        {
+          guint h = 0;
+
+          in.links = next % 2 == 0 ? &slow : &local;
+          rlx_coordinator_rechoose_sync (c[0], &in);
+          g_assert_cmpint (rlx_coordinator_get_sync (c[0], &h), ==,
+                           next % 2 == 0 ? RLX_SYNC_OUTER : RLX_SYNC_STEP);
+          next++;
+        }
+    }
+  g_assert_false (timed_out);
+  g_source_remove (timeout_id);
+  g_assert_true (seen[0].success && seen[1].success);
+  g_assert_cmpuint (next, ==, G_N_ELEMENTS (at));
+  g_assert_cmpuint (rlx_coordinator_get_step (c[0]), ==, 40);
+  g_assert_cmpuint (rlx_coordinator_get_step (c[1]), ==, 40);
+  for (guint i = 0; i < 2; i++)
+    {
+      g_assert_cmpuint (ss[i].errors, ==, 0);
+      g_assert_cmpuint (ss[i].snapshots, ==, 1);
+      g_assert_cmpuint (ss[i].rejected, ==, 0);
+      /* both modes ran, on both */
+      g_assert_cmpuint (ss[i].outer_steps, >, 4);
+      g_assert_cmpuint (ss[i].outer_steps, <, 36);
+    }
+  p0 = rlx_coordinator_get_params (c[0], &n0);
+  p1 = rlx_coordinator_get_params (c[1], &n1);
+  g_assert_cmpuint (n0, ==, n1);
+  g_assert_cmpmem (p0, n0 * sizeof (float), p1, n1 * sizeof (float));
+  for (guint i = 0; i < 2; i++)
+    g_object_unref (c[i]);
+  g_object_unref (a);
+  g_object_unref (b);
+  {
+    g_autofree char *ck = g_build_filename (dir, "checkpoint.safetensors", NULL);
+    g_autofree char *ou = g_build_filename (dir, "checkpoint.outer", NULL);
+    g_unlink (ck);
+    g_unlink (ou);
+    g_rmdir (dir);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/cohort/coordinator/two-in-process", test_two_in_process);
+  g_test_add_func ("/cohort/coordinator/sync-switch", test_sync_switch);
   g_test_add_func ("/cohort/coordinator/refused-groups", test_refused_groups);
   g_test_add_func ("/cohort/coordinator/refused-groups-tie", test_refused_groups_tie);
   g_test_add_func ("/cohort/coordinator/leader-lost-alone", test_leader_lost_alone_relink);

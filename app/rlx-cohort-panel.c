@@ -34,7 +34,7 @@ G_DEFINE_FINAL_TYPE (RlxCohortPanel, rlx_cohort_panel, GTK_TYPE_WIDGET)
 
 /* One rank's row in the rates grid. */
 typedef struct {
-  GtkWidget *name, *line, *value;
+  GtkWidget *name, *line, *value, *split;
   gboolean   seen;
 } RateLine;
 
@@ -119,12 +119,19 @@ rlx_cohort_panel_sample (RlxCohortPanel *self)
           gtk_grid_attach (self->rates, l->name, 0, self->next_row, 1, 1);
           gtk_grid_attach (self->rates, l->line, 1, self->next_row, 1, 1);
           gtk_grid_attach (self->rates, l->value, 2, self->next_row, 1, 1);
+          l->split = gtk_label_new (NULL);
+          gtk_label_set_xalign (GTK_LABEL (l->split), 0);
+          gtk_widget_add_css_class (l->split, "numeric");
+          gtk_widget_add_css_class (l->split, "dim-label");
+          gtk_grid_attach (self->rates, l->split, 3, self->next_row, 1, 1);
           self->next_row++;
           g_hash_table_insert (self->lines, g_strdup (id), l);
         }
       l->seen = TRUE;
       rlx_sparkline_push (RLX_SPARKLINE (l->line), speed);
       gtk_label_set_label (GTK_LABEL (l->value), text);
+      show_text (GTK_LABEL (l->split),
+                 self->progress ? rlx_progress_dup_timing_text (self->progress, id) : NULL);
     }
   /* ranks that left: their rows go */
   g_hash_table_iter_init (&it, self->lines);
@@ -136,6 +143,7 @@ rlx_cohort_panel_sample (RlxCohortPanel *self)
       gtk_grid_remove (self->rates, l->name);
       gtk_grid_remove (self->rates, l->line);
       gtk_grid_remove (self->rates, l->value);
+      gtk_grid_remove (self->rates, l->split);
       g_hash_table_iter_remove (&it);
     }
   gtk_widget_set_visible (GTK_WIDGET (self->rates), g_hash_table_size (self->lines) > 0);
@@ -277,6 +285,16 @@ rlx_cohort_panel_get_details (RlxCohortPanel *self)
 {
   g_return_val_if_fail (RLX_IS_COHORT_PANEL (self), NULL);
   return self->details;
+}
+
+const char *
+rlx_cohort_panel_get_timing_text (RlxCohortPanel *self, const char *node_id)
+{
+  RateLine *l;
+
+  g_return_val_if_fail (RLX_IS_COHORT_PANEL (self), NULL);
+  l = g_hash_table_lookup (self->lines, node_id);
+  return l ? shown (GTK_LABEL (l->split)) : NULL;
 }
 
 const char *

@@ -53,6 +53,9 @@ void        rlx_cohort_panel_set_progress (RlxCohortPanel *self, RlxProgress *pr
 const char *rlx_cohort_panel_get_progress_text   (RlxCohortPanel *self);
 const char *rlx_cohort_panel_get_checkpoint_text (RlxCohortPanel *self);
 const char *rlx_cohort_panel_get_links_text      (RlxCohortPanel *self);
+/* @node_id's step split into compute and wait beside its sparkline, as
+ * shown (tests; NULL: not measured, or no such rank). */
+const char *rlx_cohort_panel_get_timing_text     (RlxCohortPanel *self, const char *node_id);
 /* The expander the sparklines and the timeline fold into. */
 GtkExpander *rlx_cohort_panel_get_details        (RlxCohortPanel *self);
 /* The ranks' late and rejected gradients as shown (NULL: hidden, none). */

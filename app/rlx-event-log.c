@@ -575,6 +575,7 @@ rlx_event_log_add_event (RlxEventLog *self, const RlxEvent *e, const char *self_
     case RLX_EVENT_ACK_TIMEOUT:
     case RLX_EVENT_WAITING:
     case RLX_EVENT_LINK_UP:
+    case RLX_EVENT_TIMING:
     case RLX_EVENT_LINK_DOWN:
     case RLX_EVENT_N_KINDS:
     default:

@@ -36,7 +36,12 @@ struct _RlxProgress
   gint64      checkpoint_at;
 
   GHashTable *paths;           /* node id → path in words (static) */
+  GHashTable *timings;         /* node id → Timing ("timing", on the leader) */
 };
+
+typedef struct {
+  guint64 compute_us, round_us;
+} Timing;
 
 RlxProgress *
 rlx_progress_new (void)
@@ -44,6 +49,7 @@ rlx_progress_new (void)
   RlxProgress *self = g_new0 (RlxProgress, 1);
 
   self->paths = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  self->timings = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   return self;
 }
 
@@ -53,17 +59,20 @@ rlx_progress_free (RlxProgress *self)
   if (self == NULL)
     return;
   g_hash_table_unref (self->paths);
+  g_hash_table_unref (self->timings);
   g_free (self);
 }
 
 void
 rlx_progress_clear (RlxProgress *self)
 {
-  GHashTable *paths = self->paths;
+  GHashTable *paths = self->paths, *timings = self->timings;
 
   g_hash_table_remove_all (paths);
+  g_hash_table_remove_all (timings);
   memset (self, 0, sizeof *self);
   self->paths = paths;
+  self->timings = timings;
 }
 
 /* A selected pair's words: "relay/host 10.0.0.2:5000" is a TURN relay when
@@ -147,6 +156,23 @@ rlx_progress_add_event (RlxProgress *self, const RlxEvent *e, const char *self_i
       if (e->u.link_up.node)
         g_hash_table_insert (self->paths, g_strdup (e->u.link_up.node),
                              (gpointer) path_words (e->u.link_up.path));
+      break;
+    case RLX_EVENT_TIMING:
+      if (e->u.timing.node)
+        {
+          Timing *t = g_hash_table_lookup (self->timings, e->u.timing.node);
+          if (t == NULL)
+            {
+              t = g_new0 (Timing, 1);   /* once per rank */
+              g_hash_table_insert (self->timings, g_strdup (e->u.timing.node), t);
+            }
+          t->compute_us = e->u.timing.compute_us;
+          t->round_us = e->u.timing.round_us;
+        }
+      break;
+    case RLX_EVENT_MEMBER_LEFT:
+      if (e->u.member.node)
+        g_hash_table_remove (self->timings, e->u.member.node);
       break;
     case RLX_EVENT_LINK_DOWN:
     case RLX_EVENT_LINK_FAILED:
@@ -277,6 +303,45 @@ rlx_progress_dup_checkpoint_text (RlxProgress *self, gint64 now_us)
   /* Translators: the step, then a duration ("12 s") */
   return g_strdup_printf (_("Checkpoint at step %" PRIu64 ", %s ago"),
                           self->checkpoint_step, ago);
+}
+
+gboolean
+rlx_progress_get_timing (RlxProgress *self, const char *node_id, double *compute_ms,
+                         double *wait_ms)
+{
+  Timing *t;
+
+  g_return_val_if_fail (self != NULL, FALSE);
+  t = g_hash_table_lookup (self->timings, node_id);
+  if (t == NULL)
+    return FALSE;
+  if (compute_ms)
+    *compute_ms = MIN (t->compute_us, t->round_us) / 1000.0;
+  if (wait_ms)
+    *wait_ms = (t->round_us > t->compute_us ? t->round_us - t->compute_us : 0) / 1000.0;
+  return TRUE;
+}
+
+static char *
+format_ms (double ms)
+{
+  /* Translators: milliseconds */
+  return g_strdup_printf (ms < 10 ? _("%.1f ms") : _("%.0f ms"), ms);
+}
+
+char *
+rlx_progress_dup_timing_text (RlxProgress *self, const char *node_id)
+{
+  g_autofree char *c = NULL, *w = NULL;
+  double compute, wait;
+
+  if (!rlx_progress_get_timing (self, node_id, &compute, &wait))
+    return NULL;
+  c = format_ms (compute);
+  w = format_ms (wait);
+  /* Translators: a rank's step: the time it computes, the time it waits
+   * for the round ("compute 3.1 ms, wait 0.8 ms") */
+  return g_strdup_printf (_("compute %s, wait %s"), c, w);
 }
 
 const char *

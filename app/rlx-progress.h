@@ -12,7 +12,9 @@
  *  - each link's path: a remote link's selected ICE pair ("link-up": host
  *    or server-reflexive candidates: direct QUIC; a relayed one: TURN
  *    relay), or the local bus for a rank on this host with no remote link,
- *    with the bytes exchanged at the rank's wire precision (the roster's).
+ *    with the bytes exchanged at the rank's wire precision (the roster's);
+ *  - each rank's step split into compute and wait, from the leader's
+ *    "timing" events (a member sees none: only the leader measures).
  * It keeps a fixed ring of points, so a step costs no allocation; the
  * texts are made when asked for (a view reads them on its UI tick).
  *
@@ -50,6 +52,12 @@ const char  *rlx_progress_get_link_path       (RlxProgress *self, const char *no
 /* Each link of the ranks in @roster (GListModel of RlxRosterEntry):
  * "n2: direct QUIC, 3.1 MB at int8; n3: local bus, 1.2 MB at f32"; NULL: none. */
 char        *rlx_progress_dup_links_text      (RlxProgress *self, GListModel *roster);
+/* @node_id's step as the leader last measured it: the time it computes and
+ * the rest of the round, which it waits (ms). FALSE: not measured. */
+gboolean     rlx_progress_get_timing          (RlxProgress *self, const char *node_id,
+                                               double *compute_ms, double *wait_ms);
+/* "compute 3.1 ms, wait 0.8 ms"; NULL: not measured. */
+char        *rlx_progress_dup_timing_text     (RlxProgress *self, const char *node_id);
 /* "1 h 5 min", "4 min 10 s", "12 s" */
 char        *rlx_progress_format_duration     (double seconds);
 

@@ -52,6 +52,9 @@ rlx_cohort_note_self_speed (RlxCohortContext *ctx, guint samples, gint64 compute
     return;
   sp = samples * 1e6 / compute_us;
   ctx->self_speed = ctx->self_speed > 0 ? 0.7 * ctx->self_speed + 0.3 * sp : sp;
+  ctx->self_compute_us = ctx->self_compute_us > 0
+                           ? 0.7 * ctx->self_compute_us + 0.3 * (double) compute_us
+                           : (double) compute_us;
 }
 
 /* The die_at test fault: the commit @frame reaches every member but the

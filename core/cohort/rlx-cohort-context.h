@@ -102,6 +102,7 @@ typedef struct {
   RlxSyncState    *sync;              /* the cohort's sync mode (the leader's choice) */
   /* shared */
   double           self_speed;        /* samples/s of this node's compute, measured */
+  double           self_compute_us;   /* µs its share of a step took, smoothed */
   gboolean         loading;           /* a snapshot is being loaded into the replica */
   /* ops */
   const RlxCohortOps *ops;

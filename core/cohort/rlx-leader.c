@@ -44,6 +44,7 @@ struct _RlxLeader {
   RlxCommits      *commits;         /* published, not yet acknowledged by every member; and
                                      * what each member acknowledged */
   double           round_ema_us;
+  gint64           timing_at;       /* when the last "timing" events went out */
   /* when the assignment of each of the last steps was made, and how long
    * after it the round's first bucket came: a member's speed is measured
    * from there (rlx_leader_on_grad) */
@@ -484,6 +485,41 @@ on_finished (RlxLeader *self, RlxLeaderOp *op)
     rlx_leader_publish (self, FALSE);
 }
 
+/* Each rank's step split into compute and wait ("timing"), about once a
+ * second: what the dashboard shows per rank. */
+static void
+maybe_emit_timing (RlxLeader *self, guint64 step)
+{
+  GPtrArray *ids = rlx_cohort_members (self->ctx);
+  gint64 now = g_get_monotonic_time ();
+
+  if (now - self->timing_at < G_USEC_PER_SEC || self->round_ema_us <= 0)
+    return;
+  self->timing_at = now;
+  for (guint i = 0; i < ids->len; i++)
+    {
+      const char *id = g_ptr_array_index (ids, i);
+      double compute;
+      RlxEvent *e;
+
+      if (rlx_cohort_is_self (self->ctx, id))
+        compute = self->ctx->self_compute_us;
+      else
+        {
+          RlxPeer *p = rlx_peer_set_lookup (self->ctx->peers, id);
+          compute = p ? p->compute_us : 0;
+        }
+      if (compute <= 0)
+        continue;
+      e = rlx_event_new (RLX_EVENT_TIMING);
+      e->u.timing.node = g_strdup (id);
+      e->u.timing.step = step;
+      e->u.timing.compute_us = (guint64) compute;
+      e->u.timing.round_us = (guint64) self->round_ema_us;
+      emit (self, e);
+    }
+}
+
 /* Our own contribution to the round collected. */
 static void
 own_result (RlxLeader *self, const HeldOwn *h)
@@ -763,6 +799,7 @@ rlx_leader_publish (RlxLeader *self, gboolean commit)
       self->round_ema_us = self->rounds_measured == 0 ? round_us
                          : 0.8 * self->round_ema_us + 0.2 * round_us;
       self->rounds_measured++;
+      maybe_emit_timing (self, c);
       rlx_round_stats_round (self->ctx->stats, self->rounds_measured, round_us,
                              rlx_round_get_samples (self->round),
                              rlx_round_get_max_compute (self->round));
@@ -1076,6 +1113,8 @@ rlx_leader_on_grad (RlxLeader *self, RlxPeer *p, RlxMsg *m)
             eff = MAX ((gint64) MAX (g->compute_us, 1), took - self->assigned_first[slot]);
             sp = g->samples * 1e6 / (double) eff;
             p->speed = p->speed > 0 ? 0.7 * p->speed + 0.3 * sp : sp;
+            p->compute_us = p->compute_us > 0 ? 0.7 * p->compute_us + 0.3 * (double) eff
+                                              : (double) eff;
           }
       }
       break;

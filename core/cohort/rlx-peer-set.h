@@ -52,6 +52,8 @@ typedef struct {
   /* measured */
   double          speed;        /* samples/s, as the leader measures it: from making the
                                  * assignment to the bucket's arrival */
+  double          compute_us;   /* the time its share of a step took, smoothed, measured
+                                 * as the speed is ("timing" events) */
   gint64          last_rx;      /* monotonic µs of the last byte received */
   double          gap_peak_us;  /* longest recent silence, decaying */
   double          rtt_us;       /* heartbeat round trip, smoothed; 0 unknown */

@@ -98,6 +98,11 @@ static const Field links_f[] = {
   STR (RlxEventLinks, text), U64 (RlxEventLinks, remote), U64 (RlxEventLinks, local),
 };
 
+static const Field timing_f[] = {
+  STR (RlxEventTiming, node), U64 (RlxEventTiming, step), U64 (RlxEventTiming, compute_us),
+  U64 (RlxEventTiming, round_us),
+};
+
 static const Field evaluated_f[] = {
   U64 (RlxEventEvaluated, step), DBL (RlxEventEvaluated, accuracy),
   DBL (RlxEventEvaluated, test_loss),
@@ -217,6 +222,7 @@ static const Kind kinds[RLX_EVENT_N_KINDS] = {
   K (RLX_EVENT_SYNC, "sync", sync_f),
   K (RLX_EVENT_DIVERGED, "diverged", diverged_f),
   K (RLX_EVENT_LINKS, "links", links_f),
+  K (RLX_EVENT_TIMING, "timing", timing_f),
 };
 
 G_DEFINE_QUARK (rlx-event-read-error-quark, rlx_event_read_error)

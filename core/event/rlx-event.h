@@ -65,6 +65,7 @@ typedef enum {
   RLX_EVENT_SYNC,            /* "sync": the cohort's sync mode as this node runs it */
   RLX_EVENT_DIVERGED,        /* "diverged": a rank's parameters differ from the commit's */
   RLX_EVENT_LINKS,           /* "links": this node's links as measured (--sync auto) */
+  RLX_EVENT_TIMING,          /* "timing": a rank's step split into compute and wait (leader) */
   RLX_EVENT_N_KINDS
 } RlxEventKind;
 
@@ -141,6 +142,18 @@ typedef struct {
   char    *text;
   guint64  remote, local;
 } RlxEventLinks;
+
+/* timing: on the leader, about once a second per rank (itself too): how
+ * long @node's share of a step takes to compute (compute_us: its own
+ * measure, but never less than the leader sees it take, from the
+ * assignment to its gradient's arrival, beyond the round's first) and how
+ * long a round takes (round_us: from the assignment to the commit, the
+ * same for every rank); the rest of the round, round_us - compute_us, it
+ * waits. Both are smoothed; @step is the commit they were read at. */
+typedef struct {
+  char    *node;
+  guint64  step, compute_us, round_us;
+} RlxEventTiming;
 
 /* evaluated */
 typedef struct {
@@ -293,6 +306,7 @@ struct _RlxEvent
     RlxEventSync       sync;
     RlxEventDiverged   diverged;
     RlxEventLinks      links;
+    RlxEventTiming     timing;
   } u;
 };
 

@@ -2,7 +2,8 @@
  * events (core/event/rlx-event.h), as a node thread hands them over: the
  * events page (newest first, its filter, the one evaluation row), the
  * membership and leader timeline, the hash light, the progress (steps/s,
- * epoch, time left), the checkpoint, each link's path, and the window at
+ * epoch, time left), the checkpoint, each link's path, each rank's
+ * compute and wait, and the window at
  * 800×600 with its roster's rows in sight.
  */
 #include "rlx-config.h"
@@ -631,6 +632,58 @@ test_link_paths (void)
   g_object_unref (panel);
 }
 
+static RlxEvent *
+timing (const char *node, guint64 compute_us, guint64 round_us)
+{
+  RlxEvent *e = rlx_event_new (RLX_EVENT_TIMING);
+
+  e->u.timing.node = g_strdup (node);
+  e->u.timing.step = 50;
+  e->u.timing.compute_us = compute_us;
+  e->u.timing.round_us = round_us;
+  return e;
+}
+
+/* Each rank's step split into compute and wait, from the leader's
+ * "timing" events, beside its sparkline; the newest measure counts; a
+ * rank that computes longer than the round (its own clock) waits 0. */
+static void
+test_compute_wait (void)
+{
+  g_autoptr(RlxProgress) p = rlx_progress_new ();
+  g_autoptr(RlxRoster) roster = rlx_roster_new ();
+  RlxCohortPanel *panel = RLX_COHORT_PANEL (g_object_ref_sink (rlx_cohort_panel_new ()));
+  RlxRosterRow rows[] = {
+    { .node_id = "a", .host = "h", .backend = "cpu", .state = "computing", .is_self = TRUE },
+    { .node_id = "b", .host = "h", .backend = "cpu", .state = "computing" },
+    { .node_id = "c", .host = "h", .backend = "cpu", .state = "computing" },
+  };
+  double compute = -1, wait = -1;
+
+  rlx_roster_sync (roster, rows, G_N_ELEMENTS (rows));
+  progress_take (p, timing ("a", 9000, 10000), 0);
+  progress_take (p, timing ("a", 3000, 4000), 0);
+  progress_take (p, timing ("b", 12500, 40000), 0);
+  progress_take (p, timing ("c", 5000, 4000), 0);
+  g_assert_true (rlx_progress_get_timing (p, "a", &compute, &wait));
+  g_assert_cmpfloat_with_epsilon (compute, 3, 1e-9);
+  g_assert_cmpfloat_with_epsilon (wait, 1, 1e-9);
+  g_assert_false (rlx_progress_get_timing (p, "nobody", NULL, NULL));
+  rlx_cohort_panel_set_progress (panel, p);
+  rlx_cohort_panel_set_roster (panel, G_LIST_MODEL (roster));
+  g_assert_cmpstr (rlx_cohort_panel_get_timing_text (panel, "a"), ==, "compute 3.0 ms, wait 1.0 ms");
+  g_assert_cmpstr (rlx_cohort_panel_get_timing_text (panel, "b"), ==, "compute 12 ms, wait 28 ms");
+  g_assert_cmpstr (rlx_cohort_panel_get_timing_text (panel, "c"), ==, "compute 4.0 ms, wait 0.0 ms");
+  /* c leaves: its measure goes */
+  progress_take (p, member (RLX_EVENT_MEMBER_LEFT, "c", "interrupted"), 0);
+  g_assert_false (rlx_progress_get_timing (p, "c", NULL, NULL));
+  rlx_cohort_panel_sample (panel);
+  g_assert_null (rlx_cohort_panel_get_timing_text (panel, "c"));
+  rlx_cohort_panel_set_roster (panel, NULL);
+  rlx_cohort_panel_set_progress (panel, NULL);
+  g_object_unref (panel);
+}
+
 static void
 find_descendants (GtkWidget *w, GType type, GPtrArray *out)
 {
@@ -783,6 +836,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/dashboard/progress", test_progress);
   g_test_add_func ("/app/dashboard/checkpoint", test_checkpoint_status);
   g_test_add_func ("/app/dashboard/link-paths", test_link_paths);
+  g_test_add_func ("/app/dashboard/compute-wait", test_compute_wait);
   g_test_add_func ("/app/dashboard/rows-800x600", test_rows_800x600);
   g_test_add_func ("/app/dashboard/rows-default", test_rows_default);
   status = g_test_run ();

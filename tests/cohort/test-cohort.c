@@ -299,6 +299,72 @@ test_join_late (void)
   harness_free (h);
 }
 
+/* The leader's "timing" events of @id, from event @from: the index of the
+ * next, or -1. */
+static int
+timing_of (Node *n, const char *id, guint from)
+{
+  for (guint i = from; i < n->events->len; i++)
+    {
+      JsonObject *o = n->events->pdata[i];
+      if (g_strcmp0 (ev_str (o, "event"), "timing") == 0 && g_strcmp0 (ev_str (o, "node"), id) == 0)
+        return (int) i;
+    }
+  return -1;
+}
+
+typedef struct { Node *leader; const char *ids[2]; } TimingWait;
+
+static gboolean
+both_timed (gpointer data)
+{
+  TimingWait *w = data;
+  return timing_of (w->leader, w->ids[0], 0) >= 0 && timing_of (w->leader, w->ids[1], 0) >= 0;
+}
+
+/* The leader splits each rank's step into compute and wait ("timing",
+ * about once a second): one for itself and one for the member, each with
+ * a compute time and the round's; the member reports none (it does not
+ * measure the others). */
+static void
+test_timing (void)
+{
+  Harness *h = harness_new ();
+  Node *n[2], *leader, *member;
+  TimingWait w;
+  int i;
+
+  for (guint k = 0; k < 2; k++)
+    n[k] = harness_join (h, k ? "b" : "a", "--cohort", "timing", "--batch", "8", "--steps",
+                         LONG_RUN, "--wait-members", "2", "--deadline-floor-ms", SLOW_OK, NULL);
+  harness_wait_event (h, n[0], "step", "step", 1, 30000);
+  harness_wait_event (h, n[1], "step", "step", 1, 30000);
+  leader = harness_leader (h, n, 2);
+  member = leader == n[0] ? n[1] : n[0];
+  w.leader = leader;
+  w.ids[0] = node_id (leader);
+  w.ids[1] = node_id (member);
+  if (!harness_wait (both_timed, &w, 30000))
+    {
+      harness_dump (h);
+      g_error ("the leader reported no timing for both ranks");
+    }
+  for (guint k = 0; k < 2; k++)
+    {
+      JsonObject *o = node_ev (leader, timing_of (leader, w.ids[k], 0));
+      g_assert_cmpint (ev_int (o, "compute_us"), >, 0);
+      g_assert_cmpint (ev_int (o, "round_us"), >, 0);
+      g_assert_cmpint (ev_int (o, "step"), >=, 1);
+    }
+  node_kill (n[0], SIGTERM);
+  node_kill (n[1], SIGTERM);
+  harness_assert_exit_ok (h, n[0], 20000);
+  harness_assert_exit_ok (h, n[1], 20000);
+  i = node_find_event (member, "timing", 0);
+  g_assert_cmpint (i, <, 0);
+  harness_free (h);
+}
+
 /* kill -9 of a member mid-step: the cohort continues within 2 s. */
 static void
 test_kill_member (void)
@@ -899,6 +965,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/three-nodes-same-hash", test_three_nodes_same_hash);
   g_test_add_func ("/cohort/equivalence-2x32-1x64", test_equivalence);
   g_test_add_func ("/cohort/join-late", test_join_late);
+  g_test_add_func ("/cohort/timing", test_timing);
   g_test_add_func ("/cohort/lone-precision", test_lone_precision);
   g_test_add_func ("/cohort/kill-member", test_kill_member);
   g_test_add_func ("/cohort/kill-leader", test_kill_leader);

@@ -67,10 +67,13 @@ show_text (GtkLabel *label, char *text)
   g_free (text);
 }
 
-/* The figures that age with the clock: once a second */
+/* The figures that age with the clock, and the rates over the last
+ * seconds: once a second (a label whose text changes costs a relayout; the
+ * steps/s figure would change on every tick) */
 static void
 sample_progress (RlxCohortPanel *self)
 {
+  show_text (self->progress_label, self->progress ? rlx_progress_dup_text (self->progress) : NULL);
   show_text (self->checkpoint_label,
              self->progress ? rlx_progress_dup_checkpoint_text (self->progress,
                                                                 g_get_monotonic_time ())
@@ -175,7 +178,6 @@ rlx_cohort_panel_refresh (RlxCohortPanel *self)
   gboolean alarm;
 
   g_return_if_fail (RLX_IS_COHORT_PANEL (self));
-  show_text (self->progress_label, self->progress ? rlx_progress_dup_text (self->progress) : NULL);
   ranks = self->timeline ? rlx_timeline_dup_ranks_text (self->timeline) : NULL;
   gtk_widget_set_visible (GTK_WIDGET (self->ranks_label), ranks != NULL);
   if (g_strcmp0 (gtk_label_get_label (self->ranks_label), ranks ? ranks : "") != 0)

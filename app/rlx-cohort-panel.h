@@ -46,8 +46,7 @@ GtkWidget  *rlx_cohort_panel_get_sparkline (RlxCohortPanel *self, const char *no
 const char *rlx_cohort_panel_get_light_text (RlxCohortPanel *self);
 gboolean    rlx_cohort_panel_get_alarm      (RlxCohortPanel *self);
 /* The progress, checkpoint and links lines follow @progress (not owned: it
- * must outlive the panel or be unset); refresh reads the progress, sample
- * the checkpoint's age and the links. */
+ * must outlive the panel or be unset); sample reads them, once a second. */
 void        rlx_cohort_panel_set_progress (RlxCohortPanel *self, RlxProgress *progress);
 /* What they show (tests; NULL: hidden). */
 const char *rlx_cohort_panel_get_progress_text   (RlxCohortPanel *self);

@@ -515,7 +515,7 @@ test_progress (void)
   g_assert_cmpfloat_with_epsilon (rlx_progress_get_seconds_left (p), 0.7, 1e-9);
   text = rlx_progress_dup_text (p);
   g_assert_cmpstr (text, ==, "10.0 steps/s · epoch 1, 65% · 1 s left in the epoch");
-  rlx_cohort_panel_refresh (panel);
+  rlx_cohort_panel_sample (panel);
   g_assert_cmpstr (rlx_cohort_panel_get_progress_text (panel), ==, text);
 
   /* into the next epoch: 8 steps more, 400 samples (650 + 400 = 1050) */

@@ -151,9 +151,11 @@ G_DECLARE_FINAL_TYPE (RlxCoordinator, rlx_coordinator, RLX, COORDINATOR, GObject
  *                      threw away), from_step, to_step, rule
  *       precision      node, precision      (a rank's wire precision changed)
  *       waiting        reason        (a join-only node found no cohort yet)
- *       diverged       node, step, hash, expected  (a rank's parameters after
- *                      step differ from the commit's: on the leader from a
- *                      member's acknowledgement, on a member of itself)
+ *       diverged       node, step, hash, expected, outer?  (a rank's parameters
+ *                      after step differ from the commit's: on the leader from a
+ *                      member's acknowledgement, on a member of itself; outer:
+ *                      true when θ agreed but the outer momentum did not, the
+ *                      hashes then being outer hashes)
  *       ack-timeout    node, step    (a member that did not acknowledge a commit
  *                      in time; the step is reported committed without it)
  *       checkpoint     step, path;  resumed  step, hash, path

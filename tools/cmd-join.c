@@ -411,7 +411,7 @@ rlx_cmd_join (int argc, char **argv)
   g_autofree char *fault_s = NULL, *deadline_s = NULL, *hb_s = NULL, *threads_s = NULL;
   g_autofree char *slow_s = NULL, *inf_s = NULL, *hash_s = NULL, *eval_s = NULL;
   g_autofree char *stall_s = NULL, *die_s = NULL, *partition_s = NULL, *log_max_s = NULL;
-  g_autofree char *sync_s = NULL, *outer_lr_s = NULL, *outer_mom_s = NULL;
+  g_autofree char *sync_s = NULL, *outer_lr_s = NULL, *outer_mom_s = NULL, *mom_s = NULL;
   gboolean join_only = FALSE, show_invite = FALSE, control_stdin = FALSE, claim_fast = FALSE;
   g_autofree char *invite_out = NULL;
   GOptionEntry entries[] = {
@@ -445,6 +445,7 @@ rlx_cmd_join (int argc, char **argv)
     { "fault-nan", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &fault_s, "test switch: NaN gradients from step N", "N" },
     { "fault-inf", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &inf_s, "test switch: +Inf and -Inf in every gradient from step N", "N" },
     { "fault-hash", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &hash_s, "test switch: after committing step N this node's parameters differ by one bit", "N" },
+    { "fault-momentum", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &mom_s, "test switch: in the outer mode, after committing step N this node's outer momentum differs (its first value +1)", "N" },
     { "fault-stall", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &stall_s, "test switch: the gradient of step N takes MS longer", "N:MS" },
     { "fault-die-at", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &die_s, "test switch: as the leader, send step N's commit to all but the next leader, then die", "N" },
     { "fault-partition", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &partition_s, "test switch: while FILE exists, only the node ids on our line of it are reachable", "FILE" },
@@ -464,6 +465,7 @@ rlx_cmd_join (int argc, char **argv)
   RlxNodeTestSwitches switches = { 0 };
   JoinState st = { 0 };
   guint64 batch = 32, steps = 0, seed = 0, wait = 1, ckpt = 100, fault = 0, deadline = 0, hb = 0;
+  guint64 mom_at = 0;
   guint64 slow_ms = 0, inf_from = 0, hash_at = 0, eval_every = 0, stall_step = 0, stall_ms = 0;
   guint64 die_at = 0, log_max = 0;
   guint64 threads = 0;
@@ -515,6 +517,7 @@ rlx_cmd_join (int argc, char **argv)
       !rlx_cli_uint (sub, "--fault-slow-ms", slow_s, 0, 600000, &slow_ms) ||
       !rlx_cli_uint (sub, "--fault-inf", inf_s, 1, G_MAXINT64, &inf_from) ||
       !rlx_cli_uint (sub, "--fault-hash", hash_s, 1, G_MAXINT64, &hash_at) ||
+      !rlx_cli_uint (sub, "--fault-momentum", mom_s, 1, G_MAXINT64, &mom_at) ||
       !rlx_cli_uint (sub, "--evaluate-every", eval_s, 1, G_MAXUINT32, &eval_every) ||
       !rlx_cli_uint (sub, "--fault-die-at", die_s, 1, G_MAXINT64, &die_at) ||
       !rlx_cli_uint (sub, "--deadline-floor-ms", deadline_s, 1, 600000, &deadline) ||
@@ -603,6 +606,7 @@ rlx_cmd_join (int argc, char **argv)
   switches.faults.nan_from = fault;
   switches.faults.inf_from = inf_from;
   switches.faults.hash_at = hash_at;
+  switches.faults.momentum_at = mom_at;
   switches.faults.stall_step = stall_step;
   switches.faults.stall_ms = (guint) stall_ms;
   switches.faults.die_at = die_at;

@@ -10,6 +10,7 @@
 /* A commit the leader published and has not reported yet. */
 typedef struct {
   guint64    step, hash;
+  guint64    outer_hash;           /* θ and m after an outer round; 0: a step's */
   double     loss;
   guint64    samples;
   GPtrArray *contributors;
@@ -107,13 +108,14 @@ rlx_commits_members_holding (RlxCommits *self)
 }
 
 void
-rlx_commits_publish (RlxCommits *self, guint64 step, guint64 hash, RlxRound *round,
-                     guint n_members, gboolean final, GPtrArray *waiting)
+rlx_commits_publish (RlxCommits *self, guint64 step, guint64 hash, guint64 outer_hash,
+                     RlxRound *round, guint n_members, gboolean final, GPtrArray *waiting)
 {
   Commit *c = g_new0 (Commit, 1);
 
   c->step = step;
   c->hash = hash;
+  c->outer_hash = outer_hash;
   c->loss = rlx_round_get_loss (round);
   c->samples = rlx_round_get_samples (round);
   c->contributors = rlx_cohort_str_array_copy (rlx_round_get_contributors (round));
@@ -128,7 +130,8 @@ rlx_commits_publish (RlxCommits *self, guint64 step, guint64 hash, RlxRound *rou
 }
 
 void
-rlx_commits_member_acked (RlxCommits *self, const char *id, guint64 step, guint64 hash)
+rlx_commits_member_acked (RlxCommits *self, const char *id, guint64 step, guint64 hash,
+                          guint64 outer_hash)
 {
   RlxMemberAcks *ms = rlx_commits_member (self, id);
 
@@ -138,18 +141,23 @@ rlx_commits_member_acked (RlxCommits *self, const char *id, guint64 step, guint6
   for (GList *l = self->queue.head; l; l = l->next)
     {
       Commit *c = l->data;
-      /* the acknowledgement of this very commit: its hash is checked */
+      /* the acknowledgement of this very commit: its hash is checked, and
+       * after an outer round the outer hash (θ and the momentum) too */
       if (c->step == step && rlx_cohort_str_array_contains (c->waiting, id))
         {
-          if (hash == c->hash)
+          gboolean outer = hash == c->hash && c->outer_hash != 0 && outer_hash != 0 &&
+                           outer_hash != c->outer_hash;
+
+          if (hash == c->hash && !outer)
             c->agree++;
           else
             {
               RlxEvent *e = rlx_event_new (RLX_EVENT_DIVERGED);
               e->u.diverged.node = g_strdup (id);
               e->u.diverged.step = step;
-              e->u.diverged.hash = hash;
-              e->u.diverged.expected = c->hash;
+              e->u.diverged.hash = outer ? outer_hash : hash;
+              e->u.diverged.expected = outer ? c->outer_hash : c->hash;
+              e->u.diverged.outer = outer;
               self->ctx->ops->emit (self->ctx->owner, e);
             }
         }

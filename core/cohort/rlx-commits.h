@@ -34,17 +34,23 @@ typedef struct {
 
 RlxCommits *rlx_commits_new     (RlxCohortContext *ctx);
 void        rlx_commits_free    (RlxCommits *self);
-/* Commit @step (parameters @hash after it) of @round (its loss, samples,
+/* Commit @step (parameters @hash after it; after an outer round, θ and the
+ * outer momentum @outer_hash, else 0) of @round (its loss, samples,
  * contributors, late and rejected buckets are copied) in a cohort of
  * @n_members, waiting for @waiting (taken); @final: the last step. */
-void        rlx_commits_publish (RlxCommits *self, guint64 step, guint64 hash, RlxRound *round,
-                                 guint n_members, gboolean final, GPtrArray *waiting);
+void        rlx_commits_publish (RlxCommits *self, guint64 step, guint64 hash,
+                                 guint64 outer_hash, RlxRound *round, guint n_members,
+                                 gboolean final, GPtrArray *waiting);
 /* What @id acknowledged (created, unknown, on first use). */
 RlxMemberAcks *rlx_commits_member (RlxCommits *self, const char *id);
 /* @id has @step with @hash (acknowledged, or sent to it in a snapshot):
- * noted, and it waits no more for that commit and those before. */
+ * noted, and it waits no more for that commit and those before. The
+ * acknowledgement of a published commit is checked: @hash against its
+ * hash, then — when both are known (not 0) — @outer_hash against its outer
+ * hash; the first that differs is reported ("diverged", with outer when it
+ * is the outer hash) and the member does not count as agreeing. */
 void        rlx_commits_member_acked  (RlxCommits *self, const char *id, guint64 step,
-                                       guint64 hash);
+                                       guint64 hash, guint64 outer_hash);
 void        rlx_commits_forget_member (RlxCommits *self, const char *id);
 /* The members holding a bucket (a copy of their ids). */
 GPtrArray  *rlx_commits_members_holding (RlxCommits *self);

@@ -254,6 +254,8 @@ member_step_run_untraced (RlxBackend *backend, RlxMemberStep *ms, GError **error
    * in the gradient's submission) */
   if (ms->applied && !rlx_backend_params_hash (backend, &ms->hash, error))
     return FALSE;
+  if (ms->applied && ms->commit_outer.h > 0 && ms->perturb_momentum)
+    rlx_outer_engine_perturb_momentum (outer_engine (self, backend));
   if (ms->applied && ms->commit_outer.h > 0 &&
       !rlx_outer_engine_hash (outer_engine (self, backend), backend, &ms->outer_hash, error))
     return FALSE;

@@ -75,6 +75,8 @@ typedef struct {
   gboolean        claim_fast;     /* test fault: report compute_us 1 */
   RlxOuterSettings outer;         /* h > 0: the assignment is an outer round's local steps */
   RlxOuterSettings commit_outer;  /* h > 0: the commit is an outer round's update */
+  gboolean        perturb_momentum; /* test fault: with commit_outer, the momentum
+                                     * changed after the commit (m[0] += 1) */
   RlxMsg         *msg;            /* carried for the owner (owned; may be stolen in the
                                    * callback); the worker never reads it */
   /* out */

@@ -20,11 +20,24 @@ rlx_fault_plan_stall_us (const RlxFaultPlan *plan, guint64 step)
   return 0;
 }
 
+/* A one-time fault at step *@at: TRUE once, when @step is it. */
+static gboolean
+take_once (guint64 *at, guint64 step)
+{
+  if (*at == 0 || step != *at)
+    return FALSE;
+  *at = 0;
+  return TRUE;
+}
+
 gboolean
 rlx_fault_plan_take_hash (RlxFaultPlan *plan, guint64 step)
 {
-  if (plan->hash_at == 0 || step != plan->hash_at)
-    return FALSE;
-  plan->hash_at = 0;
-  return TRUE;
+  return take_once (&plan->hash_at, step);
+}
+
+gboolean
+rlx_fault_plan_take_momentum (RlxFaultPlan *plan, guint64 step)
+{
+  return take_once (&plan->momentum_at, step);
 }

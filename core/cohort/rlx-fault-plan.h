@@ -26,6 +26,9 @@ typedef struct {
   guint64 inf_from;     /* ±Inf in the gradient from this step; 0: off */
   guint64 hash_at;      /* after committing this step, this node's parameters differ
                          * from the cohort's (one bit); 0: off */
+  guint64 momentum_at;  /* in the outer mode, after committing this step, this node's
+                         * outer momentum differs from the cohort's (its first value
+                         * raised by 1); θ does not; 0: off */
   guint64 stall_step;   /* the gradient of this step takes stall_ms longer (on the
                          * compute thread); 0: off */
   guint   stall_ms;
@@ -43,5 +46,7 @@ guint64  rlx_fault_plan_stall_us (const RlxFaultPlan *plan, guint64 step);
 /* TRUE once, when @step is the one whose committed parameters diverge
  * (the fault is used up: the node carries on as if nothing happened). */
 gboolean rlx_fault_plan_take_hash (RlxFaultPlan *plan, guint64 step);
+/* TRUE once, when @step is the one whose committed momentum diverges. */
+gboolean rlx_fault_plan_take_momentum (RlxFaultPlan *plan, guint64 step);
 
 G_END_DECLS

@@ -84,6 +84,12 @@ rlx_follower_send_ack (RlxFollower *self)
   m.u.ack.term = rlx_leadership_get_term (ctx->lead);
   m.u.ack.step = rlx_cohort_applied (ctx);
   m.u.ack.hash = rlx_replica_get_hash (ctx->replica);
+  {
+    /* after an outer round: θ and the momentum too (the leader checks it) */
+    guint h;
+    if (!rlx_sync_state_commit_info (ctx->sync, m.u.ack.step, &h, &m.u.ack.ohash))
+      m.u.ack.ohash = 0;
+  }
   OWNER (send_msg, lp, &m);
   rlx_msg_clear (&m);
 }
@@ -318,6 +324,7 @@ member_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m, gboolean early)
     {
       rlx_msg_array_copy (&ms->update, &s->update);
       ms->commit = s->commit;
+      ms->perturb_momentum = rlx_fault_plan_take_momentum (&ctx->faults, s->commit);
       ms->epoch = s->epoch;
       ms->pos = s->pos;
       ms->accept_prev = accepted_prev;

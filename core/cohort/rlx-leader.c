@@ -259,9 +259,10 @@ rlx_leader_abandon_round (RlxLeader *self)
 
 /* @id has @step (acknowledged, or sent to it in a snapshot). */
 static void
-member_acked (RlxLeader *self, const char *id, guint64 step, guint64 hash)
+member_acked (RlxLeader *self, const char *id, guint64 step, guint64 hash,
+              guint64 outer_hash)
 {
-  rlx_commits_member_acked (self->commits, id, step, hash);
+  rlx_commits_member_acked (self->commits, id, step, hash, outer_hash);
   rlx_commits_check (self->commits);
 }
 
@@ -458,7 +459,8 @@ on_finished (RlxLeader *self, RlxLeaderOp *op)
   for (guint i = 0; op->frame != NULL && i < ids->len; i++)
     if (!rlx_cohort_is_self (self->ctx, g_ptr_array_index (ids, i)))
       g_ptr_array_add (waiting, g_strdup (g_ptr_array_index (ids, i)));
-  rlx_commits_publish (self->commits, commit, op->hash, self->round, ids->len, final, waiting);
+  rlx_commits_publish (self->commits, commit, op->hash, op->outer.h > 0 ? op->outer_hash : 0,
+                       self->round, ids->len, final, waiting);
 
   /* The next round first (the worker is already computing our slice of
    * it), then the reporting. A round planned for us alone is not started
@@ -1144,7 +1146,7 @@ rlx_leader_on_ack (RlxLeader *self, RlxPeer *p, RlxMsgAck *a)
       rlx_leader_admit (self, p, &join);
       return;
     }
-  member_acked (self, p->id, a->step, a->hash);
+  member_acked (self, p->id, a->step, a->hash, a->ohash);
   ms = rlx_commits_member (self->commits, p->id);
   if (ms->has_held)
     {
@@ -1165,7 +1167,7 @@ rlx_leader_snapshot_sent (RlxLeader *self, const char *to, guint64 step, guint64
   BUSY_BEGIN;
 
   if (rlx_leadership_is_leader (self->ctx->lead))
-    member_acked (self, to, step, hash);
+    member_acked (self, to, step, hash, 0);
   emit (self, event);
   if (rlx_leadership_is_leader (self->ctx->lead) && !finished (self) &&
       rlx_snapshots_pending (self->ctx->snapshots) == 0 &&

@@ -63,6 +63,9 @@ is_set (const RlxMsg *m, const RlxMsgField *f)
       return *(const double *) at != 0.0;
     case F_HASHES:
       return *(GArray *const *) at != NULL && (*(GArray *const *) at)->len > 0;
+    case F_HASH:
+      /* (W_IF_SET: hash 0 means "none") */
+      return *(const guint64 *) at != 0;
     default:
       return TRUE;
     }

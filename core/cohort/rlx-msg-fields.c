@@ -113,6 +113,7 @@ static const RlxMsgField ack_fields[] = {
   { "term", F_UINT, REQ, AT (ack, term), MAX_STEP, 0, NULL, 0, NULL },
   { "step", F_UINT, REQ, AT (ack, step), MAX_STEP, 0, NULL, 0, NULL },
   { "hash", F_HASH, REQ, AT (ack, hash), 0, 0, NULL, 0, NULL },
+  { "ohash", F_HASH, OPT, AT (ack, ohash), 0, 0, NULL, W_IF_SET, NULL },
 };
 
 static const RlxMsgField reject_fields[] = {

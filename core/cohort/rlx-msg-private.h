@@ -39,7 +39,8 @@ typedef enum {
 
 /* How a member is written (flags). */
 enum {
-  W_IF_SET = 1 << 0,  /* only when set: a string, a non-empty array, TRUE, an integer >= 0 */
+  W_IF_SET = 1 << 0,  /* only when set: a string, a non-empty array, TRUE, an integer >= 0,
+                       * a hash other than 0 */
   W_FINITE = 1 << 1,  /* a number that is not finite is written as 0 */
 };
 

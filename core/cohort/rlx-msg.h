@@ -178,9 +178,12 @@ typedef struct {
   RlxMsgArray grads;              /* "g"; absent when refused */
 } RlxMsgGrad;
 
-/* ack: the sender applied commit @step; its parameters hash to @hash. */
+/* ack: the sender applied commit @step; its parameters hash to @hash.
+ * After an outer round's commit, @ohash is rlx_outer_hash of its θ and
+ * outer momentum (0: absent, as in the step mode). */
 typedef struct {
   guint64 term, step, hash;
+  guint64 ohash;
 } RlxMsgAck;
 
 typedef struct {

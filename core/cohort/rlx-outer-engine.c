@@ -141,6 +141,15 @@ rlx_outer_engine_load_momentum (RlxOuterEngine *self, const float *m)
   memcpy (self->mom, m, self->n * sizeof (float));
 }
 
+/* (Not one bit: the momentum update μ·m + d/η would round a one-ulp
+ * difference away within a few rounds; +1 decays by μ/(1 + μ) a round.) */
+void
+rlx_outer_engine_perturb_momentum (RlxOuterEngine *self)
+{
+  if (self->n > 0)
+    self->mom[0] += 1.0f;
+}
+
 /* The start of an overlapped round (the eager rule of arXiv 2502.12996):
  * x = θ − u, u the outer step the round before would make if the average
  * pseudo-gradient were this rank's own δ, with the replica's momentum —

@@ -78,6 +78,8 @@ gboolean rlx_outer_engine_hash  (RlxOuterEngine *self, RlxBackend *backend, guin
 /* The momentum (n floats), for a snapshot or checkpoint, and its load. */
 const float *rlx_outer_engine_momentum (RlxOuterEngine *self);
 void     rlx_outer_engine_load_momentum (RlxOuterEngine *self, const float *m);
+/* Test fault (RlxFaultPlan's momentum_at): m[0] raised by 1. */
+void     rlx_outer_engine_perturb_momentum (RlxOuterEngine *self);
 
 /* ── the rank's round ── */
 

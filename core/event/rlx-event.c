@@ -85,6 +85,7 @@ static const Field step_f[] = {
 static const Field diverged_f[] = {
   STR (RlxEventDiverged, node), U64 (RlxEventDiverged, step), HASH (RlxEventDiverged, hash),
   HASH (RlxEventDiverged, expected),
+  F (T_BOOL, RlxEventDiverged, outer, 0, IF (RlxEventDiverged, outer)),
 };
 
 #define OUTER(ty, f) F (ty, RlxEventSync, f, 0, IF (RlxEventSync, has_outer))

@@ -118,10 +118,13 @@ typedef struct {
 
 /* diverged: @node's parameters at @step hash to @hash, not the commit's
  * @expected (the leader reports a member's acknowledgement; a member its own
- * state against the leader's; it then asks for a snapshot) */
+ * state against the leader's; it then asks for a snapshot). @outer: the
+ * hashes are outer hashes (θ and the outer momentum, rlx_outer_hash): θ
+ * agreed, the momentum did not (written only when set). */
 typedef struct {
-  char   *node;
-  guint64 step, hash, expected;
+  char    *node;
+  guint64  step, hash, expected;
+  gboolean outer;
 } RlxEventDiverged;
 
 /* sync: the mode ("step" or "outer"), H (1 in the step mode), what this

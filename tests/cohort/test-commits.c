@@ -28,10 +28,14 @@ op_emit (gpointer owner, RlxEvent *event)
     current->timeouts++;
   if (event->kind == RLX_EVENT_DIVERGED)
     {
-      g_assert_cmpuint (event->u.diverged.expected, ==, event->u.diverged.step * 1000);
-      g_ptr_array_add (current->diverged, g_strdup_printf ("%s@%" G_GUINT64_FORMAT,
+      /* (outer hashes are step × 1000 + 1 in these tests) */
+      g_assert_cmpuint (event->u.diverged.expected, ==,
+                        event->u.diverged.step * 1000 + (event->u.diverged.outer ? 1 : 0));
+      g_ptr_array_add (current->diverged, g_strdup_printf ("%s@%" G_GUINT64_FORMAT "%s",
                                                            event->u.diverged.node,
-                                                           event->u.diverged.step));
+                                                           event->u.diverged.step,
+                                                           event->u.diverged.outer ? "/outer"
+                                                                                   : ""));
     }
   rlx_event_unref (event);
 }
@@ -131,21 +135,21 @@ reported (Fixture *f, guint i)
 static void
 test_in_order (Fixture *f, gconstpointer data)
 {
-  rlx_commits_publish (f->commits, 1, 1000, f->round, 3, FALSE, waiting_for ("a", "b"));
-  rlx_commits_publish (f->commits, 2, 2000, f->round, 3, FALSE, waiting_for ("a", "b"));
+  rlx_commits_publish (f->commits, 1, 1000, 0, f->round, 3, FALSE, waiting_for ("a", "b"));
+  rlx_commits_publish (f->commits, 2, 2000, 0, f->round, 3, FALSE, waiting_for ("a", "b"));
   rlx_commits_check (f->commits);
   g_assert_cmpuint (f->reported->len, ==, 0);
 
-  rlx_commits_member_acked (f->commits, "a", 2, 2000);
+  rlx_commits_member_acked (f->commits, "a", 2, 2000, 0);
   rlx_commits_check (f->commits);
   g_assert_cmpuint (f->reported->len, ==, 0);
 
-  rlx_commits_member_acked (f->commits, "b", 1, 1000);
+  rlx_commits_member_acked (f->commits, "b", 1, 1000, 0);
   rlx_commits_check (f->commits);
   g_assert_cmpuint (f->reported->len, ==, 1);
   g_assert_cmpuint (reported (f, 0), ==, 1);
 
-  rlx_commits_member_acked (f->commits, "b", 2, 2000);
+  rlx_commits_member_acked (f->commits, "b", 2, 2000, 0);
   rlx_commits_check (f->commits);
   g_assert_cmpuint (f->reported->len, ==, 2);
   g_assert_cmpuint (reported (f, 1), ==, 2);
@@ -165,19 +169,19 @@ static void
 test_hash_agreement (Fixture *f, gconstpointer data)
 {
   f->diverged = g_ptr_array_new_with_free_func (g_free);
-  rlx_commits_publish (f->commits, 1, 1000, f->round, 3, FALSE, waiting_for ("a", "b"));
-  rlx_commits_publish (f->commits, 2, 2000, f->round, 3, FALSE, waiting_for ("a", "b"));
-  rlx_commits_member_acked (f->commits, "a", 1, 1000);
-  rlx_commits_member_acked (f->commits, "b", 1, 1000);
+  rlx_commits_publish (f->commits, 1, 1000, 0, f->round, 3, FALSE, waiting_for ("a", "b"));
+  rlx_commits_publish (f->commits, 2, 2000, 0, f->round, 3, FALSE, waiting_for ("a", "b"));
+  rlx_commits_member_acked (f->commits, "a", 1, 1000, 0);
+  rlx_commits_member_acked (f->commits, "b", 1, 1000, 0);
   rlx_commits_check (f->commits);
   g_assert_cmpuint (f->reported->len, ==, 1);
   g_assert_cmpuint (f->agree, ==, 3);
   g_assert_cmpuint (f->diverged->len, ==, 0);
 
-  rlx_commits_member_acked (f->commits, "a", 2, 2000);
-  rlx_commits_member_acked (f->commits, "b", 2, 2001);
+  rlx_commits_member_acked (f->commits, "a", 2, 2000, 0);
+  rlx_commits_member_acked (f->commits, "b", 2, 2001, 0);
   /* the same acknowledgement again counts once */
-  rlx_commits_member_acked (f->commits, "a", 2, 2000);
+  rlx_commits_member_acked (f->commits, "a", 2, 2000, 0);
   rlx_commits_check (f->commits);
   g_assert_cmpuint (f->reported->len, ==, 2);
   g_assert_cmpuint (f->agree, ==, 2);
@@ -186,13 +190,41 @@ test_hash_agreement (Fixture *f, gconstpointer data)
   g_clear_pointer (&f->diverged, g_ptr_array_unref);
 }
 
+/* After an outer round the outer hash (θ and the momentum) is checked too:
+ * a member whose θ agrees but whose momentum does not is "diverged" (outer)
+ * and not counted; one that sends no outer hash is only not checked; a θ
+ * that differs is reported as θ's. */
+static void
+test_outer_hash_agreement (Fixture *f, gconstpointer data)
+{
+  f->diverged = g_ptr_array_new_with_free_func (g_free);
+  rlx_commits_publish (f->commits, 1, 1000, 1001, f->round, 3, FALSE, waiting_for ("a", "b"));
+  rlx_commits_member_acked (f->commits, "a", 1, 1000, 1001);
+  rlx_commits_member_acked (f->commits, "b", 1, 1000, 1002);
+  rlx_commits_check (f->commits);
+  g_assert_cmpuint (f->reported->len, ==, 1);
+  g_assert_cmpuint (f->agree, ==, 2);
+  g_assert_cmpuint (f->diverged->len, ==, 1);
+  g_assert_cmpstr (g_ptr_array_index (f->diverged, 0), ==, "b@1/outer");
+
+  rlx_commits_publish (f->commits, 2, 2000, 2001, f->round, 3, FALSE, waiting_for ("a", "b"));
+  rlx_commits_member_acked (f->commits, "a", 2, 2000, 0);
+  rlx_commits_member_acked (f->commits, "b", 2, 2005, 2001);
+  rlx_commits_check (f->commits);
+  g_assert_cmpuint (f->reported->len, ==, 2);
+  g_assert_cmpuint (f->agree, ==, 2);
+  g_assert_cmpuint (f->diverged->len, ==, 2);
+  g_assert_cmpstr (g_ptr_array_index (f->diverged, 1), ==, "b@2");
+  g_clear_pointer (&f->diverged, g_ptr_array_unref);
+}
+
 /* A member that left is not waited for; the last step checkpoints as
  * final; clearing forgets what was not reported. */
 static void
 test_member_left_and_final (Fixture *f, gconstpointer data)
 {
-  rlx_commits_publish (f->commits, 1, 1000, f->round, 3, TRUE, waiting_for ("a", "b"));
-  rlx_commits_member_acked (f->commits, "a", 1, 1000);
+  rlx_commits_publish (f->commits, 1, 1000, 0, f->round, 3, TRUE, waiting_for ("a", "b"));
+  rlx_commits_member_acked (f->commits, "a", 1, 1000, 0);
   rlx_commits_check (f->commits);
   g_assert_cmpuint (f->reported->len, ==, 0);
 
@@ -202,9 +234,9 @@ test_member_left_and_final (Fixture *f, gconstpointer data)
   g_assert_cmpuint (f->finals, ==, 1);
   g_assert_cmpuint (f->timeouts, ==, 0);
 
-  rlx_commits_publish (f->commits, 2, 2000, f->round, 2, FALSE, waiting_for ("a", NULL));
+  rlx_commits_publish (f->commits, 2, 2000, 0, f->round, 2, FALSE, waiting_for ("a", NULL));
   rlx_commits_clear (f->commits);
-  rlx_commits_member_acked (f->commits, "a", 2, 2000);
+  rlx_commits_member_acked (f->commits, "a", 2, 2000, 0);
   rlx_commits_check (f->commits);
   g_assert_cmpuint (f->reported->len, ==, 1);
 }
@@ -215,7 +247,7 @@ static void
 test_too_many_waiting (Fixture *f, gconstpointer data)
 {
   for (guint64 step = 1; step <= 65; step++)
-    rlx_commits_publish (f->commits, step, step * 1000, f->round, 3, FALSE,
+    rlx_commits_publish (f->commits, step, step * 1000, 0, f->round, 3, FALSE,
                          waiting_for ("a", NULL));
   rlx_commits_check (f->commits);
   g_assert_cmpuint (f->reported->len, ==, 1);
@@ -233,6 +265,8 @@ main (int argc, char **argv)
               test_member_left_and_final, fixture_tear_down);
   g_test_add ("/cohort/commits/hash-agreement", Fixture, NULL, fixture_set_up,
               test_hash_agreement, fixture_tear_down);
+  g_test_add ("/cohort/commits/outer-hash-agreement", Fixture, NULL, fixture_set_up,
+              test_outer_hash_agreement, fixture_tear_down);
   g_test_add ("/cohort/commits/too-many-waiting", Fixture, NULL, fixture_set_up,
               test_too_many_waiting, fixture_tear_down);
   return g_test_run ();

@@ -52,6 +52,18 @@ test_hash_once (void)
   g_assert_cmpuint (plan.hash_at, ==, 0);
 }
 
+static void
+test_momentum_once (void)
+{
+  RlxFaultPlan plan = { .momentum_at = 4 };
+
+  g_assert_false (rlx_fault_plan_take_momentum (&plan, 3));
+  g_assert_false (rlx_fault_plan_take_hash (&plan, 4));
+  g_assert_true (rlx_fault_plan_take_momentum (&plan, 4));
+  g_assert_false (rlx_fault_plan_take_momentum (&plan, 4));
+  g_assert_cmpuint (plan.momentum_at, ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -60,5 +72,6 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/fault-plan/gradient", test_gradient);
   g_test_add_func ("/cohort/fault-plan/stall", test_stall);
   g_test_add_func ("/cohort/fault-plan/hash-once", test_hash_once);
+  g_test_add_func ("/cohort/fault-plan/momentum-once", test_momentum_once);
   return g_test_run ();
 }

@@ -39,7 +39,8 @@ static const Kind kinds[] = {
     "members assign" },
   { "{\"t\":\"grad\",\"node\":\"b\",\"term\":1,\"step\":4,\"samples\":8,\"loss\":2.5,"
     "\"loss_finite\":true,\"compute_us\":120}", "node term step samples loss" },
-  { "{\"t\":\"ack\",\"node\":\"b\",\"term\":1,\"step\":3,\"hash\":\"0123456789abcdef\"}",
+  { "{\"t\":\"ack\",\"node\":\"b\",\"term\":1,\"step\":3,\"hash\":\"0123456789abcdef\","
+    "\"ohash\":\"fedcba9876543210\"}",
     "node term step hash" },
   { "{\"t\":\"reject\",\"node\":\"a\",\"step\":3,\"reason\":\"late\"}", "node step reason" },
   { "{\"t\":\"heartbeat\",\"node\":\"a\",\"term\":1,\"step\":3,\"clock\":5,\"echo\":4,\"age\":1}",
@@ -213,6 +214,10 @@ test_bounds (void)
     { "hello", "leader", "\"\"", "member \"leader\" is empty" },
     { "refuse", "reason", s2049, "member \"reason\" is longer than 2048 bytes or not UTF-8" },
     { "join", "hash", "\"0123456789ABCDEF\"", "member \"hash\" is not 16 lowercase hex digits" },
+    { "ack", "ohash", "\"fedcba987654321\"", "member \"ohash\" is not 16 lowercase hex digits" },
+    { "ack", "ohash", "\"FEDCBA9876543210\"", "member \"ohash\" is not 16 lowercase hex digits" },
+    { "ack", "ohash", "7", "member \"ohash\" is not a string" },
+    { "ack", "ohash", "\"0000000000000000\"", NULL },
     { "join", "merge", "\"yes\"", "member \"merge\" is not true or false" },
     { "snapshot", "epoch", "2147483647", NULL },
     { "snapshot", "epoch", "2147483648", "member \"epoch\" = 2147483648 is outside 0..2147483647" },
@@ -415,6 +420,39 @@ test_outer_snapshot (void)
   rlx_msg_clear (&m);
 }
 
+/* An ack of an outer round's commit carries the outer hash (ohash, θ and
+ * the momentum); without it (the step mode) it reads as 0 and the ack is
+ * built byte for byte as before the member existed. */
+static void
+test_outer_ack (void)
+{
+  g_autoptr(JsonObject) h = header (kind_json ("ack"));
+  RlxMsg m;
+
+  g_assert_null (parse (h, &m));
+  g_assert_cmpuint (m.u.ack.hash, ==, 0x0123456789abcdefull);
+  g_assert_cmpuint (m.u.ack.ohash, ==, 0xfedcba9876543210ull);
+  rlx_msg_clear (&m);
+  json_object_remove_member (h, "ohash");
+  g_assert_null (parse (h, &m));
+  g_assert_cmpuint (m.u.ack.ohash, ==, 0);
+  rlx_msg_clear (&m);
+
+  rlx_msg_init (&m, RLX_MSG_ACK, "b");
+  m.u.ack.term = 1;
+  m.u.ack.step = 3;
+  m.u.ack.hash = 0xab;
+  assert_header (&m, "{\"t\":\"ack\",\"node\":\"b\",\"term\":1,\"step\":3,"
+                 "\"hash\":\"00000000000000ab\"}");
+  rlx_msg_init (&m, RLX_MSG_ACK, "b");
+  m.u.ack.term = 1;
+  m.u.ack.step = 3;
+  m.u.ack.hash = 0xab;
+  m.u.ack.ohash = 0xcd;
+  assert_header (&m, "{\"t\":\"ack\",\"node\":\"b\",\"term\":1,\"step\":3,"
+                 "\"hash\":\"00000000000000ab\",\"ohash\":\"00000000000000cd\"}");
+}
+
 /* The sync mode's members of a step frame (docs/PROTOCOL.md, "Sync
  * modes"): read, checked across members, written only in the outer mode. */
 static void
@@ -472,6 +510,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/cohort/msg/outer-step", test_outer_step);
   g_test_add_func ("/cohort/msg/outer-snapshot", test_outer_snapshot);
+  g_test_add_func ("/cohort/msg/outer-ack", test_outer_ack);
   g_test_add_func ("/cohort/msg/required", test_required);
   g_test_add_func ("/cohort/msg/bounds", test_bounds);
   g_test_add_func ("/cohort/msg/defaults", test_defaults);

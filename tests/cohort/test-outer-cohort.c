@@ -164,6 +164,75 @@ test_members_follow_leader (void)
   harness_free (h);
 }
 
+/* A member's outer momentum drifts after round 4
+ * (--fault-momentum); its θ does not. Its acknowledgements carry its outer
+ * hash (θ and m), so the leader reports it "diverged" (outer) from round 4
+ * on and does not count it in the rounds' agreement; the other member
+ * agrees, and θ stays the same everywhere. */
+static void
+test_momentum_divergence (void)
+{
+  Harness *h = harness_new ();
+  Node *n[3];
+  static const char *const ids[3] = { "a-lead", "b-ok", "c-drift" };
+  int e;
+  JsonObject *d;
+
+  n[0] = harness_join (h, "a-lead", "--node", ids[0], "--cohort", "mom-drift", "--batch", "8",
+                       "--steps", "8", "--wait-members", "3", "--sync", "outer:3",
+                       "--deadline-floor-ms", SLOW_OK, NULL);
+  harness_wait_event (h, n[0], "joined", NULL, 0, 30000);
+  n[1] = harness_join (h, ids[1], "--node", ids[1], "--cohort", "mom-drift", "--batch", "8",
+                       "--steps", "8", "--deadline-floor-ms", SLOW_OK, NULL);
+  n[2] = harness_join (h, ids[2], "--node", ids[2], "--cohort", "mom-drift", "--batch", "8",
+                       "--steps", "8", "--deadline-floor-ms", SLOW_OK, "--fault-momentum", "4",
+                       NULL);
+  for (guint i = 0; i < 3; i++)
+    harness_assert_exit_ok (h, n[i], 90000);
+  g_assert_cmpstr (ev_str (node_ev (n[0], node_find_event (n[0], "joined", 0)), "role"), ==,
+                   "leader");
+
+  /* the leader names the drifted member, at the round it drifted, as an
+   * outer divergence; nobody else is named */
+  e = node_find_event (n[0], "diverged", 0);
+  if (e < 0)
+    {
+      harness_dump (h);
+      g_error ("the leader reported no divergence of %s's momentum", ids[2]);
+    }
+  d = node_ev (n[0], e);
+  g_assert_cmpstr (ev_str (d, "node"), ==, ids[2]);
+  g_assert_cmpint (ev_int (d, "step"), ==, 4);
+  g_assert_true (json_object_get_boolean_member_with_default (d, "outer", FALSE));
+  g_assert_cmpstr (ev_str (d, "hash"), ==,
+                   ev_str (node_ev (n[2], node_step (n[2], 4)), "outer_hash"));
+  g_assert_cmpstr (ev_str (d, "expected"), ==,
+                   ev_str (node_ev (n[0], node_step (n[0], 4)), "outer_hash"));
+  g_assert_cmpstr (ev_str (d, "hash"), !=, ev_str (d, "expected"));
+  for (; e >= 0; e = node_find_event (n[0], "diverged", e + 1))
+    g_assert_cmpstr (ev_str (node_ev (n[0], e), "node"), ==, ids[2]);
+
+  for (gint64 s = 1; s <= 8; s++)
+    {
+      JsonObject *o0 = node_ev (n[0], node_step (n[0], s));
+      JsonObject *o2 = node_ev (n[2], node_step (n[2], s));
+
+      /* θ agrees everywhere; the drifted member's m from round 4 on */
+      g_assert_cmpstr (ev_str (o2, "hash"), ==, ev_str (o0, "hash"));
+      if ((s < 4) != (g_strcmp0 (ev_str (o2, "outer_hash"), ev_str (o0, "outer_hash")) == 0))
+        {
+          harness_dump (h);
+          g_error ("round %" G_GINT64_FORMAT ": %s's outer hash %s, the leader's %s", s, ids[2],
+                   ev_str (o2, "outer_hash"), ev_str (o0, "outer_hash"));
+        }
+      g_assert_cmpstr (ev_str (node_ev (n[1], node_step (n[1], s)), "outer_hash"), ==,
+                       ev_str (o0, "outer_hash"));
+      /* the leader and b agree at every round, c only before round 4 */
+      g_assert_cmpint (ev_int (o0, "agree"), ==, s < 4 ? 3 : 2);
+    }
+  harness_free (h);
+}
+
 /* Overlap (docs/PROTOCOL.md, "Overlap"): over a link with 40 ms each way
  * and rounds of more than 150 ms of compute, a member starts computing
  * round k + 1 before the commit of round k reaches it — its inner steps
@@ -568,6 +637,7 @@ main (int argc, char **argv)
   g_test_add_func ("/outer/three-ranks-f16", test_three_ranks_f16);
   g_test_add_func ("/outer/three-ranks-f8", test_three_ranks_f8);
   g_test_add_func ("/outer/members-follow-leader", test_members_follow_leader);
+  g_test_add_func ("/outer/momentum-divergence", test_momentum_divergence);
   g_test_add_func ("/outer/overlap", test_overlap);
   g_test_add_func ("/outer/slow-member", test_slow_member);
   g_test_add_func ("/outer/kill-leader", test_kill_leader);

@@ -490,6 +490,44 @@ harness_leader (Harness *h, Node **nodes, guint k)
   return NULL;
 }
 
+gint64
+harness_freeze_thaw (Harness *h, Node *leader, Node *victim, Node *other, guint timeout_ms)
+{
+  int i, snap;
+
+  node_kill (victim, SIGSTOP);
+  i = harness_wait_event (h, leader, "member-left", NULL, 0, timeout_ms);
+  g_assert_cmpstr (ev_str (node_ev (leader, i), "node"), ==, node_id (victim));
+  g_assert_nonnull (strstr (ev_str (node_ev (leader, i), "reason"), "heartbeat"));
+  /* The cohort goes on with two. */
+  i = node_wait_event (leader, "step", "members", 0, (guint) i, timeout_ms);
+  while (i >= 0 && ev_int (node_ev (leader, i), "members") != 2)
+    i = node_wait_event (leader, "step", "members", 0, (guint) i + 1, timeout_ms);
+  if (i < 0)
+    {
+      harness_dump (h);
+      g_error ("the leader did not go on with two members after %s froze", victim->label);
+    }
+  harness_wait_event (h, other, "step", "step", ev_int (node_ev (leader, i), "step") + 3,
+                      2 * timeout_ms);
+
+  /* It wakes up: it says it was cut off and gets a snapshot from the leader. */
+  node_kill (victim, SIGCONT);
+  i = node_wait_event (victim, "rejoining", NULL, 0, 0, 2 * timeout_ms);
+  if (i < 0)
+    {
+      harness_dump (h);
+      g_error ("the node that was timed out did not report that it rejoins");
+    }
+  snap = node_wait_event (victim, "snapshot", NULL, 0, (guint) i, 2 * timeout_ms);
+  if (snap < 0 || g_strcmp0 (ev_str (node_ev (victim, snap), "from"), node_id (leader)) != 0)
+    {
+      harness_dump (h);
+      g_error ("the node that was cut off did not rejoin through a snapshot from the leader");
+    }
+  return ev_int (node_ev (victim, snap), "step");
+}
+
 void
 harness_assert_checkpoint_finite (Harness *h, const char *cohort, gsize n_params)
 {

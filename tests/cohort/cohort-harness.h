@@ -80,6 +80,13 @@ JsonObject *node_ev            (Node *n, int i);
 /* The index of @n's "step" event of @step, or -1. */
 int         node_step          (Node *n, gint64 step);
 
+/* Freeze @victim (SIGSTOP) of a three-node cohort until @leader times it
+ * out by its heartbeats and goes on with two (@other 3 steps further), then
+ * thaw it (SIGCONT) and wait until it says it rejoins and gets a snapshot
+ * from @leader; the snapshot's step, or fail the test. */
+gint64      harness_freeze_thaw (Harness *h, Node *leader, Node *victim, Node *other,
+                                 guint timeout_ms);
+
 /* The cohort's checkpoint (in the harness's data folder) holds @n_params
  * finite floats, or fail the test. */
 void        harness_assert_checkpoint_finite (Harness *h, const char *cohort, gsize n_params);

@@ -430,7 +430,7 @@ test_frozen_member_rejoins (void)
   Harness *h = harness_new ();
   Node *n[3], *leader, *victim = NULL, *other = NULL;
   g_autoptr(GHashTable) hl = NULL;
-  int i, snap, checked = 0;
+  int checked = 0;
   gint64 k, last;
 
   for (guint j = 0; j < 3; j++)
@@ -453,33 +453,7 @@ test_frozen_member_rejoins (void)
           other = n[j];
       }
   harness_wait_event (h, leader, "step", "step", 5, 30000);
-  node_kill (victim, SIGSTOP);
-  i = harness_wait_event (h, leader, "member-left", NULL, 0, 10000);
-  g_assert_cmpstr (ev_str (node_ev (leader, i), "node"), ==, node_id (victim));
-  g_assert_nonnull (strstr (ev_str (node_ev (leader, i), "reason"), "heartbeat"));
-  /* The cohort goes on with two. */
-  i = node_wait_event (leader, "step", "members", 0, (guint) i, 10000);
-  while (i >= 0 && ev_int (node_ev (leader, i), "members") != 2)
-    i = node_wait_event (leader, "step", "members", 0, (guint) i + 1, 10000);
-  g_assert_cmpint (i, >=, 0);
-  harness_wait_event (h, other, "step", "step", ev_int (node_ev (leader, i), "step") + 3, 20000);
-
-  /* It wakes up: it says it was cut off, gets a snapshot from the leader
-   * and trains on with the cohort's hashes. */
-  node_kill (victim, SIGCONT);
-  i = node_wait_event (victim, "rejoining", NULL, 0, 0, 20000);
-  if (i < 0)
-    {
-      harness_dump (h);
-      g_error ("the node that was timed out did not report that it rejoins");
-    }
-  snap = node_wait_event (victim, "snapshot", NULL, 0, (guint) i, 20000);
-  if (snap < 0 || g_strcmp0 (ev_str (node_ev (victim, snap), "from"), node_id (leader)) != 0)
-    {
-      harness_dump (h);
-      g_error ("the node that was cut off did not rejoin through a snapshot from the leader");
-    }
-  k = ev_int (node_ev (victim, snap), "step");
+  k = harness_freeze_thaw (h, leader, victim, other, 10000);
   harness_wait_event (h, victim, "step", "step", k + 8, 30000);
   g_assert_false (victim->exited);
   /* It is a member again (the leader admitted it), and nobody took over. */

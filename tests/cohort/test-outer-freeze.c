@@ -24,7 +24,6 @@ test_frozen_member_rejoins (void)
 {
   Harness *h = harness_new ();
   Node *n[3], *leader, *victim = NULL, *other = NULL;
-  int i, snap;
   gint64 k, last;
   guint checked = 0, contributed = 0;
 
@@ -49,38 +48,9 @@ test_frozen_member_rejoins (void)
           other = n[j];
       }
   harness_wait_event (h, leader, "step", "step", 4, 60000);
-  node_kill (victim, SIGSTOP);
-  i = harness_wait_event (h, leader, "member-left", NULL, 0, 20000);
-  g_assert_cmpstr (ev_str (node_ev (leader, i), "node"), ==, node_id (victim));
-  g_assert_nonnull (strstr (ev_str (node_ev (leader, i), "reason"), "heartbeat"));
-  /* The cohort goes on in outer rounds with two. */
-  i = node_wait_event (leader, "step", "members", 0, (guint) i, 20000);
-  while (i >= 0 && ev_int (node_ev (leader, i), "members") != 2)
-    i = node_wait_event (leader, "step", "members", 0, (guint) i + 1, 20000);
-  if (i < 0)
-    {
-      harness_dump (h);
-      g_error ("the leader did not go on with two members after the freeze");
-    }
-  g_assert_cmpstr (ev_str (node_ev (leader, i), "sync"), ==, "outer");
-  harness_wait_event (h, other, "step", "step", ev_int (node_ev (leader, i), "step") + 3, 30000);
-
-  /* Thawed: it says it was cut off, gets a snapshot from the leader and
-   * trains on with the cohort's θ and momentum. */
-  node_kill (victim, SIGCONT);
-  i = node_wait_event (victim, "rejoining", NULL, 0, 0, 30000);
-  if (i < 0)
-    {
-      harness_dump (h);
-      g_error ("the member that was timed out did not report that it rejoins");
-    }
-  snap = node_wait_event (victim, "snapshot", NULL, 0, (guint) i, 30000);
-  if (snap < 0 || g_strcmp0 (ev_str (node_ev (victim, snap), "from"), node_id (leader)) != 0)
-    {
-      harness_dump (h);
-      g_error ("the member that was cut off did not rejoin through a snapshot from the leader");
-    }
-  k = ev_int (node_ev (victim, snap), "step");
+  /* frozen until the leader times it out, then thawed: it rejoins through
+   * a snapshot from the leader */
+  k = harness_freeze_thaw (h, leader, victim, other, 20000);
   harness_wait_event (h, victim, "step", "step", k + 8, 60000);
   g_assert_false (victim->exited);
   g_assert_cmpint (node_wait_event (leader, "member-joined", NULL, 0, 0, 1000), >=, 0);
@@ -100,6 +70,16 @@ test_frozen_member_rejoins (void)
   harness_assert_exit_ok (h, other, 30000);
   harness_assert_exit_ok (h, victim, 30000);
 
+  /* Every round the leader committed, with two members or three, was an
+   * outer round. */
+  for (int e = node_find_event (leader, "step", 0); e >= 0;
+       e = node_find_event (leader, "step", (guint) e + 1))
+    if (g_strcmp0 (ev_str (node_ev (leader, e), "sync"), "outer") != 0)
+      {
+        harness_dump (h);
+        g_error ("round %" G_GINT64_FORMAT " is not an outer round",
+                 ev_int (node_ev (leader, e), "step"));
+      }
   /* After the snapshot: every round both report is an outer round with the
    * same θ and the same momentum, and the rejoined member is in them. */
   last = MIN (node_max_step (victim), node_max_step (leader));

@@ -111,7 +111,7 @@ def stop(procs, net):
 def one_alone(a, net, model, run):
     common = ["--model", model, "--batch", "256"]
     p = net.spawn(f"alone-{model}-{run}", "h1",
-                  rank(a.build, a.cpus[0], "--local", "--cohort", f"a{run}", *common))
+                  rank(a.build, a.cpus[0], "--local", "--cohort", f"a{run}-{model}", *common))
     p.wait_event("step", 60)
     time.sleep(a.seconds)
     stop([p], net)
@@ -123,7 +123,7 @@ def one_pair(a, net, model, sync, run):
     tag = f"{model}-{sync.replace(':', '')}-{run}"
     f = net.spawn(f"lead-{tag}", "h1",
                   rank(a.build, a.cpus[0], "--host", "10.80.0.1:7400", "--show-invite",
-                       "--cohort", f"c{run}{sync.replace(':', '')}", "--wait-members", "2",
+                       "--cohort", f"c{run}-{tag}", "--wait-members", "2",
                        *common))
     inv = f.wait_event("invite", 30)["invite"]
     b = net.spawn(f"mem-{tag}", "h2", rank(a.build, a.cpus[1 % len(a.cpus)], inv, *common))

@@ -25,6 +25,7 @@ struct _RlxSyncPanel
   guint           next, n;
   gint64          last_commit_us, round_us;
   guint64         last_step;
+  gboolean        bytes_dirty;   /* a commit since the label was last written */
 };
 
 G_DEFINE_FINAL_TYPE (RlxSyncPanel, rlx_sync_panel, GTK_TYPE_WIDGET)
@@ -93,26 +94,19 @@ on_links (RlxSyncPanel *self, const RlxEventLinks *e)
   gtk_widget_set_visible (GTK_WIDGET (self->links), TRUE);
 }
 
+/* Bytes per sample, from the commits kept: on the UI tick, not per step
+ * event — a label rewritten on every step batch asks GTK for a frame each
+ * time (the watching frame rate doubled with it). */
 static void
-on_step (RlxSyncPanel *self, const RlxEventStep *e, gint64 now_us)
+update_bytes (RlxSyncPanel *self)
 {
-  guint64 wire = e->bytes_tx + e->bytes_rx;
-  guint64 samples = e->samples;
   guint oldest;
+  guint64 wire;
 
-  if (e->has_outer)
-    {
-      self->outer = TRUE;
-      self->h = (guint) e->h;
-      if (self->last_commit_us > 0 && now_us > self->last_commit_us)
-        self->round_us = now_us - self->last_commit_us;
-      self->last_commit_us = now_us;
-    }
-  self->last_step = e->step;
-  self->wire[self->next] = wire;
-  self->samples[self->next] = samples;
-  self->next = (self->next + 1) % COMMITS;
-  self->n = MIN (self->n + 1, COMMITS);
+  if (!self->bytes_dirty || self->n < 2)
+    return;
+  self->bytes_dirty = FALSE;
+  wire = self->wire[(self->next + COMMITS - 1) % COMMITS];
   /* the bytes since the oldest commit kept, over the samples after it */
   oldest = (self->next + COMMITS - self->n) % COMMITS;
   if (self->n >= 2 && wire >= self->wire[oldest])
@@ -130,7 +124,28 @@ on_step (RlxSyncPanel *self, const RlxEventStep *e, gint64 now_us)
           set_label (self->bytes, text);
         }
     }
-  show_round (self, now_us);
+}
+
+static void
+on_step (RlxSyncPanel *self, const RlxEventStep *e, gint64 now_us)
+{
+  guint64 wire = e->bytes_tx + e->bytes_rx;
+  guint64 samples = e->samples;
+
+  if (e->has_outer)
+    {
+      self->outer = TRUE;
+      self->h = (guint) e->h;
+      if (self->last_commit_us > 0 && now_us > self->last_commit_us)
+        self->round_us = now_us - self->last_commit_us;
+      self->last_commit_us = now_us;
+    }
+  self->last_step = e->step;
+  self->wire[self->next] = wire;
+  self->samples[self->next] = samples;
+  self->next = (self->next + 1) % COMMITS;
+  self->n = MIN (self->n + 1, COMMITS);
+  self->bytes_dirty = TRUE;
 }
 
 void
@@ -159,6 +174,7 @@ void
 rlx_sync_panel_tick (RlxSyncPanel *self, gint64 now_us)
 {
   g_return_if_fail (RLX_IS_SYNC_PANEL (self));
+  update_bytes (self);
   show_round (self, now_us);
 }
 

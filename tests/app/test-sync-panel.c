@@ -69,6 +69,9 @@ test_outer (void)
     add (panel, (gint64) i * 2 * s, "{\"event\": \"step\", \"step\": %u, \"sync\": \"outer\", "
                                     "\"h\": 40, \"samples\": 20480, \"bytes_tx\": %u, "
                                     "\"bytes_rx\": %u}", i + 1, 10240 * (i + 1), 10240 * (i + 1));
+  /* bytes per sample are written on the UI tick, not per step event */
+  g_assert_cmpstr (rlx_sync_panel_get_bytes_text (panel), ==, "—");
+  rlx_sync_panel_tick (panel, 4 * s);
   g_assert_cmpstr (rlx_sync_panel_get_bytes_text (panel), ==, "1 bytes per sample");
   g_assert_cmpfloat (rlx_sync_panel_get_progress (panel, NULL), ==, 0.0);
   rlx_sync_panel_tick (panel, 5 * s);               /* 1 s into a 2 s round */
@@ -101,6 +104,7 @@ test_fixed_step (void)
   /* step-mode commits: bytes per sample, no round */
   add (panel, 0, "{\"event\": \"step\", \"step\": 1, \"samples\": 64, \"bytes_tx\": 0, \"bytes_rx\": 0}");
   add (panel, 1, "{\"event\": \"step\", \"step\": 2, \"samples\": 64, \"bytes_tx\": 6400, \"bytes_rx\": 0}");
+  rlx_sync_panel_tick (panel, 1);
   g_assert_cmpstr (rlx_sync_panel_get_bytes_text (panel), ==, "100 bytes per sample");
   rlx_sync_panel_get_progress (panel, &visible);
   g_assert_false (visible);

@@ -490,6 +490,32 @@ harness_leader (Harness *h, Node **nodes, guint k)
   return NULL;
 }
 
+void
+harness_others (Node **nodes, Node *leader, Node **first, Node **second)
+{
+  *first = *second = NULL;
+  for (guint j = 0; j < 3; j++)
+    if (nodes[j] != leader)
+      {
+        if (*first == NULL)
+          *first = nodes[j];
+        else
+          *second = nodes[j];
+      }
+}
+
+void
+harness_assert_led_by (Node **nodes, guint k, Node *leader, gint64 term)
+{
+  for (guint j = 0; j < k; j++)
+    for (guint e = 0; e < nodes[j]->events->len; e++)
+      if (g_strcmp0 (ev_str (node_ev (nodes[j], e), "event"), "leader") == 0)
+        {
+          g_assert_cmpint (ev_int (node_ev (nodes[j], e), "term"), ==, term);
+          g_assert_cmpstr (ev_str (node_ev (nodes[j], e), "node"), ==, node_id (leader));
+        }
+}
+
 gint64
 harness_freeze_thaw (Harness *h, Node *leader, Node *victim, Node *other, guint timeout_ms)
 {

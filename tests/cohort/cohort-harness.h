@@ -75,6 +75,11 @@ int         harness_wait_event (Harness *h, Node *n, const char *event, const ch
 void        harness_assert_exit_ok (Harness *h, Node *n, guint timeout_ms);
 /* The node among @nodes that joined as the leader, or fail the test. */
 Node       *harness_leader     (Harness *h, Node **nodes, guint k);
+/* The two nodes of a three-node cohort that are not @leader, in order. */
+void        harness_others     (Node **nodes, Node *leader, Node **first, Node **second);
+/* Every "leader" event any of @nodes reported names @leader at term
+ * @term (nobody took over), or fail the test. */
+void        harness_assert_led_by (Node **nodes, guint k, Node *leader, gint64 term);
 /* Event @i of @n. */
 JsonObject *node_ev            (Node *n, int i);
 /* The index of @n's "step" event of @step, or -1. */

@@ -39,14 +39,7 @@ test_frozen_member_rejoins (void)
   for (guint j = 0; j < 3; j++)
     harness_wait_event (h, n[j], "joined", NULL, 0, 30000);
   leader = harness_leader (h, n, 3);
-  for (guint j = 0; j < 3; j++)
-    if (n[j] != leader)
-      {
-        if (victim == NULL)
-          victim = n[j];
-        else
-          other = n[j];
-      }
+  harness_others (n, leader, &victim, &other);
   harness_wait_event (h, leader, "step", "step", 4, 60000);
   /* frozen until the leader times it out, then thawed: it rejoins through
    * a snapshot from the leader */
@@ -55,13 +48,7 @@ test_frozen_member_rejoins (void)
   g_assert_false (victim->exited);
   g_assert_cmpint (node_wait_event (leader, "member-joined", NULL, 0, 0, 1000), >=, 0);
   /* nobody took over */
-  for (guint j = 0; j < 3; j++)
-    for (guint e = 0; e < n[j]->events->len; e++)
-      if (g_strcmp0 (ev_str (node_ev (n[j], e), "event"), "leader") == 0)
-        {
-          g_assert_cmpint (ev_int (node_ev (n[j], e), "term"), ==, 1);
-          g_assert_cmpstr (ev_str (node_ev (n[j], e), "node"), ==, node_id (leader));
-        }
+  harness_assert_led_by (n, 3, leader, 1);
 
   node_kill (leader, SIGTERM);
   node_kill (other, SIGTERM);

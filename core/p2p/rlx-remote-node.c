@@ -32,6 +32,10 @@
 #define CHALLENGE_GAP_US    G_USEC_PER_SEC
 #define MAX_PEERS           256
 #define CHALLENGE_HEX_LEN   32
+/* Attempts in a row that failed before a session must answer a challenge
+ * again (show it is alive) for the next: a process that died without a
+ * bye gets no more ICE agents than this. */
+#define MAX_FAILED_ATTEMPTS 3
 
 typedef struct {
   RlxRemoteNode *node;
@@ -48,6 +52,8 @@ typedef struct {
   char          *att;
   gboolean       live;
   gboolean       dropping;      /* we are closing the link on purpose */
+  gboolean       displaced;     /* a new session was announced while the link was live */
+  guint          failed;        /* attempts that failed in a row */
   guint          retry_ms;
   GSource       *retry;
 } Peer;
@@ -103,6 +109,8 @@ enum {
 static guint signals[N_SIGNALS];
 
 static void start_attempt (RlxRemoteNode *self, Peer *p);
+static void challenge (RlxRemoteNode *self, Peer *p, const char *echo);
+static void schedule_retry (RlxRemoteNode *self, Peer *p);
 
 /* ── events ─────────────────────────────────────────────────────────────── */
 
@@ -265,8 +273,18 @@ on_retry (gpointer user_data)
   Peer *p = user_data;
 
   g_clear_pointer (&p->retry, g_source_unref);
-  g_debug ("pairing with %s: retry now (link %p, known %d)", p->id, (void *) p->link, p->known);
-  if (p->link == NULL && p->known && !p->node->stopped)
+  g_debug ("pairing with %s: retry now (link %p, known %d, failed %u)", p->id, (void *) p->link,
+           p->known, p->failed);
+  if (p->link != NULL || !p->known || p->node->stopped)
+    return G_SOURCE_REMOVE;
+  if (p->failed >= MAX_FAILED_ATTEMPTS)
+    {
+      /* It may be a process that died without a bye: no more ICE agents
+       * until it answers a challenge (one signalling message a retry). */
+      challenge (p->node, p, NULL);
+      schedule_retry (p->node, p);
+    }
+  else
     start_attempt (p->node, p);
   return G_SOURCE_REMOVE;
 }
@@ -339,6 +357,7 @@ on_link_ready (RlxRemoteLink *link, gpointer user_data)
       return;
     }
   p->live = TRUE;
+  p->failed = 0;
   p->retry_ms = RETRY_MIN_MS;
   clear_retry (p);
   path = rlx_remote_link_dup_path (link);
@@ -374,9 +393,20 @@ on_link_closed (RlxLink *link, const GError *error, gpointer user_data)
     {
       g_signal_emit (self, signals[SIGNAL_LINK_REMOVED], 0, link, p->id);
       emit_link_lost (self, RLX_EVENT_LINK_DOWN, p->id, error->message, code);
+      /* A new session was announced while the link lived: whoever holds
+       * the name now must answer a challenge drawn now, and its hello then
+       * names the session and the certificate to pair with. */
+      if (p->displaced && !self->stopped)
+        {
+          p->displaced = FALSE;
+          challenge (self, p, NULL);
+        }
     }
   else if (!self->stopped && !p->dropping)
-    emit_link_lost (self, RLX_EVENT_LINK_FAILED, p->id, error->message, code);
+    {
+      emit_link_lost (self, RLX_EVENT_LINK_FAILED, p->id, error->message, code);
+      p->failed++;
+    }
   g_object_unref (link);   /* the node's reference */
   if (!p->dropping)
     schedule_retry (self, p);
@@ -560,6 +590,7 @@ handle_hello (RlxRemoteNode *self, Peer *p, JsonObject *body)
       g_free (p->verified_sid);
       p->verified_sid = g_strdup (sid);
       g_clear_pointer (&p->ch, g_free);
+      p->failed = 0;   /* it is alive now: attempts may start again */
     }
   if (g_strcmp0 (p->verified_sid, sid) != 0)
     {
@@ -567,9 +598,24 @@ handle_hello (RlxRemoteNode *self, Peer *p, JsonObject *body)
       challenge (self, p, ch);
       return;
     }
+  if (p->live && (g_strcmp0 (p->sid, sid) != 0 || !rlx_fingerprint_equal (fp, p->fp)))
+    {
+      /* Issue 29, item 7. A live link's TLS handshake proved the
+       * certificate it pinned; a hello proves only the cohort key, which
+       * every member holds. So signalling alone never tears a live link
+       * down nor changes its pin: a restarted node's old link dies by
+       * itself (heartbeat or idle timeout), and the name is challenged
+       * again then (on_link_closed). */
+      p->displaced = TRUE;
+      reject (self, p->id, "a hello of a new session or certificate for a node whose link is "
+                           "live: the live link is kept (a new session is taken once it closes)");
+      if (broadcast || ch)
+        send_hello (self, p->id, ch, NULL);
+      return;
+    }
   if (p->sid && g_strcmp0 (p->sid, sid) != 0)
     {
-      /* The peer restarted: whatever we had with it is dead. */
+      /* The peer restarted: whatever attempt we had with it is dead. */
       drop_link (self, p);
     }
   g_free (p->sid);
@@ -614,6 +660,13 @@ handle_offer (RlxRemoteNode *self, Peer *p, JsonObject *body)
     return;
   if (skipped (self, p))
     return;
+  if (p->live)
+    {
+      /* Nothing from signalling replaces a live link (see handle_hello):
+       * a peer that really lost it offers again once ours has closed. */
+      reject (self, p->id, "an offer for a node whose link is live: the live link is kept");
+      return;
+    }
   drop_link (self, p);
   g_free (p->fp);
   p->fp = g_ascii_strdown (fp, -1);
@@ -642,8 +695,8 @@ handle_answer (RlxRemoteNode *self, Peer *p, JsonObject *body)
   const char *fp = member_str (body, "fp", 64);
   g_autoptr(GError) error = NULL;
 
-  if (p->link == NULL || g_strcmp0 (p->att, att) != 0)
-    return;   /* an answer to an attempt given up */
+  if (p->link == NULL || p->live || g_strcmp0 (p->att, att) != 0)
+    return;   /* an answer to an attempt given up, or one for a live link */
   if (!rlx_fingerprint_equal (fp, p->fp))
     {
       reject (self, p->id, "an answer whose fingerprint is not the one its hello announced");

@@ -6,7 +6,8 @@
  * reports what it rejected); a node that leaves is removed everywhere and
  * the same node id coming back pairs again by itself; a replayed and a
  * tampered signalling message injected by a rogue room member are rejected
- * and change nothing; a peer linked locally is skipped.
+ * and change nothing; a peer linked locally is skipped; a hello forged with
+ * the key for a node whose link is live moves nothing (issue 29, item 7).
  */
 #include "rlx-config.h"
 #include "remote-test.h"
@@ -737,6 +738,105 @@ test_replayed_hello (void)
   node_free (a);
 }
 
+/* What a member with the key learns from the room: the challenge in the
+ * broadcast hello of node @of. */
+typedef struct {
+  RlxSignalAuth *auth;
+  const char    *of;
+  char          *ch;
+} Listener;
+
+static void
+listener_message (RlxSignalClient *c, const char *from, JsonNode *sealed, gpointer user_data)
+{
+  Listener *l = user_data;
+  g_autoptr(JsonObject) body = rlx_signal_auth_open (l->auth, sealed, NULL);
+
+  if (body && g_str_equal (json_object_get_string_member (body, "from"), l->of) &&
+      g_str_equal (json_object_get_string_member (body, "type"), "hello") &&
+      json_object_has_member (body, "ch") && l->ch == NULL)
+    l->ch = g_strdup (json_object_get_string_member (body, "ch"));
+}
+
+/* Issue 29, item 7: a member with the key (here the test, through a
+ * signalling client of its own) forges, as "a", a hello of a new session
+ * with another certificate that answers b's broadcast challenge, then an
+ * offer. Before the fix b tore down its live, pinned link to the real a
+ * and pinned the forger's certificate; now the link stays, b says why, and
+ * frames still cross it. */
+static void
+test_forged_hello (void)
+{
+  N *a, *b;
+  Listener l = { NULL, "b", NULL };
+  g_autoptr(RlxSignalClient) forger = NULL;
+  g_autoptr(RlxIdentity) fake = NULL;
+  g_autoptr(GError) error = NULL;
+  RlxSignalAuth *as_a;
+  RlxLink *live;
+  char room[RLX_SIGNAL_ROOM_LEN + 1];
+  guint added;
+
+  setup_invite ();
+  a = node_new ("a", TRUE, NULL, NULL);
+  rlx_signal_room_for (invite->key, invite->cohort, room);
+  l.auth = rlx_signal_auth_new (invite->key, invite->cohort, "f");
+  forger = rlx_signal_client_new ("127.0.0.1", invite->port, room, "f");
+  g_signal_connect (forger, "message", G_CALLBACK (listener_message), &l);
+  rlx_signal_client_start (forger);
+  WAIT_FOR (rlx_signal_client_is_joined (forger), 10000, "the forger to join");
+  b = node_new ("b", FALSE, NULL, NULL);
+  WAIT_FOR (g_hash_table_size (a->links) == 1 && g_hash_table_size (b->links) == 1, 30000,
+            "a and b");
+  WAIT_FOR (l.ch != NULL, 10000, "the forger to read b's challenge");
+  live = g_hash_table_lookup (b->links, "a");
+  added = b->added;
+
+  fake = rlx_identity_new_ephemeral (&error);
+  g_assert_no_error (error);
+  as_a = rlx_signal_auth_new (invite->key, invite->cohort, "a");   /* a new session of "a" */
+  {
+    g_autoptr(JsonObject) f = json_object_new ();
+    g_autoptr(JsonNode) sealed = NULL;
+    json_object_set_string_member (f, "fp", rlx_identity_get_fingerprint (fake));
+    json_object_set_string_member (f, "host", "forged");
+    json_object_set_string_member (f, "echo", l.ch);
+    sealed = rlx_signal_auth_seal (as_a, "b", "hello", f);
+    rlx_signal_client_send (forger, "b", sealed);
+  }
+  WAIT_FOR (b->removed > 0 || has_event (b, "rejected a", "live"), 10000,
+            "b to judge the forged hello");
+  {
+    g_autoptr(JsonObject) f = json_object_new ();
+    g_autoptr(JsonNode) sealed = NULL;
+    json_object_set_string_member (f, "att", "0123456789abcdef");
+    json_object_set_string_member (f, "ufrag", "forg");
+    json_object_set_string_member (f, "pwd", "forgedforgedforgedforged");
+    json_object_set_string_member (f, "fp", rlx_identity_get_fingerprint (fake));
+    sealed = rlx_signal_auth_seal (as_a, "b", "offer", f);
+    rlx_signal_client_send (forger, "b", sealed);
+  }
+  spin (1500);
+  g_assert_cmpuint (b->removed, ==, 0);
+  g_assert_cmpuint (b->added, ==, added);
+  g_assert_true (g_hash_table_lookup (b->links, "a") == live);
+  g_assert_true (has_event (b, "rejected a", "the live link is kept"));
+  {
+    g_autoptr(GBytes) fr = g_bytes_new_static ("still a", 7);
+    guint before = b->frames->len;
+    g_assert_true (rlx_link_send (g_hash_table_lookup (a->links, "b"), fr, &error));
+    g_assert_no_error (error);
+    WAIT_FOR (b->frames->len == before + 1, 10000, "a frame from the real a");
+  }
+
+  rlx_signal_auth_free (as_a);
+  rlx_signal_client_stop (forger);
+  rlx_signal_auth_free (l.auth);
+  g_free (l.ch);
+  node_free (b);
+  node_free (a);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -749,5 +849,6 @@ main (int argc, char **argv)
   g_test_add_func ("/remote/node/keyless-room", test_keyless_room);
   g_test_add_func ("/remote/node/forged-notice", test_forged_notice);
   g_test_add_func ("/remote/node/replayed-hello", test_replayed_hello);
+  g_test_add_func ("/remote/node/forged-hello", test_forged_hello);
   return g_test_run ();
 }

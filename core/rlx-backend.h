@@ -311,6 +311,22 @@ void        rlx_backend_round_cancel (RlxBackend *self);
 /* Contributions in the round in progress (0: none open). */
 guint       rlx_backend_round_size   (RlxBackend *self);
 
+/* ── statistics ──────────────────────────────────────────────────────── */
+
+/* Parameter-sized bytes the backend (and its trainer) copied on the host
+ * since it was made: updates and buckets in, codes out, loads and reads —
+ * for benchmarks and for tests that a call moved no more than it should. */
+guint64 rlx_backend_host_bytes (RlxBackend *self);
+/* Own gradients a round took from behind the last finish (computed while
+ * the host handled that finish), since the backend was made. */
+guint64 rlx_backend_ahead_taken (RlxBackend *self);
+/* On a GPU, the device's own time (timestamps) for the last round's finish
+ * (its hash included) and the last gradient: FALSE (both 0) elsewhere. */
+gboolean rlx_backend_device_round_us (RlxBackend *self, double *finish_us, double *grad_us);
+/* Steps the check mode (RLX_BACKEND_CHECK, rlx-backend-check.h) compared
+ * with the CPU since the backend was made (0 without it). */
+guint64 rlx_backend_checked_steps (RlxBackend *self);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxBackend, rlx_backend_free)
 
 G_END_DECLS

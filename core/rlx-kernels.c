@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "core/vision/rlx-model.h"
-#include "core/wire/rlx-wire-private.h"
+#include "core/wire/rlx-wire-kernels.h"
 
 G_DEFINE_QUARK (rlx-kernels-error-quark, rlx_kernels_error)
 

@@ -9,7 +9,7 @@
 #include "rlx-config.h"
 #include "rlx-compute-queue.h"
 #include "core/p2p/rlx-trace.h"
-#include "core/rlx-backend-private.h"
+#include "core/rlx-backend-faults.h"
 
 #include <math.h>
 #include <string.h>

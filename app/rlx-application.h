@@ -11,6 +11,8 @@
  *
  * Quit (Ctrl+Q, the window's close button, SIGINT, SIGTERM) leaves the
  * cohort and stops the local ranks before the process exits.
+ *
+ * Threads: the UI thread (GTK's main thread).
  */
 #pragma once
 

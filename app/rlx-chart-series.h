@@ -13,6 +13,9 @@
  * Decimation walks only the points inside [x0, x1] and reduces them to one
  * RlxChartColumn per pixel column, so drawing costs O(width) whatever the
  * number of points.
+ *
+ * Threads: one owner thread (the UI thread in the app); rlx_chart_csv_new
+ * copies on it, and the copy may be written on any thread.
  */
 #pragma once
 

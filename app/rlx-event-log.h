@@ -8,6 +8,9 @@
  * updating line, the log's "accuracy-title" and "accuracy-detail". Items that a person
  * should see at once are marked "urgent" (the window shows them as toasts).
  * The log keeps the newest RLX_EVENT_LOG_MAX items.
+ *
+ * Threads: the UI thread (it is fed the typed events the node thread hands
+ * over).
  */
 #pragma once
 

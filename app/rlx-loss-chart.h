@@ -13,6 +13,9 @@
  * step, loss, smoothed loss and time. The chart is an image to assistive
  * technology; its description says the latest values (updated at most once
  * a second) and the readout when one is shown.
+ *
+ * Threads: the UI thread; the CSV copy (rlx-chart-series.h) may be written
+ * on any thread.
  */
 #pragma once
 

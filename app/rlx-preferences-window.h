@@ -5,6 +5,8 @@
  * them while joined and says why; the synchronisation (`--sync`) too, as
  * it is fixed when the node starts. Everything persists in GSettings
  * (io.github.rlx.Cluster).
+ *
+ * Threads: the UI thread.
  */
 #pragma once
 

@@ -11,6 +11,9 @@
  * shares is said once, in a banner above the table; the rows then show a
  * short tag, with the full text as its tooltip. At narrow widths the
  * least needed columns give way (Received, Sent, Precision, State).
+ *
+ * Threads: the UI thread (the roster it shows is the node thread's mirror,
+ * synced on the UI thread).
  */
 #pragma once
 

@@ -9,6 +9,8 @@
  *
  * Actions: win.join, win.leave, win.add-local-rank, win.copy-invite,
  * win.show-training, win.show-events, win.log-scale.
+ *
+ * Threads: the UI thread; the node it owns runs on its own thread.
  */
 #pragma once
 

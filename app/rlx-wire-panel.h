@@ -8,6 +8,8 @@
  * on every frame), so a fast cohort costs it nothing more. The counters are
  * the ones the node's thread stores (rlx_node_thread_get_bytes): reading
  * them never touches the coordinator from the UI thread.
+ *
+ * Threads: the UI thread.
  */
 #pragma once
 

@@ -10,6 +10,9 @@
  *
  * It can also hand out some @prefix bytes before the base stream's (bytes a
  * hand-made HTTP upgrade read past the end of the response headers).
+ *
+ * Threads: as any GInputStream, one thread at a time: the one whose context
+ * runs the WebSocket connection above it (the node's).
  */
 #pragma once
 

@@ -14,6 +14,10 @@
  * read, a directory that is not ours or not 0700, or a certificate that does
  * not match its key is refused with a message that says what to fix — never
  * silently replaced.
+ *
+ * Threads: load or make it on any thread; it does not change afterwards, so
+ * any thread may read its fingerprint and credentials (the node's thread and
+ * the remote links' I/O threads do).
  */
 #pragma once
 

@@ -4,7 +4,9 @@
 - a file under core/, gpu/, app/ or tools/ over 1,000 lines says why in its
   first comment (the words "1,000 lines" there);
 - no module includes another module's private header: a `*-private.h` is
-  included only from its own folder (tests/ may include any, to test it).
+  included only from its own folder (tests/ may include any, to test it);
+- each object's header says which thread owns it: a header that declares a
+  GObject type (G_DECLARE_*) has a "Threads:" line.
 
 Usage: check-structure.py SOURCE_ROOT"""
 import pathlib
@@ -29,6 +31,9 @@ for p in sources:
         if not m or "1,000 lines" not in re.sub(r"\s*\n\s*\*?\s*", " ", m.group(0)):
             bad.append(f"{rel}: {lines} lines, and its first comment does not say why "
                        f"(write \"Over 1,000 lines: …\" there, or split the file)")
+    if p.suffix == ".h" and "G_DECLARE_" in text and not re.search(r"Threads?:", text):
+        bad.append(f"{rel}: declares an object but does not say which thread owns it "
+                   f"(a \"Threads: …\" line in its comment)")
     for inc in include.findall(text):
         # "core/wire/rlx-wire-private.h" is relative to the root, a bare
         # name to the including file's folder
@@ -40,4 +45,5 @@ for p in sources:
 if bad:
     print("\n".join(bad))
     sys.exit(1)
-print(f"{len(sources)} sources: long files say why, private headers stay in their folder")
+print(f"{len(sources)} sources: long files say why, private headers stay in their folder, "
+      f"objects say their thread")

@@ -5,13 +5,16 @@
 #   command: bash scripts/device/ab-build.sh   carry: [".devcarry", ".devcarry-ref"]
 #
 # This build against a reference build, in one call, the way a refactor must
-# show it moved no figure: first the GPU tests under the validation layer
-# (this build), then RLX_AB_ROUNDS (3) interleaved rounds, each running for
-# both builds `rlx-rank bench`, a one-rank cohort and a two-rank cohort
-# (RLX_AB_TWO, default two ranks on the same backend), for each of
-# RLX_AB_CONFIGS ("backend:model:batch:steps ..."). Each figure's ratio
-# new/ref is taken per round; the table gives the medians. Raw lines in
-# $OUT/ab.jsonl, the table in $OUT/ab.md.
+# show it moved no figure: RLX_AB_ROUNDS (3) interleaved rounds, each running
+# for both builds `rlx-rank bench` (RLX_AB_BENCH_SECONDS, 2), a one-rank
+# cohort and a two-rank cohort (two ranks on the same backend), for each of
+# RLX_AB_CONFIGS ("backend:model:batch:steps ..."); then (RLX_AB_TESTS=1,
+# the default) the GPU tests under the validation layer (this build), each
+# within RLX_AB_TEST_TIMEOUT seconds (150). RLX_AB_BUDGET (seconds, 0: none)
+# starts no further configuration once that much of the call has passed, so
+# a short call still ends with its table. Each figure's ratio new/ref is
+# taken per round; the table gives the medians. Raw lines in $OUT/ab.jsonl,
+# the table in $OUT/ab.md.
 set -u -o pipefail
 OUT=${OUT:-/tmp/rlx-device-out}
 mkdir -p "$OUT"
@@ -29,23 +32,20 @@ cat "$C/MANIFEST" .devcarry-ref/MANIFEST 2>/dev/null
 . "$(dirname "$0")/vulkan-env.sh"
 GPU=vulkan
 [ "$NGPU" -ge 1 ] && GPU=vulkan:$(echo "$GPUS" | head -1)
-if [ "${RLX_AB_TESTS:-1}" = 1 ]; then
-  for t in test-resident test-round; do
-    say "$t on $GPU (validation layer on)"
-    RLX_TEST_VULKAN=$GPU RLX_VK_VALIDATE=1 timeout 150 "$C/$t" 2>&1 |
-      grep -v 'DEBUG: rlx-vk: .* buffer, ' > "$OUT/tests-$t.txt"
-    echo "$t exit ${PIPESTATUS[0]}" | tee -a "$OUT/tests-$t.txt"
-    grep -cE '^ok' "$OUT/tests-$t.txt"; grep -E '^not ok|VUID|Validation' "$OUT/tests-$t.txt" | head -5
-  done
-fi
 rec () { echo "$1" >> "$RES"; }
+BUDGET=${RLX_AB_BUDGET:-0}
+BENCH_S=${RLX_AB_BENCH_SECONDS:-2}
 for round in $(seq 1 "$ROUNDS"); do
   for cfg in $CONFIGS; do
+    if [ "$BUDGET" -gt 0 ] && [ $(( $(date +%s) - T0 )) -ge "$BUDGET" ]; then
+      say "budget of ${BUDGET}s spent: round $round $cfg and later not run"; break 2
+    fi
     IFS=: read -r be model batch steps <<< "$cfg"
     [ "$be" = vulkan ] && be=$GPU
-    for build in new ref; do
+    order="new ref"; [ $((round % 2)) = 0 ] && order="ref new"   # neither build always first
+    for build in $order; do
       bin=$RANK; [ $build = ref ] && bin=$REF
-      b=$(timeout 60 "$bin" bench --model "$model" --batch "$batch" --backend "$be" --seconds 2 --json 2>/dev/null | grep '^{' | tail -1)
+      b=$(timeout 60 "$bin" bench --model "$model" --batch "$batch" --backend "$be" --seconds "$BENCH_S" --json 2>/dev/null | grep '^{' | tail -1)
       rec "{\"round\": $round, \"build\": \"$build\", \"kind\": \"bench\", \"cfg\": \"$cfg\", \"r\": ${b:-null}}"
       for n in 1 2; do
         args=(--backend "$be"); [ $n = 2 ] && args+=(--backend "$be")
@@ -83,4 +83,13 @@ for c in cfgs:
             print(f"| {c} | {k} | - | - | no result | | |")
 PY
 cat "$OUT/ab.md"
+if [ "${RLX_AB_TESTS:-1}" = 1 ]; then
+  for t in test-resident test-round; do
+    say "$t on $GPU (validation layer on)"
+    RLX_TEST_VULKAN=$GPU RLX_VK_VALIDATE=1 timeout "${RLX_AB_TEST_TIMEOUT:-150}" "$C/$t" 2>&1 |
+      grep -v 'DEBUG: rlx-vk: .* buffer, ' > "$OUT/tests-$t.txt"
+    echo "$t exit ${PIPESTATUS[0]}" | tee -a "$OUT/tests-$t.txt"
+    grep -cE '^ok' "$OUT/tests-$t.txt"; grep -E '^not ok|VUID|Validation' "$OUT/tests-$t.txt" | head -5
+  done
+fi
 say "done"

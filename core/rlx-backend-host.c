@@ -84,6 +84,19 @@ rlx_backend_host_new (const RlxModel *model, RlxDataset *dataset, guint max_batc
   return self;
 }
 
+void
+rlx_backend_host_emulate_f16 (RlxBackend *self)
+{
+  HostCompute *c;
+
+  g_return_if_fail (self != NULL && self->compute == &cpu_compute_i);
+  c = self->compute_ctx;
+  rlx_cpu_trainer_set_f16 (c->cpu, rlx_vk_gemm_is_f16, rlx_vk_f16_grad_scale);
+  g_free (self->device);
+  self->device = g_strdup_printf ("CPU emulating --compute f16, OpenBLAS, %u %s",
+                                  rlx_cpu_threads (), rlx_cpu_threads () == 1 ? "thread" : "threads");
+}
+
 /* ------------------------------------------------------------ the replica */
 
 typedef struct {

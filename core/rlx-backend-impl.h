@@ -119,6 +119,10 @@ RlxBackend *rlx_backend_alloc (const RlxModel *model, RlxDataset *dataset, guint
 
 /* The implementations */
 RlxBackend *rlx_backend_host_new (const RlxModel *model, RlxDataset *dataset, guint max_batch);
+/* A cpu backend (rlx_backend_host_new) computes as --compute f16 does
+ * (rlx_cpu_trainer_set_f16 with the GPU's rule and loss scale): the check's
+ * reference of an f16 step. */
+void        rlx_backend_host_emulate_f16 (RlxBackend *self);
 /* Gives @self (made by another implementation) the host replica. */
 void        rlx_backend_host_replica_init (RlxBackend *self);
 /* Device @info, or NULL with @error (an RLX_BACKEND_ERROR code). */

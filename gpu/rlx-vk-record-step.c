@@ -118,7 +118,7 @@ record_dense (Rec *r, guint n)
    * 64·2^⌈log2 n⌉ before it is rounded to f16 — a power of two, undone
    * exactly by the epilogue — it stays clear of f16's subnormals, far
    * from its overflow (loss scaling; f32 GEMMs ignore it) */
-  t->f16_scale = ldexpf (64.0f, (int) g_bit_storage (MAX (n, 2u) - 1));
+  t->f16_scale = rlx_vk_f16_grad_scale (n);
   for (guint l = L; l >= 1; l--)
     {
       const RlxTensorInfo *wt = &m->tensors[2 * (l - 1)], *bt = &m->tensors[2 * (l - 1) + 1];

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <sys/resource.h>
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 
 G_DEFINE_QUARK (rlx-vk-error-quark, rlx_vk_error)
@@ -895,4 +896,16 @@ rlx_vk_gemm_compute (RlxVkCompute compute, guint M, guint N, guint K, gboolean p
   if (compute == RLX_VK_COMPUTE_F16 && plain && M >= 64 && N >= 64 && K >= 32)
     return RLX_VK_COMPUTE_F16;
   return RLX_VK_COMPUTE_F32;
+}
+
+gboolean
+rlx_vk_gemm_is_f16 (guint M, guint N, guint K)
+{
+  return rlx_vk_gemm_compute (RLX_VK_COMPUTE_F16, M, N, K, TRUE) == RLX_VK_COMPUTE_F16;
+}
+
+float
+rlx_vk_f16_grad_scale (guint n)
+{
+  return ldexpf (64.0f, (int) g_bit_storage (MAX (n, 2u) - 1));
 }

@@ -168,6 +168,14 @@ char            *rlx_vk_device_coop_text (const RlxVkDeviceInfo *info);
  * use); f32 otherwise, and always at f32. Pure: the trainer records by it. */
 RlxVkCompute     rlx_vk_gemm_compute  (RlxVkCompute compute, guint M, guint N, guint K,
                                        gboolean plain);
+/* rlx_vk_gemm_compute (f16, M, N, K, plain) is f16 (the CPU's emulation of
+ * the step: rlx_cpu_trainer_set_f16) */
+gboolean         rlx_vk_gemm_is_f16   (guint M, guint N, guint K);
+/* The loss scaling at f16, batch @n: the backward GEMMs' A (a gradient, at
+ * most 1/n in magnitude) is multiplied by 64·2^⌈log2 n⌉ before it is
+ * rounded to f16, and the product divided by it (powers of two: exact
+ * unless f16's range is left). */
+float            rlx_vk_f16_grad_scale (guint n);
 
 /* Validation / performance messages seen by the debug messenger since the
  * process started, and whether the validation layer is on. */

@@ -112,6 +112,13 @@ struct _RlxCpuTrainer {
   float          *logits;          /* [n][10] */
   float          *dlogits;
 
+  /* rlx_cpu_trainer_set_f16: which dense GEMMs read f16-rounded operands,
+   * the backward's gradient scale, and the rounded copies */
+  RlxCpuF16Rule   f16_rule;
+  RlxCpuF16Scale  f16_scale;
+  float          *f16_a, *f16_b;
+  gsize           f16_len;
+
   /* cnn: CNN_LANES chunk pipelines; lane 0 runs on the caller's thread,
    * lane 1 on a helper thread woken for each step when two or more threads
    * are wanted, else on the caller's thread after lane 0 */
@@ -240,6 +247,8 @@ rlx_cpu_trainer_free (RlxCpuTrainer *self)
 {
   if (self == NULL)
     return;
+  g_free (self->f16_a);
+  g_free (self->f16_b);
   for (guint l = 0; l < G_N_ELEMENTS (self->act); l++)
     g_free (self->act[l]);
   g_free (self->dact[0]);
@@ -371,6 +380,34 @@ relu_backward (float *restrict d, const float *restrict act, gsize n)
 
 /* --------------------------------------------------------------------- MLP */
 
+/* The dense GEMMs at --compute f16 (rlx_cpu_trainer_set_f16): C = A·B
+ * from f16 copies of A·scale and B, A's scale undone. The products of two
+ * f16 values are exact in f32, so what differs from the tensor cores is
+ * only the order (and rounding) of the f32 sums. */
+static void
+f16_round (float *restrict dst, const float *restrict src, gsize n, float scale)
+{
+  const float inv = 1.0f / scale;
+
+  for (gsize i = 0; i < n; i++)
+    dst[i] = (float) (_Float16) (src[i] * scale) * inv;
+}
+
+/* @a (@a_len floats) and @b (@b_len) as the GEMM M×N×K reads them: the
+ * rounded copies where the rule picks it, else themselves */
+static void
+f16_operands (RlxCpuTrainer *self, guint M, guint N, guint K, float a_scale,
+              const float **a, gsize a_len, const float **b, gsize b_len)
+{
+  if (self->f16_rule == NULL || !self->f16_rule (M, N, K))
+    return;
+  g_assert (a_len <= self->f16_len && b_len <= self->f16_len);
+  f16_round (self->f16_a, *a, a_len, a_scale);
+  f16_round (self->f16_b, *b, b_len, 1.0f);
+  *a = self->f16_a;
+  *b = self->f16_b;
+}
+
 static void
 mlp_forward (RlxCpuTrainer *self, const float *params, const float *x, guint n)
 {
@@ -384,9 +421,11 @@ mlp_forward (RlxCpuTrainer *self, const float *params, const float *x, guint n)
       guint fi = self->width[l], fo = self->width[l + 1];
       gboolean last = l + 1 == self->n_layers;
       float *out = last ? self->logits : self->act[l + 1];
+      const float *ga = in, *gb = w;
 
+      f16_operands (self, n, fo, fi, 1.0f, &ga, (gsize) n * fi, &gb, (gsize) fo * fi);
       self->sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, n, fo, fi,
-                   1.0f, in, fi, w, fi, 0.0f, out, fo);
+                   1.0f, ga, fi, gb, fi, 0.0f, out, fo);
       bias_act (out, b, n, fo, !last);
       in = out;
     }
@@ -398,6 +437,7 @@ mlp_backward (RlxCpuTrainer *self, const float *params, const float *x, guint n,
 {
   const RlxModel *m = self->model;
   const float *dout = self->dlogits;
+  const float gs = self->f16_scale != NULL ? self->f16_scale (n) : 1.0f;
 
   for (guint l = self->n_layers; l-- > 0;)
     {
@@ -406,16 +446,21 @@ mlp_backward (RlxCpuTrainer *self, const float *params, const float *x, guint n,
       float *db = grads + m->tensors[2 * l + 1].offset;
       guint fi = self->width[l], fo = self->width[l + 1];
       const float *in = l == 0 ? x : self->act[l];
+      const float *ga = dout, *gb = in;
 
+      f16_operands (self, fo, fi, n, gs, &ga, (gsize) n * fo, &gb, (gsize) n * fi);
       self->sgemm (CblasRowMajor, CblasTrans, CblasNoTrans, fo, fi, n,
-                   1.0f, dout, fo, in, fi, 0.0f, dw, fi);
+                   1.0f, ga, fo, gb, fi, 0.0f, dw, fi);
       column_sums (dout, n, fo, db, FALSE);
       if (l > 0)
         {
           float *din = self->dact[l % 2];
 
+          ga = dout;
+          gb = w;
+          f16_operands (self, n, fi, fo, gs, &ga, (gsize) n * fo, &gb, (gsize) fo * fi);
           self->sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, n, fi, fo,
-                       1.0f, dout, fo, w, fi, 0.0f, din, fi);
+                       1.0f, ga, fo, gb, fi, 0.0f, din, fi);
           relu_backward (din, in, (gsize) n * fi);
           dout = din;
         }
@@ -728,6 +773,30 @@ cnn_run (RlxCpuTrainer *self, const float *params, const float *x, const guint8 
 }
 
 /* ------------------------------------------------------------------ public */
+
+void
+rlx_cpu_trainer_set_f16 (RlxCpuTrainer *self, RlxCpuF16Rule rule, RlxCpuF16Scale scale)
+{
+  gsize len = 0;
+
+  g_return_if_fail (self != NULL);
+  g_clear_pointer (&self->f16_a, g_free);
+  g_clear_pointer (&self->f16_b, g_free);
+  self->f16_len = 0;
+  self->f16_rule = self->model->id == RLX_MODEL_MNIST_CNN ? NULL : rule;
+  self->f16_scale = self->f16_rule != NULL ? scale : NULL;
+  if (self->f16_rule == NULL)
+    return;
+  /* the largest operand: a layer's input or output gradient, or its weights */
+  for (guint l = 0; l < self->n_layers; l++)
+    {
+      len = MAX (len, (gsize) self->max_batch * MAX (self->width[l], self->width[l + 1]));
+      len = MAX (len, (gsize) self->width[l] * self->width[l + 1]);
+    }
+  self->f16_a = alloc_floats (len);
+  self->f16_b = alloc_floats (len);
+  self->f16_len = len;
+}
 
 float
 rlx_cpu_trainer_grads (RlxCpuTrainer *self, const float *params,

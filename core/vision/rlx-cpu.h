@@ -18,6 +18,18 @@ typedef struct _RlxCpuTrainer RlxCpuTrainer;
 
 RlxCpuTrainer *rlx_cpu_trainer_new  (const RlxModel *model, guint max_batch);
 void           rlx_cpu_trainer_free (RlxCpuTrainer *self);
+
+/* --compute f16's arithmetic on the CPU, the reference of its check: the
+ * dense GEMMs (M×N×K) for which @rule says TRUE read their operands
+ * rounded to f16 (round to nearest even), the backward's gradient operand
+ * multiplied by @scale (n) before it is rounded and divided by it after —
+ * what gpu/shaders/gemm_cm.comp reads; sums stay f32. @rule NULL: f32
+ * again. The MLPs only (mnist-cnn: no effect; none of its GEMMs qualify
+ * on the GPU). */
+typedef gboolean (*RlxCpuF16Rule)  (guint M, guint N, guint K);
+typedef float    (*RlxCpuF16Scale) (guint n);
+void           rlx_cpu_trainer_set_f16 (RlxCpuTrainer *self, RlxCpuF16Rule rule,
+                                        RlxCpuF16Scale scale);
 const RlxModel *rlx_cpu_trainer_model (const RlxCpuTrainer *self);
 
 /* Mean loss over the @n samples of @x ([n][784]) and @labels, and its

@@ -45,13 +45,16 @@ for model, batch in sorted({(k[0], k[1]) for k in rate}):
 
 chk = [r for r in rows if r.get("label") == "f16-check"]
 if chk:
-    print("\n## --compute f16 gradients against the CPU (bound: max Δg ≤ "
-          f"{chk[0]['grad_bound']}·max g per tensor)\n")
-    print("| setting | model | batch | max Δg / max g (worst tensor) | Δloss / loss |")
-    print("|---|---|---|---|---|")
+    print("\n## --compute f16 gradients against the CPU emulating f16 (bound: max Δg ≤ "
+          f"{chk[0]['grad_bound']}·max g per tensor, Δloss ≤ {chk[0].get('loss_bound', '?')}·loss), "
+          "and both distances from the f32 CPU\n")
+    print("| setting | model | batch | vs emulation: max Δg / max g | Δloss / loss | within | "
+          "vs f32: device | vs f32: CPU emulation |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in chk:
         print(f"| {r.get('setting', '-')} | {r['model']} | {r['batch']} | {r['grad_ratio']:.2e} | "
-              f"{r['loss_ratio']:.2e} |")
+              f"{r['loss_ratio']:.2e} | {'yes' if r.get('ok') else '**no**'} | "
+              f"{r.get('f32_device', float('nan')):.2e} | {r.get('f32_emulation', float('nan')):.2e} |")
 
 gem = [r for r in rows if r.get("label") == "gemm"]
 if gem:

@@ -15,8 +15,9 @@
 #   results.jsonl  one JSON object per measurement
 #   devices.txt    nvidia-smi and rlx-rank devices (cooperative matrix shapes)
 #   check.txt      test-compute on the GPU: the f16 step's gradients against
-#                  the CPU's, all three models, batches 64, 1024, 4096, 8192,
-#                  within core/rlx-backend-check.h's f16 bound
+#                  the CPU emulating f16, all three models, batches 7 to
+#                  8192, within core/rlx-backend-check.h's f16 bound, and
+#                  both (device, emulation) distances from the f32 CPU
 #   profile-*.txt  RLX_VK_PROFILE=1 rlx-rank bench: every dispatch's time
 #   summary.md     medians of the rounds and the ratios (gpu-f16-summary.py)
 # In order: the check; the GEMMs alone at mnist-mlp-xl's step shapes (8192
@@ -82,10 +83,14 @@ for v in ${RLX_F16_CHECK:--}; do
   grep 'f16-check' "$OUT/check.txt.part" | python3 -c '
 import json, re, sys
 for l in sys.stdin:
-    m = re.search(r"f16-check (\S+) batch (\d+): max\|Δg\|/max\|g\| (\S+) \(bound (\S+)\), \|Δloss\|/loss (\S+)", l)
+    m = re.search(r"f16-check (\S+) batch (\d+): against the CPU emulating f16 max\|dg\|/max\|g\| (\S+) "
+                  r"\(bound (\S+)\), \|dloss\|/loss (\S+) \(bound (\S+)\); against f32: this device (\S+), "
+                  r"the CPU.s f16 emulation ([^;]+);", l)
     if m:
         print(json.dumps({"label": "f16-check", "setting": sys.argv[1], "model": m[1], "batch": int(m[2]),
-                          "grad_ratio": float(m[3]), "grad_bound": float(m[4]), "loss_ratio": float(m[5])}))' "$v" >> "$RESULTS"
+                          "grad_ratio": float(m[3]), "grad_bound": float(m[4]), "loss_ratio": float(m[5]),
+                          "loss_bound": float(m[6]), "f32_device": float(m[7]), "f32_emulation": float(m[8]),
+                          "ok": "OUT OF BOUNDS" not in l}))' "$v" >> "$RESULTS"
   rm -f "$OUT/check.txt.part"
   first=0
 done

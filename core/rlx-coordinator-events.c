@@ -3,6 +3,7 @@
  * (see rlx-coordinator-private.h) */
 #include "rlx-config.h"
 #include "rlx-coordinator-private.h"
+#include "rlx-coordinator-faults.h"
 #include "core/vision/rlx-cpu.h"
 
 #include <math.h>
@@ -13,6 +14,9 @@ typedef struct {
   RlxCoordinator *self;
   float          *params;
   guint64         step;
+  guint           slow_ms;     /* the fault plan's eval_ms */
+  GCancellable   *cancellable; /* the coordinator's eval_cancel */
+  gboolean        done;        /* measured (not cancelled) */
   double          accuracy, loss;
 } Eval;
 
@@ -376,6 +380,7 @@ eval_free (gpointer p)
   Eval *e = p;
 
   g_clear_object (&e->self);
+  g_clear_object (&e->cancellable);
   g_free (e->params);
   g_free (e);
 }
@@ -386,13 +391,23 @@ eval_copy (const float *params, gsize n, gpointer data)
   ((Eval *) data)->params = g_memdup2 (params, n * sizeof (float));
 }
 
+/* Evaluation thread: the whole test split, again until slow_ms passed
+ * when the fault plan asks for a slow evaluation; stops at a leave. */
 static void
 eval_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
 {
   Eval *e = data;
-  g_autoptr(RlxCpuTrainer) trainer = rlx_cpu_trainer_new (e->self->model, 1000);
+  RlxCpuTrainer *trainer = rlx_cpu_trainer_new (e->self->model, 1000);
+  gint64 until = g_get_monotonic_time () + (gint64) e->slow_ms * 1000;
 
-  e->accuracy = rlx_cpu_evaluate (trainer, e->params, e->self->dataset, RLX_SPLIT_TEST, &e->loss);
+  do
+    e->done = rlx_cpu_evaluate_cancellable (trainer, e->params, e->self->dataset,
+                                            RLX_SPLIT_TEST, e->cancellable, &e->accuracy,
+                                            &e->loss);
+  while (e->done && e->slow_ms > 0 && g_get_monotonic_time () < until);
+  /* (freed before the return: after it, nothing here may run that the
+   * coordinator's leave waits for) */
+  rlx_cpu_trainer_free (trainer);
   g_task_return_boolean (task, TRUE);
 }
 
@@ -406,7 +421,9 @@ on_evaluated (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(RlxCoordinator) self = g_steal_pointer (&e->self);
   RlxEvent *ev;
 
-  if (g_cancellable_is_cancelled (self->cancellable))
+  g_assert (self->evaluations > 0);
+  self->evaluations--;
+  if (!e->done || g_cancellable_is_cancelled (self->eval_cancel))
     return;
   ev = rlx_event_new (RLX_EVENT_EVALUATED);
   ev->u.evaluated.step = e->step;
@@ -419,14 +436,22 @@ static void
 on_eval_copied (RlxReplica *replica, gboolean ok, gpointer user_data)
 {
   Eval *e = user_data;
-  g_autoptr(GTask) task = g_task_new (NULL, e->self->cancellable, on_evaluated, NULL);
-  Eval *mine = g_new0 (Eval, 1);
+  g_autoptr(GTask) task = NULL;
+  Eval *mine;
 
+  /* left (or going away) since the copy was asked for */
+  if (!ok || e->params == NULL || g_cancellable_is_cancelled (e->self->eval_cancel))
+    return;
+  task = g_task_new (NULL, NULL, on_evaluated, NULL);
+  mine = g_new0 (Eval, 1);
   /* The replica frees @e after this: the task gets its own. */
   *mine = *e;
   g_object_ref (mine->self);
   e->params = NULL;
   mine->step = rlx_replica_get_step (replica);
+  mine->slow_ms = mine->self->ctx.faults.eval_ms;
+  mine->cancellable = g_object_ref (mine->self->eval_cancel);
+  mine->self->evaluations++;
   g_task_set_task_data (task, mine, eval_free);
   g_task_run_in_thread (task, eval_thread);
 }
@@ -436,11 +461,19 @@ maybe_evaluate (RlxCoordinator *self, guint64 step)
 {
   Eval *e;
 
-  if (self->evaluate_every == 0 || step == 0 || step % self->evaluate_every != 0)
+  if (self->evaluate_every == 0 || step == 0 || step % self->evaluate_every != 0 ||
+      g_cancellable_is_cancelled (self->eval_cancel))
     return;
   e = g_new0 (Eval, 1);
   e->self = g_object_ref (self);
   rlx_replica_read (self->replica, eval_copy, e, eval_free, on_eval_copied, e);
+}
+
+guint
+rlx_coordinator_get_evaluations (RlxCoordinator *self)
+{
+  g_return_val_if_fail (RLX_IS_COORDINATOR (self), 0);
+  return self->evaluations;
 }
 
 /* ── what the role objects may ask of the coordinator (RlxCohortOps) ──── */

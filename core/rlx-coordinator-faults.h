@@ -17,4 +17,8 @@ G_BEGIN_DECLS
 /* @plan is copied; NULL clears it. */
 void rlx_coordinator_set_fault_plan (RlxCoordinator *self, const RlxFaultPlan *plan);
 
+/* How many test-accuracy evaluations (evaluate_every) run on their threads
+ * now: a leave completes only once none does. */
+guint rlx_coordinator_get_evaluations (RlxCoordinator *self);
+
 G_END_DECLS

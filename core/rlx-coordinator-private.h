@@ -132,6 +132,12 @@ struct _RlxCoordinator {
   gboolean         awaiting_successor;
   guint            successor_id;
   GCancellable    *cancellable;
+  /* the test-accuracy measurements (evaluate_every) running on threads of
+   * their own, and what stops them: a leave cancels it and completes only
+   * once evaluations is 0 again (they use the dataset, the model and
+   * OpenBLAS, which the process takes down at exit) */
+  guint            evaluations;
+  GCancellable    *eval_cancel;
   gboolean         joined_reported;
   gboolean         finish_after_checkpoint;
   gboolean         finished;

@@ -495,6 +495,11 @@ on_leave_poll (gpointer user_data)
       flushed = FALSE;
   if (!flushed && g_get_monotonic_time () < self->leave_deadline)
     return G_SOURCE_CONTINUE;
+  /* No deadline for the evaluations (cancelled, each ends within a chunk
+   * of samples): whoever gets the leave callback may exit the process,
+   * whose exit handlers unmap OpenBLAS's buffers under a running one. */
+  if (self->evaluations > 0)
+    return G_SOURCE_CONTINUE;
   self->leave_id = 0;
   cb = self->leave_cb;
   self->leave_cb = NULL;
@@ -524,6 +529,7 @@ rlx_coordinator_leave (RlxCoordinator *self, const char *reason, GCallback callb
   rlx_coordinator_transition (self, RLX_ROLE_STOPPED, rlx_leadership_get_leader (self->lead),
                               rlx_leadership_get_term (self->lead), NULL);
   rlx_peer_set_stop (self->peers);
+  g_cancellable_cancel (self->eval_cancel);
   self->leave_cb = callback;
   self->leave_data = user_data;
   /* Wait for the bye (and a final checkpoint) to reach the wire. */
@@ -546,6 +552,7 @@ rlx_coordinator_dispose (GObject *object)
   RlxCoordinator *self = RLX_COORDINATOR (object);
 
   g_cancellable_cancel (self->cancellable);
+  g_cancellable_cancel (self->eval_cancel);
   rlx_coordinator_busy_poll_end (self);
   g_clear_handle_id (&self->found_id, rlx_source_remove);
   g_clear_handle_id (&self->join_id, rlx_source_remove);
@@ -582,6 +589,7 @@ rlx_coordinator_finalize (GObject *object)
   g_clear_pointer (&self->links_text, g_free);
   g_clear_object (&self->lead);
   g_clear_object (&self->cancellable);
+  g_clear_object (&self->eval_cancel);
   g_clear_pointer (&self->dataset, rlx_dataset_unref);
   g_free (self->resume.params);
   g_free (self->resume.momentum);
@@ -685,6 +693,7 @@ rlx_coordinator_init (RlxCoordinator *self)
   self->roster = rlx_roster_new ();
   self->stats = rlx_round_stats_new ();
   self->cancellable = g_cancellable_new ();
+  self->eval_cancel = g_cancellable_new ();
 }
 
 /* A member step's result goes to the follower; a round that waited for

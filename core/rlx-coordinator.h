@@ -207,7 +207,10 @@ void            rlx_coordinator_add_link (RlxCoordinator *self, RlxLink *link);
 
 /* Leave cleanly: bye to every peer, stop computing. @callback runs (on the
  * main context) once every link has flushed or after one second, and after
- * a checkpoint being written has landed. */
+ * a checkpoint being written has landed. Test-accuracy evaluations
+ * (evaluate_every) still running are cancelled (no "evaluated" for them)
+ * and @callback waits, with no deadline, until each has returned: the
+ * process may exit after it. */
 void            rlx_coordinator_leave    (RlxCoordinator *self, const char *reason,
                                           GCallback callback, gpointer user_data);
 /* The node cannot go on (its cohort key refused, …): the coordinator stops

@@ -88,6 +88,13 @@ struct _RlxNode
   RlxLocalBus    *bus;
   RlxDataset     *test_data;      /* for evaluate_at_end */
   gboolean        evaluating;     /* the final evaluation runs */
+  /* The final evaluation's thread has not returned yet (evaluating may be
+   * FALSE: a leave came meanwhile and cancelled it); the node reports
+   * stopped only once it did, as the process may exit then, and its exit
+   * handlers unmap OpenBLAS's buffers under a running evaluation. */
+  gboolean        final_running;
+  gboolean        stop_pending;   /* the leave is done, waiting for that thread */
+  GCancellable   *final_cancel;
 
   GCancellable   *cancellable;
 };
@@ -599,7 +606,10 @@ on_left (gpointer user_data)
 {
   RlxNode *self = user_data;
 
-  node_stop (self);
+  if (self->final_running)
+    self->stop_pending = TRUE;   /* on_final_evaluated stops */
+  else
+    node_stop (self);
   g_object_unref (self);
 }
 
@@ -609,6 +619,7 @@ begin_leave (RlxNode *self, gboolean success, const char *message, const char *r
   g_assert (self->state == STATE_RUNNING);
 
   self->evaluating = FALSE;
+  g_cancellable_cancel (self->final_cancel);
   self->finish_success = success;
   self->finish_message = g_strdup (message);
   set_state (self, STATE_LEAVING);
@@ -625,6 +636,8 @@ typedef struct {
   float          *params;
   guint64         step;
   char           *message;
+  guint           slow_ms;       /* the fault plan's eval_ms */
+  GCancellable   *cancellable;   /* the node's final_cancel */
   double          accuracy;
   double          loss;
 } FinalEval;
@@ -635,6 +648,7 @@ final_eval_free (gpointer p)
   FinalEval *e = p;
 
   rlx_dataset_unref (e->dataset);
+  g_clear_object (&e->cancellable);
   g_free (e->params);
   g_free (e->message);
   g_free (e);
@@ -644,10 +658,17 @@ static void
 final_eval_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
 {
   FinalEval *e = data;
-  g_autoptr(RlxCpuTrainer) trainer = rlx_cpu_trainer_new (e->model, 1000);
+  RlxCpuTrainer *trainer = rlx_cpu_trainer_new (e->model, 1000);
+  gint64 until = g_get_monotonic_time () + (gint64) e->slow_ms * 1000;
+  gboolean done;
 
-  e->accuracy = rlx_cpu_evaluate (trainer, e->params, e->dataset, RLX_SPLIT_TEST, &e->loss);
-  g_task_return_boolean (task, TRUE);
+  do
+    done = rlx_cpu_evaluate_cancellable (trainer, e->params, e->dataset, RLX_SPLIT_TEST,
+                                         e->cancellable, &e->accuracy, &e->loss);
+  while (done && e->slow_ms > 0 && g_get_monotonic_time () < until);
+  /* (before the return: the node's stop waits for that) */
+  rlx_cpu_trainer_free (trainer);
+  g_task_return_boolean (task, done);
 }
 
 static void
@@ -658,9 +679,17 @@ on_final_evaluated (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(RlxNode) self = user_data;
   FinalEval *e = g_task_get_task_data (G_TASK (result));
   g_autoptr(RlxEvent) ev = rlx_event_new (RLX_EVENT_EVALUATED);
+  gboolean done = g_task_propagate_boolean (G_TASK (result), NULL);
 
+  self->final_running = FALSE;
+  if (self->stop_pending)
+    {
+      self->stop_pending = FALSE;
+      node_stop (self);
+      return;
+    }
   /* left meanwhile (interrupted): that leave stands */
-  if (self->state != STATE_RUNNING || !self->evaluating)
+  if (self->state != STATE_RUNNING || !self->evaluating || !done)
     return;
   ev->u.evaluated.accuracy = e->accuracy;
   ev->u.evaluated.test_loss = isfinite (e->loss) ? e->loss : -1;
@@ -695,7 +724,10 @@ evaluate_at_end (RlxNode *self, const char *message)
   e->params = g_memdup2 (params, n * sizeof (float));
   e->step = rlx_coordinator_get_step (self->coord);
   e->message = g_strdup (message);
+  e->slow_ms = self->switches.faults.eval_ms;
+  e->cancellable = g_object_ref (self->final_cancel);
   self->evaluating = TRUE;
+  self->final_running = TRUE;
   task = g_task_new (NULL, NULL, on_final_evaluated, g_object_ref (self));
   g_task_set_task_data (task, e, final_eval_free);
   g_task_run_in_thread (task, final_eval_thread);
@@ -887,6 +919,7 @@ rlx_node_dispose (GObject *object)
   /* Dropped while running (the process is going away): close links now. */
   drop_links (self);
   g_cancellable_cancel (self->cancellable);
+  g_cancellable_cancel (self->final_cancel);
   G_OBJECT_CLASS (rlx_node_parent_class)->dispose (object);
 }
 
@@ -900,6 +933,7 @@ rlx_node_finalize (GObject *object)
   g_clear_pointer (&self->remote, rlx_node_remote_free);
   g_clear_pointer (&self->test_data, rlx_dataset_unref);
   g_clear_object (&self->cancellable);
+  g_clear_object (&self->final_cancel);
   g_free (self->leave_reason);
   g_free (self->finish_message);
   g_free (self->cohort);
@@ -959,4 +993,5 @@ rlx_node_init (RlxNode *self)
 {
   self->leave_tasks = g_ptr_array_new_with_free_func (g_object_unref);
   self->cancellable = g_cancellable_new ();
+  self->final_cancel = g_cancellable_new ();
 }

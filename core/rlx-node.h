@@ -129,7 +129,9 @@ gboolean        rlx_node_start_finish   (RlxNode      *self,
                                          GError      **error);
 
 /* Leave cleanly (bye to every peer, the last checkpoint written), then stop
- * the bus. Completes when the node is stopped (after ::finished). Leaving a
+ * the bus. Evaluations still running (evaluate_every, evaluate_at_end) are
+ * cancelled, and the node is stopped only once they have returned, so the
+ * process may exit then. Completes when the node is stopped (after ::finished). Leaving a
  * node that is starting cancels the start; leaving a stopped node completes
  * at once. */
 void            rlx_node_leave_async    (RlxNode            *self,

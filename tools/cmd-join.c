@@ -409,6 +409,7 @@ rlx_cmd_join (int argc, char **argv)
   g_autofree char *precision_s = NULL, *batch_s = NULL, *lr_s = NULL, *steps_s = NULL;
   g_autofree char *node_s = NULL, *seed_s = NULL, *wait_s = NULL, *ckpt_s = NULL;
   g_autofree char *fault_s = NULL, *deadline_s = NULL, *hb_s = NULL, *threads_s = NULL;
+  g_autofree char *eval_ms_s = NULL;
   g_autofree char *slow_s = NULL, *inf_s = NULL, *hash_s = NULL, *eval_s = NULL;
   g_autofree char *stall_s = NULL, *die_s = NULL, *partition_s = NULL, *log_max_s = NULL;
   g_autofree char *sync_s = NULL, *outer_lr_s = NULL, *outer_mom_s = NULL, *mom_s = NULL;
@@ -451,6 +452,7 @@ rlx_cmd_join (int argc, char **argv)
     { "fault-partition", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &partition_s, "test switch: while FILE exists, only the node ids on our line of it are reachable", "FILE" },
     { "fault-claim-fast", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &claim_fast, "test switch: every gradient claims it took 1 µs (a member lying about its speed)", NULL },
     { "fault-slow-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &slow_s, "test switch: every gradient takes MS longer (on the compute thread)", "MS" },
+    { "fault-eval-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &eval_ms_s, "test switch: every test-accuracy evaluation passes over the test split until it ran MS (a leave still stops it)", "MS" },
     { "deadline-floor-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &deadline_s, "shortest collect deadline", "MS" },
     { "heartbeat-timeout-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &hb_s, "silence that removes a peer", "MS" },
     { NULL }
@@ -467,7 +469,7 @@ rlx_cmd_join (int argc, char **argv)
   guint64 batch = 32, steps = 0, seed = 0, wait = 1, ckpt = 100, fault = 0, deadline = 0, hb = 0;
   guint64 mom_at = 0;
   guint64 slow_ms = 0, inf_from = 0, hash_at = 0, eval_every = 0, stall_step = 0, stall_ms = 0;
-  guint64 die_at = 0, log_max = 0;
+  guint64 die_at = 0, log_max = 0, eval_ms = 0;
   guint64 threads = 0;
   double lr = 0.05;
   guint sigint_id, sigterm_id, sigusr1_id;
@@ -515,6 +517,7 @@ rlx_cmd_join (int argc, char **argv)
       !rlx_cli_uint (sub, "--threads", threads_s, 1, 1024, &threads) ||
       !rlx_cli_uint (sub, "--fault-nan", fault_s, 1, G_MAXINT64, &fault) ||
       !rlx_cli_uint (sub, "--fault-slow-ms", slow_s, 0, 600000, &slow_ms) ||
+      !rlx_cli_uint (sub, "--fault-eval-ms", eval_ms_s, 0, 3600000, &eval_ms) ||
       !rlx_cli_uint (sub, "--fault-inf", inf_s, 1, G_MAXINT64, &inf_from) ||
       !rlx_cli_uint (sub, "--fault-hash", hash_s, 1, G_MAXINT64, &hash_at) ||
       !rlx_cli_uint (sub, "--fault-momentum", mom_s, 1, G_MAXINT64, &mom_at) ||
@@ -611,6 +614,7 @@ rlx_cmd_join (int argc, char **argv)
   switches.faults.stall_ms = (guint) stall_ms;
   switches.faults.die_at = die_at;
   switches.faults.claim_fast = claim_fast;
+  switches.faults.eval_ms = (guint) eval_ms;
   node = rlx_node_new (&cfg, &error);
   if (node == NULL)
     return rlx_cli_fail (sub, RLX_EXIT_USAGE, "%s (see rlx-rank join --help)", error->message);

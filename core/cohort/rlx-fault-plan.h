@@ -37,6 +37,11 @@ typedef struct {
                          * (SIGKILL); 0: off */
   gboolean claim_fast;  /* every gradient says it took 1 µs (compute_us): a member
                          * lying about its speed to take most of each round */
+  guint    eval_ms;     /* every evaluation of the test split (evaluate_every, and
+                         * the node's evaluate_at_end) passes over it again and again
+                         * until it ran this long, inside BLAS as a real one is; a
+                         * leave still stops it: the test of leaving while an
+                         * evaluation runs; 0: off */
 } RlxFaultPlan;
 
 /* The fault the gradient of @step gets (NaN wins over Inf). */

@@ -856,9 +856,11 @@ rlx_sgd_step (float *params, const float *grads, gsize n, float lr)
     params[i] -= lr * grads[i];
 }
 
-double
-rlx_cpu_evaluate (RlxCpuTrainer *self, const float *params,
-                  const RlxDataset *dataset, RlxSplit split, double *loss_out)
+gboolean
+rlx_cpu_evaluate_cancellable (RlxCpuTrainer *self, const float *params,
+                              const RlxDataset *dataset, RlxSplit split,
+                              GCancellable *cancellable, double *accuracy_out,
+                              double *loss_out)
 {
   guint size, chunk, correct = 0;
   double loss_sum = 0.0;
@@ -866,8 +868,8 @@ rlx_cpu_evaluate (RlxCpuTrainer *self, const float *params,
   g_autofree guint32 *idx = NULL;
   g_autofree guint8 *labels = NULL;
 
-  g_return_val_if_fail (self != NULL, 0.0);
-  g_return_val_if_fail (params != NULL && dataset != NULL, 0.0);
+  g_return_val_if_fail (self != NULL, FALSE);
+  g_return_val_if_fail (params != NULL && dataset != NULL, FALSE);
 
   size = rlx_dataset_size (dataset, split);
   chunk = MIN (self->max_batch, 256u);
@@ -879,6 +881,8 @@ rlx_cpu_evaluate (RlxCpuTrainer *self, const float *params,
     {
       guint n = MIN (chunk, size - start);
 
+      if (g_cancellable_is_cancelled (cancellable))
+        return FALSE;
       for (guint k = 0; k < n; k++)
         idx[k] = start + k;
       rlx_dataset_gather (dataset, split, idx, n, x, labels);
@@ -897,7 +901,19 @@ rlx_cpu_evaluate (RlxCpuTrainer *self, const float *params,
     }
   if (loss_out != NULL)
     *loss_out = size ? loss_sum / size : 0.0;
-  return size ? (double) correct / size : 0.0;
+  if (accuracy_out != NULL)
+    *accuracy_out = size ? (double) correct / size : 0.0;
+  return TRUE;
+}
+
+double
+rlx_cpu_evaluate (RlxCpuTrainer *self, const float *params,
+                  const RlxDataset *dataset, RlxSplit split, double *loss_out)
+{
+  double accuracy = 0.0;
+
+  rlx_cpu_evaluate_cancellable (self, params, dataset, split, NULL, &accuracy, loss_out);
+  return accuracy;
 }
 
 void

@@ -8,7 +8,7 @@
  */
 #pragma once
 
-#include <glib.h>
+#include <gio/gio.h>
 #include "rlx-model.h"
 #include "rlx-dataset.h"
 
@@ -52,6 +52,14 @@ void  rlx_sgd_step (float *params, const float *grads, gsize n, float lr);
 double rlx_cpu_evaluate (RlxCpuTrainer *self, const float *params,
                          const RlxDataset *dataset, RlxSplit split,
                          double *loss_out);
+/* The same, stopping between chunks of samples once @cancellable (may be
+ * NULL) is cancelled: FALSE then, and nothing is written. An evaluation on
+ * a thread of its own uses this, so that whoever stops it waits one chunk
+ * (a few ms), not a whole pass over the split. */
+gboolean rlx_cpu_evaluate_cancellable (RlxCpuTrainer *self, const float *params,
+                                       const RlxDataset *dataset, RlxSplit split,
+                                       GCancellable *cancellable, double *accuracy_out,
+                                       double *loss_out);
 
 /* CPU threads a trainer may use (process-wide; 0: one per core, the
  * default). Dense layers hand them to BLAS; the CNN runs its two chunk

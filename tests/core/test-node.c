@@ -6,6 +6,8 @@
  */
 #include "node-test-utils.h"
 #include "core/rlx-node.h"
+#include "core/rlx-node-faults.h"
+#include "core/rlx-coordinator-faults.h"
 
 #include <glib/gstdio.h>
 
@@ -481,6 +483,69 @@ test_evaluate_at_end (void)
   fixture_clear (&f);
 }
 
+static gboolean
+evaluations_run (gpointer data)
+{
+  return rlx_coordinator_get_evaluations (data) > 0;
+}
+
+/* A leave while evaluations run (each made to take ten minutes, passing
+ * over the test split inside BLAS) cancels them and completes only once
+ * they returned: when the node says stopped, the process may exit, and
+ * exit's handlers unmap OpenBLAS's buffers under a running evaluation
+ * (the SIGSEGV of test-sync-auto-trains). */
+static void
+test_leave_while_evaluating (void)
+{
+  g_autofree char *cohort = node_test_cohort_name ("eval-leave");
+  RlxNodeConfig cfg = small_config (cohort);
+  RlxNodeTestSwitches sw = { 0 };
+  RlxCoordinator *coord;
+  Fixture f;
+
+  cfg.evaluate_every = 1;
+  sw.faults.eval_ms = 600000;
+  fixture_init (&f, &cfg);
+  rlx_node_set_test_switches (f.node, &sw);
+  start (&f);
+  coord = rlx_node_get_coordinator (f.node);
+  g_assert_true (node_test_wait (evaluations_run, coord, TIMEOUT_MS));
+  g_object_add_weak_pointer (G_OBJECT (coord), (gpointer *) &coord);
+  leave (&f);
+  /* every evaluation held the coordinator until it returned */
+  g_assert_null (coord);
+  g_assert_cmpint (find_event (&f, "evaluated", NULL, 0), ==, -1);
+  fixture_clear (&f);
+}
+
+/* The same for the evaluation at the end (evaluate_at_end): a leave while
+ * it runs stops it, and the node is stopped only once it returned. */
+static void
+test_leave_while_evaluating_at_end (void)
+{
+  g_autofree char *cohort = node_test_cohort_name ("eval-end-leave");
+  RlxNodeConfig cfg = small_config (cohort);
+  RlxNodeTestSwitches sw = { 0 };
+  RlxNode *node;
+  Fixture f;
+
+  cfg.steps = 5;
+  cfg.evaluate_at_end = TRUE;
+  sw.faults.eval_ms = 600000;
+  fixture_init (&f, &cfg);
+  rlx_node_set_test_switches (f.node, &sw);
+  start (&f);
+  wait_event (&f, "done", NULL, 0);
+  leave (&f);
+  g_assert_cmpuint (f.n_finished, ==, 1);
+  g_assert_cmpint (find_event (&f, "evaluated", NULL, 0), ==, -1);
+  /* the evaluation's task held the node until it returned */
+  node = f.node;
+  g_object_add_weak_pointer (G_OBJECT (node), (gpointer *) &node);
+  fixture_clear (&f);
+  g_assert_null (node);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -497,6 +562,9 @@ main (int argc, char **argv)
   g_test_add_func ("/app/node/refused", test_refused);
   g_test_add_func ("/app/node/evaluate", test_evaluate);
   g_test_add_func ("/app/node/evaluate-at-end", test_evaluate_at_end);
+  g_test_add_func ("/app/node/leave-while-evaluating", test_leave_while_evaluating);
+  g_test_add_func ("/app/node/leave-while-evaluating-at-end",
+                   test_leave_while_evaluating_at_end);
   status = g_test_run ();
   node_test_cleanup ();
   return status;

@@ -1,0 +1,85 @@
+/* test-stop-evaluating.c — a rank stopped while it measures test accuracy
+ * exits cleanly
+ *
+ * `--evaluate-every K` measures the test accuracy on threads of their own,
+ * inside OpenBLAS. A rank that left (SIGTERM, or its --steps reached) used
+ * to report stopped and return from main with those evaluations still
+ * running: exit's handlers then unmapped OpenBLAS's buffers under them and
+ * the rank died of SIGSEGV after it had printed "done" and its checkpoint
+ * (test-sync-auto-trains failed so, now and then). A real `rlx-rank join`
+ * of mnist-mlp-xl here evaluates every step, and --fault-eval-ms keeps each
+ * evaluation passing over the test split for ten minutes — always inside
+ * sgemm, as a real one mostly is — so several run when it is stopped. It
+ * must stop them, wait for them, and exit 0, soon. Before the fix it died
+ * of SIGSEGV (or, had it not, the evaluations would not have been waited
+ * for: tests/core/test-node.c's /app/node/leave-while-evaluating shows
+ * that part deterministically).
+ */
+#include "rlx-config.h"
+#include "cohort-harness.h"
+
+#include <signal.h>
+
+#define EXIT_MS 60000
+
+static Node *
+evaluating_rank (Harness *h, const char *label, const char *steps)
+{
+  Node *n = harness_join (h, label, "--cohort", label, "--model", "mnist-mlp-xl",
+                          "--dataset", "synthetic", "--batch", "64", "--steps", steps,
+                          "--wait-members", "1", "--evaluate-every", "1",
+                          "--fault-eval-ms", "600000", "--checkpoint-every", "0", NULL);
+
+  /* Replica operations complete in order: once step 8 is committed, the
+   * reads for the evaluations of the steps before are done and those run
+   * (several: the more run, the surer a rank that does not wait for them
+   * dies at exit — 5 runs in 6 did here before the fix). */
+  harness_wait_event (h, n, "step", "step", 8, 120000);
+  return n;
+}
+
+static void
+assert_stopped_ok (Harness *h, Node *n)
+{
+  int done;
+
+  harness_assert_exit_ok (h, n, EXIT_MS);
+  done = node_find_event (n, "done", 0);
+  if (done < 0 || node_find_event (n, "evaluated", 0) >= 0)
+    {
+      harness_dump (h);
+      g_error ("%s: want a \"done\" event and no evaluation (each was cancelled)", n->label);
+    }
+}
+
+/* SIGTERM: the leave cancels the evaluations and waits for them. */
+static void
+test_sigterm (void)
+{
+  Harness *h = harness_new ();
+  Node *n = evaluating_rank (h, "stop-eval-term", "100000");
+
+  node_kill (n, SIGTERM);
+  assert_stopped_ok (h, n);
+  harness_free (h);
+}
+
+/* --steps reached: the same leave, without a signal. */
+static void
+test_steps_reached (void)
+{
+  Harness *h = harness_new ();
+  Node *n = evaluating_rank (h, "stop-eval-steps", "9");
+
+  assert_stopped_ok (h, n);
+  harness_free (h);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/stop-evaluating/sigterm", test_sigterm);
+  g_test_add_func ("/stop-evaluating/steps-reached", test_steps_reached);
+  return g_test_run ();
+}

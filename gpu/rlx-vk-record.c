@@ -238,7 +238,7 @@ rlx_vkt_rec_gemm_ex (Rec *r, guint a_mode, guint b_mode, guint conv_c, guint con
   ShaderId shader = SH_GEMM;
   guint64 tiles = tiles_of (cfg, M, N);
   guint64 threads = tiles * cfg_threads (cfg);
-  guint splits = 1, k_chunk;
+  guint splits = 1, k_chunk, bk;
   guint32 spec[10];
   guint n_spec = conv_c > 0 ? 10 : 8;
   static const char mode_char[] = "TNIC";
@@ -252,8 +252,9 @@ rlx_vkt_rec_gemm_ex (Rec *r, guint a_mode, guint b_mode, guint conv_c, guint con
       splits = MIN (splits, (guint) (PART_FLOATS / ((guint64) M * N)));
       splits = MAX (splits, 1);
     }
+  bk = cm ? r->t->tun.cm_bk : cfg->bk;
   k_chunk = (K + splits - 1) / splits;
-  k_chunk = (k_chunk + cfg->bk - 1) / cfg->bk * cfg->bk;
+  k_chunk = (k_chunk + bk - 1) / bk * bk;
   splits = (K + k_chunk - 1) / k_chunk;
   if (splits <= 1)
     {
@@ -273,7 +274,8 @@ rlx_vkt_rec_gemm_ex (Rec *r, guint a_mode, guint b_mode, guint conv_c, guint con
       spec[2] = r->t->tun.cm_vec && a_off % 4 == 0 && b_off % 4 == 0 && lda % 4 == 0 &&
                 ldb % 4 == 0 && (a_mode == OP_KC ? K : M) % 4 == 0 &&
                 (b_mode == OP_KC ? K : N) % 4 == 0;
-      n_spec = 3;
+      spec[3] = bk;
+      n_spec = 4;
     }
   else if (cfg == &rlx_vkt_cfg_big2)
     {

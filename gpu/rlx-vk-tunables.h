@@ -45,6 +45,7 @@ typedef struct {
                            * (RLX_VK_CM_SPLIT=0: never) */
   gboolean cm_vec;        /* --compute f16: gemm_cm.comp reads 16-byte vectors where it
                            * can (RLX_VK_CM_VEC=0: never) */
+  guint    cm_bk;         /* ... its k slice, 32 or 64 (RLX_VK_CM_BK) */
   gboolean split_submit;  /* RLX_VK_SPLIT_SUBMIT=0: one submission a step */
   gboolean presub_env;    /* RLX_VK_PRESUBMIT=0: never a lone leader's update made ahead */
   gboolean fold_last;     /* passes fold by their last workgroup (RLX_VK_FOLD_LAST=0:

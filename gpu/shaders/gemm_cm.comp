@@ -15,16 +15,16 @@
  *
  * 256 threads, 8 subgroups of 32; subgroup w owns rows (w % 2)·64 .. +63
  * and columns (w / 2)·32 .. +31 of the tile: 4×2 accumulators of 16×16.
- * k advances 32 at a time: the next slice is read into registers while
+ * k advances BK (32, or 64) at a time: the next slice is read into registers while
  * the current one is multiplied. In shared memory each operand keeps its
  * global layout's contiguous dimension (k-contiguous rows padded to 40
- * halves, m- or n-contiguous rows to 136), and its fragments are loaded
+ * halves — BK + 8 —, m- or n-contiguous rows to 136), and its fragments are loaded
  * row- or column-major to match. VEC = 1 (the host checks that every
  * offset, leading dimension and contiguous extent is a multiple of 4):
  * each thread reads its elements as 16-byte vectors.
  * The epilogue goes through a 16×16 f32 staging area per subgroup (the
  * fragments' layout is the driver's). Workgroup z sums k in
- * [z*k_chunk, (z+1)*k_chunk) (k_chunk a multiple of 32) in a fixed order,
+ * [z*k_chunk, (z+1)*k_chunk) (k_chunk a multiple of BK) in a fixed order,
  * so a step is reproducible on one device. */
 #extension GL_NV_cooperative_matrix : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -35,6 +35,8 @@
 layout(constant_id = 0) const uint A_KC = 1;
 layout(constant_id = 1) const uint B_KC = 1;
 layout(constant_id = 2) const uint VEC = 0;
+/* the k slice (32 or 64, RLX_VK_CM_BK): 64 halves the barriers per k */
+layout(constant_id = 3) const uint BK = 32;
 layout(local_size_x = 256) in;
 
 layout(std430, set = 0, binding = 0) readonly buffer BufA { float a[]; };
@@ -56,7 +58,7 @@ layout(push_constant) uniform Push {
 
 #include "epilogue.glsl"
 
-const uint BM = 128u, BN = 128u, BK = 32u;
+const uint BM = 128u, BN = 128u;
 const uint SK = BK + 8u;    /* a k-contiguous row in shared memory (halves) */
 const uint SM = BM + 8u;    /* an m- (n-) contiguous row */
 const uint SCOPE = 3u;      /* gl_ScopeSubgroup */

@@ -16,7 +16,7 @@ rate = defaultdict(list)
 for r in rows:
     lab = r.get("label")
     sps = r.get("samples_per_s")
-    if lab in ("one-f32", "one-f16", "torch-f32", "torch-amp") and sps:
+    if lab and (lab in ("one-f32", "one-f16", "torch-f32", "torch-amp") or lab.startswith("one-f16:")) and sps:
         rate[(r["model"], r.get("batch", r.get("batch_per_rank")), lab)].append(sps)
 
 
@@ -43,6 +43,17 @@ for model, batch in sorted({(k[0], k[1]) for k in rate}):
     print(f"| {model} | {batch} | {m(o32)} | {m(o16)} | {m(t32)} | {m(t16)} | {ratio(o32, t32)} | "
           f"{ratio(o16, t16)} | {ratio(o16, t32)} | {ratio(o16, o32)} | {n} |")
 
+var = sorted({k for k in rate if k[2].startswith("one-f16:")})
+if var:
+    print("\n## --compute f16 under other settings (same rounds)\n")
+    print("| model | batch | setting | ours f16 | / ours f16 default | / PyTorch f32 | / PyTorch autocast | rounds |")
+    print("|---|---|---|---|---|---|---|---|")
+    for model, batch, lab in var:
+        v = med((model, batch, lab))
+        print(f"| {model} | {batch} | {lab[8:]} | {m(v)} | {ratio(v, med((model, batch, 'one-f16')))} | "
+              f"{ratio(v, med((model, batch, 'torch-f32')))} | {ratio(v, med((model, batch, 'torch-amp')))} | "
+              f"{len(rate[(model, batch, lab)])} |")
+
 chk = [r for r in rows if r.get("label") == "f16-check"]
 if chk:
     print("\n## --compute f16 gradients against the CPU emulating f16 (bound: max Δg ≤ "
@@ -63,7 +74,7 @@ if gem:
     print("|---|---|---|---|---|---|---|---|---|")
     for r in gem:
         step = r["profile"].split(",")[0].replace("rlx-vk profile: ", "")
-        print(f"| {step}{' f16' if r['f16'] else ''} | {r['M']}×{r['N']}×{r['K']} | {r['layout']} | "
+        print(f"| {step}{' f16' if r['f16'] else ''}{(' ' + r['variant']) if r.get('variant') else ''} | {r['M']}×{r['N']}×{r['K']} | {r['layout']} | "
               f"{r['split']} | {r['ours_us']:.1f} µs | {r['tflops_ours']:.1f} | {r['cublas_f32_us']:.1f} µs | "
               f"{r['cublas_f16_us']:.1f} µs | {r['ours_over_cublas']:.2f}× the time |")
 

@@ -33,7 +33,10 @@
 # RLX_F16_CHECK="- RLX_VK_CM_VEC=0 …" runs the gradient check with the
 # defaults ("-") and with each setting; RLX_F16_VALIDATE=0 runs it without
 # the validation layer; RLX_F16_COHORT_TIMEOUT (90) caps a cohort run;
-# RLX_F16_GEMM_BATCHES ("8192 4096") the profiled batches. torch-f16.py
+# RLX_F16_GEMM_BATCHES ("8192 4096") the profiled batches;
+# RLX_F16_CM_VARIANTS="RLX_VK_CM_BK=64 …" adds, for each setting, an f16
+# profile and an f16 cohort per model and round under it (label
+# one-f16:SETTING) beside the defaults'. torch-f16.py
 # finds torch_ref.py through RLX_TORCH_REF_DIR (set here to the carry).
 set -u -o pipefail
 
@@ -49,6 +52,7 @@ BUDGET=${RLX_F16_BUDGET:-540}
 ROUNDS=${RLX_F16_ROUNDS:-3}
 MODELS=${RLX_F16_MODELS:-"mnist-mlp-xl:4096:300 mnist-mlp-xl:8192:200 mnist-mlp:1024:4000 mnist-cnn:1024:3000"}
 PARTS=" ${RLX_F16_PARTS:-check gemm steps fashion} "
+CM_VARIANTS=${RLX_F16_CM_VARIANTS:-}
 DATA=$PWD/${RLX_F16_DATA:-${RLX_F16_CARRY:-.devcarry}/fashion-mnist}
 part () { [[ $PARTS == *" $1 "* ]]; }
 T0=$(date +%s)
@@ -98,23 +102,29 @@ done
 # ── 2. the GEMMs alone against cuBLAS ─────────────────────────────────────
 for nb in ${RLX_F16_GEMM_BATCHES:-8192 4096}; do
   part gemm || break
-  for comp in f32 f16; do
-    have 12 "profile mnist-mlp-xl $nb $comp" || continue
-    say "RLX_VK_PROFILE=1 rlx-rank bench mnist-mlp-xl $nb --compute $comp"
-    RLX_VK_PROFILE=1 timeout 60 "$RANK" bench --model mnist-mlp-xl --batch $nb --backend "$GPU" \
-      --compute $comp --seconds 1 > "$OUT/profile-$nb-$comp.txt" 2>&1
-    grep -E 'profile|tile|samples/s|error|cannot' "$OUT/profile-$nb-$comp.txt"
-    timeout 90 python3 "$HERE/torch-f16.py" gemm "$OUT/profile-$nb-$comp.txt" | tee -a "$RESULTS"
+  for cc in f32 f16 $(for v in $CM_VARIANTS; do echo "f16:$v"; done); do
+    comp=${cc%%:*}; cv=${cc#f16:}; [ "$cv" = "$cc" ] && cv=
+    have 12 "profile mnist-mlp-xl $nb $cc" || continue
+    say "RLX_VK_PROFILE=1 rlx-rank bench mnist-mlp-xl $nb --compute $comp ${cv}"
+    ( [ -n "$cv" ] && export "$cv"; RLX_VK_PROFILE=1 timeout 60 "$RANK" bench --model mnist-mlp-xl \
+      --batch $nb --backend "$GPU" --compute $comp --seconds 1 ) > "$OUT/profile-$nb-${cc//[:=]/-}.txt" 2>&1
+    grep -E 'profile|tile|samples/s|error|cannot' "$OUT/profile-$nb-${cc//[:=]/-}.txt"
+    timeout 90 python3 "$HERE/torch-f16.py" gemm "$OUT/profile-$nb-${cc//[:=]/-}.txt" |
+      python3 -c 'import json,sys
+for l in sys.stdin:
+    try: d = json.loads(l)
+    except ValueError: print(l, end=""); continue
+    d["variant"] = sys.argv[1]; print(json.dumps(d), flush=True)' "$cv" | tee -a "$RESULTS"
   done
 done
 
 # ── 3. steps: ours (one-rank cohorts) and PyTorch, interleaved rounds ──────
-cohort_one () {  # label model batch steps compute round
+cohort_one () {  # label model batch steps compute round [VAR=VALUE]
   local t=$(( $(left) - 15 ))
   [ "$t" -gt "${RLX_F16_COHORT_TIMEOUT:-90}" ] && t=${RLX_F16_COHORT_TIMEOUT:-90}
   [ "$t" -lt 8 ] && { have 1000000 "$1 $2 $3 round $6"; return; }
   local out
-  out=$(timeout $(( t + 10 )) python3 "$HERE/cohort-rate.py" "$RANK" --label "$1" --model "$2" \
+  out=$( [ -n "${7:-}" ] && export "$7"; timeout $(( t + 10 )) python3 "$HERE/cohort-rate.py" "$RANK" --label "$1" --model "$2" \
           --batch "$3" --steps "$4" --precision f32 --compute "$5" --backend "$GPU" --timeout "$t")
   echo "$out"
   python3 -c 'import json,sys; d=json.loads(sys.argv[1]); d["round"]=int(sys.argv[2]); print(json.dumps(d))' \
@@ -130,6 +140,9 @@ for round in $(seq 1 "$ROUNDS"); do
     say "round $round: $model batch $batch"
     cohort_one one-f32 "$model" "$batch" "$steps" f32 "$round"
     cohort_one one-f16 "$model" "$batch" "$steps" f16 "$round"
+    for cv in $CM_VARIANTS; do
+      cohort_one "one-f16:$cv" "$model" "$batch" "$steps" f16 "$round" "$cv"
+    done
   done
   if have 20 "torch round $round"; then
     say "torch round $round"

@@ -135,15 +135,54 @@ test_events_view (void)
   g_object_unref (view);
 }
 
-static gboolean
-never (gpointer data)
+typedef struct {
+  guint painted;   /* frames painted since the wait began */
+} Frames;
+
+static void
+on_after_paint (GdkFrameClock *clock, Frames *f)
 {
-  return FALSE;
+  /* one more frame, even if nothing else asks for it */
+  if (++f->painted < 2)
+    gdk_frame_clock_request_phase (clock, GDK_FRAME_CLOCK_PHASE_PAINT);
+}
+
+static gboolean
+two_frames_painted (gpointer data)
+{
+  return ((Frames *) data)->painted >= 2;
+}
+
+/* Wait until @widget's window laid out and painted two frames from now:
+ * whatever was changed before is allocated then (layout runs before paint
+ * in a frame; the second frame covers a change queued during the first).
+ * Under load a frame can take far longer than a fixed sleep allowed. */
+static void
+wait_frames (GtkWidget *widget)
+{
+  GdkFrameClock *clock = gtk_widget_get_frame_clock (widget);
+  Frames f = { 0 };
+  gulong id;
+
+  g_assert_nonnull (clock);
+  id = g_signal_connect (clock, "after-paint", G_CALLBACK (on_after_paint), &f);
+  gdk_frame_clock_request_phase (clock, GDK_FRAME_CLOCK_PHASE_PAINT);
+  g_assert_true (node_test_wait (two_frames_painted, &f, 30000));
+  g_signal_handler_disconnect (clock, id);
+}
+
+static gboolean
+scrollable (gpointer data)
+{
+  GtkAdjustment *adj = data;
+
+  return gtk_adjustment_get_upper (adj) > gtk_adjustment_get_page_size (adj);
 }
 
 /* The newest stays in sight: a list at its top stays at its top as events
  * come in (GtkListView alone keeps the row it showed and the newest scroll
- * away above it); one scrolled down by its reader stays where it is. */
+ * away above it); one scrolled down by its reader stays where it is. Every
+ * wait is for frames laid out, not for time. */
 static void
 test_newest_visible (void)
 {
@@ -163,20 +202,23 @@ test_newest_visible (void)
       g_autofree char *title = g_strdup_printf ("early %u", i);
       rlx_event_log_add (log, RLX_LOG_INFO, FALSE, title, NULL);
     }
-  node_test_wait (never, NULL, 300);
-  g_assert_cmpfloat (gtk_adjustment_get_upper (adj), >, gtk_adjustment_get_page_size (adj));
+  /* mapped and laid out: 40 rows are more than 300 px */
+  g_assert_true (node_test_wait (scrollable, adj, 30000));
+  wait_frames (window);
+  g_assert_cmpfloat (gtk_adjustment_get_value (adj), <, 1);
   for (guint i = 0; i < 5; i++)
     {
       rlx_event_log_add (log, RLX_LOG_INFO, FALSE, "late", NULL);
-      node_test_wait (never, NULL, 100);
+      wait_frames (window);
+      g_assert_cmpfloat (gtk_adjustment_get_value (adj), <, 1);
     }
-  g_assert_cmpfloat (gtk_adjustment_get_value (adj), <, 1);
 
   /* a reader further down */
   gtk_adjustment_set_value (adj, 200);
-  node_test_wait (never, NULL, 100);
+  wait_frames (window);
+  g_assert_cmpfloat (gtk_adjustment_get_value (adj), >=, 150);
   rlx_event_log_add (log, RLX_LOG_INFO, FALSE, "later", NULL);
-  node_test_wait (never, NULL, 200);
+  wait_frames (window);
   g_assert_cmpfloat (gtk_adjustment_get_value (adj), >=, 150);
   gtk_window_destroy (GTK_WINDOW (window));
 }
@@ -796,7 +838,7 @@ check_rows_at (int width, int height, guint want)
   gtk_window_set_default_size (GTK_WINDOW (window), width, height);
   gtk_window_present (GTK_WINDOW (window));
   g_assert_true (node_test_wait (allocated, view, 30000));
-  node_test_spin (400);   /* allocated, rows made */
+  wait_frames (GTK_WIDGET (window));   /* allocated, rows made */
   g_assert_cmpint (gtk_widget_get_height (GTK_WIDGET (window)), <=, height);
   g_assert_nonnull (rlx_cohort_panel_get_progress_text (panel));
   seen = rows_in_sight (window, view, 6);

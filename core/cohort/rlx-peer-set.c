@@ -559,6 +559,22 @@ on_heartbeat (gpointer user_data)
       for (guint i = 0; i < self->peers->len; i++)
         ((RlxPeer *) g_ptr_array_index (self->peers, i))->last_rx = now;
     }
+  else if (self->last_tick > 0 && now - self->last_tick > 2 * HEARTBEAT_MS * 1000)
+    {
+      /* A shorter stall is ours too: the bytes that came meanwhile are
+       * counted only once this loop runs (the link's last-rx is set on
+       * the main context), so it would add to every peer's silence. A
+       * node frozen for 2.7 s of a 3 s timeout timed out the live new
+       * leader this way as it thawed — before that leader's buffered
+       * frames were read — took over itself at the same term and forked
+       * the cohort (issue 29, item 13; scripts/chaos.py, seed 30). */
+      gint64 stood = now - self->last_tick - HEARTBEAT_MS * 1000;
+      for (guint i = 0; i < self->peers->len; i++)
+        {
+          RlxPeer *p = g_ptr_array_index (self->peers, i);
+          p->last_rx = MIN (now, p->last_rx + stood);
+        }
+    }
   self->last_tick = now;
   for (guint i = 0; i < self->peers->len; i++)
     {

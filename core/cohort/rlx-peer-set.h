@@ -15,7 +15,9 @@
  * and 8 × its round-trip time (measured by echoing the peer's heartbeat
  * clock, never by comparing clocks of two hosts). A node whose own main loop
  * stood still longer than the timeout (stopped, starved) does not time its
- * peers out for it: it notes that it stalled (rlx_peer_set_stalled_recently).
+ * peers out for it: it notes that it stalled (rlx_peer_set_stalled_recently);
+ * a shorter stall (a missed beat or more) is not counted into any peer's
+ * silence either.
  *
  * Threads: the main context only.
  */

@@ -132,14 +132,22 @@ class Rank:
         self.reader.start()
 
     def _read(self):
+        log = None
+        if self.run.args.event_logs:
+            log = open(os.path.join(self.run.out, "rank-%03d.jsonl" % self.idx), "w")
         for line in self.proc.stdout:
             t = time.monotonic()
+            if log:
+                log.write("%.3f %s" % (t - self.run.t0, line.decode(errors="replace")
+                                       if isinstance(line, bytes) else line))
             try:
                 ev = json.loads(line)
             except ValueError:
                 self.run.note("rank %d: a line that is not JSON: %r" % (self.idx, line[:200]))
                 continue
             self.run.on_event(self, t, ev)
+        if log:
+            log.close()
         self.proc.wait()
         self.run.on_exit(self, time.monotonic())
 
@@ -613,6 +621,9 @@ def main():
     p.add_argument("--rank-arg", action="append", default=[], help="an extra argument of every rank")
     p.add_argument("--out", help="keep logs and the report here (default: a temporary folder, removed on success)")
     p.add_argument("--json", help="write the report as JSON to this file")
+    p.add_argument("--event-logs", action="store_true",
+                   help="write every rank's event stream, each line stamped with the run's clock, "
+                        "to logs/rank-NNN.jsonl under --out (for reading a failure)")
     args = p.parse_args()
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1 << 31)

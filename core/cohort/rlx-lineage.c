@@ -82,7 +82,12 @@ rlx_lineage_adopted (RlxLineage *self, const char *from, const RlxMsgSnapshot *s
        * committed, or another lineage). */
       gboolean covered = common_step < 0 && s->hashes && s->hashes->len > 0 &&
                          s->hashes_from <= had && had < s->hashes_from + s->hashes->len;
-      if (self->changing || diverged || covered)
+      /* Ahead of the snapshot: the steps after it are replaced, whatever
+       * the hashes tell (none of ours among them: another history, as a
+       * leader that steps down for a newer term of a group it never
+       * belonged to has; issue 29, item 13, chaos.py seed 30). */
+      gboolean ahead = had > s->step;
+      if (self->changing || diverged || covered || ahead)
         {
           /* Where the histories part: from the hashes when they overlap
            * there, else the step at which our side's term began (the

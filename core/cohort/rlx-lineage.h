@@ -54,7 +54,7 @@ guint64     rlx_lineage_term_base   (RlxLineage *self);
  * steps, its history (from step @history_from) and the snapshot's agreed
  * last at step @common (-1: at none), and its term base was @term_base.
  * Returns the "merged" event when steps of ours were discarded (or the
- * lineage changed), else NULL; from here the lineage is the snapshot's
+ * lineage changed) — always when @had is past the snapshot's step — else NULL; from here the lineage is the snapshot's
  * (its term base @applied when it changed). */
 RlxEvent   *rlx_lineage_adopted     (RlxLineage *self, const char *from,
                                      const RlxMsgSnapshot *s, guint64 had, gint64 common,

@@ -60,10 +60,22 @@ test_adopted (void)
     s.hashes_from = 100;
     check_merged (rlx_lineage_adopted (l, "L", &s, 110, -1, 3, 90, 200), 11, 100, 110, FALSE,
                   fallback);
-    /* our step beyond them: they tell nothing */
+    /* our step beyond them (and behind the snapshot's): they tell nothing */
+    s.step = 200;
     g_assert_null (rlx_lineage_adopted (l, "L", &s, 130, -1, 3, 90, 200));
+    /* ahead of the snapshot, none of its hashes ours: steps 121..130 go
+     * whatever the hashes say, and where we parted is not known — from
+     * our term's base, an upper bound (a leader that stepped down for a
+     * newer term of another history: chaos.py seed 30, issue 29) */
+    s.step = 120;
+    check_merged (rlx_lineage_adopted (l, "L", &s, 130, -1, 3, 90, 120), 127, 4, 130, FALSE,
+                  fallback);
     s.hashes = NULL;
     s.hashes_from = 0;
+    /* the same without hashes at all */
+    check_merged (rlx_lineage_adopted (l, "L", &s, 130, -1, 111, 90, 120), 19, 112, 130, FALSE,
+                  fallback);
+    s.step = 20;
   }
 
   /* a merge we lost, hashes that do not overlap: from our term's base */

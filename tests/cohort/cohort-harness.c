@@ -504,6 +504,34 @@ harness_others (Node **nodes, Node *leader, Node **first, Node **second)
       }
 }
 
+/* Every step @a and @b both report from @from on has the same hash, or
+ * fail the test; how many they both report. */
+guint
+harness_same_hashes (Harness *h, Node *a, Node *b, gint64 from)
+{
+  g_autoptr(GHashTable) ha = node_step_hashes (a);
+  g_autoptr(GHashTable) hb = node_step_hashes (b);
+  GHashTableIter it;
+  gpointer k, v;
+  guint n = 0;
+
+  g_hash_table_iter_init (&it, ha);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    {
+      const char *other = g_hash_table_lookup (hb, k);
+      if (*(gint64 *) k < from || other == NULL)
+        continue;
+      if (g_strcmp0 (v, other) != 0)
+        {
+          harness_dump (h);
+          g_error ("step %" G_GINT64_FORMAT ": %s has %s, %s has %s", *(gint64 *) k, a->label,
+                   (char *) v, b->label, other);
+        }
+      n++;
+    }
+  return n;
+}
+
 void
 harness_assert_led_by (Node **nodes, guint k, Node *leader, gint64 term)
 {

@@ -80,6 +80,9 @@ void        harness_others     (Node **nodes, Node *leader, Node **first, Node *
 /* Every "leader" event any of @nodes reported names @leader at term
  * @term (nobody took over), or fail the test. */
 void        harness_assert_led_by (Node **nodes, guint k, Node *leader, gint64 term);
+/* Every step @a and @b both report from @from on has the same hash, or
+ * fail the test (with harness_dump); how many they both report. */
+guint       harness_same_hashes (Harness *h, Node *a, Node *b, gint64 from);
 /* Event @i of @n. */
 JsonObject *node_ev            (Node *n, int i);
 /* The index of @n's "step" event of @step, or -1. */

@@ -20,32 +20,7 @@
 #define LONG_RUN "100000"
 #define T 60000
 
-/* Every step @a and @b both report has the same hash; returns how many. */
-static guint
-same_hashes (Harness *h, Node *a, Node *b, gint64 from)
-{
-  g_autoptr(GHashTable) ha = node_step_hashes (a);
-  g_autoptr(GHashTable) hb = node_step_hashes (b);
-  GHashTableIter it;
-  gpointer k, v;
-  guint n = 0;
-
-  g_hash_table_iter_init (&it, ha);
-  while (g_hash_table_iter_next (&it, &k, &v))
-    {
-      const char *other = g_hash_table_lookup (hb, k);
-      if (*(gint64 *) k < from || other == NULL)
-        continue;
-      if (g_strcmp0 (v, other) != 0)
-        {
-          harness_dump (h);
-          g_error ("step %" G_GINT64_FORMAT ": %s has %s, %s has %s", *(gint64 *) k, a->label,
-                   (char *) v, b->label, other);
-        }
-      n++;
-    }
-  return n;
-}
+#define same_hashes harness_same_hashes
 
 /* The first event named @event from index @from whose string @key contains
  * @word, or -1. */

@@ -140,8 +140,8 @@ for round in $(seq 1 "$ROUNDS"); do
     say "round $round: $model batch $batch"
     cohort_one one-f32 "$model" "$batch" "$steps" f32 "$round"
     cohort_one one-f16 "$model" "$batch" "$steps" f16 "$round"
-    for cv in $CM_VARIANTS; do
-      cohort_one "one-f16:$cv" "$model" "$batch" "$steps" f16 "$round" "$cv"
+    for cv in $CM_VARIANTS; do   # (mnist-cnn: no GEMM on the tensor cores)
+      [ "$model" = mnist-cnn ] || cohort_one "one-f16:$cv" "$model" "$batch" "$steps" f16 "$round" "$cv"
     done
   done
   if have 20 "torch round $round"; then

@@ -6,8 +6,10 @@
  * `--json`, the app and the logs show what auto sees. The leader, when the
  * cohort asked for auto, also notes the slowest rank's compute time of one
  * inner step after each commit (its own measured speed and each member's,
- * at their batches) and, when RlxSyncAuto says a choice is due, chooses
- * through rlx_coordinator_rechoose_sync (which announces it in the step
+ * at their batches, or in the outer mode their inner steps alone) and,
+ * when RlxSyncAuto says a choice is due — after a commit, or as the leader
+ * begins its first rounds (a provisional choice over a remote link) —
+ * chooses through rlx_coordinator_rechoose_sync (which announces it in the step
  * frames and reports "sync" with the reason when the mode or H changed).
  * A new leader starts from `step` (roles: rechoose with nothing measured)
  * and chooses again once it has measured its own links.
@@ -48,15 +50,25 @@ rlx_coordinator_auto_peer_lost (RlxCoordinator *self, const char *id)
     rlx_link_estimates_remove (rlx_sync_auto_estimates (self->autosync), id);
 }
 
-/* The slowest rank's compute time of one inner step at its batch, ms (0:
- * nothing measured yet). */
+/* The slowest rank's compute time of one inner step, ms (0: nothing
+ * measured yet). In the outer mode, each rank's own measure of its inner
+ * steps alone (rlx_outer_engine_inner_us: a member's as its grad says,
+ * bounded by what it delivers) — its samples over its speed there also
+ * count the round's setup, its pseudo-gradient and, on the leader, the
+ * sums and the finish run between its inner steps, which read up to twice
+ * the inner step and made auto pick a smaller H than the link needs. In the
+ * step mode (or before a rank's first outer round), its batch over the
+ * speed it reports. */
 static double
 slowest_step_ms (RlxCoordinator *self)
 {
+  gboolean outer = rlx_sync_state_mode (self->ctx.sync) == RLX_SYNC_OUTER;
   double worst = 0.0;
   GPtrArray *ids = rlx_cohort_members (&self->ctx);
 
-  if (self->ctx.self_speed > 0 && self->ctx.batch > 0)
+  if (outer && self->ctx.self_inner_us > 0)
+    worst = self->ctx.self_inner_us / 1000.0;
+  else if (self->ctx.self_speed > 0 && self->ctx.batch > 0)
     worst = self->ctx.batch / self->ctx.self_speed * 1000.0;
   for (guint i = 0; ids != NULL && i < ids->len; i++)
     {
@@ -64,7 +76,9 @@ slowest_step_ms (RlxCoordinator *self)
       RlxPeer *p = rlx_cohort_is_self (&self->ctx, id) ? NULL
                                                        : rlx_peer_set_lookup (self->peers, id);
 
-      if (p != NULL && p->speed > 0 && p->batch > 0)
+      if (p != NULL && outer && p->inner_us > 0)
+        worst = MAX (worst, p->inner_us / 1000.0);
+      else if (p != NULL && p->speed > 0 && p->batch > 0)
         worst = MAX (worst, p->batch / p->speed * 1000.0);
     }
   return worst;
@@ -102,8 +116,11 @@ emit_links (RlxCoordinator *self, gint64 now)
   rlx_coordinator_emit_event (self, e);
 }
 
-void
-rlx_coordinator_auto_after_commit (RlxCoordinator *self, guint n_members)
+/* Feed what the heartbeats measured, report the links, and as the leader
+ * of an auto cohort choose when a choice is due (noting the step time of
+ * the commit just made first, with @note_step). */
+static void
+consider (RlxCoordinator *self, guint n_members, gboolean note_step)
 {
   RlxSyncAuto *a = autosync (self);
   RlxLinkEstimates *est = rlx_sync_auto_estimates (a);
@@ -128,7 +145,8 @@ rlx_coordinator_auto_after_commit (RlxCoordinator *self, guint n_members)
       rlx_sync_auto_forget (a);
       self->autosync_term = rlx_leadership_get_term (self->lead);
     }
-  rlx_sync_auto_note_step (a, slowest_step_ms (self));
+  if (note_step)
+    rlx_sync_auto_note_step (a, slowest_step_ms (self));
   if (rlx_sync_auto_due (a, now, MAX (n_members, 1),
                          (guint64) self->n * rlx_precision_element_size (self->ctx.precision),
                          &in))
@@ -136,4 +154,16 @@ rlx_coordinator_auto_after_commit (RlxCoordinator *self, guint n_members)
       rlx_coordinator_rechoose_sync (self, &in);
       rlx_sync_auto_chosen (a, now);
     }
+}
+
+void
+rlx_coordinator_auto_after_commit (RlxCoordinator *self, guint n_members)
+{
+  consider (self, n_members, TRUE);
+}
+
+void
+rlx_coordinator_auto_rounds_begin (RlxCoordinator *self, guint n_members)
+{
+  consider (self, n_members, FALSE);
 }

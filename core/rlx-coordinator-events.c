@@ -587,6 +587,12 @@ op_joined (gpointer owner)
   rlx_coordinator_emit_joined (self);
 }
 
+static void
+op_rounds_begin (gpointer owner, guint n_members)
+{
+  rlx_coordinator_auto_rounds_begin (owner, n_members);
+}
+
 const RlxCohortOps rlx_coordinator_cohort_ops = {
   .emit = op_emit,
   .send_msg = op_send_msg,
@@ -604,4 +610,5 @@ const RlxCohortOps rlx_coordinator_cohort_ops = {
   .transition = op_transition,
   .replace_members = op_replace_members,
   .joined = op_joined,
+  .rounds_begin = op_rounds_begin,
 };

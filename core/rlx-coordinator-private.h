@@ -237,6 +237,10 @@ void rlx_coordinator_emit_discover (RlxCoordinator *self);
 void rlx_coordinator_auto_peer_ready   (RlxCoordinator *self, RlxPeer *p);
 void rlx_coordinator_auto_peer_lost    (RlxCoordinator *self, const char *id);
 void rlx_coordinator_auto_after_commit (RlxCoordinator *self, guint n_members);
+/* The leader is about to assign rounds with no commit before them (the
+ * first, or a restart): a choice due (a provisional one, over a remote
+ * link not measured yet) is made now, so those rounds run in it. */
+void rlx_coordinator_auto_rounds_begin (RlxCoordinator *self, guint n_members);
 
 /* events */
 /* what the role objects may ask of the coordinator */

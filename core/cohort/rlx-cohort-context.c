@@ -57,6 +57,14 @@ rlx_cohort_note_self_speed (RlxCohortContext *ctx, guint samples, gint64 compute
                            : (double) compute_us;
 }
 
+void
+rlx_cohort_note_inner (double *smoothed, double inner_us)
+{
+  if (!(inner_us > 0))
+    return;
+  *smoothed = *smoothed > 0 ? 0.7 * *smoothed + 0.3 * inner_us : inner_us;
+}
+
 /* The die_at test fault: the commit @frame reaches every member but the
  * one that takes over, then this process dies (SIGKILL) once the frames
  * are written — so the new leader is behind a member, deterministically. */

@@ -77,6 +77,9 @@ typedef struct {
   void     (*replace_members) (gpointer owner, GPtrArray *members);
   /* this node is in the cohort now: "leader" and "joined", once */
   void     (*joined)        (gpointer owner);
+  /* the leader is about to assign rounds with no commit before them (the
+   * first, or a restart): a sync choice may be made now (nullable) */
+  void     (*rounds_begin)  (gpointer owner, guint n_members);
 } RlxCohortOps;
 
 typedef struct {
@@ -103,6 +106,8 @@ typedef struct {
   /* shared */
   double           self_speed;        /* samples/s of this node's compute, measured */
   double           self_compute_us;   /* µs its share of a step took, smoothed */
+  double           self_inner_us;     /* outer rounds: µs of one of its inner steps, smoothed
+                                       * (rlx_outer_engine_inner_us; 0: none yet) */
   gboolean         loading;           /* a snapshot is being loaded into the replica */
   /* ops */
   const RlxCohortOps *ops;
@@ -179,6 +184,9 @@ void        rlx_cohort_send_leader (RlxCohortContext *ctx, RlxPeer *p);
 void        rlx_cohort_die_after_partial_commit (RlxCohortContext *ctx, GBytes *frame);
 /* Fold a measured speed into ctx->self_speed. */
 void        rlx_cohort_note_self_speed (RlxCohortContext *ctx, guint samples, gint64 compute_us);
+/* Fold a measured compute time of one inner step (µs, outer rounds) into
+ * *@smoothed (ctx->self_inner_us, a peer's inner_us); ≤ 0 is ignored. */
+void        rlx_cohort_note_inner      (double *smoothed, double inner_us);
 
 /* ── snapshots out ──
  * Our full-precision state to a peer, read from the backend after

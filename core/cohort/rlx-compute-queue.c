@@ -153,6 +153,7 @@ outer_local_wire (RlxComputeQueue *self, RlxBackend *backend, RlxMemberStep *ms,
                                drain_urgent, &b, &ms->loss, error))
     return FALSE;
   rlx_outer_engine_delta_wire (e, ms->precision, ms->feedback, out, scale);
+  ms->inner_us = (gint64) rlx_outer_engine_inner_us (e);
   return TRUE;
 }
 
@@ -244,6 +245,7 @@ member_step_run_untraced (RlxBackend *backend, RlxMemberStep *ms, GError **error
           ms->header.u.grad.samples = ms->n;
           ms->header.u.grad.loss = ms->loss;
           ms->header.u.grad.compute_us = ms->claim_fast ? 1 : ms->compute_us;
+          ms->header.u.grad.inner_us = ms->claim_fast ? 1 : ms->inner_us;
           ms->frame = rlx_msg_frame_wrap (&ms->header, n, p, scale, buf, HEADROOM, error);
           if (ms->frame == NULL)
             return FALSE;
@@ -491,6 +493,7 @@ outer_own (RlxComputeQueue *self, RlxBackend *backend, RlxLeaderOp *op, GError *
                                drain_urgent, &b, &op->loss, error))
     return FALSE;
   rlx_outer_engine_round_own (e, op->step, (guint) op->abandon_gen, op->n);
+  op->inner_us = (gint64) rlx_outer_engine_inner_us (e);
   return TRUE;
 }
 

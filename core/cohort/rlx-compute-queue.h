@@ -89,6 +89,7 @@ typedef struct {
   GBytes         *frame;          /* the grad frame (a refusal when refused) */
   float           loss;
   gint64          compute_us;
+  gint64          inner_us;       /* outer: one inner step's compute (rlx_outer_engine_inner_us) */
   char           *refused;        /* why the frame carries no bucket */
   /* private */
   RlxComputeQueue *queue;
@@ -116,6 +117,7 @@ typedef struct {
   guint64         update_ahead;   /* rlx_backend_updates_ahead after it */
   float           loss;
   gint64          compute_us;
+  gint64          inner_us;       /* OWN, outer: one inner step's compute */
   char           *refused;        /* OWN/ADD: not added; FINISH: not finished */
   gboolean        ok;             /* FINISH: the update was made and applied */
   gint64          run_us;         /* the run's wall time on the worker */

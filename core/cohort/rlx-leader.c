@@ -79,6 +79,7 @@ typedef struct _HeldOwn {
   float   loss;
   gint64  compute_us, run_us;
   char   *refused;
+  gint64  inner_us;
 } HeldOwn;
 
 static void
@@ -530,6 +531,7 @@ own_result (RlxLeader *self, const HeldOwn *h)
 
   rlx_round_stats_own_path (self->ctx->stats, h->run_us);
   rlx_cohort_note_self_speed (self->ctx, h->n, h->compute_us);
+  rlx_cohort_note_inner (&self->ctx->self_inner_us, (double) h->inner_us);
   if (h->refused)
     {
       rlx_round_reject_slot (self->round, self->ctx->node_id);
@@ -599,7 +601,8 @@ rlx_leader_op_done (RlxLeader *self, RlxLeaderOp *op, const GError *error)
     {
     case RLX_LEADER_OWN:
       {
-        HeldOwn h = { op->step, op->n, op->loss, op->compute_us, op->run_us, op->refused };
+        HeldOwn h = { op->step, op->n, op->loss, op->compute_us, op->run_us, op->refused,
+                      op->inner_us };
 
         if (!current || !rlx_leadership_is_leader (self->ctx->lead))
           break;
@@ -897,6 +900,8 @@ rlx_leader_publish (RlxLeader *self, gboolean commit)
     g_autoptr(GBytes) frame = NULL;
     GPtrArray *ids = rlx_cohort_members (self->ctx);
 
+    if (self->ctx->ops->rounds_begin != NULL)
+      OWNER (rounds_begin, ids->len);
     slots = leader_assign (self);
     self->round_outer = self->next_outer;
     self->restart_at = rlx_cohort_applied (self->ctx);
@@ -1117,6 +1122,13 @@ rlx_leader_on_grad (RlxLeader *self, RlxPeer *p, RlxMsg *m)
             p->speed = p->speed > 0 ? 0.7 * p->speed + 0.3 * sp : sp;
             p->compute_us = p->compute_us > 0 ? 0.7 * p->compute_us + 0.3 * (double) eff
                                               : (double) eff;
+            /* an outer round's inner step as it reports it, but never
+             * more than its share took over its H inner steps */
+            if (g->inner_us > 0 && self->round_outer.h > 0)
+              rlx_cohort_note_inner (&p->inner_us,
+                                     MIN ((double) g->inner_us,
+                                          (double) eff / MAX (1u, MIN (self->round_outer.h,
+                                                                       g->samples))));
           }
       }
       break;

@@ -55,6 +55,9 @@ is_set (const RlxMsg *m, const RlxMsgField *f)
       return *(const gboolean *) at;
     case F_INT:
       return *(const gint64 *) at >= 0;
+    case F_NONNEG:
+      /* (W_IF_SET: a time that is 0 means "not measured") */
+      return *(const gint64 *) at > 0;
     case F_UINT:
       /* (W_IF_SET: a count that is 0 means "none") */
       return f->size == sizeof (guint32) ? *(const guint32 *) at != 0

@@ -106,6 +106,7 @@ static const RlxMsgField grad_fields[] = {
   { "loss",        F_NUM,        REQ, AT (grad, loss),       0, 0, NULL, W_FINITE, NULL },
   { "loss_finite", F_NAN_UNLESS, OPT, AT (grad, loss),       0, 0, NULL, 0, NULL },
   { "compute_us",  F_NONNEG,     OPT, AT (grad, compute_us), MAX_STEP, 0, NULL, 0, NULL },
+  { "inner_us",    F_NONNEG,     OPT, AT (grad, inner_us),   MAX_STEP, 0, NULL, W_IF_SET, NULL },
   { "refused",     F_STR,        OPT, AT (grad, refused),    MAX_TEXT, 0, NULL, W_IF_SET, NULL },
 };
 

@@ -174,6 +174,7 @@ typedef struct {
   guint    samples;
   double   loss;                  /* NaN when the member's loss was not finite */
   gint64   compute_us;
+  gint64   inner_us;              /* outer round: one inner step's compute, µs (0: absent) */
   char    *refused;               /* nullable: why no bucket (a non-finite gradient) */
   RlxMsgArray grads;              /* "g"; absent when refused */
 } RlxMsgGrad;

@@ -32,6 +32,7 @@ struct _RlxOuterEngine {
   gboolean res_pending;
   float   *ures;         /* the leader's update residual (NULL: none yet) */
   guint64  delta_step;   /* the round δ belongs to (0: none) */
+  double   inner_us;     /* the last local's compute of one inner step, µs */
   /* the leader's rounds: two may be open at once with overlap (round k
    * being finished while round k+1's contributions come in) */
   Slot     slot[2];
@@ -181,6 +182,7 @@ rlx_outer_engine_local (RlxOuterEngine *self, RlxBackend *backend, guint64 step,
   guint max_batch = rlx_backend_max_batch (backend);
   double loss_sum = 0;
   guint done = 0;
+  gint64 inner = 0;
   gssize bad;
 
   g_return_val_if_fail (n > 0, FALSE);
@@ -195,14 +197,19 @@ rlx_outer_engine_local (RlxOuterEngine *self, RlxBackend *backend, guint64 step,
     eager_start (self, settings);
   memcpy (self->delta, self->x, self->n * sizeof (float));   /* the round's start s */
   self->delta_step = 0;
+  self->inner_us = 0;
   for (guint k = 0; k < steps; k++)
     {
       guint size = n / steps + (k < n % steps ? 1 : 0);
+      gint64 t0 = g_get_monotonic_time ();
       float l = 0;
 
       if (!rlx_backend_grads (backend, self->x, indices + done, size, &l, self->grads, error))
         return FALSE;
       rlx_sgd_step (self->x, self->grads, self->n, (float) settings->inner_lr);
+      /* the inner steps alone: not the round's setup, its pseudo-gradient
+       * or the work run in between (the leader's sums and finish) */
+      inner += g_get_monotonic_time () - t0;
       loss_sum += (double) l * size;
       done += size;
       if (between != NULL && k + 1 < steps)
@@ -214,7 +221,15 @@ rlx_outer_engine_local (RlxOuterEngine *self, RlxBackend *backend, guint64 step,
   if ((bad = rlx_outer_update_check (self->delta, self->n)) >= 0)
     return not_finite (error, "the pseudo-gradient", bad);
   self->delta_step = step;
+  self->inner_us = MAX (1.0, (double) inner / steps);
   return TRUE;
+}
+
+double
+rlx_outer_engine_inner_us (RlxOuterEngine *self)
+{
+  g_return_val_if_fail (self != NULL, 0.0);
+  return self->inner_us;
 }
 
 void

@@ -95,6 +95,11 @@ gboolean rlx_outer_engine_local (RlxOuterEngine *self, RlxBackend *backend, guin
                                  const guint32 *indices, guint n,
                                  const RlxOuterSettings *settings, RlxOuterBetween between,
                                  gpointer between_data, float *loss, GError **error);
+/* The last successful rlx_outer_engine_local's compute of one inner step
+ * (its gradient and SGD step, mean over the round's inner steps), µs, wall
+ * time — without the round's setup, its pseudo-gradient or what @between
+ * ran: what `--sync auto` weighs the link against. 0: none yet. */
+double   rlx_outer_engine_inner_us (RlxOuterEngine *self);
 /* δ at @precision into @codes (n × element size), the scale into
  * *@scale_out, with the member stream's error feedback when @feedback. */
 void     rlx_outer_engine_delta_wire (RlxOuterEngine *self, RlxPrecision precision,

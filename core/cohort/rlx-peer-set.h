@@ -56,6 +56,9 @@ typedef struct {
                                  * assignment to the bucket's arrival */
   double          compute_us;   /* the time its share of a step took, smoothed, measured
                                  * as the speed is ("timing" events) */
+  double          inner_us;     /* outer rounds: one inner step's compute as it reports it
+                                 * (the grad's inner_us), never more than its share took
+                                 * over H; smoothed; 0 unknown */
   gint64          last_rx;      /* monotonic µs of the last byte received */
   double          gap_peak_us;  /* longest recent silence, decaying */
   double          rtt_us;       /* heartbeat round trip, smoothed; 0 unknown */

@@ -14,11 +14,14 @@ struct _RlxSyncAuto
   RlxSyncLink      *links;          /* the last inputs' links */
   guint             pending_ranks;  /* what the last due was for */
   double            pending_step;
+  gboolean          pending_local, pending_provisional;
   /* the last choice */
   guint             choices;
   gint64            chosen_at;
   guint             chosen_ranks;
   double            chosen_step;
+  gboolean          chosen_local;        /* every link was on this host */
+  gboolean          chosen_provisional;  /* made before the links and steps were measured */
 };
 
 RlxSyncAuto *
@@ -88,7 +91,7 @@ rlx_sync_auto_due (RlxSyncAuto *self, gint64 now_us, guint n_ranks, guint64 exch
                    RlxSyncInputs *inputs)
 {
   double step;
-  gboolean local, ranks_changed;
+  gboolean local, ranks_changed, provisional = FALSE;
   guint n = 0;
 
   g_return_val_if_fail (self != NULL && inputs != NULL, FALSE);
@@ -97,11 +100,20 @@ rlx_sync_auto_due (RlxSyncAuto *self, gint64 now_us, guint n_ranks, guint64 exch
   ranks_changed = self->choices == 0 || n_ranks != self->chosen_ranks;
   if (!local)
     {
-      if (!rlx_link_estimates_ready (self->est, RLX_SYNC_AUTO_MIN_FRAMES))
-        return FALSE;
-      if (self->steps_noted < RLX_SYNC_AUTO_MIN_STEPS || step <= 0.0)
-        return FALSE;
-      if (!ranks_changed)
+      gboolean ready = rlx_link_estimates_ready (self->est, RLX_SYNC_AUTO_MIN_FRAMES) &&
+                       self->steps_noted >= RLX_SYNC_AUTO_MIN_STEPS && step > 0.0;
+
+      if (!ready)
+        {
+          /* not measured yet: a first choice from what is known (a remote
+           * link, whatever was measured of it and of the step) — unless a
+           * choice from measurements stands */
+          if (self->choices > 0 && !self->chosen_local &&
+              !(self->chosen_provisional && ranks_changed))
+            return FALSE;
+          provisional = TRUE;
+        }
+      else if (!ranks_changed && !self->chosen_provisional && !self->chosen_local)
         {
           gboolean step_moved = step > self->chosen_step * RLX_SYNC_AUTO_DRIFT ||
                                 step < self->chosen_step / RLX_SYNC_AUTO_DRIFT;
@@ -119,10 +131,12 @@ rlx_sync_auto_due (RlxSyncAuto *self, gint64 now_us, guint n_ranks, guint64 exch
   self->links = rlx_link_estimates_sync_links (self->est, &n);
   *inputs = (RlxSyncInputs) {
     .links = self->links, .n_links = n, .n_ranks = n_ranks,
-    .exchange_bytes = exchange_bytes, .step_ms = step, .max_h = 0,
+    .exchange_bytes = exchange_bytes, .step_ms = self->step_n > 0 ? step : 0.0, .max_h = 0,
   };
   self->pending_ranks = n_ranks;
   self->pending_step = step;
+  self->pending_local = local;
+  self->pending_provisional = provisional;
   return TRUE;
 }
 
@@ -135,6 +149,8 @@ rlx_sync_auto_chosen (RlxSyncAuto *self, gint64 now_us)
   self->chosen_at = now_us;
   self->chosen_ranks = self->pending_ranks;
   self->chosen_step = self->pending_step;
+  self->chosen_local = self->pending_local;
+  self->chosen_provisional = self->pending_provisional;
 }
 
 void
@@ -144,6 +160,15 @@ rlx_sync_auto_forget (RlxSyncAuto *self)
   self->choices = 0;
   self->chosen_ranks = 0;
   self->chosen_at = 0;
+  self->chosen_local = FALSE;
+  self->chosen_provisional = FALSE;
+}
+
+gboolean
+rlx_sync_auto_provisional (RlxSyncAuto *self)
+{
+  g_return_val_if_fail (self != NULL, FALSE);
+  return self->choices > 0 && self->chosen_provisional;
 }
 
 guint

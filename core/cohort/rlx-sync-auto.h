@@ -7,21 +7,29 @@
  * coordinator passes those inputs to rlx_coordinator_rechoose_sync.
  *
  * A choice is due
+ *   - at once when a link is remote and not measured yet (the cohort's
+ *     first choice, or the first since every link was on this host): a
+ *     *provisional* one from what is known — the chooser's outer mode at
+ *     RLX_SYNC_PROVISIONAL_H while no step time was noted, with an assumed
+ *     throughput while no frame was timed (rlx-sync-policy.h). The step
+ *     rounds it replaces ran at a few per cent of one rank's speed over a
+ *     slow link, for seconds, only to measure it;
  *   - once every remote link has a round trip and RLX_SYNC_AUTO_MIN_FRAMES
  *     timed frames (or QUIC's rate), and RLX_SYNC_AUTO_MIN_STEPS step times
- *     were noted — until then the cohort runs what it runs (the step mode
- *     at first, whose every step times the links);
+ *     were noted (the first outer rounds measure both) — at once after a
+ *     provisional choice;
  *   - again when the ranks change in number, a link comes or goes, or a
  *     round trip, throughput or the step time moves by more than
  *     RLX_SYNC_AUTO_DRIFT either way since the last choice — but not within
  *     RLX_SYNC_AUTO_HOLD_US of it, unless the ranks changed (one slow
- *     sample must not flap the mode).
+ *     sample must not flap the mode). A choice from measurements stands
+ *     while a new link is being measured.
  * On a cohort whose links all stay on this host a choice is due at once
  * (it is `step`, and nothing needs measuring).
  *
  * The step time is the compute of one inner step of the slowest rank
- * (without waiting for the network); the caller notes it as it learns it
- * (the leader's own compute, the members' reported speeds), smoothed here.
+ * (without waiting for the network, nor the outer round's own work); the
+ * caller notes it as it learns it (rlx-coordinator-auto.c), smoothed here.
  *
  * Threads: the coordinator's (the main context of the links it watches).
  */
@@ -66,6 +74,9 @@ void              rlx_sync_auto_chosen    (RlxSyncAuto *self, gint64 now_us);
 /* Forget the last choice (this node took over as leader, and chose `step`
  * with nothing measured): the next rlx_sync_auto_due is due once ready. */
 void              rlx_sync_auto_forget    (RlxSyncAuto *self);
+/* The last choice was provisional (made before the links and the steps
+ * were measured). */
+gboolean          rlx_sync_auto_provisional (RlxSyncAuto *self);
 /* Choices made so far. */
 guint             rlx_sync_auto_choices   (RlxSyncAuto *self);
 

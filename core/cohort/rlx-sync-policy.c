@@ -189,13 +189,6 @@ rlx_sync_choose (const RlxSyncInputs *in, RlxSyncChoice *out, GError **error)
         worst = l, exchange = cost, worst_rate = r;
     }
 
-  if (members > 0 && worst != NULL && in->step_ms <= 0.0)
-    {
-      g_set_error (error, RLX_SYNC_ERROR, RLX_SYNC_ERROR_INVALID,
-                   "the sync chooser needs the measured step time to weigh a remote link "
-                   "against; measure a few steps first");
-      return FALSE;
-    }
   out->fragments = 1;
   out->exchange_ms = exchange;
   if (members == 0 || worst == NULL)
@@ -211,6 +204,19 @@ rlx_sync_choose (const RlxSyncInputs *in, RlxSyncChoice *out, GError **error)
   rate = rlx_sync_format_rate (worst_rate);
   rtt = rlx_sync_format_ms (worst->rtt_ms);
   ex = rlx_sync_format_ms (exchange);
+  if (in->step_ms <= 0.0)
+    {
+      /* no step measured yet: the outer mode at once, at an H that trains
+       * well, rather than step rounds to measure with (they run at a few
+       * per cent of one rank's speed over such a link) */
+      out->mode = RLX_SYNC_OUTER;
+      out->h = MIN (RLX_SYNC_PROVISIONAL_H, max_h);
+      out->reason = g_strdup_printf ("outer every %u steps until the steps are measured: "
+                                     "link to %s %s%s, %s", out->h, name, rate,
+                                     worst->bytes_per_s > 0.0 ? "" : " (assumed)",
+                                     worst->rtt_ms > 0.0 ? rtt : "round trip not measured yet");
+      return TRUE;
+    }
   step = rlx_sync_format_ms (in->step_ms);
   if (exchange < RLX_SYNC_STEP_FRACTION * in->step_ms)
     {

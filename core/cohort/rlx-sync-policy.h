@@ -26,7 +26,12 @@
  *     yet).
  * A remote link without a throughput estimate yet is taken as
  * RLX_SYNC_UNKNOWN_BYTES_PER_S (a slow home uplink), so `auto` errs on the
- * side of communicating less until it has measured.
+ * side of communicating less until it has measured. With remote links and
+ * no step time measured yet (step_ms 0), the choice is `outer:H` at
+ * RLX_SYNC_PROVISIONAL_H (bounded by the maximum H): a remote link makes
+ * the step mode slow enough (issue 28: 0.02–0.33× one rank) that measuring
+ * with step rounds costs more than a few outer rounds at an H that trains
+ * well; the caller chooses again once the steps are measured.
  *
  * Threads: pure functions; any thread.
  */
@@ -62,6 +67,11 @@ typedef enum {
  * H = 100 loses 1.9 pt and H = 200 3.3 pt at 2 epochs; issue 28's own run
  * saw H = 200 diverge. */
 #define RLX_SYNC_MAX_H                50u
+/* The H of the outer mode before the step is measured (above): between the
+ * H that hides issue 28's 200 Mbit/s link behind mnist-mlp-xl's steps (~30)
+ * and the few that a slow step (a large model) should run before `auto`
+ * measures and chooses again. */
+#define RLX_SYNC_PROVISIONAL_H        20u
 #define RLX_SYNC_MAX_FRAGMENTS        4u
 #define RLX_SYNC_FRAGMENT_MIN_H       25u
 #define RLX_SYNC_FRAGMENT_TRANSFER    4.0
@@ -105,7 +115,7 @@ typedef struct {
   guint              n_links;
   guint              n_ranks;        /* the leader included          */
   guint64            exchange_bytes; /* one array at the wire precision */
-  double             step_ms;        /* measured time of one inner step */
+  double             step_ms;        /* measured time of one inner step (0: not yet) */
   guint              max_h;          /* 0: RLX_SYNC_MAX_H            */
 } RlxSyncInputs;
 
@@ -118,8 +128,8 @@ typedef struct {
 } RlxSyncChoice;
 
 /* Choose (the rule above). FALSE with RLX_SYNC_ERROR_INVALID when an input
- * is out of range (a negative or non-finite time or throughput, no ranks,
- * a step time of 0 with remote links); @out is untouched then. Free the
+ * is out of range (a negative or non-finite time or throughput, no ranks);
+ * @out is untouched then. Free the
  * choice's fields with rlx_sync_choice_clear. */
 gboolean rlx_sync_choose       (const RlxSyncInputs *in, RlxSyncChoice *out, GError **error);
 void     rlx_sync_choice_clear (RlxSyncChoice *choice);

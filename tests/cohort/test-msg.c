@@ -38,7 +38,7 @@ static const Kind kinds[] = {
     "node term step commit base loss samples contributors late rejected lr epoch pos count "
     "members assign" },
   { "{\"t\":\"grad\",\"node\":\"b\",\"term\":1,\"step\":4,\"samples\":8,\"loss\":2.5,"
-    "\"loss_finite\":true,\"compute_us\":120}", "node term step samples loss" },
+    "\"loss_finite\":true,\"compute_us\":120,\"inner_us\":30}", "node term step samples loss" },
   { "{\"t\":\"ack\",\"node\":\"b\",\"term\":1,\"step\":3,\"hash\":\"0123456789abcdef\","
     "\"ohash\":\"fedcba9876543210\"}",
     "node term step hash" },
@@ -243,6 +243,7 @@ test_bounds (void)
     { "step", "lag", "1", "member \"lag\" = 1 without an outer round (h)" },
     { "step", "lag", "2", "member \"lag\" = 2 is outside 0..1" },
     { "grad", "compute_us", "-1", "member \"compute_us\" = -1 is outside 0..9223372036854775807" },
+    { "grad", "inner_us", "-1", "member \"inner_us\" = -1 is outside 0..9223372036854775807" },
     { "grad", "loss_finite", "0", "member \"loss_finite\" is not true or false" },
     { "grad", "refused", s2049, "member \"refused\" is longer than 2048 bytes or not UTF-8" },
     { "heartbeat", "clock", "\"5\"", "member \"clock\" is not an integer" },
@@ -292,9 +293,11 @@ test_defaults (void)
 
   json_object_set_boolean_member (grad, "loss_finite", FALSE);
   json_object_remove_member (grad, "compute_us");
+  json_object_remove_member (grad, "inner_us");
   g_assert_null (parse (grad, &m));
   g_assert_true (isnan (m.u.grad.loss));
   g_assert_cmpint (m.u.grad.compute_us, ==, 0);
+  g_assert_cmpint (m.u.grad.inner_us, ==, 0);
   g_assert_null (m.u.grad.refused);
   rlx_msg_clear (&m);
 

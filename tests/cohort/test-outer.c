@@ -1,14 +1,19 @@
 /* test-outer.c — the outer mode's arithmetic and state (core/cohort/rlx-outer.h):
  * Nesterov's numbers, replicas that agree bit for bit through real wire
  * frames at every precision, error feedback, refusals, and the serialised
- * state's layout and every way it can be broken. */
+ * state's layout and every way it can be broken; and the engine's measure of
+ * one inner step (what `--sync auto` weighs the link against) leaves out
+ * the work run between inner steps. */
 #include "rlx-config.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "core/cohort/rlx-outer.h"
+#include "core/cohort/rlx-outer-engine.h"
+#include "core/rlx-backend.h"
 #include "core/rlx-kernels.h"
+#include "core/vision/rlx-dataset.h"
 #include "core/vision/rlx-model.h"
 
 #define N 3000
@@ -402,6 +407,56 @@ test_parse_errors (void)
     }
 }
 
+/* The leader's sums and finish run between its inner steps (@between):
+ * here a stand-in that takes BETWEEN_US. */
+#define BETWEEN_US (100 * 1000)
+
+static void
+slow_between (gpointer data)
+{
+  (*(guint *) data)++;
+  g_usleep (BETWEEN_US);
+}
+
+/* A real round (mnist-mlp on the CPU, 4 inner steps of 16 samples): the
+ * inner step it reports is the steps' own compute, not the 3 × 100 ms run
+ * between them (counted in, it would read ≥ 75 ms a step; mnist-mlp's
+ * step at 16 samples takes well under a millisecond alone). */
+static void
+test_inner_time (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(RlxDataset) dataset = rlx_dataset_open ("synthetic", 0, &error);
+  const RlxModel *model = rlx_model_get (RLX_MODEL_MNIST_MLP);
+  g_autoptr(RlxBackend) backend = NULL;
+  g_autofree float *params = g_new (float, model->n_params);
+  RlxOuterEngine *e = rlx_outer_engine_new (model->n_params);
+  RlxOuterSettings s = { .h = 4, .lr = 0.7, .momentum = 0.9, .inner_lr = 0.05, .lag = 0 };
+  guint32 idx[64];
+  guint calls = 0;
+  gint64 t0;
+  float loss = 0;
+
+  g_assert_no_error (error);
+  backend = rlx_backend_resolve ("cpu", model, dataset, 64, &error);
+  g_assert_no_error (error);
+  rlx_model_init_params (model, 1, params);
+  g_assert_true (rlx_backend_load_params (backend, params, &error));
+  for (guint i = 0; i < G_N_ELEMENTS (idx); i++)
+    idx[i] = i;
+  g_assert_cmpfloat (rlx_outer_engine_inner_us (e), ==, 0.0);
+  t0 = g_get_monotonic_time ();
+  g_assert_true (rlx_outer_engine_local (e, backend, 1, idx, G_N_ELEMENTS (idx), &s,
+                                         slow_between, &calls, &loss, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (calls, ==, 3);
+  g_assert_cmpint (g_get_monotonic_time () - t0, >=, 3 * BETWEEN_US);
+  g_test_message ("one inner step: %.0f us", rlx_outer_engine_inner_us (e));
+  g_assert_cmpfloat (rlx_outer_engine_inner_us (e), >, 0.0);
+  g_assert_cmpfloat (rlx_outer_engine_inner_us (e), <, BETWEEN_US / 2);
+  rlx_outer_engine_free (e);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -414,5 +469,6 @@ main (int argc, char **argv)
   g_test_add_func ("/outer/refuse", test_refuse);
   g_test_add_func ("/outer/serialise", test_serialise);
   g_test_add_func ("/outer/parse-errors", test_parse_errors);
+  g_test_add_func ("/outer/inner-time", test_inner_time);
   return g_test_run ();
 }

@@ -4,11 +4,14 @@
  * On an unshaped local bus auto keeps the step mode and says why (every
  * link stays on this host). Over the slow-link wrapper of issue 28
  * (RLX_LINK_SHAPE delay=25ms,rate=25MB/s on every node: 50 ms round trip,
- * 25 MB/s each way) the leader measures the link from the traffic itself,
- * picks the outer mode with an H no larger than RLX_SYNC_MAX_H, and says
- * why, naming the link's measured figures; the cohort then trains in outer
- * rounds with no false timeouts (no member lost, late or timed out, nobody
- * rejoining), and every rank ends with the same hash.
+ * 25 MB/s each way) the leader goes to the outer mode at once, from its
+ * first round (MAX_STEP_ROUNDS), provisionally,
+ * then measures the link from the traffic itself and picks H again while
+ * the cohort trains (its round trip comes with the heartbeats, every
+ * 500 ms), no larger than RLX_SYNC_MAX_H, saying why and naming
+ * the link's measured figures; the cohort trains in outer rounds with no
+ * false timeouts (no member lost, late or timed out, nobody rejoining), and
+ * every rank ends with the same hash.
  */
 #include "rlx-config.h"
 #include "cohort-harness.h"
@@ -17,6 +20,12 @@
 #include <string.h>
 
 #include "core/cohort/rlx-sync-policy.h"
+
+/* Step rounds the leader may run over the slow link before its first outer
+ * round: none, as its first rounds begin with the member's link known to be
+ * remote (before the provisional choice it ran RLX_SYNC_AUTO_MIN_STEPS and
+ * more, to measure with). */
+#define MAX_STEP_ROUNDS  0u
 
 /* Events of @n named @name, but for members that said goodbye ("bye …":
  * a rank that finished its steps). */
@@ -111,9 +120,9 @@ test_slow_link_goes_outer (void)
   Harness *h = harness_new ();
   Node *n[2];
   const char *leader_id;
-  JsonObject *chose = NULL;
-  guint outer_rounds = 0;
-  int e;
+  JsonObject *chose = NULL, *first = NULL;
+  guint outer_rounds = 0, step_rounds = 0, outer_before = 0;
+  int e, e_chose = -1;
 
   harness_setenv (h, "RLX_LINK_SHAPE", "delay=25ms,rate=25MB/s");
   for (guint i = 0; i < 2; i++)
@@ -133,16 +142,50 @@ test_slow_link_goes_outer (void)
   leader_first (n);
   leader_id = node_id (n[0]);
   g_assert_nonnull (leader_id);
-  /* the leader chose the outer mode, from the link it measured */
+  /* the leader chose the outer mode at once (provisionally), then again
+   * from the link it measured */
   for (e = node_find_event (n[0], "sync", 0); e >= 0; e = node_find_event (n[0], "sync", e + 1))
-    if (g_strcmp0 (ev_str (node_ev (n[0], e), "mode"), "outer") == 0 && chose == NULL)
-      chose = node_ev (n[0], e);
-  if (chose == NULL)
+    {
+      JsonObject *o = node_ev (n[0], e);
+
+      if (g_strcmp0 (ev_str (o, "mode"), "outer") != 0)
+        continue;
+      if (first == NULL)
+        first = o;
+      if (chose == NULL && strstr (ev_str (o, "reason"), "until the steps are measured") == NULL)
+        chose = o, e_chose = e;
+    }
+  if (first == NULL || chose == NULL)
     {
       harness_dump (h);
-      g_error ("auto never chose the outer mode over a 50 ms, 25 MB/s link");
+      g_error ("auto never chose the outer mode over a 50 ms, 25 MB/s link%s",
+               first != NULL ? " from measurements" : "");
     }
+  g_test_message ("first: %s", ev_str (first, "reason"));
   g_test_message ("chose: %s", ev_str (chose, "reason"));
+  /* how soon: the step rounds the leader committed before its first outer
+   * one, and the outer rounds committed before it chose from measurements
+   * (its events come in order) */
+  for (e = node_find_event (n[0], "step", 0); e >= 0; e = node_find_event (n[0], "step", e + 1))
+    {
+      if (g_strcmp0 (ev_str (node_ev (n[0], e), "sync"), "outer") != 0)
+        {
+          if (outer_before == 0)
+            step_rounds++;
+        }
+      else if (e < e_chose)
+        outer_before++;
+    }
+  g_test_message ("%u step rounds, then %u outer rounds at H %u before H %" G_GINT64_FORMAT,
+                  step_rounds, outer_before, RLX_SYNC_PROVISIONAL_H, ev_int (chose, "h"));
+  if (step_rounds > MAX_STEP_ROUNDS)
+    {
+      harness_dump (h);
+      g_error ("auto ran %u step rounds (at most %u) over the slow link before the outer "
+               "mode", step_rounds, MAX_STEP_ROUNDS);
+    }
+  g_assert_nonnull (strstr (ev_str (first, "reason"), "until the steps are measured"));
+  g_assert_cmpint (ev_int (first, "h"), ==, RLX_SYNC_PROVISIONAL_H);
   g_assert_cmpint (ev_int (chose, "h"), >, 1);
   g_assert_cmpint (ev_int (chose, "h"), <=, RLX_SYNC_MAX_H);
   g_assert_nonnull (strstr (ev_str (chose, "reason"), "outer every"));

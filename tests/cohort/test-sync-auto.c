@@ -1,8 +1,11 @@
 /* test-sync-auto.c — when `--sync auto` chooses (core/cohort/rlx-sync-auto.h):
- * at once on one host; over a slow link only once the links and the step
- * are measured; again when the ranks change, or the link moves (not within
- * the hold); and over every link of issue 28's table, never an H above the
- * bound that trains (RLX_SYNC_MAX_H). */
+ * at once on one host; over a slow link at once too, provisionally (the
+ * outer mode before anything is measured), then again — without waiting
+ * for the hold — once the links and the step are measured; again when the
+ * ranks change, or the link moves (not within the hold), but not for a new
+ * link not measured yet while a measured choice stands; and over every link
+ * of issue 28's table, never an H above the bound that trains
+ * (RLX_SYNC_MAX_H). */
 #include "rlx-config.h"
 
 #include <math.h>
@@ -66,6 +69,15 @@ test_one_host (void)
   rlx_sync_auto_chosen (a, 2000);
   g_assert_false (rlx_sync_auto_due (a, 3000, 3, XL_F32, &in));
   g_assert_cmpuint (rlx_sync_auto_choices (a), ==, 2);
+  /* a member over a remote link joins: a provisional outer choice at once */
+  rlx_link_estimates_add (rlx_sync_auto_estimates (a), "far", FALSE);
+  g_assert_true (rlx_sync_auto_due (a, 4000, 4, XL_F32, &in));
+  c = choose (&in);
+  g_assert_cmpint (c.mode, ==, RLX_SYNC_OUTER);
+  g_assert_cmpuint (c.h, ==, RLX_SYNC_PROVISIONAL_H);
+  rlx_sync_choice_clear (&c);
+  rlx_sync_auto_chosen (a, 4000);
+  g_assert_true (rlx_sync_auto_provisional (a));
 }
 
 static void
@@ -80,7 +92,22 @@ test_slow_link (void)
   guint h1;
 
   rlx_link_estimates_add (est, "host-b", FALSE);
-  g_assert_false (rlx_sync_auto_due (a, 0, 2, XL_F32, &in));
+  /* nothing measured: the outer mode at once, provisionally, from what is
+   * known (a remote link) rather than step rounds to measure with */
+  g_assert_true (rlx_sync_auto_due (a, 0, 2, XL_F32, &in));
+  g_assert_cmpfloat (in.step_ms, ==, 0.0);
+  c = choose (&in);
+  g_assert_cmpint (c.mode, ==, RLX_SYNC_OUTER);
+  g_assert_cmpuint (c.h, ==, RLX_SYNC_PROVISIONAL_H);
+  if (strstr (c.reason, "until the steps are measured") == NULL ||
+      strstr (c.reason, "(assumed)") == NULL ||
+      strstr (c.reason, "round trip not measured yet") == NULL)
+    g_error ("reason \"%s\" does not say the choice is provisional", c.reason);
+  rlx_sync_choice_clear (&c);
+  rlx_sync_auto_chosen (a, 0);
+  g_assert_true (rlx_sync_auto_provisional (a));
+  /* and not again while nothing more is known */
+  g_assert_false (rlx_sync_auto_due (a, 1, 2, XL_F32, &in));
   /* the step time first: two steps are not enough */
   rlx_sync_auto_note_step (a, 140.0);
   rlx_sync_auto_note_step (a, NAN);
@@ -93,6 +120,8 @@ test_slow_link (void)
   feed_frame (est, "host-b", 32, 25e6, &t, &b);
   g_assert_false (rlx_sync_auto_due (a, t, 2, XL_F32, &in));        /* two steps */
   rlx_sync_auto_note_step (a, 141.0);
+  /* measured: due at once, though within the hold of the provisional choice */
+  g_assert_cmpint (t, <, RLX_SYNC_AUTO_HOLD_US);
   g_assert_true (rlx_sync_auto_due (a, t, 2, XL_F32, &in));
   /* (as if the second frame had not come) */
   {
@@ -104,7 +133,17 @@ test_slow_link (void)
     for (guint i = 0; i < 3; i++)
       rlx_sync_auto_note_step (early, 141.0);
     rlx_link_estimates_add (e2, "host-b", FALSE);
-    g_assert_false (rlx_sync_auto_due (early, 0, 2, XL_F32, &in));  /* nothing measured */
+    /* the link not measured: provisional, with the step time known and
+     * the throughput assumed (a slow uplink: the most H that trains) */
+    g_assert_true (rlx_sync_auto_due (early, 0, 2, XL_F32, &in));
+    g_assert_cmpfloat (in.step_ms, ==, 141.0);
+    c = choose (&in);
+    g_assert_cmpint (c.mode, ==, RLX_SYNC_OUTER);
+    g_assert_cmpuint (c.h, ==, RLX_SYNC_MAX_H);
+    g_assert_nonnull (strstr (c.reason, "(assumed)"));
+    rlx_sync_choice_clear (&c);
+    rlx_sync_auto_chosen (early, 0);
+    g_assert_false (rlx_sync_auto_due (early, 0, 2, XL_F32, &in));  /* nothing new */
     feed_frame (e2, "host-b", 32, 25e6, &t2, &b2);
     feed_frame (e2, "host-b", 32, 25e6, &t2, &b2);
     g_assert_false (rlx_sync_auto_due (early, t2, 2, XL_F32, &in)); /* no round trip */
@@ -152,8 +191,12 @@ test_slow_link (void)
   g_assert_true (rlx_sync_auto_due (a, now + RLX_SYNC_AUTO_HOLD_US, 2, XL_F32, &in));
   rlx_sync_auto_chosen (a, now + RLX_SYNC_AUTO_HOLD_US);
   now += RLX_SYNC_AUTO_HOLD_US;
-  /* a member joins (its link is measured): due at once, hold or not */
+  /* a member joins: while its link is not measured, the measured choice
+   * stands (no provisional one over it) */
   rlx_link_estimates_add (est, "host-c", FALSE);
+  g_assert_false (rlx_sync_auto_due (a, now + 1, 3, XL_F32, &in));
+  g_assert_false (rlx_sync_auto_provisional (a));
+  /* once its link is measured: due at once, hold or not */
   rlx_link_estimates_rtt (est, "host-c", 30000, RLX_LINK_RTT_HEARTBEAT);
   feed_frame (est, "host-c", 32, 25e6, &t, &b);
   feed_frame (est, "host-c", 32, 25e6, &t, &b);

@@ -112,6 +112,15 @@ static const Case cases[] = {
   /* no estimate yet: assumed slow */
   { "unmeasured", FALSE, 40, 0, 2, MLP_F32, MLP_STEP, RLX_SYNC_OUTER, 4, RLX_SYNC_MAX_H, 0,
     "1.0 MB/s (assumed), 40 ms; the 854 ms exchange does not hide behind 50 steps" },
+  /* no step measured yet: the outer mode at once, provisionally */
+  { "no step yet", FALSE, 51, 24e6, 2, XL_F32, 0, RLX_SYNC_OUTER, RLX_SYNC_PROVISIONAL_H,
+    RLX_SYNC_PROVISIONAL_H, 1,
+    "outer every 20 steps until the steps are measured: link to host-b 24 MB/s, 51 ms" },
+  { "nothing yet", FALSE, 0, 0, 2, MLP_F32, 0, RLX_SYNC_OUTER, RLX_SYNC_PROVISIONAL_H,
+    RLX_SYNC_PROVISIONAL_H, 1, "1.0 MB/s (assumed), round trip not measured yet" },
+  /* ... but never for links that stay on this host */
+  { "no step, local", TRUE, 0.02, 5e9, 2, XL_F32, 0, RLX_SYNC_STEP, 1, 1, 1,
+    "every link stays on this host" },
 };
 
 static void
@@ -180,7 +189,7 @@ test_bad_inputs (void)
   static const struct { double rtt, rate, step; guint ranks; const char *says; } bad[] = {
     { NAN, 1e6, 10, 2, "round trip" }, { -1, 1e6, 10, 2, "round trip" },
     { 10, -5, 10, 2, "throughput" }, { 10, INFINITY, 10, 2, "throughput" },
-    { 10, 1e6, NAN, 2, "step time" }, { 10, 1e6, 0, 2, "measure a few steps" },
+    { 10, 1e6, NAN, 2, "step time" }, { 10, 1e6, -1, 2, "step time" },
     { 10, 1e6, 10, 0, "0 ranks" },
   };
 

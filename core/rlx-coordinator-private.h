@@ -131,6 +131,10 @@ struct _RlxCoordinator {
    * itself (rlx_coordinator_leader_lost); bounded by successor_id */
   gboolean         awaiting_successor;
   guint            successor_id;
+  /* a leader whose claim (members, steps) would have made our group yield
+   * but could not be checked: reported once, checked again as peers say
+   * hello (rlx_coordinator_merge_with; issue 29, item 9) */
+  char            *claim_doubted;
   GCancellable    *cancellable;
   /* the test-accuracy measurements (evaluate_every) running on threads of
    * their own, and what stops them: a leave cancels it and completes only
@@ -292,5 +296,7 @@ gboolean rlx_coordinator_successor_check (RlxCoordinator *self, RlxPeer *p);
 void rlx_coordinator_merge_with (RlxCoordinator *self, RlxPeer *p, guint sent_members,
                                  guint64 sent_step);
 void rlx_coordinator_on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *lm);
+/* A claim doubted earlier, checked again (a peer said hello). */
+void rlx_coordinator_recheck_claim (RlxCoordinator *self);
 
 G_END_DECLS

@@ -547,14 +547,123 @@ rlx_coordinator_leader_lost (RlxCoordinator *self, const char *old, const char *
     }
 }
 
+static void relay_leader (RlxCoordinator *self, GPtrArray *ids, RlxMsgLeader *lm, RlxPeer *skip);
+
+/* @p's claim to lead a group (its hello's members and steps) as far as
+ * this node can check it: the members it sees following @p, and their
+ * steps (rlx_leadership_check_claim). */
+static RlxGroupInfo
+checked_claim (RlxCoordinator *self, RlxPeer *p, guint *seen_out)
+{
+  RlxGroupInfo claimed = { p->id, p->members, p->step };
+  guint seen = 1;
+  guint64 backed = 0;
+
+  for (guint i = 0; i < rlx_peer_set_size (self->peers); i++)
+    {
+      RlxPeer *q = rlx_peer_set_nth (self->peers, i);
+
+      if (q == p || !q->ready || q->refused || q->id == NULL || q->role != RLX_ROLE_MEMBER ||
+          g_strcmp0 (q->leader, p->id) != 0)
+        continue;
+      seen++;
+      backed = MAX (backed, q->step);
+    }
+  *seen_out = seen;
+  return rlx_leadership_check_claim (&claimed, seen, backed);
+}
+
+/* Our group does not yield to a claim it cannot check: reported once per
+ * claimant, and checked again as peers say hello (a healed split's other
+ * members may link a moment after their leader). */
+static void
+doubt_claim (RlxCoordinator *self, RlxPeer *p, const RlxGroupInfo *mine, const RlxGroupInfo *checked,
+             guint seen)
+{
+  RlxEvent *e;
+
+  if (g_strcmp0 (self->claim_doubted, p->id) == 0)
+    return;
+  g_free (self->claim_doubted);
+  self->claim_doubted = g_strdup (p->id);
+  e = rlx_event_new (RLX_EVENT_REJECTED);
+  e->u.rejected.node = g_strdup (p->id);
+  e->u.rejected.by = g_strdup (self->node_id);
+  e->u.rejected.reason = g_strdup_printf (
+      "a claim to lead %u members at step %" G_GUINT64_FORMAT " that this node cannot check: "
+      "it sees %u of them (%u following it), and counts their steps up to %" G_GUINT64_FORMAT
+      "; by what it can check, this group (%u members, step %" G_GUINT64_FORMAT ") is kept, "
+      "so it does not yield", p->members, p->step, seen, seen - 1, checked->step,
+      mine->members, mine->step);
+  rlx_coordinator_emit_event (self, e);
+}
+
+/* Our group yields to @p's (by the rule, its claim checked). @lm: its
+ * announcement, when it already came (then the nodes that followed us are
+ * told now: no other announcement will come). */
+static void
+yield_to (RlxCoordinator *self, RlxPeer *p, const RlxGroupInfo *mine, const RlxGroupInfo *theirs,
+          RlxMsgLeader *lm)
+{
+  GPtrArray *former = str_array_copy (members (self));
+  const char *why = rlx_leadership_merge_reason (mine, theirs);
+
+  g_clear_pointer (&self->claim_doubted, g_free);
+  str_array_remove (former, self->node_id);
+  rlx_lineage_yield (self->lineage,
+                     g_strdup_printf ("two groups of cohort %s met; the one with %s "
+                                      "(led by %s) is kept", self->cohort, why, p->id),
+                     former);
+  rlx_coordinator_transition (self, RLX_ROLE_JOINING, p->id,
+                              MAX (p->term, rlx_leadership_get_term (self->lead)), "merge");
+  if (lm)
+    {
+      g_autoptr(GPtrArray) told = rlx_lineage_take_former (self->lineage);
+      relay_leader (self, told, lm, p);
+    }
+}
+
+void
+rlx_coordinator_recheck_claim (RlxCoordinator *self)
+{
+  RlxPeer *p = rlx_peer_set_lookup (self->peers, self->claim_doubted);
+  RlxGroupInfo mine, theirs;
+  RlxMsgLeader lm = { 0 };
+  guint seen;
+
+  if (p == NULL || !p->ready || p->role != RLX_ROLE_LEADER)
+    {
+      g_clear_pointer (&self->claim_doubted, g_free);
+      return;
+    }
+  mine = (RlxGroupInfo) { self->node_id, p->sent_noted ? p->sent_members : members (self)->len,
+                          p->sent_noted ? p->sent_step : applied (self) };
+  theirs = checked_claim (self, p, &seen);
+  if (rlx_leadership_merge_compare (&mine, &theirs) > 0)
+    return;
+  /* It checks out now. Its announcement came while we doubted it if its
+   * term is above ours: our nodes are told at once. */
+  lm.leader = p->id;
+  lm.term = p->term;
+  lm.step = p->step;
+  yield_to (self, p, &mine, &theirs,
+            p->term > rlx_leadership_get_term (self->lead) ? &lm : NULL);
+}
+
+/* Two leaders met (@p's hello). The rule is applied to the numbers both
+ * hellos carried, so both sides reach one verdict — except that a claim
+ * that would make our group yield counts only as far as this node can
+ * check it (issue 29, item 9): the members it sees following @p, their
+ * steps. */
 void
 rlx_coordinator_merge_with (RlxCoordinator *self, RlxPeer *p, guint sent_members, guint64 sent_step)
 {
   RlxGroupInfo mine = { self->node_id, sent_members, sent_step };
-  RlxGroupInfo theirs = { p->id, p->members, p->step };
-  const char *why = rlx_leadership_merge_reason (&mine, &theirs);
+  RlxGroupInfo claimed = { p->id, p->members, p->step };
+  RlxGroupInfo theirs;
+  guint seen;
 
-  if (rlx_leadership_merge_compare (&mine, &theirs) > 0)
+  if (rlx_leadership_merge_compare (&mine, &claimed) > 0)
     {
       /* We are kept: a new term above both, so every node of the other
        * group follows us. */
@@ -564,19 +673,13 @@ rlx_coordinator_merge_with (RlxCoordinator *self, RlxPeer *p, guint sent_members
       /* The round in flight goes on under the new term. */
       rlx_leader_abandon_round (self->leader);
       rlx_leader_publish (self->leader, FALSE);
+      return;
     }
+  theirs = checked_claim (self, p, &seen);
+  if (rlx_leadership_merge_compare (&mine, &theirs) > 0)
+    doubt_claim (self, p, &mine, &theirs, seen);
   else
-    {
-      GPtrArray *former = str_array_copy (members (self));
-
-      str_array_remove (former, self->node_id);
-      rlx_lineage_yield (self->lineage,
-                         g_strdup_printf ("two groups of cohort %s met; the one with %s "
-                                          "(led by %s) is kept", self->cohort, why, p->id),
-                         former);
-      rlx_coordinator_transition (self, RLX_ROLE_JOINING, p->id,
-                                  MAX (p->term, rlx_leadership_get_term (self->lead)), "merge");
-    }
+    yield_to (self, p, &mine, &theirs, NULL);
 }
 
 /* Tell @ids (who followed us) that @lm's leader leads now. */
@@ -638,8 +741,17 @@ rlx_coordinator_on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *l
         {
           /* A leader from outside our cohort (a merge): its state is not
            * ours, join it through a snapshot (we may not even have a link
-           * to it yet: joining looks for it). Else: a failover. */
-          if (!rlx_leadership_has_member (self->lead, lid))
+           * to it yet: joining looks for it). Else: a failover. Only our
+           * own leader (relaying a merge it lost) moves us to another
+           * group while it is in reach: an announcement of anyone else's
+           * is a claim our leader judges (issue 29, item 9). */
+          if (!rlx_leadership_has_member (self->lead, lid) &&
+              g_strcmp0 (p->id, rlx_leadership_get_leader (self->lead)) != 0 &&
+              rlx_peer_set_lookup (self->peers, rlx_leadership_get_leader (self->lead)))
+            g_debug ("%s announces %s (term %" G_GUINT64_FORMAT "), from outside our cohort: "
+                     "our leader %s judges it", p->id, lid, lm->term,
+                     rlx_leadership_get_leader (self->lead));
+          else if (!rlx_leadership_has_member (self->lead, lid))
             {
               rlx_lineage_change (self->lineage);
               rlx_coordinator_transition (self, RLX_ROLE_JOINING, lid, lm->term, "merge");
@@ -652,6 +764,24 @@ rlx_coordinator_on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *l
         }
       break;
     case RLX_ROLE_LEADER:
+      /* A leader from outside our group announcing itself (a merge): the
+       * merge rule decides, its claim checked — an announcement alone never
+       * makes our group yield (issue 29, item 9). */
+      if (lp && !rlx_leadership_has_member (self->lead, lid) &&
+          (lm->term > term || strcmp (lid, self->node_id) < 0))
+        {
+          RlxGroupInfo mine = { self->node_id,
+                                lp->sent_noted ? lp->sent_members : members (self)->len,
+                                lp->sent_noted ? lp->sent_step : applied (self) };
+          guint seen;
+          RlxGroupInfo theirs = checked_claim (self, lp, &seen);
+
+          if (rlx_leadership_merge_compare (&mine, &theirs) > 0)
+            doubt_claim (self, lp, &mine, &theirs, seen);
+          else
+            yield_to (self, lp, &mine, &theirs, lm);
+          break;
+        }
       /* A newer term always wins; two leaders of one term: the smaller id
        * keeps it. */
       if (lp && (lm->term > term || strcmp (lid, self->node_id) < 0))

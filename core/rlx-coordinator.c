@@ -124,6 +124,8 @@ on_peer_ready (RlxPeerSet *set, RlxPeer *p, RlxMsg *hello, gpointer user_data)
     rlx_coordinator_send_join (self, "join");
   if (rlx_leadership_has_member (self->lead, p->id))
     rlx_coordinator_roster_sync (self);
+  if (self->claim_doubted && role (self) == RLX_ROLE_LEADER)
+    rlx_coordinator_recheck_claim (self);
   rlx_coordinator_auto_peer_ready (self, p);
 out:
   BUSY_END;
@@ -365,6 +367,10 @@ fill_hello (RlxMsgHello *h, gpointer user_data)
   h->term = rlx_leadership_get_term (self->lead);
   h->step = applied (self);
   h->members = (r == RLX_ROLE_LEADER || r == RLX_ROLE_MEMBER) ? members (self)->len : 0;
+  if (r == RLX_ROLE_LEADER && self->ctx.faults.claim_members)
+    h->members = self->ctx.faults.claim_members;
+  if (r == RLX_ROLE_LEADER && self->ctx.faults.claim_step)
+    h->step = self->ctx.faults.claim_step;
   h->checkpoint = self->resume.params ? self->resume.step : 0;
   h->join_only = self->join_only;
 }
@@ -587,6 +593,7 @@ rlx_coordinator_finalize (GObject *object)
   g_clear_pointer (&self->stats, rlx_round_stats_free);
   g_clear_pointer (&self->ctx.sync, rlx_sync_state_free);
   g_clear_pointer (&self->links_text, g_free);
+  g_clear_pointer (&self->claim_doubted, g_free);
   g_clear_object (&self->lead);
   g_clear_object (&self->cancellable);
   g_clear_object (&self->eval_cancel);
@@ -929,6 +936,10 @@ rlx_coordinator_add_link (RlxCoordinator *self, RlxLink *link)
       p->sent_noted = TRUE;
       p->sent_members = role (self) == RLX_ROLE_LEADER ? members (self)->len : 0;
       p->sent_step = applied (self);
+      if (role (self) == RLX_ROLE_LEADER && self->ctx.faults.claim_members)
+        p->sent_members = self->ctx.faults.claim_members;   /* a liar judges by its lies */
+      if (role (self) == RLX_ROLE_LEADER && self->ctx.faults.claim_step)
+        p->sent_step = self->ctx.faults.claim_step;
     }
 }
 

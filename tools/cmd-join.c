@@ -414,7 +414,7 @@ rlx_cmd_join (int argc, char **argv)
   g_autofree char *stall_s = NULL, *die_s = NULL, *partition_s = NULL, *log_max_s = NULL;
   g_autofree char *sync_s = NULL, *outer_lr_s = NULL, *outer_mom_s = NULL, *mom_s = NULL;
   gboolean join_only = FALSE, show_invite = FALSE, control_stdin = FALSE, claim_fast = FALSE;
-  g_autofree char *invite_out = NULL;
+  g_autofree char *invite_out = NULL, *claim_members_s = NULL, *claim_step_s = NULL;
   GOptionEntry entries[] = {
     { "local", 0, 0, G_OPTION_ARG_NONE, &local, "the cohort on this machine (the local bus; the default)", NULL },
     { "cohort", 0, 0, G_OPTION_ARG_STRING, &cohort, "cohort name (default: default)", "NAME" },
@@ -451,6 +451,8 @@ rlx_cmd_join (int argc, char **argv)
     { "fault-die-at", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &die_s, "test switch: as the leader, send step N's commit to all but the next leader, then die", "N" },
     { "fault-partition", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &partition_s, "test switch: while FILE exists, only the node ids on our line of it are reachable", "FILE" },
     { "fault-claim-fast", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &claim_fast, "test switch: every gradient claims it took 1 µs (a member lying about its speed)", NULL },
+    { "fault-claim-members", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &claim_members_s, "test switch: as a leader, every hello claims N members (a leader lying to win a merge)", "N" },
+    { "fault-claim-step", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &claim_step_s, "test switch: as a leader, every hello claims step N committed", "N" },
     { "fault-slow-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &slow_s, "test switch: every gradient takes MS longer (on the compute thread)", "MS" },
     { "fault-eval-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &eval_ms_s, "test switch: every test-accuracy evaluation passes over the test split until it ran MS (a leave still stops it)", "MS" },
     { "deadline-floor-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &deadline_s, "shortest collect deadline", "MS" },
@@ -469,7 +471,7 @@ rlx_cmd_join (int argc, char **argv)
   guint64 batch = 32, steps = 0, seed = 0, wait = 1, ckpt = 100, fault = 0, deadline = 0, hb = 0;
   guint64 mom_at = 0;
   guint64 slow_ms = 0, inf_from = 0, hash_at = 0, eval_every = 0, stall_step = 0, stall_ms = 0;
-  guint64 die_at = 0, log_max = 0, eval_ms = 0;
+  guint64 die_at = 0, log_max = 0, eval_ms = 0, claim_members = 0, claim_step = 0;
   guint64 threads = 0;
   double lr = 0.05;
   guint sigint_id, sigterm_id, sigusr1_id;
@@ -523,6 +525,8 @@ rlx_cmd_join (int argc, char **argv)
       !rlx_cli_uint (sub, "--fault-momentum", mom_s, 1, G_MAXINT64, &mom_at) ||
       !rlx_cli_uint (sub, "--evaluate-every", eval_s, 1, G_MAXUINT32, &eval_every) ||
       !rlx_cli_uint (sub, "--fault-die-at", die_s, 1, G_MAXINT64, &die_at) ||
+      !rlx_cli_uint (sub, "--fault-claim-members", claim_members_s, 1, G_MAXUINT32, &claim_members) ||
+      !rlx_cli_uint (sub, "--fault-claim-step", claim_step_s, 1, G_MAXINT64, &claim_step) ||
       !rlx_cli_uint (sub, "--deadline-floor-ms", deadline_s, 1, 600000, &deadline) ||
       !rlx_cli_uint (sub, "--heartbeat-timeout-ms", hb_s, 100, 600000, &hb) ||
       !rlx_cli_uint (sub, "--log-max-bytes", log_max_s, 4096, G_MAXINT64, &log_max))
@@ -615,6 +619,8 @@ rlx_cmd_join (int argc, char **argv)
   switches.faults.die_at = die_at;
   switches.faults.claim_fast = claim_fast;
   switches.faults.eval_ms = (guint) eval_ms;
+  switches.faults.claim_members = (guint) claim_members;
+  switches.faults.claim_step = claim_step;
   node = rlx_node_new (&cfg, &error);
   if (node == NULL)
     return rlx_cli_fail (sub, RLX_EXIT_USAGE, "%s (see rlx-rank join --help)", error->message);

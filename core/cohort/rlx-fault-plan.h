@@ -42,6 +42,9 @@ typedef struct {
                          * until it ran this long, inside BLAS as a real one is; a
                          * leave still stops it: the test of leaving while an
                          * evaluation runs; 0: off */
+  guint    claim_members;  /* as a leader, every hello claims this many members; 0: off */
+  guint64  claim_step;     /* ... and this committed step; 0: off (a leader lying to win
+                            * the merge rule, issue 29 item 9) */
 } RlxFaultPlan;
 
 /* The fault the gradient of @step gets (NaN wins over Inf). */

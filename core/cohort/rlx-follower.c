@@ -428,6 +428,11 @@ rlx_follower_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m)
     {
       if (s->term == term && strcmp (p->id, ctx->node_id) > 0)
         return;
+      /* A leader from outside our group: only the merge rule, with its
+       * claim checked, makes us yield (rlx_coordinator_merge_with), never
+       * a step frame (issue 29, item 9). */
+      if (!rlx_leadership_has_member (ctx->lead, p->id))
+        return;
       /* A leader of a newer term (or a more senior one of ours). */
       transition (self, RLX_ROLE_JOINING, p->id, s->term, "another leader took over");
       return;
@@ -435,9 +440,12 @@ rlx_follower_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m)
   if (role (self) == RLX_ROLE_MEMBER &&
       (s->term > term || g_strcmp0 (rlx_leadership_get_leader (ctx->lead), p->id) != 0))
     {
+      if (!rlx_leadership_has_member (ctx->lead, p->id) &&
+          rlx_peer_set_lookup (ctx->peers, rlx_leadership_get_leader (ctx->lead)))
+        return;   /* from outside our cohort while our leader is in reach: it judges merges */
       if (!rlx_leadership_has_member (ctx->lead, p->id))
         {
-          /* A leader from outside our cohort (a merge): join it. */
+          /* A leader from outside our cohort (a merge), ours gone: join it. */
           rlx_lineage_change (ctx->lineage);
           transition (self, RLX_ROLE_JOINING, p->id, s->term, "merge");
           return;

@@ -163,6 +163,17 @@ rlx_leadership_merge_compare (const RlxGroupInfo *a, const RlxGroupInfo *b)
   return -strcmp (a->leader, b->leader);
 }
 
+RlxGroupInfo
+rlx_leadership_check_claim (const RlxGroupInfo *claimed, guint seen, guint64 backed)
+{
+  RlxGroupInfo c = *claimed;
+
+  c.members = MIN (c.members, MAX (seen, 1));
+  if (seen > 1 && backed <= (G_MAXUINT64 - RLX_CLAIM_STEP_SLACK) / 2)
+    c.step = MIN (c.step, 2 * backed + RLX_CLAIM_STEP_SLACK);
+  return c;
+}
+
 const char *
 rlx_leadership_merge_reason (const RlxGroupInfo *a, const RlxGroupInfo *b)
 {

@@ -73,4 +73,15 @@ int            rlx_leadership_merge_compare (const RlxGroupInfo *a, const RlxGro
  * of the rule that decided between @a and @b. */
 const char    *rlx_leadership_merge_reason  (const RlxGroupInfo *a, const RlxGroupInfo *b);
 
+/* What of a group's claim (@claimed: its leader's hello) a node can check
+ * (issue 29, item 9; docs/PROTOCOL.md, "Split and merge"): @seen, the
+ * members it sees in that group (the leader and every peer whose own hello
+ * says it follows that leader), and @backed, the newest step one of those
+ * followers said it holds. The members count up to @seen; the committed
+ * steps, with a follower, up to 2 × @backed + RLX_CLAIM_STEP_SLACK (hellos
+ * are not all sent at the same moment); a group of one's steps are its own
+ * word (there is nobody to back them, and nothing but one node to lose). */
+#define RLX_CLAIM_STEP_SLACK 1024
+RlxGroupInfo   rlx_leadership_check_claim (const RlxGroupInfo *claimed, guint seen, guint64 backed);
+
 G_END_DECLS

@@ -87,6 +87,21 @@ test_merge_rule (void)
   g_assert_cmpint (rlx_leadership_merge_compare (&small, &tie), >, 0);
   g_assert_cmpint (rlx_leadership_merge_compare (&tie, &small), <, 0);
   g_assert_cmpstr (rlx_leadership_merge_reason (&tie, &small), ==, "smaller leader id");
+  /* A claim counts only as far as it can be checked (issue 29, item 9):
+   * members up to those seen, steps (with a follower) up to twice what a
+   * follower holds plus the slack; a group of one keeps its own word. */
+  {
+    RlxGroupInfo liar = { "z", 256, 100000000 };
+    RlxGroupInfo c = rlx_leadership_check_claim (&liar, 1, 0);
+    g_assert_cmpuint (c.members, ==, 1);
+    g_assert_cmpuint (c.step, ==, 100000000);
+    c = rlx_leadership_check_claim (&liar, 3, 50);
+    g_assert_cmpuint (c.members, ==, 3);
+    g_assert_cmpuint (c.step, ==, 100 + RLX_CLAIM_STEP_SLACK);
+    c = rlx_leadership_check_claim (&small, 5, 1000000);
+    g_assert_cmpuint (c.members, ==, small.members);
+    g_assert_cmpuint (c.step, ==, small.step);
+  }
 }
 
 typedef struct {

@@ -13,6 +13,8 @@
 #include "cohort-harness.h"
 
 #include <signal.h>
+#include <string.h>
+#include <glib/gstdio.h>
 
 #define T 60000
 
@@ -57,10 +59,121 @@ test_claimed_speed (void)
   harness_free (h);
 }
 
+static gboolean
+never (gpointer data)
+{
+  return FALSE;
+}
+
+/* Index of the first event @event of @n from @from whose "node" is @node
+ * and whose "reason" holds @text (NULL: any), or -1. */
+static int
+find_about (Node *n, const char *event, guint from, const char *node, const char *text)
+{
+  for (int i = node_find_event (n, event, from); i >= 0; i = node_find_event (n, event, (guint) i + 1))
+    if (g_strcmp0 (ev_str (node_ev (n, i), "node"), node) == 0 &&
+        (text == NULL || strstr (ev_str (node_ev (n, i), "reason"), text)))
+      return i;
+  return -1;
+}
+
+/* Issue 29, item 9: a node with the key leads a group of its own (it was
+ * cut off from the cohort, --fault-partition) and its hellos claim 256
+ * members and step 10^8 (--fault-claim-members, --fault-claim-step). When
+ * the cut heals, the honest group of three meets it. Before the claims
+ * were checked, its leader yielded (the rule: more members) and all three
+ * adopted the liar's parameters ("merged", discarding their steps). Now
+ * the leader counts only the members it sees following the claimant (none
+ * but itself), says so ("rejected" naming it), and the three train on
+ * with one hash; the liar's announcements of a new term move nobody. */
+static void
+test_claimed_group (void)
+{
+  Harness *h = harness_new ();
+  g_autofree char *cut = g_build_filename (h->dir, "partition", NULL);
+  static const char *const ids[] = { "a", "b", "c" };
+  Node *n[3], *d;
+  guint mark[3];
+  gint64 at;
+  int i;
+
+  g_assert_true (g_file_set_contents (cut, "a b c\nd\n", -1, NULL));
+  for (guint k = 0; k < 3; k++)
+    {
+      n[k] = harness_join (h, ids[k], "--cohort", "grab", "--node", ids[k], "--batch", "8",
+                           "--steps", "100000", "--wait-members", k == 0 ? "3" : "1",
+                           "--heartbeat-timeout-ms", "1000", "--fault-partition", cut, NULL);
+      harness_wait_event (h, n[k], "joined", NULL, 0, T);
+    }
+  harness_wait_event (h, n[0], "step", "step", 5, T);
+  d = harness_join (h, "d", "--cohort", "grab", "--node", "d", "--batch", "8", "--steps", "100000",
+                    "--heartbeat-timeout-ms", "1000", "--fault-partition", cut,
+                    "--fault-claim-members", "256", "--fault-claim-step", "100000000", NULL);
+  harness_wait_event (h, d, "step", "step", 3, T);
+  for (guint k = 0; k < 3; k++)
+    mark[k] = n[k]->events->len;
+  g_assert_cmpint (g_unlink (cut), ==, 0);
+
+  /* a meets d's claim, cannot check it, and says so */
+  for (gint64 waited = 0; find_about (n[0], "rejected", mark[0], "d", "cannot check") < 0; waited += 100)
+    {
+      if (waited > T || find_about (n[0], "merged", mark[0], "d", NULL) >= 0 ||
+          find_about (n[1], "merged", mark[1], "d", NULL) >= 0)
+        {
+          harness_dump (h);
+          g_error ("the honest group did not refuse the claim it cannot check (it yielded, "
+                   "or said nothing)");
+        }
+      harness_wait (never, NULL, 100);
+    }
+  /* ... and trains on, three of them, while d keeps announcing itself */
+  i = node_find_event (n[0], "step", mark[0]);
+  g_assert_cmpint (i, >=, 0);
+  at = node_max_step (n[0]);
+  harness_wait_event (h, n[0], "step", "step", at + 40, T);
+  harness_wait_event (h, n[2], "step", "step", at + 40, T);
+  for (guint k = 0; k < 3; k++)
+    {
+      if (find_about (n[k], "merged", mark[k], "d", NULL) >= 0 ||
+          find_about (n[k], "leader", mark[k], "d", NULL) >= 0)
+        {
+          harness_dump (h);
+          g_error ("%s followed the node whose claim could not be checked", ids[k]);
+        }
+    }
+  i = node_wait_event (n[0], "step", "step", at + 40, mark[0], T);
+  g_assert_cmpint (ev_int (node_ev (n[0], i), "members"), ==, 3);
+  for (guint k = 0; k < 3; k++)
+    node_kill (n[k], SIGTERM);
+  node_kill (d, SIGTERM);
+  for (guint k = 0; k < 3; k++)
+    harness_assert_exit_ok (h, n[k], 20000);
+  /* one hash: the honest group kept its own history */
+  for (guint k = 1; k < 3; k++)
+    {
+      g_autoptr(GHashTable) x = node_step_hashes (n[0]);
+      g_autoptr(GHashTable) y = node_step_hashes (n[k]);
+      guint same = 0;
+      for (gint64 s = at; s <= at + 40; s++)
+        {
+          const char *hx = g_hash_table_lookup (x, &s), *hy = g_hash_table_lookup (y, &s);
+          if (hx && hy)
+            {
+              g_assert_cmpstr (hx, ==, hy);
+              same++;
+            }
+        }
+      g_assert_cmpuint (same, >=, 30);
+    }
+  node_wait_exit (d, 20000);
+  harness_free (h);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/cohort/hostile/claimed-speed", test_claimed_speed);
+  g_test_add_func ("/cohort/hostile/claimed-group", test_claimed_group);
   return g_test_run ();
 }

@@ -26,7 +26,8 @@
 # --local`, cohort-rate.py) at --compute f32 and f16 and PyTorch CUDA steps
 # in FP32 and autocast f16 (torch-f16.py steps) for mnist-mlp-xl 4096 and
 # 8192, mnist-mlp 1024 and mnist-cnn 1024; then Fashion-MNIST, 2 epochs,
-# batch 64, lr 0.05, at --compute f32 and f16 (mnist-mlp-xl and mnist-mlp).
+# batch 64, lr 0.05, at --compute f32 and f16 (RLX_F16_FASHION_MODELS,
+# default "mnist-mlp mnist-mlp-xl").
 # Knobs: RLX_F16_PARTS="check gemm steps fashion" (the default) picks the
 # parts; RLX_F16_DATA the Fashion-MNIST folder (default $C/fashion-mnist);
 # RLX_F16_BUDGET, RLX_F16_ROUNDS; RLX_F16_MODELS="model:batch:steps …";
@@ -168,7 +169,7 @@ if part fashion && [ -d "$DATA" ]; then
   done
   ls -la "$FM"
 fi
-for model in mnist-mlp-xl mnist-mlp; do
+for model in ${RLX_F16_FASHION_MODELS:-mnist-mlp mnist-mlp-xl}; do
   part fashion || break
   for comp in f32 f16; do
     have 12 "fashion-mnist $model $comp" || continue

@@ -8,11 +8,13 @@
 
 Each configuration is a cohort of `rlx-rank join --local` processes (one per
 rank, each pinned to a core of its own, OPENBLAS_NUM_THREADS=1, --threads 1,
-batch 256 per rank), every process with RLX_LINK_SHAPE set to the link's
-shape (each process shapes what it receives: "delay=25ms" is 25 ms each way).
-The founder (the leader) prints its event stream; the rate is the samples of
-the `step` events after a warm-up over the time they took (times as the
-events arrive here). The `sync` events say what the cohort ran and why.
+batch 256 per rank, Fashion-MNIST), every process with RLX_LINK_SHAPE set to
+the link's shape (each process shapes what it receives: "delay=25ms" is 25 ms
+each way). The founder (the leader) prints its event stream; the rate is the
+samples of the `step` events after a warm-up over the time they took (times
+as the events arrive here), in a window of at least --seconds and
+--min-commits commits (at most --max-window seconds). The `sync` events say
+what the cohort ran and why.
 
 Independent configurations run at the same time on disjoint cores (a
 scheduler packs them into --cores), interleaved by repetition so that every
@@ -28,9 +30,13 @@ Plans:
   accuracy   wall time to a target accuracy on Fashion-MNIST, mnist-mlp-xl:
              one rank for 2 epochs sets the target (its final accuracy less
              0.5 pt); one, two and four ranks over 200 Mbit/s 50 ms with the
-             defaults a user gets (`auto`, batch 256 a rank, lr 0.05), each
-             evaluated every few commits; the time of the first commit whose
-             evaluation reaches the target, from the first commit
+             defaults a user gets (`auto`, batch 256 a rank, lr 0.05), the
+             leader evaluating every commit (the one rank every 1/16 of its
+             run) on a core of its own (the evaluation thread would otherwise
+             take the compute's core); the time of the first commit whose
+             evaluation reaches the target, from the first commit. A cohort
+             stops once it reached its repetition's target (known when that
+             one rank is done) or after --acc-max-seconds. These run first.
 
 Writes DIR/results.jsonl (a line a run) and DIR/table.md, and prints the table.
 """
@@ -80,21 +86,23 @@ def run_cohort(rank_bin, cfg, cores):
         env.pop("RLX_LINK_SHAPE", None)
     common = ["join", "--local", "--json", "--cohort", "ob", "--model", cfg["model"],
               "--batch", str(cfg.get("batch", 256)), "--backend", "cpu", "--threads", "1",
-              "--checkpoint-every", "0", "--dataset", cfg.get("dataset", "synthetic"),
+              "--checkpoint-every", "0", "--dataset", cfg.get("dataset", "fashion-mnist"),
               "--steps", str(cfg.get("steps", 10 ** 7))]
     if cfg.get("sync") and (cfg["sync"] != "step" or has_sync(rank_bin)):
         common += ["--sync", cfg["sync"]]
+    common += cfg.get("args", [])
+    lead_extra = []          # the leader alone evaluates (on its extra core)
     if cfg.get("evaluate_at_end"):
-        common += ["--evaluate"]
+        lead_extra += ["--evaluate"]
     if cfg.get("evaluate_every"):
-        common += ["--evaluate-every", str(cfg["evaluate_every"])]
+        lead_extra += ["--evaluate-every", str(cfg["evaluate_every"])]
     res = dict(cfg, cores=[sorted(c) if c else None for c in cores])
     ranks = []
     t_start = time.monotonic()
     seconds = cfg["seconds"]
     try:
         for i in range(n):
-            extra = ["--wait-members", str(n)] if i == 0 else []
+            extra = ["--wait-members", str(n)] + lead_extra if i == 0 else []
             ranks.append(Rank([rank_bin] + common + extra, env, cores[i]))
             if i == 0:
                 end = time.monotonic() + 30
@@ -109,9 +117,14 @@ def run_cohort(rank_bin, cfg, cores):
             if steps and first is None:
                 first = steps[0][1]
             start = window_start(ranks[0], first, cfg)
-            if start is not None and time.monotonic() - start >= seconds:
-                break
-            if cfg.get("target") and reached(ranks[0], cfg["target"]) is not None:
+            if start is not None:
+                held = time.monotonic() - start
+                in_window = sum(1 for _, t in steps if t >= start)
+                if held >= seconds and in_window > cfg.get("min_commits", 0) or \
+                        held >= cfg.get("max_window", seconds):
+                    break
+            target = cfg.get("target") or TARGETS.get(cfg.get("target_rep"))
+            if target and reached(ranks[0], target) is not None:
                 break
             if any(r.proc.poll() is not None for r in ranks):
                 break
@@ -158,7 +171,9 @@ def run_cohort(rank_bin, cfg, cores):
         res["evaluations"] = ev
         if steps:
             at = {e.get("step"): t - steps[0][1] for e, t in steps}
-            res["curve"] = [(at.get(s), a) for s, a in ev if at.get(s) is not None]
+            # in the order of the commits (evaluations run beside each other
+            # and may come back out of order)
+            res["curve"] = sorted({(at.get(s), a) for s, a in ev if at.get(s) is not None})
     errors = [e.get("reason") or e.get("message") for e, _ in lead.of("error")]
     if errors:
         res["errors"] = errors[:3]
@@ -167,6 +182,11 @@ def run_cohort(rank_bin, cfg, cores):
     if "samples_per_s" not in res:
         res["stderr"] = "".join("".join(r.err[-5:]) for r in ranks)[-1500:]
     return res
+
+
+# The time-to-accuracy target of each repetition, once its one rank is done
+# (its final accuracy less 0.5 pt): the cohorts beside it stop on reaching it.
+TARGETS = {}
 
 
 def window_start(rank, first, cfg):
@@ -233,15 +253,21 @@ class Scheduler:
         self.lock = threading.Condition()
         self.threads = []
 
-    def submit(self, need, fn, sink):
+    def submit(self, need, fn, sink, lead_extra=0):
+        """@need cores, one a rank; @lead_extra more for the first rank (its evaluation)."""
+        need_all = need + lead_extra
         with self.lock:
-            while len(self.free) < need:
+            while len(self.free) < need_all:
                 self.lock.wait()
-            mine, self.free = self.free[:need], self.free[need:]
+            mine, self.free = self.free[:need_all], self.free[need_all:]
 
         def go():
             try:
-                sink(fn([{c} for c in mine]))
+                # (--cores above this machine's count share its CPUs: dry runs)
+                ncpu = os.cpu_count() or 1
+                cores = [{c % ncpu} for c in mine[:need]]
+                cores[0] |= {c % ncpu for c in mine[need:]}
+                sink(fn(cores))
             except Exception as e:  # noqa: BLE001 — a result line, whatever broke
                 sink({"error": f"{type(e).__name__}: {e}"})
             finally:
@@ -257,7 +283,7 @@ class Scheduler:
             t.join()
 
 
-def rate_configs(models, seconds, warmup):
+def rate_configs(models, seconds, warmup, min_commits, max_window):
     cfgs = []
     for m in models:
         cfgs.append(dict(model=m, ranks=1, shape="none", sync="step"))
@@ -269,7 +295,8 @@ def rate_configs(models, seconds, warmup):
             for sync in ("step", "auto"):
                 cfgs.append(dict(model=m, ranks=n, shape="200M50", sync=sync))
     for c in cfgs:
-        c.update(seconds=seconds, warmup=warmup)
+        c.update(seconds=seconds, warmup=warmup, min_commits=min_commits,
+                 max_window=max(seconds, max_window))
     return cfgs
 
 
@@ -283,11 +310,17 @@ def main():
     ap.add_argument("--cores", type=int, default=os.cpu_count())
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--warmup", type=float, default=5)
+    ap.add_argument("--min-commits", type=int, default=6,
+                    help="a rate window holds at least this many commits ...")
+    ap.add_argument("--max-window", type=float, default=15, help="... unless it reached this many seconds")
     ap.add_argument("--models", default="mnist-mlp,mnist-mlp-xl")
     ap.add_argument("--ranks-max", type=int, default=8)
     ap.add_argument("--acc-epochs", type=float, default=2)
     ap.add_argument("--acc-ranks", default="2,4")
     ap.add_argument("--acc-max-seconds", type=float, default=150)
+    ap.add_argument("--acc-variants", default="",
+                    help='more time-to-accuracy cohorts, JSON: [{"ranks": 2, "sync": "outer:20", '
+                         '"args": ["--outer-lr", "1.0"], "label": "lr 1.0"}]')
     ap.add_argument("--torch-ref")
     ap.add_argument("--ddp-reps", type=int, default=1, help="repetitions with PyTorch DDP beside")
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/outer-bench"))
@@ -321,8 +354,39 @@ def main():
     models = a.models.split(",")
     sched = Scheduler(a.cores)
     t0 = time.monotonic()
+    if a.plan in ("accuracy", "all"):
+        # one rank for acc-epochs sets the target; the cohorts run beside it
+        # (each evaluating on its leader's extra core), stop once they reach
+        # it (or after acc-max-seconds) and are judged after
+        steps_2ep = int(60000 * a.acc_epochs / 256)
+        variants = [dict(ranks=n, sync="auto") for n in map(int, a.acc_ranks.split(",")) if n]
+        variants += json.loads(a.acc_variants) if a.acc_variants else []
+
+        def one_rank(cores, job):
+            r = dict(run_cohort(a.rank, job, cores), rep=job["rep"], kind="accuracy")
+            if r.get("curve"):
+                TARGETS[job["rep"]] = r["curve"][-1][1] - 0.005
+            else:
+                TARGETS[job["rep"]] = 2.0          # nothing to reach: the cohorts stop at their cap
+            return r
+        for rep in range(a.reps):
+            base = dict(model="mnist-mlp-xl", dataset="fashion-mnist", shape="none", sync="step",
+                        ranks=1, steps=steps_2ep, evaluate_every=max(1, steps_2ep // 16),
+                        evaluate_at_end=True,
+                        seconds=10 ** 6, warmup=0, max_seconds=a.acc_max_seconds * 2, rep=rep,
+                        kind="accuracy")
+            sched.submit(1, lambda cores, job=base: one_rank(cores, job), sink, lead_extra=1)
+            for v in variants:
+                if v["ranks"] + 1 > a.cores:
+                    continue
+                job = dict(base, shape="200M50", steps=10 ** 7, evaluate_every=1,
+                           max_seconds=a.acc_max_seconds, target_rep=rep, **v)
+                sched.submit(job["ranks"], lambda cores, job=job: dict(
+                    run_cohort(a.rank, job, cores), rep=job["rep"], kind="accuracy"), sink,
+                    lead_extra=1)
     if a.plan in ("rate", "all"):
-        cfgs = [c for c in rate_configs(models, a.seconds, a.warmup) if c["ranks"] <= a.ranks_max]
+        cfgs = [c for c in rate_configs(models, a.seconds, a.warmup, a.min_commits, a.max_window)
+                if c["ranks"] <= a.ranks_max]
         # the largest first in each repetition, so that the small ones fill the gaps
         for rep in range(a.reps):
             for c in sorted(cfgs, key=lambda c: -c["ranks"]):
@@ -336,28 +400,7 @@ def main():
                     ranks = [n for n in (1, 2, 4, 8) if n <= min(a.ranks_max, a.cores)]
                     sched.submit(max(ranks), lambda cores, m=m, rep=rep, ranks=ranks: dict(
                         run_ddp(a.torch_ref, m, ranks, cores), rep=rep), sink)
-        sched.join()
-    if a.plan in ("accuracy", "all"):
-        # one rank for acc-epochs sets the target; the cohorts run beside it
-        # (each evaluating on its own leader) and are judged after
-        steps_2ep = int(60000 * a.acc_epochs / 256)
-        acc = []
-        for rep in range(a.reps):
-            base = dict(model="mnist-mlp-xl", dataset="fashion-mnist", shape="none", sync="step",
-                        ranks=1, steps=steps_2ep, evaluate_every=max(1, steps_2ep // 16),
-                        evaluate_at_end=True,
-                        seconds=10 ** 6, warmup=0, max_seconds=a.acc_max_seconds * 2, rep=rep,
-                        kind="accuracy")
-            sched.submit(1, lambda cores, job=base: dict(run_cohort(a.rank, job, cores),
-                                                         rep=job["rep"], kind="accuracy"), sink)
-            for n in map(int, a.acc_ranks.split(",")):
-                if n > a.cores:
-                    continue
-                job = dict(base, ranks=n, shape="200M50", sync="auto", steps=10 ** 7,
-                           evaluate_every=1, max_seconds=a.acc_max_seconds)
-                sched.submit(n, lambda cores, job=job: dict(run_cohort(a.rank, job, cores),
-                                                            rep=job["rep"], kind="accuracy"), sink)
-        sched.join()
+    sched.join()
     table = make_table(results)
     with open(os.path.join(a.out, "table.md"), "w") as f:
         f.write(table)
@@ -424,13 +467,13 @@ def make_table(results):
     acc = [r for r in results if r.get("kind") == "accuracy" and "ranks" in r]
     if acc:
         out.append("")
-        out.append("| wall time to target (Fashion-MNIST, mnist-mlp-xl, b256 a rank) | ranks | link | target | time (median) | × one rank | per rep | final accuracy seen |")
-        out.append("|---|---|---|---|---|---|---|---|")
+        out.append("| wall time to target (Fashion-MNIST, mnist-mlp-xl, b256 a rank) | ranks | link | sync | target | time (median) | × one rank | per rep | final accuracy seen | chosen (last rep) |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|")
         by_rep = {}
         for r in acc:
             by_rep.setdefault(r["rep"], []).append(r)
         rows = {}
-        for rep, rs in by_rep.items():
+        for rep, rs in sorted(by_rep.items()):
             one = [r for r in rs if r["ranks"] == 1]
             if not one or not one[0].get("curve"):
                 continue
@@ -439,14 +482,17 @@ def make_table(results):
             t_one = first_at(one[0]["curve"], target)
             for r in rs:
                 t = first_at(r.get("curve") or [], target)
-                rows.setdefault((r["ranks"], r["shape"]), []).append(
+                syncs = r.get("sync_events") or []
+                chosen = "; ".join(dict.fromkeys(f"{s.get('mode')} {s.get('h')}" for s in syncs))
+                key = (r["ranks"], r["shape"], r.get("sync"), r.get("label", ""))
+                rows.setdefault(key, []).append(
                     (target, t, t / t_one if t is not None and t_one else None,
-                     (r.get("curve") or [[None, None]])[-1][1]))
-        for (n, shape), vals in sorted(rows.items()):
-            out.append(f"| | {n} | {SHAPE_NAMES[shape]} | {fmt(med(v[0] for v in vals), '{:.2%}')} | "
+                     (r.get("curve") or [[None, None]])[-1][1], chosen))
+        for (n, shape, sync, label), vals in sorted(rows.items(), key=lambda kv: (kv[0][0], str(kv[0][1:]))):
+            out.append(f"| {label} | {n} | {SHAPE_NAMES[shape]} | {sync} | {fmt(med(v[0] for v in vals), '{:.2%}')} | "
                        f"{fmt(med(v[1] for v in vals), '{:.1f} s')} | **{fmt(med(v[2] for v in vals), '{:.2f}×')}** | "
                        f"{[None if v[2] is None else round(v[2], 2) for v in vals]} | "
-                       f"{fmt(med(v[3] for v in vals), '{:.2%}')} |")
+                       f"{fmt(med(v[3] for v in vals), '{:.2%}')} | {vals[-1][4]} |")
     return "\n".join(out) + "\n"
 
 

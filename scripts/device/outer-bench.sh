@@ -8,17 +8,22 @@
 #           kind nvidia-h200   timeout_s 600
 #
 # Knobs: RLX_OB_PLAN (rate | accuracy | all; default all), RLX_OB_REPS (3),
-# RLX_OB_SECONDS (measuring window of a rate run, 8), RLX_OB_WARMUP (6),
+# RLX_OB_SECONDS (measuring window of a rate run, 8), RLX_OB_MIN_COMMITS (a
+# window holds more commits than this, 6), RLX_OB_MAX_WINDOW (... unless it
+# reached these seconds, 15), RLX_OB_WARMUP (6),
 # RLX_OB_MODELS ("mnist-mlp,mnist-mlp-xl"), RLX_OB_CORES (all), RLX_OB_RANKS_MAX
 # (8), RLX_OB_ACC_MAX (seconds a cohort may take to the target, 150),
+# RLX_OB_ACC_EPOCHS (the one rank's epochs that set it, 2), RLX_OB_ACC_RANKS
+# ("2,4"), RLX_OB_ACC_VARIANTS (more cohorts, JSON: outer-bench.py --help),
 # RLX_OB_DDP (1: PyTorch DDP beside, in RLX_OB_DDP_REPS repetitions, 1), RLX_OB_RANK (an rlx-rank to use instead
 # of the carried one: a dry run here). Everything goes to $OUT: log.txt,
 # results.jsonl (a line a run), table.md.
 #
 # A small dry run here (2 cores, the local build):
 #   OUT=/tmp/ob RLX_OB_RANK=build/tools/rlx-rank RLX_OB_REPS=1 RLX_OB_SECONDS=3 \
-#   RLX_OB_WARMUP=2 RLX_OB_MODELS=mnist-mlp RLX_OB_RANKS_MAX=2 RLX_OB_PLAN=rate \
-#   RLX_OB_DDP=0 bash scripts/device/outer-bench.sh
+#   RLX_OB_WARMUP=2 RLX_OB_MODELS=mnist-mlp RLX_OB_RANKS_MAX=2 RLX_OB_PLAN=all \
+#   RLX_OB_ACC_EPOCHS=0.1 RLX_OB_ACC_RANKS=2 RLX_OB_ACC_MAX=30 RLX_OB_DDP=0 \
+#   bash scripts/device/outer-bench.sh
 set -u -o pipefail
 OUT=${OUT:-/tmp/rlx-device-out}
 mkdir -p "$OUT"
@@ -58,6 +63,9 @@ say "outer-bench.py: plan ${RLX_OB_PLAN:-all}, $cores cores"
 timeout "${RLX_OB_TIMEOUT:-560}" "$py" "$here/outer-bench.py" "$RANK" --out "$OUT" \
   --plan "${RLX_OB_PLAN:-all}" --reps "${RLX_OB_REPS:-3}" --cores "$cores" \
   --seconds "${RLX_OB_SECONDS:-8}" --warmup "${RLX_OB_WARMUP:-6}" \
+  --min-commits "${RLX_OB_MIN_COMMITS:-6}" --max-window "${RLX_OB_MAX_WINDOW:-15}" \
+  --acc-epochs "${RLX_OB_ACC_EPOCHS:-2}" --acc-ranks "${RLX_OB_ACC_RANKS:-2,4}" \
+  --acc-variants "${RLX_OB_ACC_VARIANTS:-}" \
   --models "${RLX_OB_MODELS:-mnist-mlp,mnist-mlp-xl}" --ranks-max "${RLX_OB_RANKS_MAX:-8}" \
   --acc-max-seconds "${RLX_OB_ACC_MAX:-150}" "${ddp[@]}"
 rc=$?

@@ -21,6 +21,7 @@
 
 #include <math.h>
 #include <string.h>
+#include "core/util/rlx-fp-mode.h"
 
 typedef struct {
   RlxVkTrainer    *vk;
@@ -576,7 +577,13 @@ vk_resident_refusal (RlxBackend *self, RlxVkTrainer *vk)
   if (!rlx_vk_trainer_resident_init (vk, tables, &local))
     why = g_strdup (local->message);
   else
-    why = vk_resident_check (vk, MIN (self->model->n_params, 4099));
+    {
+      /* against the CPU's replicated arithmetic, which is exact (rlx-fp-mode.h) */
+      RlxFpScope fp = rlx_fp_scope_begin_exact ();
+
+      why = vk_resident_check (vk, MIN (self->model->n_params, 4099));
+      rlx_fp_scope_end (fp);
+    }
   if (why == NULL)
     return NULL;
   note = g_strdup_printf ("vulkan: parameters kept on the host, uploaded each step, because %s "

@@ -7,6 +7,7 @@
 #include "core/vision/rlx-cpu.h"
 
 #include <math.h>
+#include "core/util/rlx-fp-mode.h"
 
 static void maybe_evaluate (RlxCoordinator *self, guint64 step);
 
@@ -453,7 +454,7 @@ on_eval_copied (RlxReplica *replica, gboolean ok, gpointer user_data)
   mine->cancellable = g_object_ref (mine->self->eval_cancel);
   mine->self->evaluations++;
   g_task_set_task_data (task, mine, eval_free);
-  g_task_run_in_thread (task, eval_thread);
+  rlx_fp_task_run_in_thread (task, eval_thread);
 }
 
 static void

@@ -27,6 +27,7 @@
 
 #include "core/vision/rlx-model.h"
 #include "core/wire/rlx-wire-kernels.h"
+#include "core/util/rlx-fp-mode.h"
 
 G_DEFINE_QUARK (rlx-kernels-error-quark, rlx_kernels_error)
 
@@ -122,6 +123,8 @@ helper_main (gpointer data)
   RlxKernels *self = data;
   guint64 seen;
 
+  /* replicated arithmetic: exact, whoever made this pool (rlx-fp-mode.h) */
+  rlx_fp_mode_enter_exact ();
   g_mutex_lock (&self->lock);
   seen = self->generation;
   for (;;)
@@ -155,6 +158,7 @@ static void
 parallel_for (RlxKernels *self, gsize n, ChunkFunc func, gpointer data)
 {
   gsize n_chunks = (n + CHUNK - 1) / CHUNK;
+  RlxFpScope fp = rlx_fp_scope_begin_exact ();   /* the caller's chunks too */
   Job *job;
 
   if (self->n_threads <= 1 || n < (guint) g_atomic_int_get (&self->min_parallel) ||
@@ -162,6 +166,7 @@ parallel_for (RlxKernels *self, gsize n, ChunkFunc func, gpointer data)
     {
       for (gsize c = 0; c < n_chunks; c++)
         func (data, c);
+      rlx_fp_scope_end (fp);
       return;
     }
 
@@ -187,6 +192,7 @@ parallel_for (RlxKernels *self, gsize n, ChunkFunc func, gpointer data)
   g_mutex_unlock (&self->lock);
   g_mutex_unlock (&self->call_lock);
   job_unref (job);
+  rlx_fp_scope_end (fp);
 }
 
 static guint
@@ -1225,10 +1231,15 @@ run_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *canc
 {
   RunData *r = task_data;
   GError *error = NULL;
+  RlxFpScope fp;
+  gboolean ok;
 
   if (g_task_return_error_if_cancelled (task))
     return;
-  if (r->func (RLX_KERNELS (source), r->data, cancellable, &error))
+  fp = rlx_fp_scope_begin_exact ();   /* a GLib pool thread: any mode */
+  ok = r->func (RLX_KERNELS (source), r->data, cancellable, &error);
+  rlx_fp_scope_end (fp);
+  if (ok)
     g_task_return_boolean (task, TRUE);
   else if (error != NULL)
     g_task_return_error (task, error);
@@ -1340,6 +1351,7 @@ rlx_kernels_ref_accumulate (float *dst, const float *src, const void *codes, gsi
 {
   g_autofree float *x = g_new (float, MAX (n, 1));
   gsize bad = G_MAXSIZE;
+  RlxFpScope fp = rlx_fp_scope_begin_exact ();
 
   rlx_wire_dequantize (codes, n, p, scale, x);
   for (gsize i = 0; i < n; i++)
@@ -1348,6 +1360,7 @@ rlx_kernels_ref_accumulate (float *dst, const float *src, const void *codes, gsi
         bad = i;
       dst[i] = src ? src[i] + w * x[i] : w * x[i];
     }
+  rlx_fp_scope_end (fp);
   if (bad_index)
     *bad_index = bad;
   return bad == G_MAXSIZE;
@@ -1357,8 +1370,10 @@ void
 rlx_kernels_ref_apply (float *params, const void *codes, gsize n, RlxPrecision p, double scale)
 {
   g_autofree float *x = g_new (float, MAX (n, 1));
+  RlxFpScope fp = rlx_fp_scope_begin_exact ();
 
   rlx_wire_dequantize (codes, n, p, scale, x);
   for (gsize i = 0; i < n; i++)
     params[i] -= x[i];
+  rlx_fp_scope_end (fp);
 }

@@ -31,6 +31,7 @@
 
 #include <math.h>
 #include <unistd.h>
+#include "core/util/rlx-fp-mode.h"
 
 G_DEFINE_QUARK (rlx-node-error-quark, rlx_node_error)
 
@@ -730,7 +731,7 @@ evaluate_at_end (RlxNode *self, const char *message)
   self->final_running = TRUE;
   task = g_task_new (NULL, NULL, on_final_evaluated, g_object_ref (self));
   g_task_set_task_data (task, e, final_eval_free);
-  g_task_run_in_thread (task, final_eval_thread);
+  rlx_fp_task_run_in_thread (task, final_eval_thread);
   return TRUE;
 }
 

@@ -12,6 +12,7 @@
 #include "core/p2p/rlx-busy-poll.h"
 
 #include <string.h>
+#include "core/util/rlx-fp-mode.h"
 
 G_DEFINE_QUARK (rlx-worker-error-quark, rlx_worker_error)
 
@@ -193,6 +194,8 @@ worker_thread (gpointer data)
    * creator's context is the global default one and happens to be free. */
   GMainContext *own = g_main_context_new ();
 
+  /* the rank's training arithmetic: fast (rlx-fp-mode.h) */
+  rlx_fp_mode_enter_fast ();
   g_main_context_push_thread_default (own);
   for (;;)
     {

@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <string.h>
+#include "core/util/rlx-fp-mode.h"
 
 G_DEFINE_QUARK (rlx-outer-error-quark, rlx_outer_error)
 
@@ -48,8 +49,8 @@ rlx_outer_pseudo_gradient (const float *outer, const float *local, float *delta,
     delta[i] = outer[i] - local[i];
 }
 
-void
-rlx_outer_accumulate (float *sum, const float *delta, guint64 samples, gboolean first, gsize n)
+static void
+outer_accumulate_exact (float *sum, const float *delta, guint64 samples, gboolean first, gsize n)
 {
   float w = (float) samples;
 
@@ -63,6 +64,16 @@ rlx_outer_accumulate (float *sum, const float *delta, guint64 samples, gboolean 
       sum[i] = sum[i] + w * delta[i];
 }
 
+/* in the exact mode, whatever the calling thread's (rlx-fp-mode.h) */
+void
+rlx_outer_accumulate (float *sum, const float *delta, guint64 samples, gboolean first, gsize n)
+{
+  RlxFpScope fp = rlx_fp_scope_begin_exact ();
+
+  outer_accumulate_exact (sum, delta, samples, first, n);
+  rlx_fp_scope_end (fp);
+}
+
 gssize
 rlx_outer_update_check (const float *update, gsize n)
 {
@@ -74,8 +85,8 @@ rlx_outer_update_check (const float *update, gsize n)
   return -1;
 }
 
-gboolean
-rlx_outer_make_update (const float *sum, guint64 samples, const float *momentum,
+static gboolean
+outer_make_update_exact (const float *sum, guint64 samples, const float *momentum,
                        float *residual, gsize n, double lr, double mu, RlxPrecision p,
                        void *codes, double *scale_out, float *update, gsize *bad_index,
                        GError **error)
@@ -144,8 +155,24 @@ rlx_outer_make_update (const float *sum, guint64 samples, const float *momentum,
   return TRUE;
 }
 
-void
-rlx_outer_apply (float *outer, float *momentum, const float *update, gsize n, double lr,
+/* in the exact mode, whatever the calling thread's (rlx-fp-mode.h) */
+gboolean
+rlx_outer_make_update (const float *sum, guint64 samples, const float *momentum,
+                       float *residual, gsize n, double lr, double mu, RlxPrecision p,
+                       void *codes, double *scale_out, float *update, gsize *bad_index,
+                       GError **error)
+{
+  RlxFpScope fp = rlx_fp_scope_begin_exact ();
+  gboolean ret;
+
+  ret = outer_make_update_exact (sum, samples, momentum, residual, n, lr, mu, p, codes,
+                                 scale_out, update, bad_index, error);
+  rlx_fp_scope_end (fp);
+  return ret;
+}
+
+static void
+outer_apply_exact (float *outer, float *momentum, const float *update, gsize n, double lr,
                  double mu)
 {
   float muf = (float) mu;
@@ -164,8 +191,19 @@ rlx_outer_apply (float *outer, float *momentum, const float *update, gsize n, do
     }
 }
 
+/* in the exact mode, whatever the calling thread's (rlx-fp-mode.h) */
 void
-rlx_outer_apply_momentum (float *momentum, const float *update, gsize n, double lr, double mu)
+rlx_outer_apply (float *outer, float *momentum, const float *update, gsize n, double lr,
+                 double mu)
+{
+  RlxFpScope fp = rlx_fp_scope_begin_exact ();
+
+  outer_apply_exact (outer, momentum, update, n, lr, mu);
+  rlx_fp_scope_end (fp);
+}
+
+static void
+outer_apply_momentum_exact (float *momentum, const float *update, gsize n, double lr, double mu)
 {
   float muf = (float) mu;
   float ilr = (float) (1.0 / lr);
@@ -176,6 +214,16 @@ rlx_outer_apply_momentum (float *momentum, const float *update, gsize n, double 
 
   for (gsize i = 0; i < n; i++)
     momentum[i] = (muf * momentum[i] + update[i] * ilr) * i1m;
+}
+
+/* in the exact mode, whatever the calling thread's (rlx-fp-mode.h) */
+void
+rlx_outer_apply_momentum (float *momentum, const float *update, gsize n, double lr, double mu)
+{
+  RlxFpScope fp = rlx_fp_scope_begin_exact ();
+
+  outer_apply_momentum_exact (momentum, update, n, lr, mu);
+  rlx_fp_scope_end (fp);
 }
 
 guint64

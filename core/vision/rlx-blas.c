@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include "core/util/rlx-fp-mode.h"
 
 #define BLAS_SONAME  "libopenblas.so.0"
 #define BLAS_PACKAGE "libopenblas0-pthread"
@@ -179,25 +180,37 @@ guarded_sgemm (OPENBLAS_CONST enum CBLAS_ORDER order, OPENBLAS_CONST enum CBLAS_
                OPENBLAS_CONST blasint ldb, OPENBLAS_CONST float beta, float *c,
                OPENBLAS_CONST blasint ldc)
 {
+  RlxFpScope fp = rlx_fp_scope_begin_fast ();   /* and any pool thread it starts */
+
   blas_enter ();
   real_sgemm (order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   blas_leave ();
+  rlx_fp_scope_end (fp);
 }
 
-/* It may start pool threads. */
+/* It may start pool threads, which take this thread's mode: fast. */
 static void
 guarded_set_num_threads (int n)
 {
+  RlxFpScope fp = rlx_fp_scope_begin_fast ();
+
   blas_enter ();
   real_set_num_threads (n);
   blas_leave ();
+  rlx_fp_scope_end (fp);
 }
 
 static gpointer
 blas_load (gpointer data)
 {
   RlxBlas *blas = g_new0 (RlxBlas, 1);
+  /* OpenBLAS starts its pool threads as it loads, and they keep the mode
+   * they start with (no CONSISTENT_FPCSR in Debian's build): fast, as the
+   * GEMMs of the training arithmetic are (core/util/rlx-fp-mode.h) */
+  RlxFpScope fp = rlx_fp_scope_begin_fast ();
   void *lib = dlopen (BLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+
+  rlx_fp_scope_end (fp);
 
   if (lib == NULL)
     g_error ("cannot load OpenBLAS (%s): %s; install the Debian package %s",

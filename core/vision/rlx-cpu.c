@@ -34,6 +34,7 @@
 
 #include <math.h>
 #include <string.h>
+#include "core/util/rlx-fp-mode.h"
 
 #ifndef CNN_CHUNK
 #define CNN_CHUNK 8
@@ -706,6 +707,7 @@ cnn_helper (gpointer data)
   RlxCpuTrainer *self = w->trainer;
   guint seen = 0;
 
+  rlx_fp_mode_enter_fast ();   /* training arithmetic (rlx-fp-mode.h) */
   g_mutex_lock (&self->lock);
   for (;;)
     {

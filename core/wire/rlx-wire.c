@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/wire/rlx-wire-private.h"
+#include "core/util/rlx-fp-mode.h"
 
 G_DEFINE_QUARK (rlx-wire-error-quark, rlx_wire_error)
 
@@ -71,8 +72,8 @@ scale_from_maxabs (float maxabs, RlxPrecision p)
   return maxabs > 0 ? rlx_precision_target (p) / (double) maxabs : 1.0;
 }
 
-double
-rlx_wire_scale_for (const float *in, gsize n, RlxPrecision p)
+static double
+wire_scale_for_exact (const float *in, gsize n, RlxPrecision p)
 {
   g_return_val_if_fail (precision_valid (p), 1.0);
   g_return_val_if_fail (in != NULL || n == 0, 1.0);
@@ -82,8 +83,20 @@ rlx_wire_scale_for (const float *in, gsize n, RlxPrecision p)
   return scale_from_maxabs (rlx_wire_kernels ()->maxabs (in, n), p);
 }
 
-void
-rlx_wire_quantize (const float *in, gsize n, RlxPrecision p, double scale, void *codes)
+/* in the exact mode, whatever the calling thread's (rlx-fp-mode.h) */
+double
+rlx_wire_scale_for (const float *in, gsize n, RlxPrecision p)
+{
+  RlxFpScope fp = rlx_fp_scope_begin_exact ();
+  double ret;
+
+  ret = wire_scale_for_exact (in, n, p);
+  rlx_fp_scope_end (fp);
+  return ret;
+}
+
+static void
+wire_quantize_exact (const float *in, gsize n, RlxPrecision p, double scale, void *codes)
 {
   const RlxWireKernels *k = rlx_wire_kernels ();
 
@@ -106,8 +119,18 @@ rlx_wire_quantize (const float *in, gsize n, RlxPrecision p, double scale, void 
     }
 }
 
+/* in the exact mode, whatever the calling thread's (rlx-fp-mode.h) */
 void
-rlx_wire_dequantize (const void *codes, gsize n, RlxPrecision p, double scale, float *out)
+rlx_wire_quantize (const float *in, gsize n, RlxPrecision p, double scale, void *codes)
+{
+  RlxFpScope fp = rlx_fp_scope_begin_exact ();
+
+  wire_quantize_exact (in, n, p, scale, codes);
+  rlx_fp_scope_end (fp);
+}
+
+static void
+wire_dequantize_exact (const void *codes, gsize n, RlxPrecision p, double scale, float *out)
 {
   const RlxWireKernels *k = rlx_wire_kernels ();
   /* The seed: `const inv = 1 / scale` then `code * inv`, in double. */
@@ -134,6 +157,16 @@ rlx_wire_dequantize (const void *codes, gsize n, RlxPrecision p, double scale, f
       }
       break;
     }
+}
+
+/* in the exact mode, whatever the calling thread's (rlx-fp-mode.h) */
+void
+rlx_wire_dequantize (const void *codes, gsize n, RlxPrecision p, double scale, float *out)
+{
+  RlxFpScope fp = rlx_fp_scope_begin_exact ();
+
+  wire_dequantize_exact (codes, n, p, scale, out);
+  rlx_fp_scope_end (fp);
 }
 
 /* Quantise @s at @scale and dequantise it into @out, block by block so the
@@ -173,8 +206,8 @@ quant_dequant_blocks (const float *s, float *out, float *residual, gsize n,
     }
 }
 
-double
-rlx_wire_round_trip (const float *in, float *out, gsize n, RlxPrecision p)
+static double
+wire_round_trip_exact (const float *in, float *out, gsize n, RlxPrecision p)
 {
   double scale;
 
@@ -190,6 +223,18 @@ rlx_wire_round_trip (const float *in, float *out, gsize n, RlxPrecision p)
   scale = rlx_wire_scale_for (in, n, p);
   quant_dequant_blocks (in, out, NULL, n, p, scale);
   return scale;
+}
+
+/* in the exact mode, whatever the calling thread's (rlx-fp-mode.h) */
+double
+rlx_wire_round_trip (const float *in, float *out, gsize n, RlxPrecision p)
+{
+  RlxFpScope fp = rlx_fp_scope_begin_exact ();
+  double ret;
+
+  ret = wire_round_trip_exact (in, out, n, p);
+  rlx_fp_scope_end (fp);
+  return ret;
 }
 
 /* ── frames: encode ─────────────────────────────────────────────────────── */
@@ -338,7 +383,7 @@ frame_alloc (JsonObject *header, gboolean has_values, gsize n, RlxPrecision p,
 /* Frame = header + payload; the payload is written into the frame's own
  * buffer so nothing is copied twice. */
 static GBytes *
-encode_frame (JsonObject *header, const float *values, gsize n, RlxPrecision p,
+encode_frame_exact (JsonObject *header, const float *values, gsize n, RlxPrecision p,
               const char *field, double scale_in, gboolean use_scale,
               float *residual, float *dequantised, GError **error)
 {
@@ -390,6 +435,21 @@ encode_frame (JsonObject *header, const float *values, gsize n, RlxPrecision p,
         }
     }
   return g_bytes_new_take (buf, total);
+}
+
+/* in the exact mode, whatever the calling thread's (rlx-fp-mode.h) */
+static GBytes *
+encode_frame (JsonObject *header, const float *values, gsize n, RlxPrecision p,
+              const char *field, double scale_in, gboolean use_scale,
+              float *residual, float *dequantised, GError **error)
+{
+  RlxFpScope fp = rlx_fp_scope_begin_exact ();
+  GBytes *ret;
+
+  ret = encode_frame_exact (header, values, n, p, field, scale_in, use_scale, residual,
+                            dequantised, error);
+  rlx_fp_scope_end (fp);
+  return ret;
 }
 
 GBytes *
@@ -803,8 +863,8 @@ rlx_wire_feedback_residual (RlxWireFeedback *fb)
   return fb->residual;
 }
 
-double
-rlx_wire_feedback_apply (RlxWireFeedback *fb, const float *x, float *out, gsize n, RlxPrecision p)
+static double
+wire_feedback_apply_exact (RlxWireFeedback *fb, const float *x, float *out, gsize n, RlxPrecision p)
 {
   double scale;
 
@@ -827,6 +887,18 @@ rlx_wire_feedback_apply (RlxWireFeedback *fb, const float *x, float *out, gsize 
   /* Pass 2: out = wire (residual); residual := residual − out. */
   quant_dequant_blocks (fb->residual, out, fb->residual, n, p, scale);
   return scale;
+}
+
+/* in the exact mode, whatever the calling thread's (rlx-fp-mode.h) */
+double
+rlx_wire_feedback_apply (RlxWireFeedback *fb, const float *x, float *out, gsize n, RlxPrecision p)
+{
+  RlxFpScope fp = rlx_fp_scope_begin_exact ();
+  double ret;
+
+  ret = wire_feedback_apply_exact (fb, x, out, n, p);
+  rlx_fp_scope_end (fp);
+  return ret;
 }
 
 GBytes *

@@ -320,7 +320,8 @@ def main():
     ap.add_argument("--acc-max-seconds", type=float, default=150)
     ap.add_argument("--acc-variants", default="",
                     help='more time-to-accuracy cohorts, JSON: [{"ranks": 2, "sync": "outer:20", '
-                         '"args": ["--outer-lr", "1.0"], "label": "lr 1.0"}]')
+                         '"args": ["--outer-lr", "1.0"], "label": "lr 1.0", "reps": 1}] '
+                         '("reps": in the first so many repetitions only)')
     ap.add_argument("--torch-ref")
     ap.add_argument("--ddp-reps", type=int, default=1, help="repetitions with PyTorch DDP beside")
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/outer-bench"))
@@ -377,10 +378,11 @@ def main():
                         kind="accuracy")
             sched.submit(1, lambda cores, job=base: one_rank(cores, job), sink, lead_extra=1)
             for v in variants:
-                if v["ranks"] + 1 > a.cores:
+                if v["ranks"] + 1 > a.cores or rep >= v.get("reps", a.reps):
                     continue
                 job = dict(base, shape="200M50", steps=10 ** 7, evaluate_every=1,
-                           max_seconds=a.acc_max_seconds, target_rep=rep, **v)
+                           max_seconds=a.acc_max_seconds, target_rep=rep,
+                           **{k: x for k, x in v.items() if k != "reps"})
                 sched.submit(job["ranks"], lambda cores, job=job: dict(
                     run_cohort(a.rank, job, cores), rep=job["rep"], kind="accuracy"), sink,
                     lead_extra=1)

@@ -7,8 +7,8 @@
  * ::items-changed that turns the old list into the new one, so a list view
  * bound to it keeps its rows, selection and scroll position.
  *
- * RlxRosterEntry's type and getters are public (core/rlx-coordinator.h);
- * this header is the cohort engine's side of it.
+ * RlxRosterEntry's type and getters are public (rlx-roster-entry.h); this
+ * header is the cohort engine's side of it.
  *
  * Threads: one thread, the one whose context runs its user: the
  * coordinator's on the node's thread; the app's mirror of it
@@ -17,7 +17,7 @@
 #pragma once
 
 #include <gio/gio.h>
-#include "core/rlx-coordinator.h"
+#include "core/cohort/rlx-roster-entry.h"
 
 G_BEGIN_DECLS
 

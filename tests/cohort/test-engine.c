@@ -8,6 +8,7 @@
 #include "core/cohort/rlx-msg.h"
 #include "core/cohort/rlx-replica.h"
 #include "core/cohort/rlx-roster.h"
+#include "core/rlx-coordinator.h"   /* RLX_COORDINATOR_ERROR */
 #include "core/rlx-worker.h"
 
 #include "core/rlx-safetensors.h"

@@ -326,7 +326,7 @@ test_split_and_merge (void)
     {
       n[k] = harness_join (h, ids[k], "--cohort", "split", "--node", ids[k], "--batch", "8",
                            "--steps", LONG_RUN, "--wait-members", k == 0 ? "4" : "1",
-                           "--heartbeat-timeout-ms", "1000", "--fault-partition", cut, NULL);
+                           "--fault-partition", cut, NULL);
       /* a founds; the others join it, in this order (seniority) */
       harness_wait_event (h, n[k], "joined", NULL, 0, T);
     }

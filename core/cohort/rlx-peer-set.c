@@ -16,6 +16,7 @@ struct _RlxPeerSet {
   guint               timeout_ms;
   guint               heartbeat_id;
   gint64              last_tick, stalled_at, epoch;
+  gint64              gaps_ours_until; /* silences ending before this are our stall's */
   RlxWireCounters     totals;
 };
 
@@ -561,18 +562,23 @@ on_heartbeat (gpointer user_data)
     }
   else if (self->last_tick > 0 && now - self->last_tick > 2 * HEARTBEAT_MS * 1000)
     {
-      /* A shorter stall is ours too: the bytes that came meanwhile are
-       * counted only once this loop runs (the link's last-rx is set on
-       * the main context), so it would add to every peer's silence. A
-       * node frozen for 2.7 s of a 3 s timeout timed out the live new
-       * leader this way as it thawed — before that leader's buffered
-       * frames were read — took over itself at the same term and forked
-       * the cohort (issue 29, item 13; scripts/chaos.py, seed 30). */
-      gint64 stood = now - self->last_tick - HEARTBEAT_MS * 1000;
+      /* A shorter stall (a missed beat or more): the bytes that came
+       * meanwhile are counted only once this loop has read them (a link's
+       * last-rx is set on the main context), so a peer's silence looks
+       * longer by our stall. Each peer gets two beats from now to be heard
+       * before it is timed out: a node frozen for 2.7 s of a 3 s timeout
+       * timed out the live new leader as it thawed — before that leader's
+       * buffered frames were read — took over itself at the same term and
+       * forked the cohort (issue 29, item 13; scripts/chaos.py, seed 30).
+       * A peer that is really gone is found two beats late, not a stall
+       * late. The silences that end meanwhile are ours: they do not
+       * stretch any peer's timeout. */
+      self->gaps_ours_until = now + 2 * HEARTBEAT_MS * 1000;
       for (guint i = 0; i < self->peers->len; i++)
         {
           RlxPeer *p = g_ptr_array_index (self->peers, i);
-          p->last_rx = MIN (now, p->last_rx + stood);
+          p->last_rx = MAX (p->last_rx, now - (gint64) rlx_peer_set_timeout_for (self, p) * 1000 +
+                                            2 * HEARTBEAT_MS * 1000);
         }
     }
   self->last_tick = now;
@@ -594,7 +600,8 @@ on_heartbeat (gpointer user_data)
       p->gap_peak_us *= 0.95;
       if (rx > p->last_rx)
         {
-          p->gap_peak_us = MAX (p->gap_peak_us, (double) (rx - p->last_rx));
+          if (now >= self->gaps_ours_until)
+            p->gap_peak_us = MAX (p->gap_peak_us, (double) (rx - p->last_rx));
           p->last_rx = rx;
         }
       rlx_msg_init (&m, RLX_MSG_HEARTBEAT, self->node_id);

@@ -12,19 +12,23 @@
 #
 # Device call: command 'bash scripts/device/outer-bench.sh', carry
 # [".devcarry-cpu"], kind nvidia-h200 (16 cores), timeout_s 600.
+#
+# RLX_PREP_OUT=DIR makes DIR instead of .devcarry-cpu; RLX_PREP_DATA=0 leaves
+# the dataset out (what scripts/device/chaos.sh needs: the synthetic data).
 set -euo pipefail
 die () { echo "prepare-outer.sh: $*" >&2; exit 1; }
 root=$(git rev-parse --show-toplevel 2>/dev/null) || die "run it inside the rlx-cluster checkout"
 cd "$root"
 src=.devcarry
-out=.devcarry-cpu
+out=${RLX_PREP_OUT:-.devcarry-cpu}
+with_data=${RLX_PREP_DATA:-1}
 data=${RLX_FASHION_DIR:-/usr/share/datasets/fashion-mnist}
 [ -x "$src/bin/rlx-rank" ] || die "no $src/bin/rlx-rank: run scripts/device/prepare.sh first"
 exclude=$(git rev-parse --git-path info/exclude)
 grep -qxF "/$out/" "$exclude" 2>/dev/null || echo "/$out/" >> "$exclude"
 
 rm -rf "$out"
-mkdir -p "$out/bin" "$out/lib" "$out/fashion-mnist"
+mkdir -p "$out/bin" "$out/lib"
 cp "$src/bin/rlx-rank" "$out/bin/"
 cp "$src/rlx-rank" "$src/torch_ref.py" "$out/"
 # rlx-rank's libraries and OpenBLAS's (and theirs), packed or not as in $src
@@ -38,14 +42,17 @@ for n in $need; do
 done
 [ -e "$out/lib/libopenblas.so.0.xz" ] || die "$src/lib has no libopenblas.so.0.xz"
 # the dataset: labels as they are, images repacked with xz (26 MB, not 31)
-for f in train-labels-idx1-ubyte.gz t10k-labels-idx1-ubyte.gz; do
-  [ -f "$data/$f" ] || die "$data/$f missing (apt install dataset-fashion-mnist)"
-  cp "$data/$f" "$out/fashion-mnist/"
-done
-for f in train-images-idx3-ubyte t10k-images-idx3-ubyte; do
-  [ -f "$data/$f.gz" ] || die "$data/$f.gz missing (apt install dataset-fashion-mnist)"
-  zcat "$data/$f.gz" | xz -T0 -9e -c > "$out/fashion-mnist/$f.xz"
-done
+if [ "$with_data" = 1 ]; then
+  mkdir -p "$out/fashion-mnist"
+  for f in train-labels-idx1-ubyte.gz t10k-labels-idx1-ubyte.gz; do
+    [ -f "$data/$f" ] || die "$data/$f missing (apt install dataset-fashion-mnist)"
+    cp "$data/$f" "$out/fashion-mnist/"
+  done
+  for f in train-images-idx3-ubyte t10k-images-idx3-ubyte; do
+    [ -f "$data/$f.gz" ] || die "$data/$f.gz missing (apt install dataset-fashion-mnist)"
+    zcat "$data/$f.gz" | xz -T0 -9e -c > "$out/fashion-mnist/$f.xz"
+  done
+fi
 { cat "$src/MANIFEST"; echo "cpu carry made $(date -u +%FT%TZ) from $src"; } > "$out/MANIFEST"
 
 # check: every library rlx-rank needs resolves from the carry
@@ -63,4 +70,4 @@ tree_kib=$(git ls-files -z --cached --others --exclude-standard | du -ck --files
 total_mib=$(( (carry_kib + tree_kib) / 1024 ))
 echo "prepare-outer.sh: $out is $(( carry_kib / 1024 )) MiB, the tree $(( tree_kib / 1024 )) MiB: ${total_mib} MiB of the 64 MiB a call may send"
 [ "$total_mib" -lt 63 ] || die "over the device tool's 64 MiB limit"
-echo "prepare-outer.sh: ready. Device call: command 'bash scripts/device/outer-bench.sh', carry [\"$out\"], kind nvidia-h200, timeout_s 600"
+echo "prepare-outer.sh: ready. Device call: command 'bash scripts/device/outer-bench.sh' (chaos.sh without the dataset), carry [\"$out\"], kind nvidia-h200, timeout_s 600"

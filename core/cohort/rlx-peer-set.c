@@ -431,6 +431,13 @@ on_frame (RlxLink *link, GBytes *frame, gpointer user_data)
   else if (m.kind == RLX_MSG_HEARTBEAT)
     {
       const RlxMsgHeartbeat *hb = &m.u.heartbeat;
+      /* Its clock moved on by more than two beats since its last
+       * heartbeat: its own loop stood still (stopped, starved), so the
+       * silence this ends says nothing about the link. A frozen leader
+       * otherwise left a 4 × freeze timeout behind (6 s of a 3 s one),
+       * and the next failover took that long (issue 29, chaos.py). */
+      if (p->their_t >= 0 && hb->t - p->their_t > 2 * HEARTBEAT_MS)
+        p->their_stall = TRUE;
       p->their_t = hb->t;
       p->their_t_at = g_get_monotonic_time ();
       if (hb->echo >= 0)
@@ -600,8 +607,9 @@ on_heartbeat (gpointer user_data)
       p->gap_peak_us *= 0.95;
       if (rx > p->last_rx)
         {
-          if (now >= self->gaps_ours_until)
+          if (now >= self->gaps_ours_until && !p->their_stall)
             p->gap_peak_us = MAX (p->gap_peak_us, (double) (rx - p->last_rx));
+          p->their_stall = FALSE;
           p->last_rx = rx;
         }
       rlx_msg_init (&m, RLX_MSG_HEARTBEAT, self->node_id);

@@ -11,8 +11,9 @@
  * Liveness counts any byte received (the link's "last-rx"), not whole
  * frames, so a peer busy sending a multi-megabyte bucket over a slow link is
  * alive. The heartbeat timeout adapts to each link: it is the largest of the
- * configured timeout, 4 × the longest recent silence on that link (decaying)
- * and 8 × its round-trip time (measured by echoing the peer's heartbeat
+ * configured timeout, 4 × the longest recent silence on that link (decaying;
+ * not one the peer's heartbeat clock shows was its own stall, nor one that
+ * ends as our own stall does) and 8 × its round-trip time (measured by echoing the peer's heartbeat
  * clock, never by comparing clocks of two hosts). A node whose own main loop
  * stood still longer than the timeout (stopped, starved) does not time its
  * peers out for it: it notes that it stalled (rlx_peer_set_stalled_recently);
@@ -63,6 +64,8 @@ typedef struct {
   double          gap_peak_us;  /* longest recent silence, decaying */
   double          rtt_us;       /* heartbeat round trip, smoothed; 0 unknown */
   gint64          their_t;      /* the last heartbeat clock it sent (to echo) */
+  gboolean        their_stall;  /* its clock says the silence that ends now was its own
+                                 * loop standing still (not the link's) */
   gint64          their_t_at;   /* monotonic µs when it arrived */
   RlxWireCounters counters;
   /* private */

@@ -9,6 +9,9 @@
  *       successor out, take over itself at the same term and train on a
  *       second history (chaos.py seed 30 at 64.6 s: frozen 2.7 s of a 3 s
  *       timeout, the new leader's bytes still unread when it thawed).
+ *   /cohort/forks/freeze-leaves-no-long-timeout   a leader frozen briefly
+ *       and then for good is timed out after the configured timeout, not
+ *       4 × its first freeze (failovers of 5.3–6 s of a 3 s timeout).
  */
 #include "rlx-config.h"
 #include "cohort-harness.h"
@@ -114,11 +117,67 @@ test_short_freeze_keeps_successor (void)
     short_freeze_round (round);
 }
 
+/* A leader frozen for a moment (3 s of the 4 s timeout) and then, at
+ * once, for good is timed out by its members after the configured
+ * timeout, not after 4 × the first freeze (about 6 s, decaying): that silence was the leader's own loop
+ * standing still (its heartbeat clock jumped), not a slow link. Before,
+ * the failovers of chaos.py runs took 5.3–6 s of a 3 s timeout after a
+ * leader that had been frozen shortly before. */
+static void
+test_freeze_leaves_no_long_timeout (void)
+{
+  Harness *h = harness_new ();
+  Node *a, *b, *c;
+  int i;
+  gint64 at;
+  double silent;
+
+  a = harness_join (h, "a", "--cohort", "thawed", "--batch", "8", "--steps", "1000000",
+                    "--heartbeat-timeout-ms", "4000", "--checkpoint-every", "0",
+                    "--wait-members", "3", NULL);
+  harness_wait_event (h, a, "joined", NULL, 0, T);
+  b = harness_join (h, "b", "--cohort", "thawed", "--batch", "8", "--steps", "1000000",
+                    "--heartbeat-timeout-ms", "4000", "--checkpoint-every", "0", NULL);
+  harness_wait_event (h, b, "joined", NULL, 0, T);
+  c = harness_join (h, "c", "--cohort", "thawed", "--batch", "8", "--steps", "1000000",
+                    "--heartbeat-timeout-ms", "4000", "--checkpoint-every", "0", NULL);
+  harness_wait_event (h, c, "joined", NULL, 0, T);
+  at = node_max_step (b);
+  harness_wait_event (h, b, "step", "step", at + 30, T);
+  node_kill (a, SIGSTOP);
+  pause_ms (3000);
+  node_kill (a, SIGCONT);
+  at = node_max_step (a);
+  harness_wait_event (h, b, "step", "step", at + 2, T);
+  node_kill (a, SIGSTOP);
+  i = harness_wait_event (h, b, "member-left", NULL, 0, T);
+  g_assert_cmpstr (ev_str (node_ev (b, i), "node"), ==, node_id (a));
+  g_assert_nonnull (strstr (ev_str (node_ev (b, i), "reason"), "silent for"));
+  silent = g_ascii_strtod (strstr (ev_str (node_ev (b, i), "reason"), "silent for") + 11, NULL);
+  g_test_message ("b timed a out after %.1f s", silent);
+  if (silent > 5.2)
+    {
+      harness_dump (h);
+      g_error ("b timed the frozen leader out after %.1f s of a 4 s timeout (its first freeze "
+               "stretched it)", silent);
+    }
+  harness_wait_event (h, b, "leader", "term", 2, T);
+  node_kill (a, SIGKILL);
+  node_kill (a, SIGCONT);
+  node_kill (c, SIGTERM);
+  harness_assert_exit_ok (h, c, 20000);
+  node_kill (b, SIGTERM);
+  harness_assert_exit_ok (h, b, 20000);
+  harness_free (h);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/cohort/forks/short-freeze-keeps-successor",
                    test_short_freeze_keeps_successor);
+  g_test_add_func ("/cohort/forks/freeze-leaves-no-long-timeout",
+                   test_freeze_leaves_no_long_timeout);
   return g_test_run ();
 }

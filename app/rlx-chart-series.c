@@ -13,11 +13,26 @@ typedef struct {
   float  smooth;   /* ema with the start-up bias removed */
 } Point;
 
+/* Points 16k..16k+15 summed up, so decimation adds a run of points that
+ * falls in one pixel column at once (100,000 points in 1,100 columns: about
+ * 6,300 blocks and 9,000 points visited one by one instead of 100,000).
+ * Only whole blocks are kept. */
+#define BLOCK_SHIFT 4
+#define BLOCK       (1u << BLOCK_SHIFT)
+
+typedef struct {
+  double x_first, x_last;
+  gint64 t_first, t_last;
+  float  y_min, y_max, y_first, y_last;
+  float  smooth_last;
+} Block;
+
 struct _RlxChartSeries
 {
   GObject  parent_instance;
 
   GArray  *points;        /* Point */
+  GArray  *blocks;        /* Block: one per BLOCK whole points */
   double   smoothing;
   double   y_min, y_max, y_min_positive;
   guint64  generation;
@@ -35,6 +50,7 @@ rlx_chart_series_finalize (GObject *object)
   RlxChartSeries *self = RLX_CHART_SERIES (object);
 
   g_array_unref (self->points);
+  g_array_unref (self->blocks);
   G_OBJECT_CLASS (rlx_chart_series_parent_class)->finalize (object);
 }
 
@@ -58,6 +74,7 @@ static void
 rlx_chart_series_init (RlxChartSeries *self)
 {
   self->points = g_array_new (FALSE, FALSE, sizeof (Point));
+  self->blocks = g_array_new (FALSE, FALSE, sizeof (Block));
   reset_bounds (self);
 }
 
@@ -79,6 +96,42 @@ include_bounds (RlxChartSeries *self, double y)
     self->y_min_positive = MIN (self->y_min_positive, y);
 }
 
+/* Sum up block @k from its points. */
+static void
+fill_block (RlxChartSeries *self, Block *b, guint k)
+{
+  const Point *p = &g_array_index (self->points, Point, k << BLOCK_SHIFT);
+
+  b->x_first = p[0].x;
+  b->x_last = p[BLOCK - 1].x;
+  b->t_first = p[0].time_us;
+  b->t_last = p[BLOCK - 1].time_us;
+  b->y_first = b->y_min = b->y_max = p[0].y;
+  b->y_last = p[BLOCK - 1].y;
+  b->smooth_last = p[BLOCK - 1].smooth;
+  for (guint i = 1; i < BLOCK; i++)
+    {
+      b->y_min = MIN (b->y_min, p[i].y);
+      b->y_max = MAX (b->y_max, p[i].y);
+    }
+}
+
+/* Keep one block per BLOCK whole points (after points were added or dropped). */
+static void
+sync_blocks (RlxChartSeries *self)
+{
+  guint want = self->points->len >> BLOCK_SHIFT;
+
+  if (self->blocks->len > want)
+    g_array_set_size (self->blocks, want);
+  while (self->blocks->len < want)
+    {
+      Block b;
+      fill_block (self, &b, self->blocks->len);
+      g_array_append_val (self->blocks, b);
+    }
+}
+
 /* Drop every point with x >= @x (history rewritten). */
 static void
 truncate_from (RlxChartSeries *self, double x)
@@ -94,6 +147,7 @@ truncate_from (RlxChartSeries *self, double x)
         hi = mid;
     }
   g_array_set_size (self->points, lo);
+  sync_blocks (self);
   reset_bounds (self);
   for (guint i = 0; i < self->points->len; i++)
     include_bounds (self, g_array_index (self->points, Point, i).y);
@@ -125,6 +179,8 @@ rlx_chart_series_append (RlxChartSeries *self, double x, double y, gint64 time_u
   bias = 1.0 - pow (self->smoothing, (double) (k + 1));
   p.smooth = (float) (bias > 0 ? p.ema / bias : y);
   g_array_append_val (self->points, p);
+  if ((self->points->len & (BLOCK - 1)) == 0)
+    sync_blocks (self);
   include_bounds (self, y);
   self->generation++;
   g_signal_emit (self, signals[SIG_CHANGED], 0);
@@ -136,6 +192,7 @@ rlx_chart_series_clear (RlxChartSeries *self)
   g_return_if_fail (RLX_IS_CHART_SERIES (self));
 
   g_array_set_size (self->points, 0);
+  g_array_set_size (self->blocks, 0);
   reset_bounds (self);
   self->n_rejected = 0;
   self->generation++;
@@ -231,12 +288,6 @@ lower_bound_by (RlxChartSeries *self, double v, gboolean by_time)
   return lo;
 }
 
-static guint
-lower_bound (RlxChartSeries *self, double x)
-{
-  return lower_bound_by (self, x, FALSE);
-}
-
 static int
 find_nearest_by (RlxChartSeries *self, double v, gboolean by_time)
 {
@@ -277,56 +328,93 @@ add_to_column (RlxChartColumn *col, const Point *p)
   col->n++;
 }
 
-guint
-rlx_chart_series_decimate (RlxChartSeries *self, double x0, double x1, guint n_cols,
-                           RlxChartColumn *cols)
+static inline void
+add_block_to_column (RlxChartColumn *col, const Block *b)
 {
-  const Point *pts;
-  double per_col;
-  guint i, n, visited = 0;
-
-  g_return_val_if_fail (RLX_IS_CHART_SERIES (self), 0);
-  g_return_val_if_fail (n_cols == 0 || cols != NULL, 0);
-
-  memset (cols, 0, sizeof (RlxChartColumn) * n_cols);
-  if (n_cols == 0 || !(x1 >= x0))
-    return 0;
-  per_col = (x1 - x0) / n_cols;
-  pts = (const Point *) (gpointer) self->points->data;
-  n = self->points->len;
-  for (i = lower_bound (self, x0); i < n && pts[i].x <= x1; i++)
+  if (col->n == 0)
     {
-      guint c = per_col > 0 ? (guint) ((pts[i].x - x0) / per_col) : 0;
-      add_to_column (&cols[MIN (c, n_cols - 1)], &pts[i]);
+      col->y_min = b->y_min;
+      col->y_max = b->y_max;
+      col->y_first = b->y_first;
+    }
+  else
+    {
+      col->y_min = MIN (col->y_min, b->y_min);
+      col->y_max = MAX (col->y_max, b->y_max);
+    }
+  col->y_last = b->y_last;
+  col->smooth = b->smooth_last;
+  col->n += BLOCK;
+}
+
+/* The column of key @k: monotonic in @k, so a block whose first and last
+ * points share a column has all its points there. */
+static inline guint
+column_of (double k, double k0, double per_col, guint n_cols)
+{
+  guint c = per_col > 0 ? (guint) ((k - k0) / per_col) : 0;
+  return MIN (c, n_cols - 1);
+}
+
+/* The points with key in [@k0, @k1] into @n_cols columns of @per_col each;
+ * returns how many. */
+static guint
+decimate_by (RlxChartSeries *self, double k0, double k1, double per_col, gboolean by_time,
+             guint n_cols, RlxChartColumn *cols)
+{
+  const Point *pts = (const Point *) (gpointer) self->points->data;
+  const Block *blocks = (const Block *) (gpointer) self->blocks->data;
+  guint n = self->points->len, n_blocks = self->blocks->len, visited = 0;
+  guint i = lower_bound_by (self, k0, by_time);
+
+  while (i < n && key_of (&pts[i], by_time) <= k1)
+    {
+      if ((i & (BLOCK - 1)) == 0 && (i >> BLOCK_SHIFT) < n_blocks)
+        {
+          const Block *b = &blocks[i >> BLOCK_SHIFT];
+          double first = by_time ? (double) b->t_first : b->x_first;
+          double last = by_time ? (double) b->t_last : b->x_last;
+          guint c = column_of (first, k0, per_col, n_cols);
+          if (last <= k1 && column_of (last, k0, per_col, n_cols) == c)
+            {
+              add_block_to_column (&cols[c], b);
+              i += BLOCK;
+              visited += BLOCK;
+              continue;
+            }
+        }
+      add_to_column (&cols[column_of (key_of (&pts[i], by_time), k0, per_col, n_cols)], &pts[i]);
+      i++;
       visited++;
     }
   return visited;
 }
 
 guint
+rlx_chart_series_decimate (RlxChartSeries *self, double x0, double x1, guint n_cols,
+                           RlxChartColumn *cols)
+{
+  g_return_val_if_fail (RLX_IS_CHART_SERIES (self), 0);
+  g_return_val_if_fail (n_cols == 0 || cols != NULL, 0);
+
+  memset (cols, 0, sizeof (RlxChartColumn) * n_cols);
+  if (n_cols == 0 || !(x1 >= x0))
+    return 0;
+  return decimate_by (self, x0, x1, (x1 - x0) / n_cols, FALSE, n_cols, cols);
+}
+
+guint
 rlx_chart_series_decimate_time (RlxChartSeries *self, gint64 t0_us, gint64 t1_us, guint n_cols,
                                 RlxChartColumn *cols)
 {
-  const Point *pts;
-  double per_col;
-  guint i, n, visited = 0;
-
   g_return_val_if_fail (RLX_IS_CHART_SERIES (self), 0);
   g_return_val_if_fail (n_cols == 0 || cols != NULL, 0);
 
   memset (cols, 0, sizeof (RlxChartColumn) * n_cols);
   if (n_cols == 0 || t1_us < t0_us)
     return 0;
-  per_col = (double) (t1_us - t0_us) / n_cols;
-  pts = (const Point *) (gpointer) self->points->data;
-  n = self->points->len;
-  for (i = lower_bound_by (self, (double) t0_us, TRUE); i < n && pts[i].time_us <= t1_us; i++)
-    {
-      guint c = per_col > 0 ? (guint) ((double) (pts[i].time_us - t0_us) / per_col) : 0;
-      add_to_column (&cols[MIN (c, n_cols - 1)], &pts[i]);
-      visited++;
-    }
-  return visited;
+  return decimate_by (self, (double) t0_us, (double) t1_us, (double) (t1_us - t0_us) / n_cols,
+                      TRUE, n_cols, cols);
 }
 
 gboolean
@@ -372,6 +460,9 @@ rlx_chart_series_set_smoothing (RlxChartSeries *self, double smoothing)
       p->ema = ema;
       p->smooth = (float) (bias > 0 ? ema / bias : p->y);
     }
+  for (guint k = 0; k < self->blocks->len; k++)
+    g_array_index (self->blocks, Block, k).smooth_last =
+      g_array_index (self->points, Point, ((k + 1) << BLOCK_SHIFT) - 1).smooth;
   self->generation++;
   g_signal_emit (self, signals[SIG_CHANGED], 0);
 }

@@ -13,6 +13,7 @@
 #include "rlx-config.h"
 #include "rlx-loss-chart.h"
 #include "rlx-chart-axis.h"
+#include "rlx-chart-raster.h"
 
 #include <adwaita.h>
 #include <glib/gi18n.h>
@@ -35,8 +36,13 @@ struct _RlxLossChart
   gboolean        time_axis;                /* x: wall-clock time, not steps */
   guint           min_redraw_ms;
 
-  /* the plot, kept between frames */
+  /* the plot, kept between frames: an image, shown by a cairo node under
+   * GTK's cairo renderer and by a texture otherwise */
   GskRenderNode  *plot;
+  cairo_surface_t *plot_surface;            /* the image self->plot shows */
+  cairo_surface_t *spare_surface;           /* the one before, drawn into again when
+                                             * no node holds it any more */
+  gboolean        plot_cairo;               /* self->plot is a cairo node */
   int             plot_width, plot_height;
   guint64         plot_loss_gen, plot_acc_gen;
   gboolean        plot_log, plot_dark, plot_time;
@@ -56,6 +62,7 @@ struct _RlxLossChart
   int             readout;                  /* loss point index, -1: none */
 
   RlxLossChartStats stats;
+  double         *line_x, *line_y;          /* the curves' vertices, per column */
   GArray           *marks;                  /* double: steps of membership changes */
 };
 
@@ -160,10 +167,17 @@ append_text (GtkSnapshot *snapshot, PangoLayout *layout, const char *text, doubl
 
 /* ── the plot ──────────────────────────────────────────────────────────── */
 /*
- * The plot is rasterised once into an image (cairo), then shown as a texture:
- * a frame that only moves the readout blits it instead of re-stroking a few
- * thousand path segments (a GskCairoNode replays its recording at every
- * render, which cost 10–30 ms a frame here).
+ * The plot is rasterised once into an image (cairo, and the loss curves by
+ * rlx-chart-raster.c), then shown as is: a frame that only moves the readout
+ * blits it instead of re-stroking a few thousand path segments.
+ *
+ * How it is shown depends on the renderer (rlx_raster_image_node): a
+ * texture suits the GL renderer (uploaded once); under GTK 4.8's cairo
+ * renderer a texture cost 30% of the UI thread while watching a cohort (a
+ * float conversion of every pixel at every render), so there it is a cairo
+ * node.
+ * Two images take turns, so a rebuild draws into memory already mapped
+ * (a new 2 MB image faulted in its pages every time).
  */
 
 static void
@@ -330,18 +344,18 @@ draw_legend (RlxLossChart *self, cairo_t *cr, PangoLayout *layout, const Palette
     }
 }
 
+/* The loss curves, one vertex per non-empty pixel column, straight into
+ * @img (device pixels: @scale per unit). */
 static void
-draw_curves (RlxLossChart *self, cairo_t *cr, const Palette *pal, guint n_cols)
+draw_loss_curves (RlxLossChart *self, const RlxRasterImage *img, int scale, const Palette *pal,
+                  guint n_cols)
 {
   const graphene_rect_t *a = &self->area;
-  gboolean started = FALSE;
-  guint n_acc;
-
-  cairo_save (cr);
-  cairo_rectangle (cr, a->origin.x - 2, a->origin.y - 2, a->size.width + 4, a->size.height + 4);
-  cairo_clip (cr);
-  /* bevel joins: a round join per column costs more than the rest of the plot */
-  cairo_set_line_join (cr, CAIRO_LINE_JOIN_BEVEL);
+  cairo_rectangle_int_t clip = {
+    (int) floor ((a->origin.x - 2) * scale), (int) floor ((a->origin.y - 2) * scale),
+    (int) ceil ((a->size.width + 4) * scale), (int) ceil ((a->size.height + 4) * scale),
+  };
+  guint n = 0;
 
   /* raw loss, thinned to one point per pixel column (its last) and faded
    * behind the smoothed line: with many points per column, the whole
@@ -351,35 +365,34 @@ draw_curves (RlxLossChart *self, cairo_t *cr, const Palette *pal, guint n_cols)
       const RlxChartColumn *col = &self->cols[c];
       if (col->n == 0)
         continue;
-      if (!started)
-        cairo_move_to (cr, a->origin.x + c + 0.5, map_y (self, col->y_last));
-      else
-        cairo_line_to (cr, a->origin.x + c + 0.5, map_y (self, col->y_last));
-      started = TRUE;
+      self->line_x[n] = (a->origin.x + c + 0.5) * scale;
+      self->line_y[n] = map_y (self, col->y_last) * scale;
+      n++;
     }
-  cairo_set_rgba (cr, &pal->raw);
-  cairo_set_line_width (cr, 1.0);
-  cairo_set_antialias (cr, CAIRO_ANTIALIAS_NONE);
-  cairo_stroke (cr);
-  cairo_set_antialias (cr, CAIRO_ANTIALIAS_DEFAULT);
-  started = FALSE;
+  rlx_raster_polyline (img, &clip, self->line_x, self->line_y, n, 1.0 * scale, FALSE, &pal->raw);
 
   /* smoothed loss */
+  n = 0;
   for (guint c = 0; c < n_cols; c++)
     {
       const RlxChartColumn *col = &self->cols[c];
-      double px = a->origin.x + c + 0.5;
       if (col->n == 0)
         continue;
-      if (!started)
-        cairo_move_to (cr, px, map_y (self, col->smooth));
-      else
-        cairo_line_to (cr, px, map_y (self, col->smooth));
-      started = TRUE;
+      self->line_y[n++] = map_y (self, col->smooth) * scale;
     }
-  cairo_set_rgba (cr, &pal->smooth);
-  cairo_set_line_width (cr, 2.0);
-  cairo_stroke (cr);
+  rlx_raster_polyline (img, &clip, self->line_x, self->line_y, n, 2.0 * scale, TRUE, &pal->smooth);
+}
+
+static void
+draw_accuracy (RlxLossChart *self, cairo_t *cr, const Palette *pal)
+{
+  const graphene_rect_t *a = &self->area;
+  guint n_acc;
+
+  cairo_save (cr);
+  cairo_rectangle (cr, a->origin.x - 2, a->origin.y - 2, a->size.width + 4, a->size.height + 4);
+  cairo_clip (cr);
+  cairo_set_line_join (cr, CAIRO_LINE_JOIN_BEVEL);
 
   /* test accuracy: few points, each marked */
   n_acc = rlx_chart_series_get_n_points (self->accuracy);
@@ -399,29 +412,60 @@ draw_curves (RlxLossChart *self, cairo_t *cr, const Palette *pal, guint n_cols)
       cairo_set_rgba (cr, &pal->accuracy);
       cairo_set_line_width (cr, 1.5);
       cairo_stroke (cr);
+      /* the dots in one fill (one each cost more than the rest of the plot) */
       if (n_acc <= 200)
-        for (guint i = 0; i < n_acc; i++)
-          {
-            rlx_chart_series_get_point (self->accuracy, i, &x, &y, NULL, &t);
-            cairo_arc (cr, map_x (self, point_x (self, x, t)), map_accuracy (self, y), 2.5, 0,
-                       2 * G_PI);
-            cairo_fill (cr);
-          }
+        {
+          for (guint i = 0; i < n_acc; i++)
+            {
+              rlx_chart_series_get_point (self->accuracy, i, &x, &y, NULL, &t);
+              cairo_new_sub_path (cr);
+              cairo_arc (cr, map_x (self, point_x (self, x, t)), map_accuracy (self, y), 2.5, 0,
+                         2 * G_PI);
+            }
+          cairo_fill (cr);
+        }
     }
   cairo_restore (cr);
 }
 
-static GskRenderNode *
-build_plot (RlxLossChart *self, int width, int height)
+/* An image of @w × @h device pixels to draw the plot into, cleared: the
+ * spare one when nothing shows it any more (no node holds it), else new. */
+static cairo_surface_t *
+take_surface (RlxLossChart *self, int w, int h)
 {
-  g_autoptr(GtkSnapshot) snapshot = gtk_snapshot_new ();
+  cairo_surface_t *s = g_steal_pointer (&self->spare_surface);
+
+  if (s && cairo_surface_get_reference_count (s) == 1 &&
+      cairo_image_surface_get_width (s) == w && cairo_image_surface_get_height (s) == h)
+    {
+      cairo_t *cr = cairo_create (s);
+      cairo_set_operator (cr, CAIRO_OPERATOR_CLEAR);
+      cairo_paint (cr);
+      cairo_destroy (cr);
+      return s;
+    }
+  g_clear_pointer (&s, cairo_surface_destroy);
+  return cairo_image_surface_create (CAIRO_FORMAT_ARGB32, w, h);
+}
+
+static gboolean
+uses_cairo_renderer (RlxLossChart *self)
+{
+  GtkNative *native = gtk_widget_get_native (GTK_WIDGET (self));
+  GskRenderer *renderer = native ? gtk_native_get_renderer (native) : NULL;
+
+  return renderer != NULL && GSK_IS_CAIRO_RENDERER (renderer);
+}
+
+static GskRenderNode *
+build_plot (RlxLossChart *self, int width, int height, gboolean as_cairo)
+{
   g_autoptr(PangoLayout) layout = gtk_widget_create_pango_layout (GTK_WIDGET (self), NULL);
-  g_autoptr(GBytes) bytes = NULL;
-  g_autoptr(GdkTexture) texture = NULL;
   gboolean have_accuracy = rlx_chart_series_get_n_points (self->accuracy) > 0;
   int scale = MAX (1, gtk_widget_get_scale_factor (GTK_WIDGET (self)));
   gint64 t0 = g_get_monotonic_time ();
   cairo_surface_t *surface;
+  GskRenderNode *node;
   cairo_t *cr;
   Palette pal;
   guint n_cols;
@@ -432,7 +476,7 @@ build_plot (RlxLossChart *self, int width, int height)
                                    MAX (1, height - MARGIN_TOP - MARGIN_BOTTOM));
   n_cols = MIN (MAX_COLUMNS, (guint) self->area.size.width);
 
-  surface = cairo_image_surface_create (CAIRO_FORMAT_ARGB32, width * scale, height * scale);
+  surface = take_surface (self, width * scale, height * scale);
   cairo_surface_set_device_scale (surface, scale, scale);
   cr = cairo_create (surface);
   if (rlx_chart_series_get_n_points (self->loss) == 0)
@@ -444,6 +488,8 @@ build_plot (RlxLossChart *self, int width, int height)
     }
   else
     {
+      RlxRasterImage img;
+
       compute_ranges (self, n_cols);
       self->mono_to_real_us = g_get_real_time () - g_get_monotonic_time ();
       self->stats.n_visited = self->time_axis
@@ -454,22 +500,27 @@ build_plot (RlxLossChart *self, int width, int height)
       self->stats.y_lo = self->log_scale ? pow (10, self->y_lo) : self->y_lo;
       self->stats.y_hi = self->log_scale ? pow (10, self->y_hi) : self->y_hi;
       draw_grid_and_labels (self, cr, layout, &pal, have_accuracy);
-      draw_curves (self, cr, &pal, n_cols);
+      /* the curves go straight into the pixels, between cairo's drawing */
+      cairo_surface_flush (surface);
+      img.data = cairo_image_surface_get_data (surface);
+      img.stride = cairo_image_surface_get_stride (surface);
+      img.width = width * scale;
+      img.height = height * scale;
+      draw_loss_curves (self, &img, scale, &pal, n_cols);
+      cairo_surface_mark_dirty (surface);
+      draw_accuracy (self, cr, &pal);
       draw_legend (self, cr, layout, &pal, have_accuracy);
     }
   cairo_destroy (cr);
   cairo_surface_flush (surface);
 
-  /* cairo's ARGB32 is premultiplied BGRA on little-endian machines, which is
-   * GDK_MEMORY_DEFAULT; the texture keeps the surface alive */
-  bytes = g_bytes_new_with_free_func (cairo_image_surface_get_data (surface),
-                                      (gsize) cairo_image_surface_get_stride (surface) * height * scale,
-                                      (GDestroyNotify) cairo_surface_destroy, surface);
-  texture = gdk_memory_texture_new (width * scale, height * scale, GDK_MEMORY_DEFAULT, bytes,
-                                    cairo_image_surface_get_stride (surface));
-  gtk_snapshot_append_texture (snapshot, texture, &GRAPHENE_RECT_INIT (0, 0, width, height));
+  node = rlx_raster_image_node (surface, width, height, scale, as_cairo);
+  /* the image shown until now becomes the spare */
+  g_clear_pointer (&self->spare_surface, cairo_surface_destroy);
+  self->spare_surface = g_steal_pointer (&self->plot_surface);
+  self->plot_surface = surface;
   self->stats.plot_us = g_get_monotonic_time () - t0;
-  return gtk_snapshot_free_to_node (g_steal_pointer (&snapshot));
+  return node;
 }
 
 /* ── the readout ───────────────────────────────────────────────────────── */
@@ -558,7 +609,10 @@ rlx_loss_chart_draw (RlxLossChart *self, GtkSnapshot *snapshot, int width, int h
   self->last_draw_us = g_get_monotonic_time ();
   if (width <= 0 || height <= 0)
     return;
+  gboolean as_cairo = uses_cairo_renderer (self);
+
   if (self->plot == NULL || self->plot_width != width || self->plot_height != height ||
+      self->plot_cairo != as_cairo ||
       self->plot_loss_gen != rlx_chart_series_get_generation (self->loss) ||
       self->plot_acc_gen != rlx_chart_series_get_generation (self->accuracy) ||
       self->plot_log != self->log_scale || self->plot_time != self->time_axis ||
@@ -566,7 +620,9 @@ rlx_loss_chart_draw (RlxLossChart *self, GtkSnapshot *snapshot, int width, int h
       !gdk_rgba_equal (&self->plot_fg, &pal.fg))
     {
       g_clear_pointer (&self->plot, gsk_render_node_unref);
-      self->plot = build_plot (self, width, height);
+      self->plot = build_plot (self, width, height, as_cairo);
+      self->plot_cairo = as_cairo;
+      self->stats.plot_cairo = as_cairo;
       self->plot_width = width;
       self->plot_height = height;
       self->plot_loss_gen = rlx_chart_series_get_generation (self->loss);
@@ -922,6 +978,8 @@ rlx_loss_chart_dispose (GObject *object)
   g_clear_object (&self->loss);
   g_clear_object (&self->accuracy);
   g_clear_pointer (&self->plot, gsk_render_node_unref);
+  g_clear_pointer (&self->plot_surface, cairo_surface_destroy);
+  g_clear_pointer (&self->spare_surface, cairo_surface_destroy);
   G_OBJECT_CLASS (rlx_loss_chart_parent_class)->dispose (object);
 }
 
@@ -931,6 +989,8 @@ rlx_loss_chart_finalize (GObject *object)
   RlxLossChart *self = RLX_LOSS_CHART (object);
 
   g_free (self->cols);
+  g_free (self->line_x);
+  g_free (self->line_y);
   g_clear_pointer (&self->marks, g_array_unref);
   G_OBJECT_CLASS (rlx_loss_chart_parent_class)->finalize (object);
 }
@@ -999,6 +1059,8 @@ rlx_loss_chart_init (RlxLossChart *self)
   self->min_redraw_ms = 50;
   self->readout = -1;
   self->cols = g_new0 (RlxChartColumn, MAX_COLUMNS);
+  self->line_x = g_new (double, MAX_COLUMNS);
+  self->line_y = g_new (double, MAX_COLUMNS);
   g_signal_connect (self->loss, "changed", G_CALLBACK (on_series_changed), self);
   g_signal_connect (self->accuracy, "changed", G_CALLBACK (on_series_changed), self);
   g_signal_connect (adw_style_manager_get_default (), "notify::dark",

@@ -67,6 +67,7 @@ typedef struct {
   guint   n_visited;       /* points its decimation visited */
   double  y_lo, y_hi;      /* its y axis range (data units) */
   gint64  plot_us;         /* time the last plot took to build */
+  gboolean plot_cairo;     /* shown from a cairo node (GTK's cairo renderer), not a texture */
 } RlxLossChartStats;
 void            rlx_loss_chart_get_stats      (RlxLossChart *self, RlxLossChartStats *stats);
 /* Where the last plot put its data area, in widget coordinates. */

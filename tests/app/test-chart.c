@@ -5,6 +5,7 @@
 #include "rlx-loss-chart.h"
 #include "rlx-chart-axis.h"
 #include "rlx-chart-export.h"
+#include "rlx-chart-raster.h"
 
 #include <adwaita.h>
 #include <math.h>
@@ -59,6 +60,203 @@ test_decimate_100k (void)
   /* a window into the middle visits only the points inside it */
   visited = rlx_chart_series_decimate (s, 1000, 1999, 100, cols);
   g_assert_cmpuint (visited, ==, 1000);
+}
+
+/* The columns as the plain per-point walk makes them. */
+static guint
+decimate_reference (RlxChartSeries *s, double k0, double k1, gboolean by_time, guint n_cols,
+                    RlxChartColumn *cols)
+{
+  double per_col = (k1 - k0) / n_cols;
+  guint n = rlx_chart_series_get_n_points (s), visited = 0;
+
+  memset (cols, 0, sizeof (RlxChartColumn) * n_cols);
+  for (guint i = 0; i < n; i++)
+    {
+      double x, y, smooth, k;
+      gint64 t;
+      RlxChartColumn *col;
+      guint c;
+
+      rlx_chart_series_get_point (s, i, &x, &y, &smooth, &t);
+      k = by_time ? (double) t : x;
+      if (k < k0 || k > k1)
+        continue;
+      c = per_col > 0 ? (guint) ((k - k0) / per_col) : 0;
+      col = &cols[MIN (c, n_cols - 1)];
+      if (col->n == 0)
+        col->y_min = col->y_max = col->y_first = (float) y;
+      col->y_min = MIN (col->y_min, (float) y);
+      col->y_max = MAX (col->y_max, (float) y);
+      col->y_last = (float) y;
+      col->smooth = (float) smooth;
+      col->n++;
+      visited++;
+    }
+  return visited;
+}
+
+static void
+assert_same_columns (const RlxChartColumn *a, const RlxChartColumn *b, guint n_cols)
+{
+  for (guint c = 0; c < n_cols; c++)
+    {
+      g_assert_cmpuint (a[c].n, ==, b[c].n);
+      if (a[c].n == 0)
+        continue;
+      g_assert_cmpfloat (a[c].y_min, ==, b[c].y_min);
+      g_assert_cmpfloat (a[c].y_max, ==, b[c].y_max);
+      g_assert_cmpfloat (a[c].y_first, ==, b[c].y_first);
+      g_assert_cmpfloat (a[c].y_last, ==, b[c].y_last);
+      g_assert_cmpfloat (a[c].smooth, ==, b[c].smooth);
+    }
+}
+
+/* Decimation adds runs of points at once from their summaries: the columns
+ * are exactly those of the point-by-point walk, for any window and width,
+ * by step and by time, after history is rewritten and after the smoothing
+ * changes. */
+static void
+test_decimate_blocks (void)
+{
+  g_autoptr(RlxChartSeries) s = rlx_chart_series_new (0.9);
+  g_autoptr(GRand) rand = g_rand_new_with_seed (11);
+  RlxChartColumn got[700], want[700];
+  gint64 t = 0;
+
+  for (guint i = 0; i < 20000; i++)
+    {
+      /* irregular steps and times; spikes anywhere */
+      t += 1 + g_rand_int_range (rand, 0, 3000);
+      rlx_chart_series_append (s, i * 2 + g_rand_int_range (rand, 0, 2),
+                               g_rand_double (rand) < 0.001 ? 40.0 : g_rand_double (rand), t);
+    }
+  for (guint round = 0; round < 3; round++)
+    {
+      double x_lo, x_hi;
+      gint64 t_lo, t_hi;
+
+      if (round == 1)   /* a merge throws the last steps away, then more arrive */
+        {
+          rlx_chart_series_append (s, 31337, 5.0, t);
+          for (guint i = 0; i < 777; i++)
+            rlx_chart_series_append (s, 31338 + i, g_rand_double (rand), t += 100);
+        }
+      if (round == 2)
+        rlx_chart_series_set_smoothing (s, 0.6);
+      g_assert_true (rlx_chart_series_get_bounds (s, &x_lo, &x_hi, NULL, NULL, NULL));
+      g_assert_true (rlx_chart_series_get_time_bounds (s, &t_lo, &t_hi));
+      for (guint k = 0; k < 40; k++)
+        {
+          guint n_cols = 1 + g_rand_int_range (rand, 0, 700);
+          double a = g_rand_double_range (rand, x_lo - 50, x_hi);
+          double b = k == 0 ? x_hi : g_rand_double_range (rand, a, x_hi + 50);
+          gint64 ta = t_lo + (gint64) (g_rand_double (rand) * (t_hi - t_lo));
+          gint64 tb = k == 0 ? t_hi : ta + (gint64) (g_rand_double (rand) * (t_hi - ta));
+          guint n_got, n_want;
+
+          if (k == 0)
+            a = x_lo, ta = t_lo;
+          n_got = rlx_chart_series_decimate (s, a, b, n_cols, got);
+          n_want = decimate_reference (s, a, b, FALSE, n_cols, want);
+          g_assert_cmpuint (n_got, ==, n_want);
+          assert_same_columns (got, want, n_cols);
+
+          n_got = rlx_chart_series_decimate_time (s, ta, tb, n_cols, got);
+          n_want = decimate_reference (s, (double) ta, (double) tb, TRUE, n_cols, want);
+          g_assert_cmpuint (n_got, ==, n_want);
+          assert_same_columns (got, want, n_cols);
+        }
+    }
+}
+
+/* ── the rasteriser ────────────────────────────────────────────────────── */
+
+#define RW 40
+#define RH 40
+
+static guint32 raster_px[RW * RH];
+
+static RlxRasterImage
+raster_image (guint32 fill)
+{
+  RlxRasterImage img = { (guint8 *) raster_px, RW * 4, RW, RH };
+
+  for (guint i = 0; i < RW * RH; i++)
+    raster_px[i] = fill;
+  return img;
+}
+
+#define ALPHA(x, y) (raster_px[(y) * RW + (x)] >> 24)
+
+static void
+test_raster (void)
+{
+  cairo_rectangle_int_t all = { 0, 0, RW, RH }, left = { 0, 0, 20, RH };
+  GdkRGBA black = { 0, 0, 0, 1 }, half = { 0, 0, 0, 0.5 }, blue = { 0, 0, 1, 1 };
+  double xs[3] = { 5, 35, 5 }, ys[3] = { 20, 20, 20 };
+  RlxRasterImage img;
+
+  /* a 2-pixel line on a pixel edge covers the two rows beside it, fully */
+  img = raster_image (0);
+  rlx_raster_polyline (&img, &all, xs, ys, 2, 2.0, TRUE, &black);
+  g_assert_cmpuint (ALPHA (20, 19), ==, 255);
+  g_assert_cmpuint (ALPHA (20, 20), ==, 255);
+  g_assert_cmpuint (ALPHA (20, 18), ==, 0);
+  g_assert_cmpuint (ALPHA (20, 21), ==, 0);
+  /* round caps half a width past the ends, nothing further */
+  g_assert_cmpuint (ALPHA (35, 20), >, 0);
+  g_assert_cmpuint (ALPHA (37, 20), ==, 0);
+
+  /* a quarter pixel lower: its edges cover their rows in part */
+  ys[0] = ys[1] = 20.25;
+  img = raster_image (0);
+  rlx_raster_polyline (&img, &all, xs, ys, 2, 2.0, TRUE, &black);
+  g_assert_cmpuint (ALPHA (20, 19), >=, 185);
+  g_assert_cmpuint (ALPHA (20, 19), <=, 197);
+  g_assert_cmpuint (ALPHA (20, 20), ==, 255);
+  g_assert_cmpuint (ALPHA (20, 21), >=, 58);
+  g_assert_cmpuint (ALPHA (20, 21), <=, 70);
+
+  /* without antialiasing: in or out by the pixel's centre, one row */
+  ys[0] = ys[1] = 20.3;
+  img = raster_image (0);
+  rlx_raster_polyline (&img, &all, xs, ys, 2, 1.0, FALSE, &black);
+  g_assert_cmpuint (ALPHA (20, 20), ==, 255);
+  g_assert_cmpuint (ALPHA (20, 19), ==, 0);
+  g_assert_cmpuint (ALPHA (20, 21), ==, 0);
+
+  /* a line that goes back over itself is blended once (as a stroke is),
+   * its edges too */
+  img = raster_image (0);
+  rlx_raster_polyline (&img, &all, xs, ys, 3, 1.0, FALSE, &half);
+  g_assert_cmpuint (ALPHA (20, 20), ==, 128);
+  ys[0] = ys[1] = ys[2] = 20.25;
+  img = raster_image (0);
+  rlx_raster_polyline (&img, &all, xs, ys, 3, 2.0, TRUE, &black);
+  g_assert_cmpuint (ALPHA (20, 21), >=, 58);
+  g_assert_cmpuint (ALPHA (20, 21), <=, 70);
+  ys[0] = ys[1] = ys[2] = 20.3;
+
+  /* over what is there: half black over opaque white is mid grey; blue
+   * stays blue (premultiplied, native-endian ARGB) */
+  img = raster_image (0xffffffff);
+  rlx_raster_polyline (&img, &all, xs, ys, 2, 1.0, FALSE, &half);
+  g_assert_cmphex (raster_px[20 * RW + 20], ==, 0xff808080);
+  img = raster_image (0);
+  rlx_raster_polyline (&img, &all, xs, ys, 2, 1.0, FALSE, &blue);
+  g_assert_cmphex (raster_px[20 * RW + 20], ==, 0xff0000ff);
+
+  /* nothing outside the clip; a non-finite vertex breaks the line */
+  img = raster_image (0);
+  rlx_raster_polyline (&img, &left, xs, ys, 2, 1.0, FALSE, &black);
+  g_assert_cmpuint (ALPHA (19, 20), ==, 255);
+  g_assert_cmpuint (ALPHA (20, 20), ==, 0);
+  ys[1] = NAN;
+  img = raster_image (0);
+  rlx_raster_polyline (&img, &all, xs, ys, 2, 1.0, FALSE, &black);
+  for (guint i = 0; i < RW * RH; i++)
+    g_assert_cmphex (raster_px[i], ==, 0);
 }
 
 static void
@@ -287,9 +485,8 @@ value_to_row (const graphene_rect_t *a, const RlxLossChartStats *st, double v)
 /* 100,000 points, a level 2 then a level 1: the smoothed line is drawn at
  * those heights, from one column per pixel. */
 static void
-test_pixels (void)
+check_pixels (RlxLossChart *chart, gboolean want_cairo)
 {
-  RlxLossChart *chart = RLX_LOSS_CHART (g_object_ref_sink (rlx_loss_chart_new ()));
   cairo_surface_t *surface;
   RlxLossChartStats st;
   graphene_rect_t a;
@@ -304,6 +501,7 @@ test_pixels (void)
   rlx_loss_chart_get_plot_area (chart, &a);
   g_assert_cmpuint (st.n_visited, ==, 100000);
   g_assert_cmpuint (st.n_columns, ==, (guint) a.size.width);
+  g_assert_cmpint (st.plot_cairo, ==, want_cairo);
   g_assert_cmpfloat (st.y_lo, <=, 1.0);
   g_assert_cmpfloat (st.y_hi, >=, 2.0);
 
@@ -325,7 +523,37 @@ test_pixels (void)
   g_assert_cmpfloat (st.y_hi, >=, 2.0);
   g_assert_cmpfloat (st.y_hi, <, 20.0);
   cairo_surface_destroy (surface);
+}
+
+static void
+test_pixels (void)
+{
+  RlxLossChart *chart = RLX_LOSS_CHART (g_object_ref_sink (rlx_loss_chart_new ()));
+
+  check_pixels (chart, FALSE);
   g_object_unref (chart);
+}
+
+/* The same under GTK's cairo renderer, where the plot is shown from a cairo
+ * node (GTK 4.8 converts a texture pixel by pixel at every render there). */
+static void
+test_pixels_cairo_renderer (void)
+{
+  GtkWindow *window = GTK_WINDOW (gtk_window_new ());
+  GtkWidget *chart = rlx_loss_chart_new ();
+  GskRenderer *renderer;
+
+  gtk_window_set_child (window, chart);
+  gtk_window_present (window);
+  renderer = gtk_native_get_renderer (GTK_NATIVE (window));
+  if (!GSK_IS_CAIRO_RENDERER (renderer))
+    {
+      g_test_skip ("not GTK's cairo renderer (GSK_RENDERER=cairo)");
+      gtk_window_destroy (window);
+      return;
+    }
+  check_pixels (RLX_LOSS_CHART (chart), TRUE);
+  gtk_window_destroy (window);
 }
 
 /* Accuracy goes on its own 0–100 % axis without moving the loss axis. */
@@ -519,11 +747,14 @@ main (int argc, char **argv)
   gtk_test_init (&argc, &argv, NULL);
   adw_init ();
   g_test_add_func ("/app/chart/decimate-100k", test_decimate_100k);
+  g_test_add_func ("/app/chart/decimate-blocks", test_decimate_blocks);
+  g_test_add_func ("/app/chart/raster", test_raster);
   g_test_add_func ("/app/chart/rewind", test_rewind);
   g_test_add_func ("/app/chart/nonfinite-and-smoothing", test_nonfinite_and_smoothing);
   g_test_add_func ("/app/chart/redraws", test_redraws);
   g_test_add_func ("/app/chart/plot-cache", test_plot_cache);
   g_test_add_func ("/app/chart/pixels", test_pixels);
+  g_test_add_func ("/app/chart/pixels-cairo-renderer", test_pixels_cairo_renderer);
   g_test_add_func ("/app/chart/accuracy-axis", test_accuracy_axis);
   g_test_add_func ("/app/chart/smoothing-control", test_smoothing_control);
   g_test_add_func ("/app/chart/ticks", test_ticks);

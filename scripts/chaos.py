@@ -22,7 +22,8 @@ It checks, from every node's event stream (--json):
   lost         no committed step (a leader's `step` event) lost: neither
                replaced by another hash nor left behind by the surviving
                history without a `merged` report;
-  stall        no stretch without a committed step longer than the
+  stall        no stretch without a new committed step (the first report of
+               it, by its leader or by a member that applied it) longer than the
                heartbeat timeout + 2 s after the last kill or freeze of the
                leader or of the next in line (a failover), while a rank
                lives that can go on: awake, in the cohort (not alone) and
@@ -182,6 +183,7 @@ class Run:
         #                          discarded, last report time]}
         self.history = {}
         self.max_step = 0            # highest committed step seen
+        self.progress_step = 0       # highest step anyone reported
         self.samples = 0             # samples of committed steps above the high-water mark
         self.first_commit = None
         self.last_progress = None
@@ -248,14 +250,22 @@ class Run:
             rec = ent[h] = [0, False, False, t]
         rec[0] |= r.bit
         rec[3] = t
+        # Progress: a step past any reported yet, by anyone. A member reports
+        # a step once it applied the leader's commit of it; the leader's own
+        # report may come seconds later on a loaded machine (its events go
+        # through its main loop), or never (frozen and killed first).
+        if s > self.progress_step and self.first_commit is not None:
+            self.progress_step = s
+            self.last_progress = t
         if ev.get("leader") == r.node_id and r.node_id is not None:
             rec[1] = True
-            self.last_progress = t
+            self.last_progress = max(self.last_progress or t, t)
             if self.first_commit is None:
                 self.first_commit = t
             if s > self.max_step:
                 self.max_step = s
                 self.samples += ev.get("samples", 0)
+            self.progress_step = max(self.progress_step, s)
 
     def on_merged(self, r, t, ev):
         lo, hi = ev.get("from_step", 0), ev.get("to_step", -1)

@@ -46,6 +46,7 @@
 #include "rlx-coordinator-private.h"
 #include "core/p2p/rlx-busy-poll.h"
 #include "core/cohort/rlx-outer.h"
+#include "core/cohort/rlx-norm-guard.h"
 
 #include <math.h>
 #include <signal.h>
@@ -819,6 +820,8 @@ rlx_coordinator_new (const RlxCoordinatorConfig *config, RlxWorker *worker, GErr
   self->checkpoint_every = config->checkpoint_every;
   self->ctx.wait_members = MAX (1u, config->wait_members);
   self->ctx.deadline_floor_ms = config->deadline_floor_ms ? config->deadline_floor_ms : 500;
+  self->ctx.max_norm_ratio = config->max_grad_norm_ratio == 0 ? RLX_NORM_GUARD_DEFAULT_RATIO
+                             : config->max_grad_norm_ratio;
   self->evaluate_every = config->evaluate_every;
   self->join_only = config->join_only;
 

@@ -60,6 +60,9 @@ typedef struct {
   const char  *checkpoint_dir;   /* NULL: $XDG_DATA_HOME/rlx-cluster/COHORT */
   guint        wait_members;     /* a founder waits for this many members (>= 1) */
   guint        deadline_floor_ms;   /* shortest collect deadline; 0: 500 */
+  double       max_grad_norm_ratio; /* the leader refuses a member's bucket whose L2 norm is
+                                     * over this × the median of the recent ones (and
+                                     * reports it); 0: 100, < 0: never */
   guint        heartbeat_timeout_ms; /* silence that removes a peer; 0: 3000 */
   guint        evaluate_every;   /* measure test accuracy every K committed steps, off
                                   * the main loop ("evaluated" event); 0: never */

@@ -66,6 +66,7 @@ struct _RlxNode
   guint64         steps;
   guint           threads;
   guint           wait_members;
+  double          max_grad_norm_ratio;
   guint           checkpoint_every;
   guint           evaluate_every;
   char           *checkpoint_dir;
@@ -239,6 +240,7 @@ rlx_node_new (const RlxNodeConfig *config, GError **error)
   self->steps = config->steps;
   self->threads = config->threads;
   self->wait_members = MAX (1u, config->wait_members);
+  self->max_grad_norm_ratio = config->max_grad_norm_ratio;
   self->checkpoint_every = config->checkpoint_every;
   self->evaluate_every = config->evaluate_every;
   self->checkpoint_dir = g_strdup (config->checkpoint_dir);
@@ -446,6 +448,7 @@ start_node (RlxNode *self, RlxBackend *backend)
   cfg.checkpoint_every = self->checkpoint_every;
   cfg.checkpoint_dir = self->checkpoint_dir;
   cfg.wait_members = self->wait_members;
+  cfg.max_grad_norm_ratio = self->max_grad_norm_ratio;
   cfg.evaluate_every = self->evaluate_every;
   cfg.join_only = self->join_only;
   cfg.sync = self->sync;

@@ -76,6 +76,7 @@ typedef struct {
   guint        threads;          /* BLAS threads of a CPU backend; 0: its default, or 1
                                   * when evaluate_every is set (see rlx-node.c) */
   guint        wait_members;     /* 0: 1 */
+  double       max_grad_norm_ratio; /* as RlxCoordinatorConfig's (0: 100, < 0: never) */
   guint        checkpoint_every; /* the leader checkpoints every K steps; 0: only at the end */
   guint        evaluate_every;   /* test accuracy every K committed steps; 0: never */
   const char  *checkpoint_dir;   /* NULL: $XDG_DATA_HOME/rlx-cluster/COHORT */

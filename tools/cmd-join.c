@@ -415,6 +415,7 @@ rlx_cmd_join (int argc, char **argv)
   g_autofree char *sync_s = NULL, *outer_lr_s = NULL, *outer_mom_s = NULL, *mom_s = NULL;
   gboolean join_only = FALSE, show_invite = FALSE, control_stdin = FALSE, claim_fast = FALSE;
   g_autofree char *invite_out = NULL, *claim_members_s = NULL, *claim_step_s = NULL;
+  g_autofree char *huge_s = NULL, *norm_ratio_s = NULL;
   GOptionEntry entries[] = {
     { "local", 0, 0, G_OPTION_ARG_NONE, &local, "the cohort on this machine (the local bus; the default)", NULL },
     { "cohort", 0, 0, G_OPTION_ARG_STRING, &cohort, "cohort name (default: default)", "NAME" },
@@ -425,6 +426,7 @@ rlx_cmd_join (int argc, char **argv)
     { "precision", 0, 0, G_OPTION_ARG_STRING, &precision_s, "wire precision: f32 (default), f16, f8e4m3, f8e5m2", "P" },
     { "batch", 0, 0, G_OPTION_ARG_STRING, &batch_s, "this node's share of the global batch (default 32)", "B" },
     { "lr", 0, 0, G_OPTION_ARG_STRING, &lr_s, "learning rate (default 0.05)", "LR" },
+    { "max-grad-norm-ratio", 0, 0, G_OPTION_ARG_STRING, &norm_ratio_s, "as the leader, refuse (and report) a member's gradient whose norm is over R times the median of the recent ones (default 100; 0: never)", "R" },
     { "steps", 0, 0, G_OPTION_ARG_STRING, &steps_s, "exit once step N is committed (default: run until interrupted)", "N" },
     { "no-error-feedback", 0, 0, G_OPTION_ARG_NONE, &no_ef, "do not carry the quantisation residual", NULL },
     { "sync", 0, 0, G_OPTION_ARG_STRING, &sync_s, "how the cohort averages (its leader's choice counts): step (every step, the default), outer:H (H local steps, then outer averaging) or auto (chosen from the measured links)", "MODE" },
@@ -451,6 +453,7 @@ rlx_cmd_join (int argc, char **argv)
     { "fault-die-at", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &die_s, "test switch: as the leader, send step N's commit to all but the next leader, then die", "N" },
     { "fault-partition", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &partition_s, "test switch: while FILE exists, only the node ids on our line of it are reachable", "FILE" },
     { "fault-claim-fast", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &claim_fast, "test switch: every gradient claims it took 1 µs (a member lying about its speed)", NULL },
+    { "fault-huge", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &huge_s, "test switch: from step N every gradient has one value of 1e20 (an absurd norm)", "N" },
     { "fault-claim-members", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &claim_members_s, "test switch: as a leader, every hello claims N members (a leader lying to win a merge)", "N" },
     { "fault-claim-step", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &claim_step_s, "test switch: as a leader, every hello claims step N committed", "N" },
     { "fault-slow-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &slow_s, "test switch: every gradient takes MS longer (on the compute thread)", "MS" },
@@ -471,7 +474,7 @@ rlx_cmd_join (int argc, char **argv)
   guint64 batch = 32, steps = 0, seed = 0, wait = 1, ckpt = 100, fault = 0, deadline = 0, hb = 0;
   guint64 mom_at = 0;
   guint64 slow_ms = 0, inf_from = 0, hash_at = 0, eval_every = 0, stall_step = 0, stall_ms = 0;
-  guint64 die_at = 0, log_max = 0, eval_ms = 0, claim_members = 0, claim_step = 0;
+  guint64 die_at = 0, log_max = 0, eval_ms = 0, claim_members = 0, claim_step = 0, huge_from = 0;
   guint64 threads = 0;
   double lr = 0.05;
   guint sigint_id, sigterm_id, sigusr1_id;
@@ -525,6 +528,7 @@ rlx_cmd_join (int argc, char **argv)
       !rlx_cli_uint (sub, "--fault-momentum", mom_s, 1, G_MAXINT64, &mom_at) ||
       !rlx_cli_uint (sub, "--evaluate-every", eval_s, 1, G_MAXUINT32, &eval_every) ||
       !rlx_cli_uint (sub, "--fault-die-at", die_s, 1, G_MAXINT64, &die_at) ||
+      !rlx_cli_uint (sub, "--fault-huge", huge_s, 1, G_MAXINT64, &huge_from) ||
       !rlx_cli_uint (sub, "--fault-claim-members", claim_members_s, 1, G_MAXUINT32, &claim_members) ||
       !rlx_cli_uint (sub, "--fault-claim-step", claim_step_s, 1, G_MAXINT64, &claim_step) ||
       !rlx_cli_uint (sub, "--deadline-floor-ms", deadline_s, 1, 600000, &deadline) ||
@@ -545,6 +549,20 @@ rlx_cmd_join (int argc, char **argv)
     }
   if (!rlx_cli_positive (sub, "--lr", lr_s, &lr))
     return RLX_EXIT_USAGE;
+  if (norm_ratio_s)
+    {
+      char *end = NULL;
+      double r;
+
+      errno = 0;
+      r = g_ascii_strtod (norm_ratio_s, &end);
+      if (end == norm_ratio_s || *end != '\0' || errno != 0 || !isfinite (r) ||
+          !(r == 0 || (r >= 2 && r <= 1e12)))
+        return rlx_cli_fail (sub, RLX_EXIT_USAGE,
+                             "--max-grad-norm-ratio: '%s' is not 0 (never refuse) or a number "
+                             "from 2 to 1e12", norm_ratio_s);
+      cfg.max_grad_norm_ratio = r == 0 ? -1 : r;
+    }
   if (!rlx_sync_parse (sync_s ? sync_s : "step", &cfg.sync, &error))
     return rlx_cli_fail (sub, RLX_EXIT_USAGE, "%s%s",
                          g_str_has_prefix (error->message, "--sync") ? "" : "--sync: ",
@@ -620,6 +638,7 @@ rlx_cmd_join (int argc, char **argv)
   switches.faults.claim_fast = claim_fast;
   switches.faults.eval_ms = (guint) eval_ms;
   switches.faults.claim_members = (guint) claim_members;
+  switches.faults.huge_from = huge_from;
   switches.faults.claim_step = claim_step;
   node = rlx_node_new (&cfg, &error);
   if (node == NULL)

@@ -93,6 +93,8 @@ typedef struct {
   guint64          steps;             /* done once committed; 0: never */
   guint            wait_members;
   guint            deadline_floor_ms;
+  double           max_norm_ratio;    /* a member's bucket over this × the median of the
+                                       * recent ones is refused; ≤ 0: never */
   RlxFaultPlan     faults;            /* test faults (rlx-fault-plan.h) */
   /* pieces */
   RlxPeerSet      *peers;

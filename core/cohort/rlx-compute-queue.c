@@ -123,6 +123,8 @@ inject_fault (RlxBackend *backend, RlxFault fault)
     rlx_backend_poison_gradient (backend, 0, NAN);
   else if (fault == RLX_FAULT_INF)
     rlx_backend_poison_gradient (backend, 0, INFINITY);
+  else if (fault == RLX_FAULT_HUGE)
+    rlx_backend_poison_gradient (backend, 0, 1e20f);
 }
 
 /* Worker thread: the outer engine, made at the first outer job. */
@@ -541,6 +543,17 @@ leader_op_run_timed (RlxBackend *backend, RlxLeaderOp *op, GError **error)
         }
       if (op->outer.lag == 0)
         round_of (self, backend, op->round_gen);
+      /* Its size, judged before it joins (rlx-norm-guard.h); a bucket that
+       * is not finite is left to the add's own check. */
+      op->norm = rlx_wire_codes_norm (op->bucket.codes, op->bucket.n, op->bucket.precision,
+                                      op->bucket.scale);
+      if (op->max_norm > 0 && isfinite (op->norm) && op->norm > op->max_norm)
+        {
+          op->refused = g_strdup_printf ("gradient bucket refused: its norm %.4g is over %.4g, "
+                                         "the limit (--max-grad-norm-ratio × the median of the "
+                                         "cohort's recent ones)", op->norm, op->max_norm);
+          return TRUE;
+        }
       if (op->outer.h > 0
           ? !rlx_outer_engine_round_add (outer_engine (self, backend), op->step,
                                          (guint) op->abandon_gen, op->bucket.codes,
@@ -758,10 +771,12 @@ rlx_compute_queue_own (RlxComputeQueue *self, guint64 step, const guint32 *indic
 
 void
 rlx_compute_queue_add (RlxComputeQueue *self, const char *node, guint64 step, guint samples,
-                       const RlxMsgArray *bucket, gboolean outer)
+                       const RlxMsgArray *bucket, gboolean outer, double max_norm)
 {
   RlxLeaderOp *op = leader_op_new (self, RLX_LEADER_ADD, step);
 
+  op->max_norm = max_norm;
+  op->norm = -1;
   op->outer.h = outer ? 1 : 0;   /* only whether: the add needs no settings */
   op->node = g_strdup (node);
   op->samples = samples;

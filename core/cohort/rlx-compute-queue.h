@@ -109,6 +109,8 @@ typedef struct {
   guint32        *indices;        /* OWN: the slice; FINISH: the next own slice (NULL: unknown) */
   guint           n;
   char           *node;           /* ADD: whose bucket */
+  double          max_norm;       /* ADD: refused when its L2 norm is above (0: no limit) */
+  double          norm;           /* ADD, out: its L2 norm (-1: not known) */
   /* out */
   gboolean        current;        /* the round was not begun anew or abandoned since (a
                                    * finish: not abandoned) */
@@ -207,7 +209,8 @@ void     rlx_compute_queue_own (RlxComputeQueue *self, guint64 step, const guint
 /* A member's bucket joins the round (in the outer mode when @outer, its
  * pseudo-gradient). */
 void     rlx_compute_queue_add (RlxComputeQueue *self, const char *node, guint64 step,
-                                guint samples, const RlxMsgArray *bucket, gboolean outer);
+                                guint samples, const RlxMsgArray *bucket, gboolean outer,
+                                double max_norm);
 /* A finish queued behind another not yet done runs only if that one
  * applied its update. */
 void     rlx_compute_queue_finish (RlxComputeQueue *self, RlxFinishJob *job);

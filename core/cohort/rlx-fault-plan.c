@@ -9,6 +9,8 @@ rlx_fault_plan_gradient (const RlxFaultPlan *plan, guint64 step)
     return RLX_FAULT_NAN;
   if (plan->inf_from > 0 && step >= plan->inf_from)
     return RLX_FAULT_INF;
+  if (plan->huge_from > 0 && step >= plan->huge_from)
+    return RLX_FAULT_HUGE;
   return RLX_FAULT_NONE;
 }
 

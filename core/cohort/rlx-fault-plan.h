@@ -19,11 +19,13 @@ typedef enum {
   RLX_FAULT_NONE,
   RLX_FAULT_NAN,      /* every gradient value NaN */
   RLX_FAULT_INF,      /* values 0 and 1 +Inf and −Inf */
+  RLX_FAULT_HUGE,     /* value 0 is 1e20: finite, and an absurd norm */
 } RlxFault;
 
 typedef struct {
   guint64 nan_from;     /* NaN gradients from this step; 0: off */
   guint64 inf_from;     /* ±Inf in the gradient from this step; 0: off */
+  guint64 huge_from;    /* a gradient of absurd norm (one value 1e20) from this step; 0: off */
   guint64 hash_at;      /* after committing this step, this node's parameters differ
                          * from the cohort's (one bit); 0: off */
   guint64 momentum_at;  /* in the outer mode, after committing this step, this node's
@@ -47,7 +49,7 @@ typedef struct {
                             * the merge rule, issue 29 item 9) */
 } RlxFaultPlan;
 
-/* The fault the gradient of @step gets (NaN wins over Inf). */
+/* The fault the gradient of @step gets (NaN wins over Inf, Inf over huge). */
 RlxFault rlx_fault_plan_gradient (const RlxFaultPlan *plan, guint64 step);
 /* How much longer the gradient of @step takes, µs (0: no stall). */
 guint64  rlx_fault_plan_stall_us (const RlxFaultPlan *plan, guint64 step);

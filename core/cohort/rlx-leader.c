@@ -9,6 +9,7 @@
 #include "rlx-config.h"
 #include "rlx-leader.h"
 #include "core/cohort/rlx-commits.h"
+#include "core/cohort/rlx-norm-guard.h"
 #include "core/cohort/rlx-round.h"
 #include "core/cohort/rlx-split.h"
 #include "core/p2p/rlx-trace.h"
@@ -70,6 +71,8 @@ struct _RlxLeader {
   } ahead;
   guint64          restart_at;      /* the applied step the last restart built on */
   GPtrArray       *held_own;        /* HeldOwn: our own results of rounds not begun yet */
+  RlxNormGuard     norms;           /* the members' recent bucket norms: a bucket far
+                                     * outside them is refused (rlx-norm-guard.h) */
 };
 
 /* Our own contribution's result, kept until its round begins (overlap). */
@@ -625,7 +628,11 @@ rlx_leader_op_done (RlxLeader *self, RlxLeaderOp *op, const GError *error)
       }
     case RLX_LEADER_ADD:
       if (current && rlx_leadership_is_leader (self->ctx->lead))
-        rlx_round_added (self->round, op->node, op->refused == NULL, op->refused);
+        {
+          if (op->refused == NULL)
+            rlx_norm_guard_note (&self->norms, op->outer.h, op->norm);
+          rlx_round_added (self->round, op->node, op->refused == NULL, op->refused);
+        }
       break;
     case RLX_LEADER_FINISH:
       if (!rlx_leadership_is_leader (self->ctx->lead))
@@ -1098,8 +1105,10 @@ rlx_leader_on_grad (RlxLeader *self, RlxPeer *p, RlxMsg *m)
     {
     case RLX_ROUND_ACCEPTED:
       /* to the backend's sum, which checks its values on the way */
+      self->norms.ratio = self->ctx->max_norm_ratio;
       rlx_compute_queue_add (self->ctx->queue, p->id, g->step, g->samples, &g->grads,
-                             self->round_outer.h > 0);
+                             self->round_outer.h > 0,
+                             rlx_norm_guard_limit (&self->norms, self->round_outer.h > 0));
       /* Its speed as we see it: its bucket came `took` after we made the
        * assignment; the round's first bucket stands for what every member
        * pays (our own lag, the network). The time it computed is what it
@@ -1290,6 +1299,7 @@ rlx_leader_new (RlxCohortContext *ctx)
 
   self->ctx = ctx;
   self->held_own = g_ptr_array_new_with_free_func ((GDestroyNotify) held_own_free);
+  rlx_norm_guard_init (&self->norms, ctx->max_norm_ratio);
   self->commits = rlx_commits_new (ctx);
   self->round = rlx_round_new (ctx->n);
   g_signal_connect (self->round, "complete", G_CALLBACK (on_round_complete), self);

@@ -12,6 +12,7 @@
 #include "rlx-wire.h"
 #include "core/util/rlx-par-copy.h"
 
+#include <math.h>
 #include <string.h>
 
 /* Per precision: the exponent fields, their lowest bits and the elements'
@@ -166,4 +167,23 @@ rlx_wire_codes_copy (void *dst, const void *src, gsize n, RlxPrecision p)
   g_return_if_fail ((dst != NULL && src != NULL) || n == 0);
   g_return_if_fail ((guint) p < RLX_PRECISION_COUNT);
   copy_pieces (dst, src, n, p, FALSE);
+}
+
+double
+rlx_wire_codes_norm (const void *codes, gsize n, RlxPrecision p, double scale)
+{
+  const guint8 *b = codes;
+  gsize size = rlx_precision_element_size (p);
+  float chunk[4096];
+  double sum = 0;
+
+  for (gsize i = 0; i < n; i += G_N_ELEMENTS (chunk))
+    {
+      gsize k = MIN (G_N_ELEMENTS (chunk), n - i);
+
+      rlx_wire_dequantize (b + i * size, k, p, scale, chunk);
+      for (gsize j = 0; j < k; j++)
+        sum += (double) chunk[j] * (double) chunk[j];
+    }
+  return sqrt (sum);
 }

@@ -251,6 +251,12 @@ gssize         rlx_wire_codes_copy_check (void *dst, const void *src, gsize n,
 void           rlx_wire_codes_copy       (void *dst, const void *src, gsize n,
                                           RlxPrecision p);
 
+/* The L2 norm of what the @n codes at @p with @scale decode to (as
+ * rlx_wire_dequantize decodes them), summed in double; NaN or ±Inf when a
+ * code is not finite. Any thread. */
+double         rlx_wire_codes_norm       (const void *codes, gsize n, RlxPrecision p,
+                                          double scale);
+
 /* ── error feedback ─────────────────────────────────────────────────────── */
 
 /* Carries the quantisation residual of one stream (a rank's gradient, the

@@ -6,6 +6,8 @@
 #include "core/cohort/rlx-checkpointer.h"
 #include "core/cohort/rlx-leadership.h"
 #include "core/cohort/rlx-msg.h"
+#include "core/cohort/rlx-norm-guard.h"
+#include "core/wire/rlx-wire.h"
 #include "core/cohort/rlx-replica.h"
 #include "core/cohort/rlx-roster.h"
 #include "core/rlx-coordinator.h"   /* RLX_COORDINATOR_ERROR */
@@ -16,6 +18,7 @@
 #include "core/vision/rlx-model.h"
 
 #include <glib/gstdio.h>
+#include <math.h>
 #include <string.h>
 
 static gboolean
@@ -617,6 +620,35 @@ test_replica_history_window (void)
   rlx_worker_free (w);
 }
 
+/* The leader's judge of a bucket's size: no limit until four norms are
+ * known, then ratio × their median; another H starts afresh; the codes'
+ * norm is that of what they decode to. */
+static void
+test_norm_guard (void)
+{
+  RlxNormGuard g;
+  float v[3] = { 3, 0, 4 };
+  guint16 h[3];
+
+  rlx_norm_guard_init (&g, 100);
+  g_assert_cmpfloat (rlx_norm_guard_limit (&g, 0), ==, 0);
+  for (int i = 1; i <= 4; i++)
+    rlx_norm_guard_note (&g, 0, i);
+  g_assert_cmpfloat (rlx_norm_guard_limit (&g, 0), ==, 250);
+  rlx_norm_guard_note (&g, 0, NAN);   /* not counted */
+  g_assert_cmpfloat (rlx_norm_guard_median (&g, 0), ==, 2.5);
+  g_assert_cmpfloat (rlx_norm_guard_limit (&g, 1), ==, 0);   /* the outer mode's own */
+  rlx_norm_guard_init (&g, -1);
+  for (int i = 1; i <= 8; i++)
+    rlx_norm_guard_note (&g, 0, i);
+  g_assert_cmpfloat (rlx_norm_guard_limit (&g, 0), ==, 0);   /* off */
+
+  g_assert_cmpfloat_with_epsilon (rlx_wire_codes_norm (v, 3, RLX_PRECISION_F32, 1.0), 5.0, 1e-12);
+  for (int i = 0; i < 3; i++)
+    h[i] = rlx_wire_f16_from_f32 (v[i]);
+  g_assert_cmpfloat_with_epsilon (rlx_wire_codes_norm (h, 3, RLX_PRECISION_F16, 1.0), 5.0, 1e-6);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -624,6 +656,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/engine/successor", test_successor);
   g_test_add_func ("/cohort/engine/founder", test_founder);
   g_test_add_func ("/cohort/engine/merge-rule", test_merge_rule);
+  g_test_add_func ("/cohort/engine/norm-guard", test_norm_guard);
   g_test_add_func ("/cohort/engine/roster", test_roster);
   g_test_add_func ("/cohort/engine/msg-round-trip", test_msg_round_trip);
   g_test_add_func ("/cohort/engine/msg-refusals", test_msg_refusals);

@@ -12,6 +12,7 @@
 #include "rlx-config.h"
 #include "cohort-harness.h"
 
+#include <math.h>
 #include <signal.h>
 #include <string.h>
 #include <glib/gstdio.h>
@@ -169,11 +170,59 @@ test_claimed_group (void)
   harness_free (h);
 }
 
+/* A member whose gradients have an absurd norm from step 30 (one value of
+ * 1e20, finite: --fault-huge) is refused by the leader with the reason
+ * ("rejected" naming it), and the update never takes it: the commits from
+ * then on count two contributors, the loss stays finite, and all three
+ * keep one hash. Before, the leader summed it like any other. */
+static void
+test_huge_gradient (void)
+{
+  Harness *h = harness_new ();
+  Node *a, *b, *c;
+  int i;
+  guint refused = 0;
+
+  a = harness_join (h, "a", "--cohort", "huge", "--node", "a", "--batch", "16", "--steps", "100000",
+                    "--wait-members", "3", NULL);
+  harness_wait_event (h, a, "joined", NULL, 0, T);
+  b = harness_join (h, "b", "--cohort", "huge", "--node", "b", "--batch", "16", "--steps", "100000",
+                    NULL);
+  c = harness_join (h, "c", "--cohort", "huge", "--node", "c", "--batch", "16", "--steps", "100000",
+                    "--fault-huge", "30", NULL);
+  harness_wait_event (h, a, "step", "step", 80, T);
+  for (i = node_find_event (a, "rejected", 0); i >= 0; i = node_find_event (a, "rejected", (guint) i + 1))
+    if (g_strcmp0 (ev_str (node_ev (a, i), "node"), "c") == 0 &&
+        strstr (ev_str (node_ev (a, i), "reason"), "norm"))
+      refused++;
+  if (refused < 10)
+    {
+      harness_dump (h);
+      g_error ("the leader refused %u of c's gradients of absurd norm (steps 30-80)", refused);
+    }
+  for (gint64 s = 40; s <= 80; s++)
+    {
+      int e = node_step (a, s);
+      if (e < 0)
+        continue;
+      g_assert_cmpint (ev_int (node_ev (a, e), "contributors"), <=, 2);
+      g_assert_true (isfinite (json_object_get_double_member (node_ev (a, e), "loss")));
+    }
+  g_assert_cmpuint (harness_same_hashes (h, a, b, 40), >=, 20);
+  g_assert_cmpuint (harness_same_hashes (h, a, c, 40), >=, 20);
+  for (guint k = 0; k < h->nodes->len; k++)
+    node_kill (g_ptr_array_index (h->nodes, k), SIGTERM);
+  for (guint k = 0; k < h->nodes->len; k++)
+    harness_assert_exit_ok (h, g_ptr_array_index (h->nodes, k), 20000);
+  harness_free (h);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/cohort/hostile/claimed-speed", test_claimed_speed);
   g_test_add_func ("/cohort/hostile/claimed-group", test_claimed_group);
+  g_test_add_func ("/cohort/hostile/huge-gradient", test_huge_gradient);
   return g_test_run ();
 }

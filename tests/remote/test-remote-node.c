@@ -7,7 +7,8 @@
  * the same node id coming back pairs again by itself; a replayed and a
  * tampered signalling message injected by a rogue room member are rejected
  * and change nothing; a peer linked locally is skipped; a hello forged with
- * the key for a node whose link is live moves nothing (issue 29, item 7).
+ * the key for a node whose link is live moves nothing (issue 29, item 7);
+ * a session that answers once and then nothing gets 3 attempts (item 11).
  */
 #include "rlx-config.h"
 #include "remote-test.h"
@@ -35,6 +36,8 @@ typedef struct {
 } N;
 
 static RlxInvite *invite;
+/* The next node_new's pairing attempt timeout (0: 10 s). */
+static guint connect_timeout_ms;
 
 /* How long a joiner may authenticate nothing before it is refused. */
 #define AUTH_DEADLINE_MS 4000
@@ -124,7 +127,7 @@ node_new_full (const char *id, gboolean serve, const guint8 *key, const char *sk
   c.identity = n->identity;
   c.serve = serve;
   c.listen_address = serve ? "127.0.0.1" : NULL;
-  c.connect_timeout_ms = 10000;
+  c.connect_timeout_ms = connect_timeout_ms ? connect_timeout_ms : 10000;
   c.host_name = host_name;
   c.auth_deadline_ms = AUTH_DEADLINE_MS;
   n->node = rlx_remote_node_new (&c, &error);
@@ -837,6 +840,90 @@ test_forged_hello (void)
   node_free (a);
 }
 
+/* A session that answers the challenge once, then nothing (a process
+ * stopped, or behind a path nobody can traverse, whose signalling
+ * connection stays): what it gets from a. */
+typedef struct {
+  RlxSignalAuth   *auth;      /* as "y" */
+  RlxSignalClient *client;
+  guint            offers, probes;
+  gboolean         answered;
+} Mute;
+
+static void
+mute_message (RlxSignalClient *c, const char *from, JsonNode *sealed, gpointer user_data)
+{
+  Mute *m = user_data;
+  g_autoptr(JsonObject) body = rlx_signal_auth_open (m->auth, sealed, NULL);
+  const char *type;
+
+  if (body == NULL || !g_str_equal (json_object_get_string_member (body, "from"), "a"))
+    return;
+  type = json_object_get_string_member (body, "type");
+  if (g_str_equal (type, "offer"))
+    m->offers++;
+  else if (g_str_equal (type, "hello") && json_object_has_member (body, "ch"))
+    {
+      if (m->answered)
+        m->probes++;
+      else
+        {
+          g_autoptr(JsonObject) f = json_object_new ();
+          g_autoptr(RlxIdentity) id = rlx_identity_new_ephemeral (NULL);
+          g_autoptr(JsonNode) out = NULL;
+          json_object_set_string_member (f, "fp", rlx_identity_get_fingerprint (id));
+          json_object_set_string_member (f, "host", "mute");
+          json_object_set_string_member (f, "echo", json_object_get_string_member (body, "ch"));
+          out = rlx_signal_auth_seal (m->auth, "a", "hello", f);
+          rlx_signal_client_send (c, "a", out);
+          m->answered = TRUE;
+        }
+    }
+}
+
+/* Issue 29, item 11: "y" answers a's challenge once, then never anything.
+ * a's attempts towards it (each an ICE agent, failing at the 1.5 s
+ * connect timeout) stop after 3 in a row; what follows is a challenge a
+ * retry. Before, a offered again after every backoff, for ever. */
+static void
+test_mute_session (void)
+{
+  N *a;
+  Mute m = { 0 };
+  char room[RLX_SIGNAL_ROOM_LEN + 1];
+
+  setup_invite ();
+  connect_timeout_ms = 1500;
+  a = node_new ("a", TRUE, NULL, NULL);
+  connect_timeout_ms = 0;
+  rlx_signal_room_for (invite->key, invite->cohort, room);
+  m.auth = rlx_signal_auth_new (invite->key, invite->cohort, "y");
+  m.client = rlx_signal_client_new ("127.0.0.1", invite->port, room, "y");
+  g_signal_connect (m.client, "message", G_CALLBACK (mute_message), &m);
+  rlx_signal_client_start (m.client);
+  WAIT_FOR (rlx_signal_client_is_joined (m.client), 10000, "y to join");
+  {
+    /* a hello without an answer: a challenges it */
+    g_autoptr(JsonObject) f = json_object_new ();
+    g_autoptr(RlxIdentity) id = rlx_identity_new_ephemeral (NULL);
+    g_autoptr(JsonNode) out = NULL;
+    json_object_set_string_member (f, "fp", rlx_identity_get_fingerprint (id));
+    json_object_set_string_member (f, "host", "mute");
+    out = rlx_signal_auth_seal (m.auth, "a", "hello", f);
+    rlx_signal_client_send (m.client, "a", out);
+  }
+  WAIT_FOR (m.offers >= 1, 10000, "a's first attempt towards y");
+  spin (24000);
+  g_test_message ("a sent y %u offers and %u probes", m.offers, m.probes);
+  g_assert_cmpuint (m.offers, ==, 3);
+  g_assert_cmpuint (m.probes, >=, 1);
+
+  rlx_signal_client_stop (m.client);
+  g_object_unref (m.client);
+  rlx_signal_auth_free (m.auth);
+  node_free (a);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -850,5 +937,6 @@ main (int argc, char **argv)
   g_test_add_func ("/remote/node/forged-notice", test_forged_notice);
   g_test_add_func ("/remote/node/replayed-hello", test_replayed_hello);
   g_test_add_func ("/remote/node/forged-hello", test_forged_hello);
+  g_test_add_func ("/remote/node/mute-session", test_mute_session);
   return g_test_run ();
 }

@@ -9,10 +9,15 @@ at random:
 
   spawn      starts a rank (at a random precision);
   kill       SIGKILLs one (the leader in about a third of the kills), never
-             the only rank that holds the newest committed step;
+             the only rank that holds the newest committed step, nor one cut
+             off (--cuts) that is not back in a cohort yet, nor one whose
+             recent steps no other live rank holds (a group of one);
   freeze     SIGSTOPs one (the leader in about a third) for 1-10 s, then
              SIGCONTs it;
-  precision  switches a rank's wire precision (SIGUSR1: the next one).
+  precision  switches a rank's wire precision (SIGUSR1: the next one);
+  cut        (--cuts) cuts a rank off for 1-15 s: it closes and refuses
+             every link (rlx-rank's test switch --fault-partition), as if
+             its host's link went down — not yet a network namespace's.
 
 It checks, from every node's event stream (--json):
 
@@ -108,6 +113,7 @@ class Rank:
         self.frozen = False
         self.stopping = False        # asked to leave (SIGTERM)
         self.killed = False
+        self.cut_pending = False     # cut off, and not yet back in a cohort through a snapshot
         self.leader = None           # whom it follows (its last `leader` event)
         self.joined_at = None        # its last `joined` (seniority: earliest first)
         self.term = 0
@@ -122,6 +128,8 @@ class Rank:
                 "--backend", "cpu", "--cohort", COHORT, "--precision", precision,
                 "--checkpoint-every", str(run.args.checkpoint_every),
                 "--heartbeat-timeout-ms", str(run.args.heartbeat_timeout_ms)]
+        if run.args.cuts:
+            argv += ["--fault-partition", run.cut_file]
         argv += list(extra) + run.args.rank_arg
         self.argv = argv
         with open(self.err_path, "wb") as err:
@@ -202,6 +210,10 @@ class Run:
         self.live_time = Counter()   # live ranks → seconds
         self.unexpected_exits = []
         self.thaw_at = {}            # rank idx → time
+        # --cuts: while this file names a rank alone on its line, that rank
+        # closes and refuses every link (rlx-rank's --fault-partition)
+        self.cut_file = os.path.join(self.dir, "cut")
+        self.cut_until = None
 
     # ── events ────────────────────────────────────────────────────────────
     def note(self, text):
@@ -229,6 +241,8 @@ class Run:
                 r.node_id = ev.get("node")
                 r.joined = True
                 r.joined_at = t
+                if self.cut_until is None:
+                    r.cut_pending = False
             elif kind == "rejoining":
                 r.joined_at = None
             elif kind == "snapshot" and "from" in ev:
@@ -357,6 +371,20 @@ class Run:
             rest = [r for r in self.living() if r is not leader and r.joined_at is not None]
             return min(rest, key=lambda r: r.joined_at) if rest else None
 
+    def sole_holder(self, x, live):
+        """No other live rank reported the hash @x had 100 steps ago."""
+        ent = self.history.get(x.last_step - 100)
+        if not ent:
+            return False
+        others = 0
+        for y in live:
+            if y is not x:
+                others |= y.bit
+        for rec in ent.values():
+            if rec[0] & x.bit:
+                return not (rec[0] & others)
+        return False
+
     def signal(self, r, sig):
         try:
             os.kill(r.pid, sig)
@@ -380,6 +408,8 @@ class Run:
                 choices += ["kill"]
             if awake:
                 choices += ["freeze", "precision"]
+            if a.cuts and self.cut_until is None and any(x.joined for x in awake):
+                choices += ["cut"]
             if not choices:
                 return
             kind = self.rng.choice(choices)
@@ -393,7 +423,13 @@ class Run:
                 # its steps would be lost with it whatever the cohort does
                 # (a cohort of one, the others still starting or frozen).
                 holders = [x for x in live if x.last_step >= self.max_step and x.joined]
-                pool = [x for x in live if not (len(holders) == 1 and x is holders[0])]
+                # Nor a rank cut off and not back yet: while cut it trains on
+                # alone (a group of one), and nobody else holds those steps.
+                # Nor one whose recent steps no other live rank holds (a
+                # group of one after a cut: killing it loses them, whatever
+                # the cohort does).
+                pool = [x for x in live if not (len(holders) == 1 and x is holders[0])
+                        and not x.cut_pending and not self.sole_holder(x, live)]
                 if not pool:
                     return
                 if leader in pool and self.rng.random() < 1 / 3:
@@ -417,6 +453,21 @@ class Run:
                     self.fault("freeze-leader" if r is leader else "freeze", r, "%.1f s" % secs)
                     if r is leader or r is successor:
                         self.critical_fault = time.monotonic()
+            elif kind == "cut":
+                ready = [x for x in awake if x.joined and x.node_id]
+                if leader in ready and self.rng.random() < 1 / 3:
+                    r = leader
+                else:
+                    r = self.rng.choice(ready)
+                secs = self.rng.uniform(a.cut_min, a.cut_max)
+                with open(self.cut_file + ".tmp", "w") as f:
+                    f.write(r.node_id + "\n")
+                os.rename(self.cut_file + ".tmp", self.cut_file)
+                r.cut_pending = True
+                self.cut_until = time.monotonic() + secs
+                self.fault("cut-leader" if r is leader else "cut", r, "%.1f s" % secs)
+                if r is leader or r is successor:
+                    self.critical_fault = time.monotonic()
             elif kind == "precision":
                 # Only a rank that has joined has its SIGUSR1 handler in place.
                 ready = [x for x in awake if x.joined]
@@ -427,9 +478,19 @@ class Run:
                     r.precision = PRECISIONS[(PRECISIONS.index(r.precision) + 1) % len(PRECISIONS)]
                     self.fault("precision", r, r.precision)
 
+    def heal(self):
+        if self.cut_until is not None:
+            try:
+                os.unlink(self.cut_file)
+            except FileNotFoundError:
+                pass
+            self.cut_until = None
+
     def tick(self, now):
-        """Thaw what is due, sample RSS, account stalls and live time."""
+        """Thaw and heal what is due, sample RSS, account stalls and live time."""
         with self.lock:
+            if self.cut_until is not None and now >= self.cut_until:
+                self.heal()
             for r in self.ranks:
                 if r.frozen and r.alive and now >= self.thaw_at.get(r.idx, now):
                     self.signal(r, signal.SIGCONT)
@@ -466,6 +527,7 @@ class Run:
 
     def thaw_all(self):
         with self.lock:
+            self.heal()
             for r in self.ranks:
                 if r.frozen and r.alive:
                     self.signal(r, signal.SIGCONT)
@@ -628,6 +690,12 @@ def main():
                    help="ranks alive this long have their RSS growth checked (default 40)")
     p.add_argument("--baseline-seconds", type=float, default=0,
                    help="measure each live count without faults this long (0: skip)")
+    p.add_argument("--cuts", action="store_true",
+                   help="also cut a rank off (the leader in about a third) for --cut-min to "
+                        "--cut-max s: it closes and refuses every link (rlx-rank's test switch "
+                        "--fault-partition; a stand-in for a network-namespace link cut)")
+    p.add_argument("--cut-min", type=float, default=1.0)
+    p.add_argument("--cut-max", type=float, default=15.0)
     p.add_argument("--rank-arg", action="append", default=[], help="an extra argument of every rank")
     p.add_argument("--out", help="keep logs and the report here (default: a temporary folder, removed on success)")
     p.add_argument("--json", help="write the report as JSON to this file")

@@ -7,6 +7,7 @@
 #include "core/vision/rlx-cpu.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include "core/util/rlx-fp-mode.h"
 
 static void maybe_evaluate (RlxCoordinator *self, guint64 step);
@@ -386,10 +387,40 @@ eval_free (gpointer p)
   g_free (e);
 }
 
+/* The read's own Eval (the task gets a copy): no read pending after it. */
+static void
+eval_read_free (gpointer p)
+{
+  Eval *e = p;
+
+  e->self->eval_reading = FALSE;
+  eval_free (e);
+}
+
 static void
 eval_copy (const float *params, gsize n, gpointer data)
 {
   ((Eval *) data)->params = g_memdup2 (params, n * sizeof (float));
+}
+
+/* Evaluations of this process handed to a thread and not yet returned
+ * from it (any thread). */
+static gint eval_threads_running;
+
+/* With the slow-evaluation fault, an exit while an evaluation runs aborts
+ * with a message, where it would otherwise die of SIGSEGV now and then
+ * (OpenBLAS's exit handler unmaps its buffers under the evaluation): so
+ * that test-stop-evaluating fails every time the leave does not wait. */
+static void
+check_no_evaluation_at_exit (void)
+{
+  int n = g_atomic_int_get (&eval_threads_running);
+
+  if (n > 0)
+    {
+      g_printerr ("the process exits while %d test-accuracy evaluation(s) run\n", n);
+      abort ();
+    }
 }
 
 /* Evaluation thread: the whole test split, again until slow_ms passed
@@ -398,8 +429,10 @@ static void
 eval_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
 {
   Eval *e = data;
-  RlxCpuTrainer *trainer = rlx_cpu_trainer_new (e->self->model, 1000);
+  RlxCpuTrainer *trainer;
   gint64 until = g_get_monotonic_time () + (gint64) e->slow_ms * 1000;
+
+  trainer = rlx_cpu_trainer_new (e->self->model, 1000);
 
   do
     e->done = rlx_cpu_evaluate_cancellable (trainer, e->params, e->self->dataset,
@@ -409,6 +442,7 @@ eval_thread (GTask *task, gpointer source, gpointer data, GCancellable *cancella
   /* (freed before the return: after it, nothing here may run that the
    * coordinator's leave waits for) */
   rlx_cpu_trainer_free (trainer);
+  g_atomic_int_add (&eval_threads_running, -1);
   g_task_return_boolean (task, TRUE);
 }
 
@@ -452,7 +486,15 @@ on_eval_copied (RlxReplica *replica, gboolean ok, gpointer user_data)
   mine->step = rlx_replica_get_step (replica);
   mine->slow_ms = mine->self->ctx.faults.eval_ms;
   mine->cancellable = g_object_ref (mine->self->eval_cancel);
+  if (mine->slow_ms > 0)
+    {
+      static gsize once = 0;
+
+      if (g_once_init_enter (&once))
+        g_once_init_leave (&once, atexit (check_no_evaluation_at_exit) == 0 ? 1 : 2);
+    }
   mine->self->evaluations++;
+  g_atomic_int_inc (&eval_threads_running);
   g_task_set_task_data (task, mine, eval_free);
   rlx_fp_task_run_in_thread (task, eval_thread);
 }
@@ -465,9 +507,16 @@ maybe_evaluate (RlxCoordinator *self, guint64 step)
   if (self->evaluate_every == 0 || step == 0 || step % self->evaluate_every != 0 ||
       g_cancellable_is_cancelled (self->eval_cancel))
     return;
+  /* One at a time: an evaluation due while the last one is still read or
+   * runs is skipped. Queued, evaluations slower than the steps (mnist-mlp-xl
+   * every step) piled up a thread and two parameter-sized copies each,
+   * without bound, and took the cores from the training. */
+  if (self->eval_reading || self->evaluations > 0)
+    return;
   e = g_new0 (Eval, 1);
   e->self = g_object_ref (self);
-  rlx_replica_read (self->replica, eval_copy, e, eval_free, on_eval_copied, e);
+  self->eval_reading = TRUE;
+  rlx_replica_read (self->replica, eval_copy, e, eval_read_free, on_eval_copied, e);
 }
 
 guint

@@ -140,7 +140,8 @@ struct _RlxCoordinator {
    * their own, and what stops them: a leave cancels it and completes only
    * once evaluations is 0 again (they use the dataset, the model and
    * OpenBLAS, which the process takes down at exit) */
-  guint            evaluations;
+  guint            evaluations;     /* 0 or 1: one at a time (maybe_evaluate) */
+  gboolean         eval_reading;    /* the parameters for the next are being read */
   GCancellable    *eval_cancel;
   gboolean         joined_reported;
   gboolean         finish_after_checkpoint;

@@ -65,7 +65,8 @@ typedef struct {
                                      * reports it); 0: 100, < 0: never */
   guint        heartbeat_timeout_ms; /* silence that removes a peer; 0: 3000 */
   guint        evaluate_every;   /* measure test accuracy every K committed steps, off
-                                  * the main loop ("evaluated" event); 0: never */
+                                  * the main loop ("evaluated" event), one at a time
+                                  * (one due while the last runs is skipped); 0: never */
   gboolean     join_only;        /* a node given peers to join: it never founds a cohort
                                   * of its own, it waits until it reaches one ("waiting") */
   RlxSyncRequest sync;           /* --sync: step (zero: the default), outer:H or auto; the

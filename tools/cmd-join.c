@@ -441,7 +441,7 @@ rlx_cmd_join (int argc, char **argv)
     { "control-stdin", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &control_stdin, "read commands (\"precision P\") from standard input, after an invite given with --invite - (the app's local ranks)", NULL },
     { "log-max-bytes", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &log_max_s, "with --json into a file: past N bytes it becomes FILE.1 and a new FILE starts (the app's local ranks)", "N" },
     { "evaluate", 0, 0, G_OPTION_ARG_NONE, &evaluate_flag, "print the test accuracy when done", NULL },
-    { "evaluate-every", 0, 0, G_OPTION_ARG_STRING, &eval_s, "measure the test accuracy every K committed steps (off the main loop)", "K" },
+    { "evaluate-every", 0, 0, G_OPTION_ARG_STRING, &eval_s, "measure the test accuracy every K committed steps (off the main loop; one due while the last runs is skipped)", "K" },
     { "join-only", 0, 0, G_OPTION_ARG_NONE, &join_only, "never found a cohort: wait until one is reachable and join it", NULL },
     { "show-invite", 0, 0, G_OPTION_ARG_NONE, &show_invite, "with --host: print the invite with its key (hidden otherwise)", NULL },
     { "invite-out", 0, 0, G_OPTION_ARG_FILENAME, &invite_out, "with --host: write the invite, key included, to FILE (mode 0600) for --invite-file", "FILE" },

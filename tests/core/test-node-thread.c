@@ -440,7 +440,7 @@ typedef struct {
 
 typedef struct {
   RlxNode   *node;
-  const char *watched;   /* the threaded node's id */
+  char      *watched;    /* the threaded node's id (a copy: the node may go first) */
   GArray    *seen;       /* Seen: bulk frames from it */
   guint      bad_frames;
   gboolean   start_done, started, left;
@@ -512,7 +512,7 @@ other_start (Other *o, const char *cohort, const char *watched)
   g_autoptr(GError) error = NULL;
 
   memset (o, 0, sizeof *o);
-  o->watched = watched;
+  o->watched = g_strdup (watched);
   o->seen = g_array_new (FALSE, FALSE, sizeof (Seen));
   o->node = rlx_node_new (&cfg, &error);
   g_assert_no_error (error);
@@ -534,6 +534,7 @@ other_clear (Other *o)
 {
   g_clear_object (&o->node);
   g_array_unref (o->seen);
+  g_free (o->watched);
 }
 
 /* The entry of @model for @node_id, or NULL (transfer none: the model keeps it). */

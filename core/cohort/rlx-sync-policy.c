@@ -191,6 +191,7 @@ rlx_sync_choose (const RlxSyncInputs *in, RlxSyncChoice *out, GError **error)
 
   out->fragments = 1;
   out->exchange_ms = exchange;
+  out->provisional = FALSE;
   if (members == 0 || worst == NULL)
     {
       out->mode = RLX_SYNC_STEP;
@@ -211,6 +212,7 @@ rlx_sync_choose (const RlxSyncInputs *in, RlxSyncChoice *out, GError **error)
        * per cent of one rank's speed over such a link) */
       out->mode = RLX_SYNC_OUTER;
       out->h = MIN (RLX_SYNC_PROVISIONAL_H, max_h);
+      out->provisional = TRUE;
       out->reason = g_strdup_printf ("outer every %u steps until the steps are measured: "
                                      "link to %s %s%s, %s", out->h, name, rate,
                                      worst->bytes_per_s > 0.0 ? "" : " (assumed)",

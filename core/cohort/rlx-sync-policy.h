@@ -58,7 +58,14 @@ typedef enum {
 /* The chooser's constants (see the rule above). */
 #define RLX_SYNC_STEP_FRACTION        0.05
 #define RLX_SYNC_MARGIN               1.5
-#define RLX_SYNC_MIN_H                4u
+/* The least H `auto` picks: an outer round has its own cost (the start from
+ * θ, the pseudo-gradient, its codes, the apply and two hashes of n floats;
+ * on the leader the sums and the finish), which at a few steps a round is a
+ * large share of it — the device run of issue 28 made 1.37× one rank with
+ * mnist-mlp-xl at H 5–6 over 1 Gbit/s, against 1.7–1.8× at H 25 — and with
+ * more rounds per sample the outer momentum grew unstable sooner
+ * (BENCHMARKS.md, "Accuracy per sample at the defaults"). */
+#define RLX_SYNC_MIN_H                20u
 /* The most H `auto` picks. scripts/sim-outer.py (Fashion-MNIST, inner SGD
  * 0.05 at batch 256, outer Nesterov 0.7/0.9; 104 runs, none diverged, H=200
  * included) puts it here: at 2 ranks and equal samples, H ≤ 50 stays within
@@ -125,6 +132,7 @@ typedef struct {
   guint       fragments;     /* ≥ 1                                    */
   double      exchange_ms;   /* the estimated exchange (0 when all local) */
   char       *reason;        /* "outer every 40 steps: link to host-b 24 MB/s, 51 ms" */
+  gboolean    provisional;   /* no step time measured yet (the rule above) */
 } RlxSyncChoice;
 
 /* Choose (the rule above). FALSE with RLX_SYNC_ERROR_INVALID when an input

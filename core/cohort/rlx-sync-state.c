@@ -10,6 +10,7 @@ struct _RlxSyncState {
   RlxSyncMode    mode;
   guint          h;
   guint          fragments;
+  gboolean       provisional;    /* auto's choice before the steps were measured */
   char          *reason;
   struct {
     guint64 step;
@@ -91,6 +92,7 @@ rlx_sync_state_rechoose (RlxSyncState *self, const RlxSyncInputs *inputs)
 {
   RlxSyncMode was = self->mode;
   guint was_h = self->h;
+  gboolean was_provisional = self->provisional;
 
   switch (self->request.mode)
     {
@@ -105,13 +107,17 @@ rlx_sync_state_rechoose (RlxSyncState *self, const RlxSyncInputs *inputs)
         g_autoptr(GError) error = NULL;
 
         if (inputs == NULL)
-          set_choice (self, RLX_SYNC_STEP, 0,
-                      g_strdup ("step: auto, and no remote link measured (every link on "
-                                "this host)"));
+          {
+            set_choice (self, RLX_SYNC_STEP, 0,
+                        g_strdup ("step: auto, and no remote link measured (every link on "
+                                  "this host)"));
+            self->provisional = FALSE;
+          }
         else if (rlx_sync_choose (inputs, &c, &error))
           {
             set_choice (self, c.mode, c.h, g_strdup_printf ("%s (auto)", c.reason));
             self->fragments = c.fragments;
+            self->provisional = c.provisional;
             rlx_sync_choice_clear (&c);
           }
         else
@@ -127,7 +133,11 @@ rlx_sync_state_rechoose (RlxSyncState *self, const RlxSyncInputs *inputs)
       set_choice (self, RLX_SYNC_STEP, 0, g_strdup ("step: asked for (--sync step)"));
       break;
     }
-  return self->mode != was || self->h != was_h;
+  if (self->request.mode != RLX_SYNC_AUTO)
+    self->provisional = FALSE;
+  /* (a provisional choice made again from measurements is reported, even
+   * at the same H: the reason now says what was measured) */
+  return self->mode != was || self->h != was_h || self->provisional != was_provisional;
 }
 
 void

@@ -52,7 +52,8 @@ void          rlx_sync_state_settings (RlxSyncState *self, double inner_lr,
 
 /* (Re)choose, as the leader: a fixed request stays what it is; auto picks
  * with rlx_sync_choose (@inputs NULL: nothing measured, step). TRUE when the
- * mode or H changed (the caller reports rlx_sync_state_event). */
+ * mode or H changed, or a provisional choice (rlx-sync-policy.h) was made
+ * again from measurements (the caller reports rlx_sync_state_event). */
 gboolean      rlx_sync_state_rechoose (RlxSyncState *self, const RlxSyncInputs *inputs);
 
 /* The leader's step frame: @round is the settings of the round being

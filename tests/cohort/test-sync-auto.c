@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/cohort/rlx-sync-auto.h"
+#include "core/cohort/rlx-sync-state.h"
 
 #define PIECE ((gsize) 64 * 1024)
 #define XL_F32 (1863690u * 4u)
@@ -109,17 +110,17 @@ test_slow_link (void)
   /* and not again while nothing more is known */
   g_assert_false (rlx_sync_auto_due (a, 1, 2, XL_F32, &in));
   /* the step time first: two steps are not enough */
-  rlx_sync_auto_note_step (a, 140.0);
+  rlx_sync_auto_note_step (a, 29.0);
   rlx_sync_auto_note_step (a, NAN);
   rlx_sync_auto_note_step (a, -1.0);
-  rlx_sync_auto_note_step (a, 142.0);
-  g_assert_cmpfloat_with_epsilon (rlx_sync_auto_step_ms (a), 141.0, 1e-9);
+  rlx_sync_auto_note_step (a, 31.0);
+  g_assert_cmpfloat_with_epsilon (rlx_sync_auto_step_ms (a), 30.0, 1e-9);
   /* the link: a round trip and one frame are not enough either */
   rlx_link_estimates_rtt (est, "host-b", 50000, RLX_LINK_RTT_HEARTBEAT);
   feed_frame (est, "host-b", 32, 25e6, &t, &b);
   feed_frame (est, "host-b", 32, 25e6, &t, &b);
   g_assert_false (rlx_sync_auto_due (a, t, 2, XL_F32, &in));        /* two steps */
-  rlx_sync_auto_note_step (a, 141.0);
+  rlx_sync_auto_note_step (a, 30.0);
   /* measured: due at once, though within the hold of the provisional choice */
   g_assert_cmpint (t, <, RLX_SYNC_AUTO_HOLD_US);
   g_assert_true (rlx_sync_auto_due (a, t, 2, XL_F32, &in));
@@ -155,7 +156,7 @@ test_slow_link (void)
     g_assert_false (rlx_sync_auto_due (early, t2, 2, XL_F32, &in)); /* one frame */
   }
   g_assert_true (rlx_sync_auto_due (a, t, 2, XL_F32, &in));
-  g_assert_cmpfloat (in.step_ms, ==, 141.0);
+  g_assert_cmpfloat (in.step_ms, ==, 30.0);
   g_assert_cmpuint (in.n_links, ==, 1);
   g_assert_false (in.links[0].local);
   g_assert_cmpfloat_with_epsilon (in.links[0].bytes_per_s, 25e6, 25e6 * 0.01);
@@ -186,7 +187,7 @@ test_slow_link (void)
   rlx_sync_auto_chosen (a, now);
   /* the step time doubles (a slower rank joined the work): due after the hold */
   for (guint i = 0; i < 8; i++)
-    rlx_sync_auto_note_step (a, 300.0);
+    rlx_sync_auto_note_step (a, 60.0);
   g_assert_false (rlx_sync_auto_due (a, now + 1, 2, XL_F32, &in));
   g_assert_true (rlx_sync_auto_due (a, now + RLX_SYNC_AUTO_HOLD_US, 2, XL_F32, &in));
   rlx_sync_auto_chosen (a, now + RLX_SYNC_AUTO_HOLD_US);
@@ -203,6 +204,35 @@ test_slow_link (void)
   g_assert_true (rlx_sync_auto_due (a, now + 1, 3, XL_F32, &in));
   g_assert_cmpuint (in.n_ranks, ==, 3);
   g_assert_cmpuint (in.n_links, ==, 2);
+}
+
+/* The cohort's state reports a provisional choice made again from
+ * measurements even at the same H (its reason changes from "until the
+ * steps are measured" to the measured figures), then nothing while the
+ * choice stays. */
+static void
+test_state_reports_measured (void)
+{
+  RlxSyncRequest req = { RLX_SYNC_AUTO, 0 };
+  RlxSyncState *s = rlx_sync_state_new (&req, 0.7, 0.9);
+  RlxSyncLink link = { "host-b", FALSE, 50.0, 0.0 };
+  RlxSyncInputs in = { &link, 1, 2, XL_F32, 0.0, 0 };
+
+  g_assert_cmpint (rlx_sync_state_mode (s), ==, RLX_SYNC_STEP);
+  g_assert_true (rlx_sync_state_rechoose (s, &in));               /* provisional */
+  g_assert_cmpuint (rlx_sync_state_h (s), ==, RLX_SYNC_PROVISIONAL_H);
+  g_assert_nonnull (strstr (rlx_sync_state_reason (s), "until the steps are measured"));
+  g_assert_false (rlx_sync_state_rechoose (s, &in));              /* the same */
+  /* measured: a fast link whose H is the least, the provisional H too */
+  link.bytes_per_s = 125e6;
+  link.rtt_ms = 0.5;
+  in.step_ms = 27.0;
+  g_assert_true (rlx_sync_state_rechoose (s, &in));
+  g_assert_cmpuint (rlx_sync_state_h (s), ==, RLX_SYNC_PROVISIONAL_H);
+  g_assert_null (strstr (rlx_sync_state_reason (s), "until the steps are measured"));
+  g_assert_nonnull (strstr (rlx_sync_state_reason (s), "125 MB/s"));
+  g_assert_false (rlx_sync_state_rechoose (s, &in));
+  rlx_sync_state_free (s);
 }
 
 /* Issue 28's links, both models, 2 to 8 ranks, f32 and f8, the step
@@ -268,5 +298,6 @@ main (int argc, char **argv)
   g_test_add_func ("/sync-auto/one-host", test_one_host);
   g_test_add_func ("/sync-auto/slow-link", test_slow_link);
   g_test_add_func ("/sync-auto/never-above-the-bound", test_never_above_the_bound);
+  g_test_add_func ("/sync-auto/state-reports-measured", test_state_reports_measured);
   return g_test_run ();
 }

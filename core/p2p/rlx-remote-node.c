@@ -620,6 +620,7 @@ handle_hello (RlxRemoteNode *self, Peer *p, JsonObject *body)
     }
   g_free (p->sid);
   p->sid = g_strdup (sid);
+  rlx_signal_auth_settle (self->auth, p->id, sid);   /* its other sessions are refused now */
   g_free (p->host);
   p->host = g_strdup (host);
   g_free (p->fp);

@@ -412,7 +412,11 @@ typedef struct {
   char    *sid;
   guint64  last_seq;
   gint64   first_ts;
-  GQueue   retired;     /* char* sids of older sessions */
+} Session;
+
+typedef struct {
+  GPtrArray *sessions;  /* Session*; [0] is the settled one */
+  GQueue     retired;   /* char* sids of sessions refused from now on */
 } Sender;
 
 struct _RlxSignalAuth
@@ -430,13 +434,67 @@ struct _RlxSignalAuth
 };
 
 static void
+session_free (gpointer data)
+{
+  Session *x = data;
+
+  g_free (x->sid);
+  g_free (x);
+}
+
+static void
 sender_free (gpointer data)
 {
   Sender *s = data;
 
-  g_free (s->sid);
+  g_ptr_array_unref (s->sessions);
   g_queue_clear_full (&s->retired, g_free);
   g_free (s);
+}
+
+static void
+retire (Sender *s, guint i)
+{
+  Session *x = g_ptr_array_index (s->sessions, i);
+
+  g_queue_push_tail (&s->retired, g_steal_pointer (&x->sid));
+  while (g_queue_get_length (&s->retired) > MAX_RETIRED)
+    g_free (g_queue_pop_head (&s->retired));
+  g_ptr_array_remove_index (s->sessions, i);
+}
+
+static Session *
+session_new (const char *sid, gint64 ts)
+{
+  Session *x = g_new0 (Session, 1);
+
+  x->sid = g_strdup (sid);
+  x->first_ts = ts;
+  return x;
+}
+
+void
+rlx_signal_auth_settle (RlxSignalAuth *self, const char *from, const char *sid)
+{
+  Sender *s;
+
+  g_return_if_fail (self != NULL);
+  s = from ? g_hash_table_lookup (self->senders, from) : NULL;
+  if (s == NULL || sid == NULL)
+    return;
+  for (guint i = s->sessions->len; i-- > 0;)
+    {
+      Session *x = g_ptr_array_index (s->sessions, i);
+      if (strcmp (x->sid, sid) == 0)
+        {
+          /* settled: first, and the only one */
+          g_ptr_array_steal_index (s->sessions, i);
+          while (s->sessions->len > 0)
+            retire (s, s->sessions->len - 1);
+          g_ptr_array_add (s->sessions, x);
+          return;
+        }
+    }
 }
 
 static gint64
@@ -691,6 +749,7 @@ rlx_signal_auth_open (RlxSignalAuth *self, JsonNode *sealed, GError **error)
   g_autoptr(JsonObject) body = NULL;
   gint64 seq, ts, now;
   Sender *s;
+  Session *x;
 
   g_return_val_if_fail (self != NULL, NULL);
   b = unseal (self, sealed, error);
@@ -741,35 +800,37 @@ rlx_signal_auth_open (RlxSignalAuth *self, JsonNode *sealed, GError **error)
           return NULL;
         }
       s = g_new0 (Sender, 1);
+      s->sessions = g_ptr_array_new_with_free_func (session_free);
       g_queue_init (&s->retired);
-      s->sid = g_strdup (sid);
-      s->first_ts = ts;
       g_hash_table_insert (self->senders, g_strdup (from), s);
     }
-  else if (strcmp (s->sid, sid) != 0)
+  x = NULL;
+  for (guint i = 0; i < s->sessions->len && x == NULL; i++)
+    if (strcmp (((Session *) g_ptr_array_index (s->sessions, i))->sid, sid) == 0)
+      x = g_ptr_array_index (s->sessions, i);
+  if (x == NULL)
     {
       if (g_queue_find_custom (&s->retired, sid, (GCompareFunc) strcmp) != NULL ||
-          ts < s->first_ts)
+          (s->sessions->len > 0 && ts < ((Session *) g_ptr_array_index (s->sessions, 0))->first_ts))
         {
           g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_REPLAY,
                        "a signalling message from an older session of %s was replayed", from);
           return NULL;
         }
-      /* A new process of the same node: the old session is retired. */
-      g_queue_push_tail (&s->retired, s->sid);
-      while (g_queue_get_length (&s->retired) > MAX_RETIRED)
-        g_free (g_queue_pop_head (&s->retired));
-      s->sid = g_strdup (sid);
-      s->last_seq = 0;
-      s->first_ts = ts;
+      /* A new process of the same node, or anyone with the key saying so:
+       * taken beside the settled one until the receiver settles. */
+      if (s->sessions->len >= RLX_SIGNAL_SESSIONS)
+        retire (s, 1);   /* the oldest unsettled one */
+      x = session_new (sid, ts);
+      g_ptr_array_add (s->sessions, x);
     }
-  if ((guint64) seq <= s->last_seq)
+  if ((guint64) seq <= x->last_seq)
     {
       g_set_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_REPLAY,
                    "signalling message %" G_GINT64_FORMAT " from %s was already seen "
-                   "(last %" G_GUINT64_FORMAT "): a replay", seq, from, s->last_seq);
+                   "(last %" G_GUINT64_FORMAT "): a replay", seq, from, x->last_seq);
       return NULL;
     }
-  s->last_seq = (guint64) seq;
+  x->last_seq = (guint64) seq;
   return g_steal_pointer (&body);
 }

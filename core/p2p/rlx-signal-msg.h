@@ -39,7 +39,9 @@
  *    and not from this node, and it is fresh:
  *      - per sender, a session id S (random per process) and a counter Q
  *        that must grow: a repeated or older (S, Q) is a replay;
- *      - a session older than the sender's current one is refused;
+ *      - a session older than the one the receiver settled on for that
+ *        sender is refused (rlx_signal_auth_settle; newer ones are taken
+ *        beside it, at most RLX_SIGNAL_SESSIONS);
  *      - ts within ± the window (default 5 minutes) of our clock.
  *    A recorded session replayed to a node that never saw it passes these
  *    checks: the remote node (rlx-remote-node.h) therefore trusts a new
@@ -151,6 +153,16 @@ JsonNode      *rlx_signal_auth_seal  (RlxSignalAuth *self, const char *to, const
  * "to", "sid" and the type's fields) or NULL with RLX_SIGNAL_ERROR_BAD_MAC,
  * _REPLAY, _STALE, _NOT_FOR_US or _MALFORMED. */
 JsonObject    *rlx_signal_auth_open  (RlxSignalAuth *self, JsonNode *sealed, GError **error);
+/* Sessions of one sender. A sender's first session is its settled one; a
+ * new one is taken beside it (each with its own counter: every member
+ * holds the key, so a new session proves nothing about the node, and must
+ * not shut its live process out) — at most RLX_SIGNAL_SESSIONS per sender,
+ * the oldest retired — unless it began before the settled one (an older
+ * session replayed). The receiver settles on the session it adopts (the
+ * one that answered its challenge and names the certificate it pairs
+ * with): every other one is retired, and refused from then on. */
+#define RLX_SIGNAL_SESSIONS 4
+void           rlx_signal_auth_settle (RlxSignalAuth *self, const char *from, const char *sid);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (RlxSignalAuth, rlx_signal_auth_free)
 

@@ -831,6 +831,21 @@ test_forged_hello (void)
     g_assert_no_error (error);
     WAIT_FOR (b->frames->len == before + 1, 10000, "a frame from the real a");
   }
+  /* The link breaks (a network blip): b pairs with the real a again, not
+   * with the forger's certificate — the forged session shut the real one
+   * out of signalling before (its messages were 'an older session
+   * replayed'), which split the two for good. */
+  rlx_link_close (live);
+  WAIT_FOR (b->removed == 1, 10000, "b to lose the link");
+  WAIT_FOR (g_hash_table_size (b->links) == 1 && g_hash_table_size (a->links) == 1, 40000,
+            "b to pair with the real a again");
+  {
+    g_autoptr(GBytes) fr = g_bytes_new_static ("a again", 7);
+    guint before = b->frames->len;
+    g_assert_true (rlx_link_send (g_hash_table_lookup (a->links, "b"), fr, &error));
+    g_assert_no_error (error);
+    WAIT_FOR (b->frames->len == before + 1, 10000, "a frame from the real a, again");
+  }
 
   rlx_signal_auth_free (as_a);
   rlx_signal_client_stop (forger);

@@ -166,7 +166,7 @@ test_sessions (void)
   g_autoptr(RlxSignalAuth) a1 = rlx_signal_auth_new (key1, "demo", "alice");
   g_autoptr(RlxSignalAuth) a2 = rlx_signal_auth_new (key1, "demo", "alice");
   g_autoptr(RlxSignalAuth) b = rlx_signal_auth_new (key1, "demo", "bob");
-  g_autoptr(JsonNode) old1 = NULL, old2 = NULL, new1 = NULL;
+  g_autoptr(JsonNode) old1 = NULL, old2 = NULL, old3 = NULL, new1 = NULL;
   g_autoptr(GError) error = NULL;
   JsonObject *o;
 
@@ -175,16 +175,23 @@ test_sessions (void)
   rlx_signal_auth_set_clock (b, fake_clock, GINT_TO_POINTER (1000));
   old1 = rlx_signal_auth_seal (a1, "*", "hello", NULL);
   old2 = rlx_signal_auth_seal (a1, "*", "hello", NULL);
+  old3 = rlx_signal_auth_seal (a1, "*", "hello", NULL);
   new1 = rlx_signal_auth_seal (a2, "*", "hello", NULL);
   o = rlx_signal_auth_open (b, old1, &error);
   g_assert_no_error (error);
   json_object_unref (o);
-  /* alice restarted: her new session is taken … */
+  /* alice restarted (or anyone with the key says so): her new session is
+   * taken beside the old one, which is not shut out by it … */
   o = rlx_signal_auth_open (b, new1, &error);
   g_assert_no_error (error);
   json_object_unref (o);
-  /* … and the old session's messages are refused from then on. */
-  g_assert_null (rlx_signal_auth_open (b, old2, &error));
+  o = rlx_signal_auth_open (b, old2, &error);
+  g_assert_no_error (error);
+  json_object_unref (o);
+  /* … until bob settles on the new one: the old session's messages are
+   * refused from then on. */
+  rlx_signal_auth_settle (b, "alice", rlx_signal_auth_get_session (a2));
+  g_assert_null (rlx_signal_auth_open (b, old3, &error));
   g_assert_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_REPLAY);
 }
 

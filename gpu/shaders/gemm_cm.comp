@@ -35,7 +35,7 @@
 layout(constant_id = 0) const uint A_KC = 1;
 layout(constant_id = 1) const uint B_KC = 1;
 layout(constant_id = 2) const uint VEC = 0;
-/* the k slice (32 or 64, RLX_VK_CM_BK): 64 halves the barriers per k */
+/* the k slice (64, or 32: RLX_VK_CM_BK): 64 halves the barriers per k */
 layout(constant_id = 3) const uint BK = 32;
 layout(local_size_x = 256) in;
 

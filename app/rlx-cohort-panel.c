@@ -3,6 +3,7 @@
 #include "rlx-config.h"
 #include "rlx-cohort-panel.h"
 #include "rlx-events-view.h"
+#include "rlx-figure.h"
 #include "rlx-sparkline.h"
 #include "core/rlx-coordinator.h"
 
@@ -13,7 +14,7 @@ struct _RlxCohortPanel
   GtkWidget    parent_instance;
   GtkWidget   *light;
   GtkImage    *light_icon;
-  GtkLabel    *light_label;
+  GtkInscription *light_label;   /* figures: new text, no relayout */
   GtkLabel    *ranks_label;
   GtkLabel    *progress_label;
   GtkLabel    *checkpoint_label;
@@ -115,10 +116,7 @@ rlx_cohort_panel_sample (RlxCohortPanel *self)
           gtk_widget_set_hexpand (l->line, TRUE);
           gtk_accessible_update_property (GTK_ACCESSIBLE (l->line), GTK_ACCESSIBLE_PROPERTY_LABEL,
                                           id, -1);
-          l->value = gtk_label_new (NULL);
-          gtk_label_set_xalign (GTK_LABEL (l->value), 1);
-          gtk_label_set_width_chars (GTK_LABEL (l->value), 9);
-          gtk_widget_add_css_class (l->value, "numeric");
+          l->value = rlx_figure_new (9, 9, 1);
           gtk_grid_attach (self->rates, l->name, 0, self->next_row, 1, 1);
           gtk_grid_attach (self->rates, l->line, 1, self->next_row, 1, 1);
           gtk_grid_attach (self->rates, l->value, 2, self->next_row, 1, 1);
@@ -132,7 +130,7 @@ rlx_cohort_panel_sample (RlxCohortPanel *self)
         }
       l->seen = TRUE;
       rlx_sparkline_push (RLX_SPARKLINE (l->line), speed);
-      gtk_label_set_label (GTK_LABEL (l->value), text);
+      rlx_figure_set_text (GTK_INSCRIPTION (l->value), text);
       show_text (GTK_LABEL (l->split),
                  self->progress ? rlx_progress_dup_timing_text (self->progress, id) : NULL);
     }
@@ -186,9 +184,9 @@ rlx_cohort_panel_refresh (RlxCohortPanel *self)
   alarm = self->timeline && rlx_timeline_get_hash_alarm (self->timeline);
   if (text == NULL)
     text = _("No step committed yet");
-  if (g_strcmp0 (gtk_label_get_label (self->light_label), text) != 0)
+  if (g_strcmp0 (gtk_inscription_get_text (self->light_label), text) != 0)
     {
-      gtk_label_set_label (self->light_label, text);
+      rlx_figure_set_text (self->light_label, text);
       gtk_accessible_update_property (GTK_ACCESSIBLE (self->light),
                                       GTK_ACCESSIBLE_PROPERTY_DESCRIPTION, text, -1);
     }
@@ -311,7 +309,7 @@ const char *
 rlx_cohort_panel_get_light_text (RlxCohortPanel *self)
 {
   g_return_val_if_fail (RLX_IS_COHORT_PANEL (self), NULL);
-  return gtk_label_get_label (self->light_label);
+  return gtk_inscription_get_text (self->light_label);
 }
 
 gboolean

@@ -1,6 +1,7 @@
 /* rlx-roster-view.c — the roster as a GtkColumnView (see the header) */
 #include "rlx-config.h"
 #include "rlx-roster-view.h"
+#include "rlx-figure.h"
 #include "core/rlx-coordinator.h"
 
 #include <glib/gi18n.h>
@@ -178,7 +179,7 @@ format_precision_cb (GObject *item, const char *precision)
 #define SPEED_EVERY_US G_USEC_PER_SEC
 
 static void
-update_speed_label (RlxRosterEntry *entry, GParamSpec *pspec, GtkLabel *label)
+update_speed_label (RlxRosterEntry *entry, GParamSpec *pspec, GtkInscription *label)
 {
   gint64 now = g_get_monotonic_time ();
   gint64 last = GPOINTER_TO_SIZE (g_object_get_data (G_OBJECT (label), "rlx-shown-at"));
@@ -188,18 +189,16 @@ update_speed_label (RlxRosterEntry *entry, GParamSpec *pspec, GtkLabel *label)
     return;
   g_object_set_data (G_OBJECT (label), "rlx-shown-at", GSIZE_TO_POINTER ((gsize) now));
   text = rlx_roster_format_speed (rlx_roster_entry_get_speed (entry));
-  if (g_strcmp0 (gtk_label_get_label (label), text) != 0)
-    gtk_label_set_label (label, text);
+  rlx_figure_set_text (label, text);
   name_row (entry, GTK_WIDGET (label));
 }
 
 static void
 speed_setup (GtkSignalListItemFactory *factory, GtkListItem *item, gpointer user_data)
 {
-  GtkWidget *label = gtk_label_new (NULL);
+  /* a figure: its new text redraws the cell without a relayout of the list */
+  GtkWidget *label = rlx_figure_new (5, 8, 0);
 
-  gtk_label_set_xalign (GTK_LABEL (label), 0);
-  gtk_widget_add_css_class (label, "numeric");
   gtk_list_item_set_child (item, label);
 }
 
@@ -209,7 +208,7 @@ speed_bind (GtkSignalListItemFactory *factory, GtkListItem *item, gpointer user_
   RlxRosterEntry *entry = gtk_list_item_get_item (item);
   GtkWidget *label = gtk_list_item_get_child (item);
 
-  update_speed_label (entry, NULL, GTK_LABEL (label));
+  update_speed_label (entry, NULL, GTK_INSCRIPTION (label));
   g_signal_connect_object (entry, "notify::speed", G_CALLBACK (update_speed_label), label, 0);
 }
 

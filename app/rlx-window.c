@@ -28,6 +28,7 @@
  */
 #include "rlx-config.h"
 #include "rlx-window-private.h"
+#include "rlx-figure.h"
 #include "rlx-preferences-window.h"
 #include "core/cohort/rlx-sync-policy.h"
 #include "rlx-chart-export.h"
@@ -86,7 +87,7 @@ struct _RlxWindow
   RlxSyncPanel      *sync_panel;
   RlxLossChart         *chart;
   RlxRosterView        *roster_view;
-  GtkLabel             *loss_summary;
+  GtkInscription       *loss_summary;   /* a figure: new text, no relayout */
 
   GSettings            *settings;
   char                 *cohort;
@@ -270,8 +271,7 @@ update_status (RlxWindow *self)
     loss = g_strdup_printf (_("step %lu · loss %.4f"), (gulong) self->step, self->loss);
   else
     loss = g_strdup ("");
-  if (g_strcmp0 (gtk_label_get_label (self->loss_summary), loss) != 0)
-    gtk_label_set_label (self->loss_summary, loss);
+  rlx_figure_set_text (self->loss_summary, loss);
 }
 
 typedef struct {

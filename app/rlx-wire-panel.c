@@ -1,6 +1,7 @@
 /* rlx-wire-panel.c — wire bytes, rates and the f32 comparison (see the header) */
 #include "rlx-config.h"
 #include "rlx-wire-panel.h"
+#include "rlx-figure.h"
 
 #include <glib/gi18n.h>
 
@@ -21,9 +22,9 @@ struct _RlxWirePanel
 {
   GtkWidget       parent_instance;
 
-  GtkLabel       *sent;
-  GtkLabel       *received;
-  GtkLabel       *rate;
+  GtkInscription *sent;       /* figures: new text, no relayout */
+  GtkInscription *received;
+  GtkInscription *rate;
   GtkLabel       *saving;
   GtkLabel       *f32;
 
@@ -111,9 +112,9 @@ rlx_wire_panel_sample (RlxWirePanel *self, guint64 tx, guint64 rx, guint64 f32,
       saving = g_strdup (_("—"));
       at_f32 = g_strdup ("");
     }
-  set_label (self->sent, sent);
-  set_label (self->received, received);
-  set_label (self->rate, rate);
+  rlx_figure_set_text (self->sent, sent);
+  rlx_figure_set_text (self->received, received);
+  rlx_figure_set_text (self->rate, rate);
   set_label (self->saving, saving);
   set_label (self->f32, at_f32);
 }
@@ -160,13 +161,13 @@ rlx_wire_panel_set_node (RlxWirePanel *self, RlxNodeThread *node)
     {
       /* a rate is of now, and nothing moves once the node is gone */
       self->head = self->count = 0;
-      set_label (self->rate, _("—"));
+      rlx_figure_set_text (self->rate, _("—"));
     }
 }
 
-const char *rlx_wire_panel_get_sent_text (RlxWirePanel *self) { return gtk_label_get_label (self->sent); }
-const char *rlx_wire_panel_get_received_text (RlxWirePanel *self) { return gtk_label_get_label (self->received); }
-const char *rlx_wire_panel_get_rate_text (RlxWirePanel *self) { return gtk_label_get_label (self->rate); }
+const char *rlx_wire_panel_get_sent_text (RlxWirePanel *self) { return gtk_inscription_get_text (self->sent); }
+const char *rlx_wire_panel_get_received_text (RlxWirePanel *self) { return gtk_inscription_get_text (self->received); }
+const char *rlx_wire_panel_get_rate_text (RlxWirePanel *self) { return gtk_inscription_get_text (self->rate); }
 const char *rlx_wire_panel_get_saving_text (RlxWirePanel *self) { return gtk_label_get_label (self->saving); }
 const char *rlx_wire_panel_get_f32_text (RlxWirePanel *self) { return gtk_label_get_label (self->f32); }
 

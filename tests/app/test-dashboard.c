@@ -15,6 +15,7 @@
 #include "rlx-window.h"
 #include "rlx-sparkline.h"
 #include "rlx-sync-panel.h"
+#include "rlx-figure.h"
 #include "core/cohort/rlx-roster.h"
 
 #include <adwaita.h>
@@ -860,6 +861,70 @@ test_rows_default (void)
   check_rows_at (1100, 760, 5);
 }
 
+/* ── figures ───────────────────────────────────────────────────────────── */
+
+static void
+on_layout (GdkSurface *surface, int width, int height, guint *count)
+{
+  (*count)++;
+}
+
+static gboolean
+is_positive (gpointer data)
+{
+  return *(guint *) data > 0;
+}
+
+static gboolean
+not_yet (gpointer data)
+{
+  return FALSE;
+}
+
+/* A figure's new text redraws it without a relayout of the window (a
+ * label's costs one: GTK 4 takes every resize up to the window, and X11's
+ * toplevel asks the server for the work area); the probe is the surface's
+ * layout signal, which a label's change does fire. */
+static void
+test_figure_no_relayout (void)
+{
+  GtkWidget *window = gtk_window_new ();
+  GtkWidget *box = gtk_box_new (GTK_ORIENTATION_VERTICAL, 6);
+  GtkWidget *figure = rlx_figure_new (8, 30, 0);
+  GtkWidget *label = gtk_label_new ("a label");
+  guint layouts = 0;
+  gulong id;
+
+  gtk_box_append (GTK_BOX (box), figure);
+  gtk_box_append (GTK_BOX (box), label);
+  gtk_window_set_child (GTK_WINDOW (window), box);
+  gtk_window_present (GTK_WINDOW (window));
+  id = g_signal_connect (gtk_native_get_surface (GTK_NATIVE (window)), "layout",
+                         G_CALLBACK (on_layout), &layouts);
+  g_assert_true (node_test_wait (is_positive, &layouts, 20000));   /* shown, laid out */
+  node_test_wait (not_yet, NULL, 300);
+
+  layouts = 0;
+  for (guint i = 0; i < 5; i++)
+    {
+      g_autofree char *text = g_strdup_printf ("step %u · loss 0.%04u", 1000 + i, 4321 + i);
+      rlx_figure_set_text (GTK_INSCRIPTION (figure), text);
+      g_assert_cmpstr (gtk_inscription_get_text (GTK_INSCRIPTION (figure)), ==, text);
+      node_test_wait (not_yet, NULL, 100);
+    }
+  g_assert_cmpuint (layouts, ==, 0);
+
+  /* the probe sees a label's change */
+  gtk_label_set_label (GTK_LABEL (label), "a label, longer now");
+  g_assert_true (node_test_wait (is_positive, &layouts, 20000));
+
+  /* no text, and the same text again, are fine */
+  rlx_figure_set_text (GTK_INSCRIPTION (figure), NULL);
+  g_assert_null (gtk_inscription_get_text (GTK_INSCRIPTION (figure)));
+  g_signal_handler_disconnect (gtk_native_get_surface (GTK_NATIVE (window)), id);
+  gtk_window_destroy (GTK_WINDOW (window));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -871,6 +936,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/dashboard/events-view", test_events_view);
   g_test_add_func ("/app/dashboard/accuracy-row", test_accuracy_row);
   g_test_add_func ("/app/dashboard/newest-visible", test_newest_visible);
+  g_test_add_func ("/app/dashboard/figure-no-relayout", test_figure_no_relayout);
   g_test_add_func ("/app/dashboard/timeline", test_timeline);
   g_test_add_func ("/app/dashboard/hash-light", test_hash_light);
   g_test_add_func ("/app/dashboard/stragglers", test_stragglers);

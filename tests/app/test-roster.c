@@ -121,12 +121,14 @@ fixture_teardown (Fixture *f)
   g_ptr_array_unref (f->exits);
 }
 
-/* every label's text under @w */
+/* every label's text under @w (and every figure's, a GtkInscription) */
 static void
 collect_labels (GtkWidget *w, GPtrArray *out)
 {
   if (GTK_IS_LABEL (w) && gtk_widget_get_mapped (w))
     g_ptr_array_add (out, g_strdup (gtk_label_get_label (GTK_LABEL (w))));
+  if (GTK_IS_INSCRIPTION (w) && gtk_widget_get_mapped (w))
+    g_ptr_array_add (out, g_strdup (gtk_inscription_get_text (GTK_INSCRIPTION (w))));
   for (GtkWidget *c = gtk_widget_get_first_child (w); c; c = gtk_widget_get_next_sibling (c))
     collect_labels (c, out);
 }

@@ -196,6 +196,9 @@ rlx_follower_stepped (RlxFollower *self, RlxMemberStep *ms, const GError *error)
       RlxPeer *lp = rlx_peer_set_lookup (ctx->peers, rlx_leadership_get_leader (ctx->lead));
 
       rlx_cohort_note_self_speed (ctx, ms->n, ms->compute_us);
+      /* (M.send before the hand-off, M.sent after: the leader may receive
+       * the bucket in between) */
+      rlx_trace ("M.send", ms->step);
       if (lp)
         OWNER (send_frame, lp, ms->refused ? RLX_SEND_CONTROL : RLX_SEND_BULK, ms->frame,
                ms->refused ? 0 : ctx->n, ms->precision);

@@ -443,7 +443,10 @@ on_finished (RlxLeader *self, RlxLeaderOp *op)
                            rlx_worker_wait_us (rlx_compute_queue_get_worker (self->ctx->queue)));
   rlx_round_stats_finish_path (self->ctx->stats, op->run_us, op->ran_at, op->dev_finish_us,
                                op->dev_grad_us);
-  /* To every member (they apply exactly these codes, as the backend did). */
+  /* To every member (they apply exactly these codes, as the backend did).
+   * L.send before the hand-off and L.sent after it: a member may receive
+   * the frame before this thread gets to L.sent. */
+  rlx_trace ("L.send", commit);
   for (guint i = 0; op->frame != NULL && i < ids->len; i++)
     {
       RlxPeer *p = rlx_peer_set_lookup (self->ctx->peers, g_ptr_array_index (ids, i));

@@ -297,6 +297,9 @@ gboolean rlx_coordinator_successor_check (RlxCoordinator *self, RlxPeer *p);
 void rlx_coordinator_merge_with (RlxCoordinator *self, RlxPeer *p, guint sent_members,
                                  guint64 sent_step);
 void rlx_coordinator_on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *lm);
+/* Two groups that cannot merge met (@p refused, @hello its or NULL):
+ * whether ours gives way, by the merge rule with its claim checked. */
+gboolean rlx_coordinator_refusal_yields (RlxCoordinator *self, RlxPeer *p, const RlxMsg *hello);
 /* A claim doubted earlier, checked again (a peer said hello). */
 void rlx_coordinator_recheck_claim (RlxCoordinator *self);
 

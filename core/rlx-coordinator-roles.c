@@ -553,9 +553,10 @@ static void relay_leader (RlxCoordinator *self, GPtrArray *ids, RlxMsgLeader *lm
  * this node can check it: the members it sees following @p, and their
  * steps (rlx_leadership_check_claim). */
 static RlxGroupInfo
-checked_claim (RlxCoordinator *self, RlxPeer *p, guint *seen_out)
+checked_group (RlxCoordinator *self, const char *id, guint members_claimed, guint64 step_claimed,
+               RlxPeer *skip, guint *seen_out)
 {
-  RlxGroupInfo claimed = { p->id, p->members, p->step };
+  RlxGroupInfo claimed = { id, members_claimed, step_claimed };
   guint seen = 1;
   guint64 backed = 0;
 
@@ -563,14 +564,20 @@ checked_claim (RlxCoordinator *self, RlxPeer *p, guint *seen_out)
     {
       RlxPeer *q = rlx_peer_set_nth (self->peers, i);
 
-      if (q == p || !q->ready || q->refused || q->id == NULL || q->role != RLX_ROLE_MEMBER ||
-          g_strcmp0 (q->leader, p->id) != 0)
+      if (q == skip || !q->ready || q->refused || q->id == NULL || g_strcmp0 (q->id, id) == 0 ||
+          q->role != RLX_ROLE_MEMBER || g_strcmp0 (q->leader, id) != 0)
         continue;
       seen++;
       backed = MAX (backed, q->step);
     }
   *seen_out = seen;
   return rlx_leadership_check_claim (&claimed, seen, backed);
+}
+
+static RlxGroupInfo
+checked_claim (RlxCoordinator *self, RlxPeer *p, guint *seen_out)
+{
+  return checked_group (self, p->id, p->members, p->step, p, seen_out);
 }
 
 /* Our group does not yield to a claim it cannot check: reported once per
@@ -798,4 +805,56 @@ rlx_coordinator_on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *l
     default:
       break;
     }
+}
+
+/* Two groups of one cohort that cannot merge (one refused the other's
+ * hello): whether ours is the one that gives way, by the merge rule with
+ * the numbers the two hellos carried, as both sides judge. Only a group
+ * led by the refused peer counts; our hello said members 0 unless we led
+ * when we sent it. Its claim counts only as far as this node can check it
+ * (as in a merge): a hello alone never ends a group. */
+gboolean
+rlx_coordinator_refusal_yields (RlxCoordinator *self, RlxPeer *p, const RlxMsg *hello)
+{
+  RlxGroupInfo mine = { self->node_id, 0, 0 };
+  RlxGroupInfo theirs;
+
+  if (p == NULL || p->link == NULL)
+    return FALSE;
+  if (hello != NULL)
+    {
+      if (hello->u.hello.role != RLX_ROLE_LEADER || hello->node == NULL)
+        return FALSE;
+      theirs = (RlxGroupInfo) { hello->node, hello->u.hello.members, hello->u.hello.step };
+    }
+  else
+    {
+      if (!p->ready || p->role != RLX_ROLE_LEADER || p->id == NULL)
+        return FALSE;
+      theirs = (RlxGroupInfo) { p->id, p->members, p->step };
+    }
+  mine.members = p->sent_members;
+  mine.step = p->sent_noted ? p->sent_step : 0;
+  if (rlx_leadership_merge_compare (&mine, &theirs) > 0)
+    return FALSE;
+  {
+    guint seen;
+    RlxGroupInfo checked = checked_group (self, theirs.leader, theirs.members, theirs.step, p,
+                                          &seen);
+
+    if (rlx_leadership_merge_compare (&mine, &checked) > 0)
+      {
+        g_autofree char *why = g_strdup_printf (
+            "a refused claim to lead %u members at step %" G_GUINT64_FORMAT " that this node "
+            "cannot check: it sees %u of them; this group (%u members) goes on",
+            theirs.members, theirs.step, seen, mine.members);
+        RlxEvent *e = rlx_event_new (RLX_EVENT_REJECTED);
+        e->u.rejected.node = g_strdup (theirs.leader);
+        e->u.rejected.by = g_strdup (self->node_id);
+        e->u.rejected.reason = g_steal_pointer (&why);
+        rlx_coordinator_emit_event (self, e);
+        return FALSE;
+      }
+  }
+  return TRUE;
 }

@@ -244,36 +244,6 @@ out:
   BUSY_END;
 }
 
-/* Two groups of one cohort that cannot merge (one refused the other's
- * hello): whether ours is the one that gives way, by the merge rule with
- * the numbers the two hellos carried, as both sides judge. Only a group
- * led by the refused peer counts; our hello said members 0 unless we led
- * when we sent it. */
-static gboolean
-refusal_yields (RlxCoordinator *self, RlxPeer *p, const RlxMsg *hello)
-{
-  RlxGroupInfo mine = { self->node_id, 0, 0 };
-  RlxGroupInfo theirs;
-
-  if (p == NULL || p->link == NULL)
-    return FALSE;
-  if (hello != NULL)
-    {
-      if (hello->u.hello.role != RLX_ROLE_LEADER || hello->node == NULL)
-        return FALSE;
-      theirs = (RlxGroupInfo) { hello->node, hello->u.hello.members, hello->u.hello.step };
-    }
-  else
-    {
-      if (!p->ready || p->role != RLX_ROLE_LEADER || p->id == NULL)
-        return FALSE;
-      theirs = (RlxGroupInfo) { p->id, p->members, p->step };
-    }
-  mine.members = p->sent_members;
-  mine.step = p->sent_noted ? p->sent_step : 0;
-  return rlx_leadership_merge_compare (&mine, &theirs) < 0;
-}
-
 static void
 on_refused (RlxPeerSet *set, const char *node, const char *reason, const char *by, RlxMsg *hello,
             RlxPeer *peer, gpointer user_data)
@@ -306,7 +276,7 @@ on_refused (RlxPeerSet *set, const char *node, const char *reason, const char *b
           rlx_coordinator_finish (self, FALSE, msg);
         }
     }
-  else if (role (self) == RLX_ROLE_LEADER && refusal_yields (self, peer, hello))
+  else if (role (self) == RLX_ROLE_LEADER && rlx_coordinator_refusal_yields (self, peer, hello))
     {
       /* We founded a group of our own (say the discovery window passed
        * before the cohort's hello came) and met the cohort proper, which

@@ -217,6 +217,56 @@ test_huge_gradient (void)
   harness_free (h);
 }
 
+/* The same liar with another seed: the groups cannot merge, and the one
+ * the rule keeps goes on while the other ends "as a refused joiner
+ * would". Before the claim was checked there too, d's hello (256 members)
+ * made the honest leader exit ("cannot join cohort"); now it says why it
+ * does not believe it and the three train on. */
+static void
+test_claimed_refused (void)
+{
+  Harness *h = harness_new ();
+  g_autofree char *cut = g_build_filename (h->dir, "partition", NULL);
+  static const char *const ids[] = { "a", "b", "c" };
+  Node *n[3], *d;
+  guint mark;
+
+  g_assert_true (g_file_set_contents (cut, "a b c\nd\n", -1, NULL));
+  for (guint k = 0; k < 3; k++)
+    {
+      n[k] = harness_join (h, ids[k], "--cohort", "grab2", "--node", ids[k], "--batch", "8",
+                           "--steps", "100000", "--wait-members", k == 0 ? "3" : "1",
+                           "--heartbeat-timeout-ms", "1000", "--fault-partition", cut, NULL);
+      harness_wait_event (h, n[k], "joined", NULL, 0, T);
+    }
+  harness_wait_event (h, n[0], "step", "step", 5, T);
+  d = harness_join (h, "d", "--cohort", "grab2", "--node", "d", "--batch", "8", "--steps", "100000",
+                    "--seed", "7", "--heartbeat-timeout-ms", "1000", "--fault-partition", cut,
+                    "--fault-claim-members", "256", NULL);
+  harness_wait_event (h, d, "step", "step", 3, T);
+  mark = n[0]->events->len;
+  g_assert_cmpint (g_unlink (cut), ==, 0);
+  for (gint64 waited = 0; find_about (n[0], "rejected", mark, "d", "refused claim") < 0; waited += 100)
+    {
+      if (waited > T || n[0]->exited)
+        {
+          harness_dump (h);
+          g_error ("the honest leader did not refuse the claim it cannot check (it exited, or "
+                   "said nothing)");
+        }
+      harness_wait (never, NULL, 100);
+    }
+  harness_wait_event (h, n[2], "step", "step", node_max_step (n[0]) + 20, T);
+  g_assert_false (n[0]->exited);
+  for (guint k = 0; k < 3; k++)
+    node_kill (n[k], SIGTERM);
+  node_kill (d, SIGTERM);
+  for (guint k = 0; k < 3; k++)
+    harness_assert_exit_ok (h, n[k], 20000);
+  node_wait_exit (d, 20000);
+  harness_free (h);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -224,5 +274,6 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/hostile/claimed-speed", test_claimed_speed);
   g_test_add_func ("/cohort/hostile/claimed-group", test_claimed_group);
   g_test_add_func ("/cohort/hostile/huge-gradient", test_huge_gradient);
+  g_test_add_func ("/cohort/hostile/claimed-refused", test_claimed_refused);
   return g_test_run ();
 }

@@ -64,10 +64,6 @@ missing=$(LD_LIBRARY_PATH="$check" ldd "$out/bin/rlx-rank" | awk '/not found/' |
 rm -rf "$check"
 [ -z "$missing" ] || die "unresolved libraries: $missing"
 
-carry_kib=$(du -sk "$out" | cut -f1)
-tree_kib=$(git ls-files -z --cached --others --exclude-standard | du -ck --files0-from=- 2>/dev/null |
-           tail -1 | cut -f1)
-total_mib=$(( (carry_kib + tree_kib) / 1024 ))
-echo "prepare-outer.sh: $out is $(( carry_kib / 1024 )) MiB, the tree $(( tree_kib / 1024 )) MiB: ${total_mib} MiB of the 64 MiB a call may send"
-[ "$total_mib" -lt 63 ] || die "over the device tool's 64 MiB limit"
+. scripts/device/send-size.sh
+check_send_size prepare-outer.sh 63 "$out" || die "send less (or carry less)"
 echo "prepare-outer.sh: ready. Device call: command 'bash scripts/device/outer-bench.sh' (chaos.sh without the dataset), carry [\"$out\"], kind nvidia-h200, timeout_s 600"

@@ -196,15 +196,11 @@ fi
   echo "debs: $(ls "$carry/gl" | tr '\n' ' ')"
 } > "$carry/MANIFEST"
 
-carry_kib=$(du -sk "$carry" | cut -f1)
-tree_kib=$(git ls-files -z --cached --others --exclude-standard | du -ck --files0-from=- 2>/dev/null |
-           tail -1 | cut -f1)
-total_mib=$(( (carry_kib + tree_kib) / 1024 ))
-echo "prepare.sh: $carry is $(( carry_kib / 1024 )) MiB, the tree $(( tree_kib / 1024 )) MiB: ${total_mib} MiB of the 64 MiB a call may send"
+. scripts/device/send-size.sh
 # (the f16 carry was sent at 63 MiB with the tree: its margin is smaller)
 limit=62
 [ "${RLX_PREP_F16:-0}" = 1 ] && limit=64
-[ "$total_mib" -lt "$limit" ] || die "over the device tool's 64 MiB limit"
+check_send_size prepare.sh "$limit" "$carry" || die "send less (or carry less)"
 if [ "${RLX_PREP_F16:-0}" = 1 ]; then
   echo "prepare.sh: ready. Device call: command 'RLX_F16_VALIDATE=0 bash scripts/device/gpu-f16.sh', carry [\"$carry\"], kind nvidia-h200, timeout_s 600"
 else

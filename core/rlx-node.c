@@ -90,10 +90,8 @@ struct _RlxNode
   RlxLocalBus    *bus;
   RlxDataset     *test_data;      /* for evaluate_at_end */
   gboolean        evaluating;     /* the final evaluation runs */
-  /* The final evaluation's thread has not returned yet (evaluating may be
-   * FALSE: a leave came meanwhile and cancelled it); the node reports
-   * stopped only once it did, as the process may exit then, and its exit
-   * handlers unmap OpenBLAS's buffers under a running evaluation. */
+  /* the final evaluation's thread has not returned (a leave cancels it; the
+   * node is stopped only after: see rlx_node_leave_async) */
   gboolean        final_running;
   gboolean        stop_pending;   /* the leave is done, waiting for that thread */
   GCancellable   *final_cancel;
@@ -670,8 +668,7 @@ final_eval_thread (GTask *task, gpointer source, gpointer data, GCancellable *ca
     done = rlx_cpu_evaluate_cancellable (trainer, e->params, e->dataset, RLX_SPLIT_TEST,
                                          e->cancellable, &e->accuracy, &e->loss);
   while (done && e->slow_ms > 0 && g_get_monotonic_time () < until);
-  /* (before the return: the node's stop waits for that) */
-  rlx_cpu_trainer_free (trainer);
+  rlx_cpu_trainer_free (trainer);   /* (before the return: the stop waits for it) */
   g_task_return_boolean (task, done);
 }
 

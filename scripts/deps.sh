@@ -18,7 +18,7 @@ PACKAGES=(
   # app
   libgtk-4-dev libadwaita-1-dev gettext desktop-file-utils appstream libglib2.0-bin
   xvfb xauth dbus dbus-x11 at-spi2-core python3-gi python3-pyatspi gir1.2-atspi-2.0
-  gir1.2-gtk-4.0 x11-apps imagemagick
+  gir1.2-gtk-4.0 x11-apps x11-utils imagemagick
   # data and tests
   dataset-fashion-mnist nodejs iproute2 python3-numpy
   # tests: the reference xxHash that the parameter hash is checked against

@@ -501,11 +501,11 @@ def test_train(tmp):
         wait_for("the chart to describe the test accuracy", lambda: "test accuracy" in chart.description)
         log("chart says:", chart.description)
 
-        # the screenshot the README uses, once the join's toast (6 s) has gone
-        # from over the roster (a picture's nicety, not a condition the test
+        # a screenshot of the run (the README's own comes from
+        # scripts/screenshot.sh), once the join's toast (6 s) has gone from
+        # over the roster (a picture's nicety, not a condition the test
         # checks, so a plain wait)
         spin(max(0.0, 7.0 - (time.monotonic() - joined_at)))
-        # the screenshot the README uses
         shot = os.environ.get("RLX_SCREENSHOT") or os.environ["RLX_SCREENSHOT_DEFAULT"]
         raw = os.path.join(tmp, "shot.xwd")
         with open(raw, "wb") as f:

@@ -63,6 +63,9 @@ struct _RlxLossChart
 
   RlxLossChartStats stats;
   double         *line_x, *line_y;          /* the curves' vertices, per column */
+  GHashTable     *texts;                    /* text → PangoLayout: the plot's labels,
+                                             * shaped once (they recur from one
+                                             * rebuild to the next) */
   GArray           *marks;                  /* double: steps of membership changes */
 };
 
@@ -180,13 +183,33 @@ append_text (GtkSnapshot *snapshot, PangoLayout *layout, const char *text, doubl
  * (a new 2 MB image faulted in its pages every time).
  */
 
+/* The layout of @text, kept: made on the widget's own Pango context, which
+ * GTK updates on a change of font or scale, and a layout notices its
+ * context's changes by itself. The tick labels change as the axes grow, so
+ * the cache starts again once it holds many. */
+static PangoLayout *
+text_layout (RlxLossChart *self, const char *text)
+{
+  PangoLayout *layout = g_hash_table_lookup (self->texts, text);
+
+  if (layout == NULL)
+    {
+      if (g_hash_table_size (self->texts) >= 256)
+        g_hash_table_remove_all (self->texts);
+      layout = pango_layout_new (gtk_widget_get_pango_context (GTK_WIDGET (self)));
+      pango_layout_set_text (layout, text, -1);
+      g_hash_table_insert (self->texts, g_strdup (text), layout);
+    }
+  return layout;
+}
+
 static void
-cr_text (cairo_t *cr, PangoLayout *layout, const char *text, double x, double y,
+cr_text (RlxLossChart *self, cairo_t *cr, const char *text, double x, double y,
          double x_align, double y_align, const GdkRGBA *color)
 {
+  PangoLayout *layout = text_layout (self, text);
   int w, h;
 
-  pango_layout_set_text (layout, text, -1);
   pango_layout_get_pixel_size (layout, &w, &h);
   cairo_move_to (cr, floor (x - x_align * w), floor (y - y_align * h));
   cairo_set_rgba (cr, color);
@@ -257,7 +280,7 @@ compute_ranges (RlxLossChart *self, guint n_cols)
 }
 
 static void
-draw_grid_and_labels (RlxLossChart *self, cairo_t *cr, PangoLayout *layout, const Palette *pal,
+draw_grid_and_labels (RlxLossChart *self, cairo_t *cr, const Palette *pal,
                       gboolean have_accuracy)
 {
   const graphene_rect_t *a = &self->area;
@@ -279,7 +302,7 @@ draw_grid_and_labels (RlxLossChart *self, cairo_t *cr, PangoLayout *layout, cons
       double y = map_y (self, ticks[i].value);
       cr_hline (cr, a, y, ticks[i].major ? &pal->grid : &minor);
       if (ticks[i].label[0])
-        cr_text (cr, layout, ticks[i].label, a->origin.x - 6, y, 1, 0.5, &pal->dim);
+        cr_text (self, cr, ticks[i].label, a->origin.x - 6, y, 1, 0.5, &pal->dim);
     }
 
   /* x: steps in one form ("8k, 10k"), or the clock */
@@ -302,9 +325,9 @@ draw_grid_and_labels (RlxLossChart *self, cairo_t *cr, PangoLayout *layout, cons
     {
       double x = map_x (self, ticks[i].value);
       cr_rect (cr, floor (x), a->origin.y, 1, a->size.height, &pal->grid);
-      cr_text (cr, layout, ticks[i].label, x, a->origin.y + a->size.height + 4, 0.5, 0, &pal->dim);
+      cr_text (self, cr, ticks[i].label, x, a->origin.y + a->size.height + 4, 0.5, 0, &pal->dim);
     }
-  cr_text (cr, layout, title, a->origin.x + a->size.width / 2, a->origin.y + a->size.height + 22,
+  cr_text (self, cr, title, a->origin.x + a->size.width / 2, a->origin.y + a->size.height + 22,
            0.5, 0, &pal->dim);
 
   /* accuracy: 0–100 % on the right */
@@ -312,13 +335,13 @@ draw_grid_and_labels (RlxLossChart *self, cairo_t *cr, PangoLayout *layout, cons
     for (int pct = 0; pct <= 100; pct += 25)
       {
         g_autofree char *label = g_strdup_printf ("%d%%", pct);
-        cr_text (cr, layout, label, a->origin.x + a->size.width + 6,
+        cr_text (self, cr, label, a->origin.x + a->size.width + 6,
                  map_accuracy (self, pct / 100.0), 0, 0.5, &pal->accuracy);
       }
 }
 
 static void
-draw_legend (RlxLossChart *self, cairo_t *cr, PangoLayout *layout, const Palette *pal,
+draw_legend (RlxLossChart *self, cairo_t *cr, const Palette *pal,
              gboolean have_accuracy)
 {
   struct { const char *label; const GdkRGBA *color; } items[] = {
@@ -334,10 +357,9 @@ draw_legend (RlxLossChart *self, cairo_t *cr, PangoLayout *layout, const Palette
     {
       int w, h;
       GdkRGBA c = *items[i].color;
-      pango_layout_set_text (layout, items[i].label, -1);
-      pango_layout_get_pixel_size (layout, &w, &h);
+      pango_layout_get_pixel_size (text_layout (self, items[i].label), &w, &h);
       x -= w;
-      cr_text (cr, layout, items[i].label, x, 6, 0, 0, &pal->dim);
+      cr_text (self, cr, items[i].label, x, 6, 0, 0, &pal->dim);
       c.alpha = MAX (c.alpha, 0.6f);
       cr_rect (cr, x - 20, floor (6 + h / 2.0 - 1.5), 14, 3, &c);
       x -= 20 + 14;
@@ -460,7 +482,6 @@ uses_cairo_renderer (RlxLossChart *self)
 static GskRenderNode *
 build_plot (RlxLossChart *self, int width, int height, gboolean as_cairo)
 {
-  g_autoptr(PangoLayout) layout = gtk_widget_create_pango_layout (GTK_WIDGET (self), NULL);
   gboolean have_accuracy = rlx_chart_series_get_n_points (self->accuracy) > 0;
   int scale = MAX (1, gtk_widget_get_scale_factor (GTK_WIDGET (self)));
   gint64 t0 = g_get_monotonic_time ();
@@ -481,7 +502,7 @@ build_plot (RlxLossChart *self, int width, int height, gboolean as_cairo)
   cr = cairo_create (surface);
   if (rlx_chart_series_get_n_points (self->loss) == 0)
     {
-      cr_text (cr, layout, _("The loss appears here once the cohort commits its first step"),
+      cr_text (self, cr, _("The loss appears here once the cohort commits its first step"),
                width / 2.0, height / 2.0, 0.5, 0.5, &pal.dim);
       self->stats.n_columns = 0;
       self->stats.n_visited = 0;
@@ -499,7 +520,7 @@ build_plot (RlxLossChart *self, int width, int height, gboolean as_cairo)
       self->stats.n_columns = n_cols;
       self->stats.y_lo = self->log_scale ? pow (10, self->y_lo) : self->y_lo;
       self->stats.y_hi = self->log_scale ? pow (10, self->y_hi) : self->y_hi;
-      draw_grid_and_labels (self, cr, layout, &pal, have_accuracy);
+      draw_grid_and_labels (self, cr, &pal, have_accuracy);
       /* the curves go straight into the pixels, between cairo's drawing */
       cairo_surface_flush (surface);
       img.data = cairo_image_surface_get_data (surface);
@@ -509,7 +530,7 @@ build_plot (RlxLossChart *self, int width, int height, gboolean as_cairo)
       draw_loss_curves (self, &img, scale, &pal, n_cols);
       cairo_surface_mark_dirty (surface);
       draw_accuracy (self, cr, &pal);
-      draw_legend (self, cr, layout, &pal, have_accuracy);
+      draw_legend (self, cr, &pal, have_accuracy);
     }
   cairo_destroy (cr);
   cairo_surface_flush (surface);
@@ -991,6 +1012,7 @@ rlx_loss_chart_finalize (GObject *object)
   g_free (self->cols);
   g_free (self->line_x);
   g_free (self->line_y);
+  g_hash_table_unref (self->texts);
   g_clear_pointer (&self->marks, g_array_unref);
   G_OBJECT_CLASS (rlx_loss_chart_parent_class)->finalize (object);
 }
@@ -1061,6 +1083,7 @@ rlx_loss_chart_init (RlxLossChart *self)
   self->cols = g_new0 (RlxChartColumn, MAX_COLUMNS);
   self->line_x = g_new (double, MAX_COLUMNS);
   self->line_y = g_new (double, MAX_COLUMNS);
+  self->texts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
   g_signal_connect (self->loss, "changed", G_CALLBACK (on_series_changed), self);
   g_signal_connect (self->accuracy, "changed", G_CALLBACK (on_series_changed), self);
   g_signal_connect (adw_style_manager_get_default (), "notify::dark",

@@ -556,6 +556,68 @@ test_pixels_cairo_renderer (void)
   gtk_window_destroy (window);
 }
 
+static gboolean
+style_pending (gpointer data)
+{
+  return FALSE;
+}
+
+/* Dark pixels left of the plot area: the y axis's tick labels. */
+static guint
+label_ink (cairo_surface_t *s, const graphene_rect_t *a)
+{
+  const guint8 *data = cairo_image_surface_get_data (s);
+  int stride = cairo_image_surface_get_stride (s);
+  guint n = 0;
+
+  for (int y = (int) a->origin.y; y < (int) (a->origin.y + a->size.height); y++)
+    for (int x = 0; x < (int) a->origin.x - 4; x++)
+      if (data[y * stride + x * 4 + 2] < 200)
+        n++;
+  return n;
+}
+
+/* The plot's labels are shaped once and kept; a change of font still
+ * shows at the next rebuild (the kept layouts follow the widget's Pango
+ * context, which GTK updates). */
+static void
+test_labels_follow_font (void)
+{
+  GtkWindow *window = GTK_WINDOW (gtk_window_new ());
+  RlxLossChart *chart = RLX_LOSS_CHART (rlx_loss_chart_new ());
+  g_autoptr(GtkCssProvider) css = gtk_css_provider_new ();
+  cairo_surface_t *surface;
+  graphene_rect_t a;
+  guint small, large;
+
+  adw_style_manager_set_color_scheme (adw_style_manager_get_default (),
+                                      ADW_COLOR_SCHEME_FORCE_LIGHT);
+  gtk_window_set_child (window, GTK_WIDGET (chart));
+  gtk_window_present (window);
+  for (guint i = 0; i < 1000; i++)
+    rlx_chart_series_append (rlx_loss_chart_get_loss (chart), i, 3.0 - i * 0.002, i);
+  surface = render (chart, 600, 300);
+  rlx_loss_chart_get_plot_area (chart, &a);
+  small = label_ink (surface, &a);
+  cairo_surface_destroy (surface);
+  g_assert_cmpuint (small, >, 20);
+
+  gtk_css_provider_load_from_data (css, "* { font-size: 22px; }", -1);
+  gtk_style_context_add_provider_for_display (gdk_display_get_default (), GTK_STYLE_PROVIDER (css),
+                                              GTK_STYLE_PROVIDER_PRIORITY_USER);
+  node_test_wait (style_pending, NULL, 300);   /* the style applies */
+  rlx_chart_series_append (rlx_loss_chart_get_loss (chart), 1000, 1.0, 1000);
+  surface = render (chart, 600, 300);
+  large = label_ink (surface, &a);
+  cairo_surface_destroy (surface);
+  g_test_message ("ink %u -> %u", small, large);
+  g_assert_cmpuint (large, >, small * 3 / 2);
+
+  gtk_style_context_remove_provider_for_display (gdk_display_get_default (),
+                                                 GTK_STYLE_PROVIDER (css));
+  gtk_window_destroy (window);
+}
+
 /* Accuracy goes on its own 0–100 % axis without moving the loss axis. */
 static void
 test_accuracy_axis (void)
@@ -755,6 +817,7 @@ main (int argc, char **argv)
   g_test_add_func ("/app/chart/plot-cache", test_plot_cache);
   g_test_add_func ("/app/chart/pixels", test_pixels);
   g_test_add_func ("/app/chart/pixels-cairo-renderer", test_pixels_cairo_renderer);
+  g_test_add_func ("/app/chart/labels-follow-font", test_labels_follow_font);
   g_test_add_func ("/app/chart/accuracy-axis", test_accuracy_axis);
   g_test_add_func ("/app/chart/smoothing-control", test_smoothing_control);
   g_test_add_func ("/app/chart/ticks", test_ticks);

@@ -127,6 +127,7 @@ struct _RlxCoordinator {
   gint64           found_blocked_since; /* alone and kept from founding since (µs; 0: not) */
   char            *found_blocked_why;   /* what the "waiting" event said */
   GHashTable      *unheard;         /* cut off: peers of ours not heard from since (ids) */
+  GHashTable      *linked;          /* ids of every peer that ever said hello on a link */
   /* a member whose leader was lost waits for the successor to announce
    * itself (rlx_coordinator_leader_lost); bounded by successor_id */
   gboolean         awaiting_successor;

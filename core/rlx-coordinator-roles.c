@@ -469,9 +469,19 @@ rlx_coordinator_successor_check (RlxCoordinator *self, RlxPeer *p)
   if (!self->awaiting_successor || role (self) != RLX_ROLE_MEMBER || lid == NULL ||
       is_self (self, lid))
     return FALSE;
-  /* The successor itself leads: its leader message follows. */
+  /* The successor itself leads: its leader message follows — unless its
+   * link is new (it was not linked when the leader was lost): then its
+   * hello is all it says, and says it. */
   if (g_strcmp0 (lid, rlx_leadership_get_leader (self->lead)) == 0)
-    return FALSE;
+    {
+      if (is_self (self, p->id) || g_strcmp0 (p->id, lid) != 0 || p->role != RLX_ROLE_LEADER ||
+          p->term <= term)
+        return FALSE;
+      leader = g_strdup (lid);
+      rlx_coordinator_transition (self, RLX_ROLE_MEMBER, leader, p->term, NULL);
+      rlx_follower_send_ack (self->follower);
+      return TRUE;
+    }
   lp = rlx_peer_set_lookup (self->peers, lid);
   if (lp == NULL || lp->role != RLX_ROLE_LEADER || lp->term < term)
     return FALSE;
@@ -512,7 +522,23 @@ on_successor_timeout (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
-/* The leader is gone: the most senior reachable member takes over. */
+/* For the succession: a member that may be alive — reachable, or one this
+ * node never had a link to. A member joins knowing the member list, not
+ * every member: its link to one may not be up yet (its first attempt
+ * failed, the peer was frozen as it came). Passing over such a member took
+ * over beside it, two leaders of one term (issue 29, a 60-minute chaos
+ * run: two leaders of term 38). Only a member whose link closed on us is
+ * known to be gone. */
+static gboolean
+may_be_alive (const char *id, gpointer user_data)
+{
+  RlxCoordinator *self = user_data;
+
+  return is_alive (id, self) || self->linked == NULL ||
+         !g_hash_table_contains (self->linked, id);
+}
+
+/* The leader is gone: the most senior member that may be alive takes over. */
 void
 rlx_coordinator_leader_lost (RlxCoordinator *self, const char *old, const char *reason)
 {
@@ -528,7 +554,10 @@ rlx_coordinator_leader_lost (RlxCoordinator *self, const char *old, const char *
     return;
   if (rlx_leadership_remove_member (self->lead, old))
     rlx_coordinator_emit_member (self, RLX_EVENT_MEMBER_LEFT, old, reason);
-  next = rlx_leadership_successor (self->lead, is_alive, self);
+  next = rlx_leadership_successor (self->lead, may_be_alive, self);
+  /* Not linked yet: look for it (it announces its term on the link). */
+  if (next != NULL && !is_alive (next, self))
+    rlx_coordinator_emit_discover (self);
   if (next == NULL || is_self (self, next))
     become_leader (self, rlx_leadership_get_term (self->lead) + 1, FALSE);
   else

@@ -94,6 +94,12 @@ on_peer_ready (RlxPeerSet *set, RlxPeer *p, RlxMsg *hello, gpointer user_data)
 
   if (self->unheard && p->id)
     g_hash_table_remove (self->unheard, p->id);
+  if (p->id)
+    {
+      if (self->linked == NULL)
+        self->linked = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+      g_hash_table_add (self->linked, g_strdup (p->id));
+    }
   /* The leader we lost is back, or someone tells who leads now. */
   if (r == RLX_ROLE_MEMBER && rlx_coordinator_successor_check (self, p))
     goto out;
@@ -579,6 +585,7 @@ rlx_coordinator_finalize (GObject *object)
   g_strfreev (self->silent);
   g_free (self->found_blocked_why);
   g_clear_pointer (&self->unheard, g_hash_table_unref);
+  g_clear_pointer (&self->linked, g_hash_table_unref);
   g_free (self->finish_message);
   G_OBJECT_CLASS (rlx_coordinator_parent_class)->finalize (object);
 }

@@ -70,6 +70,7 @@ typedef struct {
   const char     *partition_file;
   char          **partition_group;   /* our line of FILE while it exists, else NULL */
   guint           partition_id;
+  char          **unlinked;          /* test switch --fault-unlinked IDS: never linked to */
   /* --control-stdin: commands from the app that started this rank */
   GDataInputStream *control;
   GCancellable     *control_cancel;
@@ -358,7 +359,11 @@ partitioned_from (JoinState *st, const char *peer_id)
 static gboolean
 partition_admits (const char *peer_id, gpointer user_data)
 {
-  return !partitioned_from (user_data, peer_id);
+  JoinState *st = user_data;
+
+  if (st->unlinked && peer_id && g_strv_contains ((const char * const *) st->unlinked, peer_id))
+    return FALSE;
+  return !partitioned_from (st, peer_id);
 }
 
 static gboolean
@@ -412,6 +417,7 @@ rlx_cmd_join (int argc, char **argv)
   g_autofree char *eval_ms_s = NULL;
   g_autofree char *slow_s = NULL, *inf_s = NULL, *hash_s = NULL, *eval_s = NULL;
   g_autofree char *stall_s = NULL, *die_s = NULL, *partition_s = NULL, *log_max_s = NULL;
+  g_autofree char *unlinked_s = NULL;
   g_autofree char *sync_s = NULL, *outer_lr_s = NULL, *outer_mom_s = NULL, *mom_s = NULL;
   gboolean join_only = FALSE, show_invite = FALSE, control_stdin = FALSE, claim_fast = FALSE;
   g_autofree char *invite_out = NULL, *claim_members_s = NULL, *claim_step_s = NULL;
@@ -452,6 +458,7 @@ rlx_cmd_join (int argc, char **argv)
     { "fault-stall", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &stall_s, "test switch: the gradient of step N takes MS longer", "N:MS" },
     { "fault-die-at", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &die_s, "test switch: as the leader, send step N's commit to all but the next leader, then die", "N" },
     { "fault-partition", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &partition_s, "test switch: while FILE exists, only the node ids on our line of it are reachable", "FILE" },
+    { "fault-unlinked", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &unlinked_s, "test switch: never link to these node ids (comma-separated), although they are in the cohort", "IDS" },
     { "fault-claim-fast", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &claim_fast, "test switch: every gradient claims it took 1 µs (a member lying about its speed)", NULL },
     { "fault-huge", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &huge_s, "test switch: from step N every gradient has one value of 1e20 (an absurd norm)", "N" },
     { "fault-claim-members", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &claim_members_s, "test switch: as a leader, every hello claims N members (a leader lying to win a merge)", "N" },
@@ -656,12 +663,15 @@ rlx_cmd_join (int argc, char **argv)
   g_signal_connect (node, "event", G_CALLBACK (on_event), &st);
   g_signal_connect (node, "finished", G_CALLBACK (on_finished), &st);
   st.partition_file = partition_s;
+  if (unlinked_s)
+    st.unlinked = g_strsplit (unlinked_s, ",", -1);
   if (partition_s)
     {
       on_partition_check (&st);
       st.partition_id = g_timeout_add (100, on_partition_check, &st);
-      rlx_node_set_link_filter (node, partition_admits, &st);
     }
+  if (partition_s || unlinked_s)
+    rlx_node_set_link_filter (node, partition_admits, &st);
   sigint_id = g_unix_signal_add (SIGINT, on_signal, &st);
   sigterm_id = g_unix_signal_add (SIGTERM, on_signal, &st);
   sigusr1_id = g_unix_signal_add (SIGUSR1, on_precision_signal, &st);
@@ -688,6 +698,7 @@ rlx_cmd_join (int argc, char **argv)
   g_signal_handlers_disconnect_by_data (node, &st);
   g_clear_handle_id (&st.partition_id, g_source_remove);
   g_clear_pointer (&st.partition_group, g_strfreev);
+  g_clear_pointer (&st.unlinked, g_strfreev);
   return st.status;
 }
 

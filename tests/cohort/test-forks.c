@@ -12,6 +12,9 @@
  *   /cohort/forks/freeze-leaves-no-long-timeout   a leader frozen briefly
  *       and then for good is timed out after the configured timeout, not
  *       4 × its first freeze (failovers of 5.3–6 s of a 3 s timeout).
+ *   /cohort/forks/unlinked-senior-not-passed-over   a member with no link
+ *       to the next in line does not take it for gone when the leader dies
+ *       (two leaders of one term in a 60-minute run).
  */
 #include "rlx-config.h"
 #include "cohort-harness.h"
@@ -171,6 +174,54 @@ test_freeze_leaves_no_long_timeout (void)
   harness_free (h);
 }
 
+/* c joins a cohort of a (leader) and b but never gets a link to b
+ * (--fault-unlinked; in a chaos run its first attempt closed as it came).
+ * When a dies, c must not take b for gone and lead beside it: b, next in
+ * line, takes over, and c waits for it (chaos.py, 60 minutes, seed 60: two
+ * leaders of term 38). */
+static void
+test_unlinked_senior_not_passed_over (void)
+{
+  Harness *h = harness_new ();
+  Node *a, *b, *c;
+  int i;
+  gint64 at, killed;
+
+  a = harness_join (h, "a", "--cohort", "unlinked", "--node", "na-1", "--batch", "8",
+                    "--steps", "1000000", "--checkpoint-every", "0", "--wait-members", "3", NULL);
+  harness_wait_event (h, a, "joined", NULL, 0, T);
+  b = harness_join (h, "b", "--cohort", "unlinked", "--node", "nb-2", "--batch", "8",
+                    "--steps", "1000000", "--checkpoint-every", "0", NULL);
+  harness_wait_event (h, b, "joined", NULL, 0, T);
+  c = harness_join (h, "c", "--cohort", "unlinked", "--node", "nc-3", "--batch", "8",
+                    "--steps", "1000000", "--checkpoint-every", "0", "--fault-unlinked", "nb-2",
+                    NULL);
+  harness_wait_event (h, c, "joined", NULL, 0, T);
+  at = node_max_step (c);
+  harness_wait_event (h, c, "step", "step", at + 20, T);
+  node_kill (a, SIGKILL);
+  killed = g_get_monotonic_time ();
+  i = harness_wait_event (h, b, "leader", "term", 2, T);
+  g_assert_cmpstr (ev_str (node_ev (b, i), "node"), ==, "nb-2");
+  /* c's wait for b (twice the 3 s timeout), and a little more */
+  pause_ms ((guint) MAX (0, 7000 - (g_get_monotonic_time () - killed) / 1000));
+  for (guint e = 0; e < c->events->len; e++)
+    {
+      JsonObject *o = node_ev (c, (int) e);
+      if (g_strcmp0 (ev_str (o, "event"), "leader") == 0 &&
+          g_strcmp0 (ev_str (o, "node"), "nc-3") == 0)
+        {
+          harness_dump (h);
+          g_error ("c led term %" G_GINT64_FORMAT " beside b (it took b, never linked, for gone)",
+                   ev_int (o, "term"));
+        }
+    }
+  node_kill (c, SIGKILL);
+  node_kill (b, SIGTERM);
+  harness_assert_exit_ok (h, b, 20000);
+  harness_free (h);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -179,5 +230,7 @@ main (int argc, char **argv)
                    test_short_freeze_keeps_successor);
   g_test_add_func ("/cohort/forks/freeze-leaves-no-long-timeout",
                    test_freeze_leaves_no_long_timeout);
+  g_test_add_func ("/cohort/forks/unlinked-senior-not-passed-over",
+                   test_unlinked_senior_not_passed_over);
   return g_test_run ();
 }

@@ -495,6 +495,19 @@ def test_train(tmp):
             if "samples/s" not in name or not any(f", {r[2][0]}, " in name for r in rows):
                 raise Failure(f"a roster row's spoken name says too little: {name!r}")
         log("roster ok:", [(n, r[2][0], r[4][0]) for n, r in by_node.items()])
+        # every control on the dashboard says what it does, not GTK's class
+        # name (the details expander was announced as "GtkExpander"); a
+        # dropdown's inner toggle is GTK's own and says nothing
+        controls = ("push button", "toggle button", "check box", "slider", "spin button", "combo box")
+        def class_named(a):
+            try:   # (a roster row may go while the walk reads it)
+                return (a.getRoleName() in controls and a.name.startswith(("Gtk", "Adw"))
+                        and a.parent.getRoleName() != "combo box")
+            except Exception:
+                return False
+        unnamed = [f"{a.getRoleName()} {a.name!r}" for a in walk(app.acc) if class_named(a)]
+        if unnamed:
+            raise Failure(f"controls named by their GTK class: {unnamed}")
 
         chart = app.find_once("image", "Loss chart")
         wait_for("the chart to describe the loss", lambda: "the loss is" in chart.description)

@@ -7,7 +7,9 @@
  * 50 Mbit/s with 30 ms each way (RLX_LINK_SHAPE on every node; the wrapper
  * shapes what each process receives). The leader measures the link and
  * chooses; whatever H it picks, the cohort trains at it, and within a
- * budget of 1.5 epochs of samples (90,000, both ranks together) it must:
+ * budget of 1.5 epochs of samples (90,000, both ranks together) counted
+ * from its first round at that H (auto's provisional outer:20 before its
+ * measurements comes first and is not judged) it must:
  *   - commit at least MIN_OUTER_ROUNDS outer rounds (an H so large that a
  *     round does not fit in the budget fails here: H = 500 would need
  *     256,000 samples for its first round);
@@ -28,12 +30,32 @@
 #define SAMPLE_BUDGET     90000
 #define MIN_OUTER_ROUNDS  3
 #define ACCURACY_FLOOR    0.50
+#define MAX_SAMPLES       (4 * SAMPLE_BUDGET)  /* bounds a run whose choice never comes */
 #define WALL_BUDGET_MS    180000   /* the stop is the sample budget; this only bounds a stuck run */
+
+/* auto's choice from its measurements: its first outer `sync` event that is
+ * not the provisional one made before them */
+static gboolean
+is_measured_choice (JsonObject *o)
+{
+  return g_strcmp0 (ev_str (o, "mode"), "outer") == 0 &&
+         strstr (ev_str (o, "reason"), "until the steps are measured") == NULL;
+}
+
+/* a step event of a round at the chosen H */
+static gboolean
+is_round_at (JsonObject *o, gint64 h)
+{
+  return h > 0 && g_strcmp0 (ev_str (o, "sync"), "outer") == 0 && ev_int (o, "h") == h;
+}
 
 typedef struct {
   Node  *n;
   gint64 samples;      /* summed over the leader's step events */
+  gint64 since;        /* of those, from the first round at the chosen H on */
+  gint64 h;            /* the measured choice's H, 0 until it is made */
   guint  seen;         /* step events summed so far */
+  guint  sync_seen;    /* sync events read so far */
 } Budget;
 
 static gboolean
@@ -41,13 +63,24 @@ budget_spent (gpointer data)
 {
   Budget *b = data;
 
+  for (int e = node_find_event (b->n, "sync", b->sync_seen); e >= 0;
+       e = node_find_event (b->n, "sync", (guint) e + 1))
+    {
+      if (b->h == 0 && is_measured_choice (node_ev (b->n, e)))
+        b->h = ev_int (node_ev (b->n, e), "h");
+      b->sync_seen = (guint) e + 1;
+    }
   for (int e = node_find_event (b->n, "step", b->seen); e >= 0;
        e = node_find_event (b->n, "step", (guint) e + 1))
     {
-      b->samples += ev_int (node_ev (b->n, e), "samples");
+      JsonObject *o = node_ev (b->n, e);
+
+      b->samples += ev_int (o, "samples");
+      if (b->since > 0 || is_round_at (o, b->h))
+        b->since += ev_int (o, "samples");
       b->seen = (guint) e + 1;
     }
-  return b->samples >= SAMPLE_BUDGET || b->n->exited;
+  return b->since >= SAMPLE_BUDGET || b->samples >= MAX_SAMPLES || b->n->exited;
 }
 
 static void
@@ -92,8 +125,7 @@ test_auto_h_trains (void)
    * choice before them is not the H it picks over this link). */
   for (int e = node_find_event (leader, "sync", 0); e >= 0;
        e = node_find_event (leader, "sync", (guint) e + 1))
-    if (g_strcmp0 (ev_str (node_ev (leader, e), "mode"), "outer") == 0 && chose == NULL &&
-        strstr (ev_str (node_ev (leader, e), "reason"), "until the steps are measured") == NULL)
+    if (chose == NULL && is_measured_choice (node_ev (leader, e)))
       chose = node_ev (leader, e);
   if (chose == NULL)
     {
@@ -111,7 +143,8 @@ test_auto_h_trains (void)
 
       if (samples >= SAMPLE_BUDGET)
         break;
-      samples += ev_int (o, "samples");
+      if (samples > 0 || is_round_at (o, chose_h))
+        samples += ev_int (o, "samples");
       if (!isfinite (ev_num (o, "loss")))
         {
           harness_dump (h);

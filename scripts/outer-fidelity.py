@@ -3,6 +3,11 @@
 
   outer-fidelity.py BUILD [--model mnist-mlp-xl] [--epochs 5] [--h 50]
                     [--seeds 0,1,2] [--batch 256] [--json FILE] [--nice 5]
+                    [--rank RLX_RANK] [--parallel]
+
+(BUILD/tools/rlx-rank, or --rank's program with BUILD "-"; --parallel runs
+every cohort at once, each rank on a core of its own while there are
+enough: the device machine's 16 cores take 3 seeds' 15 ranks.)
 
 For each seed, real `rlx-rank join --local` processes on the local bus
 (the fidelity does not depend on the link; one BLAS thread each, default
@@ -17,6 +22,7 @@ table and the issue's goals: outer within 0.5 pt of step at two ranks; two
 ranks within 1 pt of one rank (medians over the seeds).
 """
 import argparse
+import itertools
 import json
 import math
 import os
@@ -31,21 +37,34 @@ NICE = 5
 TIMEOUT_S = 3600
 
 
-def cohort(build, n, args, tag):
+RANK = None
+CORES = itertools.count()
+
+
+def pin_to(core):
+    ncpu = os.cpu_count() or 1
+
+    def pin():
+        os.sched_setaffinity(0, {core % ncpu})
+    return pin
+
+
+def cohort(build, n, args, tag, pin=False):
     """Run n ranks of one cohort to the end; the leader's events."""
     d = tempfile.mkdtemp(prefix=f"rlx-fid-{tag}-")
     env = dict(os.environ, XDG_RUNTIME_DIR=d, XDG_DATA_HOME=d, XDG_CONFIG_HOME=d,
                OPENBLAS_NUM_THREADS="1")
     procs = []
     for i in range(n):
-        argv = ["nice", "-n", str(NICE), os.path.join(build, "tools", "rlx-rank"), "join", "--local",
+        argv = ["nice", "-n", str(NICE), RANK or os.path.join(build, "tools", "rlx-rank"), "join", "--local",
                 "--json", "--backend", "cpu", "--threads", "1", "--dataset", "fashion-mnist",
                 "--cohort", tag, "--wait-members", str(n), "--evaluate",
                 "--deadline-floor-ms", "5000"] + args
         # to files, not pipes: a rank blocked on a full pipe would stall the cohort
         out = open(os.path.join(d, f"out{i}"), "w")
         err = open(os.path.join(d, f"err{i}"), "w")
-        procs.append((subprocess.Popen(argv, stdout=out, stderr=err, env=env), i))
+        procs.append((subprocess.Popen(argv, stdout=out, stderr=err, env=env,
+                                       preexec_fn=pin_to(next(CORES)) if pin else None), i))
     deadline = time.monotonic() + TIMEOUT_S
     for p, i in procs:
         try:
@@ -81,9 +100,12 @@ def main():
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--json", default=None)
     ap.add_argument("--nice", type=int, default=5, help="the ranks' niceness")
+    ap.add_argument("--rank", default=None, help="the rlx-rank to run (BUILD is then ignored)")
+    ap.add_argument("--parallel", action="store_true", help="every cohort at once")
     a = ap.parse_args()
-    global NICE
+    global NICE, RANK
     NICE = a.nice
+    RANK = a.rank
     build = os.path.abspath(a.build)
     b = a.batch
     total = a.epochs * TRAIN
@@ -97,14 +119,25 @@ def main():
           "--sync", f"outer:{a.h}"]),
     ]
     res = {name: [] for name, _, _ in setups}
-    for seed in a.seeds.split(","):
-        for name, n, extra in setups:
-            tag = f"fid{seed}{n}{len(extra)}"
-            r = result(cohort(build, n, ["--model", a.model, "--batch", str(b), "--seed", seed]
-                              + extra, tag))
-            r["seed"] = int(seed)
-            res[name].append(r)
-            print(json.dumps({"setup": name, **r}), file=sys.stderr, flush=True)
+    jobs = [(seed, name, n, extra) for seed in a.seeds.split(",") for name, n, extra in setups]
+    pin = a.parallel and sum(n for _, _, n, _ in jobs) <= (os.cpu_count() or 1)
+
+    def run(job):
+        seed, name, n, extra = job
+        tag = f"fid{seed}{n}{len(extra)}"
+        r = result(cohort(build, n, ["--model", a.model, "--batch", str(b), "--seed", seed]
+                          + extra, tag, pin))
+        r["seed"] = int(seed)
+        print(json.dumps({"setup": name, **r}), file=sys.stderr, flush=True)
+        return r
+    if a.parallel:
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(len(jobs)) as ex:
+            done = list(ex.map(run, jobs))
+    else:
+        done = [run(j) for j in jobs]
+    for (_, name, _, _), r in zip(jobs, done):
+        res[name].append(r)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)

@@ -5,6 +5,14 @@
                  [--seconds S] [--warmup W] [--models a,b] [--out DIR]
                  [--torch-ref PATH] [--quick]
   outer-bench.py RLX_RANK --one '{"model": ..., "ranks": N, "shape": SPEC, "sync": MODE}'
+  outer-bench.py RLX_RANK --plan rate --rate-configs JSON | --rate-extra JSON
+
+A configuration may also name "precision" (the wire's, --precision; f32 when
+absent), "args" (more rlx-rank arguments), "rank" (another rlx-rank to run,
+for an A/B in one call) and "label"; each of these makes a row of its own.
+--rate-configs replaces the rate plan's configurations with its list (each
+model's one rank alone is added as the reference), --rate-extra adds its
+list to them.
 
 Each configuration is a cohort of `rlx-rank join --local` processes (one per
 rank, each pinned to a core of its own, OPENBLAS_NUM_THREADS=1, --threads 1,
@@ -90,6 +98,8 @@ def run_cohort(rank_bin, cfg, cores):
               "--steps", str(cfg.get("steps", 10 ** 7))]
     if cfg.get("sync") and (cfg["sync"] != "step" or has_sync(rank_bin)):
         common += ["--sync", cfg["sync"]]
+    if cfg.get("precision"):
+        common += ["--precision", cfg["precision"]]
     common += cfg.get("args", [])
     lead_extra = []          # the leader alone evaluates (on its extra core)
     if cfg.get("evaluate_at_end"):
@@ -300,10 +310,31 @@ def rate_configs(models, seconds, warmup, min_commits, max_window):
     return cfgs
 
 
+def row_key(r):
+    """What makes a rate row of its own (the reference is the model's one rank)."""
+    return (r["model"], r["ranks"], r["shape"], r["sync"], r.get("precision") or "f32",
+            r.get("label") or "")
+
+
+def custom_configs(text, models, seconds, warmup, min_commits, max_window):
+    """--rate-configs / --rate-extra: a JSON list of configurations."""
+    cfgs = json.loads(text) if text else []
+    for c in cfgs:
+        if c.get("model") not in models:
+            c["model"] = c.get("model") or models[0]
+        c.setdefault("shape", "none")
+        c.setdefault("sync", "step")
+        if c["shape"] not in SHAPES:
+            raise SystemExit(f"outer-bench: unknown shape {c['shape']!r}: {', '.join(SHAPES)}")
+        c.update(seconds=seconds, warmup=warmup, min_commits=min_commits,
+                 max_window=max(seconds, max_window))
+    return cfgs
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("rank")
-    ap.add_argument("--plan", default="rate", choices=["rate", "accuracy", "all"])
+    ap.add_argument("--plan", default="rate", choices=["rate", "accuracy", "all", "none"])
     ap.add_argument("--one")
     ap.add_argument("--table", metavar="RESULTS", help="only print the table of a results.jsonl")
     ap.add_argument("--reps", type=int, default=3)
@@ -322,6 +353,8 @@ def main():
                     help='more time-to-accuracy cohorts, JSON: [{"ranks": 2, "sync": "outer:20", '
                          '"args": ["--outer-lr", "1.0"], "label": "lr 1.0", "reps": 1}] '
                          '("reps": in the first so many repetitions only)')
+    ap.add_argument("--rate-configs", default="", help="JSON list: the rate plan's configurations instead of its own")
+    ap.add_argument("--rate-extra", default="", help="JSON list: more configurations for the rate plan")
     ap.add_argument("--torch-ref")
     ap.add_argument("--ddp-reps", type=int, default=1, help="repetitions with PyTorch DDP beside")
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/outer-bench"))
@@ -336,7 +369,7 @@ def main():
             results.append(r)
             with open(results_path, "a") as f:
                 f.write(json.dumps(r) + "\n")
-            brief = {k: r.get(k) for k in ("rep", "model", "ranks", "shape", "sync", "samples_per_s",
+            brief = {k: r.get(k) for k in ("rep", "model", "ranks", "shape", "sync", "precision", "label", "samples_per_s",
                                            "window_commits", "error") if k in r}
             if r.get("sync_last"):
                 brief["chose"] = r["sync_last"].get("reason")
@@ -387,8 +420,20 @@ def main():
                     run_cohort(a.rank, job, cores), rep=job["rep"], kind="accuracy"), sink,
                     lead_extra=1)
     if a.plan in ("rate", "all"):
-        cfgs = [c for c in rate_configs(models, a.seconds, a.warmup, a.min_commits, a.max_window)
-                if c["ranks"] <= a.ranks_max]
+        if a.rate_configs:
+            cfgs = custom_configs(a.rate_configs, models, a.seconds, a.warmup, a.min_commits,
+                                  a.max_window)
+            for m in dict.fromkeys(c["model"] for c in cfgs):
+                if not any(c["model"] == m and c["ranks"] == 1 and c["sync"] == "step"
+                           and not c.get("rank") for c in cfgs):
+                    cfgs.insert(0, custom_configs(json.dumps([dict(model=m, ranks=1)]), models,
+                                                  a.seconds, a.warmup, a.min_commits,
+                                                  a.max_window)[0])
+        else:
+            cfgs = rate_configs(models, a.seconds, a.warmup, a.min_commits, a.max_window)
+        cfgs += custom_configs(a.rate_extra, models, a.seconds, a.warmup, a.min_commits,
+                               a.max_window)
+        cfgs = [c for c in cfgs if c["ranks"] <= a.ranks_max]
         # the largest first in each repetition, so that the small ones fill the gaps
         for rep in range(a.reps):
             for c in sorted(cfgs, key=lambda c: -c["ranks"]):
@@ -396,7 +441,8 @@ def main():
                 if job["ranks"] > a.cores:
                     continue
                 sched.submit(job["ranks"], lambda cores, job=job: dict(
-                    run_cohort(a.rank, job, cores), rep=job["rep"], kind="rate"), sink)
+                    run_cohort(job.get("rank") or a.rank, job, cores), rep=job["rep"],
+                    kind="rate"), sink)
             if a.torch_ref and rep < a.ddp_reps:
                 for m in models:
                     ranks = [n for n in (1, 2, 4, 8) if n <= min(a.ranks_max, a.cores)]
@@ -428,15 +474,17 @@ def make_table(results):
 
     def one_rate(model, rep):
         for r in rate:
-            if r["model"] == model and r["rep"] == rep and r["ranks"] == 1:
+            if r["model"] == model and r["rep"] == rep and r["ranks"] == 1 and \
+                    r.get("sync") == "step" and not r.get("rank") and not r.get("label"):
                 return r.get("samples_per_s")
         return None
     if rate:
-        out.append("| model | ranks | link | sync | samples/s (median) | × one rank (median of per-rep ratios) | per rep | chosen (last rep) | leader bytes/sample |")
-        out.append("|---|---|---|---|---|---|---|---|---|")
-        keys = list(dict.fromkeys((r["model"], r["ranks"], r["shape"], r["sync"]) for r in rate))
-        for (m, n, shape, sync) in keys:
-            runs = [r for r in rate if (r["model"], r["ranks"], r["shape"], r["sync"]) == (m, n, shape, sync)]
+        out.append("| model | ranks | link | sync | wire | label | samples/s (median) | × one rank (median of per-rep ratios) | per rep | chosen (last rep) | leader bytes/sample |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        keys = list(dict.fromkeys(row_key(r) for r in rate))
+        for key in keys:
+            (m, n, shape, sync, wire, label) = key
+            runs = [r for r in rate if row_key(r) == key]
             ratios = []
             for r in runs:
                 base = one_rate(m, r["rep"])
@@ -449,7 +497,7 @@ def make_table(results):
                 chosen = s.get("reason") or f"{s.get('mode')} {s.get('h')}"
             if last.get("members_left"):
                 chosen += f" (members left: {last['members_left']})"
-            out.append(f"| {m} | {n} | {SHAPE_NAMES[shape]} | {sync} | {fmt(med(r.get('samples_per_s') for r in runs))} | "
+            out.append(f"| {m} | {n} | {SHAPE_NAMES[shape]} | {sync} | {wire} | {label} | {fmt(med(r.get('samples_per_s') for r in runs))} | "
                        f"**{fmt(med(ratios), '{:.2f}×')}** | {[round(x, 2) for x in ratios]} | {chosen} | "
                        f"{fmt(med(r.get('leader_bytes_per_sample') for r in runs), '{:,.0f}')} |")
     ddp = [r for r in results if r.get("kind") == "ddp"]

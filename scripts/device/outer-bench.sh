@@ -16,8 +16,12 @@
 # RLX_OB_ACC_EPOCHS (the one rank's epochs that set it, 2), RLX_OB_ACC_RANKS
 # ("2,4"), RLX_OB_ACC_VARIANTS (more cohorts, JSON: outer-bench.py --help),
 # RLX_OB_DDP (1: PyTorch DDP beside, in RLX_OB_DDP_REPS repetitions, 1), RLX_OB_RANK (an rlx-rank to use instead
-# of the carried one: a dry run here). Everything goes to $OUT: log.txt,
-# results.jsonl (a line a run), table.md.
+# of the carried one: a dry run here), RLX_OB_RATE_CONFIGS / RLX_OB_RATE_EXTRA
+# (JSON lists: the rate plan's configurations instead of its own / beside
+# them; outer-bench.py's header), RLX_OB_FIDELITY ("MODEL:EPOCHS:SEEDS", e.g.
+# "mnist-mlp-xl:5:0,1,2": scripts/outer-fidelity.py after the bench, its
+# cohorts side by side, RLX_OB_FID_H the outer H, 50). Everything goes to
+# $OUT: log.txt, results.jsonl (a line a run), table.md, fidelity.md.
 #
 # A small dry run here (2 cores, the local build):
 #   OUT=/tmp/ob RLX_OB_RANK=build/tools/rlx-rank RLX_OB_REPS=1 RLX_OB_SECONDS=3 \
@@ -67,10 +71,19 @@ timeout "${RLX_OB_TIMEOUT:-560}" "$py" "$here/outer-bench.py" "$RANK" --out "$OU
   --acc-epochs "${RLX_OB_ACC_EPOCHS:-2}" --acc-ranks "${RLX_OB_ACC_RANKS:-2,4}" \
   --acc-variants "${RLX_OB_ACC_VARIANTS:-}" \
   --models "${RLX_OB_MODELS:-mnist-mlp,mnist-mlp-xl}" --ranks-max "${RLX_OB_RANKS_MAX:-8}" \
-  --acc-max-seconds "${RLX_OB_ACC_MAX:-150}" "${ddp[@]}"
+  --acc-max-seconds "${RLX_OB_ACC_MAX:-150}" \
+  --rate-configs "${RLX_OB_RATE_CONFIGS:-}" --rate-extra "${RLX_OB_RATE_EXTRA:-}" "${ddp[@]}"
 rc=$?
 say "outer-bench.py exit $rc"
 if [ "$rc" != 0 ] && [ -s "$OUT/results.jsonl" ]; then
   say "the table of what finished:"
   "$py" "$here/outer-bench.py" - --table "$OUT/results.jsonl" | tee "$OUT/table.md"
+fi
+if [ -n "${RLX_OB_FIDELITY:-}" ]; then
+  IFS=: read -r fm fe fs <<< "$RLX_OB_FIDELITY"
+  say "outer-fidelity.py: $fm, $fe epochs, seeds $fs, outer:${RLX_OB_FID_H:-50}"
+  timeout "${RLX_OB_FID_TIMEOUT:-300}" "$py" "$here/../outer-fidelity.py" - --rank "$RANK" \
+    --model "$fm" --epochs "$fe" --seeds "$fs" --h "${RLX_OB_FID_H:-50}" --parallel \
+    --json "$OUT/fidelity.json" --nice 0 | tee "$OUT/fidelity.md"
+  say "outer-fidelity.py exit ${PIPESTATUS[0]}"
 fi

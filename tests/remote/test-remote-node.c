@@ -8,7 +8,11 @@
  * tampered signalling message injected by a rogue room member are rejected
  * and change nothing; a peer linked locally is skipped; a hello forged with
  * the key for a node whose link is live moves nothing (issue 29, item 7);
- * a session that answers once and then nothing gets 3 attempts (item 11).
+ * a session that answers once and then nothing gets 3 attempts (item 11);
+ * what crosses signalling, on the path (a tap between a node and the
+ * server) or in the cohort's room (a listener that read the room id off
+ * the path), holds no host name, fingerprint, ICE credential or address,
+ * in clear or merely base64-encoded, and opens only with the key (item 6).
  */
 #include "rlx-config.h"
 #include "remote-test.h"
@@ -475,15 +479,58 @@ tap_stop (Tap *t)
   g_mutex_clear (&t->lock);
 }
 
+/* TRUE if @needle is in what the tap carried: in its bytes as they are, or
+ * in a sealed message's box ("c":"B64") once its base64 is undone (a body
+ * that were merely encoded, not encrypted, shows there). */
 static gboolean
 tap_has (Tap *t, const char *needle)
 {
+  static const char mark[] = "\"c\":\"";
+  gsize nl = strlen (needle);
   gboolean found;
+  const guint8 *p, *end;
 
   g_mutex_lock (&t->lock);
-  found = memmem (t->seen->data, t->seen->len, needle, strlen (needle)) != NULL;
+  found = memmem (t->seen->data, t->seen->len, needle, nl) != NULL;
+  p = t->seen->data;
+  end = p + t->seen->len;
+  while (!found && (p = memmem (p, (gsize) (end - p), mark, sizeof mark - 1)) != NULL)
+    {
+      const guint8 *s = p + sizeof mark - 1;
+      const guint8 *q = memchr (s, '"', (gsize) (end - s));
+      g_autofree char *b64 = NULL;
+      g_autofree guint8 *box = NULL;
+      gsize n = 0;
+
+      if (q == NULL)
+        break;
+      b64 = g_strndup ((const char *) s, (gsize) (q - s));
+      box = g_base64_decode (b64, &n);
+      found = n >= nl && memmem (box, n, needle, nl) != NULL;
+      p = q;
+    }
   g_mutex_unlock (&t->lock);
   return found;
+}
+
+/* How many sealed messages the tap carried. */
+static guint
+tap_count_sealed (Tap *t)
+{
+  static const char mark[] = "\"c\":\"";
+  const guint8 *p, *end;
+  guint n = 0;
+
+  g_mutex_lock (&t->lock);
+  p = t->seen->data;
+  end = p + t->seen->len;
+  while ((p = memmem (p, (gsize) (end - p), mark, sizeof mark - 1)) != NULL)
+    {
+      n++;
+      p += sizeof mark - 1;
+    }
+  g_mutex_unlock (&t->lock);
+  return n;
 }
 
 /* Every address of this machine's interfaces but loopback (what ICE's host
@@ -515,6 +562,32 @@ local_addresses (void)
   return out;
 }
 
+/* Fails the test if what @t carried holds, in clear or merely base64-
+ * encoded, the host names "host-of-alice" / "host-of-bob", a fingerprint
+ * of @a or @b (either case), an ICE credential or candidate, the cohort's
+ * name or an address of this machine's interfaces; @where names the
+ * listener in the message. (Each needle has a character base64 lacks, or
+ * is long: none turns up in a base64 string by chance.) */
+static void
+assert_nothing_in_clear (Tap *t, RlxIdentity *a, RlxIdentity *b, const char *where)
+{
+  g_autoptr(GPtrArray) addrs = local_addresses ();
+  const char *secrets[] = { "host-of-alice", "host-of-bob", rlx_identity_get_fingerprint (a),
+                            rlx_identity_get_fingerprint (b), "\"ufrag\"", "\"pwd\"",
+                            "candidate", "typ host", "test-cohort" };
+
+  for (guint i = 0; i < G_N_ELEMENTS (secrets); i++)
+    {
+      g_autofree char *up = g_ascii_strup (secrets[i], -1);
+      if (tap_has (t, secrets[i]) || tap_has (t, up))
+        g_error ("'%s' reached %s in clear", secrets[i], where);
+    }
+  g_test_message ("%u interface addresses checked", addrs->len);
+  for (guint i = 0; i < addrs->len; i++)
+    if (tap_has (t, addrs->pdata[i]))
+      g_error ("the address %s reached %s in clear", (char *) addrs->pdata[i], where);
+}
+
 /* Two nodes pair, one of them through the tap: the signalling it carried
  * holds no host name, fingerprint, ICE credential or candidate address,
  * nor the cohort's name, in clear. */
@@ -524,9 +597,6 @@ test_signalling_is_opaque (void)
   N *a, *b;
   Tap tap;
   char room[RLX_SIGNAL_ROOM_LEN + 1];
-  g_autoptr(GPtrArray) addrs = local_addresses ();
-  const char *secrets[] = { "host-of-alice", "host-of-bob", NULL, NULL, "ufrag", "pwd",
-                            "candidate", "typ host", "test-cohort" };
 
   setup_invite ();
   a = node_new_full ("a", TRUE, NULL, NULL, "host-of-alice", 0);
@@ -535,26 +605,91 @@ test_signalling_is_opaque (void)
   WAIT_FOR (g_hash_table_size (a->links) == 1 && g_hash_table_size (b->links) == 1, 30000,
             "a and b to pair through the tap");
   spin (300);
-  secrets[2] = rlx_identity_get_fingerprint (a->identity);
-  secrets[3] = rlx_identity_get_fingerprint (b->identity);
   rlx_signal_room_for (invite->key, invite->cohort, room);
   g_test_message ("the tap saw %u bytes", tap.seen->len);
   /* It did carry the signalling: the join into the key's room, sealed messages. */
   g_assert_true (tap_has (&tap, room));
   g_assert_true (tap_has (&tap, "\"op\":\"msg\""));
   g_assert_true (tap_has (&tap, "\"c\":\""));
-  for (guint i = 0; i < G_N_ELEMENTS (secrets); i++)
-    if (tap_has (&tap, secrets[i]))
-      g_error ("'%s' crossed the signalling in clear", secrets[i]);
-  {
-    /* the fingerprints in any case, in case the hex is shown otherwise */
-    g_autofree char *up = g_ascii_strup (secrets[2], -1);
-    g_assert_false (tap_has (&tap, up));
-  }
-  g_test_message ("%u interface addresses checked", addrs->len);
-  for (guint i = 0; i < addrs->len; i++)
-    if (tap_has (&tap, addrs->pdata[i]))
-      g_error ("the address %s crossed the signalling in clear", (char *) addrs->pdata[i]);
+  assert_nothing_in_clear (&tap, a->identity, b->identity, "the path of signalling");
+  node_free (b);
+  node_free (a);
+  tap_stop (&tap);
+}
+
+/* A listener in the cohort's own room: it read the room id off the path (as
+ * anyone on the path of ws:// can) and joined through a tap that keeps
+ * every byte the server relayed to it. Without the key nothing it got
+ * opens, each refused as sealed with another key, and none of it holds a
+ * host name, fingerprint, ICE credential, candidate address or the cohort's
+ * name, as bytes or once base64 is undone. With the key (a listener holding
+ * the invite) the same messages open into b's hello, its host name and
+ * fingerprint: what the listener got did carry them, sealed. */
+static void
+test_room_listener (void)
+{
+  N *a, *b;
+  Tap tap;
+  Rogue r = { g_ptr_array_new_with_free_func ((GDestroyNotify) json_node_unref), FALSE };
+  g_autoptr(RlxSignalClient) listener = NULL;
+  g_autoptr(RlxSignalAuth) keyless = NULL, keyed = NULL;
+  char room[RLX_SIGNAL_ROOM_LEN + 1];
+  guint8 wrong[RLX_INVITE_KEY_LEN];
+  guint hellos_of_b = 0;
+
+  setup_invite ();
+  a = node_new_full ("a", TRUE, NULL, NULL, "host-of-alice", 0);
+  rlx_signal_room_for (invite->key, invite->cohort, room);
+  tap_start (&tap, invite->port);
+  listener = rlx_signal_client_new ("127.0.0.1", tap.port, room, "zz");
+  g_signal_connect (listener, "joined", G_CALLBACK (rogue_joined), &r);
+  g_signal_connect (listener, "message", G_CALLBACK (rogue_message), &r);
+  rlx_signal_client_start (listener);
+  WAIT_FOR (r.joined, 10000, "the listener to join the cohort's room");
+  b = node_new_full ("b", FALSE, NULL, NULL, "host-of-bob", 0);
+  WAIT_FOR (g_hash_table_size (a->links) == 1 && g_hash_table_size (b->links) == 1, 30000,
+            "a and b to pair");
+  WAIT_FOR (r.seen->len > 0, 10000, "the listener to get a sealed message");
+  spin (300);
+  g_test_message ("the listener got %u sealed messages, %u bytes", r.seen->len, tap.seen->len);
+  /* The tap holds what the listener got: the relayed messages themselves. */
+  g_assert_true (tap_has (&tap, "\"op\":\"msg\""));
+  g_assert_cmpuint (tap_count_sealed (&tap), >=, r.seen->len);
+  assert_nothing_in_clear (&tap, a->identity, b->identity, "a listener in the room");
+
+  /* Without the key: every message refused, as sealed with another key. */
+  memcpy (wrong, invite->key, sizeof wrong);
+  wrong[0] ^= 0x80;
+  keyless = rlx_signal_auth_new (wrong, invite->cohort, "zz");
+  keyed = rlx_signal_auth_new (invite->key, invite->cohort, "zz");
+  for (guint i = 0; i < r.seen->len; i++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(JsonObject) body = rlx_signal_auth_open (keyless, r.seen->pdata[i], &error);
+
+      g_assert_null (body);
+      g_assert_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_BAD_MAC);
+      g_assert_nonnull (strstr (error->message, "another cohort key"));
+    }
+  /* With it: they open, and b's hello names its host and certificate. */
+  for (guint i = 0; i < r.seen->len; i++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(JsonObject) body = rlx_signal_auth_open (keyed, r.seen->pdata[i], &error);
+
+      g_assert_no_error (error);
+      if (g_str_equal (json_object_get_string_member (body, "type"), "hello") &&
+          g_str_equal (json_object_get_string_member (body, "from"), "b"))
+        {
+          g_assert_cmpstr (json_object_get_string_member (body, "host"), ==, "host-of-bob");
+          g_assert_cmpstr (json_object_get_string_member (body, "fp"), ==,
+                           rlx_identity_get_fingerprint (b->identity));
+          hellos_of_b++;
+        }
+    }
+  g_assert_cmpuint (hellos_of_b, >, 0);
+  rlx_signal_client_stop (listener);
+  g_ptr_array_unref (r.seen);
   node_free (b);
   node_free (a);
   tap_stop (&tap);
@@ -948,6 +1083,7 @@ main (int argc, char **argv)
   g_test_add_func ("/remote/node/replayed-and-tampered", test_replayed_and_tampered);
   g_test_add_func ("/remote/node/skip-local-peer", test_skip_local_peer);
   g_test_add_func ("/remote/node/signalling-is-opaque", test_signalling_is_opaque);
+  g_test_add_func ("/remote/node/room-listener", test_room_listener);
   g_test_add_func ("/remote/node/keyless-room", test_keyless_room);
   g_test_add_func ("/remote/node/forged-notice", test_forged_notice);
   g_test_add_func ("/remote/node/replayed-hello", test_replayed_hello);

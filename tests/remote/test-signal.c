@@ -113,6 +113,8 @@ test_tampered (void)
       flip_box_byte (so, at[k]);
       g_assert_null (rlx_signal_auth_open (b, s, &error));
       g_assert_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_BAD_MAC);
+      /* a reason a person can act on */
+      g_assert_nonnull (strstr (error->message, "altered on the way"));
       g_clear_error (&error);
     }
 
@@ -155,9 +157,12 @@ test_replay (void)
   /* The same again, and an older one: both replays. */
   g_assert_null (rlx_signal_auth_open (b, s2, &error));
   g_assert_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_REPLAY);
+  g_assert_nonnull (strstr (error->message, "already seen"));
+  g_assert_nonnull (strstr (error->message, "alice"));
   g_clear_error (&error);
   g_assert_null (rlx_signal_auth_open (b, s1, &error));
   g_assert_error (error, RLX_SIGNAL_ERROR, RLX_SIGNAL_ERROR_REPLAY);
+  g_assert_nonnull (strstr (error->message, "a replay"));
 }
 
 static void

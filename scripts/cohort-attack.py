@@ -22,18 +22,25 @@ from loopback addresses 127.0.1.2 and up:
      without any attack, for comparison); it leaves again;
   4. the attack stops; 3 s to let go.
 
+Each attack runs REPEAT rounds of 1-4 (default 3), so that the windows
+with and without it alternate in the same run: its row gives the medians
+of samples/s and of the rounds' ratios, and the largest RSS growth and the
+slowest joins of all rounds (each round's figures beside them).
+
 With --control the attacks go to a lone `rlx-rank signal` on another port
 instead: the cohort then shares only the machine with them, which tells
 the attack's cost to the founder from its cost to the machine.
 
 Prints one row per attack and exits 1 if any misses the issue's bar: RSS
-growth < 20 MB, every legitimate join ≤ 3 s, samples/s ≥ 0.9 × the window
-without the attack. Figures from a loaded or small machine are noisy (the
-attack's own Python competes with the ranks for the cores): say so with
-them.
+growth < 20 MB, every legitimate join ≤ 3 s (signalling clients and the
+third rank), median samples/s ≥ 0.9 × the windows without the attack.
+Figures from a loaded or small machine are noisy (the attack's own Python
+competes with the ranks for the cores): say so with them.
 
   scripts/cohort-attack.py --rank build/tools/rlx-rank [--attacks idle,deaf]
-      [--window 15] [--json]
+      [--window 15] [--repeat 3] [--json]
+
+On the device machine (16 cores): scripts/device/cohort-attack.sh.
 """
 import argparse
 import asyncio
@@ -145,7 +152,8 @@ def join_rank(args, root, invite_file, label):
         r.stop()
 
 
-async def measure(name, founder, port, invite_file, root, args, target_pid=None):
+async def measure_once(name, founder, port, invite_file, root, args, target_pid=None,
+                       label=""):
     loop = asyncio.get_running_loop()
     # without the attack
     t0, c0 = time.monotonic(), cpu_s(founder.p.pid)
@@ -189,7 +197,7 @@ async def measure(name, founder, port, invite_file, root, args, target_pid=None)
     sampling[0] = False
     await sampler
     rank_join = await loop.run_in_executor(None, join_rank, args, root, invite_file,
-                                           f"joiner-{name}")
+                                           f"joiner-{name}{label}")
     stop.set()
     what = await attack_task
     await joins
@@ -211,6 +219,50 @@ async def measure(name, founder, port, invite_file, root, args, target_pid=None)
         "attacker_cpu": round(attacker_cpu, 2),
         "loadavg": open("/proc/loadavg").read().split()[0],
         "errors": errors[:3],
+        "signal_join_times": times,
+    }
+
+
+def median(xs, digits=2):
+    xs = [x for x in xs if x is not None]
+    return round(statistics.median(xs), digits) if xs else None
+
+
+async def measure(name, founder, port, invite_file, root, args, target_pid=None):
+    """args.repeat rounds of measure_once (each its own window without the
+    attack, then under it): medians of samples/s and their per-round
+    ratios, the worst RSS growth and join."""
+    rounds = []
+    for k in range(args.repeat):
+        rounds.append(await measure_once(name, founder, port, invite_file, root, args,
+                                         target_pid, f"-{k + 1}"))
+    times = [t for r in rounds for t in r["signal_join_times"]]
+    ratios = [r["ratio"] for r in rounds]
+    base = median([r["samples_per_s_without"] for r in rounds], 0)
+    under = median([r["samples_per_s_under"] for r in rounds], 0)
+    return {
+        "attack": name, "detail": rounds[-1]["detail"], "rounds": len(rounds),
+        "rss_before_mb": rounds[0]["rss_before_mb"],
+        "rss_peak_mb": max(r["rss_peak_mb"] for r in rounds),
+        "rss_after_mb": rounds[-1]["rss_after_mb"],
+        "rss_growth_mb": max(r["rss_growth_mb"] for r in rounds),
+        "rss_growth_each_mb": [r["rss_growth_mb"] for r in rounds],
+        "signal_joins": len(times),
+        "signal_join_failures": sum(r["signal_join_failures"] for r in rounds),
+        "signal_join_max_ms": round(max(times) * 1000) if times else None,
+        "signal_join_median_ms": round(statistics.median(times) * 1000) if times else None,
+        "rank_join_s": max(r["rank_join_s"] for r in rounds),
+        "rank_join_each_s": [r["rank_join_s"] for r in rounds],
+        "samples_per_s_without": base, "samples_per_s_under": under,
+        "samples_per_s_without_each": [r["samples_per_s_without"] for r in rounds],
+        "samples_per_s_under_each": [r["samples_per_s_under"] for r in rounds],
+        "ratio": median(ratios, 3),
+        "ratio_each": ratios,
+        "founder_cpu_without": median([r["founder_cpu_without"] for r in rounds]),
+        "founder_cpu_under": median([r["founder_cpu_under"] for r in rounds]),
+        "attacker_cpu": median([r["attacker_cpu"] for r in rounds]),
+        "loadavg": rounds[-1]["loadavg"],
+        "errors": [e for r in rounds for e in r["errors"]][:3],
     }
 
 
@@ -230,6 +282,11 @@ async def main_async(args):
         founder.wait(lambda e: e.get("event") == "step" and e.get("members", 0) >= 2, 60,
                      "step with 2 members")
         await asyncio.sleep(2.0)
+        if not args.json:
+            model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                          if l.startswith("model name")), "?")
+            print(f"machine: {model}, {os.cpu_count()} cores; {args.repeat} rounds of "
+                  f"{args.window:g} s without and under each attack", flush=True)
         quiet_join = await asyncio.get_running_loop().run_in_executor(
             None, join_rank, args, root, invite_file, "joiner-quiet")
         if not args.json:
@@ -249,19 +306,27 @@ async def main_async(args):
             res["target"] = "a lone signalling server" if args.control else "the founder"
             res["rank_join_quiet_s"] = round(quiet_join, 2)
             results.append(res)
+            if args.json_out:
+                with open(args.json_out, "a") as f:
+                    f.write(json.dumps(res) + "\n")
             if args.json:
                 print(json.dumps(res), flush=True)
             else:
-                print("%-9s %s RSS %5.1f → peak %5.1f → after %5.1f MB (growth %4.1f); "
-                      "signalling joins %d, slowest %s ms, %d failed; a rank joins in %.2f s; "
-                      "samples/s %d → %d (×%.2f); founder CPU %.2f → %.2f cores, "
+                print("%-9s %s RSS %5.1f → peak %5.1f → after %5.1f MB (growth %s MB); "
+                      "signalling joins %d, slowest %s ms, %d failed; a rank joins in %s s; "
+                      "samples/s %s → %s (median ×%.2f of %s); founder CPU %.2f → %.2f cores, "
                       "attacker %.2f; load %s  [%s]" % (
                           name, "server" if args.control else "founder", res["rss_before_mb"],
                           res["rss_peak_mb"], res["rss_after_mb"],
-                          res["rss_growth_mb"], res["signal_joins"], res["signal_join_max_ms"],
-                          res["signal_join_failures"], res["rank_join_s"],
-                          res["samples_per_s_without"], res["samples_per_s_under"],
-                          res["ratio"] or 0, res["founder_cpu_without"], res["founder_cpu_under"],
+                          ", ".join("%.1f" % x for x in res["rss_growth_each_mb"]),
+                          res["signal_joins"], res["signal_join_max_ms"],
+                          res["signal_join_failures"],
+                          ", ".join("%.2f" % x for x in res["rank_join_each_s"]),
+                          "/".join("%d" % x for x in res["samples_per_s_without_each"]),
+                          "/".join("%d" % x for x in res["samples_per_s_under_each"]),
+                          res["ratio"] or 0,
+                          ", ".join("%.2f" % (x or 0) for x in res["ratio_each"]),
+                          res["founder_cpu_without"], res["founder_cpu_under"],
                           res["attacker_cpu"], res["loadavg"], res["detail"]), flush=True)
                 for e in res["errors"]:
                     print("          join error: %s" % e)
@@ -269,7 +334,12 @@ async def main_async(args):
             print("a rank of the cohort exited during the attacks", file=sys.stderr)
             return 1
         bad = [r for r in results if r["rss_growth_mb"] >= 20 or r["signal_join_failures"]
-               or (r["signal_join_max_ms"] or 0) > 3000 or (r["ratio"] or 0) < 0.9]
+               or (r["signal_join_max_ms"] or 0) > 3000 or r["rank_join_s"] > 3
+               or (r["ratio"] or 0) < 0.9]
+        if not args.json:
+            print("bar (RSS growth < 20 MB, every join ≤ 3 s, median samples/s ≥ 0.9×): "
+                  + ("met by every attack" if not bad else
+                     "missed by " + ", ".join(r["attack"] for r in bad)), flush=True)
         return 1 if bad else 0
     finally:
         if control is not None:
@@ -296,13 +366,19 @@ def main():
     ap.add_argument("--deaf", type=int, default=20)
     ap.add_argument("--rooms", type=int, default=300)
     ap.add_argument("--members", type=int, default=100)
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="rounds per attack, each a window without it and one under it; "
+                         "the figures are medians (samples/s, ratios) and worsts (RSS, joins)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--json-out", metavar="FILE",
+                    help="also append each attack's figures to FILE, one JSON object a line")
     ap.add_argument("--keep", action="store_true", help="keep the ranks' directories and logs")
     ap.add_argument("--control", action="store_true",
                     help="aim the attacks at a lone `rlx-rank signal` instead of the founder "
                          "(what the machine's load alone costs the cohort; RSS is that server's)")
     args = ap.parse_args()
     args.window = min(max(args.window, 4.0), 120.0)
+    args.repeat = min(max(args.repeat, 1), 9)
     args.addresses = min(max(args.addresses, 1), 1000)
     for k in ("idle", "slow", "deaf", "rooms", "members"):
         setattr(args, k, min(getattr(args, k), 2000))

@@ -811,8 +811,18 @@ rlx_leader_publish (RlxLeader *self, gboolean commit)
       gboolean others = rlx_cohort_members (self->ctx)->len > 1 || self->ctx->faults.die_at > 0;
       const RlxMsgSlot *own = NULL;
 
-      self->round_ema_us = self->rounds_measured == 0 ? round_us
-                         : 0.8 * self->round_ema_us + 0.2 * round_us;
+      /* The deadline follows the round time of the buckets that came: a
+       * round the deadline closed counts up to its last bucket, not the
+       * wait for those that never came. Counting that wait fed the
+       * deadline into itself (10 × the mean, 2.8× longer each late round:
+       * 4 ms rounds, then deadlines of 1, 3, 10 s while one member was
+       * frozen; chaos.py seed 61). */
+      gint64 collect_us = rlx_round_get_late (self->round) > 0
+                        ? rlx_round_get_collect_us (self->round) : round_us;
+      if (collect_us <= 0)
+        collect_us = round_us;
+      self->round_ema_us = self->rounds_measured == 0 ? collect_us
+                         : 0.8 * self->round_ema_us + 0.2 * collect_us;
       self->rounds_measured++;
       maybe_emit_timing (self, c);
       rlx_round_stats_round (self->ctx->stats, self->rounds_measured, round_us,

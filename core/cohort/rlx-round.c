@@ -25,6 +25,7 @@ struct _RlxRound {
   GArray    *slots;         /* Slot */
   guint      deadline_id;
   gint64     started;
+  gint64     last_in;       /* when the last bucket was accepted (0: none yet) */
   guint      adding;
   guint64    generation;    /* bumped by every begin and cancel */
 
@@ -107,6 +108,12 @@ guint rlx_round_get_late (RlxRound *self) { return self->late; }
 guint rlx_round_get_rejected (RlxRound *self) { return self->rejected; }
 gint64 rlx_round_get_max_compute (RlxRound *self) { return self->max_compute; }
 gint64 rlx_round_get_started (RlxRound *self) { return self->started; }
+
+gint64
+rlx_round_get_collect_us (RlxRound *self)
+{
+  return self->last_in > 0 ? self->last_in - self->started : 0;
+}
 guint rlx_round_adding (RlxRound *self) { return self->adding; }
 
 double
@@ -191,6 +198,7 @@ rlx_round_begin (RlxRound *self, guint64 step, GArray *slots, guint deadline_ms)
   self->step = step;
   self->active = TRUE;
   self->started = g_get_monotonic_time ();
+  self->last_in = 0;
   self->samples = 0;
   self->loss_sum = 0;
   g_ptr_array_set_size (self->contributors, 0);
@@ -231,6 +239,7 @@ rlx_round_offer (RlxRound *self, const char *node, guint64 step, guint samples, 
     }
 
   slot->state = SLOT_ADDING;
+  self->last_in = g_get_monotonic_time ();
   slot->samples = samples;
   slot->loss = loss;
   self->adding++;

@@ -75,5 +75,9 @@ guint      rlx_round_get_late         (RlxRound *self);
 guint      rlx_round_get_rejected     (RlxRound *self);
 gint64     rlx_round_get_max_compute  (RlxRound *self);
 gint64     rlx_round_get_started      (RlxRound *self);   /* monotonic µs */
+/* From the beginning to the last bucket accepted, µs (0: none was): what
+ * the slots that delivered took, without the deadline's wait for those
+ * that did not. */
+gint64     rlx_round_get_collect_us   (RlxRound *self);
 
 G_END_DECLS

@@ -17,6 +17,8 @@ struct _RlxPeerSet {
   guint               heartbeat_id;
   gint64              last_tick, stalled_at, epoch;
   gint64              gaps_ours_until; /* silences ending before this are our stall's */
+  gint64              stall_end_ms;    /* our clock (ms from epoch) when our last stall of a
+                                        * missed beat or more ended */
   RlxWireCounters     totals;
 };
 
@@ -440,7 +442,15 @@ on_frame (RlxLink *link, GBytes *frame, gpointer user_data)
         p->their_stall = TRUE;
       p->their_t = hb->t;
       p->their_t_at = g_get_monotonic_time ();
-      if (hb->echo >= 0)
+      /* A round trip only from a beat we sent since our own loop last
+       * stood still, read while it runs: the heartbeats that waited in our
+       * socket while we were stopped echo a beat from before, and
+       * "now − echo − age" is then how long they waited (up to the whole
+       * stall) — taken as round trips they made a 3 s freeze a round trip
+       * of a second, and every peer's timeout 8 × that (issue 29, item 13). */
+      if (hb->echo >= 0 && hb->echo >= self->stall_end_ms &&
+          !(self->last_tick > 0 &&
+            g_get_monotonic_time () - self->last_tick > 2 * HEARTBEAT_MS * 1000))
         {
           gint64 now_ms = (g_get_monotonic_time () - self->epoch) / 1000;
           double rtt = (double) (now_ms - hb->echo - hb->age) * 1000.0;
@@ -561,6 +571,8 @@ on_heartbeat (gpointer user_data)
   self->hello_func (&h, self->hello_data);
   /* Our own loop stood still (the process was stopped, or starved): the
    * silence we would see is ours, not the peers'. */
+  if (self->last_tick > 0 && now - self->last_tick > 2 * HEARTBEAT_MS * 1000)
+    self->stall_end_ms = (now - self->epoch) / 1000;
   if (self->last_tick > 0 && now - self->last_tick > (gint64) self->timeout_ms * 1000)
     {
       self->stalled_at = now;

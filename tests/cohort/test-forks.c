@@ -20,6 +20,11 @@
  *       from the rounds that delivered, not one that grows with each
  *       deadline it waited out (chaos.py seed 61: 4 ms rounds, then a 10 s
  *       deadline; the cohort stood still 9 s).
+ *   /cohort/forks/thawed-member-keeps-timeout   a member that was frozen
+ *       for less than the timeout times its leader out after the
+ *       configured timeout when the leader freezes next: the heartbeats it
+ *       read late as it thawed are no round trips (they made one of ~1 s,
+ *       and a timeout of 8 × that).
  */
 #include "rlx-config.h"
 #include "cohort-harness.h"
@@ -289,6 +294,65 @@ test_frozen_member_keeps_deadline (void)
 #undef JOIN
 }
 
+/* b, next in line, is frozen for 3 s of a 4 s timeout, thawed, and at once
+ * its leader freezes for good. b reads the leader's heartbeats of its
+ * freeze as it thaws: each echoes b's last beat before the freeze, so
+ * "now − echo − age" is how long the frame waited in b's socket, up to
+ * 3 s. Taken as round trips they made b's round trip to a about a second,
+ * and its timeout for a 8 × that. */
+static void
+test_thawed_member_keeps_timeout (void)
+{
+  Harness *h = harness_new ();
+  Node *a, *b, *c;
+  int i;
+  gint64 at;
+  double silent;
+
+#define JOIN(label, ...)                                                                  \
+  harness_join (h, label, "--cohort", "thawedrtt", "--batch", "8", "--steps", "1000000",     \
+                "--heartbeat-timeout-ms", "4000", "--checkpoint-every", "0", __VA_ARGS__)
+  a = JOIN ("a", "--wait-members", "3", NULL);
+  harness_wait_event (h, a, "joined", NULL, 0, T);
+  b = JOIN ("b", NULL);
+  harness_wait_event (h, b, "joined", NULL, 0, T);
+  c = JOIN ("c", NULL);
+  harness_wait_event (h, c, "joined", NULL, 0, T);
+  at = node_max_step (b);
+  harness_wait_event (h, b, "step", "step", at + 30, T);
+  node_kill (b, SIGSTOP);
+  pause_ms (3000);
+  node_kill (b, SIGCONT);
+  at = node_max_step (a);
+  harness_wait_event (h, b, "step", "step", at + 1, T);
+  node_kill (a, SIGSTOP);
+  i = harness_wait_event (h, b, "member-left", NULL, 0, T);
+  if (g_strcmp0 (ev_str (node_ev (b, i), "node"), node_id (a)) != 0 ||
+      strstr (ev_str (node_ev (b, i), "reason"), "silent for") == NULL)
+    {
+      harness_dump (h);
+      g_error ("b lost %s (%s), not the frozen leader by its silence",
+               ev_str (node_ev (b, i), "node"), ev_str (node_ev (b, i), "reason"));
+    }
+  silent = g_ascii_strtod (strstr (ev_str (node_ev (b, i), "reason"), "silent for") + 11, NULL);
+  g_test_message ("b timed a out after %.1f s", silent);
+  if (silent > 5.2)
+    {
+      harness_dump (h);
+      g_error ("b timed the frozen leader out after %.1f s of a 4 s timeout (the heartbeats it "
+               "read late after its own freeze stretched its round trip)", silent);
+    }
+  harness_wait_event (h, b, "leader", "term", 2, T);
+  node_kill (a, SIGKILL);
+  node_kill (a, SIGCONT);
+  node_kill (c, SIGTERM);
+  harness_assert_exit_ok (h, c, 20000);
+  node_kill (b, SIGTERM);
+  harness_assert_exit_ok (h, b, 20000);
+  harness_free (h);
+#undef JOIN
+}
+
 int
 main (int argc, char **argv)
 {
@@ -301,5 +365,7 @@ main (int argc, char **argv)
                    test_unlinked_senior_not_passed_over);
   g_test_add_func ("/cohort/forks/frozen-member-keeps-deadline",
                    test_frozen_member_keeps_deadline);
+  g_test_add_func ("/cohort/forks/thawed-member-keeps-timeout",
+                   test_thawed_member_keeps_timeout);
   return g_test_run ();
 }

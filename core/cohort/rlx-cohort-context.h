@@ -111,6 +111,10 @@ typedef struct {
   double           self_inner_us;     /* outer rounds: µs of one of its inner steps, smoothed
                                        * (rlx_outer_engine_inner_us; 0: none yet) */
   gboolean         loading;           /* a snapshot is being loaded into the replica */
+  double           member_round_us;   /* as a member: µs between the commits it applied,
+                                       * smoothed (0: none yet); a new leader's first
+                                       * collect deadline after a failover */
+  gint64           member_commit_at;  /* monotonic µs of the last one (0: none) */
   /* ops */
   const RlxCohortOps *ops;
   gpointer         owner;             /* a GObject: work in flight holds a reference */

@@ -99,7 +99,20 @@ static void
 report_step (RlxFollower *self, RlxMsg *m)
 {
   RlxMsgStep *s = &m->u.step;
+  RlxCohortContext *ctx = self->ctx;
+  gint64 now = g_get_monotonic_time ();
 
+  /* how often the cohort commits, as this member sees it: if it takes
+   * over, its first rounds' deadline (rlx_leader_take_over) */
+  /* (a gap past the heartbeat timeout is a failover or a stall, not a
+   * round) */
+  if (ctx->member_commit_at > 0 && now > ctx->member_commit_at &&
+      now - ctx->member_commit_at < (gint64) rlx_peer_set_get_timeout (ctx->peers) * 1000)
+    {
+      double us = (double) (now - ctx->member_commit_at);
+      ctx->member_round_us = ctx->member_round_us > 0 ? 0.8 * ctx->member_round_us + 0.2 * us : us;
+    }
+  ctx->member_commit_at = now;
   OWNER (committed, s->commit, rlx_replica_get_hash (self->ctx->replica), s->loss, s->samples,
          s->contributors, s->late, s->rejected, rlx_cohort_members (self->ctx)->len, 0);
   if (rlx_cohort_at_last_step (self->ctx, s->commit))

@@ -53,6 +53,8 @@ struct _RlxLeader {
   gint64           assigned_us[ASSIGNED_RING];
   gint64           assigned_first[ASSIGNED_RING];
   guint            rounds_measured;
+  double           takeover_round_us; /* after a failover: the cohort's round time as we saw
+                                       * it as a member (0: none; founded) */
   guint64          finish_prequeued; /* the step whose finish is queued already, before its
                                       * round was complete (0: none) */
   guint64          own_prequeued;   /* the step whose own gradient is queued already (0: none) */
@@ -175,9 +177,17 @@ deadline_ms (RlxLeader *self)
 {
   double ms;
 
-  if (self->rounds_measured < 3)
+  /* A leader's first rounds wait long (the ranks are warming up) — unless
+   * it took over a cohort that was running: then its members are warm,
+   * and it knows their round time from the commits it applied as one of
+   * them. A member frozen at the failover otherwise held each of the new
+   * leader's first rounds for 10 s, or until the heartbeat dropped it
+   * (chaos.py seed 62: 9 s without a commit, members frozen in turn). */
+  if (self->rounds_measured < 3 && self->takeover_round_us <= 0)
     return MAX (FIRST_DEADLINE_MS, self->ctx->deadline_floor_ms);
-  ms = 10.0 * self->round_ema_us / 1000.0;
+  ms = 10.0 * (self->rounds_measured == 0 ? self->takeover_round_us
+               : self->rounds_measured < 3 ? MAX (self->takeover_round_us, self->round_ema_us)
+                                           : self->round_ema_us) / 1000.0;
   return (guint) CLAMP (ms, (double) self->ctx->deadline_floor_ms, (double) MAX_DEADLINE_MS);
 }
 
@@ -1342,6 +1352,7 @@ rlx_leader_take_over (RlxLeader *self, gboolean failover, guint64 last_commit)
   if (failover)
     self->rounds_started = TRUE;
   self->rounds_measured = 0;
+  self->takeover_round_us = failover ? self->ctx->member_round_us : 0;
   self->last_commit = last_commit;
   self->publish_waiting = FALSE;
   self->round_epoch = rlx_replica_get_epoch (self->ctx->replica);

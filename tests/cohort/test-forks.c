@@ -34,6 +34,7 @@
 #include "cohort-harness.h"
 
 #include <signal.h>
+#include <stdarg.h>
 #include <string.h>
 
 #define T 60000
@@ -51,6 +52,43 @@ static void
 pause_ms (guint ms)
 {
   harness_wait (never, NULL, ms);
+}
+
+/* A cohort of @k nodes labelled a, b, c, … (admitted in that order; a
+ * founds and leads), each with the heartbeat timeout @hb_ms, every one
+ * joined; the first rounds are past (30 steps). */
+static void
+join_cohort (Harness *h, const char *cohort, const char *hb_ms, Node **nodes, guint k)
+{
+  g_autofree char *wait = g_strdup_printf ("%u", k);
+  gint64 at;
+
+  for (guint i = 0; i < k; i++)
+    {
+      char label[2] = { (char) ('a' + i), 0 };
+      nodes[i] = harness_join (h, label, "--cohort", cohort, "--batch", "8", "--steps", "1000000",
+                               "--heartbeat-timeout-ms", hb_ms, "--checkpoint-every", "0",
+                               "--wait-members", i == 0 ? wait : "1", NULL);
+      harness_wait_event (h, nodes[i], "joined", NULL, 0, T);
+    }
+  at = node_max_step (nodes[k - 1]);
+  harness_wait_event (h, nodes[k - 1], "step", "step", at + 30, T);
+}
+
+/* Ask each node (NULL-terminated) to leave, in order, and check it did. */
+static void
+leave_all (Harness *h, ...)
+{
+  va_list ap;
+  Node *n;
+
+  va_start (ap, h);
+  while ((n = va_arg (ap, Node *)) != NULL)
+    {
+      node_kill (n, SIGTERM);
+      harness_assert_exit_ok (h, n, 20000);
+    }
+  va_end (ap);
 }
 
 static void
@@ -134,6 +172,52 @@ test_short_freeze_keeps_successor (void)
     short_freeze_round (round);
 }
 
+/* A cohort of a (leader), b and c with a 4 s timeout: @first (a or b) is
+ * frozen for 3 s and thawed, then a freezes for good; b, next in line,
+ * must time a out after the configured timeout (with 1.2 s to spare) and
+ * take over. @why says what stretched the timeout when it fails. */
+static void
+leader_timed_out_after_freeze (gboolean leader_first, const char *cohort, const char *why)
+{
+  Harness *h = harness_new ();
+  Node *nodes[3];
+  Node *a, *b, *c;
+  int i;
+  gint64 at;
+  double silent;
+
+  join_cohort (h, cohort, "4000", nodes, 3);
+  a = nodes[0];
+  b = nodes[1];
+  c = nodes[2];
+  node_kill (leader_first ? a : b, SIGSTOP);
+  pause_ms (3000);
+  node_kill (leader_first ? a : b, SIGCONT);
+  at = node_max_step (a);
+  harness_wait_event (h, b, "step", "step", at + (leader_first ? 2 : 1), T);
+  node_kill (a, SIGSTOP);
+  i = harness_wait_event (h, b, "member-left", NULL, 0, T);
+  if (g_strcmp0 (ev_str (node_ev (b, i), "node"), node_id (a)) != 0 ||
+      strstr (ev_str (node_ev (b, i), "reason"), "silent for") == NULL)
+    {
+      harness_dump (h);
+      g_error ("b lost %s (%s), not the frozen leader by its silence",
+               ev_str (node_ev (b, i), "node"), ev_str (node_ev (b, i), "reason"));
+    }
+  silent = g_ascii_strtod (strstr (ev_str (node_ev (b, i), "reason"), "silent for") + 11, NULL);
+  g_test_message ("b timed a out after %.1f s", silent);
+  if (silent > 5.2)
+    {
+      harness_dump (h);
+      g_error ("b timed the frozen leader out after %.1f s of a 4 s timeout (%s)", silent, why);
+    }
+  harness_wait_event (h, b, "leader", "term", 2, T);
+  node_kill (a, SIGKILL);
+  node_kill (a, SIGCONT);
+  leave_all (h, c, b, NULL);
+  harness_free (h);
+}
+
 /* A leader frozen for a moment (3 s of the 4 s timeout) and then, at
  * once, for good is timed out by its members after the configured
  * timeout, not after 4 × the first freeze (about 6 s, decaying): that silence was the leader's own loop
@@ -143,49 +227,7 @@ test_short_freeze_keeps_successor (void)
 static void
 test_freeze_leaves_no_long_timeout (void)
 {
-  Harness *h = harness_new ();
-  Node *a, *b, *c;
-  int i;
-  gint64 at;
-  double silent;
-
-  a = harness_join (h, "a", "--cohort", "thawed", "--batch", "8", "--steps", "1000000",
-                    "--heartbeat-timeout-ms", "4000", "--checkpoint-every", "0",
-                    "--wait-members", "3", NULL);
-  harness_wait_event (h, a, "joined", NULL, 0, T);
-  b = harness_join (h, "b", "--cohort", "thawed", "--batch", "8", "--steps", "1000000",
-                    "--heartbeat-timeout-ms", "4000", "--checkpoint-every", "0", NULL);
-  harness_wait_event (h, b, "joined", NULL, 0, T);
-  c = harness_join (h, "c", "--cohort", "thawed", "--batch", "8", "--steps", "1000000",
-                    "--heartbeat-timeout-ms", "4000", "--checkpoint-every", "0", NULL);
-  harness_wait_event (h, c, "joined", NULL, 0, T);
-  at = node_max_step (b);
-  harness_wait_event (h, b, "step", "step", at + 30, T);
-  node_kill (a, SIGSTOP);
-  pause_ms (3000);
-  node_kill (a, SIGCONT);
-  at = node_max_step (a);
-  harness_wait_event (h, b, "step", "step", at + 2, T);
-  node_kill (a, SIGSTOP);
-  i = harness_wait_event (h, b, "member-left", NULL, 0, T);
-  g_assert_cmpstr (ev_str (node_ev (b, i), "node"), ==, node_id (a));
-  g_assert_nonnull (strstr (ev_str (node_ev (b, i), "reason"), "silent for"));
-  silent = g_ascii_strtod (strstr (ev_str (node_ev (b, i), "reason"), "silent for") + 11, NULL);
-  g_test_message ("b timed a out after %.1f s", silent);
-  if (silent > 5.2)
-    {
-      harness_dump (h);
-      g_error ("b timed the frozen leader out after %.1f s of a 4 s timeout (its first freeze "
-               "stretched it)", silent);
-    }
-  harness_wait_event (h, b, "leader", "term", 2, T);
-  node_kill (a, SIGKILL);
-  node_kill (a, SIGCONT);
-  node_kill (c, SIGTERM);
-  harness_assert_exit_ok (h, c, 20000);
-  node_kill (b, SIGTERM);
-  harness_assert_exit_ok (h, b, 20000);
-  harness_free (h);
+  leader_timed_out_after_freeze (TRUE, "thawed", "its first freeze stretched it");
 }
 
 /* c joins a cohort of a (leader) and b but never gets a link to b
@@ -245,23 +287,16 @@ static void
 test_frozen_member_keeps_deadline (void)
 {
   Harness *h = harness_new ();
+  Node *nodes[3];
   Node *a, *b, *c;
-  gint64 at, frozen, thawed;
+  gint64 frozen, thawed;
   guint during = 0;
   gboolean dropped = FALSE;
 
-#define JOIN(label, ...)                                                                 \
-  harness_join (h, label, "--cohort", "latedeadline", "--batch", "8", "--steps", "1000000", \
-                "--heartbeat-timeout-ms", "8000", "--checkpoint-every", "0", __VA_ARGS__)
-  a = JOIN ("a", "--wait-members", "3", NULL);
-  harness_wait_event (h, a, "joined", NULL, 0, T);
-  b = JOIN ("b", NULL);
-  harness_wait_event (h, b, "joined", NULL, 0, T);
-  c = JOIN ("c", NULL);
-  harness_wait_event (h, c, "joined", NULL, 0, T);
-  /* past the leader's first rounds (their deadline is 10 s) */
-  at = node_max_step (a);
-  harness_wait_event (h, a, "step", "step", at + 30, T);
+  join_cohort (h, "latedeadline", "8000", nodes, 3);
+  a = nodes[0];
+  b = nodes[1];
+  c = nodes[2];
   node_kill (c, SIGSTOP);
   frozen = g_get_monotonic_time ();
   pause_ms (5000);
@@ -288,14 +323,8 @@ test_frozen_member_keeps_deadline (void)
       g_error ("b applied %u commits in the 5 s c was frozen: its collect deadline grew with "
                "each round that waited for c", during);
     }
-  node_kill (c, SIGTERM);
-  harness_assert_exit_ok (h, c, 20000);
-  node_kill (b, SIGTERM);
-  harness_assert_exit_ok (h, b, 20000);
-  node_kill (a, SIGTERM);
-  harness_assert_exit_ok (h, a, 20000);
+  leave_all (h, c, b, a, NULL);
   harness_free (h);
-#undef JOIN
 }
 
 /* b, next in line, is frozen for 3 s of a 4 s timeout, thawed, and at once
@@ -307,54 +336,9 @@ test_frozen_member_keeps_deadline (void)
 static void
 test_thawed_member_keeps_timeout (void)
 {
-  Harness *h = harness_new ();
-  Node *a, *b, *c;
-  int i;
-  gint64 at;
-  double silent;
-
-#define JOIN(label, ...)                                                                  \
-  harness_join (h, label, "--cohort", "thawedrtt", "--batch", "8", "--steps", "1000000",     \
-                "--heartbeat-timeout-ms", "4000", "--checkpoint-every", "0", __VA_ARGS__)
-  a = JOIN ("a", "--wait-members", "3", NULL);
-  harness_wait_event (h, a, "joined", NULL, 0, T);
-  b = JOIN ("b", NULL);
-  harness_wait_event (h, b, "joined", NULL, 0, T);
-  c = JOIN ("c", NULL);
-  harness_wait_event (h, c, "joined", NULL, 0, T);
-  at = node_max_step (b);
-  harness_wait_event (h, b, "step", "step", at + 30, T);
-  node_kill (b, SIGSTOP);
-  pause_ms (3000);
-  node_kill (b, SIGCONT);
-  at = node_max_step (a);
-  harness_wait_event (h, b, "step", "step", at + 1, T);
-  node_kill (a, SIGSTOP);
-  i = harness_wait_event (h, b, "member-left", NULL, 0, T);
-  if (g_strcmp0 (ev_str (node_ev (b, i), "node"), node_id (a)) != 0 ||
-      strstr (ev_str (node_ev (b, i), "reason"), "silent for") == NULL)
-    {
-      harness_dump (h);
-      g_error ("b lost %s (%s), not the frozen leader by its silence",
-               ev_str (node_ev (b, i), "node"), ev_str (node_ev (b, i), "reason"));
-    }
-  silent = g_ascii_strtod (strstr (ev_str (node_ev (b, i), "reason"), "silent for") + 11, NULL);
-  g_test_message ("b timed a out after %.1f s", silent);
-  if (silent > 5.2)
-    {
-      harness_dump (h);
-      g_error ("b timed the frozen leader out after %.1f s of a 4 s timeout (the heartbeats it "
-               "read late after its own freeze stretched its round trip)", silent);
-    }
-  harness_wait_event (h, b, "leader", "term", 2, T);
-  node_kill (a, SIGKILL);
-  node_kill (a, SIGCONT);
-  node_kill (c, SIGTERM);
-  harness_assert_exit_ok (h, c, 20000);
-  node_kill (b, SIGTERM);
-  harness_assert_exit_ok (h, b, 20000);
-  harness_free (h);
-#undef JOIN
+  leader_timed_out_after_freeze (FALSE, "thawedrtt",
+                                 "the heartbeats it read late after its own freeze stretched "
+                                 "its round trip");
 }
 
 /* a leads b, c, d (6 s timeout). d freezes, then a dies: b takes over
@@ -366,23 +350,16 @@ static void
 test_failover_round_skips_frozen (void)
 {
   Harness *h = harness_new ();
+  Node *nodes[4];
   Node *a, *b, *c, *d;
   int i, j;
   gint64 at, took;
 
-#define JOIN(label, ...)                                                                   \
-  harness_join (h, label, "--cohort", "failoverdl", "--batch", "8", "--steps", "1000000",     \
-                "--heartbeat-timeout-ms", "6000", "--checkpoint-every", "0", __VA_ARGS__)
-  a = JOIN ("a", "--wait-members", "4", NULL);
-  harness_wait_event (h, a, "joined", NULL, 0, T);
-  b = JOIN ("b", NULL);
-  harness_wait_event (h, b, "joined", NULL, 0, T);
-  c = JOIN ("c", NULL);
-  harness_wait_event (h, c, "joined", NULL, 0, T);
-  d = JOIN ("d", NULL);
-  harness_wait_event (h, d, "joined", NULL, 0, T);
-  at = node_max_step (c);
-  harness_wait_event (h, c, "step", "step", at + 40, T);
+  join_cohort (h, "failoverdl", "6000", nodes, 4);
+  a = nodes[0];
+  b = nodes[1];
+  c = nodes[2];
+  d = nodes[3];
   node_kill (d, SIGSTOP);
   pause_ms (300);
   node_kill (a, SIGKILL);
@@ -400,12 +377,8 @@ test_failover_round_skips_frozen (void)
     }
   node_kill (d, SIGKILL);
   node_kill (d, SIGCONT);
-  node_kill (c, SIGTERM);
-  harness_assert_exit_ok (h, c, 20000);
-  node_kill (b, SIGTERM);
-  harness_assert_exit_ok (h, b, 20000);
+  leave_all (h, c, b, NULL);
   harness_free (h);
-#undef JOIN
 }
 
 int

@@ -48,7 +48,10 @@ It reports the faults by kind, the longest stall, the steps discarded by
 merges and, with --baseline-seconds, the throughput retained: committed
 samples against what the same numbers of live ranks commit without faults
 (each live count measured for that long, weighted by the time the run
-spent at it).
+spent at it). When the harness's own loop stands still for over a second
+(a loaded machine), it injects no fault for a second after: until its
+readers catch up, it does not know who holds which step (it counts these
+as harness_stalls).
 
 Exit status: 0 when every check holds, 1 when one fails (the report says
 which), 2 on a usage error. Example (what CI runs, `meson test chaos-short`):
@@ -210,6 +213,7 @@ class Run:
         self.live_time = Counter()   # live ranks → seconds
         self.unexpected_exits = []
         self.thaw_at = {}            # rank idx → time
+        self.harness_stalls = 0      # times the harness's own loop stood still > 1 s
         # --cuts: while this file names a rank alone on its line, that rank
         # closes and refuses every link (rlx-rank's --fault-partition)
         self.cut_file = os.path.join(self.dir, "cut")
@@ -547,6 +551,15 @@ class Run:
             now = time.monotonic()
             with self.lock:
                 self.live_time[len([r for r in self.ranks if r.alive])] += now - last
+            if now - last > 1.0:
+                # The harness itself stood still (a loaded machine): its
+                # readers are behind, so what it knows of who holds which
+                # step is stale. A kill chosen on that view killed the only
+                # holder of a group's steps (seed 61: a leader of one whose
+                # last 10 steps the harness had not read yet). Let them
+                # catch up first.
+                self.harness_stalls += 1
+                next_fault = max(next_fault, now + 1.0)
             last = now
             if now >= end:
                 break
@@ -795,6 +808,7 @@ def main():
         "baseline_samples_per_s": {k: round(v, 1) for k, v in rates.items()},
         "throughput_retained": round(retained, 3) if retained is not None else None,
         "events": dict(run.events),
+        "harness_stalls": run.harness_stalls,
         "failures": run.failures,
     }
     print("chaos: %d faults in %.0f s (%s)" % (report["faults_total"], wall,
@@ -806,6 +820,9 @@ def main():
     print("chaos: %d divergent steps, %d committed steps lost, %d merges discarding %d steps, %d resumes"
           % (run.divergent_steps, run.lost_steps, len(run.merges), run.discarded, len(run.resumes)))
     print("chaos: largest RSS growth of a long-lived rank: %.1f MB" % report["max_rss_growth_mb"])
+    if run.harness_stalls:
+        print("chaos: the harness itself stood still > 1 s %d times (no fault for 1 s after each)"
+              % run.harness_stalls)
     if retained is not None:
         print("chaos: throughput retained %.1f%% (baseline samples/s by live ranks: %s)"
               % (100 * retained, ", ".join("%d: %.0f" % kv for kv in sorted(rates.items()))))

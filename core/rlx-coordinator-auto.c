@@ -151,6 +151,8 @@ consider (RlxCoordinator *self, guint n_members, gboolean note_step)
                          (guint64) self->n * rlx_precision_element_size (self->ctx.precision),
                          &in))
     {
+      /* never beyond the H this model trains well at */
+      in.max_h = rlx_sync_max_h_for_model (self->model != NULL ? self->model->slug : NULL);
       rlx_coordinator_rechoose_sync (self, &in);
       rlx_sync_auto_chosen (a, now);
     }

@@ -115,6 +115,12 @@ rlx_sync_choice_clear (RlxSyncChoice *choice)
     g_clear_pointer (&choice->reason, g_free);
 }
 
+guint
+rlx_sync_max_h_for_model (const char *slug)
+{
+  return g_strcmp0 (slug, "mnist-mlp") == 0 ? RLX_SYNC_MAX_H_MNIST_MLP : RLX_SYNC_MAX_H;
+}
+
 char *
 rlx_sync_format_rate (double bytes_per_s)
 {

@@ -187,6 +187,49 @@ test_worst_link (void)
   rlx_sync_choice_clear (&out);
 }
 
+/* The model's bound (rlx_sync_max_h_for_model): mnist-mlp's short steps
+ * over issue 28's 200 Mbit/s, 50 ms link (the H200 host's 1.6 ms) need more
+ * than 50 of them to hide the exchange with the margin; at its bound of
+ * 150 they are given them, the other models stay at 50. */
+static void
+test_model_bound (void)
+{
+  RlxSyncLink link = { "b", FALSE, 50, 25e6 };
+  RlxSyncInputs in = { &link, 1, 2, MLP_F32, 1.6, 0 };
+  RlxSyncChoice out = { 0 };
+
+  g_assert_cmpuint (rlx_sync_max_h_for_model ("mnist-mlp"), ==, RLX_SYNC_MAX_H_MNIST_MLP);
+  g_assert_cmpuint (RLX_SYNC_MAX_H_MNIST_MLP, >, RLX_SYNC_MAX_H);
+  g_assert_cmpuint (rlx_sync_max_h_for_model ("mnist-mlp-xl"), ==, RLX_SYNC_MAX_H);
+  g_assert_cmpuint (rlx_sync_max_h_for_model ("mnist-cnn"), ==, RLX_SYNC_MAX_H);
+  g_assert_cmpuint (rlx_sync_max_h_for_model (NULL), ==, RLX_SYNC_MAX_H);
+  g_assert_cmpuint (rlx_sync_max_h_for_model ("mnist"), ==, RLX_SYNC_MAX_H);
+
+  /* the default bound: capped, and the reason says so */
+  g_assert_true (rlx_sync_choose (&in, &out, NULL));
+  g_assert_cmpuint (out.h, ==, RLX_SYNC_MAX_H);
+  g_assert_nonnull (strstr (out.reason, "the most that trains well"));
+  rlx_sync_choice_clear (&out);
+  /* mnist-mlp's: the exchange (50 ms + 2 × 0.41 MB at 25 MB/s = 83 ms)
+   * hides behind ceil (1.5 × 83 / 1.6) = 78 steps */
+  in.max_h = rlx_sync_max_h_for_model ("mnist-mlp");
+  g_assert_true (rlx_sync_choose (&in, &out, NULL));
+  g_assert_cmpuint (out.h, ==, 78);
+  g_assert_nonnull (strstr (out.reason, "hides behind 78 steps"));
+  rlx_sync_choice_clear (&out);
+  /* 50 Mbit/s, 30 ms: 30 + 2 × 0.41 MB at 6.25 MB/s = 160 ms, 150 steps */
+  link = (RlxSyncLink) { "b", FALSE, 30, 6.25e6 };
+  g_assert_true (rlx_sync_choose (&in, &out, NULL));
+  g_assert_cmpuint (out.h, ==, 150);
+  rlx_sync_choice_clear (&out);
+  /* the provisional H is within every bound */
+  in.step_ms = 0;
+  g_assert_true (rlx_sync_choose (&in, &out, NULL));
+  g_assert_true (out.provisional);
+  g_assert_cmpuint (out.h, ==, RLX_SYNC_PROVISIONAL_H);
+  rlx_sync_choice_clear (&out);
+}
+
 static void
 test_bad_inputs (void)
 {
@@ -220,5 +263,6 @@ main (int argc, char **argv)
   g_test_add_func ("/sync-policy/choose", test_choose);
   g_test_add_func ("/sync-policy/worst-link", test_worst_link);
   g_test_add_func ("/sync-policy/bad-inputs", test_bad_inputs);
+  g_test_add_func ("/sync-policy/model-bound", test_model_bound);
   return g_test_run ();
 }

@@ -173,7 +173,8 @@ update_rate (Entry *e)
   if (us > 0.0)
     measured = bytes / (us / 1e6);
   e->pub.measured_bytes_per_s = measured;
-  e->pub.bytes_per_s = MAX (measured, e->pub.quic_bytes_per_s);
+  /* QUIC's figure only until frames are timed (rlx-link-estimates.h) */
+  e->pub.bytes_per_s = e->win_n > 0 ? measured : e->pub.quic_bytes_per_s;
 }
 
 static void

@@ -184,6 +184,17 @@ def run_cohort(rank_bin, cfg, cores):
             # in the order of the commits (evaluations run beside each other
             # and may come back out of order)
             res["curve"] = sorted({(at.get(s), a) for s, a in ev if at.get(s) is not None})
+    # where a round's time goes: each rank's compute against the round (the
+    # leader's "timing" events, the last of each node's), and the leader's
+    # round statistics as it leaves ("done")
+    timing = {}
+    for e, _ in lead.of("timing"):
+        timing[e.get("node")] = [e.get("compute_us"), e.get("round_us")]
+    if timing:
+        res["timing"] = timing
+    done = [e for e, _ in lead.of("done")]
+    if done:
+        res["done"] = {k: v for k, v in done[-1].items() if k not in ("event", "node", "hash")}
     errors = [e.get("reason") or e.get("message") for e, _ in lead.of("error")]
     if errors:
         res["errors"] = errors[:3]

@@ -22,6 +22,7 @@ typedef struct {
   guint        deadline_floor_ms;    /* shortest collect deadline */
   guint        heartbeat_timeout_ms; /* silence that removes a peer */
   guint        slow_ms;              /* every gradient takes this much longer */
+  guint        inner_ms;             /* every outer round's inner step but its last, too */
   RlxFaultPlan faults;               /* the coordinator's */
 } RlxNodeTestSwitches;
 

@@ -455,8 +455,8 @@ start_node (RlxNode *self, RlxBackend *backend)
   cfg.deadline_floor_ms = self->switches.deadline_floor_ms;
   cfg.heartbeat_timeout_ms = self->switches.heartbeat_timeout_ms;
   worker = rlx_worker_new (backend);
-  if (self->switches.slow_ms)
-    rlx_worker_set_extra_delay_us (worker, (guint64) self->switches.slow_ms * 1000);
+  rlx_worker_set_extra_delay_us (worker, (guint64) self->switches.slow_ms * 1000);
+  rlx_worker_set_inner_delay_us (worker, (guint64) self->switches.inner_ms * 1000);
   /* Takes the worker (and with it the backend), also on failure. */
   self->coord = rlx_coordinator_new (&cfg, worker, &error);
   if (self->coord == NULL)

@@ -35,6 +35,7 @@ struct _RlxWorker {
   guint64       next_id;
   guint         in_flight;     /* handed over, not yet delivered (owner thread) */
   gint          extra_delay_us; /* test switch; atomic (set by the owner, read by the thread) */
+  gint          inner_delay_us; /* test switch; atomic, the same */
   gsize         wait_us;       /* atomic: written by the thread, read by anyone */
 };
 
@@ -161,6 +162,22 @@ rlx_worker_extra_delay (RlxWorker *self)
 
   if (extra > 0)
     g_usleep ((gulong) extra);
+}
+
+void
+rlx_worker_inner_delay (RlxWorker *self)
+{
+  gint extra = g_atomic_int_get (&self->inner_delay_us);
+
+  if (extra > 0)
+    g_usleep ((gulong) extra);
+}
+
+void
+rlx_worker_set_inner_delay_us (RlxWorker *self, guint64 us)
+{
+  g_return_if_fail (self != NULL);
+  g_atomic_int_set (&self->inner_delay_us, (gint) MIN (us, (guint64) G_MAXINT));
 }
 
 /* A plain job: the gradient at the job's own parameters, in a new buffer. */

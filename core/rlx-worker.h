@@ -71,6 +71,12 @@ gboolean    rlx_worker_busy      (RlxWorker *self);
  * make this rank look slower. 0: off. Any thread. */
 void        rlx_worker_set_extra_delay_us (RlxWorker *self, guint64 us);
 void        rlx_worker_extra_delay (RlxWorker *self);
+/* Test switch: sleep @us on the worker thread after every inner step of an
+ * outer round but its last (rlx_worker_inner_delay, where the compute queue
+ * runs its urgent work between two of them), to make this rank's outer
+ * rounds long. 0: off. Any thread. */
+void        rlx_worker_set_inner_delay_us (RlxWorker *self, guint64 us);
+void        rlx_worker_inner_delay (RlxWorker *self);
 
 /* Queue one gradient job; @params and @indices are copied. Returns the job
  * id (> 0), or 0 with RLX_WORKER_ERROR_BUSY if any work is in flight. */

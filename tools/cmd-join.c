@@ -415,6 +415,7 @@ rlx_cmd_join (int argc, char **argv)
   g_autofree char *node_s = NULL, *seed_s = NULL, *wait_s = NULL, *ckpt_s = NULL;
   g_autofree char *fault_s = NULL, *deadline_s = NULL, *hb_s = NULL, *threads_s = NULL;
   g_autofree char *eval_ms_s = NULL;
+  g_autofree char *inner_s = NULL;
   g_autofree char *slow_s = NULL, *inf_s = NULL, *hash_s = NULL, *eval_s = NULL;
   g_autofree char *stall_s = NULL, *die_s = NULL, *partition_s = NULL, *log_max_s = NULL;
   g_autofree char *unlinked_s = NULL;
@@ -464,6 +465,7 @@ rlx_cmd_join (int argc, char **argv)
     { "fault-claim-members", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &claim_members_s, "test switch: as a leader, every hello claims N members (a leader lying to win a merge)", "N" },
     { "fault-claim-step", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &claim_step_s, "test switch: as a leader, every hello claims step N committed", "N" },
     { "fault-slow-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &slow_s, "test switch: every gradient takes MS longer (on the compute thread)", "MS" },
+    { "fault-inner-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &inner_s, "test switch: every inner step of an outer round but its last takes MS longer (on the compute thread)", "MS" },
     { "fault-eval-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &eval_ms_s, "test switch: every test-accuracy evaluation passes over the test split until it ran MS (a leave still stops it)", "MS" },
     { "deadline-floor-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &deadline_s, "shortest collect deadline", "MS" },
     { "heartbeat-timeout-ms", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &hb_s, "silence that removes a peer", "MS" },
@@ -480,7 +482,7 @@ rlx_cmd_join (int argc, char **argv)
   JoinState st = { 0 };
   guint64 batch = 32, steps = 0, seed = 0, wait = 1, ckpt = 100, fault = 0, deadline = 0, hb = 0;
   guint64 mom_at = 0;
-  guint64 slow_ms = 0, inf_from = 0, hash_at = 0, eval_every = 0, stall_step = 0, stall_ms = 0;
+  guint64 slow_ms = 0, inner_ms = 0, inf_from = 0, hash_at = 0, eval_every = 0, stall_step = 0, stall_ms = 0;
   guint64 die_at = 0, log_max = 0, eval_ms = 0, claim_members = 0, claim_step = 0, huge_from = 0;
   guint64 threads = 0;
   double lr = 0.05;
@@ -529,6 +531,7 @@ rlx_cmd_join (int argc, char **argv)
       !rlx_cli_uint (sub, "--threads", threads_s, 1, 1024, &threads) ||
       !rlx_cli_uint (sub, "--fault-nan", fault_s, 1, G_MAXINT64, &fault) ||
       !rlx_cli_uint (sub, "--fault-slow-ms", slow_s, 0, 600000, &slow_ms) ||
+      !rlx_cli_uint (sub, "--fault-inner-ms", inner_s, 0, 600000, &inner_ms) ||
       !rlx_cli_uint (sub, "--fault-eval-ms", eval_ms_s, 0, 3600000, &eval_ms) ||
       !rlx_cli_uint (sub, "--fault-inf", inf_s, 1, G_MAXINT64, &inf_from) ||
       !rlx_cli_uint (sub, "--fault-hash", hash_s, 1, G_MAXINT64, &hash_at) ||
@@ -635,6 +638,7 @@ rlx_cmd_join (int argc, char **argv)
   switches.deadline_floor_ms = (guint) deadline;
   switches.heartbeat_timeout_ms = (guint) hb;
   switches.slow_ms = (guint) slow_ms;
+  switches.inner_ms = (guint) inner_ms;
   switches.faults.nan_from = fault;
   switches.faults.inf_from = inf_from;
   switches.faults.hash_at = hash_at;

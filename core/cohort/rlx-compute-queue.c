@@ -142,6 +142,17 @@ typedef struct {
   RlxBackend      *backend;
 } Between;
 
+/* Worker thread, between two inner steps of an outer round: the test
+ * switch's delay (rlx_worker_inner_delay), then the urgent operations. */
+static void
+between_inner (gpointer data)
+{
+  Between *b = data;
+
+  rlx_worker_inner_delay (b->self->worker);
+  drain_urgent (data);
+}
+
 /* Worker thread: an outer round's pseudo-gradient at @p into @out (the
  * grads_wire of the outer mode). */
 static gboolean
@@ -152,7 +163,7 @@ outer_local_wire (RlxComputeQueue *self, RlxBackend *backend, RlxMemberStep *ms,
   Between b = { self, backend };
 
   if (!rlx_outer_engine_local (e, backend, ms->step, ms->indices, ms->n, &ms->outer,
-                               drain_urgent, &b, &ms->loss, error))
+                               between_inner, &b, &ms->loss, error))
     return FALSE;
   rlx_outer_engine_delta_wire (e, ms->precision, ms->feedback, out, scale);
   ms->inner_us = (gint64) rlx_outer_engine_inner_us (e);
@@ -492,7 +503,7 @@ outer_own (RlxComputeQueue *self, RlxBackend *backend, RlxLeaderOp *op, GError *
   Between b = { self, backend };
 
   if (!rlx_outer_engine_local (e, backend, op->step, op->indices, op->n, &op->outer,
-                               drain_urgent, &b, &op->loss, error))
+                               between_inner, &b, &op->loss, error))
     return FALSE;
   rlx_outer_engine_round_own (e, op->step, (guint) op->abandon_gen, op->n);
   op->inner_us = (gint64) rlx_outer_engine_inner_us (e);
@@ -771,13 +782,19 @@ rlx_compute_queue_own (RlxComputeQueue *self, guint64 step, const guint32 *indic
 
 void
 rlx_compute_queue_add (RlxComputeQueue *self, const char *node, guint64 step, guint samples,
-                       const RlxMsgArray *bucket, gboolean outer, double max_norm)
+                       const RlxMsgArray *bucket, gboolean outer, gboolean urgent,
+                       double max_norm)
 {
   RlxLeaderOp *op = leader_op_new (self, RLX_LEADER_ADD, step);
 
   op->max_norm = max_norm;
   op->norm = -1;
   op->outer.h = outer ? 1 : 0;   /* only whether: the add needs no settings */
+  /* With overlap the worker is computing the leader's own part of the
+   * next round while this round's buckets come in: the add runs between
+   * two of those inner steps (an urgent job, as the finish), not behind
+   * them, so the round completes as soon as its last bucket is in. */
+  op->outer.lag = outer && urgent ? 1 : 0;
   op->node = g_strdup (node);
   op->samples = samples;
   rlx_msg_array_copy (&op->bucket, bucket);

@@ -207,10 +207,11 @@ void     rlx_compute_queue_own (RlxComputeQueue *self, guint64 step, const guint
                                 guint n, RlxFault fault, guint64 stall_us,
                                 const RlxOuterSettings *outer);
 /* A member's bucket joins the round (in the outer mode when @outer, its
- * pseudo-gradient). */
+ * pseudo-gradient; with @urgent — overlapped outer rounds — between two
+ * inner steps of the job the worker runs, as a finish does). */
 void     rlx_compute_queue_add (RlxComputeQueue *self, const char *node, guint64 step,
                                 guint samples, const RlxMsgArray *bucket, gboolean outer,
-                                double max_norm);
+                                gboolean urgent, double max_norm);
 /* A finish queued behind another not yet done runs only if that one
  * applied its update. */
 void     rlx_compute_queue_finish (RlxComputeQueue *self, RlxFinishJob *job);

@@ -1130,7 +1130,7 @@ rlx_leader_on_grad (RlxLeader *self, RlxPeer *p, RlxMsg *m)
       /* to the backend's sum, which checks its values on the way */
       self->norms.ratio = self->ctx->max_norm_ratio;
       rlx_compute_queue_add (self->ctx->queue, p->id, g->step, g->samples, &g->grads,
-                             self->round_outer.h > 0,
+                             self->round_outer.h > 0, self->round_outer.lag > 0,
                              rlx_norm_guard_limit (&self->norms, self->round_outer.h > 0));
       /* Its speed as we see it: its bucket came `took` after we made the
        * assignment; the round's first bucket stands for what every member

@@ -233,6 +233,15 @@ test_momentum_divergence (void)
   harness_free (h);
 }
 
+/* Every node of @h writes its trace into @dir; every link is @shape. */
+static void
+traced_and_shaped (Harness *h, const char *dir, const char *shape)
+{
+  g_assert_cmpint (g_mkdir_with_parents (dir, 0700), ==, 0);
+  harness_setenv (h, "RLX_LINK_SHAPE", shape);
+  harness_setenv (h, "RLX_TRACE", dir);
+}
+
 /* Overlap (docs/PROTOCOL.md, "Overlap"): over a link with 40 ms each way
  * and rounds of more than 150 ms of compute, a member starts computing
  * round k + 1 before the commit of round k reaches it — its inner steps
@@ -247,9 +256,7 @@ test_overlap (void)
   g_autoptr(GHashTable) trace = NULL;
   g_autofree char *path = NULL, *member_pid = NULL, *leader_pid = NULL;
 
-  g_assert_cmpint (g_mkdir_with_parents (dir, 0700), ==, 0);
-  harness_setenv (h, "RLX_LINK_SHAPE", "delay=40ms");
-  harness_setenv (h, "RLX_TRACE", dir);
+  traced_and_shaped (h, dir, "delay=40ms");
   n[0] = harness_join (h, "lead", "--node", "a-lead", "--cohort", "overlap", "--batch", "8",
                        "--steps", "8", "--wait-members", "2", "--sync", "outer:4",
                        "--fault-slow-ms", "150", "--deadline-floor-ms", SLOW_OK, NULL);
@@ -287,6 +294,63 @@ test_overlap (void)
   harness_free (h);
 }
 
+/* Two ranks of 8 rounds of outer:@hh at batch 8 both end well, n[0] led,
+ * and they agree at every round. */
+static void
+two_ranks_done (Harness *h, Node **n, guint hh)
+{
+  for (guint i = 0; i < 2; i++)
+    harness_assert_exit_ok (h, n[i], 90000);
+  g_assert_cmpstr (ev_str (node_ev (n[0], node_find_event (n[0], "joined", 0)), "role"), ==,
+                   "leader");
+  assert_same_outer_rounds (h, n, 2, 8, hh, 8);
+}
+
+/* With overlap the leader computes its own part of round k + 1 while the
+ * members' buckets of round k come in: each joins the round between two of
+ * the leader's inner steps (an urgent job), so the round completes, and
+ * its update leaves, as soon as the last bucket is in — not after the
+ * leader's own round (where it waited before: the exchange of a round of
+ * mnist-mlp-xl then took the leader's whole next round). Every inner step
+ * takes 40 ms here (--fault-inner-ms, on both ranks, so that the split
+ * gives each its H inner steps). */
+static void
+test_add_between_inner_steps (void)
+{
+  Harness *h = harness_new ();
+  g_autofree char *dir = g_build_filename (h->dir, "trace", NULL);
+  g_autofree char *path = NULL, *leader_pid = NULL;
+  g_autoptr(GHashTable) trace = NULL;
+  Node *n[2];
+
+  traced_and_shaped (h, dir, "delay=5ms");
+  n[0] = harness_join (h, "lead", "--node", "a-lead", "--cohort", "oadd", "--batch", "8",
+                       "--steps", "8", "--wait-members", "2", "--sync", "outer:8",
+                       "--fault-inner-ms", "40", "--deadline-floor-ms", SLOW_OK, NULL);
+  leader_pid = g_strdup (g_subprocess_get_identifier (n[0]->proc));
+  harness_wait_event (h, n[0], "joined", NULL, 0, 30000);
+  n[1] = harness_join (h, "member", "--node", "b-member", "--cohort", "oadd", "--batch", "8",
+                       "--steps", "8", "--wait-members", "2", "--sync", "outer:8",
+                       "--fault-inner-ms", "40", "--deadline-floor-ms", SLOW_OK, NULL);
+  two_ranks_done (h, n, 8);
+  path = g_strdup_printf ("%s/trace-%s.tsv", dir, leader_pid);
+  trace = harness_read_trace (path);
+  for (gint64 k = 2; k + 1 <= 7; k++)
+    {
+      gint64 add = harness_trace_at (trace, "L.add", k);
+      gint64 own_end = harness_trace_at (trace, "L.own.end", k + 1);
+
+      if (add >= own_end)
+        {
+          harness_dump (h);
+          g_error ("the member's bucket of round %" G_GINT64_FORMAT " joined the sum %.1f ms "
+                   "after the leader's own round %" G_GINT64_FORMAT " ended: it waited behind "
+                   "it", k, (add - own_end) / 1e6, k + 1);
+        }
+    }
+  harness_free (h);
+}
+
 /* A member much slower than the leader: the leader's worker is idle when
  * a round completes, and its finish still runs before its own part of the
  * round after next (whose sum shares the finished round's slot); every
@@ -304,11 +368,7 @@ test_slow_member (void)
   n[1] = harness_join (h, "slow", "--node", "b-slow", "--cohort", "oslow", "--batch", "8",
                        "--steps", "8", "--wait-members", "2", "--sync", "outer:1",
                        "--fault-slow-ms", "150", "--deadline-floor-ms", SLOW_OK, NULL);
-  for (guint i = 0; i < 2; i++)
-    harness_assert_exit_ok (h, n[i], 90000);
-  g_assert_cmpstr (ev_str (node_ev (n[0], node_find_event (n[0], "joined", 0)), "role"), ==,
-                   "leader");
-  assert_same_outer_rounds (h, n, 2, 8, 1, 8);
+  two_ranks_done (h, n, 1);
   harness_free (h);
 }
 
@@ -640,6 +700,7 @@ main (int argc, char **argv)
   g_test_add_func ("/outer/momentum-divergence", test_momentum_divergence);
   g_test_add_func ("/outer/overlap", test_overlap);
   g_test_add_func ("/outer/slow-member", test_slow_member);
+  g_test_add_func ("/outer/add-between-inner-steps", test_add_between_inner_steps);
   g_test_add_func ("/outer/kill-leader", test_kill_leader);
   g_test_add_func ("/outer/join-mid-round", test_join_mid_round);
   g_test_add_func ("/outer/checkpoint-resume", test_checkpoint_resume);

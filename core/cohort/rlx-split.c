@@ -121,6 +121,16 @@ member_batch (RlxCohortContext *ctx, const char *id, guint *max_batch, double *s
   }
 }
 
+guint
+rlx_split_round_count (guint64 global, guint left, guint per_round)
+{
+  if (global >= left)
+    return left;
+  if (per_round > 1 && left - global < global / 2)
+    return left;
+  return (guint) global;
+}
+
 GArray *
 rlx_split_assign (RlxCohortContext *ctx, guint pos, guint *count_out)
 {
@@ -157,7 +167,8 @@ rlx_split_assign_rounds (RlxCohortContext *ctx, guint pos, guint per_round, guin
         w[i] = member_batch (ctx, g_ptr_array_index (ids, i), &maxb[i], &speed);
         maxb[i] = (guint) MIN ((guint64) maxb[i] * per_round, (guint64) G_MAXUINT32);
       }
-  count = (guint) MIN (global, (guint64) (rlx_replica_get_n_train (ctx->replica) - pos));
+  count = rlx_split_round_count (global, rlx_replica_get_n_train (ctx->replica) - pos,
+                                 per_round);
   /* With three members or more, nobody gets more than half of a round:
    * however fast it looks, no one member's gradient outweighs the rest. */
   if (k >= 3)

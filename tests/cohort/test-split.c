@@ -2,10 +2,12 @@
  *
  * rlx_coordinator_split_batch is the arithmetic of the leader's assignment:
  * shares in proportion to measured speed, the remainder to the largest
- * fractions, at least one sample for everyone able, caps by max_batch.
+ * fractions, at least one sample for everyone able, caps by max_batch;
+ * rlx_split_round_count how much of an epoch's rest a round takes.
  */
 #include "rlx-config.h"
 #include "core/rlx-coordinator-private.h"
+#include "core/cohort/rlx-split.h"
 
 static guint
 sum (const guint *c, guint k)
@@ -212,6 +214,66 @@ test_random (void)
   g_rand_free (r);
 }
 
+/* The rounds of one epoch of @n samples from position 0, at @global a
+ * round; their count, the smallest and the largest into *@lo, *@hi. */
+static guint
+walk_epoch (guint n, guint64 global, guint per_round, guint *lo, guint *hi)
+{
+  guint pos = 0, rounds = 0;
+
+  *lo = G_MAXUINT;
+  *hi = 0;
+  while (pos < n)
+    {
+      guint c = rlx_split_round_count (global, n - pos, per_round);
+
+      g_assert_cmpuint (c, >, 0);
+      g_assert_cmpuint (c, <=, n - pos);
+      *lo = MIN (*lo, c);
+      *hi = MAX (*hi, c);
+      pos += c;
+      rounds++;
+    }
+  g_assert_cmpuint (pos, ==, n);
+  return rounds;
+}
+
+static void
+test_round_count_tail (void)
+{
+  guint lo, hi;
+
+  /* mnist-mlp-xl, two ranks at batch 256, H 39: 60,000 = 3 × 19,968 + 96;
+   * the 96 join the third round instead of making a fourth */
+  g_assert_cmpuint (rlx_split_round_count (19968, 60000, 39), ==, 19968);
+  g_assert_cmpuint (rlx_split_round_count (19968, 60000 - 2 * 19968, 39), ==, 20064);
+  g_assert_cmpuint (walk_epoch (60000, 19968, 39, &lo, &hi), ==, 3);
+  g_assert_cmpuint (lo, ==, 19968);
+  g_assert_cmpuint (hi, ==, 20064);
+  /* a tail of half a round or more stays a round of its own */
+  g_assert_cmpuint (rlx_split_round_count (1000, 1500, 2), ==, 1000);
+  g_assert_cmpuint (rlx_split_round_count (1000, 1499, 2), ==, 1499);
+  /* the step mode keeps its short last step (it costs one step) */
+  g_assert_cmpuint (rlx_split_round_count (512, 608, 1), ==, 512);
+  g_assert_cmpuint (walk_epoch (60000, 512, 1, &lo, &hi), ==, 118);
+  g_assert_cmpuint (lo, ==, 96);
+  /* what the epoch has left, when that is less than a round */
+  g_assert_cmpuint (rlx_split_round_count (19968, 96, 39), ==, 96);
+  g_assert_cmpuint (rlx_split_round_count (19968, 19968, 39), ==, 19968);
+
+  /* over many round sizes: an outer epoch's rounds are all at least half a
+   * round (or the whole epoch) and at most one and a half */
+  for (guint64 g = 1000; g <= 70000; g += 997)
+    for (guint h = 2; h <= 3; h++)
+      {
+        guint want_lo = (guint) MIN (g, 60000) / 2;
+
+        walk_epoch (60000, g, h, &lo, &hi);
+        g_assert_cmpuint (lo, >=, want_lo);
+        g_assert_cmpuint (hi, <, g + g / 2 + 1);
+      }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -222,5 +284,6 @@ main (int argc, char **argv)
   g_test_add_func ("/split/max-batch", test_max_batch);
   g_test_add_func ("/split/zero-weights", test_zero_weights);
   g_test_add_func ("/split/random", test_random);
+  g_test_add_func ("/split/round-count-tail", test_round_count_tail);
   return g_test_run ();
 }

@@ -23,7 +23,8 @@ the samples of the steps after the first one counted over the time between
 them, counting from WARMUP_S after the first step (and, for auto, from its
 first outer round: the measured steady state, not its first choice).
 Medians of --runs, runs interleaved; every ratio is against one rank alone
-in the same run. Prints a markdown table and (--json) every run.
+in the same run. Prints a markdown table (auto's last choice of the first
+run beside its figure) and (--json) every run.
 
 --rt PRIO (on a shared machine): this script, the router and every rank
 run at SCHED_FIFO PRIO, so other load cannot reach them (the kernel's
@@ -178,7 +179,7 @@ def one_pair(a, net, model, sync, run):
     time.sleep(a.seconds)
     stop([f, b], net)
     chose = [e for e in f.find("sync") if e.get("mode") == "outer"]
-    return rate_of(f, sync), (chose[0].get("reason") if chose else None)
+    return rate_of(f, sync), (chose[-1].get("reason") if chose else None)
 
 
 def main():

@@ -15,7 +15,7 @@ const char *const rlx_vkt_buf_names[N_BUFS] = {
   "hidden 1 gradient", "hidden 2 gradient",
   "conv1 output", "pool1 output", "conv1 im2col", "conv2 im2col/column gradient",
   "conv2 output", "pool2 output", "pool2 gradient", "conv2 gradient", "conv1 gradient",
-  "split-K partials", "column-sum partials",
+  "split-K partials", "column-sum partials", "f16 operands",
 };
 
 /* Widths of the dense layers; 0-terminated. */

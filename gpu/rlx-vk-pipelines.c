@@ -21,8 +21,25 @@ static const GemmCfg CFG_WIDE   = { 16, 64, 16, 4, 4 };
 static const GemmCfg CFG_WIDE32 = { 32, 64, 16, 4, 4 };
 /* gemm2.comp's fixed tile (double-buffered, 8×8 per thread, 256 threads) */
 const GemmCfg rlx_vkt_cfg_big2   = { 128, 128, 8, 8, 8 };
-/* gemm_cm.comp's (tensor cores, 8 subgroups of 4×2 16×16 fragments, k 32 deep) */
-const GemmCfg rlx_vkt_cfg_cm     = { 128, 128, 32, 8, 8 };
+/* gemm_cm.comp's (tensor cores, 8 subgroups of 4×FN 16×16 fragments; bk is
+ * RLX_VK_CM_BK's), by CM_TILE_*: tm is its SGM, tn its FN */
+const GemmCfg rlx_vkt_cfg_cm[N_CM_TILES] = {
+  { 128, 128, 32, 2, 2 },
+  { 256, 128, 32, 4, 4 },
+  { 128, 256, 32, 2, 4 },
+};
+
+/* gemm_cm.comp's shared memory at @bk for operand layouts @a_kc, @b_kc:
+ * each operand in 16-byte chunks of 8 halves, rows padded by a chunk, and
+ * the epilogue's 8 × 16×16 f32 */
+guint
+rlx_vkt_cm_shared (const GemmCfg *c, guint bk, gboolean a_kc, gboolean b_kc)
+{
+  guint a = a_kc ? c->bm * (bk / 8 + 1) : bk * (c->bm / 8 + 1);
+  guint b = b_kc ? c->bn * (bk / 8 + 1) : bk * (c->bn / 8 + 1);
+
+  return (a + b) * 16 + 8 * 256 * 4;
+}
 
 static guint
 cfg_shared (const GemmCfg *c)
@@ -60,6 +77,7 @@ shader_code (ShaderId id, gsize *size)
       S (SH_PARAMS_HASH, rlx_spv_params_hash)
       S (SH_ROUND_LONE, rlx_spv_round_lone)
       S (SH_GEMM_CM, rlx_spv_gemm_cm)
+      S (SH_TO_F16, rlx_spv_to_f16)
 #undef S
     case N_SHADERS:
     default:

@@ -80,6 +80,33 @@ rec_split (Rec *r, gsize head_bytes)
   r->cb = r->step->cb[1];
 }
 
+/* --compute f16: how many times the tensor-core GEMM M×N×K re-reads its A
+ * (@a) or its B: once per tile across the other dimension; 0 when it is
+ * not on the tensor cores */
+static guint
+cm_rereads (RlxVkTrainer *t, guint M, guint N, guint K, gboolean a)
+{
+  const GemmCfg *c = &rlx_vkt_cfg_cm[t->tun.cm_tile];
+
+  if (!rlx_vk_gemm_is_f16 (M, N, K))
+    return 0;
+  return a ? (N + c->bn - 1) / c->bn : (M + c->bm - 1) / c->bm;
+}
+
+/* --compute f16: @count floats that its GEMMs re-read @rereads times in
+ * all, rounded to f16 once (rlx_vkt_rec_to_f16) where that moves fewer
+ * bytes: each re-read saves 2 bytes an element, the pass costs 6 (4 read,
+ * 2 written) and a dispatch with its barrier, ~4 µs or 16 MiB of traffic.
+ * mnist-mlp-xl's operands pass at 1024 to 8192; mnist-mlp's (784 → 128 →
+ * 10) fail at 1024, where the pass measured slower (5.49 M against
+ * 5.71 M samples/s, H200). */
+static void
+dense_to_f16 (Rec *r, Buf *src, guint off, guint count, guint rereads, float scale)
+{
+  if (rereads >= 4 && (guint64) count * (2 * rereads - 6) >= 16u * 1024 * 1024)
+    rlx_vkt_rec_to_f16 (r, src, off, count, scale);
+}
+
 static void
 record_dense (Rec *r, guint n)
 {
@@ -102,6 +129,16 @@ record_dense (Rec *r, guint n)
   for (guint l = 1; l <= L; l++)
     {
       const RlxTensorInfo *wt = &m->tensors[2 * (l - 1)], *bt = &m->tensors[2 * (l - 1) + 1];
+      /* --compute f16: this layer's input and weights rounded to f16 once,
+       * for its forward GEMM and the backward's two (no-op otherwise) */
+      /* (the input: A here, B of dW_l; the weights: B here and of dX) */
+      dense_to_f16 (r, act[l - 1], 0, n * w[l - 1],
+                    cm_rereads (t, n, w[l], w[l - 1], TRUE) + cm_rereads (t, w[l], w[l - 1], n, FALSE),
+                    1.0f);
+      dense_to_f16 (r, r->params, (guint) wt->offset, w[l] * w[l - 1],
+                    cm_rereads (t, n, w[l], w[l - 1], FALSE) +
+                    (l > 1 ? cm_rereads (t, n, w[l - 1], w[l], FALSE) : 0),
+                    1.0f);
       rlx_vkt_rec_gemm (r, TRUE, TRUE, n, w[l], w[l - 1],
                         act[l - 1], w[l - 1], 0, r->params, w[l - 1], (guint) wt->offset,
                         act[l], w[l], 0, r->params, (guint) bt->offset, 0,
@@ -122,6 +159,12 @@ record_dense (Rec *r, guint n)
   for (guint l = L; l >= 1; l--)
     {
       const RlxTensorInfo *wt = &m->tensors[2 * (l - 1)], *bt = &m->tensors[2 * (l - 1) + 1];
+      /* --compute f16: the gradient rounded to f16 (scaled) once, for
+       * the two GEMMs that read it */
+      dense_to_f16 (r, dact[l], 0, n * w[l],
+                    cm_rereads (t, w[l], w[l - 1], n, TRUE) +
+                    (l > 1 ? cm_rereads (t, n, w[l - 1], w[l], TRUE) : 0),
+                    t->f16_scale);
       /* dW_l = g^T · in */
       rlx_vkt_rec_gemm (r, FALSE, FALSE, w[l], w[l - 1], n,
                         dact[l], w[l], 0, act[l - 1], w[l - 1], 0,

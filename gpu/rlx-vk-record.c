@@ -94,7 +94,7 @@ rlx_vkt_rec_dispatch_v (Rec *r, ShaderId shader, const guint32 *spec, guint n_sp
     static const guint writes[] = {
       2, 1, 2, 3, 2, 1, 1, 2, 2, 2, 3, 4, 2, 3, 0, 3, 3, 1, 3, 3, 4, 1,
       0 /* round_lone: ordered by its own barriers, as the wire passes */,
-      2 /* gemm_cm */
+      2 /* gemm_cm */, 2 /* to_f16 */
     };
     /* one entry per shader: a shader missing here read as writing binding
      * 0, and what read its output got no barrier (gemm_cm's split-K
@@ -131,7 +131,7 @@ rlx_vkt_rec_dispatch_v (Rec *r, ShaderId shader, const guint32 *spec, guint n_sp
       static const char *const names[N_SHADERS] = {
         "gemm", "reduce", "gather", "softmax", "conv1", "maxpool", "im2col", "poolgrad",
         "cnn1", "cnn2", "cnn2w", "cnn1w", "gemm2", "wiresum", "wiremax", "wirequan", "wireappl",
-        "codechk", "roundacc", "roundu", "roundqua", "hash", "roundlon", "gemm_cm"
+        "codechk", "roundacc", "roundu", "roundqua", "hash", "roundlon", "gemm_cm", "to_f16"
       };
       g_ptr_array_add (r->step->labels,
                        g_strdup_printf ("%-8s %s grid %u×%u×%u", names[shader], r->label, gx, gy, gz));
@@ -213,6 +213,51 @@ rlx_vkt_rec_colsum (Rec *r, Buf *src, guint in_off, guint R, guint C, guint ld,
   rec_colsum_epi (r, src, in_off, R, C, ld, dst, dst_off, &epi, part_off);
 }
 
+void
+rlx_vkt_rec_to_f16 (Rec *r, Buf *src, guint off, guint count, float scale)
+{
+  RlxVkTrainer *t = r->t;
+  Buf *dst = &t->bufs[B_HALF];
+  struct {
+    guint32 count, src_off, dst_off;
+    float scale;
+  } pc = { count, off, (guint32) r->half_used, scale };
+  guint64 groups = ((guint64) count / 8 + 255) / 256;
+
+  if (t->compute != RLX_VK_COMPUTE_F16 || !t->tun.cm_half || dst->buf == VK_NULL_HANDLE ||
+      r->n_halves == G_N_ELEMENTS (r->halves) || count == 0 || count % 8 != 0 || off % 4 != 0 ||
+      r->half_used + count > dst->size / 2 || r->half_used + count > G_MAXUINT32)
+    return;
+  g_snprintf (r->label, sizeof r->label, "%u floats x %g", count, scale);
+  rlx_vkt_rec_dispatch (r, SH_TO_F16, NULL, 0, src, NULL, dst, NULL, &pc, sizeof pc,
+                        (guint) MIN (groups, 4096), 1, 1);
+  r->halves[r->n_halves++] = (typeof (r->halves[0])) { src, off, count, (guint) r->half_used, scale };
+  r->half_used += count;   /* (a multiple of 8, as every offset in it) */
+}
+
+/* Where the f16 copy of the operand at @off of @b (@span elements from
+ * there, made × @scale) starts in B_HALF, or G_MAXUINT without one. */
+static guint
+find_half (Rec *r, Buf *b, guint off, guint64 span, float scale)
+{
+  for (guint i = 0; i < r->n_halves; i++)
+    if (r->halves[i].buf == b && r->halves[i].scale == scale && off >= r->halves[i].off &&
+        (guint64) off + span <= (guint64) r->halves[i].off + r->halves[i].count)
+      return r->halves[i].half_off + (off - r->halves[i].off);
+  return G_MAXUINT;
+}
+
+/* The f16 copies of what a dispatch is about to overwrite are stale. */
+static void
+drop_halves (Rec *r, Buf *b)
+{
+  for (guint i = 0; i < r->n_halves;)
+    if (r->halves[i].buf == b)
+      r->halves[i] = r->halves[--r->n_halves];
+    else
+      i++;
+}
+
 /* C[M][N] (ldc) = epilogue (A·B). Split over K when the output is compact,
  * has no epilogue and would otherwise occupy few workgroups. @conv_c and
  * @conv_h describe the image for the convolution modes (0 otherwise). */
@@ -232,7 +277,7 @@ rlx_vkt_rec_gemm_ex (Rec *r, guint a_mode, guint b_mode, guint conv_c, guint con
   gboolean plain = a_mode <= OP_KC && b_mode <= OP_KC;
   /* --compute f16: the tensor cores where rlx_vk_gemm_compute says */
   gboolean cm = rlx_vk_gemm_compute (r->t->compute, M, N, K, plain) == RLX_VK_COMPUTE_F16;
-  const GemmCfg *cfg = cm ? &rlx_vkt_cfg_cm : rlx_vkt_choose_cfg (r->t, M, N, split_ok, plain);
+  const GemmCfg *cfg = cm ? &rlx_vkt_cfg_cm[r->t->tun.cm_tile] : rlx_vkt_choose_cfg (r->t, M, N, split_ok, plain);
   float a_scale = cm && r->t->f16_scale > 0 ? r->t->f16_scale : 1.0f;
   gsize push_size = cm ? sizeof pc : G_STRUCT_OFFSET (typeof (pc), a_scale);
   ShaderId shader = SH_GEMM;
@@ -242,6 +287,7 @@ rlx_vkt_rec_gemm_ex (Rec *r, guint a_mode, guint b_mode, guint conv_c, guint con
   guint32 spec[10];
   guint n_spec = conv_c > 0 ? 10 : 8;
   static const char mode_char[] = "TNIC";
+  guint a_half = G_MAXUINT, b_half = G_MAXUINT;
 
   if (split_ok && threads < r->t->tun.fill_threads && K >= 2 * MIN_K_CHUNK &&
       (!cm || r->t->tun.cm_split))
@@ -252,7 +298,11 @@ rlx_vkt_rec_gemm_ex (Rec *r, guint a_mode, guint b_mode, guint conv_c, guint con
       splits = MIN (splits, (guint) (PART_FLOATS / ((guint64) M * N)));
       splits = MAX (splits, 1);
     }
-  bk = cm ? r->t->tun.cm_bk : cfg->bk;
+  bk = cm ? r->t->tun.cm_bk : cfg == &rlx_vkt_cfg_big2 ? r->t->tun.gemm2_bk : cfg->bk;
+  /* (a tile whose k 64 deep would not fit the device's shared memory goes 32 deep) */
+  if (cm && bk > 32 &&
+      rlx_vkt_cm_shared (cfg, bk, a_mode == OP_KC, b_mode == OP_KC) > r->t->info->max_shared_memory)
+    bk = 32;
   k_chunk = (K + splits - 1) / splits;
   k_chunk = (k_chunk + bk - 1) / bk * bk;
   splits = (K + k_chunk - 1) / k_chunk;
@@ -262,8 +312,7 @@ rlx_vkt_rec_gemm_ex (Rec *r, guint a_mode, guint b_mode, guint conv_c, guint con
       k_chunk = K;
     }
 
-  g_snprintf (r->label, sizeof r->label, "%ux%ux%u %c%c tile %ux%u split %u%s", M, N, K,
-              mode_char[a_mode], "NTIC"[b_mode], cfg->bm, cfg->bn, splits, cm ? " f16" : "");
+  drop_halves (r, C);
   if (cm)
     {
       /* 16-byte reads where every offset, leading dimension and
@@ -275,14 +324,42 @@ rlx_vkt_rec_gemm_ex (Rec *r, guint a_mode, guint b_mode, guint conv_c, guint con
                 ldb % 4 == 0 && (a_mode == OP_KC ? K : M) % 4 == 0 &&
                 (b_mode == OP_KC ? K : N) % 4 == 0;
       spec[3] = bk;
-      n_spec = 4;
+      spec[4] = cfg->tm;
+      spec[5] = cfg->tn;
+      /* the operands rounded to f16 already (rlx_vkt_rec_to_f16), where
+       * their offsets, leading dimensions and contiguous extents are
+       * multiples of 8: one 16-byte read a chunk */
+      a_half = find_half (r, A, a_off,
+                          a_mode == OP_KC ? (guint64) (M - 1) * lda + K : (guint64) (K - 1) * lda + M,
+                          a_scale);
+      if (a_half % 8 != 0 || lda % 8 != 0 || (a_mode == OP_KC ? K : M) % 8 != 0)
+        a_half = G_MAXUINT;
+      b_half = find_half (r, B, b_off,
+                          b_mode == OP_KC ? (guint64) (N - 1) * ldb + K : (guint64) (K - 1) * ldb + N,
+                          1.0f);
+      if (b_half % 8 != 0 || ldb % 8 != 0 || (b_mode == OP_KC ? K : N) % 8 != 0)
+        b_half = G_MAXUINT;
+      spec[6] = a_half != G_MAXUINT;
+      spec[7] = b_half != G_MAXUINT;
+      n_spec = 8;
+      if (a_half != G_MAXUINT)
+        {
+          A = &r->t->bufs[B_HALF];
+          a_off = a_half;
+        }
+      if (b_half != G_MAXUINT)
+        {
+          B = &r->t->bufs[B_HALF];
+          b_off = b_half;
+        }
     }
   else if (cfg == &rlx_vkt_cfg_big2)
     {
       shader = SH_GEMM2;
       spec[0] = a_mode;
       spec[1] = b_mode;
-      n_spec = 2;
+      spec[2] = bk;
+      n_spec = 3;
     }
   else
     {
@@ -298,6 +375,9 @@ rlx_vkt_rec_gemm_ex (Rec *r, guint a_mode, guint b_mode, guint conv_c, guint con
       spec[9] = conv_h;
     }
 
+  g_snprintf (r->label, sizeof r->label, "%ux%ux%u %c%c tile %ux%u split %u%s%s%s", M, N, K,
+              mode_char[a_mode], "NTIC"[b_mode], cfg->bm, cfg->bn, splits, cm ? " f16" : "",
+              a_half != G_MAXUINT ? " A16" : "", b_half != G_MAXUINT ? " B16" : "");
   if (splits == 1)
     {
       pc = (typeof (pc)) { M, N, K, lda, ldb, ldc, ldd, a_off, b_off, c_off, d_off,

@@ -43,6 +43,9 @@ static const guint32 rlx_spv_cnn1w[] =
 ;
 static const guint32 rlx_spv_gemm_cm[] =
 #include "gemm_cm.spv.inc"
+  ;
+static const guint32 rlx_spv_to_f16[] =
+#include "to_f16.spv.inc"
 ;
 static const guint32 rlx_spv_gemm2[] =
 #include "gemm2.spv.inc"

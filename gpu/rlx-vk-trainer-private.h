@@ -56,7 +56,7 @@ typedef enum {
   SH_CNN1, SH_CNN2, SH_CNN2W, SH_CNN1W, SH_GEMM2,
   SH_WIRE_SUM, SH_WIRE_MAX, SH_WIRE_QUANT, SH_WIRE_APPLY,
   SH_CODES_CHECK, SH_ROUND_ACC, SH_ROUND_U, SH_ROUND_QUANT, SH_PARAMS_HASH,
-  SH_ROUND_LONE, SH_GEMM_CM,
+  SH_ROUND_LONE, SH_GEMM_CM, SH_TO_F16,
   N_SHADERS
 } ShaderId;
 
@@ -267,6 +267,15 @@ typedef struct {
   char             label[96];
   guint64          dirty_w;   /* buffers written since the last barrier */
   guint64          dirty_r;   /* and read */
+  /* --compute f16: operands already rounded to f16 in B_HALF
+   * (rlx_vkt_rec_to_f16), which the tensor-core GEMMs read instead */
+  struct {
+    Buf   *buf;
+    guint  off, count, half_off;
+    float  scale;
+  }                halves[8];
+  guint            n_halves;
+  guint64          half_used;  /* halves of B_HALF taken */
 } Rec;
 
 /* Where a buffer's memory lives. */
@@ -320,7 +329,12 @@ gboolean rlx_vkt_upload (RlxVkTrainer *self, Buf *dst, const void *data, gsize s
  * "on gemm2.comp". */
 extern const GemmCfg rlx_vkt_cfg_big2;
 /* gemm_cm.comp's tile (--compute f16, rlx_vk_gemm_compute) */
-extern const GemmCfg rlx_vkt_cfg_cm;
+extern const GemmCfg rlx_vkt_cfg_cm[];
+guint rlx_vkt_cm_shared (const GemmCfg *c, guint bk, gboolean a_kc, gboolean b_kc);
+/* --compute f16: @count floats of @src from @off, × @scale, rounded to f16
+ * into B_HALF once, for the tensor-core GEMMs that read them after (where
+ * the f16 operands are off, or the sizes do not suit, nothing) */
+void rlx_vkt_rec_to_f16 (Rec *r, Buf *src, guint off, guint count, float scale);
 
 /* The pipeline of @shader at @spec, made on first use and kept. */
 VkPipeline     rlx_vkt_get_pipeline (RlxVkTrainer *self, ShaderId shader, const guint32 *spec,

@@ -269,6 +269,18 @@ rlx_vk_trainer_new (guint index, const RlxModel *model, RlxDataset *dataset,
       !rlx_vkt_buf_create (self, &self->dummy, 16, storage, MEM_DEVICE, "placeholder", error))
     return NULL;
   rlx_vkt_buffer_floats (model, max_batch, self->tun.cnn_direct, sizes);
+  /* --compute f16 on a dense model: the f16 copies of its GEMMs' operands
+   * (rlx_vkt_rec_to_f16), two halves a float */
+  if (compute == RLX_VK_COMPUTE_F16 && self->tun.cm_half && model->id != RLX_MODEL_MNIST_CNN)
+    {
+      guint w[5];
+      guint L = rlx_vkt_dense_widths (model, w);
+      guint64 halves = (guint64) max_batch * w[0];
+
+      for (guint l = 1; l <= L; l++)
+        halves += (guint64) w[l] * w[l - 1] + (l < L ? 2ull * max_batch * w[l] : 0);
+      sizes[B_HALF] = halves / 2 + 16;
+    }
   for (guint i = 0; i < N_BUFS; i++)
     if (sizes[i] > 0 &&
         !rlx_vkt_buf_create (self, &self->bufs[i], sizes[i] * sizeof (float), storage, MEM_DEVICE,

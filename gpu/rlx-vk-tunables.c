@@ -204,6 +204,10 @@ rlx_vk_tunables_read (RlxVkTunables *t)
    * against 404 / 513 on gemm.comp's big tile, the data gradient 474
    * against 513: 2.56-2.57M samples/s against 2.50-2.51M */
   t->gemm2 = env_choice ("RLX_VK_GEMM2", off_on, 2, 1, TRUE) == 1;
+  {
+    static const char *const bks[] = { "8", "16", NULL };
+    t->gemm2_bk = env_choice ("RLX_VK_GEMM2_BK", bks, 2, 0, TRUE) == 1 ? 16 : 8;
+  }
   t->cm_vec = env_choice ("RLX_VK_CM_VEC", off_on, 2, 1, TRUE) == 1;
   t->cm_split = env_choice ("RLX_VK_CM_SPLIT", off_on, 2, 1, TRUE) == 1;
   {
@@ -213,6 +217,11 @@ rlx_vk_tunables_read (RlxVkTunables *t)
      * against 5.38 M samples/s, same rounds */
     t->cm_bk = env_choice ("RLX_VK_CM_BK", bks, 2, 1, TRUE) == 1 ? 64 : 32;
   }
+  {
+    static const char *const tiles[] = { "128x128", "256x128", "128x256", NULL };
+    t->cm_tile = env_choice ("RLX_VK_CM_TILE", tiles, N_CM_TILES, CM_TILE_128X128, TRUE);
+  }
+  t->cm_half = env_choice ("RLX_VK_CM_HALF", off_on, 2, 1, TRUE) == 1;
   t->split_submit = env_choice ("RLX_VK_SPLIT_SUBMIT", off_on, 2, 1, TRUE) == 1;
   /* a lone leader's next finish submitted ahead (rlx_vk_trainer_round_expect_alone) */
   t->presub_env = env_choice ("RLX_VK_PRESUBMIT", off_on, 2, 1, TRUE) == 1;
@@ -287,6 +296,9 @@ const RlxVkTunableDoc rlx_vk_tunable_docs[] = {
     "layer's forward before the host has written the other layers)." },
   { "RLX_VK_GEMM2", "1",
     "0: large GEMMs on gemm.comp's big tile instead of gemm2.comp." },
+  { "RLX_VK_GEMM2_BK", "8",
+    "16: gemm2.comp advances k 16 at a time instead of 8 (half the barriers, twice the "
+    "shared memory and staging registers; the same sums in the same order)." },
   { "RLX_VK_CM_VEC", "1",
     "0: --compute f16's tensor-core GEMM reads its operands element by element, never as "
     "16-byte vectors." },
@@ -295,6 +307,14 @@ const RlxVkTunableDoc rlx_vk_tunable_docs[] = {
   { "RLX_VK_CM_BK", "64",
     "32: --compute f16's tensor-core GEMM advances k 32 at a time instead of 64 (twice the "
     "barriers, half the shared memory and staging registers)." },
+  { "RLX_VK_CM_TILE", "128x128",
+    "256x128 or 128x256: --compute f16's tensor-core GEMM tile (M×N; each of its 8 "
+    "subgroups then owns 64×64 of it, against 64×32 in 128x128); k 32 deep where 64 would "
+    "not fit the device's shared memory." },
+  { "RLX_VK_CM_HALF", "1",
+    "0: --compute f16's tensor-core GEMMs round their f32 operands to f16 themselves, each "
+    "GEMM again, instead of reading the f16 copy one pass made after the operand's producer "
+    "(mnist-mlp, mnist-mlp-xl)." },
   { "RLX_VK_GEMM_BIG", "128,128,16,8,4",
     "bm,bn,bk,tm,tn: replaces gemm.comp's big tile." },
   { "RLX_VK_FILL_THREADS", "524288",

@@ -28,6 +28,9 @@ enum { UPLOAD_WC, UPLOAD_CACHED, UPLOAD_BAR };
 /* Which parts of conv2 run as implicit GEMMs (RLX_VK_CNN_IMPLICIT). */
 enum { CNN_IMPLICIT_FORWARD = 1, CNN_IMPLICIT_DATA = 2 };
 
+/* gemm_cm.comp's tiles (RLX_VK_CM_TILE), in rlx_vkt_cfg_cm[]'s order */
+enum { CM_TILE_128X128, CM_TILE_256X128, CM_TILE_128X256, N_CM_TILES };
+
 /* What the environment asked a trainer for (the defaults where it asked
  * nothing, or nothing valid: an invalid value is warned about once). */
 typedef struct {
@@ -41,11 +44,15 @@ typedef struct {
   gboolean cnn_direct;    /* RLX_VK_CNN: fused direct convolutions */
   guint    upload;        /* UPLOAD_*: RLX_VK_UPLOAD (the trainer falls back to wc) */
   gboolean gemm2;         /* large GEMMs on gemm2.comp (RLX_VK_GEMM2=0: not) */
+  guint    gemm2_bk;      /* ... its k slice, 8 or 16 (RLX_VK_GEMM2_BK) */
   gboolean cm_split;      /* ... and splits K across workgroups as the f32 GEMMs do
                            * (RLX_VK_CM_SPLIT=0: never) */
   gboolean cm_vec;        /* --compute f16: gemm_cm.comp reads 16-byte vectors where it
                            * can (RLX_VK_CM_VEC=0: never) */
   guint    cm_bk;         /* ... its k slice, 32 or 64 (RLX_VK_CM_BK) */
+  guint    cm_tile;       /* ... its tile, CM_TILE_* (RLX_VK_CM_TILE) */
+  gboolean cm_half;       /* ... its operands rounded to f16 once, where they are made
+                           * (RLX_VK_CM_HALF=0: by every GEMM that reads them) */
   gboolean split_submit;  /* RLX_VK_SPLIT_SUBMIT=0: one submission a step */
   gboolean presub_env;    /* RLX_VK_PRESUBMIT=0: never a lone leader's update made ahead */
   gboolean fold_last;     /* passes fold by their last workgroup (RLX_VK_FOLD_LAST=0:

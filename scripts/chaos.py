@@ -23,7 +23,10 @@ It checks, from every node's event stream (--json):
 
   divergence   no step number with two hashes, unless every hash but one
                was discarded by a reported `merged` event of a node that
-               held it;
+               held it (a hash nobody committed whose every holder was
+               killed with it as its last step report is counted apart,
+               `died_uncommitted`: no live replica holds it, and a killed
+               rank reports nothing);
   lost         no committed step (a leader's `step` event) lost: neither
                replaced by another hash nor left behind by the surviving
                history without a `merged` report;
@@ -121,6 +124,7 @@ class Rank:
         self.joined_at = None        # its last `joined` (seniority: earliest first)
         self.term = 0
         self.last_step = 0
+        self.top_step = 0            # the highest step it reported a `step` event for
         self.tail = deque(maxlen=200)  # last events, for a failure's dump
         self.notable = deque(maxlen=400)  # last events other than steps
         self.rss = []                # (age s, kB)
@@ -204,6 +208,7 @@ class Run:
         self.longest_stall = (0.0, 0.0, 0.0)   # (length, from, to)
         self.stalls_over = []
         self.divergent_steps = 0
+        self.died_uncommitted = 0    # hashes of uncommitted steps whose holders were all killed
         self.lost_steps = 0
         self.lost_examples = []
         self.divergent_examples = []
@@ -262,6 +267,7 @@ class Run:
         s = ev["step"]
         h = ev["hash"]
         r.last_step = s
+        r.top_step = max(r.top_step, s)
         ent = self.history.setdefault(s, {})
         rec = ent.get(h)
         if rec is None:
@@ -309,8 +315,21 @@ class Run:
                     r.label(), code, (r.done or {}).get("message", "no done event")))
 
     # ── judging the history ───────────────────────────────────────────────
+    def died_with_holders(self, s, rec):
+        """A hash nobody committed, whose every holder was killed with it as
+        the last step it reported: a member that applied a commit its
+        leader never completed and was killed before it could rejoin (and
+        report the step it drops). No live replica holds it, and a killed
+        rank reports nothing."""
+        if rec[1]:
+            return False
+        holders = [r for r in self.ranks if rec[0] & r.bit]
+        return bool(holders) and all(r.killed and r.top_step == s for r in holders)
+
     def judge_step(self, s, ent, final_step=None):
-        live = [(h, rec) for h, rec in ent.items() if not rec[2]]
+        dead = [h for h, rec in ent.items() if not rec[2] and self.died_with_holders(s, rec)]
+        self.died_uncommitted += len(dead)
+        live = [(h, rec) for h, rec in ent.items() if not rec[2] and h not in dead]
         if len(live) >= 2:
             self.divergent_steps += 1
             if len(self.divergent_examples) < 10:
@@ -801,6 +820,7 @@ def main():
         "longest_stall_at_s": [round(run.longest_stall[1], 2), round(run.longest_stall[2], 2)],
         "stall_limit_s": limit,
         "divergent_steps": run.divergent_steps, "lost_steps": run.lost_steps,
+        "died_uncommitted": run.died_uncommitted,
         "merges": len(run.merges), "steps_discarded_by_merges": run.discarded,
         "resumes": len(run.resumes),
         "max_rss_growth_mb": round(max((g for g, *_ in rss_report), default=0), 1),
@@ -819,6 +839,9 @@ def main():
              run.longest_stall[1], run.longest_stall[2], run.longest_raw_stall))
     print("chaos: %d divergent steps, %d committed steps lost, %d merges discarding %d steps, %d resumes"
           % (run.divergent_steps, run.lost_steps, len(run.merges), run.discarded, len(run.resumes)))
+    if run.died_uncommitted:
+        print("chaos: %d uncommitted step hashes died with their only holders (killed before they "
+              "could rejoin and report them; not counted as divergent)" % run.died_uncommitted)
     print("chaos: largest RSS growth of a long-lived rank: %.1f MB" % report["max_rss_growth_mb"])
     if run.harness_stalls:
         print("chaos: the harness itself stood still > 1 s %d times (no fault for 1 s after each)"

@@ -207,6 +207,17 @@ snapshot_build (RlxCohortContext *ctx, SnapshotJob *j)
    * the cohort never committed), and the "merged" it reports is exact. */
   s->hashes = rlx_replica_history_until (replica, j->around ? j->around : G_MAXUINT64,
                                          RLX_MSG_MAX_HASHES, &s->hashes_from);
+  /* and a few further back, spaced ever wider: where a long split parted
+   * (before the dense window) is found within a factor of two */
+  s->sparse = g_array_new (FALSE, FALSE, sizeof (guint64));
+  for (guint k = 0; k < RLX_MSG_SPARSE_MAX; k++)
+    {
+      guint64 back = (guint64) RLX_MSG_SPARSE_BASE << k, h;
+
+      if (s->hashes_from < back || !rlx_replica_hash_at (replica, s->hashes_from - back, &h))
+        break;
+      g_array_append_val (s->sparse, h);
+    }
   s->outer = j->outer;
   s->mhash = j->mhash;
   j->frame = rlx_msg_frame_wrap (&j->header, (j->outer ? 2 : 1) * ctx->n, RLX_PRECISION_F32, 1.0,

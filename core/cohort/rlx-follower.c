@@ -29,6 +29,8 @@ typedef struct {
   guint64         had;
   guint64         term_base;
   guint64         history_from; /* the first step our hash history holds */
+  gint64          sparse_common; /* the newest of the snapshot's sparse steps whose hash
+                                  * is ours too (-1: none) */
 } Loading;
 
 /* Main-loop time of the follower's handlers (per round, for "done"). */
@@ -526,7 +528,8 @@ on_snapshot_loaded (RlxReplica *replica, gboolean ok, gpointer user_data)
   rlx_cohort_emit_snapshot_from (ctx, p->id, s->step, s->hash, NULL);
   ctx->ops->joined (ctx->owner);
   /* After a split: the steps this node had that the cohort does not. */
-  merged = rlx_lineage_adopted (ctx->lineage, p->id, s, l->had, l->common, l->term_base,
+  merged = rlx_lineage_adopted (ctx->lineage, p->id, s, l->had, l->common, l->sparse_common,
+                                l->term_base,
                                 l->history_from, rlx_cohort_applied (ctx));
   if (merged)
     OWNER (emit, merged);
@@ -562,9 +565,21 @@ rlx_follower_on_snapshot (RlxFollower *self, RlxPeer *p, RlxMsg *m, guint64 seed
   l->had = rlx_cohort_applied (ctx);
   l->term_base = rlx_lineage_term_base (ctx->lineage);
   l->common = s->hashes ? rlx_replica_common_step (ctx->replica, s->hashes_from, s->hashes) : -1;
-  {
-    g_autoptr(GArray) mine = rlx_replica_history (ctx->replica, &l->history_from);
-  }
+  l->sparse_common = -1;
+  for (guint k = 0; s->sparse && k < s->sparse->len && k < RLX_MSG_SPARSE_MAX; k++)
+    {
+      guint64 back = (guint64) RLX_MSG_SPARSE_BASE << k, mine;
+
+      if (s->hashes_from < back)
+        break;
+      if (rlx_replica_hash_at (ctx->replica, s->hashes_from - back, &mine) &&
+          mine == g_array_index (s->sparse, guint64, k))
+        {
+          l->sparse_common = (gint64) (s->hashes_from - back);
+          break;
+        }
+    }
+  l->history_from = rlx_replica_history_start (ctx->replica);
   rlx_replica_set_loss (ctx->replica, s->loss);
   rlx_msg_steal (&l->msg, m);
   ctx->loading = TRUE;

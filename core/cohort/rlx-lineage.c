@@ -69,7 +69,8 @@ rlx_lineage_term_base (RlxLineage *self)
 
 RlxEvent *
 rlx_lineage_adopted (RlxLineage *self, const char *from, const RlxMsgSnapshot *s, guint64 had,
-                     gint64 common_step, guint64 term_base, guint64 history_from, guint64 applied)
+                     gint64 common_step, gint64 sparse_common, guint64 term_base,
+                     guint64 history_from, guint64 applied)
 {
   RlxEvent *e = NULL;
 
@@ -105,6 +106,17 @@ rlx_lineage_adopted (RlxLineage *self, const char *from, const RlxMsgSnapshot *s
            * remember matched, so we parted before the first of them. */
           if (covered && !self->changing)
             common = MIN (had, MAX (MAX (history_from, s->hashes_from), 1) - 1);
+          /* No hash of the dense window matched: a step further back where
+           * both histories still agree (the snapshot's sparse hashes) is
+           * where they had not parted yet. Without one, a merge discards
+           * all this node remembers: once the yielding side has changed
+           * leaders since the split, the term base is past where it parted
+           * (chaos.py --cuts, seed 6: reported from step 1,042, parted at
+           * 166). */
+          if (common_step < 0 && sparse_common >= 0)
+            common = MIN (common, (guint64) sparse_common);
+          else if (common_step < 0 && self->changing)
+            common = MIN (common, MAX (history_from, 1) - 1);
           e = rlx_event_new (RLX_EVENT_MERGED);
           e->u.merged.node = g_strdup (from);
           e->u.merged.discarded = had - MIN (common, had);

@@ -52,12 +52,15 @@ guint64     rlx_lineage_term_base   (RlxLineage *self);
 
 /* The snapshot @s from @from is adopted; before it this node had @had
  * steps, its history (from step @history_from) and the snapshot's agreed
- * last at step @common (-1: at none), and its term base was @term_base.
+ * last at step @common (-1: at none), its hash at a step of the snapshot's
+ * sparse hashes last agreed at @sparse_common (-1: at none; the newest such
+ * step), and its term base was @term_base.
  * Returns the "merged" event when steps of ours were discarded (or the
  * lineage changed) — always when @had is past the snapshot's step — else NULL; from here the lineage is the snapshot's
  * (its term base @applied when it changed). */
 RlxEvent   *rlx_lineage_adopted     (RlxLineage *self, const char *from,
                                      const RlxMsgSnapshot *s, guint64 had, gint64 common,
-                                     guint64 term_base, guint64 history_from, guint64 applied);
+                                     gint64 sparse_common, guint64 term_base,
+                                     guint64 history_from, guint64 applied);
 
 G_END_DECLS

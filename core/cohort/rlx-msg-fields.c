@@ -71,6 +71,7 @@ static const RlxMsgField snapshot_fields[] = {
   { "members",     F_IDS,    REQ, AT (snapshot, members),     RLX_MSG_MAX_MEMBERS, 0, NULL, 0, NULL },
   { "hashes_from", F_UINT,   OPT, AT (snapshot, hashes_from), MAX_STEP, 0, NULL, 0, "hashes" },
   { "hashes",      F_HASHES, OPT, AT (snapshot, hashes),      0, 0, NULL, W_IF_SET, NULL },
+  { "sparse",      F_HASHES, OPT, AT (snapshot, sparse),      0, 0, NULL, W_IF_SET, NULL },
   { "outer",       F_BOOL,   OPT, AT (snapshot, outer),       0, 0, NULL, W_IF_SET, NULL },
   { "mhash",       F_HASH,   OPT, AT (snapshot, mhash),       0, 0, NULL, 0, "outer" },
 };

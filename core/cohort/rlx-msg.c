@@ -769,6 +769,7 @@ rlx_msg_clear (RlxMsg *msg)
       g_free (msg->u.snapshot.seed);
       g_clear_pointer (&msg->u.snapshot.members, g_ptr_array_unref);
       g_clear_pointer (&msg->u.snapshot.hashes, g_array_unref);
+      g_clear_pointer (&msg->u.snapshot.sparse, g_array_unref);
       rlx_msg_array_clear (&msg->u.snapshot.momentum);
       break;
     case RLX_MSG_STEP:

@@ -34,6 +34,10 @@ G_BEGIN_DECLS
 #define RLX_MSG_MAX_MEMBERS 1024
 /* Most step hashes a snapshot carries (its sender's recent history). */
 #define RLX_MSG_MAX_HASHES  512
+/* A snapshot's sparse hashes: of steps hashes_from − RLX_MSG_SPARSE_BASE ×
+ * 2^k, k = 0, 1, … (at most RLX_MSG_SPARSE_MAX: 64 … 65536 steps back). */
+#define RLX_MSG_SPARSE_BASE 64
+#define RLX_MSG_SPARSE_MAX  11
 /* Longest free text (reasons, host, device, fallback), bytes. */
 #define RLX_MSG_MAX_TEXT    2048
 
@@ -132,6 +136,7 @@ typedef struct {
   GPtrArray *members;        /* char*, seniority order */
   guint64    hashes_from;     /* step of hashes[0] */
   GArray    *hashes;          /* guint64: the sender's hashes of steps hashes_from… */
+  GArray    *sparse;          /* guint64: its hashes of steps hashes_from − 64 × 2^k, k = 0… */
   gboolean   outer;           /* the array is θ then the outer momentum, n_params each */
   guint64    mhash;           /* with outer: rlx_params_hash of the momentum */
   RlxMsgArray params;         /* "params", f32, n_params (the first half with outer) */

@@ -592,6 +592,8 @@ on_heartbeat (gpointer user_data)
        * A peer that is really gone is found two beats late, not a stall
        * late. The silences that end meanwhile are ours: they do not
        * stretch any peer's timeout. */
+      g_debug ("peer set %s: our loop stood still %.2f s; every peer gets two beats",
+               self->node_id, (now - self->last_tick) / 1e6);
       self->gaps_ours_until = now + 2 * HEARTBEAT_MS * 1000;
       for (guint i = 0; i < self->peers->len; i++)
         {
@@ -632,6 +634,12 @@ on_heartbeat (gpointer user_data)
       m.u.heartbeat.age = p->their_t >= 0 ? (now - p->their_t_at) / 1000 : 0;
       rlx_peer_set_send_msg (self, p, RLX_SEND_CONTROL, &m);
       rlx_msg_clear (&m);
+      if (now - p->last_rx > (gint64) self->timeout_ms * 1000 &&
+          now - p->last_rx <= (gint64) rlx_peer_set_timeout_for (self, p) * 1000)
+        g_debug ("peer set %s: %s silent %.1f s, its timeout %u ms (gap peak %.0f ms, "
+                 "round trip %.0f ms)", self->node_id, p->id ? p->id : "?",
+                 (now - p->last_rx) / 1e6, rlx_peer_set_timeout_for (self, p),
+                 p->gap_peak_us / 1000.0, p->rtt_us / 1000.0);
       if (now - p->last_rx > (gint64) rlx_peer_set_timeout_for (self, p) * 1000)
         {
           g_free (p->close_reason);

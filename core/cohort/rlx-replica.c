@@ -542,6 +542,12 @@ rlx_replica_history_until (RlxReplica *self, guint64 until, guint max, guint64 *
   return a;
 }
 
+guint64
+rlx_replica_history_start (RlxReplica *self)
+{
+  return self->history_len > 0 ? self->history_from : self->step;
+}
+
 GArray *
 rlx_replica_history (RlxReplica *self, guint64 *from)
 {

@@ -102,6 +102,9 @@ void          rlx_replica_cancel       (RlxReplica *self);
 
 /* The hash this replica had after @step, if it still remembers it. */
 gboolean      rlx_replica_hash_at      (RlxReplica *self, guint64 step, guint64 *hash);
+/* The oldest step whose hash this replica remembers (the history starts
+ * anew at a snapshot or checkpoint loaded, and keeps the last 65536). */
+guint64       rlx_replica_history_start (RlxReplica *self);
 /* The last hashes (oldest first; the one of the current step last); *from:
  * the step of the first. */
 GArray       *rlx_replica_history      (RlxReplica *self, guint64 *from);

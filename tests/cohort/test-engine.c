@@ -245,12 +245,17 @@ test_msg_round_trip (void)
   m.u.snapshot.hashes = g_array_new (FALSE, FALSE, sizeof (guint64));
   g_array_append_val (m.u.snapshot.hashes, h1);
   g_array_append_val (m.u.snapshot.hashes, h2);
+  /* (the sparse hashes further back: of step 5 − 64 here) */
+  m.u.snapshot.sparse = g_array_new (FALSE, FALSE, sizeof (guint64));
+  g_array_append_val (m.u.snapshot.sparse, h2);
   frame = rlx_msg_build (&m, values, 5, RLX_PRECISION_F32, &error);
   rlx_msg_clear (&m);
   g_assert_true (rlx_msg_parse (frame, NULL, &back, &error));
   g_assert_cmpuint (back.u.snapshot.hashes_from, ==, 5);
   g_assert_cmpuint (back.u.snapshot.hashes->len, ==, 2);
   g_assert_cmpuint (g_array_index (back.u.snapshot.hashes, guint64, 0), ==, h1);
+  g_assert_cmpuint (back.u.snapshot.sparse->len, ==, 1);
+  g_assert_cmpuint (g_array_index (back.u.snapshot.sparse, guint64, 0), ==, h2);
   g_assert_nonnull (rlx_msg_array_f32 (&back.u.snapshot.params));
   g_assert_cmpmem (rlx_msg_array_f32 (&back.u.snapshot.params), sizeof values, values, sizeof values);
   rlx_msg_clear (&back);

@@ -29,12 +29,17 @@
  *       rounds close at a deadline from the round time it saw as a member,
  *       not the cold start's 10 s: a member frozen at the failover holds
  *       them no longer than that (chaos.py seed 62: 9 s without a commit).
+ *   /cohort/forks/long-split-reports-from-split   a group that split off,
+ *       changed leaders twice and yields in a merge reports every step
+ *       from the split on, not from its last term's base (chaos.py --cuts
+ *       seed 6: 1,150 committed steps discarded unreported).
  */
 #include "rlx-config.h"
 #include "cohort-harness.h"
 
 #include <signal.h>
 #include <stdarg.h>
+#include <glib/gstdio.h>
 #include <string.h>
 
 #define T 60000
@@ -381,6 +386,77 @@ test_failover_round_skips_frozen (void)
   harness_free (h);
 }
 
+/* Five nodes; {d, e} are cut off from {a, b, c}: d takes over for them
+ * (term 2, at step S) and they train on for more steps than a snapshot's
+ * dense window of hashes holds (512); then d dies and e goes on alone
+ * (term 3). When the cut heals, e yields (one member against three) and
+ * reports "merged": it discards every step from S + 1 on — its term's base
+ * is far past where the histories parted, and only the snapshot's sparse
+ * hashes (or, without them, all e remembers) say so. */
+static void
+test_long_split_reports_from_split (void)
+{
+  Harness *h = harness_new ();
+  g_autofree char *cut = g_build_filename (h->dir, "partition", NULL);
+  static const char *const ids[] = { "a", "b", "c", "d", "e" };
+  Node *n[5];
+  int i;
+  gint64 split, second, from, to, parted;
+
+  for (guint k = 0; k < 5; k++)
+    {
+      n[k] = harness_join (h, ids[k], "--cohort", "longsplit", "--node", ids[k], "--batch", "8",
+                           "--steps", "100000000", "--checkpoint-every", "0",
+                           "--wait-members", k == 0 ? "5" : "1", "--fault-partition", cut, NULL);
+      harness_wait_event (h, n[k], "joined", NULL, 0, T);
+    }
+  harness_wait_event (h, n[4], "step", "step", 20, T);
+  g_assert_true (g_file_set_contents (cut, "a b c\nd e\n", -1, NULL));
+  i = harness_wait_event (h, n[3], "leader", "term", 2, T);
+  g_assert_cmpstr (ev_str (node_ev (n[3], i), "node"), ==, "d");
+  split = ev_int (node_ev (n[3], i), "step");
+  harness_wait_event (h, n[4], "step", "step", split + 700, T);
+  node_kill (n[3], SIGKILL);
+  i = harness_wait_event (h, n[4], "leader", "term", 3, T);
+  g_assert_cmpstr (ev_str (node_ev (n[4], i), "node"), ==, "e");
+  second = ev_int (node_ev (n[4], i), "step");
+  harness_wait_event (h, n[4], "step", "step", second + 700, T);
+  g_assert_cmpint (g_unlink (cut), ==, 0);
+  i = harness_wait_event (h, n[4], "merged", NULL, 0, T);
+  from = ev_int (node_ev (n[4], i), "from_step");
+  to = ev_int (node_ev (n[4], i), "to_step");
+  /* where e's history parted from a's: the first step both reported with
+   * other hashes (the members of a group that is cut off may still apply
+   * a commit or two of the old leader's) */
+  {
+    g_autoptr(GHashTable) ha = node_step_hashes (n[0]);
+    g_autoptr(GHashTable) he = node_step_hashes (n[4]);
+
+    parted = -1;
+    for (gint64 st = 1; st <= second && parted < 0; st++)
+      {
+        const char *x = g_hash_table_lookup (ha, &st), *y = g_hash_table_lookup (he, &st);
+        if (x && y && strcmp (x, y) != 0)
+          parted = st;
+      }
+  }
+  g_test_message ("split at %" G_GINT64_FORMAT " (the histories part at %" G_GINT64_FORMAT
+                  "), e led from %" G_GINT64_FORMAT "; e discarded %" G_GINT64_FORMAT
+                  "..%" G_GINT64_FORMAT, split, parted, second, from, to);
+  g_assert_cmpint (parted, >, 0);
+  g_assert_cmpint (parted, <, second);
+  if (from > parted || to < second + 700)
+    {
+      harness_dump (h);
+      g_error ("e reported discarding steps %" G_GINT64_FORMAT "..%" G_GINT64_FORMAT
+               ", but its history parted from the kept group's at step %" G_GINT64_FORMAT,
+               from, to, parted);
+    }
+  node_kill (n[4], SIGKILL);
+  leave_all (h, n[2], n[1], n[0], NULL);
+  harness_free (h);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -397,5 +473,7 @@ main (int argc, char **argv)
                    test_thawed_member_keeps_timeout);
   g_test_add_func ("/cohort/forks/failover-round-skips-frozen",
                    test_failover_round_skips_frozen);
+  g_test_add_func ("/cohort/forks/long-split-reports-from-split",
+                   test_long_split_reports_from_split);
   return g_test_run ();
 }

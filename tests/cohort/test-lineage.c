@@ -45,10 +45,10 @@ test_adopted (void)
 
   s.step = 20;
   /* behind the cohort, on its history: nothing to say */
-  g_assert_null (rlx_lineage_adopted (l, "L", &s, 6, 6, 0, 1, 20));
-  g_assert_null (rlx_lineage_adopted (l, "L", &s, 0, -1, 0, 0, 20));
+  g_assert_null (rlx_lineage_adopted (l, "L", &s, 6, 6, -1, 0, 1, 20));
+  g_assert_null (rlx_lineage_adopted (l, "L", &s, 0, -1, -1, 0, 0, 20));
   /* ahead of where the hashes agree: steps 8..10 are discarded, exactly */
-  check_merged (rlx_lineage_adopted (l, "L", &s, 10, 7, 0, 1, 20), 3, 8, 10, TRUE, fallback);
+  check_merged (rlx_lineage_adopted (l, "L", &s, 10, 7, -1, 0, 1, 20), 3, 8, 10, TRUE, fallback);
 
   /* no merge of ours, but the snapshot's hashes hold our step and none of
    * them is ours (steps we applied that the cohort never committed): we
@@ -58,31 +58,41 @@ test_adopted (void)
     g_array_set_size (hashes, 20);
     s.hashes = hashes;
     s.hashes_from = 100;
-    check_merged (rlx_lineage_adopted (l, "L", &s, 110, -1, 3, 90, 200), 11, 100, 110, FALSE,
+    check_merged (rlx_lineage_adopted (l, "L", &s, 110, -1, -1, 3, 90, 200), 11, 100, 110, FALSE,
                   fallback);
     /* our step beyond them (and behind the snapshot's): they tell nothing */
     s.step = 200;
-    g_assert_null (rlx_lineage_adopted (l, "L", &s, 130, -1, 3, 90, 200));
+    g_assert_null (rlx_lineage_adopted (l, "L", &s, 130, -1, -1, 3, 90, 200));
     /* ahead of the snapshot, none of its hashes ours: steps 121..130 go
      * whatever the hashes say, and where we parted is not known — from
      * our term's base, an upper bound (a leader that stepped down for a
      * newer term of another history: chaos.py seed 30, issue 29) */
     s.step = 120;
-    check_merged (rlx_lineage_adopted (l, "L", &s, 130, -1, 3, 90, 120), 127, 4, 130, FALSE,
+    check_merged (rlx_lineage_adopted (l, "L", &s, 130, -1, -1, 3, 90, 120), 127, 4, 130, FALSE,
                   fallback);
     s.hashes = NULL;
     s.hashes_from = 0;
     /* the same without hashes at all */
-    check_merged (rlx_lineage_adopted (l, "L", &s, 130, -1, 111, 90, 120), 19, 112, 130, FALSE,
+    check_merged (rlx_lineage_adopted (l, "L", &s, 130, -1, -1, 111, 90, 120), 19, 112, 130, FALSE,
                   fallback);
     s.step = 20;
   }
 
-  /* a merge we lost, hashes that do not overlap: from our term's base */
+  /* a merge we lost, hashes that do not overlap, no sparse hash of ours:
+   * where we parted is not known, and our term's base is no bound (our
+   * side may have changed leaders since the split: chaos.py --cuts seed
+   * 6) — everything we remember (from step 1) goes */
   rlx_lineage_term_began (l, 5);
   rlx_lineage_yield (l, g_strdup ("the larger group is kept"),
                      g_ptr_array_new_with_free_func (g_free));
-  check_merged (rlx_lineage_adopted (l, "L", &s, 9, -1, 5, 0, 20), 4, 6, 9, FALSE,
+  check_merged (rlx_lineage_adopted (l, "L", &s, 9, -1, -1, 5, 0, 20), 9, 1, 9, FALSE,
+                "the larger group is kept");
+  /* the same with a sparse hash of ours at step 2: from step 3 (it was
+   * still the same history there), though our term began at 5 */
+  rlx_lineage_term_began (l, 5);
+  rlx_lineage_yield (l, g_strdup ("the larger group is kept"),
+                     g_ptr_array_new_with_free_func (g_free));
+  check_merged (rlx_lineage_adopted (l, "L", &s, 9, -1, 2, 5, 0, 20), 7, 3, 9, FALSE,
                 "the larger group is kept");
   /* the adopted lineage's term from its step; the rule was for that merge */
   g_assert_false (rlx_lineage_is_changing (l));
@@ -95,7 +105,7 @@ test_adopted (void)
     g_array_append_val (s.hashes, h);
   s.hashes_from = 1;
   rlx_lineage_change (l);
-  check_merged (rlx_lineage_adopted (l, "L", &s, 9, -1, 5, 3, 20), 7, 3, 9, FALSE, fallback);
+  check_merged (rlx_lineage_adopted (l, "L", &s, 9, -1, -1, 5, 3, 20), 7, 3, 9, FALSE, fallback);
   g_array_unref (s.hashes);
   rlx_lineage_free (l);
 }

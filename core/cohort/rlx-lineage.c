@@ -108,14 +108,14 @@ rlx_lineage_adopted (RlxLineage *self, const char *from, const RlxMsgSnapshot *s
             common = MIN (had, MAX (MAX (history_from, s->hashes_from), 1) - 1);
           /* No hash of the dense window matched: a step further back where
            * both histories still agree (the snapshot's sparse hashes) is
-           * where they had not parted yet. Without one, a merge discards
-           * all this node remembers: once the yielding side has changed
-           * leaders since the split, the term base is past where it parted
-           * (chaos.py --cuts, seed 6: reported from step 1,042, parted at
-           * 166). */
+           * where they had not parted yet. Without one, all this node
+           * remembers goes: once its side has changed leaders since it
+           * parted, the term base is past that (chaos.py --cuts, seed 6: a
+           * merge reported from step 1,042, parted at 166; seed 64: a node
+           * cut off that led on alone, from 6,532, parted at 3,755). */
           if (common_step < 0 && sparse_common >= 0)
             common = MIN (common, (guint64) sparse_common);
-          else if (common_step < 0 && self->changing)
+          else if (common_step < 0)
             common = MIN (common, MAX (history_from, 1) - 1);
           e = rlx_event_new (RLX_EVENT_MERGED);
           e->u.merged.node = g_strdup (from);

@@ -52,13 +52,18 @@ test_adopted (void)
 
   /* no merge of ours, but the snapshot's hashes hold our step and none of
    * them is ours (steps we applied that the cohort never committed): we
-   * parted before the first step both remember (issue 29, item 13) */
+   * parted before the first of them, and with no sparse hash of ours
+   * nothing says where — all we remember (from step 90) goes (issue 29,
+   * item 13) */
   {
     g_autoptr(GArray) hashes = g_array_new (FALSE, TRUE, sizeof (guint64));
     g_array_set_size (hashes, 20);
     s.hashes = hashes;
     s.hashes_from = 100;
-    check_merged (rlx_lineage_adopted (l, "L", &s, 110, -1, -1, 3, 90, 200), 11, 100, 110, FALSE,
+    check_merged (rlx_lineage_adopted (l, "L", &s, 110, -1, -1, 3, 90, 200), 21, 90, 110, FALSE,
+                  fallback);
+    /* a sparse hash of ours at step 96: from 97 */
+    check_merged (rlx_lineage_adopted (l, "L", &s, 110, -1, 96, 3, 90, 200), 14, 97, 110, FALSE,
                   fallback);
     /* our step beyond them (and behind the snapshot's): they tell nothing */
     s.step = 200;
@@ -72,8 +77,8 @@ test_adopted (void)
                   fallback);
     s.hashes = NULL;
     s.hashes_from = 0;
-    /* the same without hashes at all */
-    check_merged (rlx_lineage_adopted (l, "L", &s, 130, -1, -1, 111, 90, 120), 19, 112, 130, FALSE,
+    /* the same without hashes at all: all we remember */
+    check_merged (rlx_lineage_adopted (l, "L", &s, 130, -1, -1, 111, 90, 120), 41, 90, 130, FALSE,
                   fallback);
     s.step = 20;
   }

@@ -122,6 +122,7 @@ struct _RlxCoordinator {
   guint            found_waits;
   gboolean         waiting_reported;
   gint64           rejoin_until;    /* cut off: no founding before (monotonic µs) */
+  gint64           members_looked;  /* when we last looked for members we had no link to */
   char           **silent;          /* peers alive but not answering (set_silent_peers) */
   gboolean         silent_complete; /* ... and every peer we could have is known */
   gint64           found_blocked_since; /* alone and kept from founding since (µs; 0: not) */
@@ -274,6 +275,7 @@ void rlx_coordinator_send_join (RlxCoordinator *self, const char *reason);
 void rlx_coordinator_note_precision (RlxCoordinator *self, RlxPeer *p, RlxPrecision precision);
 void rlx_coordinator_roster_sync (RlxCoordinator *self);
 void rlx_coordinator_members_replace (RlxCoordinator *self, GPtrArray *next);
+void rlx_coordinator_link_members (RlxCoordinator *self);
 void rlx_coordinator_maybe_checkpoint (RlxCoordinator *self, gboolean force);
 void rlx_coordinator_on_checkpoint_written (RlxCheckpointer *ckpt, guint64 step, const char *path,
                                             gpointer user_data);

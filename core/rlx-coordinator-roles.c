@@ -420,6 +420,12 @@ rejoin (RlxCoordinator *self, const char *reason)
   /* What we know of our cohort's peers is from before: until each says
    * something new, it may hold the cohort's state (a member of ours that
    * said hello when it was alone is a member now). */
+  /* The members whose links closed while we stood still closed them on
+   * our silence, not by dying: until they are linked again they may be
+   * alive (never taken for gone by the succession, may_be_alive). */
+  for (guint i = 0; self->linked && i < members (self)->len; i++)
+    if (!is_alive (g_ptr_array_index (members (self), i), self))
+      g_hash_table_remove (self->linked, g_ptr_array_index (members (self), i));
   g_clear_pointer (&self->unheard, g_hash_table_unref);
   self->unheard = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   for (guint i = 0; i < rlx_peer_set_size (self->peers); i++)
@@ -430,6 +436,10 @@ rejoin (RlxCoordinator *self, const char *reason)
     }
   rlx_coordinator_transition (self, RLX_ROLE_ALONE, NULL, rlx_leadership_get_term (self->lead),
                               reason);
+  /* The links that closed while we stood still: open them again now (we
+   * may be back in the cohort through one link that stayed, before the
+   * founding timer looks). */
+  rlx_coordinator_emit_discover (self);
   /* Say that we are alone now: a member of ours fails over, others tell us
    * who leads. */
   for (guint i = 0; i < rlx_peer_set_size (self->peers); i++)

@@ -33,6 +33,12 @@
  *       changed leaders twice and yields in a merge reports every step
  *       from the split on, not from its last term's base (chaos.py --cuts
  *       seed 6: 1,150 committed steps discarded unreported).
+ *   /cohort/forks/rejoined-member-relinks   a member whose links to the
+ *       other members closed while it was frozen, and that came back
+ *       through its leader's link, links to them again: when the leader
+ *       dies it follows the next in line instead of taking the closed ones
+ *       for gone and leading beside it (chaos.py seed 64: two leaders of
+ *       term 4).
  */
 #include "rlx-config.h"
 #include "cohort-harness.h"
@@ -457,6 +463,69 @@ test_long_split_reports_from_split (void)
   harness_free (h);
 }
 
+/* a leads b, c, d; a's heartbeat timeout is 12 s, the others' 3 s. c is
+ * frozen for 5 s: b and d time it out and close their links, a keeps it.
+ * c thaws, finds itself cut off, and is back at once through its link to
+ * a. Then a dies: b takes over, and c must follow b — it has links to b
+ * and d again — never lead. */
+static void
+test_rejoined_member_relinks (void)
+{
+  Harness *h = harness_new ();
+  Node *a, *b, *c, *d;
+  int i;
+  gint64 at, killed;
+
+#define JOIN(label, hb, ...)                                                                \
+  harness_join (h, label, "--cohort", "relinks", "--node", label, "--batch", "8",             \
+                "--steps", "1000000", "--checkpoint-every", "0", "--heartbeat-timeout-ms", hb, \
+                __VA_ARGS__)
+  a = JOIN ("a", "12000", "--wait-members", "4", NULL);
+  harness_wait_event (h, a, "joined", NULL, 0, T);
+  b = JOIN ("b", "3000", NULL);
+  harness_wait_event (h, b, "joined", NULL, 0, T);
+  c = JOIN ("c", "3000", NULL);
+  harness_wait_event (h, c, "joined", NULL, 0, T);
+  d = JOIN ("d", "3000", NULL);
+  harness_wait_event (h, d, "joined", NULL, 0, T);
+  at = node_max_step (c);
+  harness_wait_event (h, c, "step", "step", at + 30, T);
+  node_kill (c, SIGSTOP);
+  pause_ms (5000);
+  node_kill (c, SIGCONT);
+  i = harness_wait_event (h, c, "rejoining", NULL, 0, T);
+  harness_wait_event (h, c, "joined", NULL, (guint) i, T);
+  at = node_max_step (c);
+  harness_wait_event (h, c, "step", "step", at + 20, T);
+  /* (the links are looked for at most once a second) */
+  pause_ms (1500);
+  node_kill (a, SIGKILL);
+  killed = g_get_monotonic_time ();
+  i = harness_wait_event (h, b, "leader", "term", 2, T);
+  g_assert_cmpstr (ev_str (node_ev (b, i), "node"), ==, "b");
+  pause_ms ((guint) MAX (0, 7000 - (g_get_monotonic_time () - killed) / 1000));
+  for (guint e = 0; e < c->events->len; e++)
+    {
+      JsonObject *o = node_ev (c, (int) e);
+      if (g_strcmp0 (ev_str (o, "event"), "leader") == 0 &&
+          g_strcmp0 (ev_str (o, "node"), "c") == 0)
+        {
+          harness_dump (h);
+          g_error ("c led term %" G_GINT64_FORMAT " beside b (its links to b and d had closed "
+                   "while it was frozen, and it took them for gone)", ev_int (o, "term"));
+        }
+    }
+  i = node_wait_event (c, "step", "term", 2, 0, T);
+  if (i < 0 || g_strcmp0 (ev_str (node_ev (c, i), "leader"), "b") != 0)
+    {
+      harness_dump (h);
+      g_error ("c does not follow b after a died");
+    }
+  leave_all (h, d, c, b, NULL);
+  harness_free (h);
+#undef JOIN
+}
+
 int
 main (int argc, char **argv)
 {
@@ -475,5 +544,6 @@ main (int argc, char **argv)
                    test_failover_round_skips_frozen);
   g_test_add_func ("/cohort/forks/long-split-reports-from-split",
                    test_long_split_reports_from_split);
+  g_test_add_func ("/cohort/forks/rejoined-member-relinks", test_rejoined_member_relinks);
   return g_test_run ();
 }

@@ -298,7 +298,7 @@ rlx_vkt_rec_gemm_ex (Rec *r, guint a_mode, guint b_mode, guint conv_c, guint con
       splits = MIN (splits, (guint) (PART_FLOATS / ((guint64) M * N)));
       splits = MAX (splits, 1);
     }
-  bk = cm ? r->t->tun.cm_bk : cfg == &rlx_vkt_cfg_big2 ? r->t->tun.gemm2_bk : cfg->bk;
+  bk = cm ? r->t->tun.cm_bk : cfg->bk;
   /* (a tile whose k 64 deep would not fit the device's shared memory goes 32 deep) */
   if (cm && bk > 32 &&
       rlx_vkt_cm_shared (cfg, bk, a_mode == OP_KC, b_mode == OP_KC) > r->t->info->max_shared_memory)
@@ -358,8 +358,7 @@ rlx_vkt_rec_gemm_ex (Rec *r, guint a_mode, guint b_mode, guint conv_c, guint con
       shader = SH_GEMM2;
       spec[0] = a_mode;
       spec[1] = b_mode;
-      spec[2] = bk;
-      n_spec = 3;
+      n_spec = 2;
     }
   else
     {

@@ -204,10 +204,6 @@ rlx_vk_tunables_read (RlxVkTunables *t)
    * against 404 / 513 on gemm.comp's big tile, the data gradient 474
    * against 513: 2.56-2.57M samples/s against 2.50-2.51M */
   t->gemm2 = env_choice ("RLX_VK_GEMM2", off_on, 2, 1, TRUE) == 1;
-  {
-    static const char *const bks[] = { "8", "16", NULL };
-    t->gemm2_bk = env_choice ("RLX_VK_GEMM2_BK", bks, 2, 0, TRUE) == 1 ? 16 : 8;
-  }
   t->cm_vec = env_choice ("RLX_VK_CM_VEC", off_on, 2, 1, TRUE) == 1;
   t->cm_split = env_choice ("RLX_VK_CM_SPLIT", off_on, 2, 1, TRUE) == 1;
   {
@@ -296,9 +292,6 @@ const RlxVkTunableDoc rlx_vk_tunable_docs[] = {
     "layer's forward before the host has written the other layers)." },
   { "RLX_VK_GEMM2", "1",
     "0: large GEMMs on gemm.comp's big tile instead of gemm2.comp." },
-  { "RLX_VK_GEMM2_BK", "8",
-    "16: gemm2.comp advances k 16 at a time instead of 8 (half the barriers, twice the "
-    "shared memory and staging registers; the same sums in the same order)." },
   { "RLX_VK_CM_VEC", "1",
     "0: --compute f16's tensor-core GEMM reads its operands element by element, never as "
     "16-byte vectors." },

@@ -44,7 +44,6 @@ typedef struct {
   gboolean cnn_direct;    /* RLX_VK_CNN: fused direct convolutions */
   guint    upload;        /* UPLOAD_*: RLX_VK_UPLOAD (the trainer falls back to wc) */
   gboolean gemm2;         /* large GEMMs on gemm2.comp (RLX_VK_GEMM2=0: not) */
-  guint    gemm2_bk;      /* ... its k slice, 8 or 16 (RLX_VK_GEMM2_BK) */
   gboolean cm_split;      /* ... and splits K across workgroups as the f32 GEMMs do
                            * (RLX_VK_CM_SPLIT=0: never) */
   gboolean cm_vec;        /* --compute f16: gemm_cm.comp reads 16-byte vectors where it

@@ -44,8 +44,10 @@ layout(constant_id = 9) const uint CONV_H = 1;
 
 layout(std430, set = 0, binding = 0) readonly buffer BufA { float a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { float b[]; };
-layout(std430, set = 0, binding = 2) writeonly buffer BufC { float c[]; };
-layout(std430, set = 0, binding = 3) readonly buffer BufD { float d[]; };
+/* (C and D are never the same buffer: restrict lets the epilogue's reads
+ * of D go ahead of its stores to C) */
+layout(std430, set = 0, binding = 2) restrict writeonly buffer BufC { float c[]; };
+layout(std430, set = 0, binding = 3) restrict readonly buffer BufD { float d[]; };
 
 layout(push_constant) uniform Push {
   uint M, N, K;

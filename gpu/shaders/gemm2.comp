@@ -1,6 +1,6 @@
 #version 450
-/* gemm2.comp — the large-GEMM kernel: C = A·B on 128×128 tiles, 8- or
- * 16-deep k slices, 256 threads each holding an 8×8 block of C in registers, and two
+/* gemm2.comp — the large-GEMM kernel: C = A·B on 128×128 tiles, 8-deep k
+ * slices, 256 threads each holding an 8×8 block of C in registers, and two
  * shared-memory buffers so that one barrier per slice suffices: while the
  * threads multiply slice t from one buffer, slice t+1 travels from global
  * memory into registers and then into the other buffer.
@@ -10,7 +10,7 @@
  *   A(m,k) = a[a_off + m*lda + k]  (A_KC = 1)   or a[a_off + k*lda + m] (A_KC = 0)
  *   B(k,n) = b[b_off + n*ldb + k]  (B_KC = 1)   or b[b_off + k*ldb + n] (B_KC = 0)
  * Workgroup z sums k in [z*k_chunk, (z+1)*k_chunk) (k_chunk a multiple of
- * BK) in a fixed order (the same order at either BK), so a step is bitwise reproducible.
+ * 8) in a fixed order, so a step is bitwise reproducible.
  *
  * Thread (tx, ty) = (tid % 16, tid / 16) owns rows ty*4 + {0..3} and
  * 64 + ty*4 + {0..3}, columns tx*4 + {0..3} and 64 + tx*4 + {0..3}: per k
@@ -23,14 +23,14 @@
 
 layout(constant_id = 0) const uint A_KC = 1;
 layout(constant_id = 1) const uint B_KC = 1;
-/* the k slice, 8 or 16 (RLX_VK_GEMM2_BK): 16 halves the barriers */
-layout(constant_id = 2) const uint BK = 8;
 layout(local_size_x = 256) in;
 
 layout(std430, set = 0, binding = 0) readonly buffer BufA { float a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB { float b[]; };
-layout(std430, set = 0, binding = 2) writeonly buffer BufC { float c[]; };
-layout(std430, set = 0, binding = 3) readonly buffer BufD { float d[]; };
+/* (C and D are never the same buffer: restrict lets the epilogue's reads
+ * of D go ahead of its stores to C) */
+layout(std430, set = 0, binding = 2) restrict writeonly buffer BufC { float c[]; };
+layout(std430, set = 0, binding = 3) restrict readonly buffer BufD { float d[]; };
 
 layout(push_constant) uniform Push {
   uint M, N, K;
@@ -42,28 +42,33 @@ layout(push_constant) uniform Push {
 
 #include "epilogue.glsl"
 
-const uint BM = 128u, BN = 128u, S = 132u;
-const uint PER = BM * BK / 256u;   /* elements of each operand a thread stages */
-/* as 16-byte vectors (S and every row's start a multiple of 4): the inner
- * loop's reads are one 16-byte load each */
-shared vec4 As[2 * BK * S / 4];
-shared vec4 Bs[2 * BK * S / 4];
+const uint BM = 128u, BN = 128u, BK = 8u, S = 132u;
+shared float As[2 * BK * S];
+shared float Bs[2 * BK * S];
 
 /* one row of the thread's block: columns n .. n+3 from v0, n+64 .. n+67
  * from v1, through the epilogue */
 void store_row (uint cbase, uint m, uint n, vec4 v0, vec4 v1)
 {
+  /* (two vectors, not an array: see the accumulators below) */
+  vec4 o0, o1;
+
   if (m >= p.M)
     return;
-  [[unroll]] for (uint h = 0u; h < 2u; h++)
-    [[unroll]] for (uint j = 0u; j < 4u; j++)
-      {
-        const uint nn = n + h * 64u + j;
-        if (nn < p.N)
-          {
-            c[cbase + m * p.ldc + nn] = epilogue (h == 0u ? v0[j] : v1[j], m, nn);
-          }
-      }
+  /* all 8 through the epilogue (its reads of D issued together), then
+   * the 8 stores */
+  [[unroll]] for (uint j = 0u; j < 4u; j++)
+    {
+      o0[j] = n + j < p.N ? epilogue (v0[j], m, n + j) : 0.0;
+      o1[j] = n + 64u + j < p.N ? epilogue (v1[j], m, n + 64u + j) : 0.0;
+    }
+  [[unroll]] for (uint j = 0u; j < 4u; j++)
+    {
+      if (n + j < p.N)
+        c[cbase + m * p.ldc + n + j] = o0[j];
+      if (n + 64u + j < p.N)
+        c[cbase + m * p.ldc + n + 64u + j] = o1[j];
+    }
 }
 
 void main ()
@@ -76,10 +81,10 @@ void main ()
   const uint kend = min (p.K, kbeg + p.k_chunk);
   const uint tiles = (kend - kbeg + BK - 1u) / BK;
 
-  /* what this thread stages: PER elements of each operand's 128×BK slice,
+  /* what this thread stages: 4 elements of each operand's 128×8 slice,
    * consecutive threads along the operand's contiguous dimension */
-  uint am[PER], ak[PER], bn[PER], bk[PER];
-  [[unroll]] for (uint l = 0u; l < PER; l++)
+  uint am[4], ak[4], bn[4], bk[4];
+  [[unroll]] for (uint l = 0u; l < 4u; l++)
     {
       const uint e = tid + l * 256u;
       am[l] = A_KC == 1u ? e / BK : e % BM;
@@ -88,7 +93,7 @@ void main ()
       bk[l] = B_KC == 1u ? e % BK : e / BN;
     }
 
-  float ra[PER], rb[PER];
+  float ra[4], rb[4];
   /* the 8×8 block as 16 named vectors, no array: cRH = row r (0..3: ty*4
    * + r, 4..7: 64 + ty*4 + r-4), column half H (tx*4 or 64 + tx*4). As a
    * vec4[16] array it went to local memory on the H200's driver and the
@@ -99,7 +104,7 @@ void main ()
   vec4 c60 = vec4 (0.0), c61 = vec4 (0.0), c70 = vec4 (0.0), c71 = vec4 (0.0);
 
 #define LOAD(K0)                                                              \
-  [[unroll]] for (uint l = 0u; l < PER; l++)                                   \
+  [[unroll]] for (uint l = 0u; l < 4u; l++)                                   \
     {                                                                         \
       const uint gm = m0 + am[l], gk = (K0) + ak[l];                          \
       ra[l] = (gm < p.M && gk < kend)                                         \
@@ -109,12 +114,10 @@ void main ()
         ? b[p.b_off + (B_KC == 1u ? gn * p.ldb + gk2 : gk2 * p.ldb + gn)] : 0.0; \
     }
 #define STORE(BUF)                                                            \
-  [[unroll]] for (uint l = 0u; l < PER; l++)                                  \
+  [[unroll]] for (uint l = 0u; l < 4u; l++)                                   \
     {                                                                         \
-      const uint ia = (BUF) * BK * S + ak[l] * S + am[l];                     \
-      const uint ib = (BUF) * BK * S + bk[l] * S + bn[l];                     \
-      As[ia / 4u][ia % 4u] = ra[l];                                           \
-      Bs[ib / 4u][ib % 4u] = rb[l];                                           \
+      As[(BUF) * BK * S + ak[l] * S + am[l]] = ra[l];                         \
+      Bs[(BUF) * BK * S + bk[l] * S + bn[l]] = rb[l];                         \
     }
 
   LOAD (kbeg);
@@ -134,8 +137,10 @@ void main ()
         {
           const uint ao = cur * BK * S + k * S + ty * 4u;
           const uint bo = cur * BK * S + k * S + tx * 4u;
-          const vec4 a0 = As[ao / 4u], a1 = As[ao / 4u + 16u];
-          const vec4 b0 = Bs[bo / 4u], b1 = Bs[bo / 4u + 16u];
+          const vec4 a0 = vec4 (As[ao], As[ao + 1u], As[ao + 2u], As[ao + 3u]);
+          const vec4 a1 = vec4 (As[ao + 64u], As[ao + 65u], As[ao + 66u], As[ao + 67u]);
+          const vec4 b0 = vec4 (Bs[bo], Bs[bo + 1u], Bs[bo + 2u], Bs[bo + 3u]);
+          const vec4 b1 = vec4 (Bs[bo + 64u], Bs[bo + 65u], Bs[bo + 66u], Bs[bo + 67u]);
           c00 = fma (vec4 (a0.x), b0, c00); c01 = fma (vec4 (a0.x), b1, c01);
           c10 = fma (vec4 (a0.y), b0, c10); c11 = fma (vec4 (a0.y), b1, c11);
           c20 = fma (vec4 (a0.z), b0, c20); c21 = fma (vec4 (a0.z), b1, c21);

@@ -140,6 +140,11 @@ gboolean  rlx_quic_cc_from_name (const char *name, RlxQuicCc *cc);
  * bytes now (0 before the connection exists). */
 const char *rlx_quic_get_cc_name (RlxQuic *self);
 guint64   rlx_quic_get_cwnd (RlxQuic *self);
+/* The flow-control credit the peer gives our @stream, bytes (0 before it
+ * is open): a stream's own window, which RlxQuic never limits (the
+ * connection's is the limit: rlx-quic.c, STREAM_WINDOW), so about 2^62
+ * between two of this version. */
+guint64   rlx_quic_get_stream_credit (RlxQuic *self, RlxQuicStream stream);
 /* Smoothed RTT in microseconds (0 before the first sample). */
 guint64   rlx_quic_get_rtt_us (RlxQuic *self);
 /* The rate our sends were delivered at, bytes/s, as ngtcp2 samples it from

@@ -360,6 +360,43 @@ test_lossy_transfer (void)
   pair_clear (&p);
 }
 
+/* Flow control is the connection's alone: the peer never limits a stream
+ * by its own window, so neither side ever needs a MAX_STREAM_DATA frame —
+ * ngtcp2 0.12 can send one without raising its own limit to it, and the
+ * peer's data past the old limit then fails the connection with
+ * ERR_FLOW_CONTROL (rlx-quic.c, STREAM_WINDOW). After 24 MiB, more than
+ * any stream window a peer starts with, the credit is all but untouched. */
+static void
+test_streams_have_no_window (void)
+{
+  Pair p;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) hb = pattern (64, 9);
+
+  pair_init (&p, NULL, NULL, 0);
+  rlx_quic_start (p.a.q);
+  rlx_quic_start (p.b.q);
+  run_until (&p, both_established, 10000);
+  for (guint i = 0; i < 4; i++)
+    {
+      g_autoptr(GBytes) f = pattern (4u << 20, i);
+      g_assert_true (rlx_quic_send (p.a.q, RLX_QUIC_STREAM_BULK, f, &error));
+      g_assert_true (rlx_quic_send (p.b.q, RLX_QUIC_STREAM_BULK, f, &error));
+    }
+  g_assert_true (rlx_quic_send (p.a.q, RLX_QUIC_STREAM_CONTROL, hb, &error));
+  run_until (&p, b_has_all_bulk, 60000);
+  g_assert_null (p.a.closed);
+  g_assert_null (p.b.closed);
+  g_assert_cmpuint (p.b.rx_bytes[RLX_QUIC_STREAM_BULK], ==, (guint64) 16 << 20);
+  for (guint st = 0; st < RLX_QUIC_N_STREAMS; st++)
+    {
+      g_test_message ("stream %u: credit %" G_GUINT64_FORMAT, st,
+                      rlx_quic_get_stream_credit (p.a.q, st));
+      g_assert_cmpuint (rlx_quic_get_stream_credit (p.a.q, st), >, (guint64) 1 << 61);
+    }
+  pair_clear (&p);
+}
+
 static gboolean
 b_has_control (Pair *p)
 {
@@ -733,6 +770,7 @@ main (int argc, char **argv)
   g_test_add_func ("/remote/quic/pin-mismatch-client", test_pin_mismatch_client);
   g_test_add_func ("/remote/quic/pin-mismatch-server", test_pin_mismatch_server);
   g_test_add_func ("/remote/quic/lossy-transfer", test_lossy_transfer);
+  g_test_add_func ("/remote/quic/streams-have-no-window", test_streams_have_no_window);
   g_test_add_func ("/remote/quic/control-overtakes-bulk", test_control_overtakes_bulk);
   g_test_add_func ("/remote/quic/window-holds-a-bucket", test_window_holds_a_bucket);
   g_test_add_func ("/remote/quic/clean-close", test_clean_close);

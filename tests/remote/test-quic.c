@@ -360,6 +360,28 @@ test_lossy_transfer (void)
   pair_clear (&p);
 }
 
+/* A started pair with four 4 MiB buckets queued from a (and from b when
+ * @both_ways), then a heartbeat from a. */
+static void
+pair_start_buckets (Pair *p, gboolean both_ways)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) hb = pattern (64, 9);
+
+  pair_init (p, NULL, NULL, 0);
+  rlx_quic_start (p->a.q);
+  rlx_quic_start (p->b.q);
+  run_until (p, both_established, 10000);
+  for (guint i = 0; i < 4; i++)
+    {
+      g_autoptr(GBytes) f = pattern (4u << 20, i);
+      g_assert_true (rlx_quic_send (p->a.q, RLX_QUIC_STREAM_BULK, f, &error));
+      if (both_ways)
+        g_assert_true (rlx_quic_send (p->b.q, RLX_QUIC_STREAM_BULK, f, &error));
+    }
+  g_assert_true (rlx_quic_send (p->a.q, RLX_QUIC_STREAM_CONTROL, hb, &error));
+}
+
 /* Flow control is the connection's alone: the peer never limits a stream
  * by its own window, so neither side ever needs a MAX_STREAM_DATA frame —
  * ngtcp2 0.12 can send one without raising its own limit to it, and the
@@ -370,20 +392,8 @@ static void
 test_streams_have_no_window (void)
 {
   Pair p;
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GBytes) hb = pattern (64, 9);
 
-  pair_init (&p, NULL, NULL, 0);
-  rlx_quic_start (p.a.q);
-  rlx_quic_start (p.b.q);
-  run_until (&p, both_established, 10000);
-  for (guint i = 0; i < 4; i++)
-    {
-      g_autoptr(GBytes) f = pattern (4u << 20, i);
-      g_assert_true (rlx_quic_send (p.a.q, RLX_QUIC_STREAM_BULK, f, &error));
-      g_assert_true (rlx_quic_send (p.b.q, RLX_QUIC_STREAM_BULK, f, &error));
-    }
-  g_assert_true (rlx_quic_send (p.a.q, RLX_QUIC_STREAM_CONTROL, hb, &error));
+  pair_start_buckets (&p, TRUE);
   run_until (&p, b_has_all_bulk, 60000);
   g_assert_null (p.a.closed);
   g_assert_null (p.b.closed);
@@ -407,20 +417,10 @@ static void
 test_control_overtakes_bulk (void)
 {
   Pair p;
-  g_autoptr(GError) error = NULL;
   g_autoptr(GBytes) hb = pattern (64, 9);
 
-  pair_init (&p, NULL, NULL, 0);
-  rlx_quic_start (p.a.q);
-  rlx_quic_start (p.b.q);
-  run_until (&p, both_established, 10000);
   /* Four 4 MiB buckets queued, then one heartbeat. */
-  for (guint i = 0; i < 4; i++)
-    {
-      g_autoptr(GBytes) f = pattern (4u << 20, i);
-      g_assert_true (rlx_quic_send (p.a.q, RLX_QUIC_STREAM_BULK, f, &error));
-    }
-  g_assert_true (rlx_quic_send (p.a.q, RLX_QUIC_STREAM_CONTROL, hb, &error));
+  pair_start_buckets (&p, FALSE);
   run_until (&p, b_has_control, 30000);
   /* The heartbeat arrived before the first bucket was complete. */
   g_assert_cmpint (p.b.bulk_seen_at_control, ==, 0);

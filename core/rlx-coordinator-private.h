@@ -119,6 +119,7 @@ struct _RlxCoordinator {
 
   /* timers */
   guint            found_id, join_id;
+  guint            look_id;         /* as a leader: looks for groups it has no link to */
   guint            found_waits;
   gboolean         waiting_reported;
   gint64           rejoin_until;    /* cut off: no founding before (monotonic µs) */

@@ -11,6 +11,29 @@
 static gboolean on_found_timer (gpointer user_data);
 static gboolean on_join_retry (gpointer user_data);
 
+/* How often a leader looks for nodes of its cohort it has no link to. */
+#define LOOK_MS 2000
+
+/* A leader looks for nodes it has no link to, every LOOK_MS: another
+ * group of its cohort whose links to ours closed (a split that healed
+ * without anyone looking again, or the links a frozen node lost) only
+ * meets ours — and merges by the rule — once someone links to it. Two
+ * leaders of one term with no link between them trained on side by side,
+ * each new node joining one and then the other (issue 29, item 13). */
+static gboolean
+on_look_timer (gpointer user_data)
+{
+  RlxCoordinator *self = user_data;
+
+  if (role (self) != RLX_ROLE_LEADER || self->finished)
+    {
+      self->look_id = 0;
+      return G_SOURCE_REMOVE;
+    }
+  rlx_coordinator_emit_discover (self);
+  return G_SOURCE_CONTINUE;
+}
+
 void
 rlx_coordinator_start_found_timer (RlxCoordinator *self, guint ms)
 {
@@ -84,6 +107,10 @@ rlx_coordinator_transition (RlxCoordinator *self, RlxRole to, const char *leader
       g_clear_handle_id (&self->join_id, rlx_source_remove);
       self->waiting_reported = FALSE;
       g_clear_pointer (&self->unheard, g_hash_table_unref);
+      if (to == RLX_ROLE_LEADER && self->look_id == 0 && !self->finished)
+        self->look_id = rlx_timeout_add (LOOK_MS, on_look_timer, self);
+      else if (to != RLX_ROLE_LEADER)
+        g_clear_handle_id (&self->look_id, rlx_source_remove);
       break;
     case RLX_ROLE_STOPPED:
     case RLX_ROLE_N:

@@ -449,6 +449,7 @@ rlx_coordinator_finish (RlxCoordinator *self, gboolean success, const char *mess
   g_clear_handle_id (&self->found_id, rlx_source_remove);
   g_clear_handle_id (&self->join_id, rlx_source_remove);
   g_clear_handle_id (&self->successor_id, rlx_source_remove);
+  g_clear_handle_id (&self->look_id, rlx_source_remove);
   rlx_leader_abandon_round (self->leader);
   rlx_compute_queue_drop_assignments (self->queue);
   /* The parameters as they end, for rlx_coordinator_get_params (read after
@@ -540,6 +541,7 @@ rlx_coordinator_dispose (GObject *object)
   g_clear_handle_id (&self->found_id, rlx_source_remove);
   g_clear_handle_id (&self->join_id, rlx_source_remove);
   g_clear_handle_id (&self->successor_id, rlx_source_remove);
+  g_clear_handle_id (&self->look_id, rlx_source_remove);
   g_clear_handle_id (&self->leave_id, rlx_source_remove);
   /* No worker callback after this (the worker thread is joined). */
   g_clear_pointer (&self->queue, rlx_compute_queue_free);

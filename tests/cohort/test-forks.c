@@ -39,6 +39,11 @@
  *       dies it follows the next in line instead of taking the closed ones
  *       for gone and leading beside it (chaos.py seed 64: two leaders of
  *       term 4).
+ *   /cohort/forks/unlinked-leaders-meet   two groups of one cohort whose
+ *       links closed (a split) and that can reach each other again with
+ *       nobody looking for peers meet within seconds, because their
+ *       leaders look for nodes they have no link to, and merge by the rule
+ *       (two leaders of term 15 side by side in chaos.py --cuts seed 65).
  */
 #include "rlx-config.h"
 #include "cohort-harness.h"
@@ -526,6 +531,55 @@ test_rejoined_member_relinks (void)
 #undef JOIN
 }
 
+/* Four nodes; the network between {a, b} and {c, d} is cut, c leads the
+ * second group. Then the cut is lifted without anyone being told (the
+ * partition file names one group of all four: nothing looks for peers on
+ * that, as it does when the file goes away). The two leaders must still
+ * meet and merge. */
+static void
+test_unlinked_leaders_meet (void)
+{
+  Harness *h = harness_new ();
+  g_autofree char *cut = g_build_filename (h->dir, "partition", NULL);
+  static const char *const ids[] = { "a", "b", "c", "d" };
+  Node *n[4];
+  int i;
+  gint64 at;
+  guint marks[4];
+  gboolean met = FALSE;
+
+  for (guint k = 0; k < 4; k++)
+    {
+      n[k] = harness_join (h, ids[k], "--cohort", "unlinkedleaders", "--node", ids[k], "--batch",
+                           "8", "--steps", "100000000", "--checkpoint-every", "0",
+                           "--wait-members", k == 0 ? "4" : "1", "--fault-partition", cut, NULL);
+      harness_wait_event (h, n[k], "joined", NULL, 0, T);
+    }
+  harness_wait_event (h, n[3], "step", "step", 20, T);
+  g_assert_true (g_file_set_contents (cut, "a b\nc d\n", -1, NULL));
+  i = harness_wait_event (h, n[2], "leader", "term", 2, T);
+  g_assert_cmpstr (ev_str (node_ev (n[2], i), "node"), ==, "c");
+  at = node_max_step (n[3]);
+  harness_wait_event (h, n[3], "step", "step", at + 50, T);
+  at = node_max_step (n[1]);
+  harness_wait_event (h, n[1], "step", "step", at + 50, T);
+  for (guint k = 0; k < 4; k++)
+    marks[k] = n[k]->events->len;
+  g_assert_true (g_file_set_contents (cut, "a b c d\n", -1, NULL));
+  /* within 10 s, one side reports the merge */
+  for (gint64 waited = 0; !met && waited < 10000; waited += 250)
+    for (guint k = 0; k < 4 && !met; k++)
+      met = node_wait_event (n[k], "merged", NULL, 0, marks[k], 60) >= 0;
+  if (!met)
+    {
+      harness_dump (h);
+      g_error ("the two groups did not meet within 10 s of the cut being lifted");
+    }
+  g_assert_cmpint (g_unlink (cut), ==, 0);
+  leave_all (h, n[3], n[2], n[1], n[0], NULL);
+  harness_free (h);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -545,5 +599,6 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/forks/long-split-reports-from-split",
                    test_long_split_reports_from_split);
   g_test_add_func ("/cohort/forks/rejoined-member-relinks", test_rejoined_member_relinks);
+  g_test_add_func ("/cohort/forks/unlinked-leaders-meet", test_unlinked_leaders_meet);
   return g_test_run ();
 }

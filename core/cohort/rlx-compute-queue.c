@@ -271,9 +271,8 @@ member_step_run_untraced (RlxBackend *backend, RlxMemberStep *ms, GError **error
     return FALSE;
   if (ms->applied && ms->commit_outer.h > 0 && ms->perturb_momentum)
     rlx_outer_engine_perturb_momentum (outer_engine (self, backend));
-  if (ms->applied && ms->commit_outer.h > 0 &&
-      !rlx_outer_engine_hash (outer_engine (self, backend), backend, &ms->outer_hash, error))
-    return FALSE;
+  if (ms->applied && ms->commit_outer.h > 0)
+    ms->outer_hash = rlx_outer_engine_hash_with (outer_engine (self, backend), ms->hash);
   ms->host_bytes = rlx_backend_host_bytes (backend);
   return TRUE;
 }
@@ -421,8 +420,7 @@ outer_finish_run (RlxComputeQueue *self, RlxBackend *backend, RlxLeaderOp *op, G
                                       op->precision, op->feedback,
                                       buf ? buf + room : NULL, &op->scale, &op->hash, &local))
     return finish_refused (op, &local, error);
-  if (!rlx_outer_engine_hash (e, backend, &op->outer_hash, error))
-    return FALSE;
+  op->outer_hash = rlx_outer_engine_hash_with (e, op->hash);   /* θ's hash: the finish's */
   op->ok = TRUE;
   op->host_bytes = rlx_backend_host_bytes (backend);
   self->w.ahead_since = 0;

@@ -126,8 +126,14 @@ rlx_outer_engine_hash (RlxOuterEngine *self, RlxBackend *backend, guint64 *hash,
 
   if (!rlx_backend_params_hash (backend, &theta, error))
     return FALSE;
-  *hash = rlx_outer_hash (theta, rlx_params_hash (self->mom, self->n), self->n);
+  *hash = rlx_outer_engine_hash_with (self, theta);
   return TRUE;
+}
+
+guint64
+rlx_outer_engine_hash_with (RlxOuterEngine *self, guint64 theta_hash)
+{
+  return rlx_outer_hash (theta_hash, rlx_params_hash (self->mom, self->n), self->n);
 }
 
 const float *

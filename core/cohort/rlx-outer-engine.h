@@ -75,6 +75,9 @@ void     rlx_outer_engine_reset_feedback (RlxOuterEngine *self);
 /* The outer hash (θ from the backend, m from here). */
 gboolean rlx_outer_engine_hash  (RlxOuterEngine *self, RlxBackend *backend, guint64 *hash,
                                  GError **error);
+/* The same from θ's hash already made (rlx_backend_params_hash of the
+ * backend's θ as it is now): one pass over n floats fewer a round. */
+guint64  rlx_outer_engine_hash_with (RlxOuterEngine *self, guint64 theta_hash);
 /* The momentum (n floats), for a snapshot or checkpoint, and its load. */
 const float *rlx_outer_engine_momentum (RlxOuterEngine *self);
 void     rlx_outer_engine_load_momentum (RlxOuterEngine *self, const float *m);

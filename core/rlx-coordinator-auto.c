@@ -6,8 +6,7 @@
  * `--json`, the app and the logs show what auto sees. The leader, when the
  * cohort asked for auto, also notes the slowest rank's compute time of one
  * inner step after each commit (its own measured speed and each member's,
- * at their batches, or in the outer mode their inner steps alone), and in
- * the outer mode an outer round's own cost beyond those steps, and,
+ * at their batches, or in the outer mode their inner steps alone) and,
  * when RlxSyncAuto says a choice is due — after a commit, or as the leader
  * begins its first rounds (a provisional choice over a remote link) —
  * chooses through rlx_coordinator_rechoose_sync (which announces it in the step
@@ -85,35 +84,6 @@ slowest_step_ms (RlxCoordinator *self)
   return worst;
 }
 
-/* An outer round's own cost, ms, on the rank where it is largest: the time
- * its share of the round took (the leader's own: its sums and finish run
- * between its inner steps too; a member's as its grad says, without its
- * apply) less its inner steps (-1: not in the outer mode, or nothing
- * measured). The rounds were of the H in force (a new H is measured
- * within a few rounds: the figures are smoothed). */
-static double
-round_cost_ms (RlxCoordinator *self)
-{
-  guint h = rlx_sync_state_h (self->ctx.sync);
-  double worst = -1.0;
-  GPtrArray *ids = rlx_cohort_members (&self->ctx);
-
-  if (rlx_sync_state_mode (self->ctx.sync) != RLX_SYNC_OUTER || h == 0)
-    return -1.0;
-  if (self->ctx.self_inner_us > 0 && self->ctx.self_compute_us > 0)
-    worst = MAX (0.0, (self->ctx.self_compute_us - h * self->ctx.self_inner_us) / 1000.0);
-  for (guint i = 0; ids != NULL && i < ids->len; i++)
-    {
-      const char *id = g_ptr_array_index (ids, i);
-      RlxPeer *p = rlx_cohort_is_self (&self->ctx, id) ? NULL
-                                                       : rlx_peer_set_lookup (self->peers, id);
-
-      if (p != NULL && p->inner_us > 0 && p->compute_us > 0)
-        worst = MAX (worst, MAX (0.0, (p->compute_us - h * p->inner_us) / 1000.0));
-    }
-  return worst;
-}
-
 static void
 emit_links (RlxCoordinator *self, gint64 now)
 {
@@ -176,10 +146,7 @@ consider (RlxCoordinator *self, guint n_members, gboolean note_step)
       self->autosync_term = rlx_leadership_get_term (self->lead);
     }
   if (note_step)
-    {
-      rlx_sync_auto_note_step (a, slowest_step_ms (self));
-      rlx_sync_auto_note_round_cost (a, round_cost_ms (self));
-    }
+    rlx_sync_auto_note_step (a, slowest_step_ms (self));
   if (rlx_sync_auto_due (a, now, MAX (n_members, 1),
                          (guint64) self->n * rlx_precision_element_size (self->ctx.precision),
                          &in))

@@ -11,17 +11,15 @@ struct _RlxSyncAuto
   RlxLinkEstimates *est;
   double            steps[STEP_WINDOW];
   guint             step_next, step_n, steps_noted;
-  double            costs[STEP_WINDOW];
-  guint             cost_next, cost_n;
   RlxSyncLink      *links;          /* the last inputs' links */
   guint             pending_ranks;  /* what the last due was for */
-  double            pending_step, pending_cost;
+  double            pending_step;
   gboolean          pending_local, pending_provisional;
   /* the last choice */
   guint             choices;
   gint64            chosen_at;
   guint             chosen_ranks;
-  double            chosen_step, chosen_cost;
+  double            chosen_step;
   gboolean          chosen_local;        /* every link was on this host */
   gboolean          chosen_provisional;  /* made before the links and steps were measured */
 };
@@ -75,40 +73,6 @@ rlx_sync_auto_step_ms (RlxSyncAuto *self)
   return self->step_n ? sum / self->step_n : 0.0;
 }
 
-void
-rlx_sync_auto_note_round_cost (RlxSyncAuto *self, double cost_ms)
-{
-  g_return_if_fail (self != NULL);
-  if (!isfinite (cost_ms) || cost_ms < 0.0)
-    return;
-  self->costs[self->cost_next] = cost_ms;
-  self->cost_next = (self->cost_next + 1) % STEP_WINDOW;
-  self->cost_n = MIN (self->cost_n + 1, STEP_WINDOW);
-}
-
-double
-rlx_sync_auto_round_cost_ms (RlxSyncAuto *self)
-{
-  double sum = 0.0;
-
-  g_return_val_if_fail (self != NULL, 0.0);
-  for (guint i = 0; i < self->cost_n; i++)
-    sum += self->costs[i];
-  return self->cost_n ? sum / self->cost_n : 0.0;
-}
-
-/* @now moved from @then by more than the drift (a first figure, from
- * none, too; none now is no move) */
-static gboolean
-moved (double now, double then)
-{
-  if (now <= 0.0)
-    return FALSE;
-  if (then <= 0.0)
-    return TRUE;
-  return now > then * RLX_SYNC_AUTO_DRIFT || now < then / RLX_SYNC_AUTO_DRIFT;
-}
-
 static gboolean
 all_local (RlxLinkEstimates *est)
 {
@@ -126,14 +90,13 @@ gboolean
 rlx_sync_auto_due (RlxSyncAuto *self, gint64 now_us, guint n_ranks, guint64 exchange_bytes,
                    RlxSyncInputs *inputs)
 {
-  double step, cost;
+  double step;
   gboolean local, ranks_changed, provisional = FALSE;
   guint n = 0;
 
   g_return_val_if_fail (self != NULL && inputs != NULL, FALSE);
   local = all_local (self->est);
   step = rlx_sync_auto_step_ms (self);
-  cost = rlx_sync_auto_round_cost_ms (self);
   ranks_changed = self->choices == 0 || n_ranks != self->chosen_ranks;
   if (!local)
     {
@@ -153,8 +116,7 @@ rlx_sync_auto_due (RlxSyncAuto *self, gint64 now_us, guint n_ranks, guint64 exch
       else if (!ranks_changed && !self->chosen_provisional && !self->chosen_local)
         {
           gboolean step_moved = step > self->chosen_step * RLX_SYNC_AUTO_DRIFT ||
-                                step < self->chosen_step / RLX_SYNC_AUTO_DRIFT ||
-                                moved (cost, self->chosen_cost);
+                                step < self->chosen_step / RLX_SYNC_AUTO_DRIFT;
 
           if (now_us - self->chosen_at < RLX_SYNC_AUTO_HOLD_US)
             return FALSE;
@@ -169,12 +131,10 @@ rlx_sync_auto_due (RlxSyncAuto *self, gint64 now_us, guint n_ranks, guint64 exch
   self->links = rlx_link_estimates_sync_links (self->est, &n);
   *inputs = (RlxSyncInputs) {
     .links = self->links, .n_links = n, .n_ranks = n_ranks,
-    .exchange_bytes = exchange_bytes, .step_ms = self->step_n > 0 ? step : 0.0,
-    .round_cost_ms = self->step_n > 0 ? cost : 0.0, .max_h = 0,
+    .exchange_bytes = exchange_bytes, .step_ms = self->step_n > 0 ? step : 0.0, .max_h = 0,
   };
   self->pending_ranks = n_ranks;
   self->pending_step = step;
-  self->pending_cost = cost;
   self->pending_local = local;
   self->pending_provisional = provisional;
   return TRUE;
@@ -189,7 +149,6 @@ rlx_sync_auto_chosen (RlxSyncAuto *self, gint64 now_us)
   self->chosen_at = now_us;
   self->chosen_ranks = self->pending_ranks;
   self->chosen_step = self->pending_step;
-  self->chosen_cost = self->pending_cost;
   self->chosen_local = self->pending_local;
   self->chosen_provisional = self->pending_provisional;
 }

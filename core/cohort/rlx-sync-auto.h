@@ -61,13 +61,6 @@ RlxLinkEstimates *rlx_sync_auto_estimates (RlxSyncAuto *self);
 void              rlx_sync_auto_note_step (RlxSyncAuto *self, double step_ms);
 /* The smoothed step time (0: none noted yet). */
 double            rlx_sync_auto_step_ms   (RlxSyncAuto *self);
-/* An outer round's own cost, @cost_ms (finite, ≥ 0; others are ignored):
- * its work beyond its inner steps on the rank where it is largest, as the
- * caller measured it after a commit. Smoothed as the step is, and passed
- * to the chooser (rlx-sync-policy.h's round_cost_ms); it moving by more
- * than RLX_SYNC_AUTO_DRIFT counts as the step time moving. */
-void              rlx_sync_auto_note_round_cost (RlxSyncAuto *self, double cost_ms);
-double            rlx_sync_auto_round_cost_ms   (RlxSyncAuto *self);
 
 /* At monotonic time @now_us, for a cohort of @n_ranks (the leader
  * included) exchanging arrays of @exchange_bytes: whether a choice is due

@@ -158,7 +158,6 @@ rlx_sync_choose (const RlxSyncInputs *in, RlxSyncChoice *out, GError **error)
   const RlxSyncLink *worst = NULL;
   double exchange = 0.0, worst_rate = 0.0, bytes;
   guint members, max_h, h, fragments = 1;
-  gboolean by_cost = FALSE;
   g_autofree char *rate = NULL, *rtt = NULL, *ex = NULL, *step = NULL, *frag = NULL;
   const char *name;
 
@@ -174,8 +173,6 @@ rlx_sync_choose (const RlxSyncInputs *in, RlxSyncChoice *out, GError **error)
     }
   if (!isfinite (in->step_ms) || in->step_ms < 0.0)
     return bad_input (error, "a step time of", in->step_ms);
-  if (!isfinite (in->round_cost_ms) || in->round_cost_ms < 0.0)
-    return bad_input (error, "a round's own cost of", in->round_cost_ms);
   members = in->n_ranks - 1;
   bytes = (double) in->exchange_bytes;
   max_h = in->max_h ? in->max_h : RLX_SYNC_MAX_H;
@@ -242,10 +239,7 @@ rlx_sync_choose (const RlxSyncInputs *in, RlxSyncChoice *out, GError **error)
 
   {
     double need = ceil (RLX_SYNC_MARGIN * exchange / in->step_ms);
-    double cost = ceil (in->round_cost_ms / (RLX_SYNC_ROUND_COST_SHARE * in->step_ms));
 
-    by_cost = cost > need && cost > (double) RLX_SYNC_MIN_H;
-    need = MAX (need, cost);
     h = need >= (double) max_h ? max_h : MAX ((guint) need, RLX_SYNC_MIN_H);
     h = MIN (h, max_h);
   }
@@ -258,7 +252,7 @@ rlx_sync_choose (const RlxSyncInputs *in, RlxSyncChoice *out, GError **error)
   {
     gboolean capped = h == max_h && (double) h * in->step_ms < RLX_SYNC_MARGIN * exchange;
     double compute = (double) h * in->step_ms;
-    g_autofree char *how = NULL, *cost = NULL;
+    g_autofree char *how = NULL;
 
     if (compute >= RLX_SYNC_MARGIN * exchange)
       how = g_strdup_printf ("hides behind %u steps of %s", h, step);
@@ -268,18 +262,10 @@ rlx_sync_choose (const RlxSyncInputs *in, RlxSyncChoice *out, GError **error)
     else
       how = g_strdup_printf ("does not hide behind %u steps of %s, so rounds will wait for "
                              "it", h, step);
-    if (by_cost)
-      {
-        g_autofree char *c = rlx_sync_format_ms (in->round_cost_ms);
-
-        cost = g_strdup_printf ("; a round's own %s is %.0f%% of them", c,
-                                100.0 * in->round_cost_ms / compute);
-      }
     out->reason = g_strdup_printf ("outer every %u steps%s%s: link to %s %s%s, %s; the %s "
-                                   "exchange %s%s", h, frag,
+                                   "exchange %s", h, frag,
                                    capped ? " (the most that trains well)" : "", name, rate,
-                                   worst->bytes_per_s > 0.0 ? "" : " (assumed)", rtt, ex, how,
-                                   cost ? cost : "");
+                                   worst->bytes_per_s > 0.0 ? "" : " (assumed)", rtt, ex, how);
   }
   return TRUE;
 }

@@ -15,11 +15,8 @@
  *     links; when step mode's per-step exchange costs under
  *     RLX_SYNC_STEP_FRACTION of a step: `step`;
  *   - else `outer:H` with the smallest H whose compute hides the exchange
- *     with a margin, H · step ≥ RLX_SYNC_MARGIN · exchange, and whose
- *     compute makes a round's own measured cost (the work of a round
- *     beyond its inner steps on the rank where it is largest) at most
- *     RLX_SYNC_ROUND_COST_SHARE of it, H · step · share ≥ round cost; at
- *     least RLX_SYNC_MIN_H, and never more than the most H training tolerates
+ *     with a margin, H · step ≥ RLX_SYNC_MARGIN · exchange, at least
+ *     RLX_SYNC_MIN_H, and never more than the most H training tolerates
  *     (the model's bound, rlx_sync_max_h_for_model, from
  *     scripts/sim-outer.py: BENCHMARKS.md "Outer mode") — at that bound
  *     the reason says the link is not fully hidden;
@@ -70,11 +67,6 @@ typedef enum {
  * more rounds per sample the outer momentum grew unstable sooner
  * (BENCHMARKS.md, "Accuracy per sample at the defaults"). */
 #define RLX_SYNC_MIN_H                20u
-/* A round's own cost (above) at most this share of its compute: at 5 %,
- * two ranks make 1.9× one rank. Issue 28's device run over 1 Gbit/s:
- * mnist-mlp-xl at H 20 made 1.80× (a round's own cost ~58 ms against 520
- * ms of inner steps), its link hidden 4× over. */
-#define RLX_SYNC_ROUND_COST_SHARE     0.05
 /* The most H `auto` picks. scripts/sim-outer.py (Fashion-MNIST, inner SGD
  * 0.05 at batch 256, outer Nesterov 0.7/0.9; 104 runs, none diverged, H=200
  * included) puts it here: at 2 ranks and equal samples, H ≤ 50 stays within
@@ -149,8 +141,6 @@ typedef struct {
   guint              n_ranks;        /* the leader included          */
   guint64            exchange_bytes; /* one array at the wire precision */
   double             step_ms;        /* measured time of one inner step (0: not yet) */
-  double             round_cost_ms;  /* measured cost of an outer round beyond its inner
-                                      * steps, the largest of the ranks' (0: not yet) */
   guint              max_h;          /* 0: RLX_SYNC_MAX_H (the model's:
                                       * rlx_sync_max_h_for_model)     */
 } RlxSyncInputs;

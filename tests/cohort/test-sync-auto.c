@@ -192,26 +192,6 @@ test_slow_link (void)
   g_assert_true (rlx_sync_auto_due (a, now + RLX_SYNC_AUTO_HOLD_US, 2, XL_F32, &in));
   rlx_sync_auto_chosen (a, now + RLX_SYNC_AUTO_HOLD_US);
   now += RLX_SYNC_AUTO_HOLD_US;
-  /* a round's own cost, first measured: in the inputs, due after the hold;
-   * the same again: nothing; doubled: due */
-  g_assert_cmpfloat (rlx_sync_auto_round_cost_ms (a), ==, 0.0);
-  rlx_sync_auto_note_round_cost (a, NAN);
-  rlx_sync_auto_note_round_cost (a, -1.0);
-  g_assert_cmpfloat (rlx_sync_auto_round_cost_ms (a), ==, 0.0);
-  rlx_sync_auto_note_round_cost (a, 40.0);
-  rlx_sync_auto_note_round_cost (a, 60.0);
-  g_assert_cmpfloat_with_epsilon (rlx_sync_auto_round_cost_ms (a), 50.0, 1e-9);
-  g_assert_false (rlx_sync_auto_due (a, now + 1, 2, XL_F32, &in));
-  g_assert_true (rlx_sync_auto_due (a, now + RLX_SYNC_AUTO_HOLD_US, 2, XL_F32, &in));
-  g_assert_cmpfloat_with_epsilon (in.round_cost_ms, 50.0, 1e-9);
-  rlx_sync_auto_chosen (a, now + RLX_SYNC_AUTO_HOLD_US);
-  now += RLX_SYNC_AUTO_HOLD_US;
-  g_assert_false (rlx_sync_auto_due (a, now + RLX_SYNC_AUTO_HOLD_US, 2, XL_F32, &in));
-  for (guint i = 0; i < 8; i++)
-    rlx_sync_auto_note_round_cost (a, 100.0);
-  g_assert_true (rlx_sync_auto_due (a, now + RLX_SYNC_AUTO_HOLD_US, 2, XL_F32, &in));
-  rlx_sync_auto_chosen (a, now + RLX_SYNC_AUTO_HOLD_US);
-  now += RLX_SYNC_AUTO_HOLD_US;
   /* a member joins: while its link is not measured, the measured choice
    * stands (no provisional one over it) */
   rlx_link_estimates_add (est, "host-c", FALSE);

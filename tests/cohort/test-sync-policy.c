@@ -230,41 +230,6 @@ test_model_bound (void)
   rlx_sync_choice_clear (&out);
 }
 
-/* A round's own cost counts (RLX_SYNC_ROUND_COST_SHARE): issue 28's 1 Gbit/s
- * link hides behind the least H for mnist-mlp-xl's 26 ms steps, but a
- * round's own 58 ms is 11 % of 20 of them; H grows until it is 5 %, and no
- * further than the bound. */
-static void
-test_round_cost (void)
-{
-  RlxSyncLink link = { "b", FALSE, 0.5, 125e6 };
-  RlxSyncInputs in = { &link, 1, 2, XL_F32, 26.0, 0 };
-  RlxSyncChoice out = { 0 };
-  g_autoptr(GError) error = NULL;
-
-  g_assert_true (rlx_sync_choose (&in, &out, NULL));
-  g_assert_cmpuint (out.h, ==, RLX_SYNC_MIN_H);           /* the link alone */
-  g_assert_null (strstr (out.reason, "own"));
-  rlx_sync_choice_clear (&out);
-  in.round_cost_ms = 58.0;                                /* ceil (58 / (0.05 × 26)) */
-  g_assert_true (rlx_sync_choose (&in, &out, NULL));
-  g_assert_cmpuint (out.h, ==, 45);
-  g_assert_nonnull (strstr (out.reason, "a round's own 58 ms is 5% of them"));
-  rlx_sync_choice_clear (&out);
-  in.round_cost_ms = 1.0;                                 /* a small cost: the least H */
-  g_assert_true (rlx_sync_choose (&in, &out, NULL));
-  g_assert_cmpuint (out.h, ==, RLX_SYNC_MIN_H);
-  rlx_sync_choice_clear (&out);
-  in.round_cost_ms = 500.0;                               /* never past the bound */
-  g_assert_true (rlx_sync_choose (&in, &out, NULL));
-  g_assert_cmpuint (out.h, ==, RLX_SYNC_MAX_H);
-  rlx_sync_choice_clear (&out);
-  in.round_cost_ms = NAN;
-  g_assert_false (rlx_sync_choose (&in, &out, &error));
-  g_assert_error (error, RLX_SYNC_ERROR, RLX_SYNC_ERROR_INVALID);
-  g_assert_nonnull (strstr (error->message, "round's own cost"));
-}
-
 static void
 test_bad_inputs (void)
 {
@@ -299,6 +264,5 @@ main (int argc, char **argv)
   g_test_add_func ("/sync-policy/worst-link", test_worst_link);
   g_test_add_func ("/sync-policy/bad-inputs", test_bad_inputs);
   g_test_add_func ("/sync-policy/model-bound", test_model_bound);
-  g_test_add_func ("/sync-policy/round-cost", test_round_cost);
   return g_test_run ();
 }

@@ -214,6 +214,8 @@ rlx_follower_stepped (RlxFollower *self, RlxMemberStep *ms, const GError *error)
       /* (M.send before the hand-off, M.sent after: the leader may receive
        * the bucket in between) */
       rlx_trace ("M.send", ms->step);
+      /* (who sends it: the leader's L.rx.node of it says the same) */
+      rlx_trace ("M.node", g_str_hash (ctx->node_id));
       if (lp)
         OWNER (send_frame, lp, ms->refused ? RLX_SEND_CONTROL : RLX_SEND_BULK, ms->frame,
                ms->refused ? 0 : ctx->n, ms->precision);

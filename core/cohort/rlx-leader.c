@@ -1074,6 +1074,8 @@ rlx_leader_on_grad (RlxLeader *self, RlxPeer *p, RlxMsg *m)
   guint64 mine;
 
   rlx_trace ("L.rx", g->step);
+  /* who sent it: the member's M.node says the same hash of its id */
+  rlx_trace ("L.rx.node", g_str_hash (p->id));
   if (g->term != rlx_leadership_get_term (self->ctx->lead))
     return;
   if (overlapped (self) && !ms->has_held &&

@@ -5,6 +5,7 @@
                  [--seconds S] [--warmup W] [--models a,b] [--out DIR]
                  [--torch-ref PATH] [--quick]
   outer-bench.py RLX_RANK --one '{"model": ..., "ranks": N, "shape": SPEC, "sync": MODE}'
+                 (and "pin": C: rank i alone on core C + i)
   outer-bench.py RLX_RANK --plan rate --rate-configs JSON | --rate-extra JSON
 
 A configuration may also name "precision" (the wire's, --precision; f32 when
@@ -393,7 +394,11 @@ def main():
         cfg = json.loads(a.one)
         cfg.setdefault("seconds", a.seconds)
         cfg.setdefault("warmup", a.warmup)
-        print(json.dumps(run_cohort(a.rank, cfg, [None] * cfg["ranks"])))
+        # "pin": C puts rank i on core C + i alone (as the rate plan's
+        # scheduler does); without it the ranks run on any core
+        pin = cfg.get("pin")
+        cores = [{pin + i} for i in range(cfg["ranks"])] if pin is not None else [None] * cfg["ranks"]
+        print(json.dumps(run_cohort(a.rank, cfg, cores)))
         return 0
 
     models = a.models.split(",")

@@ -278,6 +278,19 @@ test_overlap (void)
     }
   path = g_strdup_printf ("%s/trace-%s.tsv", dir, member_pid);
   trace = harness_read_trace (path);
+  /* the leader's trace says whose bucket it took (scripts/device/outer-trace.py
+   * matches the two by this hash) */
+  {
+    g_autofree char *lpath = g_strdup_printf ("%s/trace-%s.tsv", dir,
+                                              g_strcmp0 (member_pid, leader_pid) == 0
+                                              ? g_subprocess_get_identifier (n[1]->proc)
+                                              : leader_pid);
+    g_autoptr(GHashTable) ltrace = harness_read_trace (lpath);
+    guint hash = g_str_hash (g_strcmp0 (member_pid, leader_pid) == 0 ? "a-lead" : "b-member");
+
+    harness_trace_at (ltrace, "L.rx.node", hash);
+    harness_trace_at (trace, "M.node", hash);
+  }
   for (gint64 k = 1; k + 2 <= 8; k++)
     {
       gint64 run = harness_trace_at (trace, "M.run", k + 1);

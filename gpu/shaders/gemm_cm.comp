@@ -66,10 +66,8 @@ layout(std430, set = 0, binding = 1) readonly buffer BufB4 { vec4 b4[]; };
 /* ... and as 16-byte chunks of 8 halves (A_H, B_H) */
 layout(std430, set = 0, binding = 0) readonly buffer BufA8 { uvec4 a8[]; };
 layout(std430, set = 0, binding = 1) readonly buffer BufB8 { uvec4 b8[]; };
-/* (C and D are never the same buffer: restrict lets the epilogue's reads
- * of D go ahead of its stores to C) */
-layout(std430, set = 0, binding = 2) restrict writeonly buffer BufC { float c[]; };
-layout(std430, set = 0, binding = 3) restrict readonly buffer BufD { float d[]; };
+layout(std430, set = 0, binding = 2) writeonly buffer BufC { float c[]; };
+layout(std430, set = 0, binding = 3) readonly buffer BufD { float d[]; };
 
 layout(push_constant) uniform Push {
   uint M, N, K;
@@ -249,27 +247,13 @@ void main ()
         coopMatStoreNV (acc[i][j], Cs, stage, 16u, false);
         subgroupMemoryBarrierShared ();
         subgroupBarrier ();
-        /* all 8 of this lane through the epilogue (its reads of D issued
-         * together), then the 8 stores */
-        /* (two vectors, not an array, which a driver may put in local memory) */
-        vec4 o0, o1;
-        [[unroll]] for (uint q = 0u; q < 4u; q++)
+        [[unroll]] for (uint q = 0u; q < 8u; q++)
           {
-            const uint e0 = lane + q * 32u, e1 = lane + (q + 4u) * 32u;
-            const uint m_0 = m0 + wm + i * 16u + e0 / 16u, m_1 = m0 + wm + i * 16u + e1 / 16u;
-            const uint n_0 = n0 + wn + j * 16u + e0 % 16u, n_1 = n0 + wn + j * 16u + e1 % 16u;
-            o0[q] = (m_0 < p.M && n_0 < p.N) ? epilogue (Cs[stage + e0], m_0, n_0) : 0.0;
-            o1[q] = (m_1 < p.M && n_1 < p.N) ? epilogue (Cs[stage + e1], m_1, n_1) : 0.0;
-          }
-        [[unroll]] for (uint q = 0u; q < 4u; q++)
-          {
-            const uint e0 = lane + q * 32u, e1 = lane + (q + 4u) * 32u;
-            const uint m_0 = m0 + wm + i * 16u + e0 / 16u, m_1 = m0 + wm + i * 16u + e1 / 16u;
-            const uint n_0 = n0 + wn + j * 16u + e0 % 16u, n_1 = n0 + wn + j * 16u + e1 % 16u;
-            if (m_0 < p.M && n_0 < p.N)
-              c[cbase + m_0 * p.ldc + n_0] = o0[q];
-            if (m_1 < p.M && n_1 < p.N)
-              c[cbase + m_1 * p.ldc + n_1] = o1[q];
+            const uint e = lane + q * 32u;
+            const uint m = m0 + wm + i * 16u + e / 16u;
+            const uint n = n0 + wn + j * 16u + e % 16u;
+            if (m < p.M && n < p.N)
+              c[cbase + m * p.ldc + n] = epilogue (Cs[stage + e], m, n);
           }
         subgroupBarrier ();
       }

@@ -73,8 +73,10 @@ typedef struct {
    * room for more; FALSE (its inbox is full): the flow-control credit of
    * everything received from then on is held until rlx_quic_resume_rx, so
    * the peer stalls once its window is spent. Memory held for a consumer
-   * that stopped is then at most its inbox, one frame and the receive
-   * windows (16 MiB to start, ngtcp2 may grow them to 96 MiB). */
+   * that stopped is then at most its inbox, the frame that filled it, the
+   * connection's window (the only flow control: 16 MiB to start, ngtcp2
+   * may grow it to 96 MiB) and a frame in progress on each stream (its
+   * bytes' credit goes back as they arrive: up to max_frame each). */
   gboolean (*frame)       (RlxQuicStream stream, GBytes *frame, gpointer user_data);
   /* Frames were written into packets: @written[stream] is the total of
    * their lengths (prefixes excluded) since the start, per stream. */

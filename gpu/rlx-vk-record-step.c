@@ -94,16 +94,14 @@ cm_rereads (RlxVkTrainer *t, guint M, guint N, guint K, gboolean a)
 }
 
 /* --compute f16: @count floats that its GEMMs re-read @rereads times in
- * all, rounded to f16 once (rlx_vkt_rec_to_f16) where that moves fewer
- * bytes: each re-read saves 2 bytes an element, the pass costs 6 (4 read,
- * 2 written) and a dispatch with its barrier, ~4 µs or 16 MiB of traffic.
- * mnist-mlp-xl's operands pass at 1024 to 8192; mnist-mlp's (784 → 128 →
- * 10) fail at 1024, where the pass measured slower (5.49 M against
- * 5.71 M samples/s, H200). */
+ * all, rounded to f16 once (rlx_vkt_rec_to_f16) where rlx_vk_f16_copy_pays
+ * says: mnist-mlp-xl's operands at 1024 to 8192, none of mnist-mlp's (784
+ * → 128 → 10) at 1024, where copies measured slower (5.49 M against
+ * 5.71 M samples/s, H200, BENCHMARKS.md). */
 static void
 dense_to_f16 (Rec *r, Buf *src, guint off, guint count, guint rereads, float scale)
 {
-  if (rereads >= 4 && (guint64) count * (2 * rereads - 6) >= 16u * 1024 * 1024)
+  if (rlx_vk_f16_copy_pays (count, rereads))
     rlx_vkt_rec_to_f16 (r, src, off, count, scale);
 }
 

@@ -904,6 +904,12 @@ rlx_vk_gemm_is_f16 (guint M, guint N, guint K)
   return rlx_vk_gemm_compute (RLX_VK_COMPUTE_F16, M, N, K, TRUE) == RLX_VK_COMPUTE_F16;
 }
 
+gboolean
+rlx_vk_f16_copy_pays (guint64 count, guint rereads)
+{
+  return rereads >= 4 && count * (2 * (guint64) rereads - 6) >= 16u * 1024 * 1024;
+}
+
 float
 rlx_vk_f16_grad_scale (guint n)
 {

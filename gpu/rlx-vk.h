@@ -171,6 +171,13 @@ RlxVkCompute     rlx_vk_gemm_compute  (RlxVkCompute compute, guint M, guint N, g
 /* rlx_vk_gemm_compute (f16, M, N, K, plain) is f16 (the CPU's emulation of
  * the step: rlx_cpu_trainer_set_f16) */
 gboolean         rlx_vk_gemm_is_f16   (guint M, guint N, guint K);
+/* --compute f16: whether rounding an operand of @count floats to f16 once
+ * (a pass of its own) moves fewer bytes than the tensor-core GEMMs that
+ * re-read it @rereads times in all would convert: each re-read of the copy
+ * saves 2 bytes an element, the pass costs 6 (4 read, 2 written) and a
+ * dispatch with its barrier, ~4 µs or 16 MiB of traffic. Pure: the
+ * trainer records by it (RLX_VK_CM_HALF). */
+gboolean         rlx_vk_f16_copy_pays (guint64 count, guint rereads);
 /* The loss scaling at f16, batch @n: the backward GEMMs' A (a gradient, at
  * most 1/n in magnitude) is multiplied by 64·2^⌈log2 n⌉ before it is
  * rounded to f16, and the product divided by it (powers of two: exact

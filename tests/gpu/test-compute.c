@@ -7,7 +7,8 @@
  *     32 wide), bf16 always refused (not built), f32 never;
  *   - the dispatch logic: which requests meet which devices at f16 (never
  *     the CPU, never a fall back to f32), and which GEMMs of a step run on
- *     tensor cores (rlx_vk_gemm_compute: none at f32);
+ *     tensor cores (rlx_vk_gemm_compute: none at f32), and which of their
+ *     operands get an f16 copy of their own (rlx_vk_f16_copy_pays);
  *   - on lavapipe itself: the refusal with its reason, and that --compute
  *     f32 is the default path bit for bit (rlx-rank's --compute:
  *     test-resolve.c, /gpu/resolve/compute-cli).
@@ -269,6 +270,30 @@ test_candidates (void)
   assert_has (error->message, "no Vulkan loader (x)");
 }
 
+/* Which operands of mnist-mlp-xl's and mnist-mlp's tensor-core GEMMs get
+ * an f16 copy of their own (RLX_VK_CM_HALF): re-reads are tiles of 128
+ * across the other dimension, summed over the operand's GEMMs. */
+static void
+test_copy_rule (void)
+{
+  /* mnist-mlp-xl 8192: the input (8 + 8), the first weights (64), a
+   * hidden gradient's 7 for dW 1 */
+  g_assert_true (rlx_vk_f16_copy_pays (8192ull * 784, 16));
+  g_assert_true (rlx_vk_f16_copy_pays (1024ull * 784, 64));
+  g_assert_true (rlx_vk_f16_copy_pays (8192ull * 1024, 7));
+  /* mnist-mlp-xl 1024: the input still (16), not the first weights (8) */
+  g_assert_true (rlx_vk_f16_copy_pays (1024ull * 784, 16));
+  g_assert_false (rlx_vk_f16_copy_pays (1024ull * 784, 8));
+  /* mnist-mlp 1024: nothing (the input is read once by each GEMM, the
+   * weights and the gradient are small) */
+  g_assert_false (rlx_vk_f16_copy_pays (1024ull * 784, 2));
+  g_assert_false (rlx_vk_f16_copy_pays (784ull * 128, 8));
+  g_assert_false (rlx_vk_f16_copy_pays (1024ull * 128, 7));
+  /* under 4 re-reads never, however large; none at all */
+  g_assert_false (rlx_vk_f16_copy_pays (G_GUINT64_CONSTANT (1) << 40, 3));
+  g_assert_false (rlx_vk_f16_copy_pays (0, 1000));
+}
+
 /* Which GEMMs of a step run on tensor cores. */
 static void
 test_gemm_rule (void)
@@ -509,6 +534,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gpu/compute/device-check", test_device_check);
   g_test_add_func ("/gpu/compute/candidates", test_candidates);
   g_test_add_func ("/gpu/compute/gemm-rule", test_gemm_rule);
+  g_test_add_func ("/gpu/compute/copy-rule", test_copy_rule);
   g_test_add_func ("/gpu/compute/lavapipe", test_lavapipe);
   g_test_add_func ("/gpu/compute/f16-reference", test_f16_reference);
   g_test_add_func ("/gpu/compute/f16-gradients", test_f16_gradients);

@@ -199,6 +199,20 @@ synthetic_fill (const guint32 key[2], guint8 classes[RLX_N_CLASSES][49],
     }
 }
 
+/* RLX_SYNTHETIC_TRAIN: the training split's size, 1,000 to 10,000,000
+ * (60,000 otherwise) — an epoch long enough that rounds of many ranks are
+ * not cut at its end (a benchmark's knob; every rank must see the same). */
+static guint
+synthetic_train (void)
+{
+  const char *v = g_getenv ("RLX_SYNTHETIC_TRAIN");
+  guint64 n;
+
+  if (v == NULL || !g_ascii_string_to_unsigned (v, 10, 1000, 10000000, &n, NULL))
+    return SYNTHETIC_TRAIN;
+  return (guint) n;
+}
+
 static RlxDataset *
 synthetic_open (guint64 seed)
 {
@@ -218,7 +232,7 @@ synthetic_open (guint64 seed)
           classes[c][cell + k] = (out[k] >> 31) & 1;
       }
 
-  self->size[RLX_SPLIT_TRAIN] = SYNTHETIC_TRAIN;
+  self->size[RLX_SPLIT_TRAIN] = synthetic_train ();
   self->size[RLX_SPLIT_TEST] = SYNTHETIC_TEST;
   for (int s = 0; s < 2; s++)
     {

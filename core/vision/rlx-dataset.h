@@ -6,6 +6,9 @@
  *                    from Philox4x32-10 with counter i (test samples continue
  *                    the counter at 60,000) keyed by the dataset seed.
  *                    Class-dependent patterns plus noise: learnable.
+ *                    RLX_SYNTHETIC_TRAIN=N (1,000–10,000,000) makes the
+ *                    train split N samples (the test split keeps its
+ *                    10,000, its counters then start at N).
  *   "fashion-mnist": the IDX .gz files of Debian's dataset-fashion-mnist.
  * A dataset is immutable once opened and may be read from any thread.
  */

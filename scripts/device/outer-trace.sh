@@ -8,11 +8,13 @@
 #   device: command 'bash scripts/device/outer-trace.sh'  carry [".devcarry-cpu"]
 #           kind nvidia-h200   timeout_s 200
 #
-# RLX_OT_RUNS: "MODEL:RANKS:FIRST_CORE ..." (default "mnist-mlp-xl:8:0
-# mnist-mlp:8:8": both at once on disjoint cores, each rank alone on its
-# core, as outer-bench.py's rate plan runs them), RLX_OT_SHAPE (200M50),
+# RLX_OT_RUNS: "MODEL:RANKS:FIRST_CORE[:DATASET] ..." (default
+# "mnist-mlp-xl:8:0 mnist-mlp:8:8": both at once on disjoint cores, each rank
+# alone on its core, as outer-bench.py's rate plan runs them; DATASET
+# fashion-mnist, or synthetic, whose epoch RLX_SYNTHETIC_TRAIN sizes),
+# RLX_OT_SHAPE (200M50),
 # RLX_OT_SYNC (auto), RLX_OT_SECONDS (8), RLX_OT_WARMUP (4). Writes
-# $OUT/MODEL-RANKS/trace-PID.tsv.gz (one a rank), run.json (outer-bench.py
+# $OUT/MODEL-RANKS-DATASET/trace-PID.tsv.gz (one a rank), run.json (outer-bench.py
 # --one's result: the leader's events, what auto chose) and log.txt.
 set -u -o pipefail
 OUT=${OUT:-/tmp/rlx-device-out}
@@ -41,11 +43,12 @@ echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores
   "siblings of cpu0: $(cat /sys/devices/system/cpu/cpu0/topology/thread_siblings_list 2>/dev/null)"
 pids=()
 for r in ${RLX_OT_RUNS:-"mnist-mlp-xl:8:0 mnist-mlp:8:8"}; do
-  IFS=: read -r model ranks first <<< "$r"
-  d=$OUT/$model-$ranks
+  IFS=: read -r model ranks first dataset <<< "$r"
+  dataset=${dataset:-fashion-mnist}
+  d=$OUT/$model-$ranks-$dataset
   mkdir -p "$d"
-  cfg=$(printf '{"model": "%s", "ranks": %s, "shape": "%s", "sync": "%s", "pin": %s}' \
-    "$model" "$ranks" "${RLX_OT_SHAPE:-200M50}" "${RLX_OT_SYNC:-auto}" "$first")
+  cfg=$(printf '{"model": "%s", "ranks": %s, "shape": "%s", "sync": "%s", "pin": %s, "dataset": "%s"}' \
+    "$model" "$ranks" "${RLX_OT_SHAPE:-200M50}" "${RLX_OT_SYNC:-auto}" "$first" "$dataset")
   echo "=== $cfg"
   RLX_TRACE=$d timeout 120 python3 "$here/outer-bench.py" "$RANK" --one "$cfg" \
     --seconds "${RLX_OT_SECONDS:-8}" --warmup "${RLX_OT_WARMUP:-4}" > "$d/run.json" &

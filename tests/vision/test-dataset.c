@@ -289,6 +289,34 @@ test_unknown (void)
   g_assert_nonnull (strstr (error->message, "fashion-mnist"));
 }
 
+/* RLX_SYNTHETIC_TRAIN sizes the synthetic train split; its samples are
+ * the default's, the test split follows them. */
+static void
+test_synthetic_train (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(RlxDataset) small = NULL, big = NULL, bad = NULL;
+
+  g_setenv ("RLX_SYNTHETIC_TRAIN", "2000", TRUE);
+  small = rlx_dataset_open ("synthetic", 7, &error);
+  g_assert_no_error (error);
+  g_setenv ("RLX_SYNTHETIC_TRAIN", "70000", TRUE);
+  big = rlx_dataset_open ("synthetic", 7, &error);
+  g_assert_no_error (error);
+  g_setenv ("RLX_SYNTHETIC_TRAIN", "12", TRUE);   /* out of range: the default */
+  bad = rlx_dataset_open ("synthetic", 7, &error);
+  g_assert_no_error (error);
+  g_unsetenv ("RLX_SYNTHETIC_TRAIN");
+  g_assert_cmpuint (rlx_dataset_size (small, RLX_SPLIT_TRAIN), ==, 2000);
+  g_assert_cmpuint (rlx_dataset_size (big, RLX_SPLIT_TRAIN), ==, 70000);
+  g_assert_cmpuint (rlx_dataset_size (bad, RLX_SPLIT_TRAIN), ==, 60000);
+  g_assert_cmpuint (rlx_dataset_size (big, RLX_SPLIT_TEST), ==, 10000);
+  g_assert_cmpmem (rlx_dataset_images (small, RLX_SPLIT_TRAIN), 2000 * RLX_INPUT_LEN,
+                   rlx_dataset_images (big, RLX_SPLIT_TRAIN), 2000 * RLX_INPUT_LEN);
+  g_assert_cmpmem (rlx_dataset_labels (small, RLX_SPLIT_TRAIN), 2000,
+                   rlx_dataset_labels (big, RLX_SPLIT_TRAIN), 2000);
+}
+
 /* The installed package, where it is installed. */
 static void
 test_installed (void)
@@ -325,5 +353,6 @@ main (int argc, char **argv)
   g_test_add_func ("/vision/idx/wrong-dimensions", test_wrong_dimensions);
   g_test_add_func ("/vision/idx/unknown-dataset", test_unknown);
   g_test_add_func ("/vision/idx/installed", test_installed);
+  g_test_add_func ("/vision/synthetic/train-size", test_synthetic_train);
   return g_test_run ();
 }

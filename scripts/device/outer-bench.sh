@@ -43,17 +43,7 @@ if [ -z "$RANK" ]; then
   . "$here/carry-libs.sh"
   say "carried libraries in use: $(ls "$C/use" | tr '\n' ' ')"
   RANK=$C/rlx-rank
-  # Fashion-MNIST where rlx-rank reads it, from the carry, unless there
-  ds=/usr/share/datasets/fashion-mnist
-  if [ ! -f "$ds/train-images-idx3-ubyte.gz" ] && [ -d "$C/fashion-mnist" ]; then
-    mkdir -p "$ds"
-    cp "$C"/fashion-mnist/*-labels-idx1-ubyte.gz "$ds/"
-    for f in train-images-idx3-ubyte t10k-images-idx3-ubyte; do
-      python3 -c "import gzip,lzma,sys; gzip.open(sys.argv[2],'wb',1).write(lzma.open(sys.argv[1]).read())" \
-        "$C/fashion-mnist/$f.xz" "$ds/$f.gz"
-    done
-    say "Fashion-MNIST unpacked into $ds"
-  fi
+  . "$here/fashion-unpack.sh"
 fi
 say "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores"
 ddp=()

@@ -28,16 +28,7 @@ if [ -z "$RANK" ]; then
   cat "$C/MANIFEST" 2>/dev/null
   . "$here/carry-libs.sh"
   RANK=$C/rlx-rank
-  ds=/usr/share/datasets/fashion-mnist
-  if [ ! -f "$ds/train-images-idx3-ubyte.gz" ] && [ -d "$C/fashion-mnist" ]; then
-    mkdir -p "$ds"
-    cp "$C"/fashion-mnist/*-labels-idx1-ubyte.gz "$ds/"
-    for f in train-images-idx3-ubyte t10k-images-idx3-ubyte; do
-      python3 -c "import gzip,lzma,sys; gzip.open(sys.argv[2],'wb',1).write(lzma.open(sys.argv[1]).read())" \
-        "$C/fashion-mnist/$f.xz" "$ds/$f.gz" &
-    done
-    wait
-  fi
+  . "$here/fashion-unpack.sh"
 fi
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores;" \
   "siblings of cpu0: $(cat /sys/devices/system/cpu/cpu0/topology/thread_siblings_list 2>/dev/null)"

@@ -201,7 +201,8 @@ synthetic_fill (const guint32 key[2], guint8 classes[RLX_N_CLASSES][49],
 
 /* RLX_SYNTHETIC_TRAIN: the training split's size, 1,000 to 10,000,000
  * (60,000 otherwise) — an epoch long enough that rounds of many ranks are
- * not cut at its end (a benchmark's knob; every rank must see the same). */
+ * not cut at its end (a benchmark's knob; its slug says the size, so every
+ * rank must see the same). */
 static guint
 synthetic_train (void)
 {
@@ -218,7 +219,13 @@ synthetic_open (guint64 seed)
 {
   const guint32 key[2] = { (guint32) seed, (guint32) (seed >> 32) };
   guint8 classes[RLX_N_CLASSES][49];
-  RlxDataset *self = dataset_new ("synthetic");
+  guint n_train = synthetic_train ();
+  /* Its identity (what a hello and a checkpoint compare) names a training
+   * split other than the default, so ranks that were given different
+   * RLX_SYNTHETIC_TRAIN values are refused instead of losing slices. */
+  g_autofree char *slug = n_train == SYNTHETIC_TRAIN ? g_strdup ("synthetic")
+                                                     : g_strdup_printf ("synthetic-%u", n_train);
+  RlxDataset *self = dataset_new (slug);
   guint32 counter = 0;
 
   for (guint c = 0; c < RLX_N_CLASSES; c++)
@@ -232,7 +239,7 @@ synthetic_open (guint64 seed)
           classes[c][cell + k] = (out[k] >> 31) & 1;
       }
 
-  self->size[RLX_SPLIT_TRAIN] = synthetic_train ();
+  self->size[RLX_SPLIT_TRAIN] = n_train;
   self->size[RLX_SPLIT_TEST] = SYNTHETIC_TEST;
   for (int s = 0; s < 2; s++)
     {

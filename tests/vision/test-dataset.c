@@ -310,6 +310,10 @@ test_synthetic_train (void)
   g_assert_cmpuint (rlx_dataset_size (small, RLX_SPLIT_TRAIN), ==, 2000);
   g_assert_cmpuint (rlx_dataset_size (big, RLX_SPLIT_TRAIN), ==, 70000);
   g_assert_cmpuint (rlx_dataset_size (bad, RLX_SPLIT_TRAIN), ==, 60000);
+  /* the identity a hello compares names a size other than the default */
+  g_assert_cmpstr (rlx_dataset_slug (small), ==, "synthetic-2000");
+  g_assert_cmpstr (rlx_dataset_slug (big), ==, "synthetic-70000");
+  g_assert_cmpstr (rlx_dataset_slug (bad), ==, "synthetic");
   g_assert_cmpuint (rlx_dataset_size (big, RLX_SPLIT_TEST), ==, 10000);
   g_assert_cmpmem (rlx_dataset_images (small, RLX_SPLIT_TRAIN), 2000 * RLX_INPUT_LEN,
                    rlx_dataset_images (big, RLX_SPLIT_TRAIN), 2000 * RLX_INPUT_LEN);

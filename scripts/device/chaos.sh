@@ -20,12 +20,8 @@
 #   OUT=/tmp/dc RLX_CHAOS_RANK=build/tools/rlx-rank RLX_CHAOS_SECONDS=10 RLX_CHAOS_RANKS=3 \
 #   RLX_CHAOS_MIN=2 RLX_CHAOS_MAX=4 RLX_CHAOS_BASELINE=0 bash scripts/device/chaos.sh
 set -u -o pipefail
-OUT=${OUT:-/tmp/rlx-device-out}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/log.txt") 2>&1
-T0=$(date +%s)
-say () { echo "=== [$(( $(date +%s) - T0 ))s] $*"; }
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/log-setup.sh"
 root=$(cd "$here/../.." && pwd)
 C=${RLX_CHAOS_CARRY:-$PWD/.devcarry-chaos}
 RANK=${RLX_CHAOS_RANK:-}

@@ -28,12 +28,8 @@
 #   OUT=/tmp/da RLX_ATTACK_RANK=build/tools/rlx-rank RLX_ATTACK_ATTACKS=idle \
 #   RLX_ATTACK_WINDOW=4 RLX_ATTACK_REPEAT=1 bash scripts/device/cohort-attack.sh
 set -u -o pipefail
-OUT=${OUT:-/tmp/rlx-device-out}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/log.txt") 2>&1
-T0=$(date +%s)
-say () { echo "=== [$(( $(date +%s) - T0 ))s] $*"; }
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/log-setup.sh"
 root=$(cd "$here/../.." && pwd)
 RANK=${RLX_ATTACK_RANK:-}
 if [ -z "$RANK" ]; then

@@ -29,12 +29,8 @@
 #   RLX_OB_ACC_EPOCHS=0.1 RLX_OB_ACC_RANKS=2 RLX_OB_ACC_MAX=30 RLX_OB_DDP=0 \
 #   bash scripts/device/outer-bench.sh
 set -u -o pipefail
-OUT=${OUT:-/tmp/rlx-device-out}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/log.txt") 2>&1
-T0=$(date +%s)
-say () { echo "=== [$(( $(date +%s) - T0 ))s] $*"; }
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/log-setup.sh"
 C=${RLX_OB_CARRY:-$PWD/.devcarry-cpu}
 RANK=${RLX_OB_RANK:-}
 if [ -z "$RANK" ]; then

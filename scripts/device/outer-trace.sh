@@ -17,10 +17,8 @@
 # $OUT/MODEL-RANKS-DATASET/trace-PID.tsv.gz (one a rank), run.json (outer-bench.py
 # --one's result: the leader's events, what auto chose) and log.txt.
 set -u -o pipefail
-OUT=${OUT:-/tmp/rlx-device-out}
-mkdir -p "$OUT"
-exec > >(tee -a "$OUT/log.txt") 2>&1
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/log-setup.sh"
 C=${RLX_OB_CARRY:-$PWD/.devcarry-cpu}
 RANK=${RLX_OB_RANK:-}
 if [ -z "$RANK" ]; then

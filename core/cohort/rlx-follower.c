@@ -566,28 +566,16 @@ rlx_follower_on_snapshot (RlxFollower *self, RlxPeer *p, RlxMsg *m, guint64 seed
   l->self = self;
   l->had = rlx_cohort_applied (ctx);
   l->term_base = rlx_lineage_term_base (ctx->lineage);
-  l->common = s->hashes ? rlx_replica_common_step (ctx->replica, s->hashes_from, s->hashes) : -1;
-  l->sparse_common = -1;
-  for (guint k = 0; s->sparse && k < s->sparse->len && k < RLX_MSG_SPARSE_MAX; k++)
-    {
-      guint64 back = (guint64) RLX_MSG_SPARSE_BASE << k, mine;
-
-      if (s->hashes_from < back)
-        break;
-      if (rlx_replica_hash_at (ctx->replica, s->hashes_from - back, &mine) &&
-          mine == g_array_index (s->sparse, guint64, k))
-        {
-          l->sparse_common = (gint64) (s->hashes_from - back);
-          break;
-        }
-    }
+  l->common = rlx_replica_agrees_until (ctx->replica, s, &l->sparse_common);
   l->history_from = rlx_replica_history_start (ctx->replica);
   rlx_replica_set_loss (ctx->replica, s->loss);
   rlx_msg_steal (&l->msg, m);
   ctx->loading = TRUE;
-  rlx_replica_load (ctx->replica, l->msg.u.snapshot.step, &l->msg.u.snapshot.params,
-                    l->msg.u.snapshot.hash, l->msg.u.snapshot.epoch, l->msg.u.snapshot.pos,
-                    on_snapshot_loaded, l);
+  /* our hashes go on where the snapshot's history is ours (a state of our
+   * own lineage: when it yields later, the merge reports from the split) */
+  rlx_replica_load_snapshot (ctx->replica, &l->msg.u.snapshot,
+                             l->common >= 0 ? l->common : l->sparse_common,
+                             on_snapshot_loaded, l);
   /* the outer momentum of the same state (zero when it has none) */
   rlx_compute_queue_load_momentum (ctx->queue, l->msg.u.snapshot.outer
                                                ? &l->msg.u.snapshot.momentum : NULL,

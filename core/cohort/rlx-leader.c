@@ -1297,6 +1297,7 @@ rlx_leader_on_snapshot (RlxLeader *self, RlxPeer *p, RlxMsg *m)
 {
   RlxMsgSnapshot *s = &m->u.snapshot;
   Adopting *l;
+  gint64 common, sparse_common;
 
   if (s->term != rlx_leadership_get_term (self->ctx->lead) ||
       s->step <= rlx_cohort_applied (self->ctx) ||
@@ -1305,11 +1306,11 @@ rlx_leader_on_snapshot (RlxLeader *self, RlxPeer *p, RlxMsg *m)
   rlx_leader_abandon_round (self);
   l = g_new0 (Adopting, 1);
   l->self = self;
+  common = rlx_replica_agrees_until (self->ctx->replica, s, &sparse_common);
   rlx_msg_steal (&l->msg, m);
   self->ctx->loading = TRUE;
-  rlx_replica_load (self->ctx->replica, l->msg.u.snapshot.step, &l->msg.u.snapshot.params,
-                    l->msg.u.snapshot.hash, l->msg.u.snapshot.epoch, l->msg.u.snapshot.pos,
-                    on_adopted, l);
+  rlx_replica_load_snapshot (self->ctx->replica, &l->msg.u.snapshot,
+                             common >= 0 ? common : sparse_common, on_adopted, l);
   rlx_compute_queue_load_momentum (self->ctx->queue, l->msg.u.snapshot.outer
                                                      ? &l->msg.u.snapshot.momentum : NULL,
                                    l->msg.u.snapshot.mhash);

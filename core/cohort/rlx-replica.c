@@ -31,8 +31,12 @@ struct _RlxReplica {
   double          loss;
   guint           epoch, pos;
 
-  /* hashes of steps history_from … history_from + history_len - 1, a ring */
+  /* hashes of steps history_from … history_from + history_len - 1, a ring;
+   * known[i]: ring[i] holds a hash (a state loaded keeps the steps of the
+   * history it shares with ours, with a gap up to the loaded step). Never
+   * set outside the range. */
   guint64        *ring;           /* HISTORY entries (too many for the instance) */
+  guint8         *known;
   guint64         history_from;
   guint           history_len;
 
@@ -67,6 +71,10 @@ typedef struct {
   gsize              n;
   guint64            hash;      /* OP_LOAD: expected; out: the new hash */
   guint              epoch, pos;
+  gboolean           rebase;    /* OP_LOAD: the history is kept (history_rebase) */
+  gint64             keep_until;
+  guint64            hashes_from;
+  GArray            *hashes, *sparse;
   gboolean           ok;
   RlxReplicaReadFunc read;
   gpointer           data;
@@ -81,6 +89,8 @@ op_free (gpointer p)
   Op *op = p;
 
   rlx_msg_array_clear (&op->array);
+  g_clear_pointer (&op->hashes, g_array_unref);
+  g_clear_pointer (&op->sparse, g_array_unref);
   g_free (op->floats);
   if (op->free_data)
     op->free_data (op->data);
@@ -97,6 +107,7 @@ rlx_replica_finalize (GObject *object)
   if (self->perm_pool != NULL)
     g_thread_pool_free (self->perm_pool, FALSE, TRUE);
   g_free (self->ring);
+  g_free (self->known);
   g_mutex_clear (&self->perm_lock);
   g_cond_clear (&self->perm_cond);
   g_free (self->params);
@@ -116,17 +127,70 @@ static void
 rlx_replica_init (RlxReplica *self)
 {
   self->ring = g_new0 (guint64, HISTORY);
+  self->known = g_new0 (guint8, HISTORY);
   g_mutex_init (&self->perm_lock);
   g_cond_init (&self->perm_cond);
   self->perm_busy = -1;
 }
 
 static void
+history_set (RlxReplica *self, guint64 step, guint64 hash)
+{
+  self->ring[step % HISTORY] = hash;
+  self->known[step % HISTORY] = 1;
+}
+
+static void
 history_reset (RlxReplica *self)
 {
+  memset (self->known, 0, HISTORY);
   self->history_from = self->step;
   self->history_len = 1;
-  self->ring[self->step % HISTORY] = self->hash;
+  history_set (self, self->step, self->hash);
+}
+
+/* A state was loaded at (step, hash): the history is the loaded state's.
+ * Ours is kept up to @keep_until (-1: none of it), where the loaded state's
+ * history and ours still agreed; @hashes (of steps @from…) and @sparse (of
+ * steps from − RLX_MSG_SPARSE_BASE × 2^k) are the loaded state's (either
+ * NULL). Steps between them and the loaded one are not known. Without
+ * this, a node that caught up with a snapshot of its own lineage forgot its
+ * steps before it, and when that lineage yielded in a merge later reported
+ * only the steps since the snapshot (chaos.py --duration 3600 --seed 60:
+ * steps 388,085–395,624 discarded unreported). */
+static void
+history_rebase (RlxReplica *self, gint64 keep_until, guint64 from, GArray *hashes,
+                GArray *sparse)
+{
+  guint64 step = self->step;
+  guint64 lo = step >= HISTORY - 1 ? step - (HISTORY - 1) : 0;   /* the oldest it can hold */
+  guint64 end = self->history_from + self->history_len, first = step;
+
+  for (guint64 s = self->history_from; self->history_len > 0 && s < end; s++)
+    if (!self->known[s % HISTORY])
+      continue;
+    else if (keep_until >= 0 && s <= (guint64) keep_until && s >= lo && s < step)
+      first = MIN (first, s);
+    else
+      self->known[s % HISTORY] = 0;
+  for (guint i = 0; hashes && i < hashes->len; i++)
+    if (from + i >= lo && from + i < step)
+      {
+        history_set (self, from + i, g_array_index (hashes, guint64, i));
+        first = MIN (first, from + i);
+      }
+  for (guint k = 0; sparse && k < sparse->len && k < RLX_MSG_SPARSE_MAX; k++)
+    {
+      guint64 back = (guint64) RLX_MSG_SPARSE_BASE << k;
+
+      if (from < back || from - back < lo)
+        break;
+      history_set (self, from - back, g_array_index (sparse, guint64, k));
+      first = MIN (first, from - back);
+    }
+  history_set (self, step, self->hash);
+  self->history_from = first;
+  self->history_len = (guint) (step - first + 1);
 }
 
 /* The state moved to (step, hash): remember it. A step that does not follow
@@ -141,9 +205,16 @@ history_note (RlxReplica *self)
         self->history_len++;
       else
         self->history_from++;
+      self->known[self->step % HISTORY] = 1;
+      /* the oldest step is one it knows (past a gap a load left) */
+      while (self->history_from < self->step && !self->known[self->history_from % HISTORY])
+        {
+          self->history_from++;
+          self->history_len--;
+        }
     }
   else if (self->history_len > 0 && self->step + 1 == self->history_from + self->history_len)
-    self->ring[self->step % HISTORY] = self->hash;   /* the same step, hashed again */
+    history_set (self, self->step, self->hash);   /* the same step, hashed again */
   else
     history_reset (self);
 }
@@ -237,7 +308,10 @@ op_done (RlxWorker *worker, gpointer data, const GError *error, gpointer user_da
         self->epoch = op->epoch;
         self->pos = op->pos < self->n_train ? op->pos : 0;
         self->hash = op->hash;
-        history_reset (self);
+        if (op->rebase)
+          history_rebase (self, op->keep_until, op->hashes_from, op->hashes, op->sparse);
+        else
+          history_reset (self);
         break;
       case OP_READ:
         /* the copy becomes the host copy; the old one the next buffer */
@@ -464,6 +538,52 @@ rlx_replica_load (RlxReplica *self, guint64 step, const RlxMsgArray *params, gui
 }
 
 void
+rlx_replica_load_snapshot (RlxReplica *self, const RlxMsgSnapshot *s, gint64 keep_until,
+                           RlxReplicaDone done, gpointer user_data)
+{
+  Op *op;
+
+  g_return_if_fail (RLX_IS_REPLICA (self));
+  g_return_if_fail (s != NULL && s->params.n == self->n &&
+                    s->params.precision == RLX_PRECISION_F32);
+
+  op = op_new (self, OP_LOAD, done, user_data);
+  op->step = s->step;
+  op->epoch = s->epoch;
+  op->pos = s->pos;
+  op->hash = s->hash;
+  op->rebase = TRUE;
+  op->keep_until = keep_until;
+  op->hashes_from = s->hashes_from;
+  op->hashes = s->hashes ? g_array_ref (s->hashes) : NULL;
+  op->sparse = s->sparse ? g_array_ref (s->sparse) : NULL;
+  rlx_msg_array_copy (&op->array, &s->params);
+  op_push (self, op);
+}
+
+gint64
+rlx_replica_agrees_until (RlxReplica *self, const RlxMsgSnapshot *s, gint64 *sparse_common)
+{
+  gint64 common = s->hashes ? rlx_replica_common_step (self, s->hashes_from, s->hashes) : -1;
+
+  *sparse_common = -1;
+  for (guint k = 0; s->sparse && k < s->sparse->len && k < RLX_MSG_SPARSE_MAX; k++)
+    {
+      guint64 back = (guint64) RLX_MSG_SPARSE_BASE << k, mine;
+
+      if (s->hashes_from < back)
+        break;
+      if (rlx_replica_hash_at (self, s->hashes_from - back, &mine) &&
+          mine == g_array_index (s->sparse, guint64, k))
+        {
+          *sparse_common = (gint64) (s->hashes_from - back);
+          break;
+        }
+    }
+  return common;
+}
+
+void
 rlx_replica_load_floats (RlxReplica *self, guint64 step, float *params, guint epoch, guint pos,
                          RlxReplicaDone done, gpointer user_data)
 {
@@ -515,7 +635,7 @@ gboolean
 rlx_replica_hash_at (RlxReplica *self, guint64 step, guint64 *hash)
 {
   if (self->history_len == 0 || step < self->history_from ||
-      step >= self->history_from + self->history_len)
+      step >= self->history_from + self->history_len || !self->known[step % HISTORY])
     return FALSE;
   *hash = self->ring[step % HISTORY];
   return TRUE;
@@ -534,7 +654,17 @@ rlx_replica_history_until (RlxReplica *self, guint64 until, guint max, guint64 *
       return g_array_new (FALSE, FALSE, sizeof (guint64));
     }
   end = MAX (until >= last - 1 ? last : until + 1, self->history_from + 1);
+  /* one run of known steps (a gap follows a state loaded): the newest that
+   * ends at or before @until */
+  while (end > self->history_from + 1 && !self->known[(end - 1) % HISTORY])
+    end--;
   start = end - MIN (end - self->history_from, (guint64) max);
+  for (guint64 s = end - 1; s > start; s--)
+    if (!self->known[(s - 1) % HISTORY])
+      {
+        start = s;
+        break;
+      }
   a = g_array_sized_new (FALSE, FALSE, sizeof (guint64), (guint) (end - start));
   for (guint64 s = start; s < end; s++)
     g_array_append_val (a, self->ring[s % HISTORY]);

@@ -4,7 +4,8 @@
  * the loss it reported, where the next step's batch starts in the dataset
  * (epoch, position in the epoch's seeded permutation), and the hashes of
  * the last RLX_MSG_MAX_HASHES steps (to find where two histories part after
- * a split).
+ * a split; a snapshot loaded keeps the steps where its history and ours
+ * agree, so the history may have a gap before the loaded step).
  *
  * The parameters themselves live in the rank's backend (rlx-backend.h: in
  * device memory for a GPU rank), owned by the compute worker: a step never
@@ -84,6 +85,18 @@ void          rlx_replica_commit       (RlxReplica *self, guint64 step, guint64 
 void          rlx_replica_load         (RlxReplica *self, guint64 step, const RlxMsgArray *params,
                                         guint64 hash, guint epoch, guint pos,
                                         RlxReplicaDone done, gpointer user_data);
+/* rlx_replica_load of snapshot @s's state, keeping the hash history: ours
+ * up to step @keep_until (-1: none; where ours and the snapshot's agree:
+ * rlx_replica_agrees_until), then the snapshot's hashes and sparse hashes,
+ * then its step; the steps between are not known. */
+void          rlx_replica_load_snapshot (RlxReplica *self, const RlxMsgSnapshot *s,
+                                         gint64 keep_until, RlxReplicaDone done,
+                                         gpointer user_data);
+/* The last step of @s's hashes at which this history agrees with them
+ * (rlx_replica_common_step, -1: none), and in *@sparse_common the newest of
+ * its sparse steps at which it does (-1: none). */
+gint64        rlx_replica_agrees_until  (RlxReplica *self, const RlxMsgSnapshot *s,
+                                         gint64 *sparse_common);
 /* Replace the parameters with @params (taken), at @step; hashed by the
  * backend; the residuals are forgotten as by rlx_replica_load. */
 void          rlx_replica_load_floats  (RlxReplica *self, guint64 step, float *params,
@@ -103,7 +116,9 @@ void          rlx_replica_cancel       (RlxReplica *self);
 /* The hash this replica had after @step, if it still remembers it. */
 gboolean      rlx_replica_hash_at      (RlxReplica *self, guint64 step, guint64 *hash);
 /* The oldest step whose hash this replica remembers (the history starts
- * anew at a snapshot or checkpoint loaded, and keeps the last 65536). */
+ * anew at a checkpoint loaded, goes on through a snapshot loaded with
+ * rlx_replica_load_snapshot where the two agree, and keeps the last 65536;
+ * it may have gaps). */
 guint64       rlx_replica_history_start (RlxReplica *self);
 /* The last hashes (oldest first; the one of the current step last); *from:
  * the step of the first. */

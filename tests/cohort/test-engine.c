@@ -474,6 +474,53 @@ test_replica_history (void)
   wait_replica (r, w);
   g_assert_cmpuint (done, ==, 104);
   g_assert_cmpuint (rlx_replica_get_step (r), ==, 20);
+
+  /* A snapshot loaded keeps our hashes up to where its history and ours
+   * agree (step 23), then has its own (24), a gap, and its step (40): a
+   * node that caught up from a state of its own lineage still knows the
+   * steps before it (issue 29, item 13). A window of hashes never spans
+   * the gap. */
+  for (guint64 st = 21; st <= 25; st++)
+    rlx_replica_commit (r, st, 1000 + st, 0, 0);
+  {
+    RlxMsgSnapshot *ss = &snapshot.u.snapshot;
+    g_autoptr(GArray) win = NULL;
+    guint64 want[] = { 1022, 1023, 7024 };
+    gint64 sparse_common;
+
+    ss->step = 40;
+    ss->hash = rlx_params_hash (u, n);
+    ss->hashes_from = 22;
+    ss->hashes = g_array_new (FALSE, FALSE, sizeof (guint64));
+    g_array_append_vals (ss->hashes, want, 3);
+    g_assert_cmpint (rlx_replica_agrees_until (r, ss, &sparse_common), ==, 23);
+    g_assert_cmpint (sparse_common, ==, -1);
+    rlx_replica_load_snapshot (r, ss, 23, on_applied, &done);
+    wait_replica (r, w);
+    g_assert_cmpuint (done, ==, 105);
+    g_assert_cmpuint (rlx_replica_get_step (r), ==, 40);
+    g_assert_cmpuint (rlx_replica_history_start (r), ==, 20);
+    g_assert_true (rlx_replica_hash_at (r, 21, &h));
+    g_assert_cmpuint (h, ==, 1021);
+    g_assert_true (rlx_replica_hash_at (r, 24, &h));
+    g_assert_cmpuint (h, ==, 7024);
+    g_assert_false (rlx_replica_hash_at (r, 25, &h));
+    g_assert_false (rlx_replica_hash_at (r, 39, &h));
+    g_assert_true (rlx_replica_hash_at (r, 40, &h));
+    win = rlx_replica_history (r, &from);
+    g_assert_cmpuint (from, ==, 40);
+    g_assert_cmpuint (win->len, ==, 1);
+    g_clear_pointer (&win, g_array_unref);
+    win = rlx_replica_history_until (r, 30, 512, &from);
+    g_assert_cmpuint (from, ==, 20);
+    g_assert_cmpuint (win->len, ==, 5);
+    g_assert_cmpuint (g_array_index (win, guint64, 4), ==, 7024);
+    /* a plain load starts the history anew */
+    rlx_replica_load (r, 50, &ss->params, ss->hash, 0, 0, on_applied, &done);
+    wait_replica (r, w);
+    g_assert_cmpuint (rlx_replica_history_start (r), ==, 50);
+    g_assert_false (rlx_replica_hash_at (r, 21, &h));
+  }
   rlx_msg_clear (&snapshot);
 
   rlx_worker_free (w);

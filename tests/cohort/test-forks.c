@@ -33,6 +33,12 @@
  *       changed leaders twice and yields in a merge reports every step
  *       from the split on, not from its last term's base (chaos.py --cuts
  *       seed 6: 1,150 committed steps discarded unreported).
+ *   /cohort/forks/own-snapshot-keeps-history   a member of a group that
+ *       split off, changed leaders and then caught up from a snapshot of
+ *       its own group's leader still reports every step it held from the
+ *       split on when that group yields in a merge: the snapshot does not
+ *       restart its hash history (chaos.py --duration 3600 --seed 60:
+ *       steps 388,085–395,624 discarded unreported).
  *   /cohort/forks/rejoined-member-relinks   a member whose links to the
  *       other members closed while it was frozen, and that came back
  *       through its leader's link, links to them again: when the leader
@@ -404,6 +410,51 @@ test_failover_round_skips_frozen (void)
  * reports "merged": it discards every step from S + 1 on — its term's base
  * is far past where the histories parted, and only the snapshot's sparse
  * hashes (or, without them, all e remembers) say so. */
+/* The first step at which @a's and @b's reported hashes differ, up to
+ * @until, or -1. */
+static gint64
+parted_at (Node *a, Node *b, gint64 until)
+{
+  g_autoptr(GHashTable) ha = node_step_hashes (a);
+  g_autoptr(GHashTable) hb = node_step_hashes (b);
+
+  for (gint64 st = 1; st <= until; st++)
+    {
+      const char *x = g_hash_table_lookup (ha, &st), *y = g_hash_table_lookup (hb, &st);
+      if (x && y && strcmp (x, y) != 0)
+        return st;
+    }
+  return -1;
+}
+
+/* Group {d, e, …} of a split: d (n[3]) dies and e (n[4]) leads it at term
+ * 3; the step e's term began at. */
+static gint64
+fail_over_to_e (Harness *h, Node **n)
+{
+  int i;
+
+  node_kill (n[3], SIGKILL);
+  i = harness_wait_event (h, n[4], "leader", "term", 3, T);
+  g_assert_cmpstr (ev_str (node_ev (n[4], i), "node"), ==, "e");
+  return ev_int (node_ev (n[4], i), "step");
+}
+
+/* The split heals (@cut goes): @n reports its group's steps discarded in
+ * *@from..*@to; where its history parted from @kept's (up to @until). */
+static gint64
+heal_and_merge (Harness *h, const char *cut, Node *kept, Node *n, gint64 until, gint64 *from,
+                gint64 *to)
+{
+  int i;
+
+  g_assert_cmpint (g_unlink (cut), ==, 0);
+  i = harness_wait_event (h, n, "merged", NULL, 0, T);
+  *from = ev_int (node_ev (n, i), "from_step");
+  *to = ev_int (node_ev (n, i), "to_step");
+  return parted_at (kept, n, until);
+}
+
 static void
 test_long_split_reports_from_split (void)
 {
@@ -427,30 +478,12 @@ test_long_split_reports_from_split (void)
   g_assert_cmpstr (ev_str (node_ev (n[3], i), "node"), ==, "d");
   split = ev_int (node_ev (n[3], i), "step");
   harness_wait_event (h, n[4], "step", "step", split + 700, T);
-  node_kill (n[3], SIGKILL);
-  i = harness_wait_event (h, n[4], "leader", "term", 3, T);
-  g_assert_cmpstr (ev_str (node_ev (n[4], i), "node"), ==, "e");
-  second = ev_int (node_ev (n[4], i), "step");
+  second = fail_over_to_e (h, n);
   harness_wait_event (h, n[4], "step", "step", second + 700, T);
-  g_assert_cmpint (g_unlink (cut), ==, 0);
-  i = harness_wait_event (h, n[4], "merged", NULL, 0, T);
-  from = ev_int (node_ev (n[4], i), "from_step");
-  to = ev_int (node_ev (n[4], i), "to_step");
   /* where e's history parted from a's: the first step both reported with
    * other hashes (the members of a group that is cut off may still apply
    * a commit or two of the old leader's) */
-  {
-    g_autoptr(GHashTable) ha = node_step_hashes (n[0]);
-    g_autoptr(GHashTable) he = node_step_hashes (n[4]);
-
-    parted = -1;
-    for (gint64 st = 1; st <= second && parted < 0; st++)
-      {
-        const char *x = g_hash_table_lookup (ha, &st), *y = g_hash_table_lookup (he, &st);
-        if (x && y && strcmp (x, y) != 0)
-          parted = st;
-      }
-  }
+  parted = heal_and_merge (h, cut, n[0], n[4], second, &from, &to);
   g_test_message ("split at %" G_GINT64_FORMAT " (the histories part at %" G_GINT64_FORMAT
                   "), e led from %" G_GINT64_FORMAT "; e discarded %" G_GINT64_FORMAT
                   "..%" G_GINT64_FORMAT, split, parted, second, from, to);
@@ -473,6 +506,68 @@ test_long_split_reports_from_split (void)
  * c thaws, finds itself cut off, and is back at once through its link to
  * a. Then a dies: b takes over, and c must follow b — it has links to b
  * and d again — never lead. */
+static void
+test_own_snapshot_keeps_history (void)
+{
+  Harness *h = harness_new ();
+  g_autofree char *cut = g_build_filename (h->dir, "partition", NULL);
+  g_autofree char *hb = g_strdup_printf ("%d", HB_MS);
+  static const char *const ids[] = { "a", "b", "c", "d", "e", "f" };
+  Node *n[6];
+  int i;
+  gint64 second, frozen, snap, last, from, to, parted;
+
+  for (guint k = 0; k < 6; k++)
+    {
+      n[k] = harness_join (h, ids[k], "--cohort", "ownsnap", "--node", ids[k], "--batch", "8",
+                           "--steps", "100000000", "--checkpoint-every", "0",
+                           "--heartbeat-timeout-ms", hb, "--wait-members", k == 0 ? "6" : "1",
+                           "--fault-partition", cut, NULL);
+      harness_wait_event (h, n[k], "joined", NULL, 0, T);
+    }
+  harness_wait_event (h, n[5], "step", "step", 20, T);
+  g_assert_true (g_file_set_contents (cut, "a b c\nd e f\n", -1, NULL));
+  i = harness_wait_event (h, n[3], "leader", "term", 2, T);
+  g_assert_cmpstr (ev_str (node_ev (n[3], i), "node"), ==, "d");
+  harness_wait_event (h, n[5], "step", "step", ev_int (node_ev (n[3], i), "step") + 300, T);
+  /* d dies: e leads the group, and f's term (its lineage's base) begins
+   * after the split */
+  second = fail_over_to_e (h, n);
+  harness_wait_event (h, n[5], "step", "step", second + 300, T);
+  /* f is frozen until e drops it, and catches up from e's snapshot: a
+   * state of its own lineage (nothing to report) */
+  frozen = node_max_step (n[5]);
+  node_kill (n[5], SIGSTOP);
+  harness_wait_event (h, n[4], "step", "step", frozen + 50, T);
+  pause_ms (HB_MS + 2000);
+  node_kill (n[5], SIGCONT);
+  i = node_wait_event (n[5], "snapshot", "step", frozen + 1, 0, T);
+  if (i < 0)
+    {
+      harness_dump (h);
+      g_error ("f took no snapshot after its freeze");
+    }
+  snap = ev_int (node_ev (n[5], i), "step");
+  harness_wait_event (h, n[5], "step", "step", snap + 200, T);
+  last = node_max_step (n[5]);
+  parted = heal_and_merge (h, cut, n[0], n[5], second, &from, &to);
+  g_test_message ("f parted from a at %" G_GINT64_FORMAT ", its term began at %" G_GINT64_FORMAT
+                  ", snapshot at %" G_GINT64_FORMAT "; f discarded %" G_GINT64_FORMAT
+                  "..%" G_GINT64_FORMAT, parted, second, snap, from, to);
+  g_assert_cmpint (parted, >, 0);
+  if (from > parted || to < last)
+    {
+      harness_dump (h);
+      g_error ("f reported discarding steps %" G_GINT64_FORMAT "..%" G_GINT64_FORMAT
+               ", but its history parted from the kept group's at step %" G_GINT64_FORMAT
+               " (it caught up from a snapshot at %" G_GINT64_FORMAT ")", from, to, parted, snap);
+    }
+  node_kill (n[4], SIGKILL);
+  node_kill (n[5], SIGKILL);
+  leave_all (h, n[2], n[1], n[0], NULL);
+  harness_free (h);
+}
+
 static void
 test_rejoined_member_relinks (void)
 {
@@ -598,6 +693,7 @@ main (int argc, char **argv)
                    test_failover_round_skips_frozen);
   g_test_add_func ("/cohort/forks/long-split-reports-from-split",
                    test_long_split_reports_from_split);
+  g_test_add_func ("/cohort/forks/own-snapshot-keeps-history", test_own_snapshot_keeps_history);
   g_test_add_func ("/cohort/forks/rejoined-member-relinks", test_rejoined_member_relinks);
   g_test_add_func ("/cohort/forks/unlinked-leaders-meet", test_unlinked_leaders_meet);
   return g_test_run ();

@@ -14,8 +14,10 @@ For each seed, real `rlx-rank join --local` processes on the local bus
 settings otherwise: lr 0.05, outer lr 0.7 / momentum 0.9, f32 wire):
   - one rank, step mode, EPOCHS·60000/batch steps;
   - two ranks, step mode, EPOCHS·60000/(2·batch) steps;
-  - two ranks, --sync outer:H, EPOCHS·ceil(60000/(2·batch·H)) rounds (a
-    round ends at the epoch's end, so an epoch's last round is shorter).
+  - two ranks, --sync outer:H, as many rounds as EPOCHS·60000 samples
+    take under the leader's split (outer_rounds: the rule of
+    core/cohort/rlx-split.c's rlx_split_round_count); a run whose samples
+    trained miss that target by more than 3 % fails, naming both.
 Each ends with --evaluate; the leader's "evaluated" event gives the test
 accuracy, its step events the samples actually trained. Prints a markdown
 table and the issue's goals: outer within 0.5 pt of step at two ranks; two
@@ -24,7 +26,6 @@ ranks within 1 pt of one rank (medians over the seeds).
 import argparse
 import itertools
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -59,7 +60,9 @@ def cohort(build, n, args, tag, pin=False):
         argv = ["nice", "-n", str(NICE), RANK or os.path.join(build, "tools", "rlx-rank"), "join", "--local",
                 "--json", "--backend", "cpu", "--threads", "1", "--dataset", "fashion-mnist",
                 "--cohort", tag, "--wait-members", str(n), "--evaluate",
-                "--deadline-floor-ms", "5000"] + args
+                "--deadline-floor-ms", "600000"] + args
+        # every member's round counts however loaded the machine: a contribution
+        # dropped at the collect deadline would make the samples unequal
         # to files, not pipes: a rank blocked on a full pipe would stall the cohort
         out = open(os.path.join(d, f"out{i}"), "w")
         err = open(os.path.join(d, f"err{i}"), "w")
@@ -90,6 +93,20 @@ def result(evs):
     return {"accuracy": 100.0 * ev["accuracy"], "test_loss": ev["test_loss"], "samples": samples}
 
 
+def outer_rounds(total, per_round):
+    """Rounds of per_round samples that train `total` samples, as the leader
+    splits them (rlx_split_round_count): a round stops at its epoch's end,
+    and one that would leave the epoch a tail under half a round takes it."""
+    rounds, done, pos = 0, 0, 0
+    while done < total:
+        left = TRAIN - pos
+        count = left if per_round >= left or left - per_round < per_round // 2 else per_round
+        pos = 0 if pos + count >= TRAIN else pos + count
+        done += count
+        rounds += 1
+    return rounds
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
@@ -112,10 +129,8 @@ def main():
     setups = [
         ("one rank, step", 1, ["--steps", str(round(total / b))]),
         ("two ranks, step", 2, ["--steps", str(round(total / (2 * b)))]),
-        # an outer round ends at the epoch's end (a shorter last round), so
-        # an epoch is ceil(60000 / (2·batch·H)) rounds
         (f"two ranks, outer:{a.h}", 2,
-         ["--steps", str(max(1, round(a.epochs * math.ceil(TRAIN / (2 * b * a.h))))),
+         ["--steps", str(outer_rounds(total, 2 * b * a.h)),
           "--sync", f"outer:{a.h}"]),
     ]
     res = {name: [] for name, _, _ in setups}
@@ -128,6 +143,10 @@ def main():
         r = result(cohort(build, n, ["--model", a.model, "--batch", str(b), "--seed", seed]
                           + extra, tag, pin))
         r["seed"] = int(seed)
+        if abs(r["samples"] - total) > 0.03 * total:
+            raise RuntimeError(f"{name}, seed {seed}: trained {r['samples']} samples, not the "
+                               f"{total:.0f} of {a.epochs:g} epochs: the split rule changed "
+                               f"(update outer_rounds) or a round dropped a member's share")
         print(json.dumps({"setup": name, **r}), file=sys.stderr, flush=True)
         return r
     if a.parallel:

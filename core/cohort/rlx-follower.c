@@ -2,6 +2,7 @@
  * the gradient to the leader, snapshots received (rlx-follower.h) */
 #include "rlx-config.h"
 #include "rlx-follower.h"
+#include "rlx-sample-log.h"
 #include "core/cohort/rlx-lineage.h"
 #include "core/p2p/rlx-trace.h"
 
@@ -254,6 +255,23 @@ queue_step (RlxFollower *self, RlxMemberStep *ms)
   rlx_compute_queue_member_step (ctx->queue, ms);
 }
 
+/* Whether our @slot of a round of @h inner steps (0: a step) is one we
+ * take. A step's lies within its epoch; an outer round's may run on into
+ * the next epochs (rlx_replica_indices), and is bounded by what the leader
+ * assigns at most (@h times our max_batch) or by an epoch, whichever is
+ * more, so a frame cannot make us hold more indices than that. */
+static gboolean
+slot_fits (RlxCohortContext *ctx, const RlxMsgSlot *slot, guint h)
+{
+  guint n_train = rlx_replica_get_n_train (ctx->replica);
+  RlxWorker *worker = rlx_compute_queue_get_worker (ctx->queue);
+  guint64 most = (guint64) h * rlx_backend_max_batch (rlx_worker_backend (worker));
+
+  if (h == 0)
+    return (guint64) slot->start + slot->count <= n_train;
+  return slot->count <= MAX (most, (guint64) n_train);
+}
+
 /* One step frame, with no commit being applied (the replica's hash is of
  * the last commit). */
 static void
@@ -354,14 +372,14 @@ member_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m, gboolean early)
   for (guint i = 0; listed && s->assign && i < s->assign->len; i++)
     {
       RlxMsgSlot *slot = &g_array_index (s->assign, RlxMsgSlot, i);
-      if (rlx_cohort_is_self (ctx, slot->node) &&
-          (guint64) slot->start + slot->count <= rlx_replica_get_n_train (ctx->replica))
+      if (rlx_cohort_is_self (ctx, slot->node) && slot_fits (ctx, slot, ms->outer.h))
         {
-          const guint32 *perm = rlx_replica_permutation (ctx->replica, s->epoch);
-
           ms->term = s->term;
           ms->step = s->step;
-          ms->indices = g_memdup2 (perm + slot->start, slot->count * sizeof (guint32));
+          g_free (ms->indices);
+          ms->indices = rlx_replica_indices (ctx->replica, s->epoch, slot->start, slot->count);
+          rlx_sample_log (ctx->node_id, s->step, s->epoch, slot->start, slot->count,
+                          ms->indices);
           ms->n = slot->count;
           OWNER (assigned, s->step, slot->count);
         }

@@ -8,6 +8,7 @@
  */
 #include "rlx-config.h"
 #include "rlx-leader.h"
+#include "rlx-sample-log.h"
 #include "core/cohort/rlx-commits.h"
 #include "core/cohort/rlx-norm-guard.h"
 #include "core/cohort/rlx-round.h"
@@ -303,11 +304,19 @@ judge_held (RlxLeader *self)
     }
 }
 
+/* The indices of @slot of a round assigned from @epoch (a new array): the
+ * sample stream from its start, on into the next epochs when it runs over
+ * its epoch's end (an outer round's may; rlx_replica_indices). */
+static guint32 *
+slot_indices (RlxLeader *self, guint epoch, const RlxMsgSlot *slot)
+{
+  return rlx_replica_indices (self->ctx->replica, epoch, slot->start, slot->count);
+}
+
 /* The own slice of the round @ahead rounds after this one (1: the next)
  * when they are ours alone, as leader_assign will make them: (epoch, start)
- * moved on by each round's count, the global batch (ours) from there. A
- * copy (the permutation it comes from is the replica's, for one epoch at a
- * time), or NULL. */
+ * moved on by each round's count, the global batch (ours) from there, in
+ * the step mode (a step ends with its epoch). A copy, or NULL. */
 static guint32 *
 predicted_own (RlxLeader *self, guint ahead, guint *n)
 {
@@ -321,9 +330,7 @@ predicted_own (RlxLeader *self, guint ahead, guint *n)
       count = MIN (count, own_max_batch (self));
     }
   *n = count;
-  return count > 0 ? g_memdup2 (rlx_replica_permutation (self->ctx->replica, epoch) + pos,
-                                count * sizeof (guint32))
-                   : NULL;
+  return count > 0 ? rlx_replica_indices (self->ctx->replica, epoch, pos, count) : NULL;
 }
 
 /* Our own gradient of @step's slice @indices (an outer round's local steps
@@ -335,6 +342,18 @@ queue_own (RlxLeader *self, guint64 step, const guint32 *indices, guint n,
   rlx_compute_queue_own (self->ctx->queue, step, indices, n,
                          rlx_fault_plan_gradient (&self->ctx->faults, step),
                          rlx_fault_plan_stall_us (&self->ctx->faults, step), outer);
+}
+
+/* Our own @slot of @step, assigned from @epoch: its indices (noted for the
+ * tests: rlx-sample-log.h) into queue_own. */
+static void
+queue_own_slot (RlxLeader *self, guint64 step, guint epoch, const RlxMsgSlot *slot,
+                const RlxOuterSettings *outer)
+{
+  g_autofree guint32 *indices = slot_indices (self, epoch, slot);
+
+  rlx_sample_log (self->ctx->node_id, step, epoch, slot->start, slot->count, indices);
+  queue_own (self, step, indices, slot->count, outer);
 }
 
 /* The finish of round @step. @header (nullable: no frame, nobody to send
@@ -393,9 +412,7 @@ leader_start_round (RlxLeader *self, GArray *slots)
     {
       rlx_compute_queue_begin_round (self->ctx->queue);
       if (own != NULL)
-        queue_own (self, step,
-                   rlx_replica_permutation (self->ctx->replica, self->round_epoch) + own->start,
-                   own->count, &self->round_outer);
+        queue_own_slot (self, step, self->round_epoch, own, &self->round_outer);
     }
   self->own_prequeued = 0;
   if (own != NULL)
@@ -723,9 +740,7 @@ queue_own_ahead (RlxLeader *self)
   const RlxMsgSlot *own = self->ahead.step > 0 ? own_slot (self, self->ahead.slots) : NULL;
 
   if (own != NULL)
-    queue_own (self, self->ahead.step,
-               rlx_replica_permutation (self->ctx->replica, self->ahead.epoch) + own->start,
-               own->count, &self->ahead.outer);
+    queue_own_slot (self, self->ahead.step, self->ahead.epoch, own, &self->ahead.outer);
 }
 
 /* Overlap: assign the round after @step (whose slots are out) from where
@@ -859,14 +874,12 @@ rlx_leader_publish (RlxLeader *self, gboolean commit)
         self->finish_prequeued = 0;   /* on its way, without a frame: nobody to send it to */
       else
         {
-          g_autofree guint32 *after = NULL;
+          g_autofree guint32 *after = NULL, *next = NULL;
           guint after_n = 0;
-          const guint32 *perm;
           const RlxMsgSlot *own_next = own;
 
           /* a frame only when someone is there to receive it; with nobody,
-           * the round after the next is named too (before the permutation
-           * of this one is taken: the replica keeps one epoch's) */
+           * the round after the next is named too */
           if (others)
             step_header (self, &m, c, slots, final);
           else if (own != NULL && slots->len == 1 && !rlx_cohort_at_last_step (self->ctx, c + 1))
@@ -877,10 +890,9 @@ rlx_leader_publish (RlxLeader *self, gboolean commit)
            * job (queued below, with its own settings) */
           if (self->next_outer.h != self->round_outer.h)
             own_next = NULL;
-          perm = own_next ? rlx_replica_permutation (self->ctx->replica, self->round_epoch)
-                          : NULL;
-          queue_finish (self, c, others ? &m : NULL, own_next ? perm + own_next->start : NULL,
-                        own_next ? own_next->count : 0, after, after_n, &self->round_outer);
+          next = own_next ? slot_indices (self, self->round_epoch, own_next) : NULL;
+          queue_finish (self, c, others ? &m : NULL, next, own_next ? own_next->count : 0, after,
+                        after_n, &self->round_outer);
         }
       /* Our slice of the next round right behind the finish: the worker
        * goes on with it without waiting for us. */
@@ -888,9 +900,7 @@ rlx_leader_publish (RlxLeader *self, gboolean commit)
         {
           rlx_compute_queue_begin_round (self->ctx->queue);
           self->own_prequeued = c + 1;
-          queue_own (self, c + 1,
-                     rlx_replica_permutation (self->ctx->replica, self->round_epoch) + own->start,
-                     own->count, &self->next_outer);
+          queue_own_slot (self, c + 1, self->round_epoch, own, &self->next_outer);
         }
       /* A next round that is ours alone gets its finish queued now too (it
        * runs only if this round's commits): two rounds on the worker, so

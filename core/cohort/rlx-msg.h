@@ -24,9 +24,12 @@
 G_BEGIN_DECLS
 
 /* What hello's "v" says; docs/PROTOCOL.md names the same (the `protocol`
- * test checks it). 4: the sync mode in step frames (outer rounds); 3: parameter hash chunks of 1024 elements; 2: acknowledged
+ * test checks it). 5: an outer round's slots run over the epoch's end (a
+ * slot's start at or past it is in the next epoch's permutation); 4: the
+ * sync mode in step frames (outer rounds); 3: parameter hash chunks of
+ * 1024 elements; 2: acknowledged
  * commits, seniority by admission, merges. */
-#define RLX_MSG_PROTOCOL_VERSION 4
+#define RLX_MSG_PROTOCOL_VERSION 5
 
 /* Longest node id, cohort name, model or dataset slug (bytes). */
 #define RLX_MSG_MAX_ID      64

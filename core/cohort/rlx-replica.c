@@ -411,12 +411,39 @@ rlx_replica_set_seed (RlxReplica *self, guint64 seed)
 void
 rlx_replica_advance (RlxReplica *self, guint *epoch, guint *pos, guint count)
 {
-  *pos += count;
-  if (*pos >= self->n_train)
+  guint64 p = (guint64) *pos + count;
+
+  g_return_if_fail (RLX_IS_REPLICA (self));
+  if (self->n_train == 0)
+    return;
+  /* (an outer round may run over the epoch's end, or over several) */
+  *epoch += (guint) (p / self->n_train);
+  *pos = (guint) (p % self->n_train);
+}
+
+guint32 *
+rlx_replica_indices (RlxReplica *self, guint epoch, guint64 start, guint count)
+{
+  guint32 *out;
+  guint pos, done = 0;
+
+  g_return_val_if_fail (RLX_IS_REPLICA (self) && self->n_train > 0, NULL);
+
+  out = g_new (guint32, MAX (count, 1u));
+  epoch += (guint) (start / self->n_train);
+  pos = (guint) (start % self->n_train);
+  while (done < count)
     {
-      *pos = 0;
-      *epoch += 1;
+      guint take = MIN (count - done, self->n_train - pos);
+
+      /* (each epoch's permutation copied before the next is asked for:
+       * rlx_replica_permutation's pointer lasts until its next call) */
+      memcpy (out + done, rlx_replica_permutation (self, epoch) + pos, take * sizeof (guint32));
+      done += take;
+      pos = 0;
+      epoch++;
     }
+  return out;
 }
 
 /* The pool's thread: the slot perm_busy names, made. */

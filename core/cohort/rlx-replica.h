@@ -60,8 +60,17 @@ void          rlx_replica_set_seed     (RlxReplica *self, guint64 seed);
 guint         rlx_replica_get_epoch    (RlxReplica *self);
 guint         rlx_replica_get_pos      (RlxReplica *self);
 guint         rlx_replica_get_n_train  (RlxReplica *self);
-/* (@epoch, @pos) moved on by @count samples (to the next epoch at its end). */
+/* (@epoch, @pos) moved on by @count samples through the sample stream —
+ * the epochs' permutations one after another — so into the next epoch at
+ * an epoch's end, or over several (an outer round crosses epochs). */
 void          rlx_replica_advance      (RlxReplica *self, guint *epoch, guint *pos, guint count);
+/* A new array of the @count indices of the sample stream from position
+ * @start of @epoch's permutation: a @start at or past the epoch's end, and
+ * a slice that runs over it, continue in the next epochs' permutations (an
+ * outer round's slot; docs/PROTOCOL.md, "Sync modes"). Every epoch is one
+ * pass: the slices of consecutive rounds, laid end to end, visit each
+ * sample once per epoch. */
+guint32      *rlx_replica_indices      (RlxReplica *self, guint epoch, guint64 start, guint count);
 /* The seeded permutation of @epoch (n_train indices): valid until the next
  * call (copy what you keep). The next epoch's is made ahead on a thread of
  * its own, so that the main loop does not make one at an epoch's start. */

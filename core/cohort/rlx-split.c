@@ -124,11 +124,9 @@ member_batch (RlxCohortContext *ctx, const char *id, guint *max_batch, double *s
 guint
 rlx_split_round_count (guint64 global, guint left, guint per_round)
 {
-  if (global >= left)
-    return left;
-  if (per_round > 1 && left - global < global / 2)
-    return left;
-  return (guint) global;
+  if (per_round > 1)
+    return (guint) MIN (global, (guint64) RLX_SPLIT_MAX_ROUND);
+  return (guint) MIN (global, (guint64) left);
 }
 
 GArray *

@@ -26,21 +26,22 @@ guint rlx_coordinator_split_batch (guint         count,
                                    guint        *out);
 
 /* How many samples a round of @global samples (the members' batches times
- * @per_round) takes when the epoch has @left left: @global, or @left when
- * that is less — and, for an outer round (@per_round > 1), @left also when
- * taking @global would leave a tail of under half a round. Such a tail
- * made a round of its own, and with overlap every round costs at least an
- * exchange: after a round of a few samples each rank waited for the commit
- * of the round before it to be assigned the next (mnist-mlp-xl at H 39,
- * 60,000 samples an epoch: 3 rounds of 19,968 and one of 96, which took
- * 1.2 s; the epoch 4.4 s where 3.7 s computed it). The last round of an
- * epoch is then up to 1.5 times the others, in as many inner steps. */
+ * @per_round) takes when the epoch has @left left. A step (@per_round 1)
+ * ends with its epoch: @global, or @left when that is less (the step
+ * mode's short last step). An outer round (@per_round > 1) takes @global
+ * (at most RLX_SPLIT_MAX_ROUND) wherever the epoch ends: its slots run on
+ * into the next epoch's permutation (rlx_replica_indices). Capped at the
+ * epoch, eight mnist-mlp ranks at batch 256 and H 150 (307,200 samples a
+ * round) got 60,000 — 29 inner steps a round, not 150, and a round trip
+ * and an average for each 29 (5.48x of one rank, 6.8x the goal). */
+#define RLX_SPLIT_MAX_ROUND (1u << 30)
 guint   rlx_split_round_count (guint64 global, guint left, guint per_round);
 /* A round's slots (RlxMsgSlot) from position @pos of the epoch's
  * permutation: the global batch (the sum of the members' --batch) split in
  * proportion to measured speed (to --batch until every speed is measured),
- * within what the epoch has left (rlx_split_round_count). Starts are absolute positions; *@count:
- * the samples assigned. */
+ * as much as rlx_split_round_count gives. Starts are positions in the
+ * sample stream from the start of @pos's epoch (at or past its end: in the
+ * epochs after it; rlx_replica_indices); *@count: the samples assigned. */
 GArray *rlx_split_assign (RlxCohortContext *ctx, guint pos, guint *count);
 /* The same for a round of @per_round batches (an outer round of H inner
  * steps: H times each member's --batch and max_batch; 1: a step). */

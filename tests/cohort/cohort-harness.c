@@ -642,3 +642,51 @@ harness_trace_at (GHashTable *trace, const char *what, gint64 step)
     g_error ("the trace has no %s", key);
   return *ns;
 }
+
+void
+harness_assert_outer_rounds (Harness *h, Node **n, guint k, gint64 first, gint64 last,
+                             guint hh, gint64 samples)
+{
+  for (gint64 s = first; s <= last; s++)
+    {
+      int e0 = node_step (n[0], s);
+      JsonObject *o0;
+
+      if (e0 < 0)
+        {
+          harness_dump (h);
+          g_error ("%s did not report round %" G_GINT64_FORMAT, n[0]->label, s);
+        }
+      o0 = node_ev (n[0], e0);
+      if (g_strcmp0 (ev_str (o0, "sync"), "outer") != 0 || ev_int (o0, "h") != hh ||
+          ev_str (o0, "outer_hash") == NULL)
+        {
+          harness_dump (h);
+          g_error ("round %" G_GINT64_FORMAT " of %s is not an outer round of H=%u", s,
+                   n[0]->label, hh);
+        }
+      if (ev_int (o0, "contributors") != k || ev_int (o0, "samples") != samples)
+        {
+          harness_dump (h);
+          g_error ("round %" G_GINT64_FORMAT ": %" G_GINT64_FORMAT " contributors, %"
+                   G_GINT64_FORMAT " samples; want %u and %" G_GINT64_FORMAT, s,
+                   ev_int (o0, "contributors"), ev_int (o0, "samples"), k, samples);
+        }
+      g_assert_true (isfinite (ev_num (o0, "loss")));
+      for (guint i = 1; i < k; i++)
+        {
+          int e = node_step (n[i], s);
+          JsonObject *o = e >= 0 ? node_ev (n[i], e) : NULL;
+
+          if (o == NULL || g_strcmp0 (ev_str (o, "hash"), ev_str (o0, "hash")) != 0 ||
+              g_strcmp0 (ev_str (o, "outer_hash"), ev_str (o0, "outer_hash")) != 0)
+            {
+              harness_dump (h);
+              g_error ("round %" G_GINT64_FORMAT ": %s has hash %s / outer %s, %s %s / %s", s,
+                       n[i]->label, o ? ev_str (o, "hash") : "(none)",
+                       o ? ev_str (o, "outer_hash") : "(none)", n[0]->label,
+                       ev_str (o0, "hash"), ev_str (o0, "outer_hash"));
+            }
+        }
+    }
+}

@@ -83,6 +83,12 @@ void        harness_assert_led_by (Node **nodes, guint k, Node *leader, gint64 t
 /* Every step @a and @b both report from @from on has the same hash, or
  * fail the test (with harness_dump); how many they both report. */
 guint       harness_same_hashes (Harness *h, Node *a, Node *b, gint64 from);
+/* Every node of @n (@k of them) reports, for every round @first..@last,
+ * the same hash and outer hash as node 0, which reports an outer round of
+ * @hh inner steps with all @k contributions, @samples samples and a finite
+ * loss; or fail the test (with harness_dump). */
+void        harness_assert_outer_rounds (Harness *h, Node **n, guint k, gint64 first,
+                                         gint64 last, guint hh, gint64 samples);
 /* Event @i of @n. */
 JsonObject *node_ev            (Node *n, int i);
 /* The index of @n's "step" event of @step, or -1. */

@@ -586,18 +586,30 @@ test_checkpoint_hash_chunk (void)
   g_rmdir (dir);
 }
 
+/* A replica of mnist-mlp over the synthetic set at @seed, on a CPU worker
+ * (*@w: free it after the replica; the backend holds the dataset). */
+static RlxReplica *
+new_replica (guint64 seed, RlxWorker **w)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(RlxDataset) dataset = rlx_dataset_open ("synthetic", 0, &error);
+  RlxBackend *backend;
+
+  g_assert_no_error (error);
+  backend = rlx_backend_resolve ("cpu", rlx_model_get (RLX_MODEL_MNIST_MLP), dataset, 8, &error);
+  g_assert_no_error (error);
+  *w = rlx_worker_new (backend);
+  return rlx_replica_new (*w, seed);
+}
+
 /* The replica's permutations are the dataset's, whatever order the epochs
  * are asked for in, with the next epoch's made ahead on another thread
  * while the last commit's is in use, and after the seed changes. */
 static void
 test_replica_permutation (void)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(RlxDataset) dataset = rlx_dataset_open ("synthetic", 0, &error);
-  const RlxModel *model = rlx_model_get (RLX_MODEL_MNIST_MLP);
-  RlxBackend *backend = rlx_backend_resolve ("cpu", model, dataset, 8, &error);
-  RlxWorker *w = rlx_worker_new (backend);
-  RlxReplica *r = rlx_replica_new (w, 5);
+  RlxWorker *w = NULL;
+  RlxReplica *r = new_replica (5, &w);
   guint n = rlx_replica_get_n_train (r);
   g_autofree guint32 *want = g_new (guint32, n);
   /* (committed epoch, asked epoch): in use, ahead, back, two ahead */
@@ -606,7 +618,6 @@ test_replica_permutation (void)
     { 2, 2 }, { 2, 0 }, { 2, 2 }, { 3, 3 }, { 3, 4 }, { 4, 4 }, { 4, 5 }, { 4, 4 },
   };
 
-  g_assert_no_error (error);
   g_assert_cmpuint (n, >, 1);
   for (guint i = 0; i < G_N_ELEMENTS (asks); i++)
     {
@@ -623,6 +634,63 @@ test_replica_permutation (void)
                      i, seed, asks[i][0], asks[i][1]);
         }
     }
+  g_object_unref (r);
+  rlx_worker_free (w);
+}
+
+/* The sample stream (rlx_replica_indices, rlx_replica_advance): rounds of
+ * many sizes — under an epoch, up to its end, over it, over several — each
+ * cut into slots from the round's (epoch, pos), laid end to end, are the
+ * epochs' seeded permutations one after another, and (epoch, pos) moves on
+ * by each round's count; the replica's committed epoch (which the
+ * permutation made ahead follows) moves with the rounds, as in a cohort. */
+static void
+test_replica_stream (void)
+{
+  RlxWorker *w = NULL;
+  RlxReplica *r = new_replica (5, &w);
+  guint n = rlx_replica_get_n_train (r);
+  g_autofree guint32 *want = g_new (guint32, n);
+  static const guint rounds[] = { 59999, 1, 60000, 123456, 2, 307200, 7, 60000, 76800, 3 };
+  GRand *rand = g_rand_new_with_seed (28);
+  guint epoch = 0, pos = 0, want_epoch = G_MAXUINT;
+  guint64 at = 0;
+
+  for (guint i = 0; i < G_N_ELEMENTS (rounds); i++)
+    {
+      guint cut[4] = { 0, 0, 0, rounds[i] };
+      guint64 round_at = at;
+
+      /* three slots, of any lengths (a slot may be empty: skipped) */
+      cut[1] = g_rand_int_range (rand, 0, (gint32) rounds[i] + 1);
+      cut[2] = g_rand_int_range (rand, (gint32) cut[1], (gint32) rounds[i] + 1);
+      for (guint k = 0; k < 3; k++)
+        {
+          guint count = cut[k + 1] - cut[k];
+          g_autofree guint32 *got = NULL;
+
+          if (count == 0)
+            continue;
+          got = rlx_replica_indices (r, epoch, (guint64) pos + cut[k], count);
+          for (guint j = 0; j < count; j++, at++)
+            {
+              if (at / n != want_epoch)
+                {
+                  want_epoch = (guint) (at / n);
+                  rlx_dataset_permutation (n, 5, want_epoch, want);
+                }
+              if (got[j] != want[at % n])
+                g_error ("round %u, slot %u, sample %u: index %u, the stream has %u at %"
+                         G_GUINT64_FORMAT, i, k, j, got[j], want[at % n], at);
+            }
+        }
+      g_assert_cmpuint (at, ==, round_at + rounds[i]);
+      rlx_replica_advance (r, &epoch, &pos, rounds[i]);
+      g_assert_cmpuint (epoch, ==, at / n);
+      g_assert_cmpuint (pos, ==, at % n);
+      rlx_replica_commit (r, i + 1, 0, epoch, pos);
+    }
+  g_rand_free (rand);
   g_object_unref (r);
   rlx_worker_free (w);
 }
@@ -715,6 +783,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/engine/replica-history", test_replica_history);
   g_test_add_func ("/cohort/engine/replica-history-window", test_replica_history_window);
   g_test_add_func ("/cohort/engine/replica-permutation", test_replica_permutation);
+  g_test_add_func ("/cohort/engine/replica-stream", test_replica_stream);
   g_test_add_func ("/cohort/engine/checkpoint-hash-chunk", test_checkpoint_hash_chunk);
   return g_test_run ();
 }

@@ -10,7 +10,6 @@
 #include "rlx-config.h"
 #include "cohort-harness.h"
 
-#include <math.h>
 #include <signal.h>
 #include <string.h>
 
@@ -24,48 +23,7 @@ static void
 assert_same_outer_rounds (Harness *h, Node **n, guint k, gint64 rounds, guint hh,
                           guint batch)
 {
-  for (gint64 s = 1; s <= rounds; s++)
-    {
-      int e0 = node_step (n[0], s);
-      JsonObject *o0;
-
-      if (e0 < 0)
-        {
-          harness_dump (h);
-          g_error ("%s did not report round %" G_GINT64_FORMAT, n[0]->label, s);
-        }
-      o0 = node_ev (n[0], e0);
-      if (g_strcmp0 (ev_str (o0, "sync"), "outer") != 0 || ev_int (o0, "h") != hh ||
-          ev_str (o0, "outer_hash") == NULL)
-        {
-          harness_dump (h);
-          g_error ("round %" G_GINT64_FORMAT " of %s is not an outer round of H=%u", s,
-                   n[0]->label, hh);
-        }
-      if (ev_int (o0, "contributors") != k || ev_int (o0, "samples") != (gint64) k * batch * hh)
-        {
-          harness_dump (h);
-          g_error ("round %" G_GINT64_FORMAT ": %" G_GINT64_FORMAT " contributors, %"
-                   G_GINT64_FORMAT " samples; want %u and %u", s, ev_int (o0, "contributors"),
-                   ev_int (o0, "samples"), k, k * batch * hh);
-        }
-      g_assert_true (isfinite (ev_num (o0, "loss")));
-      for (guint i = 1; i < k; i++)
-        {
-          int e = node_step (n[i], s);
-          JsonObject *o = e >= 0 ? node_ev (n[i], e) : NULL;
-
-          if (o == NULL || g_strcmp0 (ev_str (o, "hash"), ev_str (o0, "hash")) != 0 ||
-              g_strcmp0 (ev_str (o, "outer_hash"), ev_str (o0, "outer_hash")) != 0)
-            {
-              harness_dump (h);
-              g_error ("round %" G_GINT64_FORMAT ": %s has hash %s / outer %s, %s %s / %s", s,
-                       n[i]->label, o ? ev_str (o, "hash") : "(none)",
-                       o ? ev_str (o, "outer_hash") : "(none)", n[0]->label,
-                       ev_str (o0, "hash"), ev_str (o0, "outer_hash"));
-            }
-        }
-    }
+  harness_assert_outer_rounds (h, n, k, 1, rounds, hh, (gint64) k * batch * hh);
 }
 
 /* Three ranks in the outer mode, all at @precision: equal hashes of θ and

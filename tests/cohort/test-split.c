@@ -3,7 +3,8 @@
  * rlx_coordinator_split_batch is the arithmetic of the leader's assignment:
  * shares in proportion to measured speed, the remainder to the largest
  * fractions, at least one sample for everyone able, caps by max_batch;
- * rlx_split_round_count how much of an epoch's rest a round takes.
+ * rlx_split_round_count how many samples a round takes: a step ends with
+ * its epoch, an outer round runs over it.
  */
 #include "rlx-config.h"
 #include "core/rlx-coordinator-private.h"
@@ -215,9 +216,9 @@ test_random (void)
 }
 
 /* The rounds of one epoch of @n samples from position 0, at @global a
- * round; their count, the smallest and the largest into *@lo, *@hi. */
+ * step; their count, the smallest and the largest into *@lo, *@hi. */
 static guint
-walk_epoch (guint n, guint64 global, guint per_round, guint *lo, guint *hi)
+walk_epoch (guint n, guint64 global, guint *lo, guint *hi)
 {
   guint pos = 0, rounds = 0;
 
@@ -225,7 +226,7 @@ walk_epoch (guint n, guint64 global, guint per_round, guint *lo, guint *hi)
   *hi = 0;
   while (pos < n)
     {
-      guint c = rlx_split_round_count (global, n - pos, per_round);
+      guint c = rlx_split_round_count (global, n - pos, 1);
 
       g_assert_cmpuint (c, >, 0);
       g_assert_cmpuint (c, <=, n - pos);
@@ -239,39 +240,31 @@ walk_epoch (guint n, guint64 global, guint per_round, guint *lo, guint *hi)
 }
 
 static void
-test_round_count_tail (void)
+test_round_count (void)
 {
   guint lo, hi;
 
-  /* mnist-mlp-xl, two ranks at batch 256, H 39: 60,000 = 3 × 19,968 + 96;
-   * the 96 join the third round instead of making a fourth */
-  g_assert_cmpuint (rlx_split_round_count (19968, 60000, 39), ==, 19968);
-  g_assert_cmpuint (rlx_split_round_count (19968, 60000 - 2 * 19968, 39), ==, 20064);
-  g_assert_cmpuint (walk_epoch (60000, 19968, 39, &lo, &hi), ==, 3);
-  g_assert_cmpuint (lo, ==, 19968);
-  g_assert_cmpuint (hi, ==, 20064);
-  /* a tail of half a round or more stays a round of its own */
-  g_assert_cmpuint (rlx_split_round_count (1000, 1500, 2), ==, 1000);
-  g_assert_cmpuint (rlx_split_round_count (1000, 1499, 2), ==, 1499);
-  /* the step mode keeps its short last step (it costs one step) */
+  /* A step ends with its epoch: the step mode keeps its short last step */
   g_assert_cmpuint (rlx_split_round_count (512, 608, 1), ==, 512);
-  g_assert_cmpuint (walk_epoch (60000, 512, 1, &lo, &hi), ==, 118);
+  g_assert_cmpuint (rlx_split_round_count (512, 96, 1), ==, 96);
+  g_assert_cmpuint (walk_epoch (60000, 512, &lo, &hi), ==, 118);
   g_assert_cmpuint (lo, ==, 96);
-  /* what the epoch has left, when that is less than a round */
-  g_assert_cmpuint (rlx_split_round_count (19968, 96, 39), ==, 96);
-  g_assert_cmpuint (rlx_split_round_count (19968, 19968, 39), ==, 19968);
+  g_assert_cmpuint (hi, ==, 512);
 
-  /* over many round sizes: an outer epoch's rounds are all at least half a
-   * round (or the whole epoch) and at most one and a half */
-  for (guint64 g = 1000; g <= 70000; g += 997)
-    for (guint h = 2; h <= 3; h++)
-      {
-        guint want_lo = (guint) MIN (g, 60000) / 2;
-
-        walk_epoch (60000, g, h, &lo, &hi);
-        g_assert_cmpuint (lo, >=, want_lo);
-        g_assert_cmpuint (hi, <, g + g / 2 + 1);
-      }
+  /* An outer round takes H × the batches wherever the epoch ends:
+   * eight mnist-mlp ranks at batch 256 and H 150 (307,200, five epochs
+   * and more), two (76,800), mnist-mlp-xl's two at H 39 near the end */
+  g_assert_cmpuint (rlx_split_round_count (307200, 60000, 150), ==, 307200);
+  g_assert_cmpuint (rlx_split_round_count (76800, 60000, 150), ==, 76800);
+  g_assert_cmpuint (rlx_split_round_count (76800, 1, 150), ==, 76800);
+  g_assert_cmpuint (rlx_split_round_count (19968, 96, 39), ==, 19968);
+  g_assert_cmpuint (rlx_split_round_count (19968, 60000 - 2 * 19968, 39), ==, 19968);
+  for (guint64 g = 1000; g <= 400000; g += 997)
+    for (guint left = 1; left <= 60000; left += 6007)
+      g_assert_cmpuint (rlx_split_round_count (g, left, 2), ==, g);
+  /* …up to what a frame can say */
+  g_assert_cmpuint (rlx_split_round_count ((guint64) G_MAXUINT32 * 4, 60000, 150), ==,
+                    RLX_SPLIT_MAX_ROUND);
 }
 
 int
@@ -284,6 +277,6 @@ main (int argc, char **argv)
   g_test_add_func ("/split/max-batch", test_max_batch);
   g_test_add_func ("/split/zero-weights", test_zero_weights);
   g_test_add_func ("/split/random", test_random);
-  g_test_add_func ("/split/round-count-tail", test_round_count_tail);
+  g_test_add_func ("/split/round-count", test_round_count);
   return g_test_run ();
 }

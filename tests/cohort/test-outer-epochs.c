@@ -1,0 +1,379 @@
+/* test-outer-epochs.c — outer rounds that run over an epoch's end, in
+ * cohorts of real `rlx-rank join` processes (cohort-harness.h)
+ *
+ * What docs/PROTOCOL.md, "Sync modes", promises: an outer round takes H ×
+ * the members' batches wherever the epoch ends, its slots running on into
+ * the next epoch's permutation, and still every sample of each epoch is
+ * taken once per epoch across the cohort, in the order of the seeded
+ * permutations, and a checkpoint taken while a round runs over the epoch's
+ * end resumes where that round began. Each rank notes the slices it takes
+ * (RLX_TEST_SAMPLE_LOG, core/cohort/rlx-sample-log.h); the test lays them
+ * end to end and checks them against rlx_dataset_permutation itself.
+ *
+ * The synthetic dataset at 1,000 samples (RLX_SYNTHETIC_TRAIN) and rounds
+ * of 216 samples put the epoch's end inside a round, and inside different
+ * ranks' slots, every few rounds; rounds of 1,152 run over one in every
+ * round.
+ */
+#include "rlx-config.h"
+#include "cohort-harness.h"
+#include "core/vision/rlx-dataset.h"
+
+#include <glib/gstdio.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N_TRAIN 1000
+#define SEED    3
+#define SLOW_OK "5000"
+
+typedef struct {
+  char    *node;
+  guint64  step;
+  guint    epoch;
+  guint64  start, count;
+  guint64  at;       /* the slice's place in the sample stream: epoch × N_TRAIN + start */
+  GArray  *indices;  /* guint32 */
+} Slice;
+
+static void
+slice_free (gpointer p)
+{
+  Slice *s = p;
+
+  g_free (s->node);
+  g_array_unref (s->indices);
+  g_free (s);
+}
+
+static gint
+by_place (gconstpointer a, gconstpointer b)
+{
+  const Slice *x = *(Slice *const *) a, *y = *(Slice *const *) b;
+
+  if (x->step != y->step)
+    return x->step < y->step ? -1 : 1;
+  return x->at < y->at ? -1 : x->at > y->at ? 1 : 0;
+}
+
+/* Every slice the ranks that wrote into @dir took, by step, then by place
+ * in the stream. */
+static GPtrArray *
+read_slices (const char *dir)
+{
+  GPtrArray *out = g_ptr_array_new_with_free_func (slice_free);
+  g_autoptr(GDir) d = g_dir_open (dir, 0, NULL);
+  const char *name;
+
+  g_assert_nonnull (d);
+  while ((name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *path = g_build_filename (dir, name, NULL);
+      g_autofree char *text = NULL;
+      g_auto(GStrv) lines = NULL;
+
+      if (!g_str_has_prefix (name, "samples-"))
+        continue;
+      g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+      lines = g_strsplit (text, "\n", -1);
+      for (guint i = 0; lines[i] != NULL; i++)
+        {
+          g_auto(GStrv) f = NULL;
+          g_auto(GStrv) idx = NULL;
+          Slice *s;
+
+          if (*lines[i] == '\0')
+            continue;
+          f = g_strsplit (lines[i], "\t", -1);
+          g_assert_cmpuint (g_strv_length (f), ==, 6);
+          s = g_new0 (Slice, 1);
+          s->node = g_strdup (f[0]);
+          s->step = g_ascii_strtoull (f[1], NULL, 10);
+          s->epoch = (guint) g_ascii_strtoull (f[2], NULL, 10);
+          s->start = g_ascii_strtoull (f[3], NULL, 10);
+          s->count = g_ascii_strtoull (f[4], NULL, 10);
+          s->at = (guint64) s->epoch * N_TRAIN + s->start;
+          s->indices = g_array_new (FALSE, FALSE, sizeof (guint32));
+          idx = g_strsplit (f[5], " ", -1);
+          for (guint j = 0; idx[j] != NULL; j++)
+            {
+              guint32 v = (guint32) g_ascii_strtoull (idx[j], NULL, 10);
+              g_array_append_val (s->indices, v);
+            }
+          g_assert_cmpuint (s->indices->len, ==, s->count);
+          g_ptr_array_add (out, s);
+        }
+    }
+  g_ptr_array_sort (out, by_place);
+  return out;
+}
+
+/* Index @at of the sample stream: epoch at / N_TRAIN's permutation, made
+ * here by the dataset's own function (@perm caches one epoch's). */
+static guint32
+stream_at (guint64 at, guint *perm_epoch, guint32 *perm)
+{
+  guint e = (guint) (at / N_TRAIN);
+
+  if (e != *perm_epoch)
+    {
+      rlx_dataset_permutation (N_TRAIN, SEED, e, perm);
+      *perm_epoch = e;
+    }
+  return perm[at % N_TRAIN];
+}
+
+/* The slices of steps @first..@last (from @slices; each step's slices of
+ * one frame) laid end to end from stream place @from: each step's are
+ * contiguous, take @per_round samples (0: any), the next step begins where
+ * it ends; every index is the seeded permutations' at its place; and in
+ * every epoch the stream covers, each sample is taken at most once (once
+ * exactly, for the epochs it covers whole). Returns where @last ends; the
+ * slices and rounds that ran over an epoch's end into *@crossing_slices,
+ * *@crossing_rounds. */
+static guint64
+check_stream (GPtrArray *slices, guint64 first, guint64 last, guint64 from, guint per_round,
+              guint *crossing_slices, guint *crossing_rounds)
+{
+  g_autofree guint32 *perm = g_new (guint32, N_TRAIN);
+  g_autofree guint *seen = g_new0 (guint, N_TRAIN);
+  guint perm_epoch = G_MAXUINT, seen_epoch = (guint) (from / N_TRAIN);
+  guint64 at = from;
+
+  *crossing_slices = *crossing_rounds = 0;
+  for (guint64 step = first; step <= last; step++)
+    {
+      guint64 round_from = at, taken = 0;
+      guint in_step = 0;
+
+      for (guint i = 0; i < slices->len; i++)
+        {
+          Slice *s = g_ptr_array_index (slices, i);
+
+          if (s->step != step)
+            continue;
+          in_step++;
+          if (s->at != at)
+            g_error ("step %" G_GUINT64_FORMAT ": %s's slice begins at %" G_GUINT64_FORMAT
+                     " (epoch %u, start %" G_GUINT64_FORMAT ") of the stream; the slices before "
+                     "end at %" G_GUINT64_FORMAT " (a gap or an overlap)",
+                     step, s->node, s->at, s->epoch, s->start, at);
+          if ((s->at + s->count - 1) / N_TRAIN != s->at / N_TRAIN)
+            (*crossing_slices)++;
+          for (guint j = 0; j < s->count; j++, at++)
+            {
+              guint32 want = stream_at (at, &perm_epoch, perm);
+              guint32 got = g_array_index (s->indices, guint32, j);
+
+              if (got != want)
+                g_error ("step %" G_GUINT64_FORMAT ", %s, sample %u of its slice: index %u, "
+                         "the permutation has %u at stream place %" G_GUINT64_FORMAT,
+                         step, s->node, j, got, want, at);
+              if ((guint) (at / N_TRAIN) != seen_epoch)
+                {
+                  /* an epoch ends: it was covered whole, each sample once */
+                  for (guint k = 0; k < N_TRAIN && (guint64) seen_epoch * N_TRAIN >= from; k++)
+                    if (seen[k] != 1)
+                      g_error ("epoch %u: sample %u taken %u times", seen_epoch, k, seen[k]);
+                  memset (seen, 0, N_TRAIN * sizeof (guint));
+                  seen_epoch = (guint) (at / N_TRAIN);
+                }
+              if (++seen[got] > 1)
+                g_error ("epoch %u: sample %u taken twice (step %" G_GUINT64_FORMAT ")",
+                         seen_epoch, got, step);
+            }
+          taken += s->count;
+        }
+      if (in_step == 0)
+        g_error ("no rank took a slice of step %" G_GUINT64_FORMAT, step);
+      if (per_round > 0 && taken != per_round)
+        g_error ("step %" G_GUINT64_FORMAT " took %" G_GUINT64_FORMAT " samples; an outer round "
+                 "takes %u wherever the epoch ends", step, taken, per_round);
+      if (round_from / N_TRAIN != (at - 1) / N_TRAIN)
+        (*crossing_rounds)++;
+    }
+  return at;
+}
+
+/* No slice of a step outside @first..@last, and no node took one step twice. */
+static void
+assert_steps_within (GPtrArray *slices, guint64 first, guint64 last)
+{
+  for (guint i = 0; i < slices->len; i++)
+    {
+      Slice *s = g_ptr_array_index (slices, i);
+
+      if (s->step < first || s->step > last)
+        g_error ("%s took a slice of step %" G_GUINT64_FORMAT ", outside %" G_GUINT64_FORMAT
+                 "..%" G_GUINT64_FORMAT, s->node, s->step, first, last);
+      for (guint j = i + 1; j < slices->len; j++)
+        {
+          Slice *t = g_ptr_array_index (slices, j);
+          if (t->step == s->step && g_strcmp0 (t->node, s->node) == 0)
+            g_error ("%s took two slices of step %" G_GUINT64_FORMAT, s->node, s->step);
+        }
+    }
+}
+
+static char *
+sample_dir (Harness *h, const char *name)
+{
+  char *dir = g_build_filename (h->dir, name, NULL);
+
+  g_assert_cmpint (g_mkdir_with_parents (dir, 0700), ==, 0);
+  harness_setenv (h, "RLX_TEST_SAMPLE_LOG", dir);
+  return dir;
+}
+
+/* Three ranks, outer:9 at batch 8 (rounds of 216), 24 rounds: 5.2 epochs
+ * of 1,000 samples, the epoch's end inside a round every 4 or 5 rounds. */
+static void
+test_coverage (void)
+{
+  Harness *h = harness_new ();
+  g_autofree char *dir = NULL;
+  g_autoptr(GPtrArray) slices = NULL;
+  Node *n[3];
+  guint crossing_slices, crossing_rounds;
+  guint64 end;
+
+  harness_setenv (h, "RLX_SYNTHETIC_TRAIN", G_STRINGIFY (N_TRAIN));
+  dir = sample_dir (h, "samples");
+  for (guint i = 0; i < 3; i++)
+    {
+      g_autofree char *label = g_strdup_printf ("node%u", i);
+      n[i] = harness_join (h, label, "--cohort", "epochs", "--batch", "8", "--steps", "24",
+                           "--wait-members", "3", "--seed", G_STRINGIFY (SEED),
+                           "--sync", "outer:9", "--deadline-floor-ms", SLOW_OK,
+                           "--checkpoint-every", "0", NULL);
+    }
+  for (guint i = 0; i < 3; i++)
+    harness_assert_exit_ok (h, n[i], 90000);
+  harness_assert_outer_rounds (h, n, 3, 1, 24, 9, 3 * 8 * 9);
+  slices = read_slices (dir);
+  assert_steps_within (slices, 1, 24);
+  end = check_stream (slices, 1, 24, 0, 3 * 8 * 9, &crossing_slices, &crossing_rounds);
+  g_assert_cmpuint (end, ==, 24 * 3 * 8 * 9);
+  g_test_message ("%u rounds and %u slices ran over an epoch's end", crossing_rounds,
+                  crossing_slices);
+  /* 5 epoch ends, each inside a round (216 does not divide 1,000) */
+  g_assert_cmpuint (crossing_rounds, ==, 5);
+  g_assert_cmpuint (crossing_slices, >=, 1);
+  harness_free (h);
+}
+
+/* Rounds longer than an epoch (two ranks, outer:9 at batch 64: 1,152
+ * samples a round, as eight ranks' rounds at H 150 are longer than
+ * Fashion-MNIST's 60,000), every one running over an epoch's end. A
+ * checkpoint is written after round 6 or so, while the next round runs
+ * over the epoch's end; the ranks are killed, a new cohort resumes the
+ * checkpoint of round R, and its round R + 1 begins where the first
+ * cohort's did, so the state's history takes each sample once per epoch. */
+#define CK_ROUND (2 * 64 * 9)
+
+static void
+test_checkpoint_across_epoch (void)
+{
+  Harness *h = harness_new ();
+  g_autofree char *first_dir = NULL, *again_dir = NULL, *steps = NULL;
+  g_autoptr(GPtrArray) first_slices = NULL, again_slices = NULL, all = NULL;
+  Node *first[2], *again[2], *founder;
+  guint crossing_slices, crossing_rounds;
+  guint64 resumed_at = 0, end;
+  gint64 r;
+  int e;
+
+  harness_setenv (h, "RLX_SYNTHETIC_TRAIN", G_STRINGIFY (N_TRAIN));
+  first_dir = sample_dir (h, "first");
+  for (guint i = 0; i < 2; i++)
+    {
+      g_autofree char *label = g_strdup_printf ("first%u", i);
+      /* rounds of a few hundred ms (every inner step but the last 40 ms
+       * longer): the kill lands long before round 12's checkpoint */
+      first[i] = harness_join (h, label, "--cohort", "eck", "--batch", "64", "--steps", "1000",
+                               "--wait-members", "2", "--seed", G_STRINGIFY (SEED),
+                               "--sync", "outer:9", "--deadline-floor-ms", SLOW_OK,
+                               "--checkpoint-every", "6", "--fault-inner-ms", "40", NULL);
+    }
+  for (guint i = 0; i < 2; i++)
+    harness_wait_event (h, first[i], "joined", NULL, 0, 30000);
+  founder = harness_leader (h, first, 2);
+  harness_wait_event (h, founder, "checkpoint", "step", 6, 60000);
+  /* the member first: the leader killed first would leave it to take
+   * over, and a new leader writes a checkpoint of its own */
+  node_kill (first[0] == founder ? first[1] : first[0], SIGKILL);
+  node_kill (founder, SIGKILL);
+  for (guint i = 0; i < 2; i++)
+    g_assert_true (node_wait_exit (first[i], 30000));
+  /* (the checkpoint asked for at round 6 holds the state its read found:
+   * round 6's, or a round later when the worker applied one before it) */
+  r = ev_int (node_ev (founder, harness_wait_event (h, founder, "checkpoint", "step", 6, 1)),
+              "step");
+  g_assert_cmpint (r, >=, 6);
+  g_assert_cmpint (r, <, 12);
+
+  again_dir = sample_dir (h, "again");
+  steps = g_strdup_printf ("%" G_GINT64_FORMAT, r + 4);
+  for (guint i = 0; i < 2; i++)
+    {
+      g_autofree char *label = g_strdup_printf ("again%u", i);
+      again[i] = harness_join (h, label, "--cohort", "eck", "--batch", "64", "--steps", steps,
+                               "--wait-members", "2", "--seed", G_STRINGIFY (SEED),
+                               "--sync", "outer:9", "--deadline-floor-ms", SLOW_OK,
+                               "--checkpoint-every", "0", NULL);
+    }
+  for (guint i = 0; i < 2; i++)
+    harness_assert_exit_ok (h, again[i], 90000);
+  e = node_find_event (again[0], "resumed", 0);
+  founder = again[0];
+  if (e < 0)
+    e = node_find_event (again[1], "resumed", 0), founder = again[1];
+  if (e < 0)
+    {
+      harness_dump (h);
+      g_error ("no rank resumed the checkpoint");
+    }
+  g_assert_cmpint (ev_int (node_ev (founder, e), "step"), ==, r);
+  harness_assert_outer_rounds (h, again, 2, r + 1, r + 4, 9, CK_ROUND);
+
+  /* The first cohort's rounds 1..R, laid end to end from the start. */
+  first_slices = read_slices (first_dir);
+  end = check_stream (first_slices, 1, (guint64) r, 0, CK_ROUND, &crossing_slices,
+                      &crossing_rounds);
+  g_assert_cmpuint (end, ==, (guint64) r * CK_ROUND);
+  g_assert_cmpuint (crossing_rounds, ==, (guint) r);
+  g_assert_cmpuint (crossing_slices, >=, 1);
+  /* Its round R + 1, in flight at the checkpoint, began there. */
+  for (guint i = 0; i < first_slices->len; i++)
+    {
+      Slice *s = g_ptr_array_index (first_slices, i);
+      if (s->step == (guint64) r + 1 && (resumed_at == 0 || s->at < resumed_at))
+        resumed_at = s->at;
+    }
+  g_assert_cmpuint (resumed_at, ==, end);
+
+  /* The resumed cohort's rounds R + 1..R + 4 go on from there; with the
+   * first cohort's 1..R before them they are one stream, each sample once
+   * per epoch. */
+  again_slices = read_slices (again_dir);
+  assert_steps_within (again_slices, (guint64) r + 1, (guint64) r + 4);
+  all = g_ptr_array_new ();
+  for (guint i = 0; i < first_slices->len; i++)
+    if (((Slice *) g_ptr_array_index (first_slices, i))->step <= (guint64) r)
+      g_ptr_array_add (all, g_ptr_array_index (first_slices, i));
+  for (guint i = 0; i < again_slices->len; i++)
+    g_ptr_array_add (all, g_ptr_array_index (again_slices, i));
+  end = check_stream (all, 1, (guint64) r + 4, 0, CK_ROUND, &crossing_slices, &crossing_rounds);
+  g_assert_cmpuint (end, ==, (guint64) (r + 4) * CK_ROUND);
+  harness_free (h);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/outer-epochs/coverage", test_coverage);
+  g_test_add_func ("/outer-epochs/checkpoint-across-epoch", test_checkpoint_across_epoch);
+  return g_test_run ();
+}

@@ -177,7 +177,10 @@ rlx_sync_choose (const RlxSyncInputs *in, RlxSyncChoice *out, GError **error)
   bytes = (double) in->exchange_bytes;
   max_h = in->max_h ? in->max_h : RLX_SYNC_MAX_H;
 
-  /* the exchange through the leader: the costliest of its remote links */
+  /* the exchange through the leader: the costliest of its remote links,
+   * each carrying its own member's array in and the update out at the
+   * rate measured on it (rlx-sync-policy.h: links that share one pipe
+   * each measure their share, the arrays of a round arriving together) */
   for (guint i = 0; i < in->n_links; i++)
     {
       const RlxSyncLink *l = &in->links[i];
@@ -190,7 +193,7 @@ rlx_sync_choose (const RlxSyncInputs *in, RlxSyncChoice *out, GError **error)
       if (l->local)
         continue;
       r = l->bytes_per_s > 0.0 ? l->bytes_per_s : RLX_SYNC_UNKNOWN_BYTES_PER_S;
-      cost = l->rtt_ms + 2.0 * MAX (members, 1) * bytes / r * 1000.0;
+      cost = l->rtt_ms + 2.0 * bytes / r * 1000.0;
       if (worst == NULL || cost > exchange)
         worst = l, exchange = cost, worst_rate = r;
     }

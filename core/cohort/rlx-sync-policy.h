@@ -8,12 +8,24 @@
  *
  * The rule:
  *   - one rank, or every link on this host: `step` (the seed's protocol);
- *   - else the cost of one exchange through the leader, whose link carries
- *     every member's bytes both ways (the members' arrays in, the update out):
- *         exchange = rtt + 2 · (ranks − 1) · bytes / throughput
- *     with the largest round trip and the smallest throughput of its remote
- *     links; when step mode's per-step exchange costs under
- *     RLX_SYNC_STEP_FRACTION of a step: `step`;
+ *   - else the cost of one exchange through the leader: each remote link
+ *     carries its member's array in and the update out, all links at once,
+ *     so the exchange is the costliest link's
+ *         exchange = max over remote links of  rtt + 2 · bytes / throughput
+ *     with each link's own round trip and throughput as measured (rlx-link-
+ *     estimates.h). The topology is in the throughput: with each member on
+ *     a link of its own (RLX_LINK_SHAPE shapes every link by itself; hosts
+ *     with their own uplinks) a link measures its own rate, and links that
+ *     share one pipe (the leader's uplink) each measure their share of it,
+ *     since a round's arrays arrive together and each is timed over its own
+ *     span. Counting every member's bytes on one pipe as well (the rule
+ *     until 2026-12-02: rtt + 2 · members · bytes / throughput) counted a
+ *     shared pipe twice and gave per-link links members times the exchange
+ *     they had (eight ranks over 200 Mbit/s, mnist-mlp-xl: 4.2 s against
+ *     0.65 s). What is assumed: a link's rate out is its rate in (the
+ *     leader times what arrives, not what it sends); a leader whose uplink
+ *     alone is narrow is not seen. When step mode's per-step exchange
+ *     costs under RLX_SYNC_STEP_FRACTION of a step: `step`;
  *   - else `outer:H` with the smallest H whose compute hides the exchange
  *     with a margin, H · step ≥ RLX_SYNC_MARGIN · exchange, at least
  *     RLX_SYNC_MIN_H, and never more than the most H training tolerates

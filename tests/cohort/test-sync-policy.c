@@ -104,15 +104,21 @@ static const Case cases[] = {
     "the 2.4 s exchange hides behind 26 steps of 141 ms" },
   { "1 Gbit/s 0.5 ms, xl", FALSE, 0.5, 125e6, 2, XL_F32, XL_STEP, RLX_SYNC_OUTER,
     RLX_SYNC_MIN_H, RLX_SYNC_MIN_H, 1, "outer every 20 steps: link to host-b 125 MB/s, 0.5 ms" },
-  /* eight ranks: the leader's link carries all seven members */
+  /* eight ranks, each member on a 200 Mbit/s link of its own (as
+   * RLX_LINK_SHAPE shapes them): each link carries one array in and one
+   * update out, all at once, so the exchange is one link's, as at two */
   { "8 ranks, 200 Mbit/s 50 ms, mlp", FALSE, 50, 25e6, 8, MLP_F32, MLP_STEP, RLX_SYNC_OUTER,
-    47, 47, 1, "outer every 47 steps" },
+    RLX_SYNC_MIN_H, RLX_SYNC_MIN_H, 1, "the 83 ms exchange hides behind 20 steps" },
   { "8 ranks, 200 Mbit/s 50 ms, xl", FALSE, 50, 25e6, 8, XL_F32, XL_STEP, RLX_SYNC_OUTER,
-    45, 45, 1, "the 4.2 s exchange hides behind 45 steps" },
+    RLX_SYNC_MIN_H, RLX_SYNC_MIN_H, 1, "the 646 ms exchange hides behind 20 steps" },
   { "8 ranks, 50 Mbit/s 30 ms, xl", FALSE, 30, 6.25e6, 8, XL_F32, XL_STEP, RLX_SYNC_OUTER,
-    RLX_SYNC_MAX_H, RLX_SYNC_MAX_H, 2,
-    "in 2 fragments (the most that trains well): link to host-b 6.2 MB/s, 30 ms; the 16.7 s "
-    "exchange does not hide behind 50 steps of 141 ms, so rounds will wait" },
+    26, 26, 1, "the 2.4 s exchange hides behind 26 steps of 141 ms" },
+  /* ...and seven members sharing one 200 Mbit/s pipe: each link measures
+   * its seventh as their arrays arrive together, and the exchange is
+   * seven arrays' time */
+  { "8 ranks sharing 200 Mbit/s, mlp", FALSE, 50, 25e6 / 7, 8, MLP_F32, MLP_STEP,
+    RLX_SYNC_OUTER, 47, 47, 1, "link to host-b 3.6 MB/s, 50 ms; the 278 ms exchange hides "
+    "behind 47 steps" },
   /* no estimate yet: assumed slow */
   { "unmeasured", FALSE, 40, 0, 2, MLP_F32, MLP_STEP, RLX_SYNC_OUTER, 4, RLX_SYNC_MAX_H, 0,
     "1.0 MB/s (assumed), 40 ms; the 854 ms exchange does not hide behind 50 steps" },

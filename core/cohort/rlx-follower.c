@@ -18,6 +18,13 @@ struct _RlxFollower {
   guint64          steps_term;      /* term of the last step frame followed */
   guint            unlisted;        /* step frames in a row that left us out */
   guint64          expect_commit;   /* commit being applied (0: none) */
+  /* where the last steps assigned begin in the sample stream (a ring by
+   * step): after commit c the replica holds where round c + 1 begins, as
+   * the leader's does, also when the frame of c assigns c + 2 (overlap) */
+  struct {
+    guint64 step;
+    guint   epoch, pos;
+  } begins[4];
   RlxMsg          *corrupting;      /* the step frame whose report waits for the hash
                                      * fault's corruption (rlx_replica_corrupt) */
 };
@@ -183,7 +190,7 @@ rlx_follower_stepped (RlxFollower *self, RlxMemberStep *ms, const GError *error)
       ctx->ops->training (ctx->owner);
       rlx_round_stats_backend (ctx->stats, ms->host_bytes, 0, 0,
                                rlx_worker_wait_us (rlx_compute_queue_get_worker (ctx->queue)));
-      rlx_replica_commit (ctx->replica, s->commit, ms->hash, s->epoch, s->pos);
+      rlx_replica_commit (ctx->replica, s->commit, ms->hash, ms->epoch, ms->pos);
       rlx_sync_state_note_commit (ctx->sync, s->commit, ms->commit_outer.h, ms->outer_hash);
       rlx_replica_set_loss (ctx->replica, s->loss);
       if (role (self) == RLX_ROLE_MEMBER || role (self) == RLX_ROLE_LEADER)
@@ -354,6 +361,9 @@ member_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m, gboolean early)
       s->members = g_ptr_array_new_with_free_func (g_free);
     }
 
+  self->begins[s->step % G_N_ELEMENTS (self->begins)].step = s->step;
+  self->begins[s->step % G_N_ELEMENTS (self->begins)].epoch = s->epoch;
+  self->begins[s->step % G_N_ELEMENTS (self->begins)].pos = s->pos;
   ms = rlx_member_step_new ();
   /* the cohort's sync mode is the leader's: each frame says it */
   if (rlx_sync_state_follow (ctx->sync, s, &ms->outer, &ms->commit_outer))
@@ -365,6 +375,11 @@ member_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m, gboolean early)
       ms->perturb_momentum = rlx_fault_plan_take_momentum (&ctx->faults, s->commit);
       ms->epoch = s->epoch;
       ms->pos = s->pos;
+      if (self->begins[(s->commit + 1) % G_N_ELEMENTS (self->begins)].step == s->commit + 1)
+        {
+          ms->epoch = self->begins[(s->commit + 1) % G_N_ELEMENTS (self->begins)].epoch;
+          ms->pos = self->begins[(s->commit + 1) % G_N_ELEMENTS (self->begins)].pos;
+        }
       ms->accept_prev = accepted_prev;
       self->expect_commit = s->commit;
     }
@@ -378,7 +393,7 @@ member_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m, gboolean early)
           ms->step = s->step;
           g_free (ms->indices);
           ms->indices = rlx_replica_indices (ctx->replica, s->epoch, slot->start, slot->count);
-          rlx_sample_log (ctx->node_id, s->step, s->epoch, slot->start, slot->count,
+          rlx_sample_log (ctx->node_id, s->term, s->step, s->epoch, slot->start, slot->count,
                           ms->indices);
           ms->n = slot->count;
           OWNER (assigned, s->step, slot->count);

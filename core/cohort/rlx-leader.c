@@ -352,7 +352,8 @@ queue_own_slot (RlxLeader *self, guint64 step, guint epoch, const RlxMsgSlot *sl
 {
   g_autofree guint32 *indices = slot_indices (self, epoch, slot);
 
-  rlx_sample_log (self->ctx->node_id, step, epoch, slot->start, slot->count, indices);
+  rlx_sample_log (self->ctx->node_id, rlx_leadership_get_term (self->ctx->lead), step, epoch,
+                  slot->start, slot->count, indices);
   queue_own (self, step, indices, slot->count, outer);
 }
 

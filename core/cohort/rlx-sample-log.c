@@ -29,15 +29,15 @@ log_file (void)
 }
 
 void
-rlx_sample_log (const char *node, guint64 step, guint epoch, guint64 start, guint count,
-                const guint32 *indices)
+rlx_sample_log (const char *node, guint64 term, guint64 step, guint epoch, guint64 start,
+                guint count, const guint32 *indices)
 {
   FILE *f = log_file ();
 
   if (f == NULL)
     return;
-  fprintf (f, "%s\t%" G_GUINT64_FORMAT "\t%u\t%" G_GUINT64_FORMAT "\t%u\t", node, step, epoch,
-           start, count);
+  fprintf (f, "%s\t%" G_GUINT64_FORMAT "\t%" G_GUINT64_FORMAT "\t%u\t%" G_GUINT64_FORMAT "\t%u\t",
+           node, term, step, epoch, start, count);
   for (guint i = 0; i < count; i++)
     fprintf (f, i ? " %u" : "%u", indices[i]);
   fputc ('\n', f);

@@ -3,7 +3,7 @@
  * With RLX_TEST_SAMPLE_LOG=DIR in the environment, every slice of the
  * sample stream a rank takes as its own (a member's slot of a step frame,
  * the leader's own slot of a round it assigned) is appended to
- * DIR/samples-PID.tsv as one line: node, step, the frame's epoch, the
+ * DIR/samples-PID.tsv as one line: node, term, step, the frame's epoch, the
  * slot's start and count, then the indices, space-separated. The line is
  * written and flushed at once, so a process killed keeps what it took.
  * tests/cohort/test-outer-epochs.c reads the files of a cohort to check
@@ -18,7 +18,7 @@
 
 G_BEGIN_DECLS
 
-void rlx_sample_log (const char *node, guint64 step, guint epoch, guint64 start, guint count,
-                     const guint32 *indices);
+void rlx_sample_log (const char *node, guint64 term, guint64 step, guint epoch, guint64 start,
+                     guint count, const guint32 *indices);
 
 G_END_DECLS

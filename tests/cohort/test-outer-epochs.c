@@ -5,10 +5,12 @@
  * the members' batches wherever the epoch ends, its slots running on into
  * the next epoch's permutation, and still every sample of each epoch is
  * taken once per epoch across the cohort, in the order of the seeded
- * permutations, and a checkpoint taken while a round runs over the epoch's
- * end resumes where that round began. Each rank notes the slices it takes
+ * permutations; a checkpoint taken while a round runs over the epoch's
+ * end resumes where that round began, and so does a new leader after a
+ * failover. Each rank notes the slices it takes
  * (RLX_TEST_SAMPLE_LOG, core/cohort/rlx-sample-log.h); the test lays them
- * end to end and checks them against rlx_dataset_permutation itself.
+ * end to end (after a failover, each step's slices of its last term) and
+ * checks them against rlx_dataset_permutation itself.
  *
  * The synthetic dataset at 1,000 samples (RLX_SYNTHETIC_TRAIN) and rounds
  * of 216 samples put the epoch's end inside a round, and inside different
@@ -30,7 +32,7 @@
 
 typedef struct {
   char    *node;
-  guint64  step;
+  guint64  term, step;
   guint    epoch;
   guint64  start, count;
   guint64  at;       /* the slice's place in the sample stream: epoch × N_TRAIN + start */
@@ -86,16 +88,17 @@ read_slices (const char *dir)
           if (*lines[i] == '\0')
             continue;
           f = g_strsplit (lines[i], "\t", -1);
-          g_assert_cmpuint (g_strv_length (f), ==, 6);
+          g_assert_cmpuint (g_strv_length (f), ==, 7);
           s = g_new0 (Slice, 1);
           s->node = g_strdup (f[0]);
-          s->step = g_ascii_strtoull (f[1], NULL, 10);
-          s->epoch = (guint) g_ascii_strtoull (f[2], NULL, 10);
-          s->start = g_ascii_strtoull (f[3], NULL, 10);
-          s->count = g_ascii_strtoull (f[4], NULL, 10);
+          s->term = g_ascii_strtoull (f[1], NULL, 10);
+          s->step = g_ascii_strtoull (f[2], NULL, 10);
+          s->epoch = (guint) g_ascii_strtoull (f[3], NULL, 10);
+          s->start = g_ascii_strtoull (f[4], NULL, 10);
+          s->count = g_ascii_strtoull (f[5], NULL, 10);
           s->at = (guint64) s->epoch * N_TRAIN + s->start;
           s->indices = g_array_new (FALSE, FALSE, sizeof (guint32));
-          idx = g_strsplit (f[5], " ", -1);
+          idx = g_strsplit (f[6], " ", -1);
           for (guint j = 0; idx[j] != NULL; j++)
             {
               guint32 v = (guint32) g_ascii_strtoull (idx[j], NULL, 10);
@@ -369,11 +372,74 @@ test_checkpoint_across_epoch (void)
   harness_free (h);
 }
 
+/* The leader of three ranks is killed (SIGKILL) mid-run; the survivors go
+ * on in a new term from the last commit they hold. The rounds the cohort
+ * committed — each step's slices of the last term that assigned it — are
+ * one stream from the start: the new leader assigns the round that was in
+ * flight again from where it began (every replica holds where round c + 1
+ * begins after commit c), so no epoch misses its samples. */
+static void
+test_failover (void)
+{
+  Harness *h = harness_new ();
+  g_autofree char *dir = NULL;
+  g_autoptr(GPtrArray) slices = NULL, kept = NULL;
+  Node *n[3], *leader, *rest[2];
+  guint k = 0, crossing_slices, crossing_rounds;
+  guint64 end;
+
+  harness_setenv (h, "RLX_SYNTHETIC_TRAIN", G_STRINGIFY (N_TRAIN));
+  dir = sample_dir (h, "samples");
+  for (guint i = 0; i < 3; i++)
+    {
+      g_autofree char *label = g_strdup_printf ("node%u", i);
+      n[i] = harness_join (h, label, "--cohort", "efo", "--batch", "8", "--steps", "20",
+                           "--wait-members", "3", "--seed", G_STRINGIFY (SEED),
+                           "--sync", "outer:9", "--fault-slow-ms", "20",
+                           "--checkpoint-every", "0", NULL);
+    }
+  for (guint i = 0; i < 3; i++)
+    harness_wait_event (h, n[i], "joined", NULL, 0, 30000);
+  leader = harness_leader (h, n, 3);
+  for (guint i = 0; i < 3; i++)
+    if (n[i] != leader)
+      rest[k++] = n[i];
+  harness_wait_event (h, leader, "step", "step", 8, 60000);
+  node_kill (leader, SIGKILL);
+  harness_assert_exit_ok (h, rest[0], 90000);
+  harness_assert_exit_ok (h, rest[1], 90000);
+  node_wait_exit (leader, 5000);
+  g_assert_cmpuint (harness_same_hashes (h, rest[0], rest[1], 1), ==, 20);
+
+  slices = read_slices (dir);
+  kept = g_ptr_array_new ();
+  for (guint i = 0; i < slices->len; i++)
+    {
+      Slice *s = g_ptr_array_index (slices, i);
+      gboolean newest = TRUE;
+
+      for (guint j = 0; j < slices->len && newest; j++)
+        {
+          Slice *t = g_ptr_array_index (slices, j);
+          newest = !(t->step == s->step && t->term > s->term);
+        }
+      if (newest)
+        g_ptr_array_add (kept, s);
+    }
+  assert_steps_within (kept, 1, 20);
+  end = check_stream (kept, 1, 20, 0, 0, &crossing_slices, &crossing_rounds);
+  g_test_message ("%" G_GUINT64_FORMAT " samples in 20 rounds; %u ran over an epoch's end", end,
+                  crossing_rounds);
+  g_assert_cmpuint (crossing_rounds, >=, 2);
+  harness_free (h);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/outer-epochs/coverage", test_coverage);
   g_test_add_func ("/outer-epochs/checkpoint-across-epoch", test_checkpoint_across_epoch);
+  g_test_add_func ("/outer-epochs/failover", test_failover);
   return g_test_run ();
 }

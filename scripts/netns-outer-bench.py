@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Issue 28 between two network namespaces over the real remote link (root).
 
-  netns-outer-bench.py BUILD [--runs 3] [--seconds 30] [--models mnist-mlp,mnist-mlp-xl]
+  netns-outer-bench.py BUILD|NAME=BUILD... [--runs 3] [--seconds 30] [--models mnist-mlp,mnist-mlp-xl]
                        [--syncs step,auto,outer:50] [--rate 200mbit] [--delay-ms 25]
                        [--cpus 0,1] [--rt PRIO] [--json FILE]
 
@@ -23,7 +23,9 @@ the samples of the steps after the first one counted over the time between
 them, counting from WARMUP_S after the first step (and, for auto, from its
 first outer round: the measured steady state, not its first choice).
 Medians of --runs, runs interleaved; every ratio is against one rank alone
-in the same run. Prints a markdown table (auto's last choice of the first
+in the same run. Several builds (NAME=BUILD, e.g. main=… new=…): every
+two-rank setup runs in each, interleaved within each run, against one rank
+alone in the first build (the router is the first build's too). Prints a markdown table (auto's last choice of the first
 run beside its figure) and (--json) every run.
 
 --rt PRIO (on a shared machine): this script, the router and every rank
@@ -166,15 +168,15 @@ def one_alone(a, net, model, run):
     return rate_of(p, "step"), None
 
 
-def one_pair(a, net, model, sync, run):
+def one_pair(a, net, model, sync, run, build, bi):
     common = ["--model", model, "--batch", "256", "--sync", sync, "--deadline-floor-ms", "5000"]
-    tag = f"{model}-{sync.replace(':', '')}-{run}"
+    tag = f"{model}-{sync.replace(':', '')}-{run}-{bi}"
     f = net.spawn(f"lead-{tag}", "h1",
-                  rank(a.build, a.cpus[0], "--host", "10.80.0.1:7400", "--show-invite",
+                  rank(build, a.cpus[0], "--host", "10.80.0.1:7400", "--show-invite",
                        "--cohort", f"c{run}-{tag}", "--wait-members", "2",
                        *common))
     inv = f.wait_event("invite", 30)["invite"]
-    b = net.spawn(f"mem-{tag}", "h2", rank(a.build, a.cpus[1 % len(a.cpus)], inv, *common))
+    b = net.spawn(f"mem-{tag}", "h2", rank(build, a.cpus[1 % len(a.cpus)], inv, *common))
     f.wait_event("step", 120, key="members", minimum=2)
     time.sleep(a.seconds)
     stop([f, b], net)
@@ -184,7 +186,7 @@ def one_pair(a, net, model, sync, run):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("build")
+    ap.add_argument("build", nargs="+", help="BUILD, or several as NAME=BUILD")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--models", default="mnist-mlp,mnist-mlp-xl")
@@ -198,7 +200,10 @@ def main():
     a = ap.parse_args()
     if a.rt and not 2 <= a.rt <= 98:
         ap.error("--rt takes a priority from 2 to 98")
-    a.build = os.path.abspath(a.build)
+    a.builds = [(b.split("=", 1) if "=" in b else [os.path.basename(b.rstrip("/")), b])
+                for b in a.build]
+    a.builds = [(name, os.path.abspath(path)) for name, path in a.builds]
+    a.build = a.builds[0][1]
     a.cpus = [int(c) for c in a.cpus.split(",")]
     rlxnet.need_root_and_netns()
     if a.rt:
@@ -207,21 +212,28 @@ def main():
     demoter = Demoter(net, a.rt) if a.rt else None
     models = a.models.split(",")
     syncs = a.syncs.split(",")
-    res = {(m, s): [] for m in models for s in ["alone"] + syncs}
+    names = [name for name, _ in a.builds]
+    setups = [("alone", names[0])] + [(s, name) for s in syncs for name in names]
+    res = {(m, s, b): [] for m in models for s, b in setups}
+    alone = {(m, run): None for m in models for run in range(a.runs)}
     why = {}
     log = []
     for run in range(a.runs):
         for m in models:
-            for s in ["alone"] + syncs:
+            for bi, (s, b) in enumerate(setups):
                 (r, n), reason = one_alone(a, net, m, run) if s == "alone" else \
-                    one_pair(a, net, m, s, run)
-                log.append({"model": m, "sync": s, "run": run, "samples_per_s": r,
+                    one_pair(a, net, m, s, run, dict(a.builds)[b], bi)
+                log.append({"model": m, "sync": s, "build": b, "run": run, "samples_per_s": r,
                             "steps_counted": n, "reason": reason})
                 print(json.dumps(log[-1]), file=sys.stderr, flush=True)
                 if r is not None:
-                    res[(m, s)].append(r)
+                    res[(m, s, b)].append(r)
+                    if s == "alone":
+                        alone[(m, run)] = r
+                    elif alone[(m, run)]:
+                        log[-1]["ratio"] = r / alone[(m, run)]
                 if reason:
-                    why.setdefault((m, s), reason)
+                    why.setdefault((m, s, b), reason)
     if demoter:
         demoter.close()
     net.close()
@@ -231,20 +243,24 @@ def main():
     print(f"two namespaces, QUIC, {a.rate or 'no rate cap'} (tbf each way), "
           f"{2 * a.delay_ms} ms round trip (router); batch 256, one BLAS thread per rank, "
           f"cpus {a.cpus}{f', SCHED_FIFO {a.rt} (compute {a.rt - 1})' if a.rt else ''}; medians of {a.runs} × {a.seconds:.0f} s\n")
-    print("| model | setup | samples/s | vs one rank | auto's choice |")
+    print("| model | setup | samples/s | vs one rank (per run) | auto's choice |")
     print("|---|---|---|---|---|")
     for m in models:
-        ref = statistics.median(res[(m, "alone")]) if res[(m, "alone")] else None
-        for s in ["alone"] + syncs:
-            v = res[(m, s)]
+        ref = statistics.median(res[(m, "alone", names[0])]) if res[(m, "alone", names[0])] else None
+        for s, b in setups:
+            v = res[(m, s, b)]
             if not v:
-                print(f"| {m} | {s} | — (too few steps) | — | |")
+                print(f"| {m} | {s} {b} | — (too few steps) | — | |")
                 continue
             med = statistics.median(v)
-            ratio = f"**{med / ref:.2f}×**" if ref else "—"
+            per_run = ", ".join(f"{e['ratio']:.2f}" for e in log
+                                if (e["model"], e["sync"], e["build"]) == (m, s, b) and "ratio" in e)
+            ratio = (f"**{med / ref:.2f}×**" + (f" ({per_run})" if per_run else "")) if ref else "—"
             label = "one rank alone" if s == "alone" else f"two ranks, --sync {s}"
+            if len(names) > 1:
+                label += f" ({b})"
             print(f"| {m} | {label} | {med:,.0f} ({min(v):,.0f}–{max(v):,.0f}) | {ratio} | "
-                  f"{why.get((m, s), '')} |")
+                  f"{why.get((m, s, b), '')} |")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,11 @@
 
 #include <string.h>
 
+/* Control messages carry no array: a wire frame of them is its length and
+ * a header the wire refuses over RLX_WIRE_DEFAULT_MAX_HEADER, far under the
+ * control lane's cap (core/p2p/rlx-link.h). */
+G_STATIC_ASSERT (4 + RLX_WIRE_DEFAULT_MAX_HEADER <= RLX_LINK_MAX_CONTROL_FRAME / 8);
+
 #define HEARTBEAT_MS 500
 
 struct _RlxPeerSet {

@@ -281,7 +281,14 @@ rlx_link_stream_reader_init (RlxLinkStreamReader *r, gsize max_frame, const char
 {
   memset (r, 0, sizeof *r);
   r->max_frame = MIN (max_frame, (gsize) G_MAXUINT32);
+  r->max_control = MIN (r->max_frame, RLX_LINK_MAX_CONTROL_FRAME);
   rlx_link_stream_reader_set_peer (r, peer);
+}
+
+void
+rlx_link_stream_reader_set_max_control (RlxLinkStreamReader *r, gsize max_control)
+{
+  r->max_control = MIN (max_control, r->max_frame);
 }
 
 void
@@ -408,6 +415,7 @@ start_record (RlxLinkStreamReader *r, const RlxLinkStreamSink *sink, gpointer us
   RlxLinkLane lane = (w & RLX_LINK_STREAM_BULK) ? RLX_LINK_LANE_BULK : RLX_LINK_LANE_CONTROL;
   gboolean more = (w & RLX_LINK_STREAM_MORE) != 0;
   RlxLinkStreamLane *l = &r->lanes[lane];
+  gsize cap;
 
   r->hdr_got = 0;
   if ((w & RLX_LINK_STREAM_SHM) && more)
@@ -446,12 +454,13 @@ start_record (RlxLinkStreamReader *r, const RlxLinkStreamSink *sink, gpointer us
         }
       return sink->shm (user_data, len);
     }
-  if (len > r->max_frame || l->len > r->max_frame - len)
+  cap = lane == RLX_LINK_LANE_CONTROL ? r->max_control : r->max_frame;
+  if (len > cap || l->len > cap - len)
     {
       g_set_error (error, RLX_LINK_ERROR, RLX_LINK_ERROR_TOO_LARGE,
-                   "%s sent a frame of at least %" G_GSIZE_FORMAT " bytes, over this link's cap "
-                   "of %" G_GSIZE_FORMAT " bytes; link closed", r->peer, l->len + len,
-                   r->max_frame);
+                   "%s sent a %s frame of at least %" G_GSIZE_FORMAT " bytes, over this link's "
+                   "cap of %" G_GSIZE_FORMAT " bytes for that lane; link closed", r->peer,
+                   lane == RLX_LINK_LANE_CONTROL ? "control" : "bulk", l->len + len, cap);
       return FALSE;
     }
   if (!l->open && (more || len >= RLX_LINK_STREAM_POOL_MIN))

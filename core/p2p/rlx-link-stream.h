@@ -35,7 +35,8 @@
  * hands out again after trimming, and page faults cost more than the copy)
  * for a stream of frames of one size. The pool keeps a few buffers.
  *
- * A frame over @max_frame, a lane bit
+ * A frame over its lane's cap (@max_frame on the bulk lane; on the control
+ * lane RLX_LINK_MAX_CONTROL_FRAME, or @max_frame if smaller), a lane bit
  * the reader does not know, SHM on the control lane, a RING record of another
  * length, an unknown kind, nonzero reserved members or on the wrong lane, a
  * frame (SHM or RING) in the middle of a chunked one, all end the stream with
@@ -124,6 +125,7 @@ typedef struct {
 
 typedef struct {
   gsize             max_frame;
+  gsize             max_control;  /* the control lane's cap (see above) */
   guint8            hdr[4];
   gsize             hdr_got;
   gboolean          in_body;
@@ -139,6 +141,10 @@ typedef struct {
 } RlxLinkStreamReader;
 
 void     rlx_link_stream_reader_init  (RlxLinkStreamReader *r, gsize max_frame, const char *peer);
+/* The control lane's cap, at most max_frame (init sets
+ * RLX_LINK_MAX_CONTROL_FRAME): for the fuzz target, which cannot send 1 MiB
+ * frames cheaply. */
+void     rlx_link_stream_reader_set_max_control (RlxLinkStreamReader *r, gsize max_control);
 /* Drops any frame in progress and the buffers; the reader can be used again
  * (from a record boundary). _free_name also frees the name and drops the
  * pool. */

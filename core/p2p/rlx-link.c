@@ -154,6 +154,15 @@ rlx_link_send_lane (RlxLink *self, RlxLinkLane lane, GBytes *frame, GError **err
                    "link to %s is closed", priv->peer ? priv->peer : "peer");
       return FALSE;
     }
+  if (lane == RLX_LINK_LANE_CONTROL && g_bytes_get_size (frame) > RLX_LINK_MAX_CONTROL_FRAME)
+    {
+      g_set_error (error, RLX_LINK_ERROR, RLX_LINK_ERROR_TOO_LARGE,
+                   "a control frame of %" G_GSIZE_FORMAT " bytes is over the control lane's cap "
+                   "of %" G_GSIZE_FORMAT " bytes (the link to %s refuses it; send large frames "
+                   "on the bulk lane)", g_bytes_get_size (frame), RLX_LINK_MAX_CONTROL_FRAME,
+                   priv->peer ? priv->peer : "peer");
+      return FALSE;
+    }
   klass = RLX_LINK_GET_CLASS (self);
   if (klass->send_lane != NULL)
     return klass->send_lane (self, lane, frame, error);
@@ -315,6 +324,12 @@ rlx_link_emit_closed (RlxLink *self, const GError *error)
   priv->closed = TRUE;
   if (error == NULL)
     error = fallback = g_error_new (RLX_LINK_ERROR, RLX_LINK_ERROR_CLOSED, "link closed");
+  /* A peer that broke the rules (a frame over a lane's cap, bytes that are
+   * not frames) is said in the log, whoever listens to ::closed (the remote
+   * link says its own: RLX_REMOTE_ERROR_PROTOCOL). */
+  if (g_error_matches (error, RLX_LINK_ERROR, RLX_LINK_ERROR_TOO_LARGE) ||
+      g_error_matches (error, RLX_LINK_ERROR, RLX_LINK_ERROR_PROTOCOL))
+    g_message ("link to %s closed: %s", priv->peer ? priv->peer : "peer", error->message);
 
   g_object_ref (self);
   g_object_notify_by_pspec (G_OBJECT (self), properties[PROP_CLOSED]);

@@ -49,6 +49,22 @@ typedef enum {
 
 #define RLX_LINK_N_LANES 2
 
+/* The largest frame the control lane carries, either way, on every link:
+ * 1 MiB. Control frames are the cohort's messages without a float array
+ * (hello, refuse, leader, join, ack, reject, heartbeat, bye, a refused
+ * grad) and the local bus's handshake; such a wire frame is its 4-byte
+ * length and a JSON header, which the wire refuses over
+ * RLX_WIRE_DEFAULT_MAX_HEADER (64 KiB): the largest hello (every member at
+ * its bound, each byte of its texts one JSON escapes as \u00XX) is 38,412
+ * bytes (/cohort/msg/largest-control-fits). 1 MiB is 16 times the header
+ * cap, so no legitimate message comes near it, and it
+ * bounds what a peer can make this process hold for a control frame it
+ * keeps half-sent (64 MiB, the bulk lane's cap, before it existed). Arrays
+ * (buckets, commits, snapshots) travel on the bulk lane. A link refuses to
+ * send a larger control frame (RLX_LINK_ERROR_TOO_LARGE, the link stays)
+ * and closes when it receives one, before allocating it. */
+#define RLX_LINK_MAX_CONTROL_FRAME ((gsize) 1 << 20)
+
 #define RLX_TYPE_LINK (rlx_link_get_type ())
 G_DECLARE_DERIVABLE_TYPE (RlxLink, rlx_link, RLX, LINK, GObject)
 

@@ -28,6 +28,7 @@
 #include "rlx-config.h"
 #include "rlx-quic.h"
 #include "rlx-frame-reader.h"
+#include "rlx-link.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -1182,7 +1183,12 @@ rlx_quic_new (const RlxQuicConfig *config, const RlxQuicCallbacks *callbacks,
       g_queue_init (&self->out[s].frames);
       self->in_id[s] = -1;
     }
-  self->in[RLX_QUIC_STREAM_CONTROL] = rlx_frame_reader_new (self->max_frame, on_frame_control, self);
+  /* The control stream carries small messages only (rlx-link.h,
+   * RLX_LINK_MAX_CONTROL_FRAME): a peer cannot make this side hold a bulk
+   * lane's worth of a control frame it never finishes. */
+  self->in[RLX_QUIC_STREAM_CONTROL] =
+    rlx_frame_reader_new (MIN (self->max_frame, RLX_LINK_MAX_CONTROL_FRAME), on_frame_control,
+                          self);
   self->in[RLX_QUIC_STREAM_BULK] = rlx_frame_reader_new (self->max_frame, on_frame_bulk, self);
 
   /* ngtcp2 needs a path; libnice owns the real one (and may switch pairs),

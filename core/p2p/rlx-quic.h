@@ -13,7 +13,8 @@
  *
  * Streams: each side opens two unidirectional streams once the handshake is
  * done — CONTROL first, then BULK. Frames ([u32 LE length][body], at most
- * max_frame) go whole and in order on the stream they are sent on; when
+ * max_frame; received on CONTROL at most RLX_LINK_MAX_CONTROL_FRAME, a
+ * larger one ends the connection with RLX_REMOTE_ERROR_PROTOCOL) go whole and in order on the stream they are sent on; when
  * both have data, CONTROL goes first at packet granularity, so a heartbeat
  * or a commit never waits behind a multi-megabyte bucket. Order between the
  * two streams is not kept.
@@ -76,7 +77,8 @@ typedef struct {
    * that stopped is then at most its inbox, the frame that filled it, the
    * connection's window (the only flow control: 16 MiB to start, ngtcp2
    * may grow it to 96 MiB) and a frame in progress on each stream (its
-   * bytes' credit goes back as they arrive: up to max_frame each). */
+   * bytes' credit goes back as they arrive: up to max_frame on BULK,
+   * RLX_LINK_MAX_CONTROL_FRAME on CONTROL). */
   gboolean (*frame)       (RlxQuicStream stream, GBytes *frame, gpointer user_data);
   /* Frames were written into packets: @written[stream] is the total of
    * their lengths (prefixes excluded) since the start, per stream. */

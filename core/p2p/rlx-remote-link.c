@@ -953,6 +953,10 @@ rlx_remote_link_dispose (GObject *object)
 static void
 on_closed (RlxLink *link, const GError *error, gpointer user_data)
 {
+  /* A peer that broke QUIC's or the framing's rules (a frame over a
+   * stream's cap) is said in the log, as rlx-link.c says its own. */
+  if (g_error_matches (error, RLX_REMOTE_ERROR, RLX_REMOTE_ERROR_PROTOCOL))
+    g_message ("link to %s closed: %s", rlx_link_get_peer (link), error->message);
   stop_main_timers (RLX_REMOTE_LINK (link));
 }
 

@@ -7,6 +7,8 @@
  */
 #include "rlx-config.h"
 #include "core/cohort/rlx-msg.h"
+#include "core/p2p/rlx-link.h"
+#include "core/p2p/rlx-unix-link.h"
 
 #include <math.h>
 #include <string.h>
@@ -507,6 +509,108 @@ test_outer_step (void)
   rlx_msg_clear (&m);
 }
 
+/* @n bytes of text that JSON writes 6 bytes each for (\u0001), or of
+ * @c where control characters are not allowed (an id). */
+static char *
+worst_text (gsize n, char c)
+{
+  char *s = g_malloc (n + 1);
+
+  memset (s, c, n);
+  s[n] = '\0';
+  return s;
+}
+
+static void
+on_control_frame (RlxLink *link, GBytes *frame, gpointer user_data)
+{
+  GBytes **got = user_data;
+
+  g_assert_cmpint (rlx_link_get_rx_lane (link), ==, RLX_LINK_LANE_CONTROL);
+  g_assert_null (*got);
+  *got = g_bytes_ref (frame);
+}
+
+/* The largest control message a peer can send and this node parse — a
+ * hello with every member at its bound and every byte of its texts one
+ * that JSON escapes to six — is far under the control lane's cap
+ * (RLX_LINK_MAX_CONTROL_FRAME, which rlx-link.h sizes from this), and
+ * crosses a real link's control lane and parses. So are the other kinds
+ * that travel there, each with its text at its bound. */
+static void
+test_largest_control_fits (void)
+{
+  const gsize room = RLX_LINK_MAX_CONTROL_FRAME / 8;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) hello = NULL;
+  g_autoptr(RlxLink) a = NULL;
+  g_autoptr(RlxLink) b = NULL;
+  g_autoptr(GBytes) got = NULL;
+  RlxMsg m, back;
+  const RlxMsgKind texts[] = { RLX_MSG_REFUSE, RLX_MSG_JOIN, RLX_MSG_REJECT, RLX_MSG_BYE,
+                               RLX_MSG_GRAD };
+
+  rlx_msg_init (&m, RLX_MSG_HELLO, NULL);
+  g_free (m.node);
+  m.node = worst_text (RLX_MSG_MAX_ID, '"');
+  m.u.hello.version = RLX_MSG_PROTOCOL_VERSION;
+  m.u.hello.cohort = worst_text (RLX_MSG_MAX_ID, '"');
+  m.u.hello.seed = worst_text (32, 1);
+  m.u.hello.model = worst_text (RLX_MSG_MAX_ID, '"');
+  m.u.hello.dataset = worst_text (RLX_MSG_MAX_ID, '"');
+  m.u.hello.backend = worst_text (RLX_MSG_MAX_ID, 1);
+  m.u.hello.device = worst_text (RLX_MSG_MAX_TEXT, 1);
+  m.u.hello.fallback = worst_text (RLX_MSG_MAX_TEXT, 1);
+  m.u.hello.host = worst_text (RLX_MSG_MAX_TEXT, 1);
+  m.u.hello.leader = worst_text (RLX_MSG_MAX_ID, '"');
+  m.u.hello.batch = m.u.hello.max_batch = 1u << 24;
+  m.u.hello.term = m.u.hello.step = m.u.hello.checkpoint = G_GUINT64_CONSTANT (999999999999999);
+  m.u.hello.members = RLX_MSG_MAX_MEMBERS;
+  m.u.hello.join_only = TRUE;
+  hello = rlx_msg_build (&m, NULL, 0, RLX_PRECISION_F32, &error);
+  g_assert_no_error (error);
+  rlx_msg_clear (&m);
+  g_test_message ("the largest hello: %" G_GSIZE_FORMAT " bytes", g_bytes_get_size (hello));
+  g_assert_cmpuint (g_bytes_get_size (hello), >, 30000);   /* the worst case was built */
+  g_assert_cmpuint (g_bytes_get_size (hello), <=, room);
+
+  for (guint i = 0; i < G_N_ELEMENTS (texts); i++)
+    {
+      g_autoptr(GBytes) f = NULL;
+
+      rlx_msg_init (&m, texts[i], "a");
+      switch (texts[i])
+        {
+        case RLX_MSG_REFUSE: m.u.refuse.reason = worst_text (RLX_MSG_MAX_TEXT, 1); break;
+        case RLX_MSG_JOIN:   m.u.join.reason = worst_text (RLX_MSG_MAX_TEXT, 1); break;
+        case RLX_MSG_REJECT: m.u.reject.reason = worst_text (RLX_MSG_MAX_TEXT, 1); break;
+        case RLX_MSG_BYE:    m.u.bye.reason = worst_text (RLX_MSG_MAX_TEXT, 1); break;
+        default:             m.u.grad.refused = worst_text (RLX_MSG_MAX_TEXT, 1); break;
+        }
+      f = rlx_msg_build (&m, NULL, 0, RLX_PRECISION_F32, &error);
+      g_assert_no_error (error);
+      rlx_msg_clear (&m);
+      g_assert_cmpuint (g_bytes_get_size (f), <, g_bytes_get_size (hello));
+      g_assert_true (rlx_msg_parse (f, NULL, &back, &error));
+      rlx_msg_clear (&back);
+    }
+
+  g_assert_true (rlx_unix_link_new_pair (0, &a, &b, &error));
+  g_signal_connect (b, "frame", G_CALLBACK (on_control_frame), &got);
+  g_assert_true (rlx_link_send_lane (a, RLX_LINK_LANE_CONTROL, hello, &error));
+  while (got == NULL)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_true (g_bytes_equal (got, hello));
+  rlx_msg_parse (got, NULL, &back, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (back.kind, ==, RLX_MSG_HELLO);
+  g_assert_cmpuint (strlen (back.u.hello.host), ==, RLX_MSG_MAX_TEXT);
+  rlx_msg_clear (&back);
+  g_assert_false (rlx_link_is_closed (b));
+  rlx_link_close (a);
+  rlx_link_close (b);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -518,5 +622,6 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/msg/bounds", test_bounds);
   g_test_add_func ("/cohort/msg/defaults", test_defaults);
   g_test_add_func ("/cohort/msg/build", test_build);
+  g_test_add_func ("/cohort/msg/largest-control-fits", test_largest_control_fits);
   return g_test_run ();
 }

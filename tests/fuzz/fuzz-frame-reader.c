@@ -4,7 +4,9 @@
  * how it is cut into pieces. The frames delivered must be exactly those a
  * straightforward reading of the whole stream gives, the cap must hold,
  * and the buffer for an incomplete frame must never be much larger than the
- * bytes that arrived. */
+ * bytes that arrived. Each input is read twice: under a small cap, and
+ * under the control stream's (RLX_LINK_MAX_CONTROL_FRAME, as rlx-quic.c
+ * makes that stream's reader with the default max_frame). */
 #include "rlx-config.h"
 
 #include <stdint.h>
@@ -13,6 +15,7 @@
 #include <gio/gio.h>
 
 #include "core/p2p/rlx-frame-reader.h"
+#include "core/p2p/rlx-link.h"
 
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 
@@ -35,11 +38,11 @@ collect (GBytes *frame, gpointer user_data)
   return TRUE;
 }
 
-int
-LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
+static void
+read_with_cap (const uint8_t *data, size_t size, gsize cap)
 {
   g_autoptr(GPtrArray) got = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
-  g_autoptr(RlxFrameReader) r = rlx_frame_reader_new (CAP, collect, got);
+  g_autoptr(RlxFrameReader) r = rlx_frame_reader_new (cap, collect, got);
   g_autoptr(GError) error = NULL;
   gsize pos = 0, want_frames = 0, step = 1;
   gboolean want_broken = FALSE, ok = TRUE;
@@ -51,7 +54,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
       {
         guint32 n = (guint32) data[p] | ((guint32) data[p + 1] << 8) |
                     ((guint32) data[p + 2] << 16) | ((guint32) data[p + 3] << 24);
-        if (n > CAP)
+        if (n > cap)
           {
             want_broken = TRUE;
             break;
@@ -87,5 +90,12 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
         p += 4 + n;
       }
   }
+}
+
+int
+LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
+{
+  read_with_cap (data, size, CAP);
+  read_with_cap (data, size, RLX_LINK_MAX_CONTROL_FRAME);
   return 0;
 }

@@ -14,7 +14,10 @@
  *     the link's consumers do), the events are the same again, a buffer
  *     taken from the pool is never larger than one a released frame had,
  *     and the pool never holds more than its limit;
- *   - no frame is over the cap.
+ *   - no frame is over its lane's cap: each input is read with the control
+ *     lane's cap at the bulk lane's (256 KiB, under
+ *     RLX_LINK_MAX_CONTROL_FRAME) and at 4 KiB (the link's 1 MiB scaled
+ *     down, so that a corpus input can cross it).
  * Built with clang -fsanitize=fuzzer,address,undefined under -Dfuzzing=true;
  * fuzz-replay.c replays the corpus under gcc in CI. */
 #include "rlx-config.h"
@@ -27,8 +30,12 @@
 
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 
-#define MAX_FRAME (256 * 1024)
 #define POOL_MAX  2
+
+#define MAX_FRAME (256 * 1024)
+
+/* The control lane's cap in the run in progress. */
+static gsize max_control;
 
 /* Largest frame released so far (a pooled buffer is never larger). */
 static gsize pool_cap_seen;
@@ -59,6 +66,8 @@ on_frame (gpointer user_data, RlxLinkLane lane, GBytes *frame)
   guint32 h = 2166136261u;
 
   check (len <= MAX_FRAME, "frame over the cap");
+  check (lane == RLX_LINK_LANE_BULK || len <= max_control,
+         "control frame over the control lane's cap");
   for (gsize i = 0; i < len; i++)
     h = (h ^ p[i]) * 16777619u;
   /* the frame is released when this returns; with a pool its buffer goes
@@ -130,6 +139,7 @@ run (const guint8 *data, gsize size, guint seed, gboolean zero_copy, gboolean po
   gboolean ok = TRUE;
 
   rlx_link_stream_reader_init (&r, MAX_FRAME, "fuzz");
+  rlx_link_stream_reader_set_max_control (&r, max_control);
   pool_cap_seen = 0;
   if (pool)
     {
@@ -183,20 +193,14 @@ run (const guint8 *data, gsize size, guint seed, gboolean zero_copy, gboolean po
   return g_string_free (e.log, FALSE);
 }
 
-int
-LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
+/* Every way of feeding the stream gives the same events. */
+static void
+run_all (const guint8 *data, gsize size, guint seed)
 {
   g_autofree char *whole = NULL;
   g_autofree char *pieces = NULL;
   g_autofree char *zero_copy = NULL;
   g_autofree char *pooled = NULL;
-  guint seed;
-
-  if (size < 1)
-    return 0;
-  seed = data[0] + 1;
-  data++;
-  size--;
 
   whole = run (data, size, 0, FALSE, FALSE);
   pieces = run (data, size, seed, FALSE, FALSE);
@@ -205,5 +209,22 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   check (strcmp (whole, pieces) == 0, "pieces differ from the whole");
   check (strcmp (whole, zero_copy) == 0, "zero-copy path differs from the whole");
   check (strcmp (whole, pooled) == 0, "the pooled path differs from the whole");
+}
+
+int
+LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
+{
+  guint seed;
+
+  if (size < 1)
+    return 0;
+  seed = data[0] + 1;
+  data++;
+  size--;
+
+  max_control = MAX_FRAME;
+  run_all (data, size, seed);
+  max_control = 4096;
+  run_all (data, size, seed);
   return 0;
 }

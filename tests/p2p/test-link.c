@@ -549,6 +549,98 @@ test_chunked_over_cap (void)
   sink_clear (&sink);
 }
 
+/* The control lane takes frames up to RLX_LINK_MAX_CONTROL_FRAME from a
+ * peer, in one record or several, and closes the link on the first record
+ * that would take a control frame past it, before reading (or allocating)
+ * its body; the bulk lane still takes the link's max_frame. */
+static void
+test_control_cap_from_peer (void)
+{
+  const gsize cap = RLX_LINK_MAX_CONTROL_FRAME;
+  int raw;
+  g_autoptr(RlxLink) link = link_with_raw_peer (0, &raw);
+  g_autoptr(GBytes) bulk = pattern_frame (cap + 1, 1);
+  g_autoptr(GBytes) most = pattern_frame (cap, 2);
+  g_autofree guint8 *piece = g_malloc0 (600000);
+  Sink sink;
+
+  g_assert_cmpuint (cap, <, RLX_UNIX_LINK_DEFAULT_MAX_FRAME);
+  sink_init (&sink, link);
+  write_record (raw, RLX_LINK_LANE_BULK, g_bytes_get_data (bulk, NULL), cap + 1, FALSE);
+  write_record (raw, RLX_LINK_LANE_CONTROL, g_bytes_get_data (most, NULL), cap, FALSE);
+  wait_for (&sink.frames->len, 2);
+  g_assert_true (g_bytes_equal (sink.frames->pdata[0], bulk));
+  g_assert_true (g_bytes_equal (sink.frames->pdata[1], most));
+  g_assert_false (rlx_link_is_closed (link));
+
+  /* one record announcing a byte more: refused at its header */
+  {
+    guint8 hdr[4];
+
+    rlx_link_stream_put_word (hdr, RLX_LINK_LANE_CONTROL, cap + 1, FALSE, FALSE);
+    write_all (raw, hdr, 4);
+  }
+  wait_for (&sink.closed, 1);
+  g_assert_error (sink.close_error, RLX_LINK_ERROR, RLX_LINK_ERROR_TOO_LARGE);
+  g_assert_nonnull (strstr (sink.close_error->message, "control frame of at least 1048577"));
+  g_assert_nonnull (strstr (sink.close_error->message, "cap of 1048576"));
+  g_assert_cmpuint (sink.frames->len, ==, 2);
+  close (raw);
+  sink_clear (&sink);
+
+  /* two pieces that add up to more than the cap */
+  {
+    g_autoptr(RlxLink) l2 = link_with_raw_peer (0, &raw);
+
+    sink_init (&sink, l2);
+    write_record (raw, RLX_LINK_LANE_CONTROL, piece, 600000, TRUE);
+    (void) try_write_record (raw, RLX_LINK_LANE_CONTROL, piece, 600000, FALSE);
+    wait_for (&sink.closed, 1);
+    g_assert_error (sink.close_error, RLX_LINK_ERROR, RLX_LINK_ERROR_TOO_LARGE);
+    g_assert_nonnull (strstr (sink.close_error->message, "control frame of at least 1200000"));
+    g_assert_cmpuint (sink.frames->len, ==, 0);
+    close (raw);
+    sink_clear (&sink);
+  }
+}
+
+/* A control frame over the cap is refused by the sender (the link stays,
+ * and the same bytes go on the bulk lane); one of exactly the cap reaches
+ * the peer whole, on its lane. */
+static void
+test_control_cap_send (void)
+{
+  const gsize cap = RLX_LINK_MAX_CONTROL_FRAME;
+  g_autoptr(RlxLink) a = NULL;
+  g_autoptr(RlxLink) b = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) over = pattern_frame (cap + 1, 3);
+  g_autoptr(GBytes) most = pattern_frame (cap, 4);
+  Sink sb;
+
+  g_assert_true (rlx_unix_link_new_pair (0, &a, &b, &error));
+  sink_init (&sb, b);
+  g_assert_false (rlx_link_send_lane (a, RLX_LINK_LANE_CONTROL, over, &error));
+  g_assert_error (error, RLX_LINK_ERROR, RLX_LINK_ERROR_TOO_LARGE);
+  g_assert_nonnull (strstr (error->message, "1048577"));
+  g_clear_error (&error);
+  g_assert_false (rlx_link_is_closed (a));
+  g_assert_cmpuint (rlx_link_pending_bytes (a), ==, 0);
+  g_assert_true (rlx_link_send_lane (a, RLX_LINK_LANE_CONTROL, most, &error));
+  g_assert_true (rlx_link_send_lane (a, RLX_LINK_LANE_BULK, over, &error));
+  wait_for (&sb.frames->len, 2);
+  {
+    gboolean first_is_most = g_bytes_equal (sb.frames->pdata[0], most);
+
+    g_assert_true (g_bytes_equal (sb.frames->pdata[first_is_most ? 0 : 1], most));
+    g_assert_true (g_bytes_equal (sb.frames->pdata[first_is_most ? 1 : 0], over));
+  }
+  g_assert_cmpuint (sb.closed, ==, 0);
+  rlx_link_close (a);
+  rlx_link_close (b);
+  sink_clear (&sb);
+}
+
 typedef struct {
   GPtrArray *frames;
   GArray    *lanes;
@@ -1562,6 +1654,8 @@ main (int argc, char **argv)
   g_test_add_func ("/p2p/link/close-in-handler", test_close_in_handler);
   g_test_add_func ("/p2p/link/announced-size-not-allocated", test_announced_size_not_allocated);
   g_test_add_func ("/p2p/link/chunked-over-cap", test_chunked_over_cap);
+  g_test_add_func ("/p2p/link/control-cap-from-peer", test_control_cap_from_peer);
+  g_test_add_func ("/p2p/link/control-cap-send", test_control_cap_send);
   g_test_add_func ("/p2p/link/lanes-interleaved-from-peer", test_lanes_interleaved_from_peer);
   g_test_add_func ("/p2p/link/control-overtakes-bulk", test_control_overtakes_bulk);
   g_test_add_func ("/p2p/link/last-rx-partial", test_last_rx_counts_partial_frames);

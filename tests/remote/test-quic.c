@@ -11,6 +11,7 @@
  */
 #include "rlx-config.h"
 #include "core/p2p/rlx-quic.h"
+#include "core/p2p/rlx-link.h"
 
 #include <string.h>
 #include <gio/gio.h>
@@ -762,6 +763,55 @@ test_frame_cap (void)
   pair_clear (&p);
 }
 
+static gboolean
+b_has_two_frames (Pair *p)
+{
+  return p->b.frames[RLX_QUIC_STREAM_CONTROL]->len + p->b.frames[RLX_QUIC_STREAM_BULK]->len >= 2;
+}
+
+static gboolean
+b_closed (Pair *p)
+{
+  return p->b.closed != NULL;
+}
+
+/* The receiver takes control frames up to RLX_LINK_MAX_CONTROL_FRAME and
+ * ends the connection on a larger one, before reading its body; the bulk
+ * stream still takes max_frame. (rlx_quic_send checks max_frame only: the
+ * link above it refuses to send an over-cap control frame.) */
+static void
+test_control_cap (void)
+{
+  const gsize cap = RLX_LINK_MAX_CONTROL_FRAME;
+  Pair p;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) most = pattern (cap, 1);
+  g_autoptr(GBytes) over = pattern (cap + 1, 2);
+
+  pair_init (&p, NULL, NULL, 0);
+  rlx_quic_start (p.a.q);
+  rlx_quic_start (p.b.q);
+  run_until (&p, both_established, 10000);
+  g_assert_true (rlx_quic_send (p.a.q, RLX_QUIC_STREAM_CONTROL, most, &error));
+  g_assert_true (rlx_quic_send (p.a.q, RLX_QUIC_STREAM_BULK, over, &error));
+  run_until (&p, b_has_two_frames, 20000);
+  g_assert_true (g_bytes_equal (p.b.frames[RLX_QUIC_STREAM_CONTROL]->pdata[0], most));
+  g_assert_true (g_bytes_equal (p.b.frames[RLX_QUIC_STREAM_BULK]->pdata[0], over));
+  g_assert_null (p.b.closed);
+
+  g_assert_true (rlx_quic_send (p.a.q, RLX_QUIC_STREAM_CONTROL, over, &error));
+  run_until (&p, b_closed, 20000);
+  g_assert_error (p.b.closed, RLX_REMOTE_ERROR, RLX_REMOTE_ERROR_PROTOCOL);
+  g_assert_nonnull (strstr (p.b.closed->message, "control stream"));
+  g_assert_nonnull (strstr (p.b.closed->message, "1048577"));
+  g_assert_nonnull (strstr (p.b.closed->message, "cap of 1048576"));
+  g_assert_cmpuint (p.b.frames[RLX_QUIC_STREAM_CONTROL]->len, ==, 1);
+  /* what b took of the refused frame: at most the packets that carried its
+   * first bytes, never the frame */
+  g_assert_cmpuint (p.b.rx_bytes[RLX_QUIC_STREAM_CONTROL], ==, cap);
+  pair_clear (&p);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -777,6 +827,7 @@ main (int argc, char **argv)
   g_test_add_func ("/remote/quic/idle-timeout", test_idle_timeout);
   g_test_add_func ("/remote/quic/garbage-gets-nothing", test_garbage_gets_nothing);
   g_test_add_func ("/remote/quic/frame-cap", test_frame_cap);
+  g_test_add_func ("/remote/quic/control-cap", test_control_cap);
   g_test_add_func ("/remote/quic/stalled-reader-stalls-sender", test_stalled_reader_stalls_sender);
   g_test_add_func ("/remote/quic/forged-initial-mid-handshake", test_forged_initial_mid_handshake);
   return g_test_run ();

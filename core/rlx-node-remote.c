@@ -8,6 +8,7 @@
 #include "rlx-node-remote.h"
 #include "core/p2p/rlx-identity.h"
 #include "core/p2p/rlx-remote-node.h"
+#include "core/wire/rlx-wire.h"
 
 #include <errno.h>
 #include <string.h>
@@ -408,6 +409,9 @@ rlx_node_remote_start (RlxNodeRemote *self, RlxCoordinator *coord, RlxLocalBus *
   c.turn_password = self->turn_password;
   c.relay_only = self->relay_only;
   c.max_udp_payload = self->quic_payload;
+  /* What the cohort's parser takes (rlx_msg_parse refuses larger frames),
+   * so a peer cannot make this node hold more of a frame it never ends. */
+  c.max_frame = RLX_WIRE_DEFAULT_MAX_FRAME;
   c.cc = self->quic_cc;
   c.connect_timeout_ms = self->connect_timeout_ms;
   self->node = rlx_remote_node_new (&c, error);

@@ -75,6 +75,7 @@ struct _RlxRemoteNode
   gboolean          relay_only;
   RlxIceServers    *ice;          /* the STUN and TURN servers, numeric */
   gsize             max_udp_payload;
+  gsize             max_frame;
   RlxQuicCc         cc;
   guint             connect_timeout_ms;
   guint             idle_timeout_ms;
@@ -431,6 +432,7 @@ new_link (RlxRemoteNode *self, Peer *p, gboolean is_controlling, const char *pin
   c.turn_password = self->turn_password;
   c.relay_only = self->relay_only;
   c.max_udp_payload = self->max_udp_payload;
+  c.max_frame = self->max_frame;
   c.cc = self->cc;
   c.connect_timeout_ms = self->connect_timeout_ms;
   c.idle_timeout_ms = self->idle_timeout_ms;
@@ -1036,6 +1038,7 @@ rlx_remote_node_new (const RlxRemoteNodeConfig *config, GError **error)
   self->turn_password = g_strdup (config->turn_password);
   self->relay_only = config->relay_only;
   self->max_udp_payload = config->max_udp_payload;
+  self->max_frame = config->max_frame;
   self->cc = config->cc;
   self->connect_timeout_ms = config->connect_timeout_ms;
   self->idle_timeout_ms = config->idle_timeout_ms;

@@ -85,6 +85,8 @@ typedef struct {
   guint            idle_timeout_ms;      /* QUIC idle timeout; 0: 10000 */
   guint            auth_deadline_ms;     /* a joiner that authenticates nothing in
                                           * this time is refused; 0: 10000 */
+  gsize            max_frame;            /* largest frame of each link's bulk lane;
+                                          * 0: RlxRemoteLink's default (64 MiB) */
 } RlxRemoteNodeConfig;
 
 /* TRUE if the node should not pair with @peer_id (e.g. it is already

@@ -1,5 +1,5 @@
 /* test-hostile-peer.c — a member with the key that lies, against a real
- * cohort (issue 29, item 8)
+ * cohort (issue 29, item 8), and a peer that holds frames half-sent
  *
  *   /cohort/hostile/claimed-speed   a member whose gradients claim they took
  *       1 µs (--fault-claim-fast) while each really takes 30 ms more
@@ -12,10 +12,17 @@
 #include "rlx-config.h"
 #include "cohort-harness.h"
 
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <glib/gstdio.h>
+#include <glib-unix.h>
+#include "core/p2p/rlx-link-stream.h"
+#include "core/wire/rlx-wire.h"
 
 #define T 60000
 
@@ -267,6 +274,129 @@ test_claimed_refused (void)
   harness_free (h);
 }
 
+/* A connection to @path's bus socket, past the bus handshake as node @id. */
+static int
+bus_connect (const char *path, const char *id)
+{
+  struct sockaddr_un addr = { .sun_family = AF_UNIX };
+  g_autofree char *hello = g_strconcat ("rlx-bus/1 hello ", id, NULL);
+  guint8 word[4];
+  char reply[300];
+  gsize got = 0, want = 4;
+  int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  g_assert_cmpint (fd, >=, 0);
+  g_assert_cmpuint (strlen (path), <, sizeof addr.sun_path);
+  strcpy (addr.sun_path, path);
+  g_assert_cmpint (connect (fd, (struct sockaddr *) &addr, sizeof addr), ==, 0);
+  rlx_link_stream_put_word (word, RLX_LINK_LANE_CONTROL, strlen (hello), FALSE, FALSE);
+  g_assert_cmpint (write (fd, word, 4), ==, 4);
+  g_assert_cmpint (write (fd, hello, strlen (hello)), ==, (gssize) strlen (hello));
+  /* the answer: one record "rlx-bus/1 accept NODE" */
+  while (got < want)
+    {
+      gssize n = read (fd, reply + got, want - got);
+
+      g_assert_cmpint (n, >, 0);
+      got += n;
+      if (got == 4 && want == 4)
+        {
+          want = 4 + ((guint32) (guint8) reply[0] | (guint32) (guint8) reply[1] << 8);
+          g_assert_cmpuint (want, <, sizeof reply);
+        }
+    }
+  g_assert_nonnull (g_strstr_len (reply + 4, got - 4, " accept "));
+  return fd;
+}
+
+static gboolean
+on_socket (int fd, GIOCondition condition, gpointer user_data)
+{
+  return G_SOURCE_CONTINUE;
+}
+
+/* The node hung up on @fd (what it sent before is read and dropped). */
+static gboolean
+hung_up (gpointer data)
+{
+  int fd = GPOINTER_TO_INT (data);
+  char buf[4096];
+
+  for (;;)
+    {
+      gssize n = recv (fd, buf, sizeof buf, MSG_DONTWAIT);
+
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+        return TRUE;
+      if (n < 0 && errno == EAGAIN)
+        return FALSE;
+    }
+}
+
+/* A peer that announces a frame over a lane's cap — on the control lane
+ * more than RLX_LINK_MAX_CONTROL_FRAME, on the bulk lane more than the
+ * cohort's parser takes (RLX_WIRE_DEFAULT_MAX_FRAME) — is hung up on at
+ * its header, before it could make the node hold the frame; the node
+ * trains on with a real member. Before the caps, both were read into
+ * memory (up to 64 MiB each per link, scripts/frame-pin.py). */
+static void
+test_half_sent_frames (void)
+{
+  Harness *h = harness_new ();
+  Node *a, *b;
+  g_autofree char *path = NULL;
+  const struct { RlxLinkLane lane; gsize len; } over[] = {
+    { RLX_LINK_LANE_CONTROL, RLX_LINK_MAX_CONTROL_FRAME + 1 },
+    { RLX_LINK_LANE_BULK, RLX_WIRE_DEFAULT_MAX_FRAME + 1 },
+  };
+
+  /* A link that brings no bytes is dropped after the heartbeat timeout
+   * (any bytes count, so a peer that trickles them keeps it): a long one,
+   * so only the cap can hang up within the wait below. */
+  a = harness_join (h, "a", "--cohort", "pin", "--node", "a", "--batch", "8", "--steps", "100000",
+                    "--wait-members", "2", "--heartbeat-timeout-ms", "60000", NULL);
+  harness_wait_event (h, a, "joined", NULL, 0, T);
+  path = g_build_filename (h->run_dir, "rlx-cluster", "pin", "a.sock", NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (over); i++)
+    {
+      g_autofree char *id = g_strdup_printf ("attacker%u", i);
+      int fd = bus_connect (path, id);
+      guint8 word[4];
+
+      gint64 t0 = g_get_monotonic_time ();
+      guint watch;
+      gboolean gone;
+
+      rlx_link_stream_put_word (word, over[i].lane, over[i].len, TRUE, FALSE);
+      g_assert_cmpint (write (fd, word, 4), ==, 4);
+      /* (a source on the socket wakes the wait when the node writes or
+       * hangs up) */
+      watch = g_unix_fd_add (fd, G_IO_IN | G_IO_HUP | G_IO_ERR, on_socket, NULL);
+      gone = harness_wait (hung_up, GINT_TO_POINTER (fd), 20000);
+      g_source_remove (watch);
+      g_test_message ("%s frame of %" G_GSIZE_FORMAT " bytes: %s after %.0f ms",
+                      over[i].lane == RLX_LINK_LANE_CONTROL ? "control" : "bulk", over[i].len,
+                      gone ? "hung up" : "kept", (g_get_monotonic_time () - t0) / 1e3);
+      if (!gone)
+        {
+          harness_dump (h);
+          g_error ("the node kept a link whose peer announced a %s frame of %" G_GSIZE_FORMAT
+                   " bytes", over[i].lane == RLX_LINK_LANE_CONTROL ? "control" : "bulk",
+                   over[i].len);
+        }
+      close (fd);
+    }
+  b = harness_join (h, "b", "--cohort", "pin", "--node", "b", "--batch", "8", "--steps", "100000",
+                    "--heartbeat-timeout-ms", "60000", NULL);
+  harness_wait_event (h, b, "step", "step", 5, T);
+  g_assert_false (a->exited);
+  node_kill (a, SIGTERM);
+  node_kill (b, SIGTERM);
+  harness_assert_exit_ok (h, a, 20000);
+  harness_assert_exit_ok (h, b, 20000);
+  harness_free (h);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -275,5 +405,6 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/hostile/claimed-group", test_claimed_group);
   g_test_add_func ("/cohort/hostile/huge-gradient", test_huge_gradient);
   g_test_add_func ("/cohort/hostile/claimed-refused", test_claimed_refused);
+  g_test_add_func ("/cohort/hostile/half-sent-frames", test_half_sent_frames);
   return g_test_run ();
 }

@@ -466,10 +466,7 @@ start_node (RlxNode *self, RlxBackend *backend)
     }
   rlx_coordinator_set_fault_plan (self->coord, &self->switches.faults);
   self->bus = rlx_local_bus_new (self->cohort, self->node_id, &error);
-  /* Frames up to what the cohort's parser takes (rlx_msg_parse refuses
-   * larger ones), so a peer cannot make this node hold more of a frame it
-   * never ends (docs/RELIABILITY.md, "A peer with the key"). */
-  if (self->bus != NULL)
+  if (self->bus != NULL)   /* what rlx_msg_parse takes: docs/PROTOCOL.md, "Frame caps" */
     rlx_local_bus_set_max_frame (self->bus, RLX_WIRE_DEFAULT_MAX_FRAME);
   if (self->bus == NULL || !rlx_local_bus_start (self->bus, &error))
     {

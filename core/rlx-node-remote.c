@@ -375,6 +375,18 @@ on_remote_event (RlxRemoteNode *node, RlxEvent *event, gpointer user_data)
     start_coordinator (self);
 }
 
+/* The coordinator wants its peers (a leader with nodes it has no link to,
+ * every 2 s; a member missing members): the remote side looks too, as the
+ * local bus rescans (docs/PROTOCOL.md, "Split and merge"). */
+static void
+on_discover (RlxCoordinator *coord, gpointer user_data)
+{
+  RlxNodeRemote *self = user_data;
+
+  if (self->node)
+    rlx_remote_node_rescan (self->node);
+}
+
 static void
 on_remote_refused (RlxRemoteNode *node, const GError *error, gpointer user_data)
 {
@@ -426,6 +438,7 @@ rlx_node_remote_start (RlxNodeRemote *self, RlxCoordinator *coord, RlxLocalBus *
       rlx_node_remote_stop (self);
       return FALSE;
     }
+  g_signal_connect (coord, "discover", G_CALLBACK (on_discover), self);
   if (rlx_node_remote_holds_start (self))
     self->join_timeout_id = rlx_timeout_add (JOIN_TIMEOUT_MS, on_join_timeout, self);
   if (self->serve)
@@ -446,6 +459,8 @@ rlx_node_remote_stop (RlxNodeRemote *self)
   g_clear_handle_id (&self->join_timeout_id, rlx_source_remove);
   g_clear_pointer (&self->join_trouble, g_free);
   self->bus = NULL;
+  if (self->coord)
+    g_signal_handlers_disconnect_by_func (self->coord, on_discover, self);
   self->coord = NULL;
   if (self->node)
     {

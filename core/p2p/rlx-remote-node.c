@@ -1157,6 +1157,27 @@ rlx_remote_node_get_link (RlxRemoteNode *self, const char *peer_id)
 }
 
 void
+rlx_remote_node_rescan (RlxRemoteNode *self)
+{
+  GHashTableIter it;
+  Peer *p;
+  g_autoptr(GPtrArray) due = g_ptr_array_new ();
+
+  g_return_if_fail (RLX_IS_REMOTE_NODE (self));
+  /* (collected first: a retry may add to the table through a link) */
+  g_hash_table_iter_init (&it, self->peers);
+  while (g_hash_table_iter_next (&it, NULL, (gpointer *) &p))
+    if (p->retry != NULL && p->link == NULL)
+      g_ptr_array_add (due, p);
+  for (guint i = 0; i < due->len; i++)
+    {
+      p = g_ptr_array_index (due, i);
+      clear_retry (p);
+      on_retry (p);
+    }
+}
+
+void
 rlx_remote_node_forget_peer (RlxRemoteNode *self, const char *peer_id)
 {
   Peer *p = g_hash_table_lookup (self->peers, peer_id);

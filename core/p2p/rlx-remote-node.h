@@ -27,7 +27,8 @@
  * like the local bus, so the caller hands it to the coordinator — and its
  * end by ::link-removed. A pairing that fails says why in an "link-failed"
  * event, and the controlling side tries again with a growing delay (1 s
- * doubling to 10 s) while the peer is in the room; a node that drops off
+ * doubling to 10 s; sooner on rlx_remote_node_rescan) while the peer is in
+ * the room; a node that drops off
  * (link down, signalling lost) and comes back pairs again by itself.
  *
  * Nothing unauthenticated ends a join: notices from the room are logged and
@@ -119,5 +120,12 @@ RlxLink       *rlx_remote_node_get_link (RlxRemoteNode *self, const char *peer_i
 /* Drop the link or pairing with @peer_id (if any) without retrying until
  * the peer says hello again; used when a local link to it appears. */
 void           rlx_remote_node_forget_peer (RlxRemoteNode *self, const char *peer_id);
+/* Look now for every node of the room this one knows, has no link to and
+ * would try again later (its retry is pending): what that retry does — an
+ * attempt, or after MAX_FAILED_ATTEMPTS failed ones a challenge — now
+ * instead of after the backoff (which stays). The node calls it on its
+ * coordinator's ::discover, every 2 s while a leader has nodes it has no
+ * link to, so two groups on two hosts meet on the cadence they do on one. */
+void           rlx_remote_node_rescan (RlxRemoteNode *self);
 
 G_END_DECLS

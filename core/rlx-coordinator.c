@@ -943,6 +943,13 @@ rlx_coordinator_get_term (RlxCoordinator *self)
 
 guint64 rlx_coordinator_get_step (RlxCoordinator *self) { return applied (self); }
 
+void
+rlx_coordinator_get_position (RlxCoordinator *self, guint *epoch, guint *pos)
+{
+  *epoch = rlx_replica_get_epoch (self->replica);
+  *pos = rlx_replica_get_pos (self->replica);
+}
+
 double
 rlx_coordinator_get_loss (RlxCoordinator *self)
 {

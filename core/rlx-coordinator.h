@@ -219,6 +219,9 @@ const char     *rlx_coordinator_get_role    (RlxCoordinator *self);
 const char     *rlx_coordinator_get_leader  (RlxCoordinator *self);
 guint64         rlx_coordinator_get_term    (RlxCoordinator *self);
 guint64         rlx_coordinator_get_step    (RlxCoordinator *self);
+/* Where the step after the last applied one begins in the sample stream
+ * (the replica's epoch and position in its permutation). */
+void            rlx_coordinator_get_position (RlxCoordinator *self, guint *epoch, guint *pos);
 double          rlx_coordinator_get_loss    (RlxCoordinator *self);
 GListModel     *rlx_coordinator_get_roster  (RlxCoordinator *self);
 /* The parameters as this node last read them from its rank's backend,

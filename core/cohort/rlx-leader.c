@@ -754,15 +754,19 @@ assign_ahead (RlxLeader *self, guint64 commit, guint64 step, guint epoch, guint 
 {
   GArray *slots;
   guint n = 0;
+  /* where @step begins: a frame's (epoch, pos) is where the step it names
+   * begins (a member records it as that step's start, rlx-follower.c) */
+  guint step_epoch = epoch, step_pos = pos;
 
   rlx_replica_advance (self->ctx->replica, &epoch, &pos, count);
   if (final || nothing || rlx_cohort_at_last_step (self->ctx, step))
     {
       /* nothing assigned: the frame's step follows its commit at the lag
        * the mode in force announces */
-      step_header_for (self, m, commit,
-                       commit > 0 ? commit + 1 + (overlapped (self) ? 1 : 0) : step + 1,
-                       epoch, pos, 0, NULL, final);
+      guint64 names = commit > 0 ? commit + 1 + (overlapped (self) ? 1 : 0) : step + 1;
+
+      step_header_for (self, m, commit, names, names == step ? step_epoch : epoch,
+                       names == step ? step_pos : pos, 0, NULL, final);
       ahead_clear (self);
       return FALSE;
     }
@@ -771,10 +775,12 @@ assign_ahead (RlxLeader *self, guint64 commit, guint64 step, guint epoch, guint 
     {
       /* The cohort's mode changed away from overlapped rounds (auto chose
        * again): nothing is assigned ahead; the frame only commits (its
-       * step is the next one, at lag 0), and rounds begin again in the new
-       * mode once the one in flight is in (on_finished finds no slots). */
+       * step is the next one, at lag 0, so its (epoch, pos) are where that
+       * one begins, not where the round after it would), and rounds begin
+       * again in the new mode once the one in flight is in (on_finished
+       * finds no slots). */
       g_array_unref (slots);
-      step_header_for (self, m, commit, commit + 1, epoch, pos, 0, NULL, final);
+      step_header_for (self, m, commit, commit + 1, step_epoch, step_pos, 0, NULL, final);
       ahead_clear (self);
       return FALSE;
     }

@@ -654,7 +654,8 @@ test_sync_switch (void)
   RlxSyncLink slow = { "beta", FALSE, 50.0, 1.0e6 }, local = { "beta", TRUE, 0.1, 0.0 };
   RlxSyncInputs in = { &slow, 1, 2, 1000000, 5.0, 0 };
   static const guint64 at[] = { 6, 14, 22 };
-  guint next = 0;
+  guint next = 0, compared = 0;
+  guint64 at_pos[2][41] = { { 0 } };   /* stream place + 1 after commit [i] (0: not seen) */
   gboolean timed_out = FALSE;
   guint timeout_id;
   const float *p0, *p1;
@@ -678,6 +679,18 @@ test_sync_switch (void)
   while (!both_done (seen) && !timed_out)
     {
       g_main_context_iteration (NULL, TRUE);
+      /* where each holds the next round to begin, at each commit it holds:
+       * both the same (docs/PROTOCOL.md: after commit c, where round c + 1
+       * begins), also at the commit whose frame switched auto's mode */
+      for (guint i = 0; i < 2; i++)
+        {
+          guint64 st = rlx_coordinator_get_step (c[i]);
+          guint e, p;
+
+          rlx_coordinator_get_position (c[i], &e, &p);
+          if (st > 0 && st <= 40 && at_pos[i][st] == 0)
+            at_pos[i][st] = (guint64) e * 60000 + p + 1;
+        }
       if (next < G_N_ELEMENTS (at) && ss[0].steps >= at[next])
         {
           guint h = 0;
@@ -708,6 +721,17 @@ test_sync_switch (void)
   p1 = rlx_coordinator_get_params (c[1], &n1);
   g_assert_cmpuint (n0, ==, n1);
   g_assert_cmpmem (p0, n0 * sizeof (float), p1, n1 * sizeof (float));
+  for (guint st = 1; st <= 40; st++)
+    if (at_pos[0][st] != 0 && at_pos[1][st] != 0)
+      {
+        if (at_pos[0][st] != at_pos[1][st])
+          g_error ("after commit %u the leader's next round begins at %" G_GUINT64_FORMAT
+                   " of the stream, the member's at %" G_GUINT64_FORMAT,
+                   st, at_pos[0][st] - 1, at_pos[1][st] - 1);
+        compared++;
+      }
+  g_test_message ("%u commits' positions compared", compared);
+  g_assert_cmpuint (compared, >=, 20);
   for (guint i = 0; i < 2; i++)
     g_object_unref (c[i]);
   g_object_unref (a);

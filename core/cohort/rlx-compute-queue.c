@@ -452,6 +452,11 @@ finish_run (RlxComputeQueue *self, RlxBackend *backend, RlxLeaderOp *op, GError 
       op->refused = g_strdup ("the round before it was not committed");
       return TRUE;
     }
+  if (op->refuse)
+    {
+      op->refused = g_strdup ("test switch: this finish applies nothing");
+      return TRUE;
+    }
   if ((op->outer.lag == 0 && self->w.round_gen != op->round_gen) ||
       op->abandon_gen != g_atomic_int_get (&self->shared.abandon_gen))
     {
@@ -826,6 +831,7 @@ rlx_compute_queue_finish (RlxComputeQueue *self, RlxFinishJob *job)
   op->feedback = job->feedback;
   op->prequeued = job->prequeued;
   op->next_alone = job->next_alone && op->indices != NULL;
+  op->refuse = job->refuse;
   /* behind a finish still to come: it runs only if that one commits */
   op->chained = self->finishes > 0;
   self->finishes++;

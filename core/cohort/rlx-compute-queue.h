@@ -138,6 +138,7 @@ typedef struct {
   gint            abandon_gen;    /* FINISH: abandon_gen when queued */
   gboolean        next_alone;     /* FINISH: rlx_backend_round_expect_alone */
   gboolean        chained;        /* FINISH: queued before the previous finish ran */
+  gboolean        refuse;         /* FINISH: test fault, applies nothing (refused) */
   guint32        *after;          /* FINISH: rlx_backend_round_after */
   guint           after_n;
   RlxFault        fault;          /* OWN */
@@ -167,6 +168,8 @@ typedef struct {
   gboolean        prequeued;      /* queued before its round is complete */
   gboolean        next_alone;     /* the next round is expected to be ours alone */
   RlxOuterSettings outer;         /* h > 0: the round is an outer round */
+  gboolean        refuse;         /* test fault (RlxFaultPlan's refuse_finish_at): the
+                                   * finish applies nothing, as a refused one */
 } RlxFinishJob;
 
 typedef struct {

@@ -43,3 +43,9 @@ rlx_fault_plan_take_momentum (RlxFaultPlan *plan, guint64 step)
 {
   return take_once (&plan->momentum_at, step);
 }
+
+gboolean
+rlx_fault_plan_take_finish (RlxFaultPlan *plan, guint64 step)
+{
+  return take_once (&plan->refuse_finish_at, step);
+}

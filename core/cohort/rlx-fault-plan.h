@@ -47,6 +47,9 @@ typedef struct {
   guint    claim_members;  /* as a leader, every hello claims this many members; 0: off */
   guint64  claim_step;     /* ... and this committed step; 0: off (a leader lying to win
                             * the merge rule, issue 29 item 9) */
+  guint64  refuse_finish_at; /* as the leader, the finish of this step applies nothing,
+                              * once, as one whose update is not finite: the round is
+                              * abandoned and runs again; 0: off */
 } RlxFaultPlan;
 
 /* The fault the gradient of @step gets (NaN wins over Inf, Inf over huge). */
@@ -58,5 +61,7 @@ guint64  rlx_fault_plan_stall_us (const RlxFaultPlan *plan, guint64 step);
 gboolean rlx_fault_plan_take_hash (RlxFaultPlan *plan, guint64 step);
 /* TRUE once, when @step is the one whose committed momentum diverges. */
 gboolean rlx_fault_plan_take_momentum (RlxFaultPlan *plan, guint64 step);
+/* TRUE once, when @step is the one whose finish applies nothing. */
+gboolean rlx_fault_plan_take_finish (RlxFaultPlan *plan, guint64 step);
 
 G_END_DECLS

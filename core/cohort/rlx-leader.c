@@ -383,6 +383,7 @@ queue_finish (RlxLeader *self, guint64 step, RlxMsg *header, const guint32 *next
     /* no frame (nobody else in the cohort) and a next slice of ours: the
      * next round is most likely ours alone too */
     .next_alone = header == NULL && rlx_cohort_members (self->ctx)->len == 1,
+    .refuse = rlx_fault_plan_take_finish (&self->ctx->faults, step),
   };
 
   rlx_compute_queue_finish (self->ctx->queue, &job);
@@ -943,6 +944,11 @@ rlx_leader_publish (RlxLeader *self, gboolean commit)
   self->publish_waiting = FALSE;
   self->rounds_started = TRUE;
   self->round_step = rlx_cohort_applied (self->ctx) + 1;
+  /* from where that step begins, which the replica holds: a round whose
+   * finish failed (or committed nothing) had moved round_epoch/round_pos
+   * on to the round after it, and runs again on its own slice */
+  self->round_epoch = rlx_replica_get_epoch (self->ctx->replica);
+  self->round_pos = rlx_replica_get_pos (self->ctx->replica);
   {
     g_autoptr(GBytes) frame = NULL;
     GPtrArray *ids = rlx_cohort_members (self->ctx);

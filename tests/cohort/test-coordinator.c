@@ -4,6 +4,7 @@
  */
 #include "rlx-config.h"
 #include "core/rlx-coordinator.h"
+#include "core/rlx-coordinator-faults.h"
 #include "core/p2p/rlx-unix-link.h"
 #include "core/vision/rlx-cpu.h"
 
@@ -745,12 +746,94 @@ test_sync_switch (void)
   }
 }
 
+typedef struct {
+  guint64 samples;     /* of the commits (step events) seen */
+  guint   refused;     /* errors saying the faulty step was not committed */
+} RerunSeen;
+
+static void
+on_rerun_event (RlxCoordinator *c, RlxEvent *ev, RerunSeen *seen)
+{
+  if (ev->kind == RLX_EVENT_STEP)
+    seen->samples += ev->u.step.samples;
+  else if (ev->kind == RLX_EVENT_ERROR && strstr (ev->u.note.reason, "step 5 was not committed"))
+    seen->refused++;
+}
+
+/* The leader's finish of step 5 applies nothing (RlxFaultPlan's
+ * refuse_finish_at): the round is abandoned and runs again from where it
+ * began — the replica's position — not from where the round after it
+ * would have, so the stream the commits took is one run without a gap:
+ * after the last commit each replica's position is the samples of the
+ * commits, summed. */
+static void
+test_refused_finish_reruns (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("rlx-coord-XXXXXX", &error);
+  g_autoptr(RlxDataset) dataset = rlx_dataset_open ("synthetic", 0, &error);
+  RlxCoordinator *c[2];
+  RlxLink *a = NULL, *b = NULL;
+  Seen seen[2] = { { 0 } };
+  RerunSeen rs = { 0 };
+  RlxFaultPlan plan = { 0 };
+  gboolean timed_out = FALSE;
+  guint timeout_id;
+
+  g_assert_no_error (error);
+  c[0] = make ("alpha", dir, dataset, 2);
+  c[1] = make ("beta", dir, dataset, 1);
+  plan.refuse_finish_at = 5;
+  rlx_coordinator_set_fault_plan (c[0], &plan);
+  for (guint i = 0; i < 2; i++)
+    {
+      g_signal_connect (c[i], "event", G_CALLBACK (on_event), &seen[i]);
+      g_signal_connect (c[i], "finished", G_CALLBACK (on_finished), &seen[i]);
+    }
+  g_signal_connect (c[0], "event", G_CALLBACK (on_rerun_event), &rs);
+  g_assert_true (rlx_unix_link_new_pair (0, &a, &b, &error));
+  rlx_coordinator_add_link (c[0], a);
+  rlx_coordinator_add_link (c[1], b);
+  rlx_coordinator_start (c[0]);
+  rlx_coordinator_start (c[1]);
+  timeout_id = g_timeout_add (60000, on_timeout, &timed_out);
+  while (!both_done (seen) && !timed_out)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_false (timed_out);
+  g_source_remove (timeout_id);
+  g_assert_true (seen[0].success && seen[1].success);
+  g_assert_cmpstr (rlx_coordinator_get_role (c[0]), ==, "leader");
+  g_assert_cmpuint (rs.refused, ==, 1);
+  g_assert_cmpuint (rlx_coordinator_get_step (c[0]), ==, 12);
+  g_assert_cmpuint (rs.samples, >=, 12 * 8);
+  for (guint i = 0; i < 2; i++)
+    {
+      guint e, p;
+
+      rlx_coordinator_get_position (c[i], &e, &p);
+      if ((guint64) e * 60000 + p != rs.samples)
+        g_error ("%s: the next round begins at %" G_GUINT64_FORMAT " of the stream; the 12 "
+                 "commits took %" G_GUINT64_FORMAT " samples (a rerun round began elsewhere)",
+                 rlx_coordinator_get_node_id (c[i]), (guint64) e * 60000 + p, rs.samples);
+    }
+  for (guint i = 0; i < 2; i++)
+    g_object_unref (c[i]);
+  g_object_unref (a);
+  g_object_unref (b);
+  {
+    g_autofree char *ck = g_build_filename (dir, "checkpoint.safetensors", NULL);
+    g_unlink (ck);
+    g_rmdir (dir);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/cohort/coordinator/two-in-process", test_two_in_process);
   g_test_add_func ("/cohort/coordinator/sync-switch", test_sync_switch);
+  g_test_add_func ("/cohort/coordinator/refused-finish-reruns", test_refused_finish_reruns);
   g_test_add_func ("/cohort/coordinator/refused-groups", test_refused_groups);
   g_test_add_func ("/cohort/coordinator/refused-groups-tie", test_refused_groups_tie);
   g_test_add_func ("/cohort/coordinator/leader-lost-alone", test_leader_lost_alone_relink);

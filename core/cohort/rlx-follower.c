@@ -4,6 +4,7 @@
 #include "rlx-follower.h"
 #include "rlx-sample-log.h"
 #include "core/cohort/rlx-lineage.h"
+#include "core/cohort/rlx-split.h"
 #include "core/p2p/rlx-trace.h"
 
 #include <string.h>
@@ -262,21 +263,36 @@ queue_step (RlxFollower *self, RlxMemberStep *ms)
   rlx_compute_queue_member_step (ctx->queue, ms);
 }
 
-/* Whether our @slot of a round of @h inner steps (0: a step) is one we
- * take. A step's lies within its epoch; an outer round's may run on into
- * the next epochs (rlx_replica_indices), and is bounded by what the leader
- * assigns at most (@h times our max_batch) or by an epoch, whichever is
- * more, so a frame cannot make us hold more indices than that. */
+/* Whether every slot of ours in step frame @s is one we take
+ * (rlx_split_slot_fits: within the epoch for a step; for an outer round at
+ * most H times our max_batch or an epoch, and never more than
+ * RLX_SPLIT_MAX_SLOT), so a frame cannot make us hold more indices than
+ * that. FALSE: the frame is refused, with the reason logged. */
 static gboolean
-slot_fits (RlxCohortContext *ctx, const RlxMsgSlot *slot, guint h)
+slots_fit (RlxFollower *self, const RlxMsgStep *s)
 {
-  guint n_train = rlx_replica_get_n_train (ctx->replica);
+  RlxCohortContext *ctx = self->ctx;
   RlxWorker *worker = rlx_compute_queue_get_worker (ctx->queue);
-  guint64 most = (guint64) h * rlx_backend_max_batch (rlx_worker_backend (worker));
 
-  if (h == 0)
-    return (guint64) slot->start + slot->count <= n_train;
-  return slot->count <= MAX (most, (guint64) n_train);
+  for (guint i = 0; s->assign && i < s->assign->len; i++)
+    {
+      const RlxMsgSlot *slot = &g_array_index (s->assign, RlxMsgSlot, i);
+      g_autoptr(GError) error = NULL;
+
+      if (!rlx_cohort_is_self (ctx, slot->node) ||
+          rlx_split_slot_fits (slot->start, slot->count, s->h,
+                               rlx_replica_get_n_train (ctx->replica),
+                               rlx_backend_max_batch (rlx_worker_backend (worker)), &error))
+        continue;
+      {
+        g_autofree char *msg = g_strdup_printf ("step %" G_GUINT64_FORMAT "'s frame (term %"
+                                                G_GUINT64_FORMAT ") refused: %s",
+                                                s->step, s->term, error->message);
+        emit_error (self, msg);
+      }
+      return FALSE;
+    }
+  return TRUE;
 }
 
 /* One step frame, with no commit being applied (the replica's hash is of
@@ -290,6 +306,8 @@ member_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m, gboolean early)
   gboolean committed = FALSE, accepted_prev = FALSE, listed = TRUE;
   RlxMemberStep *ms;
 
+  if (!slots_fit (self, s))
+    return;
   if (s->commit > 0)
     {
       if (s->commit == have + 1)
@@ -387,12 +405,23 @@ member_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m, gboolean early)
   for (guint i = 0; listed && s->assign && i < s->assign->len; i++)
     {
       RlxMsgSlot *slot = &g_array_index (s->assign, RlxMsgSlot, i);
-      if (rlx_cohort_is_self (ctx, slot->node) && slot_fits (ctx, slot, ms->outer.h))
+      if (rlx_cohort_is_self (ctx, slot->node))
         {
+          guint32 *indices = rlx_replica_indices (ctx->replica, s->epoch, slot->start,
+                                                  slot->count);
+
+          if (indices == NULL)
+            {
+              g_autofree char *msg = g_strdup_printf ("step %" G_GUINT64_FORMAT ": no memory "
+                                                      "for a slot of %u samples; not taken",
+                                                      s->step, slot->count);
+              emit_error (self, msg);
+              continue;
+            }
           ms->term = s->term;
           ms->step = s->step;
           g_free (ms->indices);
-          ms->indices = rlx_replica_indices (ctx->replica, s->epoch, slot->start, slot->count);
+          ms->indices = indices;
           rlx_sample_log (ctx->node_id, s->term, s->step, s->epoch, slot->start, slot->count,
                           ms->indices);
           ms->n = slot->count;

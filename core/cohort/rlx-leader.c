@@ -352,6 +352,13 @@ queue_own_slot (RlxLeader *self, guint64 step, guint epoch, const RlxMsgSlot *sl
 {
   g_autofree guint32 *indices = slot_indices (self, epoch, slot);
 
+  if (indices == NULL)
+    {
+      g_autofree char *msg = g_strdup_printf ("no memory for our slot of %u samples of step %"
+                                              G_GUINT64_FORMAT, slot->count, step);
+      OWNER (finish, FALSE, msg);
+      return;
+    }
   rlx_sample_log (self->ctx->node_id, rlx_leadership_get_term (self->ctx->lead), step, epoch,
                   slot->start, slot->count, indices);
   queue_own (self, step, indices, slot->count, outer);

@@ -429,7 +429,9 @@ rlx_replica_indices (RlxReplica *self, guint epoch, guint64 start, guint count)
 
   g_return_val_if_fail (RLX_IS_REPLICA (self) && self->n_train > 0, NULL);
 
-  out = g_new (guint32, MAX (count, 1u));
+  out = g_try_new (guint32, MAX (count, 1u));
+  if (out == NULL)
+    return NULL;
   epoch += (guint) (start / self->n_train);
   pos = (guint) (start % self->n_train);
   while (done < count)

@@ -69,7 +69,8 @@ void          rlx_replica_advance      (RlxReplica *self, guint *epoch, guint *p
  * a slice that runs over it, continue in the next epochs' permutations (an
  * outer round's slot; docs/PROTOCOL.md, "Sync modes"). Every epoch is one
  * pass: the slices of consecutive rounds, laid end to end, visit each
- * sample once per epoch. */
+ * sample once per epoch. NULL when the array cannot be allocated (a member
+ * bounds @count first: rlx_split_slot_fits). */
 guint32      *rlx_replica_indices      (RlxReplica *self, guint epoch, guint64 start, guint count);
 /* The seeded permutation of @epoch (n_train indices): valid until the next
  * call (copy what you keep). The next epoch's is made ahead on a thread of

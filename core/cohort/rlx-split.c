@@ -129,6 +129,36 @@ rlx_split_round_count (guint64 global, guint left, guint per_round)
   return (guint) MIN (global, (guint64) left);
 }
 
+gboolean
+rlx_split_slot_fits (guint64 start, guint count, guint h, guint n_train, guint max_batch,
+                     GError **error)
+{
+  guint64 most = MAX ((guint64) h * max_batch, (guint64) n_train);
+
+  if (h == 0 && start + count > n_train)
+    {
+      g_set_error (error, RLX_MSG_ERROR, RLX_MSG_ERROR_FIELD,
+                   "a step's slot of %u samples from %" G_GUINT64_FORMAT " passes the epoch's "
+                   "end (%u samples)", count, start, n_train);
+      return FALSE;
+    }
+  if (h > 0 && count > RLX_SPLIT_MAX_SLOT)
+    {
+      g_set_error (error, RLX_MSG_ERROR, RLX_MSG_ERROR_FIELD,
+                   "an outer round's slot of %u samples is more than any slot may hold (%u)",
+                   count, RLX_SPLIT_MAX_SLOT);
+      return FALSE;
+    }
+  if (h > 0 && count > most)
+    {
+      g_set_error (error, RLX_MSG_ERROR, RLX_MSG_ERROR_FIELD,
+                   "an outer round's slot of %u samples is more than H %u times this rank's "
+                   "max_batch %u, or an epoch (%u)", count, h, max_batch, n_train);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 GArray *
 rlx_split_assign (RlxCohortContext *ctx, guint pos, guint *count_out)
 {
@@ -153,7 +183,7 @@ rlx_split_assign_rounds (RlxCohortContext *ctx, guint pos, guint per_round, guin
       double speed;
       guint b = member_batch (ctx, g_ptr_array_index (ids, i), &maxb[i], &speed);
       global += (guint64) b * per_round;
-      maxb[i] = (guint) MIN ((guint64) maxb[i] * per_round, (guint64) G_MAXUINT32);
+      maxb[i] = (guint) MIN ((guint64) maxb[i] * per_round, (guint64) RLX_SPLIT_MAX_SLOT);
       w[i] = speed;
       if (speed <= 0)
         all_measured = FALSE;
@@ -163,7 +193,7 @@ rlx_split_assign_rounds (RlxCohortContext *ctx, guint pos, guint per_round, guin
       {
         double speed;
         w[i] = member_batch (ctx, g_ptr_array_index (ids, i), &maxb[i], &speed);
-        maxb[i] = (guint) MIN ((guint64) maxb[i] * per_round, (guint64) G_MAXUINT32);
+        maxb[i] = (guint) MIN ((guint64) maxb[i] * per_round, (guint64) RLX_SPLIT_MAX_SLOT);
       }
   count = rlx_split_round_count (global, rlx_replica_get_n_train (ctx->replica) - pos,
                                  per_round);

@@ -36,6 +36,26 @@ guint rlx_coordinator_split_batch (guint         count,
  * and an average for each 29 (5.48x of one rank, 6.8x the goal). */
 #define RLX_SPLIT_MAX_ROUND (1u << 30)
 guint   rlx_split_round_count (guint64 global, guint left, guint per_round);
+/* The most samples one member's slot of a round may hold, whatever the
+ * round's H and the member's max_batch (H ≤ RLX_OUTER_MAX_H 10,000 times a
+ * max_batch ≤ 65,536 would be 655 million: 2.6 GB of indices). 2^24 is
+ * 64 MiB of indices, 280 epochs of Fashion-MNIST, more than an epoch of
+ * the largest synthetic split (10,000,000) and 54 times the largest round
+ * measured (eight mnist-mlp ranks at batch 256 and H 150: 307,200 in all);
+ * a member's share of a round at H 10,000 stays within it up to 1,677
+ * samples an inner step. The leader assigns nobody more
+ * (rlx_split_assign_rounds), and a member refuses a frame that assigns it
+ * more (rlx_split_slot_fits). */
+#define RLX_SPLIT_MAX_SLOT (1u << 24)
+/* Whether a slot of @count samples from stream position @start, of a round
+ * of @h inner steps (0: a step), is one a member with @max_batch and an
+ * epoch of @n_train takes. A step's lies within its epoch; an outer
+ * round's may run on into the next epochs, and holds at most @h ×
+ * @max_batch (what the leader assigns at most) or an epoch, whichever is
+ * more, and never more than RLX_SPLIT_MAX_SLOT. FALSE with @error
+ * (RLX_MSG_ERROR_FIELD) saying which bound it passes. */
+gboolean rlx_split_slot_fits  (guint64 start, guint count, guint h, guint n_train,
+                               guint max_batch, GError **error);
 /* A round's slots (RlxMsgSlot) from position @pos of the epoch's
  * permutation: the global batch (the sum of the members' --batch) split in
  * proportion to measured speed (to --batch until every speed is measured),

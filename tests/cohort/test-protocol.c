@@ -719,11 +719,50 @@ test_member_residual_rolls_back (void)
   }
 }
 
+/* A hello of protocol version 4 (before outer rounds ran over the epoch's
+ * end: such a member skips a slot whose start + count passes the training
+ * split) is refused, with a reason that names both versions and what to
+ * do; the leader reports the refusal. */
+static void
+test_old_version_refused (void)
+{
+  Leader l = { 0 };
+  Scripted s = { 0 };
+  RlxLink *a = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *want = g_strdup_printf ("protocol version 4 differs from this cohort's %d "
+                                           "(run the same rlx-cluster version on every node)",
+                                           RLX_MSG_PROTOCOL_VERSION);
+  JsonObject *ev;
+  RlxMsg m, *refuse;
+
+  leader_init (&l, RLX_PRECISION_F32);
+  g_assert_true (rlx_unix_link_new_pair (0, &a, &s.link, &error));
+  g_assert_no_error (error);
+  g_queue_init (&s.inbox);
+  s.id = g_strdup ("old");
+  g_signal_connect (s.link, "frame", G_CALLBACK (on_scripted_frame), &s);
+  rlx_coordinator_add_link (l.coord, a);
+  g_object_unref (a);
+  rlx_coordinator_start (l.coord);
+  hello_init (&m, s.id);
+  m.u.hello.version = 4;
+  scripted_send (&s, &m, NULL, 0);
+  refuse = scripted_wait (&s, RLX_MSG_REFUSE, 0);
+  g_assert_cmpstr (refuse->u.refuse.reason, ==, want);
+  msg_free (refuse);
+  ev = leader_wait (&l, "refused", NULL, 0, "protocol version 4");
+  g_assert_cmpstr (str_of (ev, "reason"), ==, want);
+  scripted_clear (&s);
+  leader_clear (&l);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/cohort/protocol/refusals", test_refusals);
+  g_test_add_func ("/cohort/protocol/old-version-refused", test_old_version_refused);
   g_test_add_func ("/cohort/protocol/drops-reported", test_drops_reported);
   g_test_add_func ("/cohort/protocol/garbage-reported", test_garbage_reported);
   g_test_add_func ("/cohort/protocol/member-residual-rolls-back", test_member_residual_rolls_back);

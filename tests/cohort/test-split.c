@@ -10,6 +10,8 @@
 #include "core/rlx-coordinator-private.h"
 #include "core/cohort/rlx-split.h"
 
+#include <string.h>
+
 static guint
 sum (const guint *c, guint k)
 {
@@ -267,6 +269,58 @@ test_round_count (void)
                     RLX_SPLIT_MAX_ROUND);
 }
 
+/* @count samples from @start of a round of @h inner steps fit a member
+ * with @max_batch and an epoch of @n_train; when not, the error names the
+ * bound it passes (@why). */
+static void
+assert_fits (guint64 start, guint count, guint h, guint n_train, guint max_batch,
+             const char *why)
+{
+  g_autoptr(GError) error = NULL;
+  gboolean fits = rlx_split_slot_fits (start, count, h, n_train, max_batch, &error);
+
+  if (why == NULL)
+    {
+      g_assert_no_error (error);
+      g_assert_true (fits);
+      return;
+    }
+  g_assert_false (fits);
+  g_assert_error (error, RLX_MSG_ERROR, RLX_MSG_ERROR_FIELD);
+  if (strstr (error->message, why) == NULL)
+    g_error ("slot of %u from %" G_GUINT64_FORMAT " at H %u: \"%s\" does not say \"%s\"",
+             count, start, h, error->message, why);
+}
+
+static void
+test_slot_fits (void)
+{
+  /* a step's slot lies within its epoch */
+  assert_fits (990, 10, 0, 1000, 256, NULL);
+  assert_fits (990, 11, 0, 1000, 256, "passes the epoch's end");
+  assert_fits ((guint64) G_MAXUINT32 * 2, 1, 0, 1000, 256, "passes the epoch's end");
+  /* an outer round's runs on into the next epochs, up to H × max_batch or
+   * an epoch, whichever is more */
+  assert_fits (990, 1152, 9, 1000, 128, NULL);
+  assert_fits (990, 1153, 9, 1000, 128, "H 9 times this rank's max_batch 128");
+  assert_fits (5000, 1000, 2, 1000, 64, NULL);
+  assert_fits (5000, 1001, 2, 1000, 64, "or an epoch (1000)");
+}
+
+/* A frame's H (≤ RLX_OUTER_MAX_H) times a max_batch of 65,536 would let a
+ * slot hold 655 million samples (2.6 GB of indices): no slot holds more
+ * than RLX_SPLIT_MAX_SLOT, whatever its H. */
+static void
+test_slot_oversized (void)
+{
+  assert_fits (0, RLX_SPLIT_MAX_SLOT, 10000, 60000, 65536, NULL);
+  assert_fits (0, RLX_SPLIT_MAX_SLOT + 1, 10000, 60000, 65536, "more than any slot may hold");
+  assert_fits (0, 10000u * 65536u, 10000, 60000, 65536, "more than any slot may hold (16777216)");
+  assert_fits (0, G_MAXUINT32, 10000, 10000000, 65536, "more than any slot may hold");
+  /* an epoch of the largest synthetic split still fits */
+  assert_fits (0, 10000000, 1, 10000000, 256, NULL);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -278,5 +332,7 @@ main (int argc, char **argv)
   g_test_add_func ("/split/zero-weights", test_zero_weights);
   g_test_add_func ("/split/random", test_random);
   g_test_add_func ("/split/round-count", test_round_count);
+  g_test_add_func ("/split/slot-fits", test_slot_fits);
+  g_test_add_func ("/split/slot-oversized", test_slot_oversized);
   return g_test_run ();
 }

@@ -5,6 +5,7 @@
 #include "rlx-sample-log.h"
 #include "core/cohort/rlx-lineage.h"
 #include "core/cohort/rlx-split.h"
+#include "core/cohort/rlx-step-begins.h"
 #include "core/p2p/rlx-trace.h"
 
 #include <string.h>
@@ -19,13 +20,9 @@ struct _RlxFollower {
   guint64          steps_term;      /* term of the last step frame followed */
   guint            unlisted;        /* step frames in a row that left us out */
   guint64          expect_commit;   /* commit being applied (0: none) */
-  /* where the last steps assigned begin in the sample stream (a ring by
-   * step): after commit c the replica holds where round c + 1 begins, as
-   * the leader's does, also when the frame of c assigns c + 2 (overlap) */
-  struct {
-    guint64 step;
-    guint   epoch, pos;
-  } begins[4];
+  RlxStepBegins    begins;          /* where the last steps named begin, by term
+                                     * (after commit c the replica holds where
+                                     * round c + 1 begins, as the leader's does) */
   RlxMsg          *corrupting;      /* the step frame whose report waits for the hash
                                      * fault's corruption (rlx_replica_corrupt) */
 };
@@ -379,9 +376,7 @@ member_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m, gboolean early)
       s->members = g_ptr_array_new_with_free_func (g_free);
     }
 
-  self->begins[s->step % G_N_ELEMENTS (self->begins)].step = s->step;
-  self->begins[s->step % G_N_ELEMENTS (self->begins)].epoch = s->epoch;
-  self->begins[s->step % G_N_ELEMENTS (self->begins)].pos = s->pos;
+  rlx_step_begins_note (&self->begins, s->term, s->step, s->epoch, s->pos);
   ms = rlx_member_step_new ();
   /* the cohort's sync mode is the leader's: each frame says it */
   if (rlx_sync_state_follow (ctx->sync, s, &ms->outer, &ms->commit_outer))
@@ -391,12 +386,10 @@ member_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m, gboolean early)
       rlx_msg_array_copy (&ms->update, &s->update);
       ms->commit = s->commit;
       ms->perturb_momentum = rlx_fault_plan_take_momentum (&ctx->faults, s->commit);
-      ms->epoch = s->epoch;
-      ms->pos = s->pos;
-      if (self->begins[(s->commit + 1) % G_N_ELEMENTS (self->begins)].step == s->commit + 1)
+      if (!rlx_step_begins_find (&self->begins, s->term, s->commit + 1, &ms->epoch, &ms->pos))
         {
-          ms->epoch = self->begins[(s->commit + 1) % G_N_ELEMENTS (self->begins)].epoch;
-          ms->pos = self->begins[(s->commit + 1) % G_N_ELEMENTS (self->begins)].pos;
+          ms->epoch = s->epoch;
+          ms->pos = s->pos;
         }
       ms->accept_prev = accepted_prev;
       self->expect_commit = s->commit;
@@ -623,6 +616,9 @@ rlx_follower_on_snapshot (RlxFollower *self, RlxPeer *p, RlxMsg *m, guint64 seed
   self->expect_commit = 0;
   rlx_compute_queue_forget_member_steps (ctx->queue);
   rlx_compute_queue_drop_assignments (ctx->queue);
+  /* where the steps of the state we leave begin says nothing of the
+   * snapshot's (another lineage's step c + 1 began elsewhere) */
+  rlx_step_begins_clear (&self->begins);
   rlx_replica_set_seed (ctx->replica, seed);
   l = g_new0 (Loading, 1);
   l->self = self;

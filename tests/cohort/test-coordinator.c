@@ -642,6 +642,43 @@ on_sync_event (RlxCoordinator *c, RlxEvent *ev, SyncSeen *seen)
     seen->rejected++;
 }
 
+/* @c's two coordinators linked by a Unix link pair (*@a, *@b) and started,
+ * their events and finish counted into @seen. */
+static void
+start_pair (RlxCoordinator **c, Seen *seen, RlxLink **a, RlxLink **b)
+{
+  g_autoptr(GError) error = NULL;
+
+  for (guint i = 0; i < 2; i++)
+    {
+      g_signal_connect (c[i], "event", G_CALLBACK (on_event), &seen[i]);
+      g_signal_connect (c[i], "finished", G_CALLBACK (on_finished), &seen[i]);
+    }
+  g_assert_true (rlx_unix_link_new_pair (0, a, b, &error));
+  g_assert_no_error (error);
+  rlx_coordinator_add_link (c[0], *a);
+  rlx_coordinator_add_link (c[1], *b);
+  rlx_coordinator_start (c[0]);
+  rlx_coordinator_start (c[1]);
+}
+
+/* @c's coordinators and links freed, and the checkpoint directory @dir
+ * removed. */
+static void
+free_pair (RlxCoordinator **c, RlxLink *a, RlxLink *b, const char *dir)
+{
+  g_autofree char *ck = g_build_filename (dir, "checkpoint.safetensors", NULL);
+  g_autofree char *ou = g_build_filename (dir, "checkpoint.outer", NULL);
+
+  for (guint i = 0; i < 2; i++)
+    g_object_unref (c[i]);
+  g_object_unref (a);
+  g_object_unref (b);
+  g_unlink (ck);
+  g_unlink (ou);
+  g_rmdir (dir);
+}
+
 static void
 test_sync_switch (void)
 {
@@ -666,16 +703,8 @@ test_sync_switch (void)
   c[0] = make_full ("alpha", dir, dataset, 2, 0, 40);
   c[1] = make_full ("beta", dir, dataset, 1, 0, 40);
   for (guint i = 0; i < 2; i++)
-    {
-      g_signal_connect (c[i], "event", G_CALLBACK (on_event), &seen[i]);
-      g_signal_connect (c[i], "event", G_CALLBACK (on_sync_event), &ss[i]);
-      g_signal_connect (c[i], "finished", G_CALLBACK (on_finished), &seen[i]);
-    }
-  g_assert_true (rlx_unix_link_new_pair (0, &a, &b, &error));
-  rlx_coordinator_add_link (c[0], a);
-  rlx_coordinator_add_link (c[1], b);
-  rlx_coordinator_start (c[0]);
-  rlx_coordinator_start (c[1]);
+    g_signal_connect (c[i], "event", G_CALLBACK (on_sync_event), &ss[i]);
+  start_pair (c, seen, &a, &b);
   timeout_id = g_timeout_add (90000, on_timeout, &timed_out);
   while (!both_done (seen) && !timed_out)
     {
@@ -733,17 +762,7 @@ test_sync_switch (void)
       }
   g_test_message ("%u commits' positions compared", compared);
   g_assert_cmpuint (compared, >=, 20);
-  for (guint i = 0; i < 2; i++)
-    g_object_unref (c[i]);
-  g_object_unref (a);
-  g_object_unref (b);
-  {
-    g_autofree char *ck = g_build_filename (dir, "checkpoint.safetensors", NULL);
-    g_autofree char *ou = g_build_filename (dir, "checkpoint.outer", NULL);
-    g_unlink (ck);
-    g_unlink (ou);
-    g_rmdir (dir);
-  }
+  free_pair (c, a, b, dir);
 }
 
 typedef struct {
@@ -785,17 +804,8 @@ test_refused_finish_reruns (void)
   c[1] = make ("beta", dir, dataset, 1);
   plan.refuse_finish_at = 5;
   rlx_coordinator_set_fault_plan (c[0], &plan);
-  for (guint i = 0; i < 2; i++)
-    {
-      g_signal_connect (c[i], "event", G_CALLBACK (on_event), &seen[i]);
-      g_signal_connect (c[i], "finished", G_CALLBACK (on_finished), &seen[i]);
-    }
   g_signal_connect (c[0], "event", G_CALLBACK (on_rerun_event), &rs);
-  g_assert_true (rlx_unix_link_new_pair (0, &a, &b, &error));
-  rlx_coordinator_add_link (c[0], a);
-  rlx_coordinator_add_link (c[1], b);
-  rlx_coordinator_start (c[0]);
-  rlx_coordinator_start (c[1]);
+  start_pair (c, seen, &a, &b);
   timeout_id = g_timeout_add (60000, on_timeout, &timed_out);
   while (!both_done (seen) && !timed_out)
     g_main_context_iteration (NULL, TRUE);
@@ -816,15 +826,7 @@ test_refused_finish_reruns (void)
                  "commits took %" G_GUINT64_FORMAT " samples (a rerun round began elsewhere)",
                  rlx_coordinator_get_node_id (c[i]), (guint64) e * 60000 + p, rs.samples);
     }
-  for (guint i = 0; i < 2; i++)
-    g_object_unref (c[i]);
-  g_object_unref (a);
-  g_object_unref (b);
-  {
-    g_autofree char *ck = g_build_filename (dir, "checkpoint.safetensors", NULL);
-    g_unlink (ck);
-    g_rmdir (dir);
-  }
+  free_pair (c, a, b, dir);
 }
 
 int

@@ -11,6 +11,7 @@
 #include "cohort-harness.h"
 #include "core/rlx-coordinator.h"
 #include "core/cohort/rlx-msg.h"
+#include "core/cohort/rlx-split.h"
 #include "core/p2p/rlx-link-stream.h"
 #include "core/p2p/rlx-unix-link.h"
 #include "core/vision/rlx-cpu.h"
@@ -45,8 +46,12 @@ on_event (RlxCoordinator *c, RlxEvent *ev, Leader *l)
   g_ptr_array_add (l->events, rlx_event_to_json (ev));
 }
 
+/* A real node @id on the CPU (mnist-mlp, synthetic data, --batch 8, at
+ * most @max_batch a pass); @join_only: it never founds a cohort (a member
+ * of the test's scripted leader). */
 static void
-leader_init (Leader *l, RlxPrecision precision)
+node_init (Leader *l, RlxPrecision precision, const char *id, guint max_batch,
+           gboolean join_only)
 {
   g_autoptr(GError) error = NULL;
   g_autoptr(RlxDataset) dataset = rlx_dataset_open ("synthetic", 0, &error);
@@ -55,13 +60,14 @@ leader_init (Leader *l, RlxPrecision precision)
   RlxCoordinatorConfig cfg = { 0 };
 
   g_assert_no_error (error);
-  backend = rlx_backend_resolve ("cpu", model, dataset, 64, &error);
+  backend = rlx_backend_resolve ("cpu", model, dataset, max_batch, &error);
   g_assert_no_error (error);
   l->dir = g_dir_make_tmp ("rlx-protocol-XXXXXX", &error);
   g_assert_no_error (error);
   l->events = g_ptr_array_new_with_free_func ((GDestroyNotify) json_object_unref);
   cfg.cohort = "protocol";
-  cfg.node_id = "lead";
+  cfg.node_id = id;
+  cfg.join_only = join_only;
   cfg.precision = precision;
   cfg.error_feedback = TRUE;
   cfg.batch = 8;
@@ -74,6 +80,12 @@ leader_init (Leader *l, RlxPrecision precision)
   l->coord = rlx_coordinator_new (&cfg, rlx_worker_new (backend), &error);
   g_assert_no_error (error);
   g_signal_connect (l->coord, "event", G_CALLBACK (on_event), l);
+}
+
+static void
+leader_init (Leader *l, RlxPrecision precision)
+{
+  node_init (l, precision, "lead", 64, FALSE);
 }
 
 static void
@@ -149,7 +161,7 @@ leader_wait (Leader *l, const char *event, const char *key, gint64 min, const ch
           g_autofree char *line = json_to_string (node, FALSE);
           g_test_message ("leader: %s", line);
         }
-      g_error ("the leader reported no '%s'%s%s within %d ms", event, word ? " about " : "",
+      g_error ("the node reported no '%s'%s%s within %d ms", event, word ? " about " : "",
                word ? word : "", WAIT_MS);
     }
   return g_ptr_array_index (l->events, w.found);
@@ -257,23 +269,30 @@ scripted_ack (Scripted *s, guint64 hash)
   scripted_send (s, &m, NULL, 0);
 }
 
-/* Join the leader: hello, join, snapshot, ack. */
+/* @s, named @id, linked to @l's node, which is started. */
 static void
-scripted_join (Scripted *s, Leader *l)
+scripted_link (Scripted *s, Leader *l, const char *id)
 {
   RlxLink *a = NULL;
   g_autoptr(GError) error = NULL;
-  RlxMsg m, *snap;
 
   g_assert_true (rlx_unix_link_new_pair (0, &a, &s->link, &error));
   g_assert_no_error (error);
   g_queue_init (&s->inbox);
-  s->id = g_strdup ("script");
+  s->id = g_strdup (id);
   g_signal_connect (s->link, "frame", G_CALLBACK (on_scripted_frame), s);
   rlx_coordinator_add_link (l->coord, a);
   g_object_unref (a);
   rlx_coordinator_start (l->coord);
+}
 
+/* Join the leader: hello, join, snapshot, ack. */
+static void
+scripted_join (Scripted *s, Leader *l)
+{
+  RlxMsg m, *snap;
+
+  scripted_link (s, l, "script");
   hello_init (&m, s->id);
   scripted_send (s, &m, NULL, 0);
   msg_free (scripted_wait (s, RLX_MSG_LEADER, 0));
@@ -728,8 +747,6 @@ test_old_version_refused (void)
 {
   Leader l = { 0 };
   Scripted s = { 0 };
-  RlxLink *a = NULL;
-  g_autoptr(GError) error = NULL;
   g_autofree char *want = g_strdup_printf ("protocol version 4 differs from this cohort's %d "
                                            "(run the same rlx-cluster version on every node)",
                                            RLX_MSG_PROTOCOL_VERSION);
@@ -737,14 +754,7 @@ test_old_version_refused (void)
   RlxMsg m, *refuse;
 
   leader_init (&l, RLX_PRECISION_F32);
-  g_assert_true (rlx_unix_link_new_pair (0, &a, &s.link, &error));
-  g_assert_no_error (error);
-  g_queue_init (&s.inbox);
-  s.id = g_strdup ("old");
-  g_signal_connect (s.link, "frame", G_CALLBACK (on_scripted_frame), &s);
-  rlx_coordinator_add_link (l.coord, a);
-  g_object_unref (a);
-  rlx_coordinator_start (l.coord);
+  scripted_link (&s, &l, "old");
   hello_init (&m, s.id);
   m.u.hello.version = 4;
   scripted_send (&s, &m, NULL, 0);
@@ -757,12 +767,85 @@ test_old_version_refused (void)
   leader_clear (&l);
 }
 
+/* The test as the leader of a real member "mem" (max_batch 2,048): its
+ * hello, the member's join, a snapshot of zeros at step 0, the member's
+ * ack; then a step frame assigning the member an outer slot of @count
+ * samples at H @h. */
+static void
+lead_member (Scripted *s, Leader *m, guint h, guint count)
+{
+  gsize n = rlx_model_get (RLX_MODEL_MNIST_MLP)->n_params;
+  g_autofree float *zeros = g_new0 (float, n);
+  guint64 hash = rlx_params_hash (zeros, n);
+  RlxMsg msg, *ack;
+  RlxMsgSlot slot = { NULL, 0, count };
+
+  node_init (m, RLX_PRECISION_F32, "mem", 2048, TRUE);
+  scripted_link (s, m, "boss");
+  msg_free (scripted_wait (s, RLX_MSG_HELLO, 0));
+  hello_init (&msg, s->id);
+  msg.u.hello.role = RLX_ROLE_LEADER;
+  msg.u.hello.leader = g_strdup (s->id);
+  msg.u.hello.term = 1;
+  msg.u.hello.members = 1;
+  scripted_send (s, &msg, NULL, 0);
+  msg_free (scripted_wait (s, RLX_MSG_JOIN, 0));
+
+  rlx_msg_init (&msg, RLX_MSG_SNAPSHOT, s->id);
+  msg.u.snapshot.term = 1;
+  msg.u.snapshot.leader = g_strdup (s->id);
+  msg.u.snapshot.hash = hash;
+  msg.u.snapshot.seed = g_strdup ("0");
+  msg.u.snapshot.members = g_ptr_array_new_with_free_func (g_free);
+  g_ptr_array_add (msg.u.snapshot.members, g_strdup (s->id));
+  g_ptr_array_add (msg.u.snapshot.members, g_strdup ("mem"));
+  scripted_send (s, &msg, zeros, n);
+  ack = scripted_wait (s, RLX_MSG_ACK, 0);
+  g_assert_cmpuint (ack->u.ack.hash, ==, hash);
+  msg_free (ack);
+
+  rlx_msg_init (&msg, RLX_MSG_STEP, s->id);
+  msg.u.step.term = 1;
+  msg.u.step.step = 1;
+  msg.u.step.base = hash;
+  msg.u.step.lr = 0.05;
+  msg.u.step.count = count;
+  msg.u.step.members = g_ptr_array_new_with_free_func (g_free);
+  g_ptr_array_add (msg.u.step.members, g_strdup (s->id));
+  g_ptr_array_add (msg.u.step.members, g_strdup ("mem"));
+  msg.u.step.assign = rlx_msg_slots_new ();
+  slot.node = g_strdup ("mem");
+  g_array_append_val (msg.u.step.assign, slot);
+  msg.u.step.h = h;
+  msg.u.step.olr = 0.7;
+  msg.u.step.omom = 0.9;
+  scripted_send (s, &msg, NULL, 0);
+}
+
+/* A step frame that gives a member an outer slot of more than any slot may
+ * hold (RLX_SPLIT_MAX_SLOT; H 10,000 times its max_batch of 2,048 would
+ * allow 20 million) is refused, with an error event saying so. */
+static void
+test_oversized_slot_refused (void)
+{
+  Leader m = { 0 };
+  Scripted s = { 0 };
+  JsonObject *ev;
+
+  lead_member (&s, &m, 10000, RLX_SPLIT_MAX_SLOT + 1);
+  ev = leader_wait (&m, "error", NULL, 0, "more than any slot may hold");
+  g_assert_nonnull (strstr (str_of (ev, "reason"), "step 1's frame (term 1) refused"));
+  scripted_clear (&s);
+  leader_clear (&m);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/cohort/protocol/refusals", test_refusals);
   g_test_add_func ("/cohort/protocol/old-version-refused", test_old_version_refused);
+  g_test_add_func ("/cohort/protocol/oversized-slot-refused", test_oversized_slot_refused);
   g_test_add_func ("/cohort/protocol/drops-reported", test_drops_reported);
   g_test_add_func ("/cohort/protocol/garbage-reported", test_garbage_reported);
   g_test_add_func ("/cohort/protocol/member-residual-rolls-back", test_member_residual_rolls_back);

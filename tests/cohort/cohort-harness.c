@@ -258,6 +258,18 @@ harness_wait (HarnessPred pred, gpointer data, guint timeout_ms)
 }
 
 static gboolean
+pred_never (gpointer data)
+{
+  return FALSE;
+}
+
+void
+harness_pause (guint ms)
+{
+  harness_wait (pred_never, NULL, ms);
+}
+
+static gboolean
 pred_exited (gpointer data)
 {
   Node *n = data;

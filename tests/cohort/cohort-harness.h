@@ -49,6 +49,8 @@ Node       *harness_join       (Harness *h, const char *label, ...) G_GNUC_NULL_
 typedef gboolean (*HarnessPred) (gpointer data);
 /* Run the main context until @pred is TRUE or @timeout_ms passed. */
 gboolean    harness_wait       (HarnessPred pred, gpointer data, guint timeout_ms);
+/* Run the main context for @ms (events keep coming in meanwhile). */
+void        harness_pause      (guint ms);
 
 /* Wait until @n has exited and its stdout is read; FALSE on timeout. */
 gboolean    node_wait_exit     (Node *n, guint timeout_ms);

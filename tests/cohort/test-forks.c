@@ -64,18 +64,6 @@
  * keep their margins (hundreds of ms) on a loaded machine. */
 #define HB_MS 6000
 
-static gboolean
-never (gpointer data)
-{
-  return FALSE;
-}
-
-static void
-pause_ms (guint ms)
-{
-  harness_wait (never, NULL, ms);
-}
-
 /* A cohort of @k nodes labelled a, b, c, … (admitted in that order; a
  * founds and leads), each with the heartbeat timeout @hb_ms, every one
  * joined; the first rounds are past (30 steps). */
@@ -139,11 +127,11 @@ short_freeze_round (guint round)
    * so that when c thaws, b's last bytes it has read are older than the
    * timeout although c itself stood still for less than it. */
   node_kill (b, SIGSTOP);
-  pause_ms (2500);
+  harness_pause (2500);
   node_kill (c, SIGSTOP);
-  pause_ms (500);
+  harness_pause (500);
   node_kill (b, SIGCONT);
-  pause_ms (500);
+  harness_pause (500);
   /* The leader dies while c is frozen; b takes over (term 2). */
   node_kill (a, SIGKILL);
   i = harness_wait_event (h, b, "leader", "term", 2, T);
@@ -151,7 +139,7 @@ short_freeze_round (guint round)
   /* c thaws 4.5 s after it froze: its stall (≤ 5 s, with the heartbeat's
    * 0.5 s tick) is under the 6 s timeout; b's silence as c sees it (≥ 7 s)
    * is over it. */
-  pause_ms (3500);
+  harness_pause (3500);
   node_kill (c, SIGCONT);
 
   /* c follows b, at b's term, and never leads. */
@@ -213,7 +201,7 @@ leader_timed_out_after_freeze (gboolean leader_first, const char *cohort, const 
   b = nodes[1];
   c = nodes[2];
   node_kill (leader_first ? a : b, SIGSTOP);
-  pause_ms (3000);
+  harness_pause (3000);
   node_kill (leader_first ? a : b, SIGCONT);
   at = node_max_step (a);
   harness_wait_event (h, b, "step", "step", at + (leader_first ? 2 : 1), T);
@@ -282,7 +270,7 @@ test_unlinked_senior_not_passed_over (void)
   i = harness_wait_event (h, b, "leader", "term", 2, T);
   g_assert_cmpstr (ev_str (node_ev (b, i), "node"), ==, "nb-2");
   /* c's wait for b (twice the 3 s timeout), and a little more */
-  pause_ms ((guint) MAX (0, 7000 - (g_get_monotonic_time () - killed) / 1000));
+  harness_pause ((guint) MAX (0, 7000 - (g_get_monotonic_time () - killed) / 1000));
   for (guint e = 0; e < c->events->len; e++)
     {
       JsonObject *o = node_ev (c, (int) e);
@@ -321,7 +309,7 @@ test_frozen_member_keeps_deadline (void)
   c = nodes[2];
   node_kill (c, SIGSTOP);
   frozen = g_get_monotonic_time ();
-  pause_ms (5000);
+  harness_pause (5000);
   thawed = g_get_monotonic_time ();
   node_kill (c, SIGCONT);
   /* b reports each commit it applies (a reports one once every member
@@ -383,7 +371,7 @@ test_failover_round_skips_frozen (void)
   c = nodes[2];
   d = nodes[3];
   node_kill (d, SIGSTOP);
-  pause_ms (300);
+  harness_pause (300);
   node_kill (a, SIGKILL);
   i = harness_wait_event (h, b, "leader", "term", 2, T);
   g_assert_cmpstr (ev_str (node_ev (b, i), "node"), ==, node_id (b));
@@ -539,7 +527,7 @@ test_own_snapshot_keeps_history (void)
   frozen = node_max_step (n[5]);
   node_kill (n[5], SIGSTOP);
   harness_wait_event (h, n[4], "step", "step", frozen + 50, T);
-  pause_ms (HB_MS + 2000);
+  harness_pause (HB_MS + 2000);
   node_kill (n[5], SIGCONT);
   i = node_wait_event (n[5], "snapshot", "step", frozen + 1, 0, T);
   if (i < 0)
@@ -591,19 +579,19 @@ test_rejoined_member_relinks (void)
   at = node_max_step (c);
   harness_wait_event (h, c, "step", "step", at + 30, T);
   node_kill (c, SIGSTOP);
-  pause_ms (5000);
+  harness_pause (5000);
   node_kill (c, SIGCONT);
   i = harness_wait_event (h, c, "rejoining", NULL, 0, T);
   harness_wait_event (h, c, "joined", NULL, (guint) i, T);
   at = node_max_step (c);
   harness_wait_event (h, c, "step", "step", at + 20, T);
   /* (the links are looked for at most once a second) */
-  pause_ms (1500);
+  harness_pause (1500);
   node_kill (a, SIGKILL);
   killed = g_get_monotonic_time ();
   i = harness_wait_event (h, b, "leader", "term", 2, T);
   g_assert_cmpstr (ev_str (node_ev (b, i), "node"), ==, "b");
-  pause_ms ((guint) MAX (0, 7000 - (g_get_monotonic_time () - killed) / 1000));
+  harness_pause ((guint) MAX (0, 7000 - (g_get_monotonic_time () - killed) / 1000));
   for (guint e = 0; e < c->events->len; e++)
     {
       JsonObject *o = node_ev (c, (int) e);

@@ -444,7 +444,16 @@ on_frame (RlxLink *link, GBytes *frame, gpointer user_data)
        * otherwise left a 4 × freeze timeout behind (6 s of a 3 s one),
        * and the next failover took that long (issue 29, chaos.py). */
       if (p->their_t >= 0 && hb->t - p->their_t > 2 * HEARTBEAT_MS)
-        p->their_stall = TRUE;
+        {
+          p->their_stall = TRUE;
+          p->gap_pending_us = 0;
+        }
+      else if (p->gap_pending_us > 0 && hb->t >= p->gap_judged_t)
+        {
+          /* Its clock ran on without a jump past the silence: the link's. */
+          p->gap_peak_us = MAX (p->gap_peak_us, p->gap_pending_us);
+          p->gap_pending_us = 0;
+        }
       p->their_t = hb->t;
       p->their_t_at = g_get_monotonic_time ();
       /* A round trip only from a beat we sent since our own loop last
@@ -565,6 +574,28 @@ rlx_peer_set_add_link (RlxPeerSet *self, RlxLink *link)
 
 /* ── heartbeat ──────────────────────────────────────────────────────────── */
 
+/* A silence of @p's of @gap_us ended (bytes came after it). It stretches
+ * the peer's timeout only if it was the link's: a peer whose own loop
+ * stood still says so by the jump in its heartbeat clock, but the first
+ * bytes it sends as it thaws need not be a heartbeat (a leader's step
+ * frames, or its heartbeat still in its I/O thread when it froze again),
+ * and the gap counted before that beat was read left a 4 × freeze timeout
+ * behind after all (test-forks, freeze-leaves-no-long-timeout, on a loaded
+ * machine). So the gap waits for its heartbeats: a jump drops it, a clock
+ * two beats past the last one read now (any stall in between would have
+ * shown as a jump) counts it. A peer without a clock counts it at once. */
+static void
+note_gap (RlxPeer *p, double gap_us)
+{
+  if (p->their_t < 0)
+    {
+      p->gap_peak_us = MAX (p->gap_peak_us, gap_us);
+      return;
+    }
+  p->gap_pending_us = MAX (p->gap_pending_us, gap_us);
+  p->gap_judged_t = p->their_t + 2 * HEARTBEAT_MS;
+}
+
 static gboolean
 on_heartbeat (gpointer user_data)
 {
@@ -627,7 +658,7 @@ on_heartbeat (gpointer user_data)
       if (rx > p->last_rx)
         {
           if (now >= self->gaps_ours_until && !p->their_stall)
-            p->gap_peak_us = MAX (p->gap_peak_us, (double) (rx - p->last_rx));
+            note_gap (p, (double) (rx - p->last_rx));
           p->their_stall = FALSE;
           p->last_rx = rx;
         }

@@ -12,8 +12,9 @@
  * frames, so a peer busy sending a multi-megabyte bucket over a slow link is
  * alive. The heartbeat timeout adapts to each link: it is the largest of the
  * configured timeout, 4 × the longest recent silence on that link (decaying;
- * not one the peer's heartbeat clock shows was its own stall, nor one that
- * ends as our own stall does) and 8 × its round-trip time (measured by echoing the peer's heartbeat
+ * not one the peer's heartbeat clock shows was its own stall — a silence
+ * counts once its later heartbeats moved that clock on by two beats without
+ * a jump — nor one that ends as our own stall does) and 8 × its round-trip time (measured by echoing the peer's heartbeat
  * clock, never by comparing clocks of two hosts). A node whose own main loop
  * stood still longer than the timeout (stopped, starved) does not time its
  * peers out for it: it notes that it stalled (rlx_peer_set_stalled_recently);
@@ -67,6 +68,10 @@ typedef struct {
   gboolean        their_stall;  /* its clock says the silence that ends now was its own
                                  * loop standing still (not the link's) */
   gint64          their_t_at;   /* monotonic µs when it arrived */
+  double          gap_pending_us; /* a silence that ended, not yet judged ours, theirs or
+                                   * the link's (0: none) */
+  gint64          gap_judged_t; /* … judged the link's once a heartbeat of this clock or
+                                 * later comes without a jump */
   RlxWireCounters counters;
   /* private */
   char           *close_reason;

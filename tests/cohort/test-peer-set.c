@@ -1,0 +1,169 @@
+/* test-peer-set.c — how a silence on a link stretches its heartbeat
+ * timeout (core/cohort/rlx-peer-set.h), with a real socketpair link: the
+ * set under test ("me", heartbeat running) and a peer set on the other end
+ * ("x", no heartbeat of its own) whose heartbeats this test writes, with
+ * the clock it chooses.
+ *
+ *   /cohort/peer-set/thawed-peer-not-stretched   a peer silent for 1.6 s
+ *       whose first frame after it is not a heartbeat, and whose next
+ *       heartbeat's clock jumped by the silence (its own loop stood
+ *       still), keeps the configured timeout: the gap is not counted
+ *       because a tick read the other frame first (test-forks'
+ *       freeze-leaves-no-long-timeout failed so on a loaded machine: b
+ *       timed its frozen leader out after 6.6–7.3 s of a 4 s timeout).
+ *   /cohort/peer-set/slow-link-stretched   the same silence ended by the
+ *       heartbeats the link held back (their clock ran on without a jump)
+ *       is the link's: the timeout becomes 4 × the silence.
+ */
+#include "rlx-config.h"
+#include "core/cohort/rlx-peer-set.h"
+#include "core/p2p/rlx-unix-link.h"
+#include "cohort-harness.h"
+
+#define TIMEOUT_MS 3000
+#define SILENCE_MS 1600
+
+typedef struct {
+  RlxPeerSet *me, *x;
+  RlxLink    *mine, *theirs;
+  RlxPeer    *peer;            /* x, as "me" sees it */
+  RlxPeer    *back;            /* me, as x sees it */
+  gint64      clock;           /* x's heartbeat clock, ms */
+  gint64      last_turn;       /* the longest wait between two turns of this loop, µs */
+  gint64      turned;
+  guint       watch_id;
+} Fixture;
+
+static void
+fill_hello (RlxMsgHello *h, gpointer data)
+{
+  h->backend = g_strdup ("cpu");
+  h->device = g_strdup ("test");
+  h->fallback = g_strdup ("");
+  h->host = g_strdup ("localhost");
+  h->batch = h->max_batch = 8;
+  h->role = RLX_ROLE_MEMBER;
+}
+
+static gboolean
+on_turn (gpointer data)
+{
+  Fixture *f = data;
+  gint64 now = g_get_monotonic_time ();
+
+  f->last_turn = MAX (f->last_turn, now - f->turned);
+  f->turned = now;
+  return G_SOURCE_CONTINUE;
+}
+
+static void
+beat (Fixture *f)
+{
+  RlxMsg m;
+
+  rlx_msg_init (&m, RLX_MSG_HEARTBEAT, "x");
+  m.u.heartbeat.t = f->clock;
+  g_assert_true (rlx_peer_set_send_msg (f->x, f->back, RLX_SEND_CONTROL, &m));
+  rlx_msg_clear (&m);
+}
+
+static void
+fixture_set_up (Fixture *f, gconstpointer data)
+{
+  RlxPeerSetIdentity me = { "me", "peers", "1", "mnist-mlp", "synthetic" };
+  RlxPeerSetIdentity x = { "x", "peers", "1", "mnist-mlp", "synthetic" };
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true (rlx_unix_link_new_pair (0, &f->mine, &f->theirs, &error));
+  g_assert_no_error (error);
+  f->me = rlx_peer_set_new (&me, fill_hello, NULL);
+  f->x = rlx_peer_set_new (&x, fill_hello, NULL);
+  rlx_peer_set_set_timeout (f->me, TIMEOUT_MS);
+  f->peer = rlx_peer_set_add_link (f->me, f->mine);
+  f->back = rlx_peer_set_add_link (f->x, f->theirs);
+  rlx_peer_set_start (f->me);
+  f->turned = g_get_monotonic_time ();
+  f->watch_id = g_timeout_add (50, on_turn, f);
+  /* x beats for a second, as a live peer does */
+  for (guint i = 0; i < 3; i++)
+    {
+      beat (f);
+      harness_pause (500);
+      f->clock += 500;
+    }
+  g_assert_true (f->peer->ready);
+  g_assert_cmpuint (rlx_peer_set_timeout_for (f->me, f->peer), ==, TIMEOUT_MS);
+}
+
+static void
+fixture_tear_down (Fixture *f, gconstpointer data)
+{
+  g_source_remove (f->watch_id);
+  rlx_peer_set_stop (f->me);
+  g_clear_object (&f->me);
+  g_clear_object (&f->x);
+  g_clear_object (&f->mine);
+  g_clear_object (&f->theirs);
+}
+
+/* x goes silent for SILENCE_MS; then a frame that is not a heartbeat, and
+ * (after one of our ticks read it) heartbeats: their clock from @jump_ms
+ * on. What this set's own loop did meanwhile is checked: a turn of over a
+ * beat would make the silence ours (ticks a second apart), and the case says nothing then. */
+static gboolean
+silence_then_frame (Fixture *f, gint64 jump_ms)
+{
+  RlxMsg m;
+
+  f->last_turn = 0;
+  harness_pause (SILENCE_MS);
+  rlx_msg_init (&m, RLX_MSG_REJECT, "x");
+  m.u.reject.step = 1;
+  m.u.reject.reason = g_strdup ("any frame but a heartbeat");
+  g_assert_true (rlx_peer_set_send_msg (f->x, f->back, RLX_SEND_CONTROL, &m));
+  rlx_msg_clear (&m);
+  /* one of our ticks (every 500 ms) reads that frame's bytes */
+  harness_pause (700);
+  for (gint64 t = jump_ms; t <= jump_ms + 1500; t += 500)
+    {
+      f->clock = t;
+      beat (f);
+      harness_pause (t == jump_ms + 1500 ? 500 : 20);
+    }
+  if (f->last_turn > 400 * 1000)
+    {
+      g_test_skip ("this loop itself stood still for a beat or more (a loaded machine): the "
+                   "silence was counted as ours");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static void
+test_thawed_peer_not_stretched (Fixture *f, gconstpointer data)
+{
+  /* its clock jumped by the silence: its own loop stood still */
+  if (!silence_then_frame (f, f->clock + SILENCE_MS + 700))
+    return;
+  g_assert_cmpuint (rlx_peer_set_timeout_for (f->me, f->peer), ==, TIMEOUT_MS);
+}
+
+static void
+test_slow_link_stretched (Fixture *f, gconstpointer data)
+{
+  /* its clock ran on in beats: the link held its heartbeats back */
+  if (!silence_then_frame (f, f->clock))
+    return;
+  g_assert_cmpuint (rlx_peer_set_timeout_for (f->me, f->peer), >=, 4 * (SILENCE_MS - 300));
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add ("/cohort/peer-set/thawed-peer-not-stretched", Fixture, NULL, fixture_set_up,
+              test_thawed_peer_not_stretched, fixture_tear_down);
+  g_test_add ("/cohort/peer-set/slow-link-stretched", Fixture, NULL, fixture_set_up,
+              test_slow_link_stretched, fixture_tear_down);
+  return g_test_run ();
+}

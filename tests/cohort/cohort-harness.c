@@ -516,6 +516,24 @@ harness_others (Node **nodes, Node *leader, Node **first, Node **second)
       }
 }
 
+Node *
+harness_kill_leader_at (Harness *h, Node **nodes, gint64 at, guint step_ms, guint exit_ms,
+                        Node **rest)
+{
+  Node *leader;
+
+  for (guint i = 0; i < 3; i++)
+    harness_wait_event (h, nodes[i], "joined", NULL, 0, 30000);
+  leader = harness_leader (h, nodes, 3);
+  harness_others (nodes, leader, &rest[0], &rest[1]);
+  harness_wait_event (h, leader, "step", "step", at, step_ms);
+  node_kill (leader, SIGKILL);
+  harness_assert_exit_ok (h, rest[0], exit_ms);
+  harness_assert_exit_ok (h, rest[1], exit_ms);
+  node_wait_exit (leader, 5000);
+  return leader;
+}
+
 /* Every step @a and @b both report from @from on has the same hash, or
  * fail the test; how many they both report. */
 guint

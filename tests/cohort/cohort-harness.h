@@ -79,6 +79,11 @@ void        harness_assert_exit_ok (Harness *h, Node *n, guint timeout_ms);
 Node       *harness_leader     (Harness *h, Node **nodes, guint k);
 /* The two nodes of a three-node cohort that are not @leader, in order. */
 void        harness_others     (Node **nodes, Node *leader, Node **first, Node **second);
+/* The three @nodes joined, kill -9 their leader once it reports step @at
+ * (within @step_ms), and the other two, in order in @rest, finish their
+ * steps and exit 0 within @exit_ms each; returns the killed leader. */
+Node       *harness_kill_leader_at (Harness *h, Node **nodes, gint64 at, guint step_ms,
+                                    guint exit_ms, Node **rest);
 /* Every "leader" event any of @nodes reported names @leader at term
  * @term (nobody took over), or fail the test. */
 void        harness_assert_led_by (Node **nodes, guint k, Node *leader, gint64 term);

@@ -516,7 +516,6 @@ test_kill_leader (void)
   Harness *h = harness_new ();
   Node *n[3], *leader, *rest[2];
   GHashTable *hashes[3];
-  guint k = 0;
   gint64 maxs = 0;
   const gint64 steps = 120;
   g_autofree char *steps_s = g_strdup_printf ("%" G_GINT64_FORMAT, steps);
@@ -527,18 +526,7 @@ test_kill_leader (void)
       n[i] = harness_join (h, label, "--cohort", "kl", "--batch", "8", "--steps", steps_s,
                            "--wait-members", "3", NULL);
     }
-  for (guint i = 0; i < 3; i++)
-    harness_wait_event (h, n[i], "joined", NULL, 0, 30000);
-  leader = harness_leader (h, n, 3);
-  for (guint i = 0; i < 3; i++)
-    if (n[i] != leader)
-      rest[k++] = n[i];
-  harness_wait_event (h, leader, "step", "step", 15, 30000);
-  node_kill (leader, SIGKILL);
-
-  harness_assert_exit_ok (h, rest[0], 60000);
-  harness_assert_exit_ok (h, rest[1], 60000);
-  node_wait_exit (leader, 5000);
+  leader = harness_kill_leader_at (h, n, 15, 30000, 60000, rest);
 
   /* A new leader, with a newer term. */
   for (guint i = 0; i < 2; i++)

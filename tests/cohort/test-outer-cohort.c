@@ -432,7 +432,6 @@ test_kill_leader (void)
 {
   Harness *h = harness_new ();
   Node *n[3], *leader, *rest[2];
-  guint k = 0;
   const gint64 rounds = 30;
   g_autofree char *rounds_s = g_strdup_printf ("%" G_GINT64_FORMAT, rounds);
   gint64 dead_last;
@@ -444,17 +443,7 @@ test_kill_leader (void)
                            "--wait-members", "3", "--sync", "outer:4", "--fault-slow-ms", "20",
                            NULL);
     }
-  for (guint i = 0; i < 3; i++)
-    harness_wait_event (h, n[i], "joined", NULL, 0, 30000);
-  leader = harness_leader (h, n, 3);
-  for (guint i = 0; i < 3; i++)
-    if (n[i] != leader)
-      rest[k++] = n[i];
-  harness_wait_event (h, leader, "step", "step", 8, 60000);
-  node_kill (leader, SIGKILL);
-  harness_assert_exit_ok (h, rest[0], 90000);
-  harness_assert_exit_ok (h, rest[1], 90000);
-  node_wait_exit (leader, 5000);
+  leader = harness_kill_leader_at (h, n, 8, 60000, 90000, rest);
   for (guint i = 0; i < 2; i++)
     g_assert_cmpint (node_max_step (rest[i]), ==, rounds);
   assert_histories_agree (h, n, 3, rounds);

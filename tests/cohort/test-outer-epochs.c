@@ -384,8 +384,8 @@ test_failover (void)
   Harness *h = harness_new ();
   g_autofree char *dir = NULL;
   g_autoptr(GPtrArray) slices = NULL, kept = NULL;
-  Node *n[3], *leader, *rest[2];
-  guint k = 0, crossing_slices, crossing_rounds;
+  Node *n[3], *rest[2];
+  guint crossing_slices, crossing_rounds;
   guint64 end;
 
   harness_setenv (h, "RLX_SYNTHETIC_TRAIN", G_STRINGIFY (N_TRAIN));
@@ -398,17 +398,7 @@ test_failover (void)
                            "--sync", "outer:9", "--fault-slow-ms", "20",
                            "--checkpoint-every", "0", NULL);
     }
-  for (guint i = 0; i < 3; i++)
-    harness_wait_event (h, n[i], "joined", NULL, 0, 30000);
-  leader = harness_leader (h, n, 3);
-  for (guint i = 0; i < 3; i++)
-    if (n[i] != leader)
-      rest[k++] = n[i];
-  harness_wait_event (h, leader, "step", "step", 8, 60000);
-  node_kill (leader, SIGKILL);
-  harness_assert_exit_ok (h, rest[0], 90000);
-  harness_assert_exit_ok (h, rest[1], 90000);
-  node_wait_exit (leader, 5000);
+  harness_kill_leader_at (h, n, 8, 60000, 90000, rest);
   g_assert_cmpuint (harness_same_hashes (h, rest[0], rest[1], 1), ==, 20);
 
   slices = read_slices (dir);

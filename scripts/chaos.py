@@ -48,10 +48,17 @@ It checks, from every node's event stream (--json):
                the final committed step with its hash, and commits on.
 
 It reports the faults by kind, the longest stall, the steps discarded by
-merges and, with --baseline-seconds, the throughput retained: committed
-samples against what the same numbers of live ranks commit without faults
-(each live count measured for that long, weighted by the time the run
-spent at it). When the harness's own loop stands still for over a second
+merges and, with --baseline-seconds (which turns --event-logs on), the
+throughput retained: useful samples — those of the steps the final
+checkpoint descends from, each step once, first reported while the faults
+ran (scripts/chaoslog.py follows the final leader's state back through
+the snapshots and checkpoints it and its senders loaded; a branch a merge
+or a rejoin discarded counts nothing) — against what the same numbers of
+live ranks (alive, frozen or not) commit without faults, each count
+measured for that long after the run and weighted by the time the run
+spent at it. It puts each stretch without a step of that history (over
+--gap-s) down to the worst fault acting as it began, and says how much of
+it a discarded branch was committing. When the harness's own loop stands still for over a second
 (a loaded machine), it injects no fault for a second after: until its
 readers catch up, it does not know who holds which step (it counts these
 as harness_stalls).
@@ -80,6 +87,9 @@ import tempfile
 import threading
 import time
 from collections import Counter, deque
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import chaoslog  # noqa: E402
 
 PRECISIONS = ["f32", "f16", "f8e4m3", "f8e5m2"]
 COHORT = "chaos"
@@ -189,6 +199,10 @@ class Run:
         self.lock = threading.RLock()
         self.ranks = []
         self.t0 = time.monotonic()
+        if args.event_logs:
+            # the run's clock: a step event's time_us is CLOCK_MONOTONIC too
+            with open(os.path.join(self.out, "t0"), "w") as f:
+                f.write("%.6f\n" % self.t0)
         self.faults = Counter()
         self.events = Counter()
         self.fault_log = []          # (t, kind, rank label)
@@ -200,6 +214,9 @@ class Run:
         self.max_step = 0            # highest committed step seen
         self.progress_step = 0       # highest step anyone reported
         self.samples = 0             # samples of committed steps above the high-water mark
+                                     # (a baseline's measure: without faults there is one history)
+        self.window = None           # (from, to) s on the run's clock: the faults' time
+        self.loadavg = []            # (t, 1-minute load average), each minute
         self.first_commit = None
         self.last_progress = None
         self.stall_anchor = None
@@ -566,8 +583,13 @@ class Run:
         next_prune = time.monotonic() + 5
         end = time.monotonic() + duration
         last = time.monotonic()
+        next_load = last
+        self.window = (last - self.t0, end - self.t0)
         while True:
             now = time.monotonic()
+            if now >= next_load:
+                self.loadavg.append((round(now - self.t0, 1), os.getloadavg()[0]))
+                next_load = now + 60
             with self.lock:
                 self.live_time[len([r for r in self.ranks if r.alive])] += now - last
             if now - last > 1.0:
@@ -733,8 +755,14 @@ def main():
     p.add_argument("--json", help="write the report as JSON to this file")
     p.add_argument("--event-logs", action="store_true",
                    help="write every rank's event stream, each line stamped with the run's clock, "
-                        "to logs/rank-NNN.jsonl under --out (for reading a failure)")
+                        "to logs/rank-NNN.jsonl under --out (for reading a failure; "
+                        "--baseline-seconds needs them and turns them on)")
+    p.add_argument("--gap-s", type=float, default=0.25,
+                   help="a stretch this long without a step of the surviving history is put "
+                        "down to the worst fault acting as it began (default 0.25 s)")
     args = p.parse_args()
+    if args.baseline_seconds > 0:
+        args.event_logs = True
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1 << 31)
     if not os.access(args.rank, os.X_OK):
@@ -800,21 +828,58 @@ def main():
     if run.first_commit is None:
         run.fail("nothing was committed")
 
+    # Useful work: the samples of the surviving history's steps (those the
+    # final checkpoint descends from, each step once) first reported while
+    # the faults ran; steps of branches a merge or a rejoin discarded count
+    # nothing, and neither does a cut leader of one racing ahead.
+    useful = holder = None
+    costs, gap = {}, None
+    if args.event_logs and run.window is not None:
+        logs = chaoslog.load(run.out)
+        holder = lead.idx if lead is not None else max(
+            (r for r in run.ranks if r.top_step >= final_step), key=lambda r: r.idx, default=None)
+        if holder is not None:
+            useful = chaoslog.useful_work(logs, holder, final_step, *run.window)
+            costs, gap = chaoslog.stall_costs(logs, useful, run.fault_log, *run.window,
+                                              timeout_s=args.heartbeat_timeout_ms / 1000,
+                                              gap_s=args.gap_s)
+    useful_samples = sum(n for h, t, n in useful.values()) if useful is not None else None
+
     retained = None
     rates = {}
+    base_load = []
     if args.baseline_seconds > 0:
         for k in sorted(c for c in run.live_time if c > 0):
+            base_load.append(os.getloadavg()[0])
             rates[k] = committed_rate(args, root, k, args.baseline_seconds)
         expected = sum(run.live_time[k] * rates.get(k, 0) for k in run.live_time)
-        retained = run.samples / expected if expected > 0 else None
+        if expected > 0 and useful_samples is not None:
+            retained = useful_samples / expected
+        for k, v in rates.items():
+            if v <= 0:
+                run.note("the baseline of %d ranks committed nothing in %g s (a loaded machine?): "
+                         "throughput retained leaves that count out" % (k, args.baseline_seconds))
 
     wall = sum(run.live_time.values())
+    loads = sorted(x for _, x in run.loadavg)
     report = {
         "seed": args.seed, "duration_s": args.duration, "wall_s": round(wall, 1),
         "faults": dict(run.faults), "faults_total": sum(run.faults.values()),
         "ranks_started": len(run.ranks) - 1,
         "committed_steps": run.max_step, "final_step": final_step,
-        "samples": run.samples, "samples_per_s": round(run.samples / wall, 1) if wall else 0,
+        "samples_high_water": run.samples,
+        "useful_steps": len(useful) if useful is not None else None,
+        "useful_samples": useful_samples,
+        "useful_samples_per_s": round(useful_samples / wall, 1) if wall and useful_samples else None,
+        "stall_cost_by_fault": {k: {"stretches": c[0], "seconds": round(c[1], 2),
+                                    "discarded_branch_committing_s": round(c[2], 2)}
+                                for k, c in sorted(costs.items())},
+        "longest_useful_gap": ([round(gap[0], 2), round(gap[1], 2), round(gap[2], 2), gap[3]]
+                               if gap else None),
+        "window_s": [round(x, 2) for x in run.window] if run.window else None,
+        "final_rank": holder,
+        "loadavg_during": ([loads[0], loads[len(loads) // 2], loads[-1]] if loads else None),
+        "loadavg_baselines": base_load,
         "longest_stall_s": round(run.longest_stall[0], 2),
         "longest_raw_stall_s": round(run.longest_raw_stall, 2),
         "longest_stall_at_s": [round(run.longest_stall[1], 2), round(run.longest_stall[2], 2)],
@@ -833,10 +898,17 @@ def main():
     }
     print("chaos: %d faults in %.0f s (%s)" % (report["faults_total"], wall,
           ", ".join("%s %d" % kv for kv in sorted(run.faults.items()))))
-    print("chaos: committed %d steps (%d samples, %.0f/s); longest stall %.2f s after a failover "
+    print("chaos: committed up to step %d; longest stall %.2f s after a failover "
           "fault (limit %.1f s) at %.1f-%.1f s; longest gap %.2f s"
-          % (run.max_step, run.samples, report["samples_per_s"], run.longest_stall[0], limit,
+          % (run.max_step, run.longest_stall[0], limit,
              run.longest_stall[1], run.longest_stall[2], run.longest_raw_stall))
+    if useful is not None:
+        print("chaos: the surviving history got %d steps (%d samples, %.0f/s) while the faults ran"
+              % (len(useful), useful_samples, useful_samples / wall if wall else 0))
+        for k, c in sorted(costs.items(), key=lambda kc: -kc[1][1]):
+            print("chaos: without a surviving step, put down to %-13s %4d stretches > %.2f s, "
+                  "%7.1f s (%.1f s of it a discarded branch committing)"
+                  % (k, c[0], args.gap_s, c[1], c[2]))
     print("chaos: %d divergent steps, %d committed steps lost, %d merges discarding %d steps, %d resumes"
           % (run.divergent_steps, run.lost_steps, len(run.merges), run.discarded, len(run.resumes)))
     if run.died_uncommitted:
@@ -847,8 +919,11 @@ def main():
         print("chaos: the harness itself stood still > 1 s %d times (no fault for 1 s after each)"
               % run.harness_stalls)
     if retained is not None:
-        print("chaos: throughput retained %.1f%% (baseline samples/s by live ranks: %s)"
-              % (100 * retained, ", ".join("%d: %.0f" % kv for kv in sorted(rates.items()))))
+        print("chaos: throughput retained %.1f%% (baseline samples/s by live ranks: %s; "
+              "load average %s during the faults, %s during the baselines)"
+              % (100 * retained, ", ".join("%d: %.0f" % kv for kv in sorted(rates.items())),
+                 "/".join("%.1f" % x for x in report["loadavg_during"] or []),
+                 ", ".join("%.1f" % x for x in base_load)))
     for m in run.merges:
         print("chaos: merged at %.1f s: %s discarded %s (steps %s-%s, exact %s, %s)" % m)
     for rs in run.resumes:

@@ -36,7 +36,7 @@ G_BEGIN_DECLS
 
 /* What hello's "v" says (docs/PROTOCOL.md); nodes of other versions are
  * refused with the reason. */
-#define RLX_PROTOCOL_VERSION 5
+#define RLX_PROTOCOL_VERSION 6
 
 #define RLX_COORDINATOR_ERROR (rlx_coordinator_error_quark ())
 GQuark rlx_coordinator_error_quark (void);

@@ -5,7 +5,6 @@
 #include "rlx-sample-log.h"
 #include "core/cohort/rlx-lineage.h"
 #include "core/cohort/rlx-split.h"
-#include "core/cohort/rlx-step-begins.h"
 #include "core/p2p/rlx-trace.h"
 
 #include <string.h>
@@ -20,9 +19,6 @@ struct _RlxFollower {
   guint64          steps_term;      /* term of the last step frame followed */
   guint            unlisted;        /* step frames in a row that left us out */
   guint64          expect_commit;   /* commit being applied (0: none) */
-  RlxStepBegins    begins;          /* where the last steps named begin, by term
-                                     * (after commit c the replica holds where
-                                     * round c + 1 begins, as the leader's does) */
   RlxMsg          *corrupting;      /* the step frame whose report waits for the hash
                                      * fault's corruption (rlx_replica_corrupt) */
 };
@@ -376,7 +372,6 @@ member_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m, gboolean early)
       s->members = g_ptr_array_new_with_free_func (g_free);
     }
 
-  rlx_step_begins_note (&self->begins, s->term, s->step, s->epoch, s->pos);
   ms = rlx_member_step_new ();
   /* the cohort's sync mode is the leader's: each frame says it */
   if (rlx_sync_state_follow (ctx->sync, s, &ms->outer, &ms->commit_outer))
@@ -386,11 +381,10 @@ member_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m, gboolean early)
       rlx_msg_array_copy (&ms->update, &s->update);
       ms->commit = s->commit;
       ms->perturb_momentum = rlx_fault_plan_take_momentum (&ctx->faults, s->commit);
-      if (!rlx_step_begins_find (&self->begins, s->term, s->commit + 1, &ms->epoch, &ms->pos))
-        {
-          ms->epoch = s->epoch;
-          ms->pos = s->pos;
-        }
+      /* the replica holds where the round after the commit begins (the
+       * frame's own step, or the one it names with overlap) */
+      ms->epoch = s->cepoch >= 0 ? (guint) s->cepoch : s->epoch;
+      ms->pos = s->cpos >= 0 ? (guint) s->cpos : s->pos;
       ms->accept_prev = accepted_prev;
       self->expect_commit = s->commit;
     }
@@ -616,9 +610,6 @@ rlx_follower_on_snapshot (RlxFollower *self, RlxPeer *p, RlxMsg *m, guint64 seed
   self->expect_commit = 0;
   rlx_compute_queue_forget_member_steps (ctx->queue);
   rlx_compute_queue_drop_assignments (ctx->queue);
-  /* where the steps of the state we leave begin says nothing of the
-   * snapshot's (another lineage's step c + 1 began elsewhere) */
-  rlx_step_begins_clear (&self->begins);
   rlx_replica_set_seed (ctx->replica, seed);
   l = g_new0 (Loading, 1);
   l->self = self;

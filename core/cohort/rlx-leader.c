@@ -219,6 +219,16 @@ step_header_for (RlxLeader *self, RlxMsg *m, guint64 commit, guint64 step, guint
   m->u.step.epoch = epoch;
   m->u.step.pos = pos;
   m->u.step.count = count;
+  /* A commit's frame that names a step other than the one after it
+   * (overlap: the round after the next) also says where that one begins:
+   * what every replica holds after the commit, as ours does (round_epoch,
+   * round_pos moved there when the round was published). A member that
+   * entered by snapshot never saw the frame that named it. */
+  if (commit > 0 && step != commit + 1)
+    {
+      m->u.step.cepoch = self->round_epoch;
+      m->u.step.cpos = self->round_pos;
+    }
   m->u.step.members = rlx_cohort_str_array_copy (rlx_cohort_members (self->ctx));
   m->u.step.final = final;
   /* the assignment's mode (assigned_outer: the slots were made in it), and

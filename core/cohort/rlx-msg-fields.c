@@ -98,6 +98,8 @@ static const RlxMsgField step_fields[] = {
   { "olr",          F_NUM,    OPT, AT (step, olr),          0, 0, NULL, W_IF_SET, NULL },
   { "omom",         F_NUM,    OPT, AT (step, omom),         0, 0, NULL, 0, "olr" },
   { "lag",          F_UINT,   OPT, AT (step, lag),          1, 0, NULL, W_IF_SET, NULL },
+  { "cepoch",       F_INT,    OPT, AT (step, cepoch),       0, -1, NULL, W_IF_SET, NULL },
+  { "cpos",         F_INT,    OPT, AT (step, cpos),         0, -1, NULL, W_IF_SET, NULL },
 };
 
 static const RlxMsgField grad_fields[] = {

@@ -487,6 +487,16 @@ check_step (Reader *r, RlxMsg *m)
           s->commit, s->step);
   else if (s->ch > 0 && s->commit == 0)
     fail (r, "ch", "names an outer commit in a frame without one");
+  else if (s->cepoch < -1 || s->cepoch > G_MAXINT32)
+    fail (r, "cepoch", "= %" G_GINT64_FORMAT " is outside 0..%d", s->cepoch, G_MAXINT32);
+  else if (s->cpos < -1 || s->cpos > G_MAXINT32)
+    fail (r, "cpos", "= %" G_GINT64_FORMAT " is outside 0..%d", s->cpos, G_MAXINT32);
+  else if ((s->cepoch < 0) != (s->cpos < 0))
+    fail (r, s->cepoch < 0 ? "cepoch" : "cpos", "is missing (cepoch and cpos go together)");
+  else if (s->cepoch >= 0 && (s->commit == 0 || s->step == s->commit + 1))
+    fail (r, "cepoch", "is set in a frame whose step is the one after its commit, or without one");
+  else if (s->cepoch < 0 && s->commit > 0 && s->step != s->commit + 1)
+    fail (r, "cepoch", "is missing (the frame names a step other than the one after its commit)");
   else if ((s->h > 0 || s->ch > 0) && !rlx_outer_check_settings (s->olr, s->omom, NULL))
     fail (r, "olr", "= %g with omom = %g is not an outer optimizer's setting", s->olr, s->omom);
 }
@@ -720,6 +730,8 @@ rlx_msg_init (RlxMsg *msg, RlxMsgKind kind, const char *node)
   msg->node = g_strdup (node);
   if (kind == RLX_MSG_HEARTBEAT)
     msg->u.heartbeat.t = msg->u.heartbeat.echo = -1;
+  if (kind == RLX_MSG_STEP)
+    msg->u.step.cepoch = msg->u.step.cpos = -1;
 }
 
 void

@@ -29,7 +29,7 @@ G_BEGIN_DECLS
  * sync mode in step frames (outer rounds); 3: parameter hash chunks of
  * 1024 elements; 2: acknowledged
  * commits, seniority by admission, merges. */
-#define RLX_MSG_PROTOCOL_VERSION 5
+#define RLX_MSG_PROTOCOL_VERSION 6
 
 /* Longest node id, cohort name, model or dataset slug (bytes). */
 #define RLX_MSG_MAX_ID      64
@@ -173,6 +173,10 @@ typedef struct {
   guint      ch;                  /* the commit is an outer round's (of ch inner steps) */
   double     olr, omom;           /* the outer optimizer's lr and momentum (with h or ch) */
   guint      lag;                 /* overlap: the assignment is of step commit + 1 + lag */
+  /* where step commit + 1 begins in the sample stream, when the frame names
+   * another step (overlap): the position a replica holds after the commit.
+   * -1: absent (the frame's epoch and pos are commit + 1's) */
+  gint64     cepoch, cpos;
   RlxMsgArray update;             /* "avg" */
 } RlxMsgStep;
 

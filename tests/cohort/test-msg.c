@@ -244,6 +244,11 @@ test_bounds (void)
     { "step", "olr", "0.7", NULL },
     { "step", "lag", "1", "member \"lag\" = 1 without an outer round (h)" },
     { "step", "lag", "2", "member \"lag\" = 2 is outside 0..1" },
+    { "step", "cepoch", "\"1\"", "member \"cepoch\" is not an integer" },
+    { "step", "cepoch", "2147483648", "member \"cepoch\" = 2147483648 is outside 0..2147483647" },
+    { "step", "cpos", "-2", "member \"cpos\" = -2 is outside 0..2147483647" },
+    { "step", "cepoch", "0", "member \"cpos\" is missing (cepoch and cpos go together)" },
+    { "step", "cepoch", "-1", NULL },
     { "grad", "compute_us", "-1", "member \"compute_us\" = -1 is outside 0..9223372036854775807" },
     { "grad", "inner_us", "-1", "member \"inner_us\" = -1 is outside 0..9223372036854775807" },
     { "grad", "loss_finite", "0", "member \"loss_finite\" is not true or false" },
@@ -458,6 +463,18 @@ test_outer_ack (void)
                  "\"hash\":\"00000000000000ab\",\"ohash\":\"00000000000000cd\"}");
 }
 
+/* Make step header @h an outer round's: H @hh, the commit's @ch (0: none),
+ * DiLoCo's outer lr and momentum. */
+static void
+set_outer (JsonObject *h, gint64 hh, gint64 ch)
+{
+  json_object_set_int_member (h, "h", hh);
+  if (ch > 0)
+    json_object_set_int_member (h, "ch", ch);
+  json_object_set_double_member (h, "olr", 0.7);
+  json_object_set_double_member (h, "omom", 0.9);
+}
+
 /* The sync mode's members of a step frame (docs/PROTOCOL.md, "Sync
  * modes"): read, checked across members, written only in the outer mode. */
 static void
@@ -468,10 +485,7 @@ test_outer_step (void)
   g_autofree char *json = NULL;
   RlxMsg m;
 
-  json_object_set_int_member (h, "h", 50);
-  json_object_set_int_member (h, "ch", 40);
-  json_object_set_double_member (h, "olr", 0.7);
-  json_object_set_double_member (h, "omom", 0.9);
+  set_outer (h, 50, 40);
   g_assert_null (parse (h, &m));
   g_assert_cmpuint (m.u.step.h, ==, 50);
   g_assert_cmpuint (m.u.step.ch, ==, 40);
@@ -507,6 +521,52 @@ test_outer_step (void)
   g_assert_null (strstr (json, "olr"));
   g_assert_null (strstr (json, "omom"));
   rlx_msg_clear (&m);
+}
+
+/* Where the round after a commit begins (cepoch, cpos): a frame that
+ * commits c and names another step than c + 1 (overlap) must say it, one
+ * that names c + 1 must not (its epoch and pos are that), and building
+ * writes the pair only when set. */
+static void
+test_commit_begins (void)
+{
+  g_autoptr(JsonObject) h = header (kind_json ("step"));
+  g_autofree char *json = NULL;
+  RlxMsg m;
+
+  /* step 4 after commit 3: epoch and pos are where it begins */
+  g_assert_null (parse (h, &m));
+  g_assert_cmpint (m.u.step.cepoch, ==, -1);
+  g_assert_cmpint (m.u.step.cpos, ==, -1);
+  json = header_json (&m);
+  g_assert_null (strstr (json, "cepoch"));
+  g_assert_null (strstr (json, "cpos"));
+  rlx_msg_clear (&m);
+  json_object_set_int_member (h, "cepoch", 0);
+  json_object_set_int_member (h, "cpos", 16);
+  {
+    g_autofree char *msg = parse (h, NULL);
+    g_assert_cmpstr (msg, ==, "step message: member \"cepoch\" is set in a frame whose step is "
+                              "the one after its commit, or without one");
+  }
+  /* overlapped: commit 3 assigns step 5; where step 4 begins comes along */
+  json_object_set_int_member (h, "step", 5);
+  set_outer (h, 4, 0);
+  json_object_set_int_member (h, "lag", 1);
+  g_assert_null (parse (h, &m));
+  g_assert_cmpint (m.u.step.cepoch, ==, 0);
+  g_assert_cmpint (m.u.step.cpos, ==, 16);
+  g_clear_pointer (&json, g_free);
+  json = header_json (&m);
+  g_assert_nonnull (strstr (json, "\"cepoch\":0,\"cpos\":16"));
+  rlx_msg_clear (&m);
+  json_object_remove_member (h, "cepoch");
+  json_object_remove_member (h, "cpos");
+  {
+    g_autofree char *msg = parse (h, NULL);
+    g_assert_cmpstr (msg, ==, "step message: member \"cepoch\" is missing (the frame names a "
+                              "step other than the one after its commit)");
+  }
 }
 
 /* @n bytes of text that JSON writes 6 bytes each for (\u0001), or of
@@ -616,6 +676,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/cohort/msg/outer-step", test_outer_step);
+  g_test_add_func ("/cohort/msg/commit-begins", test_commit_begins);
   g_test_add_func ("/cohort/msg/outer-snapshot", test_outer_snapshot);
   g_test_add_func ("/cohort/msg/outer-ack", test_outer_ack);
   g_test_add_func ("/cohort/msg/required", test_required);

@@ -219,6 +219,29 @@ assert_steps_within (GPtrArray *slices, guint64 first, guint64 last)
     }
 }
 
+/* Of @slices, each step's of the last term that assigned it (what the
+ * cohort committed after a failover); a view into @slices. */
+static GPtrArray *
+newest_terms (GPtrArray *slices)
+{
+  GPtrArray *kept = g_ptr_array_new ();
+
+  for (guint i = 0; i < slices->len; i++)
+    {
+      Slice *s = g_ptr_array_index (slices, i);
+      gboolean newest = TRUE;
+
+      for (guint j = 0; j < slices->len && newest; j++)
+        {
+          Slice *t = g_ptr_array_index (slices, j);
+          newest = !(t->step == s->step && t->term > s->term);
+        }
+      if (newest)
+        g_ptr_array_add (kept, s);
+    }
+  return kept;
+}
+
 static char *
 sample_dir (Harness *h, const char *name)
 {
@@ -402,24 +425,72 @@ test_failover (void)
   g_assert_cmpuint (harness_same_hashes (h, rest[0], rest[1], 1), ==, 20);
 
   slices = read_slices (dir);
-  kept = g_ptr_array_new ();
-  for (guint i = 0; i < slices->len; i++)
-    {
-      Slice *s = g_ptr_array_index (slices, i);
-      gboolean newest = TRUE;
-
-      for (guint j = 0; j < slices->len && newest; j++)
-        {
-          Slice *t = g_ptr_array_index (slices, j);
-          newest = !(t->step == s->step && t->term > s->term);
-        }
-      if (newest)
-        g_ptr_array_add (kept, s);
-    }
+  kept = newest_terms (slices);
   assert_steps_within (kept, 1, 20);
   end = check_stream (kept, 1, 20, 0, 0, &crossing_slices, &crossing_rounds);
   g_test_message ("%" G_GUINT64_FORMAT " samples in 20 rounds; %u ran over an epoch's end", end,
                   crossing_rounds);
+  g_assert_cmpuint (crossing_rounds, >=, 2);
+  harness_free (h);
+}
+
+/* A rank that entered by snapshot takes over before its first round is
+ * in. Rank a leads; m, a member whose inner steps are slow, holds every
+ * round, so a's worker is idle and its snapshots are read at once. b joins
+ * while a waits for m's round c + 1: b's snapshot is of commit c, and the
+ * frame that assigned round c + 2 went out before b was a member. a and m
+ * are killed (SIGKILL) as soon as b applied commit c + 1; b leads on alone
+ * from c + 1 and assigns round c + 2, in flight when they died, again from
+ * where it began — which only the frame of c + 1 told b (cepoch, cpos).
+ * The rounds committed are one stream, each sample once per epoch. */
+static void
+test_joiner_takes_over (void)
+{
+  Harness *h = harness_new ();
+  g_autofree char *dir = NULL;
+  g_autoptr(GPtrArray) slices = NULL, kept = NULL;
+  guint crossing_slices, crossing_rounds;
+  gint64 at, took;
+  Node *n[2], *b;
+  int e;
+
+  harness_setenv (h, "RLX_SYNTHETIC_TRAIN", G_STRINGIFY (N_TRAIN));
+  dir = sample_dir (h, "samples");
+  n[0] = harness_join (h, "a", "--node", "a", "--cohort", "ejt", "--batch", "8", "--steps", "60",
+                       "--wait-members", "1", "--seed", G_STRINGIFY (SEED), "--sync", "outer:9",
+                       "--deadline-floor-ms", SLOW_OK, "--checkpoint-every", "0",
+                       "--fault-inner-ms", "20", NULL);
+  harness_wait_event (h, n[0], "step", "step", 1, 60000);
+  n[1] = harness_join (h, "m", "--node", "m", "--cohort", "ejt", "--batch", "8", "--steps", "60",
+                       "--seed", G_STRINGIFY (SEED), "--sync", "outer:9",
+                       "--deadline-floor-ms", SLOW_OK, "--checkpoint-every", "0",
+                       "--fault-inner-ms", "100", NULL);
+  at = ev_int (node_ev (n[1], harness_wait_event (h, n[1], "snapshot", NULL, 0, 60000)), "step");
+  harness_wait_event (h, n[1], "step", "step", at + 2, 60000);
+  b = harness_join (h, "b", "--node", "b", "--cohort", "ejt", "--batch", "8", "--steps", "60",
+                    "--seed", G_STRINGIFY (SEED), "--sync", "outer:9",
+                    "--deadline-floor-ms", SLOW_OK, "--checkpoint-every", "0", NULL);
+  at = ev_int (node_ev (b, harness_wait_event (h, b, "snapshot", NULL, 0, 60000)), "step");
+  harness_wait_event (h, b, "step", "step", at + 1, 60000);
+  node_kill (n[0], SIGKILL);
+  node_kill (n[1], SIGKILL);
+  harness_assert_exit_ok (h, b, 90000);
+  for (guint i = 0; i < 2; i++)
+    node_wait_exit (n[i], 5000);
+  /* b took over at the commit it applied, before the next one */
+  e = harness_wait_event (h, b, "leader", "term", 2, 1);
+  took = ev_int (node_ev (b, e), "step");
+  g_test_message ("b's snapshot was of round %" G_GINT64_FORMAT "; it took over at %"
+                  G_GINT64_FORMAT, at, took);
+  if (took != at + 1)
+    g_test_incomplete ("the next commit reached b before the kill");
+  g_assert_cmpint (node_max_step (b), ==, 60);
+
+  slices = read_slices (dir);
+  kept = newest_terms (slices);
+  assert_steps_within (kept, 1, 60);
+  g_assert_cmpuint (check_stream (kept, 1, 60, 0, 0, &crossing_slices, &crossing_rounds), >,
+                    0);
   g_assert_cmpuint (crossing_rounds, >=, 2);
   harness_free (h);
 }
@@ -431,5 +502,6 @@ main (int argc, char **argv)
   g_test_add_func ("/outer-epochs/coverage", test_coverage);
   g_test_add_func ("/outer-epochs/checkpoint-across-epoch", test_checkpoint_across_epoch);
   g_test_add_func ("/outer-epochs/failover", test_failover);
+  g_test_add_func ("/outer-epochs/joiner-takes-over", test_joiner_takes_over);
   return g_test_run ();
 }

@@ -1410,11 +1410,26 @@ rlx_leader_step_down (RlxLeader *self)
   rlx_commits_clear (self->commits);
 }
 
+/* Remove @id's slot from @slots (NULL: none). */
+static void
+slots_drop (GArray *slots, const char *id)
+{
+  for (guint i = slots ? slots->len : 0; i > 0; i--)
+    if (g_strcmp0 (g_array_index (slots, RlxMsgSlot, i - 1).node, id) == 0)
+      g_array_remove_index (slots, i - 1);
+}
+
 void
 rlx_leader_member_lost (RlxLeader *self, const char *id)
 {
   rlx_commits_forget_member (self->commits, id);
   rlx_round_close_slot (self->round, id);
+  /* Overlap: the member also holds a slot of the round after the one being
+   * collected (and, while a finish runs, of the one after that), assigned
+   * before it was lost; those rounds begin without it, as this one closed
+   * its slot, instead of waiting for it until their deadline. */
+  slots_drop (self->next_slots, id);
+  slots_drop (self->ahead.slots, id);
   rlx_commits_check (self->commits);
 }
 

@@ -495,6 +495,116 @@ test_joiner_takes_over (void)
   harness_free (h);
 }
 
+/* kill -9 of a member in the middle of an outer round. With overlap two of
+ * its slots are out when it dies: the round being collected and the one
+ * after it (assigned with the last commit). The cohort loses only its
+ * contributions: both slots close as its link closes — no round waits for
+ * it until the deadline (none is late; the deadline floor is 5 s) —, every
+ * round commits exactly the samples of the slots of those who contributed
+ * (each rank's slices as it logged them), the dead member's among them
+ * only while it gave; the rounds assigned after it are the two survivors'
+ * whole; θ agrees on them at every round and no momentum diverged. (The
+ * member acknowledged commit k, the last before the kill, only after its
+ * slice of k + 1 was out; the frame of k + 1 may still have assigned it
+ * k + 3.) */
+static void
+test_kill_member (void)
+{
+  Harness *h = harness_new ();
+  g_autofree char *dir = NULL;
+  g_autoptr(GPtrArray) slices = NULL;
+  Node *n[3], *leader, *victim, *other;
+  guint crossing_slices, crossing_rounds, short_rounds = 0;
+  gint64 killed_at;
+
+  harness_setenv (h, "RLX_SYNTHETIC_TRAIN", G_STRINGIFY (N_TRAIN));
+  dir = sample_dir (h, "samples");
+  for (guint i = 0; i < 3; i++)
+    {
+      g_autofree char *label = g_strdup_printf ("node%u", i);
+      n[i] = harness_join (h, label, "--cohort", "ekm", "--batch", "8", "--steps", "16",
+                           "--wait-members", "3", "--seed", G_STRINGIFY (SEED),
+                           "--sync", "outer:9", "--deadline-floor-ms", SLOW_OK,
+                           "--checkpoint-every", "0", "--fault-inner-ms", "30", NULL);
+    }
+  for (guint i = 0; i < 3; i++)
+    harness_wait_event (h, n[i], "joined", NULL, 0, 30000);
+  leader = harness_leader (h, n, 3);
+  harness_others (n, leader, &victim, &other);
+  harness_wait_event (h, leader, "step", "step", 5, 60000);
+  node_kill (victim, SIGKILL);
+  killed_at = node_max_step (leader);
+  harness_assert_exit_ok (h, leader, 90000);
+  harness_assert_exit_ok (h, other, 90000);
+  node_wait_exit (victim, 5000);
+  g_assert_cmpuint (harness_same_hashes (h, leader, other, 1), ==, 16);
+  harness_assert_led_by (n, 3, leader, 1);
+  g_assert_cmpint (node_find_event (leader, "diverged", 0), <, 0);
+  g_assert_cmpint (node_find_event (other, "diverged", 0), <, 0);
+
+  /* The slices assigned are one stream: up to the last round whose frame
+   * the member surely received (it acknowledged the commit that assigned
+   * it), and from the first assigned without it. */
+  slices = read_slices (dir);
+  assert_steps_within (slices, 1, 16);
+  check_stream (slices, 1, killed_at + 2, 0, 0, &crossing_slices, &crossing_rounds);
+  {
+    guint64 from = G_MAXUINT64;
+
+    for (guint i = 0; i < slices->len; i++)
+      {
+        Slice *sl = g_ptr_array_index (slices, i);
+        if ((gint64) sl->step == killed_at + 4)
+          from = MIN (from, sl->at);
+      }
+    check_stream (slices, killed_at + 4, 16, from, 2 * 8 * 9, &crossing_slices,
+                  &crossing_rounds);
+  }
+  for (gint64 s = 1; s <= 16; s++)
+    {
+      JsonObject *o = node_ev (leader, node_step (leader, s));
+      gint64 contributors = ev_int (o, "contributors"), want = 0;
+      gboolean victim_assigned = FALSE;
+
+      if (ev_int (o, "late") != 0)
+        {
+          harness_dump (h);
+          g_error ("round %" G_GINT64_FORMAT ": %" G_GINT64_FORMAT " slot(s) left to the "
+                   "deadline (the dead member's)", s, ev_int (o, "late"));
+        }
+      g_assert_cmpint (contributors, >=, 2);
+      for (guint i = 0; i < slices->len; i++)
+        {
+          Slice *sl = g_ptr_array_index (slices, i);
+
+          if ((gint64) sl->step != s)
+            continue;
+          if (g_strcmp0 (sl->node, node_id (victim)) == 0)
+            victim_assigned = TRUE;
+          if (contributors == 3 || g_strcmp0 (sl->node, node_id (victim)) != 0)
+            want += (gint64) sl->count;
+        }
+      if (ev_int (o, "samples") != want)
+        {
+          harness_dump (h);
+          g_error ("round %" G_GINT64_FORMAT ": %" G_GINT64_FORMAT " samples committed, the "
+                   "slots of its %" G_GINT64_FORMAT " contributors hold %" G_GINT64_FORMAT,
+                   s, ev_int (o, "samples"), contributors, want);
+        }
+      if (contributors == 2 && victim_assigned)
+        short_rounds++;
+      if (s <= killed_at)
+        g_assert_cmpint (contributors, ==, 3);
+      if (s > killed_at + 3)
+        g_assert_cmpint (contributors, ==, 2);
+    }
+  /* its slot of a round in flight at least was lost */
+  g_test_message ("killed after round %" G_GINT64_FORMAT "; %u round(s) lost its share",
+                  killed_at, short_rounds);
+  g_assert_cmpuint (short_rounds, >=, 1);
+  harness_free (h);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -503,5 +613,6 @@ main (int argc, char **argv)
   g_test_add_func ("/outer-epochs/checkpoint-across-epoch", test_checkpoint_across_epoch);
   g_test_add_func ("/outer-epochs/failover", test_failover);
   g_test_add_func ("/outer-epochs/joiner-takes-over", test_joiner_takes_over);
+  g_test_add_func ("/outer-epochs/kill-member", test_kill_member);
   return g_test_run ();
 }

@@ -1263,6 +1263,30 @@ rlx_leader_snapshot_sent (RlxLeader *self, const char *to, guint64 step, guint64
   BUSY_END;
 }
 
+/* Remove @id's slot from @slots (NULL: none). */
+static void
+slots_drop (GArray *slots, const char *id)
+{
+  for (guint i = slots ? slots->len : 0; i > 0; i--)
+    if (g_strcmp0 (g_array_index (slots, RlxMsgSlot, i - 1).node, id) == 0)
+      g_array_remove_index (slots, i - 1);
+}
+
+/* @id will deliver no bucket of the rounds assigned so far (it was lost, or
+ * takes a snapshot): its slot of the round being collected closes, and
+ * with overlap it also holds one of the round after it (and, while a finish
+ * runs, of the one after that), assigned with the last commit; those rounds
+ * begin without it instead of waiting for it until their deadline. (A
+ * bucket it sends for one of them all the same is late: counted and
+ * dropped.) */
+static void
+close_slots (RlxLeader *self, const char *id)
+{
+  rlx_round_close_slot (self->round, id);
+  slots_drop (self->next_slots, id);
+  slots_drop (self->ahead.slots, id);
+}
+
 /* Admit @p (or send it a fresh snapshot). */
 void
 rlx_leader_admit (RlxLeader *self, RlxPeer *p, RlxMsgJoin *join)
@@ -1294,7 +1318,7 @@ rlx_leader_admit (RlxLeader *self, RlxPeer *p, RlxMsgJoin *join)
    * (on_snapshot_built), so the member gets its snapshot before the step
    * that counts on it. A frame made before it was admitted does not list
    * it: its commit is in the snapshot, its assignment is not the member's. */
-  rlx_round_close_slot (self->round, p->id);
+  close_slots (self, p->id);
   rlx_snapshots_send_around (self->ctx->snapshots, p, join->reason, join->step);
 }
 
@@ -1410,26 +1434,11 @@ rlx_leader_step_down (RlxLeader *self)
   rlx_commits_clear (self->commits);
 }
 
-/* Remove @id's slot from @slots (NULL: none). */
-static void
-slots_drop (GArray *slots, const char *id)
-{
-  for (guint i = slots ? slots->len : 0; i > 0; i--)
-    if (g_strcmp0 (g_array_index (slots, RlxMsgSlot, i - 1).node, id) == 0)
-      g_array_remove_index (slots, i - 1);
-}
-
 void
 rlx_leader_member_lost (RlxLeader *self, const char *id)
 {
   rlx_commits_forget_member (self->commits, id);
-  rlx_round_close_slot (self->round, id);
-  /* Overlap: the member also holds a slot of the round after the one being
-   * collected (and, while a finish runs, of the one after that), assigned
-   * before it was lost; those rounds begin without it, as this one closed
-   * its slot, instead of waiting for it until their deadline. */
-  slots_drop (self->next_slots, id);
-  slots_drop (self->ahead.slots, id);
+  close_slots (self, id);
   rlx_commits_check (self->commits);
 }
 

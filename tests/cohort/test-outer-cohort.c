@@ -378,12 +378,13 @@ test_slow_member (void)
   harness_free (h);
 }
 
-/* Every node of @n that reports round s reports the same hash and outer
- * hash for it; rounds 1..@last were all reported by someone (no gap). */
+/* Every node of @n that reports round s (from @first on) reports the same
+ * hash and outer hash for it; rounds @first..@last were all reported by
+ * someone (no gap). */
 static void
-assert_histories_agree (Harness *h, Node **n, guint k, gint64 last)
+assert_histories_agree (Harness *h, Node **n, guint k, gint64 first, gint64 last)
 {
-  for (gint64 s = 1; s <= last; s++)
+  for (gint64 s = first; s <= last; s++)
     {
       const char *ref = NULL, *oref = NULL, *who = NULL;
 
@@ -446,7 +447,7 @@ test_kill_leader (void)
   leader = harness_kill_leader_at (h, n, 8, 60000, 90000, rest);
   for (guint i = 0; i < 2; i++)
     g_assert_cmpint (node_max_step (rest[i]), ==, rounds);
-  assert_histories_agree (h, n, 3, rounds);
+  assert_histories_agree (h, n, 3, 1, rounds);
   /* every round the dead leader reported is one the survivors hold */
   dead_last = node_max_step (leader);
   g_test_message ("the leader was killed after reporting round %" G_GINT64_FORMAT, dead_last);
@@ -456,6 +457,67 @@ test_kill_leader (void)
         harness_dump (h);
         g_error ("%s lost round %" G_GINT64_FORMAT, rest[i]->label, dead_last);
       }
+  harness_free (h);
+}
+
+/* A member whose θ drifts by one bit after round 5 (--fault-hash) asks
+ * for a snapshot at the next commit and enters again at an outer boundary.
+ * With overlap it held slots of rounds it never computes (its snapshot
+ * drops them): the leader's rounds begin without them, so no round waits
+ * for it until the deadline (none is late; the floor is 5 s); from its
+ * snapshot on its θ and momentum agree with the others' at every round, and
+ * it contributes again. */
+static void
+test_resync_member (void)
+{
+  Harness *h = harness_new ();
+  Node *n[3];
+  const char *name[3] = { "a", "b", "c" };
+  gint64 at, last;
+  guint contributed = 0;
+
+  /* a founds first (and waits for the other two) */
+  for (guint i = 0; i < 3; i++)
+    {
+      n[i] = harness_join (h, name[i], "--node", name[i], "--cohort", "ors", "--batch", "8",
+                           "--steps", "24", "--wait-members", "3", "--sync", "outer:9",
+                           "--fault-inner-ms", "30", "--deadline-floor-ms", "5000",
+                           i == 1 ? "--fault-hash" : NULL, "5", NULL);
+      if (i == 0)
+        harness_wait_event (h, n[0], "joined", NULL, 0, 30000);
+    }
+  for (guint i = 0; i < 3; i++)
+    harness_assert_exit_ok (h, n[i], 120000);
+  harness_assert_led_by (n, 3, n[0], 1);
+  at = ev_int (node_ev (n[1], harness_wait_event (h, n[1], "snapshot", "step", 5, 1)), "step");
+  last = node_max_step (n[0]);
+  g_assert_cmpint (last, ==, 24);
+  /* a and c at every round, b from its snapshot on */
+  {
+    Node *ac[2] = { n[0], n[2] };
+    assert_histories_agree (h, ac, 2, 1, last);
+  }
+  assert_histories_agree (h, n, 3, at + 1, last);
+  for (gint64 s = 1; s <= last; s++)
+    {
+      JsonObject *o = node_ev (n[0], node_step (n[0], s));
+
+      if (ev_int (o, "late") != 0)
+        {
+          harness_dump (h);
+          g_error ("round %" G_GINT64_FORMAT ": %" G_GINT64_FORMAT " slot(s) left to the "
+                   "deadline", s, ev_int (o, "late"));
+        }
+    }
+  for (gint64 s = at + 1; s <= last; s++)
+    {
+      int e = node_step (n[1], s);
+      if (e >= 0 && ev_int (node_ev (n[1], e), "contributed"))
+        contributed++;
+    }
+  g_test_message ("b resynced at round %" G_GINT64_FORMAT " and contributed to %u of the %"
+                  G_GINT64_FORMAT " after", at, contributed, last - at);
+  g_assert_cmpuint (contributed, >=, 4);
   harness_free (h);
 }
 
@@ -698,6 +760,7 @@ main (int argc, char **argv)
   g_test_add_func ("/outer/add-between-inner-steps", test_add_between_inner_steps);
   g_test_add_func ("/outer/kill-leader", test_kill_leader);
   g_test_add_func ("/outer/join-mid-round", test_join_mid_round);
+  g_test_add_func ("/outer/resync-member", test_resync_member);
   g_test_add_func ("/outer/checkpoint-resume", test_checkpoint_resume);
   g_test_add_func ("/outer/fidelity", test_fidelity);
   g_test_add_func ("/outer/bad-flags", test_bad_flags);

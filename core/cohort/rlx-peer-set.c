@@ -321,6 +321,19 @@ rlx_peer_set_timeout_for (RlxPeerSet *self, RlxPeer *p)
   return (guint) MIN (t, 600000.0);
 }
 
+gboolean
+rlx_peer_set_is_silent (RlxPeerSet *self, RlxPeer *p)
+{
+  gint64 now = g_get_monotonic_time ();
+  gint64 beats = 2 * HEARTBEAT_MS * 1000;
+
+  g_return_val_if_fail (RLX_IS_PEER_SET (self), FALSE);
+  if (p == NULL || p->link == NULL || self->last_tick <= 0 || now - self->last_tick > beats ||
+      now < self->gaps_ours_until)
+    return FALSE;
+  return now - MAX (rlx_link_get_last_rx (p->link), p->last_rx) > beats;
+}
+
 /* ── receiving ──────────────────────────────────────────────────────────── */
 
 static void

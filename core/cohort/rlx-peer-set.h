@@ -149,6 +149,11 @@ gboolean    rlx_peer_set_stalled_recently (RlxPeerSet *self);
 void        rlx_peer_set_forget_stall  (RlxPeerSet *self);
 /* The current timeout for @peer, ms (see the header comment). */
 guint       rlx_peer_set_timeout_for  (RlxPeerSet *self, RlxPeer *peer);
+/* @peer's link has brought no bytes for two heartbeats or more (1 s: a
+ * live peer beats every 0.5 s) while our own loop ran: it is most likely
+ * stopped. FALSE while we may not have read what it sent (our loop stood
+ * still within the last two beats). */
+gboolean    rlx_peer_set_is_silent    (RlxPeerSet *self, RlxPeer *peer);
 const RlxWireCounters *rlx_peer_set_get_totals (RlxPeerSet *self);
 
 G_END_DECLS

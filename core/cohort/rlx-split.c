@@ -105,7 +105,7 @@ member_batch (RlxCohortContext *ctx, const char *id, guint *max_batch, double *s
       return ctx->batch;
     }
   p = rlx_peer_set_lookup (ctx->peers, id);
-  if (p == NULL)
+  if (p == NULL || rlx_peer_set_is_silent (ctx->peers, p))
     {
       *max_batch = 0;
       *speed = 0;
@@ -185,7 +185,8 @@ rlx_split_assign_rounds (RlxCohortContext *ctx, guint pos, guint per_round, guin
       global += (guint64) b * per_round;
       maxb[i] = (guint) MIN ((guint64) maxb[i] * per_round, (guint64) RLX_SPLIT_MAX_SLOT);
       w[i] = speed;
-      if (speed <= 0)
+      /* (one that gets nothing — gone, or silent — has no speed to wait for) */
+      if (speed <= 0 && maxb[i] > 0)
         all_measured = FALSE;
     }
   if (!all_measured)

@@ -61,7 +61,14 @@ gboolean rlx_split_slot_fits  (guint64 start, guint count, guint h, guint n_trai
  * proportion to measured speed (to --batch until every speed is measured),
  * as much as rlx_split_round_count gives. Starts are positions in the
  * sample stream from the start of @pos's epoch (at or past its end: in the
- * epochs after it; rlx_replica_indices); *@count: the samples assigned. */
+ * epochs after it; rlx_replica_indices); *@count: the samples assigned.
+ * A member whose link has been silent for two heartbeats
+ * (rlx_peer_set_is_silent: most likely stopped) gets no slot and adds
+ * nothing to the global batch until it is heard again: a round would
+ * otherwise wait for it until the deadline (at least 500 ms) each time
+ * until the heartbeat drops it (chaos.py: member freezes cost 0.5 s a
+ * round for the timeout's 3 s; a new leader's first rounds waited for a
+ * member frozen at the failover). */
 GArray *rlx_split_assign (RlxCohortContext *ctx, guint pos, guint *count);
 /* The same for a round of @per_round batches (an outer round of H inner
  * steps: H times each member's --batch and max_batch; 1: a step). */

@@ -50,6 +50,11 @@
  *       nobody looking for peers meet within seconds, because their
  *       leaders look for nodes they have no link to, and merge by the rule
  *       (two leaders of term 15 side by side in chaos.py --cuts seed 65).
+ *   /cohort/forks/frozen-member-gets-no-slot   a member frozen for less
+ *       than the timeout gets no slot once its link has been silent for
+ *       two heartbeats: the rounds do not each wait for it until their
+ *       deadline (chaos.py --cuts seed 91: member freezes cost 12.7 s of
+ *       300 s without a surviving commit).
  */
 #include "rlx-config.h"
 #include "cohort-harness.h"
@@ -663,6 +668,72 @@ test_unlinked_leaders_meet (void)
   harness_free (h);
 }
 
+/* c is frozen for 6 s of an 8 s timeout: once its link has been silent
+ * for two heartbeats (1 s) the leader gives it no slot, so the rounds go
+ * on at their own pace instead of each waiting for c's bucket until the
+ * deadline (at least 500 ms: at most 9 commits in the last 4.5 s of the
+ * freeze). Thawed, c gets slots again. */
+static void
+test_frozen_member_gets_no_slot (void)
+{
+  Harness *h = harness_new ();
+  Node *nodes[3];
+  Node *a, *b, *c;
+  gint64 frozen, thawed;
+  guint during = 0, marks;
+  int i = -1;
+
+  join_cohort (h, "noslot", "8000", nodes, 3);
+  a = nodes[0];
+  b = nodes[1];
+  c = nodes[2];
+  node_kill (c, SIGSTOP);
+  frozen = g_get_monotonic_time ();
+  harness_pause (6000);
+  thawed = g_get_monotonic_time ();
+  marks = b->events->len;
+  node_kill (c, SIGCONT);
+  /* b reports each commit it applies */
+  for (guint e = 0; e < b->events->len; e++)
+    {
+      gint64 t = g_array_index (b->times, gint64, e);
+      if (t > frozen + 1500000 && t <= thawed &&
+          g_strcmp0 (ev_str (node_ev (b, (int) e), "event"), "step") == 0)
+        during++;
+    }
+  for (guint e = 0; e < a->events->len; e++)
+    if (g_array_index (a->times, gint64, e) <= thawed &&
+        g_strcmp0 (ev_str (node_ev (a, (int) e), "event"), "member-left") == 0)
+      {
+        harness_dump (h);
+        g_error ("a dropped a member during c's 6 s freeze (8 s timeout)");
+      }
+  g_test_message ("b applied %u commits in the last 4.5 s of c's 6 s freeze", during);
+  if (during < 30)
+    {
+      harness_dump (h);
+      g_error ("b applied %u commits in the last 4.5 s of c's freeze: the rounds still waited "
+               "for the silent c until their deadline", during);
+    }
+  /* c is assigned again: a commit of three contributors */
+  for (gint64 waited = 0; waited < T && i < 0; waited += 100)
+    {
+      for (guint e = marks; e < b->events->len && i < 0; e++)
+        if (g_strcmp0 (ev_str (node_ev (b, (int) e), "event"), "step") == 0 &&
+            ev_int (node_ev (b, (int) e), "contributors") == 3)
+          i = (int) e;
+      if (i < 0)
+        harness_pause (100);
+    }
+  if (i < 0)
+    {
+      harness_dump (h);
+      g_error ("c, thawed, never contributed again");
+    }
+  leave_all (h, c, b, a, NULL);
+  harness_free (h);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -684,5 +755,6 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/forks/own-snapshot-keeps-history", test_own_snapshot_keeps_history);
   g_test_add_func ("/cohort/forks/rejoined-member-relinks", test_rejoined_member_relinks);
   g_test_add_func ("/cohort/forks/unlinked-leaders-meet", test_unlinked_leaders_meet);
+  g_test_add_func ("/cohort/forks/frozen-member-gets-no-slot", test_frozen_member_gets_no_slot);
   return g_test_run ();
 }

@@ -58,7 +58,8 @@ live ranks (alive, frozen or not) commit without faults, each count
 measured for that long after the run and weighted by the time the run
 spent at it. It puts each stretch without a step of that history (over
 --gap-s) down to the worst fault acting as it began, and says how much of
-it a discarded branch was committing. When the harness's own loop stands still for over a second
+it a discarded branch was committing, and the longest stall as above but
+on that history (a step of a branch discarded later is no progress). When the harness's own loop stands still for over a second
 (a loaded machine), it injects no fault for a second after: until its
 readers catch up, it does not know who holds which step (it counts these
 as harness_stalls).
@@ -220,7 +221,10 @@ class Run:
         self.first_commit = None
         self.last_progress = None
         self.stall_anchor = None
+        self.last_tick_at = None
         self.critical_fault = 0.0    # last kill/freeze of the leader or its successor
+        self.critical_faults = []    # the times of each (s on the run's clock)
+        self.ineligible = []         # [from, to]: nobody could go on (s on the run's clock)
         self.longest_raw_stall = 0.0
         self.longest_stall = (0.0, 0.0, 0.0)   # (length, from, to)
         self.stalls_over = []
@@ -481,6 +485,7 @@ class Run:
                 self.fault("kill-leader" if r is leader else "kill", r)
                 if r is leader or r is successor:
                     self.critical_fault = time.monotonic()
+                    self.critical_faults.append(self.critical_fault - self.t0)
             elif kind == "freeze":
                 if leader in awake and self.rng.random() < 1 / 3:
                     r = leader
@@ -493,6 +498,8 @@ class Run:
                     self.fault("freeze-leader" if r is leader else "freeze", r, "%.1f s" % secs)
                     if r is leader or r is successor:
                         self.critical_fault = time.monotonic()
+                        self.critical_faults.append(self.critical_fault - self.t0)
+                    self.critical_faults.append(self.critical_fault - self.t0)
             elif kind == "cut":
                 ready = [x for x in awake if x.joined and x.node_id]
                 if leader in ready and self.rng.random() < 1 / 3:
@@ -508,6 +515,7 @@ class Run:
                 self.fault("cut-leader" if r is leader else "cut", r, "%.1f s" % secs)
                 if r is leader or r is successor:
                     self.critical_fault = time.monotonic()
+                    self.critical_faults.append(self.critical_fault - self.t0)
             elif kind == "precision":
                 # Only a rank that has joined has its SIGUSR1 handler in place.
                 ready = [x for x in awake if x.joined]
@@ -546,6 +554,9 @@ class Run:
                 (awake and not any(r.frozen and r.alive for r in self.ranks))
             if self.first_commit is not None:
                 if not eligible:
+                    if self.stall_anchor != self.last_tick_at or not self.ineligible:
+                        self.ineligible.append([now - self.t0, now - self.t0])
+                    self.ineligible[-1][1] = now - self.t0
                     self.stall_anchor = now
                 else:
                     self.longest_raw_stall = max(self.longest_raw_stall,
@@ -554,6 +565,7 @@ class Run:
                     length = now - start
                     if length > self.longest_stall[0]:
                         self.longest_stall = (length, start - self.t0, now - self.t0)
+            self.last_tick_at = now
 
     def sample_rss(self, now):
         with self.lock:
@@ -833,14 +845,17 @@ def main():
     # the faults ran; steps of branches a merge or a rejoin discarded count
     # nothing, and neither does a cut leader of one racing ahead.
     useful = holder = None
-    costs, gap = {}, None
+    costs, gap, surv = {}, None, None
     if args.event_logs and run.window is not None:
         logs = chaoslog.load(run.out)
         holder = lead.idx if lead is not None else max(
             (r for r in run.ranks if r.top_step >= final_step), key=lambda r: r.idx, default=None)
         if holder is not None:
             useful = chaoslog.useful_work(logs, holder, final_step, *run.window)
-            costs, gap = chaoslog.stall_costs(logs, useful, run.fault_log, *run.window,
+            # (from the first step: the ranks start up before)
+            since = (min([e[1] for e in useful.values()] or [run.window[0]]), run.window[1])
+            surv = chaoslog.surviving_stall(useful, run.ineligible, run.critical_faults, *since)
+            costs, gap = chaoslog.stall_costs(logs, useful, run.fault_log, *since,
                                               timeout_s=args.heartbeat_timeout_ms / 1000,
                                               gap_s=args.gap_s)
     useful_samples = sum(n for h, t, n in useful.values()) if useful is not None else None
@@ -874,6 +889,9 @@ def main():
         "stall_cost_by_fault": {k: {"stretches": c[0], "seconds": round(c[1], 2),
                                     "discarded_branch_committing_s": round(c[2], 2)}
                                 for k, c in sorted(costs.items())},
+        "longest_surviving_stall": [round(x, 2) for x in surv] if surv else None,
+        "nobody_could_go_on_s": [[round(a, 2), round(b, 2)] for a, b in run.ineligible],
+        "failover_faults_s": [round(x, 2) for x in run.critical_faults],
         "longest_useful_gap": ([round(gap[0], 2), round(gap[1], 2), round(gap[2], 2), gap[3]]
                                if gap else None),
         "window_s": [round(x, 2) for x in run.window] if run.window else None,
@@ -905,6 +923,9 @@ def main():
     if useful is not None:
         print("chaos: the surviving history got %d steps (%d samples, %.0f/s) while the faults ran"
               % (len(useful), useful_samples, useful_samples / wall if wall else 0))
+        print("chaos: its longest stall after a failover fault %.2f s at %.1f-%.1f s (the stall "
+              "above counts a step of any branch as progress); its longest gap %.2f s at "
+              "%.1f-%.1f s (%s)" % (surv + gap))
         for k, c in sorted(costs.items(), key=lambda kc: -kc[1][1]):
             print("chaos: without a surviving step, put down to %-13s %4d stretches > %.2f s, "
                   "%7.1f s (%.1f s of it a discarded branch committing)"

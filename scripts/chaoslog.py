@@ -208,6 +208,31 @@ def stall_costs(ranks, useful, faults, t_from, t_to, timeout_s=3.0, gap_s=0.25):
     return dict(costs), longest
 
 
+def surviving_stall(useful, ineligible, resets, t_from, t_to):
+    """chaos.py's stall measured on the surviving history (@useful, from
+    useful_work): the longest stretch without a new step of it, from its
+    last step, the end of a time nobody could go on (@ineligible: [from,
+    to] as the harness saw it, in order) or a fault on the leader or the
+    next in line (@resets), whichever came last, to the next step or the
+    start of a time nobody could go on. Returns (length, from, to)."""
+    marks = sorted([(e[1], "step") for e in useful.values() if t_from <= e[1] <= t_to] +
+                   [(a, "off") for a, b in ineligible] + [(b, "on") for a, b in ineligible] +
+                   [(r, "reset") for r in resets if t_from <= r <= t_to] + [(t_to, "end")])
+    best = (0.0, 0.0, 0.0)
+    start, off = t_from, False
+    for t, kind in marks:
+        if not off and t - start > best[0]:
+            best = (t - start, start, t)
+        if kind == "off":
+            off = True
+        elif kind == "on":
+            off = False
+            start = t
+        elif not off or kind == "step":
+            start = max(start, t)
+    return best
+
+
 def failovers(ranks, faults):
     """Each takeover — a rank's "leader" event naming itself at a newer
     term than the leader it followed — broken down: the fault on the old

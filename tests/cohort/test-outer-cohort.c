@@ -212,7 +212,7 @@ test_overlap (void)
   g_autofree char *dir = g_build_filename (h->dir, "trace", NULL);
   Node *n[2];
   g_autoptr(GHashTable) trace = NULL;
-  g_autofree char *path = NULL, *member_pid = NULL, *leader_pid = NULL;
+  g_autofree char *path = NULL, *member_pid = NULL, *leader_pid = NULL, *second_pid = NULL;
 
   traced_and_shaped (h, dir, "delay=40ms");
   n[0] = harness_join (h, "lead", "--node", "a-lead", "--cohort", "overlap", "--batch", "8",
@@ -224,6 +224,7 @@ test_overlap (void)
                        "--deadline-floor-ms", SLOW_OK, NULL);
   leader_pid = g_strdup (g_subprocess_get_identifier (n[0]->proc));
   member_pid = g_strdup (g_subprocess_get_identifier (n[1]->proc));
+  second_pid = g_strdup (member_pid);
   for (guint i = 0; i < 2; i++)
     harness_assert_exit_ok (h, n[i], 90000);
   assert_same_outer_rounds (h, n, 2, 8, 4, 8);
@@ -239,10 +240,11 @@ test_overlap (void)
   /* the leader's trace says whose bucket it took (scripts/device/outer-trace.py
    * matches the two by this hash) */
   {
+    /* (the pids as they were taken at the start: a subprocess that has
+     * exited has no identifier) */
     g_autofree char *lpath = g_strdup_printf ("%s/trace-%s.tsv", dir,
                                               g_strcmp0 (member_pid, leader_pid) == 0
-                                              ? g_subprocess_get_identifier (n[1]->proc)
-                                              : leader_pid);
+                                              ? second_pid : leader_pid);
     g_autoptr(GHashTable) ltrace = harness_read_trace (lpath);
     guint hash = g_str_hash (g_strcmp0 (member_pid, leader_pid) == 0 ? "a-lead" : "b-member");
 

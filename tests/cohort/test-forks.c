@@ -55,6 +55,9 @@
  *       two heartbeats: the rounds do not each wait for it until their
  *       deadline (chaos.py --cuts seed 91: member freezes cost 12.7 s of
  *       300 s without a surviving commit).
+ *   /cohort/forks/failover-skips-silent   a new leader's first round gives
+ *       no slot to a member silent for two heartbeats when it takes over
+ *       (chaos.py --cuts seed 93: the first commit 2.2 s after a takeover).
  */
 #include "rlx-config.h"
 #include "cohort-harness.h"
@@ -734,6 +737,53 @@ test_frozen_member_gets_no_slot (void)
   harness_free (h);
 }
 
+/* a leads b, c, d (6 s timeout, rounds' deadline at least 3 s). d
+ * freezes, and 1.5 s later a dies: b takes over (its link to a closes at
+ * once). d has been silent for more than two heartbeats, so b's first
+ * round gives it no slot and commits at once, instead of waiting the 3 s
+ * deadline for its bucket (chaos.py --cuts seed 93 at 117.7 s: a new
+ * leader's first commit 2.2 s after it took over, a member frozen 1.4 s
+ * before). */
+static void
+test_failover_skips_silent (void)
+{
+  Harness *h = harness_new ();
+  Node *n[4];
+  int i, j;
+  gint64 at, took;
+
+  for (guint k = 0; k < 4; k++)
+    {
+      char label[2] = { (char) ('a' + k), 0 };
+      n[k] = harness_join (h, label, "--cohort", "failoversilent", "--batch", "8", "--steps",
+                           "1000000", "--heartbeat-timeout-ms", "6000", "--checkpoint-every", "0",
+                           "--deadline-floor-ms", "3000", "--wait-members", k == 0 ? "4" : "1",
+                           NULL);
+      harness_wait_event (h, n[k], "joined", NULL, 0, T);
+    }
+  at = node_max_step (n[3]);
+  harness_wait_event (h, n[3], "step", "step", at + 30, T);
+  node_kill (n[3], SIGSTOP);
+  harness_pause (1500);
+  node_kill (n[0], SIGKILL);
+  i = harness_wait_event (h, n[1], "leader", "term", 2, T);
+  g_assert_cmpstr (ev_str (node_ev (n[1], i), "node"), ==, node_id (n[1]));
+  at = ev_int (node_ev (n[1], i), "step");
+  j = harness_wait_event (h, n[2], "step", "step", at + 1, T);
+  took = (g_array_index (n[2]->times, gint64, j) - g_array_index (n[1]->times, gint64, i)) / 1000;
+  g_test_message ("c applied b's first commit %" G_GINT64_FORMAT " ms after b took over", took);
+  if (took > 1500)
+    {
+      harness_dump (h);
+      g_error ("c applied b's first commit %" G_GINT64_FORMAT " ms after b took over: its first "
+               "round waited for d, silent for 1.5 s", took);
+    }
+  node_kill (n[3], SIGKILL);
+  node_kill (n[3], SIGCONT);
+  leave_all (h, n[2], n[1], NULL);
+  harness_free (h);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -756,5 +806,6 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/forks/rejoined-member-relinks", test_rejoined_member_relinks);
   g_test_add_func ("/cohort/forks/unlinked-leaders-meet", test_unlinked_leaders_meet);
   g_test_add_func ("/cohort/forks/frozen-member-gets-no-slot", test_frozen_member_gets_no_slot);
+  g_test_add_func ("/cohort/forks/failover-skips-silent", test_failover_skips_silent);
   return g_test_run ();
 }

@@ -11,12 +11,15 @@ bus handshake, unless the attack is "unhandshaken") sends a frame of SIZE
 bytes on LANE but its last bytes: one record that says more follows
 (rlx-link-stream.h), so the frame stays open, then a byte more every
 0.5 s (a link that brings no bytes is dropped after the heartbeat
-timeout, 3 s; any byte keeps it alive), never the last one. It reports the
+timeout, 3 s; any byte keeps it alive, but the frame must come at 64 KiB/s,
+at most 15 s behind: rlx-frame-clock.h), never the last one. It reports the
 rank's RSS (/proc/PID/status VmRSS) before, held (the median of the last
 ten samples of HOLD seconds after the last byte went out, every 50 ms)
 and its peak then (buffers that grow pass through a copy), the held
 growth per connection, how many connections the rank refused (closed, or the send
-failed) and how many closes it logged with their reason.
+failed), how long into the hold it closed them, and how many closes it
+logged with their reason. A hold past the grace (--hold 20) shows the
+deadline; RLX_LINK_FRAME_GRACE_MS in the environment reaches the rank.
 
 Attacks (each against a fresh rank):
   control-64m   control lane, 64 MiB - 1 (the bulk lane's cap)
@@ -82,8 +85,12 @@ def recv_exact(s, n):
 
 
 def closed_by_peer(s):
+    """Whether the rank closed @s (what it sent before, its hello and
+    heartbeats, is read and dropped)."""
     try:
-        return s.recv(65536, socket.MSG_DONTWAIT) == b""
+        while True:
+            if s.recv(65536, socket.MSG_DONTWAIT) == b"":
+                return True
     except BlockingIOError:
         return False
     except OSError:
@@ -142,11 +149,16 @@ def attack(args, name):
                 refused += 1
         peak = before
         samples = []
-        end = time.monotonic() + args.hold
+        start = time.monotonic()
+        end = start + args.hold
         next_trickle = 0
+        closed_after = {}
         while time.monotonic() < end:
             samples.append(rss_kb(rank.pid))
             peak = max(peak, samples[-1])
+            for i, s in enumerate(conns):
+                if i not in closed_after and closed_by_peer(s):
+                    closed_after[i] = time.monotonic() - start
             if time.monotonic() >= next_trickle and trickles > 0:
                 trickles -= 1
                 # a byte more of the open frame every 0.5 s: bytes keep a
@@ -159,7 +171,7 @@ def attack(args, name):
                         pass
             time.sleep(0.05)
         held = sorted(samples[-10:])[len(samples[-10:]) // 2]
-        closed = sum(1 for s in conns if closed_by_peer(s))
+        closed = sum(1 for i, s in enumerate(conns) if i in closed_after or closed_by_peer(s))
         alive = rank.poll() is None
     finally:
         for s in conns:
@@ -180,6 +192,7 @@ def attack(args, name):
             "rss_peak_kb": peak, "rss_held_kb": held,
             "held_per_conn_mib": (held - before) / 1024 / args.conns,
             "closed_by_rank": closed, "send_failed": refused, "rank_alive": alive,
+            "closed_after_s": sorted(closed_after.values()),
             "logged": logged}
 
 
@@ -204,6 +217,9 @@ def main():
             r["rss_held_kb"] / 1024, r["rss_peak_kb"] / 1024, r["held_per_conn_mib"],
             max(r["closed_by_rank"], r["send_failed"]), r["conns"], len(r["logged"])))
     for r in rows:
+        if r["closed_after_s"]:
+            print("%s: closed %.1f-%.1f s into the hold" % (
+                r["attack"], r["closed_after_s"][0], r["closed_after_s"][-1]))
         for line in r["logged"][:1]:
             print("%s: %s" % (r["attack"], line))
     return 0 if all(r["rank_alive"] for r in rows) else 1

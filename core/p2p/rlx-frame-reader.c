@@ -22,6 +22,7 @@ struct _RlxFrameReader
   gsize        body_alloc;
   guint8      *body;
   gboolean     broken;
+  guint64      begun;
 };
 
 RlxFrameReader *
@@ -50,6 +51,14 @@ gsize
 rlx_frame_reader_get_buffered (RlxFrameReader *self)
 {
   return self->in_body ? 4 + self->body_got : self->hdr_got;
+}
+
+gboolean
+rlx_frame_reader_in_progress (RlxFrameReader *self, gsize *bytes, guint64 *seq)
+{
+  *bytes = self->body_got;
+  *seq = self->begun;
+  return self->in_body;
 }
 
 gsize
@@ -118,6 +127,7 @@ rlx_frame_reader_push (RlxFrameReader *self, const guint8 *data, gsize len, GErr
               return FALSE;
             }
           self->in_body = TRUE;
+          self->begun++;
           self->body_len = n;
           self->body_got = 0;
           if (n == 0)

@@ -30,6 +30,11 @@ gboolean        rlx_frame_reader_push  (RlxFrameReader *self, const guint8 *data
                                         GError **error);
 /* Bytes of an incomplete frame held right now (prefix included). */
 gsize           rlx_frame_reader_get_buffered  (RlxFrameReader *self);
+/* TRUE while a frame's body is in progress (its length prefix came, not
+ * all of its body): @bytes its body bytes so far, @seq which frame (frames
+ * begun so far), for a deadline (rlx-frame-clock.h). */
+gboolean        rlx_frame_reader_in_progress   (RlxFrameReader *self, gsize *bytes,
+                                                guint64 *seq);
 /* Bytes allocated for the incomplete frame right now. */
 gsize           rlx_frame_reader_get_allocated (RlxFrameReader *self);
 

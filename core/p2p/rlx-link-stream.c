@@ -332,6 +332,15 @@ rlx_link_stream_reader_at_boundary (RlxLinkStreamReader *r)
          !r->lanes[1].open;
 }
 
+gboolean
+rlx_link_stream_reader_in_progress (RlxLinkStreamReader *r, RlxLinkLane lane, gsize *bytes,
+                                    guint64 *seq)
+{
+  *bytes = r->lanes[lane].len;
+  *seq = r->begun[lane];
+  return r->lanes[lane].open || (r->in_body && r->rec_lane == lane);
+}
+
 /* Make room for @n more bytes in lane @l, where the current record still
  * announces @left (≥ n) and the buffer may at most double. */
 static gboolean
@@ -463,6 +472,8 @@ start_record (RlxLinkStreamReader *r, const RlxLinkStreamSink *sink, gpointer us
                    lane == RLX_LINK_LANE_CONTROL ? "control" : "bulk", l->len + len, cap);
       return FALSE;
     }
+  if (!l->open)
+    r->begun[lane]++;
   if (!l->open && (more || len >= RLX_LINK_STREAM_POOL_MIN))
     lane_start_from_pool (r, l);
   r->rec_lane = lane;

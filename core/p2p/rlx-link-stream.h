@@ -138,6 +138,7 @@ typedef struct {
   gsize             ring_got;
   char             *peer;   /* for messages */
   RlxLinkStreamPool *pool;  /* NULL: none */
+  guint64           begun[RLX_LINK_N_LANES];   /* frames begun per lane */
 } RlxLinkStreamReader;
 
 void     rlx_link_stream_reader_init  (RlxLinkStreamReader *r, gsize max_frame, const char *peer);
@@ -154,6 +155,13 @@ void     rlx_link_stream_reader_free_name (RlxLinkStreamReader *r);
  * such frame's buffer back to it once the frame is released. */
 void     rlx_link_stream_reader_set_pool (RlxLinkStreamReader *r, RlxLinkStreamPool *pool);
 void     rlx_link_stream_reader_set_peer (RlxLinkStreamReader *r, const char *peer);
+
+/* TRUE while a frame is in progress on @lane (its first record's header
+ * came, its last record's body has not): @bytes its body bytes so far,
+ * @seq which frame (frames begun on the lane so far), for a deadline
+ * (rlx-frame-clock.h). */
+gboolean rlx_link_stream_reader_in_progress (RlxLinkStreamReader *r, RlxLinkLane lane,
+                                             gsize *bytes, guint64 *seq);
 
 /* TRUE while the stream is between records (so EOF now is clean). */
 gboolean rlx_link_stream_reader_at_boundary (RlxLinkStreamReader *r);

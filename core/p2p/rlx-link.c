@@ -325,10 +325,11 @@ rlx_link_emit_closed (RlxLink *self, const GError *error)
   if (error == NULL)
     error = fallback = g_error_new (RLX_LINK_ERROR, RLX_LINK_ERROR_CLOSED, "link closed");
   /* A peer that broke the rules (a frame over a lane's cap, bytes that are
-   * not frames) is said in the log, whoever listens to ::closed (the remote
-   * link says its own: RLX_REMOTE_ERROR_PROTOCOL). */
+   * not frames, a frame kept half-sent) is said in the log, whoever listens
+   * to ::closed (the remote link says its own: RLX_REMOTE_ERROR_PROTOCOL). */
   if (g_error_matches (error, RLX_LINK_ERROR, RLX_LINK_ERROR_TOO_LARGE) ||
-      g_error_matches (error, RLX_LINK_ERROR, RLX_LINK_ERROR_PROTOCOL))
+      g_error_matches (error, RLX_LINK_ERROR, RLX_LINK_ERROR_PROTOCOL) ||
+      g_error_matches (error, RLX_LINK_ERROR, RLX_LINK_ERROR_TOO_SLOW))
     g_message ("link to %s closed: %s", priv->peer ? priv->peer : "peer", error->message);
 
   g_object_ref (self);

@@ -40,6 +40,7 @@ typedef enum {
   RLX_LINK_ERROR_TOO_LARGE,    /* a frame over the link's cap */
   RLX_LINK_ERROR_PROTOCOL,     /* bytes that are not a frame */
   RLX_LINK_ERROR_PERMISSION,   /* peer uid differs from ours */
+  RLX_LINK_ERROR_TOO_SLOW,     /* a frame kept half-sent (rlx-frame-clock.h) */
 } RlxLinkError;
 
 typedef enum {

@@ -28,6 +28,7 @@
 #include "rlx-config.h"
 #include "rlx-quic.h"
 #include "rlx-frame-reader.h"
+#include "rlx-frame-clock.h"
 #include "rlx-link.h"
 
 #include <errno.h>
@@ -153,6 +154,9 @@ struct _RlxQuic
   gint64              in_id[RLX_QUIC_N_STREAMS];
   guint64             credit_held;      /* bytes whose credit waits */
   gboolean            consumer_full;    /* ::frame said no room: hold the credit */
+  gboolean            resumed;          /* held since the last frame tick */
+  GSource            *frame_tick;       /* while a frame is in progress */
+  RlxFrameClock       clocks[RLX_QUIC_N_STREAMS];
 
   guint8             *txbuf;
   RlxDatagram         batch[BATCH];
@@ -423,6 +427,55 @@ return_credit (RlxQuic *self)
   self->credit_held = 0;
 }
 
+static void fail_with (RlxQuic *self, GError *error);
+
+static gboolean
+stream_in_progress (gpointer reader, guint stream, gsize *bytes, guint64 *seq)
+{
+  return rlx_frame_reader_in_progress (((RlxFrameReader **) reader)[stream], bytes, seq);
+}
+
+/* Every RLX_FRAME_CLOCK_TICK_MS while a frame is in progress: a frame kept
+ * half-sent past its deadline ends the connection (rlx-frame-clock.h). Time
+ * counts only while the credit flows (a consumer that is full holds the
+ * peer back). */
+static gboolean
+on_frame_tick (gpointer user_data)
+{
+  RlxQuic *self = user_data;
+  g_autofree char *why = NULL;
+  gboolean any;
+  gboolean ok = rlx_frame_clocks_tick (self->clocks, g_get_monotonic_time (),
+                                       !self->consumer_full && !self->resumed,
+                                       stream_in_progress, self->in, peer (self), &any, &why);
+
+  self->resumed = FALSE;
+  if (ok && any && !self->dead)
+    return G_SOURCE_CONTINUE;
+  g_clear_pointer (&self->frame_tick, g_source_unref);
+  if (!ok && !self->dead)
+    fail_with (self, g_error_new_literal (RLX_REMOTE_ERROR, RLX_REMOTE_ERROR_PROTOCOL, why));
+  return G_SOURCE_REMOVE;
+}
+
+/* Stream data came: time the frame in progress, if any. */
+static void
+ensure_frame_tick (RlxQuic *self, int index)
+{
+  gsize bytes;
+  guint64 seq;
+
+  if (self->frame_tick != NULL || self->dead ||
+      !rlx_frame_reader_in_progress (self->in[index], &bytes, &seq))
+    return;
+  for (guint s = 0; s < RLX_QUIC_N_STREAMS; s++)
+    rlx_frame_clock_tick (&self->clocks[s], g_get_monotonic_time (), FALSE, 0, 0, TRUE);
+  self->frame_tick = g_timeout_source_new (RLX_FRAME_CLOCK_TICK_MS);
+  g_source_set_callback (self->frame_tick, on_frame_tick, self, NULL);
+  g_source_set_static_name (self->frame_tick, "rlx-quic frame deadline");
+  g_source_attach (self->frame_tick, self->context);
+}
+
 static int
 recv_stream_data_cb (ngtcp2_conn *conn, uint32_t flags, int64_t stream_id, uint64_t offset,
                      const uint8_t *data, size_t datalen, void *user_data,
@@ -458,6 +511,7 @@ recv_stream_data_cb (ngtcp2_conn *conn, uint32_t flags, int64_t stream_id, uint6
   self->credit_held += datalen;
   if (!self->consumer_full)
     return_credit (self);
+  ensure_frame_tick (self, index);
   return 0;
 }
 
@@ -759,6 +813,11 @@ finish (RlxQuic *self, GError *error)
     }
   self->dead = TRUE;
   g_clear_pointer (&self->pending_error, g_error_free);
+  if (self->frame_tick)
+    {
+      g_source_destroy (self->frame_tick);
+      g_clear_pointer (&self->frame_tick, g_source_unref);
+    }
   if (self->service)
     {
       g_source_set_ready_time (self->service, -1);
@@ -1190,6 +1249,10 @@ rlx_quic_new (const RlxQuicConfig *config, const RlxQuicCallbacks *callbacks,
     rlx_frame_reader_new (MIN (self->max_frame, RLX_LINK_MAX_CONTROL_FRAME), on_frame_control,
                           self);
   self->in[RLX_QUIC_STREAM_BULK] = rlx_frame_reader_new (self->max_frame, on_frame_bulk, self);
+  for (guint s = 0; s < RLX_QUIC_N_STREAMS; s++)
+    rlx_frame_clock_init (&self->clocks[s], config->frame_grace_ms ?
+                          (gint64) config->frame_grace_ms * 1000 :
+                          rlx_frame_clock_grace_from_env ());
 
   /* ngtcp2 needs a path; libnice owns the real one (and may switch pairs),
    * so both ends use fixed placeholder addresses that never change. */
@@ -1471,6 +1534,7 @@ rlx_quic_resume_rx (RlxQuic *self)
   if (!self->consumer_full)
     return;
   self->consumer_full = FALSE;
+  self->resumed = TRUE;
   if (self->dead)
     return;
   return_credit (self);
@@ -1567,6 +1631,11 @@ rlx_quic_free (RlxQuic *self)
     {
       g_source_destroy (self->service);
       g_source_unref (self->service);
+    }
+  if (self->frame_tick)
+    {
+      g_source_destroy (self->frame_tick);
+      g_clear_pointer (&self->frame_tick, g_source_unref);
     }
   log_stats (self, "at the end");
   drop_conn (self);

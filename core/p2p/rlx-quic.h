@@ -98,6 +98,10 @@ typedef struct {
   guint        handshake_timeout_ms;  /* 0: 10000 */
   guint        idle_timeout_ms;       /* 0: 10000 */
   guint        keepalive_ms;          /* 0: 1000 */
+  /* A frame in progress must come at RLX_FRAME_CLOCK_MIN_RATE after this
+   * grace, or the connection ends (RLX_REMOTE_ERROR_PROTOCOL;
+   * rlx-frame-clock.h). 0: RLX_LINK_FRAME_GRACE_MS or 15000. */
+  guint        frame_grace_ms;
   const char  *peer_name;          /* for messages */
 } RlxQuicConfig;
 

@@ -46,6 +46,7 @@
 #include "rlx-io-thread.h"
 #include "rlx-link-mailbox.h"
 #include "rlx-link-stream.h"
+#include "rlx-frame-clock.h"
 #include "rlx-trace.h"
 #include "rlx-link-ring.h"
 
@@ -129,6 +130,7 @@ typedef struct {
   GSource            *write_source;
   GSource            *linger_source;
   gboolean            paused;         /* the mailbox's inbox is full */
+  gboolean            resumed;        /* paused since the last frame tick */
   gboolean            closing;        /* the main side closed the link */
   gboolean            ended;          /* socket closed, nothing more happens */
 
@@ -138,6 +140,8 @@ typedef struct {
   RlxLinkStreamPool  *pool;
   GQueue              rx_fds;          /* GINT_TO_POINTER (fd + 1) */
   RlxRingRx          *ring_rx;         /* the peer's rings */
+  GSource            *frame_tick;      /* while a frame is in progress */
+  RlxFrameClock       clocks[RLX_LINK_N_LANES];
 
   /* write state */
   GQueue              out[RLX_LINK_N_LANES];   /* OutFrame*, oldest first */
@@ -216,7 +220,8 @@ io_unref (UnixIo *io)
   if (!g_atomic_ref_count_dec (&io->ref))
     return;
   /* Both halves let go; the I/O side ended first (or never started). */
-  g_assert (io->read_source == NULL && io->write_source == NULL && io->linger_source == NULL);
+  g_assert (io->read_source == NULL && io->write_source == NULL && io->linger_source == NULL &&
+            io->frame_tick == NULL);
   for (guint l = 0; l < RLX_LINK_N_LANES; l++)
     g_queue_clear_full (&io->out[l], out_frame_free);
   close_rx_fds (io);
@@ -264,6 +269,7 @@ io_end (UnixIo *io)
   clear_source (&io->read_source);
   clear_source (&io->write_source);
   clear_source (&io->linger_source);
+  clear_source (&io->frame_tick);
   for (guint l = 0; l < RLX_LINK_N_LANES; l++)
     g_queue_clear_full (&io->out[l], out_frame_free);
   io->cur_active = FALSE;
@@ -676,6 +682,57 @@ read_some (UnixIo *io)
 }
 
 static gboolean
+lane_in_progress (gpointer reader, guint lane, gsize *bytes, guint64 *seq)
+{
+  return rlx_link_stream_reader_in_progress (reader, lane, bytes, seq);
+}
+
+/* Every RLX_FRAME_CLOCK_TICK_MS while a frame is in progress: a frame
+ * kept half-sent past its deadline ends the link (rlx-frame-clock.h). */
+static gboolean
+on_frame_tick (gpointer user_data)
+{
+  UnixIo *io = user_data;
+  g_autofree char *why = NULL;
+  gboolean any;
+  gboolean ok = rlx_frame_clocks_tick (io->clocks, g_get_monotonic_time (),
+                                       !io->paused && !io->resumed, lane_in_progress,
+                                       &io->reader, io->peer, &any, &why);
+
+  io->resumed = FALSE;
+  if (ok && any)
+    return G_SOURCE_CONTINUE;
+  g_clear_pointer (&io->frame_tick, g_source_unref);
+  if (!ok)
+    {
+      /* io_end drops the I/O side's own reference: keep it till here */
+      io_ref (io);
+      io_fail (io, g_error_new_literal (RLX_LINK_ERROR, RLX_LINK_ERROR_TOO_SLOW, why));
+      io_unref (io);
+    }
+  return G_SOURCE_REMOVE;
+}
+
+/* A frame is in progress after a read: time it. */
+static void
+ensure_frame_tick (UnixIo *io)
+{
+  gsize bytes;
+  guint64 seq;
+
+  if (io->frame_tick != NULL || io->ended ||
+      (!rlx_link_stream_reader_in_progress (&io->reader, RLX_LINK_LANE_CONTROL, &bytes, &seq) &&
+       !rlx_link_stream_reader_in_progress (&io->reader, RLX_LINK_LANE_BULK, &bytes, &seq)))
+    return;
+  for (guint l = 0; l < RLX_LINK_N_LANES; l++)
+    rlx_frame_clock_tick (&io->clocks[l], g_get_monotonic_time (), FALSE, 0, 0, TRUE);
+  io->frame_tick = g_timeout_source_new (RLX_FRAME_CLOCK_TICK_MS);
+  g_source_set_callback (io->frame_tick, on_frame_tick, io, NULL);
+  g_source_set_static_name (io->frame_tick, "rlx-unix-link frame deadline");
+  g_source_attach (io->frame_tick, io->context);
+}
+
+static gboolean
 on_readable (GSocket *socket, GIOCondition condition, gpointer user_data)
 {
   UnixIo *io = io_ref (user_data);
@@ -685,6 +742,7 @@ on_readable (GSocket *socket, GIOCondition condition, gpointer user_data)
   /* the frames of this burst reach the main context with one wake-up */
   rlx_link_mailbox_hold (io->mb);
   go_on = read_some (io);
+  ensure_frame_tick (io);
   rlx_link_mailbox_release (io->mb);
   if (!go_on)
     g_clear_pointer (&io->read_source, g_source_unref);
@@ -1113,6 +1171,7 @@ on_io_wake (gpointer data)
   if (io->paused && !rlx_link_mailbox_inbox_full (io->mb))
     {
       io->paused = FALSE;
+      io->resumed = TRUE;
       start_reading (io);
     }
   /* Only write straight away when nothing is waiting for the socket to
@@ -1386,6 +1445,8 @@ rlx_unix_link_new (GSocketConnection *connection, const char *peer,
   for (guint l = 0; l < RLX_LINK_N_LANES; l++)
     g_queue_init (&io->out[l]);
   rlx_link_stream_reader_init (&io->reader, max_frame, peer);
+  for (guint l = 0; l < RLX_LINK_N_LANES; l++)
+    rlx_frame_clock_init (&io->clocks[l], rlx_frame_clock_grace_from_env ());
   io->pool = rlx_link_stream_pool_new (POOL_BUFFERS, POOL_BYTES);
   io->ring_tx = rlx_ring_tx_new ();
   io->ring_rx = rlx_ring_rx_new (io->context, on_ring_releases, io);

@@ -46,6 +46,7 @@ read_with_cap (const uint8_t *data, size_t size, gsize cap)
   g_autoptr(GError) error = NULL;
   gsize pos = 0, want_frames = 0, step = 1;
   gboolean want_broken = FALSE, ok = TRUE;
+  guint64 seq_before = 0;
 
   /* Reference: read the whole stream at once. */
   {
@@ -73,6 +74,19 @@ read_with_cap (const uint8_t *data, size_t size, gsize cap)
       step = 1 + (data[pos % size] % 97);
       check (rlx_frame_reader_get_allocated (r) <= 2 * rlx_frame_reader_get_buffered (r) + 65536,
              "an incomplete frame's buffer stays near the bytes received");
+      if (ok)
+        {
+          /* what the frame deadline reads (rlx-frame-clock.h) */
+          gsize bytes;
+          guint64 seq;
+          gboolean open = rlx_frame_reader_in_progress (r, &bytes, &seq);
+
+          check (seq >= seq_before, "frames begun went back");
+          check (!open || (bytes < cap && bytes + 4 == rlx_frame_reader_get_buffered (r)),
+                 "a frame in progress holds what arrived of its body, under the cap");
+          check (seq >= got->len, "fewer frames begun than delivered");
+          seq_before = seq;
+        }
     }
   check (ok == !want_broken, "the cap breaks the stream exactly when a frame is over it");
   if (!ok)

@@ -102,6 +102,32 @@ on_ring (gpointer user_data, const RlxLinkRingOp *op)
 
 static const RlxLinkStreamSink sink = { on_frame, on_shm, on_ring };
 
+/* What the frame deadline reads (rlx-frame-clock.h): a frame in progress
+ * holds no more than its lane's cap and what arrived, frames are counted
+ * as they begin, and a stream between records has none in progress. */
+static void
+check_in_progress (RlxLinkStreamReader *r, gsize received, guint64 seq_before[RLX_LINK_N_LANES])
+{
+  gboolean any = FALSE;
+
+  for (guint i = 0; i < RLX_LINK_N_LANES; i++)
+    {
+      gsize bytes;
+      guint64 seq;
+      gboolean open = rlx_link_stream_reader_in_progress (r, i, &bytes, &seq);
+
+      check (seq >= seq_before[i], "frames begun went back");
+      check (!open || seq > 0, "a frame in progress that never began");
+      check (bytes <= (i == RLX_LINK_LANE_CONTROL ? max_control : MAX_FRAME) && bytes <= received,
+             "a frame in progress holds more than its cap or what arrived");
+      check (open || bytes == 0, "bytes held with no frame in progress");
+      seq_before[i] = seq;
+      any |= open;
+    }
+  if (rlx_link_stream_reader_at_boundary (r))
+    check (!any, "a frame in progress between records");
+}
+
 static void
 check_buffers (RlxLinkStreamReader *r, gsize received)
 {
@@ -137,6 +163,7 @@ run (const guint8 *data, gsize size, guint seed, gboolean zero_copy, gboolean po
   gsize pos = 0;
   guint32 rng = seed * 2654435761u + 1;
   gboolean ok = TRUE;
+  guint64 begun[RLX_LINK_N_LANES] = { 0, 0 };
 
   rlx_link_stream_reader_init (&r, MAX_FRAME, "fuzz");
   rlx_link_stream_reader_set_max_control (&r, max_control);
@@ -177,6 +204,8 @@ run (const guint8 *data, gsize size, guint seed, gboolean zero_copy, gboolean po
           ok = rlx_link_stream_reader_feed (&r, data + pos - piece, piece, &sink, &e, &error);
         }
       check_buffers (&r, e.received);
+      if (ok)
+        check_in_progress (&r, e.received, begun);
     }
   if (!ok)
     {

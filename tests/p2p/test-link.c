@@ -6,6 +6,7 @@
 #include "core/p2p/rlx-unix-link.h"
 #include "core/p2p/rlx-link-stream.h"
 #include "core/p2p/rlx-link-mailbox.h"
+#include "core/p2p/rlx-frame-clock.h"
 #include "core/util/rlx-par-copy.h"
 
 #include <errno.h>
@@ -748,6 +749,73 @@ test_last_rx_counts_partial_frames (void)
   t2 = rlx_link_get_last_rx (link);
   g_assert_cmpint (t2, >, t1);
   close (raw);
+}
+
+/* A frame in progress must come at RLX_FRAME_CLOCK_MIN_RATE, at most a
+ * grace behind (rlx-frame-clock.h), however alive the link is otherwise: a
+ * peer that sends a bulk frame's first MiB at once, then a byte of it and a
+ * whole control frame every 200 ms, is cut off a grace (1 s here) later,
+ * with the reason — not after the 16 s its first MiB would be worth at the
+ * rate; a frame that takes twice the grace at three times the rate arrives
+ * whole. */
+static void
+test_half_sent_frame_deadline (void)
+{
+  g_autofree guint8 *first = g_malloc0 (1 << 20);
+  g_autoptr(GBytes) slow = pattern_frame (400 * 1000, 5);
+  const guint8 *slow_data = g_bytes_get_data (slow, NULL);
+  RlxLink *link;
+  gint64 t0, took;
+  Sink sink;
+  int raw;
+
+  g_setenv ("RLX_LINK_FRAME_GRACE_MS", "1000", TRUE);
+  link = link_with_raw_peer (0, &raw);
+  g_unsetenv ("RLX_LINK_FRAME_GRACE_MS");
+  sink_init (&sink, link);
+  t0 = g_get_monotonic_time ();
+  write_record (raw, RLX_LINK_LANE_BULK, first, 1 << 20, TRUE);
+  while (sink.closed == 0 && g_get_monotonic_time () - t0 < 8 * G_USEC_PER_SEC)
+    {
+      if (!try_write_record (raw, RLX_LINK_LANE_BULK, "x", 1, TRUE) ||
+          !try_write_record (raw, RLX_LINK_LANE_CONTROL, "heartbeat", 9, FALSE))
+        break;
+      spin (200);
+    }
+  wait_for (&sink.closed, 1);
+  took = g_get_monotonic_time () - t0;
+  g_test_message ("closed after %.2f s: %s", took / 1e6, sink.close_error->message);
+  g_assert_error (sink.close_error, RLX_LINK_ERROR, RLX_LINK_ERROR_TOO_SLOW);
+  g_assert_nonnull (strstr (sink.close_error->message, "raw peer kept a bulk frame half-sent"));
+  g_assert_nonnull (strstr (sink.close_error->message, "65536 bytes/s"));
+  /* the grace, and no more than a few ticks late */
+  g_assert_cmpint (took, >=, 1000 * 1000);
+  g_assert_cmpint (took, <, 4 * G_USEC_PER_SEC);
+  g_assert_cmpuint (sink.frames->len, >=, 5);   /* the control frames came */
+  close (raw);
+  sink_clear (&sink);
+  g_object_unref (link);
+
+  g_setenv ("RLX_LINK_FRAME_GRACE_MS", "1000", TRUE);
+  link = link_with_raw_peer (0, &raw);
+  g_unsetenv ("RLX_LINK_FRAME_GRACE_MS");
+  sink_init (&sink, link);
+  t0 = g_get_monotonic_time ();
+  for (gsize off = 0; off < g_bytes_get_size (slow); off += 20 * 1000)
+    {
+      write_record (raw, RLX_LINK_LANE_BULK, slow_data + off, 20 * 1000,
+                    off + 20 * 1000 < g_bytes_get_size (slow));
+      spin (100);
+    }
+  wait_for (&sink.frames->len, 1);
+  g_test_message ("400 kB in 20 kB pieces took %.2f s", (g_get_monotonic_time () - t0) / 1e6);
+  g_assert_cmpint (g_get_monotonic_time () - t0, >, 1500 * 1000);
+  g_assert_true (g_bytes_equal (sink.frames->pdata[0], slow));
+  g_assert_cmpuint (sink.closed, ==, 0);
+  close (raw);
+  wait_for (&sink.closed, 1);
+  sink_clear (&sink);
+  g_object_unref (link);
 }
 
 /* ── I/O off the main loop ────────────────────────────────────────────── */
@@ -1659,6 +1727,7 @@ main (int argc, char **argv)
   g_test_add_func ("/p2p/link/lanes-interleaved-from-peer", test_lanes_interleaved_from_peer);
   g_test_add_func ("/p2p/link/control-overtakes-bulk", test_control_overtakes_bulk);
   g_test_add_func ("/p2p/link/last-rx-partial", test_last_rx_counts_partial_frames);
+  g_test_add_func ("/p2p/link/half-sent-frame-deadline", test_half_sent_frame_deadline);
   g_test_add_func ("/p2p/link/io-without-main-loop", test_io_without_main_loop);
   g_test_add_func ("/p2p/link/inbox-bounded", test_inbox_bounded);
   g_test_add_func ("/p2p/link/shm-good", test_shm_good);

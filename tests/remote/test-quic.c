@@ -37,6 +37,9 @@ struct _Side {
   guint8      watch_dcid[20]; /* count datagrams sent to this connection ID */
   gsize       watch_len;
   guint       watched;
+  guint       pace_ms;        /* > 0: what this side sends goes one datagram per pace_ms */
+  GQueue      held;           /* paced datagrams not yet on the path */
+  guint       pace_id;
 };
 
 static gboolean
@@ -55,6 +58,22 @@ deliver_cb (gpointer user_data)
       g_bytes_unref (d);
     }
   return G_SOURCE_REMOVE;
+}
+
+/* One paced datagram onto the path. */
+static gboolean
+pace_cb (gpointer user_data)
+{
+  Side *s = user_data;
+  GBytes *d = g_queue_pop_head (&s->held);
+
+  if (d != NULL)
+    {
+      g_queue_push_tail (&s->other->inbox, d);
+      if (s->other->deliver_id == 0)
+        s->other->deliver_id = g_idle_add (deliver_cb, s->other);
+    }
+  return G_SOURCE_CONTINUE;
 }
 
 static guint
@@ -81,6 +100,13 @@ send_cb (const RlxDatagram *d, guint n, gpointer user_data)
         }
       if (s->cut || (s->drop_every && s->sent % s->drop_every == 0))
         continue;
+      if (s->pace_ms > 0)
+        {
+          g_queue_push_tail (&s->held, g_bytes_new (d[i].data, d[i].len));
+          if (s->pace_id == 0)
+            s->pace_id = g_timeout_add (s->pace_ms, pace_cb, s);
+          continue;
+        }
       g_queue_push_tail (&s->other->inbox, g_bytes_new (d[i].data, d[i].len));
     }
   if (s->other->deliver_id == 0 && !s->capture)
@@ -137,6 +163,7 @@ side_init (Side *s, const char *name, Side *other)
   s->name = name;
   s->other = other;
   g_queue_init (&s->inbox);
+  g_queue_init (&s->held);
   s->bulk_seen_at_control = -1;
   for (guint i = 0; i < RLX_QUIC_N_STREAMS; i++)
     s->frames[i] = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
@@ -146,8 +173,10 @@ static void
 side_clear (Side *s)
 {
   g_clear_handle_id (&s->deliver_id, g_source_remove);
+  g_clear_handle_id (&s->pace_id, g_source_remove);
   g_clear_pointer (&s->q, rlx_quic_free);
   g_queue_clear_full (&s->inbox, (GDestroyNotify) g_bytes_unref);
+  g_queue_clear_full (&s->held, (GDestroyNotify) g_bytes_unref);
   for (guint i = 0; i < RLX_QUIC_N_STREAMS; i++)
     g_ptr_array_unref (s->frames[i]);
   g_clear_error (&s->closed);
@@ -812,6 +841,59 @@ test_control_cap (void)
   pair_clear (&p);
 }
 
+static gboolean
+b_has_bulk_frame (Pair *p)
+{
+  return p->b.frames[RLX_QUIC_STREAM_BULK]->len >= 1 || p->b.closed != NULL;
+}
+
+/* A frame in progress must come at RLX_FRAME_CLOCK_MIN_RATE, at most a
+ * grace (1 s here) behind (rlx-frame-clock.h), even though the connection is
+ * alive: a's datagrams paced to one per 100 ms (~14 kB/s) carry a 1 MB
+ * bulk frame too slowly, and b ends the connection saying why; paced to
+ * one per 4 ms (~360 kB/s), a 600 kB frame takes longer than the grace and
+ * arrives whole. */
+static void
+test_half_sent_frame_deadline (void)
+{
+  g_autoptr(GBytes) big = pattern (1000 * 1000, 3);
+  g_autoptr(GBytes) fits = pattern (600 * 1000, 4);
+  g_autoptr(GError) error = NULL;
+  gint64 t0;
+  Pair p;
+
+  for (guint round = 0; round < 2; round++)
+    {
+      g_setenv ("RLX_LINK_FRAME_GRACE_MS", "1000", TRUE);
+      pair_init (&p, NULL, NULL, 30000);
+      g_unsetenv ("RLX_LINK_FRAME_GRACE_MS");
+      rlx_quic_start (p.a.q);
+      rlx_quic_start (p.b.q);
+      run_until (&p, both_established, 10000);
+      p.a.pace_ms = round == 0 ? 100 : 4;
+      t0 = g_get_monotonic_time ();
+      g_assert_true (rlx_quic_send (p.a.q, RLX_QUIC_STREAM_BULK, round == 0 ? big : fits,
+                                    &error));
+      run_until (&p, b_has_bulk_frame, 20000);
+      g_test_message ("pace %u ms: after %.2f s, %s", p.a.pace_ms,
+                      (g_get_monotonic_time () - t0) / 1e6,
+                      p.b.closed ? p.b.closed->message : "the frame came");
+      if (round == 0)
+        {
+          g_assert_error (p.b.closed, RLX_REMOTE_ERROR, RLX_REMOTE_ERROR_PROTOCOL);
+          g_assert_nonnull (strstr (p.b.closed->message, "a kept a bulk frame half-sent"));
+          g_assert_cmpuint (p.b.frames[RLX_QUIC_STREAM_BULK]->len, ==, 0);
+        }
+      else
+        {
+          g_assert_null (p.b.closed);
+          g_assert_cmpint (g_get_monotonic_time () - t0, >, 1000 * 1000);
+          g_assert_true (g_bytes_equal (p.b.frames[RLX_QUIC_STREAM_BULK]->pdata[0], fits));
+        }
+      pair_clear (&p);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -828,6 +910,7 @@ main (int argc, char **argv)
   g_test_add_func ("/remote/quic/garbage-gets-nothing", test_garbage_gets_nothing);
   g_test_add_func ("/remote/quic/frame-cap", test_frame_cap);
   g_test_add_func ("/remote/quic/control-cap", test_control_cap);
+  g_test_add_func ("/remote/quic/half-sent-frame-deadline", test_half_sent_frame_deadline);
   g_test_add_func ("/remote/quic/stalled-reader-stalls-sender", test_stalled_reader_stalls_sender);
   g_test_add_func ("/remote/quic/forged-initial-mid-handshake", test_forged_initial_mid_handshake);
   return g_test_run ();

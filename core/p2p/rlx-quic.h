@@ -75,8 +75,8 @@ typedef struct {
    * everything received from then on is held until rlx_quic_resume_rx, so
    * the peer stalls once its window is spent. Memory held for a consumer
    * that stopped is then at most its inbox, the frame that filled it, the
-   * connection's window (the only flow control: 16 MiB to start, ngtcp2
-   * may grow it to 96 MiB) and a frame in progress on each stream (its
+   * connection's window (the only flow control: 16 MiB, never grown) and
+   * a frame in progress on each stream (its
    * bytes' credit goes back as they arrive: up to max_frame on BULK,
    * RLX_LINK_MAX_CONTROL_FRAME on CONTROL). */
   gboolean (*frame)       (RlxQuicStream stream, GBytes *frame, gpointer user_data);
@@ -131,6 +131,9 @@ void      rlx_quic_resume   (RlxQuic *self);
 /* The consumer took its inbox after ::frame said it was full: return the
  * credit held since then (a no-op when none is held). */
 void      rlx_quic_resume_rx (RlxQuic *self);
+/* Bytes of frames in progress on both incoming streams (prefixes
+ * included), and what is allocated for them. */
+void      rlx_quic_get_rx_in_progress (RlxQuic *self, gsize *buffered, gsize *allocated);
 /* TRUE while the credit is held (::frame said full, no resume yet). */
 gboolean  rlx_quic_is_rx_held (RlxQuic *self);
 /* The priority of the connection's timer/write source on its context

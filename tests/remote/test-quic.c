@@ -13,8 +13,10 @@
 #include "core/p2p/rlx-quic.h"
 #include "core/p2p/rlx-link.h"
 
+#include <malloc.h>
 #include <string.h>
 #include <gio/gio.h>
+#include "core/p2p/rlx-link-mailbox.h"
 
 typedef struct _Side Side;
 struct _Side {
@@ -37,6 +39,10 @@ struct _Side {
   guint8      watch_dcid[20]; /* count datagrams sent to this connection ID */
   gsize       watch_len;
   guint       watched;
+  guint       discard;        /* bulk frames to take and drop before keeping any */
+  guint       delay_ms;       /* > 0: what this side sends arrives this much later */
+  GQueue      delayed;        /* Delayed*, oldest first */
+  guint       delay_id;
   guint       pace_ms;        /* > 0: what this side sends goes one datagram per pace_ms */
   GQueue      held;           /* paced datagrams not yet on the path */
   guint       pace_id;
@@ -58,6 +64,39 @@ deliver_cb (gpointer user_data)
       g_bytes_unref (d);
     }
   return G_SOURCE_REMOVE;
+}
+
+typedef struct {
+  gint64  at;                 /* monotonic µs it is delivered */
+  GBytes *d;
+} Delayed;
+
+/* Delayed datagrams whose time has come onto the path. */
+static gboolean
+delay_cb (gpointer user_data)
+{
+  Side *s = user_data;
+  gint64 now = g_get_monotonic_time ();
+  Delayed *x;
+
+  while ((x = g_queue_peek_head (&s->delayed)) != NULL && x->at <= now)
+    {
+      g_queue_pop_head (&s->delayed);
+      g_queue_push_tail (&s->other->inbox, x->d);
+      g_free (x);
+    }
+  if (s->other->deliver_id == 0 && !g_queue_is_empty (&s->other->inbox))
+    s->other->deliver_id = g_idle_add (deliver_cb, s->other);
+  return G_SOURCE_CONTINUE;
+}
+
+static void
+delayed_free (gpointer data)
+{
+  Delayed *x = data;
+
+  g_bytes_unref (x->d);
+  g_free (x);
 }
 
 /* One paced datagram onto the path. */
@@ -100,6 +139,17 @@ send_cb (const RlxDatagram *d, guint n, gpointer user_data)
         }
       if (s->cut || (s->drop_every && s->sent % s->drop_every == 0))
         continue;
+      if (s->delay_ms > 0)
+        {
+          Delayed *x = g_new (Delayed, 1);
+
+          x->at = g_get_monotonic_time () + (gint64) s->delay_ms * 1000;
+          x->d = g_bytes_new (d[i].data, d[i].len);
+          g_queue_push_tail (&s->delayed, x);
+          if (s->delay_id == 0)
+            s->delay_id = g_timeout_add (1, delay_cb, s);
+          continue;
+        }
       if (s->pace_ms > 0)
         {
           g_queue_push_tail (&s->held, g_bytes_new (d[i].data, d[i].len));
@@ -127,6 +177,11 @@ frame_cb (RlxQuicStream stream, GBytes *frame, gpointer user_data)
 {
   Side *s = user_data;
 
+  if (stream == RLX_QUIC_STREAM_BULK && s->discard > 0)
+    {
+      s->discard--;
+      return TRUE;
+    }
   if (stream == RLX_QUIC_STREAM_CONTROL && s->bulk_seen_at_control < 0)
     s->bulk_seen_at_control = (gint) s->frames[RLX_QUIC_STREAM_BULK]->len;
   g_ptr_array_add (s->frames[stream], g_bytes_ref (frame));
@@ -164,6 +219,7 @@ side_init (Side *s, const char *name, Side *other)
   s->other = other;
   g_queue_init (&s->inbox);
   g_queue_init (&s->held);
+  g_queue_init (&s->delayed);
   s->bulk_seen_at_control = -1;
   for (guint i = 0; i < RLX_QUIC_N_STREAMS; i++)
     s->frames[i] = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
@@ -174,6 +230,8 @@ side_clear (Side *s)
 {
   g_clear_handle_id (&s->deliver_id, g_source_remove);
   g_clear_handle_id (&s->pace_id, g_source_remove);
+  g_clear_handle_id (&s->delay_id, g_source_remove);
+  g_queue_clear_full (&s->delayed, delayed_free);
   g_clear_pointer (&s->q, rlx_quic_free);
   g_queue_clear_full (&s->inbox, (GDestroyNotify) g_bytes_unref);
   g_queue_clear_full (&s->held, (GDestroyNotify) g_bytes_unref);
@@ -894,6 +952,70 @@ test_half_sent_frame_deadline (void)
     }
 }
 
+/* Heap in use right now (glibc). */
+static gsize
+heap_in_use (void)
+{
+  struct mallinfo2 mi = mallinfo2 ();
+
+  return mi.uordblks + mi.hblkhd;
+}
+
+/* What a peer that outruns its receiver makes it hold (issue 29: pinnable
+ * memory over QUIC): b takes 16 bulk frames of 4 MiB as fast as they come
+ * (ngtcp2 tunes the connection's window up as it sees them consumed), then
+ * keeps them like a full link's inbox (RLX_LINK_MAILBOX_INBOX_BYTES, then
+ * the credit held) while a has 16 MiB frames queued. What b holds then —
+ * frames delivered, the frame in progress, ngtcp2's buffers — is measured
+ * as the heap's growth (a's frames are one buffer, allocated before). It
+ * is bounded by the inbox, the frame that filled it and the connection's
+ * window: data out of order, or whose credit is held, waits within it. */
+static void
+test_pinned_memory (void)
+{
+  g_autoptr(GBytes) small = pattern (4 << 20, 1);
+  g_autoptr(GBytes) big = pattern (16 << 20, 2);
+  g_autoptr(GError) error = NULL;
+  gsize heap0, heap1, buffered = 0, allocated = 0;
+  guint64 before;
+  Pair p;
+
+  pair_init (&p, NULL, NULL, 0);
+  /* a 40 ms round trip: a window spent within two of them grows */
+  p.a.delay_ms = p.b.delay_ms = 20;
+  rlx_quic_start (p.a.q);
+  rlx_quic_start (p.b.q);
+  run_until (&p, both_established, 10000);
+  p.b.discard = 16;
+  p.b.inbox_cap = RLX_LINK_MAILBOX_INBOX_BYTES;
+  for (guint i = 0; i < 16; i++)
+    g_assert_true (rlx_quic_send (p.a.q, RLX_QUIC_STREAM_BULK, small, &error));
+  malloc_trim (0);
+  heap0 = heap_in_use ();
+  for (guint i = 0; i < 12; i++)
+    g_assert_true (rlx_quic_send (p.a.q, RLX_QUIC_STREAM_BULK, big, &error));
+  do
+    {
+      before = p.b.rx_bytes[RLX_QUIC_STREAM_BULK];
+      run_for (1000);
+    }
+  while ((p.b.discard > 0 || before == 0 || p.b.rx_bytes[RLX_QUIC_STREAM_BULK] != before) &&
+         !p.b.closed);
+  heap1 = heap_in_use ();
+  g_assert_null (p.b.closed);
+  g_assert_true (rlx_quic_is_rx_held (p.b.q));
+  rlx_quic_get_rx_in_progress (p.b.q, &buffered, &allocated);
+  g_test_message ("b holds %.1f MiB of whole frames, %.1f MiB of a frame in progress "
+                  "(%.1f MiB allocated); heap +%.1f MiB",
+                  p.b.rx_bytes[RLX_QUIC_STREAM_BULK] / 1048576.0, buffered / 1048576.0,
+                  allocated / 1048576.0, ((gssize) heap1 - (gssize) heap0) / 1048576.0);
+  /* the inbox (8 MiB, reached with the first 16 MiB frame), that frame,
+   * and a 16 MiB window: 32 MiB and what allocation adds */
+  g_assert_cmpuint (p.b.rx_bytes[RLX_QUIC_STREAM_BULK] + buffered, <=, (guint64) 32 << 20);
+  g_assert_cmpint ((gssize) heap1 - (gssize) heap0, <=, (gssize) 40 << 20);
+  pair_clear (&p);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -911,6 +1033,7 @@ main (int argc, char **argv)
   g_test_add_func ("/remote/quic/frame-cap", test_frame_cap);
   g_test_add_func ("/remote/quic/control-cap", test_control_cap);
   g_test_add_func ("/remote/quic/half-sent-frame-deadline", test_half_sent_frame_deadline);
+  g_test_add_func ("/remote/quic/pinned-memory", test_pinned_memory);
   g_test_add_func ("/remote/quic/stalled-reader-stalls-sender", test_stalled_reader_stalls_sender);
   g_test_add_func ("/remote/quic/forged-initial-mid-handshake", test_forged_initial_mid_handshake);
   return g_test_run ();

@@ -367,6 +367,7 @@ rlx_coordinator_maybe_checkpoint (RlxCoordinator *self, gboolean force)
       /* (the outer momentum goes with it, as the mode in force describes it) */
       rlx_sync_state_settings (self->ctx.sync, self->ctx.lr, &outer);
       rlx_checkpointer_set_outer (self->ckpt, self->queue, &outer, self->ctx.precision);
+      rlx_checkpointer_set_lineage (self->ckpt, rlx_lineage_id (self->lineage)->lin);
       rlx_checkpointer_save (self->ckpt, self->replica, self->ctx.lr);
     }
 }

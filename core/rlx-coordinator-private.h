@@ -138,6 +138,12 @@ struct _RlxCoordinator {
    * but could not be checked: reported once, checked again as peers say
    * hello (rlx_coordinator_merge_with; issue 29, item 9) */
   char            *claim_doubted;
+  /* the last announcement of a leader of another group that ours is kept
+   * against, answered with ours (once: each side answers each announcement
+   * of the other once) */
+  char            *answered;
+  RlxMsgLineage    answered_lineage;
+  guint64          answered_term;
   GCancellable    *cancellable;
   /* the test-accuracy measurements (evaluate_every) running on threads of
    * their own, and what stops them: a leave cancels it and completes only

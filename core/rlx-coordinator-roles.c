@@ -208,6 +208,9 @@ on_resume_loaded (RlxReplica *replica, gboolean ok, gpointer user_data)
                                                 self->n);
     }
   rlx_coordinator_emit_event (self, e);
+  /* a new fork of the checkpoint's lineage: others of it may have gone on
+   * from that state, at terms of their own */
+  rlx_lineage_found (self->lineage, self->resume.lineage, rlx_replica_get_step (replica));
   become_leader (self, 1, TRUE);
 }
 
@@ -258,6 +261,16 @@ rlx_coordinator_found (RlxCoordinator *self)
                                self->resume.pos, on_resume_loaded, self);
       return;
     }
+  /* The state this node holds (it was in a cohort): it leads on in that
+   * fork, as the side of a split that lost its leader does (term + 1);
+   * with nothing, a new lineage. */
+  if (applied (self) > 0 && rlx_lineage_id (self->lineage)->lin != 0)
+    {
+      rlx_lineage_lead_on (self->lineage, applied (self));
+      become_leader (self, rlx_leadership_get_term (self->lead) + 1, TRUE);
+      return;
+    }
+  rlx_lineage_found (self->lineage, 0, applied (self));
   become_leader (self, 1, TRUE);
 }
 
@@ -512,7 +525,7 @@ rlx_coordinator_successor_check (RlxCoordinator *self, RlxPeer *p)
   if (g_strcmp0 (lid, rlx_leadership_get_leader (self->lead)) == 0)
     {
       if (is_self (self, p->id) || g_strcmp0 (p->id, lid) != 0 || p->role != RLX_ROLE_LEADER ||
-          p->term <= term)
+          !rlx_lineage_same_fork (self->lineage, &p->lineage) || p->term <= term)
         return FALSE;
       leader = g_strdup (lid);
       rlx_coordinator_transition (self, RLX_ROLE_MEMBER, leader, p->term, NULL);
@@ -520,7 +533,10 @@ rlx_coordinator_successor_check (RlxCoordinator *self, RlxPeer *p)
       return TRUE;
     }
   lp = rlx_peer_set_lookup (self->peers, lid);
-  if (lp == NULL || lp->role != RLX_ROLE_LEADER || lp->term < term)
+  /* (of our fork: a leader of another is no leader of our cohort's, and
+   * its term says nothing against ours) */
+  if (lp == NULL || lp->role != RLX_ROLE_LEADER ||
+      !rlx_lineage_same_fork (self->lineage, &lp->lineage) || lp->term < term)
     return FALSE;
   leader = g_strdup (lid);
   their_term = lp->term;
@@ -620,9 +636,9 @@ static void relay_leader (RlxCoordinator *self, GPtrArray *ids, RlxMsgLeader *lm
  * steps (rlx_leadership_check_claim). */
 static RlxGroupInfo
 checked_group (RlxCoordinator *self, const char *id, guint members_claimed, guint64 step_claimed,
-               RlxPeer *skip, guint *seen_out)
+               const RlxMsgLineage *lineage, RlxPeer *skip, guint *seen_out)
 {
-  RlxGroupInfo claimed = { id, members_claimed, step_claimed };
+  RlxGroupInfo claimed = { id, members_claimed, step_claimed, *lineage };
   guint seen = 1;
   guint64 backed = 0;
 
@@ -643,7 +659,7 @@ checked_group (RlxCoordinator *self, const char *id, guint members_claimed, guin
 static RlxGroupInfo
 checked_claim (RlxCoordinator *self, RlxPeer *p, guint *seen_out)
 {
-  return checked_group (self, p->id, p->members, p->step, p, seen_out);
+  return checked_group (self, p->id, p->members, p->step, &p->lineage, p, seen_out);
 }
 
 /* Our group does not yield to a claim it cannot check: reported once per
@@ -710,7 +726,8 @@ rlx_coordinator_recheck_claim (RlxCoordinator *self)
       return;
     }
   mine = (RlxGroupInfo) { self->node_id, p->sent_noted ? p->sent_members : members (self)->len,
-                          p->sent_noted ? p->sent_step : applied (self) };
+                          p->sent_noted ? p->sent_step : applied (self),
+                          *rlx_lineage_id (self->lineage) };
   theirs = checked_claim (self, p, &seen);
   if (rlx_leadership_merge_compare (&mine, &theirs) > 0)
     return;
@@ -719,8 +736,11 @@ rlx_coordinator_recheck_claim (RlxCoordinator *self)
   lm.leader = p->id;
   lm.term = p->term;
   lm.step = p->step;
+  lm.lineage = p->lineage;
   yield_to (self, p, &mine, &theirs,
-            p->term > rlx_leadership_get_term (self->lead) ? &lm : NULL);
+            !rlx_lineage_same_fork (self->lineage, &p->lineage) ||
+                    p->term > rlx_leadership_get_term (self->lead)
+                ? &lm : NULL);
 }
 
 /* Two leaders met (@p's hello). The rule is applied to the numbers both
@@ -731,8 +751,8 @@ rlx_coordinator_recheck_claim (RlxCoordinator *self)
 void
 rlx_coordinator_merge_with (RlxCoordinator *self, RlxPeer *p, guint sent_members, guint64 sent_step)
 {
-  RlxGroupInfo mine = { self->node_id, sent_members, sent_step };
-  RlxGroupInfo claimed = { p->id, p->members, p->step };
+  RlxGroupInfo mine = { self->node_id, sent_members, sent_step, *rlx_lineage_id (self->lineage) };
+  RlxGroupInfo claimed = { p->id, p->members, p->step, p->lineage };
   RlxGroupInfo theirs;
   guint seen;
 
@@ -770,9 +790,28 @@ relay_leader (RlxCoordinator *self, GPtrArray *ids, RlxMsgLeader *lm, RlxPeer *s
       m.u.leader.leader = g_strdup (lm->leader);
       m.u.leader.term = lm->term;
       m.u.leader.step = lm->step;
+      m.u.leader.lineage = lm->lineage;
       rlx_coordinator_send_msg (self, mp, &m);
       rlx_msg_clear (&m);
     }
+}
+
+/* Our group is kept against the group whose leader @lp announced itself
+ * (@lm): tell it who leads, so that it judges by the rule too — once per
+ * announcement (it answers ours once the same way). Without it a leader
+ * of another fork whose announcement we judged heard nothing from us, and
+ * both led on side by side, linked. */
+static void
+answer_claim (RlxCoordinator *self, RlxPeer *lp, const RlxMsgLeader *lm)
+{
+  if (g_strcmp0 (self->answered, lp->id) == 0 && self->answered_term == lm->term &&
+      memcmp (&self->answered_lineage, &lm->lineage, sizeof lm->lineage) == 0)
+    return;
+  g_free (self->answered);
+  self->answered = g_strdup (lp->id);
+  self->answered_term = lm->term;
+  self->answered_lineage = lm->lineage;
+  rlx_cohort_send_leader (&self->ctx, lp);
 }
 
 void
@@ -780,6 +819,12 @@ rlx_coordinator_on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *l
 {
   const char *lid = lm->leader;
   guint64 term = rlx_leadership_get_term (self->lead);
+  /* Terms compare only within one fork (docs/PROTOCOL.md, "Lineages"): an
+   * announcement of another fork's leader is neither stale nor newer than
+   * ours, and its leader is outside our group whatever our member list
+   * says. */
+  gboolean ours = rlx_lineage_same_fork (self->lineage, &lm->lineage);
+  gboolean newer = !ours || lm->term > term;
   g_autoptr(GPtrArray) former = NULL;
   RlxPeer *lp;
 
@@ -793,24 +838,30 @@ rlx_coordinator_on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *l
       lp->role = RLX_ROLE_LEADER;
       g_free (lp->leader);
       lp->leader = g_strdup (lid);
-      lp->term = MAX (lp->term, lm->term);
+      if (rlx_msg_lineage_same_fork (&lp->lineage, &lm->lineage))
+        lp->term = MAX (lp->term, lm->term);
+      else
+        {
+          lp->term = lm->term;
+          lp->lineage = lm->lineage;
+        }
     }
-  if (lm->term < term)
+  if (ours && lm->term < term)
     return;
   /* We yielded in a merge: the nodes that followed us follow the new
    * leader too, once it has announced its term. */
-  if (lm->term > term && (former = rlx_lineage_take_former (self->lineage)))
+  if (newer && (former = rlx_lineage_take_former (self->lineage)))
     relay_leader (self, former, lm, lp);
   switch (role (self))
     {
     case RLX_ROLE_ALONE:
     case RLX_ROLE_JOINING:
       if (lp && (role (self) == RLX_ROLE_ALONE ||
-                 g_strcmp0 (rlx_leadership_get_leader (self->lead), lid) != 0 || lm->term > term))
+                 g_strcmp0 (rlx_leadership_get_leader (self->lead), lid) != 0 || newer))
         rlx_coordinator_transition (self, RLX_ROLE_JOINING, lid, lm->term, NULL);
       break;
     case RLX_ROLE_MEMBER:
-      if (lm->term > term || g_strcmp0 (rlx_leadership_get_leader (self->lead), lid) != 0)
+      if (newer || g_strcmp0 (rlx_leadership_get_leader (self->lead), lid) != 0)
         {
           /* A leader from outside our cohort (a merge): its state is not
            * ours, join it through a snapshot (we may not even have a link
@@ -818,13 +869,14 @@ rlx_coordinator_on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *l
            * own leader (relaying a merge it lost) moves us to another
            * group while it is in reach: an announcement of anyone else's
            * is a claim our leader judges (issue 29, item 9). */
-          if (!rlx_leadership_has_member (self->lead, lid) &&
-              g_strcmp0 (p->id, rlx_leadership_get_leader (self->lead)) != 0 &&
+          gboolean outside = !ours || !rlx_leadership_has_member (self->lead, lid);
+
+          if (outside && g_strcmp0 (p->id, rlx_leadership_get_leader (self->lead)) != 0 &&
               rlx_peer_set_lookup (self->peers, rlx_leadership_get_leader (self->lead)))
             g_debug ("%s announces %s (term %" G_GUINT64_FORMAT "), from outside our cohort: "
                      "our leader %s judges it", p->id, lid, lm->term,
                      rlx_leadership_get_leader (self->lead));
-          else if (!rlx_leadership_has_member (self->lead, lid))
+          else if (outside)
             {
               rlx_lineage_change (self->lineage);
               rlx_coordinator_transition (self, RLX_ROLE_JOINING, lid, lm->term, "merge");
@@ -840,23 +892,29 @@ rlx_coordinator_on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *l
       /* A leader from outside our group announcing itself (a merge): the
        * merge rule decides, its claim checked — an announcement alone never
        * makes our group yield (issue 29, item 9). */
-      if (lp && !rlx_leadership_has_member (self->lead, lid) &&
-          (lm->term > term || strcmp (lid, self->node_id) < 0))
+      if (lp && (!ours || !rlx_leadership_has_member (self->lead, lid)) &&
+          (newer || strcmp (lid, self->node_id) < 0))
         {
           RlxGroupInfo mine = { self->node_id,
                                 lp->sent_noted ? lp->sent_members : members (self)->len,
-                                lp->sent_noted ? lp->sent_step : applied (self) };
+                                lp->sent_noted ? lp->sent_step : applied (self),
+                                *rlx_lineage_id (self->lineage) };
+          RlxGroupInfo claimed = { lp->id, lp->members, lp->step, lp->lineage };
           guint seen;
           RlxGroupInfo theirs = checked_claim (self, lp, &seen);
 
           if (rlx_leadership_merge_compare (&mine, &theirs) > 0)
-            doubt_claim (self, lp, &mine, &theirs, seen);
+            {
+              if (rlx_leadership_merge_compare (&mine, &claimed) < 0)
+                doubt_claim (self, lp, &mine, &theirs, seen);
+              answer_claim (self, lp, lm);
+            }
           else
             yield_to (self, lp, &mine, &theirs, lm);
           break;
         }
-      /* A newer term always wins; two leaders of one term: the smaller id
-       * keeps it. */
+      /* A newer term of our own fork always wins; two leaders of one term:
+       * the smaller id keeps it. */
       if (lp && (lm->term > term || strcmp (lid, self->node_id) < 0))
         {
           g_autoptr(GPtrArray) mine = str_array_copy (members (self));
@@ -882,7 +940,7 @@ rlx_coordinator_on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *l
 gboolean
 rlx_coordinator_refusal_yields (RlxCoordinator *self, RlxPeer *p, const RlxMsg *hello)
 {
-  RlxGroupInfo mine = { self->node_id, 0, 0 };
+  RlxGroupInfo mine = { self->node_id, 0, 0, *rlx_lineage_id (self->lineage) };
   RlxGroupInfo theirs;
 
   if (p == NULL || p->link == NULL)
@@ -891,13 +949,14 @@ rlx_coordinator_refusal_yields (RlxCoordinator *self, RlxPeer *p, const RlxMsg *
     {
       if (hello->u.hello.role != RLX_ROLE_LEADER || hello->node == NULL)
         return FALSE;
-      theirs = (RlxGroupInfo) { hello->node, hello->u.hello.members, hello->u.hello.step };
+      theirs = (RlxGroupInfo) { hello->node, hello->u.hello.members, hello->u.hello.step,
+                                hello->u.hello.lineage };
     }
   else
     {
       if (!p->ready || p->role != RLX_ROLE_LEADER || p->id == NULL)
         return FALSE;
-      theirs = (RlxGroupInfo) { p->id, p->members, p->step };
+      theirs = (RlxGroupInfo) { p->id, p->members, p->step, p->lineage };
     }
   mine.members = p->sent_members;
   mine.step = p->sent_noted ? p->sent_step : 0;
@@ -905,8 +964,8 @@ rlx_coordinator_refusal_yields (RlxCoordinator *self, RlxPeer *p, const RlxMsg *
     return FALSE;
   {
     guint seen;
-    RlxGroupInfo checked = checked_group (self, theirs.leader, theirs.members, theirs.step, p,
-                                          &seen);
+    RlxGroupInfo checked = checked_group (self, theirs.leader, theirs.members, theirs.step,
+                                          &theirs.lineage, p, &seen);
 
     if (rlx_leadership_merge_compare (&mine, &checked) > 0)
       {

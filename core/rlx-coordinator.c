@@ -138,7 +138,7 @@ out:
   BUSY_END;
 }
 
-/* A snapshot, if it is of our term (or newer) and of our model's size: a
+/* A snapshot, if it is of our term (or newer, or of another fork) and of our model's size: a
  * member's to the leader, the leader's to a member. */
 static void
 on_snapshot_msg (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
@@ -146,7 +146,10 @@ on_snapshot_msg (RlxCoordinator *self, RlxPeer *p, RlxMsg *m)
   RlxMsgSnapshot *s = &m->u.snapshot;
   guint64 seed;
 
-  if (s->term < rlx_leadership_get_term (self->lead) || s->params.n != self->n)
+  /* (an older term of our own fork: terms of another say nothing) */
+  if ((s->term < rlx_leadership_get_term (self->lead) &&
+       rlx_lineage_same_fork (self->lineage, &s->lineage)) ||
+      s->params.n != self->n)
     return;
   if (!g_ascii_string_to_unsigned (s->seed, 10, 0, G_MAXUINT64, &seed, NULL))
     return;
@@ -350,6 +353,7 @@ fill_hello (RlxMsgHello *h, gpointer user_data)
     h->step = self->ctx.faults.claim_step;
   h->checkpoint = self->resume.params ? self->resume.step : 0;
   h->join_only = self->join_only;
+  h->lineage = *rlx_lineage_id (self->lineage);
 }
 
 void
@@ -573,6 +577,7 @@ rlx_coordinator_finalize (GObject *object)
   g_clear_pointer (&self->ctx.sync, rlx_sync_state_free);
   g_clear_pointer (&self->links_text, g_free);
   g_clear_pointer (&self->claim_doubted, g_free);
+  g_clear_pointer (&self->answered, g_free);
   g_clear_object (&self->lead);
   g_clear_object (&self->cancellable);
   g_clear_object (&self->eval_cancel);

@@ -24,6 +24,7 @@ struct _RlxCheckpointer {
   RlxOuterSettings outer;
   RlxPrecision    outer_precision;
   guint64         saved_step;
+  guint64         lineage;         /* of the state saved (0: none) */
 };
 
 G_DEFINE_FINAL_TYPE (RlxCheckpointer, rlx_checkpointer, G_TYPE_OBJECT)
@@ -225,6 +226,9 @@ rlx_checkpointer_load (RlxCheckpointer *self, RlxCheckpoint *out, GError **error
           out->momentum = g_steal_pointer (&st->mom);
       }
   }
+  /* the lineage its state belongs to (absent in older files: a new one) */
+  if (!rlx_msg_hash_parse (g_hash_table_lookup (md, "lineage"), &out->lineage))
+    out->lineage = 0;
   out->params = g_steal_pointer (&params);
   out->step = step;
   out->hash = hash;
@@ -361,6 +365,8 @@ save_now (RlxCheckpointer *self, RlxReplica *replica, double lr)
   g_hash_table_insert (md, "model", g_strdup (self->model->slug));
   g_hash_table_insert (md, "dataset", g_strdup (rlx_dataset_slug (self->dataset)));
   g_hash_table_insert (md, "lr", g_strdup_printf ("%g", lr));
+  if (self->lineage != 0)
+    g_hash_table_insert (md, "lineage", rlx_msg_hash_to_string (self->lineage));
   s->self = g_object_ref (self);
   s->model = self->model;
   s->path = g_strdup (self->path);
@@ -380,6 +386,12 @@ rlx_checkpointer_set_outer (RlxCheckpointer *self, RlxComputeQueue *queue,
   self->queue = queue;
   self->outer = *settings;
   self->outer_precision = precision;
+}
+
+void
+rlx_checkpointer_set_lineage (RlxCheckpointer *self, guint64 lineage)
+{
+  self->lineage = lineage;
 }
 
 void

@@ -28,6 +28,7 @@ typedef struct {
                            * NULL: the checkpoint has no outer state */
   guint64 step, hash, seed;
   guint   epoch, pos;
+  guint64 lineage;        /* the lineage of its state (RlxMsgLineage.lin; 0: not recorded) */
 } RlxCheckpoint;
 
 #define RLX_TYPE_CHECKPOINTER (rlx_checkpointer_get_type ())
@@ -58,6 +59,9 @@ gboolean         rlx_checkpointer_load  (RlxCheckpointer *self, RlxCheckpoint *o
 void             rlx_checkpointer_set_outer (RlxCheckpointer *self, RlxComputeQueue *queue,
                                              const RlxOuterSettings *settings,
                                              RlxPrecision precision);
+/* The lineage (RlxMsgLineage.lin) the next saves record, so that a resume
+ * continues it (docs/PROTOCOL.md, "Lineages"). */
+void             rlx_checkpointer_set_lineage (RlxCheckpointer *self, guint64 lineage);
 /* Save @replica's state (learning rate @lr goes into the metadata). */
 void             rlx_checkpointer_save  (RlxCheckpointer *self, RlxReplica *replica, double lr);
 /* A save is being made or waits to be. */

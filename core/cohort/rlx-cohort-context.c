@@ -36,6 +36,7 @@ rlx_cohort_send_leader (RlxCohortContext *ctx, RlxPeer *p)
   m.u.leader.leader = g_strdup (rlx_leadership_get_leader (ctx->lead));
   m.u.leader.term = rlx_leadership_get_term (ctx->lead);
   m.u.leader.step = rlx_cohort_applied (ctx);
+  m.u.leader.lineage = *rlx_lineage_id (ctx->lineage);
   if (p)
     ctx->ops->send_msg (ctx->owner, p, &m);
   else
@@ -275,6 +276,8 @@ rlx_snapshots_send_around (RlxSnapshots *self, RlxPeer *p, const char *reason, g
   j->header.u.snapshot.term = rlx_leadership_get_term (ctx->lead);
   j->header.u.snapshot.leader = g_strdup (leader ? leader : ctx->node_id);
   j->header.u.snapshot.members = rlx_cohort_str_array_copy (rlx_cohort_members (ctx));
+  j->header.u.snapshot.lineage = *rlx_lineage_id (ctx->lineage);
+  j->header.u.snapshot.tbase = rlx_lineage_term_base (ctx->lineage);
   self->pending++;
   j->counted = TRUE;
   rlx_replica_read (ctx->replica, snapshot_copy, j, snapshot_job_free, on_snapshot_built, j);

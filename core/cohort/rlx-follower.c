@@ -479,12 +479,17 @@ rlx_follower_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m)
   RlxCohortContext *ctx = self->ctx;
   RlxMsgStep *s = &m->u.step;
   guint64 term = rlx_leadership_get_term (ctx->lead);
+  /* Its term compares with ours only within one fork (step frames carry
+   * none: the sender's, as its hello and announcements said). */
+  gboolean ours = g_strcmp0 (rlx_leadership_get_leader (ctx->lead), p->id) == 0 ||
+                  rlx_lineage_same_fork (ctx->lineage, &p->lineage);
+  gboolean outside = !ours || !rlx_leadership_has_member (ctx->lead, p->id);
   RlxMsg *keep;
 
   rlx_trace ("M.rx", s->step);
   if (s->commit > 0)
     rlx_trace ("M.rx.commit", s->commit);
-  if (s->term < term)
+  if (s->term < term && ours)
     {
       /* A leader of an older term that missed the change (it was cut off):
        * tell it who leads now, so it steps down. */
@@ -497,10 +502,10 @@ rlx_follower_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m)
     {
       if (s->term == term && strcmp (p->id, ctx->node_id) > 0)
         return;
-      /* A leader from outside our group: only the merge rule, with its
-       * claim checked, makes us yield (rlx_coordinator_merge_with), never
-       * a step frame (issue 29, item 9). */
-      if (!rlx_leadership_has_member (ctx->lead, p->id))
+      /* A leader from outside our group (or fork): only the merge rule,
+       * with its claim checked, makes us yield (rlx_coordinator_merge_with),
+       * never a step frame (issue 29, item 9). */
+      if (outside)
         return;
       /* A leader of a newer term (or a more senior one of ours). */
       transition (self, RLX_ROLE_JOINING, p->id, s->term, "another leader took over");
@@ -509,10 +514,9 @@ rlx_follower_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m)
   if (role (self) == RLX_ROLE_MEMBER &&
       (s->term > term || g_strcmp0 (rlx_leadership_get_leader (ctx->lead), p->id) != 0))
     {
-      if (!rlx_leadership_has_member (ctx->lead, p->id) &&
-          rlx_peer_set_lookup (ctx->peers, rlx_leadership_get_leader (ctx->lead)))
+      if (outside && rlx_peer_set_lookup (ctx->peers, rlx_leadership_get_leader (ctx->lead)))
         return;   /* from outside our cohort while our leader is in reach: it judges merges */
-      if (!rlx_leadership_has_member (ctx->lead, p->id))
+      if (outside)
         {
           /* A leader from outside our cohort (a merge), ours gone: join it. */
           rlx_lineage_change (ctx->lineage);

@@ -1355,7 +1355,8 @@ on_adopted (RlxReplica *replica, gboolean ok, gpointer user_data)
   BUSY_END;
 }
 
-/* A member's snapshot of a newer step than ours, in our term: adopt it. */
+/* A member's snapshot of a newer step than ours, in our term (of our
+ * fork): adopt it. */
 void
 rlx_leader_on_snapshot (RlxLeader *self, RlxPeer *p, RlxMsg *m)
 {
@@ -1364,6 +1365,7 @@ rlx_leader_on_snapshot (RlxLeader *self, RlxPeer *p, RlxMsg *m)
   gint64 common, sparse_common;
 
   if (s->term != rlx_leadership_get_term (self->ctx->lead) ||
+      !rlx_lineage_same_fork (self->ctx->lineage, &s->lineage) ||
       s->step <= rlx_cohort_applied (self->ctx) ||
       !rlx_leadership_has_member (self->ctx->lead, p->id) || self->ctx->loading)
     return;

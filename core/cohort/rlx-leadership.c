@@ -153,11 +153,31 @@ rlx_leadership_pick_founder (const RlxFounderCandidate *c, guint n)
   return best;
 }
 
+/* Between two forks of one lineage (docs/PROTOCOL.md, "Lineages"): > 0
+ * when @a's began earlier and it holds steps past where @b's began (@b
+ * resumed from an older state of the lineage, or led on from one), < 0 the
+ * other way round, 0 when this does not decide. */
+static int
+fork_order (const RlxGroupInfo *a, const RlxGroupInfo *b)
+{
+  const RlxMsgLineage *x = &a->lineage, *y = &b->lineage;
+
+  if (x->lin == 0 || x->lin != y->lin || x->base == y->base)
+    return 0;
+  if (x->base < y->base)
+    return a->step > y->base ? 1 : 0;
+  return b->step > x->base ? -1 : 0;
+}
+
 int
 rlx_leadership_merge_compare (const RlxGroupInfo *a, const RlxGroupInfo *b)
 {
+  int f;
+
   if (a->members != b->members)
     return a->members > b->members ? 1 : -1;
+  if ((f = fork_order (a, b)) != 0)
+    return f;
   if (a->step != b->step)
     return a->step > b->step ? 1 : -1;
   return -strcmp (a->leader, b->leader);
@@ -179,6 +199,8 @@ rlx_leadership_merge_reason (const RlxGroupInfo *a, const RlxGroupInfo *b)
 {
   if (a->members != b->members)
     return "more members";
+  if (fork_order (a, b) != 0)
+    return "committed steps past where the other's fork began";
   if (a->step != b->step)
     return "more committed steps";
   return "smaller leader id";

@@ -11,9 +11,12 @@
  *              join-only) with the newest checkpoint founds, ties broken by
  *              the smaller node id — never by wall clocks;
  *   merge      when two leaders of one cohort name meet (a split healed),
- *              the group with more members is kept, then the one that has
- *              committed more steps, then the one whose leader has the
- *              smaller node id; the other yields.
+ *              the group with more members is kept, then — between two
+ *              forks of one lineage — the older fork when it holds steps
+ *              past where the newer one began (a resume never outranks
+ *              the lineage's newer committed steps), then the one that
+ *              has committed more steps, then the one whose leader has
+ *              the smaller node id; the other yields.
  *
  * The coordinator changes the state only through its one transition
  * function, which calls rlx_leadership_set.
@@ -63,14 +66,16 @@ typedef struct {
 int            rlx_leadership_pick_founder (const RlxFounderCandidate *c, guint n);
 
 typedef struct {
-  const char *leader;
-  guint       members;
-  guint64     step;         /* committed steps */
+  const char   *leader;
+  guint         members;
+  guint64       step;       /* committed steps */
+  RlxMsgLineage lineage;    /* of its leader's state */
 } RlxGroupInfo;
 /* > 0: @a is kept, < 0: @b is kept (0 only for the same leader). */
 int            rlx_leadership_merge_compare (const RlxGroupInfo *a, const RlxGroupInfo *b);
-/* "more members", "more committed steps" or "smaller leader id": the part
- * of the rule that decided between @a and @b. */
+/* "more members", "committed steps past where the other's fork began",
+ * "more committed steps" or "smaller leader id": the part of the rule that
+ * decided between @a and @b. */
 const char    *rlx_leadership_merge_reason  (const RlxGroupInfo *a, const RlxGroupInfo *b);
 
 /* What of a group's claim (@claimed: its leader's hello) a node can check

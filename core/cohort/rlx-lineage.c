@@ -8,6 +8,7 @@ struct _RlxLineage {
   guint64    term_base;  /* our step when the current term began */
   char      *rule;       /* why the other group was kept (NULL: the default) */
   GPtrArray *former;     /* ours when we yielded in a merge: told who leads */
+  RlxMsgLineage id;      /* of our state */
 };
 
 RlxLineage *
@@ -52,6 +53,49 @@ GPtrArray *
 rlx_lineage_take_former (RlxLineage *self)
 {
   return g_steal_pointer (&self->former);
+}
+
+const RlxMsgLineage *
+rlx_lineage_id (RlxLineage *self)
+{
+  return &self->id;
+}
+
+gboolean
+rlx_lineage_same_fork (RlxLineage *self, const RlxMsgLineage *other)
+{
+  return rlx_msg_lineage_same_fork (&self->id, other);
+}
+
+/* 64 random bits, never 0 (0 is "none"). */
+static guint64
+random_id (void)
+{
+  guint64 v;
+
+  do
+    v = ((guint64) g_random_int () << 32) | g_random_int ();
+  while (v == 0);
+  return v;
+}
+
+void
+rlx_lineage_found (RlxLineage *self, guint64 lin, guint64 base)
+{
+  self->id.lin = lin ? lin : random_id ();
+  self->id.fork = random_id ();
+  self->id.base = base;
+  self->term_base = base;
+  self->changing = FALSE;
+  g_clear_pointer (&self->rule, g_free);
+}
+
+void
+rlx_lineage_lead_on (RlxLineage *self, guint64 applied)
+{
+  self->term_base = applied;
+  self->changing = FALSE;
+  g_clear_pointer (&self->rule, g_free);
 }
 
 void
@@ -135,8 +179,11 @@ rlx_lineage_adopted (RlxLineage *self, const char *from, const RlxMsgSnapshot *s
                                        : "the cohort this node was cut off from is kept");
         }
     }
-  if (self->changing)
-    self->term_base = applied;   /* the adopted lineage's term from here */
+  /* The sender's lineage and term from here: its term began at its term
+   * base (a node that joined a group late still reports from where that
+   * group's own steps began when it yields: chaos.py --cuts seed 75). */
+  self->id = s->lineage;
+  self->term_base = MIN (s->tbase, applied);
   self->changing = FALSE;
   g_clear_pointer (&self->rule, g_free);
   return e;

@@ -14,6 +14,9 @@
  *   rule        why the other group was kept (the "merged" event says it)
  *   former      the members that followed this node when its group
  *               yielded: told who leads once the winner announces its term
+ *   identity    the lineage and fork of this node's state (RlxMsgLineage;
+ *               docs/PROTOCOL.md, "Lineages"): made when it founds, taken
+ *               from a snapshot it adopts
  *
  * State only: the coordinator decides the merge (rlx-coordinator-roles.c)
  * and the follower (rlx-follower.h) adopts the snapshot.
@@ -44,6 +47,18 @@ void        rlx_lineage_yield       (RlxLineage *self, char *rule, GPtrArray *fo
 /* The members to tell (taken), or NULL. */
 GPtrArray  *rlx_lineage_take_former (RlxLineage *self);
 
+/* The identity of this node's state (all zero before it founds or joins). */
+const RlxMsgLineage *rlx_lineage_id (RlxLineage *self);
+/* Whether @other is of this node's fork (terms comparable). */
+gboolean    rlx_lineage_same_fork   (RlxLineage *self, const RlxMsgLineage *other);
+/* This node founds a new fork at step @base: of lineage @lin (a resume:
+ * the checkpoint's), else of a new lineage (@lin 0); its term base is
+ * @base. */
+void        rlx_lineage_found       (RlxLineage *self, guint64 lin, guint64 base);
+/* This node leads on alone in its fork with the state it holds, at
+ * @applied (its term base; a merge it was following is over). */
+void        rlx_lineage_lead_on     (RlxLineage *self, guint64 applied);
+
 /* A new term began with this node's replica at @applied: it is the base,
  * unless this node is changing lineage (the steps since its own term
  * began are what the merge discards). */
@@ -57,7 +72,7 @@ guint64     rlx_lineage_term_base   (RlxLineage *self);
  * step), and its term base was @term_base.
  * Returns the "merged" event when steps of ours were discarded (or the
  * lineage changed) — always when @had is past the snapshot's step — else NULL; from here the lineage is the snapshot's
- * (its term base @applied when it changed). */
+ * (its identity, and its term base the sender's: where that term began). */
 RlxEvent   *rlx_lineage_adopted     (RlxLineage *self, const char *from,
                                      const RlxMsgSnapshot *s, guint64 had, gint64 common,
                                      gint64 sparse_common, guint64 term_base,

@@ -40,6 +40,9 @@ static const RlxMsgField hello_fields[] = {
   { "members",    F_UINT,      REQ, AT (hello, members),    RLX_MSG_MAX_MEMBERS, 0, NULL, 0, NULL },
   { "checkpoint", F_UINT,      OPT, AT (hello, checkpoint), MAX_STEP, 0, NULL, 0, NULL },
   { "join_only",  F_BOOL,      OPT, AT (hello, join_only),  0, 0, NULL, 0, NULL },
+  { "lin",        F_HASH,      OPT, AT (hello, lineage.lin),  0, 0, NULL, W_IF_SET, NULL },
+  { "fork",       F_HASH,      OPT, AT (hello, lineage.fork), 0, 0, NULL, 0, "lin" },
+  { "fbase",      F_UINT,      OPT, AT (hello, lineage.base), MAX_STEP, 0, NULL, 0, "lin" },
 };
 
 static const RlxMsgField refuse_fields[] = {
@@ -50,6 +53,9 @@ static const RlxMsgField leader_fields[] = {
   { "leader", F_ID,   REQ, AT (leader, leader), 0, 0, NULL, 0, NULL },
   { "term",   F_UINT, REQ, AT (leader, term),   MAX_STEP, 0, NULL, 0, NULL },
   { "step",   F_UINT, REQ, AT (leader, step),   MAX_STEP, 0, NULL, 0, NULL },
+  { "lin",    F_HASH, OPT, AT (leader, lineage.lin),  0, 0, NULL, W_IF_SET, NULL },
+  { "fork",   F_HASH, OPT, AT (leader, lineage.fork), 0, 0, NULL, 0, "lin" },
+  { "fbase",  F_UINT, OPT, AT (leader, lineage.base), MAX_STEP, 0, NULL, 0, "lin" },
 };
 
 static const RlxMsgField join_fields[] = {
@@ -69,6 +75,10 @@ static const RlxMsgField snapshot_fields[] = {
   { "pos",         F_UINT,   REQ, AT (snapshot, pos),         MAX_U32, 0, NULL, 0, NULL },
   { "loss",        F_NUM,    REQ, AT (snapshot, loss),        0, 0, NULL, W_FINITE, NULL },
   { "members",     F_IDS,    REQ, AT (snapshot, members),     RLX_MSG_MAX_MEMBERS, 0, NULL, 0, NULL },
+  { "lin",         F_HASH,   OPT, AT (snapshot, lineage.lin),  0, 0, NULL, W_IF_SET, NULL },
+  { "fork",        F_HASH,   OPT, AT (snapshot, lineage.fork), 0, 0, NULL, 0, "lin" },
+  { "fbase",       F_UINT,   OPT, AT (snapshot, lineage.base), MAX_STEP, 0, NULL, 0, "lin" },
+  { "tbase",       F_UINT,   OPT, AT (snapshot, tbase),       MAX_STEP, 0, NULL, 0, NULL },
   { "hashes_from", F_UINT,   OPT, AT (snapshot, hashes_from), MAX_STEP, 0, NULL, 0, "hashes" },
   { "hashes",      F_HASHES, OPT, AT (snapshot, hashes),      0, 0, NULL, W_IF_SET, NULL },
   { "sparse",      F_HASHES, OPT, AT (snapshot, sparse),      0, 0, NULL, W_IF_SET, NULL },

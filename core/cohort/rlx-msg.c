@@ -800,3 +800,9 @@ rlx_msg_clear (RlxMsg *msg)
     }
   memset (msg, 0, sizeof *msg);
 }
+
+gboolean
+rlx_msg_lineage_same_fork (const RlxMsgLineage *a, const RlxMsgLineage *b)
+{
+  return a->lin != 0 && a->lin == b->lin && a->fork == b->fork && a->base == b->base;
+}

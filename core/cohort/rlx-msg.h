@@ -24,7 +24,10 @@
 G_BEGIN_DECLS
 
 /* What hello's "v" says; docs/PROTOCOL.md names the same (the `protocol`
- * test checks it). 5: an outer round's slots run over the epoch's end (a
+ * test checks it). 6: a lineage's identity in hello, leader and snapshot
+ * (terms compare only within one founding), and where the step after a
+ * commit begins in its step frame; 5: an outer round's slots run over the
+ * epoch's end (a
  * slot's start at or past it is in the next epoch's permutation); 4: the
  * sync mode in step frames (outer rounds); 3: parameter hash chunks of
  * 1024 elements; 2: acknowledged
@@ -98,6 +101,19 @@ const float *rlx_msg_array_f32 (const RlxMsgArray *a);
 void rlx_msg_array_clear  (RlxMsgArray *a);
 void rlx_msg_array_copy   (RlxMsgArray *dst, const RlxMsgArray *src);
 
+/* Which founding a node's state and terms belong to (docs/PROTOCOL.md,
+ * "Lineages"): @lin names the lineage (random, kept in checkpoints, so a
+ * resume continues it), @fork the founding (random, new at every founding
+ * from nothing or from a checkpoint), @base the step that founding began
+ * at. Terms are comparable only between nodes of one fork (the same three);
+ * all zero: none (a node that never founded or joined). */
+typedef struct {
+  guint64 lin, fork, base;
+} RlxMsgLineage;
+
+/* Both of one fork (terms comparable): neither is none. */
+gboolean rlx_msg_lineage_same_fork (const RlxMsgLineage *a, const RlxMsgLineage *b);
+
 /* hello: the first frame each way on every link. */
 typedef struct {
   gint64       version;
@@ -111,14 +127,16 @@ typedef struct {
   guint        members;       /* size of its cohort (leader or member), else 0 */
   guint64      checkpoint;    /* newest checkpoint step it can resume, 0: none */
   gboolean     join_only;     /* it never founds a cohort */
+  RlxMsgLineage lineage;      /* of its state (none: it never founded or joined) */
 } RlxMsgHello;
 
 typedef struct { char *reason; } RlxMsgRefuse;
 
-/* leader: @leader leads @term from @step on. */
+/* leader: @leader leads @term of @lineage's fork from @step on. */
 typedef struct {
   char   *leader;
   guint64 term, step;
+  RlxMsgLineage lineage;
 } RlxMsgLeader;
 
 /* join: admission, or a fresh snapshot (@reason says why). */
@@ -137,6 +155,8 @@ typedef struct {
   guint      epoch, pos;
   double     loss;
   GPtrArray *members;        /* char*, seniority order */
+  RlxMsgLineage lineage;      /* the sender's */
+  guint64    tbase;           /* the sender's step when its term began (its term base) */
   guint64    hashes_from;     /* step of hashes[0] */
   GArray    *hashes;          /* guint64: the sender's hashes of steps hashes_from… */
   GArray    *sparse;          /* guint64: its hashes of steps hashes_from − 64 × 2^k, k = 0… */

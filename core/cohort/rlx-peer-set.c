@@ -405,6 +405,7 @@ take_hello (RlxPeer *p, const RlxMsg *m)
   p->members = h->members;
   p->checkpoint = h->checkpoint;
   p->join_only = h->join_only;
+  p->lineage = h->lineage;
   p->ready = TRUE;
 }
 

@@ -47,6 +47,7 @@ typedef struct {
   guint64         term, step, checkpoint;
   guint           members;
   gboolean        join_only;
+  RlxMsgLineage   lineage;      /* of its state (and of its leader's announcements) */
   /* what our own first hello on this link said, for the merge rule (both
    * sides must judge with the same numbers; noted by the coordinator right
    * after rlx_peer_set_add_link) */

@@ -74,8 +74,9 @@ test_founder (void)
   g_assert_cmpint (rlx_leadership_pick_founder (c, 0), ==, -1);
 }
 
-/* More members, then more committed steps, then the smaller leader id; both
- * sides of a merge reach the same verdict. */
+/* More members, then (between forks of one lineage) the older fork that
+ * holds steps past the newer one's start, then more committed steps, then
+ * the smaller leader id; both sides of a merge reach the same verdict. */
 static void
 test_merge_rule (void)
 {
@@ -91,6 +92,27 @@ test_merge_rule (void)
   g_assert_cmpint (rlx_leadership_merge_compare (&small, &tie), >, 0);
   g_assert_cmpint (rlx_leadership_merge_compare (&tie, &small), <, 0);
   g_assert_cmpstr (rlx_leadership_merge_reason (&tie, &small), ==, "smaller leader id");
+  /* Between two forks of one lineage, on a tie of members: the older fork
+   * when it holds steps past where the newer began (a resume never
+   * outranks the lineage's newer committed steps), whatever the step
+   * counts; else the steps decide (docs/PROTOCOL.md, "Lineages") */
+  {
+    RlxGroupInfo live = { "q", 1, 900, { 7, 1, 0 } }, resumed = { "a", 1, 5000, { 7, 2, 600 } };
+    RlxGroupInfo stale = { "q", 1, 500, { 7, 1, 0 } }, other = { "q", 1, 900, { 8, 1, 0 } };
+    RlxGroupInfo more = { "b", 2, 10, { 7, 2, 600 } };
+
+    g_assert_cmpint (rlx_leadership_merge_compare (&live, &resumed), >, 0);
+    g_assert_cmpint (rlx_leadership_merge_compare (&resumed, &live), <, 0);
+    g_assert_cmpstr (rlx_leadership_merge_reason (&resumed, &live), ==,
+                     "committed steps past where the other's fork began");
+    /* nothing past the newer fork's base: the steps */
+    g_assert_cmpint (rlx_leadership_merge_compare (&stale, &resumed), <, 0);
+    g_assert_cmpstr (rlx_leadership_merge_reason (&stale, &resumed), ==, "more committed steps");
+    /* another lineage: the steps */
+    g_assert_cmpint (rlx_leadership_merge_compare (&other, &resumed), <, 0);
+    /* members first */
+    g_assert_cmpint (rlx_leadership_merge_compare (&more, &live), >, 0);
+  }
   /* A claim counts only as far as it can be checked (issue 29, item 9):
    * members up to those seen, steps (with a follower) up to twice what a
    * follower holds plus the slack; a group of one keeps its own word. */

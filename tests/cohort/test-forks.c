@@ -58,6 +58,20 @@
  *   /cohort/forks/failover-skips-silent   a new leader's first round gives
  *       no slot to a member silent for two heartbeats when it takes over
  *       (chaos.py --cuts seed 93: the first commit 2.2 s after a takeover).
+ *   /cohort/forks/resumed-founder-yields   a node that resumes the
+ *       lineage's checkpoint and founds while the leader that wrote it is
+ *       cut off and frozen, and that races past that leader's step, yields
+ *       when they meet (one member each): the live leader holds committed
+ *       steps past where the resumed fork began. The resumed side reports
+ *       "merged", the live one loses nothing (issue 29, item 13: a resumed
+ *       founder outranked members that held 107 newer committed steps).
+ *   /cohort/forks/other-fork-announcement   a leader hears a leader of
+ *       another fork (a group founded from its checkpoint) announce itself
+ *       at the same term: terms of two foundings are not comparable, so
+ *       the merge rule decides, instead of the announcement being taken
+ *       for a stale one of its own fork and the two leading side by side,
+ *       linked (chaos.py --duration 3600 --seed 60: a founding at term 1
+ *       beside a cohort at term 232).
  */
 #include "rlx-config.h"
 #include "cohort-harness.h"
@@ -784,6 +798,141 @@ test_failover_skips_silent (void)
   harness_free (h);
 }
 
+/* z founds and a joins; z dies and a leads on alone (term 2), writing a
+ * checkpoint as it takes over; returns its step (where a resume of the
+ * lineage's checkpoint begins). */
+static gint64
+lead_on_alone (Harness *h, const char *cohort, Node **z, Node **a, const char *a_arg,
+               const char *a_val)
+{
+  int i;
+
+  *z = harness_join (h, "z", "--cohort", cohort, "--node", "z", "--batch", "8", "--steps",
+                     "100000000", "--checkpoint-every", "0", "--wait-members", "2", NULL);
+  harness_wait_event (h, *z, "joined", NULL, 0, T);
+  *a = harness_join (h, "a", "--cohort", cohort, "--node", "a", "--batch", "8", "--steps",
+                     "100000000", "--checkpoint-every", "0", a_arg, a_val, NULL);
+  harness_wait_event (h, *a, "joined", NULL, 0, T);
+  harness_wait_event (h, *a, "step", "step", 30, T);
+  node_kill (*z, SIGKILL);
+  i = harness_wait_event (h, *a, "leader", "term", 2, T);
+  g_assert_cmpstr (ev_str (node_ev (*a, i), "node"), ==, "a");
+  i = harness_wait_event (h, *a, "checkpoint", NULL, 0, T);
+  return ev_int (node_ev (*a, i), "step");
+}
+
+/* Whether @n reported "merged" (from event @from on). */
+static gboolean
+merged_since (Node *n, guint from)
+{
+  return node_find_event (n, "merged", from) >= 0;
+}
+
+static void
+test_resumed_founder_yields (void)
+{
+  Harness *h = harness_new ();
+  g_autofree char *cut = g_build_filename (h->dir, "partition", NULL);
+  Node *z, *a, *x;
+  gint64 ckpt, frozen, raced, from, to, parted;
+  int i;
+
+  ckpt = lead_on_alone (h, "resumed", &z, &a, "--fault-partition", cut);
+  harness_wait_event (h, a, "step", "step", ckpt + 300, T);
+  /* a is cut off from x, and stands still */
+  g_assert_true (g_file_set_contents (cut, "a\nx\n", -1, NULL));
+  node_kill (a, SIGSTOP);
+  harness_pause (500);
+  frozen = node_max_step (a);
+  g_assert_cmpint (frozen, >, ckpt);
+  /* x resumes a's checkpoint, founds, and goes past a's step */
+  /* (it founds once it has waited 10 heartbeat timeouts for the frozen a) */
+  x = harness_join (h, "x", "--cohort", "resumed", "--node", "x", "--batch", "8", "--steps",
+                    "100000000", "--checkpoint-every", "0", "--heartbeat-timeout-ms", "1500",
+                    "--fault-partition", cut, NULL);
+  i = harness_wait_event (h, x, "resumed", NULL, 0, T);
+  g_assert_cmpint (ev_int (node_ev (x, i), "step"), ==, ckpt);
+  harness_wait_event (h, x, "joined", NULL, 0, T);
+  harness_wait_event (h, x, "step", "step", frozen + 3000, T);
+  /* they meet: a thaws and the cut goes */
+  g_assert_cmpint (g_unlink (cut), ==, 0);
+  node_kill (a, SIGCONT);
+  i = node_wait_event (x, "merged", NULL, 0, 0, T);
+  raced = node_max_step (x);
+  if (i < 0 || merged_since (a, 0))
+    {
+      harness_dump (h);
+      g_error ("x, which resumed a's checkpoint of step %" G_GINT64_FORMAT " and went on to "
+               "step %" G_GINT64_FORMAT ", did not yield to a, which held the lineage's steps "
+               "to %" G_GINT64_FORMAT, ckpt, raced, frozen);
+    }
+  from = ev_int (node_ev (x, i), "from_step");
+  to = ev_int (node_ev (x, i), "to_step");
+  g_assert_nonnull (strstr (ev_str (node_ev (x, i), "rule"), "where the other's fork began"));
+  /* x goes on from a's state; where their histories part (x replays a's
+   * steps from the checkpoint exactly for a while: one process, the same
+   * data order) is in what x reports */
+  harness_wait_event (h, x, "step", "step", node_max_step (a) + 50, T);
+  parted = parted_at (a, x, to);
+  g_test_message ("checkpoint %" G_GINT64_FORMAT ", a frozen at %" G_GINT64_FORMAT
+                  ", parted at %" G_GINT64_FORMAT "; x discarded %" G_GINT64_FORMAT
+                  "..%" G_GINT64_FORMAT " (%s)", ckpt, frozen, parted, from, to,
+                  ev_str (node_ev (x, i), "rule"));
+  g_assert_cmpint (parted, >, ckpt);
+  g_assert_cmpint (from, <=, parted);
+  g_assert_cmpint (to, >=, frozen + 3000);
+  g_assert_false (merged_since (a, 0));
+  leave_all (h, x, a, NULL);
+  harness_free (h);
+}
+
+static void
+test_other_fork_announcement (void)
+{
+  Harness *h = harness_new ();
+  g_autofree char *cut = g_build_filename (h->dir, "partition", NULL);
+  Node *z, *a, *x, *y;
+  guint mark_a, mark_y;
+  gboolean met = FALSE;
+  int i;
+
+  lead_on_alone (h, "otherfork", &z, &a, "--fault-unlinked", "x");
+  /* x resumes a's checkpoint and founds, never linked to a; y joins x and
+   * links to a only afterwards, as x's member */
+  x = harness_join (h, "x", "--cohort", "otherfork", "--node", "x", "--batch", "8", "--steps",
+                    "100000000", "--checkpoint-every", "0", "--wait-members", "2",
+                    "--fault-unlinked", "a", NULL);
+  harness_wait_event (h, x, "resumed", NULL, 0, T);
+  g_assert_true (g_file_set_contents (cut, "x y\n", -1, NULL));
+  y = harness_join (h, "y", "--cohort", "otherfork", "--node", "y", "--batch", "8", "--steps",
+                    "100000000", "--checkpoint-every", "0", "--fault-partition", cut, NULL);
+  harness_wait_event (h, y, "joined", NULL, 0, T);
+  i = harness_wait_event (h, y, "leader", NULL, 0, T);
+  g_assert_cmpstr (ev_str (node_ev (y, i), "node"), ==, "x");
+  harness_wait_event (h, y, "step", "step", node_max_step (y) + 30, T);
+  g_assert_cmpint (g_unlink (cut), ==, 0);
+  harness_pause (2000);
+  /* x dies: y leads its fork at term 2 — a's term — and says so to a */
+  mark_a = a->events->len;
+  mark_y = y->events->len;
+  node_kill (x, SIGKILL);
+  i = harness_wait_event (h, y, "leader", "term", 2, T);
+  g_assert_cmpstr (ev_str (node_ev (y, i), "node"), ==, "y");
+  for (gint64 waited = 0; !met && waited < 10000; waited += 250)
+    {
+      harness_pause (250);
+      met = merged_since (a, mark_a) || merged_since (y, mark_y);
+    }
+  if (!met)
+    {
+      harness_dump (h);
+      g_error ("a (term 2) and y (term 2 of a fork founded from a's checkpoint), linked, led "
+               "side by side for 10 s: a took y's announcement for one of its own fork's");
+    }
+  leave_all (h, y, a, NULL);
+  harness_free (h);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -807,5 +956,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/forks/unlinked-leaders-meet", test_unlinked_leaders_meet);
   g_test_add_func ("/cohort/forks/frozen-member-gets-no-slot", test_frozen_member_gets_no_slot);
   g_test_add_func ("/cohort/forks/failover-skips-silent", test_failover_skips_silent);
+  g_test_add_func ("/cohort/forks/resumed-founder-yields", test_resumed_founder_yields);
+  g_test_add_func ("/cohort/forks/other-fork-announcement", test_other_fork_announcement);
   return g_test_run ();
 }

@@ -36,6 +36,51 @@ test_term_base (void)
   rlx_lineage_free (l);
 }
 
+/* A founding makes a new fork (of the checkpoint's lineage, or a new one)
+ * that begins at its step; a node takes the identity and the term base of
+ * the snapshot it adopts: the sender's, where its term began (chaos.py
+ * --cuts seed 75: a node that joined a group late reported only from where
+ * its own hashes began when the group yielded). */
+static void
+test_identity (void)
+{
+  RlxLineage *l = rlx_lineage_new ();
+  RlxMsgSnapshot s = { 0 };
+  RlxMsgLineage first;
+  RlxEvent *e;
+
+  g_assert_cmpuint (rlx_lineage_id (l)->lin, ==, 0);
+  g_assert_false (rlx_lineage_same_fork (l, rlx_lineage_id (l)));
+  rlx_lineage_found (l, 0, 0);
+  first = *rlx_lineage_id (l);
+  g_assert_cmpuint (first.lin, !=, 0);
+  g_assert_cmpuint (first.fork, !=, 0);
+  g_assert_cmpuint (first.base, ==, 0);
+  g_assert_true (rlx_lineage_same_fork (l, &first));
+  /* a resume of that lineage's checkpoint: the lineage goes on, a new fork
+   * at the checkpoint's step */
+  rlx_lineage_found (l, first.lin, 300);
+  g_assert_cmpuint (rlx_lineage_id (l)->lin, ==, first.lin);
+  g_assert_cmpuint (rlx_lineage_id (l)->fork, !=, first.fork);
+  g_assert_cmpuint (rlx_lineage_id (l)->base, ==, 300);
+  g_assert_cmpuint (rlx_lineage_term_base (l), ==, 300);
+  g_assert_false (rlx_lineage_same_fork (l, &first));
+  /* leading on with the state held: the fork stays */
+  rlx_lineage_lead_on (l, 420);
+  g_assert_cmpuint (rlx_lineage_id (l)->base, ==, 300);
+  g_assert_cmpuint (rlx_lineage_term_base (l), ==, 420);
+
+  /* a snapshot of the first fork, whose sender's term began at 120 */
+  s.step = 500;
+  s.lineage = first;
+  s.tbase = 120;
+  e = rlx_lineage_adopted (l, "L", &s, 0, -1, -1, 0, 0, 500);
+  g_assert_null (e);
+  g_assert_true (rlx_lineage_same_fork (l, &first));
+  g_assert_cmpuint (rlx_lineage_term_base (l), ==, 120);
+  rlx_lineage_free (l);
+}
+
 static void
 test_adopted (void)
 {
@@ -103,11 +148,14 @@ test_adopted (void)
   rlx_lineage_term_began (l, 5);
   rlx_lineage_yield (l, g_strdup ("the larger group is kept"),
                      g_ptr_array_new_with_free_func (g_free));
+  s.tbase = 14;
   check_merged (rlx_lineage_adopted (l, "L", &s, 9, -1, 2, 5, 0, 20), 7, 3, 9, FALSE,
                 "the larger group is kept");
-  /* the adopted lineage's term from its step; the rule was for that merge */
+  /* the adopted lineage's term, from where the sender's began; the rule
+   * was for that merge */
   g_assert_false (rlx_lineage_is_changing (l));
-  g_assert_cmpuint (rlx_lineage_term_base (l), ==, 20);
+  g_assert_cmpuint (rlx_lineage_term_base (l), ==, 14);
+  s.tbase = 0;
 
   /* no step matched although the snapshot's hashes cover our first one
    * (step 3): we parted before it */
@@ -144,6 +192,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/cohort/lineage/term-base", test_term_base);
+  g_test_add_func ("/cohort/lineage/identity", test_identity);
   g_test_add_func ("/cohort/lineage/adopted", test_adopted);
   g_test_add_func ("/cohort/lineage/former", test_former);
   return g_test_run ();

@@ -214,6 +214,9 @@ test_bounds (void)
     { "hello", "role", "\"boss\"", "member \"role\" = \"boss\" is not a role" },
     { "hello", "join_only", "1", "member \"join_only\" is not true or false" },
     { "hello", "leader", "\"\"", "member \"leader\" is empty" },
+    { "hello", "lin", "\"00ab\"", "member \"lin\" is not 16 lowercase hex digits" },
+    { "leader", "fbase", "-1", "member \"fbase\" = -1 is outside 0..9223372036854775807" },
+    { "snapshot", "tbase", "-1", "member \"tbase\" = -1 is outside 0..9223372036854775807" },
     { "refuse", "reason", s2049, "member \"reason\" is longer than 2048 bytes or not UTF-8" },
     { "join", "hash", "\"0123456789ABCDEF\"", "member \"hash\" is not 16 lowercase hex digits" },
     { "ack", "ohash", "\"fedcba987654321\"", "member \"ohash\" is not 16 lowercase hex digits" },
@@ -371,7 +374,18 @@ test_build (void)
   m.u.snapshot.hashes_from = 4;
   assert_header (&m, "{\"t\":\"snapshot\",\"node\":\"a\",\"term\":0,\"leader\":\"\",\"step\":0,"
                  "\"hash\":\"0000000000000000\",\"seed\":\"\",\"epoch\":0,\"pos\":0,\"loss\":0.0,"
-                 "\"members\":[]}");
+                 "\"members\":[],\"tbase\":0}");
+
+  /* a lineage's identity: written only when there is one */
+  rlx_msg_init (&m, RLX_MSG_LEADER, "a");
+  m.u.leader.leader = g_strdup ("b");
+  m.u.leader.term = 2;
+  m.u.leader.lineage = (RlxMsgLineage) { 0xab, 0xcd, 300 };
+  assert_header (&m, "{\"t\":\"leader\",\"node\":\"a\",\"leader\":\"b\",\"term\":2,\"step\":0,"
+                 "\"lin\":\"00000000000000ab\",\"fork\":\"00000000000000cd\",\"fbase\":300}");
+  rlx_msg_init (&m, RLX_MSG_LEADER, "a");
+  m.u.leader.leader = g_strdup ("b");
+  assert_header (&m, "{\"t\":\"leader\",\"node\":\"a\",\"leader\":\"b\",\"term\":0,\"step\":0}");
 
   rlx_msg_init (&m, RLX_MSG_GRAD, "b");
   m.u.grad.loss = NAN;

@@ -80,22 +80,21 @@ random_id (void)
 }
 
 void
-rlx_lineage_found (RlxLineage *self, guint64 lin, guint64 base)
-{
-  self->id.lin = lin ? lin : random_id ();
-  self->id.fork = random_id ();
-  self->id.base = base;
-  self->term_base = base;
-  self->changing = FALSE;
-  g_clear_pointer (&self->rule, g_free);
-}
-
-void
 rlx_lineage_lead_on (RlxLineage *self, guint64 applied)
 {
   self->term_base = applied;
   self->changing = FALSE;
   g_clear_pointer (&self->rule, g_free);
+  g_clear_pointer (&self->former, g_ptr_array_unref);
+}
+
+void
+rlx_lineage_found (RlxLineage *self, guint64 lin, guint64 base)
+{
+  self->id.lin = lin ? lin : random_id ();
+  self->id.fork = random_id ();
+  self->id.base = base;
+  rlx_lineage_lead_on (self, base);
 }
 
 void

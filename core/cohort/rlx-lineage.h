@@ -56,7 +56,8 @@ gboolean    rlx_lineage_same_fork   (RlxLineage *self, const RlxMsgLineage *othe
  * @base. */
 void        rlx_lineage_found       (RlxLineage *self, guint64 lin, guint64 base);
 /* This node leads on alone in its fork with the state it holds, at
- * @applied (its term base; a merge it was following is over). */
+ * @applied (its term base; a merge it was following is over, and the
+ * members it had when it yielded are no longer told who leads). */
 void        rlx_lineage_lead_on     (RlxLineage *self, guint64 applied);
 
 /* A new term began with this node's replica at @applied: it is the base,

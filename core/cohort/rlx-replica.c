@@ -594,11 +594,22 @@ gint64
 rlx_replica_agrees_until (RlxReplica *self, const RlxMsgSnapshot *s, gint64 *sparse_common)
 {
   gint64 common = s->hashes ? rlx_replica_common_step (self, s->hashes_from, s->hashes) : -1;
+  guint64 mine;
+
+  /* The snapshot's own state is the newest step of its history. The dense
+   * window ends at the step the member's join said, and a member that
+   * caught up since (the answer to an earlier join, at the same step,
+   * crossed this one) may be at the snapshot's state already: by the
+   * window alone it parted after the window's end, and reported its steps
+   * since as discarded (a false "merged" in
+   * /cohort/forks/long-split-reports-from-split). */
+  if ((gint64) s->step > common && rlx_replica_hash_at (self, s->step, &mine) && mine == s->hash)
+    common = (gint64) s->step;
 
   *sparse_common = -1;
   for (guint k = 0; s->sparse && k < s->sparse->len && k < RLX_MSG_SPARSE_MAX; k++)
     {
-      guint64 back = (guint64) RLX_MSG_SPARSE_BASE << k, mine;
+      guint64 back = (guint64) RLX_MSG_SPARSE_BASE << k;
 
       if (s->hashes_from < back)
         break;

@@ -102,9 +102,12 @@ void          rlx_replica_load         (RlxReplica *self, guint64 step, const Rl
 void          rlx_replica_load_snapshot (RlxReplica *self, const RlxMsgSnapshot *s,
                                          gint64 keep_until, RlxReplicaDone done,
                                          gpointer user_data);
-/* The last step of @s's hashes at which this history agrees with them
- * (rlx_replica_common_step, -1: none), and in *@sparse_common the newest of
- * its sparse steps at which it does (-1: none). */
+/* The last step of @s's history at which this one agrees with it: of its
+ * hashes (rlx_replica_common_step), or its own step when this history has
+ * @s's hash there (the dense window may end before it: it ends at the step
+ * a join said, and a member that caught up meanwhile is past that); -1:
+ * none. In *@sparse_common the newest of its sparse steps at which it does
+ * (-1: none). */
 gint64        rlx_replica_agrees_until  (RlxReplica *self, const RlxMsgSnapshot *s,
                                          gint64 *sparse_common);
 /* Replace the parameters with @params (taken), at @step; hashed by the

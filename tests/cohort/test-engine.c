@@ -537,6 +537,14 @@ test_replica_history (void)
     g_assert_cmpuint (from, ==, 20);
     g_assert_cmpuint (win->len, ==, 5);
     g_assert_cmpuint (g_array_index (win, guint64, 4), ==, 7024);
+    /* The same state again, its window ending at step 24 (the step of a
+     * join that crossed the first answer): it agrees at its own step, 40,
+     * not only up to the window's end — else the member reports steps
+     * 25..40 discarded. Another state at 40 agrees up to 24 only. */
+    g_assert_cmpint (rlx_replica_agrees_until (r, ss, &sparse_common), ==, 40);
+    ss->hash ^= 1;
+    g_assert_cmpint (rlx_replica_agrees_until (r, ss, &sparse_common), ==, 24);
+    ss->hash ^= 1;
     /* a plain load starts the history anew */
     rlx_replica_load (r, 50, &ss->params, ss->hash, 0, 0, on_applied, &done);
     wait_replica (r, w);

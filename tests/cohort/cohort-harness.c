@@ -43,6 +43,7 @@ harness_new (void)
   g_assert_cmpint (g_mkdir (h->data_dir, 0700), ==, 0);
   h->nodes = g_ptr_array_new ();
   h->env = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  h->started = g_get_monotonic_time ();
   return h;
 }
 
@@ -179,6 +180,7 @@ spawn_argv (Harness *h, const char *label, GPtrArray *argv)
   n->events = g_ptr_array_new_with_free_func ((GDestroyNotify) json_object_unref);
   n->times = g_array_new (FALSE, FALSE, sizeof (gint64));
   n->spawned = g_get_monotonic_time ();
+  n->t0 = h->started;
   n->proc = g_subprocess_launcher_spawnv (l, (const char * const *) argv->pdata, &error);
   g_assert_no_error (error);
   n->out = g_data_input_stream_new (g_subprocess_get_stdout_pipe (n->proc));
@@ -431,7 +433,9 @@ node_dump (Node *n)
       g_autofree char *line = json_to_string (node, FALSE);
       if (g_strcmp0 (ev_str (o, "event"), "step") == 0 && i > 4 && i + 6 < n->events->len)
         continue;
-      g_string_append_printf (s, "  %s\n", line);
+      g_string_append_printf (s, "  %+.3f %s\n",
+                              (double) (g_array_index (n->times, gint64, i) - n->t0) / G_USEC_PER_SEC,
+                              line);
     }
   return g_string_free (s, FALSE);
 }

@@ -19,6 +19,7 @@ typedef struct {
   GPtrArray        *events;      /* JsonObject*, in arrival order */
   GArray           *times;       /* gint64 monotonic µs of each event */
   gint64            spawned;     /* monotonic µs */
+  gint64            t0;          /* monotonic µs its harness began (node_dump's times) */
   gboolean          eof;
   gboolean          exited;
   gboolean          signaled;
@@ -32,6 +33,7 @@ typedef struct {
   char       *data_dir;
   GPtrArray  *nodes;             /* Node* */
   GHashTable *env;               /* extra environment of later spawns */
+  gint64      started;           /* monotonic µs */
 } Harness;
 
 Harness    *harness_new        (void);
@@ -65,7 +67,8 @@ const char *node_id            (Node *n);     /* from its "joined" event, or NUL
 GHashTable *node_step_hashes   (Node *n);
 gint64      node_max_step      (Node *n);
 gboolean    node_exited_ok     (Node *n);
-/* Events of @n as text, for failure messages. */
+/* Events of @n as text, each after its arrival time (seconds since the
+ * harness began), for failure messages. */
 char       *node_dump          (Node *n);
 
 /* Every node's events into the test log (for a failure). */

@@ -37,6 +37,17 @@
 
 #define HANDSHAKE_PREFIX     "rlx-bus/1 "
 #define HANDSHAKE_TIMEOUT_MS 5000
+/* Incoming connections that have not said hello, at most. The socket's
+ * directory is 0700 and the peer's uid is checked, but a process of the
+ * same user could open any number (each a link, its buffers and sources,
+ * for HANDSHAKE_TIMEOUT_MS). One more closes the oldest: a real node's
+ * hello follows its connect at once, so silent connections, however many,
+ * cannot keep it out. A cohort has at most a few dozen nodes per host. */
+#define MAX_PRE_HELLO        64
+/* accept() failed (out of descriptors): stop watching the listener for
+ * this long, doubling up to the most, instead of spinning on it. */
+#define ACCEPT_BACKOFF_MIN_MS 50
+#define ACCEPT_BACKOFF_MAX_MS 1000
 #define RETRY_MIN_MS         100
 #define RETRY_MAX_MS         2000
 #define MAX_NAME             64
@@ -74,6 +85,9 @@ struct _RlxLocalBus
 
   GSource      *retry_source;
   guint         retry_ms;
+  GSource      *accept_retry;    /* accept() failed: watch the listener again */
+  guint         accept_backoff_ms;
+  guint64       pre_hello_closed; /* incoming connections closed for MAX_PRE_HELLO */
 };
 
 struct _Conn
@@ -87,6 +101,7 @@ struct _Conn
   gulong       frame_id;
   gulong       closed_id;
   GSource     *timeout;
+  gint64       since;            /* monotonic µs it was made */
 };
 
 G_DEFINE_FINAL_TYPE (RlxLocalBus, rlx_local_bus, G_TYPE_OBJECT)
@@ -488,6 +503,7 @@ conn_new (RlxLocalBus *self, RlxLink *link, const char *peer_id, gboolean is_out
   conn->link = link;   /* takes the reference */
   conn->peer_id = g_strdup (peer_id);
   conn->is_outgoing = is_outgoing;
+  conn->since = g_get_monotonic_time ();
   conn->frame_id = g_signal_connect (link, "frame",
                                      is_outgoing ? G_CALLBACK (on_outgoing_handshake)
                                                  : G_CALLBACK (on_incoming_handshake),
@@ -625,6 +641,73 @@ schedule_retry (RlxLocalBus *self)
   g_source_attach (self->retry_source, self->context);
 }
 
+/* Close the incoming connection that has waited longest for its hello. */
+static void
+drop_oldest_pre_hello (RlxLocalBus *self, const char *why)
+{
+  Conn *oldest = NULL;
+  guint64 n;
+
+  for (guint i = 0; i < self->incoming->len; i++)
+    {
+      Conn *c = self->incoming->pdata[i];
+
+      if (oldest == NULL || c->since < oldest->since)
+        oldest = c;
+    }
+  if (oldest == NULL)
+    return;
+  /* said the first time, then at every power of ten */
+  for (n = ++self->pre_hello_closed; n % 10 == 0; n /= 10)
+    ;
+  if (n == 1)
+    g_message ("local bus %s: %s; closed the connection that waited longest for its hello "
+               "(%" G_GUINT64_FORMAT " so far)", self->node_id, why, self->pre_hello_closed);
+  conn_drop (self, oldest);
+}
+
+static gboolean on_incoming (GSocket *listener, GIOCondition condition, gpointer user_data);
+
+static void
+watch_listener (RlxLocalBus *self)
+{
+  self->accept_source = g_socket_create_source (self->listener, G_IO_IN, NULL);
+  g_source_set_callback (self->accept_source, G_SOURCE_FUNC (on_incoming), self, NULL);
+  g_source_set_static_name (self->accept_source, "rlx-local-bus accept");
+  g_source_attach (self->accept_source, self->context);
+}
+
+static gboolean
+on_accept_retry (gpointer user_data)
+{
+  RlxLocalBus *self = user_data;
+
+  g_clear_pointer (&self->accept_retry, g_source_unref);
+  watch_listener (self);
+  return G_SOURCE_REMOVE;
+}
+
+/* accept() failed, or the link of an accepted connection could not be
+ * made, most likely for want of descriptors: the next connections in the
+ * backlog would fail the same way (and the listener stays readable), so
+ * give a descriptor back (the oldest connection without a hello) and look
+ * again later. */
+static void
+accept_back_off (RlxLocalBus *self, const GError *error)
+{
+  if (self->accept_backoff_ms == 0)
+    g_warning ("local bus %s: cannot take a connection: %s; retrying with a backoff of up to %d ms "
+               "(said once, until the backlog is drained)",
+               self->node_id, error->message, ACCEPT_BACKOFF_MAX_MS);
+  self->accept_backoff_ms = CLAMP (self->accept_backoff_ms * 2, ACCEPT_BACKOFF_MIN_MS,
+                                   ACCEPT_BACKOFF_MAX_MS);
+  drop_oldest_pre_hello (self, "out of descriptors");
+  g_clear_pointer (&self->accept_source, g_source_unref);   /* its callback removes it */
+  self->accept_retry = g_timeout_source_new (self->accept_backoff_ms);
+  g_source_set_callback (self->accept_retry, on_accept_retry, self, NULL);
+  g_source_attach (self->accept_retry, self->context);
+}
+
 static gboolean
 on_incoming (GSocket *listener, GIOCondition condition, gpointer user_data)
 {
@@ -639,17 +722,31 @@ on_incoming (GSocket *listener, GIOCondition condition, gpointer user_data)
 
       if (socket == NULL)
         {
-          if (!g_error_matches (error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK))
-            g_warning ("local bus %s: accept failed: %s", self->node_id, error->message);
-          break;
+          if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK))
+            {
+              if (self->accept_backoff_ms > 0)
+                g_message ("local bus %s: accepting connections again", self->node_id);
+              self->accept_backoff_ms = 0;
+              break;
+            }
+          accept_back_off (self, error);
+          return G_SOURCE_REMOVE;
         }
+      if (self->incoming->len >= MAX_PRE_HELLO)
+        drop_oldest_pre_hello (self, "too many connections without a hello");
       connection = g_socket_connection_factory_create_connection (socket);
       link = rlx_unix_link_new (connection, "incoming connection", self->max_frame, &error);
       if (link == NULL)
         {
+          g_socket_close (socket, NULL);
+          if (!g_error_matches (error, RLX_LINK_ERROR, RLX_LINK_ERROR_PERMISSION))
+            {
+              /* no descriptor for its eventfds, most likely: as above */
+              accept_back_off (self, error);
+              return G_SOURCE_REMOVE;
+            }
           g_warning ("local bus %s: refused an incoming connection: %s",
                      self->node_id, error->message);
-          g_socket_close (socket, NULL);
           continue;
         }
       g_ptr_array_add (self->incoming, conn_new (self, link, NULL, FALSE));
@@ -709,10 +806,7 @@ bind_and_listen (RlxLocalBus *self, GError **error)
     }
   g_socket_set_blocking (socket, FALSE);
   self->listener = g_steal_pointer (&socket);
-  self->accept_source = g_socket_create_source (self->listener, G_IO_IN, NULL);
-  g_source_set_callback (self->accept_source, G_SOURCE_FUNC (on_incoming), self, NULL);
-  g_source_set_static_name (self->accept_source, "rlx-local-bus accept");
-  g_source_attach (self->accept_source, self->context);
+  watch_listener (self);
   return TRUE;
 }
 
@@ -840,6 +934,11 @@ rlx_local_bus_stop (RlxLocalBus *self)
       g_source_destroy (self->accept_source);
       g_clear_pointer (&self->accept_source, g_source_unref);
     }
+  if (self->accept_retry != NULL)
+    {
+      g_source_destroy (self->accept_retry);
+      g_clear_pointer (&self->accept_retry, g_source_unref);
+    }
   if (self->listener != NULL)
     {
       g_socket_close (self->listener, NULL);
@@ -855,6 +954,13 @@ rlx_local_bus_stop (RlxLocalBus *self)
   close_table (self->outgoing);
   close_table (self->linked);
   g_object_unref (self);
+}
+
+guint
+rlx_local_bus_get_n_pre_hello (RlxLocalBus *self)
+{
+  g_return_val_if_fail (RLX_IS_LOCAL_BUS (self), 0);
+  return self->incoming->len;
 }
 
 /* ── object ──────────────────────────────────────────────────────────── */

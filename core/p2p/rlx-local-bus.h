@@ -121,6 +121,9 @@ const char  *rlx_local_bus_get_socket_path (RlxLocalBus *self);
 /* Node ids of the peers we currently hold an open link to, sorted (strcmp),
  * NULL-terminated; free with g_strfreev. Never includes our own id. */
 char       **rlx_local_bus_dup_peer_ids (RlxLocalBus *self);
+/* Incoming connections that have not said hello yet (at most 64; one more
+ * closes the oldest; each has 5 s to say it). */
+guint        rlx_local_bus_get_n_pre_hello (RlxLocalBus *self);
 /* The open link to @peer_id, or NULL. Transfer none. */
 RlxLink     *rlx_local_bus_get_link     (RlxLocalBus *self, const char *peer_id);
 /* Node ids that have a socket in the directory right now (live or not yet

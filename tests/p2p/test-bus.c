@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -565,6 +566,150 @@ raw_read_until_eof_or (int fd, gsize want)
   return got;
 }
 
+#define SILENT 200
+
+/* Run the main loop for @ms without blocking, noting the most
+ * connections @node's bus held without a hello. */
+static void
+spin_watching_pre_hello (Node *node, guint ms, guint *most)
+{
+  gint64 deadline = g_get_monotonic_time () + ms * 1000;
+
+  while (g_get_monotonic_time () < deadline)
+    {
+      *most = MAX (*most, rlx_local_bus_get_n_pre_hello (node->bus));
+      if (!g_main_context_iteration (NULL, FALSE))
+        g_usleep (1000);
+    }
+  *most = MAX (*most, rlx_local_bus_get_n_pre_hello (node->bus));
+}
+
+/* A process of the same user opens 200 connections to a node's socket and
+ * says nothing: the node holds at most 64 of them (one more closes the one
+ * that waited longest), and a real node that joins meanwhile links at
+ * once; the silent rest go at the hello deadline. */
+static void
+test_pre_hello_cap (void)
+{
+  g_autofree char *dir = make_dir ();
+  Node *a = node_new (dir, "a");
+  Node *b;
+  int fds[SILENT];
+  guint most = 0, closed = 0;
+  const char *path;
+
+  node_start (a);
+  path = rlx_local_bus_get_socket_path (a->bus);
+  for (guint i = 0; i < SILENT; i++)
+    {
+      fds[i] = raw_connect (path);
+      /* the backlog is 64: let the node accept as we go */
+      if (i % 16 == 15)
+        spin_watching_pre_hello (a, 20, &most);
+    }
+  spin_watching_pre_hello (a, 500, &most);
+  g_test_message ("at most %u without a hello", most);
+  g_assert_cmpuint (most, <=, 64);
+  g_assert_cmpuint (rlx_local_bus_get_n_pre_hello (a->bus), ==, 64);
+  for (guint i = 0; i < SILENT; i++)
+    {
+      char c;
+
+      if (recv (fds[i], &c, 1, MSG_DONTWAIT) == 0)
+        closed++;
+    }
+  g_assert_cmpuint (closed, ==, SILENT - 64);
+
+  b = node_new (dir, "b");
+  node_start (b);
+  wait_len (b->added, 1);
+  wait_len (a->added, 1);
+  g_assert_cmpstr (a->added->pdata[0], ==, "b");
+  g_assert_cmpuint (rlx_local_bus_get_n_pre_hello (a->bus), <=, 64);
+
+  for (guint i = 0; i < SILENT; i++)
+    close (fds[i]);
+  node_free (b);
+  node_free (a);
+  remove_dir (dir);
+}
+
+static guint accept_failures;
+
+static GLogWriterOutput
+count_accept_failures (GLogLevelFlags level, const GLogField *fields, gsize n, gpointer data)
+{
+  for (gsize i = 0; i < n; i++)
+    if (strcmp (fields[i].key, "MESSAGE") == 0 && strstr (fields[i].value, "cannot take a connection"))
+      accept_failures++;
+  return g_log_writer_default (level, fields, n, data);
+}
+
+/* Out of descriptors, with connections in the backlog: the node says so
+ * once, gives a descriptor back (the oldest connection without a hello)
+ * and looks again after a backoff, instead of spinning on a listener that
+ * stays readable; once the connections go, a real node links. */
+static void
+test_accept_out_of_fds (void)
+{
+  if (g_strcmp0 (g_getenv ("RLX_LINK_IO"), "link") == 0)
+    {
+      /* open: a link's own I/O thread makes a main context, whose GWakeup
+       * GLib cannot make without a descriptor — it aborts the process */
+      g_test_skip ("a thread per link: GLib aborts when a new link's context gets no descriptor");
+      return;
+    }
+  if (g_test_subprocess ())
+    {
+      g_autofree char *dir = make_dir ();
+      Node *a = node_new (dir, "a");
+      Node *b;
+      int fds[40], top = 0;
+      struct rlimit rl;
+      guint iterations = 0;
+      gint64 end;
+
+      g_log_set_always_fatal (G_LOG_FATAL_MASK);
+      g_log_set_writer_func (count_accept_failures, NULL, NULL);
+      node_start (a);
+      for (guint i = 0; i < G_N_ELEMENTS (fds); i++)
+        {
+          fds[i] = raw_connect (rlx_local_bus_get_socket_path (a->bus));
+          top = MAX (top, fds[i]);
+        }
+      /* room for a few accepted connections, not for 40 */
+      g_assert_cmpint (getrlimit (RLIMIT_NOFILE, &rl), ==, 0);
+      rl.rlim_cur = top + 12;
+      g_assert_cmpint (setrlimit (RLIMIT_NOFILE, &rl), ==, 0);
+      end = g_get_monotonic_time () + G_USEC_PER_SEC;
+      while (g_get_monotonic_time () < end)
+        {
+          g_main_context_iteration (NULL, FALSE);
+          iterations++;
+          g_usleep (100);
+        }
+      g_test_message ("1 s out of descriptors: %u accept failures said, %u loop turns",
+                      accept_failures, iterations);
+      g_assert_cmpuint (accept_failures, ==, 1);
+      g_assert_cmpuint (rlx_local_bus_get_n_pre_hello (a->bus), >, 0);
+
+      for (guint i = 0; i < G_N_ELEMENTS (fds); i++)
+        close (fds[i]);
+      rl.rlim_cur = rl.rlim_max;
+      g_assert_cmpint (setrlimit (RLIMIT_NOFILE, &rl), ==, 0);
+      b = node_new (dir, "b");
+      node_start (b);
+      wait_len (a->added, 1);
+      g_assert_cmpstr (a->added->pdata[0], ==, "b");
+      node_free (b);
+      node_free (a);
+      remove_dir (dir);
+      return;
+    }
+  g_test_trap_subprocess (NULL, 30 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_INHERIT_STDERR);
+  g_test_trap_assert_passed ();
+}
+
 static void
 test_handshake_wire (void)
 {
@@ -913,6 +1058,8 @@ main (int argc, char **argv)
   g_test_add_func ("/p2p/bus/bad-dir", test_bad_dir);
   g_test_add_func ("/p2p/bus/default-dir", test_default_dir);
   g_test_add_func ("/p2p/bus/handshake-wire", test_handshake_wire);
+  g_test_add_func ("/p2p/bus/pre-hello-cap", test_pre_hello_cap);
+  g_test_add_func ("/p2p/bus/accept-out-of-fds", test_accept_out_of_fds);
   g_test_add_func ("/p2p/bus/processes", test_processes);
   g_test_add_func ("/p2p/bus/shaped", test_shaped);
   g_test_add_func ("/p2p/bus/shape-from-env", test_shape_from_env);

@@ -818,6 +818,48 @@ test_half_sent_frame_deadline (void)
   g_object_unref (link);
 }
 
+/* The deadline's rules on their own (rlx-frame-clock.h), with a 2 s grace
+ * (128 KiB in hand at 64 KiB/s): time while the link does not read costs
+ * nothing, a tick late by a stall counts as two ticks, what is in hand
+ * never passes a grace's worth, a new frame starts afresh, and a frame
+ * that comes at the rate lives. */
+static void
+test_frame_clock_rules (void)
+{
+  const gint64 tick = RLX_FRAME_CLOCK_TICK_MS * 1000;
+  RlxFrameClock c;
+  gint64 t = 1000 * G_USEC_PER_SEC;
+  gsize bytes = 0;
+
+  rlx_frame_clock_init (&c, 2 * G_USEC_PER_SEC);
+  g_assert_true (rlx_frame_clock_tick (&c, t, TRUE, 1, 0, TRUE));   /* starts */
+  /* 10 s of not reading (the inbox full): nothing spent */
+  for (guint i = 0; i < 20; i++)
+    g_assert_true (rlx_frame_clock_tick (&c, t += tick, TRUE, 1, 0, FALSE));
+  /* a 60 s stall of our own: one late tick, two ticks' worth */
+  g_assert_true (rlx_frame_clock_tick (&c, t += 60 * G_USEC_PER_SEC, TRUE, 1, 0, TRUE));
+  g_assert_cmpint (c.age_us, ==, 2 * tick);
+  /* a MiB at once earns no more than a grace's worth: 2 s from the tick
+   * that saw it, then (a byte is not the rate) the link goes */
+  bytes = 1 << 20;
+  g_assert_true (rlx_frame_clock_tick (&c, t += tick, TRUE, 1, bytes, TRUE));
+  g_assert_true (rlx_frame_clock_tick (&c, t += tick, TRUE, 1, bytes, TRUE));
+  g_assert_true (rlx_frame_clock_tick (&c, t += tick, TRUE, 1, bytes, TRUE));
+  g_assert_true (rlx_frame_clock_tick (&c, t += tick, TRUE, 1, bytes, TRUE));
+  g_assert_false (rlx_frame_clock_tick (&c, t += tick, TRUE, 1, bytes + 1, TRUE));
+  /* another frame: a fresh grace; at the rate it lives */
+  g_assert_true (rlx_frame_clock_tick (&c, t += tick, TRUE, 2, 0, TRUE));
+  for (guint i = 0; i < 100; i++)
+    {
+      bytes = (i + 1) * (RLX_FRAME_CLOCK_MIN_RATE / 2);
+      g_assert_true (rlx_frame_clock_tick (&c, t += tick, TRUE, 2, bytes, TRUE));
+    }
+  /* none in progress, then one: timed from then */
+  g_assert_true (rlx_frame_clock_tick (&c, t += 10 * G_USEC_PER_SEC, FALSE, 2, 0, TRUE));
+  g_assert_true (rlx_frame_clock_tick (&c, t += tick, TRUE, 3, 0, TRUE));
+  g_assert_cmpint (c.age_us, ==, 0);
+}
+
 /* ── I/O off the main loop ────────────────────────────────────────────── */
 
 typedef struct {
@@ -1728,6 +1770,7 @@ main (int argc, char **argv)
   g_test_add_func ("/p2p/link/control-overtakes-bulk", test_control_overtakes_bulk);
   g_test_add_func ("/p2p/link/last-rx-partial", test_last_rx_counts_partial_frames);
   g_test_add_func ("/p2p/link/half-sent-frame-deadline", test_half_sent_frame_deadline);
+  g_test_add_func ("/p2p/link/frame-clock-rules", test_frame_clock_rules);
   g_test_add_func ("/p2p/link/io-without-main-loop", test_io_without_main_loop);
   g_test_add_func ("/p2p/link/inbox-bounded", test_inbox_bounded);
   g_test_add_func ("/p2p/link/shm-good", test_shm_good);

@@ -138,6 +138,7 @@ rlx_commits_member_acked (RlxCommits *self, const char *id, guint64 step, guint6
   ms->step = step;
   ms->hash = hash;
   ms->known = TRUE;
+  ms->timed_out = FALSE;
   for (GList *l = self->queue.head; l; l = l->next)
     {
       Commit *c = l->data;
@@ -189,10 +190,20 @@ rlx_commits_check (RlxCommits *self)
           forced = TRUE;
         }
       g_queue_pop_head (&self->queue);
+      /* one "ack-timeout" for each member's stretch of silence, at its
+       * first commit reported without it: a frozen member would otherwise
+       * add one event to every commit until it is heard again or dropped */
       for (guint i = 0; forced && i < c->waiting->len; i++)
         {
-          RlxEvent *e = rlx_event_new (RLX_EVENT_ACK_TIMEOUT);
-          e->u.node_step.node = g_strdup (g_ptr_array_index (c->waiting, i));
+          const char *id = g_ptr_array_index (c->waiting, i);
+          RlxMemberAcks *ms = rlx_commits_member (self, id);
+          RlxEvent *e;
+
+          if (ms->timed_out)
+            continue;
+          ms->timed_out = TRUE;
+          e = rlx_event_new (RLX_EVENT_ACK_TIMEOUT);
+          e->u.node_step.node = g_strdup (id);
           e->u.node_step.step = c->step;
           ctx->ops->emit (ctx->owner, e);
         }

@@ -30,6 +30,8 @@ typedef struct {
   gboolean known;
   RlxMsg   held;                   /* a grad waiting for the ack it builds on */
   gboolean has_held;
+  gboolean timed_out;              /* reported "ack-timeout" since its last acknowledgement:
+                                    * the commits after are reported without it silently */
 } RlxMemberAcks;
 
 RlxCommits *rlx_commits_new     (RlxCohortContext *ctx);

@@ -511,9 +511,20 @@ on_dropped (RlxSender *sender, guint klass, guint why, const char *peer, const c
   for (guint i = 0; i < self->peers->len; i++)
     {
       RlxPeer *p = g_ptr_array_index (self->peers, i);
-      if (p->sender == sender)
-        g_signal_emit (self, signals[SIG_DROPPED], 0, p, klass < 3 ? names[klass] : "?", total,
-                       reason);
+      gint64 now = g_get_monotonic_time ();
+
+      if (p->sender != sender)
+        continue;
+      /* a peer that stops reading drops a frame of every commit: the first
+       * is reported at once, then one a second, each with the total */
+      if (klass < 3)
+        {
+          if (p->dropped_at[klass] != 0 && now - p->dropped_at[klass] < G_USEC_PER_SEC)
+            continue;
+          p->dropped_at[klass] = now;
+        }
+      g_signal_emit (self, signals[SIG_DROPPED], 0, p, klass < 3 ? names[klass] : "?", total,
+                     reason);
     }
 }
 

@@ -74,6 +74,8 @@ typedef struct {
   gint64          gap_judged_t; /* … judged the link's once a heartbeat of this clock or
                                  * later comes without a jump */
   RlxWireCounters counters;
+  gint64          dropped_at[3]; /* monotonic µs of the last "dropped" reported, a lane
+                                  * each: at most one a second (its total counts all) */
   /* private */
   char           *close_reason;
   gulong          frame_id, closed_id, dropped_id;

@@ -50,8 +50,10 @@ typedef enum {
   RLX_EVENT_REFUSED,         /* "refused": a hello refused (either way) */
   RLX_EVENT_REJECTED,        /* "rejected": a gradient (or message) thrown away */
   RLX_EVENT_LATE,            /* "late": a gradient missed its step */
-  RLX_EVENT_ACK_TIMEOUT,     /* "ack-timeout": a member never acknowledged */
-  RLX_EVENT_DROPPED,         /* "dropped": frames to a rank not sent (queue full) */
+  RLX_EVENT_ACK_TIMEOUT,     /* "ack-timeout": a member never acknowledged (the first
+                              * commit reported without it since it was last heard) */
+  RLX_EVENT_DROPPED,         /* "dropped": frames to a rank not sent (queue full); at
+                              * most one a second a lane, `total` counts every frame */
   RLX_EVENT_SEND_FAILED,     /* "send-failed" */
   RLX_EVENT_REJOINING,       /* "rejoining": cut off, looking for the cohort */
   RLX_EVENT_WAITING,         /* "waiting": join-only, no cohort yet, or peers alive but silent */

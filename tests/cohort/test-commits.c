@@ -255,6 +255,37 @@ test_too_many_waiting (Fixture *f, gconstpointer data)
   g_assert_cmpuint (f->timeouts, ==, 1);
 }
 
+/* A member that stays silent is reported once for the stretch, not at
+ * every commit reported without it, and again after it was heard from. */
+static void
+test_timeout_once_a_silence (Fixture *f, gconstpointer data)
+{
+  guint64 step;
+
+  for (step = 1; step <= 65; step++)
+    rlx_commits_publish (f->commits, step, step * 1000, 0, f->round, 3, FALSE,
+                         waiting_for ("a", "b"));
+  rlx_commits_check (f->commits);
+  g_assert_cmpuint (f->timeouts, ==, 2);
+  /* b answers (every commit up to 70), a stays silent: five more commits
+   * go without a, and nobody is reported again */
+  for (; step <= 70; step++)
+    rlx_commits_publish (f->commits, step, step * 1000, 0, f->round, 3, FALSE,
+                         waiting_for ("a", "b"));
+  rlx_commits_member_acked (f->commits, "b", 70, 70000, 0);
+  rlx_commits_check (f->commits);
+  g_assert_cmpuint (reported (f, f->reported->len - 1), ==, 6);
+  g_assert_cmpuint (f->timeouts, ==, 2);
+  /* a is heard (it acknowledges step 70), then falls silent again */
+  rlx_commits_member_acked (f->commits, "a", 70, 70000, 0);
+  rlx_commits_check (f->commits);
+  for (; step <= 135; step++)
+    rlx_commits_publish (f->commits, step, step * 1000, 0, f->round, 3, FALSE,
+                         waiting_for ("a", NULL));
+  rlx_commits_check (f->commits);
+  g_assert_cmpuint (f->timeouts, ==, 3);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -269,5 +300,7 @@ main (int argc, char **argv)
               test_outer_hash_agreement, fixture_tear_down);
   g_test_add ("/cohort/commits/too-many-waiting", Fixture, NULL, fixture_set_up,
               test_too_many_waiting, fixture_tear_down);
+  g_test_add ("/cohort/commits/timeout-once-a-silence", Fixture, NULL, fixture_set_up,
+              test_timeout_once_a_silence, fixture_tear_down);
   return g_test_run ();
 }

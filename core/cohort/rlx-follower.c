@@ -296,7 +296,7 @@ member_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m, gboolean early)
   RlxCohortContext *ctx = self->ctx;
   RlxMsgStep *s = &m->u.step;
   guint64 have = rlx_cohort_applied (ctx);
-  gboolean committed = FALSE, accepted_prev = FALSE, listed = TRUE;
+  gboolean committed = FALSE, accepted_prev = FALSE, listed = TRUE, foreign;
   RlxMemberStep *ms;
 
   if (!slots_fit (self, s))
@@ -372,6 +372,13 @@ member_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m, gboolean early)
       s->members = g_ptr_array_new_with_free_func (g_free);
     }
 
+  /* An overlapped frame without a commit (a restart's) assigns from the
+   * state its base names: one made at another state than ours assigns us
+   * nothing. A new leader one commit behind us restarts from its own state
+   * before it adopts ours; its second frame names the step after ours, and
+   * its slots begin where that leader thought — a bucket of it would be
+   * taken for the same step assigned again after the adoption. */
+  foreign = s->commit == 0 && s->lag > 0 && s->base != rlx_replica_get_hash (ctx->replica);
   ms = rlx_member_step_new ();
   /* the cohort's sync mode is the leader's: each frame says it */
   if (rlx_sync_state_follow (ctx->sync, s, &ms->outer, &ms->commit_outer))
@@ -389,7 +396,7 @@ member_on_step (RlxFollower *self, RlxPeer *p, RlxMsg *m, gboolean early)
       self->expect_commit = s->commit;
     }
   OWNER (assigned, s->step, 0);
-  for (guint i = 0; listed && s->assign && i < s->assign->len; i++)
+  for (guint i = 0; listed && !foreign && s->assign && i < s->assign->len; i++)
     {
       RlxMsgSlot *slot = &g_array_index (s->assign, RlxMsgSlot, i);
       if (rlx_cohort_is_self (ctx, slot->node))

@@ -36,6 +36,7 @@ typedef struct {
   guint    epoch;
   guint64  start, count;
   guint64  at;       /* the slice's place in the sample stream: epoch × N_TRAIN + start */
+  guint    seq;      /* its line in its rank's log (later: assigned later) */
   GArray  *indices;  /* guint32 */
 } Slice;
 
@@ -97,6 +98,7 @@ read_slices (const char *dir)
           s->start = g_ascii_strtoull (f[4], NULL, 10);
           s->count = g_ascii_strtoull (f[5], NULL, 10);
           s->at = (guint64) s->epoch * N_TRAIN + s->start;
+          s->seq = i;
           s->indices = g_array_new (FALSE, FALSE, sizeof (guint32));
           idx = g_strsplit (f[6], " ", -1);
           for (guint j = 0; idx[j] != NULL; j++)
@@ -220,9 +222,11 @@ assert_steps_within (GPtrArray *slices, guint64 first, guint64 last)
 }
 
 /* Of @slices, each step's of the last term that assigned it (what the
- * cohort committed after a failover); a view into @slices. */
+ * cohort committed after a failover); with @last_frame, of a rank that
+ * took several slices of a step in that term only the last (the step was
+ * assigned again). A view into @slices. */
 static GPtrArray *
-newest_terms (GPtrArray *slices)
+newest (GPtrArray *slices, gboolean last_frame)
 {
   GPtrArray *kept = g_ptr_array_new ();
 
@@ -234,12 +238,26 @@ newest_terms (GPtrArray *slices)
       for (guint j = 0; j < slices->len && newest; j++)
         {
           Slice *t = g_ptr_array_index (slices, j);
-          newest = !(t->step == s->step && t->term > s->term);
+          newest = !(t->step == s->step && t->term > s->term) &&
+                   !(last_frame && t->step == s->step && t->term == s->term &&
+                     g_strcmp0 (t->node, s->node) == 0 && t->seq > s->seq);
         }
       if (newest)
         g_ptr_array_add (kept, s);
     }
   return kept;
+}
+
+static GPtrArray *
+newest_terms (GPtrArray *slices)
+{
+  return newest (slices, FALSE);
+}
+
+static GPtrArray *
+newest_frames (GPtrArray *slices)
+{
+  return newest (slices, TRUE);
 }
 
 static char *
@@ -605,6 +623,124 @@ test_kill_member (void)
   harness_free (h);
 }
 
+/* The leader commits round 8 to one member only and dies
+ * (--fault-die-at): b, next in seniority, takes over one round behind c.
+ * c hands b its state — θ, the momentum and where round 9 begins, all of
+ * commit 8 — b adopts it and leads on from there: round 8 as c committed
+ * it is kept, θ and the momentum agree on both at every round, and the
+ * rounds committed are one stream, each sample once per epoch. Before the
+ * adoption b restarts from its own round 7, assigning rounds 8 and 9 from
+ * there; c, which holds 8, takes no slot of that 9 (the frame's base is not
+ * its state), so b's round 9 after the adoption counts c's slice of its own
+ * assignment, not one of b's stale one. */
+static void
+test_member_ahead_of_new_leader (void)
+{
+  Harness *h = harness_new ();
+  g_autofree char *dir = NULL;
+  g_autoptr(GPtrArray) slices = NULL, kept = NULL;
+  guint crossing_slices, crossing_rounds;
+  Node *n[3];
+  const char *name[3] = { "a", "b", "c" };
+  int e = -1;
+
+  harness_setenv (h, "RLX_SYNTHETIC_TRAIN", G_STRINGIFY (N_TRAIN));
+  dir = sample_dir (h, "samples");
+  /* a founds; b is admitted before c, so b takes over */
+  for (guint i = 0; i < 3; i++)
+    {
+      n[i] = harness_join (h, name[i], "--node", name[i], "--cohort", "eah", "--batch", "8",
+                           "--steps", "24", "--wait-members", "3", "--seed", G_STRINGIFY (SEED),
+                           "--sync", "outer:9", "--deadline-floor-ms", SLOW_OK,
+                           "--checkpoint-every", "0", "--fault-inner-ms", "20",
+                           i == 0 ? "--fault-die-at" : NULL, "8", NULL);
+      harness_wait_event (h, n[i], "joined", NULL, 0, 30000);
+    }
+  harness_assert_exit_ok (h, n[1], 90000);
+  harness_assert_exit_ok (h, n[2], 90000);
+  g_assert_true (node_wait_exit (n[0], 5000));
+  g_assert_true (n[0]->signaled);
+
+  /* c committed 8 from a, b adopted it from c */
+  g_assert_cmpint (node_step (n[2], 8), >=, 0);
+  for (guint i = 0; i < n[1]->events->len && e < 0; i++)
+    {
+      JsonObject *o = node_ev (n[1], i);
+      if (g_strcmp0 (ev_str (o, "event"), "snapshot") == 0 &&
+          g_strcmp0 (ev_str (o, "from"), node_id (n[2])) == 0)
+        e = (int) i;
+    }
+  if (e < 0)
+    {
+      harness_dump (h);
+      g_error ("the new leader did not adopt the state of the member ahead of it");
+    }
+  g_assert_cmpint (ev_int (node_ev (n[1], e), "step"), ==, 8);
+  g_assert_cmpstr (ev_str (node_ev (n[1], e), "hash"), ==,
+                   ev_str (node_ev (n[2], node_step (n[2], 8)), "hash"));
+  /* (b took over at round 7, the last it had) */
+  g_assert_cmpint (ev_int (node_ev (n[1], harness_wait_event (h, n[1], "leader", "term", 2, 1)),
+                           "step"), ==, 7);
+  /* θ and the momentum agree wherever both report a round */
+  g_assert_cmpuint (harness_same_hashes (h, n[1], n[2], 1), >=, 20);
+  for (gint64 s = 1; s <= 24; s++)
+    {
+      int eb = node_step (n[1], s), ec = node_step (n[2], s);
+      if (eb >= 0 && ec >= 0 &&
+          g_strcmp0 (ev_str (node_ev (n[1], eb), "outer_hash"),
+                     ev_str (node_ev (n[2], ec), "outer_hash")) != 0)
+        {
+          harness_dump (h);
+          g_error ("round %" G_GINT64_FORMAT ": the momentum differs", s);
+        }
+    }
+  for (guint i = 1; i < 3; i++)
+    g_assert_cmpint (node_find_event (n[i], "diverged", 0), <, 0);
+
+  /* no bucket came too late (had c sent one of round 9 from b's stale
+   * assignment, b would have taken it for the round's slot and dropped
+   * c's right one as late) */
+  g_assert_cmpint (ev_int (node_ev (n[1], harness_wait_event (h, n[1], "done", NULL, 0, 1)),
+                           "late"), ==, 0);
+  /* c computed each round of b's term once: not the round after its own
+   * state as b assigned it from b's state before the adoption (b's own
+   * slice of it was dropped with that round) */
+  slices = read_slices (dir);
+  for (guint i = 0; i < slices->len; i++)
+    for (guint j = i + 1; j < slices->len; j++)
+      {
+        Slice *x = g_ptr_array_index (slices, i), *y = g_ptr_array_index (slices, j);
+
+        if (x->term == 2 && y->term == 2 && x->step == y->step &&
+            g_strcmp0 (x->node, node_id (n[2])) == 0 && g_strcmp0 (y->node, x->node) == 0)
+          {
+            harness_dump (h);
+            g_error ("c computed two slices of round %" G_GUINT64_FORMAT " in term 2 (at %"
+                     G_GUINT64_FORMAT " and %" G_GUINT64_FORMAT ")", x->step, x->at, y->at);
+          }
+      }
+  /* The committed rounds: 1..8 as term 1 assigned them (b's restart of 8
+   * was dropped with the adoption), then term 2's, each rank's last slice
+   * of a round (b's own of 9 was assigned again after the adoption). */
+  kept = newest_frames (slices);
+  for (guint i = kept->len; i > 0; i--)
+    {
+      Slice *sl = g_ptr_array_index (kept, i - 1);
+      if (sl->step <= 8)
+        g_ptr_array_remove_index (kept, i - 1);
+    }
+  for (guint i = 0; i < slices->len; i++)
+    {
+      Slice *sl = g_ptr_array_index (slices, i);
+      if (sl->step <= 8 && sl->term == 1)
+        g_ptr_array_add (kept, sl);
+    }
+  assert_steps_within (kept, 1, 24);
+  check_stream (kept, 1, 24, 0, 0, &crossing_slices, &crossing_rounds);
+  g_assert_cmpuint (crossing_rounds, >=, 2);
+  harness_free (h);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -614,5 +750,6 @@ main (int argc, char **argv)
   g_test_add_func ("/outer-epochs/failover", test_failover);
   g_test_add_func ("/outer-epochs/joiner-takes-over", test_joiner_takes_over);
   g_test_add_func ("/outer-epochs/kill-member", test_kill_member);
+  g_test_add_func ("/outer-epochs/member-ahead-of-new-leader", test_member_ahead_of_new_leader);
   return g_test_run ();
 }

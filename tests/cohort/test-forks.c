@@ -584,6 +584,7 @@ test_rejoined_member_relinks (void)
   Harness *h = harness_new ();
   Node *a, *b, *c, *d;
   int i;
+  guint mark;
   gint64 at, killed;
 
 #define JOIN(label, hb, ...)                                                                \
@@ -602,11 +603,19 @@ test_rejoined_member_relinks (void)
   harness_wait_event (h, c, "step", "step", at + 30, T);
   node_kill (c, SIGSTOP);
   harness_pause (5000);
+  /* c comes back either way: by a rejoin once its own timeout fires, or,
+   * when it reads a's queued frames first (as in chaos.py seed 64, and
+   * under load here), by a's snapshot through the link a kept, with no
+   * 'rejoining' at all. Either way its links to b and d closed while it
+   * stood still; what matters is that it links to them again. */
+  mark = c->events->len;
+  at = node_max_step (b);
   node_kill (c, SIGCONT);
-  i = harness_wait_event (h, c, "rejoining", NULL, 0, T);
-  harness_wait_event (h, c, "joined", NULL, (guint) i, T);
-  at = node_max_step (c);
-  harness_wait_event (h, c, "step", "step", at + 20, T);
+  if (node_wait_event (c, "step", "step", at + 20, mark, T) < 0)
+    {
+      harness_dump (h);
+      g_error ("c does not step with the cohort again after it thawed");
+    }
   /* (the links are looked for at most once a second) */
   harness_pause (1500);
   node_kill (a, SIGKILL);

@@ -228,8 +228,12 @@ on_peer_lost (RlxPeerSet *set, RlxPeer *p, const char *reason, gpointer user_dat
     goto out;
   /* A peer of our cohort closed on us right after our own loop stood still
    * past the heartbeat timeout: the cohort timed *us* out and went on
-   * without us. Taking over or carrying on would split it: rejoin. */
-  if (member && (r == RLX_ROLE_MEMBER || r == RLX_ROLE_LEADER) &&
+   * without us. Taking over or carrying on would split it: rejoin. So too
+   * when a frame read right after the stall (one the leader sent before it
+   * timed us out, a step past one dropped for us) already had us ask for a
+   * snapshot (joining): looking for the cohort afresh, as leader_lost does
+   * then, would say nothing of the cut-off and might found over it. */
+  if (member && (r == RLX_ROLE_MEMBER || r == RLX_ROLE_LEADER || r == RLX_ROLE_JOINING) &&
       rlx_peer_set_stalled_recently (self->peers) && !g_str_has_prefix (reason, "bye"))
     {
       g_autofree char *why = g_strdup_printf ("%s closed its link (%s)", id, reason);

@@ -2,7 +2,12 @@
 #include "rlx-config.h"
 #include "rlx-sync-state.h"
 
-#define KEPT 64
+/* The last commits' outer settings, kept until the leader reports them:
+ * it may hold 64 commits waiting for acknowledgements (MAX_PENDING_COMMITS,
+ * rlx-commits.c) and notes the next before the oldest is reported, so at
+ * 64 a member silent for 64 rounds had the reported commit's slot taken by
+ * the one 64 after it (its step event lost its outer fields). */
+#define KEPT 128
 
 struct _RlxSyncState {
   RlxSyncRequest request;

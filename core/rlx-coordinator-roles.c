@@ -591,11 +591,33 @@ may_be_alive (const char *id, gpointer user_data)
          !g_hash_table_contains (self->linked, id);
 }
 
-/* The leader is gone: the most senior member that may be alive takes over. */
+/* A peer in reach that leads our fork at a term past @term, or NULL. */
+static RlxPeer *
+newer_leader_in_reach (RlxCoordinator *self, guint64 term)
+{
+  for (guint i = 0; i < rlx_peer_set_size (self->peers); i++)
+    {
+      RlxPeer *p = rlx_peer_set_nth (self->peers, i);
+
+      if (p->ready && !p->refused && p->id != NULL && !is_self (self, p->id) &&
+          p->role == RLX_ROLE_LEADER && p->term > term &&
+          rlx_lineage_same_fork (self->lineage, &p->lineage))
+        return p;
+    }
+  return NULL;
+}
+
+/* The leader is gone: the most senior member that may be alive takes over
+ * — unless a peer in reach already leads our fork at a newer term (the
+ * member of ours that took over first, while our leader, which had dropped
+ * it, was still in reach for us): this node rejoins it instead of leading
+ * beside it at the same term, where neither passes over to the other (a
+ * leader passes over an announcement of its own member's at its term). */
 void
 rlx_coordinator_leader_lost (RlxCoordinator *self, const char *old, const char *reason)
 {
   const char *next;
+  RlxPeer *lp;
 
   if (role (self) == RLX_ROLE_JOINING || role (self) == RLX_ROLE_ALONE)
     {
@@ -611,7 +633,19 @@ rlx_coordinator_leader_lost (RlxCoordinator *self, const char *old, const char *
   /* Not linked yet: look for it (it announces its term on the link). */
   if (next != NULL && !is_alive (next, self))
     rlx_coordinator_emit_discover (self);
-  if (next == NULL || is_self (self, next))
+  if ((next == NULL || is_self (self, next)) &&
+      (lp = newer_leader_in_reach (self, rlx_leadership_get_term (self->lead))) != NULL)
+    {
+      g_autofree char *leader = g_strdup (lp->id);
+      g_autofree char *why = g_strdup_printf (
+          "this node is next in line after the leader was lost, but %s leads the cohort "
+          "already (term %" G_GUINT64_FORMAT "): it rejoins it", leader, lp->term);
+      guint64 term = MAX (rlx_leadership_get_term (self->lead), lp->term);
+
+      rlx_coordinator_emit_simple (self, RLX_EVENT_REJOINING, self->node_id, why);
+      rlx_coordinator_transition (self, RLX_ROLE_JOINING, leader, term, "resync");
+    }
+  else if (next == NULL || is_self (self, next))
     become_leader (self, rlx_leadership_get_term (self->lead) + 1, FALSE);
   else
     {

@@ -72,6 +72,12 @@
  *       for a stale one of its own fork and the two leading side by side,
  *       linked (chaos.py --duration 3600 --seed 60: a founding at term 1
  *       beside a cohort at term 232).
+ *   /cohort/forks/dropped-member-leads-first   in a split, the leader
+ *       drops d before its link to e closes, and d takes over (term 2)
+ *       counting e as its member; when e loses the leader it rejoins d
+ *       instead of taking over beside it at term 2 — where d passed over
+ *       e's announcement and e d's frames, and when d died e started no
+ *       term 3 (long-split-reports-from-split, 1 of 30 runs under load).
  */
 #include "rlx-config.h"
 #include "cohort-harness.h"
@@ -942,6 +948,65 @@ test_other_fork_announcement (void)
   harness_free (h);
 }
 
+/* a leads b, c, d, e. a, b and c close their links to d while d is
+ * frozen (so a drops d and tells e before d can take over); d thaws, finds
+ * itself cut off and takes over at term 2 with e as its member; then e's
+ * links to b, c and at last a close. Each node has its own partition file:
+ * a's group holds e but not d, e's d and, at first, a. */
+static void
+test_dropped_member_leads_first (void)
+{
+  Harness *h = harness_new ();
+  g_autofree char *abc = g_build_filename (h->dir, "part-abc", NULL);
+  g_autofree char *pd = g_build_filename (h->dir, "part-d", NULL);
+  g_autofree char *pe = g_build_filename (h->dir, "part-e", NULL);
+  static const char *const ids[] = { "a", "b", "c", "d", "e" };
+  Node *n[5];
+  int i;
+  gint64 at;
+
+  for (guint k = 0; k < 5; k++)
+    {
+      n[k] = harness_join (h, ids[k], "--cohort", "dropfirst", "--node", ids[k], "--batch", "8",
+                           "--steps", "100000000", "--checkpoint-every", "0",
+                           "--wait-members", k == 0 ? "5" : "1", "--fault-partition",
+                           k < 3 ? abc : k == 3 ? pd : pe, NULL);
+      harness_wait_event (h, n[k], "joined", NULL, 0, T);
+    }
+  harness_wait_event (h, n[4], "step", "step", 20, T);
+  node_kill (n[3], SIGSTOP);
+  g_assert_true (g_file_set_contents (pd, "d e\n", -1, NULL));
+  g_assert_true (g_file_set_contents (abc, "a b c e\n", -1, NULL));
+  i = harness_wait_event (h, n[0], "member-left", NULL, 0, T);
+  g_assert_cmpstr (ev_str (node_ev (n[0], i), "node"), ==, "d");
+  /* e has a's member list without d */
+  at = node_max_step (n[0]);
+  harness_wait_event (h, n[4], "step", "step", at + 5, T);
+  node_kill (n[3], SIGCONT);
+  i = harness_wait_event (h, n[3], "leader", "term", 2, T);
+  g_assert_cmpstr (ev_str (node_ev (n[3], i), "node"), ==, "d");
+  /* d's announcement reaches e, which follows a while a is in reach */
+  harness_pause (500);
+  g_assert_true (g_file_set_contents (pe, "d e a\n", -1, NULL));
+  harness_pause (500);
+  g_assert_true (g_file_set_contents (pe, "d e\n", -1, NULL));
+  i = harness_wait_event (h, n[4], "leader", "term", 2, T);
+  if (g_strcmp0 (ev_str (node_ev (n[4], i), "node"), "d") != 0)
+    {
+      harness_dump (h);
+      g_error ("e took over at term 2 beside d, which led it already");
+    }
+  at = node_max_step (n[3]);
+  harness_wait_event (h, n[4], "step", "step", at + 20, T);
+  /* d dies: e, its member, leads on */
+  node_kill (n[3], SIGKILL);
+  i = harness_wait_event (h, n[4], "leader", "term", 3, T);
+  g_assert_cmpstr (ev_str (node_ev (n[4], i), "node"), ==, "e");
+  node_kill (n[4], SIGKILL);
+  leave_all (h, n[2], n[1], n[0], NULL);
+  harness_free (h);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -967,5 +1032,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/forks/failover-skips-silent", test_failover_skips_silent);
   g_test_add_func ("/cohort/forks/resumed-founder-yields", test_resumed_founder_yields);
   g_test_add_func ("/cohort/forks/other-fork-announcement", test_other_fork_announcement);
+  g_test_add_func ("/cohort/forks/dropped-member-leads-first",
+                   test_dropped_member_leads_first);
   return g_test_run ();
 }

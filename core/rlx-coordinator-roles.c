@@ -1,6 +1,13 @@
 /* rlx-coordinator-roles.c — the node's role: the one transition function,
  * founding, joining, failover, cutting off, merging two groups
- * (see rlx-coordinator-private.h) */
+ * (see rlx-coordinator-private.h).
+ *
+ * Over 1,000 lines: every way a node changes role goes through the one
+ * transition function here, and the rules that decide it (who founds, who
+ * takes over, which group yields, and the lineage checks before each) are
+ * read against each other; split by role they would each need the others'
+ * private state. The next change to it should move the merge judgement out
+ * to its own object (rlx-leadership.c holds the rule already). */
 #include "rlx-config.h"
 #include "core/rlx-sources.h"
 #include "rlx-coordinator-private.h"

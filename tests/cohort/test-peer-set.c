@@ -1,5 +1,6 @@
 /* test-peer-set.c — how a silence on a link stretches its heartbeat
- * timeout (core/cohort/rlx-peer-set.h), with a real socketpair link: the
+ * timeout, and how often frames dropped for a peer are reported
+ * (core/cohort/rlx-peer-set.h), with a real socketpair link: the
  * set under test ("me", heartbeat running) and a peer set on the other end
  * ("x", no heartbeat of its own) whose heartbeats this test writes, with
  * the clock it chooses.
@@ -14,11 +15,19 @@
  *   /cohort/peer-set/slow-link-stretched   the same silence ended by the
  *       heartbeats the link held back (their clock ran on without a jump)
  *       is the link's: the timeout becomes 4 × the silence.
+ *   /cohort/peer-set/dropped-once-a-second   a peer that stops reading
+ *       while rounds go on has a superseded step frame dropped at every
+ *       round: "dropped" is said at the first, then at most once a second
+ *       (that lane's), each time with the total so far (a frozen member
+ *       gave a dropped event per commit, thousands in a 300 s chaos run).
  */
 #include "rlx-config.h"
 #include "core/cohort/rlx-peer-set.h"
 #include "core/p2p/rlx-unix-link.h"
 #include "cohort-harness.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
 
 #define TIMEOUT_MS 3000
 #define SILENCE_MS 1600
@@ -157,6 +166,100 @@ test_slow_link_stretched (Fixture *f, gconstpointer data)
   g_assert_cmpuint (rlx_peer_set_timeout_for (f->me, f->peer), >=, 4 * (SILENCE_MS - 300));
 }
 
+typedef struct {
+  guint   said;
+  guint64 total;
+} Drops;
+
+static void
+on_dropped (RlxPeerSet *set, RlxPeer *peer, const char *klass, guint64 total,
+            const char *reason, gpointer data)
+{
+  Drops *d = data;
+
+  g_assert_cmpstr (klass, ==, "step");
+  d->said++;
+  d->total = total;
+}
+
+/* @n rounds sent to @p at once; FALSE when that took most of a second
+ * (a loaded machine: the drops would fall in two seconds). */
+static gboolean
+burst (RlxPeerSet *set, RlxPeer *p, GBytes *round, guint n)
+{
+  gint64 start = g_get_monotonic_time ();
+
+  for (guint i = 0; i < n; i++)
+    g_assert_true (rlx_peer_set_send_frame (set, p, RLX_SEND_STEP, round, 0, RLX_PRECISION_F32));
+  return g_get_monotonic_time () - start < 500 * 1000;
+}
+
+/* A peer set whose one peer, at the other end of a socketpair, never
+ * reads. One frame in flight a lane (test limits): behind a frame larger
+ * than the socket's buffers, a round sent while the one before it still
+ * waits for the link replaces it. */
+static void
+test_dropped_once_a_second (void)
+{
+  RlxPeerSetIdentity me = { "me", "peers", "1", "mnist-mlp", "synthetic" };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(RlxPeerSet) set = NULL;
+  g_autoptr(GSocket) mine = NULL;
+  g_autoptr(GSocketConnection) conn = NULL;
+  g_autoptr(RlxLink) link = NULL;
+  g_autoptr(GBytes) big = NULL, round = NULL;
+  int fds[2], small = 64 * 1024;
+  Drops d = { 0 };
+  RlxPeer *p;
+
+  g_setenv ("RLX_TEST_SENDER_LIMITS", "1,32,64", TRUE);
+  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), ==, 0);
+  mine = g_socket_new_from_fd (fds[0], &error);
+  g_assert_no_error (error);
+  conn = g_socket_connection_factory_create_connection (mine);
+  link = rlx_unix_link_new (conn, "stalled peer", 0, &error);
+  g_assert_no_error (error);
+  /* through the socket only, which fills (its buffer made small after the
+   * link set its own) */
+  rlx_unix_link_set_ring_min (RLX_UNIX_LINK (link), 0);
+  rlx_unix_link_set_shm_min (RLX_UNIX_LINK (link), 0);
+  g_assert_cmpint (setsockopt (fds[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small), ==, 0);
+  set = rlx_peer_set_new (&me, fill_hello, NULL);
+  g_signal_connect (set, "dropped", G_CALLBACK (on_dropped), &d);
+  p = rlx_peer_set_add_link (set, link);
+  g_assert_nonnull (p);
+  big = g_bytes_new_take (g_malloc0 (4 << 20), 4 << 20);
+  round = g_bytes_new_take (g_malloc0 (1024), 1024);
+  g_assert_true (rlx_peer_set_send_frame (set, p, RLX_SEND_BULK, big, 0, RLX_PRECISION_F32));
+  harness_pause (200);
+  g_assert_cmpuint (rlx_link_pending_bytes_lane (link, RLX_LINK_LANE_BULK), >, 0);
+  /* 50 rounds at once: the first waits, 49 are superseded, said once, at
+   * the first */
+  if (!burst (set, p, round, 50))
+    {
+      g_test_skip ("50 sends took half a second (a loaded machine)");
+      goto out;
+    }
+  g_assert_cmpuint (rlx_sender_get_dropped (p->sender, RLX_SEND_STEP), ==, 49);
+  g_assert_cmpuint (d.said, ==, 1);
+  g_assert_cmpuint (d.total, ==, 1);
+  /* a second later, the next drop is said with the total, once more */
+  harness_pause (1100);
+  if (!burst (set, p, round, 50))
+    {
+      g_test_skip ("50 sends took half a second (a loaded machine)");
+      goto out;
+    }
+  g_assert_cmpuint (rlx_sender_get_dropped (p->sender, RLX_SEND_STEP), ==, 99);
+  g_assert_cmpuint (d.said, ==, 2);
+  g_assert_cmpuint (d.total, ==, 50);
+out:
+  g_signal_handlers_disconnect_by_data (set, &d);
+  rlx_link_close (link);
+  close (fds[1]);
+  g_unsetenv ("RLX_TEST_SENDER_LIMITS");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -165,5 +268,6 @@ main (int argc, char **argv)
               test_thawed_peer_not_stretched, fixture_tear_down);
   g_test_add ("/cohort/peer-set/slow-link-stretched", Fixture, NULL, fixture_set_up,
               test_slow_link_stretched, fixture_tear_down);
+  g_test_add_func ("/cohort/peer-set/dropped-once-a-second", test_dropped_once_a_second);
   return g_test_run ();
 }

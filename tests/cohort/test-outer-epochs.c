@@ -270,27 +270,59 @@ sample_dir (Harness *h, const char *name)
   return dir;
 }
 
+/* A harness whose ranks train on the N_TRAIN synthetic samples and note
+ * their slices in its folder @name (*@dir). */
+static Harness *
+harness_with_samples (const char *name, char **dir)
+{
+  Harness *h = harness_new ();
+
+  harness_setenv (h, "RLX_SYNTHETIC_TRAIN", G_STRINGIFY (N_TRAIN));
+  *dir = sample_dir (h, name);
+  return h;
+}
+
+/* A rank of @cohort that takes @steps outer:9 rounds at batch 8 with the
+ * seed SEED, a deadline floor of SLOW_OK and no checkpoints; then ARGS…,
+ * NULL-terminated. */
+#define JOIN_OUTER(h, label, cohort, steps, ...)                                             \
+  harness_join ((h), (label), "--cohort", (cohort), "--batch", "8", "--steps", (steps),     \
+                "--seed", G_STRINGIFY (SEED), "--sync", "outer:9", "--deadline-floor-ms",   \
+                SLOW_OK, "--checkpoint-every", "0", __VA_ARGS__)
+
+/* @kept, the slices of the rounds 1..@last the cohort committed, are one
+ * stream from the start, and at least two of those rounds ran over an
+ * epoch's end; the samples they took. */
+static guint64
+assert_one_stream (GPtrArray *kept, guint64 last)
+{
+  guint crossing_slices, crossing_rounds;
+  guint64 end;
+
+  assert_steps_within (kept, 1, last);
+  end = check_stream (kept, 1, last, 0, 0, &crossing_slices, &crossing_rounds);
+  g_test_message ("%" G_GUINT64_FORMAT " samples in %" G_GUINT64_FORMAT " rounds; %u ran over "
+                  "an epoch's end", end, last, crossing_rounds);
+  g_assert_cmpuint (crossing_rounds, >=, 2);
+  return end;
+}
+
 /* Three ranks, outer:9 at batch 8 (rounds of 216), 24 rounds: 5.2 epochs
  * of 1,000 samples, the epoch's end inside a round every 4 or 5 rounds. */
 static void
 test_coverage (void)
 {
-  Harness *h = harness_new ();
   g_autofree char *dir = NULL;
+  Harness *h = harness_with_samples ("samples", &dir);
   g_autoptr(GPtrArray) slices = NULL;
   Node *n[3];
   guint crossing_slices, crossing_rounds;
   guint64 end;
 
-  harness_setenv (h, "RLX_SYNTHETIC_TRAIN", G_STRINGIFY (N_TRAIN));
-  dir = sample_dir (h, "samples");
   for (guint i = 0; i < 3; i++)
     {
       g_autofree char *label = g_strdup_printf ("node%u", i);
-      n[i] = harness_join (h, label, "--cohort", "epochs", "--batch", "8", "--steps", "24",
-                           "--wait-members", "3", "--seed", G_STRINGIFY (SEED),
-                           "--sync", "outer:9", "--deadline-floor-ms", SLOW_OK,
-                           "--checkpoint-every", "0", NULL);
+      n[i] = JOIN_OUTER (h, label, "epochs", "24", "--wait-members", "3", NULL);
     }
   for (guint i = 0; i < 3; i++)
     harness_assert_exit_ok (h, n[i], 90000);
@@ -319,8 +351,8 @@ test_coverage (void)
 static void
 test_checkpoint_across_epoch (void)
 {
-  Harness *h = harness_new ();
   g_autofree char *first_dir = NULL, *again_dir = NULL, *steps = NULL;
+  Harness *h = harness_with_samples ("first", &first_dir);
   g_autoptr(GPtrArray) first_slices = NULL, again_slices = NULL, all = NULL;
   Node *first[2], *again[2], *founder;
   guint crossing_slices, crossing_rounds;
@@ -328,8 +360,6 @@ test_checkpoint_across_epoch (void)
   gint64 r;
   int e;
 
-  harness_setenv (h, "RLX_SYNTHETIC_TRAIN", G_STRINGIFY (N_TRAIN));
-  first_dir = sample_dir (h, "first");
   for (guint i = 0; i < 2; i++)
     {
       g_autofree char *label = g_strdup_printf ("first%u", i);
@@ -422,15 +452,11 @@ test_checkpoint_across_epoch (void)
 static void
 test_failover (void)
 {
-  Harness *h = harness_new ();
   g_autofree char *dir = NULL;
+  Harness *h = harness_with_samples ("samples", &dir);
   g_autoptr(GPtrArray) slices = NULL, kept = NULL;
   Node *n[3], *rest[2];
-  guint crossing_slices, crossing_rounds;
-  guint64 end;
 
-  harness_setenv (h, "RLX_SYNTHETIC_TRAIN", G_STRINGIFY (N_TRAIN));
-  dir = sample_dir (h, "samples");
   for (guint i = 0; i < 3; i++)
     {
       g_autofree char *label = g_strdup_printf ("node%u", i);
@@ -444,11 +470,7 @@ test_failover (void)
 
   slices = read_slices (dir);
   kept = newest_terms (slices);
-  assert_steps_within (kept, 1, 20);
-  end = check_stream (kept, 1, 20, 0, 0, &crossing_slices, &crossing_rounds);
-  g_test_message ("%" G_GUINT64_FORMAT " samples in 20 rounds; %u ran over an epoch's end", end,
-                  crossing_rounds);
-  g_assert_cmpuint (crossing_rounds, >=, 2);
+  assert_one_stream (kept, 20);
   harness_free (h);
 }
 
@@ -464,30 +486,20 @@ test_failover (void)
 static void
 test_joiner_takes_over (void)
 {
-  Harness *h = harness_new ();
   g_autofree char *dir = NULL;
+  Harness *h = harness_with_samples ("samples", &dir);
   g_autoptr(GPtrArray) slices = NULL, kept = NULL;
-  guint crossing_slices, crossing_rounds;
   gint64 at, took;
   Node *n[2], *b;
   int e;
 
-  harness_setenv (h, "RLX_SYNTHETIC_TRAIN", G_STRINGIFY (N_TRAIN));
-  dir = sample_dir (h, "samples");
-  n[0] = harness_join (h, "a", "--node", "a", "--cohort", "ejt", "--batch", "8", "--steps", "60",
-                       "--wait-members", "1", "--seed", G_STRINGIFY (SEED), "--sync", "outer:9",
-                       "--deadline-floor-ms", SLOW_OK, "--checkpoint-every", "0",
-                       "--fault-inner-ms", "20", NULL);
+  n[0] = JOIN_OUTER (h, "a", "ejt", "60", "--node", "a", "--wait-members", "1",
+                     "--fault-inner-ms", "20", NULL);
   harness_wait_event (h, n[0], "step", "step", 1, 60000);
-  n[1] = harness_join (h, "m", "--node", "m", "--cohort", "ejt", "--batch", "8", "--steps", "60",
-                       "--seed", G_STRINGIFY (SEED), "--sync", "outer:9",
-                       "--deadline-floor-ms", SLOW_OK, "--checkpoint-every", "0",
-                       "--fault-inner-ms", "100", NULL);
+  n[1] = JOIN_OUTER (h, "m", "ejt", "60", "--node", "m", "--fault-inner-ms", "100", NULL);
   at = ev_int (node_ev (n[1], harness_wait_event (h, n[1], "snapshot", NULL, 0, 60000)), "step");
   harness_wait_event (h, n[1], "step", "step", at + 2, 60000);
-  b = harness_join (h, "b", "--node", "b", "--cohort", "ejt", "--batch", "8", "--steps", "60",
-                    "--seed", G_STRINGIFY (SEED), "--sync", "outer:9",
-                    "--deadline-floor-ms", SLOW_OK, "--checkpoint-every", "0", NULL);
+  b = JOIN_OUTER (h, "b", "ejt", "60", "--node", "b", NULL);
   at = ev_int (node_ev (b, harness_wait_event (h, b, "snapshot", NULL, 0, 60000)), "step");
   harness_wait_event (h, b, "step", "step", at + 1, 60000);
   node_kill (n[0], SIGKILL);
@@ -506,10 +518,7 @@ test_joiner_takes_over (void)
 
   slices = read_slices (dir);
   kept = newest_terms (slices);
-  assert_steps_within (kept, 1, 60);
-  g_assert_cmpuint (check_stream (kept, 1, 60, 0, 0, &crossing_slices, &crossing_rounds), >,
-                    0);
-  g_assert_cmpuint (crossing_rounds, >=, 2);
+  g_assert_cmpuint (assert_one_stream (kept, 60), >, 0);
   harness_free (h);
 }
 
@@ -528,22 +537,18 @@ test_joiner_takes_over (void)
 static void
 test_kill_member (void)
 {
-  Harness *h = harness_new ();
   g_autofree char *dir = NULL;
+  Harness *h = harness_with_samples ("samples", &dir);
   g_autoptr(GPtrArray) slices = NULL;
   Node *n[3], *leader, *victim, *other;
   guint crossing_slices, crossing_rounds, short_rounds = 0;
   gint64 killed_at;
 
-  harness_setenv (h, "RLX_SYNTHETIC_TRAIN", G_STRINGIFY (N_TRAIN));
-  dir = sample_dir (h, "samples");
   for (guint i = 0; i < 3; i++)
     {
       g_autofree char *label = g_strdup_printf ("node%u", i);
-      n[i] = harness_join (h, label, "--cohort", "ekm", "--batch", "8", "--steps", "16",
-                           "--wait-members", "3", "--seed", G_STRINGIFY (SEED),
-                           "--sync", "outer:9", "--deadline-floor-ms", SLOW_OK,
-                           "--checkpoint-every", "0", "--fault-inner-ms", "30", NULL);
+      n[i] = JOIN_OUTER (h, label, "ekm", "16", "--wait-members", "3", "--fault-inner-ms", "30",
+                         NULL);
     }
   for (guint i = 0; i < 3; i++)
     harness_wait_event (h, n[i], "joined", NULL, 0, 30000);
@@ -636,24 +641,18 @@ test_kill_member (void)
 static void
 test_member_ahead_of_new_leader (void)
 {
-  Harness *h = harness_new ();
   g_autofree char *dir = NULL;
+  Harness *h = harness_with_samples ("samples", &dir);
   g_autoptr(GPtrArray) slices = NULL, kept = NULL;
-  guint crossing_slices, crossing_rounds;
   Node *n[3];
   const char *name[3] = { "a", "b", "c" };
   int e = -1;
 
-  harness_setenv (h, "RLX_SYNTHETIC_TRAIN", G_STRINGIFY (N_TRAIN));
-  dir = sample_dir (h, "samples");
   /* a founds; b is admitted before c, so b takes over */
   for (guint i = 0; i < 3; i++)
     {
-      n[i] = harness_join (h, name[i], "--node", name[i], "--cohort", "eah", "--batch", "8",
-                           "--steps", "24", "--wait-members", "3", "--seed", G_STRINGIFY (SEED),
-                           "--sync", "outer:9", "--deadline-floor-ms", SLOW_OK,
-                           "--checkpoint-every", "0", "--fault-inner-ms", "20",
-                           i == 0 ? "--fault-die-at" : NULL, "8", NULL);
+      n[i] = JOIN_OUTER (h, name[i], "eah", "24", "--node", name[i], "--wait-members", "3",
+                         "--fault-inner-ms", "20", i == 0 ? "--fault-die-at" : NULL, "8", NULL);
       harness_wait_event (h, n[i], "joined", NULL, 0, 30000);
     }
   harness_assert_exit_ok (h, n[1], 90000);
@@ -735,9 +734,7 @@ test_member_ahead_of_new_leader (void)
       if (sl->step <= 8 && sl->term == 1)
         g_ptr_array_add (kept, sl);
     }
-  assert_steps_within (kept, 1, 24);
-  check_stream (kept, 1, 24, 0, 0, &crossing_slices, &crossing_rounds);
-  g_assert_cmpuint (crossing_rounds, >=, 2);
+  assert_one_stream (kept, 24);
   harness_free (h);
 }
 

@@ -1,12 +1,14 @@
 /* cohort-harness.c — see cohort-harness.h */
 #include "rlx-config.h"
 #include "cohort-harness.h"
+#include "core/p2p/rlx-unix-link.h"
 
 #include <glib/gstdio.h>
 #include <math.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static void
@@ -723,4 +725,30 @@ harness_assert_outer_rounds (Harness *h, Node **n, guint k, gint64 first, gint64
             }
         }
     }
+}
+
+RlxLink *
+harness_stalled_link (const char *peer, int *fd)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GSocket) mine = NULL;
+  g_autoptr(GSocketConnection) conn = NULL;
+  RlxLink *link;
+  int fds[2], small = 64 * 1024;
+
+  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), ==, 0);
+  mine = g_socket_new_from_fd (fds[0], &error);
+  g_assert_no_error (error);
+  conn = g_socket_connection_factory_create_connection (mine);
+  link = rlx_unix_link_new (conn, peer, 0, &error);
+  g_assert_no_error (error);
+  /* Through the socket only: a shared ring or a memfd would take a large
+   * frame without the socket filling. */
+  rlx_unix_link_set_ring_min (RLX_UNIX_LINK (link), 0);
+  rlx_unix_link_set_shm_min (RLX_UNIX_LINK (link), 0);
+  /* Small, after the link set its own large buffers: one frame of a few
+   * hundred KB fills it. */
+  g_assert_cmpint (setsockopt (fds[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small), ==, 0);
+  *fd = fds[1];
+  return link;
 }

@@ -9,6 +9,7 @@
 
 #include <gio/gio.h>
 #include <json-glib/json-glib.h>
+#include "core/p2p/rlx-link.h"
 
 G_BEGIN_DECLS
 
@@ -119,6 +120,12 @@ void        harness_assert_checkpoint_finite (Harness *h, const char *cohort, gs
  * first time it was recorded (ns); and one entry of it, or fail the test. */
 GHashTable *harness_read_trace (const char *path);
 gint64      harness_trace_at   (GHashTable *trace, const char *what, gint64 step);
+
+/* A link (rlx-unix-link.h) to a bare socket that nothing reads unless the
+ * caller does: its end in *@fd, for the caller to write to and close. The
+ * link writes through the socket only, whose send buffer is 64 KiB, so a
+ * frame of more than that stays in flight. */
+RlxLink    *harness_stalled_link (const char *peer, int *fd);
 
 gint64      ev_int             (JsonObject *o, const char *key);
 const char *ev_str             (JsonObject *o, const char *key);

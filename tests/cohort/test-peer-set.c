@@ -26,7 +26,6 @@
 #include "core/p2p/rlx-unix-link.h"
 #include "cohort-harness.h"
 
-#include <sys/socket.h>
 #include <unistd.h>
 
 #define TIMEOUT_MS 3000
@@ -182,8 +181,8 @@ on_dropped (RlxPeerSet *set, RlxPeer *peer, const char *klass, guint64 total,
   d->total = total;
 }
 
-/* @n rounds sent to @p at once; FALSE when that took most of a second
- * (a loaded machine: the drops would fall in two seconds). */
+/* @n rounds sent to @p at once; FALSE, the case skipped, when that took
+ * half a second (a loaded machine: the drops might fall in two seconds). */
 static gboolean
 burst (RlxPeerSet *set, RlxPeer *p, GBytes *round, guint n)
 {
@@ -191,39 +190,29 @@ burst (RlxPeerSet *set, RlxPeer *p, GBytes *round, guint n)
 
   for (guint i = 0; i < n; i++)
     g_assert_true (rlx_peer_set_send_frame (set, p, RLX_SEND_STEP, round, 0, RLX_PRECISION_F32));
-  return g_get_monotonic_time () - start < 500 * 1000;
+  if (g_get_monotonic_time () - start < 500 * 1000)
+    return TRUE;
+  g_test_skip ("the rounds took half a second to send (a loaded machine)");
+  return FALSE;
 }
 
-/* A peer set whose one peer, at the other end of a socketpair, never
- * reads. One frame in flight a lane (test limits): behind a frame larger
- * than the socket's buffers, a round sent while the one before it still
- * waits for the link replaces it. */
+/* A peer set whose one peer never reads (harness_stalled_link). One frame
+ * in flight a lane (test limits): behind a frame larger than the socket's
+ * buffers, a round sent while the one before it still waits for the link
+ * replaces it. */
 static void
 test_dropped_once_a_second (void)
 {
   RlxPeerSetIdentity me = { "me", "peers", "1", "mnist-mlp", "synthetic" };
-  g_autoptr(GError) error = NULL;
   g_autoptr(RlxPeerSet) set = NULL;
-  g_autoptr(GSocket) mine = NULL;
-  g_autoptr(GSocketConnection) conn = NULL;
   g_autoptr(RlxLink) link = NULL;
   g_autoptr(GBytes) big = NULL, round = NULL;
-  int fds[2], small = 64 * 1024;
   Drops d = { 0 };
   RlxPeer *p;
+  int fd;
 
   g_setenv ("RLX_TEST_SENDER_LIMITS", "1,32,64", TRUE);
-  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), ==, 0);
-  mine = g_socket_new_from_fd (fds[0], &error);
-  g_assert_no_error (error);
-  conn = g_socket_connection_factory_create_connection (mine);
-  link = rlx_unix_link_new (conn, "stalled peer", 0, &error);
-  g_assert_no_error (error);
-  /* through the socket only, which fills (its buffer made small after the
-   * link set its own) */
-  rlx_unix_link_set_ring_min (RLX_UNIX_LINK (link), 0);
-  rlx_unix_link_set_shm_min (RLX_UNIX_LINK (link), 0);
-  g_assert_cmpint (setsockopt (fds[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small), ==, 0);
+  link = harness_stalled_link ("stalled peer", &fd);
   set = rlx_peer_set_new (&me, fill_hello, NULL);
   g_signal_connect (set, "dropped", G_CALLBACK (on_dropped), &d);
   p = rlx_peer_set_add_link (set, link);
@@ -236,27 +225,21 @@ test_dropped_once_a_second (void)
   /* 50 rounds at once: the first waits, 49 are superseded, said once, at
    * the first */
   if (!burst (set, p, round, 50))
-    {
-      g_test_skip ("50 sends took half a second (a loaded machine)");
-      goto out;
-    }
+    goto out;
   g_assert_cmpuint (rlx_sender_get_dropped (p->sender, RLX_SEND_STEP), ==, 49);
   g_assert_cmpuint (d.said, ==, 1);
   g_assert_cmpuint (d.total, ==, 1);
   /* a second later, the next drop is said with the total, once more */
   harness_pause (1100);
   if (!burst (set, p, round, 50))
-    {
-      g_test_skip ("50 sends took half a second (a loaded machine)");
-      goto out;
-    }
+    goto out;
   g_assert_cmpuint (rlx_sender_get_dropped (p->sender, RLX_SEND_STEP), ==, 99);
   g_assert_cmpuint (d.said, ==, 2);
   g_assert_cmpuint (d.total, ==, 50);
 out:
   g_signal_handlers_disconnect_by_data (set, &d);
   rlx_link_close (link);
-  close (fds[1]);
+  close (fd);
   g_unsetenv ("RLX_TEST_SENDER_LIMITS");
 }
 

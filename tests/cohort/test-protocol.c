@@ -16,11 +16,9 @@
 #include "core/p2p/rlx-unix-link.h"
 #include "core/vision/rlx-cpu.h"
 
-#include <gio/gunixconnection.h>
 #include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #define WAIT_MS 30000
@@ -465,31 +463,19 @@ test_drops_reported (void)
 {
   Leader l = { 0 };
   g_autoptr(GError) error = NULL;
-  g_autoptr(GSocket) mine = NULL;
-  g_autoptr(GSocketConnection) conn = NULL;
   g_autoptr(RlxLink) link = NULL;
-  int fds[2];
+  int fd;
   JsonObject *ev;
 
   g_setenv ("RLX_TEST_SENDER_LIMITS", "1,2,1", TRUE);
   leader_init (&l, RLX_PRECISION_F32);
-  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), ==, 0);
-  mine = g_socket_new_from_fd (fds[0], &error);
-  g_assert_no_error (error);
-  conn = g_socket_connection_factory_create_connection (mine);
-  link = rlx_unix_link_new (conn, "stalled peer", 0, &error);
-  g_assert_no_error (error);
-  /* Through the socket only: a shared ring would take the snapshots without
-   * the socket filling, and nothing control would wait behind them. */
-  rlx_unix_link_set_ring_min (RLX_UNIX_LINK (link), 0);
-  /* A small socket: the first snapshot fills it. (The link writes on its own
-   * thread, and a sender with one frame in flight refuses the rest of a burst
-   * of snapshots while that one is being written — so with the link's large
-   * buffers the socket would never fill and nothing control would wait.) */
-  {
-    int small = 64 * 1024;
-    g_assert_cmpint (setsockopt (fds[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small), ==, 0);
-  }
+  /* A small socket, through which alone the link writes: the first
+   * snapshot fills it. (The link writes on its own thread, and a sender
+   * with one frame in flight refuses the rest of a burst of snapshots
+   * while that one is being written — so with the link's large buffers,
+   * or a shared ring, the socket would never fill and nothing control
+   * would wait.) */
+  link = harness_stalled_link ("stalled peer", &fd);
   rlx_coordinator_add_link (l.coord, link);
   rlx_coordinator_start (l.coord);
 
@@ -503,7 +489,7 @@ test_drops_reported (void)
     hello_init (&m, "stalled");
     hello = rlx_msg_build (&m, NULL, 0, RLX_PRECISION_F32, &error);
     rlx_msg_clear (&m);
-    write_record (fds[1], hello);
+    write_record (fd, hello);
     /* Joins go to a leader: wait until it has founded. */
     leader_wait (&l, "joined", NULL, 0, NULL);
     for (guint i = 0; i < 24; i++)
@@ -514,7 +500,7 @@ test_drops_reported (void)
         m.u.join.step = i;
         join = rlx_msg_build (&m, NULL, 0, RLX_PRECISION_F32, &error);
         rlx_msg_clear (&m);
-        write_record (fds[1], join);
+        write_record (fd, join);
       }
   }
   /* The pushed-out control frame (a commit superseded by a newer one, class
@@ -527,7 +513,7 @@ test_drops_reported (void)
   g_assert_cmpstr (str_of (ev, "node"), ==, "stalled");
   g_assert_nonnull (str_of (ev, "reason"));
 
-  close (fds[1]);
+  close (fd);
   g_unsetenv ("RLX_TEST_SENDER_LIMITS");
   leader_clear (&l);
 }

@@ -92,11 +92,18 @@
  * keep their margins (hundreds of ms) on a loaded machine. */
 #define HB_MS 6000
 
+/* A node of @cohort named and labelled @id that trains on without end and
+ * writes no checkpoints; then ARGS…, NULL-terminated. */
+#define JOIN_NAMED(h, cohort, id, ...)                                                        \
+  harness_join ((h), (id), "--cohort", (cohort), "--node", (id), "--batch", "8", "--steps",  \
+                "100000000", "--checkpoint-every", "0", __VA_ARGS__)
+
 /* A cohort of @k nodes labelled a, b, c, … (admitted in that order; a
- * founds and leads), each with the heartbeat timeout @hb_ms, every one
- * joined; the first rounds are past (30 steps). */
+ * founds and leads), each with the heartbeat timeout @hb_ms and @arg @val
+ * (NULL: none), every one joined; the first rounds are past (30 steps). */
 static void
-join_cohort (Harness *h, const char *cohort, const char *hb_ms, Node **nodes, guint k)
+join_cohort (Harness *h, const char *cohort, const char *hb_ms, const char *arg,
+             const char *val, Node **nodes, guint k)
 {
   g_autofree char *wait = g_strdup_printf ("%u", k);
   gint64 at;
@@ -106,7 +113,7 @@ join_cohort (Harness *h, const char *cohort, const char *hb_ms, Node **nodes, gu
       char label[2] = { (char) ('a' + i), 0 };
       nodes[i] = harness_join (h, label, "--cohort", cohort, "--batch", "8", "--steps", "1000000",
                                "--heartbeat-timeout-ms", hb_ms, "--checkpoint-every", "0",
-                               "--wait-members", i == 0 ? wait : "1", NULL);
+                               "--wait-members", i == 0 ? wait : "1", arg, val, NULL);
       harness_wait_event (h, nodes[i], "joined", NULL, 0, T);
     }
   at = node_max_step (nodes[k - 1]);
@@ -224,7 +231,7 @@ leader_timed_out_after_freeze (gboolean leader_first, const char *cohort, const 
   gint64 at;
   double silent;
 
-  join_cohort (h, cohort, "4000", nodes, 3);
+  join_cohort (h, cohort, "4000", NULL, NULL, nodes, 3);
   a = nodes[0];
   b = nodes[1];
   c = nodes[2];
@@ -316,6 +323,33 @@ test_unlinked_senior_not_passed_over (void)
   harness_free (h);
 }
 
+/* How many commits @n applied (its "step" events) that came after @from
+ * and by @to (monotonic µs). */
+static guint
+steps_between (Node *n, gint64 from, gint64 to)
+{
+  guint k = 0;
+
+  for (guint e = 0; e < n->events->len; e++)
+    {
+      gint64 t = g_array_index (n->times, gint64, e);
+      if (t > from && t <= to && g_strcmp0 (ev_str (node_ev (n, (int) e), "event"), "step") == 0)
+        k++;
+    }
+  return k;
+}
+
+/* Whether @n reported a member leaving by @until (monotonic µs). */
+static gboolean
+member_left_by (Node *n, gint64 until)
+{
+  for (guint e = 0; e < n->events->len; e++)
+    if (g_array_index (n->times, gint64, e) <= until &&
+        g_strcmp0 (ev_str (node_ev (n, (int) e), "event"), "member-left") == 0)
+      return TRUE;
+  return FALSE;
+}
+
 /* c is frozen for 5 s of an 8 s timeout: nobody drops it, and every round
  * waits for its slot until the deadline. That deadline is 10 × the recent
  * round time (at least 500 ms): the time the buckets that came took, not
@@ -328,10 +362,10 @@ test_frozen_member_keeps_deadline (void)
   Node *nodes[3];
   Node *a, *b, *c;
   gint64 frozen, thawed;
-  guint during = 0;
-  gboolean dropped = FALSE;
+  guint during;
+  gboolean dropped;
 
-  join_cohort (h, "latedeadline", "8000", nodes, 3);
+  join_cohort (h, "latedeadline", "8000", NULL, NULL, nodes, 3);
   a = nodes[0];
   b = nodes[1];
   c = nodes[2];
@@ -342,16 +376,8 @@ test_frozen_member_keeps_deadline (void)
   node_kill (c, SIGCONT);
   /* b reports each commit it applies (a reports one once every member
    * acknowledged it) */
-  for (guint e = 0; e < b->events->len; e++)
-    {
-      gint64 t = g_array_index (b->times, gint64, e);
-      if (t > frozen && t <= thawed && g_strcmp0 (ev_str (node_ev (b, (int) e), "event"), "step") == 0)
-        during++;
-    }
-  for (guint e = 0; e < a->events->len; e++)
-    if (g_array_index (a->times, gint64, e) <= thawed &&
-        g_strcmp0 (ev_str (node_ev (a, (int) e), "event"), "member-left") == 0)
-      dropped = TRUE;
+  during = steps_between (b, frozen, thawed);
+  dropped = member_left_by (a, thawed);
   g_test_message ("b applied %u commits while c was frozen for 5 s", during);
   if (dropped)
     g_test_skip ("a timed c out after all (a loaded machine): the rounds did not wait for it");
@@ -379,6 +405,27 @@ test_thawed_member_keeps_timeout (void)
                                  "its round trip");
 }
 
+/* Of @n, four nodes that a leads: d freezes, @pause_ms later a dies and b
+ * takes over (term 2); how many ms after b took over c applied its first
+ * commit. */
+static gint64
+failover_first_commit_ms (Harness *h, Node **n, guint pause_ms)
+{
+  int i, j;
+  gint64 at, took;
+
+  node_kill (n[3], SIGSTOP);
+  harness_pause (pause_ms);
+  node_kill (n[0], SIGKILL);
+  i = harness_wait_event (h, n[1], "leader", "term", 2, T);
+  g_assert_cmpstr (ev_str (node_ev (n[1], i), "node"), ==, node_id (n[1]));
+  at = ev_int (node_ev (n[1], i), "step");
+  j = harness_wait_event (h, n[2], "step", "step", at + 1, T);
+  took = (g_array_index (n[2]->times, gint64, j) - g_array_index (n[1]->times, gint64, i)) / 1000;
+  g_test_message ("c applied b's first commit %" G_GINT64_FORMAT " ms after b took over", took);
+  return took;
+}
+
 /* a leads b, c, d (6 s timeout). d freezes, then a dies: b takes over
  * (its link to a closes at once) and assigns d a slice in its first round.
  * That round closes at 10 × the round time b saw as a member (at least
@@ -389,24 +436,14 @@ test_failover_round_skips_frozen (void)
 {
   Harness *h = harness_new ();
   Node *nodes[4];
-  Node *a, *b, *c, *d;
-  int i, j;
-  gint64 at, took;
+  Node *b, *c, *d;
+  gint64 took;
 
-  join_cohort (h, "failoverdl", "6000", nodes, 4);
-  a = nodes[0];
+  join_cohort (h, "failoverdl", "6000", NULL, NULL, nodes, 4);
   b = nodes[1];
   c = nodes[2];
   d = nodes[3];
-  node_kill (d, SIGSTOP);
-  harness_pause (300);
-  node_kill (a, SIGKILL);
-  i = harness_wait_event (h, b, "leader", "term", 2, T);
-  g_assert_cmpstr (ev_str (node_ev (b, i), "node"), ==, node_id (b));
-  at = ev_int (node_ev (b, i), "step");
-  j = harness_wait_event (h, c, "step", "step", at + 1, T);
-  took = (g_array_index (c->times, gint64, j) - g_array_index (b->times, gint64, i)) / 1000;
-  g_test_message ("c applied b's first commit %" G_GINT64_FORMAT " ms after b took over", took);
+  took = failover_first_commit_ms (h, nodes, 300);
   if (took > 3000)
     {
       harness_dump (h);
@@ -501,9 +538,8 @@ test_long_split_reports_from_split (void)
 
   for (guint k = 0; k < 5; k++)
     {
-      n[k] = harness_join (h, ids[k], "--cohort", "longsplit", "--node", ids[k], "--batch", "8",
-                           "--steps", "100000000", "--checkpoint-every", "0",
-                           "--wait-members", k == 0 ? "5" : "1", "--fault-partition", cut, NULL);
+      n[k] = JOIN_NAMED (h, "longsplit", ids[k], "--wait-members", k == 0 ? "5" : "1",
+                         "--fault-partition", cut, NULL);
       harness_wait_event (h, n[k], "joined", NULL, 0, T);
     }
   harness_wait_event (h, n[4], "step", "step", 20, T);
@@ -554,10 +590,8 @@ test_own_snapshot_keeps_history (void)
 
   for (guint k = 0; k < 6; k++)
     {
-      n[k] = harness_join (h, ids[k], "--cohort", "ownsnap", "--node", ids[k], "--batch", "8",
-                           "--steps", "100000000", "--checkpoint-every", "0",
-                           "--heartbeat-timeout-ms", hb, "--wait-members", k == 0 ? "6" : "1",
-                           "--fault-partition", cut, NULL);
+      n[k] = JOIN_NAMED (h, "ownsnap", ids[k], "--heartbeat-timeout-ms", hb,
+                         "--wait-members", k == 0 ? "6" : "1", "--fault-partition", cut, NULL);
       harness_wait_event (h, n[k], "joined", NULL, 0, T);
     }
   harness_wait_event (h, n[5], "step", "step", 20, T);
@@ -707,9 +741,8 @@ test_unlinked_leaders_meet (void)
 
   for (guint k = 0; k < 4; k++)
     {
-      n[k] = harness_join (h, ids[k], "--cohort", "unlinkedleaders", "--node", ids[k], "--batch",
-                           "8", "--steps", "100000000", "--checkpoint-every", "0",
-                           "--wait-members", k == 0 ? "4" : "1", "--fault-partition", cut, NULL);
+      n[k] = JOIN_NAMED (h, "unlinkedleaders", ids[k], "--wait-members", k == 0 ? "4" : "1",
+                         "--fault-partition", cut, NULL);
       harness_wait_event (h, n[k], "joined", NULL, 0, T);
     }
   harness_wait_event (h, n[3], "step", "step", 20, T);
@@ -749,10 +782,10 @@ test_frozen_member_gets_no_slot (void)
   Node *nodes[3];
   Node *a, *b, *c;
   gint64 frozen, thawed;
-  guint during = 0, marks;
+  guint during, marks;
   int i = -1;
 
-  join_cohort (h, "noslot", "8000", nodes, 3);
+  join_cohort (h, "noslot", "8000", NULL, NULL, nodes, 3);
   a = nodes[0];
   b = nodes[1];
   c = nodes[2];
@@ -763,20 +796,12 @@ test_frozen_member_gets_no_slot (void)
   marks = b->events->len;
   node_kill (c, SIGCONT);
   /* b reports each commit it applies */
-  for (guint e = 0; e < b->events->len; e++)
+  during = steps_between (b, frozen + 1500000, thawed);
+  if (member_left_by (a, thawed))
     {
-      gint64 t = g_array_index (b->times, gint64, e);
-      if (t > frozen + 1500000 && t <= thawed &&
-          g_strcmp0 (ev_str (node_ev (b, (int) e), "event"), "step") == 0)
-        during++;
+      harness_dump (h);
+      g_error ("a dropped a member during c's 6 s freeze (8 s timeout)");
     }
-  for (guint e = 0; e < a->events->len; e++)
-    if (g_array_index (a->times, gint64, e) <= thawed &&
-        g_strcmp0 (ev_str (node_ev (a, (int) e), "event"), "member-left") == 0)
-      {
-        harness_dump (h);
-        g_error ("a dropped a member during c's 6 s freeze (8 s timeout)");
-      }
   g_test_message ("b applied %u commits in the last 4.5 s of c's 6 s freeze", during);
   if (during < 30)
     {
@@ -815,29 +840,10 @@ test_failover_skips_silent (void)
 {
   Harness *h = harness_new ();
   Node *n[4];
-  int i, j;
-  gint64 at, took;
+  gint64 took;
 
-  for (guint k = 0; k < 4; k++)
-    {
-      char label[2] = { (char) ('a' + k), 0 };
-      n[k] = harness_join (h, label, "--cohort", "failoversilent", "--batch", "8", "--steps",
-                           "1000000", "--heartbeat-timeout-ms", "6000", "--checkpoint-every", "0",
-                           "--deadline-floor-ms", "3000", "--wait-members", k == 0 ? "4" : "1",
-                           NULL);
-      harness_wait_event (h, n[k], "joined", NULL, 0, T);
-    }
-  at = node_max_step (n[3]);
-  harness_wait_event (h, n[3], "step", "step", at + 30, T);
-  node_kill (n[3], SIGSTOP);
-  harness_pause (1500);
-  node_kill (n[0], SIGKILL);
-  i = harness_wait_event (h, n[1], "leader", "term", 2, T);
-  g_assert_cmpstr (ev_str (node_ev (n[1], i), "node"), ==, node_id (n[1]));
-  at = ev_int (node_ev (n[1], i), "step");
-  j = harness_wait_event (h, n[2], "step", "step", at + 1, T);
-  took = (g_array_index (n[2]->times, gint64, j) - g_array_index (n[1]->times, gint64, i)) / 1000;
-  g_test_message ("c applied b's first commit %" G_GINT64_FORMAT " ms after b took over", took);
+  join_cohort (h, "failoversilent", "6000", "--deadline-floor-ms", "3000", n, 4);
+  took = failover_first_commit_ms (h, n, 1500);
   if (took > 1500)
     {
       harness_dump (h);
@@ -859,11 +865,9 @@ lead_on_alone (Harness *h, const char *cohort, Node **z, Node **a, const char *a
 {
   int i;
 
-  *z = harness_join (h, "z", "--cohort", cohort, "--node", "z", "--batch", "8", "--steps",
-                     "100000000", "--checkpoint-every", "0", "--wait-members", "2", NULL);
+  *z = JOIN_NAMED (h, cohort, "z", "--wait-members", "2", NULL);
   harness_wait_event (h, *z, "joined", NULL, 0, T);
-  *a = harness_join (h, "a", "--cohort", cohort, "--node", "a", "--batch", "8", "--steps",
-                     "100000000", "--checkpoint-every", "0", a_arg, a_val, NULL);
+  *a = JOIN_NAMED (h, cohort, "a", a_arg, a_val, NULL);
   harness_wait_event (h, *a, "joined", NULL, 0, T);
   harness_wait_event (h, *a, "step", "step", 30, T);
   node_kill (*z, SIGKILL);
@@ -899,9 +903,8 @@ test_resumed_founder_yields (void)
   g_assert_cmpint (frozen, >, ckpt);
   /* x resumes a's checkpoint, founds, and goes past a's step */
   /* (it founds once it has waited 10 heartbeat timeouts for the frozen a) */
-  x = harness_join (h, "x", "--cohort", "resumed", "--node", "x", "--batch", "8", "--steps",
-                    "100000000", "--checkpoint-every", "0", "--heartbeat-timeout-ms", "1500",
-                    "--fault-partition", cut, NULL);
+  x = JOIN_NAMED (h, "resumed", "x", "--heartbeat-timeout-ms", "1500", "--fault-partition", cut,
+                  NULL);
   i = harness_wait_event (h, x, "resumed", NULL, 0, T);
   g_assert_cmpint (ev_int (node_ev (x, i), "step"), ==, ckpt);
   harness_wait_event (h, x, "joined", NULL, 0, T);
@@ -951,13 +954,10 @@ test_other_fork_announcement (void)
   lead_on_alone (h, "otherfork", &z, &a, "--fault-unlinked", "x");
   /* x resumes a's checkpoint and founds, never linked to a; y joins x and
    * links to a only afterwards, as x's member */
-  x = harness_join (h, "x", "--cohort", "otherfork", "--node", "x", "--batch", "8", "--steps",
-                    "100000000", "--checkpoint-every", "0", "--wait-members", "2",
-                    "--fault-unlinked", "a", NULL);
+  x = JOIN_NAMED (h, "otherfork", "x", "--wait-members", "2", "--fault-unlinked", "a", NULL);
   harness_wait_event (h, x, "resumed", NULL, 0, T);
   g_assert_true (g_file_set_contents (cut, "x y\n", -1, NULL));
-  y = harness_join (h, "y", "--cohort", "otherfork", "--node", "y", "--batch", "8", "--steps",
-                    "100000000", "--checkpoint-every", "0", "--fault-partition", cut, NULL);
+  y = JOIN_NAMED (h, "otherfork", "y", "--fault-partition", cut, NULL);
   harness_wait_event (h, y, "joined", NULL, 0, T);
   i = harness_wait_event (h, y, "leader", NULL, 0, T);
   g_assert_cmpstr (ev_str (node_ev (y, i), "node"), ==, "x");
@@ -1004,10 +1004,8 @@ test_dropped_member_leads_first (void)
 
   for (guint k = 0; k < 5; k++)
     {
-      n[k] = harness_join (h, ids[k], "--cohort", "dropfirst", "--node", ids[k], "--batch", "8",
-                           "--steps", "100000000", "--checkpoint-every", "0",
-                           "--wait-members", k == 0 ? "5" : "1", "--fault-partition",
-                           k < 3 ? abc : k == 3 ? pd : pe, NULL);
+      n[k] = JOIN_NAMED (h, "dropfirst", ids[k], "--wait-members", k == 0 ? "5" : "1",
+                         "--fault-partition", k < 3 ? abc : k == 3 ? pd : pe, NULL);
       harness_wait_event (h, n[k], "joined", NULL, 0, T);
     }
   harness_wait_event (h, n[4], "step", "step", 20, T);

@@ -137,7 +137,23 @@ read_secret_file (const char *option, const char *path, const char *thing, const
       g_set_error (error, G_IO_ERROR, g_io_error_from_errno (e), "%s: %s", what, g_strerror (e));
       return NULL;
     }
-  if (fstat (fd, &st) != 0 || (st.st_mode & (S_IRGRP | S_IROTH)) != 0)
+  if (fstat (fd, &st) != 0)
+    {
+      int e = errno;
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (e), "%s: %s", what, g_strerror (e));
+      close (fd);
+      return NULL;
+    }
+  /* (a folder opens too, and is usually readable by others: say what it
+   * is, not to chmod it) */
+  if (S_ISDIR (st.st_mode))
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_IS_DIRECTORY,
+                   "%s is a folder: name the file in it that holds the %s", what, thing);
+      close (fd);
+      return NULL;
+    }
+  if ((st.st_mode & (S_IRGRP | S_IROTH)) != 0)
     {
       g_set_error (error, G_IO_ERROR, G_IO_ERROR_PERMISSION_DENIED,
                    "%s: other users of this machine may read it (mode %04o), and the %s "

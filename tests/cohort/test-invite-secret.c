@@ -3,7 +3,8 @@
  * Real `rlx-rank join` processes on loopback: a founder (--host) writes its
  * invite with --invite-out (mode 0600) and prints it with the key hidden;
  * a joiner given --invite-file has no key in /proc/PID/cmdline and joins;
- * an invite file others may read is refused (exit 2, saying chmod 600); an
+ * an invite file others may read is refused (exit 2, saying chmod 600), a
+ * folder given for it too (saying it is a folder, not to chmod it); an
  * invite on standard input (--invite -) joins; one in the arguments still
  * joins, with a warning, and its key is blanked from /proc/PID/cmdline; a
  * wrong key (RLX_INVITE) exits 1 within a bound, saying the key is probably
@@ -133,6 +134,20 @@ test_invite_file (void)
     g_assert_null (strstr (err, f.key));
   }
   g_assert_cmpint (g_chmod (f.file, 0600), ==, 0);
+  /* A folder (readable by others, as folders are) is not taken for an
+   * invite whose mode is wrong. */
+  {
+    g_autofree char *dir = g_build_filename (f.h->dir, "invites", NULL);
+    const char *args[] = { "--json", "--steps", "1", "--invite-file", dir, NULL };
+    g_autofree char *out = NULL, *err = NULL;
+
+    g_assert_cmpint (g_mkdir (dir, 0755), ==, 0);
+    g_assert_cmpint (g_chmod (dir, 0755), ==, 0);
+    g_assert_cmpint (run_joiner (&f, NULL, &out, &err, args, NULL, FALSE), ==, 2);
+    g_test_message ("%s", err);
+    g_assert_nonnull (strstr (err, "is a folder: name the file in it that holds the invite"));
+    g_assert_null (strstr (err, "chmod"));
+  }
   founded_clear (&f);
 }
 

@@ -194,6 +194,13 @@ print_event (JoinState *st, const RlxEvent *event)
             continue;
           if (JSON_NODE_HOLDS_VALUE (value) && json_node_get_value_type (value) == G_TYPE_STRING)
             v = g_strdup (json_node_get_string (value));
+          else if (JSON_NODE_HOLDS_VALUE (value) &&
+                   json_node_get_value_type (value) == G_TYPE_DOUBLE)
+            {
+              /* as a person reads it: 0.9, not JSON's round trip 0.90000000000000002 */
+              char buf[G_ASCII_DTOSTR_BUF_SIZE];
+              v = g_strdup (g_ascii_formatd (buf, sizeof buf, "%.6g", json_node_get_double (value)));
+            }
           else
             v = json_to_string (value, FALSE);
           g_string_append_printf (s, " %s=%s", key, v);

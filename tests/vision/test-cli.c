@@ -1,4 +1,5 @@
-/* test-cli.c — rlx-rank train, grads and bench as a person runs them */
+/* test-cli.c — rlx-rank train, grads and bench as a person runs them, and
+ * the lines join prints without --json */
 #include "rlx-config.h"
 #include "core/rlx-safetensors.h"
 #include "core/vision/rlx-cpu.h"
@@ -365,6 +366,40 @@ test_bench (void)
   g_assert_cmpfloat (json_object_get_double_member (o, "samples_per_second"), >, 0);
 }
 
+/* join without --json prints events as lines a person reads: the numbers
+ * of those it has no sentence for as written, not as JSON's round trip
+ * (outer_momentum=0.90000000000000002). In folders of its own (the local
+ * bus, the checkpoint). */
+static void
+test_join_lines (void)
+{
+  g_autofree char *dir = g_build_filename (tmpdir, "join", NULL);
+  g_autofree char *run_dir = g_build_filename (dir, "run", NULL);
+  g_autofree char *data_dir = g_build_filename (dir, "data", NULL);
+  g_autofree char *rm = g_strdup_printf ("rm -rf '%s'", dir);
+  g_autofree char *old_run = g_strdup (g_getenv ("XDG_RUNTIME_DIR"));
+  g_autofree char *old_data = g_strdup (g_getenv ("XDG_DATA_HOME"));
+  g_auto(Run) r = { 0 };
+
+  g_assert_cmpint (g_mkdir_with_parents (run_dir, 0700), ==, 0);
+  g_assert_cmpint (g_mkdir_with_parents (data_dir, 0700), ==, 0);
+  g_setenv ("XDG_RUNTIME_DIR", run_dir, TRUE);
+  g_setenv ("XDG_DATA_HOME", data_dir, TRUE);
+  run (&r, "join", "--local", "--cohort", "lines", "--backend", "cpu", "--threads", "1",
+       "--batch", "8", "--steps", "1", "--sync", "outer:5", "--outer-momentum", "0.9",
+       "--outer-lr", "0.7", "--checkpoint-every", "0", NULL);
+  old_run ? g_setenv ("XDG_RUNTIME_DIR", old_run, TRUE) : g_unsetenv ("XDG_RUNTIME_DIR");
+  old_data ? g_setenv ("XDG_DATA_HOME", old_data, TRUE) : g_unsetenv ("XDG_DATA_HOME");
+  g_assert_true (g_spawn_command_line_sync (rm, NULL, NULL, NULL, NULL));
+  g_test_message ("stdout: %s", r.out);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "\nsync "));
+  g_assert_nonnull (strstr (r.out, " outer_momentum=0.9"));
+  g_assert_nonnull (strstr (r.out, " outer_lr=0.7"));
+  g_assert_null (strstr (r.out, "0.9000"));
+  g_assert_null (strstr (r.out, "0.6999"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -387,6 +422,7 @@ main (int argc, char **argv)
   g_test_add_func ("/vision/cli/out-special", test_out_special);
   g_test_add_func ("/vision/cli/train-json", test_train_json);
   g_test_add_func ("/vision/cli/bench", test_bench);
+  g_test_add_func ("/vision/cli/join-lines", test_join_lines);
   status = g_test_run ();
   g_rmdir (tmpdir);
   g_free (tmpdir);

@@ -354,10 +354,8 @@ rlx_checkpoint_path_for_cohort (const char *cohort)
 }
 
 void
-rlx_coordinator_maybe_checkpoint (RlxCoordinator *self, gboolean force)
+rlx_coordinator_maybe_checkpoint (RlxCoordinator *self, guint64 step, gboolean force)
 {
-  guint64 step = applied (self);
-
   if (!rlx_leadership_is_leader (self->lead))
     return;
   if (force || (self->checkpoint_every > 0 && step > 0 && step % self->checkpoint_every == 0))
@@ -604,13 +602,13 @@ op_peer_precision (gpointer owner, RlxPeer *p, RlxPrecision precision)
 }
 
 static void
-op_checkpoint (gpointer owner, gboolean final)
+op_checkpoint (gpointer owner, guint64 step, gboolean final)
 {
   RlxCoordinator *self = owner;
 
   if (final)
     self->finish_after_checkpoint = TRUE;
-  rlx_coordinator_maybe_checkpoint (self, final);
+  rlx_coordinator_maybe_checkpoint (self, step, final);
 }
 
 static void

@@ -283,7 +283,11 @@ void rlx_coordinator_note_precision (RlxCoordinator *self, RlxPeer *p, RlxPrecis
 void rlx_coordinator_roster_sync (RlxCoordinator *self);
 void rlx_coordinator_members_replace (RlxCoordinator *self, GPtrArray *next);
 void rlx_coordinator_link_members (RlxCoordinator *self);
-void rlx_coordinator_maybe_checkpoint (RlxCoordinator *self, gboolean force);
+/* As the leader, write the state it holds now: when @force, or when the
+ * commit of @step just reported is one of every checkpoint_every (the
+ * reported step decides, not the one the replica holds by then: that may
+ * be the same for two reported commits, or skip a multiple). */
+void rlx_coordinator_maybe_checkpoint (RlxCoordinator *self, guint64 step, gboolean force);
 void rlx_coordinator_on_checkpoint_written (RlxCheckpointer *ckpt, guint64 step, const char *path,
                                             gpointer user_data);
 void rlx_coordinator_on_checkpoint_failed (RlxCheckpointer *ckpt, const char *message,

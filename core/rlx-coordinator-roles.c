@@ -184,7 +184,7 @@ become_leader (RlxCoordinator *self, guint64 term, gboolean founding)
     }
   /* A new leader after a failover checkpoints what it holds. */
   if (!founding && applied (self) > 0)
-    rlx_coordinator_maybe_checkpoint (self, TRUE);
+    rlx_coordinator_maybe_checkpoint (self, 0, TRUE);
   rlx_leader_publish (self->leader, FALSE);
 }
 

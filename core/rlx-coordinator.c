@@ -511,7 +511,7 @@ rlx_coordinator_leave (RlxCoordinator *self, const char *reason, GCallback callb
   /* A leader that leaves writes what it holds: the cohort restarted later
    * resumes every step it committed, not the last periodic checkpoint. */
   if (!self->finished && applied (self) > 0)
-    rlx_coordinator_maybe_checkpoint (self, TRUE);
+    rlx_coordinator_maybe_checkpoint (self, 0, TRUE);
   if (!self->finished)
     rlx_coordinator_finish (self, TRUE, reason ? reason : "left");
   rlx_msg_init (&m, RLX_MSG_BYE, self->node_id);

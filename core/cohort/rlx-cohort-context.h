@@ -61,8 +61,9 @@ typedef struct {
                              const char *reason);
   /* a peer's frames come at another precision now */
   void     (*peer_precision) (gpointer owner, RlxPeer *p, RlxPrecision precision);
-  /* checkpoint if it is time (the last step, @final: always, then finish) */
-  void     (*checkpoint)    (gpointer owner, gboolean final);
+  /* the commit of @step was reported: checkpoint if it is time (every K
+   * reported steps; the last, @final: always, then finish) */
+  void     (*checkpoint)    (gpointer owner, guint64 step, gboolean final);
   /* training has begun here (busy polling may start) */
   void     (*training)      (gpointer owner);
   void     (*finish)        (gpointer owner, gboolean success, const char *message);

@@ -209,7 +209,7 @@ rlx_commits_check (RlxCommits *self)
         }
       ctx->ops->committed (ctx->owner, c->step, c->hash, c->loss, c->samples, c->contributors,
                            c->late, c->rejected, c->members, c->agree);
-      ctx->ops->checkpoint (ctx->owner, c->final);
+      ctx->ops->checkpoint (ctx->owner, c->step, c->final);
       commit_free (c);
       if (ctx->ops->finished (ctx->owner))
         return;

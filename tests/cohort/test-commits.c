@@ -1,7 +1,8 @@
 /* test-commits.c — the leader's commits waiting for acknowledgements
  * (core/cohort/rlx-commits.h), over a cohort context whose owner is this
  * test: a commit is reported once every member acknowledged it, in order,
- * a member that left is not waited for, and the last step checkpoints.
+ * a member that left is not waited for, the last step checkpoints, and
+ * each reported commit is offered for a checkpoint with its own step.
  */
 #include "rlx-config.h"
 #include "core/cohort/rlx-commits.h"
@@ -14,6 +15,7 @@ typedef struct {
   RlxRound         *round;
   RlxCommits       *commits;
   GArray           *reported;   /* guint64 steps, as ops->committed saw them */
+  GArray           *checked;    /* guint64 steps, as ops->checkpoint saw them */
   guint             checkpoints, finals, timeouts;
   guint             agree;      /* as the last ops->committed saw it */
   GPtrArray        *diverged;   /* "node@step" of each "diverged" */
@@ -51,8 +53,9 @@ op_committed (gpointer owner, guint64 step, guint64 hash, double loss, guint64 s
 }
 
 static void
-op_checkpoint (gpointer owner, gboolean final)
+op_checkpoint (gpointer owner, guint64 step, gboolean final)
 {
+  g_array_append_val (current->checked, step);
   current->checkpoints++;
   current->finals += final ? 1 : 0;
 }
@@ -98,6 +101,7 @@ fixture_set_up (Fixture *f, gconstpointer data)
   f->ctx.owner = f->owner;
   f->commits = rlx_commits_new (&f->ctx);
   f->reported = g_array_new (FALSE, FALSE, sizeof (guint64));
+  f->checked = g_array_new (FALSE, FALSE, sizeof (guint64));
 }
 
 static void
@@ -105,6 +109,7 @@ fixture_tear_down (Fixture *f, gconstpointer data)
 {
   rlx_commits_free (f->commits);
   g_array_unref (f->reported);
+  g_array_unref (f->checked);
   g_object_unref (f->round);
   g_object_unref (f->peers);
   g_object_unref (f->lead);
@@ -286,6 +291,29 @@ test_timeout_once_a_silence (Fixture *f, gconstpointer data)
   g_assert_cmpuint (f->timeouts, ==, 3);
 }
 
+/* Commits reported together (one acknowledgement covers several) are
+ * each offered for a checkpoint with their own step, once: the owner
+ * decides by them whether one is due (every K reported steps), not by the
+ * step its replica holds by then, the same for all of them. */
+static void
+test_checkpoint_each_step (Fixture *f, gconstpointer data)
+{
+  for (guint64 step = 1; step <= 6; step++)
+    rlx_commits_publish (f->commits, step, step * 1000, 0, f->round, 3, step == 6,
+                         waiting_for ("a", "b"));
+  rlx_commits_member_acked (f->commits, "a", 6, 6000, 0);
+  rlx_commits_member_acked (f->commits, "b", 6, 6000, 0);
+  rlx_commits_check (f->commits);
+  g_assert_cmpuint (f->reported->len, ==, 6);
+  g_assert_cmpuint (f->checked->len, ==, 6);
+  for (guint i = 0; i < 6; i++)
+    {
+      g_assert_cmpuint (g_array_index (f->checked, guint64, i), ==, i + 1);
+      g_assert_cmpuint (reported (f, i), ==, i + 1);
+    }
+  g_assert_cmpuint (f->finals, ==, 1);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -302,5 +330,7 @@ main (int argc, char **argv)
               test_too_many_waiting, fixture_tear_down);
   g_test_add ("/cohort/commits/timeout-once-a-silence", Fixture, NULL, fixture_set_up,
               test_timeout_once_a_silence, fixture_tear_down);
+  g_test_add ("/cohort/commits/checkpoint-each-step", Fixture, NULL, fixture_set_up,
+              test_checkpoint_each_step, fixture_tear_down);
   return g_test_run ();
 }

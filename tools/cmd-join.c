@@ -155,9 +155,14 @@ format_event (const RlxEvent *e)
     case RLX_EVENT_DONE:
       {
         g_autofree char *hash = hash_text (e->u.done.hash);
-        return g_strdup_printf ("done at step %" G_GUINT64_FORMAT ": %s; loss %.4f, hash %.8s",
-                                e->u.done.step, or_unknown (e->u.done.message), e->u.done.loss,
-                                hash);
+
+        /* (a run that failed before it trained has no loss or hash to tell) */
+        if (!e->u.done.success && e->u.done.step == 0)
+          return g_strdup_printf ("stopped before the first step: %s",
+                                  or_unknown (e->u.done.message));
+        return g_strdup_printf ("%s at step %" G_GUINT64_FORMAT ": %s; loss %.4f, hash %.8s",
+                                e->u.done.success ? "done" : "stopped", e->u.done.step,
+                                or_unknown (e->u.done.message), e->u.done.loss, hash);
       }
     default:
       return NULL;

@@ -29,27 +29,38 @@ run_clear (Run *r)
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Run, run_clear)
 
+/* Runs @argv (without its NULL) and the arguments in @ap, in @envp (NULL:
+ * this process's environment). */
+static void
+run_argv (Run *r, GPtrArray *argv, char **envp, va_list ap)
+{
+  g_autoptr(GError) error = NULL;
+  const char *a;
+  int wait_status = 0;
+
+  while ((a = va_arg (ap, const char *)) != NULL)
+    g_ptr_array_add (argv, (char *) a);
+  g_ptr_array_add (argv, NULL);
+  g_spawn_sync (NULL, (char **) argv->pdata, envp, G_SPAWN_STDIN_FROM_DEV_NULL, NULL, NULL,
+                &r->out, &r->err, &wait_status, &error);
+  g_assert_no_error (error);
+  g_assert_true (WIFEXITED (wait_status));
+  r->status = WEXITSTATUS (wait_status);
+}
+
 /* Runs rlx-rank with the NULL-terminated arguments. */
 static void
 run (Run *r, const char *first, ...)
 {
   g_autoptr(GPtrArray) argv = g_ptr_array_new ();
-  g_autoptr(GError) error = NULL;
   va_list ap;
-  int wait_status = 0;
 
+  g_assert_nonnull (first);
   g_ptr_array_add (argv, (char *) rank_path);
+  g_ptr_array_add (argv, (char *) first);
   va_start (ap, first);
-  for (const char *a = first; a != NULL; a = va_arg (ap, const char *))
-    g_ptr_array_add (argv, (char *) a);
+  run_argv (r, argv, NULL, ap);
   va_end (ap);
-  g_ptr_array_add (argv, NULL);
-
-  g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_STDIN_FROM_DEV_NULL, NULL, NULL,
-                &r->out, &r->err, &wait_status, &error);
-  g_assert_no_error (error);
-  g_assert_true (WIFEXITED (wait_status));
-  r->status = WEXITSTATUS (wait_status);
 }
 
 /* Exit status 2 and exactly one line on stderr that contains @needle. */
@@ -366,38 +377,77 @@ test_bench (void)
   g_assert_cmpfloat (json_object_get_double_member (o, "samples_per_second"), >, 0);
 }
 
-/* join without --json prints events as lines a person reads: the numbers
- * of those it has no sentence for as written, not as JSON's round trip
- * (outer_momentum=0.90000000000000002). In folders of its own (the local
- * bus, the checkpoint). */
+/* `rlx-rank join --local --cohort @cohort --backend cpu --threads 1
+ * --batch 8 --checkpoint-every 0 ARGS…` (NULL-terminated) in folders of
+ * its own (the local bus, the checkpoint), where the cohort's checkpoint
+ * holds @checkpoint first unless that is NULL. */
 static void
-test_join_lines (void)
+run_join (Run *r, const char *cohort, const char *checkpoint, ...)
 {
   g_autofree char *dir = g_build_filename (tmpdir, "join", NULL);
   g_autofree char *run_dir = g_build_filename (dir, "run", NULL);
   g_autofree char *data_dir = g_build_filename (dir, "data", NULL);
+  g_autofree char *cohort_dir = g_build_filename (data_dir, "rlx-cluster", cohort, NULL);
   g_autofree char *rm = g_strdup_printf ("rm -rf '%s'", dir);
-  g_autofree char *old_run = g_strdup (g_getenv ("XDG_RUNTIME_DIR"));
-  g_autofree char *old_data = g_strdup (g_getenv ("XDG_DATA_HOME"));
-  g_auto(Run) r = { 0 };
+  g_autoptr(GPtrArray) argv = g_ptr_array_new ();
+  g_auto(GStrv) env = g_get_environ ();
+  va_list ap;
+  const char *fixed[] = { rank_path, "join", "--local", "--cohort", cohort, "--backend", "cpu",
+                          "--threads", "1", "--batch", "8", "--checkpoint-every", "0", NULL };
 
   g_assert_cmpint (g_mkdir_with_parents (run_dir, 0700), ==, 0);
-  g_assert_cmpint (g_mkdir_with_parents (data_dir, 0700), ==, 0);
-  g_setenv ("XDG_RUNTIME_DIR", run_dir, TRUE);
-  g_setenv ("XDG_DATA_HOME", data_dir, TRUE);
-  run (&r, "join", "--local", "--cohort", "lines", "--backend", "cpu", "--threads", "1",
-       "--batch", "8", "--steps", "1", "--sync", "outer:5", "--outer-momentum", "0.9",
-       "--outer-lr", "0.7", "--checkpoint-every", "0", NULL);
-  old_run ? g_setenv ("XDG_RUNTIME_DIR", old_run, TRUE) : g_unsetenv ("XDG_RUNTIME_DIR");
-  old_data ? g_setenv ("XDG_DATA_HOME", old_data, TRUE) : g_unsetenv ("XDG_DATA_HOME");
+  g_assert_cmpint (g_mkdir_with_parents (cohort_dir, 0700), ==, 0);
+  if (checkpoint)
+    {
+      g_autofree char *path = g_build_filename (cohort_dir, "checkpoint.safetensors", NULL);
+      g_assert_true (g_file_set_contents (path, checkpoint, -1, NULL));
+    }
+  env = g_environ_setenv (env, "XDG_RUNTIME_DIR", run_dir, TRUE);
+  env = g_environ_setenv (env, "XDG_DATA_HOME", data_dir, TRUE);
+  for (guint k = 0; fixed[k] != NULL; k++)
+    g_ptr_array_add (argv, (char *) fixed[k]);
+  va_start (ap, checkpoint);
+  run_argv (r, argv, env, ap);
+  va_end (ap);
   g_assert_true (g_spawn_command_line_sync (rm, NULL, NULL, NULL, NULL));
-  g_test_message ("stdout: %s", r.out);
+  g_test_message ("stdout: %s\nstderr: %s", r->out, r->err);
+}
+
+/* join without --json prints events as lines a person reads: the numbers
+ * of those it has no sentence for as written, not as JSON's round trip
+ * (outer_momentum=0.90000000000000002). */
+static void
+test_join_lines (void)
+{
+  g_auto(Run) r = { 0 };
+
+  run_join (&r, "lines", NULL, "--steps", "1", "--sync", "outer:5", "--outer-momentum", "0.9",
+            "--outer-lr", "0.7", NULL);
   g_assert_cmpint (r.status, ==, 0);
   g_assert_nonnull (strstr (r.out, "\nsync "));
   g_assert_nonnull (strstr (r.out, " outer_momentum=0.9"));
   g_assert_nonnull (strstr (r.out, " outer_lr=0.7"));
   g_assert_null (strstr (r.out, "0.9000"));
   g_assert_null (strstr (r.out, "0.6999"));
+}
+
+/* A join that fails before its first step (a checkpoint that cannot be
+ * resumed) says it stopped and why, once on standard output and as the
+ * error on standard error — not "done at step 0" with the loss and hash
+ * of parameters it never trained. */
+static void
+test_join_stopped_lines (void)
+{
+  g_auto(Run) r = { 0 };
+
+  run_join (&r, "stopped", "garbage", "--steps", "5", NULL);
+  g_assert_cmpint (r.status, ==, 1);
+  g_assert_nonnull (strstr (r.out, "stopped before the first step: the checkpoint of cohort "
+                                   "stopped cannot be resumed"));
+  g_assert_null (strstr (r.out, "done at step"));
+  g_assert_null (strstr (r.out, "loss 0.0000"));
+  g_assert_nonnull (strstr (r.err, "rlx-rank join: the checkpoint of cohort stopped cannot be "
+                                   "resumed"));
 }
 
 int
@@ -423,6 +473,7 @@ main (int argc, char **argv)
   g_test_add_func ("/vision/cli/train-json", test_train_json);
   g_test_add_func ("/vision/cli/bench", test_bench);
   g_test_add_func ("/vision/cli/join-lines", test_join_lines);
+  g_test_add_func ("/vision/cli/join-stopped-lines", test_join_stopped_lines);
   status = g_test_run ();
   g_rmdir (tmpdir);
   g_free (tmpdir);

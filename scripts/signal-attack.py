@@ -357,17 +357,28 @@ async def main_async(args):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rank", default="build/tools/rlx-rank")
-    ap.add_argument("--attacks", default="idle,slowloris,deaf,rooms")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 epilog="Exits 1 when an attack grew the server by 20 MB or more, "
+                                 "failed a legitimate join, or slowed one past 3 s.")
+    ap.add_argument("--rank", default="build/tools/rlx-rank",
+                    help="the rlx-rank whose `signal` is attacked (default: %(default)s)")
+    ap.add_argument("--attacks", default="idle,slowloris,deaf,rooms",
+                    help="which, comma-separated, in order (default: %(default)s)")
     ap.add_argument("--duration", type=float, default=20.0, help="seconds per attack (max 120)")
     ap.add_argument("--addresses", type=int, default=50, help="attacker addresses (max 1000)")
-    ap.add_argument("--idle", type=int, default=500)
-    ap.add_argument("--slow", type=int, default=200)
-    ap.add_argument("--deaf", type=int, default=20)
-    ap.add_argument("--rooms", type=int, default=300)
-    ap.add_argument("--members", type=int, default=100)
-    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--idle", type=int, default=500,
+                    help="idle: connections held open (max 2000; default %(default)s)")
+    ap.add_argument("--slow", type=int, default=200,
+                    help="slowloris: connections trickling headers (max 2000; default %(default)s)")
+    ap.add_argument("--deaf", type=int, default=20,
+                    help="deaf: clients that join and never read (max 2000; default %(default)s)")
+    ap.add_argument("--rooms", type=int, default=300,
+                    help="rooms: rooms of its own, over all addresses (max 2000; default "
+                    "%(default)s)")
+    ap.add_argument("--members", type=int, default=100,
+                    help="rooms: fake members of the legitimate room from one address (max 2000; "
+                    "default %(default)s)")
+    ap.add_argument("--json", action="store_true", help="one JSON object per attack")
     ap.add_argument("--log", help="write the server's event lines to this file")
     args = ap.parse_args()
     args.duration = min(max(args.duration, 4.0), 120.0)

@@ -452,10 +452,15 @@ take_invite (RlxJoinRemote *self, const char *positional, gboolean local, GError
     }
   else if (literal)
     {
-      g_printerr ("rlx-rank join: warning: an invite in the command line puts the cohort key "
-                  "where other users of this machine can read it (/proc/PID/cmdline, ps) "
-                  "while rlx-rank starts; give it with --invite-file FILE (mode 0600), "
-                  "--invite - (standard input) or the RLX_INVITE environment variable\n");
+      const char *key = strchr (literal, '#');
+
+      /* (only a key shown is worth the warning: a word that is no invite
+       * at all is refused next, for what it is) */
+      if (key != NULL && key[1] != '\0')
+        g_printerr ("rlx-rank join: warning: an invite in the command line puts the cohort key "
+                    "where other users of this machine can read it (/proc/PID/cmdline, ps) "
+                    "while rlx-rank starts; give it with --invite-file FILE (mode 0600), "
+                    "--invite - (standard input) or the RLX_INVITE environment variable\n");
       text = g_strdup (literal);
     }
   else if (env && *env && !self->host_s && !local)

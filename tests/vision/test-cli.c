@@ -450,6 +450,20 @@ test_join_stopped_lines (void)
                                    "resumed"));
 }
 
+/* A word given where an invite may stand (a mistyped option's value, say)
+ * is refused as no invite, without the warning about a cohort key in the
+ * command line: there is none. */
+static void
+test_join_not_an_invite (void)
+{
+  g_auto(Run) r = { 0 };
+
+  run_join (&r, "typo", NULL, "--steps", "1", "extra-word", NULL);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_nonnull (strstr (r.err, "'extra-word' is not an invite"));
+  g_assert_null (strstr (r.err, "warning"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -474,6 +488,7 @@ main (int argc, char **argv)
   g_test_add_func ("/vision/cli/bench", test_bench);
   g_test_add_func ("/vision/cli/join-lines", test_join_lines);
   g_test_add_func ("/vision/cli/join-stopped-lines", test_join_stopped_lines);
+  g_test_add_func ("/vision/cli/join-not-an-invite", test_join_not_an_invite);
   status = g_test_run ();
   g_rmdir (tmpdir);
   g_free (tmpdir);

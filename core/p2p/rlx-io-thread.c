@@ -3,6 +3,12 @@
 #include "rlx-io-thread.h"
 #include "rlx-busy-poll.h"
 
+#include <gio/gio.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 struct _RlxIoThread
 {
   gatomicrefcount ref;
@@ -27,28 +33,87 @@ io_thread_main (gpointer data)
   return NULL;
 }
 
-RlxIoThread *
-rlx_io_thread_new (const char *name)
+/* A GMainContext needs a descriptor for its wakeup, and GLib aborts the
+ * process when it cannot get one (g_wakeup_new); so does g_thread_new when
+ * no thread can be made. Out of descriptors, a new link must be refused,
+ * not crash the rank: an eventfd is made first, the way GLib makes its
+ * own, and closed just before the context takes its place. (Another thread
+ * that takes the last descriptor in between still loses the race: the
+ * window is those few instructions, not the whole set-up.) */
+GMainContext *
+rlx_io_context_try_new (GError **error)
 {
-  RlxIoThread *self = g_new0 (RlxIoThread, 1);
+  int probe;
+
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+  probe = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (probe < 0)
+    {
+      int e = errno;
+
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (e),
+                   "no eventfd for an I/O thread's main context (%s); is the process out of "
+                   "file descriptors? Raise the limit (ulimit -n) or close some",
+                   g_strerror (e));
+      return NULL;
+    }
+  close (probe);
+  return g_main_context_new ();
+}
+
+RlxIoThread *
+rlx_io_thread_try_new (const char *name, GError **error)
+{
+  RlxIoThread *self;
+  GMainContext *context;
+  GThread *thread;
 
   g_return_val_if_fail (name != NULL, NULL);
+  context = rlx_io_context_try_new (error);
+  if (context == NULL)
+    return NULL;
+  self = g_new0 (RlxIoThread, 1);
   g_atomic_ref_count_init (&self->ref);
-  self->context = g_main_context_new ();
+  self->context = context;
   self->loop = g_main_loop_new (self->context, FALSE);
   rlx_busy_poll_attach (self->context);
-  self->thread = g_thread_new (name, io_thread_main, self);
+  thread = g_thread_try_new (name, io_thread_main, self, error);
+  if (thread == NULL)
+    {
+      g_prefix_error (error, "cannot start an I/O thread: ");
+      g_main_loop_unref (self->loop);
+      g_main_context_unref (self->context);
+      g_free (self);
+      return NULL;
+    }
+  self->thread = thread;
   return self;
 }
 
 RlxIoThread *
-rlx_io_thread_get_shared (void)
+rlx_io_thread_new (const char *name)
 {
-  static RlxIoThread *shared;
+  g_autoptr(GError) error = NULL;
+  RlxIoThread *self = rlx_io_thread_try_new (name, &error);
 
-  if (g_once_init_enter (&shared))
-    g_once_init_leave (&shared, rlx_io_thread_new ("rlx-link-io"));
-  return rlx_io_thread_ref (shared);
+  if (self == NULL)
+    g_error ("%s", error->message);
+  return self;
+}
+
+RlxIoThread *
+rlx_io_thread_get_shared (GError **error)
+{
+  static GMutex lock;
+  static RlxIoThread *shared;
+  RlxIoThread *self;
+
+  g_mutex_lock (&lock);
+  if (shared == NULL)
+    shared = rlx_io_thread_try_new ("rlx-link-io", error);
+  self = shared != NULL ? rlx_io_thread_ref (shared) : NULL;
+  g_mutex_unlock (&lock);
+  return self;
 }
 
 RlxIoThread *

@@ -19,11 +19,19 @@ G_BEGIN_DECLS
 
 typedef struct _RlxIoThread RlxIoThread;
 
-/* A new thread named @name (as the kernel shows it, at most 15 bytes). */
+/* A new GMainContext for I/O, or NULL and @error where GLib would abort
+ * making one (no descriptor for its wakeup). */
+GMainContext *rlx_io_context_try_new    (GError **error);
+/* A new thread named @name (as the kernel shows it, at most 15 bytes);
+ * NULL and @error when it cannot be started (no descriptor for its
+ * context's wakeup, no thread). */
+RlxIoThread  *rlx_io_thread_try_new     (const char *name, GError **error);
+/* The same, aborting where it cannot (for tests). */
 RlxIoThread  *rlx_io_thread_new         (const char *name);
 /* The thread every caller shares (started on first use, lives as long as
- * the process). Transfer full. */
-RlxIoThread  *rlx_io_thread_get_shared  (void);
+ * the process; a first use that cannot start it fails as try_new does,
+ * and a later one tries again). Transfer full. */
+RlxIoThread  *rlx_io_thread_get_shared  (GError **error);
 RlxIoThread  *rlx_io_thread_ref         (RlxIoThread *self);
 void          rlx_io_thread_unref       (RlxIoThread *self);
 GMainContext *rlx_io_thread_get_context (RlxIoThread *self);

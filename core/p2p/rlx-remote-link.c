@@ -32,6 +32,7 @@
 #define G_LOG_DOMAIN "rlx-remote"
 #include "rlx-config.h"
 #include "rlx-remote-link.h"
+#include "rlx-io-thread.h"
 #include "rlx-link-mailbox.h"
 #include "rlx-udp-path.h"
 
@@ -1072,7 +1073,12 @@ rlx_remote_link_new (const RlxRemoteLinkConfig *config, GError **error)
   self->connect_timeout_ms = config->connect_timeout_ms ? config->connect_timeout_ms : 20000;
   self->idle_timeout_ms = config->idle_timeout_ms;
   self->main_ctx = g_main_context_ref_thread_default ();
-  self->io_ctx = g_main_context_new ();
+  self->io_ctx = rlx_io_context_try_new (error);
+  if (self->io_ctx == NULL)
+    {
+      g_prefix_error (error, "cannot set up the link to %s: ", config->peer_id);
+      return NULL;
+    }
   self->io_loop = g_main_loop_new (self->io_ctx, FALSE);
   name = g_strdup_printf ("%s (remote, connecting)", self->peer_id);
   rlx_link_set_peer (RLX_LINK (self), name);
@@ -1118,7 +1124,13 @@ rlx_remote_link_new (const RlxRemoteLinkConfig *config, GError **error)
   nice_agent_attach_recv (self->agent, self->stream_id, 1, self->io_ctx, on_recv, self);
 
 
-  self->thread = g_thread_new ("rlx-remote-io", io_thread, g_object_ref (self));
+  self->thread = g_thread_try_new ("rlx-remote-io", io_thread, g_object_ref (self), error);
+  if (self->thread == NULL)
+    {
+      g_object_unref (self);  /* the reference the thread would have held */
+      g_prefix_error (error, "cannot set up the link to %s: ", config->peer_id);
+      return NULL;
+    }
   return g_steal_pointer (&self);
 }
 

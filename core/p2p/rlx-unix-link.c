@@ -1312,10 +1312,13 @@ ring_min_from_env (void)
 }
 
 /* RLX_LINK_IO: "shared" (one I/O thread for every link of the process) or
- * "link" (a thread per link); unset: the measured default. */
+ * "link" (a thread per link); unset: the measured default. NULL and
+ * @error when the thread cannot be started (out of descriptors). */
 static RlxIoThread *
-io_thread_from_env (void)
+io_thread_from_env (const char *peer, GError **error)
 {
+  g_autoptr(GError) local_error = NULL;
+  RlxIoThread *thread;
   const char *env = g_getenv ("RLX_LINK_IO");
   gboolean shared = RLX_UNIX_LINK_DEFAULT_IO_SHARED;
 
@@ -1326,7 +1329,12 @@ io_thread_from_env (void)
   else if (env != NULL && *env != '\0')
     g_warning ("RLX_LINK_IO=%s is neither \"shared\" nor \"link\"; using the default (%s)", env,
                shared ? "shared" : "link");
-  return shared ? rlx_io_thread_get_shared () : rlx_io_thread_new ("rlx-link-io");
+  thread = shared ? rlx_io_thread_get_shared (&local_error)
+                  : rlx_io_thread_try_new ("rlx-link-io", &local_error);
+  if (thread == NULL)
+    g_set_error (error, RLX_LINK_ERROR, RLX_LINK_ERROR_FAILED, "cannot set up the link to %s: %s",
+                 peer, local_error->message);
+  return thread;
 }
 
 static gboolean
@@ -1415,10 +1423,17 @@ rlx_unix_link_new (GSocketConnection *connection, const char *peer,
   g_socket_set_option (socket, SOL_SOCKET, SO_RCVBUF, SOCKET_BUFFER, NULL);
 
   /* Two references: ours, and the I/O side's own until its socket closes.
-   * The mailbox first: it is what can fail (no fd for its eventfds), and
+   * The I/O thread and the mailbox first: they are what can fail (no fd
+   * for a context's wakeup or the eventfds), and
    * nothing wakes the I/O side before this returns. */
   io = g_new0 (UnixIo, 1);
-  io->thread = io_thread_from_env ();
+  io->thread = io_thread_from_env (peer, error);
+  if (io->thread == NULL)
+    {
+      g_free (io);
+      g_object_unref (self);
+      return NULL;
+    }
   io->context = g_main_context_ref (rlx_io_thread_get_context (io->thread));
   self->mb = rlx_link_mailbox_new (RLX_LINK (self), io->context, on_io_wake, io, error);
   if (self->mb == NULL)

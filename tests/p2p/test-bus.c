@@ -652,13 +652,6 @@ count_accept_failures (GLogLevelFlags level, const GLogField *fields, gsize n, g
 static void
 test_accept_out_of_fds (void)
 {
-  if (g_strcmp0 (g_getenv ("RLX_LINK_IO"), "link") == 0)
-    {
-      /* open: a link's own I/O thread makes a main context, whose GWakeup
-       * GLib cannot make without a descriptor — it aborts the process */
-      g_test_skip ("a thread per link: GLib aborts when a new link's context gets no descriptor");
-      return;
-    }
   if (g_test_subprocess ())
     {
       g_autofree char *dir = make_dir ();

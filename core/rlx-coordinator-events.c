@@ -574,6 +574,7 @@ op_committed (gpointer owner, guint64 step, guint64 hash, double loss, guint64 s
 {
   rlx_coordinator_emit_step (owner, step, hash, loss, samples, contributors, late, rejected,
                              n_members, agree);
+  rlx_coordinator_note_led_commit (owner);
 }
 
 static void

@@ -130,6 +130,11 @@ struct _RlxCoordinator {
   char            *found_blocked_why;   /* what the "waiting" event said */
   GHashTable      *unheard;         /* cut off: peers of ours not heard from since (ids) */
   GHashTable      *linked;          /* ids of every peer that ever said hello on a link */
+  /* ids of the members that acknowledged a commit of the term this node
+   * leads or last led, while it holds its own state since (cleared as it
+   * joins or follows anyone, or takes another term): none holds a
+   * committed step this node lacks (rlx-coordinator-founding.c) */
+  GHashTable      *behind;
   /* a member whose leader was lost waits for the successor to announce
    * itself (rlx_coordinator_leader_lost); bounded by successor_id */
   gboolean         awaiting_successor;
@@ -299,6 +304,8 @@ void rlx_coordinator_busy_poll_begin (RlxCoordinator *self);
 void rlx_coordinator_busy_poll_end   (RlxCoordinator *self);
 void rlx_coordinator_finish (RlxCoordinator *self, gboolean success, const char *message);
 
+/* founding (rlx-coordinator-founding.c) */
+void rlx_coordinator_note_led_commit (RlxCoordinator *self);
 /* roles */
 void rlx_coordinator_start_found_timer (RlxCoordinator *self, guint ms);
 void rlx_coordinator_transition (RlxCoordinator *self, RlxRole to, const char *leader, guint64 term,

@@ -1,13 +1,10 @@
 /* rlx-coordinator-roles.c — the node's role: the one transition function,
  * founding, joining, failover, cutting off, merging two groups
- * (see rlx-coordinator-private.h).
+ * (see rlx-coordinator-private.h; whom an alone node waits for before it
+ * founds is rlx-coordinator-founding.c).
  *
- * Over 1,000 lines: every way a node changes role goes through the one
- * transition function here, and the rules that decide it (who founds, who
- * takes over, which group yields, and the lineage checks before each) are
- * read against each other; split by role they would each need the others'
- * private state. The next change to it should move the merge judgement out
- * to its own object (rlx-leadership.c holds the rule already). */
+ * The next change to it should move the merge judgement out to its own
+ * object (rlx-leadership.c holds the rule already). */
 #include "rlx-config.h"
 #include "core/rlx-sources.h"
 #include "rlx-coordinator-private.h"
@@ -15,7 +12,6 @@
 
 #include <string.h>
 
-static gboolean on_found_timer (gpointer user_data);
 static gboolean on_join_retry (gpointer user_data);
 
 /* How often a leader looks for nodes of its cohort it has no link to. */
@@ -39,13 +35,6 @@ on_look_timer (gpointer user_data)
     }
   rlx_coordinator_emit_discover (self);
   return G_SOURCE_CONTINUE;
-}
-
-void
-rlx_coordinator_start_found_timer (RlxCoordinator *self, guint ms)
-{
-  if (self->found_id == 0 && !self->finished)
-    self->found_id = rlx_timeout_add (ms, on_found_timer, self);
 }
 
 /* The one place where this node's role changes. */
@@ -73,6 +62,11 @@ rlx_coordinator_transition (RlxCoordinator *self, RlxRole to, const char *leader
    * discards, so the base stays until the snapshot is adopted. */
   if (changed & 4)
     rlx_lineage_term_began (self->lineage, applied (self));
+  /* Who holds nothing we lack is known only of the term we lead, and only
+   * while we hold our own state: not past another term, nor once we join
+   * or follow anyone. */
+  if ((changed & 4) || to == RLX_ROLE_JOINING || to == RLX_ROLE_MEMBER)
+    g_clear_pointer (&self->behind, g_hash_table_unref);
 
   /* Leaving the lead: the round in flight and the commits not reported are
    * abandoned (none was acknowledged by everyone, so none is lost). */
@@ -279,148 +273,6 @@ rlx_coordinator_found (RlxCoordinator *self)
     }
   rlx_lineage_found (self->lineage, 0, applied (self));
   become_leader (self, 1, TRUE);
-}
-
-/* Why an alone node may not found now although nobody it can reach leads,
- * or NULL: a peer whose process lives but does not answer (RlxLocalBus's
- * unanswered sockets, a link without a hello yet), or one that belongs to
- * a cohort whose leader this node cannot reach (its leader is frozen, or it
- * is failing over). Such peers may hold the cohort's newest committed steps;
- * founding over them would fork the cohort's history (issue 29, item 13). */
-static char *
-found_blocker (RlxCoordinator *self)
-{
-  guint silent = self->silent ? g_strv_length (self->silent) : 0;
-
-  if (silent > 0)
-    return g_strdup_printf ("%u peer%s alive but not answering (%s%s)", silent,
-                            silent == 1 ? " is" : "s are", self->silent[0],
-                            silent > 1 ? ", …" : "");
-  for (guint i = 0; i < rlx_peer_set_size (self->peers); i++)
-    {
-      RlxPeer *p = rlx_peer_set_nth (self->peers, i);
-      if (p->refused)
-        continue;
-      if (!p->ready)
-        return g_strdup_printf ("%s has not said hello yet",
-                                p->id ? p->id : rlx_link_get_peer (p->link));
-      if (self->unheard && g_hash_table_contains (self->unheard, p->id))
-        return g_strdup_printf ("%s was in this node's cohort and has not answered since "
-                                "this node was cut off", p->id);
-      if (p->role == RLX_ROLE_MEMBER || p->role == RLX_ROLE_JOINING ||
-          p->role == RLX_ROLE_LEADER)
-        return g_strdup_printf ("%s is in a cohort led by %s, which this node cannot reach",
-                                p->id, peer_leader (p) ? peer_leader (p) : "nobody yet");
-    }
-  return NULL;
-}
-
-static gboolean
-on_found_timer (gpointer user_data)
-{
-  RlxCoordinator *self = user_data;
-  g_autofree RlxFounderCandidate *c = NULL;
-  g_autofree char *blocker = NULL;
-  gint64 now;
-  guint k = 0;
-  int pick;
-
-  self->found_id = 0;
-  if (role (self) != RLX_ROLE_ALONE || self->finished)
-    return G_SOURCE_REMOVE;
-  rlx_coordinator_emit_discover (self);
-  now = g_get_monotonic_time ();
-  for (guint i = 0; i < rlx_peer_set_size (self->peers); i++)
-    {
-      RlxPeer *p = rlx_peer_set_nth (self->peers, i);
-      if (p->ready && !p->refused && peer_leader (p) &&
-          rlx_peer_set_lookup (self->peers, peer_leader (p)))
-        {
-          rlx_coordinator_transition (self, RLX_ROLE_JOINING, peer_leader (p), p->term, NULL);
-          return G_SOURCE_REMOVE;
-        }
-    }
-  blocker = found_blocker (self);
-  if (blocker == NULL)
-    {
-      self->found_blocked_since = 0;
-      /* Only the local bus, and every peer on it answers and is alone: the
-       * cohort a node that was cut off looks for is not there any more. */
-      if (self->silent_complete && self->rejoin_until > now)
-        self->rejoin_until = now;
-    }
-  else if (self->found_blocked_since == 0)
-    self->found_blocked_since = now;
-  c = g_new0 (RlxFounderCandidate, rlx_peer_set_size (self->peers) + 1);
-  c[k].id = self->node_id;
-  /* The newest state each could found with: its checkpoint, or the step it
-   * holds (a node cut off from its cohort holds that cohort's steps). */
-  c[k].checkpoint = MAX (self->resume.params ? self->resume.step : 0, applied (self));
-  /* A node that was cut off looks for its cohort for a while before it
-   * would carry on alone (it may be the only one left); nobody founds over
-   * peers that live but do not answer, for up to FOUND_SILENT_CAP timeouts. */
-  c[k++].join_only = self->join_only || self->checkpoint_error != NULL ||
-                     now < self->rejoin_until ||
-                     (blocker != NULL &&
-                      now - self->found_blocked_since <
-                          FOUND_SILENT_CAP * (gint64) rlx_peer_set_get_timeout (self->peers) * 1000);
-  for (guint i = 0; i < rlx_peer_set_size (self->peers); i++)
-    {
-      RlxPeer *p = rlx_peer_set_nth (self->peers, i);
-      if (!p->ready || p->refused)
-        continue;
-      if (p->role == RLX_ROLE_ALONE)
-        {
-          c[k].id = p->id;
-          c[k].checkpoint = MAX (p->checkpoint, p->step);
-          c[k++].join_only = p->join_only;
-        }
-    }
-  pick = rlx_leadership_pick_founder (c, k);
-  if (blocker != NULL && (pick == 0 || g_strcmp0 (blocker, self->found_blocked_why) != 0))
-    {
-      /* Once per reason; and once more when the wait is over. */
-      g_autofree char *why = g_strdup_printf (
-          pick == 0 ? "%s; founding anyway after waiting %u heartbeat timeouts"
-                    : "%s; this node waits for it before founding a cohort",
-          blocker, FOUND_SILENT_CAP);
-      rlx_coordinator_emit_simple (self, RLX_EVENT_WAITING, self->node_id, why);
-      g_free (self->found_blocked_why);
-      self->found_blocked_why = g_steal_pointer (&blocker);
-    }
-  if (pick == 0)
-    {
-      self->found_blocked_since = 0;
-      g_clear_pointer (&self->found_blocked_why, g_free);
-      rlx_coordinator_found (self);
-      return G_SOURCE_REMOVE;
-    }
-  if (pick < 0 && self->checkpoint_error && !self->join_only &&
-      now >= self->rejoin_until)
-    {
-      rlx_coordinator_finish (self, FALSE, self->checkpoint_error->message);
-      return G_SOURCE_REMOVE;
-    }
-  if (pick < 0 && !self->waiting_reported && self->join_only)
-    {
-      self->waiting_reported = TRUE;
-      rlx_coordinator_emit_simple (
-          self, RLX_EVENT_WAITING, self->node_id,
-          "no cohort reachable yet; this node only joins one (it was given peers to "
-          "join), so it waits and keeps looking");
-    }
-  /* Someone else founds (or a stale view of it): say hello again now and
-   * then (the answers refresh what we know), and look for more peers. */
-  if (++self->found_waits % 4 == 0)
-    for (guint i = 0; i < rlx_peer_set_size (self->peers); i++)
-      {
-        RlxPeer *p = rlx_peer_set_nth (self->peers, i);
-        if (p->ready && !p->refused)
-          rlx_peer_set_say_hello (self->peers, p);
-      }
-  rlx_coordinator_start_found_timer (
-      self, now < self->rejoin_until || self->found_blocked_since ? 200 : FOUND_RETRY_MS);
-  return G_SOURCE_REMOVE;
 }
 
 static gboolean

@@ -597,6 +597,7 @@ rlx_coordinator_finalize (GObject *object)
   g_free (self->found_blocked_why);
   g_clear_pointer (&self->unheard, g_hash_table_unref);
   g_clear_pointer (&self->linked, g_hash_table_unref);
+  g_clear_pointer (&self->behind, g_hash_table_unref);
   g_free (self->finish_message);
   G_OBJECT_CLASS (rlx_coordinator_parent_class)->finalize (object);
 }

@@ -12,6 +12,15 @@
  *   /cohort/founding/founder-reads-newest-checkpoint   a node that waited to
  *       found resumes the newest checkpoint on disk, not the one it read
  *       when it started.
+ *   /cohort/founding/leader-leads-on-over-cut-member   a leader whose
+ *       member b was dropped and cut off (b waits for it as a silent peer),
+ *       and which is then frozen and cut off itself, leads on within one
+ *       heartbeat timeout of thawing although b is still cut: b
+ *       acknowledged its commits and holds none it lacks. A rank started
+ *       meanwhile joins it, and b, once its cut ends, rejoins it instead
+ *       of founding (issue 29, the 30-minute chaos run's 9.1 s stall: the
+ *       leader waited for its cut member until the cut ended, up to ten
+ *       timeouts).
  */
 #include "rlx-config.h"
 #include "cohort-harness.h"
@@ -21,6 +30,8 @@
 #include <string.h>
 
 #define T 60000
+/* leader-leads-on-over-cut-member's heartbeat timeout */
+#define HB_MS 4000
 
 static gboolean
 never (gpointer data)
@@ -159,12 +170,124 @@ test_founder_reads_newest_checkpoint (void)
   harness_free (h);
 }
 
+/* The first event of @n from @from on that names @event and whose string
+ * @key is @val, or -1. */
+static int
+find_named (Node *n, const char *event, const char *key, const char *val, guint from)
+{
+  for (guint e = from; e < n->events->len; e++)
+    if (g_strcmp0 (ev_str (node_ev (n, (int) e), "event"), event) == 0 &&
+        g_strcmp0 (ev_str (node_ev (n, (int) e), key), val) == 0)
+      return (int) e;
+  return -1;
+}
+
+static void
+test_leader_leads_on_over_cut_member (void)
+{
+  Harness *h = harness_new ();
+  g_autofree char *pa = g_build_filename (h->dir, "part-a", NULL);
+  g_autofree char *pb = g_build_filename (h->dir, "part-b", NULL);
+  g_autofree char *hb = g_strdup_printf ("%d", HB_MS);
+  Node *a, *b, *c, *x;
+  gint64 thawed, at, took;
+  guint mark_b;
+  int i;
+
+#define JOIN(id, ...)                                                                        \
+  harness_join (h, (id), "--cohort", "cutmember", "--node", (id), "--batch", "8", "--steps", \
+                "100000000", "--checkpoint-every", "0", "--heartbeat-timeout-ms", hb,        \
+                __VA_ARGS__)
+  a = JOIN ("a", "--wait-members", "1", "--fault-partition", pa, NULL);
+  harness_wait_event (h, a, "joined", NULL, 0, T);
+  b = JOIN ("b", "--fault-partition", pb, NULL);
+  harness_wait_event (h, b, "joined", NULL, 0, T);
+  c = JOIN ("c", NULL);
+  harness_wait_event (h, c, "joined", NULL, 0, T);
+  harness_wait_event (h, c, "step", "step", node_max_step (c) + 30, T);
+  /* b stands still until a drops it, and thaws cut off: alone, it waits
+   * for a and c, which it cannot reach */
+  node_kill (b, SIGSTOP);
+  i = harness_wait_event (h, a, "member-left", NULL, 0, T);
+  g_assert_cmpstr (ev_str (node_ev (a, i), "node"), ==, "b");
+  g_assert_true (g_file_set_contents (pb, "b\n", -1, NULL));
+  node_kill (b, SIGCONT);
+  harness_wait_event (h, b, "rejoining", NULL, 0, T);
+  harness_wait_event (h, b, "waiting", NULL, 0, T);
+  at = node_max_step (a);
+  harness_wait_event (h, a, "step", "step", at + 20, T);
+  /* a is frozen and cut off; c dies meanwhile, and x starts: x waits
+   * for a (frozen) and b (cut) */
+  node_kill (a, SIGSTOP);
+  node_kill (c, SIGKILL);
+  g_assert_true (g_file_set_contents (pa, "a\n", -1, NULL));
+  x = JOIN ("x", NULL);
+  harness_wait_event (h, x, "waiting", NULL, 0, T);
+  harness_pause (HB_MS + 1000);
+  /* a thaws cut off (its links closed while it stood still), and its cut
+   * ends; b is still cut: the cohort is a, and it commits again within a
+   * heartbeat timeout + 2 s */
+  at = node_max_step (a);
+  mark_b = b->events->len;
+  node_kill (a, SIGCONT);
+  thawed = g_get_monotonic_time ();
+  harness_wait_event (h, a, "rejoining", NULL, 0, T);
+  harness_pause (500);
+  g_assert_cmpint (g_unlink (pa), ==, 0);
+  /* (a commit of term 1 in flight as it froze may still be reported) */
+  i = node_wait_event (a, "step", "term", 2, 0,
+                       (guint) MAX (0, HB_MS + 2000 - (g_get_monotonic_time () - thawed) / 1000));
+  took = (g_get_monotonic_time () - thawed) / 1000;
+  if (i < 0)
+    {
+      harness_dump (h);
+      g_error ("a, thawed with every committed step b can hold, committed nothing in %"
+               G_GINT64_FORMAT " ms (%d ms timeout + 2 s): it waited for the cut b", took,
+               HB_MS);
+    }
+  took = (g_array_index (a->times, gint64, i) - thawed) / 1000;
+  g_test_message ("a committed step %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " ms after it thawed",
+                  ev_int (node_ev (a, i), "step"), took);
+  g_assert_cmpint (ev_int (node_ev (a, i), "step"), >, at);
+  g_assert_cmpstr (ev_str (node_ev (a, i), "leader"), ==, "a");
+  /* x joins a */
+  i = harness_wait_event (h, x, "leader", NULL, 0, T);
+  g_assert_cmpstr (ev_str (node_ev (x, i), "node"), ==, "a");
+  /* b's cut ends: it rejoins a, never leads */
+  g_assert_cmpint (g_unlink (pb), ==, 0);
+  for (gint64 waited = 0; waited < T && find_named (b, "leader", "node", "a", mark_b) < 0;
+       waited += 100)
+    harness_pause (100);
+  if (find_named (b, "leader", "node", "a", mark_b) < 0 ||
+      find_named (b, "leader", "node", "b", 0) >= 0)
+    {
+      harness_dump (h);
+      g_error ("b, its cut over, did not rejoin a's cohort (or led one of its own)");
+    }
+  at = node_max_step (a);
+  harness_wait_event (h, b, "step", "step", at + 10, T);
+  g_assert_cmpuint (harness_same_hashes (h, a, b, at), >=, 10);
+  {
+    Node *order[] = { x, b, a };
+
+    for (guint k = 0; k < G_N_ELEMENTS (order); k++)
+      {
+        node_kill (order[k], SIGTERM);
+        harness_assert_exit_ok (h, order[k], 20000);
+      }
+  }
+  harness_free (h);
+#undef JOIN
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/cohort/founding/not-over-frozen-peers", test_not_over_frozen_peers);
   g_test_add_func ("/cohort/founding/leave-writes-checkpoint", test_leave_writes_checkpoint);
+  g_test_add_func ("/cohort/founding/leader-leads-on-over-cut-member",
+                   test_leader_leads_on_over_cut_member);
   g_test_add_func ("/cohort/founding/founder-reads-newest-checkpoint",
                    test_founder_reads_newest_checkpoint);
   return g_test_run ();

@@ -157,8 +157,8 @@ rlx_sync_choose (const RlxSyncInputs *in, RlxSyncChoice *out, GError **error)
 {
   const RlxSyncLink *worst = NULL;
   double exchange = 0.0, worst_rate = 0.0, bytes;
-  guint members, max_h, h, fragments = 1;
-  g_autofree char *rate = NULL, *rtt = NULL, *ex = NULL, *step = NULL, *frag = NULL;
+  guint members, max_h, h;
+  g_autofree char *rate = NULL, *rtt = NULL, *ex = NULL, *step = NULL;
   const char *name;
 
   g_return_val_if_fail (in != NULL && out != NULL, FALSE);
@@ -200,6 +200,7 @@ rlx_sync_choose (const RlxSyncInputs *in, RlxSyncChoice *out, GError **error)
 
   out->fragments = 1;
   out->exchange_ms = exchange;
+  out->round_ms = 0.0;
   out->provisional = FALSE;
   if (members == 0 || worst == NULL)
     {
@@ -246,27 +247,33 @@ rlx_sync_choose (const RlxSyncInputs *in, RlxSyncChoice *out, GError **error)
     h = need >= (double) max_h ? max_h : MAX ((guint) need, RLX_SYNC_MIN_H);
     h = MIN (h, max_h);
   }
-  if (exchange - worst->rtt_ms > RLX_SYNC_FRAGMENT_TRANSFER * worst->rtt_ms)
-    fragments = CLAMP (h / RLX_SYNC_FRAGMENT_MIN_H, 1, RLX_SYNC_MAX_FRAGMENTS);
-  frag = fragments > 1 ? g_strdup_printf (" in %u fragments", fragments) : g_strdup ("");
   out->mode = RLX_SYNC_OUTER;
   out->h = h;
-  out->fragments = fragments;
   {
     gboolean capped = h == max_h && (double) h * in->step_ms < RLX_SYNC_MARGIN * exchange;
     double compute = (double) h * in->step_ms;
     g_autofree char *how = NULL;
 
+    /* overlapped by one round: the update of round k comes down, round
+     * k + 2 is computed from it, its pseudo-gradient goes up and round
+     * k + 2 commits, so two rounds take at least the exchange and one
+     * round's compute (rlx-sync-policy.h) */
+    out->round_ms = MAX (compute, (exchange + compute) / 2.0);
     if (compute >= RLX_SYNC_MARGIN * exchange)
       how = g_strdup_printf ("hides behind %u steps of %s", h, step);
     else if (compute >= exchange)
       how = g_strdup_printf ("just hides behind %u steps of %s (under the %.1f× margin)", h,
                              step, RLX_SYNC_MARGIN);
     else
-      how = g_strdup_printf ("does not hide behind %u steps of %s, so rounds will wait for "
-                             "it", h, step);
-    out->reason = g_strdup_printf ("outer every %u steps%s%s: link to %s %s%s, %s; the %s "
-                                   "exchange %s", h, frag,
+      {
+        g_autofree char *round = rlx_sync_format_ms (out->round_ms);
+        g_autofree char *busy = rlx_sync_format_ms (compute);
+
+        how = g_strdup_printf ("does not hide behind %u steps of %s, so rounds will wait "
+                               "for it: %s a round for %s of compute", h, step, round, busy);
+      }
+    out->reason = g_strdup_printf ("outer every %u steps%s: link to %s %s%s, %s; the %s "
+                                   "exchange %s", h,
                                    capped ? " (the most that trains well)" : "", name, rate,
                                    worst->bytes_per_s > 0.0 ? "" : " (assumed)", rtt, ex, how);
   }

@@ -32,11 +32,19 @@
  *     (the model's bound, rlx_sync_max_h_for_model, from
  *     scripts/sim-outer.py: BENCHMARKS.md "Outer mode") — at that bound
  *     the reason says the link is not fully hidden;
- *   - fragments: 1, or when the exchange is bandwidth-bound (its transfer
- *     time over RLX_SYNC_FRAGMENT_TRANSFER times the round trip) as many
- *     as keep each fragment's turn at least RLX_SYNC_FRAGMENT_MIN_H steps,
- *     up to RLX_SYNC_MAX_FRAGMENTS (a first rule: streaming is not measured
- *     yet).
+ *   - fragments: always 1. The cohort sends each round's arrays whole
+ *     (streaming them in fragments is not built), so a choice of more
+ *     would only be a false claim in the reason (issue 28's 50 Mbit/s row
+ *     said "in 2 fragments" and ran whole arrays).
+ * The round it predicts (round_ms): rounds overlap by one (docs/PROTOCOL.md,
+ * "Overlap"), so the update of round k comes down, round k + 2 is computed
+ * from it and its pseudo-gradient goes up before round k + 2 commits; two
+ * rounds take at least exchange + H · step, and a round
+ * max(H · step, (exchange + H · step) / 2): the exchange hides when it is
+ * at most one round's compute, and past that each round waits half of what
+ * it is over (issue 28, mnist-mlp-xl over 50 Mbit/s at f32: 2.4 s against
+ * 1.2–2.1 s of compute, rounds of 1.8–2.3 s as measured on the device and
+ * on dev, not the exchange's 2.4 s nor 2 × the compute).
  * A remote link without a throughput estimate yet is taken as
  * RLX_SYNC_UNKNOWN_BYTES_PER_S (a slow home uplink), so `auto` errs on the
  * side of communicating less until it has measured. With remote links and
@@ -103,9 +111,6 @@ typedef enum {
  * and the few that a slow step (a large model) should run before `auto`
  * measures and chooses again. */
 #define RLX_SYNC_PROVISIONAL_H        20u
-#define RLX_SYNC_MAX_FRAGMENTS        4u
-#define RLX_SYNC_FRAGMENT_MIN_H       25u
-#define RLX_SYNC_FRAGMENT_TRANSFER    4.0
 #define RLX_SYNC_UNKNOWN_BYTES_PER_S  (1.0e6)
 /* The largest H `outer:H` accepts (rlx-outer.h's RLX_OUTER_MAX_H). */
 #define RLX_SYNC_PARSE_MAX_H          10000u
@@ -160,10 +165,11 @@ typedef struct {
 typedef struct {
   RlxSyncMode mode;          /* RLX_SYNC_STEP or RLX_SYNC_OUTER        */
   guint       h;             /* outer: inner steps per round; step: 1  */
-  guint       fragments;     /* ≥ 1                                    */
+  guint       fragments;     /* 1 (the rule above)                     */
   double      exchange_ms;   /* the estimated exchange (0 when all local) */
   char       *reason;        /* "outer every 40 steps: link to host-b 24 MB/s, 51 ms" */
   gboolean    provisional;   /* no step time measured yet (the rule above) */
+  double      round_ms;      /* outer: the predicted round (the rule above); else 0 */
 } RlxSyncChoice;
 
 /* Choose (the rule above). FALSE with RLX_SYNC_ERROR_INVALID when an input

@@ -8,7 +8,10 @@
  * node lacks — one that acknowledged a commit of the term this node led
  * (every commit of that term is this node's): it waits one timeout for
  * such a peer, then leads on (issue 29: a leader cut off and frozen waited
- * 9.1 s for its cut member, which waited for it). */
+ * 9.1 s for its cut member, which waited for it). Nor for the leader it
+ * took over from at a failover, once every member that leader had has
+ * acknowledged a commit of this node's term (a chaos run's 7.54 s: a new
+ * leader cut off and thawed waited for its old leader, cut). */
 #include "rlx-config.h"
 #include "core/rlx-sources.h"
 #include "rlx-coordinator-private.h"
@@ -39,6 +42,48 @@ rlx_coordinator_note_led_commit (RlxCoordinator *self)
     if (!is_self (self, g_ptr_array_index (m, i)) &&
         !g_hash_table_contains (self->behind, g_ptr_array_index (m, i)))
       g_hash_table_add (self->behind, g_strdup (g_ptr_array_index (m, i)));
+  /* The leader we took over from, once everyone it had has followed us:
+   * since the takeover it can have committed only alone (a commit needs
+   * every member's acknowledgement, and they were ours), a branch that
+   * loses to this term by the merge rule however long we wait for it. */
+  if (self->superseded == NULL || g_hash_table_contains (self->behind, self->superseded))
+    return;
+  for (guint i = 0; self->superseded_with && self->superseded_with[i]; i++)
+    if (!g_hash_table_contains (self->behind, self->superseded_with[i]))
+      return;
+  g_hash_table_add (self->behind, g_strdup (self->superseded));
+}
+
+char **
+rlx_coordinator_other_members (RlxCoordinator *self)
+{
+  GPtrArray *m = members (self);
+  GStrvBuilder *b = g_strv_builder_new ();
+  char **out;
+
+  for (guint i = 0; i < m->len; i++)
+    if (!is_self (self, g_ptr_array_index (m, i)))
+      g_strv_builder_add (b, g_ptr_array_index (m, i));
+  out = g_strv_builder_end (b);
+  g_strv_builder_unref (b);
+  return out;
+}
+
+void
+rlx_coordinator_note_superseded (RlxCoordinator *self, const char *old, char *const *with)
+{
+  rlx_coordinator_forget_superseded (self);
+  if (old == NULL || is_self (self, old) || role (self) != RLX_ROLE_LEADER)
+    return;
+  self->superseded = g_strdup (old);
+  self->superseded_with = g_strdupv ((char **) with);
+}
+
+void
+rlx_coordinator_forget_superseded (RlxCoordinator *self)
+{
+  g_clear_pointer (&self->superseded, g_free);
+  g_clear_pointer (&self->superseded_with, g_strfreev);
 }
 
 /* The id of a link's peer: its id, or its socket's name on the local bus. */

@@ -135,6 +135,14 @@ struct _RlxCoordinator {
    * joins or follows anyone, or takes another term): none holds a
    * committed step this node lacks (rlx-coordinator-founding.c) */
   GHashTable      *behind;
+  /* the leader this node took over from at a failover, and the members it
+   * then knew that leader to have besides the two (NULL-terminated): once
+   * each of those has acknowledged a commit of this node's term, the old
+   * leader can have committed on since only alone, which the merge rule
+   * discards against this term whether or not this node waits for it, so
+   * it is behind too (rlx_coordinator_note_led_commit) */
+  char            *superseded;
+  char           **superseded_with;
   /* a member whose leader was lost waits for the successor to announce
    * itself (rlx_coordinator_leader_lost); bounded by successor_id */
   gboolean         awaiting_successor;
@@ -306,6 +314,14 @@ void rlx_coordinator_finish (RlxCoordinator *self, gboolean success, const char 
 
 /* founding (rlx-coordinator-founding.c) */
 void rlx_coordinator_note_led_commit (RlxCoordinator *self);
+/* The members this node knows, less itself (for note_superseded). */
+char **rlx_coordinator_other_members (RlxCoordinator *self);
+/* This node took over from @old at a failover, which then had @with
+ * besides this node (rlx_coordinator_leader_lost); forget_superseded
+ * drops it (a new term, joining or following anyone). */
+void rlx_coordinator_note_superseded (RlxCoordinator *self, const char *old,
+                                      char *const *with);
+void rlx_coordinator_forget_superseded (RlxCoordinator *self);
 /* roles */
 void rlx_coordinator_start_found_timer (RlxCoordinator *self, guint ms);
 void rlx_coordinator_transition (RlxCoordinator *self, RlxRole to, const char *leader, guint64 term,

@@ -66,7 +66,10 @@ rlx_coordinator_transition (RlxCoordinator *self, RlxRole to, const char *leader
    * while we hold our own state: not past another term, nor once we join
    * or follow anyone. */
   if ((changed & 4) || to == RLX_ROLE_JOINING || to == RLX_ROLE_MEMBER)
-    g_clear_pointer (&self->behind, g_hash_table_unref);
+    {
+      g_clear_pointer (&self->behind, g_hash_table_unref);
+      rlx_coordinator_forget_superseded (self);
+    }
 
   /* Leaving the lead: the round in flight and the commits not reported are
    * abandoned (none was acknowledged by everyone, so none is lost). */
@@ -505,7 +508,13 @@ rlx_coordinator_leader_lost (RlxCoordinator *self, const char *old, const char *
       rlx_coordinator_transition (self, RLX_ROLE_JOINING, leader, term, "resync");
     }
   else if (next == NULL || is_self (self, next))
-    become_leader (self, rlx_leadership_get_term (self->lead) + 1, FALSE);
+    {
+      g_autofree char *was = g_strdup (old);
+      g_auto (GStrv) with = rlx_coordinator_other_members (self);
+
+      become_leader (self, rlx_leadership_get_term (self->lead) + 1, FALSE);
+      rlx_coordinator_note_superseded (self, was, with);
+    }
   else
     {
       /* Wait for it to announce itself (term + 1); its silence is caught

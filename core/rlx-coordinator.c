@@ -598,6 +598,7 @@ rlx_coordinator_finalize (GObject *object)
   g_clear_pointer (&self->unheard, g_hash_table_unref);
   g_clear_pointer (&self->linked, g_hash_table_unref);
   g_clear_pointer (&self->behind, g_hash_table_unref);
+  rlx_coordinator_forget_superseded (self);
   g_free (self->finish_message);
   G_OBJECT_CLASS (rlx_coordinator_parent_class)->finalize (object);
 }

@@ -13,7 +13,8 @@
 # 8), RLX_CHAOS_MAX (never spawn above, 14), RLX_CHAOS_BASELINE (seconds of
 # each live count without faults, for the throughput retained; 6),
 # RLX_CHAOS_RANK (an rlx-rank to use instead of the carried one: a dry run
-# here). Everything goes to $OUT: log.txt, chaos.json (the report),
+# here), RLX_CHAOS_ARGS (more chaos.py options, split on spaces: e.g.
+# "--cuts --heartbeat-timeout-ms 1500"). Everything goes to $OUT: log.txt, chaos.json (the report),
 # faults.log, and on a failure tails.log (each rank's last events).
 #
 # A small dry run here:
@@ -38,7 +39,7 @@ timeout "${RLX_CHAOS_TIMEOUT:-570}" python3 "$root/scripts/chaos.py" --rank "$RA
   --duration "${RLX_CHAOS_SECONDS:-240}" --seed "${RLX_CHAOS_SEED:-30}" \
   --ranks "${RLX_CHAOS_RANKS:-10}" --min-ranks "${RLX_CHAOS_MIN:-8}" \
   --max-ranks "${RLX_CHAOS_MAX:-14}" --baseline-seconds "${RLX_CHAOS_BASELINE:-6}" \
-  --out "$tmp" --json "$OUT/chaos.json"
+  ${RLX_CHAOS_ARGS:-} --out "$tmp" --json "$OUT/chaos.json"
 rc=$?
 say "chaos.py exit $rc"
 for f in faults.log tails.log; do

@@ -21,6 +21,13 @@
  *       of founding (issue 29, the 30-minute chaos run's 9.1 s stall: the
  *       leader waited for its cut member until the cut ended, up to ten
  *       timeouts).
+ *   /cohort/founding/new-leader-leads-on-over-old-leader   b takes over
+ *       from a, frozen, with c, and commits with it; then b is frozen, c
+ *       dies, and b thaws cut off, a still frozen: b leads on within one
+ *       heartbeat timeout of thawing (every member a had followed b, so a
+ *       can have committed on only alone, a branch b's term outranks), and
+ *       a, thawed, rejoins it (issue 29, a 300 s chaos run's 7.54 s stall:
+ *       the new leader waited ten timeouts for its old one).
  */
 #include "rlx-config.h"
 #include "cohort-harness.h"
@@ -280,6 +287,97 @@ test_leader_leads_on_over_cut_member (void)
 #undef JOIN
 }
 
+/* How long after @since @n committed a step of @term led by @leader (its
+ * index in *@i, -1 if none within @limit_ms). */
+static gint64
+committed_within (Node *n, guint64 term, const char *leader, gint64 since, guint limit_ms, int *i)
+{
+  *i = node_wait_event (n, "step", "term", (gint64) term, 0, limit_ms);
+  if (*i < 0)
+    return -1;
+  g_assert_cmpstr (ev_str (node_ev (n, *i), "leader"), ==, leader);
+  return (g_array_index (n->times, gint64, *i) - since) / 1000;
+}
+
+static void
+test_new_leader_leads_on_over_old_leader (void)
+{
+  Harness *h = harness_new ();
+  g_autofree char *pb = g_build_filename (h->dir, "part-b", NULL);
+  g_autofree char *hb = g_strdup_printf ("%d", HB_MS);
+  Node *a, *b, *c;
+  gint64 thawed, took, at;
+  guint mark;
+  int i;
+
+#define JOIN(id, ...)                                                                        \
+  harness_join (h, (id), "--cohort", "oldleader", "--node", (id), "--batch", "8", "--steps", \
+                "100000000", "--checkpoint-every", "0", "--heartbeat-timeout-ms", hb,        \
+                __VA_ARGS__)
+  a = JOIN ("a", "--wait-members", "2", NULL);
+  harness_wait_event (h, a, "joined", NULL, 0, T);
+  b = JOIN ("b", "--fault-partition", pb, NULL);
+  harness_wait_event (h, b, "joined", NULL, 0, T);
+  c = JOIN ("c", NULL);
+  harness_wait_event (h, c, "step", "step", 30, T);
+  /* a stands still: b, next in line, takes over with c, and commits */
+  node_kill (a, SIGSTOP);
+  if (committed_within (b, 2, "b", g_get_monotonic_time (), 4 * HB_MS, &i) < 0)
+    {
+      harness_dump (h);
+      g_error ("b did not take over from the frozen a");
+    }
+  at = ev_int (node_ev (b, i), "step");
+  harness_wait_event (h, c, "step", "step", at + 20, T);
+  /* b is frozen, c dies, and b thaws cut off: alone, with a alive but
+   * silent */
+  node_kill (b, SIGSTOP);
+  node_kill (c, SIGKILL);
+  g_assert_true (g_file_set_contents (pb, "b\n", -1, NULL));
+  harness_pause (HB_MS + 1000);
+  node_kill (b, SIGCONT);
+  thawed = g_get_monotonic_time ();
+  harness_wait_event (h, b, "rejoining", NULL, 0, T);
+  harness_pause (500);
+  g_assert_cmpint (g_unlink (pb), ==, 0);
+  took = committed_within (b, 3, "b", thawed,
+                           (guint) MAX (0, HB_MS + 2000 - (g_get_monotonic_time () - thawed) / 1000),
+                           &i);
+  if (took < 0)
+    {
+      harness_dump (h);
+      g_error ("b, thawed with every committed step of the frozen a that survives, committed "
+               "nothing within its %d ms timeout + 2 s: it waited for a", HB_MS);
+    }
+  g_test_message ("b committed step %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " ms after it thawed",
+                  ev_int (node_ev (b, i), "step"), took);
+  /* a thaws: it rejoins b, and they agree */
+  mark = a->events->len;
+  node_kill (a, SIGCONT);
+  for (gint64 waited = 0; waited < T && find_named (a, "leader", "node", "b", mark) < 0;
+       waited += 100)
+    harness_pause (100);
+  if (find_named (a, "leader", "node", "b", mark) < 0)
+    {
+      harness_dump (h);
+      g_error ("a, thawed, did not rejoin b's cohort");
+    }
+  at = node_max_step (b);
+  harness_wait_event (h, a, "step", "step", at + 10, T);
+  g_assert_cmpuint (harness_same_hashes (h, a, b, at), >=, 10);
+  {
+    Node *order[] = { a, b };
+
+    for (guint k = 0; k < G_N_ELEMENTS (order); k++)
+      {
+        node_kill (order[k], SIGTERM);
+        harness_assert_exit_ok (h, order[k], 20000);
+      }
+  }
+  harness_free (h);
+#undef JOIN
+}
+
 int
 main (int argc, char **argv)
 {
@@ -288,6 +386,8 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/founding/leave-writes-checkpoint", test_leave_writes_checkpoint);
   g_test_add_func ("/cohort/founding/leader-leads-on-over-cut-member",
                    test_leader_leads_on_over_cut_member);
+  g_test_add_func ("/cohort/founding/new-leader-leads-on-over-old-leader",
+                   test_new_leader_leads_on_over_old_leader);
   g_test_add_func ("/cohort/founding/founder-reads-newest-checkpoint",
                    test_founder_reads_newest_checkpoint);
   return g_test_run ();

@@ -39,8 +39,10 @@ It checks, from every node's event stream (--json):
                when every such rank is frozen or dead is not counted (an
                alone rank rightly waits for frozen peers before it founds);
                the raw longest gap is reported too;
-  rss          no long-lived rank's RSS grows by more than --rss-growth-mb
-               over what it had 20 s after it started;
+  rss          no long-lived rank's private RSS (VmRSS less RssShmem, the
+               shared rings of its local links, which grow with its peers'
+               number and are reported apart) grows by more than
+               --rss-growth-mb over what it had 20 s after it started;
   exits        no rank exits by itself, and every rank leaves cleanly when
                asked (SIGTERM) at the end;
   orphans      no process of the run is left once it is over;
@@ -106,14 +108,23 @@ def _die_with_parent():
 
 
 def rss_kb(pid):
+    """(private kB, shared kB) of @pid's resident memory, or None: VmRSS
+    less RssShmem, and RssShmem — the shared rings of its local links (a
+    memfd each way per link, 4 MiB and up, rlx-link-ring.h), which grow
+    with the number of peers it is linked to, not with time."""
+    rss = shmem = None
     try:
         with open("/proc/%d/status" % pid) as f:
             for line in f:
                 if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
+                    rss = int(line.split()[1])
+                elif line.startswith("RssShmem:"):
+                    shmem = int(line.split()[1])
     except OSError:
         return None
-    return None
+    if rss is None:
+        return None
+    return (rss - (shmem or 0), shmem or 0)
 
 
 class Rank:
@@ -138,7 +149,8 @@ class Rank:
         self.top_step = 0            # the highest step it reported a `step` event for
         self.tail = deque(maxlen=200)  # last events, for a failure's dump
         self.notable = deque(maxlen=400)  # last events other than steps
-        self.rss = []                # (age s, kB)
+        self.rss = []                # (age s, private kB: VmRSS less RssShmem)
+        self.shmem_kb = 0            # the most RssShmem seen (its links' rings)
         self.done = None
         self.spawned = time.monotonic()
         self.err_path = os.path.join(run.out, "rank-%03d.err" % idx)
@@ -573,7 +585,8 @@ class Run:
                 if r.alive and not r.frozen:
                     kb = rss_kb(r.pid)
                     if kb:
-                        r.rss.append((now - r.spawned, kb))
+                        r.rss.append((now - r.spawned, kb[0]))
+                        r.shmem_kb = max(r.shmem_kb, kb[1])
                         if len(r.rss) > 4000:
                             del r.rss[1:len(r.rss):2]
 
@@ -907,6 +920,7 @@ def main():
         "merges": len(run.merges), "steps_discarded_by_merges": run.discarded,
         "resumes": len(run.resumes),
         "max_rss_growth_mb": round(max((g for g, *_ in rss_report), default=0), 1),
+        "max_shared_rings_mb": round(max((r.shmem_kb for r in run.ranks), default=0) / 1024, 1),
         "live_ranks_time_s": {k: round(v, 1) for k, v in sorted(run.live_time.items())},
         "baseline_samples_per_s": {k: round(v, 1) for k, v in rates.items()},
         "throughput_retained": round(retained, 3) if retained is not None else None,
@@ -935,7 +949,8 @@ def main():
     if run.died_uncommitted:
         print("chaos: %d uncommitted step hashes died with their only holders (killed before they "
               "could rejoin and report them; not counted as divergent)" % run.died_uncommitted)
-    print("chaos: largest RSS growth of a long-lived rank: %.1f MB" % report["max_rss_growth_mb"])
+    print("chaos: largest private RSS growth of a long-lived rank: %.1f MB (shared rings, apart: "
+          "at most %.1f MB)" % (report["max_rss_growth_mb"], report["max_shared_rings_mb"]))
     if run.harness_stalls:
         print("chaos: the harness itself stood still > 1 s %d times (no fault for 1 s after each)"
               % run.harness_stalls)

@@ -187,7 +187,7 @@ on_found_timer (gpointer user_data)
       if (p->ready && !p->refused && peer_leader (p) &&
           rlx_peer_set_lookup (self->peers, peer_leader (p)))
         {
-          rlx_coordinator_transition (self, RLX_ROLE_JOINING, peer_leader (p), p->term, NULL);
+          rlx_coordinator_join_met_leader (self, peer_leader (p), p->term);
           return G_SOURCE_REMOVE;
         }
     }

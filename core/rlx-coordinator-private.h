@@ -327,6 +327,11 @@ void rlx_coordinator_start_found_timer (RlxCoordinator *self, guint ms);
 void rlx_coordinator_transition (RlxCoordinator *self, RlxRole to, const char *leader, guint64 term,
                                  const char *reason);
 void rlx_coordinator_found (RlxCoordinator *self);
+/* Alone, this node met @leader (of @term): it joins it, unless it holds
+ * committed steps that the merge rule keeps against that leader's fork of
+ * its lineage (a founder that resumed a checkpoint): then it leads on,
+ * reporting it ("rejected"), and that group yields to its announcement. */
+void rlx_coordinator_join_met_leader (RlxCoordinator *self, const char *leader, guint64 term);
 void rlx_coordinator_request_snapshot (RlxCoordinator *self, const char *reason);
 void rlx_coordinator_cut_off (RlxCoordinator *self, const char *why);
 void rlx_coordinator_leader_lost (RlxCoordinator *self, const char *old, const char *reason);

@@ -567,6 +567,57 @@ checked_claim (RlxCoordinator *self, RlxPeer *p, guint *seen_out)
 /* Our group does not yield to a claim it cannot check: reported once per
  * claimant, and checked again as peers say hello (a healed split's other
  * members may link a moment after their leader). */
+/* Whether this node, alone with the state of its lineage, is kept by the
+ * merge rule against the group @lp leads in another fork of that lineage
+ * (a founder that resumed a checkpoint, and found nobody answering): its
+ * steps past where that fork began are committed steps the rule keeps,
+ * which joining would discard (issue 29, item 13: resuming from a
+ * checkpoint must never outrank a node that holds newer committed steps).
+ * A node that only joins, or holds nothing, never outranks anyone. */
+static gboolean
+alone_outranks (RlxCoordinator *self, RlxPeer *lp, RlxGroupInfo *mine, RlxGroupInfo *theirs)
+{
+  const RlxMsgLineage *own = rlx_lineage_id (self->lineage);
+  guint seen;
+
+  if (role (self) != RLX_ROLE_ALONE || self->join_only || applied (self) == 0 || own->lin == 0 ||
+      lp == NULL || !lp->ready || lp->refused || lp->id == NULL || lp->role != RLX_ROLE_LEADER ||
+      lp->lineage.lin != own->lin || rlx_lineage_same_fork (self->lineage, &lp->lineage))
+    return FALSE;
+  *mine = (RlxGroupInfo) { self->node_id, 1, applied (self), *own };
+  *theirs = checked_claim (self, lp, &seen);
+  return rlx_leadership_merge_compare (mine, theirs) > 0;
+}
+
+void
+rlx_coordinator_join_met_leader (RlxCoordinator *self, const char *leader, guint64 term)
+{
+  RlxGroupInfo mine, theirs;
+  RlxPeer *lp = rlx_peer_set_lookup (self->peers, leader);
+  RlxEvent *e;
+
+  if (!alone_outranks (self, lp, &mine, &theirs))
+    {
+      rlx_coordinator_transition (self, RLX_ROLE_JOINING, leader, term, NULL);
+      return;
+    }
+  e = rlx_event_new (RLX_EVENT_REJECTED);
+  e->u.rejected.node = g_strdup (lp->id);
+  e->u.rejected.by = g_strdup (self->node_id);
+  e->u.rejected.reason = g_strdup_printf (
+      "%s leads another fork of this node's lineage (begun at step %" G_GUINT64_FORMAT
+      ", %u member%s, step %" G_GUINT64_FORMAT "), and this node holds committed steps past it "
+      "(step %" G_GUINT64_FORMAT "): by the merge rule (%s) it leads on instead of joining, and "
+      "that group yields to it", lp->id, theirs.lineage.base, theirs.members,
+      theirs.members == 1 ? "" : "s", theirs.step, mine.step,
+      rlx_leadership_merge_reason (&mine, &theirs));
+  rlx_coordinator_emit_event (self, e);
+  self->found_blocked_since = 0;
+  g_clear_pointer (&self->found_blocked_why, g_free);
+  rlx_lineage_lead_on (self->lineage, applied (self));
+  become_leader (self, rlx_leadership_get_term (self->lead) + 1, TRUE);
+}
+
 static void
 doubt_claim (RlxCoordinator *self, RlxPeer *p, const RlxGroupInfo *mine, const RlxGroupInfo *checked,
              guint seen)
@@ -757,9 +808,11 @@ rlx_coordinator_on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *l
   switch (role (self))
     {
     case RLX_ROLE_ALONE:
+      if (lp)
+        rlx_coordinator_join_met_leader (self, lid, lm->term);
+      break;
     case RLX_ROLE_JOINING:
-      if (lp && (role (self) == RLX_ROLE_ALONE ||
-                 g_strcmp0 (rlx_leadership_get_leader (self->lead), lid) != 0 || newer))
+      if (lp && (g_strcmp0 (rlx_leadership_get_leader (self->lead), lid) != 0 || newer))
         rlx_coordinator_transition (self, RLX_ROLE_JOINING, lid, lm->term, NULL);
       break;
     case RLX_ROLE_MEMBER:
@@ -797,13 +850,24 @@ rlx_coordinator_on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *l
       if (lp && (!ours || !rlx_leadership_has_member (self->lead, lid)) &&
           (newer || strcmp (lid, self->node_id) < 0))
         {
+          /* Between two forks of one lineage each leader leads at least
+           * itself, whatever its hello said while it was alone (0
+           * members): a node alone that leads on over a resumed founder
+           * (join_met_leader) then counts as one on both sides, and both
+           * keep it by the fork order. (Not between other groups: there a
+           * hello of 0 members was a node cut off that yields, and
+           * counting it as one kept cut leaders of one apart — a 300 s
+           * chaos run never settled.) */
+          const RlxMsgLineage *own = rlx_lineage_id (self->lineage);
+          guint floor = !ours && own->lin != 0 && lp->lineage.lin == own->lin ? 1 : 0;
           RlxGroupInfo mine = { self->node_id,
-                                lp->sent_noted ? lp->sent_members : members (self)->len,
-                                lp->sent_noted ? lp->sent_step : applied (self),
-                                *rlx_lineage_id (self->lineage) };
-          RlxGroupInfo claimed = { lp->id, lp->members, lp->step, lp->lineage };
+                                MAX (lp->sent_noted ? lp->sent_members : members (self)->len,
+                                     floor),
+                                lp->sent_noted ? lp->sent_step : applied (self), *own };
+          RlxGroupInfo claimed = { lp->id, MAX (lp->members, floor), lp->step, lp->lineage };
           guint seen;
-          RlxGroupInfo theirs = checked_claim (self, lp, &seen);
+          RlxGroupInfo theirs = checked_group (self, lp->id, claimed.members, lp->step,
+                                               &lp->lineage, lp, &seen);
 
           if (rlx_leadership_merge_compare (&mine, &theirs) > 0)
             {

@@ -119,7 +119,7 @@ on_peer_ready (RlxPeerSet *set, RlxPeer *p, RlxMsg *hello, gpointer user_data)
     rlx_cohort_send_leader (&self->ctx, p);
   if (r == RLX_ROLE_ALONE && peer_leader (p) &&
       (p->role == RLX_ROLE_LEADER || rlx_peer_set_lookup (self->peers, peer_leader (p))))
-    rlx_coordinator_transition (self, RLX_ROLE_JOINING, peer_leader (p), p->term, NULL);
+    rlx_coordinator_join_met_leader (self, peer_leader (p), p->term);
   else if (r == RLX_ROLE_LEADER && p->role == RLX_ROLE_LEADER)
     {
       /* Two groups of one cohort met (founded apart, or a split healed).

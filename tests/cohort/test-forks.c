@@ -65,6 +65,14 @@
  *       steps past where the resumed fork began. The resumed side reports
  *       "merged", the live one loses nothing (issue 29, item 13: a resumed
  *       founder outranked members that held 107 newer committed steps).
+ *   /cohort/forks/alone-outranks-resumed-founder   the same, with the
+ *       live side alone: a, which led with b, is frozen and cut off from
+ *       x; b dies; x resumes a's checkpoint and founds; a thaws cut off
+ *       (alone, "rejoining"), and when the cut goes and it meets x it
+ *       leads on instead of joining x ("rejected", naming x), and x
+ *       yields. Before, an alone node joined any leader it met, so the
+ *       thawed members of item 13's run rejoined the resumed founder and
+ *       dropped their committed steps.
  *   /cohort/forks/other-fork-announcement   a leader hears a leader of
  *       another fork (a group founded from its checkpoint) announce itself
  *       at the same term: terms of two foundings are not comparable, so
@@ -884,6 +892,21 @@ merged_since (Node *n, guint from)
   return node_find_event (n, "merged", from) >= 0;
 }
 
+/* x, cut off by @cut's file, resumes the lineage's checkpoint of step
+ * @ckpt and founds (once it has waited ten of its 1.5 s heartbeat timeouts
+ * for the frozen peers it sees). */
+static Node *
+resume_x (Harness *h, const char *cohort, const char *cut, gint64 ckpt)
+{
+  Node *x = JOIN_NAMED (h, cohort, "x", "--heartbeat-timeout-ms", "1500", "--fault-partition",
+                        cut, NULL);
+  int i = harness_wait_event (h, x, "resumed", NULL, 0, T);
+
+  g_assert_cmpint (ev_int (node_ev (x, i), "step"), ==, ckpt);
+  harness_wait_event (h, x, "joined", NULL, 0, T);
+  return x;
+}
+
 static void
 test_resumed_founder_yields (void)
 {
@@ -903,11 +926,7 @@ test_resumed_founder_yields (void)
   g_assert_cmpint (frozen, >, ckpt);
   /* x resumes a's checkpoint, founds, and goes past a's step */
   /* (it founds once it has waited 10 heartbeat timeouts for the frozen a) */
-  x = JOIN_NAMED (h, "resumed", "x", "--heartbeat-timeout-ms", "1500", "--fault-partition", cut,
-                  NULL);
-  i = harness_wait_event (h, x, "resumed", NULL, 0, T);
-  g_assert_cmpint (ev_int (node_ev (x, i), "step"), ==, ckpt);
-  harness_wait_event (h, x, "joined", NULL, 0, T);
+  x = resume_x (h, "resumed", cut, ckpt);
   harness_wait_event (h, x, "step", "step", frozen + 3000, T);
   /* they meet: a thaws and the cut goes */
   g_assert_cmpint (g_unlink (cut), ==, 0);
@@ -936,6 +955,77 @@ test_resumed_founder_yields (void)
   g_assert_cmpint (parted, >, ckpt);
   g_assert_cmpint (from, <=, parted);
   g_assert_cmpint (to, >=, frozen + 3000);
+  g_assert_false (merged_since (a, 0));
+  leave_all (h, x, a, NULL);
+  harness_free (h);
+}
+
+static void
+test_alone_outranks_resumed_founder (void)
+{
+  Harness *h = harness_new ();
+  g_autofree char *cut = g_build_filename (h->dir, "partition", NULL);
+  Node *z, *a, *b, *x;
+  gint64 ckpt, frozen;
+  guint mark_a;
+  int i;
+
+  z = JOIN_NAMED (h, "aloneres", "z", "--wait-members", "2", NULL);
+  harness_wait_event (h, z, "joined", NULL, 0, T);
+  a = JOIN_NAMED (h, "aloneres", "a", "--fault-partition", cut, NULL);
+  harness_wait_event (h, a, "joined", NULL, 0, T);
+  b = JOIN_NAMED (h, "aloneres", "b", NULL);
+  harness_wait_event (h, b, "step", "step", 30, T);
+  node_kill (z, SIGKILL);
+  i = harness_wait_event (h, a, "leader", "term", 2, T);
+  g_assert_cmpstr (ev_str (node_ev (a, i), "node"), ==, "a");
+  i = harness_wait_event (h, a, "checkpoint", NULL, 0, T);
+  ckpt = ev_int (node_ev (a, i), "step");
+  harness_wait_event (h, a, "step", "step", ckpt + 300, T);
+  /* a is cut off from x and stands still; its member b dies */
+  g_assert_true (g_file_set_contents (cut, "a\nx\n", -1, NULL));
+  node_kill (a, SIGSTOP);
+  node_kill (b, SIGKILL);
+  harness_pause (500);
+  frozen = node_max_step (a);
+  /* x resumes a's checkpoint and founds (after ten timeouts of waiting for
+   * the frozen a), and goes on */
+  x = resume_x (h, "aloneres", cut, ckpt);
+  harness_wait_event (h, x, "step", "step", ckpt + 100, T);
+  /* a thaws, still cut off: its links closed while it stood still, so it
+   * is alone and looks for its cohort */
+  mark_a = a->events->len;
+  node_kill (a, SIGCONT);
+  if (node_wait_event (a, "rejoining", NULL, 0, mark_a, T) < 0)
+    {
+      harness_dump (h);
+      g_error ("a, thawed after its member died and its links closed, did not look for its "
+               "cohort (\"rejoining\")");
+    }
+  harness_pause (500);
+  /* the cut goes: a meets x */
+  g_assert_cmpint (g_unlink (cut), ==, 0);
+  i = node_wait_event (x, "merged", NULL, 0, 0, T);
+  if (i < 0 || merged_since (a, 0))
+    {
+      harness_dump (h);
+      g_error ("a, alone with the lineage's steps to %" G_GINT64_FORMAT ", joined x, which had "
+               "resumed its checkpoint of step %" G_GINT64_FORMAT ", instead of x yielding to it",
+               frozen, ckpt);
+    }
+  i = node_find_event (a, "rejected", mark_a);
+  g_assert_cmpint (i, >=, 0);
+  g_assert_cmpstr (ev_str (node_ev (a, i), "node"), ==, "x");
+  g_assert_nonnull (strstr (ev_str (node_ev (a, i), "reason"), "leads on instead of joining"));
+  /* x goes on from a's state (past its own discarded steps, which it
+   * reported with other hashes), and a loses nothing */
+  {
+    gint64 to = ev_int (node_ev (x, node_find_event (x, "merged", 0)), "to_step");
+
+    harness_wait_event (h, x, "step", "step", to + 60, T);
+    harness_wait_event (h, a, "step", "step", to + 60, T);
+    g_assert_cmpuint (harness_same_hashes (h, a, x, to + 1), >=, 10);
+  }
   g_assert_false (merged_since (a, 0));
   leave_all (h, x, a, NULL);
   harness_free (h);
@@ -1066,6 +1156,8 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/forks/frozen-member-gets-no-slot", test_frozen_member_gets_no_slot);
   g_test_add_func ("/cohort/forks/failover-skips-silent", test_failover_skips_silent);
   g_test_add_func ("/cohort/forks/resumed-founder-yields", test_resumed_founder_yields);
+  g_test_add_func ("/cohort/forks/alone-outranks-resumed-founder",
+                   test_alone_outranks_resumed_founder);
   g_test_add_func ("/cohort/forks/other-fork-announcement", test_other_fork_announcement);
   g_test_add_func ("/cohort/forks/dropped-member-leads-first",
                    test_dropped_member_leads_first);

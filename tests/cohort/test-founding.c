@@ -189,6 +189,35 @@ find_named (Node *n, const char *event, const char *key, const char *val, guint 
   return -1;
 }
 
+/* A named node of @cohort with the heartbeat timeout @hb (ms, as text). */
+#define JOIN_HB(h, cohort, id, hb, ...)                                                    \
+  harness_join ((h), (id), "--cohort", (cohort), "--node", (id), "--batch", "8", "--steps", \
+                "100000000", "--checkpoint-every", "0", "--heartbeat-timeout-ms", (hb),     \
+                __VA_ARGS__)
+
+/* find_named, waiting for it up to T; -1 if it never came. */
+static int
+wait_named (Node *n, const char *event, const char *key, const char *val, guint from)
+{
+  int i;
+
+  for (gint64 waited = 0; (i = find_named (n, event, key, val, from)) < 0 && waited < T;
+       waited += 100)
+    harness_pause (100);
+  return i;
+}
+
+/* SIGTERM each of @nodes in turn; each leaves cleanly. */
+static void
+leave_in_order (Harness *h, Node **nodes, guint k)
+{
+  for (guint i = 0; i < k; i++)
+    {
+      node_kill (nodes[i], SIGTERM);
+      harness_assert_exit_ok (h, nodes[i], 20000);
+    }
+}
+
 static void
 test_leader_leads_on_over_cut_member (void)
 {
@@ -201,10 +230,7 @@ test_leader_leads_on_over_cut_member (void)
   guint mark_b;
   int i;
 
-#define JOIN(id, ...)                                                                        \
-  harness_join (h, (id), "--cohort", "cutmember", "--node", (id), "--batch", "8", "--steps", \
-                "100000000", "--checkpoint-every", "0", "--heartbeat-timeout-ms", hb,        \
-                __VA_ARGS__)
+#define JOIN(id, ...) JOIN_HB (h, "cutmember", (id), hb, __VA_ARGS__)
   a = JOIN ("a", "--wait-members", "1", "--fault-partition", pa, NULL);
   harness_wait_event (h, a, "joined", NULL, 0, T);
   b = JOIN ("b", "--fault-partition", pb, NULL);
@@ -262,10 +288,7 @@ test_leader_leads_on_over_cut_member (void)
   g_assert_cmpstr (ev_str (node_ev (x, i), "node"), ==, "a");
   /* b's cut ends: it rejoins a, never leads */
   g_assert_cmpint (g_unlink (pb), ==, 0);
-  for (gint64 waited = 0; waited < T && find_named (b, "leader", "node", "a", mark_b) < 0;
-       waited += 100)
-    harness_pause (100);
-  if (find_named (b, "leader", "node", "a", mark_b) < 0 ||
+  if (wait_named (b, "leader", "node", "a", mark_b) < 0 ||
       find_named (b, "leader", "node", "b", 0) >= 0)
     {
       harness_dump (h);
@@ -277,11 +300,7 @@ test_leader_leads_on_over_cut_member (void)
   {
     Node *order[] = { x, b, a };
 
-    for (guint k = 0; k < G_N_ELEMENTS (order); k++)
-      {
-        node_kill (order[k], SIGTERM);
-        harness_assert_exit_ok (h, order[k], 20000);
-      }
+    leave_in_order (h, order, G_N_ELEMENTS (order));
   }
   harness_free (h);
 #undef JOIN
@@ -310,10 +329,7 @@ test_new_leader_leads_on_over_old_leader (void)
   guint mark;
   int i;
 
-#define JOIN(id, ...)                                                                        \
-  harness_join (h, (id), "--cohort", "oldleader", "--node", (id), "--batch", "8", "--steps", \
-                "100000000", "--checkpoint-every", "0", "--heartbeat-timeout-ms", hb,        \
-                __VA_ARGS__)
+#define JOIN(id, ...) JOIN_HB (h, "oldleader", (id), hb, __VA_ARGS__)
   a = JOIN ("a", "--wait-members", "2", NULL);
   harness_wait_event (h, a, "joined", NULL, 0, T);
   b = JOIN ("b", "--fault-partition", pb, NULL);
@@ -354,10 +370,7 @@ test_new_leader_leads_on_over_old_leader (void)
   /* a thaws: it rejoins b, and they agree */
   mark = a->events->len;
   node_kill (a, SIGCONT);
-  for (gint64 waited = 0; waited < T && find_named (a, "leader", "node", "b", mark) < 0;
-       waited += 100)
-    harness_pause (100);
-  if (find_named (a, "leader", "node", "b", mark) < 0)
+  if (wait_named (a, "leader", "node", "b", mark) < 0)
     {
       harness_dump (h);
       g_error ("a, thawed, did not rejoin b's cohort");
@@ -368,11 +381,7 @@ test_new_leader_leads_on_over_old_leader (void)
   {
     Node *order[] = { a, b };
 
-    for (guint k = 0; k < G_N_ELEMENTS (order); k++)
-      {
-        node_kill (order[k], SIGTERM);
-        harness_assert_exit_ok (h, order[k], 20000);
-      }
+    leave_in_order (h, order, G_N_ELEMENTS (order));
   }
   harness_free (h);
 #undef JOIN

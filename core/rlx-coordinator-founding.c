@@ -70,13 +70,16 @@ rlx_coordinator_other_members (RlxCoordinator *self)
 }
 
 void
-rlx_coordinator_note_superseded (RlxCoordinator *self, const char *old, char *const *with)
+rlx_coordinator_note_superseded (RlxCoordinator *self, const char *old, char **with)
 {
   rlx_coordinator_forget_superseded (self);
   if (old == NULL || is_self (self, old) || role (self) != RLX_ROLE_LEADER)
-    return;
+    {
+      g_strfreev (with);
+      return;
+    }
   self->superseded = g_strdup (old);
-  self->superseded_with = g_strdupv ((char **) with);
+  self->superseded_with = with;
 }
 
 void

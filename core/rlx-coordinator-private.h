@@ -317,10 +317,9 @@ void rlx_coordinator_note_led_commit (RlxCoordinator *self);
 /* The members this node knows, less itself (for note_superseded). */
 char **rlx_coordinator_other_members (RlxCoordinator *self);
 /* This node took over from @old at a failover, which then had @with
- * besides this node (rlx_coordinator_leader_lost); forget_superseded
- * drops it (a new term, joining or following anyone). */
-void rlx_coordinator_note_superseded (RlxCoordinator *self, const char *old,
-                                      char *const *with);
+ * (taken) besides this node (rlx_coordinator_leader_lost);
+ * forget_superseded drops it (a new term, joining or following anyone). */
+void rlx_coordinator_note_superseded (RlxCoordinator *self, const char *old, char **with);
 void rlx_coordinator_forget_superseded (RlxCoordinator *self);
 /* roles */
 void rlx_coordinator_start_found_timer (RlxCoordinator *self, guint ms);

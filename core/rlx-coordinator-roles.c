@@ -510,7 +510,7 @@ rlx_coordinator_leader_lost (RlxCoordinator *self, const char *old, const char *
   else if (next == NULL || is_self (self, next))
     {
       g_autofree char *was = g_strdup (old);
-      g_auto (GStrv) with = rlx_coordinator_other_members (self);
+      char **with = rlx_coordinator_other_members (self);
 
       become_leader (self, rlx_leadership_get_term (self->lead) + 1, FALSE);
       rlx_coordinator_note_superseded (self, was, with);
@@ -564,9 +564,6 @@ checked_claim (RlxCoordinator *self, RlxPeer *p, guint *seen_out)
   return checked_group (self, p->id, p->members, p->step, &p->lineage, p, seen_out);
 }
 
-/* Our group does not yield to a claim it cannot check: reported once per
- * claimant, and checked again as peers say hello (a healed split's other
- * members may link a moment after their leader). */
 /* Whether this node, alone with the state of its lineage, is kept by the
  * merge rule against the group @lp leads in another fork of that lineage
  * (a founder that resumed a checkpoint, and found nobody answering): its
@@ -618,6 +615,9 @@ rlx_coordinator_join_met_leader (RlxCoordinator *self, const char *leader, guint
   become_leader (self, rlx_leadership_get_term (self->lead) + 1, TRUE);
 }
 
+/* Our group does not yield to a claim it cannot check: reported once per
+ * claimant, and checked again as peers say hello (a healed split's other
+ * members may link a moment after their leader). */
 static void
 doubt_claim (RlxCoordinator *self, RlxPeer *p, const RlxGroupInfo *mine, const RlxGroupInfo *checked,
              guint seen)
@@ -859,12 +859,12 @@ rlx_coordinator_on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *l
            * counting it as one kept cut leaders of one apart — a 300 s
            * chaos run never settled.) */
           const RlxMsgLineage *own = rlx_lineage_id (self->lineage);
-          guint floor = !ours && own->lin != 0 && lp->lineage.lin == own->lin ? 1 : 0;
+          guint at_least = !ours && own->lin != 0 && lp->lineage.lin == own->lin ? 1 : 0;
           RlxGroupInfo mine = { self->node_id,
                                 MAX (lp->sent_noted ? lp->sent_members : members (self)->len,
-                                     floor),
+                                     at_least),
                                 lp->sent_noted ? lp->sent_step : applied (self), *own };
-          RlxGroupInfo claimed = { lp->id, MAX (lp->members, floor), lp->step, lp->lineage };
+          RlxGroupInfo claimed = { lp->id, MAX (lp->members, at_least), lp->step, lp->lineage };
           guint seen;
           RlxGroupInfo theirs = checked_group (self, lp->id, claimed.members, lp->step,
                                                &lp->lineage, lp, &seen);

@@ -408,13 +408,13 @@ eval_free (gpointer p)
   g_free (e);
 }
 
-/* The read's own Eval (the task gets a copy): no read pending after it. */
+/* The read's own Eval (the task gets a copy): one read fewer pending. */
 static void
 eval_read_free (gpointer p)
 {
   Eval *e = p;
 
-  e->self->eval_reading = FALSE;
+  e->self->eval_reads--;
   eval_free (e);
 }
 
@@ -528,15 +528,17 @@ maybe_evaluate (RlxCoordinator *self, guint64 step)
   if (self->evaluate_every == 0 || step == 0 || step % self->evaluate_every != 0 ||
       g_cancellable_is_cancelled (self->eval_cancel))
     return;
-  /* One at a time: an evaluation due while the last one is still read or
-   * runs is skipped. Queued, evaluations slower than the steps (mnist-mlp-xl
-   * every step) piled up a thread and two parameter-sized copies each,
-   * without bound, and took the cores from the training. */
-  if (self->eval_reading || self->evaluations > 0)
+  /* At most evaluate_threads at once (1 unless asked), those whose
+   * parameters are still being read included (a read waits behind the
+   * compute thread's step): one due while that many are is skipped.
+   * Queued, evaluations slower than the steps (mnist-mlp-xl every step)
+   * piled up a thread and two parameter-sized copies each, without bound,
+   * and took the cores from the training. */
+  if (self->eval_reads + self->evaluations >= self->evaluate_threads)
     return;
   e = g_new0 (Eval, 1);
   e->self = g_object_ref (self);
-  self->eval_reading = TRUE;
+  self->eval_reads++;
   rlx_replica_read (self->replica, eval_copy, e, eval_read_free, on_eval_copied, e);
 }
 

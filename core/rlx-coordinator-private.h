@@ -76,6 +76,7 @@ struct _RlxCoordinator {
   guint            checkpoint_every;
   gboolean         join_only;
   guint            evaluate_every;
+  guint            evaluate_threads;  /* at once (>= 1) */
   /* what the role objects see (settings — precision, batch, lr, steps,
    * faults, … —, the pieces, shared facts, the ops below) */
   RlxCohortContext ctx;
@@ -162,8 +163,8 @@ struct _RlxCoordinator {
    * their own, and what stops them: a leave cancels it and completes only
    * once evaluations is 0 again (they use the dataset, the model and
    * OpenBLAS, which the process takes down at exit) */
-  guint            evaluations;     /* 0 or 1: one at a time (maybe_evaluate) */
-  gboolean         eval_reading;    /* the parameters for the next are being read */
+  guint            evaluations;     /* running: at most evaluate_threads (maybe_evaluate) */
+  guint            eval_reads;      /* reads of the parameters for the next ones pending */
   GCancellable    *eval_cancel;
   gboolean         joined_reported;
   gboolean         finish_after_checkpoint;

@@ -813,6 +813,7 @@ rlx_coordinator_new (const RlxCoordinatorConfig *config, RlxWorker *worker, GErr
   self->ctx.max_norm_ratio = config->max_grad_norm_ratio == 0 ? RLX_NORM_GUARD_DEFAULT_RATIO
                              : config->max_grad_norm_ratio;
   self->evaluate_every = config->evaluate_every;
+  self->evaluate_threads = CLAMP (config->evaluate_threads, 1, RLX_EVALUATE_THREADS_MAX);
   self->join_only = config->join_only;
 
   dir = config->checkpoint_dir

@@ -67,6 +67,9 @@ typedef struct {
   guint        evaluate_every;   /* measure test accuracy every K committed steps, off
                                   * the main loop ("evaluated" event), one at a time
                                   * (one due while the last runs is skipped); 0: never */
+  guint        evaluate_threads; /* evaluations that may run at once (each a thread and
+                                  * two parameter-sized copies; one due while that many
+                                  * run is skipped); 0: 1, at most RLX_EVALUATE_THREADS_MAX */
   gboolean     join_only;        /* a node given peers to join: it never founds a cohort
                                   * of its own, it waits until it reaches one ("waiting") */
   RlxSyncRequest sync;           /* --sync: step (zero: the default), outer:H or auto; the
@@ -77,6 +80,8 @@ typedef struct {
   /* Test faults are no part of the configuration: see the private
    * core/rlx-coordinator-faults.h. */
 } RlxCoordinatorConfig;
+
+#define RLX_EVALUATE_THREADS_MAX 16
 
 /* ── the coordinator ────────────────────────────────────────────────────── */
 

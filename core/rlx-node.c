@@ -58,22 +58,13 @@ struct _RlxNode
   char           *dataset;
   char           *backend;
   guint           compute;
-  RlxPrecision    precision;
-  gboolean        error_feedback;
-  guint           batch;
-  double          lr;
-  guint64         seed;
-  guint64         steps;
   guint           threads;
-  guint           wait_members;
-  double          max_grad_norm_ratio;
-  guint           checkpoint_every;
-  guint           evaluate_every;
+  /* what start_node gives the coordinator (cohort, node_id and
+   * checkpoint_dir point at the strings here; the test switches' deadline
+   * and heartbeat come from switches) */
+  RlxCoordinatorConfig coord_config;
   char           *checkpoint_dir;
   gboolean        evaluate_at_end;
-  gboolean        join_only;
-  RlxSyncRequest  sync;
-  double          outer_lr, outer_momentum;
   RlxNodeTestSwitches switches;
   RlxNodeRemote  *remote;         /* NULL: the local cohort only */
   RlxNodeLinkFilter link_filter;
@@ -229,24 +220,30 @@ rlx_node_new (const RlxNodeConfig *config, GError **error)
   self->model = g_strdup (model);
   self->dataset = g_strdup (config->dataset ? config->dataset : "synthetic");
   self->backend = g_strdup (config->backend ? config->backend : "auto");
-  self->precision = config->precision;
   self->compute = config->compute;
-  self->error_feedback = !config->no_error_feedback;
-  self->batch = config->batch ? config->batch : 32;
-  self->lr = config->lr > 0 ? config->lr : 0.05;
-  self->seed = config->seed;
-  self->steps = config->steps;
   self->threads = config->threads;
-  self->wait_members = MAX (1u, config->wait_members);
-  self->max_grad_norm_ratio = config->max_grad_norm_ratio;
-  self->checkpoint_every = config->checkpoint_every;
-  self->evaluate_every = config->evaluate_every;
   self->checkpoint_dir = g_strdup (config->checkpoint_dir);
   self->evaluate_at_end = config->evaluate_at_end;
-  self->sync = config->sync;
-  self->outer_lr = config->outer_lr;
-  self->outer_momentum = config->outer_momentum;
-  self->join_only = config->join_only;
+  self->coord_config = (RlxCoordinatorConfig) {
+    .cohort = self->cohort,
+    .node_id = self->node_id,
+    .precision = config->precision,
+    .error_feedback = !config->no_error_feedback,
+    .batch = config->batch ? config->batch : 32,
+    .lr = config->lr > 0 ? config->lr : 0.05,
+    .seed = config->seed,
+    .steps = config->steps,
+    .checkpoint_every = config->checkpoint_every,
+    .checkpoint_dir = self->checkpoint_dir,
+    .wait_members = MAX (1u, config->wait_members),
+    .max_grad_norm_ratio = config->max_grad_norm_ratio,
+    .evaluate_every = config->evaluate_every,
+    .evaluate_threads = config->evaluate_threads,
+    .join_only = config->join_only,
+    .sync = config->sync,
+    .outer_lr = config->outer_lr,
+    .outer_momentum = config->outer_momentum,
+  };
   self->remote = g_steal_pointer (&remote);
   return g_steal_pointer (&self);
 }
@@ -432,26 +429,9 @@ start_node (RlxNode *self, RlxBackend *backend)
 {
   g_autoptr(GError) error = NULL;
   g_auto(GStrv) peers = NULL;
-  RlxCoordinatorConfig cfg = { 0 };
+  RlxCoordinatorConfig cfg = self->coord_config;
   RlxWorker *worker;
 
-  cfg.cohort = self->cohort;
-  cfg.node_id = self->node_id;
-  cfg.precision = self->precision;
-  cfg.error_feedback = self->error_feedback;
-  cfg.batch = self->batch;
-  cfg.lr = self->lr;
-  cfg.seed = self->seed;
-  cfg.steps = self->steps;
-  cfg.checkpoint_every = self->checkpoint_every;
-  cfg.checkpoint_dir = self->checkpoint_dir;
-  cfg.wait_members = self->wait_members;
-  cfg.max_grad_norm_ratio = self->max_grad_norm_ratio;
-  cfg.evaluate_every = self->evaluate_every;
-  cfg.join_only = self->join_only;
-  cfg.sync = self->sync;
-  cfg.outer_lr = self->outer_lr;
-  cfg.outer_momentum = self->outer_momentum;
   cfg.deadline_floor_ms = self->switches.deadline_floor_ms;
   cfg.heartbeat_timeout_ms = self->switches.heartbeat_timeout_ms;
   worker = rlx_worker_new (backend);
@@ -557,16 +537,16 @@ rlx_node_start_async (RlxNode *self, GCancellable *cancellable, GAsyncReadyCallb
   job->dataset = g_strdup (self->dataset);
   job->backend = g_strdup (self->backend);
   job->compute = self->compute;
-  job->seed = self->seed;
+  job->seed = self->coord_config.seed;
   /* The coordinator measures test accuracy on another thread while the rank
    * computes. OpenBLAS 0.3.21 (pthreads) livelocks when two threads call it
    * at once with its thread pool in use (both spin in exec_blas; seen in the
    * app), so a node that evaluates keeps BLAS single-threaded, where
    * concurrent calls are safe. A process-wide BLAS lock in core/vision would
    * lift this. */
-  job->threads = self->threads ? self->threads : self->evaluate_every > 0 ? 1 : 0;
+  job->threads = self->threads ? self->threads : self->coord_config.evaluate_every > 0 ? 1 : 0;
   /* Room for the share of a larger batch when others are slower. */
-  job->max_batch = MIN (65536, MAX (self->batch * 8, 256));
+  job->max_batch = MIN (65536, MAX (self->coord_config.batch * 8, 256));
   job->remote = self->remote;
   resolve = g_task_new (self, cancellable, on_resolved, NULL);
   g_task_set_source_tag (resolve, rlx_node_start_async);

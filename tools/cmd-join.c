@@ -429,6 +429,7 @@ rlx_cmd_join (int argc, char **argv)
   g_autofree char *eval_ms_s = NULL;
   g_autofree char *inner_s = NULL;
   g_autofree char *slow_s = NULL, *inf_s = NULL, *hash_s = NULL, *eval_s = NULL;
+  g_autofree char *eval_threads_s = NULL;
   g_autofree char *stall_s = NULL, *die_s = NULL, *partition_s = NULL, *log_max_s = NULL;
   g_autofree char *unlinked_s = NULL;
   g_autofree char *sync_s = NULL, *outer_lr_s = NULL, *outer_mom_s = NULL, *mom_s = NULL;
@@ -461,6 +462,7 @@ rlx_cmd_join (int argc, char **argv)
     { "log-max-bytes", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &log_max_s, "with --json into a file: past N bytes it becomes FILE.1 and a new FILE starts (the app's local ranks)", "N" },
     { "evaluate", 0, 0, G_OPTION_ARG_NONE, &evaluate_flag, "print the test accuracy when done", NULL },
     { "evaluate-every", 0, 0, G_OPTION_ARG_STRING, &eval_s, "measure the test accuracy every K committed steps (off the main loop; one due while the last runs is skipped)", "K" },
+    { "evaluate-threads", 0, 0, G_OPTION_ARG_STRING, &eval_threads_s, "with --evaluate-every: up to N evaluations at once, each on a thread of its own (default 1), so that none is skipped when one takes longer than the steps between them", "N" },
     { "join-only", 0, 0, G_OPTION_ARG_NONE, &join_only, "never found a cohort: wait until one is reachable and join it", NULL },
     { "show-invite", 0, 0, G_OPTION_ARG_NONE, &show_invite, "with --host: print the invite with its key (hidden otherwise)", NULL },
     { "invite-out", 0, 0, G_OPTION_ARG_FILENAME, &invite_out, "with --host: write the invite, key included, to FILE (mode 0600) for --invite-file", "FILE" },
@@ -495,6 +497,7 @@ rlx_cmd_join (int argc, char **argv)
   guint64 batch = 32, steps = 0, seed = 0, wait = 1, ckpt = 100, fault = 0, deadline = 0, hb = 0;
   guint64 mom_at = 0;
   guint64 slow_ms = 0, inner_ms = 0, inf_from = 0, hash_at = 0, eval_every = 0, stall_step = 0, stall_ms = 0;
+  guint64 eval_threads = 0;
   guint64 die_at = 0, log_max = 0, eval_ms = 0, claim_members = 0, claim_step = 0, huge_from = 0;
   guint64 threads = 0;
   double lr = 0.05;
@@ -549,6 +552,8 @@ rlx_cmd_join (int argc, char **argv)
       !rlx_cli_uint (sub, "--fault-hash", hash_s, 1, G_MAXINT64, &hash_at) ||
       !rlx_cli_uint (sub, "--fault-momentum", mom_s, 1, G_MAXINT64, &mom_at) ||
       !rlx_cli_uint (sub, "--evaluate-every", eval_s, 1, G_MAXUINT32, &eval_every) ||
+      !rlx_cli_uint (sub, "--evaluate-threads", eval_threads_s, 1, RLX_EVALUATE_THREADS_MAX,
+                     &eval_threads) ||
       !rlx_cli_uint (sub, "--fault-die-at", die_s, 1, G_MAXINT64, &die_at) ||
       !rlx_cli_uint (sub, "--fault-huge", huge_s, 1, G_MAXINT64, &huge_from) ||
       !rlx_cli_uint (sub, "--fault-claim-members", claim_members_s, 1, G_MAXUINT32, &claim_members) ||
@@ -571,6 +576,10 @@ rlx_cmd_join (int argc, char **argv)
     }
   if (!rlx_cli_positive (sub, "--lr", lr_s, &lr))
     return RLX_EXIT_USAGE;
+  if (eval_threads_s && !eval_s)
+    return rlx_cli_fail (sub, RLX_EXIT_USAGE,
+                         "--evaluate-threads says how many evaluations --evaluate-every may "
+                         "run at once: give --evaluate-every K as well");
   if (norm_ratio_s)
     {
       char *end = NULL;
@@ -645,6 +654,7 @@ rlx_cmd_join (int argc, char **argv)
   cfg.wait_members = (guint) wait;
   cfg.checkpoint_every = (guint) ckpt;
   cfg.evaluate_every = (guint) eval_every;
+  cfg.evaluate_threads = (guint) eval_threads;
   cfg.evaluate_at_end = evaluate_flag;
   cfg.join_only = join_only;
   switches.deadline_floor_ms = (guint) deadline;

@@ -718,6 +718,8 @@ test_bad_flags (void)
     { "--outer-lr", "-1", "--outer-lr" },
     { "--outer-lr", "fast", "--outer-lr" },
     { "--outer-momentum", "1.5", "--outer-momentum" },
+    { "--evaluate-threads", "2", "--evaluate-every" },
+    { "--evaluate-threads", "0", "1..16" },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)

@@ -15,6 +15,10 @@
  * does not wait fails here every time, not only when the SIGSEGV happens
  * to strike (tests/core/test-node.c's /app/node/leave-while-evaluating
  * shows the wait in-process).
+ *
+ * And /stop-evaluating/threads: --evaluate-threads N lets N evaluations
+ * run at once, so that evaluations slower than the steps between them are
+ * not skipped.
  */
 #include "rlx-config.h"
 #include "cohort-harness.h"
@@ -74,11 +78,50 @@ test_steps_reached (void)
   harness_free (h);
 }
 
+/* How many evaluations (@threads at once) reported, in a run of 10 steps
+ * where a step takes 400 ms (--fault-slow-ms) and an evaluation 1 s
+ * (--fault-eval-ms): about three are due at once, and those still running
+ * when the run ends are cancelled. (Each names the step it measured, the
+ * replica's when its parameters were read: a read waits behind the step
+ * being computed, so it may be a later step than the one it was due at.) */
+static guint
+evaluations_of (const char *label, const char *threads)
+{
+  Harness *h = harness_new ();
+  Node *n = harness_join (h, label, "--cohort", label, "--dataset", "synthetic", "--batch", "8",
+                          "--steps", "10", "--wait-members", "1", "--evaluate-every", "1",
+                          "--evaluate-threads", threads, "--fault-eval-ms", "1000",
+                          "--fault-slow-ms", "400", "--checkpoint-every", "0", NULL);
+  guint count = 0;
+
+  harness_assert_exit_ok (h, n, EXIT_MS);
+  for (int i = node_find_event (n, "evaluated", 0); i >= 0;
+       i = node_find_event (n, "evaluated", (guint) i + 1))
+    count++;
+  harness_free (h);
+  return count;
+}
+
+/* Four at once: every evaluation due runs but the last few (cancelled by
+ * the end: one due at step k ends about 1.4 s later). One at a time (the
+ * default): those due while one runs or is read are skipped. */
+static void
+test_threads (void)
+{
+  guint four = evaluations_of ("eval-four", "4");
+  guint one = evaluations_of ("eval-one", "1");
+
+  if (four < 5 || one > 3)
+    g_error ("evaluations: %u with --evaluate-threads 4 (want at least 5), %u with 1 (want "
+             "at most 3)", four, one);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/stop-evaluating/sigterm", test_sigterm);
   g_test_add_func ("/stop-evaluating/steps-reached", test_steps_reached);
+  g_test_add_func ("/stop-evaluating/threads", test_threads);
   return g_test_run ();
 }

@@ -806,6 +806,7 @@ rlx_coordinator_new (const RlxCoordinatorConfig *config, RlxWorker *worker, GErr
   self->ctx.error_feedback = config->error_feedback;
   self->ctx.batch = config->batch;
   self->ctx.lr = config->lr;
+  self->ctx.lr_fixed = config->inner_lr_fixed;
   self->ctx.steps = config->steps;
   self->checkpoint_every = config->checkpoint_every;
   self->ctx.wait_members = MAX (1u, config->wait_members);

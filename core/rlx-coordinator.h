@@ -77,6 +77,9 @@ typedef struct {
   double       outer_lr;         /* the outer optimizer's; 0: DiLoCo's 0.7 and 0.9 (then
                                   * outer_momentum is ignored) */
   double       outer_momentum;
+  gboolean     inner_lr_fixed;   /* outer mode: every round's inner SGD runs at lr (FALSE,
+                                  * the default: lr × √k, k the ranks the round is
+                                  * assigned to; docs/PROTOCOL.md, "Outer rounds") */
   /* Test faults are no part of the configuration: see the private
    * core/rlx-coordinator-faults.h. */
 } RlxCoordinatorConfig;

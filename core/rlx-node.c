@@ -243,6 +243,7 @@ rlx_node_new (const RlxNodeConfig *config, GError **error)
     .sync = config->sync,
     .outer_lr = config->outer_lr,
     .outer_momentum = config->outer_momentum,
+    .inner_lr_fixed = config->inner_lr_fixed,
   };
   self->remote = g_steal_pointer (&remote);
   return g_steal_pointer (&self);

@@ -87,6 +87,7 @@ typedef struct {
   RlxSyncRequest sync;           /* --sync (zero: step), as RlxCoordinatorConfig's */
   double       outer_lr;         /* 0: DiLoCo's 0.7 and 0.9 (outer_momentum ignored) */
   double       outer_momentum;
+  gboolean     inner_lr_fixed;   /* as RlxCoordinatorConfig's */
   /* (rlx-rank join's hidden test switches: core/rlx-node-faults.h) */
 } RlxNodeConfig;
 

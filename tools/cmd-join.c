@@ -432,6 +432,7 @@ rlx_cmd_join (int argc, char **argv)
   g_autofree char *eval_threads_s = NULL;
   g_autofree char *stall_s = NULL, *die_s = NULL, *partition_s = NULL, *log_max_s = NULL;
   g_autofree char *unlinked_s = NULL;
+  gboolean fixed_inner_lr = FALSE;
   g_autofree char *sync_s = NULL, *outer_lr_s = NULL, *outer_mom_s = NULL, *mom_s = NULL;
   gboolean join_only = FALSE, show_invite = FALSE, control_stdin = FALSE, claim_fast = FALSE;
   g_autofree char *invite_out = NULL, *claim_members_s = NULL, *claim_step_s = NULL;
@@ -452,6 +453,7 @@ rlx_cmd_join (int argc, char **argv)
     { "sync", 0, 0, G_OPTION_ARG_STRING, &sync_s, "how the cohort averages (its leader's choice counts): step (every step, the default), outer:H (H local steps, then outer averaging) or auto (chosen from the measured links)", "MODE" },
     { "outer-lr", 0, 0, G_OPTION_ARG_STRING, &outer_lr_s, "outer mode: the outer Nesterov step's learning rate (default 0.7)", "LR" },
     { "outer-momentum", 0, 0, G_OPTION_ARG_STRING, &outer_mom_s, "outer mode: the outer Nesterov momentum (default 0.9)", "M" },
+    { "fixed-inner-lr", 0, 0, G_OPTION_ARG_NONE, &fixed_inner_lr, "outer mode: every round's inner steps at --lr (default: --lr × √k for a round of k ranks, k up to 4; the leader's choice counts)", NULL },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "one JSON object per line per event", NULL },
     { "node", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &node_s, "node id", "ID" },
     { "seed", 0, 0, G_OPTION_ARG_STRING, &seed_s, "initialisation, permutation and synthetic data (default 0; the cohort must agree)", "S" },
@@ -621,6 +623,7 @@ rlx_cmd_join (int argc, char **argv)
                            error->message);
     cfg.outer_lr = olr;
     cfg.outer_momentum = omom;
+    cfg.inner_lr_fixed = fixed_inner_lr;
   }
   if (!rlx_precision_from_string (precision_s ? precision_s : "f32", &cfg.precision, &error))
     return rlx_cli_fail (sub, RLX_EXIT_USAGE, "--precision: %s", error->message);

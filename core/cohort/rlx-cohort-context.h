@@ -91,6 +91,7 @@ typedef struct {
   gboolean         error_feedback;
   guint            batch;
   double           lr;
+  gboolean         lr_fixed;          /* outer mode: the inner lr stays lr (no √members) */
   guint64          steps;             /* done once committed; 0: never */
   guint            wait_members;
   guint            deadline_floor_ms;

@@ -11,6 +11,7 @@
 #include "rlx-sample-log.h"
 #include "core/cohort/rlx-commits.h"
 #include "core/cohort/rlx-norm-guard.h"
+#include "core/cohort/rlx-outer.h"
 #include "core/cohort/rlx-round.h"
 #include "core/cohort/rlx-split.h"
 #include "core/p2p/rlx-trace.h"
@@ -133,8 +134,13 @@ finished (RlxLeader *self)
 static GArray *
 assign_at (RlxLeader *self, guint pos, guint *count)
 {
+  GArray *slots;
+
   rlx_sync_state_settings (self->ctx->sync, self->ctx->lr, &self->assigned_outer);
-  return rlx_split_assign_rounds (self->ctx, pos, MAX (1u, self->assigned_outer.h), count);
+  slots = rlx_split_assign_rounds (self->ctx, pos, MAX (1u, self->assigned_outer.h), count);
+  if (self->assigned_outer.h > 0 && !self->ctx->lr_fixed)
+    self->assigned_outer.inner_lr = rlx_outer_inner_lr (self->ctx->lr, rlx_split_ranks (slots));
+  return slots;
 }
 
 /* The next round's slots, from round_pos on. */
@@ -215,7 +221,9 @@ step_header_for (RlxLeader *self, RlxMsg *m, guint64 commit, guint64 step, guint
       = rlx_cohort_str_array_copy (commit ? rlx_round_get_contributors (self->round) : NULL);
   m->u.step.late = commit ? rlx_round_get_late (self->round) : 0;
   m->u.step.rejected = commit ? rlx_round_get_rejected (self->round) : 0;
-  m->u.step.lr = self->ctx->lr;
+  /* (the outer round's inner lr, which grows with its ranks: what every
+   * rank of the round it assigns trains at) */
+  m->u.step.lr = self->assigned_outer.h > 0 ? self->assigned_outer.inner_lr : self->ctx->lr;
   m->u.step.epoch = epoch;
   m->u.step.pos = pos;
   m->u.step.count = count;

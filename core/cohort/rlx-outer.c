@@ -17,6 +17,12 @@ G_STATIC_ASSERT (G_BYTE_ORDER == G_LITTLE_ENDIAN);
 #define LR_MIN 1e-6
 #define LR_MAX 10.0
 
+double
+rlx_outer_inner_lr (double lr, guint ranks)
+{
+  return lr * sqrt ((double) MAX (1u, MIN (ranks, RLX_OUTER_LR_SCALE_RANKS)));
+}
+
 gboolean
 rlx_outer_check_settings (double lr, double momentum, GError **error)
 {

@@ -84,6 +84,18 @@ typedef enum {
  * used; FALSE with RLX_OUTER_ERROR_INVALID saying which and what to give. */
 gboolean rlx_outer_check_settings (double lr, double momentum, GError **error);
 
+/* The inner SGD's learning rate of an outer round that @ranks ranks train:
+ * @lr × √min(ranks, RLX_OUTER_LR_SCALE_RANKS) (@lr for 0 or 1). Averaging k
+ * pseudo-gradients divides their noise by k, so each rank's inner steps
+ * can go further; √k is the scaling rule for k times the batch (Krizhevsky,
+ * arXiv 1404.5997; Hoffer et al., arXiv 1705.08741). Measured on
+ * mnist-mlp-xl over 200 Mbit/s (BENCHMARKS.md, "Wall time to a target
+ * accuracy"), and capped where the measurements end. The leader computes it
+ * when it assigns a round and sends it in the round's frame ("lr"): every
+ * rank of the round trains at the same rate. */
+#define RLX_OUTER_LR_SCALE_RANKS 4u
+double   rlx_outer_inner_lr       (double lr, guint ranks);
+
 /* ── arithmetic (pure; any thread) ──────────────────────────────────────── */
 
 /* delta[i] = outer[i] − local[i] (f32): a rank's pseudo-gradient. @delta

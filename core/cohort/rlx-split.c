@@ -218,3 +218,17 @@ rlx_split_assign_rounds (RlxCohortContext *ctx, guint pos, guint per_round, guin
   *count_out = start - pos;
   return slots;
 }
+
+guint
+rlx_split_ranks (GArray *slots)
+{
+  g_autoptr(GHashTable) seen = g_hash_table_new (g_str_hash, g_str_equal);
+
+  for (guint i = 0; slots && i < slots->len; i++)
+    {
+      const RlxMsgSlot *s = &g_array_index (slots, RlxMsgSlot, i);
+      if (s->count > 0 && s->node != NULL)
+        g_hash_table_add (seen, s->node);
+    }
+  return g_hash_table_size (seen);
+}

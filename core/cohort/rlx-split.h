@@ -74,5 +74,8 @@ GArray *rlx_split_assign (RlxCohortContext *ctx, guint pos, guint *count);
  * steps: H times each member's --batch and max_batch; 1: a step). */
 GArray *rlx_split_assign_rounds (RlxCohortContext *ctx, guint pos, guint per_round,
                                  guint *count);
+/* How many ranks @slots (RlxMsgSlot) give samples to: the nodes named with a
+ * count above 0, each once. */
+guint   rlx_split_ranks          (GArray *slots);
 
 G_END_DECLS

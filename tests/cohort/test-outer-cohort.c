@@ -703,6 +703,60 @@ test_fidelity (void)
     g_error ("outer:8 reached %.4f, the step mode %.4f: more than 3 pt below", outer, step);
 }
 
+/* Two ranks (a leader, then a member) in outer:2 for 2 rounds with --lr
+ * @lr, and --fixed-inner-lr when @fixed: the hash of θ after each round,
+ * as the leader reports it (every node agrees). Two, not four: the leader
+ * sums the ranks' deltas in the order they arrive, and only a sum of two
+ * is the same bits in either order, so only two ranks train the same θ
+ * twice. */
+static char **
+two_rank_hashes (const char *lr, gboolean fixed)
+{
+  Harness *h = harness_new ();
+  Node *n[2];
+  static const char *const ids[2] = { "a-lead", "b-mem" };
+  char **hashes = g_new0 (char *, 3);
+
+  for (guint i = 0; i < 2; i++)
+    {
+      n[i] = harness_join (h, ids[i], "--node", ids[i], "--cohort", "inner-lr", "--batch", "8",
+                           "--steps", "2", "--wait-members", "2", "--sync", "outer:2", "--lr",
+                           lr, "--deadline-floor-ms", SLOW_OK,
+                           fixed ? "--fixed-inner-lr" : NULL, NULL);
+      harness_wait_event (h, n[i], "joined", NULL, 0, 30000);
+    }
+  for (guint i = 0; i < 2; i++)
+    harness_assert_exit_ok (h, n[i], 90000);
+  g_assert_cmpstr (ev_str (node_ev (n[0], node_find_event (n[0], "joined", 0)), "role"), ==,
+                   "leader");
+  harness_assert_outer_rounds (h, n, 2, 1, 2, 2, 2 * 8 * 2);
+  for (guint r = 1; r <= 2; r++)
+    hashes[r - 1] = g_strdup (ev_str (node_ev (n[0], node_step (n[0], r)), "hash"));
+  harness_free (h);
+  return hashes;
+}
+
+/* The inner steps of a round of two ranks run at --lr × √2 unless
+ * --fixed-inner-lr (docs/PROTOCOL.md, "Outer rounds"): --lr 0.025 trains
+ * exactly as --lr 0.03535533905932738 --fixed-inner-lr (the double
+ * 0.025 × √2, written so that it reads back as the same bits), round by
+ * round on both ranks, the member included (it takes the rate from the
+ * round's frame); and --lr 0.025 --fixed-inner-lr does not. (The cap at
+ * four ranks: /outer/inner-lr.) */
+static void
+test_inner_lr_scales (void)
+{
+  g_auto(GStrv) scaled = two_rank_hashes ("0.025", FALSE);
+  g_auto(GStrv) fixed = two_rank_hashes ("0.03535533905932738", TRUE);
+  g_auto(GStrv) unscaled = two_rank_hashes ("0.025", TRUE);
+
+  for (guint r = 0; r < 2; r++)
+    {
+      g_assert_cmpstr (scaled[r], ==, fixed[r]);
+      g_assert_cmpstr (scaled[r], !=, unscaled[r]);
+    }
+}
+
 /* Bad values are refused before anything starts, naming the flag and what
  * it accepts. */
 static void
@@ -767,6 +821,7 @@ main (int argc, char **argv)
   g_test_add_func ("/outer/resync-member", test_resync_member);
   g_test_add_func ("/outer/checkpoint-resume", test_checkpoint_resume);
   g_test_add_func ("/outer/fidelity", test_fidelity);
+  g_test_add_func ("/outer/inner-lr-scales", test_inner_lr_scales);
   g_test_add_func ("/outer/bad-flags", test_bad_flags);
   return g_test_run ();
 }

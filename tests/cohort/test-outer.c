@@ -457,6 +457,21 @@ test_inner_time (void)
   rlx_outer_engine_free (e);
 }
 
+/* An outer round's inner lr grows with √ of its ranks, up to
+ * RLX_OUTER_LR_SCALE_RANKS of them; 0 or 1 rank: the lr itself. */
+static void
+test_inner_lr (void)
+{
+  g_assert_cmpfloat (rlx_outer_inner_lr (0.05, 0), ==, 0.05);
+  g_assert_cmpfloat (rlx_outer_inner_lr (0.05, 1), ==, 0.05);
+  g_assert_cmpfloat_with_epsilon (rlx_outer_inner_lr (0.05, 2), 0.05 * G_SQRT2, 1e-15);
+  g_assert_cmpfloat_with_epsilon (rlx_outer_inner_lr (0.05, 3), 0.05 * sqrt (3), 1e-15);
+  g_assert_cmpfloat (rlx_outer_inner_lr (0.025, 4), ==, 0.05);
+  g_assert_cmpuint (RLX_OUTER_LR_SCALE_RANKS, ==, 4);
+  for (guint k = 5; k < 1000; k += 97)
+    g_assert_cmpfloat (rlx_outer_inner_lr (0.025, k), ==, 0.05);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -470,5 +485,6 @@ main (int argc, char **argv)
   g_test_add_func ("/outer/serialise", test_serialise);
   g_test_add_func ("/outer/parse-errors", test_parse_errors);
   g_test_add_func ("/outer/inner-time", test_inner_time);
+  g_test_add_func ("/outer/inner-lr", test_inner_lr);
   return g_test_run ();
 }

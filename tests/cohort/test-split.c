@@ -321,6 +321,28 @@ test_slot_oversized (void)
   assert_fits (0, 10000000, 1, 10000000, 256, NULL);
 }
 
+/* The ranks a round's slots give samples to: each node once, however many
+ * slots it has, and none whose slots are all empty. */
+static void
+test_ranks (void)
+{
+  g_autoptr(GArray) slots = rlx_msg_slots_new ();
+  static const struct { const char *node; guint count; } s[] = {
+    { "a", 8 }, { "b", 0 }, { "c", 4 }, { "a", 8 }, { "d", 0 }, { "d", 0 },
+  };
+
+  g_assert_cmpuint (rlx_split_ranks (NULL), ==, 0);
+  g_assert_cmpuint (rlx_split_ranks (slots), ==, 0);
+  for (guint i = 0; i < G_N_ELEMENTS (s); i++)
+    {
+      RlxMsgSlot slot = { .node = g_strdup (s[i].node), .count = s[i].count };
+      g_array_append_val (slots, slot);
+    }
+  g_assert_cmpuint (rlx_split_ranks (slots), ==, 2);
+  g_array_index (slots, RlxMsgSlot, 1).count = 1;
+  g_assert_cmpuint (rlx_split_ranks (slots), ==, 3);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -334,5 +356,6 @@ main (int argc, char **argv)
   g_test_add_func ("/split/round-count", test_round_count);
   g_test_add_func ("/split/slot-fits", test_slot_fits);
   g_test_add_func ("/split/slot-oversized", test_slot_oversized);
+  g_test_add_func ("/split/ranks", test_ranks);
   return g_test_run ();
 }

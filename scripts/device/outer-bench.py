@@ -40,7 +40,7 @@ Plans:
              one rank for 2 epochs sets the target (its final accuracy less
              0.5 pt); one, two and four ranks over 200 Mbit/s 50 ms with the
              defaults a user gets (`auto`, batch 256 a rank, lr 0.05), the
-             leader evaluating every commit (the one rank every 1/16 of its
+             leader evaluating every commit (the one rank every 1/32 of its
              run) on a core of its own (the evaluation thread would otherwise
              take the compute's core); the time of the first commit whose
              evaluation reaches the target, from the first commit. A cohort
@@ -107,6 +107,8 @@ def run_cohort(rank_bin, cfg, cores):
         lead_extra += ["--evaluate"]
     if cfg.get("evaluate_every"):
         lead_extra += ["--evaluate-every", str(cfg["evaluate_every"])]
+        if cfg.get("eval_threads", 1) > 1 and has_flag(rank_bin, "--evaluate-threads"):
+            lead_extra += ["--evaluate-threads", str(cfg["eval_threads"])]
     res = dict(cfg, cores=[sorted(c) if c else None for c in cores])
     ranks = []
     t_start = time.monotonic()
@@ -136,6 +138,9 @@ def run_cohort(rank_bin, cfg, cores):
                     break
             target = cfg.get("target") or TARGETS.get(cfg.get("target_rep"))
             if target and reached(ranks[0], target) is not None:
+                # the commit's own "step" event may come after the
+                # evaluation that reached it: read it before stopping
+                time.sleep(0.5)
                 break
             if any(r.proc.poll() is not None for r in ranks):
                 break
@@ -226,6 +231,15 @@ def window_start(rank, first, cfg):
 
 
 _HAS_SYNC = {}
+_HAS_FLAG = {}
+
+
+def has_flag(rank_bin, flag):
+    """Whether this rlx-rank's join knows @flag (for A/B runs against older builds)."""
+    if (rank_bin, flag) not in _HAS_FLAG:
+        p = subprocess.run([rank_bin, "join", "--help"], capture_output=True, text=True)
+        _HAS_FLAG[rank_bin, flag] = flag in p.stdout
+    return _HAS_FLAG[rank_bin, flag]
 
 
 def has_sync(rank_bin):
@@ -271,13 +285,15 @@ class Scheduler:
     submission as cores free up."""
 
     def __init__(self, n_cores):
+        self.n_cores = n_cores
         self.free = list(range(n_cores))
         self.lock = threading.Condition()
         self.threads = []
 
     def submit(self, need, fn, sink, lead_extra=0):
         """@need cores, one a rank; @lead_extra more for the first rank (its evaluation)."""
-        need_all = need + lead_extra
+        # (on fewer cores than that, the leader's evaluations get those left)
+        need_all = min(need + lead_extra, max(need, self.n_cores))
         with self.lock:
             while len(self.free) < need_all:
                 self.lock.wait()
@@ -361,6 +377,9 @@ def main():
     ap.add_argument("--acc-epochs", type=float, default=2)
     ap.add_argument("--acc-ranks", default="2,4")
     ap.add_argument("--acc-max-seconds", type=float, default=150)
+    ap.add_argument("--eval-threads", type=int, default=3,
+                    help="the accuracy plan's leaders evaluate up to N commits at once, each "
+                         "on a core of its own (an rlx-rank without --evaluate-threads: one)")
     ap.add_argument("--acc-variants", default="",
                     help='more time-to-accuracy cohorts, JSON: [{"ranks": 2, "sync": "outer:20", '
                          '"args": ["--outer-lr", "1.0"], "label": "lr 1.0", "reps": 1}] '
@@ -421,11 +440,12 @@ def main():
             return r
         for rep in range(a.reps):
             base = dict(model="mnist-mlp-xl", dataset="fashion-mnist", shape="none", sync="step",
-                        ranks=1, steps=steps_2ep, evaluate_every=max(1, steps_2ep // 16),
-                        evaluate_at_end=True,
+                        ranks=1, steps=steps_2ep, evaluate_every=max(1, steps_2ep // 32),
+                        evaluate_at_end=True, eval_threads=a.eval_threads,
                         seconds=10 ** 6, warmup=0, max_seconds=a.acc_max_seconds * 2, rep=rep,
                         kind="accuracy")
-            sched.submit(1, lambda cores, job=base: one_rank(cores, job), sink, lead_extra=1)
+            sched.submit(1, lambda cores, job=base: one_rank(cores, job), sink,
+                         lead_extra=a.eval_threads)
             for v in variants:
                 if v["ranks"] + 1 > a.cores or rep >= v.get("reps", a.reps):
                     continue
@@ -434,7 +454,7 @@ def main():
                            **{k: x for k, x in v.items() if k != "reps"})
                 sched.submit(job["ranks"], lambda cores, job=job: dict(
                     run_cohort(a.rank, job, cores), rep=job["rep"], kind="accuracy"), sink,
-                    lead_extra=1)
+                    lead_extra=a.eval_threads)
     if a.plan in ("rate", "all"):
         if a.rate_configs:
             cfgs = custom_configs(a.rate_configs, models, a.seconds, a.warmup, a.min_commits,

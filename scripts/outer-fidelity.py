@@ -3,7 +3,7 @@
 
   outer-fidelity.py BUILD [--model mnist-mlp-xl] [--epochs 5] [--h 50]
                     [--seeds 0,1,2] [--batch 256] [--json FILE] [--nice 5]
-                    [--rank RLX_RANK] [--parallel]
+                    [--rank RLX_RANK] [--parallel] [--outer-variant ARGS]…
 
 (BUILD/tools/rlx-rank, or --rank's program with BUILD "-"; --parallel runs
 every cohort at once, each rank on a core of its own while there are
@@ -19,7 +19,9 @@ settings otherwise: lr 0.05, outer lr 0.7 / momentum 0.9, f32 wire):
     core/cohort/rlx-split.c's rlx_split_round_count: a round of 2·batch·H
     runs over the epoch's end); a run whose samples trained miss that
     target by more than 3 % fails, naming both (a run of a few rounds
-    can: 1 epoch at H 50 is 2 rounds of 25,600).
+    can: 1 epoch at H 50 is 2 rounds of 25,600);
+  - for each --outer-variant, two ranks in outer:H again with those join
+    arguments (--outer-variant=--fixed-inner-lr: the inner steps at --lr).
 Each ends with --evaluate; the leader's "evaluated" event gives the test
 accuracy, its step events the samples actually trained. Prints a markdown
 table and the issue's goals: outer within 0.5 pt of step at two ranks; two
@@ -114,6 +116,9 @@ def main():
     ap.add_argument("--nice", type=int, default=5, help="the ranks' niceness")
     ap.add_argument("--rank", default=None, help="the rlx-rank to run (BUILD is then ignored)")
     ap.add_argument("--parallel", action="store_true", help="every cohort at once")
+    ap.add_argument("--outer-variant", action="append", default=[], metavar="ARGS",
+                    help="one more two-rank outer:H setup, with these join arguments "
+                         "(space-separated; --outer-variant=--fixed-inner-lr)")
     a = ap.parse_args()
     global NICE, RANK
     NICE = a.nice
@@ -128,13 +133,17 @@ def main():
          ["--steps", str(outer_rounds(total, 2 * b * a.h)),
           "--sync", f"outer:{a.h}"]),
     ]
+    for v in a.outer_variant:
+        setups.append((f"two ranks, outer:{a.h} {v}", 2,
+                       ["--steps", str(outer_rounds(total, 2 * b * a.h)),
+                        "--sync", f"outer:{a.h}"] + v.split()))
     res = {name: [] for name, _, _ in setups}
     jobs = [(seed, name, n, extra) for seed in a.seeds.split(",") for name, n, extra in setups]
     pin = a.parallel and sum(n for _, _, n, _ in jobs) <= (os.cpu_count() or 1)
 
     def run(job):
         seed, name, n, extra = job
-        tag = f"fid{seed}{n}{len(extra)}"
+        tag = f"fid{seed}-{[x[0] for x in setups].index(name)}"
         r = result(cohort(build, n, ["--model", a.model, "--batch", str(b), "--seed", seed]
                           + extra, tag, pin))
         r["seed"] = int(seed)

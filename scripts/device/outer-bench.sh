@@ -7,7 +7,7 @@
 #   device: command 'bash scripts/device/outer-bench.sh'  carry [".devcarry-cpu"]
 #           kind nvidia-h200   timeout_s 600
 #
-# Knobs: RLX_OB_PLAN (rate | accuracy | all; default all), RLX_OB_REPS (3),
+# Knobs: RLX_OB_PLAN (rate | accuracy | all | none: the fidelity run alone; default all), RLX_OB_REPS (3),
 # RLX_OB_SECONDS (measuring window of a rate run, 8), RLX_OB_MIN_COMMITS (a
 # window holds more commits than this, 6), RLX_OB_MAX_WINDOW (... unless it
 # reached these seconds, 15), RLX_OB_WARMUP (6),
@@ -20,7 +20,8 @@
 # (JSON lists: the rate plan's configurations instead of its own / beside
 # them; outer-bench.py's header), RLX_OB_FIDELITY ("MODEL:EPOCHS:SEEDS", e.g.
 # "mnist-mlp-xl:5:0,1,2": scripts/outer-fidelity.py after the bench, its
-# cohorts side by side, RLX_OB_FID_H the outer H, 50). Everything goes to
+# cohorts side by side, RLX_OB_FID_H the outer H, 50; RLX_OB_FID_VARIANT, e.g.
+# --fixed-inner-lr: a second outer:H setup with those join arguments). Everything goes to
 # $OUT: log.txt, results.jsonl (a line a run), table.md, fidelity.md.
 #
 # A small dry run here (2 cores, the local build):
@@ -49,27 +50,30 @@ if [ "${RLX_OB_DDP:-1}" = 1 ] && [ -f "$ref" ] && python3 -c 'import torch' 2>/d
 fi
 py=python3
 cores=${RLX_OB_CORES:-$(nproc)}
-say "outer-bench.py: plan ${RLX_OB_PLAN:-all}, $cores cores"
-timeout "${RLX_OB_TIMEOUT:-560}" "$py" "$here/outer-bench.py" "$RANK" --out "$OUT" \
-  --plan "${RLX_OB_PLAN:-all}" --reps "${RLX_OB_REPS:-3}" --cores "$cores" \
-  --seconds "${RLX_OB_SECONDS:-8}" --warmup "${RLX_OB_WARMUP:-6}" \
-  --min-commits "${RLX_OB_MIN_COMMITS:-6}" --max-window "${RLX_OB_MAX_WINDOW:-15}" \
-  --acc-epochs "${RLX_OB_ACC_EPOCHS:-2}" --acc-ranks "${RLX_OB_ACC_RANKS:-2,4}" \
-  --acc-variants "${RLX_OB_ACC_VARIANTS:-}" \
-  --models "${RLX_OB_MODELS:-mnist-mlp,mnist-mlp-xl}" --ranks-max "${RLX_OB_RANKS_MAX:-8}" \
-  --acc-max-seconds "${RLX_OB_ACC_MAX:-150}" \
-  --rate-configs "${RLX_OB_RATE_CONFIGS:-}" --rate-extra "${RLX_OB_RATE_EXTRA:-}" "${ddp[@]}"
-rc=$?
-say "outer-bench.py exit $rc"
-if [ "$rc" != 0 ] && [ -s "$OUT/results.jsonl" ]; then
-  say "the table of what finished:"
-  "$py" "$here/outer-bench.py" - --table "$OUT/results.jsonl" | tee "$OUT/table.md"
+if [ "${RLX_OB_PLAN:-all}" != none ]; then
+  say "outer-bench.py: plan ${RLX_OB_PLAN:-all}, $cores cores"
+  timeout "${RLX_OB_TIMEOUT:-560}" "$py" "$here/outer-bench.py" "$RANK" --out "$OUT" \
+    --plan "${RLX_OB_PLAN:-all}" --reps "${RLX_OB_REPS:-3}" --cores "$cores" \
+    --seconds "${RLX_OB_SECONDS:-8}" --warmup "${RLX_OB_WARMUP:-6}" \
+    --min-commits "${RLX_OB_MIN_COMMITS:-6}" --max-window "${RLX_OB_MAX_WINDOW:-15}" \
+    --acc-epochs "${RLX_OB_ACC_EPOCHS:-2}" --acc-ranks "${RLX_OB_ACC_RANKS:-2,4}" \
+    --acc-variants "${RLX_OB_ACC_VARIANTS:-}" \
+    --models "${RLX_OB_MODELS:-mnist-mlp,mnist-mlp-xl}" --ranks-max "${RLX_OB_RANKS_MAX:-8}" \
+    --acc-max-seconds "${RLX_OB_ACC_MAX:-150}" \
+    --rate-configs "${RLX_OB_RATE_CONFIGS:-}" --rate-extra "${RLX_OB_RATE_EXTRA:-}" "${ddp[@]}"
+  rc=$?
+  say "outer-bench.py exit $rc"
+  if [ "$rc" != 0 ] && [ -s "$OUT/results.jsonl" ]; then
+    say "the table of what finished:"
+    "$py" "$here/outer-bench.py" - --table "$OUT/results.jsonl" | tee "$OUT/table.md"
+  fi
 fi
 if [ -n "${RLX_OB_FIDELITY:-}" ]; then
   IFS=: read -r fm fe fs <<< "$RLX_OB_FIDELITY"
   say "outer-fidelity.py: $fm, $fe epochs, seeds $fs, outer:${RLX_OB_FID_H:-50}"
   timeout "${RLX_OB_FID_TIMEOUT:-300}" "$py" "$here/../outer-fidelity.py" - --rank "$RANK" \
     --model "$fm" --epochs "$fe" --seeds "$fs" --h "${RLX_OB_FID_H:-50}" --parallel \
-    --json "$OUT/fidelity.json" --nice 0 | tee "$OUT/fidelity.md"
+    --json "$OUT/fidelity.json" --nice 0 ${RLX_OB_FID_VARIANT:+"--outer-variant=$RLX_OB_FID_VARIANT"} \
+    | tee "$OUT/fidelity.md"
   say "outer-fidelity.py exit ${PIPESTATUS[0]}"
 fi

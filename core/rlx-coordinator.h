@@ -65,11 +65,12 @@ typedef struct {
                                      * reports it); 0: 100, < 0: never */
   guint        heartbeat_timeout_ms; /* silence that removes a peer; 0: 3000 */
   guint        evaluate_every;   /* measure test accuracy every K committed steps, off
-                                  * the main loop ("evaluated" event), one at a time
-                                  * (one due while the last runs is skipped); 0: never */
+                                  * the main loop ("evaluated" event), at most
+                                  * evaluate_threads at once (one due while that many
+                                  * are read or run is skipped); 0: never */
   guint        evaluate_threads; /* evaluations that may run at once (each a thread and
-                                  * two parameter-sized copies; one due while that many
-                                  * run is skipped); 0: 1, at most RLX_EVALUATE_THREADS_MAX */
+                                  * two parameter-sized copies); 0: 1, at most
+                                  * RLX_EVALUATE_THREADS_MAX */
   gboolean     join_only;        /* a node given peers to join: it never founds a cohort
                                   * of its own, it waits until it reaches one ("waiting") */
   RlxSyncRequest sync;           /* --sync: step (zero: the default), outer:H or auto; the
@@ -79,7 +80,7 @@ typedef struct {
   double       outer_momentum;
   gboolean     inner_lr_fixed;   /* outer mode: every round's inner SGD runs at lr (FALSE,
                                   * the default: lr × √k, k the ranks the round is
-                                  * assigned to; docs/PROTOCOL.md, "Outer rounds") */
+                                  * assigned to; docs/PROTOCOL.md, "Sync modes") */
   /* Test faults are no part of the configuration: see the private
    * core/rlx-coordinator-faults.h. */
 } RlxCoordinatorConfig;

@@ -78,8 +78,8 @@ typedef struct {
   guint        wait_members;     /* 0: 1 */
   double       max_grad_norm_ratio; /* as RlxCoordinatorConfig's (0: 100, < 0: never) */
   guint        checkpoint_every; /* the leader checkpoints every K steps; 0: only at the end */
-  guint        evaluate_every;   /* test accuracy every K committed steps, one at a time
-                                  * (see rlx-coordinator.h); 0: never */
+  guint        evaluate_every;   /* test accuracy every K committed steps, evaluate_threads
+                                  * at once (see rlx-coordinator.h); 0: never */
   guint        evaluate_threads; /* as RlxCoordinatorConfig's (0: 1) */
   const char  *checkpoint_dir;   /* NULL: $XDG_DATA_HOME/rlx-cluster/COHORT */
   gboolean     evaluate_at_end;  /* once steps are done: test accuracy ("evaluated") */

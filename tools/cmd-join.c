@@ -463,7 +463,7 @@ rlx_cmd_join (int argc, char **argv)
     { "control-stdin", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &control_stdin, "read commands (\"precision P\") from standard input, after an invite given with --invite - (the app's local ranks)", NULL },
     { "log-max-bytes", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &log_max_s, "with --json into a file: past N bytes it becomes FILE.1 and a new FILE starts (the app's local ranks)", "N" },
     { "evaluate", 0, 0, G_OPTION_ARG_NONE, &evaluate_flag, "print the test accuracy when done", NULL },
-    { "evaluate-every", 0, 0, G_OPTION_ARG_STRING, &eval_s, "measure the test accuracy every K committed steps (off the main loop; one due while the last runs is skipped)", "K" },
+    { "evaluate-every", 0, 0, G_OPTION_ARG_STRING, &eval_s, "measure the test accuracy every K committed steps (off the main loop; one due while --evaluate-threads of them run is skipped)", "K" },
     { "evaluate-threads", 0, 0, G_OPTION_ARG_STRING, &eval_threads_s, "with --evaluate-every: up to N evaluations at once, each on a thread of its own (default 1), so that none is skipped when one takes longer than the steps between them", "N" },
     { "join-only", 0, 0, G_OPTION_ARG_NONE, &join_only, "never found a cohort: wait until one is reachable and join it", NULL },
     { "show-invite", 0, 0, G_OPTION_ARG_NONE, &show_invite, "with --host: print the invite with its key (hidden otherwise)", NULL },

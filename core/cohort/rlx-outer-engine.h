@@ -1,6 +1,6 @@
 /* rlx-outer-engine.h — the outer mode's work on the rank's compute worker
  *
- * In `--sync outer:H` (docs/PROTOCOL.md, "Outer rounds"; the arithmetic is
+ * In `--sync outer:H` (docs/PROTOCOL.md, "Sync modes"; the arithmetic is
  * core/cohort/rlx-outer.h's) one protocol step is one *outer round*. The
  * engine is what the compute queue runs for it instead of the step mode's
  * gradient, sum and update:

@@ -737,7 +737,7 @@ two_rank_hashes (const char *lr, gboolean fixed)
 }
 
 /* The inner steps of a round of two ranks run at --lr × √2 unless
- * --fixed-inner-lr (docs/PROTOCOL.md, "Outer rounds"): --lr 0.025 trains
+ * --fixed-inner-lr (docs/PROTOCOL.md, "Sync modes"): --lr 0.025 trains
  * exactly as --lr 0.03535533905932738 --fixed-inner-lr (the double
  * 0.025 × √2, written so that it reads back as the same bits), round by
  * round on both ranks, the member included (it takes the rate from the

@@ -20,6 +20,7 @@ struct _RlxSyncPanel
 
   gboolean        outer;
   guint           h;
+  double          inner_lr;      /* the round's inner SGD rate (0: not said) */
   /* the last commits: their wire bytes so far and samples */
   guint64         wire[COMMITS], samples[COMMITS];
   guint           next, n;
@@ -49,8 +50,14 @@ show_round (RlxSyncPanel *self, gint64 now_us)
   if (self->round_us > 0 && self->last_commit_us > 0)
     f = CLAMP ((double) (now_us - self->last_commit_us) / (double) self->round_us, 0.0, 1.0);
   /* Translators: the outer round under way, and its inner steps */
-  text = g_strdup_printf (_("Outer round %" PRIu64 " · %u inner steps"),
-                          self->last_step + 1, self->h);
+  if (self->inner_lr > 0)
+    /* Translators: the outer round under way, its inner steps and their
+     * learning rate */
+    text = g_strdup_printf (_("Outer round %" PRIu64 " · %u inner steps at lr %.3g"),
+                            self->last_step + 1, self->h, self->inner_lr);
+  else
+    text = g_strdup_printf (_("Outer round %" PRIu64 " · %u inner steps"),
+                            self->last_step + 1, self->h);
   gtk_progress_bar_set_fraction (self->round, f);
   gtk_progress_bar_set_text (self->round, text);
 }
@@ -64,6 +71,7 @@ on_sync (RlxSyncPanel *self, const RlxEventSync *e)
 
   self->outer = g_strcmp0 (e->mode, "outer") == 0;
   self->h = self->outer ? (guint) e->h : 0;
+  self->inner_lr = self->outer && e->has_outer ? e->inner_lr : 0;
   if (self->outer)
     /* Translators: the sync mode; %u is H, the inner steps between averages */
     text = g_strdup_printf (automatic ? _("Automatic: outer every %u steps")
@@ -184,6 +192,7 @@ rlx_sync_panel_reset (RlxSyncPanel *self)
   g_return_if_fail (RLX_IS_SYNC_PANEL (self));
   self->outer = FALSE;
   self->h = 0;
+  self->inner_lr = 0;
   self->next = self->n = 0;
   self->last_commit_us = self->round_us = 0;
   self->last_step = 0;
@@ -220,6 +229,12 @@ const char *
 rlx_sync_panel_get_bytes_text (RlxSyncPanel *self)
 {
   return gtk_label_get_label (self->bytes);
+}
+
+const char *
+rlx_sync_panel_get_round_text (RlxSyncPanel *self)
+{
+  return gtk_progress_bar_get_text (self->round);
 }
 
 double

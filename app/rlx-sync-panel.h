@@ -37,6 +37,8 @@ const char *rlx_sync_panel_get_mode_text    (RlxSyncPanel *self);
 const char *rlx_sync_panel_get_reason_text  (RlxSyncPanel *self);
 const char *rlx_sync_panel_get_links_text   (RlxSyncPanel *self);
 const char *rlx_sync_panel_get_bytes_text   (RlxSyncPanel *self);
+/* The round bar's text ("Outer round 7 · 50 inner steps at lr 0.0707"). */
+const char *rlx_sync_panel_get_round_text   (RlxSyncPanel *self);
 /* 0..1, and whether the bar shows (outer rounds only). */
 double      rlx_sync_panel_get_progress     (RlxSyncPanel *self, gboolean *visible);
 

@@ -140,6 +140,8 @@ assign_at (RlxLeader *self, guint pos, guint *count)
   slots = rlx_split_assign_rounds (self->ctx, pos, MAX (1u, self->assigned_outer.h), count);
   if (self->assigned_outer.h > 0 && !self->ctx->lr_fixed)
     self->assigned_outer.inner_lr = rlx_outer_inner_lr (self->ctx->lr, rlx_split_ranks (slots));
+  if (rlx_sync_state_note_inner_lr (self->ctx->sync, &self->assigned_outer))
+    OWNER (emit, rlx_sync_state_event (self->ctx->sync));
   return slots;
 }
 

@@ -16,6 +16,7 @@ struct _RlxSyncState {
   guint          h;
   guint          fragments;
   gboolean       provisional;    /* auto's choice before the steps were measured */
+  double         inner_lr;       /* the outer round's inner SGD rate (0: none yet) */
   char          *reason;
   struct {
     guint64 step;
@@ -161,11 +162,16 @@ rlx_sync_state_follow (RlxSyncState *self, const RlxMsgStep *step, RlxOuterSetti
 {
   RlxSyncMode mode = step->h > 0 ? RLX_SYNC_OUTER : RLX_SYNC_STEP;
   gboolean changed = mode != self->mode || step->h != self->h;
+  gboolean changed_lr = FALSE;
 
   if (round)
     *round = (RlxOuterSettings) { step->h, step->olr, step->omom, step->lr, step->lag };
   if (commit)
     *commit = (RlxOuterSettings) { step->ch, step->olr, step->omom, step->lr, step->lag };
+  if (step->h > 0 && !changed && step->lr != self->inner_lr)
+    changed_lr = TRUE;
+  if (step->h > 0)
+    self->inner_lr = step->lr;
   if (changed)
     set_choice (self, mode, step->h,
                 mode == RLX_SYNC_OUTER
@@ -176,7 +182,16 @@ rlx_sync_state_follow (RlxSyncState *self, const RlxMsgStep *step, RlxOuterSetti
       self->olr = step->olr;
       self->omom = step->omom;
     }
-  return changed;
+  return changed || changed_lr;
+}
+
+gboolean
+rlx_sync_state_note_inner_lr (RlxSyncState *self, const RlxOuterSettings *round)
+{
+  if (round->h == 0 || round->inner_lr == self->inner_lr)
+    return FALSE;
+  self->inner_lr = round->inner_lr;
+  return TRUE;
 }
 
 RlxEvent *
@@ -195,6 +210,7 @@ rlx_sync_state_event (RlxSyncState *self)
       o->outer_lr = self->olr;
       o->outer_momentum = self->omom;
       o->fragments = self->fragments;
+      o->inner_lr = self->inner_lr;
     }
   return e;
 }

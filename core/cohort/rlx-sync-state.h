@@ -63,12 +63,18 @@ void          rlx_sync_state_announce (const RlxOuterSettings *round, guint comm
                                        RlxMsgStep *step);
 /* A member follows a frame: the settings of its assignment and of its
  * commit (h = 0: step) into @round and @commit (either NULL). TRUE when the
- * mode in force changed (report rlx_sync_state_event). */
+ * mode in force, or an outer round's inner rate, changed (report
+ * rlx_sync_state_event). */
 gboolean      rlx_sync_state_follow   (RlxSyncState *self, const RlxMsgStep *step,
                                        RlxOuterSettings *round, RlxOuterSettings *commit);
 
-/* The "sync" event: mode, h, requested, outer_lr, outer_momentum (outer),
- * reason. */
+/* The leader assigns a round at @round's settings: TRUE when it is an outer
+ * round whose inner rate differs from the last one's (the ranks of a round
+ * set it: rlx_outer_inner_lr; report rlx_sync_state_event). */
+gboolean      rlx_sync_state_note_inner_lr (RlxSyncState *self, const RlxOuterSettings *round);
+
+/* The "sync" event: mode, h, requested, outer_lr, outer_momentum, inner_lr
+ * (outer), reason. */
 RlxEvent     *rlx_sync_state_event    (RlxSyncState *self);
 
 /* The outer hash of commit @step (θ and m), and whether @step was an outer

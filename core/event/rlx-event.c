@@ -91,7 +91,8 @@ static const Field diverged_f[] = {
 #define OUTER(ty, f) F (ty, RlxEventSync, f, 0, IF (RlxEventSync, has_outer))
 static const Field sync_f[] = {
   STR (RlxEventSync, mode), U64 (RlxEventSync, h), STR (RlxEventSync, requested),
-  OUTER (T_DBL, outer_lr), OUTER (T_DBL, outer_momentum), OUTER (T_U64, fragments),
+  OUTER (T_DBL, outer_lr), OUTER (T_DBL, outer_momentum), OUTER (T_DBL, inner_lr),
+  OUTER (T_U64, fragments),
   STR (RlxEventSync, reason),
 };
 

@@ -130,13 +130,15 @@ typedef struct {
 } RlxEventDiverged;
 
 /* sync: the mode ("step" or "outer"), H (1 in the step mode), what this
- * node asked for (--sync), why; the outer optimizer's settings with has_outer */
+ * node asked for (--sync), why; with has_outer the outer optimizer's
+ * settings and the inner SGD's rate in the round now assigned (inner_lr: --lr
+ * scaled by the round's ranks, rlx_outer_inner_lr; 0 before the first) */
 typedef struct {
   char    *mode;
   guint64  h;
   char    *requested, *reason;
   gboolean has_outer;
-  double   outer_lr, outer_momentum;
+  double   outer_lr, outer_momentum, inner_lr;
   guint64  fragments;
 } RlxEventSync;
 

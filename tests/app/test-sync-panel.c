@@ -78,6 +78,14 @@ test_outer (void)
   g_assert_cmpfloat_with_epsilon (rlx_sync_panel_get_progress (panel, NULL), 0.5, 1e-9);
   rlx_sync_panel_tick (panel, 9 * s);               /* late: full, not over */
   g_assert_cmpfloat (rlx_sync_panel_get_progress (panel, NULL), ==, 1.0);
+  g_assert_cmpstr (rlx_sync_panel_get_round_text (panel), ==, "Outer round 4 · 40 inner steps");
+
+  /* the leader names the inner steps' rate (two ranks: --lr 0.05 × √2) */
+  add (panel, 9 * s, "{\"event\": \"sync\", \"mode\": \"outer\", \"h\": 40, \"requested\": \"auto\", "
+                     "\"outer_lr\": 0.7, \"outer_momentum\": 0.9, \"inner_lr\": 0.070710678, "
+                     "\"fragments\": 1, \"reason\": \"outer every 40 steps (auto)\"}");
+  g_assert_cmpstr (rlx_sync_panel_get_round_text (panel), ==,
+                   "Outer round 4 · 40 inner steps at lr 0.0707");
 
   /* the leader goes back to the step mode: no round to show */
   add (panel, 9 * s, "{\"event\": \"sync\", \"mode\": \"step\", \"h\": 0, \"requested\": \"auto\", "

@@ -11,6 +11,7 @@
 #include "cohort-harness.h"
 
 #include <signal.h>
+#include <math.h>
 #include <string.h>
 
 #define ROUNDS 12
@@ -732,6 +733,24 @@ two_rank_hashes (const char *lr, gboolean fixed)
   harness_assert_outer_rounds (h, n, 2, 1, 2, 2, 2 * 8 * 2);
   for (guint r = 1; r <= 2; r++)
     hashes[r - 1] = g_strdup (ev_str (node_ev (n[0], node_step (n[0], r)), "hash"));
+  /* both say the rate the rounds ran at: the last outer "sync" event's
+   * inner_lr (the leader's once it assigned a round of two, the member's
+   * from the frames) */
+  for (guint i = 0; i < 2; i++)
+    {
+      double said = -1, want = g_ascii_strtod (lr, NULL) * (fixed ? 1.0 : G_SQRT2);
+
+      for (int e = node_find_event (n[i], "sync", 0); e >= 0;
+           e = node_find_event (n[i], "sync", e + 1))
+        if (g_strcmp0 (ev_str (node_ev (n[i], e), "mode"), "outer") == 0)
+          said = ev_num (node_ev (n[i], e), "inner_lr");
+      if (fabs (said - want) > 1e-12)
+        {
+          harness_dump (h);
+          g_error ("%s: the last outer sync event says inner_lr %.17g, not %.17g", ids[i], said,
+                   want);
+        }
+    }
   harness_free (h);
   return hashes;
 }

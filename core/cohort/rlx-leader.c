@@ -20,9 +20,6 @@
 #include <math.h>
 #include <string.h>
 
-#define FIRST_DEADLINE_MS   10000
-#define MAX_DEADLINE_MS     30000
-
 /* A member's snapshot being adopted (a new leader behind a member). */
 typedef struct {
   RlxLeader      *self;
@@ -184,7 +181,7 @@ bucket_base (RlxLeader *self, guint64 step)
 static guint
 deadline_ms (RlxLeader *self)
 {
-  double ms;
+  double us;
 
   /* A leader's first rounds wait long (the ranks are warming up) — unless
    * it took over a cohort that was running: then its members are warm,
@@ -193,11 +190,11 @@ deadline_ms (RlxLeader *self)
    * leader's first rounds for 10 s, or until the heartbeat dropped it
    * (chaos.py seed 62: 9 s without a commit, members frozen in turn). */
   if (self->rounds_measured < 3 && self->takeover_round_us <= 0)
-    return MAX (FIRST_DEADLINE_MS, self->ctx->deadline_floor_ms);
-  ms = 10.0 * (self->rounds_measured == 0 ? self->takeover_round_us
-               : self->rounds_measured < 3 ? MAX (self->takeover_round_us, self->round_ema_us)
-                                           : self->round_ema_us) / 1000.0;
-  return (guint) CLAMP (ms, (double) self->ctx->deadline_floor_ms, (double) MAX_DEADLINE_MS);
+    return rlx_round_deadline_ms (0, self->ctx->deadline_floor_ms);
+  us = self->rounds_measured == 0 ? self->takeover_round_us
+     : self->rounds_measured < 3 ? MAX (self->takeover_round_us, self->round_ema_us)
+                                 : self->round_ema_us;
+  return rlx_round_deadline_ms (us, self->ctx->deadline_floor_ms);
 }
 
 /* The step message of a round (everything but the update): step @step

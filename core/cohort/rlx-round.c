@@ -181,6 +181,21 @@ on_deadline (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
+guint
+rlx_round_deadline_ms (double round_us, guint floor_ms)
+{
+  double ms, cap;
+
+  if (!(round_us > 0))
+    return MAX (RLX_ROUND_FIRST_DEADLINE_MS, floor_ms);
+  ms = 10.0 * round_us / 1000.0;
+  cap = MAX ((double) RLX_ROUND_MAX_DEADLINE_MS, 3.0 * round_us / 1000.0);
+  /* (the floor after the cap: a floor above the cap is what was asked for;
+   * CLAMP with low > high returned the cap for long rounds, so a floor of
+   * 600 s still closed 37 s rounds at 30 s) */
+  return (guint) MIN (MAX (MIN (ms, cap), (double) floor_ms), (double) G_MAXUINT);
+}
+
 void
 rlx_round_begin (RlxRound *self, guint64 step, GArray *slots, guint deadline_ms)
 {

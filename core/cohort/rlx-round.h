@@ -45,6 +45,17 @@ RlxRound  *rlx_round_new         (gsize n_params);
  * leader's own slot among them) are copied; the deadline closes the round
  * after @deadline_ms (0: no deadline). */
 void       rlx_round_begin       (RlxRound *self, guint64 step, GArray *slots, guint deadline_ms);
+
+/* The collect deadline of a leader's round (ms): 10 × the round time
+ * (@round_us, an average of the rounds measured), but never below
+ * @floor_ms (--deadline-floor-ms: it always holds) and at most
+ * RLX_ROUND_MAX_DEADLINE_MS — or 3 × the round time where that is longer,
+ * so a long outer round (H steps of a slow rank) is never cut before its
+ * buckets can come. @round_us ≤ 0 (nothing measured yet):
+ * RLX_ROUND_FIRST_DEADLINE_MS, or @floor_ms if longer. */
+#define RLX_ROUND_FIRST_DEADLINE_MS 10000
+#define RLX_ROUND_MAX_DEADLINE_MS   30000
+guint      rlx_round_deadline_ms (double round_us, guint floor_ms);
 gboolean   rlx_round_is_active   (RlxRound *self);
 guint64    rlx_round_get_step    (RlxRound *self);
 /* A bucket of @n values for @step from @node (the leader's own gradient

@@ -1,9 +1,11 @@
 /* test-round-stats.c — the figures "done" reports about a node's rounds
  * (core/cohort/rlx-round-stats.h): warm-up left out, averages per round
- * and per step, nothing reported that was never measured.
+ * and per step, nothing reported that was never measured; and the collect
+ * deadline the leader takes from its round time (rlx_round_deadline_ms).
  */
 #include "rlx-config.h"
 #include "core/cohort/rlx-round-stats.h"
+#include "core/cohort/rlx-round.h"
 
 static double
 member_double (JsonObject *o, const char *name)
@@ -120,6 +122,30 @@ test_counts (void)
   g_assert_cmpuint (rlx_round_stats_get_rejected (s), ==, 1);
 }
 
+/* 10 × the round time between the floor and the cap; the cap grows for
+ * rounds longer than 10 s (3 ×) so a long outer round still fits; a floor
+ * above the cap holds (it used to lose to the cap: 37 s outer rounds of
+ * mnist-mlp-xl at H 150 on a loaded machine were closed at 30 s, their
+ * members late, under --deadline-floor-ms 600000). */
+static void
+test_deadline (void)
+{
+  const double ms = 1000.0;
+
+  g_assert_cmpuint (rlx_round_deadline_ms (0, 500), ==, RLX_ROUND_FIRST_DEADLINE_MS);
+  g_assert_cmpuint (rlx_round_deadline_ms (0, 600000), ==, 600000);
+  g_assert_cmpuint (rlx_round_deadline_ms (4 * ms, 500), ==, 500);        /* 4 ms rounds */
+  g_assert_cmpuint (rlx_round_deadline_ms (120 * ms, 500), ==, 1200);
+  g_assert_cmpuint (rlx_round_deadline_ms (5000 * ms, 500), ==, RLX_ROUND_MAX_DEADLINE_MS);
+  g_assert_cmpuint (rlx_round_deadline_ms (20000 * ms, 500), ==, 60000);  /* 3 × 20 s */
+  g_assert_cmpuint (rlx_round_deadline_ms (37000 * ms, 500), ==, 111000);
+  g_assert_cmpuint (rlx_round_deadline_ms (37000 * ms, 600000), ==, 600000);
+  g_assert_cmpuint (rlx_round_deadline_ms (4 * ms, 600000), ==, 600000);
+  /* always longer than the round it is for */
+  for (double us = 1000; us < 1e9; us *= 1.7)
+    g_assert_cmpfloat ((double) rlx_round_deadline_ms (us, 500) * 1000.0, >, us);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -128,5 +154,6 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/round-stats/rounds", test_rounds);
   g_test_add_func ("/cohort/round-stats/steps", test_steps);
   g_test_add_func ("/cohort/round-stats/counts", test_counts);
+  g_test_add_func ("/cohort/round/deadline", test_deadline);
   return g_test_run ();
 }

@@ -49,13 +49,13 @@ show_round (RlxSyncPanel *self, gint64 now_us)
     return;
   if (self->round_us > 0 && self->last_commit_us > 0)
     f = CLAMP ((double) (now_us - self->last_commit_us) / (double) self->round_us, 0.0, 1.0);
-  /* Translators: the outer round under way, and its inner steps */
   if (self->inner_lr > 0)
     /* Translators: the outer round under way, its inner steps and their
      * learning rate */
     text = g_strdup_printf (_("Outer round %" PRIu64 " · %u inner steps at lr %.3g"),
                             self->last_step + 1, self->h, self->inner_lr);
   else
+    /* Translators: the outer round under way, and its inner steps */
     text = g_strdup_printf (_("Outer round %" PRIu64 " · %u inner steps"),
                             self->last_step + 1, self->h);
   gtk_progress_bar_set_fraction (self->round, f);
@@ -68,6 +68,9 @@ on_sync (RlxSyncPanel *self, const RlxEventSync *e)
   const char *reason = e->reason;
   gboolean automatic = g_strcmp0 (e->requested, "auto") == 0;
   g_autofree char *text = NULL;
+
+  gboolean was_outer = self->outer;
+  guint was_h = self->h;
 
   self->outer = g_strcmp0 (e->mode, "outer") == 0;
   self->h = self->outer ? (guint) e->h : 0;
@@ -84,7 +87,10 @@ on_sync (RlxSyncPanel *self, const RlxEventSync *e)
   gtk_widget_set_tooltip_text (GTK_WIDGET (self->reason), reason);
   gtk_widget_set_visible (GTK_WIDGET (self->reason), reason && *reason);
   gtk_widget_set_visible (GTK_WIDGET (self), TRUE);
-  self->round_us = 0;
+  /* a new mode or H: the last round's time says nothing about the next
+   * (a new inner rate alone, as ranks come and go, keeps it) */
+  if (self->outer != was_outer || self->h != was_h)
+    self->round_us = 0;
 }
 
 static void

@@ -193,7 +193,7 @@ rlx_round_deadline_ms (double round_us, guint floor_ms)
   /* (the floor after the cap: a floor above the cap is what was asked for;
    * CLAMP with low > high returned the cap for long rounds, so a floor of
    * 600 s still closed 37 s rounds at 30 s) */
-  return (guint) MIN (MAX (MIN (ms, cap), (double) floor_ms), (double) G_MAXUINT);
+  return (guint) CLAMP (MAX (MIN (ms, cap), (double) floor_ms), 1.0, (double) G_MAXUINT);
 }
 
 void

@@ -50,9 +50,10 @@ void       rlx_round_begin       (RlxRound *self, guint64 step, GArray *slots, g
  * (@round_us, an average of the rounds measured), but never below
  * @floor_ms (--deadline-floor-ms: it always holds) and at most
  * RLX_ROUND_MAX_DEADLINE_MS — or 3 × the round time where that is longer,
- * so a long outer round (H steps of a slow rank) is never cut before its
- * buckets can come. @round_us ≤ 0 (nothing measured yet):
- * RLX_ROUND_FIRST_DEADLINE_MS, or @floor_ms if longer. */
+ * so a long outer round (H steps of a slow rank) is not cut once its time
+ * is known; never 0 (no deadline). @round_us ≤ 0 (nothing measured yet: a
+ * founder's first three rounds): RLX_ROUND_FIRST_DEADLINE_MS, or @floor_ms
+ * if longer — a first round longer than that still loses its late shares. */
 #define RLX_ROUND_FIRST_DEADLINE_MS 10000
 #define RLX_ROUND_MAX_DEADLINE_MS   30000
 guint      rlx_round_deadline_ms (double round_us, guint floor_ms);

@@ -30,6 +30,10 @@ set_choice (RlxSyncState *self, RlxSyncMode mode, guint h, char *reason)
 {
   self->mode = mode;
   self->h = mode == RLX_SYNC_OUTER ? h : 0;
+  /* (a step period forgets the last outer rate: back in the outer mode the
+   * event says 0 until a round is assigned at its own) */
+  if (mode != RLX_SYNC_OUTER)
+    self->inner_lr = 0;
   g_free (self->reason);
   self->reason = reason;
 }

@@ -86,6 +86,9 @@ test_outer (void)
                      "\"fragments\": 1, \"reason\": \"outer every 40 steps (auto)\"}");
   g_assert_cmpstr (rlx_sync_panel_get_round_text (panel), ==,
                    "Outer round 4 · 40 inner steps at lr 0.0707");
+  /* a new rate alone keeps the round's time: still late, still full */
+  rlx_sync_panel_tick (panel, 9 * s);
+  g_assert_cmpfloat (rlx_sync_panel_get_progress (panel, NULL), ==, 1.0);
 
   /* the leader goes back to the step mode: no round to show */
   add (panel, 9 * s, "{\"event\": \"sync\", \"mode\": \"step\", \"h\": 0, \"requested\": \"auto\", "

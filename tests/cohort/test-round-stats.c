@@ -141,6 +141,7 @@ test_deadline (void)
   g_assert_cmpuint (rlx_round_deadline_ms (37000 * ms, 500), ==, 111000);
   g_assert_cmpuint (rlx_round_deadline_ms (37000 * ms, 600000), ==, 600000);
   g_assert_cmpuint (rlx_round_deadline_ms (4 * ms, 600000), ==, 600000);
+  g_assert_cmpuint (rlx_round_deadline_ms (10, 0), ==, 1);                /* never "none" */
   /* always longer than the round it is for */
   for (double us = 1000; us < 1e9; us *= 1.7)
     g_assert_cmpfloat ((double) rlx_round_deadline_ms (us, 500) * 1000.0, >, us);

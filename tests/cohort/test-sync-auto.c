@@ -235,6 +235,50 @@ test_state_reports_measured (void)
   rlx_sync_state_free (s);
 }
 
+/* The inner rate in the "sync" event: 0 before a round is assigned; a new
+ * rate is reported (note_inner_lr TRUE), the same one is not; a step
+ * period forgets it, so going outer again says 0 until a round is assigned
+ * (it once said the rate of the previous outer period). */
+static void
+test_state_inner_lr (void)
+{
+  RlxSyncRequest req = { RLX_SYNC_AUTO, 0 };
+  RlxSyncState *s = rlx_sync_state_new (&req, 0.7, 0.9);
+  RlxSyncLink link = { "host-b", FALSE, 50.0, 25e6 };
+  RlxSyncInputs in = { &link, 1, 2, XL_F32, 13.0, 0 };
+  RlxOuterSettings round;
+  RlxEvent *e;
+
+  g_assert_true (rlx_sync_state_rechoose (s, &in));
+  g_assert_cmpint (rlx_sync_state_mode (s), ==, RLX_SYNC_OUTER);
+  e = rlx_sync_state_event (s);
+  g_assert_true (e->u.sync.has_outer);
+  g_assert_cmpfloat (e->u.sync.inner_lr, ==, 0.0);
+  rlx_event_unref (e);
+  rlx_sync_state_settings (s, 0.05, &round);
+  round.inner_lr = 0.05 * G_SQRT2;
+  g_assert_true (rlx_sync_state_note_inner_lr (s, &round));
+  g_assert_false (rlx_sync_state_note_inner_lr (s, &round));
+  e = rlx_sync_state_event (s);
+  g_assert_cmpfloat (e->u.sync.inner_lr, ==, 0.05 * G_SQRT2);
+  rlx_event_unref (e);
+  /* back to one host: step; then the slow link again */
+  link.local = TRUE;
+  g_assert_true (rlx_sync_state_rechoose (s, &in));
+  g_assert_cmpint (rlx_sync_state_mode (s), ==, RLX_SYNC_STEP);
+  rlx_sync_state_settings (s, 0.05, &round);
+  g_assert_false (rlx_sync_state_note_inner_lr (s, &round));     /* a step round: none */
+  link.local = FALSE;
+  g_assert_true (rlx_sync_state_rechoose (s, &in));
+  e = rlx_sync_state_event (s);
+  g_assert_cmpfloat (e->u.sync.inner_lr, ==, 0.0);
+  rlx_event_unref (e);
+  rlx_sync_state_settings (s, 0.05, &round);
+  round.inner_lr = 0.05 * G_SQRT2;
+  g_assert_true (rlx_sync_state_note_inner_lr (s, &round));
+  rlx_sync_state_free (s);
+}
+
 /* Issue 28's links, both models, 2 to 8 ranks, f32 and f8, the step
  * times of one CPU thread at batch 256 (dev; the device's are shorter, which
  * only raises H): every choice is `outer` with 1 < H ≤ RLX_SYNC_MAX_H — the
@@ -299,5 +343,6 @@ main (int argc, char **argv)
   g_test_add_func ("/sync-auto/slow-link", test_slow_link);
   g_test_add_func ("/sync-auto/never-above-the-bound", test_never_above_the_bound);
   g_test_add_func ("/sync-auto/state-reports-measured", test_state_reports_measured);
+  g_test_add_func ("/sync-auto/state-inner-lr", test_state_inner_lr);
   return g_test_run ();
 }

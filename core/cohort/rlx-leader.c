@@ -190,11 +190,11 @@ deadline_ms (RlxLeader *self)
    * leader's first rounds for 10 s, or until the heartbeat dropped it
    * (chaos.py seed 62: 9 s without a commit, members frozen in turn). */
   if (self->rounds_measured < 3 && self->takeover_round_us <= 0)
-    return rlx_round_deadline_ms (0, self->ctx->deadline_floor_ms);
+    return rlx_round_deadline_ms (0, self->ctx->deadline_floor_ms, self->round_outer.h);
   us = self->rounds_measured == 0 ? self->takeover_round_us
      : self->rounds_measured < 3 ? MAX (self->takeover_round_us, self->round_ema_us)
                                  : self->round_ema_us;
-  return rlx_round_deadline_ms (us, self->ctx->deadline_floor_ms);
+  return rlx_round_deadline_ms (us, self->ctx->deadline_floor_ms, self->round_outer.h);
 }
 
 /* The step message of a round (everything but the update): step @step

@@ -182,12 +182,14 @@ on_deadline (gpointer user_data)
 }
 
 guint
-rlx_round_deadline_ms (double round_us, guint floor_ms)
+rlx_round_deadline_ms (double round_us, guint floor_ms, guint h)
 {
   double ms, cap;
 
   if (!(round_us > 0))
-    return MAX (RLX_ROUND_FIRST_DEADLINE_MS, floor_ms);
+    return (guint) MIN (MAX (MAX ((double) RLX_ROUND_FIRST_DEADLINE_MS, (double) floor_ms),
+                             (double) h * RLX_ROUND_FIRST_STEP_MS),
+                        (double) G_MAXUINT);
   ms = 10.0 * round_us / 1000.0;
   cap = MAX ((double) RLX_ROUND_MAX_DEADLINE_MS, 3.0 * round_us / 1000.0);
   /* (the floor after the cap: a floor above the cap is what was asked for;

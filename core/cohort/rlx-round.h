@@ -52,11 +52,14 @@ void       rlx_round_begin       (RlxRound *self, guint64 step, GArray *slots, g
  * RLX_ROUND_MAX_DEADLINE_MS — or 3 × the round time where that is longer,
  * so a long outer round (H steps of a slow rank) is not cut once its time
  * is known; never 0 (no deadline). @round_us ≤ 0 (nothing measured yet: a
- * founder's first three rounds): RLX_ROUND_FIRST_DEADLINE_MS, or @floor_ms
- * if longer — a first round longer than that still loses its late shares. */
+ * founder's first three rounds): RLX_ROUND_FIRST_DEADLINE_MS, or
+ * RLX_ROUND_FIRST_STEP_MS for each of the round's @h inner steps (0 or 1:
+ * a step-mode round), or @floor_ms, whichever is longest — an outer round
+ * of 50 steps of 250 ms was cut at 10 s, the leader's own share with it. */
 #define RLX_ROUND_FIRST_DEADLINE_MS 10000
+#define RLX_ROUND_FIRST_STEP_MS     1000
 #define RLX_ROUND_MAX_DEADLINE_MS   30000
-guint      rlx_round_deadline_ms (double round_us, guint floor_ms);
+guint      rlx_round_deadline_ms (double round_us, guint floor_ms, guint h);
 gboolean   rlx_round_is_active   (RlxRound *self);
 guint64    rlx_round_get_step    (RlxRound *self);
 /* A bucket of @n values for @step from @node (the leader's own gradient

@@ -132,19 +132,26 @@ test_deadline (void)
 {
   const double ms = 1000.0;
 
-  g_assert_cmpuint (rlx_round_deadline_ms (0, 500), ==, RLX_ROUND_FIRST_DEADLINE_MS);
-  g_assert_cmpuint (rlx_round_deadline_ms (0, 600000), ==, 600000);
-  g_assert_cmpuint (rlx_round_deadline_ms (4 * ms, 500), ==, 500);        /* 4 ms rounds */
-  g_assert_cmpuint (rlx_round_deadline_ms (120 * ms, 500), ==, 1200);
-  g_assert_cmpuint (rlx_round_deadline_ms (5000 * ms, 500), ==, RLX_ROUND_MAX_DEADLINE_MS);
-  g_assert_cmpuint (rlx_round_deadline_ms (20000 * ms, 500), ==, 60000);  /* 3 × 20 s */
-  g_assert_cmpuint (rlx_round_deadline_ms (37000 * ms, 500), ==, 111000);
-  g_assert_cmpuint (rlx_round_deadline_ms (37000 * ms, 600000), ==, 600000);
-  g_assert_cmpuint (rlx_round_deadline_ms (4 * ms, 600000), ==, 600000);
-  g_assert_cmpuint (rlx_round_deadline_ms (10, 0), ==, 1);                /* never "none" */
+  g_assert_cmpuint (rlx_round_deadline_ms (0, 500, 0), ==, RLX_ROUND_FIRST_DEADLINE_MS);
+  g_assert_cmpuint (rlx_round_deadline_ms (0, 600000, 0), ==, 600000);
+  g_assert_cmpuint (rlx_round_deadline_ms (4 * ms, 500, 0), ==, 500);        /* 4 ms rounds */
+  g_assert_cmpuint (rlx_round_deadline_ms (120 * ms, 500, 0), ==, 1200);
+  g_assert_cmpuint (rlx_round_deadline_ms (5000 * ms, 500, 0), ==, RLX_ROUND_MAX_DEADLINE_MS);
+  g_assert_cmpuint (rlx_round_deadline_ms (20000 * ms, 500, 0), ==, 60000);  /* 3 × 20 s */
+  g_assert_cmpuint (rlx_round_deadline_ms (37000 * ms, 500, 0), ==, 111000);
+  g_assert_cmpuint (rlx_round_deadline_ms (37000 * ms, 600000, 0), ==, 600000);
+  g_assert_cmpuint (rlx_round_deadline_ms (4 * ms, 600000, 0), ==, 600000);
+  g_assert_cmpuint (rlx_round_deadline_ms (10, 0, 0), ==, 1);                /* never "none" */
+  /* before anything is measured an outer round has 1 s a step: 50 steps of
+   * 250 ms fit, where 10 s cut them (and the leader's own share) */
+  g_assert_cmpuint (rlx_round_deadline_ms (0, 500, 1), ==, RLX_ROUND_FIRST_DEADLINE_MS);
+  g_assert_cmpuint (rlx_round_deadline_ms (0, 500, 50), ==, 50000);
+  g_assert_cmpuint (rlx_round_deadline_ms (0, 600000, 50), ==, 600000);
+  /* once measured, the round time decides, whatever H */
+  g_assert_cmpuint (rlx_round_deadline_ms (120 * ms, 500, 50), ==, 1200);
   /* always longer than the round it is for */
   for (double us = 1000; us < 1e9; us *= 1.7)
-    g_assert_cmpfloat ((double) rlx_round_deadline_ms (us, 500) * 1000.0, >, us);
+    g_assert_cmpfloat ((double) rlx_round_deadline_ms (us, 500, 0) * 1000.0, >, us);
 }
 
 int

@@ -776,6 +776,32 @@ test_inner_lr_scales (void)
     }
 }
 
+/* A founder's first rounds have no round time to go by: an outer round
+ * longer than the 10 s they once had (20 inner steps that take 14 s: a
+ * round's compute is 14 s longer with --fault-slow-ms) is not cut, since
+ * its deadline is 1 s a step, so both ranks' shares count in both rounds
+ * (at 10 s both slots, the leader's own too, were late). The default
+ * deadline floor: nothing but the rule under test holds the round open. */
+static void
+test_long_first_rounds (void)
+{
+  Harness *h = harness_new ();
+  Node *n[2];
+  static const char *const ids[2] = { "a-lead", "b-mem" };
+
+  for (guint i = 0; i < 2; i++)
+    {
+      n[i] = harness_join (h, ids[i], "--node", ids[i], "--cohort", "long-first", "--batch",
+                           "8", "--steps", "2", "--wait-members", "2", "--sync", "outer:20",
+                           "--fault-slow-ms", "14000", NULL);
+      harness_wait_event (h, n[i], "joined", NULL, 0, 30000);
+    }
+  for (guint i = 0; i < 2; i++)
+    harness_assert_exit_ok (h, n[i], 120000);
+  harness_assert_outer_rounds (h, n, 2, 1, 2, 20, 2 * 20 * 8);
+  harness_free (h);
+}
+
 /* Bad values are refused before anything starts, naming the flag and what
  * it accepts. */
 static void
@@ -841,6 +867,7 @@ main (int argc, char **argv)
   g_test_add_func ("/outer/checkpoint-resume", test_checkpoint_resume);
   g_test_add_func ("/outer/fidelity", test_fidelity);
   g_test_add_func ("/outer/inner-lr-scales", test_inner_lr_scales);
+  g_test_add_func ("/outer/long-first-rounds", test_long_first_rounds);
   g_test_add_func ("/outer/bad-flags", test_bad_flags);
   return g_test_run ();
 }

@@ -194,7 +194,8 @@ deadline_ms (RlxLeader *self)
   us = self->rounds_measured == 0 ? self->takeover_round_us
      : self->rounds_measured < 3 ? MAX (self->takeover_round_us, self->round_ema_us)
                                  : self->round_ema_us;
-  return rlx_round_deadline_ms (us, self->ctx->deadline_floor_ms, self->round_outer.h);
+  /* (measured: never the unmeasured rule, even for a round under 1 µs) */
+  return rlx_round_deadline_ms (MAX (us, 1.0), self->ctx->deadline_floor_ms, self->round_outer.h);
 }
 
 /* The step message of a round (everything but the update): step @step

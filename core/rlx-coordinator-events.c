@@ -667,6 +667,12 @@ op_rounds_begin (gpointer owner, guint n_members)
   rlx_coordinator_auto_rounds_begin (owner, n_members);
 }
 
+static void
+op_drop_member (gpointer owner, const char *id, const char *reason)
+{
+  rlx_coordinator_drop_member (owner, id, reason);
+}
+
 const RlxCohortOps rlx_coordinator_cohort_ops = {
   .emit = op_emit,
   .send_msg = op_send_msg,
@@ -685,4 +691,5 @@ const RlxCohortOps rlx_coordinator_cohort_ops = {
   .replace_members = op_replace_members,
   .joined = op_joined,
   .rounds_begin = op_rounds_begin,
+  .drop_member = op_drop_member,
 };

@@ -344,5 +344,12 @@ void rlx_coordinator_on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLead
 gboolean rlx_coordinator_refusal_yields (RlxCoordinator *self, RlxPeer *p, const RlxMsg *hello);
 /* A claim doubted earlier, checked again (a peer said hello). */
 void rlx_coordinator_recheck_claim (RlxCoordinator *self);
+/* A peer's heartbeat says it stands elsewhere (another leader, group size,
+ * term): a doubted claim is checked again, and a leader whose group the
+ * rule keeps against ours by members, as far as this node can check it
+ * now, is yielded to. */
+void rlx_coordinator_groups_changed (RlxCoordinator *self);
+/* A leader's member @id leaves its group (@reason, for member-left). */
+void rlx_coordinator_drop_member (RlxCoordinator *self, const char *id, const char *reason);
 
 G_END_DECLS

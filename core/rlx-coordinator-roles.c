@@ -547,12 +547,16 @@ checked_group (RlxCoordinator *self, const char *id, guint members_claimed, guin
   for (guint i = 0; i < rlx_peer_set_size (self->peers); i++)
     {
       RlxPeer *q = rlx_peer_set_nth (self->peers, i);
+      /* where it stands now: its heartbeats say, else its hello (by the
+       * hellos alone a true claim was doubted for a minute: issue 29) */
+      RlxRole r = q->hb_state ? q->hb_role : q->role;
+      const char *l = q->hb_state ? q->hb_leader : q->leader;
 
       if (q == skip || !q->ready || q->refused || q->id == NULL || g_strcmp0 (q->id, id) == 0 ||
-          q->role != RLX_ROLE_MEMBER || g_strcmp0 (q->leader, id) != 0)
+          r != RLX_ROLE_MEMBER || g_strcmp0 (l, id) != 0)
         continue;
       seen++;
-      backed = MAX (backed, q->step);
+      backed = MAX (backed, q->hb_state ? MAX (q->hb_step, q->step) : q->step);
     }
   *seen_out = seen;
   return rlx_leadership_check_claim (&claimed, seen, backed);
@@ -696,6 +700,45 @@ rlx_coordinator_recheck_claim (RlxCoordinator *self)
                 ? &lm : NULL);
 }
 
+void
+rlx_coordinator_groups_changed (RlxCoordinator *self)
+{
+  RlxGroupInfo mine;
+
+  if (self->claim_doubted)
+    {
+      rlx_coordinator_recheck_claim (self);
+      return;
+    }
+  if (role (self) != RLX_ROLE_LEADER || self->finished)
+    return;
+  mine = (RlxGroupInfo) { self->node_id, members (self)->len, applied (self),
+                          *rlx_lineage_id (self->lineage) };
+  for (guint i = 0; i < rlx_peer_set_size (self->peers); i++)
+    {
+      RlxPeer *q = rlx_peer_set_nth (self->peers, i);
+      RlxGroupInfo theirs;
+      RlxMsgLeader lm = { 0 };
+      guint seen;
+
+      if (!q->ready || q->refused || q->id == NULL || !q->hb_state ||
+          q->hb_role != RLX_ROLE_LEADER || g_strcmp0 (q->hb_leader, q->id) != 0 ||
+          is_self (self, q->id) || rlx_leadership_has_member (self->lead, q->id))
+        continue;
+      /* By members alone (steps move on between heartbeats: a verdict by
+       * them could keep both groups, or neither; docs/PROTOCOL.md) */
+      theirs = checked_group (self, q->id, q->hb_members, q->hb_step, &q->hb_lineage, q, &seen);
+      if (theirs.members <= mine.members)
+        continue;
+      lm.leader = q->id;
+      lm.term = q->hb_term;
+      lm.step = q->hb_step;
+      lm.lineage = q->hb_lineage;
+      yield_to (self, q, &mine, &theirs, &lm);
+      return;
+    }
+}
+
 /* Two leaders met (@p's hello). The rule is applied to the numbers both
  * hellos carried, so both sides reach one verdict — except that a claim
  * that would make our group yield counts only as far as this node can
@@ -787,18 +830,7 @@ rlx_coordinator_on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *l
     return;
   lp = rlx_peer_set_lookup (self->peers, lid);
   if (lp)
-    {
-      lp->role = RLX_ROLE_LEADER;
-      g_free (lp->leader);
-      lp->leader = g_strdup (lid);
-      if (rlx_msg_lineage_same_fork (&lp->lineage, &lm->lineage))
-        lp->term = MAX (lp->term, lm->term);
-      else
-        {
-          lp->term = lm->term;
-          lp->lineage = lm->lineage;
-        }
-    }
+    rlx_peer_note_leads (lp, &lm->lineage, lm->term);
   if (ours && lm->term < term)
     return;
   /* We yielded in a merge: the nodes that followed us follow the new

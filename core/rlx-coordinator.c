@@ -213,6 +213,63 @@ out:
   BUSY_END;
 }
 
+/* A leader's member @id leaves its group (@reason, for member-left). */
+void
+rlx_coordinator_drop_member (RlxCoordinator *self, const char *id, const char *reason)
+{
+  g_autofree char *keep = g_strdup (id);
+
+  if (!rlx_leadership_remove_member (self->lead, keep))
+    return;
+  rlx_coordinator_emit_member (self, RLX_EVENT_MEMBER_LEFT, keep, reason);
+  rlx_coordinator_roster_sync (self);
+  rlx_leader_member_lost (self->leader, keep);
+}
+
+/* Why @p, a member of the group this node leads, is not: its heartbeats
+ * say it follows another leader, or leads a group of its own, at a term no
+ * older than ours (or in another fork) — so not on its way here through a
+ * failover (a member still following the leader we took over from says an
+ * older term). NULL: nothing says so. A joiner that asked two leaders and
+ * took the other's snapshot was counted by both, and the one it did not
+ * follow claimed it in every merge (issue 29, item 13: the 60-minute run's
+ * two leaders to the end). */
+static char *
+follows_elsewhere (RlxCoordinator *self, RlxPeer *p)
+{
+  guint64 term = rlx_leadership_get_term (self->lead);
+  gboolean other = !rlx_lineage_same_fork (self->lineage, &p->hb_lineage);
+
+  if (!p->hb_state || !(other || p->hb_term >= term))
+    return NULL;
+  if (p->hb_role == RLX_ROLE_MEMBER && p->hb_leader && !is_self (self, p->hb_leader))
+    return g_strdup_printf ("follows %s (term %" G_GUINT64_FORMAT "), not this node",
+                            p->hb_leader, p->hb_term);
+  if (p->hb_role == RLX_ROLE_LEADER && !is_self (self, p->hb_leader))
+    return g_strdup_printf ("leads a group of its own (%u member%s, term %" G_GUINT64_FORMAT ")",
+                            p->hb_members, p->hb_members == 1 ? "" : "s", p->hb_term);
+  return NULL;
+}
+
+/* @p's heartbeat says it stands elsewhere than before. */
+static void
+on_peer_state (RlxPeerSet *set, RlxPeer *p, gpointer user_data)
+{
+  RlxCoordinator *self = user_data;
+  BUSY_BEGIN;
+
+  if (role (self) == RLX_ROLE_LEADER && p->id && !is_self (self, p->id) &&
+      rlx_leadership_has_member (self->lead, p->id))
+    {
+      g_autofree char *why = follows_elsewhere (self, p);
+
+      if (why)
+        rlx_coordinator_drop_member (self, p->id, why);
+    }
+  rlx_coordinator_groups_changed (self);
+  BUSY_END;
+}
+
 static void
 on_peer_lost (RlxPeerSet *set, RlxPeer *p, const char *reason, gpointer user_data)
 {
@@ -241,14 +298,7 @@ on_peer_lost (RlxPeerSet *set, RlxPeer *p, const char *reason, gpointer user_dat
       goto out;
     }
   if (r == RLX_ROLE_LEADER)
-    {
-      if (rlx_leadership_remove_member (self->lead, id))
-        {
-          rlx_coordinator_emit_member (self, RLX_EVENT_MEMBER_LEFT, id, reason);
-          rlx_coordinator_roster_sync (self);
-          rlx_leader_member_lost (self->leader, id);
-        }
-    }
+    rlx_coordinator_drop_member (self, id, reason);
   else if (g_strcmp0 (id, rlx_leadership_get_leader (self->lead)) == 0)
     rlx_coordinator_leader_lost (self, id, reason);
   else if (member)
@@ -351,6 +401,11 @@ fill_hello (RlxMsgHello *h, gpointer user_data)
   h->term = rlx_leadership_get_term (self->lead);
   h->step = applied (self);
   h->members = (r == RLX_ROLE_LEADER || r == RLX_ROLE_MEMBER) ? members (self)->len : 0;
+  if (r == RLX_ROLE_MEMBER && self->ctx.faults.claim_follows[0])
+    {
+      g_free (h->leader);
+      h->leader = g_strdup (self->ctx.faults.claim_follows);
+    }
   if (r == RLX_ROLE_LEADER && self->ctx.faults.claim_members)
     h->members = self->ctx.faults.claim_members;
   if (r == RLX_ROLE_LEADER && self->ctx.faults.claim_step)
@@ -846,6 +901,7 @@ rlx_coordinator_new (const RlxCoordinatorConfig *config, RlxWorker *worker, GErr
                                                                        : 3000);
   g_signal_connect (self->peers, "peer-ready", G_CALLBACK (on_peer_ready), self);
   g_signal_connect (self->peers, "message", G_CALLBACK (on_message), self);
+  g_signal_connect (self->peers, "peer-state", G_CALLBACK (on_peer_state), self);
   g_signal_connect (self->peers, "peer-lost", G_CALLBACK (on_peer_lost), self);
   g_signal_connect (self->peers, "refused", G_CALLBACK (on_refused), self);
   g_signal_connect (self->peers, "dropped", G_CALLBACK (on_dropped), self);

@@ -436,7 +436,7 @@ rlx_cmd_join (int argc, char **argv)
   g_autofree char *sync_s = NULL, *outer_lr_s = NULL, *outer_mom_s = NULL, *mom_s = NULL;
   gboolean join_only = FALSE, show_invite = FALSE, control_stdin = FALSE, claim_fast = FALSE;
   g_autofree char *invite_out = NULL, *claim_members_s = NULL, *claim_step_s = NULL;
-  g_autofree char *huge_s = NULL, *norm_ratio_s = NULL;
+  g_autofree char *huge_s = NULL, *norm_ratio_s = NULL, *claim_follows = NULL;
   GOptionEntry entries[] = {
     { "local", 0, 0, G_OPTION_ARG_NONE, &local, "the cohort on this machine (the local bus; the default)", NULL },
     { "cohort", 0, 0, G_OPTION_ARG_STRING, &cohort, "cohort name (default: default)", "NAME" },
@@ -476,6 +476,7 @@ rlx_cmd_join (int argc, char **argv)
     { "fault-die-at", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &die_s, "test switch: as the leader, send step N's commit to all but the next leader, then die", "N" },
     { "fault-partition", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_FILENAME, &partition_s, "test switch: while FILE exists, only the node ids on our line of it are reachable", "FILE" },
     { "fault-unlinked", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &unlinked_s, "test switch: never link to these node ids (comma-separated), although they are in the cohort", "IDS" },
+    { "fault-claim-follows", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &claim_follows, "test switch: as a member, every heartbeat says it follows node ID (a member its leader should not count)", "ID" },
     { "fault-claim-fast", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &claim_fast, "test switch: every gradient claims it took 1 µs (a member lying about its speed)", NULL },
     { "fault-huge", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &huge_s, "test switch: from step N every gradient has one value of 1e20 (an absurd norm)", "N" },
     { "fault-claim-members", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_STRING, &claim_members_s, "test switch: as a leader, every hello claims N members (a leader lying to win a merge)", "N" },
@@ -672,6 +673,11 @@ rlx_cmd_join (int argc, char **argv)
   switches.faults.stall_ms = (guint) stall_ms;
   switches.faults.die_at = die_at;
   switches.faults.claim_fast = claim_fast;
+  if (claim_follows && (*claim_follows == '\0' || strlen (claim_follows) > 64))
+    return rlx_cli_fail (sub, RLX_EXIT_USAGE, "--fault-claim-follows: a node id of 1 to %d "
+                         "bytes, not '%s'", 64, claim_follows);
+  if (claim_follows)
+    g_strlcpy (switches.faults.claim_follows, claim_follows, sizeof switches.faults.claim_follows);
   switches.faults.eval_ms = (guint) eval_ms;
   switches.faults.claim_members = (guint) claim_members;
   switches.faults.huge_from = huge_from;

@@ -81,6 +81,8 @@ typedef struct {
   /* the leader is about to assign rounds with no commit before them (the
    * first, or a restart): a sync choice may be made now (nullable) */
   void     (*rounds_begin)  (gpointer owner, guint n_members);
+  /* the leader takes @id out of its group (@reason, for member-left) */
+  void     (*drop_member)   (gpointer owner, const char *id, const char *reason);
 } RlxCohortOps;
 
 typedef struct {

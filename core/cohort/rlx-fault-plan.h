@@ -47,6 +47,9 @@ typedef struct {
   guint    claim_members;  /* as a leader, every hello claims this many members; 0: off */
   guint64  claim_step;     /* ... and this committed step; 0: off (a leader lying to win
                             * the merge rule, issue 29 item 9) */
+  char     claim_follows[65]; /* as a member, every heartbeat (and hello) says it
+                               * follows this node; "": off (a member counted by a
+                               * leader it does not follow, issue 29 item 13) */
   guint64  refuse_finish_at; /* as the leader, the finish of this step applies nothing,
                               * once, as one whose update is not finite: the round is
                               * abandoned and runs again; 0: off */

@@ -103,6 +103,7 @@ held_own_free (HeldOwn *h)
 static void leader_finalize (RlxLeader *self);
 static void send_reject (RlxLeader *self, const char *id, guint64 step, const char *reason);
 static void own_result (RlxLeader *self, const HeldOwn *h);
+static void drop_silent (RlxLeader *self);
 static void publish_overlapped (RlxLeader *self, guint64 c, gboolean final);
 
 static void
@@ -1060,6 +1061,7 @@ on_round_complete (RlxRound *round, gpointer user_data)
   RlxLeader *self = user_data;
   BUSY_BEGIN;
 
+  drop_silent (self);
   leader_finalize (self);
   BUSY_END;
 }
@@ -1103,12 +1105,49 @@ on_round_late (RlxRound *round, const char *node, guint64 step, const char *reas
 {
   RlxLeader *self = user_data;
   RlxEvent *e = rlx_event_new (RLX_EVENT_LATE);
+  RlxPeer *p = rlx_peer_set_lookup (self->ctx->peers, node);
 
   rlx_round_stats_late (self->ctx->stats);
   e->u.node_step.node = g_strdup (node);
   e->u.node_step.step = step;
   e->u.node_step.reason = g_strdup (reason);
   emit (self, e);
+  if (p && !rlx_cohort_is_self (self->ctx, node) && p->late_run++ == 0)
+    p->late_since = g_get_monotonic_time ();
+}
+
+/* Members whose link lives but that sent no bucket for RLX_SILENT_ROUNDS
+ * rounds in a row, over four heartbeat timeouts at least, leave the group
+ * (they rejoin through a snapshot if they still train): a member that
+ * follows another leader, or whose compute hangs, kept every round waiting
+ * for its deadline and was counted in every claim its leader made in a
+ * merge (issue 29, item 13: a leader with two such members led beside the
+ * real cohort to the end of a 60-minute run). */
+static void
+drop_silent (RlxLeader *self)
+{
+  GPtrArray *ids = rlx_cohort_members (self->ctx);
+  gint64 now = g_get_monotonic_time ();
+  gint64 least = 4 * (gint64) rlx_peer_set_get_timeout (self->ctx->peers) * 1000;
+  g_autoptr(GPtrArray) silent = g_ptr_array_new_with_free_func (g_free);
+
+  for (guint i = 0; i < ids->len; i++)
+    {
+      RlxPeer *p = rlx_peer_set_lookup (self->ctx->peers, g_ptr_array_index (ids, i));
+
+      if (p && p->late_run >= RLX_SILENT_ROUNDS && now - p->late_since >= least)
+        g_ptr_array_add (silent, g_strdup (p->id));
+    }
+  for (guint i = 0; i < silent->len; i++)
+    {
+      RlxPeer *p = rlx_peer_set_lookup (self->ctx->peers, g_ptr_array_index (silent, i));
+      g_autofree char *why = g_strdup_printf (
+          "sent no gradient for %u rounds in a row (%.1f s) while its link lived", p->late_run,
+          (now - p->late_since) / 1e6);
+
+      p->late_run = 0;
+      OWNER (drop_member, p->id, why);
+    }
 }
 
 /* A member's bucket (or refusal) for a step: judged once the member's
@@ -1126,6 +1165,7 @@ rlx_leader_on_grad (RlxLeader *self, RlxPeer *p, RlxMsg *m)
   rlx_trace ("L.rx.node", g_str_hash (p->id));
   if (g->term != rlx_leadership_get_term (self->ctx->lead))
     return;
+  p->late_run = 0;
   if (overlapped (self) && !ms->has_held &&
       ((self->finishing_round && g->step == self->round_step) ||
        (!self->finishing_round && g->step == self->round_step + 1)))
@@ -1312,6 +1352,7 @@ rlx_leader_admit (RlxLeader *self, RlxPeer *p, RlxMsgJoin *join)
     {
     OWNER (member_event, RLX_EVENT_MEMBER_JOINED, p->id, NULL);
     }
+  p->late_run = 0;
   ms = rlx_commits_member (self->commits, p->id);
   ms->known = FALSE;
   if (ms->has_held)

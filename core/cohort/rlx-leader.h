@@ -27,6 +27,10 @@ G_BEGIN_DECLS
 
 typedef struct _RlxLeader RlxLeader;
 
+/* A member whose link lives but that missed this many collect deadlines in
+ * a row, over four heartbeat timeouts at least, leaves the group. */
+#define RLX_SILENT_ROUNDS 8
+
 RlxLeader *rlx_leader_new   (RlxCohortContext *ctx);
 void       rlx_leader_free  (RlxLeader *self);
 

@@ -69,6 +69,9 @@ is_set (const RlxMsg *m, const RlxMsgField *f)
     case F_HASH:
       /* (W_IF_SET: hash 0 means "none") */
       return *(const guint64 *) at != 0;
+    case F_ROLE:
+      /* (W_IF_SET: RLX_ROLE_N means "not said") */
+      return *(const RlxRole *) at < RLX_ROLE_N;
     default:
       return TRUE;
     }

@@ -141,6 +141,12 @@ static const RlxMsgField heartbeat_fields[] = {
   { "clock", F_INT,    OPT, AT (heartbeat, t),    0, -1, NULL, W_IF_SET, NULL },
   { "echo",  F_INT,    OPT, AT (heartbeat, echo), 0, -1, NULL, W_IF_SET, NULL },
   { "age",   F_NONNEG, OPT, AT (heartbeat, age),  MAX_STEP, 0, NULL, 0, "echo" },
+  { "role",    F_ROLE,   OPT, AT (heartbeat, role),    0, 0, NULL, W_IF_SET, NULL },
+  { "leader",  F_ID,     OPT, AT (heartbeat, leader),  0, 0, NULL, W_IF_SET, NULL },
+  { "members", F_UINT,   OPT, AT (heartbeat, members), RLX_MSG_MAX_MEMBERS, 0, NULL, W_IF_SET, NULL },
+  { "lin",     F_HASH,   OPT, AT (heartbeat, lineage.lin),  0, 0, NULL, W_IF_SET, NULL },
+  { "fork",    F_HASH,   OPT, AT (heartbeat, lineage.fork), 0, 0, NULL, 0, "lin" },
+  { "fbase",   F_UINT,   OPT, AT (heartbeat, lineage.base), MAX_STEP, 0, NULL, 0, "lin" },
 };
 
 static const RlxMsgField bye_fields[] = {

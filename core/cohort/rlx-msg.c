@@ -563,7 +563,9 @@ read_field (Reader *r, RlxMsg *m, const RlxMsgField *f)
       *(RlxPrecision *) at = get_precision (r, f->name);
       break;
     case F_ROLE:
-      *(RlxRole *) at = get_role (r, f->name);
+      /* (an optional role that is not there: RLX_ROLE_N, "not said") */
+      *(RlxRole *) at = !f->required && !json_object_has_member (r->o, f->name)
+                            ? RLX_ROLE_N : get_role (r, f->name);
       break;
     default:
       g_assert_not_reached ();
@@ -729,7 +731,10 @@ rlx_msg_init (RlxMsg *msg, RlxMsgKind kind, const char *node)
   msg->kind = kind;
   msg->node = g_strdup (node);
   if (kind == RLX_MSG_HEARTBEAT)
-    msg->u.heartbeat.t = msg->u.heartbeat.echo = -1;
+    {
+      msg->u.heartbeat.t = msg->u.heartbeat.echo = -1;
+      msg->u.heartbeat.role = RLX_ROLE_N;
+    }
   if (kind == RLX_MSG_STEP)
     msg->u.step.cepoch = msg->u.step.cpos = -1;
 }
@@ -792,8 +797,8 @@ rlx_msg_clear (RlxMsg *msg)
     case RLX_MSG_GRAD: g_free (msg->u.grad.refused); break;
     case RLX_MSG_REJECT: g_free (msg->u.reject.reason); break;
     case RLX_MSG_BYE: g_free (msg->u.bye.reason); break;
+    case RLX_MSG_HEARTBEAT: g_free (msg->u.heartbeat.leader); break;
     case RLX_MSG_ACK:
-    case RLX_MSG_HEARTBEAT:
     case RLX_MSG_N_KINDS:
     default:
       break;

@@ -225,11 +225,18 @@ typedef struct {
 } RlxMsgReject;
 
 /* heartbeat: @t ("clock") is the sender's own clock (ms), only ever echoed
- * back. */
+ * back. @role, @leader, @members and @lineage say where the sender stands
+ * now (its hello said it only when the link came up): @role RLX_ROLE_N when
+ * the heartbeat did not say; @leader whom it follows as a member, or itself
+ * as leader (NULL otherwise); @members the size of the group it leads. */
 typedef struct {
   guint64 term, step;
   gint64  t, echo;                /* echo: the last t received from the addressee, or -1 */
   gint64  age;                    /* ms between receiving that t and sending this */
+  RlxRole role;
+  char   *leader;
+  guint   members;
+  RlxMsgLineage lineage;
 } RlxMsgHeartbeat;
 
 typedef struct { char *reason; } RlxMsgBye;

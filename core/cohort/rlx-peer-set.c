@@ -30,7 +30,7 @@ struct _RlxPeerSet {
 G_DEFINE_FINAL_TYPE (RlxPeerSet, rlx_peer_set, G_TYPE_OBJECT)
 
 enum {
-  SIG_PEER_READY, SIG_MESSAGE, SIG_PEER_LOST, SIG_REFUSED, SIG_DROPPED, SIG_SEND_FAILED,
+  SIG_PEER_READY, SIG_MESSAGE, SIG_PEER_STATE, SIG_PEER_LOST, SIG_REFUSED, SIG_DROPPED, SIG_SEND_FAILED,
   SIG_BAD_FRAME, N_SIGNALS
 };
 static guint signals[N_SIGNALS];
@@ -60,6 +60,7 @@ peer_free (gpointer data)
   g_free (p->device);
   g_free (p->fallback);
   g_free (p->leader);
+  g_free (p->hb_leader);
   g_free (p->close_reason);
   g_free (p);
 }
@@ -101,6 +102,8 @@ rlx_peer_set_class_init (RlxPeerSetClass *klass)
                                           G_TYPE_NONE, 2, G_TYPE_POINTER, G_TYPE_POINTER);
   signals[SIG_MESSAGE] = g_signal_new ("message", t, G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                                        G_TYPE_NONE, 2, G_TYPE_POINTER, G_TYPE_POINTER);
+  signals[SIG_PEER_STATE] = g_signal_new ("peer-state", t, G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                                          G_TYPE_NONE, 1, G_TYPE_POINTER);
   signals[SIG_PEER_LOST] = g_signal_new ("peer-lost", t, G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                                          G_TYPE_NONE, 2, G_TYPE_POINTER, G_TYPE_STRING);
   signals[SIG_REFUSED] = g_signal_new ("refused", t, G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
@@ -406,7 +409,60 @@ take_hello (RlxPeer *p, const RlxMsg *m)
   p->checkpoint = h->checkpoint;
   p->join_only = h->join_only;
   p->lineage = h->lineage;
+  p->hb_state = FALSE;   /* (its heartbeats say where it stands from now on) */
   p->ready = TRUE;
+}
+
+/* Where @hb says its sender stands now; whether that is not what its last
+ * heartbeat (or its hello, before any) said — its step alone moving on is
+ * no change. */
+static gboolean
+take_state (RlxPeer *p, const RlxMsgHeartbeat *hb)
+{
+  gboolean was_leader = p->hb_state ? p->hb_role == RLX_ROLE_LEADER : p->role == RLX_ROLE_LEADER;
+  const char *was = p->hb_state ? p->hb_leader : p->leader;
+  gboolean changed = !p->hb_state || p->hb_role != hb->role || p->hb_term != hb->term ||
+                     p->hb_members != hb->members ||
+                     memcmp (&p->hb_lineage, &hb->lineage, sizeof hb->lineage) != 0 ||
+                     g_strcmp0 (p->hb_leader, hb->leader) != 0;
+
+  /* (the first heartbeat after hello: a change only if it stands
+   * elsewhere than the hello said) */
+  if (!p->hb_state)
+    changed = p->role != hb->role || g_strcmp0 (was, hb->leader) != 0 ||
+              (was_leader && p->members != hb->members) || p->term != hb->term;
+  p->hb_state = TRUE;
+  p->hb_role = hb->role;
+  g_free (p->hb_leader);
+  p->hb_leader = g_strdup (hb->leader);
+  p->hb_term = hb->term;
+  p->hb_step = hb->step;
+  p->hb_members = hb->members;
+  p->hb_lineage = hb->lineage;
+  return changed;
+}
+
+void
+rlx_peer_note_leads (RlxPeer *p, const RlxMsgLineage *lineage, guint64 term)
+{
+  p->role = RLX_ROLE_LEADER;
+  g_free (p->leader);
+  p->leader = g_strdup (p->id);
+  if (rlx_msg_lineage_same_fork (&p->lineage, lineage))
+    p->term = MAX (p->term, term);
+  else
+    {
+      p->term = term;
+      p->lineage = *lineage;
+    }
+  if (p->hb_state)
+    {
+      p->hb_role = RLX_ROLE_LEADER;
+      g_free (p->hb_leader);
+      p->hb_leader = g_strdup (p->id);
+      p->hb_term = term;
+      p->hb_lineage = *lineage;
+    }
 }
 
 static void
@@ -452,6 +508,7 @@ on_frame (RlxLink *link, GBytes *frame, gpointer user_data)
   else if (m.kind == RLX_MSG_HEARTBEAT)
     {
       const RlxMsgHeartbeat *hb = &m.u.heartbeat;
+      gboolean state_changed = FALSE;
       /* Its clock moved on by more than two beats since its last
        * heartbeat: its own loop stood still (stopped, starved), so the
        * silence this ends says nothing about the link. A frozen leader
@@ -470,6 +527,8 @@ on_frame (RlxLink *link, GBytes *frame, gpointer user_data)
         }
       p->their_t = hb->t;
       p->their_t_at = g_get_monotonic_time ();
+      if (hb->role < RLX_ROLE_N)
+        state_changed = take_state (p, hb);
       /* A round trip only from a beat we sent since our own loop last
        * stood still, read while it runs: the heartbeats that waited in our
        * socket while we were stopped echo a beat from before, and
@@ -485,6 +544,8 @@ on_frame (RlxLink *link, GBytes *frame, gpointer user_data)
           if (rtt >= 0 && rtt < 600e6)
             p->rtt_us = p->rtt_us > 0 ? 0.8 * p->rtt_us + 0.2 * rtt : rtt;
         }
+      if (state_changed)
+        g_signal_emit (self, signals[SIG_PEER_STATE], 0, p);
     }
   else if (m.kind == RLX_MSG_BYE)
     {
@@ -690,6 +751,12 @@ on_heartbeat (gpointer user_data)
       rlx_msg_init (&m, RLX_MSG_HEARTBEAT, self->node_id);
       m.u.heartbeat.term = h.term;
       m.u.heartbeat.step = h.step;
+      m.u.heartbeat.role = h.role;
+      /* (whom it follows as a member or leads: not whom a joiner asks) */
+      m.u.heartbeat.leader = h.role == RLX_ROLE_MEMBER || h.role == RLX_ROLE_LEADER
+                                 ? g_strdup (h.leader) : NULL;
+      m.u.heartbeat.members = h.role == RLX_ROLE_LEADER ? h.members : 0;
+      m.u.heartbeat.lineage = h.lineage;
       m.u.heartbeat.t = (now - self->epoch) / 1000;
       m.u.heartbeat.echo = p->their_t;
       m.u.heartbeat.age = p->their_t >= 0 ? (now - p->their_t_at) / 1000 : 0;

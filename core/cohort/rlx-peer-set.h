@@ -48,6 +48,15 @@ typedef struct {
   guint           members;
   gboolean        join_only;
   RlxMsgLineage   lineage;      /* of its state (and of its leader's announcements) */
+  /* where it stands now, as its heartbeats say (hb_state: one said; its
+   * hello's role, leader, members and lineage above are as the link came
+   * up, and as the coordinator learned since) */
+  gboolean        hb_state;
+  RlxRole         hb_role;
+  char           *hb_leader;    /* whom it follows as a member, or itself as leader */
+  guint64         hb_term, hb_step;
+  guint           hb_members;   /* the group it leads */
+  RlxMsgLineage   hb_lineage;
   /* what our own first hello on this link said, for the merge rule (both
    * sides must judge with the same numbers; noted by the coordinator right
    * after rlx_peer_set_add_link) */
@@ -62,6 +71,9 @@ typedef struct {
   double          inner_us;     /* outer rounds: one inner step's compute as it reports it
                                  * (the grad's inner_us), never more than its share took
                                  * over H; smoothed; 0 unknown */
+  guint           late_run;     /* as the leader's member: rounds in a row whose collect
+                                 * deadline it missed (0: its last bucket came) */
+  gint64          late_since;   /* monotonic µs of the first of them */
   gint64          last_rx;      /* monotonic µs of the last byte received */
   double          gap_peak_us;  /* longest recent silence, decaying */
   double          rtt_us;       /* heartbeat round trip, smoothed; 0 unknown */
@@ -91,7 +103,7 @@ typedef struct {
 } RlxPeerSetIdentity;
 
 /* Fills the dynamic members of our hello (everything but node and the
- * identity) and of heartbeats (term, step). */
+ * identity) and of heartbeats (term, step, role, leader, members, lineage). */
 typedef void (*RlxPeerSetHelloFunc) (RlxMsgHello *hello, gpointer user_data);
 
 #define RLX_TYPE_PEER_SET (rlx_peer_set_get_type ())
@@ -102,6 +114,9 @@ G_DECLARE_FINAL_TYPE (RlxPeerSet, rlx_peer_set, RLX, PEER_SET, GObject)
  *                  (also when a peer says hello again)
  *   ::message      (RlxPeer *peer, RlxMsg *msg)     any other message of a
  *                  ready peer, except heartbeat and bye
+ *   ::peer-state   (RlxPeer *peer)  its heartbeat says it stands elsewhere
+ *                  than its last one (or hello) said: another role, leader,
+ *                  term, group size or lineage (the hb_ members)
  *   ::peer-lost    (RlxPeer *peer, const char *reason)  a ready peer's link
  *                  closed (bye, EOF, error, heartbeat timeout); the peer is
  *                  removed right after
@@ -125,6 +140,11 @@ void        rlx_peer_set_stop         (RlxPeerSet *self);
 /* The new peer of @link (its hello sent), or NULL when the link is closed
  * or known already. */
 RlxPeer    *rlx_peer_set_add_link     (RlxPeerSet *self, RlxLink *link);
+
+/* @p announced that it leads @term of @lineage's fork: its role, leader
+ * and term as we know them (and what its next heartbeats will say, not the
+ * last one before). */
+void        rlx_peer_note_leads       (RlxPeer *p, const RlxMsgLineage *lineage, guint64 term);
 
 /* A ready, not refused peer by node id, or NULL. */
 RlxPeer    *rlx_peer_set_lookup       (RlxPeerSet *self, const char *id);

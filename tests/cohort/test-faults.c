@@ -10,6 +10,7 @@
  */
 #include "rlx-config.h"
 #include "cohort-harness.h"
+#include "core/cohort/rlx-leader.h"
 #include "core/vision/rlx-model.h"
 
 #include <glib/gstdio.h>
@@ -160,6 +161,70 @@ test_member_late (void)
   g_assert_cmpuint (same_hashes (h, a, b, 1), >=, 25);
   /* the member was never removed (it leaves with a bye at the end) */
   g_assert_cmpint (member_lost (a), <, 0);
+  harness_free (h);
+}
+
+/* A member whose compute hangs (the gradient of step 20 takes 12 s,
+ * --fault-stall) while its link lives — heartbeats on time — misses
+ * RLX_SILENT_ROUNDS deadlines in a row over four heartbeat timeouts: the
+ * leader takes it out of the group, saying why, and trains on alone at its
+ * own pace; once the compute runs again the member rejoins through a
+ * snapshot and contributes, with the leader's hashes. Before, it stayed in
+ * the group and every round waited for its deadline until it came back
+ * (and a leader counted such members in the merge rule's claims: issue 29,
+ * item 13). */
+static void
+test_member_silent_dropped (void)
+{
+  Harness *h = harness_new ();
+  Node *a, *b;
+  int left = -1, e;
+  guint late = 0, after_late = 0;
+  gint64 at;
+
+  a = harness_join (h, "a", "--cohort", "silent", "--batch", "8", "--steps", LONG_RUN,
+                    "--wait-members", "2", "--deadline-floor-ms", "300",
+                    "--heartbeat-timeout-ms", "1000", NULL);
+  harness_wait_event (h, a, "joined", NULL, 0, T);
+  b = harness_join (h, "b", "--cohort", "silent", "--batch", "8", "--steps", LONG_RUN,
+                    "--heartbeat-timeout-ms", "1000", "--fault-stall", "20:12000", NULL);
+  harness_wait_event (h, a, "late", "step", 20, T);
+  for (gint64 waited = 0; left < 0; waited += 100)
+    {
+      for (e = node_find_event (a, "member-left", 0); e >= 0 && left < 0;
+           e = node_find_event (a, "member-left", (guint) e + 1))
+        if (g_strcmp0 (ev_str (node_ev (a, e), "node"), node_id (b)) == 0)
+          left = e;
+      if (left < 0 && waited > 11000)
+        {
+          harness_dump (h);
+          g_error ("the leader kept a member that sent no gradient for 11 s");
+        }
+      harness_pause (100);
+    }
+  if (!strstr (ev_str (node_ev (a, left), "reason"), "sent no gradient"))
+    g_error ("member-left for the silent member: \"%s\"", ev_str (node_ev (a, left), "reason"));
+  for (e = node_find_event (a, "late", 0); e >= 0 && e < left; e = node_find_event (a, "late", (guint) e + 1))
+    late++;
+  g_assert_cmpuint (late, >=, RLX_SILENT_ROUNDS);
+  /* alone, at its own pace: 40 steps with nobody late, well inside the
+   * 12 s the member stays stuck (at a 300 ms deadline each they took 12 s) */
+  at = node_max_step (a);
+  harness_wait_event (h, a, "step", "step", at + 40, 6000);
+  for (e = node_find_event (a, "late", (guint) left); e >= 0; e = node_find_event (a, "late", (guint) e + 1))
+    if (ev_int (node_ev (a, e), "step") <= at + 40)
+      after_late++;
+  g_assert_cmpuint (after_late, ==, 0);
+  /* it rejoins once its compute runs again, and contributes */
+  e = node_wait_event (a, "member-joined", NULL, 0, (guint) left, T);
+  g_assert_cmpint (e, >=, 0);
+  at = node_max_step (a);
+  e = harness_wait_event (h, b, "step", "step", at + 5, T);
+  while (e >= 0 && !ev_int (node_ev (b, e), "contributed"))
+    e = node_wait_event (b, "step", NULL, 0, (guint) e + 1, T);
+  g_assert_cmpint (e, >=, 0);
+  stop_all (h);
+  g_assert_cmpuint (same_hashes (h, a, b, at), >=, 5);
   harness_free (h);
 }
 
@@ -539,6 +604,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/cohort/faults/hash-divergence-resync", test_hash_divergence_resync);
   g_test_add_func ("/cohort/faults/member-late", test_member_late);
+  g_test_add_func ("/cohort/faults/member-silent-dropped", test_member_silent_dropped);
   g_test_add_func ("/cohort/faults/leader-f16-f8", test_leader_precisions);
   g_test_add_func ("/cohort/faults/inf-refused-at-f8", test_inf_refused_at_f8);
   g_test_add_func ("/cohort/faults/member-ahead-of-new-leader", test_member_ahead_of_new_leader);

@@ -299,7 +299,30 @@ test_defaults (void)
   g_assert_cmpint (m.u.heartbeat.t, ==, -1);
   g_assert_cmpint (m.u.heartbeat.echo, ==, -1);
   g_assert_cmpint (m.u.heartbeat.age, ==, 0);
+  /* a heartbeat that does not say where its sender stands says nothing of
+   * it (not "alone") */
+  g_assert_cmpint (m.u.heartbeat.role, ==, RLX_ROLE_N);
+  g_assert_null (m.u.heartbeat.leader);
   rlx_msg_clear (&m);
+
+  json_object_set_string_member (beat, "role", "member");
+  json_object_set_string_member (beat, "leader", "b");
+  json_object_set_string_member (beat, "lin", "0123456789abcdef");
+  json_object_set_string_member (beat, "fork", "00000000000000ff");
+  json_object_set_int_member (beat, "fbase", 40);
+  g_assert_null (parse (beat, &m));
+  g_assert_cmpint (m.u.heartbeat.role, ==, RLX_ROLE_MEMBER);
+  g_assert_cmpstr (m.u.heartbeat.leader, ==, "b");
+  g_assert_cmpuint (m.u.heartbeat.lineage.lin, ==, 0x0123456789abcdefull);
+  g_assert_cmpuint (m.u.heartbeat.lineage.fork, ==, 0xff);
+  g_assert_cmpuint (m.u.heartbeat.lineage.base, ==, 40);
+  rlx_msg_clear (&m);
+  json_object_set_string_member (beat, "role", "boss");
+  {
+    g_autofree char *err = parse (beat, &m);
+    g_assert_nonnull (err);
+    g_assert_nonnull (strstr (err, "is not a role"));
+  }
 
   json_object_set_boolean_member (grad, "loss_finite", FALSE);
   json_object_remove_member (grad, "compute_us");
@@ -402,6 +425,14 @@ test_build (void)
   m.u.heartbeat.echo = 6;
   m.u.heartbeat.age = -2;
   assert_header (&m, "{\"t\":\"heartbeat\",\"node\":\"a\",\"term\":0,\"step\":0,\"echo\":6,\"age\":0}");
+  rlx_msg_init (&m, RLX_MSG_HEARTBEAT, "a");
+  m.u.heartbeat.role = RLX_ROLE_LEADER;
+  m.u.heartbeat.leader = g_strdup ("a");
+  m.u.heartbeat.members = 3;
+  m.u.heartbeat.lineage = (RlxMsgLineage) { 1, 2, 0 };
+  assert_header (&m, "{\"t\":\"heartbeat\",\"node\":\"a\",\"term\":0,\"step\":0,"
+                 "\"role\":\"leader\",\"leader\":\"a\",\"members\":3,"
+                 "\"lin\":\"0000000000000001\",\"fork\":\"0000000000000002\",\"fbase\":0}");
 
   rlx_msg_init (&m, RLX_MSG_BYE, "a");
   assert_header (&m, "{\"t\":\"bye\",\"node\":\"a\",\"reason\":\"left\"}");

@@ -15,6 +15,9 @@
  *   /cohort/peer-set/slow-link-stretched   the same silence ended by the
  *       heartbeats the link held back (their clock ran on without a jump)
  *       is the link's: the timeout becomes 4 × the silence.
+ *   /cohort/peer-set/heartbeat-state   where a peer's heartbeats say it
+ *       stands (role, leader, term, group size) is kept, and "peer-state"
+ *       says when it changes (issue 29, item 13).
  *   /cohort/peer-set/dropped-once-a-second   a peer that stops reading
  *       while rounds go on has a superseded step frame dropped at every
  *       round: "dropped" is said at the first, then at most once a second
@@ -243,6 +246,65 @@ out:
   g_unsetenv ("RLX_TEST_SENDER_LIMITS");
 }
 
+static void
+on_state (RlxPeerSet *set, RlxPeer *p, gpointer data)
+{
+  (*(guint *) data)++;
+}
+
+/* A heartbeat of x's that says where it stands (@role RLX_ROLE_N: says
+ * nothing), read by "me". */
+static void
+beat_as (Fixture *f, RlxRole role, const char *leader, guint64 term, guint64 step, guint members)
+{
+  RlxMsg m;
+
+  rlx_msg_init (&m, RLX_MSG_HEARTBEAT, "x");
+  m.u.heartbeat.t = f->clock += 500;
+  m.u.heartbeat.role = role;
+  m.u.heartbeat.leader = g_strdup (leader);
+  m.u.heartbeat.term = term;
+  m.u.heartbeat.step = step;
+  m.u.heartbeat.members = members;
+  g_assert_true (rlx_peer_set_send_msg (f->x, f->back, RLX_SEND_CONTROL, &m));
+  rlx_msg_clear (&m);
+  harness_pause (100);
+}
+
+/* What x's heartbeats say of where it stands is kept (the hb_ members of
+ * its peer), and "peer-state" is emitted only when that changes — not when
+ * its step alone moves on, nor for a heartbeat that says nothing of it.
+ * Its hello's role stays as the hello said (x's hello: member of nobody). */
+static void
+test_heartbeat_state (Fixture *f, gconstpointer data)
+{
+  guint n = 0;
+
+  g_signal_connect (f->me, "peer-state", G_CALLBACK (on_state), &n);
+  /* the fixture's heartbeats said nothing of it */
+  g_assert_false (f->peer->hb_state);
+  beat_as (f, RLX_ROLE_MEMBER, "y", 2, 7, 0);
+  g_assert_cmpuint (n, ==, 1);
+  g_assert_true (f->peer->hb_state);
+  g_assert_cmpint (f->peer->hb_role, ==, RLX_ROLE_MEMBER);
+  g_assert_cmpstr (f->peer->hb_leader, ==, "y");
+  g_assert_cmpuint (f->peer->hb_term, ==, 2);
+  g_assert_cmpint (f->peer->role, ==, RLX_ROLE_MEMBER);
+  g_assert_null (f->peer->leader);
+  beat_as (f, RLX_ROLE_MEMBER, "y", 2, 9, 0);
+  g_assert_cmpuint (n, ==, 1);
+  g_assert_cmpuint (f->peer->hb_step, ==, 9);
+  beat_as (f, RLX_ROLE_N, NULL, 2, 10, 0);
+  g_assert_cmpuint (n, ==, 1);
+  g_assert_cmpstr (f->peer->hb_leader, ==, "y");
+  beat_as (f, RLX_ROLE_LEADER, "x", 3, 11, 4);
+  g_assert_cmpuint (n, ==, 2);
+  g_assert_cmpint (f->peer->hb_role, ==, RLX_ROLE_LEADER);
+  g_assert_cmpuint (f->peer->hb_members, ==, 4);
+  beat_as (f, RLX_ROLE_LEADER, "x", 3, 12, 5);
+  g_assert_cmpuint (n, ==, 3);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -251,6 +313,8 @@ main (int argc, char **argv)
               test_thawed_peer_not_stretched, fixture_tear_down);
   g_test_add ("/cohort/peer-set/slow-link-stretched", Fixture, NULL, fixture_set_up,
               test_slow_link_stretched, fixture_tear_down);
+  g_test_add ("/cohort/peer-set/heartbeat-state", Fixture, NULL, fixture_set_up,
+              test_heartbeat_state, fixture_tear_down);
   g_test_add_func ("/cohort/peer-set/dropped-once-a-second", test_dropped_once_a_second);
   return g_test_run ();
 }

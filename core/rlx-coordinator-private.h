@@ -13,7 +13,9 @@
  *   rlx-coordinator-events.c   events, sending, the roster, checkpoints,
  *                              evaluation
  *   rlx-coordinator-roles.c    the one transition function, founding,
- *                              joining, failover, cutting off, merging
+ *                              joining, failover, cutting off
+ *   rlx-coordinator-merge.c    two groups meet: claims checked, the merge
+ *                              rule, yielding, leader announcements
  *
  * and the objects it routes to (each over the narrow RlxCohortContext of
  * core/cohort/rlx-cohort-context.h, none calling another's flow):
@@ -152,6 +154,12 @@ struct _RlxCoordinator {
    * but could not be checked: reported once, checked again as peers say
    * hello (rlx_coordinator_merge_with; issue 29, item 9) */
   char            *claim_doubted;
+  /* a leader outside our group whose checked group had more members than
+   * ours (rlx_coordinator_groups_changed): yielded to only if it still has
+   * a beat later (a count can be a heartbeat old) */
+  char            *outgrown_by;
+  gint64           outgrown_at;
+  guint            outgrown_id;
   /* the last announcement of a leader of another group that ours is kept
    * against, answered with ours (once: each side answers each announcement
    * of the other once) */
@@ -349,6 +357,8 @@ void rlx_coordinator_recheck_claim (RlxCoordinator *self);
  * rule keeps against ours by members, as far as this node can check it
  * now, is yielded to. */
 void rlx_coordinator_groups_changed (RlxCoordinator *self);
+/* This node leads @term from now (@founding: a new cohort or lineage). */
+void rlx_coordinator_become_leader (RlxCoordinator *self, guint64 term, gboolean founding);
 /* A leader's member @id leaves its group (@reason, for member-left). */
 void rlx_coordinator_drop_member (RlxCoordinator *self, const char *id, const char *reason);
 

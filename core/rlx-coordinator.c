@@ -512,6 +512,7 @@ rlx_coordinator_finish (RlxCoordinator *self, gboolean success, const char *mess
   g_clear_handle_id (&self->found_id, rlx_source_remove);
   g_clear_handle_id (&self->join_id, rlx_source_remove);
   g_clear_handle_id (&self->successor_id, rlx_source_remove);
+  g_clear_handle_id (&self->outgrown_id, rlx_source_remove);
   g_clear_handle_id (&self->look_id, rlx_source_remove);
   rlx_leader_abandon_round (self->leader);
   rlx_compute_queue_drop_assignments (self->queue);
@@ -636,6 +637,7 @@ rlx_coordinator_finalize (GObject *object)
   g_clear_pointer (&self->ctx.sync, rlx_sync_state_free);
   g_clear_pointer (&self->links_text, g_free);
   g_clear_pointer (&self->claim_doubted, g_free);
+  g_clear_pointer (&self->outgrown_by, g_free);
   g_clear_pointer (&self->answered, g_free);
   g_clear_object (&self->lead);
   g_clear_object (&self->cancellable);

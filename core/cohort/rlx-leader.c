@@ -1112,7 +1112,18 @@ on_round_late (RlxRound *round, const char *node, guint64 step, const char *reas
   e->u.node_step.step = step;
   e->u.node_step.reason = g_strdup (reason);
   emit (self, e);
-  if (p && !rlx_cohort_is_self (self->ctx, node) && p->late_run++ == 0)
+  /* (counted within one term — a count from an earlier leadership of
+   * ours is no evidence now — and not while the member still loads its
+   * snapshot: it acknowledged no state of ours yet) */
+  if (p == NULL || rlx_cohort_is_self (self->ctx, node) ||
+      !rlx_commits_member (self->commits, node)->known)
+    return;
+  if (p->late_term != rlx_leadership_get_term (self->ctx->lead))
+    {
+      p->late_term = rlx_leadership_get_term (self->ctx->lead);
+      p->late_run = 0;
+    }
+  if (p->late_run++ == 0)
     p->late_since = g_get_monotonic_time ();
 }
 
@@ -1135,13 +1146,18 @@ drop_silent (RlxLeader *self)
     {
       RlxPeer *p = rlx_peer_set_lookup (self->ctx->peers, g_ptr_array_index (ids, i));
 
-      if (p && p->late_run >= RLX_SILENT_ROUNDS && now - p->late_since >= least)
+      if (p && p->late_term == rlx_leadership_get_term (self->ctx->lead) &&
+          p->late_run >= RLX_SILENT_ROUNDS && now - p->late_since >= least)
         g_ptr_array_add (silent, g_strdup (p->id));
     }
   for (guint i = 0; i < silent->len; i++)
     {
       RlxPeer *p = rlx_peer_set_lookup (self->ctx->peers, g_ptr_array_index (silent, i));
-      g_autofree char *why = g_strdup_printf (
+      g_autofree char *why = NULL;
+
+      if (p == NULL)
+        continue;
+      why = g_strdup_printf (
           "sent no gradient for %u rounds in a row (%.1f s) while its link lived", p->late_run,
           (now - p->late_since) / 1e6);
 

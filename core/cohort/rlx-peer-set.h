@@ -74,6 +74,7 @@ typedef struct {
   guint           late_run;     /* as the leader's member: rounds in a row whose collect
                                  * deadline it missed (0: its last bucket came) */
   gint64          late_since;   /* monotonic µs of the first of them */
+  guint64         late_term;    /* the leader's term they were counted in */
   gint64          last_rx;      /* monotonic µs of the last byte received */
   double          gap_peak_us;  /* longest recent silence, decaying */
   double          rtt_us;       /* heartbeat round trip, smoothed; 0 unknown */

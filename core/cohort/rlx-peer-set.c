@@ -419,18 +419,17 @@ take_hello (RlxPeer *p, const RlxMsg *m)
 static gboolean
 take_state (RlxPeer *p, const RlxMsgHeartbeat *hb)
 {
-  gboolean was_leader = p->hb_state ? p->hb_role == RLX_ROLE_LEADER : p->role == RLX_ROLE_LEADER;
-  const char *was = p->hb_state ? p->hb_leader : p->leader;
-  gboolean changed = !p->hb_state || p->hb_role != hb->role || p->hb_term != hb->term ||
-                     p->hb_members != hb->members ||
-                     memcmp (&p->hb_lineage, &hb->lineage, sizeof hb->lineage) != 0 ||
-                     g_strcmp0 (p->hb_leader, hb->leader) != 0;
+  /* what we knew: its last heartbeat's, or its hello's before any */
+  gboolean known = p->hb_state;
+  RlxRole role = known ? p->hb_role : p->role;
+  guint members = known ? p->hb_members : p->members;
+  gboolean changed = role != hb->role ||
+                     g_strcmp0 (known ? p->hb_leader : p->leader, hb->leader) != 0 ||
+                     (known ? p->hb_term : p->term) != hb->term ||
+                     (role == RLX_ROLE_LEADER && members != hb->members) ||
+                     memcmp (known ? &p->hb_lineage : &p->lineage, &hb->lineage,
+                             sizeof hb->lineage) != 0;
 
-  /* (the first heartbeat after hello: a change only if it stands
-   * elsewhere than the hello said) */
-  if (!p->hb_state)
-    changed = p->role != hb->role || g_strcmp0 (was, hb->leader) != 0 ||
-              (was_leader && p->members != hb->members) || p->term != hb->term;
   p->hb_state = TRUE;
   p->hb_role = hb->role;
   g_free (p->hb_leader);

@@ -126,6 +126,9 @@ struct _RlxCoordinator {
   guint            found_waits;
   gboolean         waiting_reported;
   gint64           rejoin_until;    /* cut off: no founding before (monotonic µs) */
+  gint64           lost_at[2];      /* the last two peers lost (monotonic µs; 0: none) */
+  gint64           paced_since;     /* cut off at once: paced since (monotonic µs; 0: not) */
+  guint            pace_id;         /* ... until this fires */
   gint64           members_looked;  /* when we last looked for members we had no link to */
   char           **silent;          /* peers alive but not answering (set_silent_peers) */
   gboolean         silent_complete; /* ... and every peer we could have is known */
@@ -330,6 +333,14 @@ char **rlx_coordinator_other_members (RlxCoordinator *self);
  * forget_superseded drops it (a new term, joining or following anyone). */
 void rlx_coordinator_note_superseded (RlxCoordinator *self, const char *old, char **with);
 void rlx_coordinator_forget_superseded (RlxCoordinator *self);
+/* A peer was lost (@reason: the peer set's): cut off at once from a group
+ * (every link gone, the last two within a heartbeat timeout and a second),
+ * this node trains at the group's pace for RLX_CUT_PACE_MS (its branch
+ * loses the merge rule to that group); pace_stop ends that (a link is up,
+ * looked at every 500 ms, or the time passed). */
+#define RLX_CUT_PACE_MS 30000
+void rlx_coordinator_pace_lost (RlxCoordinator *self, const char *id, const char *reason);
+void rlx_coordinator_pace_stop (RlxCoordinator *self, const char *why);
 /* roles */
 void rlx_coordinator_start_found_timer (RlxCoordinator *self, guint ms);
 void rlx_coordinator_transition (RlxCoordinator *self, RlxRole to, const char *leader, guint64 term,

@@ -47,6 +47,7 @@
 #include "core/p2p/rlx-busy-poll.h"
 #include "core/cohort/rlx-outer.h"
 #include "core/cohort/rlx-norm-guard.h"
+#include "core/cohort/rlx-round.h"
 
 #include <math.h>
 #include <signal.h>
@@ -283,6 +284,7 @@ on_peer_lost (RlxPeerSet *set, RlxPeer *p, const char *reason, gpointer user_dat
 
   if (r == RLX_ROLE_STOPPED)
     goto out;
+  rlx_coordinator_pace_lost (self, id, reason);
   /* A peer of our cohort closed on us right after our own loop stood still
    * past the heartbeat timeout: the cohort timed *us* out and went on
    * without us. Taking over or carrying on would split it: rejoin. So too
@@ -607,6 +609,7 @@ rlx_coordinator_dispose (GObject *object)
   g_clear_handle_id (&self->successor_id, rlx_source_remove);
   g_clear_handle_id (&self->look_id, rlx_source_remove);
   g_clear_handle_id (&self->leave_id, rlx_source_remove);
+  g_clear_handle_id (&self->pace_id, rlx_source_remove);
   /* No worker callback after this (the worker thread is joined). */
   g_clear_pointer (&self->queue, rlx_compute_queue_free);
   self->worker = NULL;
@@ -867,7 +870,8 @@ rlx_coordinator_new (const RlxCoordinatorConfig *config, RlxWorker *worker, GErr
   self->ctx.steps = config->steps;
   self->checkpoint_every = config->checkpoint_every;
   self->ctx.wait_members = MAX (1u, config->wait_members);
-  self->ctx.deadline_floor_ms = config->deadline_floor_ms ? config->deadline_floor_ms : 500;
+  self->ctx.deadline_floor_ms = config->deadline_floor_ms ? config->deadline_floor_ms
+                                                           : RLX_ROUND_DEADLINE_FLOOR_MS;
   self->ctx.max_norm_ratio = config->max_grad_norm_ratio == 0 ? RLX_NORM_GUARD_DEFAULT_RATIO
                              : config->max_grad_norm_ratio;
   self->evaluate_every = config->evaluate_every;

@@ -59,7 +59,7 @@ typedef struct {
   guint        checkpoint_every; /* leader checkpoints every K steps; 0: only at the end */
   const char  *checkpoint_dir;   /* NULL: $XDG_DATA_HOME/rlx-cluster/COHORT */
   guint        wait_members;     /* a founder waits for this many members (>= 1) */
-  guint        deadline_floor_ms;   /* shortest collect deadline; 0: 500 */
+  guint        deadline_floor_ms;   /* shortest collect deadline; 0: 200 */
   double       max_grad_norm_ratio; /* the leader refuses a member's bucket whose L2 norm is
                                      * over this × the median of the recent ones (and
                                      * reports it); 0: 100, < 0: never */

@@ -36,6 +36,8 @@ struct _RlxWorker {
   guint         in_flight;     /* handed over, not yet delivered (owner thread) */
   gint          extra_delay_us; /* test switch; atomic (set by the owner, read by the thread) */
   gint          inner_delay_us; /* test switch; atomic, the same */
+  gint          pace_us;       /* atomic, the same (rlx_worker_set_pace_us) */
+  gint64        paced_at;      /* the thread's: when the last paced gradient ended */
   gsize         wait_us;       /* atomic: written by the thread, read by anyone */
 };
 
@@ -159,9 +161,20 @@ rlx_worker_extra_delay (RlxWorker *self)
 {
   /* The slow-rank test switch: on this thread, never the main loop. */
   gint extra = g_atomic_int_get (&self->extra_delay_us);
+  gint pace = g_atomic_int_get (&self->pace_us);
 
   if (extra > 0)
     g_usleep ((gulong) extra);
+  if (pace > 0)
+    {
+      gint64 now = g_get_monotonic_time ();
+
+      if (self->paced_at > 0 && now - self->paced_at < pace)
+        g_usleep ((gulong) (pace - (now - self->paced_at)));
+      self->paced_at = g_get_monotonic_time ();
+    }
+  else
+    self->paced_at = 0;
 }
 
 void
@@ -340,6 +353,13 @@ rlx_worker_set_extra_delay_us (RlxWorker *self, guint64 us)
 {
   g_return_if_fail (self != NULL);
   g_atomic_int_set (&self->extra_delay_us, (gint) MIN (us, (guint64) G_MAXINT));
+}
+
+void
+rlx_worker_set_pace_us (RlxWorker *self, guint64 us)
+{
+  g_return_if_fail (self != NULL);
+  g_atomic_int_set (&self->pace_us, (gint) MIN (us, (guint64) G_MAXINT));
 }
 
 static void

@@ -71,6 +71,12 @@ gboolean    rlx_worker_busy      (RlxWorker *self);
  * make this rank look slower. 0: off. Any thread. */
 void        rlx_worker_set_extra_delay_us (RlxWorker *self, guint64 us);
 void        rlx_worker_extra_delay (RlxWorker *self);
+/* A pace: after each gradient the worker thread sleeps until @us have
+ * passed since the end of the one before, so it makes at most one
+ * gradient per @us (a node cut off from its cohort, whose branch the merge
+ * rule will discard, does not take the machine's cores from the others:
+ * rlx-coordinator-founding.c). 0: none. Any thread. */
+void        rlx_worker_set_pace_us (RlxWorker *self, guint64 us);
 /* Test switch: sleep @us on the worker thread after every inner step of an
  * outer round but its last (rlx_worker_inner_delay, where the compute queue
  * runs its urgent work between two of them), to make this rank's outer

@@ -199,6 +199,12 @@ deadline_ms (RlxLeader *self)
   return rlx_round_deadline_ms (MAX (us, 1.0), self->ctx->deadline_floor_ms, self->round_outer.h);
 }
 
+double
+rlx_leader_round_us (RlxLeader *self)
+{
+  return self->rounds_measured > 0 ? self->round_ema_us : self->takeover_round_us;
+}
+
 /* The step message of a round (everything but the update): step @step
  * assigned with @slots from (@epoch, @pos), @count samples. */
 static void
@@ -1112,6 +1118,8 @@ on_round_late (RlxRound *round, const char *node, guint64 step, const char *reas
   e->u.node_step.step = step;
   e->u.node_step.reason = g_strdup (reason);
   emit (self, e);
+  if (p != NULL && !rlx_cohort_is_self (self->ctx, node))
+    rlx_peer_set_note_missed (self->ctx->peers, p, rlx_round_get_started (round));
   /* (counted within one term — a count from an earlier leadership of
    * ours is no evidence now — and not while the member still loads its
    * snapshot: it acknowledged no state of ours yet) */

@@ -58,6 +58,9 @@ void       rlx_leader_admit     (RlxLeader *self, RlxPeer *p, RlxMsgJoin *join);
 /* A snapshot from a member that is ahead of us. @m is taken. */
 void       rlx_leader_on_snapshot (RlxLeader *self, RlxPeer *p, RlxMsg *m);
 
+/* The cohort's recent round time as this node leads it, or as it saw it
+ * when it took over (µs; 0: not known). */
+double     rlx_leader_round_us  (RlxLeader *self);
 /* @id left the cohort (the leadership state knows already). */
 void       rlx_leader_member_lost (RlxLeader *self, const char *id);
 /* A leader operation's result (RlxComputeQueueCallbacks). */

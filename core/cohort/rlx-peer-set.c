@@ -11,6 +11,11 @@
 G_STATIC_ASSERT (4 + RLX_WIRE_DEFAULT_MAX_HEADER <= RLX_LINK_MAX_CONTROL_FRAME / 8);
 
 #define HEARTBEAT_MS 500
+/* Silence is judged this often between beats, so a peer is timed out
+ * within this much of its timeout instead of within a beat (a frozen
+ * leader was taken for gone 1.6–2.0 s into a 1.5 s timeout: every member
+ * stood still for the difference; scripts/chaos.py, issue 29). */
+#define SILENCE_CHECK_MS 100
 
 struct _RlxPeerSet {
   GObject             parent_instance;
@@ -19,8 +24,10 @@ struct _RlxPeerSet {
   gpointer            hello_data;
   GPtrArray          *peers;          /* RlxPeer* */
   guint               timeout_ms;
-  guint               heartbeat_id;
+  guint               heartbeat_id, check_id;
   gint64              last_tick, stalled_at, epoch;
+  gint64              last_check;     /* when the silence check last ran */
+  gint64              checks_from;    /* it judges nothing before this (our loop stood still) */
   gint64              gaps_ours_until; /* silences ending before this are our stall's */
   gint64              stall_end_ms;    /* our clock (ms from epoch) when our last stall of a
                                         * missed beat or more ended */
@@ -71,6 +78,7 @@ rlx_peer_set_dispose (GObject *object)
   RlxPeerSet *self = RLX_PEER_SET (object);
 
   g_clear_handle_id (&self->heartbeat_id, rlx_source_remove);
+  g_clear_handle_id (&self->check_id, rlx_source_remove);
   if (self->peers)
     g_ptr_array_set_size (self->peers, 0);
   G_OBJECT_CLASS (rlx_peer_set_parent_class)->dispose (object);
@@ -329,12 +337,35 @@ rlx_peer_set_is_silent (RlxPeerSet *self, RlxPeer *p)
 {
   gint64 now = g_get_monotonic_time ();
   gint64 beats = 2 * HEARTBEAT_MS * 1000;
+  gint64 rx;
 
   g_return_val_if_fail (RLX_IS_PEER_SET (self), FALSE);
   if (p == NULL || p->link == NULL || self->last_tick <= 0 || now - self->last_tick > beats ||
       now < self->gaps_ours_until)
     return FALSE;
-  return now - MAX (rlx_link_get_last_rx (p->link), p->last_rx) > beats;
+  rx = MAX (rlx_link_get_last_rx (p->link), p->last_rx);
+  if (p->quiet_rx > 0 && rx > p->quiet_rx)
+    p->quiet_rx = 0;
+  return p->quiet_rx > 0 || now - rx > beats;
+}
+
+/* @p missed the deadline of a round that began at @since (monotonic µs):
+ * if not one byte of its came through that round, it is most likely
+ * stopped, and is silent (no slot) until a byte comes — not until two
+ * beats have passed, which held the round after it for a whole deadline
+ * more (a frozen member stood the cohort still twice the deadline; a slow
+ * member's late bucket is a byte, and gives it its slot back). */
+void
+rlx_peer_set_note_missed (RlxPeerSet *self, RlxPeer *p, gint64 since)
+{
+  gint64 rx;
+
+  g_return_if_fail (RLX_IS_PEER_SET (self));
+  if (p == NULL || p->link == NULL)
+    return;
+  rx = MAX (rlx_link_get_last_rx (p->link), p->last_rx);
+  if (rx < since)
+    p->quiet_rx = MAX (rx, 1);
 }
 
 /* ── receiving ──────────────────────────────────────────────────────────── */
@@ -681,6 +712,50 @@ note_gap (RlxPeer *p, double gap_us)
   p->gap_judged_t = p->their_t + 2 * HEARTBEAT_MS;
 }
 
+/* Whether @p has been silent past its timeout at @now (then it says why). */
+static gboolean
+timed_out (RlxPeerSet *self, RlxPeer *p, gint64 now)
+{
+  gint64 rx = MAX (rlx_link_get_last_rx (p->link), p->last_rx);
+
+  if (now - rx <= (gint64) rlx_peer_set_timeout_for (self, p) * 1000)
+    return FALSE;
+  g_free (p->close_reason);
+  p->close_reason = g_strdup_printf ("heartbeat timeout (silent for %.1f s)", (now - rx) / 1e6);
+  return TRUE;
+}
+
+/* Between beats: time out the peers whose silence has passed their
+ * timeout since the last beat. The beat keeps the accounting (the gaps
+ * that stretch a timeout, our own stalls); this only judges, and not
+ * while our loop may have stood still — a check that comes late, or a beat
+ * overdue, means frames may wait unread: the next beat sees the stall and
+ * gives every peer its two beats (on_heartbeat). */
+static gboolean
+on_silence_check (gpointer user_data)
+{
+  RlxPeerSet *self = user_data;
+  gint64 now = g_get_monotonic_time ();
+  g_autoptr(GPtrArray) dead = g_ptr_array_new_with_free_func (g_object_unref);
+
+  if (now - self->last_check > 2 * SILENCE_CHECK_MS * 1000)
+    self->checks_from = now + 2 * SILENCE_CHECK_MS * 1000;
+  self->last_check = now;
+  if (now < self->checks_from || self->last_tick <= 0 ||
+      now - self->last_tick > (HEARTBEAT_MS + SILENCE_CHECK_MS) * 1000 || now < self->gaps_ours_until)
+    return G_SOURCE_CONTINUE;
+  for (guint i = 0; i < self->peers->len; i++)
+    {
+      RlxPeer *p = g_ptr_array_index (self->peers, i);
+
+      if (!p->refused && p->link && timed_out (self, p, now))
+        g_ptr_array_add (dead, g_object_ref (p->link));
+    }
+  for (guint i = 0; i < dead->len; i++)
+    rlx_link_close (g_ptr_array_index (dead, i));
+  return G_SOURCE_CONTINUE;
+}
+
 static gboolean
 on_heartbeat (gpointer user_data)
 {
@@ -767,13 +842,8 @@ on_heartbeat (gpointer user_data)
                  "round trip %.0f ms)", self->node_id, p->id ? p->id : "?",
                  (now - p->last_rx) / 1e6, rlx_peer_set_timeout_for (self, p),
                  p->gap_peak_us / 1000.0, p->rtt_us / 1000.0);
-      if (now - p->last_rx > (gint64) rlx_peer_set_timeout_for (self, p) * 1000)
-        {
-          g_free (p->close_reason);
-          p->close_reason = g_strdup_printf ("heartbeat timeout (silent for %.1f s)",
-                                             (now - p->last_rx) / 1e6);
-          g_ptr_array_add (dead, g_object_ref (p->link));
-        }
+      if (timed_out (self, p, now))
+        g_ptr_array_add (dead, g_object_ref (p->link));
     }
   g_free (h.leader);
   g_free (h.host);
@@ -791,7 +861,9 @@ rlx_peer_set_start (RlxPeerSet *self)
   g_return_if_fail (RLX_IS_PEER_SET (self));
   if (self->heartbeat_id == 0)
     self->heartbeat_id = rlx_timeout_add (HEARTBEAT_MS, on_heartbeat, self);
-  self->last_tick = g_get_monotonic_time ();
+  if (self->check_id == 0)
+    self->check_id = rlx_timeout_add (SILENCE_CHECK_MS, on_silence_check, self);
+  self->last_tick = self->last_check = g_get_monotonic_time ();
 }
 
 void
@@ -799,4 +871,5 @@ rlx_peer_set_stop (RlxPeerSet *self)
 {
   g_return_if_fail (RLX_IS_PEER_SET (self));
   g_clear_handle_id (&self->heartbeat_id, rlx_source_remove);
+  g_clear_handle_id (&self->check_id, rlx_source_remove);
 }

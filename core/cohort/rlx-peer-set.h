@@ -75,6 +75,9 @@ typedef struct {
                                  * deadline it missed (0: its last bucket came) */
   gint64          late_since;   /* monotonic µs of the first of them */
   guint64         late_term;    /* the leader's term they were counted in */
+  gint64          quiet_rx;     /* as the leader's member: it missed a deadline without a
+                                 * byte through the round; its last byte's monotonic µs
+                                 * then (0: none): no slot until a later one comes */
   gint64          last_rx;      /* monotonic µs of the last byte received */
   double          gap_peak_us;  /* longest recent silence, decaying */
   double          rtt_us;       /* heartbeat round trip, smoothed; 0 unknown */
@@ -178,6 +181,7 @@ guint       rlx_peer_set_timeout_for  (RlxPeerSet *self, RlxPeer *peer);
  * stopped. FALSE while we may not have read what it sent (our loop stood
  * still within the last two beats). */
 gboolean    rlx_peer_set_is_silent    (RlxPeerSet *self, RlxPeer *peer);
+void        rlx_peer_set_note_missed  (RlxPeerSet *self, RlxPeer *peer, gint64 since);
 const RlxWireCounters *rlx_peer_set_get_totals (RlxPeerSet *self);
 
 G_END_DECLS

@@ -15,11 +15,21 @@
  *   /cohort/forks/unlinked-senior-not-passed-over   a member with no link
  *       to the next in line does not take it for gone when the leader dies
  *       (two leaders of one term in a 60-minute run).
- *   /cohort/forks/frozen-member-keeps-deadline   while a member is frozen
- *       (not yet timed out), the leader's rounds close at a deadline made
- *       from the rounds that delivered, not one that grows with each
- *       deadline it waited out (chaos.py seed 61: 4 ms rounds, then a 10 s
- *       deadline; the cohort stood still 9 s).
+ *   /cohort/forks/frozen-member-keeps-deadline   while a member's compute
+ *       hangs (its link alive, not timed out), the leader's rounds close at
+ *       a deadline made from the rounds that delivered, not one that grows
+ *       with each deadline it waited out (chaos.py seed 61: 4 ms rounds,
+ *       then a 10 s deadline; the cohort stood still 9 s).
+ *   /cohort/forks/cut-off-keeps-pace   a leader cut off from its two
+ *       members at once trains on at the pace the three had, not flat out
+ *       (a node of one made ~2,300 steps/s on a branch the merge rule
+ *       always discarded, on cores its group shared: chaos.py --cuts), and
+ *       is merged into their group when the cut heals.
+ *   /cohort/forks/frozen-member-missed-once   a frozen member misses one
+ *       round's deadline, or two, not every round's until its link has
+ *       been silent for two heartbeats: a round it sent nothing through
+ *       makes it silent until a byte of it comes (each freeze stood a local
+ *       cohort still for two deadlines, 1.08 s, in chaos.py runs).
  *   /cohort/forks/thawed-member-keeps-timeout   a member that was frozen
  *       for less than the timeout times its leader out after the
  *       configured timeout when the leader freezes next: the heartbeats it
@@ -358,44 +368,111 @@ member_left_by (Node *n, gint64 until)
   return FALSE;
 }
 
-/* c is frozen for 5 s of an 8 s timeout: nobody drops it, and every round
- * waits for its slot until the deadline. That deadline is 10 × the recent
- * round time (at least 500 ms): the time the buckets that came took, not
- * the wait for c's, or each late round makes the next deadline 2.8× longer
- * (0.5, 1.1, 3, 8.4 s: three commits in the 5 s instead of about nine). */
+/* Late events @a reported for @node between @from and @to (monotonic µs). */
+static guint
+lates_for (Node *a, Node *node, gint64 from, gint64 to)
+{
+  guint k = 0;
+
+  for (guint e = 0; e < a->events->len; e++)
+    {
+      gint64 t = g_array_index (a->times, gint64, e);
+      JsonObject *o = node_ev (a, (int) e);
+
+      if (t > from && t <= to && g_strcmp0 (ev_str (o, "event"), "late") == 0 &&
+          g_strcmp0 (ev_str (o, "node"), node_id (node)) == 0)
+        k++;
+    }
+  return k;
+}
+
+/* c's compute hangs for 5 s (--fault-stall) while its loop runs on: its
+ * heartbeats come, nobody drops it, and every round waits for its slot
+ * until the deadline. That deadline is 10 × the recent round time (at
+ * least 200 ms): the time the buckets that came took, not the wait for
+ * c's, or each late round makes the next deadline 2.8× longer (0.2, 0.56,
+ * 1.6, 4.4 s: 3–51 commits in the 4 s where ~1,800 are made here). c is
+ * given a slot after each of its heartbeats, not every round (a round it
+ * sent nothing through leaves it silent until a byte comes:
+ * frozen-member-missed-once). */
 static void
 test_frozen_member_keeps_deadline (void)
 {
   Harness *h = harness_new ();
-  Node *nodes[3];
+  Node *nodes[2];
   Node *a, *b, *c;
-  gint64 frozen, thawed;
+  g_autofree char *stall = NULL;
+  gint64 from;
   guint during;
-  gboolean dropped;
+  int late;
 
-  join_cohort (h, "latedeadline", "8000", NULL, NULL, nodes, 3);
+  join_cohort (h, "latedeadline", "8000", NULL, NULL, nodes, 2);
   a = nodes[0];
   b = nodes[1];
-  c = nodes[2];
-  node_kill (c, SIGSTOP);
-  frozen = g_get_monotonic_time ();
-  harness_pause (5000);
-  thawed = g_get_monotonic_time ();
-  node_kill (c, SIGCONT);
+  stall = g_strdup_printf ("%" G_GINT64_FORMAT ":5000", node_max_step (b) + 400);
+  c = harness_join (h, "c", "--cohort", "latedeadline", "--batch", "8", "--steps", "1000000",
+                    "--heartbeat-timeout-ms", "8000", "--checkpoint-every", "0",
+                    "--fault-stall", stall, NULL);
+  late = harness_wait_event (h, a, "late", NULL, 0, T);
+  from = g_array_index (a->times, gint64, late);
+  harness_pause (4000);
   /* b reports each commit it applies (a reports one once every member
    * acknowledged it) */
-  during = steps_between (b, frozen, thawed);
-  dropped = member_left_by (a, thawed);
-  g_test_message ("b applied %u commits while c was frozen for 5 s", during);
-  if (dropped)
-    g_test_skip ("a timed c out after all (a loaded machine): the rounds did not wait for it");
-  else if (during < 6)
+  during = steps_between (b, from, from + 4000000);
+  g_test_message ("b applied %u commits in 4 s of c's 5 s stall; a reported c late %u times",
+                  during, lates_for (a, c, from - 1, from + 4000000));
+  if (member_left_by (a, from + 4000000))
     {
       harness_dump (h);
-      g_error ("b applied %u commits in the 5 s c was frozen: its collect deadline grew with "
+      g_error ("a dropped c during its 5 s stall (its heartbeats came, 8 s timeout)");
+    }
+  if (during < 200)
+    {
+      harness_dump (h);
+      g_error ("b applied %u commits in 4 s of c's stall: its collect deadline grew with "
                "each round that waited for c", during);
     }
   leave_all (h, c, b, a, NULL);
+  harness_free (h);
+}
+
+/* c is frozen for 3 s of an 8 s timeout. The first round it sends nothing
+ * through (or the second, if bytes it sent as it froze came in the first)
+ * closes at the deadline, and after that c gets no slot until a byte of it
+ * comes: a reports c late once or twice — not once every deadline (200 ms)
+ * until c's link has been silent for two heartbeats (a second: five). */
+static void
+test_frozen_member_missed_once (void)
+{
+  Harness *h = harness_new ();
+  Node *nodes[3];
+  Node *a, *c;
+  gint64 frozen, thawed;
+  guint late;
+
+  join_cohort (h, "missedonce", "8000", NULL, NULL, nodes, 3);
+  a = nodes[0];
+  c = nodes[2];
+  node_kill (c, SIGSTOP);
+  frozen = g_get_monotonic_time ();
+  harness_pause (3000);
+  thawed = g_get_monotonic_time ();
+  node_kill (c, SIGCONT);
+  late = lates_for (a, c, frozen, thawed);
+  g_test_message ("a reported c late %u times in its 3 s freeze", late);
+  if (member_left_by (a, thawed))
+    {
+      harness_dump (h);
+      g_error ("a dropped a member during c's 3 s freeze (8 s timeout)");
+    }
+  if (late == 0 || late > 2)
+    {
+      harness_dump (h);
+      g_error ("a reported the frozen c late %u times: %s", late,
+               late ? "its rounds gave c a slot again after a round it sent nothing through"
+                    : "c was never late (was it assigned?)");
+    }
+  leave_all (h, c, nodes[1], a, NULL);
   harness_free (h);
 }
 
@@ -575,6 +652,49 @@ test_long_split_reports_from_split (void)
                from, to, parted);
     }
   node_kill (n[4], SIGKILL);
+  leave_all (h, n[2], n[1], n[0], NULL);
+  harness_free (h);
+}
+
+/* a leads b and c; the network cuts a off from both (the same moment for
+ * both links). The 2 s from one second after the cut: a commits no more
+ * than 1.5 × what the three committed in the 2 s before it (alone, a
+ * takes a step in a fraction of the three's round time). Healed, a's
+ * branch is discarded for b and c's. */
+static void
+test_cut_off_keeps_pace (void)
+{
+  Harness *h = harness_new ();
+  g_autofree char *cut = g_build_filename (h->dir, "partition", NULL);
+  static const char *const ids[] = { "a", "b", "c" };
+  Node *n[3];
+  gint64 cut_at, from, to;
+  guint before, during;
+
+  for (guint k = 0; k < 3; k++)
+    {
+      n[k] = JOIN_NAMED (h, "cutpace", ids[k], "--wait-members", k == 0 ? "3" : "1",
+                         "--heartbeat-timeout-ms", "1500", "--fault-partition", cut, NULL);
+      harness_wait_event (h, n[k], "joined", NULL, 0, T);
+    }
+  harness_wait_event (h, n[2], "step", "step", node_max_step (n[2]) + 200, T);
+  harness_pause (2000);
+  cut_at = g_get_monotonic_time ();
+  before = steps_between (n[0], cut_at - 2000000, cut_at);
+  g_assert_true (g_file_set_contents (cut, "a\nb c\n", -1, NULL));
+  harness_pause (3000);
+  during = steps_between (n[0], cut_at + 1000000, cut_at + 3000000);
+  g_test_message ("a committed %u steps in the 2 s before the cut, %u in 2 s alone", before,
+                  during);
+  if (during > before + before / 2)
+    {
+      harness_dump (h);
+      g_error ("a, cut off from its two members, committed %u steps in 2 s against %u in the 2 s "
+               "before: it trained flat out on a branch the merge rule discards", during, before);
+    }
+  harness_wait_event (h, n[1], "leader", "term", 2, T);
+  heal_and_merge (h, cut, n[1], n[0], node_max_step (n[1]), &from, &to);
+  g_assert_cmpint (to, >=, from);
   leave_all (h, n[2], n[1], n[0], NULL);
   harness_free (h);
 }
@@ -779,10 +899,11 @@ test_unlinked_leaders_meet (void)
 }
 
 /* c is frozen for 6 s of an 8 s timeout: once its link has been silent
- * for two heartbeats (1 s) the leader gives it no slot, so the rounds go
- * on at their own pace instead of each waiting for c's bucket until the
- * deadline (at least 500 ms: at most 9 commits in the last 4.5 s of the
- * freeze). Thawed, c gets slots again. */
+ * for two heartbeats (1 s), if not before (frozen-member-missed-once), the
+ * leader gives it no slot, so the rounds go on at their own pace instead
+ * of each waiting for c's bucket until the deadline (at least 200 ms: at
+ * most 23 commits in the last 4.5 s of the freeze). Thawed, c gets slots
+ * again. */
 static void
 test_frozen_member_gets_no_slot (void)
 {
@@ -1154,6 +1275,8 @@ main (int argc, char **argv)
   g_test_add_func ("/cohort/forks/rejoined-member-relinks", test_rejoined_member_relinks);
   g_test_add_func ("/cohort/forks/unlinked-leaders-meet", test_unlinked_leaders_meet);
   g_test_add_func ("/cohort/forks/frozen-member-gets-no-slot", test_frozen_member_gets_no_slot);
+  g_test_add_func ("/cohort/forks/frozen-member-missed-once", test_frozen_member_missed_once);
+  g_test_add_func ("/cohort/forks/cut-off-keeps-pace", test_cut_off_keeps_pace);
   g_test_add_func ("/cohort/forks/failover-skips-silent", test_failover_skips_silent);
   g_test_add_func ("/cohort/forks/resumed-founder-yields", test_resumed_founder_yields);
   g_test_add_func ("/cohort/forks/alone-outranks-resumed-founder",

@@ -18,6 +18,13 @@
  *   /cohort/peer-set/heartbeat-state   where a peer's heartbeats say it
  *       stands (role, leader, term, group size) is kept, and "peer-state"
  *       says when it changes (issue 29, item 13).
+ *   /cohort/peer-set/timed-out-between-beats   a peer that goes silent
+ *       just after one of our beats is timed out within a tenth of a
+ *       second of its timeout, not at the next beat after it (up to half a
+ *       second late: every member of a frozen leader stood still for it).
+ *   /cohort/peer-set/missed-round-quiet   a peer that missed a round's
+ *       deadline without one byte through that round is silent (no slot)
+ *       until a byte of it comes; one that sent bytes through it is not.
  *   /cohort/peer-set/dropped-once-a-second   a peer that stops reading
  *       while rounds go on has a superseded step frame dropped at every
  *       round: "dropped" is said at the first, then at most once a second
@@ -33,6 +40,7 @@
 
 #define TIMEOUT_MS 3000
 #define SILENCE_MS 1600
+#define HEARTBEAT_TEST_MS 500   /* the peer set's beat (HEARTBEAT_MS) */
 
 typedef struct {
   RlxPeerSet *me, *x;
@@ -305,6 +313,72 @@ test_heartbeat_state (Fixture *f, gconstpointer data)
   g_assert_cmpuint (n, ==, 3);
 }
 
+static void
+on_link_closed (RlxLink *link, GError *error, gpointer data)
+{
+  *(gint64 *) data = g_get_monotonic_time ();
+}
+
+/* x beats half a beat after one of ours (ours reach x's end of the
+ * link), then goes silent: its timeout runs out half a beat before our
+ * next beat after it. */
+static void
+test_timed_out_between_beats (Fixture *f, gconstpointer data)
+{
+  gint64 rx = rlx_link_get_last_rx (f->theirs), sent, closed = 0;
+  gulong id = g_signal_connect (f->mine, "closed", G_CALLBACK (on_link_closed), &closed);
+
+  for (guint waited = 0; rlx_link_get_last_rx (f->theirs) == rx; waited += 2)
+    {
+      g_assert_cmpuint (waited, <, 2000);
+      harness_pause (2);
+    }
+  harness_pause (HEARTBEAT_TEST_MS / 2);
+  f->clock += 500;
+  beat (f);
+  sent = g_get_monotonic_time ();
+  f->last_turn = 0;
+  for (guint waited = 0; closed == 0; waited += 10)
+    {
+      g_assert_cmpuint (waited, <, TIMEOUT_MS + 3000);
+      harness_pause (10);
+    }
+  g_signal_handler_disconnect (f->mine, id);
+  g_test_message ("timed out %.3f s after its last beat (timeout %.1f s)", (closed - sent) / 1e6,
+                  TIMEOUT_MS / 1e3);
+  if (f->last_turn > 150 * 1000)
+    {
+      g_test_skip ("this loop itself stood still (a loaded machine)");
+      return;
+    }
+  g_assert_cmpint (closed - sent, >=, (TIMEOUT_MS - 20) * 1000);
+  g_assert_cmpint (closed - sent, <=, (TIMEOUT_MS + 150) * 1000);
+}
+
+static void
+test_missed_round_quiet (Fixture *f, gconstpointer data)
+{
+  gint64 since;
+
+  /* a round that began after x's last byte and closed without one */
+  harness_pause (50);
+  since = g_get_monotonic_time ();
+  harness_pause (100);
+  g_assert_false (rlx_peer_set_is_silent (f->me, f->peer));
+  rlx_peer_set_note_missed (f->me, f->peer, since);
+  g_assert_true (rlx_peer_set_is_silent (f->me, f->peer));
+  harness_pause (100);
+  g_assert_true (rlx_peer_set_is_silent (f->me, f->peer));
+  /* a byte of x's gives it its slot back */
+  f->clock += 500;
+  beat (f);
+  harness_pause (50);
+  g_assert_false (rlx_peer_set_is_silent (f->me, f->peer));
+  /* a round x sent a byte through is no sign of a stop */
+  rlx_peer_set_note_missed (f->me, f->peer, g_get_monotonic_time () - 200 * 1000);
+  g_assert_false (rlx_peer_set_is_silent (f->me, f->peer));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -315,6 +389,10 @@ main (int argc, char **argv)
               test_slow_link_stretched, fixture_tear_down);
   g_test_add ("/cohort/peer-set/heartbeat-state", Fixture, NULL, fixture_set_up,
               test_heartbeat_state, fixture_tear_down);
+  g_test_add ("/cohort/peer-set/timed-out-between-beats", Fixture, NULL, fixture_set_up,
+              test_timed_out_between_beats, fixture_tear_down);
+  g_test_add ("/cohort/peer-set/missed-round-quiet", Fixture, NULL, fixture_set_up,
+              test_missed_round_quiet, fixture_tear_down);
   g_test_add_func ("/cohort/peer-set/dropped-once-a-second", test_dropped_once_a_second);
   return g_test_run ();
 }

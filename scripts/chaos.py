@@ -23,7 +23,9 @@ It checks, from every node's event stream (--json):
 
   divergence   no step number with two hashes, unless every hash but one
                was discarded by a reported `merged` event of a node that
-               held it (a hash nobody committed whose every holder was
+               held it: reported it, or carried it in its state through
+               the snapshots and checkpoints it and their senders loaded
+               (scripts/chaoslog.py's rule; a hash nobody committed whose every holder was
                killed with it as its last step report is counted apart,
                `died_uncommitted`: no live replica holds it, and a killed
                rank reports nothing);
@@ -70,6 +72,10 @@ Exit status: 0 when every check holds, 1 when one fails (the report says
 which), 2 on a usage error. Example (what CI runs, `meson test chaos-short`):
 
   scripts/chaos.py --rank build/tools/rlx-rank --duration 60
+
+Judge a finished run's event logs again (the same judge, replayed):
+
+  scripts/chaos.py --judge OUT/chaos/logs
 
 A long run, nice'd:
 
@@ -130,7 +136,7 @@ def rss_kb(pid):
 class Rank:
     """One rlx-rank process and what its event stream said."""
 
-    def __init__(self, run, idx, precision, extra=()):
+    def __init__(self, run, idx, precision, extra=(), launch=True):
         self.run = run
         self.idx = idx
         self.bit = 1 << idx
@@ -142,6 +148,7 @@ class Rank:
         self.stopping = False        # asked to leave (SIGTERM)
         self.killed = False
         self.cut_pending = False     # cut off, and not yet back in a cohort through a snapshot
+        self.loads = []              # (t, step, sender rank idx or None): snapshots and resumes
         self.leader = None           # whom it follows (its last `leader` event)
         self.joined_at = None        # its last `joined` (seniority: earliest first)
         self.term = 0
@@ -153,6 +160,10 @@ class Rank:
         self.shmem_kb = 0            # the most RssShmem seen (its links' rings)
         self.done = None
         self.spawned = time.monotonic()
+        if not launch:          # --judge: a rank of logs replayed
+            self.proc = None
+            self.pid = 0
+            return
         self.err_path = os.path.join(run.out, "rank-%03d.err" % idx)
         argv = [run.args.rank, "join", "--local", "--json", "--threads", "1",
                 "--backend", "cpu", "--cohort", COHORT, "--precision", precision,
@@ -222,8 +233,10 @@ class Run:
         self.notes = []
         self.failures = []
         # history[step] = {hash: [mask of ranks that reported it, committed,
-        #                          discarded, last report time]}
+        #                          discarded, last report time,
+        #                          {rank idx: [its report times]}]}
         self.history = {}
+        self.node_rank = {}          # node id → rank idx (its first `joined`)
         self.max_step = 0            # highest committed step seen
         self.progress_step = 0       # highest step anyone reported
         self.samples = 0             # samples of committed steps above the high-water mark
@@ -281,6 +294,7 @@ class Run:
                 r.term = ev.get("term", 0)
             elif kind == "joined":
                 r.node_id = ev.get("node")
+                self.node_rank.setdefault(r.node_id, r.idx)
                 r.joined = True
                 r.joined_at = t
                 if self.cut_until is None:
@@ -289,10 +303,12 @@ class Run:
                 r.joined_at = None
             elif kind == "snapshot" and "from" in ev:
                 r.last_step = ev.get("step", r.last_step)
+                r.loads.append((t, ev.get("step", 0), self.node_rank.get(ev["from"])))
             elif kind == "merged":
                 self.on_merged(r, t, ev)
             elif kind == "resumed":
                 self.resumes.append((round(t - self.t0, 2), r.label(), ev.get("step"), ev.get("hash")))
+                r.loads.append((t, ev.get("step", 0), self.checkpoint_writer(ev, t)))
             elif kind == "done":
                 r.done = ev
 
@@ -304,9 +320,10 @@ class Run:
         ent = self.history.setdefault(s, {})
         rec = ent.get(h)
         if rec is None:
-            rec = ent[h] = [0, False, False, t]
+            rec = ent[h] = [0, False, False, t, {}]
         rec[0] |= r.bit
         rec[3] = t
+        rec[4].setdefault(r.idx, []).append(t)
         # Progress: a step past any reported yet, by anyone. A member reports
         # a step once it applied the leader's commit of it; the leader's own
         # report may come seconds later on a loaded machine (its events go
@@ -333,6 +350,47 @@ class Run:
             for rec in self.history.get(s, {}).values():
                 if rec[0] & r.bit:
                     rec[2] = True
+        self.credit_carried(r.idx, t, max(lo, 1), hi)
+
+    def checkpoint_writer(self, ev, t):
+        """The rank whose checkpoint a `resumed` event loaded: the last to
+        report its step with its hash before @t (scripts/chaoslog.py's rule)."""
+        rec = self.history.get(ev.get("step", 0), {}).get(ev.get("hash"))
+        best = None
+        for idx, times in (rec[4].items() if rec else ()):
+            before = [x for x in times if x <= t]
+            if before and (best is None or max(before) > best[0]):
+                best = (max(before), idx)
+        return best[1] if best else None
+
+    def credit_carried(self, idx, t, lo, hi):
+        """A `merged` report at @t covers the history the rank's state
+        carried then, not only the hashes it reported itself: a rank that
+        joined through a snapshot holds its sender's steps up to the
+        snapshot's step, and so on back through the senders' snapshots and
+        the checkpoints they resumed (scripts/chaoslog.py's carried(), here
+        on the run's live history). A group whose members all joined from
+        snapshots of a leader since killed yields in a merge that reports
+        steps none of them reported."""
+        hops = 0
+        while idx is not None and lo <= hi and hops < 100000:
+            x = self.ranks[idx]
+            tS, S, src = -1.0, 0, None
+            for ld in x.loads:
+                if ld[0] > t:
+                    break
+                tS, S, src = ld
+            for s in range(max(lo, S + 1), hi + 1):
+                best = None     # its latest report of @s after the load, before @t
+                for rec in self.history.get(s, {}).values():
+                    for tr in rec[4].get(idx, ()):
+                        if tS < tr <= t and (best is None or tr > best[0]):
+                            best = (tr, rec)
+                if best:
+                    best[1][2] = True
+            hi = min(hi, S)
+            idx, t = src, tS
+            hops += 1
 
     def on_exit(self, r, t):
         with self.lock:
@@ -748,6 +806,69 @@ def check_resume(args, run, final_step):
     return None
 
 
+def judge_logs(logdir, faults_path):
+    """--judge: replay a run's event logs (--event-logs) through the live
+    run's judge, in the order of their stamps, with the kills of its
+    faults.log; prints and returns (divergent steps, committed steps lost).
+    Steps a later history left behind are not judged (that needs the run's
+    final step)."""
+    import glob
+    import heapq
+    args = argparse.Namespace(event_logs=False, seed=0, cuts=False, baseline_seconds=0)
+    tmp = tempfile.mkdtemp(prefix="rlx-chaos-judge-")
+    try:
+        run = Run(args, tmp, "judge")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    run.t0 = 0.0
+    files = {}
+    for f in sorted(glob.glob(os.path.join(logdir, "rank-*.jsonl"))):
+        m = re.match(r"rank-(\d+)\.jsonl$", os.path.basename(f))
+        if m:
+            files[int(m.group(1))] = f
+    if not files:
+        print("chaos.py: no rank-NNN.jsonl in %s (a run with --event-logs writes them)" % logdir,
+              file=sys.stderr)
+        return None
+    for i in range(max(files) + 1):
+        run.ranks.append(Rank(run, i, "?", launch=False))
+    kills = [(t, -1, int(label.split()[0][1:]), None) for t, kind, label, _ in
+             chaoslog.fault_log(faults_path) if kind.startswith("kill") and label.startswith("#")]
+
+    def lines(idx, path):
+        with open(path, errors="replace") as fh:
+            for line in fh:
+                try:
+                    t, js = line.split(" ", 1)
+                    yield (float(t), idx, idx, js)
+                except ValueError:
+                    continue
+    n = 0
+    for t, order, idx, js in heapq.merge(sorted(kills), *(lines(i, f) for i, f in files.items())):
+        r = run.ranks[idx]
+        if js is None:
+            r.killed = True
+            continue
+        try:
+            ev = json.loads(js)
+        except ValueError:
+            continue
+        run.on_event(r, t, ev)
+        n += 1
+        if n % 20000 == 0:
+            run.prune()
+    for s in sorted(run.history):
+        run.judge_step(s, run.history[s])
+    print("chaos: judged %d events of %d ranks: %d divergent steps, %d committed steps lost, "
+          "%d merges discarding %d steps" % (n, len(files), run.divergent_steps, run.lost_steps,
+                                             len(run.merges), run.discarded))
+    for e in run.divergent_examples[:3]:
+        print("chaos: divergent " + e)
+    for e in run.lost_examples[:3]:
+        print("chaos: lost " + e)
+    return run.divergent_steps, run.lost_steps
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -785,7 +906,13 @@ def main():
     p.add_argument("--gap-s", type=float, default=0.25,
                    help="a stretch this long without a step of the surviving history is put "
                         "down to the worst fault acting as it began (default 0.25 s)")
+    p.add_argument("--judge", metavar="LOGDIR",
+                   help="run nothing: replay a finished run's event logs (OUT/chaos/logs) "
+                        "through this judge of divergent and lost steps, with OUT/faults.log's kills")
     args = p.parse_args()
+    if args.judge:
+        res = judge_logs(args.judge, os.path.join(args.judge, "..", "..", "faults.log"))
+        return 2 if res is None else (1 if any(res) else 0)
     if args.baseline_seconds > 0:
         args.event_logs = True
     if args.seed is None:

@@ -153,6 +153,7 @@ consider (RlxCoordinator *self, guint n_members, gboolean note_step)
     {
       /* never beyond the H this model trains well at */
       in.max_h = rlx_sync_max_h_for_model (self->model != NULL ? self->model->slug : NULL);
+      in.value_bytes = (guint) rlx_precision_element_size (self->ctx.precision);
       rlx_coordinator_rechoose_sync (self, &in);
       rlx_sync_auto_chosen (a, now);
     }

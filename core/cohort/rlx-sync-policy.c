@@ -152,6 +152,37 @@ bad_input (GError **error, const char *what, double v)
   return FALSE;
 }
 
+/* When the exchange does not hide behind @compute ms: the widest wire
+ * precision narrower than the inputs' (value_bytes) whose exchange over
+ * @worst at @rate would (rlx-sync-policy.h), as the tail of a reason;
+ * NULL when the inputs do not say the value's size or it is one byte. */
+static char *
+narrower_precision (const RlxSyncInputs *in, const RlxSyncLink *worst, double rate,
+                    double compute)
+{
+  static const struct { guint bytes; const char *name; } narrower[] = {
+    { 2, "f16" }, { 1, "f8e4m3" },
+  };
+
+  if (in->value_bytes <= 1)
+    return NULL;
+  for (guint i = 0; i < G_N_ELEMENTS (narrower); i++)
+    {
+      double bytes = (double) in->exchange_bytes * narrower[i].bytes / in->value_bytes;
+      double ex = worst->rtt_ms + 2.0 * bytes / rate * 1000.0;
+
+      if (narrower[i].bytes >= in->value_bytes || ex > compute)
+        continue;
+      {
+        g_autofree char *e = rlx_sync_format_ms (ex);
+
+        return g_strdup_printf ("; at a wire precision of %s its %s exchange would hide",
+                                narrower[i].name, e);
+      }
+    }
+  return g_strdup ("; no narrower wire precision would hide it");
+}
+
 gboolean
 rlx_sync_choose (const RlxSyncInputs *in, RlxSyncChoice *out, GError **error)
 {
@@ -269,8 +300,11 @@ rlx_sync_choose (const RlxSyncInputs *in, RlxSyncChoice *out, GError **error)
         g_autofree char *round = rlx_sync_format_ms (out->round_ms);
         g_autofree char *busy = rlx_sync_format_ms (compute);
 
+        g_autofree char *narrower = narrower_precision (in, worst, worst_rate, compute);
+
         how = g_strdup_printf ("does not hide behind %u steps of %s, so rounds will wait "
-                               "for it: %s a round for %s of compute", h, step, round, busy);
+                               "for it: %s a round for %s of compute%s", h, step, round, busy,
+                               narrower ? narrower : "");
       }
     out->reason = g_strdup_printf ("outer every %u steps%s: link to %s %s%s, %s; the %s "
                                    "exchange %s", h,

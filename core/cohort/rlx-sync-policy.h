@@ -36,6 +36,13 @@
  *     (streaming them in fragments is not built), so a choice of more
  *     would only be a false claim in the reason (issue 28's 50 Mbit/s row
  *     said "in 2 fragments" and ran whole arrays).
+ *   - when even the most H does not hide the exchange, and the inputs say
+ *     the bytes a value takes (value_bytes), the reason names the widest
+ *     narrower wire precision whose exchange one round's compute would
+ *     hide ("at f16 it would hide"), or says that none would: the wire
+ *     precision is the user's choice, and over such a link it is what
+ *     decides the speed (issue 28: mnist-mlp-xl over 50 Mbit/s, 0.90× one
+ *     rank at f32, 1.58× at f16).
  * The round it predicts (round_ms): rounds overlap by one (docs/PROTOCOL.md,
  * "Overlap"), so the update of round k comes down, round k + 2 is computed
  * from it and its pseudo-gradient goes up before round k + 2 commits; two
@@ -160,6 +167,11 @@ typedef struct {
   double             step_ms;        /* measured time of one inner step (0: not yet) */
   guint              max_h;          /* 0: RLX_SYNC_MAX_H (the model's:
                                       * rlx_sync_max_h_for_model)     */
+  guint              value_bytes;    /* bytes a value at the wire precision (4 f32,
+                                      * 2 f16, 1 f8); 0: not said. With it a
+                                      * reason whose exchange does not hide
+                                      * names the narrower precision that
+                                      * would hide it (the rule above)  */
 } RlxSyncInputs;
 
 typedef struct {

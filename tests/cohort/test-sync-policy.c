@@ -205,6 +205,53 @@ test_round_prediction (void)
     }
 }
 
+/* A link that even the most H does not hide: the reason names the widest
+ * narrower wire precision that would hide it (issue 28's mnist-mlp-xl over
+ * 50 Mbit/s: 0.90× one rank at f32, 1.58× at f16), or says none would, and
+ * says nothing when the inputs do not give the value's size or it is one
+ * byte already. */
+static void
+test_narrower_precision (void)
+{
+  static const struct { guint value_bytes; double step_ms, rtt_ms; const char *says; } rows[] = {
+    { 4, 33.0, 30.0, "; at a wire precision of f16 its 1.2 s exchange would hide" },
+    { 4, 23.7, 39.0, "; at a wire precision of f8e4m3 its 635 ms exchange would hide" },
+    { 2, 23.7, 39.0, "; at a wire precision of f8e4m3 its 635 ms exchange would hide" },
+    { 4, 5.0, 30.0, "; no narrower wire precision would hide it" },
+    { 1, 5.0, 30.0, NULL },
+    { 0, 5.0, 30.0, NULL },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (rows); i++)
+    {
+      RlxSyncLink link = { "host-b", FALSE, rows[i].rtt_ms, 6.25e6 };
+      /* mnist-mlp-xl's values at the precision (f32 when not said) */
+      guint64 bytes = (guint64) XL_F32 / 4u * (rows[i].value_bytes ? rows[i].value_bytes : 4u);
+      RlxSyncInputs in = { &link, 1, 2, bytes, rows[i].step_ms, RLX_SYNC_MAX_H,
+                           rows[i].value_bytes };
+      RlxSyncChoice out = { 0 };
+
+      g_assert_true (rlx_sync_choose (&in, &out, NULL));
+      g_test_message ("%s", out.reason);
+      g_assert_nonnull (strstr (out.reason, "rounds will wait for it"));
+      if (rows[i].says)
+        g_assert_true (g_str_has_suffix (out.reason, rows[i].says));
+      else
+        g_assert_null (strstr (out.reason, "wire precision"));
+      rlx_sync_choice_clear (&out);
+    }
+  {
+    /* an exchange that hides says nothing of precision */
+    RlxSyncLink link = { "host-b", FALSE, 30.0, 6.25e6 };
+    RlxSyncInputs in = { &link, 1, 2, XL_F32, 60.0, RLX_SYNC_MAX_H, 4 };
+    RlxSyncChoice out = { 0 };
+
+    g_assert_true (rlx_sync_choose (&in, &out, NULL));
+    g_assert_null (strstr (out.reason, "wire precision"));
+    rlx_sync_choice_clear (&out);
+  }
+}
+
 /* The costliest link decides, and a lower maximum H bounds the choice. */
 static void
 test_worst_link (void)
@@ -307,6 +354,7 @@ main (int argc, char **argv)
   g_test_add_func ("/sync-policy/parse", test_parse);
   g_test_add_func ("/sync-policy/choose", test_choose);
   g_test_add_func ("/sync-policy/round-prediction", test_round_prediction);
+  g_test_add_func ("/sync-policy/narrower-precision", test_narrower_precision);
   g_test_add_func ("/sync-policy/worst-link", test_worst_link);
   g_test_add_func ("/sync-policy/bad-inputs", test_bad_inputs);
   g_test_add_func ("/sync-policy/model-bound", test_model_bound);

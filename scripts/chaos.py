@@ -22,10 +22,12 @@ at random:
 It checks, from every node's event stream (--json):
 
   divergence   no step number with two hashes, unless every hash but one
-               was discarded by a reported `merged` event of a node that
-               held it: reported it, or carried it in its state through
-               the snapshots and checkpoints it and their senders loaded
-               (scripts/chaoslog.py's rule; a hash nobody committed whose every holder was
+               was discarded by a reported `merged` event of a node whose
+               state held it before it loaded the kept group's snapshot:
+               its own report since its last load, or what that load
+               carried, followed back through the snapshots and
+               checkpoints it and their senders loaded (scripts/chaoslog.py's
+               carried()) (a hash nobody committed whose every holder was
                killed with it as its last step report is counted apart,
                `died_uncommitted`: no live replica holds it, and a killed
                rank reports nothing);
@@ -148,7 +150,9 @@ class Rank:
         self.stopping = False        # asked to leave (SIGTERM)
         self.killed = False
         self.cut_pending = False     # cut off, and not yet back in a cohort through a snapshot
-        self.loads = []              # (t, step, sender rank idx or None): snapshots and resumes
+        self.loads = []              # (t, step, sender rank idx or None, seq, the time whose
+                                     #  state of the sender it is): snapshots and resumes
+        self.seq = 0                 # events read (their order, for the judge)
         self.leader = None           # whom it follows (its last `leader` event)
         self.joined_at = None        # its last `joined` (seniority: earliest first)
         self.term = 0
@@ -234,7 +238,7 @@ class Run:
         self.failures = []
         # history[step] = {hash: [mask of ranks that reported it, committed,
         #                          discarded, last report time,
-        #                          {rank idx: [its report times]}]}
+        #                          {rank idx: [(its report time, seq)]}]}
         self.history = {}
         self.node_rank = {}          # node id → rank idx (its first `joined`)
         self.max_step = 0            # highest committed step seen
@@ -283,6 +287,7 @@ class Run:
     def on_event(self, r, t, ev):
         kind = ev.get("event")
         with self.lock:
+            r.seq += 1
             r.tail.append((round(t - self.t0, 3), ev))
             if kind != "step":
                 r.notable.append((round(t - self.t0, 3), ev))
@@ -303,12 +308,13 @@ class Run:
                 r.joined_at = None
             elif kind == "snapshot" and "from" in ev:
                 r.last_step = ev.get("step", r.last_step)
-                r.loads.append((t, ev.get("step", 0), self.node_rank.get(ev["from"])))
+                r.loads.append((t, ev.get("step", 0), self.node_rank.get(ev["from"]), r.seq, t))
             elif kind == "merged":
                 self.on_merged(r, t, ev)
             elif kind == "resumed":
                 self.resumes.append((round(t - self.t0, 2), r.label(), ev.get("step"), ev.get("hash")))
-                r.loads.append((t, ev.get("step", 0), self.checkpoint_writer(ev, t)))
+                writer, written = self.checkpoint_writer(ev, t)
+                r.loads.append((t, ev.get("step", 0), writer, r.seq, written))
             elif kind == "done":
                 r.done = ev
 
@@ -323,7 +329,7 @@ class Run:
             rec = ent[h] = [0, False, False, t, {}]
         rec[0] |= r.bit
         rec[3] = t
-        rec[4].setdefault(r.idx, []).append(t)
+        rec[4].setdefault(r.idx, []).append((t, r.seq))
         # Progress: a step past any reported yet, by anyone. A member reports
         # a step once it applied the leader's commit of it; the leader's own
         # report may come seconds later on a loaded machine (its events go
@@ -346,51 +352,62 @@ class Run:
         self.merges.append((round(t - self.t0, 2), r.label(), ev.get("discarded"), lo, hi,
                             ev.get("exact"), ev.get("rule")))
         self.discarded += ev.get("discarded", 0)
-        for s in range(max(lo, 1), hi + 1):
-            for rec in self.history.get(s, {}).values():
-                if rec[0] & r.bit:
-                    rec[2] = True
-        self.credit_carried(r.idx, t, max(lo, 1), hi)
+        # It covers the history its state carried, not every hash it ever
+        # reported in the range (the rule before 2026-12-07: a hash it had
+        # dropped earlier without a report was covered too). That state is
+        # the one before it loaded the kept group's snapshot, which it
+        # reports just before `merged`.
+        seq = r.seq
+        kept = self.node_rank.get(ev.get("node"))
+        before = [ld for ld in r.loads if ld[3] < seq]
+        if before and kept is not None and before[-1][2] == kept and \
+                t - before[-1][0] <= chaoslog.MERGE_LOAD_S:
+            seq = before[-1][3]
+        self.credit_carried(r.idx, t, max(lo, 1), hi, seq)
 
     def checkpoint_writer(self, ev, t):
-        """The rank whose checkpoint a `resumed` event loaded: the last to
-        report its step with its hash before @t (scripts/chaoslog.py's rule)."""
+        """The rank whose checkpoint a `resumed` event loaded, and when: the
+        last to report its step with its hash before @t (scripts/chaoslog.py's
+        rule). (None, @t) when nobody did."""
         rec = self.history.get(ev.get("step", 0), {}).get(ev.get("hash"))
         best = None
-        for idx, times in (rec[4].items() if rec else ()):
-            before = [x for x in times if x <= t]
-            if before and (best is None or max(before) > best[0]):
-                best = (max(before), idx)
-        return best[1] if best else None
+        for idx, reps in (rec[4].items() if rec else ()):
+            for tr, _ in reps:
+                if tr <= t and (best is None or tr > best[0]):
+                    best = (tr, idx)
+        return (best[1], best[0]) if best else (None, t)
 
-    def credit_carried(self, idx, t, lo, hi):
-        """A `merged` report at @t covers the history the rank's state
-        carried then, not only the hashes it reported itself: a rank that
-        joined through a snapshot holds its sender's steps up to the
-        snapshot's step, and so on back through the senders' snapshots and
-        the checkpoints they resumed (scripts/chaoslog.py's carried(), here
-        on the run's live history). A group whose members all joined from
-        snapshots of a leader since killed yields in a merge that reports
-        steps none of them reported."""
-        hops = 0
-        while idx is not None and lo <= hi and hops < 100000:
+    def credit_carried(self, idx, t, lo, hi, seq):
+        """A `merged` report covers the history the rank's state carried
+        before it loaded the kept group's snapshot (@seq: that load, or the
+        report), not only the hashes it reported itself: a rank that joined
+        through a snapshot holds its sender's steps up to the snapshot's
+        step as its sender had them at the load, and so on back through the
+        senders' snapshots and the checkpoints they resumed (each writer as
+        it was when it reported the checkpoint's step) — scripts/chaoslog.py's
+        carried(), here on the run's live history. A group whose members all
+        joined from snapshots of a leader since killed yields in a merge
+        that reports steps none of them reported."""
+        seen = set()
+        while idx is not None and lo <= hi and (idx, t, seq) not in seen:
+            seen.add((idx, t, seq))
             x = self.ranks[idx]
-            tS, S, src = -1.0, 0, None
+            tS, S, src, lseq, src_t = -1.0, 0, None, 0, -1.0
             for ld in x.loads:
-                if ld[0] > t:
+                if (ld[3] >= seq) if seq is not None else (ld[0] > t):
                     break
-                tS, S, src = ld
+                tS, S, src, lseq, src_t = ld
             for s in range(max(lo, S + 1), hi + 1):
-                best = None     # its latest report of @s after the load, before @t
+                best = None     # its latest report of @s after the load, before @seq / @t
                 for rec in self.history.get(s, {}).values():
-                    for tr in rec[4].get(idx, ()):
-                        if tS < tr <= t and (best is None or tr > best[0]):
-                            best = (tr, rec)
+                    for tr, sq in rec[4].get(idx, ()):
+                        if sq > lseq and ((sq < seq) if seq is not None else (tr <= t)) and \
+                                (best is None or sq > best[0]):
+                            best = (sq, rec)
                 if best:
                     best[1][2] = True
             hi = min(hi, S)
-            idx, t = src, tS
-            hops += 1
+            idx, t, seq = src, src_t, None
 
     def on_exit(self, r, t):
         with self.lock:
@@ -811,7 +828,8 @@ def judge_logs(logdir, faults_path):
     run's judge, in the order of their stamps, with the kills of its
     faults.log; prints and returns (divergent steps, committed steps lost).
     Steps a later history left behind are not judged (that needs the run's
-    final step)."""
+    final step), nor are the harness's own kills at the end (not in
+    faults.log), so died_uncommitted may differ from the live run's."""
     import glob
     import heapq
     args = argparse.Namespace(event_logs=False, seed=0, cuts=False, baseline_seconds=0)
@@ -834,6 +852,7 @@ def judge_logs(logdir, faults_path):
         run.ranks.append(Rank(run, i, "?", launch=False))
     kills = [(t, -1, int(label.split()[0][1:]), None) for t, kind, label, _ in
              chaoslog.fault_log(faults_path) if kind.startswith("kill") and label.startswith("#")]
+    kills = [k for k in kills if k[2] < len(run.ranks)]     # a rank with no log said nothing
 
     def lines(idx, path):
         with open(path, errors="replace") as fh:

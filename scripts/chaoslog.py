@@ -5,9 +5,12 @@ retained on the surviving history) and chaos-recount.py (divergent steps).
 
 A rank's state at time t is: the steps it reported itself after the last
 snapshot it loaded before t (or the checkpoint it resumed), on top of the
-state the snapshot's sender (or the checkpoint's writer: the rank that
-reported the resumed step with its hash last before) carried when it was
-loaded — followed back, sender by sender, to the first step.
+state the snapshot's sender carried when it was loaded (or the state the
+checkpoint's writer — the rank that reported the resumed step with its
+hash last before the resume — carried when it reported that step) —
+followed back, sender by sender, to the first step. A `merged` report is
+judged on the state before the kept group's snapshot, which rlx-rank loads
+and reports just before it (merge_carried).
 """
 import bisect
 import collections
@@ -27,8 +30,10 @@ class RankLog:
         self.steps = []     # (t read, step, hash, committed by itself as leader, samples,
                             #  t its node made the event, where known, else t read, term, leader)
         self.times = []     # t of each entry of steps
-        self.loads = []     # (t, step, hash or None, sender idx or None, (step, hash) to look up)
-        self.merges = []    # (t, from_step, to_step)
+        self.seqs = []      # the line of each entry of steps in the rank's log (its order)
+        self.loads = []     # (t, step, hash or None, sender idx or None, line,
+                            #  the time whose state of the sender it is)
+        self.merges = []    # (t, from_step, to_step, line, the kept group's node)
         self.events = []    # (t, event) of every event but step
 
 
@@ -48,7 +53,7 @@ def load(logdir):
         if not m:
             continue
         R = ranks[int(m.group(1))] = RankLog(int(m.group(1)))
-        for line in open(f, errors="replace"):
+        for seq, line in enumerate(open(f, errors="replace")):
             try:
                 t, js = line.split(" ", 1)
                 t = float(t)
@@ -64,54 +69,90 @@ def load(logdir):
                                 ev.get("samples", 0), made, ev.get("term", 0),
                                 sys.intern(ev.get("leader") or "")))
                 R.times.append(t)
+                R.seqs.append(seq)
                 continue
             R.events.append((t, ev))
             if k == "joined" and R.node is None:
                 R.node = ev.get("node")
                 node_rank[R.node] = R.idx
             elif k == "snapshot" and "from" in ev:
-                pending.append((R, t, ev["step"], ev.get("hash"), ev["from"]))
+                pending.append((R, t, ev["step"], ev.get("hash"), ev["from"], seq))
             elif k == "resumed":
-                pending.append((R, t, ev["step"], ev.get("hash"), None))
+                pending.append((R, t, ev["step"], ev.get("hash"), None, seq))
             elif k == "merged":
-                R.merges.append((t, ev.get("from_step", 0), ev.get("to_step", -1)))
+                R.merges.append((t, ev.get("from_step", 0), ev.get("to_step", -1), seq,
+                                 ev.get("node")))
     # A resumed checkpoint's writer: the last rank to report its step with
-    # its hash before the resume.
-    want = {(s, h) for R, t, s, h, node in pending if node is None and h}
+    # its hash before the resume; its state is the one it had then (not at
+    # the resume: it may have rolled back and redone steps since).
+    want = {(s, h) for R, t, s, h, node, seq in pending if node is None and h}
     reports = collections.defaultdict(list)
     if want:
         for R in ranks.values():
             for t, s, h, c, n, _, _, _ in R.steps:
                 if (s, h) in want:
                     reports[(s, h)].append((t, R.idx))
-    for R, t, s, h, node in pending:
+    for R, t, s, h, node, seq in pending:
         if node is not None:
-            src = node_rank.get(node)
+            src, src_t = node_rank.get(node), t
         else:
             before = [x for x in reports.get((s, h), ()) if x[0] <= t]
-            src = max(before)[1] if before else None
-        R.loads.append((t, s, h, src))
+            src, src_t = (max(before)[1], max(before)[0]) if before else (None, t)
+        R.loads.append((t, s, h, src, seq, src_t))
     for R in ranks.values():
-        R.loads.sort()
+        R.loads.sort(key=lambda x: x[4])
+    for r, R in ranks.items():
+        R.node_rank = node_rank
     return ranks
 
 
-def carried(ranks, r, t, lo, hi):
+# A merge's rank loads the kept group's snapshot just before it reports
+# `merged` (the same millisecond): the history it discarded is its state
+# before that load. A load of the kept node's this long before is that one.
+MERGE_LOAD_S = 1.0
+
+
+def merge_carried(ranks, r, merge):
+    """carried() for a `merged` report (@merge, an entry of RankLog.merges)
+    of rank @r: the history its state carried before it loaded the kept
+    group's snapshot."""
+    t, lo, hi, seq, node = merge
+    R = ranks[r]
+    kept = R.node_rank.get(node) if node else None
+    i = bisect.bisect_left([x[4] for x in R.loads], seq)
+    if i and R.loads[i - 1][3] == kept and kept is not None and t - R.loads[i - 1][0] <= MERGE_LOAD_S:
+        seq = R.loads[i - 1][4]
+    return carried(ranks, r, t, lo, hi, seq=seq)
+
+
+def carried(ranks, r, t, lo, hi, seq=None):
     """The history of steps @lo..@hi that rank @r's state carried at time
-    @t: yields (step, hash, report time, samples, rank, depth) — each step
-    once, from the rank whose own report it was (@depth hops back through
-    loaded snapshots and checkpoints; 0 is @r's own)."""
+    @t (or, given @seq, just before line @seq of its log): yields (step,
+    hash, report time, samples, rank, depth) — each step once, from the
+    rank whose own report it was (@depth hops back through loaded
+    snapshots and checkpoints; 0 is @r's own). A snapshot's sender is
+    followed at the time of the load, a checkpoint's writer at the time it
+    reported the checkpoint's step."""
     depth = 0
-    while r is not None and lo <= hi:
+    seen = set()
+    while r is not None and lo <= hi and (r, t, seq) not in seen:
+        seen.add((r, t, seq))
         R = ranks.get(r)
         if R is None:
             return
-        i = bisect.bisect_right([x[0] for x in R.loads], t)
-        tS, S, _, src = R.loads[i - 1] if i else (-1.0, 0, None, None)
+        if seq is not None:
+            i = bisect.bisect_left([x[4] for x in R.loads], seq)
+        else:
+            i = bisect.bisect_right([x[0] for x in R.loads], t)
+        tS, S, _, src, lseq, src_t = R.loads[i - 1] if i else (-1.0, 0, None, None, -1, -1.0)
         # its own reports after the load, of steps past it; a step reported
         # twice (rolled back and redone) counts as its later report
-        i0 = bisect.bisect_right(R.times, tS)
-        i1 = bisect.bisect_right(R.times, t)
+        if seq is not None:
+            i0 = bisect.bisect_right(R.seqs, lseq)
+            i1 = bisect.bisect_left(R.seqs, seq)
+        else:
+            i0 = bisect.bisect_right(R.seqs, lseq) if i else 0
+            i1 = bisect.bisect_right(R.times, t)
         mine = {}
         for tt, s, h, c, n, _, _, _ in R.steps[i0:i1]:
             if lo <= s <= hi and s > S:
@@ -119,7 +160,7 @@ def carried(ranks, r, t, lo, hi):
         for s in sorted(mine):
             yield mine[s]
         hi = min(hi, S)
-        r, t = src, tS
+        r, t, seq = src, src_t, None
         depth += 1
 
 

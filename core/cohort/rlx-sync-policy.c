@@ -152,24 +152,42 @@ bad_input (GError **error, const char *what, double v)
   return FALSE;
 }
 
+/* The exchange through the leader (rlx-sync-policy.h) with @bytes an
+ * array: the costliest of @in's remote links, each at its own round trip
+ * and rate. */
+static double
+exchange_ms (const RlxSyncInputs *in, double bytes)
+{
+  double worst = 0.0;
+
+  for (guint i = 0; i < in->n_links; i++)
+    {
+      const RlxSyncLink *l = &in->links[i];
+      double r = l->bytes_per_s > 0.0 ? l->bytes_per_s : RLX_SYNC_UNKNOWN_BYTES_PER_S;
+
+      if (!l->local)
+        worst = MAX (worst, l->rtt_ms + 2.0 * bytes / r * 1000.0);
+    }
+  return worst;
+}
+
 /* When the exchange does not hide behind @compute ms: the widest wire
- * precision narrower than the inputs' (value_bytes) whose exchange over
- * @worst at @rate would (rlx-sync-policy.h), as the tail of a reason;
+ * precision narrower than the inputs' (value_bytes) whose exchange, over
+ * every remote link, would (rlx-sync-policy.h), as the tail of a reason;
  * NULL when the inputs do not say the value's size or it is one byte. */
 static char *
-narrower_precision (const RlxSyncInputs *in, const RlxSyncLink *worst, double rate,
-                    double compute)
+narrower_precision (const RlxSyncInputs *in, double compute)
 {
   static const struct { guint bytes; const char *name; } narrower[] = {
-    { 2, "f16" }, { 1, "f8e4m3" },
+    { 2, "f16" }, { 1, "f8e4m3 or f8e5m2" },
   };
 
   if (in->value_bytes <= 1)
     return NULL;
   for (guint i = 0; i < G_N_ELEMENTS (narrower); i++)
     {
-      double bytes = (double) in->exchange_bytes * narrower[i].bytes / in->value_bytes;
-      double ex = worst->rtt_ms + 2.0 * bytes / rate * 1000.0;
+      double ex = exchange_ms (in, (double) in->exchange_bytes * narrower[i].bytes /
+                                   in->value_bytes);
 
       if (narrower[i].bytes >= in->value_bytes || ex > compute)
         continue;
@@ -300,7 +318,7 @@ rlx_sync_choose (const RlxSyncInputs *in, RlxSyncChoice *out, GError **error)
         g_autofree char *round = rlx_sync_format_ms (out->round_ms);
         g_autofree char *busy = rlx_sync_format_ms (compute);
 
-        g_autofree char *narrower = narrower_precision (in, worst, worst_rate, compute);
+        g_autofree char *narrower = narrower_precision (in, compute);
 
         how = g_strdup_printf ("does not hide behind %u steps of %s, so rounds will wait "
                                "for it: %s a round for %s of compute%s", h, step, round, busy,

@@ -38,11 +38,12 @@
  *     said "in 2 fragments" and ran whole arrays).
  *   - when even the most H does not hide the exchange, and the inputs say
  *     the bytes a value takes (value_bytes), the reason names the widest
- *     narrower wire precision whose exchange one round's compute would
- *     hide ("at f16 it would hide"), or says that none would: the wire
+ *     narrower wire precision whose exchange, over every remote link,
+ *     one round's compute would hide ("; at a wire precision of f16 its
+ *     1.2 s exchange would hide"), or says that none would: the wire
  *     precision is the user's choice, and over such a link it is what
- *     decides the speed (issue 28: mnist-mlp-xl over 50 Mbit/s, 0.90× one
- *     rank at f32, 1.58× at f16).
+ *     decides the speed (issue 28, mnist-mlp-xl over 50 Mbit/s, two ranks:
+ *     1.32× one rank at f32, 1.87× at f16 on the H100 host, 2026-12-07).
  * The round it predicts (round_ms): rounds overlap by one (docs/PROTOCOL.md,
  * "Overlap"), so the update of round k comes down, round k + 2 is computed
  * from it and its pseudo-gradient goes up before round k + 2 commits; two

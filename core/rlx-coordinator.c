@@ -267,6 +267,22 @@ on_peer_state (RlxPeerSet *set, RlxPeer *p, gpointer user_data)
       if (why)
         rlx_coordinator_drop_member (self, p->id, why);
     }
+  else if ((role (self) == RLX_ROLE_MEMBER || role (self) == RLX_ROLE_JOINING) && p->id &&
+           p->hb_state && p->hb_role == RLX_ROLE_ALONE &&
+           g_strcmp0 (p->id, rlx_leadership_get_leader (self->lead)) == 0)
+    {
+      /* Our leader's heartbeats say it is alone: it rejoins (it stood
+       * still, and was cut off), and leads nobody. Its hello saying so may
+       * have come while we were loading its snapshot, sent just before it
+       * found out (on_peer_ready judges a hello only as a member): the
+       * chaos run at 35550f8 stood 3.7 s still so, its leader waiting for
+       * us as we followed it. A joiner waits for a snapshot it no longer
+       * sends (rlx_snapshots_send_around): it is alone too, and the two
+       * meet as alone nodes do (leader_lost). */
+      g_autofree char *id = g_strdup (p->id);
+      rlx_coordinator_leader_lost (self, id, "its heartbeats say the leader is alone (it was "
+                                             "cut off)");
+    }
   rlx_coordinator_groups_changed (self);
   BUSY_END;
 }

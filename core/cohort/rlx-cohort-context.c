@@ -122,6 +122,7 @@ typedef struct {
   gboolean        counted;      /* in snapshots->pending */
   gboolean        outer;        /* buf holds θ then the outer momentum */
   guint64         mhash;
+  gboolean        as_leader;    /* asked while this node led */
 } SnapshotJob;
 
 /* Room in front of a snapshot's parameters for its header: the member list
@@ -244,6 +245,14 @@ on_snapshot_built (RlxReplica *replica, gboolean ok, gpointer user_data)
   rlx_round_stats_add_busy (ctx->stats, rlx_round_stats_now () - t0);
   if (p == NULL || j->frame == NULL || rlx_leadership_get_role (ctx->lead) == RLX_ROLE_STOPPED)
     return;
+  /* Asked as leader, and it stepped down while the worker read the state:
+   * the read may hold an update of a round it gave up leading, which the
+   * header's step and hash (the replica's, never committed) do not say, and
+   * the joiner would refuse it as not matching its hash — or load the state
+   * of a node that leads nobody (the chaos run at 35550f8: a leader that
+   * thawed served one and rejoined in the same turn of its loop). */
+  if (j->as_leader && !rlx_leadership_is_leader (ctx->lead))
+    return;
   ctx->ops->send_frame (ctx->owner, p, RLX_SEND_BULK, j->frame, (j->outer ? 2 : 1) * ctx->n,
                         RLX_PRECISION_F32);
   e = rlx_event_new (RLX_EVENT_SNAPSHOT);
@@ -278,6 +287,7 @@ rlx_snapshots_send_around (RlxSnapshots *self, RlxPeer *p, const char *reason, g
   j->header.u.snapshot.members = rlx_cohort_str_array_copy (rlx_cohort_members (ctx));
   j->header.u.snapshot.lineage = *rlx_lineage_id (ctx->lineage);
   j->header.u.snapshot.tbase = rlx_lineage_term_base (ctx->lineage);
+  j->as_leader = rlx_leadership_is_leader (ctx->lead);
   self->pending++;
   j->counted = TRUE;
   rlx_replica_read (ctx->replica, snapshot_copy, j, snapshot_job_free, on_snapshot_built, j);

@@ -583,6 +583,10 @@ on_snapshot_loaded (RlxReplica *replica, gboolean ok, gpointer user_data)
   if (p == NULL || role (self) == RLX_ROLE_STOPPED)
     goto out;
   transition (self, RLX_ROLE_MEMBER, p->id, s->term, NULL);
+  /* It led when it sent this: what its heartbeats said before the load is
+   * older news, and one that says it is alone now is a change
+   * (rlx-coordinator.c, on_peer_state). */
+  rlx_peer_note_leads (p, &s->lineage, s->term);
   /* Taken back: a link that closes from now on is not about our stall. */
   rlx_peer_set_forget_stall (ctx->peers);
   self->steps_term = s->term;

@@ -75,11 +75,18 @@ class Logs:
                 a.stdout + a.stderr + b.stdout + b.stderr)
 
 
-def base(carry=True, merge_to=20, merge_lo=11):
+def two_groups(*ranks):
+    """Logs of @ranks, joined, with #0 leading X (c1..c10, x11..x20) and #2
+    leading Y (c1..c10, y11..y30)."""
     L = Logs()
-    L.joined(0, 1, 2)
+    L.joined(*ranks)
     L.steps(0, 1.0, 1, 20, "x", 0)
     L.steps(2, 1.0, 1, 30, "y", 2)
+    return L
+
+
+def base(carry=True, merge_to=20, merge_lo=11):
+    L = two_groups(0, 1, 2)
     if carry:
         L.snapshot(1, 1.5, 0, 20, "x20")
     L.kill(0, 2.0)
@@ -91,10 +98,7 @@ def base(carry=True, merge_to=20, merge_lo=11):
 
 
 def two_hops():
-    L = Logs()
-    L.joined(0, 1, 2, 3)
-    L.steps(0, 1.0, 1, 20, "x", 0)
-    L.steps(2, 1.0, 1, 30, "y", 2)
+    L = two_groups(0, 1, 2, 3)
     L.snapshot(1, 1.5, 0, 20, "x20")
     L.snapshot(3, 1.8, 1, 20, "x20")
     L.kill(0, 2.0)
@@ -108,11 +112,8 @@ def rolled_back_writer():
     # #0 commits x11..x20, writes its checkpoint at 20, rolls back and redoes
     # z11..z20 (a silent fork of Y's y11..y20). #1 resumes the checkpoint
     # (x20) and yields to Y: its merge covers x11..x20, not z11..z20.
-    L = Logs()
-    L.joined(0, 1, 2)
-    L.steps(0, 1.0, 1, 20, "x", 0)
+    L = two_groups(0, 1, 2)
     L.steps(0, 1.5, 11, 20, "z", 0)
-    L.steps(2, 1.0, 1, 30, "y", 2)
     L.resumed(1, 2.0, 20, "x20")
     L.kill(0, 2.5)
     L.snapshot(1, 3.0, 2, 30, "y30")
@@ -125,10 +126,7 @@ def sender_rolled_back(resume=False):
     # #0 then rolls back and redoes z11..z20, which #3 takes as a snapshot;
     # #0 dies and both yield to Y. Each merge covers the history it took:
     # #1's x, #3's z — not #0's latest reports at the time of #1's load.
-    L = Logs()
-    L.joined(0, 1, 2, 3)
-    L.steps(0, 1.0, 1, 20, "x", 0)
-    L.steps(2, 1.0, 1, 30, "y", 2)
+    L = two_groups(0, 1, 2, 3)
     if resume:
         L.resumed(1, 1.7, 20, "x20")
     else:
@@ -155,11 +153,8 @@ def dropped_silently():
     # #1 followed #0 (x11..x20), then rejoined through #2's snapshot at 10
     # with no `merged` report (dropping x11..x20 silently), and later
     # yields in a merge of 11..20 from a state that never held them
-    L = Logs()
-    L.joined(0, 1, 2)
-    L.steps(0, 1.0, 1, 20, "x", 0)
+    L = two_groups(0, 1, 2)
     L.steps(1, 1.0, 1, 20, "x", 0)
-    L.steps(2, 1.0, 1, 30, "y", 2)
     L.snapshot(1, 1.5, 2, 10, "c10")
     L.kill(0, 2.0)
     L.snapshot(1, 3.0, 2, 30, "y30")
@@ -169,10 +164,7 @@ def dropped_silently():
 
 def self_resume():
     # a rank resumes a checkpoint it wrote itself, then yields
-    L = Logs()
-    L.joined(0, 2)
-    L.steps(0, 1.0, 1, 20, "x", 0)
-    L.steps(2, 1.0, 1, 30, "y", 2)
+    L = two_groups(0, 2)
     L.resumed(0, 2.0, 20, "x20")
     L.snapshot(0, 3.0, 2, 30, "y30")
     L.merged(0, 3.0, 2, 11, 20)

@@ -276,6 +276,34 @@ rlx_coordinator_found (RlxCoordinator *self)
   become_leader (self, 1, TRUE);
 }
 
+/* Say hello to every peer in reach: what each knows of this node's role
+ * is from its last hello (founding judges peers by it, found_blocker). */
+static void
+say_hello_around (RlxCoordinator *self)
+{
+  for (guint i = 0; i < rlx_peer_set_size (self->peers); i++)
+    {
+      RlxPeer *p = rlx_peer_set_nth (self->peers, i);
+      if (p->ready && !p->refused)
+        rlx_peer_set_say_hello (self->peers, p);
+    }
+}
+
+/* A joiner whose leader went (or stopped leading) is alone: it says so, or
+ * an alone peer that took it for joining would wait for it, as in a cohort
+ * it cannot reach, until it next said hello (up to 0.8 s of founding
+ * retries, the alone-leader case of issue 29). */
+static void
+joiner_alone (RlxCoordinator *self)
+{
+  gboolean was_joining = role (self) == RLX_ROLE_JOINING;
+
+  rlx_coordinator_transition (self, RLX_ROLE_ALONE, NULL, rlx_leadership_get_term (self->lead),
+                              NULL);
+  if (was_joining)
+    say_hello_around (self);
+}
+
 static gboolean
 on_join_retry (gpointer user_data)
 {
@@ -292,8 +320,7 @@ on_join_retry (gpointer user_data)
     {
       /* The leader we were joining is gone (or no longer leads): look again. */
       self->join_id = 0;
-      rlx_coordinator_transition (self, RLX_ROLE_ALONE, NULL, rlx_leadership_get_term (self->lead),
-                                  NULL);
+      joiner_alone (self);
       return G_SOURCE_REMOVE;
     }
   if (!self->ctx.loading)
@@ -342,12 +369,7 @@ rejoin (RlxCoordinator *self, const char *reason)
   rlx_coordinator_emit_discover (self);
   /* Say that we are alone now: a member of ours fails over, others tell us
    * who leads. */
-  for (guint i = 0; i < rlx_peer_set_size (self->peers); i++)
-    {
-      RlxPeer *p = rlx_peer_set_nth (self->peers, i);
-      if (p->ready && !p->refused)
-        rlx_peer_set_say_hello (self->peers, p);
-    }
+  say_hello_around (self);
 }
 
 /* This node was cut off (its loop stood still and the cohort went on
@@ -481,8 +503,7 @@ rlx_coordinator_leader_lost (RlxCoordinator *self, const char *old, const char *
 
   if (role (self) == RLX_ROLE_JOINING || role (self) == RLX_ROLE_ALONE)
     {
-      rlx_coordinator_transition (self, RLX_ROLE_ALONE, NULL, rlx_leadership_get_term (self->lead),
-                                  NULL);
+      joiner_alone (self);
       return;
     }
   if (role (self) != RLX_ROLE_MEMBER)

@@ -105,8 +105,10 @@ on_peer_ready (RlxPeerSet *set, RlxPeer *p, RlxMsg *hello, gpointer user_data)
   if (r == RLX_ROLE_MEMBER && rlx_coordinator_successor_check (self, p))
     goto out;
   /* Our leader says it is alone (it was cut off, and looks for its cohort
-   * again): it leads nobody, and would wait for us as we wait for it. */
-  if (r == RLX_ROLE_MEMBER && p->role == RLX_ROLE_ALONE &&
+   * again): it leads nobody, and would wait for us as we wait for it. So
+   * too the leader we join: it sends no snapshot any more (a joiner found
+   * out only by its join retry, a second later, in test-alone-leader). */
+  if ((r == RLX_ROLE_MEMBER || r == RLX_ROLE_JOINING) && p->role == RLX_ROLE_ALONE &&
       g_strcmp0 (p->id, rlx_leadership_get_leader (self->lead)) == 0)
     {
       g_autofree char *id = g_strdup (p->id);

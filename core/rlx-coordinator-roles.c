@@ -290,9 +290,9 @@ say_hello_around (RlxCoordinator *self)
 }
 
 /* A joiner whose leader went (or stopped leading) is alone: it says so, or
- * an alone peer that took it for joining would wait for it, as in a cohort
- * it cannot reach, until it next said hello (up to 0.8 s of founding
- * retries, the alone-leader case of issue 29). */
+ * the leader, if it was cut off and rejoins, waits for it as for a peer of
+ * its cohort that has not answered since (found_blocker: a heartbeat
+ * timeout, 3.07 s in test-alone-leader) until it next says hello. */
 static void
 joiner_alone (RlxCoordinator *self)
 {

@@ -107,9 +107,13 @@ on_peer_ready (RlxPeerSet *set, RlxPeer *p, RlxMsg *hello, gpointer user_data)
   /* Our leader says it is alone (it was cut off, and looks for its cohort
    * again): it leads nobody, and would wait for us as we wait for it. So
    * too the leader we join: it sends no snapshot any more (a joiner found
-   * out only by its join retry, a second later, in test-alone-leader). */
-  if ((r == RLX_ROLE_MEMBER || r == RLX_ROLE_JOINING) && p->role == RLX_ROLE_ALONE &&
-      g_strcmp0 (p->id, rlx_leadership_get_leader (self->lead)) == 0)
+   * out only by its join retry, a second later, in test-alone-leader) —
+   * unless one it sent is loading: the load ends in following it, and the
+   * alone leader's heartbeats then end that (on_peer_state), where going
+   * alone now and following it after would take the lead at the term the
+   * alone node may found at (a second reader of f6728dd). */
+  if ((r == RLX_ROLE_MEMBER || (r == RLX_ROLE_JOINING && !self->ctx.loading)) &&
+      p->role == RLX_ROLE_ALONE && g_strcmp0 (p->id, rlx_leadership_get_leader (self->lead)) == 0)
     {
       g_autofree char *id = g_strdup (p->id);
       rlx_coordinator_leader_lost (self, id, "the leader is alone (it was cut off)");
@@ -269,18 +273,21 @@ on_peer_state (RlxPeerSet *set, RlxPeer *p, gpointer user_data)
       if (why)
         rlx_coordinator_drop_member (self, p->id, why);
     }
-  else if ((role (self) == RLX_ROLE_MEMBER || role (self) == RLX_ROLE_JOINING) && p->id &&
+  else if ((role (self) == RLX_ROLE_MEMBER ||
+            (role (self) == RLX_ROLE_JOINING && !self->ctx.loading)) && p->id &&
            p->hb_state && p->hb_role == RLX_ROLE_ALONE &&
            g_strcmp0 (p->id, rlx_leadership_get_leader (self->lead)) == 0)
     {
       /* Our leader's heartbeats say it is alone: it rejoins (it stood
        * still, and was cut off), and leads nobody. Its hello saying so may
        * have come while we were loading its snapshot, sent just before it
-       * found out (on_peer_ready judges a hello only as a member): the
+       * found out (on_peer_ready judges it only as a member, or as a joiner
+       * that is not loading a snapshot): the
        * chaos run at 35550f8 stood 3.7 s still so, its leader waiting for
        * us as we followed it. A joiner waits for a snapshot it no longer
        * sends (rlx_snapshots_send_around): it is alone too, and the two
-       * meet as alone nodes do (leader_lost). */
+       * meet as alone nodes do (leader_lost); one loading a snapshot of it
+       * follows it first, and is a member when the next heartbeat comes. */
       g_autofree char *id = g_strdup (p->id);
       rlx_coordinator_leader_lost (self, id, "its heartbeats say the leader is alone (it was "
                                              "cut off)");

@@ -146,4 +146,7 @@ finally:
 if fails:
     print("FAIL: %d of %d attempts" % (fails, ATTEMPTS))
     sys.exit(1)
+if cut_off == 0:
+    print("FAIL: a never found itself cut off in %d attempts: nothing above was exercised" % ATTEMPTS)
+    sys.exit(1)
 print("ok: %d attempts (%d in which a found itself cut off)" % (ATTEMPTS, cut_off))

@@ -17,7 +17,16 @@ at random:
   precision  switches a rank's wire precision (SIGUSR1: the next one);
   cut        (--cuts) cuts a rank off for 1-15 s: it closes and refuses
              every link (rlx-rank's test switch --fault-partition), as if
-             its host's link went down — not yet a network namespace's.
+             its host's link went down; with --netns N, the ranks live on N
+             network-namespace hosts and a cut takes a host's link down
+             (`ip link set eth0 down`) for 1-15 s: every rank on it loses its
+             remote links, and keeps its local ones.
+
+With --netns N (root, iproute2) the cohort spans N hosts (network
+namespaces on a bridge, tests/remote/rlxnet.py): ranks on one host meet
+over its local bus, ranks on two hosts over ICE and QUIC after signalling
+through a standalone `rlx-rank signal` on a host of its own that is never
+faulted; every rank joins with --invite-file.
 
 It checks, from every node's event stream (--json):
 
@@ -102,6 +111,9 @@ from collections import Counter, deque
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import chaoslog  # noqa: E402
 
+RLXNET_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "remote")
+SIGNAL_PORT = 7460
+
 PRECISIONS = ["f32", "f16", "f8e4m3", "f8e5m2"]
 COHORT = "chaos"
 WINDOW = 100000          # steps of hash history kept (older steps are judged and dropped)
@@ -138,9 +150,10 @@ def rss_kb(pid):
 class Rank:
     """One rlx-rank process and what its event stream said."""
 
-    def __init__(self, run, idx, precision, extra=(), launch=True):
+    def __init__(self, run, idx, precision, extra=(), launch=True, host=None):
         self.run = run
         self.idx = idx
+        self.host = host             # --netns: the namespace host it runs on
         self.bit = 1 << idx
         self.precision = precision
         self.node_id = None
@@ -169,17 +182,24 @@ class Rank:
             self.pid = 0
             return
         self.err_path = os.path.join(run.out, "rank-%03d.err" % idx)
-        argv = [run.args.rank, "join", "--local", "--json", "--threads", "1",
-                "--backend", "cpu", "--cohort", COHORT, "--precision", precision,
+        where = (["--invite-file", run.invite_file] if run.net else
+                 ["--local", "--cohort", COHORT])
+        argv = [run.args.rank, "join"] + where + [
+                "--json", "--threads", "1", "--backend", "cpu", "--precision", precision,
                 "--checkpoint-every", str(run.args.checkpoint_every),
                 "--heartbeat-timeout-ms", str(run.args.heartbeat_timeout_ms)]
-        if run.args.cuts:
+        if run.args.cuts and not run.net:
             argv += ["--fault-partition", run.cut_file]
         argv += list(extra) + run.args.rank_arg
         self.argv = argv
+        env = run.env
+        if run.net:
+            # `ip netns exec` execs the rank: the pid is the rank's
+            argv = ["ip", "netns", "exec", run.net.hosts[host]["ns"]] + argv
+            env = run.host_env(host)
         with open(self.err_path, "wb") as err:
             self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err,
-                                         stdin=subprocess.DEVNULL, env=run.env,
+                                         stdin=subprocess.DEVNULL, env=env,
                                          preexec_fn=_die_with_parent)
         self.pid = self.proc.pid
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -206,7 +226,8 @@ class Rank:
         self.run.on_exit(self, time.monotonic())
 
     def label(self):
-        return "#%d %s (pid %d, %s)" % (self.idx, self.node_id or "?", self.pid, self.precision)
+        return "#%d %s (pid %d, %s%s)" % (self.idx, self.node_id or "?", self.pid, self.precision,
+                                          ", " + self.host if self.host else "")
 
 
 class Run:
@@ -273,6 +294,40 @@ class Run:
         # closes and refuses every link (rlx-rank's --fault-partition)
         self.cut_file = os.path.join(self.dir, "cut")
         self.cut_until = None
+        self.cut_host = None         # --netns: the host whose link is down
+        self.net = None
+        self.signal_proc = None
+        if faults is not None and getattr(args, "netns", 0):
+            self.start_net(args.netns)
+
+    def start_net(self, n):
+        """--netns: N hosts on a bridge and a signalling server on its own."""
+        sys.path.insert(0, RLXNET_DIR)
+        import rlxnet  # noqa: E402
+        self.net = rlxnet.Net("chaos-" + self.name)
+        self.net.host("sig", 250)
+        self.hostnames = []
+        for i in range(1, n + 1):
+            self.net.host("h%d" % i, i)
+            self.hostnames.append("h%d" % i)
+        self.signal_proc = self.net.spawn(
+            "signal", "sig", [self.args.rank, "signal", "--port", str(SIGNAL_PORT),
+                              "--cohort", COHORT, "--json", "--show-invite"])
+        invite = self.signal_proc.wait_event("serving", 20)["invite"]
+        self.invite_file = os.path.join(self.dir, "invite")
+        fd = os.open(self.invite_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(invite + "\n")
+
+    def host_env(self, host):
+        env = self.net.env(host)
+        env.pop("RLX_INVITE", None)
+        env.pop("G_DEBUG", None)
+        return env
+
+    def close_net(self):
+        if self.net:
+            self.net.close()
 
     # ── events ────────────────────────────────────────────────────────────
     def note(self, text):
@@ -330,6 +385,12 @@ class Run:
         rec[0] |= r.bit
         rec[3] = t
         rec[4].setdefault(r.idx, []).append((t, r.seq))
+        # --netns: a rank of a cut host is back once the heal is done and it
+        # steps in a group larger than its host's ranks (the groups merged;
+        # its own may have been kept, so it reports no `joined`)
+        if r.cut_pending and self.net and self.cut_until is None and \
+                ev.get("members", 0) > sum(1 for x in self.ranks if x.alive and x.host == r.host):
+            r.cut_pending = False
         # Progress: a step past any reported yet, by anyone. A member reports
         # a step once it applied the leader's commit of it; the leader's own
         # report may come seconds later on a loaded machine (its events go
@@ -472,9 +533,12 @@ class Run:
                 self.judge_step(s, self.history.pop(s))
 
     # ── the cohort ────────────────────────────────────────────────────────
-    def spawn(self, precision=None, extra=()):
+    def spawn(self, precision=None, extra=(), host=None):
         with self.lock:
-            r = Rank(self, len(self.ranks), precision or self.rng.choice(PRECISIONS), extra)
+            precision = precision or self.rng.choice(PRECISIONS)
+            if self.net and host is None:
+                host = self.rng.choice(self.hostnames)
+            r = Rank(self, len(self.ranks), precision, extra, host=host)
             self.ranks.append(r)
             return r
 
@@ -515,6 +579,34 @@ class Run:
             if rec[0] & x.bit:
                 return not (rec[0] & others)
         return False
+
+    def sole_branch(self, x, live):
+        """No other live rank holds the history @x is on: at the latest step
+        each other live rank and @x both reported (within 200 steps of the
+        lower of their last ones), every one reported another hash. A split
+        of several ranks on each side (--netns: a host's link cut) makes
+        branches of several ranks; killing the last rank of one loses steps
+        it committed that no merge will ever report (seed 5, 25 s, two
+        hosts: the harness killed both ranks of the side without the old
+        leader, 34 steps, while sole_holder looked 100 steps back, before
+        the split)."""
+        differ = False
+        for y in live:
+            if y is x:
+                continue
+            top = min(x.last_step, y.last_step)
+            for s in range(top, max(0, top - 200), -1):
+                ent = self.history.get(s)
+                if not ent:
+                    continue
+                xs = {h for h, rec in ent.items() if rec[0] & x.bit}
+                ys = {h for h, rec in ent.items() if rec[0] & y.bit}
+                if xs and ys:
+                    if xs & ys:
+                        return False
+                    differ = True
+                    break
+        return differ
 
     def signal(self, r, sig):
         try:
@@ -558,9 +650,10 @@ class Run:
                 # alone (a group of one), and nobody else holds those steps.
                 # Nor one whose recent steps no other live rank holds (a
                 # group of one after a cut: killing it loses them, whatever
-                # the cohort does).
+                # the cohort does), nor the last live rank of a branch.
                 pool = [x for x in live if not (len(holders) == 1 and x is holders[0])
-                        and not x.cut_pending and not self.sole_holder(x, live)]
+                        and not x.cut_pending and not self.sole_holder(x, live)
+                        and not self.sole_branch(x, live)]
                 if not pool:
                     return
                 if leader in pool and self.rng.random() < 1 / 3:
@@ -594,9 +687,17 @@ class Run:
                 else:
                     r = self.rng.choice(ready)
                 secs = self.rng.uniform(a.cut_min, a.cut_max)
-                with open(self.cut_file + ".tmp", "w") as f:
-                    f.write(r.node_id + "\n")
-                os.rename(self.cut_file + ".tmp", self.cut_file)
+                if self.net:
+                    # the host's link: every rank on it is cut off from the rest
+                    self.net.link(r.host, False)
+                    self.cut_host = r.host
+                    for x in live:
+                        if x.host == r.host:
+                            x.cut_pending = True
+                else:
+                    with open(self.cut_file + ".tmp", "w") as f:
+                        f.write(r.node_id + "\n")
+                    os.rename(self.cut_file + ".tmp", self.cut_file)
                 r.cut_pending = True
                 self.cut_until = time.monotonic() + secs
                 self.fault("cut-leader" if r is leader else "cut", r, "%.1f s" % secs)
@@ -615,6 +716,9 @@ class Run:
 
     def heal(self):
         if self.cut_until is not None:
+            if self.net:
+                self.net.link(self.cut_host, True)
+                self.cut_host = None
             try:
                 os.unlink(self.cut_file)
             except FileNotFoundError:
@@ -770,6 +874,9 @@ class Run:
                 continue
             if (b"XDG_RUNTIME_DIR=" + self.run_dir.encode() + b"\0") in env:
                 found.append(int(pid))
+            elif self.net and (b"XDG_RUNTIME_DIR=" + self.net.dir.encode() + b"/") in env and \
+                    (self.signal_proc is None or int(pid) != self.signal_proc.p.pid):
+                found.append(int(pid))
         return found
 
 
@@ -794,12 +901,15 @@ def committed_rate(args, root, k, seconds):
     with run.lock:
         s1, t1 = run.samples, time.monotonic()
     run.stop_all()
+    run.close_net()
     return (s1 - s0) / (t1 - t0)
 
 
-def check_resume(args, run, final_step):
-    """A new rank resumes the final checkpoint and commits on."""
-    r = run.spawn("f32", extra=["--steps", str(final_step + 5)])
+def check_resume(args, run, final_step, lead=None):
+    """A new rank resumes the final checkpoint and commits on (--netns: on
+    the host of the last leader, whose data folder holds it)."""
+    r = run.spawn("f32", extra=["--steps", str(final_step + 5)],
+                  host=lead.host if lead is not None else None)
     r.stopping = True     # it exits by itself once its steps are done
     try:
         r.proc.wait(120)
@@ -913,6 +1023,11 @@ def main():
                    help="also cut a rank off (the leader in about a third) for --cut-min to "
                         "--cut-max s: it closes and refuses every link (rlx-rank's test switch "
                         "--fault-partition; a stand-in for a network-namespace link cut)")
+    p.add_argument("--netns", type=int, default=0, metavar="N",
+                   help="run the ranks on N network-namespace hosts (root): remote links over "
+                        "ICE and QUIC between hosts, the local bus within one; --cuts then takes "
+                        "a host's link down (default 0: every rank on this machine's local bus; "
+                        "exit status 77 where namespaces cannot be made)")
     p.add_argument("--cut-min", type=float, default=1.0)
     p.add_argument("--cut-max", type=float, default=15.0)
     p.add_argument("--rank-arg", action="append", default=[], help="an extra argument of every rank")
@@ -939,6 +1054,11 @@ def main():
     if not os.access(args.rank, os.X_OK):
         print("chaos.py: %s is not an executable rlx-rank (give --rank)" % args.rank, file=sys.stderr)
         return 2
+    if args.netns and (os.geteuid() != 0 or shutil.which("ip") is None):
+        # 77: the test's skip status (meson), as tests/remote/rlxnet.py's
+        print("chaos.py: SKIP: --netns needs root and iproute2's ip (network namespaces)",
+              file=sys.stderr)
+        return 77
     if args.min_ranks < 1 or args.max_ranks < args.min_ranks or args.ranks < 1:
         print("chaos.py: need 1 <= --min-ranks <= --max-ranks and --ranks >= 1", file=sys.stderr)
         return 2
@@ -963,9 +1083,11 @@ def main():
                 final_step = max(final_step, ckpts[-1])
         for s in sorted(run.history):
             run.judge_step(s, run.history[s], final_step)
-    resume_err = check_resume(args, run, final_step) if final_step > 0 else "nothing was committed"
+    resume_err = (check_resume(args, run, final_step, lead) if final_step > 0
+                  else "nothing was committed")
     time.sleep(0.5)
     orphans = run.orphans()
+    run.close_net()
 
     # ── checks ────────────────────────────────────────────────────────────
     limit = args.heartbeat_timeout_ms / 1000 + 2

@@ -164,7 +164,7 @@ class Rank:
         self.killed = False
         self.cut_pending = False     # cut off, and not yet back in a cohort through a snapshot
         self.loads = []              # (t, step, sender rank idx or None, seq, the time whose
-                                     #  state of the sender it is): snapshots and resumes
+                                     #  state of the sender it is, hash): snapshots and resumes
         self.seq = 0                 # events read (their order, for the judge)
         self.leader = None           # whom it follows (its last `leader` event)
         self.joined_at = None        # its last `joined` (seniority: earliest first)
@@ -363,13 +363,14 @@ class Run:
                 r.joined_at = None
             elif kind == "snapshot" and "from" in ev:
                 r.last_step = ev.get("step", r.last_step)
-                r.loads.append((t, ev.get("step", 0), self.node_rank.get(ev["from"]), r.seq, t))
+                r.loads.append((t, ev.get("step", 0), self.node_rank.get(ev["from"]), r.seq, t,
+                                ev.get("hash")))
             elif kind == "merged":
                 self.on_merged(r, t, ev)
             elif kind == "resumed":
                 self.resumes.append((round(t - self.t0, 2), r.label(), ev.get("step"), ev.get("hash")))
                 writer, written = self.checkpoint_writer(ev, t)
-                r.loads.append((t, ev.get("step", 0), writer, r.seq, written))
+                r.loads.append((t, ev.get("step", 0), writer, r.seq, written, ev.get("hash")))
             elif kind == "done":
                 r.done = ev
 
@@ -450,24 +451,43 @@ class Run:
         joined from snapshots of a leader since killed yields in a merge
         that reports steps none of them reported."""
         seen = set()
+        want = None             # (step, hash) of the load that led to this sender
         while idx is not None and lo <= hi and (idx, t, seq) not in seen:
             seen.add((idx, t, seq))
             x = self.ranks[idx]
-            tS, S, src, lseq, src_t = -1.0, 0, None, 0, -1.0
+            tS, S, src, lseq, src_t, h = -1.0, 0, None, 0, -1.0, None
             for ld in x.loads:
                 if (ld[3] >= seq) if seq is not None else (ld[0] > t):
                     break
-                tS, S, src, lseq, src_t = ld
+                tS, S, src, lseq, src_t, h = ld
+            # Followed as a sender (@seq None): a leader reports a step once
+            # its members acknowledged it, so its reports of steps up to the
+            # snapshot's may come after it was sent (seed 5, 60 s, --netns
+            # 2: 63 steps up to 0.3 s late). The first of each such report
+            # before its next load counts, when its report of the load's
+            # step has the load's hash (chaoslog.carried()).
+            nxt = next((ld[3] for ld in x.loads if ld[0] > t), None) if seq is None else None
+            late = {}
             for s in range(max(lo, S + 1), hi + 1):
                 best = None     # its latest report of @s after the load, before @seq / @t
-                for rec in self.history.get(s, {}).values():
+                for hh, rec in self.history.get(s, {}).items():
                     for tr, sq in rec[4].get(idx, ()):
-                        if sq > lseq and ((sq < seq) if seq is not None else (tr <= t)) and \
-                                (best is None or sq > best[0]):
-                            best = (sq, rec)
+                        if sq <= lseq:
+                            continue
+                        if (sq < seq) if seq is not None else (tr <= t):
+                            if best is None or sq > best[0]:
+                                best = (sq, rec)
+                        elif seq is None and (nxt is None or sq < nxt) and \
+                                (s not in late or sq < late[s][0]):
+                            late[s] = (sq, rec, hh)
                 if best:
                     best[1][2] = True
+                    late.pop(s, None)
+            if late and not (want and want[0] in late and late[want[0]][2] != want[1]):
+                for sq, rec, hh in late.values():
+                    rec[2] = True
             hi = min(hi, S)
+            want = (S, h)
             idx, t, seq = src, src_t, None
 
     def on_exit(self, r, t):

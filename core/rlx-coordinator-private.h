@@ -153,6 +153,10 @@ struct _RlxCoordinator {
    * itself (rlx_coordinator_leader_lost); bounded by successor_id */
   gboolean         awaiting_successor;
   guint            successor_id;
+  /* this node is next in line, and a member waits for it to take over
+   * while our leader's silence has not yet passed the timeout here
+   * (rlx_coordinator_successor_due) */
+  guint            due_id;
   /* a leader whose claim (members, steps) would have made our group yield
    * but could not be checked: reported once, checked again as peers say
    * hello (rlx_coordinator_merge_with; issue 29, item 9) */
@@ -355,6 +359,7 @@ void rlx_coordinator_request_snapshot (RlxCoordinator *self, const char *reason)
 void rlx_coordinator_cut_off (RlxCoordinator *self, const char *why);
 void rlx_coordinator_leader_lost (RlxCoordinator *self, const char *old, const char *reason);
 gboolean rlx_coordinator_successor_check (RlxCoordinator *self, RlxPeer *p);
+void     rlx_coordinator_successor_due   (RlxCoordinator *self);
 void rlx_coordinator_merge_with (RlxCoordinator *self, RlxPeer *p, guint sent_members,
                                  guint64 sent_step);
 void rlx_coordinator_on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *lm);

@@ -54,6 +54,7 @@ rlx_coordinator_transition (RlxCoordinator *self, RlxRole to, const char *leader
     {
       self->awaiting_successor = FALSE;
       g_clear_handle_id (&self->successor_id, rlx_source_remove);
+      g_clear_handle_id (&self->due_id, rlx_source_remove);
     }
   /* A new term starts a new base — except the other side's term during a
    * merge: the steps since our own term began are what the merge
@@ -428,6 +429,63 @@ rlx_coordinator_successor_check (RlxCoordinator *self, RlxPeer *p)
   rlx_coordinator_emit_simple (self, RLX_EVENT_REJOINING, self->node_id, why);
   rlx_coordinator_transition (self, RLX_ROLE_JOINING, leader, MAX (term, their_term), "resync");
   return TRUE;
+}
+
+static gboolean
+on_successor_due (gpointer user_data)
+{
+  RlxCoordinator *self = user_data;
+
+  self->due_id = 0;
+  rlx_coordinator_successor_due (self);
+  return G_SOURCE_REMOVE;
+}
+
+/* Members that lost our leader wait for this node, the next in line, to
+ * take over (leader_lost): their heartbeats say they follow it at our
+ * term. Our timeout for the leader may be longer than theirs (a link's
+ * gaps stretch it: rlx_peer_set_timeout_for), and the cohort stood still
+ * for it — 3.5 s in a 300 s chaos run across namespace hosts (seed 7), the
+ * next in line frozen 2.1 s into the leader's freeze without having taken
+ * over. Once the leader has been silent here for the plain timeout too,
+ * this node sees what they saw: it times the leader out. While the silence
+ * is shorter (or our own loop stood still), it looks again when it would
+ * pass; a leader that speaks keeps it (a member cut off from the leader
+ * alone rejoins it through this node: successor_check). */
+void
+rlx_coordinator_successor_due (RlxCoordinator *self)
+{
+  const char *lid = rlx_leadership_get_leader (self->lead);
+  guint64 term = rlx_leadership_get_term (self->lead);
+  gint64 limit = (gint64) rlx_peer_set_get_timeout (self->peers) * 1000, silent;
+  RlxPeer *waiting = NULL, *lp;
+  g_autofree char *why = NULL;
+
+  if (role (self) != RLX_ROLE_MEMBER || lid == NULL || is_self (self, lid) || self->due_id)
+    return;
+  for (guint i = 0; i < rlx_peer_set_size (self->peers) && waiting == NULL; i++)
+    {
+      RlxPeer *p = rlx_peer_set_nth (self->peers, i);
+
+      if (p->ready && !p->refused && p->id && !is_self (self, p->id) && p->hb_state &&
+          p->hb_role == RLX_ROLE_MEMBER && p->hb_leader && is_self (self, p->hb_leader) &&
+          p->hb_term == term && rlx_lineage_same_fork (self->lineage, &p->hb_lineage) &&
+          rlx_leadership_has_member (self->lead, p->id))
+        waiting = p;
+    }
+  if (waiting == NULL || (lp = rlx_peer_set_lookup (self->peers, lid)) == NULL || lp->link == NULL)
+    return;
+  silent = rlx_peer_set_silence_us (self->peers, lp);
+  if (silent < limit)
+    {
+      gint64 wait_ms = silent < 0 ? 500 : (limit - silent) / 1000 + 20;
+
+      self->due_id = rlx_timeout_add ((guint) CLAMP (wait_ms, 50, 2000), on_successor_due, self);
+      return;
+    }
+  why = g_strdup_printf ("heartbeat timeout (silent for %.1f s; %s lost it too, and waits for "
+                         "this node, next in line, to take over)", silent / 1e6, waiting->id);
+  rlx_peer_set_close (self->peers, lp, why);
 }
 
 /* The successor did not announce itself in time (twice the heartbeat

@@ -292,6 +292,10 @@ on_peer_state (RlxPeerSet *set, RlxPeer *p, gpointer user_data)
       rlx_coordinator_leader_lost (self, id, "its heartbeats say the leader is alone (it was "
                                              "cut off)");
     }
+  else if (role (self) == RLX_ROLE_MEMBER && p->hb_state && p->hb_role == RLX_ROLE_MEMBER &&
+           p->hb_leader && is_self (self, p->hb_leader))
+    /* a member lost our leader and waits for this node to take over */
+    rlx_coordinator_successor_due (self);
   rlx_coordinator_groups_changed (self);
   BUSY_END;
 }
@@ -539,6 +543,7 @@ rlx_coordinator_finish (RlxCoordinator *self, gboolean success, const char *mess
   g_clear_handle_id (&self->found_id, rlx_source_remove);
   g_clear_handle_id (&self->join_id, rlx_source_remove);
   g_clear_handle_id (&self->successor_id, rlx_source_remove);
+  g_clear_handle_id (&self->due_id, rlx_source_remove);
   g_clear_handle_id (&self->outgrown_id, rlx_source_remove);
   g_clear_handle_id (&self->look_id, rlx_source_remove);
   rlx_leader_abandon_round (self->leader);
@@ -632,6 +637,7 @@ rlx_coordinator_dispose (GObject *object)
   g_clear_handle_id (&self->found_id, rlx_source_remove);
   g_clear_handle_id (&self->join_id, rlx_source_remove);
   g_clear_handle_id (&self->successor_id, rlx_source_remove);
+  g_clear_handle_id (&self->due_id, rlx_source_remove);
   g_clear_handle_id (&self->look_id, rlx_source_remove);
   g_clear_handle_id (&self->leave_id, rlx_source_remove);
   g_clear_handle_id (&self->pace_id, rlx_source_remove);

@@ -349,6 +349,20 @@ rlx_peer_set_is_silent (RlxPeerSet *self, RlxPeer *p)
   return p->quiet_rx > 0 || now - rx > beats;
 }
 
+/* How long @p has been silent (µs), judged as the silence check judges:
+ * -1 while our own loop may have stood still (frames may wait unread). */
+gint64
+rlx_peer_set_silence_us (RlxPeerSet *self, RlxPeer *p)
+{
+  gint64 now = g_get_monotonic_time ();
+
+  g_return_val_if_fail (RLX_IS_PEER_SET (self), -1);
+  if (p == NULL || p->link == NULL || self->last_tick <= 0 ||
+      now - self->last_tick > (HEARTBEAT_MS + SILENCE_CHECK_MS) * 1000 || now < self->gaps_ours_until)
+    return -1;
+  return now - MAX (rlx_link_get_last_rx (p->link), p->last_rx);
+}
+
 /* @p missed the deadline of a round that began at @since (monotonic µs):
  * if not one byte of its came through that round, it is most likely
  * stopped, and is silent (no slot) until a byte comes — not until two

@@ -181,6 +181,7 @@ guint       rlx_peer_set_timeout_for  (RlxPeerSet *self, RlxPeer *peer);
  * stopped. FALSE while we may not have read what it sent (our loop stood
  * still within the last two beats). */
 gboolean    rlx_peer_set_is_silent    (RlxPeerSet *self, RlxPeer *peer);
+gint64      rlx_peer_set_silence_us   (RlxPeerSet *self, RlxPeer *peer);
 void        rlx_peer_set_note_missed  (RlxPeerSet *self, RlxPeer *peer, gint64 since);
 const RlxWireCounters *rlx_peer_set_get_totals (RlxPeerSet *self);
 

@@ -360,6 +360,7 @@ void rlx_coordinator_cut_off (RlxCoordinator *self, const char *why);
 void rlx_coordinator_leader_lost (RlxCoordinator *self, const char *old, const char *reason);
 gboolean rlx_coordinator_successor_check (RlxCoordinator *self, RlxPeer *p);
 void     rlx_coordinator_successor_due   (RlxCoordinator *self);
+gboolean rlx_coordinator_waits_for_us    (RlxCoordinator *self, RlxPeer *p);
 void rlx_coordinator_merge_with (RlxCoordinator *self, RlxPeer *p, guint sent_members,
                                  guint64 sent_step);
 void rlx_coordinator_on_leader_msg (RlxCoordinator *self, RlxPeer *p, RlxMsgLeader *lm);

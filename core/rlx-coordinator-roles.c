@@ -441,24 +441,66 @@ on_successor_due (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
+/* Whether @p, a member of our group, waits for this node to take over: it
+ * follows us at our term in our fork, as its heartbeats say (or its hello,
+ * before any: a member that links to us while it waits says so there, and
+ * its heartbeats then change nothing). */
+static gboolean
+waits_for_us (RlxCoordinator *self, RlxPeer *p)
+{
+  gboolean hb = p->hb_state;
+
+  return p->ready && !p->refused && p->id && !is_self (self, p->id) &&
+         (hb ? p->hb_role : p->role) == RLX_ROLE_MEMBER &&
+         is_self (self, hb ? p->hb_leader : p->leader) &&
+         (hb ? p->hb_term : p->term) == rlx_leadership_get_term (self->lead) &&
+         rlx_lineage_same_fork (self->lineage, hb ? &p->hb_lineage : &p->lineage) &&
+         rlx_leadership_has_member (self->lead, p->id);
+}
+
+gboolean
+rlx_coordinator_waits_for_us (RlxCoordinator *self, RlxPeer *p)
+{
+  return role (self) == RLX_ROLE_MEMBER && waits_for_us (self, p);
+}
+
+typedef struct {
+  RlxCoordinator *self;
+  const char     *lost;
+} AliveBut;
+
+static gboolean may_be_alive (const char *id, gpointer user_data);
+
+static gboolean
+alive_but (const char *id, gpointer user_data)
+{
+  AliveBut *ab = user_data;
+
+  return g_strcmp0 (id, ab->lost) != 0 && may_be_alive (id, ab->self);
+}
+
 /* Members that lost our leader wait for this node, the next in line, to
- * take over (leader_lost): their heartbeats say they follow it at our
- * term. Our timeout for the leader may be longer than theirs (a link's
- * gaps stretch it: rlx_peer_set_timeout_for), and the cohort stood still
- * for it — 3.5 s in a 300 s chaos run across namespace hosts (seed 7), the
- * next in line frozen 2.1 s into the leader's freeze without having taken
- * over. Once the leader has been silent here for the plain timeout too,
- * this node sees what they saw: it times the leader out. While the silence
- * is shorter (or our own loop stood still), it looks again when it would
- * pass; a leader that speaks keeps it (a member cut off from the leader
- * alone rejoins it through this node: successor_check). */
+ * take over (leader_lost): they follow it at our term (waits_for_us). Our
+ * timeout for the leader may be longer than theirs (a link's round trip
+ * stretches it: rlx_peer_set_timeout_for), and the cohort stood still for
+ * it — 3.5 s in a 300 s chaos run across namespace hosts (seed 7), the next
+ * in line frozen 2.1 s into the leader's freeze without having taken over.
+ * Once the leader has been silent here for the plain timeout too (and
+ * longer than 1.5 × any gap the link showed while it lived: such a link
+ * may be silent that long with a live leader behind it), this node sees
+ * what they saw, and times the leader out — if it is next in line in its
+ * own view, and its own loop has not stood still lately (a close then
+ * reads as this node cut off). While the silence is shorter it looks
+ * again when it would pass: a leader heard within that keeps its place,
+ * and a member cut off from it alone waits out its successor timeout. */
 void
 rlx_coordinator_successor_due (RlxCoordinator *self)
 {
   const char *lid = rlx_leadership_get_leader (self->lead);
-  guint64 term = rlx_leadership_get_term (self->lead);
   gint64 limit = (gint64) rlx_peer_set_get_timeout (self->peers) * 1000, silent;
   RlxPeer *waiting = NULL, *lp;
+  AliveBut ab = { self, lid };
+  const char *next;
   g_autofree char *why = NULL;
 
   if (role (self) != RLX_ROLE_MEMBER || lid == NULL || is_self (self, lid) || self->due_id)
@@ -467,18 +509,19 @@ rlx_coordinator_successor_due (RlxCoordinator *self)
     {
       RlxPeer *p = rlx_peer_set_nth (self->peers, i);
 
-      if (p->ready && !p->refused && p->id && !is_self (self, p->id) && p->hb_state &&
-          p->hb_role == RLX_ROLE_MEMBER && p->hb_leader && is_self (self, p->hb_leader) &&
-          p->hb_term == term && rlx_lineage_same_fork (self->lineage, &p->hb_lineage) &&
-          rlx_leadership_has_member (self->lead, p->id))
+      if (waits_for_us (self, p))
         waiting = p;
     }
   if (waiting == NULL || (lp = rlx_peer_set_lookup (self->peers, lid)) == NULL || lp->link == NULL)
     return;
+  next = rlx_leadership_successor (self->lead, alive_but, &ab);
+  if (next == NULL || !is_self (self, next))
+    return;
+  limit = MAX (limit, (gint64) (1.5 * lp->gap_peak_us));
   silent = rlx_peer_set_silence_us (self->peers, lp);
-  if (silent < limit)
+  if (silent < limit || rlx_peer_set_stalled_recently (self->peers))
     {
-      gint64 wait_ms = silent < 0 ? 500 : (limit - silent) / 1000 + 20;
+      gint64 wait_ms = silent < 0 || silent >= limit ? 500 : (limit - silent) / 1000 + 20;
 
       self->due_id = rlx_timeout_add ((guint) CLAMP (wait_ms, 50, 2000), on_successor_due, self);
       return;

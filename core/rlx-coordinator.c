@@ -119,6 +119,10 @@ on_peer_ready (RlxPeerSet *set, RlxPeer *p, RlxMsg *hello, gpointer user_data)
       rlx_coordinator_leader_lost (self, id, "the leader is alone (it was cut off)");
       goto out;
     }
+  /* A member that lost our leader links to us, the next in line, and
+   * waits (its heartbeats will say nothing new). */
+  if (rlx_coordinator_waits_for_us (self, p))
+    rlx_coordinator_successor_due (self);
   if ((r == RLX_ROLE_LEADER || r == RLX_ROLE_MEMBER) &&
       (p->role == RLX_ROLE_ALONE || p->role == RLX_ROLE_JOINING))
     /* It may have said hello before we founded or joined: tell it who
@@ -292,8 +296,7 @@ on_peer_state (RlxPeerSet *set, RlxPeer *p, gpointer user_data)
       rlx_coordinator_leader_lost (self, id, "its heartbeats say the leader is alone (it was "
                                              "cut off)");
     }
-  else if (role (self) == RLX_ROLE_MEMBER && p->hb_state && p->hb_role == RLX_ROLE_MEMBER &&
-           p->hb_leader && is_self (self, p->hb_leader))
+  else if (rlx_coordinator_waits_for_us (self, p))
     /* a member lost our leader and waits for this node to take over */
     rlx_coordinator_successor_due (self);
   rlx_coordinator_groups_changed (self);

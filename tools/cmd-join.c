@@ -359,7 +359,10 @@ read_control (JoinState *st)
 /* Test switch --fault-partition FILE: while FILE exists, each of its lines
  * is a group of node ids that can reach each other; links to a node of
  * another group are closed (or refused as they come), as if the network
- * between the groups were cut. When FILE goes away the node looks for its
+ * between the groups were cut. A line "ID: ids…" is ID's alone (the ids it
+ * reaches; others take the first plain line that names them, or reach
+ * everyone), so one link can be cut and no other: "m: m s" cuts m from a
+ * while a and s reach everyone. When FILE goes away the node looks for its
  * peers again. */
 static gboolean
 partitioned_from (JoinState *st, const char *peer_id)
@@ -390,12 +393,22 @@ on_partition_check (gpointer user_data)
   if (g_file_get_contents (st->partition_file, &text, NULL, NULL))
     {
       g_auto(GStrv) lines = g_strsplit (text, "\n", -1);
-      for (guint i = 0; lines[i] && st->partition_group == NULL; i++)
-        {
-          g_auto(GStrv) ids = g_strsplit_set (g_strstrip (lines[i]), " \t", -1);
-          if (g_strv_contains ((const char * const *) ids, st->node_id))
-            st->partition_group = g_steal_pointer (&ids);
-        }
+      g_autofree char *own = g_strdup_printf ("%s:", st->node_id);
+
+      for (guint pass = 0; pass < 2 && st->partition_group == NULL; pass++)
+        for (guint i = 0; lines[i] && st->partition_group == NULL; i++)
+          {
+            char *line = g_strstrip (lines[i]);
+            const char *colon = strchr (line, ':');
+            g_auto(GStrv) ids = NULL;
+
+            if (pass == 0 && g_str_has_prefix (line, own))
+              ids = g_strsplit_set (line + strlen (own), " \t", -1);
+            else if (pass == 1 && colon == NULL)
+              ids = g_strsplit_set (line, " \t", -1);
+            if (ids && (pass == 0 || g_strv_contains ((const char * const *) ids, st->node_id)))
+              st->partition_group = g_steal_pointer (&ids);
+          }
     }
   if (bus == NULL)
     return G_SOURCE_CONTINUE;

@@ -357,7 +357,8 @@ rlx_peer_set_silence_us (RlxPeerSet *self, RlxPeer *p)
   gint64 now = g_get_monotonic_time ();
 
   g_return_val_if_fail (RLX_IS_PEER_SET (self), -1);
-  if (p == NULL || p->link == NULL || self->last_tick <= 0 ||
+  if (p == NULL || p->link == NULL || self->last_tick <= 0 || now < self->checks_from ||
+      now - self->last_check > 2 * SILENCE_CHECK_MS * 1000 ||
       now - self->last_tick > (HEARTBEAT_MS + SILENCE_CHECK_MS) * 1000 || now < self->gaps_ours_until)
     return -1;
   return now - MAX (rlx_link_get_last_rx (p->link), p->last_rx);

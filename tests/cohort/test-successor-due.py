@@ -11,11 +11,18 @@ stood still 3.5 s.
 Three real ranks on the local bus, a 600 ms heartbeat timeout: a founds, s
 (next in line) joins with RLX_LINK_SHAPE delay=300ms on what it receives (a
 round trip of ~300 ms: its timeout for a is 2.4 s), then m. a freezes. m
-times a out at 0.6 s and follows s at a's term; its heartbeat reaches s by
-~1.4 s. In each of ATTEMPTS attempts s leads within TAKEOVER_S of a's
+times a out at 0.6 s and follows s at a's term; its next heartbeat reaches
+s 0.3 s later. In each of ATTEMPTS attempts s leads within TAKEOVER_S of a's
 freeze (before the change: at its own 2.4 s + 0.3 s, after m had given up
-waiting at 1.8 s and looked for its cohort again), and m follows s without
-rejoining.
+waiting at 1.8 s and looked for its cohort again), says why (m waits for
+it), and m follows s without rejoining.
+
+And a leader that lives keeps its place, s never leading and a committing
+on for 4 s: with m's link to a cut alone (--fault-partition "m: m s"), m
+loses a and waits for s (a drops m from its roster, and s counts m no
+more); and with m's heartbeats saying from the start that it follows s
+(--fault-claim-follows s: s hears it before a's roster without m comes,
+and only the leader's silence stops it — taking over at once failed here).
 """
 import json
 import os
@@ -34,7 +41,8 @@ TAKEOVER_S = 2.0
 ATTEMPTS = int(os.environ.get("RLX_SUCCESSOR_ATTEMPTS", "3"))
 
 
-def attempt(root, n):
+def attempt(root, n, cut=False, claim=False):
+    part = os.path.join(root, "partition%d" % n)
     rt = os.path.join(root, "rt%d" % n)
     data = os.path.join(root, "data%d" % n)
     os.makedirs(rt, mode=0o700)
@@ -56,10 +64,12 @@ def attempt(root, n):
             env.pop("RLX_LINK_SHAPE", None)
             if lab == "s":
                 env["RLX_LINK_SHAPE"] = "delay=%dms" % DELAY_MS
+            extra = ["--fault-claim-follows", "s"] if claim and lab == "m" else []
             p = subprocess.Popen([RANK, "join", "--local", "--json", "--threads", "1", "--backend", "cpu",
                                   "--cohort", "due", "--node", lab, "--batch", "8",
                                   "--heartbeat-timeout-ms", str(TO_MS), "--checkpoint-every", "0",
-                                  "--wait-members", "3" if i == 0 else "1"],
+                                  "--fault-partition", part,
+                                  "--wait-members", "3" if i == 0 else "1"] + extra,
                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
             procs[lab] = p
             threading.Thread(target=reader, args=(lab, p), daemon=True).start()
@@ -73,19 +83,38 @@ def attempt(root, n):
         time.sleep(3)       # s's round trip estimate settles
         term = max((e.get("term", 0) for e in events.get("m", []) if e.get("event") == "leader"),
                    default=0)
-        os.kill(procs["a"].pid, signal.SIGSTOP)
+        if claim:
+            pass
+        elif cut:
+            with open(part + ".tmp", "w") as f:
+                f.write("m: m s\n")
+            os.rename(part + ".tmp", part)
+        else:
+            os.kill(procs["a"].pid, signal.SIGSTOP)
         frozen = time.monotonic()
         time.sleep(4)
-        ev = {lab: [e for e in events.get(lab, []) if e["_t"] >= frozen] for lab in "sm"}
-        led = [e["_t"] - frozen for e in ev["s"] if e.get("event") == "leader" and
-               e.get("node") == "s" and e.get("term", 0) > term]
+        ev = {lab: [e for e in events.get(lab, []) if e["_t"] >= frozen] for lab in "asm"}
+        led = [e["_t"] - frozen for e in (events.get("s", []) if claim else ev["s"])
+               if e.get("event") == "leader" and e.get("node") == "s" and
+               (claim or e.get("term", 0) > term)]
+        why = [e.get("reason") or "" for e in ev["s"] if e.get("event") == "member-left" and
+               e.get("node") == "a"]
         rejoined = [e for e in ev["m"] if e.get("event") == "rejoining"]
         notable = [(round(e["_t"] - frozen, 2), lab, e.get("event"), e.get("node"), e.get("term"),
                     (e.get("reason") or e.get("message") or "")[:90])
-                   for lab in "sm" for e in ev[lab]
+                   for lab in "asm" for e in ev[lab]
                    if e.get("event") in ("rejoining", "member-left", "leader", "joined", "error")]
-        return (led[0] if led else None), rejoined, sorted(notable)
+        if cut or claim:
+            waited = claim or any(e.get("event") == "leader" and e.get("node") == "s" for e in ev["m"])
+            late = [e["_t"] - frozen for e in ev["a"] if e.get("event") == "step" and
+                    e.get("leader") == "a"]
+            return (led[0] if led else None), waited, (late[-1] if late else None), sorted(notable)
+        return (led[0] if led else None), rejoined, why, sorted(notable)
     finally:
+        try:
+            os.unlink(part)
+        except OSError:
+            pass
         for p in procs.values():
             try:
                 os.kill(p.pid, signal.SIGCONT)
@@ -102,11 +131,13 @@ root = tempfile.mkdtemp(prefix="rlx-due-")
 fails = 0
 try:
     for n in range(ATTEMPTS):
-        led, rejoined, notable = attempt(root, n)
+        led, rejoined, why, notable = attempt(root, n)
         bad = []
         if led is None or led > TAKEOVER_S:
             bad.append("s did not lead within %.1f s of a's freeze (%s)" % (
                 TAKEOVER_S, "at %.2f s" % led if led is not None else "not within 4 s"))
+        elif not any("waits for this node" in w for w in why):
+            bad.append("s timed a out on its own timeout, not for m's wait: %s" % why)
         if rejoined:
             bad.append("m rejoined instead of following s: %s" % (
                 rejoined[0].get("reason") or "")[:120])
@@ -116,9 +147,28 @@ try:
             fails += 1
             for x in notable:
                 print("   ", x)
+    for n, mode in enumerate(["cut", "claim", "claim"], ATTEMPTS):
+        led, waited, last, notable = attempt(root, n, cut=mode == "cut", claim=mode == "claim")
+        bad = []
+        if led is not None:
+            bad.append("s led (%.2f s from the mark) while a lived: %s" % (
+                led, "m alone was cut from a" if mode == "cut" else "m's heartbeats said it "
+                "followed s from the start"))
+        if not waited:
+            bad.append("m never waited for s (the cut did not act)")
+        if last is None or last < 3.0:
+            bad.append("a stopped committing (last step %s)" % (
+                "%.2f s after the mark" % last if last is not None else "none after the mark"))
+        print("%s %d: m %s for s; s %s; a's last commit %s s after the mark%s" % (
+            mode, n, "waited" if waited else "did not wait", "led" if led is not None else "did not lead",
+            "%.2f" % last if last is not None else "-", ": " + "; ".join(bad) if bad else ""))
+        if bad:
+            fails += 1
+            for x in notable:
+                print("   ", x)
 finally:
     shutil.rmtree(root, ignore_errors=True)
 if fails:
     print("FAIL: %d of %d attempts" % (fails, ATTEMPTS))
     sys.exit(1)
-print("ok: %d attempts" % ATTEMPTS)
+print("ok: %d freezes of the leader, 3 runs with it alive" % ATTEMPTS)

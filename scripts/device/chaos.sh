@@ -5,6 +5,8 @@
 #
 #   here:   bash scripts/device/prepare.sh --no-debs &&
 #           RLX_PREP_OUT=.devcarry-chaos RLX_PREP_DATA=0 bash scripts/device/prepare-outer.sh
+#           (RLX_PREP_NET=1 as well for --netns in RLX_CHAOS_ARGS: ranks on
+#           network-namespace hosts, with the carried ip; root on the device)
 #   device: command 'bash scripts/device/chaos.sh'  carry [".devcarry-chaos"]
 #           kind nvidia-h200   timeout_s 600
 #
@@ -32,6 +34,8 @@ if [ -z "$RANK" ]; then
   . "$here/carry-libs.sh"
   RANK=$C/rlx-rank
 fi
+# --netns: the carried iproute2 (the image has none of its own)
+[ -x "$C/net/ip" ] && export PATH=$C/net:$PATH
 say "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores; $(python3 --version)"
 "$RANK" join --help >/dev/null 2>&1 || { say "$RANK does not run"; exit 1; }
 tmp=$(mktemp -d)

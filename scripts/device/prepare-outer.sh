@@ -14,7 +14,8 @@
 # [".devcarry-cpu"], kind nvidia-h200 (16 cores), timeout_s 600.
 #
 # RLX_PREP_OUT=DIR makes DIR instead of .devcarry-cpu; RLX_PREP_DATA=0 leaves
-# the dataset out (what scripts/device/chaos.sh needs: the synthetic data).
+# the dataset out (what scripts/device/chaos.sh needs: the synthetic data);
+# RLX_PREP_NET=1 adds .devcarry/net (ip and tc: chaos.sh with --netns).
 set -euo pipefail
 die () { echo "prepare-outer.sh: $*" >&2; exit 1; }
 root=$(git rev-parse --show-toplevel 2>/dev/null) || die "run it inside the rlx-cluster checkout"
@@ -52,6 +53,11 @@ if [ "$with_data" = 1 ]; then
     [ -f "$data/$f.gz" ] || die "$data/$f.gz missing (apt install dataset-fashion-mnist)"
     zcat "$data/$f.gz" | xz -T0 -9e -c > "$out/fashion-mnist/$f.xz"
   done
+fi
+# iproute2's ip (and tc), for chaos.sh --netns: RLX_PREP_NET=1
+if [ "${RLX_PREP_NET:-0}" = 1 ]; then
+  [ -x "$src/net/ip" ] || die "no $src/net/ip: run scripts/device/prepare.sh (this version) first"
+  cp -r "$src/net" "$out/"
 fi
 { cat "$src/MANIFEST"; echo "cpu carry made $(date -u +%FT%TZ) from $src"; } > "$out/MANIFEST"
 

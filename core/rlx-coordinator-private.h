@@ -103,6 +103,12 @@ struct _RlxCoordinator {
 
   /* the checkpoint found at start, for founding */
   RlxCheckpoint    resume;
+  /* the history this node discarded in its merges: steps up to
+   * discarded_to, the last reported at discarded_at (real time, µs). A
+   * checkpoint written before then holding one of those steps is of it
+   * (rlx_coordinator_note_discarded) */
+  guint64          discarded_to;
+  gint64           discarded_at;
   gboolean         resume_has_momentum; /* its outer momentum is on the worker */
   guint64          resume_momentum_hash;
   GError          *checkpoint_error;
@@ -360,6 +366,7 @@ void rlx_coordinator_cut_off (RlxCoordinator *self, const char *why);
 void rlx_coordinator_leader_lost (RlxCoordinator *self, const char *old, const char *reason);
 gboolean rlx_coordinator_successor_check (RlxCoordinator *self, RlxPeer *p);
 void     rlx_coordinator_successor_due   (RlxCoordinator *self);
+void     rlx_coordinator_note_discarded  (RlxCoordinator *self, guint64 to_step);
 gboolean rlx_coordinator_waits_for_us    (RlxCoordinator *self, RlxPeer *p);
 void rlx_coordinator_merge_with (RlxCoordinator *self, RlxPeer *p, guint sent_members,
                                  guint64 sent_step);

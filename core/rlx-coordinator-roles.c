@@ -217,9 +217,42 @@ on_resume_loaded (RlxReplica *replica, gboolean ok, gpointer user_data)
   become_leader (self, 1, TRUE);
 }
 
+/* Whether @c holds history this node discarded in a merge: written before
+ * its last merge, at a step the merges discarded. */
+static gboolean
+discarded_checkpoint (RlxCoordinator *self, const RlxCheckpoint *c)
+{
+  return self->discarded_at > 0 && c->params != NULL && c->written_us <= self->discarded_at &&
+         c->step <= self->discarded_to;
+}
+
+/* This node yielded in a merge, discarding its history up to @to_step. The
+ * checkpoint of this host may hold that history (this node, or its group's
+ * leader here, wrote it as it led the branch the merge discarded): it is
+ * never resumed after. Else a node that founds later, alone (it thawed
+ * and found nobody), resumed it above the state it had adopted — a branch
+ * already discarded, at step numbers the kept history had not reached —
+ * and the kept group met it and yielded in turn (a 60-minute chaos run
+ * across namespace hosts: a discarded checkpoint at step 385,401 resumed
+ * over a kept state at 361,628, and the kept group's 24,825 steps since
+ * discarded for it). A checkpoint written after the merge is judged as any
+ * (by step against the state this node holds). */
+void
+rlx_coordinator_note_discarded (RlxCoordinator *self, guint64 to_step)
+{
+  self->discarded_to = MAX (self->discarded_to, to_step);
+  self->discarded_at = g_get_real_time ();
+  if (discarded_checkpoint (self, &self->resume))
+    {
+      g_clear_pointer (&self->resume.params, g_free);
+      g_clear_pointer (&self->resume.momentum, g_free);
+    }
+}
+
 /* Another node may have written a newer checkpoint since this one read its
  * own at start (it waited to found, for silent peers): read it again, and
- * take it if it is newer. A file read, as at start. */
+ * take it if it is newer — unless it holds history this node discarded. A
+ * file read, as at start. */
 static void
 reload_checkpoint (RlxCoordinator *self)
 {
@@ -227,6 +260,7 @@ reload_checkpoint (RlxCoordinator *self)
   g_autoptr(GError) error = NULL;
 
   if (rlx_checkpointer_load (self->ckpt, &fresh, &error) && fresh.params != NULL &&
+      !discarded_checkpoint (self, &fresh) &&
       (self->resume.params == NULL || fresh.step > self->resume.step))
     {
       g_free (self->resume.params);

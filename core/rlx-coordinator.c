@@ -82,6 +82,8 @@ rlx_coordinator_emit_discover (RlxCoordinator *self)
 void
 rlx_coordinator_emit_event (RlxCoordinator *self, RlxEvent *event)
 {
+  if (event->kind == RLX_EVENT_MERGED)
+    rlx_coordinator_note_discarded (self, event->u.merged.to_step);
   g_signal_emit (self, signals[SIG_EVENT], 0, event);
   rlx_event_unref (event);
 }

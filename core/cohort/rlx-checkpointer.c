@@ -229,6 +229,14 @@ rlx_checkpointer_load (RlxCheckpointer *self, RlxCheckpoint *out, GError **error
   /* the lineage its state belongs to (absent in older files: a new one) */
   if (!rlx_msg_hash_parse (g_hash_table_lookup (md, "lineage"), &out->lineage))
     out->lineage = 0;
+  {
+    /* (after the read: a file renamed in since is newer, not older) */
+    GStatBuf st;
+
+    out->written_us = g_stat (self->path, &st) == 0
+                        ? (gint64) st.st_mtim.tv_sec * G_USEC_PER_SEC + st.st_mtim.tv_nsec / 1000
+                        : 0;
+  }
   out->params = g_steal_pointer (&params);
   out->step = step;
   out->hash = hash;

@@ -29,6 +29,7 @@ typedef struct {
   guint64 step, hash, seed;
   guint   epoch, pos;
   guint64 lineage;        /* the lineage of its state (RlxMsgLineage.lin; 0: not recorded) */
+  gint64  written_us;     /* the file's modification time (real time, µs), as loaded */
 } RlxCheckpoint;
 
 #define RLX_TYPE_CHECKPOINTER (rlx_checkpointer_get_type ())

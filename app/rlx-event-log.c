@@ -504,7 +504,8 @@ rlx_event_log_add_event (RlxEventLog *self, const RlxEvent *e, const char *self_
     case RLX_EVENT_SIGNALLING:
       {
         const RlxEventSignalling *s = &e->u.signalling;
-        if (g_strcmp0 (s->state, "joined") == 0)
+        /* (joined, or alone in the room once the others left: no trouble) */
+        if (g_strcmp0 (s->state, "joined") == 0 || g_strcmp0 (s->state, "empty") == 0)
           goto done;
         kind = RLX_LOG_WARNING;
         /* not joined yet, and trying again: the joining page says so, no toast */

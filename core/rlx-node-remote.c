@@ -367,10 +367,12 @@ on_remote_event (RlxRemoteNode *node, RlxEvent *event, gpointer user_data)
       self->join_trouble = g_strdup (trouble);
     }
   /* Alone in the room of a standalone server: nobody to wait for, this
-   * node founds the cohort. (Alone on the founder's own server, the key is
-   * wrong: the remote node refuses it after its deadline.) */
+   * node founds the cohort — as it joins, or once every node the room had
+   * left ("empty"). (Alone on the founder's own server, the key is wrong:
+   * the remote node refuses it after its deadline.) */
   if (event->kind == RLX_EVENT_SIGNALLING &&
-      g_strcmp0 (event->u.signalling.state, "joined") == 0 && event->u.signalling.has_room &&
+      (g_strcmp0 (event->u.signalling.state, "joined") == 0 ||
+       g_strcmp0 (event->u.signalling.state, "empty") == 0) && event->u.signalling.has_room &&
       event->u.signalling.peers == 0 && !event->u.signalling.hosted)
     start_coordinator (self);
 }

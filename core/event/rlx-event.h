@@ -266,6 +266,7 @@ typedef struct {
 } RlxEventInvite;
 
 /* signalling: state "joined" (server, peers, hosted when has_room),
+ * "empty" (has_room, peers 0: every other node the room had left),
  * "lost", "unreachable", "refused" (reason, server optional) */
 typedef struct {
   char    *state, *reason, *server;

@@ -85,6 +85,7 @@ struct _RlxRemoteNode
   RlxSignalClient  *client;
   RlxSignalAuth    *auth;
   GHashTable       *peers;        /* id → Peer*: authenticated senders only */
+  GHashTable       *room;         /* ids the server says are in the room (hints) */
   GHashTable       *complaints;   /* sender → gint64*: last notice/report about it */
   RlxRemoteSkipFunc skip;
   gpointer          skip_data;
@@ -841,6 +842,10 @@ on_client_joined (RlxSignalClient *client, GStrv peers, gpointer user_data)
   e->u.signalling.peers = peers ? g_strv_length (peers) : 0;
   e->u.signalling.hosted = rlx_signal_client_is_hosted (client);
   self->signalling_joined = TRUE;
+  g_hash_table_remove_all (self->room);
+  for (guint i = 0; peers && peers[i]; i++)
+    if (g_strcmp0 (peers[i], self->node_id) != 0)
+      g_hash_table_add (self->room, g_strdup (peers[i]));
   emit (self, e);
   if (self->refuse_check == NULL && self->n_authentic == 0 && !self->serve && !self->refused)
     {
@@ -871,11 +876,39 @@ on_client_refused (RlxSignalClient *client, const char *reason, gpointer user_da
 }
 
 static void
+on_client_peer_joined (RlxSignalClient *client, const char *node, gpointer user_data)
+{
+  RlxRemoteNode *self = user_data;
+
+  if (node && g_strcmp0 (node, self->node_id) != 0 && g_hash_table_size (self->room) < 4096)
+    g_hash_table_add (self->room, g_strdup (node));
+}
+
+static void
 on_client_peer_left (RlxSignalClient *client, const char *node, gpointer user_data)
 {
   RlxRemoteNode *self = user_data;
   Peer *p = g_hash_table_lookup (self->peers, node);
 
+  /* The last one the room had gone, this node is alone in it (as a welcome
+   * with nobody says): the node may found rather than wait out its join
+   * timeout for nodes that left (killed behind a cut link: the server
+   * drops their sessions at its pong timeout, after the welcome listed
+   * them; a chaos run's final resume check failed so). */
+  if (node && g_hash_table_remove (self->room, node) && g_hash_table_size (self->room) == 0 &&
+      !self->serve && self->signalling_joined)
+    {
+      g_autofree char *server = g_strdup_printf ("%s:%u", self->invite->host, self->invite->port);
+      RlxEvent *e = rlx_event_new (RLX_EVENT_SIGNALLING);
+
+      e->u.signalling.state = g_strdup ("empty");
+      e->u.signalling.reason = g_strdup ("every other node left the room");
+      e->u.signalling.server = g_steal_pointer (&server);
+      e->u.signalling.has_room = TRUE;
+      e->u.signalling.peers = 0;
+      e->u.signalling.hosted = rlx_signal_client_is_hosted (client);
+      emit (self, e);
+    }
   if (p == NULL)
     return;
   /* A hint: a live link carries on (the data path does not need signalling);
@@ -912,6 +945,7 @@ connect_signalling (RlxRemoteNode *self)
   g_signal_connect (self->client, "lost", G_CALLBACK (on_client_lost), self);
   g_signal_connect (self->client, "refused", G_CALLBACK (on_client_refused), self);
   g_signal_connect (self->client, "peer-left", G_CALLBACK (on_client_peer_left), self);
+  g_signal_connect (self->client, "peer-joined", G_CALLBACK (on_client_peer_joined), self);
   rlx_signal_client_start (self->client);
 }
 
@@ -956,6 +990,7 @@ rlx_remote_node_finalize (GObject *object)
   RlxRemoteNode *self = RLX_REMOTE_NODE (object);
 
   g_hash_table_unref (self->peers);
+  g_hash_table_unref (self->room);
   g_hash_table_unref (self->complaints);
   g_clear_pointer (&self->invite, rlx_invite_free);
   g_clear_pointer (&self->auth, rlx_signal_auth_free);
@@ -998,6 +1033,7 @@ static void
 rlx_remote_node_init (RlxRemoteNode *self)
 {
   self->peers = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, peer_free);
+  self->room = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->complaints = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   self->cancel = g_cancellable_new ();
   self->ice = rlx_ice_servers_new (G_OBJECT (self), self->cancel, on_server_unresolved,

@@ -86,6 +86,7 @@ struct _RlxRemoteNode
   RlxSignalAuth    *auth;
   GHashTable       *peers;        /* id → Peer*: authenticated senders only */
   GHashTable       *room;         /* ids the server says are in the room (hints) */
+  gboolean          room_overflow; /* more than the room set holds: never "empty" */
   GHashTable       *complaints;   /* sender → gint64*: last notice/report about it */
   RlxRemoteSkipFunc skip;
   gpointer          skip_data;
@@ -843,9 +844,15 @@ on_client_joined (RlxSignalClient *client, GStrv peers, gpointer user_data)
   e->u.signalling.hosted = rlx_signal_client_is_hosted (client);
   self->signalling_joined = TRUE;
   g_hash_table_remove_all (self->room);
+  self->room_overflow = FALSE;
   for (guint i = 0; peers && peers[i]; i++)
     if (g_strcmp0 (peers[i], self->node_id) != 0)
-      g_hash_table_add (self->room, g_strdup (peers[i]));
+      {
+        if (g_hash_table_size (self->room) >= 4096)
+          self->room_overflow = TRUE;
+        else
+          g_hash_table_add (self->room, g_strdup (peers[i]));
+      }
   emit (self, e);
   if (self->refuse_check == NULL && self->n_authentic == 0 && !self->serve && !self->refused)
     {
@@ -880,7 +887,11 @@ on_client_peer_joined (RlxSignalClient *client, const char *node, gpointer user_
 {
   RlxRemoteNode *self = user_data;
 
-  if (node && g_strcmp0 (node, self->node_id) != 0 && g_hash_table_size (self->room) < 4096)
+  if (node == NULL || g_strcmp0 (node, self->node_id) == 0)
+    return;
+  if (g_hash_table_size (self->room) >= 4096)
+    self->room_overflow = TRUE;
+  else
     g_hash_table_add (self->room, g_strdup (node));
 }
 
@@ -894,9 +905,13 @@ on_client_peer_left (RlxSignalClient *client, const char *node, gpointer user_da
    * with nobody says): the node may found rather than wait out its join
    * timeout for nodes that left (killed behind a cut link: the server
    * drops their sessions at its pong timeout, after the welcome listed
-   * them; a chaos run's final resume check failed so). */
+   * them; a chaos run's final resume check failed so). Not once a node
+   * of the room answered us (its link goes on without signalling: the
+   * server may have dropped a live node behind a cut), nor when the room
+   * held more than the set counts (a second reader of 4ee822d). */
   if (node && g_hash_table_remove (self->room, node) && g_hash_table_size (self->room) == 0 &&
-      !self->serve && self->signalling_joined)
+      !self->room_overflow && g_hash_table_size (self->peers) == 0 && !self->serve &&
+      self->signalling_joined)
     {
       g_autofree char *server = g_strdup_printf ("%s:%u", self->invite->host, self->invite->port);
       RlxEvent *e = rlx_event_new (RLX_EVENT_SIGNALLING);
